@@ -1,0 +1,34 @@
+# Tollgate: `make run` starts the demo stack, `make test` runs every test.
+GO ?= go
+export CI_TEST_TIMEOUT ?= 15m
+
+.PHONY: build run test vet fuzz bench clean
+
+build:
+	$(GO) build -o bin/tollgate ./cmd/tollgate
+	$(GO) build -o bin/upstream-sim ./cmd/upstream-sim
+
+run: build
+	./scripts/run-demo.sh
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1)
+
+# Needs Postgres on 127.0.0.1:5432 (or TOLLGATE_TEST_DATABASE_URL) and the
+# recorded streams in ../shared/fixtures (or TOLLGATE_FIXTURES).
+test: vet
+	$(GO) test -count=1 -timeout $(CI_TEST_TIMEOUT) ./...
+	$(MAKE) fuzz
+
+# Each fuzz target briefly, on top of its seed corpus (which `go test` runs too).
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./gateway/sse/
+	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./gateway/sse/
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee bench.txt
+
+clean:
+	rm -rf bin tollgate-data bench.txt

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// fileConfig is the YAML configuration file (--config): providers and models
+// for the gateway, and optional seed prices for the ledger.
+type fileConfig struct {
+	gateway.Config `yaml:",inline"`
+	// Prices are price versions ensured at start-up: added when missing,
+	// left alone when present and identical, refused when they differ.
+	Prices []ledger.PriceInput `yaml:"prices"`
+}
+
+// env is the environment's part of the configuration.
+type env struct {
+	DatabaseURL string // TOLLGATE_DATABASE_URL
+	NATSURL     string // TOLLGATE_NATS_URL; empty: serve embeds JetStream
+	AdminToken  string // TOLLGATE_ADMIN_TOKEN
+	Listen      string // TOLLGATE_LISTEN, default :8080
+	AdminListen string // TOLLGATE_ADMIN_LISTEN, default :8081
+	DataDir     string // TOLLGATE_DATA_DIR, default ./tollgate-data
+}
+
+func loadEnv() env {
+	get := func(name, def string) string {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	return env{
+		DatabaseURL: get("TOLLGATE_DATABASE_URL", ledger.DefaultDatabaseURL),
+		NATSURL:     os.Getenv("TOLLGATE_NATS_URL"),
+		AdminToken:  os.Getenv("TOLLGATE_ADMIN_TOKEN"),
+		Listen:      get("TOLLGATE_LISTEN", ":8080"),
+		AdminListen: get("TOLLGATE_ADMIN_LISTEN", ":8081"),
+		DataDir:     get("TOLLGATE_DATA_DIR", "./tollgate-data"),
+	}
+}
+
+// loadConfig reads and validates the config file. Unknown fields are
+// errors that name their line.
+func loadConfig(path string) (*fileConfig, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var cfg fileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	for i, p := range cfg.Prices {
+		if _, err := p.Price(); err != nil {
+			return nil, fmt.Errorf("config %s: prices[%d] (%s): %w", path, i, p.Model, err)
+		}
+	}
+	return &cfg, nil
+}
+
+// shutdownGrace bounds how long in-flight requests may run after SIGTERM.
+const shutdownGrace = 30 * time.Second

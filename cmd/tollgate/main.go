@@ -1,0 +1,93 @@
+// Command tollgate is the Tollgate LLM gateway and metering ledger.
+//
+//	tollgate serve   --config tollgate.yaml   every role in one process
+//	tollgate gateway --config tollgate.yaml   the LLM API only
+//	tollgate meter                            the meter worker only
+//	tollgate admin                            the admin API only
+//	tollgate migrate                          apply database migrations
+//	tollgate demo                             seed a demo customer and key, print curl commands
+//
+// Environment: TOLLGATE_DATABASE_URL, TOLLGATE_NATS_URL, TOLLGATE_ADMIN_TOKEN,
+// TOLLGATE_LISTEN (default :8080), TOLLGATE_ADMIN_LISTEN (default :8081),
+// TOLLGATE_DATA_DIR (default ./tollgate-data).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `tollgate: an OpenAI-compatible LLM gateway that meters every token into a Postgres ledger.
+
+Usage:
+  tollgate serve   --config FILE   run gateway, meter worker and admin API in one process
+                                   (embeds JetStream when TOLLGATE_NATS_URL is empty)
+  tollgate gateway --config FILE   run only the LLM API (needs TOLLGATE_NATS_URL)
+  tollgate meter                   run only the meter worker (needs TOLLGATE_NATS_URL)
+  tollgate admin                   run only the admin API
+  tollgate migrate                 apply the database migrations and exit
+  tollgate demo                    create a demo customer and key on a running server,
+                                   and print curl commands to try it
+
+Environment:
+  TOLLGATE_DATABASE_URL   Postgres URL (default postgres://postgres@127.0.0.1:5432/tollgate)
+  TOLLGATE_NATS_URL       NATS URL; empty means serve embeds a JetStream server
+  TOLLGATE_ADMIN_TOKEN    bearer token for the admin API (required for serve and admin)
+  TOLLGATE_LISTEN         LLM and customer API address (default :8080)
+  TOLLGATE_ADMIN_LISTEN   admin API address (default :8081)
+  TOLLGATE_DATA_DIR       local data: embedded JetStream storage (default ./tollgate-data)
+`
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd, args := os.Args[1], os.Args[2:]
+	var err error
+	switch cmd {
+	case "serve":
+		err = runRoles(ctx, log, args, roles{gateway: true, meter: true, admin: true})
+	case "gateway":
+		err = runRoles(ctx, log, args, roles{gateway: true})
+	case "meter":
+		err = runRoles(ctx, log, args, roles{meter: true})
+	case "admin":
+		err = runRoles(ctx, log, args, roles{admin: true})
+	case "migrate":
+		err = migrate(ctx, log)
+	case "demo":
+		err = demo(ctx, args)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "tollgate: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tollgate %s: %v\n", cmd, err)
+		os.Exit(1)
+	}
+}
+
+// configFlag parses --config FILE from args.
+func configFlag(name string, args []string, required bool) (string, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	path := fs.String("config", "", "YAML configuration file (providers, models, seed prices)")
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	if required && *path == "" {
+		return "", fmt.Errorf("--config FILE is required")
+	}
+	return *path, nil
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// roles selects what a process runs.
+type roles struct{ gateway, meter, admin bool }
+
+func (r roles) all() bool { return r.gateway && r.meter && r.admin }
+
+// app is a running set of roles, wired together. Tests build one with start
+// and stop it with close.
+type app struct {
+	log       *slog.Logger
+	store     *ledger.Store
+	ns        *server.Server // embedded JetStream, when no NATS URL is set
+	nc        *nats.Conn
+	gw        *gateway.Server
+	keys      *ledger.KeySet
+	listeners []*http.Server
+	group     *errgroup.Group
+	cancel    context.CancelFunc
+	// Addr and AdminAddr are the bound listen addresses.
+	Addr, AdminAddr string
+}
+
+func runRoles(ctx context.Context, log *slog.Logger, args []string, r roles) error {
+	path, err := configFlag("tollgate", args, r.gateway)
+	if err != nil {
+		return err
+	}
+	var cfg *fileConfig
+	if path != "" {
+		if cfg, err = loadConfig(path); err != nil {
+			return err
+		}
+	}
+	a, err := start(ctx, log, loadEnv(), cfg, r)
+	if err != nil {
+		return err
+	}
+	log.Info("tollgate running", "listen", a.Addr, "admin_listen", a.AdminAddr)
+	<-ctx.Done()
+	log.Info("shutting down: finishing in-flight requests", "grace", shutdownGrace.String())
+	return a.close()
+}
+
+// start opens the ledger, applies migrations when the process owns the
+// whole stack, connects to (or embeds) JetStream and starts the roles'
+// listeners and workers. It returns once every listener is bound.
+func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r roles) (_ *app, err error) {
+	a := &app{log: log}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+	if a.store, err = ledger.Open(ctx, e.DatabaseURL); err != nil {
+		return nil, err
+	}
+	if r.all() {
+		n, err := a.store.Migrate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("migrations applied", "count", n)
+	}
+	if cfg != nil {
+		for _, p := range cfg.Prices {
+			if _, err := a.store.EnsurePrice(ctx, p); err != nil {
+				return nil, fmt.Errorf("seed price %s: %w", p.Model, err)
+			}
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.cancel = cancel
+	a.group, runCtx = errgroup.WithContext(runCtx)
+
+	var js jetstream.JetStream
+	if r.gateway || r.meter {
+		if js, err = a.connectNATS(e, r); err != nil {
+			return nil, err
+		}
+		if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
+			return nil, err
+		}
+	}
+	if r.meter {
+		w, err := meter.NewWorker(ctx, js, a.store, meter.WorkerConfig{Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		a.group.Go(func() error { return w.Run(runCtx) })
+	}
+	if r.gateway {
+		a.keys = a.store.NewKeySet(log)
+		if err := a.keys.Refresh(ctx); err != nil {
+			return nil, err
+		}
+		go a.keys.Run(runCtx, time.Second)
+		if a.gw, err = gateway.New(cfg.Config, a.keys, meter.NewPublisher(js, meter.StreamConfig{}, 0), log); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if a.Addr, err = a.listen(e.Listen, a.gw.Handler()); err != nil {
+			return nil, err
+		}
+	}
+	if r.admin {
+		adm, err := api.NewAdmin(a.store, e.AdminToken, log)
+		if err != nil {
+			return nil, err
+		}
+		if a.AdminAddr, err = a.listen(e.AdminListen, adm.Handler()); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// connectNATS connects to TOLLGATE_NATS_URL or, for serve without one,
+// embeds a JetStream server with its data under the data directory.
+func (a *app) connectNATS(e env, r roles) (jetstream.JetStream, error) {
+	var err error
+	switch {
+	case e.NATSURL != "":
+		a.nc, err = nats.Connect(e.NATSURL, nats.Name("tollgate"), nats.MaxReconnects(-1))
+	case r.all():
+		if a.ns, err = meter.StartEmbedded(filepath.Join(e.DataDir, "jetstream"), ""); err != nil {
+			return nil, err
+		}
+		a.nc, err = nats.Connect("", nats.InProcessServer(a.ns))
+	default:
+		return nil, errors.New("TOLLGATE_NATS_URL is required: only `tollgate serve` embeds JetStream")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	return jetstream.New(a.nc)
+}
+
+func (a *app) listen(addr string, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	a.listeners = append(a.listeners, srv)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("http server", "addr", addr, "err", err)
+		}
+	}()
+	return ln.Addr().String(), nil
+}
+
+// close stops accepting requests, lets in-flight ones finish within the
+// grace period, waits for their usage events to be published, then stops
+// the worker and closes connections. It is safe on a partly started app.
+func (a *app) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	var errs []error
+	for _, srv := range a.listeners {
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+	}
+	if a.gw != nil {
+		if err := a.gw.Wait(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("publishing usage events: %w", err))
+		}
+	}
+	if a.cancel != nil {
+		a.cancel()
+		if err := a.group.Wait(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if a.nc != nil {
+		a.nc.Close()
+	}
+	if a.ns != nil {
+		a.ns.Shutdown()
+		a.ns.WaitForShutdown()
+	}
+	if a.store != nil {
+		a.store.Close()
+	}
+	return errors.Join(errs...)
+}
+
+func migrate(ctx context.Context, log *slog.Logger) error {
+	s, err := ledger.Open(ctx, loadEnv().DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	n, err := s.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	log.Info("migrations applied", "count", n)
+	return nil
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+)
+
+const testAdminToken = "test-admin-token"
+
+// stack is the whole pipeline in-process: upstream-sim, the gateway, an
+// embedded JetStream, the meter worker, a fresh Postgres database and the
+// admin API, wired by the same start() that `tollgate serve` uses.
+type stack struct {
+	t       *testing.T
+	app     *app
+	sim     *sim.Server
+	simURL  string
+	gateway string // LLM API base URL
+	admin   string // admin API base URL
+	store   *ledger.Store
+	// customerID and secret are a customer and its API key, made through
+	// the admin API.
+	customerID, secret string
+}
+
+// newStack starts the pipeline; extra providers and models are added to the
+// simulator's. The simulator is provider "sim" with models sim-small and
+// sim-pro, priced as in examples/demo.yaml.
+func newStack(t *testing.T, extra gateway.Config) *stack {
+	t.Helper()
+	s := &stack{t: t, sim: sim.New(sim.WithLogger(slog.New(slog.DiscardHandler)))}
+	simSrv := httptest.NewServer(s.sim)
+	t.Cleanup(simSrv.Close)
+	s.simURL = simSrv.URL
+	cfg := &fileConfig{Config: gateway.Config{
+		Providers: append([]gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: simSrv.URL + "/v1", APIKey: "sim-key"}}, extra.Providers...),
+		Models: append([]gateway.ModelConfig{
+			{Name: "sim-small", Provider: "sim"},
+			{Name: "sim-pro", Provider: "sim", UpstreamModel: "sim-pro"},
+		}, extra.Models...),
+	}}
+	demo, err := loadConfig("../../examples/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Prices = demo.Prices
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e := env{DatabaseURL: ledgertest.NewDatabase(t), AdminToken: testAdminToken,
+		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", DataDir: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s.app, err = start(ctx, slog.New(slog.DiscardHandler), e, cfg, roles{gateway: true, meter: true, admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.app.close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	s.store = s.app.store
+	s.gateway, s.admin = "http://"+s.app.Addr, "http://"+s.app.AdminAddr
+
+	var c struct {
+		ID string `json:"id"`
+	}
+	s.adminDo("POST", "/admin/v1/customers", `{"name":"acme"}`, http.StatusCreated, &c)
+	var k struct {
+		Key string `json:"key"`
+	}
+	s.adminDo("POST", "/admin/v1/customers/"+c.ID+"/keys", `{"name":"test"}`, http.StatusCreated, &k)
+	s.customerID, s.secret = c.ID, k.Key
+	// The gateway's key snapshot refreshes every second; take it now.
+	if err := s.app.keys.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// adminDo calls the admin API and decodes the answer into out.
+func (s *stack) adminDo(method, path, body string, wantStatus int, out any) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.admin+path, bytes.NewBufferString(body))
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != wantStatus {
+		s.t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, wantStatus)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			s.t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+}
+
+// event waits until the ledger holds the event with this request id.
+func (s *stack) event(id string) ledger.RatedEvent {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e, err := s.store.Event(context.Background(), id)
+		if err == nil {
+			return e
+		}
+		if ledger.ErrorCode(err) != ledger.ENotFound || time.Now().After(deadline) {
+			s.t.Fatalf("event %s: %v", id, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// post sends a raw request to the LLM API with the stack's key.
+func (s *stack) post(path, body string) *http.Response {
+	s.t.Helper()
+	req, _ := http.NewRequest("POST", s.gateway+path, bytes.NewBufferString(body))
+	req.Header.Set("Authorization", "Bearer "+s.secret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}

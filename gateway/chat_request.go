@@ -1,0 +1,78 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// chatRequest is a client's chat completion request: the fields the gateway
+// acts on, and every field as sent, which go upstream unchanged but for model
+// and stream_options.
+type chatRequest struct {
+	fields       map[string]json.RawMessage
+	model        string
+	stream       bool
+	includeUsage bool
+}
+
+// parseChatRequest checks the fields the gateway relies on; its errors name
+// the field and are fit for a 400 response.
+func parseChatRequest(body []byte) (*chatRequest, error) {
+	r := &chatRequest{}
+	if err := json.Unmarshal(body, &r.fields); err != nil || r.fields == nil {
+		return nil, fmt.Errorf("the request body must be a JSON object: %v", jsonError(err))
+	}
+	if err := json.Unmarshal(r.fields["model"], &r.model); err != nil || r.model == "" {
+		return nil, fmt.Errorf("model: must be a non-empty string")
+	}
+	if msgs := bytes.TrimSpace(r.fields["messages"]); len(msgs) == 0 || msgs[0] != '[' {
+		return nil, fmt.Errorf("messages: must be an array of messages")
+	}
+	if raw, ok := r.fields["stream"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &r.stream); err != nil {
+			return nil, fmt.Errorf("stream: must be a boolean")
+		}
+	}
+	if raw, ok := r.fields["stream_options"]; ok && !isNull(raw) {
+		var so struct {
+			IncludeUsage *bool `json:"include_usage"`
+		}
+		if err := json.Unmarshal(raw, &so); err != nil {
+			return nil, fmt.Errorf("stream_options: must be an object with a boolean include_usage")
+		}
+		r.includeUsage = so.IncludeUsage != nil && *so.IncludeUsage
+	}
+	return r, nil
+}
+
+// upstreamBody is the request as sent upstream: model replaced by the
+// upstream's name and, when streaming, usage always asked for.
+func (r *chatRequest) upstreamBody(model string) ([]byte, error) {
+	fields := make(map[string]json.RawMessage, len(r.fields)+1)
+	for k, v := range r.fields {
+		fields[k] = v
+	}
+	fields["model"], _ = json.Marshal(model)
+	if r.stream {
+		so := map[string]json.RawMessage{}
+		if raw := r.fields["stream_options"]; !isNull(raw) {
+			_ = json.Unmarshal(raw, &so)
+		}
+		so["include_usage"] = json.RawMessage("true")
+		fields["stream_options"], _ = json.Marshal(so)
+	}
+	return json.Marshal(fields)
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+func jsonError(err error) string {
+	if err == nil {
+		return "got null"
+	}
+	return err.Error()
+}

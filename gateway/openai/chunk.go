@@ -1,0 +1,97 @@
+// Package openai reads usage from OpenAI Chat Completions responses, streamed
+// (chat.completion.chunk) and not, as OpenAI and OpenAI-compatible upstreams
+// send them, and normalizes it into meter.Usage.
+//
+// Source: OpenAI's API reference, "The chat completion chunk object" and
+// "The chat completion object" (fields usage.prompt_tokens,
+// usage.prompt_tokens_details.cached_tokens, usage.completion_tokens,
+// usage.completion_tokens_details.reasoning_tokens).
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// Usage is OpenAI's usage object. Fields some compatible upstreams add
+// (cost, is_byok, cost_details) are ignored.
+type Usage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens     int64 `json:"cached_tokens"`
+		CacheWriteTokens int64 `json:"cache_write_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// Meter converts u into normalized usage. OpenAI's prompt_tokens already
+// includes cached tokens, and completion_tokens includes reasoning tokens,
+// so the figures carry over as they are.
+func (u *Usage) Meter() meter.Usage {
+	m := meter.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	if d := u.PromptTokensDetails; d != nil {
+		m.CachedTokens, m.CacheWriteTokens = d.CachedTokens, d.CacheWriteTokens
+	}
+	if d := u.CompletionTokensDetails; d != nil {
+		m.ReasoningTokens = d.ReasoningTokens
+	}
+	return m
+}
+
+// Chunk is what the gateway reads from one chat.completion.chunk (or from a
+// whole chat.completion): everything else in it passes through untouched.
+type Chunk struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
+	Created int64  `json:"created"`
+	Choices []struct {
+		Delta struct {
+			Content          string `json:"content"`
+			ReasoningContent string `json:"reasoning_content"`
+			Reasoning        string `json:"reasoning"`
+		} `json:"delta"`
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	// Usage is nil when the chunk carries none (absent or null).
+	Usage *Usage `json:"usage"`
+	// Error is set on an error frame: `data: {"error": {...}}`.
+	Error json.RawMessage `json:"error"`
+}
+
+// ParseChunk decodes the fields the gateway needs from a chunk's JSON. It
+// returns an error for input that is not a JSON object.
+func ParseChunk(data []byte) (*Chunk, error) {
+	c := new(Chunk)
+	if err := json.Unmarshal(data, c); err != nil {
+		return nil, err
+	}
+	if len(c.Error) > 0 && bytes.Equal(c.Error, []byte("null")) {
+		c.Error = nil
+	}
+	return c, nil
+}
+
+// FinishReason returns the first choice's finish reason, or "".
+func (c *Chunk) FinishReason() string {
+	for _, ch := range c.Choices {
+		if ch.FinishReason != "" {
+			return ch.FinishReason
+		}
+	}
+	return ""
+}
+
+// UsageOnly reports whether the chunk exists only to carry usage: it has
+// usage and no choices, as OpenAI's include_usage chunk does. An empty
+// choices array alone does not make a usage chunk (Azure sends one first
+// with prompt_filter_results).
+func (c *Chunk) UsageOnly() bool { return c.Usage != nil && len(c.Choices) == 0 }

@@ -1,0 +1,145 @@
+// Package gateway is Tollgate's LLM-facing HTTP surface: an OpenAI-compatible
+// API in front of upstream providers that taps the usage of every request
+// from the stream it forwards and hands one usage event per upstream request
+// to the meter.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// KeyLookup authenticates customer API keys. The ledger's key snapshot
+// implements it without touching the database on the request path.
+type KeyLookup interface {
+	// LookupKey returns the owner of an active key secret, or ok=false.
+	LookupKey(secret string) (customerID, keyID string, ok bool)
+}
+
+// EventSink receives the one usage event of each upstream request.
+type EventSink interface {
+	// Publish returns once the event is durably accepted, or an error.
+	Publish(ctx context.Context, e *meter.Event) error
+}
+
+// Server serves the LLM API. Create it with New.
+type Server struct {
+	cfg     Config
+	keys    KeyLookup
+	sink    EventSink
+	log     *slog.Logger
+	routes  *router
+	client  *http.Client
+	publish sync.WaitGroup
+}
+
+// New returns a Server for cfg, which it validates (see Config.Validate).
+func New(cfg Config, keys KeyLookup, sink EventSink, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 1024
+	tr.ForceAttemptHTTP2 = true
+	return &Server{cfg: cfg, keys: keys, sink: sink, log: log, routes: newRouter(cfg),
+		client: &http.Client{Transport: tr}}, nil
+}
+
+// Handler returns the HTTP routes: POST /v1/chat/completions, GET /v1/models
+// and GET /healthz.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Post("/v1/chat/completions", s.chatCompletions)
+		r.Get("/v1/models", s.listModels)
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "no route for "+r.Method+" "+r.URL.Path)
+	})
+	return r
+}
+
+// Wait blocks until every usage event of finished requests has been handed
+// to the sink, or ctx ends. Call it after the HTTP server has shut down.
+func (s *Server) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.publish.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type principalKey struct{}
+
+type principal struct{ customerID, keyID string }
+
+// authenticate accepts a customer key as "Authorization: Bearer <key>".
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || secret == "" {
+			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+				"missing API key: send it as Authorization: Bearer <key>")
+			return
+		}
+		cust, key, ok := s.keys.LookupKey(strings.TrimSpace(secret))
+		if !ok {
+			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+				"incorrect or revoked API key")
+			return
+		}
+		ctx := context.WithValue(r.Context(), principalKey{}, principal{cust, key})
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, m := range s.cfg.Models {
+		out.Data = append(out.Data, model{ID: m.Name, Object: "model", OwnedBy: m.Provider})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// emit hands e to the sink in the background, so that the client's response
+// never waits on it; Wait waits for these.
+func (s *Server) emit(e *meter.Event) {
+	s.publish.Add(1)
+	go func() {
+		defer s.publish.Done()
+		ctx := context.Background()
+		if err := s.sink.Publish(ctx, e); err != nil {
+			b, _ := json.Marshal(e)
+			s.log.Error("usage event not published", "request_id", e.ID, "err", err, "event", string(b))
+		}
+	}()
+}
+
+var errNoRoute = errors.New("no route")

@@ -1,0 +1,119 @@
+// Package api serves the admin API (/admin/v1) over the ledger: customers,
+// API keys, prices and usage queries, for operators holding the admin token.
+package api
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// Admin serves the admin API over a ledger Store.
+type Admin struct {
+	store *ledger.Store
+	token string
+	log   *slog.Logger
+}
+
+// NewAdmin returns the admin API; every /admin/v1 request must carry
+// "Authorization: Bearer <token>". It returns an error for an empty token.
+func NewAdmin(store *ledger.Store, token string, log *slog.Logger) (*Admin, error) {
+	if token == "" {
+		return nil, errors.New("the admin token is empty: set TOLLGATE_ADMIN_TOKEN")
+	}
+	return &Admin{store: store, token: token, log: log}, nil
+}
+
+// Handler returns the routes: GET /healthz, and under /admin/v1:
+// customers, customers/{id}, customers/{id}/keys, prices and usage.
+func (a *Admin) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Route("/admin/v1", func(r chi.Router) {
+		r.Use(a.authenticate)
+		r.Post("/customers", a.createCustomer)
+		r.Get("/customers", a.listCustomers)
+		r.Get("/customers/{id}", a.getCustomer)
+		r.Post("/customers/{id}/keys", a.createKey)
+		r.Post("/prices", a.createPrice)
+		r.Get("/prices", a.listPrices)
+		r.Get("/usage", a.usage)
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
+	})
+	return r
+}
+
+func (a *Admin) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1 {
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong admin token (Authorization: Bearer $TOLLGATE_ADMIN_TOKEN)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// fail maps a ledger error to its status, in one table.
+func (a *Admin) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := map[string]int{
+		ledger.ENotFound: http.StatusNotFound,
+		ledger.EConflict: http.StatusConflict,
+		ledger.EInvalid:  http.StatusBadRequest,
+	}[ledger.ErrorCode(err)]
+	if status == 0 {
+		a.log.Error("admin api", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "internal error; see the server log")
+		return
+	}
+	writeError(w, status, ledger.ErrorCode(err), err.Error())
+}
+
+// decode reads a JSON body into v, refusing unknown fields.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &ledger.Error{Code: ledger.EInvalid, Message: "request body: " + err.Error()}
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]string{"message": msg, "type": code, "code": code}})
+}
+
+// parseTime accepts RFC 3339 timestamps and YYYY-MM-DD dates (UTC midnight).
+func parseTime(field, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, &ledger.Error{Code: ledger.EInvalid,
+		Message: fmt.Sprintf("%s: %q is neither RFC 3339 (2026-01-31T00:00:00Z) nor a date (2026-01-31)", field, s)}
+}

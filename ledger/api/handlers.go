@@ -1,0 +1,125 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+func (a *Admin) createCustomer(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Name string `json:"name"`
+	}
+	if err := decode(r, &in); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	c, err := a.store.CreateCustomer(r.Context(), in.Name)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, c)
+}
+
+func (a *Admin) listCustomers(w http.ResponseWriter, r *http.Request) {
+	cs, err := a.store.Customers(r.Context(), r.URL.Query().Get("name"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": cs})
+}
+
+func (a *Admin) getCustomer(w http.ResponseWriter, r *http.Request) {
+	c, err := a.store.Customer(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+// createKey answers with the key and, this once, its secret as "key".
+func (a *Admin) createKey(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Name string `json:"name"`
+	}
+	if err := decode(r, &in); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	k, secret, err := a.store.CreateKey(r.Context(), chi.URLParam(r, "id"), in.Name)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, struct {
+		ledger.Key
+		Secret string `json:"key"`
+	}{k, secret})
+}
+
+// priceJSON is a price version as the API shows it: decimal strings per
+// million tokens.
+type priceJSON struct {
+	ID int64 `json:"id"`
+	ledger.PriceInput
+}
+
+func toJSON(p ledger.Price) priceJSON {
+	return priceJSON{ID: p.ID, PriceInput: ledger.PriceInput{Model: p.Model, Currency: p.Currency,
+		Input: ledger.FormatMicros(p.InputMicros), CachedInput: ledger.FormatMicros(p.CachedInputMicros),
+		CacheWrite: ledger.FormatMicros(p.CacheWriteMicros), Output: ledger.FormatMicros(p.OutputMicros),
+		EffectiveFrom: p.EffectiveFrom.UTC()}}
+}
+
+func (a *Admin) createPrice(w http.ResponseWriter, r *http.Request) {
+	var in ledger.PriceInput
+	if err := decode(r, &in); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	p, err := a.store.CreatePrice(r.Context(), in)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toJSON(p))
+}
+
+func (a *Admin) listPrices(w http.ResponseWriter, r *http.Request) {
+	ps, err := a.store.Prices(r.Context(), r.URL.Query().Get("model"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := make([]priceJSON, len(ps))
+	for i, p := range ps {
+		out[i] = toJSON(p)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": out})
+}
+
+// usage answers GET /admin/v1/usage?customer_id=&from=&to=&group_by=.
+func (a *Admin) usage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	uq := ledger.UsageQuery{CustomerID: q.Get("customer_id"), GroupBy: q.Get("group_by")}
+	var err error
+	if uq.From, err = parseTime("from", q.Get("from")); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if uq.To, err = parseTime("to", q.Get("to")); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	rows, err := a.store.Usage(r.Context(), uq)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": rows})
+}

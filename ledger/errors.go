@@ -1,0 +1,61 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Error codes carried by *Error. The HTTP layer maps each to one status.
+const (
+	ENotFound = "not_found" // the thing asked for does not exist
+	EConflict = "conflict"  // it exists already, or clashes with what exists
+	EInvalid  = "invalid"   // the input is malformed or out of range
+)
+
+// Error is a ledger error with a code a caller can act on and a message
+// safe to show to an API user.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// ErrorCode returns the code of the first *Error in err's chain, or "" when
+// there is none (an internal error).
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+func errorf(code, format string, args ...any) error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// dbError translates database errors into ledger errors in one place: no rows
+// becomes ENotFound, a unique violation EConflict, a check or foreign-key
+// violation or malformed value EInvalid. what names the thing for the message.
+func dbError(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errorf(ENotFound, "%s not found", what)
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		switch pg.Code {
+		case "23505":
+			return errorf(EConflict, "%s already exists", what)
+		case "23503", "23514", "22P02", "22007", "22008":
+			return errorf(EInvalid, "%s is invalid: %s", what, pg.Message)
+		}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

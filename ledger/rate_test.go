@@ -1,0 +1,93 @@
+package ledger
+
+import (
+	"math/big"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// bigRate is the reference for Rate: the same formula in arbitrary precision.
+func bigRate(u meter.Usage, p Price) *big.Int {
+	uncached := max(u.PromptTokens-u.CachedTokens-u.CacheWriteTokens, 0)
+	sum := new(big.Int)
+	for _, t := range [][2]int64{{uncached, p.InputMicros}, {u.CachedTokens, p.CachedInputMicros},
+		{u.CacheWriteTokens, p.CacheWriteMicros}, {u.CompletionTokens, p.OutputMicros}} {
+		sum.Add(sum, new(big.Int).Mul(big.NewInt(t[0]), big.NewInt(t[1])))
+	}
+	return sum
+}
+
+func TestRateMatchesArbitraryPrecision(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 100000; i++ {
+		prompt := r.Int64N(2_000_000)
+		cached := r.Int64N(prompt + 1)
+		write := r.Int64N(prompt - cached + 1)
+		u := meter.Usage{PromptTokens: prompt, CachedTokens: cached, CacheWriteTokens: write,
+			CompletionTokens: r.Int64N(200_000)}
+		p := Price{InputMicros: r.Int64N(100_000_000), CachedInputMicros: r.Int64N(10_000_000),
+			CacheWriteMicros: r.Int64N(200_000_000), OutputMicros: r.Int64N(400_000_000)}
+		got, err := Rate(u, p)
+		if err != nil {
+			t.Fatalf("Rate(%+v, %+v): %v", u, p, err)
+		}
+		if want := bigRate(u, p); want.Cmp(big.NewInt(got)) != 0 {
+			t.Fatalf("Rate(%+v, %+v) = %d, want %s", u, p, got, want)
+		}
+	}
+}
+
+func TestRateWorkedExample(t *testing.T) {
+	// 1,000 prompt tokens of which 400 cached, 200 completion, at $2.50 input,
+	// $1.25 cached, $10 output per million tokens:
+	// 600×2.5e-6 + 400×1.25e-6 + 200×1e-5 = 0.0015 + 0.0005 + 0.002 = $0.004.
+	p := Price{InputMicros: 2_500_000, CachedInputMicros: 1_250_000, CacheWriteMicros: 2_500_000, OutputMicros: 10_000_000}
+	got, err := Rate(meter.Usage{PromptTokens: 1000, CachedTokens: 400, CompletionTokens: 200}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := FormatE12(big.NewInt(got).String()); s != "0.004" {
+		t.Fatalf("cost = %s (%d e-12), want 0.004", s, got)
+	}
+}
+
+func TestRateOverflowIsAnError(t *testing.T) {
+	p := Price{OutputMicros: 1 << 40}
+	if _, err := Rate(meter.Usage{CompletionTokens: 1 << 30}, p); err == nil {
+		t.Fatal("Rate accepted a cost beyond int64")
+	}
+}
+
+func TestParseMicros(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "2.50": 2_500_000, "0.000001": 1, "15": 15_000_000, " 3.2 ": 3_200_000} {
+		got, err := ParseMicros("input", in)
+		if err != nil || got != want {
+			t.Errorf("ParseMicros(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "abc", "-1", "0.0000001", "1e30", "NaN"} {
+		if _, err := ParseMicros("input", in); ErrorCode(err) != EInvalid {
+			t.Errorf("ParseMicros(%q) error = %v, want EInvalid", in, err)
+		}
+	}
+}
+
+func BenchmarkRate(b *testing.B) {
+	u := meter.Usage{PromptTokens: 1234, CachedTokens: 512, CompletionTokens: 321, ReasoningTokens: 100}
+	p := Price{InputMicros: 2_500_000, CachedInputMicros: 1_250_000, CacheWriteMicros: 3_000_000, OutputMicros: 10_000_000}
+	for b.Loop() {
+		if _, err := Rate(u, p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRateBigInt(b *testing.B) {
+	u := meter.Usage{PromptTokens: 1234, CachedTokens: 512, CompletionTokens: 321, ReasoningTokens: 100}
+	p := Price{InputMicros: 2_500_000, CachedInputMicros: 1_250_000, CacheWriteMicros: 3_000_000, OutputMicros: 10_000_000}
+	for b.Loop() {
+		_ = bigRate(u, p)
+	}
+}

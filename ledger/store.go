@@ -1,0 +1,104 @@
+// Package ledger is Tollgate's Postgres ledger: customers, API keys, the
+// price book, and rated usage events, written exactly once per event id.
+// It is the only package that talks to Postgres.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/tollgate-dev/tollgate/migrations"
+)
+
+// DefaultDatabaseURL is used when TOLLGATE_DATABASE_URL is not set: the local
+// server, database "tollgate".
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/tollgate?sslmode=disable"
+
+// Store is the ledger over a Postgres connection pool. It is safe for
+// concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+}
+
+// Open connects to the database at url, creating the database first when it
+// does not exist (connecting to the server's "postgres" database to do so).
+// It does not apply migrations; call Migrate.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if err := createDatabase(ctx, cfg.ConnConfig); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", cfg.ConnConfig.Database, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database %q on %s:%d: %w",
+			cfg.ConnConfig.Database, cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	return &Store{pool: pool, now: time.Now}, nil
+}
+
+// createDatabase creates cfg's database if it is missing.
+func createDatabase(ctx context.Context, cfg *pgx.ConnConfig) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil {
+		return conn.Close(ctx)
+	}
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) || pg.Code != "3D000" { // invalid_catalog_name
+		return fmt.Errorf("connect to database %q on %s:%d: %w", cfg.Database, cfg.Host, cfg.Port, err)
+	}
+	admin := cfg.Copy()
+	admin.Database = "postgres"
+	conn, err = pgx.ConnectConfig(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("connect to create database %q: %w", cfg.Database, err)
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{cfg.Database}.Sanitize())
+	if err != nil && !isCode(err, "42P04") { // duplicate_database: created meanwhile
+		return fmt.Errorf("create database %q: %w", cfg.Database, err)
+	}
+	return nil
+}
+
+func isCode(err error, code string) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == code
+}
+
+// Migrate applies every pending goose migration embedded in the binary and
+// returns how many it applied.
+func (s *Store) Migrate(ctx context.Context) (int, error) {
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		return 0, fmt.Errorf("migrations: %w", err)
+	}
+	res, err := p.Up(ctx)
+	if err != nil {
+		return len(res), fmt.Errorf("migrate: %w", err)
+	}
+	return len(res), nil
+}
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// Close closes the connection pool.
+func (s *Store) Close() { s.pool.Close() }

@@ -1,0 +1,185 @@
+package meter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Store is where the worker writes events: the ledger.
+type Store interface {
+	// WriteEvents stores a batch atomically, at most once per event id (an
+	// id already stored is skipped), and returns how many were new. An error
+	// means none of the batch was stored.
+	WriteEvents(ctx context.Context, events []Event) (int, error)
+}
+
+// WorkerConfig configures a Worker. Zero fields take the defaults named.
+type WorkerConfig struct {
+	Stream StreamConfig
+	// Durable is the durable consumer's name, shared by all workers so that
+	// adding workers adds throughput. Default "tollgate-meter".
+	Durable string
+	// BatchSize caps the events written in one transaction. Default 500.
+	BatchSize int
+	// BatchWait caps how long a batch waits to fill after its first event,
+	// and so the latency the worker adds. Default 50ms.
+	BatchWait time.Duration
+	// AckWait is how long JetStream waits for an ack before redelivering.
+	// Default 30s; the worker extends it while it retries a batch.
+	AckWait time.Duration
+	// MaxAckPending caps the events delivered and not yet acknowledged
+	// across all workers. Default 20000.
+	MaxAckPending int
+	// Logger receives the worker's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *WorkerConfig) defaults() {
+	c.Stream.defaults()
+	if c.Durable == "" {
+		c.Durable = "tollgate-meter"
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 500
+	}
+	if c.BatchWait <= 0 {
+		c.BatchWait = 50 * time.Millisecond
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = 20000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Worker moves usage events from JetStream into a Store: it fetches batches
+// from a durable pull consumer, writes each batch in one call to the Store,
+// and acknowledges the batch only after the Store has committed it.
+type Worker struct {
+	cfg   WorkerConfig
+	cons  jetstream.Consumer
+	store Store
+}
+
+// NewWorker creates (or updates) the durable consumer on the usage stream
+// and returns a Worker over it. The stream must exist (see EnsureStream).
+func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg WorkerConfig) (*Worker, error) {
+	cfg.defaults()
+	cons, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream.Name, jetstream.ConsumerConfig{
+		Durable:       cfg.Durable,
+		Description:   "Tollgate meter workers: usage events into the ledger",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxAckPending: cfg.MaxAckPending,
+		FilterSubject: cfg.Stream.Subject,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
+	}
+	return &Worker{cfg: cfg, cons: cons, store: store}, nil
+}
+
+// Run moves events until ctx ends, then returns nil. A batch the Store
+// refuses is retried with backoff, never acknowledged unwritten. It returns
+// an error only when the consumer cannot be read at all.
+func (w *Worker) Run(ctx context.Context) error {
+	it, err := w.cons.Messages(jetstream.PullMaxMessages(2 * w.cfg.BatchSize))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", w.cfg.Durable, err)
+	}
+	defer it.Stop()
+	batch := make([]jetstream.Msg, 0, w.cfg.BatchSize)
+	for {
+		first, err := it.Next(jetstream.NextContext(ctx))
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return fmt.Errorf("consume %s: %w", w.cfg.Durable, err)
+			}
+			w.cfg.Logger.Warn("meter: fetch", "err", err)
+			continue
+		}
+		batch = append(batch[:0], first)
+		deadline := time.Now().Add(w.cfg.BatchWait)
+		for len(batch) < w.cfg.BatchSize {
+			wait := time.Until(deadline)
+			if wait <= 0 {
+				break
+			}
+			m, err := it.Next(jetstream.NextMaxWait(wait))
+			if err != nil {
+				if !errors.Is(err, nats.ErrTimeout) {
+					w.cfg.Logger.Warn("meter: fetch", "err", err)
+				}
+				break
+			}
+			batch = append(batch, m)
+		}
+		w.process(ctx, batch)
+	}
+}
+
+// process decodes, writes and acknowledges one batch.
+func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
+	events := make([]Event, 0, len(msgs))
+	keep := msgs[:0:0]
+	for _, m := range msgs {
+		var e Event
+		err := json.Unmarshal(m.Data(), &e)
+		if err == nil {
+			err = e.Validate()
+		}
+		if err != nil {
+			// Until the dead-letter stream exists, a poison message is
+			// terminated loudly rather than retried forever.
+			w.cfg.Logger.Error("meter: undecodable usage event terminated", "err", err, "data", string(m.Data()))
+			_ = m.TermWithReason(err.Error())
+			continue
+		}
+		events = append(events, e)
+		keep = append(keep, m)
+	}
+	if len(events) == 0 {
+		return
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		_, err := w.store.WriteEvents(ctx, events)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return // not acknowledged: JetStream redelivers them
+		}
+		w.cfg.Logger.Warn("meter: write batch failed; retrying", "events", len(events), "backoff", backoff, "err", err)
+		for _, m := range keep {
+			_ = m.InProgress()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	for _, m := range keep {
+		if err := m.Ack(); err != nil {
+			// The event is committed; a lost ack only means a redelivery,
+			// which the ledger skips.
+			w.cfg.Logger.Warn("meter: ack", "err", err)
+		}
+	}
+}
