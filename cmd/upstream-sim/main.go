@@ -1,0 +1,90 @@
+// Command upstream-sim serves the deterministic OpenAI-compatible provider
+// simulator of package sim, for demos, tests and benchmarks.
+//
+//	upstream-sim [-listen 127.0.0.1:9090] [-debug]
+//
+// The listen address defaults to $SIM_LISTEN, then 127.0.0.1:9090. SIGINT or
+// SIGTERM shuts it down gracefully: in-flight requests get shutdownTimeout to
+// finish, then their connections are closed.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
+)
+
+// shutdownTimeout bounds the graceful shutdown.
+const shutdownTimeout = 10 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "upstream-sim:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx is done, then shuts down gracefully.
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("upstream-sim", flag.ContinueOnError)
+	listen := fs.String("listen", envOr("SIM_LISTEN", "127.0.0.1:9090"), "address to listen on (env SIM_LISTEN)")
+	debug := fs.Bool("debug", false, "log every chat completion request")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if *debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           sim.New(sim.WithLogger(log)),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("upstream-sim listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "timeout", shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("graceful shutdown incomplete, closing connections", "err", err)
+		_ = srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

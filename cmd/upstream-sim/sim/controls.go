@@ -1,0 +1,164 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxDelay bounds sim_delay_ms.
+const maxDelay = 10 * time.Minute
+
+// faultKind is the fault that changes how a stream ends.
+type faultKind uint8
+
+const (
+	faultNone        faultKind = iota
+	faultDisconnect            // disconnect_after:N
+	faultErrorAfter            // error_after:N
+	faultStall                 // stall
+	faultStallBefore           // stall_before
+)
+
+// fault is a parsed sim_fault value.
+type fault struct {
+	kind          faultKind
+	after         int64 // content chunks before disconnect_after or error_after
+	noUsage       bool
+	usageInFinish bool
+	cumulative    bool
+	noDone        bool
+}
+
+// plan is everything the simulator will do for one request.
+type plan struct {
+	id            string
+	created       int64  // Unix seconds
+	modelJSON     []byte // the model name as a JSON string
+	stream        bool
+	includeUsage  bool
+	finishReason  string
+	usage         Usage
+	contentTokens int64 // completion minus reasoning tokens
+	chunks        int64 // content chunks, 1..contentTokens
+	delay         time.Duration
+	status        int // sim_status, 0 when unset
+	fault         fault
+}
+
+// newPlan parses body and the controls in its metadata and in h. Its errors
+// are client errors.
+func newPlan(body []byte, h http.Header, now time.Time) (*plan, error) {
+	req, err := parseRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	u, capped, err := req.usage()
+	if err != nil {
+		return nil, err
+	}
+	model, _ := json.Marshal(*req.Model)
+	p := &plan{
+		id:            CompletionID(body),
+		created:       now.Unix(),
+		modelJSON:     model,
+		stream:        req.Stream,
+		includeUsage:  req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		finishReason:  "stop",
+		usage:         u,
+		contentTokens: u.CompletionTokens - u.ReasoningTokens,
+	}
+	if capped {
+		p.finishReason = "length"
+	}
+	get := func(key, header string) string {
+		if v := h.Get(header); v != "" {
+			return v
+		}
+		return req.Metadata[key]
+	}
+	p.chunks = p.contentTokens
+	if v := get("sim_chunks", "X-Sim-Chunks"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("sim_chunks must be a positive integer, got %q", v)
+		}
+		p.chunks = min(n, p.contentTokens)
+	}
+	if v := get("sim_delay_ms", "X-Sim-Delay-Ms"); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 0 || time.Duration(ms)*time.Millisecond > maxDelay {
+			return nil, fmt.Errorf("sim_delay_ms must be an integer from 0 to %d, got %q", maxDelay.Milliseconds(), v)
+		}
+		p.delay = time.Duration(ms) * time.Millisecond
+	}
+	if v := get("sim_status", "X-Sim-Status"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 400 || n > 599 {
+			return nil, fmt.Errorf("sim_status must be an HTTP status from 400 to 599, got %q", v)
+		}
+		p.status = n
+	}
+	if v := get("sim_fault", "X-Sim-Fault"); v != "" {
+		if p.fault, err = parseFault(v); err != nil {
+			return nil, err
+		}
+		p.fault.after = min(p.fault.after, p.chunks)
+	}
+	return p, nil
+}
+
+// parseFault parses a comma-separated list of fault modes.
+func parseFault(v string) (fault, error) {
+	var f fault
+	for _, mode := range strings.Split(v, ",") {
+		mode = strings.TrimSpace(mode)
+		name, arg, hasArg := strings.Cut(mode, ":")
+		kind := faultNone
+		switch name {
+		case "disconnect_after":
+			kind = faultDisconnect
+		case "error_after":
+			kind = faultErrorAfter
+		case "stall":
+			kind = faultStall
+		case "stall_before":
+			kind = faultStallBefore
+		case "no_usage":
+			f.noUsage = true
+		case "usage_in_finish":
+			f.usageInFinish = true
+		case "cumulative_usage":
+			f.cumulative = true
+		case "no_done":
+			f.noDone = true
+		default:
+			return fault{}, fmt.Errorf("sim_fault: unknown mode %q", mode)
+		}
+		needArg := kind == faultDisconnect || kind == faultErrorAfter
+		if hasArg != needArg {
+			if needArg {
+				return fault{}, fmt.Errorf("sim_fault: mode %q needs a count, as in %s:N", mode, name)
+			}
+			return fault{}, fmt.Errorf("sim_fault: mode %q takes no argument", mode)
+		}
+		if kind == faultNone {
+			continue
+		}
+		if f.kind != faultNone {
+			return fault{}, fmt.Errorf("sim_fault: at most one of disconnect_after, error_after, stall, stall_before, got %q", v)
+		}
+		f.kind = kind
+		if needArg {
+			n, err := strconv.ParseInt(arg, 10, 64)
+			if err != nil || n < 0 {
+				return fault{}, fmt.Errorf("sim_fault: mode %q: N must be a non-negative integer", mode)
+			}
+			f.after = n
+		}
+	}
+	return f, nil
+}

@@ -1,0 +1,85 @@
+package sim
+
+import "strconv"
+
+// TokenText is the text of one content token: a completion with n content
+// tokens has the content TokenText repeated n times.
+const TokenText = "tok "
+
+// tokenRun is TokenText repeated, appended in runs rather than word by word.
+const tokenRun = TokenText + TokenText + TokenText + TokenText + TokenText + TokenText + TokenText + TokenText +
+	TokenText + TokenText + TokenText + TokenText + TokenText + TokenText + TokenText + TokenText
+
+// Pre-encoded pieces of the wire format. Chunks are built by appending these
+// to a per-request prefix, with no reflection.
+const (
+	chunkRole    = `{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"finish_reason":null}]`
+	chunkContent = `{"index":0,"delta":{"content":"`
+	chunkContEnd = `"},"finish_reason":null}]`
+	chunkFinish  = `{"index":0,"delta":{},"finish_reason":"`
+	frameEnd     = "}\n\n"
+	frameDone    = "data: [DONE]\n\n"
+)
+
+// appendTokens appends n content tokens.
+func appendTokens(b []byte, n int64) []byte {
+	for ; n >= 16; n -= 16 {
+		b = append(b, tokenRun...)
+	}
+	return append(b, tokenRun[:n*int64(len(TokenText))]...)
+}
+
+// appendHead appends the fields every chunk or completion of p starts with,
+// up to and including "model".
+func appendHead(b []byte, p *plan, object string) []byte {
+	b = append(b, `{"id":"`...)
+	b = append(b, p.id...)
+	b = append(b, `","object":"`...)
+	b = append(b, object...)
+	b = append(b, `","created":`...)
+	b = strconv.AppendInt(b, p.created, 10)
+	b = append(b, `,"model":`...)
+	return append(b, p.modelJSON...)
+}
+
+// appendChunkPrefix appends the part of an SSE frame of p that comes before
+// the choices: `data: {"id":...,"choices":[`.
+func appendChunkPrefix(b []byte, p *plan) []byte {
+	b = append(b, "data: "...)
+	b = appendHead(b, p, "chat.completion.chunk")
+	return append(b, `,"service_tier":"default","system_fingerprint":null,"choices":[`...)
+}
+
+// appendUsage appends u as OpenAI's usage object.
+func appendUsage(b []byte, u Usage) []byte {
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, u.PromptTokens, 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, u.CompletionTokens, 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, u.TotalTokens(), 10)
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, u.CachedTokens, 10)
+	b = append(b, `,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":`...)
+	b = strconv.AppendInt(b, u.ReasoningTokens, 10)
+	return append(b, `,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
+}
+
+// appendCompletion appends the non-streamed chat.completion object of p.
+func appendCompletion(b []byte, p *plan) []byte {
+	b = appendHead(b, p, "chat.completion")
+	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
+	b = appendTokens(b, p.contentTokens)
+	b = append(b, `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
+	b = append(b, p.finishReason...)
+	b = append(b, `"}],"usage":`...)
+	b = appendUsage(b, p.usage)
+	return append(b, `,"service_tier":"default","system_fingerprint":null}`...)
+}
+
+// appendErrorFrame appends the SSE frame error_after sends.
+func appendErrorFrame(b []byte, after int64) []byte {
+	b = append(b, `data: {"error":{"message":"simulated stream error after `...)
+	b = strconv.AppendInt(b, after, 10)
+	return append(b, ` content chunks","type":"server_error","param":null,"code":null}}`+"\n\n"...)
+}

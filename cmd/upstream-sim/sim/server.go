@@ -1,0 +1,183 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// maxBodyBytes bounds a request body, in bytes; larger bodies get a 413.
+const maxBodyBytes = 8 << 20
+
+// modelsCreated is the "created" of every listed model, in Unix seconds.
+const modelsCreated = 1700000000
+
+// ModelNames returns the model names GET /v1/models lists. Any other name is
+// accepted too.
+func ModelNames() []string { return []string{"sim-small", "sim-cache", "sim-reasoning", "sim-pro"} }
+
+// Server is the simulator: an http.Handler serving the endpoints described in
+// the package documentation. It is safe for concurrent use.
+type Server struct {
+	mux   *http.ServeMux
+	now   func() time.Time
+	log   *slog.Logger
+	stats counters
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithClock sets the clock that gives chunks their "created" time (Unix
+// seconds). The default is time.Now.
+func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
+// WithLogger sets the logger for per-request debug records. The default
+// discards them.
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// New returns a Server ready to serve, for example with
+// httptest.NewServer(sim.New()).
+func New(opts ...Option) *Server {
+	s := &Server{now: time.Now, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(s)
+	}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("GET /v1/models/{model}", s.handleModel)
+	s.mux.HandleFunc("GET /stats", s.handleStats)
+	s.mux.HandleFunc("POST /stats/reset", s.handleReset)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
+			"Unknown request URL: "+r.Method+" "+r.URL.Path)
+	})
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Stats returns the counters of what the simulator billed so far.
+func (s *Server) Stats() Stats { return s.stats.snapshot() }
+
+// ResetStats zeroes the counters (not the in-flight gauge), as POST /stats/reset does.
+func (s *Server) ResetStats() { s.stats.reset() }
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	s.stats.inFlight.Add(1)
+	defer s.stats.inFlight.Add(-1)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		s.stats.record(outcomeBadRequest, Usage{})
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "", "request body too large")
+			return
+		}
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "read body: "+err.Error())
+		return
+	}
+	p, err := newPlan(body, r.Header, s.now())
+	if err != nil {
+		s.stats.record(outcomeBadRequest, Usage{})
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
+		return
+	}
+	s.log.Debug("chat completion", "id", p.id, "stream", p.stream, "completion_tokens", p.usage.CompletionTokens)
+	switch {
+	case p.status != 0:
+		s.stats.record(outcomeStatus, Usage{})
+		writeStatus(w, p.status)
+	case p.fault.kind == faultStallBefore, !p.stream && p.fault.kind == faultStall:
+		<-r.Context().Done()
+		s.stats.record(outcomeStalled, Usage{})
+	case p.stream:
+		o, billed := s.stream(w, r, p)
+		s.stats.record(o, billed)
+		if o == outcomeDisconnected {
+			panic(http.ErrAbortHandler) // closes the connection without ending the response
+		}
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Request-Id", p.id)
+		_, _ = w.Write(appendCompletion(make([]byte, 0, 512+4*p.contentTokens), p))
+		s.stats.record(outcomeOK, p.usage)
+	}
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list"}
+	for _, name := range ModelNames() {
+		list.Data = append(list.Data, model{name, "model", modelsCreated, "tollgate-sim"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": r.PathValue("model"), "object": "model", "created": modelsCreated, "owned_by": "tollgate-sim",
+	})
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Stats())
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
+	s.ResetStats()
+	writeJSON(w, http.StatusOK, s.Stats())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError writes an OpenAI error envelope; an empty code is null.
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	var c *string
+	if code != "" {
+		c = &code
+	}
+	type body struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	}
+	writeJSON(w, status, map[string]body{"error": {Message: msg, Type: typ, Code: c}})
+}
+
+// writeStatus writes the error envelope OpenAI sends with status.
+func writeStatus(w http.ResponseWriter, status int) {
+	typ, code := "invalid_request_error", ""
+	switch {
+	case status == http.StatusUnauthorized:
+		code = "invalid_api_key"
+	case status == http.StatusNotFound:
+		code = "model_not_found"
+	case status == http.StatusTooManyRequests:
+		typ, code = "requests", "rate_limit_exceeded"
+	case status >= 500:
+		typ = "server_error"
+	}
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeError(w, status, typ, code, "simulated error: "+strconv.Itoa(status)+" "+http.StatusText(status))
+}
