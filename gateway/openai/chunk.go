@@ -11,6 +11,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 
 	"github.com/tollgate-dev/tollgate/meter"
 )
@@ -95,3 +96,49 @@ func (c *Chunk) FinishReason() string {
 // choices array alone does not make a usage chunk (Azure sends one first
 // with prompt_filter_results).
 func (c *Chunk) UsageOnly() bool { return c.Usage != nil && len(c.Choices) == 0 }
+
+// usageJSON is OpenAI's usage object as the gateway writes it.
+type usageJSON struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens     int64 `json:"cached_tokens"`
+		CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// AppendUsage appends u as OpenAI's usage object (JSON) to dst:
+// prompt_tokens, completion_tokens, total_tokens,
+// prompt_tokens_details.cached_tokens (and cache_write_tokens when not
+// zero), completion_tokens_details.reasoning_tokens.
+func AppendUsage(dst []byte, u meter.Usage) []byte {
+	j := usageJSON{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens()}
+	j.PromptTokensDetails.CachedTokens = u.CachedTokens
+	j.PromptTokensDetails.CacheWriteTokens = u.CacheWriteTokens
+	j.CompletionTokensDetails.ReasoningTokens = u.ReasoningTokens
+	b, _ := json.Marshal(j)
+	return append(dst, b...)
+}
+
+// AppendUsageChunk appends OpenAI's include_usage chunk, with "choices":[]
+// and the usage, to dst.
+func AppendUsageChunk(dst []byte, id, model string, created int64, u meter.Usage) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, id)
+	dst = append(dst, `,"object":"chat.completion.chunk","created":`...)
+	dst = strconv.AppendInt(dst, created, 10)
+	dst = append(dst, `,"model":`...)
+	dst = appendJSONString(dst, model)
+	dst = append(dst, `,"choices":[],"usage":`...)
+	dst = AppendUsage(dst, u)
+	return append(dst, '}')
+}
+
+func appendJSONString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}

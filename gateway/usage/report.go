@@ -1,0 +1,68 @@
+// Package usage holds what the gateway learns about one upstream response's
+// usage, whatever the provider's wire format, and turns it into the figures
+// the usage event records: the provider's own when it reported them, a
+// tokenizer estimate when it did not (flagged), never a guess passed off as
+// the provider's.
+package usage
+
+import (
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// Report is filled in by a protocol's tap as the upstream response goes by.
+// Taps set fields; they never sum cumulative counters (each report of the
+// provider replaces the last, field by field as the protocol defines).
+type Report struct {
+	// Usage is the provider's latest usage report, normalized (see
+	// meter.Usage for what each field includes).
+	Usage meter.Usage
+	// Reported is true once the provider reported any usage at all.
+	Reported bool
+	// Final is true once the provider's final usage report arrived: OpenAI's
+	// usage chunk (or usage on/after the finish chunk), Anthropic's
+	// message_delta, Gemini's chunk with a finishReason, the Responses API's
+	// response.completed (or failed/incomplete with usage).
+	Final bool
+	// FinishReason is the finish reason in OpenAI's terms: "stop", "length",
+	// "tool_calls", "content_filter" (or "error" for a stream that failed).
+	FinishReason string
+	// ServedModel is the model the provider said it served.
+	ServedModel string
+	// Error describes an upstream error frame, if one arrived.
+	Error string
+	// Output collects the text the provider produced: content, reasoning or
+	// thinking, tool call names and arguments. It is what a tokenizer
+	// estimate counts when the provider's figures are missing or partial.
+	// Error text is never added.
+	Output strings.Builder
+}
+
+// AddOutput records produced text for estimation.
+func (r *Report) AddOutput(s string) { r.Output.WriteString(s) }
+
+// Resolve returns the usage to record and its usage_source, given the
+// request's prompt text (for an estimate when the provider reported none):
+//
+//   - Final: the provider's figures as sent; source "upstream".
+//   - Reported but not final (the stream ended early): the provider's
+//     figures, with completion_tokens raised to the tokenizer's count of
+//     the output seen if that is larger; source "partial".
+//   - Not reported: prompt and completion both estimated with the
+//     tokenizer; source "estimated".
+func (r *Report) Resolve(est *Estimator, promptText string) (meter.Usage, string) {
+	switch {
+	case r.Final:
+		return r.Usage, meter.SourceUpstream
+	case r.Reported:
+		u := r.Usage
+		u.CompletionTokens = max(u.CompletionTokens, est.Count(r.Output.String()))
+		return u, meter.SourcePartial
+	default:
+		return meter.Usage{
+			PromptTokens:     est.Count(promptText),
+			CompletionTokens: est.Count(r.Output.String()),
+		}, meter.SourceEstimated
+	}
+}

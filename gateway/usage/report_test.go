@@ -1,0 +1,37 @@
+package usage
+
+import (
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+func TestResolve(t *testing.T) {
+	est, err := NewEstimator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := est.Count("hello world"); n != 2 {
+		t.Fatalf("Count(hello world) = %d, want 2 (o200k_base)", n)
+	}
+	var final Report
+	final.Usage, final.Reported, final.Final = meter.Usage{PromptTokens: 5, CompletionTokens: 1}, true, true
+	final.AddOutput("many many words that would count for more than one token")
+	if u, src := final.Resolve(est, "prompt"); src != meter.SourceUpstream || u.CompletionTokens != 1 {
+		t.Fatalf("final: %+v %s", u, src)
+	}
+	partial := Report{Usage: meter.Usage{PromptTokens: 17, CompletionTokens: 1}, Reported: true}
+	partial.AddOutput("hello world, again and again")
+	if u, src := partial.Resolve(est, "ignored"); src != meter.SourcePartial || u.PromptTokens != 17 || u.CompletionTokens != est.Count("hello world, again and again") {
+		t.Fatalf("partial: %+v %s", u, src)
+	}
+	partial.Usage.CompletionTokens = 1000
+	if u, _ := partial.Resolve(est, ""); u.CompletionTokens != 1000 {
+		t.Fatalf("partial keeps the larger provider figure: %+v", u)
+	}
+	var none Report
+	none.AddOutput("hello world")
+	if u, src := none.Resolve(est, "hello world"); src != meter.SourceEstimated || u.PromptTokens != 2 || u.CompletionTokens != 2 {
+		t.Fatalf("estimated: %+v %s", u, src)
+	}
+}
