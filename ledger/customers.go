@@ -103,3 +103,46 @@ func (s *Store) CreateKey(ctx context.Context, customerID, name string) (Key, st
 	}
 	return k, secret, nil
 }
+
+// RevokeKey revokes an API key. Revocation is the one change an api_keys
+// row takes (it is not a ledger entry); gateways stop accepting the key at
+// their next key snapshot refresh (every second). It returns ENotFound for
+// an unknown key and EConflict for one already revoked.
+func (s *Store) RevokeKey(ctx context.Context, keyID string) (Key, error) {
+	var k Key
+	err := s.pool.QueryRow(ctx,
+		`UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL
+		 RETURNING id, customer_id, name, prefix, created_at, revoked_at`, keyID,
+	).Scan(&k.ID, &k.CustomerID, &k.Name, &k.Prefix, &k.CreatedAt, &k.RevokedAt)
+	if err == nil {
+		return k, nil
+	}
+	err = dbError(err, "key "+keyID)
+	if ErrorCode(err) == ENotFound {
+		var revoked bool
+		if s.pool.QueryRow(ctx, `SELECT revoked_at IS NOT NULL FROM api_keys WHERE id = $1`, keyID).Scan(&revoked) == nil && revoked {
+			return Key{}, errorf(EConflict, "key %s is already revoked", keyID)
+		}
+	}
+	return Key{}, err
+}
+
+// Keys lists a customer's keys (never their secrets), oldest first.
+func (s *Store) Keys(ctx context.Context, customerID string) ([]Key, error) {
+	rows, err := s.pool.Query(ctx,
+		`SELECT id, customer_id, name, prefix, created_at, revoked_at FROM api_keys
+		 WHERE customer_id = $1 ORDER BY created_at, id`, customerID)
+	if err != nil {
+		return nil, dbError(err, "keys")
+	}
+	defer rows.Close()
+	out := []Key{}
+	for rows.Next() {
+		var k Key
+		if err := rows.Scan(&k.ID, &k.CustomerID, &k.Name, &k.Prefix, &k.CreatedAt, &k.RevokedAt); err != nil {
+			return nil, dbError(err, "keys")
+		}
+		out = append(out, k)
+	}
+	return out, dbError(rows.Err(), "keys")
+}

@@ -184,3 +184,22 @@ func TestCustomersAndKeysErrors(t *testing.T) {
 		t.Fatalf("bad group_by: %v", err)
 	}
 }
+
+func TestRevokeKey(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	got, err := s.RevokeKey(ctx, k.ID)
+	if err != nil || got.RevokedAt == nil {
+		t.Fatalf("RevokeKey = %+v, %v", got, err)
+	}
+	if _, err := s.RevokeKey(ctx, k.ID); ledger.ErrorCode(err) != ledger.EConflict {
+		t.Fatalf("second revoke: %v, want conflict", err)
+	}
+	if _, err := s.RevokeKey(ctx, uuid.NewString()); ledger.ErrorCode(err) != ledger.ENotFound {
+		t.Fatalf("unknown key: %v, want not found", err)
+	}
+	ks, err := s.Keys(ctx, c.ID)
+	if err != nil || len(ks) != 1 || ks[0].RevokedAt == nil {
+		t.Fatalf("Keys = %+v, %v", ks, err)
+	}
+}

@@ -35,7 +35,8 @@ func NewAdmin(store *ledger.Store, token string, log *slog.Logger) (*Admin, erro
 }
 
 // Handler returns the routes: GET /healthz, and under /admin/v1:
-// customers, customers/{id}, customers/{id}/keys, prices and usage.
+// customers, customers/{id}, customers/{id}/keys, keys/{id}/revoke,
+// prices and usage.
 func (a *Admin) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -47,6 +48,8 @@ func (a *Admin) Handler() http.Handler {
 		r.Get("/customers", a.listCustomers)
 		r.Get("/customers/{id}", a.getCustomer)
 		r.Post("/customers/{id}/keys", a.createKey)
+		r.Get("/customers/{id}/keys", a.listKeys)
+		r.Post("/keys/{id}/revoke", a.revokeKey)
 		r.Post("/prices", a.createPrice)
 		r.Get("/prices", a.listPrices)
 		r.Get("/usage", a.usage)

@@ -62,6 +62,24 @@ func (a *Admin) createKey(w http.ResponseWriter, r *http.Request) {
 	}{k, secret})
 }
 
+func (a *Admin) listKeys(w http.ResponseWriter, r *http.Request) {
+	ks, err := a.store.Keys(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": ks})
+}
+
+func (a *Admin) revokeKey(w http.ResponseWriter, r *http.Request) {
+	k, err := a.store.RevokeKey(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, k)
+}
+
 // priceJSON is a price version as the API shows it: decimal strings per
 // million tokens.
 type priceJSON struct {

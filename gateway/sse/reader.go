@@ -1,0 +1,235 @@
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+)
+
+// bufSize is the size of the bufio.Reader a Reader reads through. Lines
+// longer than it are accumulated, so it bounds no line length.
+const bufSize = 4 << 10
+
+// bom is the UTF-8 byte order mark, skipped at the start of a stream.
+const bom = "\xEF\xBB\xBF"
+
+// Reader parses a server-sent event stream into Events. It reuses its
+// buffers from one event to the next, so reading a stream allocates only
+// while those buffers grow to the size of its largest event. A Reader is not
+// safe for concurrent use.
+type Reader struct {
+	br  *bufio.Reader
+	max int
+
+	rest    []byte // unparsed part of the last ReadSlice chunk, in br's buffer
+	partial bool   // rest does not end in '\n' (buffer full, end of input or error)
+	err     error  // read error (io.EOF included), reported once rest is used up
+	fatal   error  // ErrEventTooLarge, sticky
+	skipLF  bool   // the last line ended in a '\r' that ended a chunk: drop a leading '\n'
+	started bool   // the first chunk was read (and a BOM stripped)
+	long    []byte // a line longer than br's buffer, being accumulated
+
+	size                                 int // bytes in the pending event's lines
+	pending                              bool
+	typ, data, id, retry, comment, other []byte
+	hasID, hasData, hasComment           bool
+}
+
+// NewReader returns a Reader that reads events from src, with a maximum event
+// size of DefaultMaxEvent (8 MiB).
+func NewReader(src io.Reader) *Reader {
+	return newReader(src, DefaultMaxEvent, bufSize)
+}
+
+// NewReaderSize returns a Reader that reads events from src and returns
+// ErrEventTooLarge for an event whose lines (line ends excluded) add up to
+// more than maxEvent bytes. A maxEvent of zero or less means DefaultMaxEvent.
+func NewReaderSize(src io.Reader, maxEvent int) *Reader {
+	return newReader(src, maxEvent, bufSize)
+}
+
+func newReader(src io.Reader, maxEvent, size int) *Reader {
+	if maxEvent <= 0 {
+		maxEvent = DefaultMaxEvent
+	}
+	return &Reader{br: bufio.NewReaderSize(src, size), max: maxEvent}
+}
+
+// Reset discards the Reader's state and makes it read a new stream from src,
+// keeping its buffers and maximum event size.
+func (r *Reader) Reset(src io.Reader) {
+	r.br.Reset(src)
+	r.rest, r.partial, r.err, r.fatal = nil, false, nil, nil
+	r.skipLF, r.started, r.long = false, false, r.long[:0]
+	r.clear()
+}
+
+// Next returns the next event of the stream: the fields of the lines up to the
+// next blank line. Blank lines with no field before them are skipped, and an
+// event that has only comments or unknown fields is returned too.
+//
+// Next returns io.EOF at the end of the input, after returning any pending
+// event that has a field even if no blank line ended it (the spec would drop
+// it). It returns ErrEventTooLarge when an event exceeds the maximum size, and
+// a read error of the underlying reader as it is (the pending event is then
+// discarded). Errors are sticky. The returned Event's slices are valid only
+// until the next call.
+func (r *Reader) Next() (Event, error) {
+	r.clear()
+	if r.fatal != nil {
+		return Event{}, r.fatal
+	}
+	for {
+		line, err := r.line()
+		if err != nil {
+			if err == io.EOF && r.pending {
+				return r.event(), nil
+			}
+			return Event{}, err
+		}
+		if len(line) == 0 {
+			if r.pending {
+				return r.event(), nil
+			}
+			continue
+		}
+		if r.size += len(line); r.size > r.max {
+			r.fatal = ErrEventTooLarge
+			return Event{}, r.fatal
+		}
+		r.field(line)
+	}
+}
+
+// clear empties the pending event, keeping its buffers.
+func (r *Reader) clear() {
+	r.size, r.pending = 0, false
+	r.typ, r.data, r.id = r.typ[:0], r.data[:0], r.id[:0]
+	r.retry, r.comment, r.other = r.retry[:0], r.comment[:0], r.other[:0]
+	r.hasID, r.hasData, r.hasComment = false, false, false
+}
+
+func (r *Reader) event() Event {
+	return Event{
+		Type: r.typ, Data: r.data, ID: r.id, HasID: r.hasID, Retry: r.retry,
+		Comment: r.comment, Other: r.other, HasData: r.hasData, HasComment: r.hasComment,
+	}
+}
+
+// field adds one non-blank line to the pending event.
+func (r *Reader) field(line []byte) {
+	r.pending = true
+	if line[0] == ':' {
+		if r.hasComment {
+			r.comment = append(r.comment, '\n')
+		}
+		r.comment = append(r.comment, trimSpace(line[1:])...)
+		r.hasComment = true
+		return
+	}
+	name, value := line, []byte(nil)
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		name, value = line[:i], trimSpace(line[i+1:])
+	}
+	switch string(name) {
+	case "data":
+		if r.hasData {
+			r.data = append(r.data, '\n')
+		}
+		r.data = append(r.data, value...)
+		r.hasData = true
+	case "event":
+		r.typ = append(r.typ[:0], value...)
+	case "id":
+		r.id = append(r.id[:0], value...)
+		r.hasID = true
+	case "retry":
+		r.retry = append(r.retry[:0], value...)
+	default:
+		if len(r.other) > 0 {
+			r.other = append(r.other, '\n')
+		}
+		r.other = append(r.other, line...)
+	}
+}
+
+// trimSpace removes one leading space, as the spec does for field values.
+func trimSpace(v []byte) []byte {
+	if len(v) > 0 && v[0] == ' ' {
+		return v[1:]
+	}
+	return v
+}
+
+// line returns the next line without its line end ("\r\n", "\n" or "\r"). At
+// the end of the input, a last line without a line end is returned before the
+// error. The line is valid until the next call.
+func (r *Reader) line() ([]byte, error) {
+	for {
+		if len(r.rest) == 0 {
+			if r.err != nil {
+				if len(r.long) > 0 { // unterminated last line, longer than the buffer
+					return r.finish(nil), nil
+				}
+				return nil, r.err
+			}
+			r.read()
+			continue
+		}
+		rest := r.rest
+		if i := bytes.IndexByte(rest, '\r'); i >= 0 {
+			n := i + 1
+			if n == len(rest) {
+				r.skipLF = true // a '\n' may follow in the next chunk
+			} else if rest[n] == '\n' {
+				n++
+			}
+			r.rest = rest[n:]
+			return r.finish(rest[:i]), nil
+		}
+		r.rest = nil
+		if !r.partial {
+			return r.finish(rest[:len(rest)-1]), nil
+		}
+		if r.err != nil { // unterminated last line
+			return r.finish(rest), nil
+		}
+		// The line goes on past the buffer: keep it and read on.
+		if r.size+len(r.long)+len(rest) > r.max {
+			r.fatal = ErrEventTooLarge
+			return nil, r.fatal
+		}
+		r.long = append(r.long, rest...)
+	}
+}
+
+// read fills r.rest with the next chunk of input, up to and including '\n'.
+func (r *Reader) read() {
+	chunk, err := r.br.ReadSlice('\n')
+	if r.skipLF {
+		r.skipLF = false
+		if len(chunk) > 0 && chunk[0] == '\n' {
+			chunk = chunk[1:]
+		}
+	}
+	if !r.started {
+		r.started = true
+		if len(chunk) >= len(bom) && string(chunk[:len(bom)]) == bom {
+			chunk = chunk[len(bom):]
+		}
+	}
+	r.rest, r.partial = chunk, err != nil
+	if err != nil && err != bufio.ErrBufferFull {
+		r.err = err
+	}
+}
+
+// finish returns line, prefixed by the accumulated long line if any.
+func (r *Reader) finish(line []byte) []byte {
+	if len(r.long) == 0 {
+		return line
+	}
+	r.long = append(r.long, line...)
+	line, r.long = r.long, r.long[:0]
+	return line
+}
