@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // chatRequest is a client's chat completion request: the fields the gateway
@@ -75,4 +76,32 @@ func jsonError(err error) string {
 		return "got null"
 	}
 	return err.Error()
+}
+
+// chatPromptText is the text of a chat request's messages (string contents
+// and text parts), for estimating its prompt_tokens when the provider
+// reports none.
+func chatPromptText(r *chatRequest) string {
+	var msgs []struct {
+		Content json.RawMessage `json:"content"`
+	}
+	_ = json.Unmarshal(r.fields["messages"], &msgs)
+	var b strings.Builder
+	for _, m := range msgs {
+		var text string
+		if json.Unmarshal(m.Content, &text) == nil {
+			b.WriteString(text)
+			b.WriteByte('\n')
+			continue
+		}
+		var parts []struct {
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(m.Content, &parts)
+		for _, p := range parts {
+			b.WriteString(p.Text)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }

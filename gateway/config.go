@@ -13,7 +13,8 @@ import (
 type ProviderConfig struct {
 	// Name is how models and "provider/model" names refer to it, e.g. "openai".
 	Name string `yaml:"name"`
-	// Type is the wire protocol: "openai" (OpenAI and any OpenAI-compatible API).
+	// Type is the wire protocol: "openai" (OpenAI and any OpenAI-compatible
+	// API), "anthropic" (Messages API) or "gemini" (Gemini API).
 	Type string `yaml:"type"`
 	// BaseURL is the API root including its version, e.g. https://api.openai.com/v1.
 	BaseURL string `yaml:"base_url"`
@@ -24,6 +25,11 @@ type ProviderConfig struct {
 	// ConnectTimeout bounds connecting and waiting for the response headers.
 	// Default 30s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// StallTimeout bounds the silence between two upstream events (and
+	// before the first): a stalled upstream is cut off, the client gets 504
+	// (or an error event mid-stream) and the event is recorded as a
+	// timeout. Default 5m, for reasoning models that think before speaking.
+	StallTimeout time.Duration `yaml:"stall_timeout"`
 }
 
 // ModelConfig maps a model name that clients send to a provider's model.
@@ -45,6 +51,9 @@ type Config struct {
 	// DrainTimeout bounds how long the gateway keeps reading an upstream
 	// stream after its client went away, to learn the usage. Default 30s.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// MaxDrains caps the streams read on after their clients went away; past
+	// it, a stream is cut off at once and its usage estimated. Default 1024.
+	MaxDrains int `yaml:"max_drains"`
 }
 
 // Validate checks the configuration and fills in defaults. Its errors name
@@ -56,6 +65,9 @@ func (c *Config) Validate() error {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
+	if c.MaxDrains <= 0 {
+		c.MaxDrains = 1024
+	}
 	names := map[string]bool{}
 	for i := range c.Providers {
 		p := &c.Providers[i]
@@ -65,8 +77,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("providers[%d]: name is required and may not contain '/'", i)
 		case names[p.Name]:
 			return fmt.Errorf("%s: a provider with this name is already defined", where)
-		case p.Type != "openai":
-			return fmt.Errorf("%s: type %q is not supported; use openai", where, p.Type)
+		case p.Type != "openai" && p.Type != "anthropic" && p.Type != "gemini":
+			return fmt.Errorf("%s: type %q is not one of openai, anthropic, gemini", where, p.Type)
 		}
 		names[p.Name] = true
 		u, err := url.Parse(p.BaseURL)
@@ -81,6 +93,9 @@ func (c *Config) Validate() error {
 		}
 		if p.ConnectTimeout <= 0 {
 			p.ConnectTimeout = 30 * time.Second
+		}
+		if p.StallTimeout <= 0 {
+			p.StallTimeout = 5 * time.Minute
 		}
 	}
 	models := map[string]bool{}

@@ -2,11 +2,10 @@ package gateway
 
 import (
 	"bytes"
-	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/tidwall/sjson"
 
@@ -15,150 +14,130 @@ import (
 	"github.com/tollgate-dev/tollgate/meter"
 )
 
-var doneData = []byte("[DONE]")
-
-// clientWriter writes to the client until the first failure, then marks the
-// client gone and discards the rest; the relay keeps reading upstream.
-type clientWriter struct {
-	w     http.ResponseWriter
-	rc    *http.ResponseController
-	x     *exchange
-	wrote bool
-}
-
-func (c *clientWriter) send(b []byte) {
-	if c.x.clientGone.Load() {
-		return
-	}
-	if !c.wrote {
-		c.wrote = true
-		c.x.event.TTFTMillis = time.Since(c.x.start).Milliseconds()
-	}
-	if _, err := c.w.Write(b); err != nil {
-		c.x.clientGone.Store(true)
-		return
-	}
-	if err := c.rc.Flush(); err != nil {
-		c.x.clientGone.Store(true)
-	}
-}
-
-// relayStream forwards an OpenAI-compatible SSE stream event by event,
-// flushing each, while it taps the usage. Usage reaches the client only when
-// it asked for it (stream_options.include_usage); everything else passes
-// through in content and order.
-func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, x *exchange, body io.Reader, includeUsage bool) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	x.event.HTTPStatus = http.StatusOK
-	out := &clientWriter{w: w, rc: http.NewResponseController(w), x: x}
-	if err := out.rc.Flush(); err != nil { // headers now: the client sees the stream open
-		x.clientGone.Store(true)
-	}
-
+// relayChatStream relays an upstream stream to a chat completions client,
+// event by event, each flushed. With tr nil the upstream speaks OpenAI and
+// its chunks pass through; otherwise tr translates them. After the client
+// goes away it reads on until the provider's final usage, [DONE] or the end.
+func (s *Server) relayChatStream(w http.ResponseWriter, x *exchange, body io.Reader, includeUsage bool, tr chunkStream) {
+	out := newChatWriter(w, x, includeUsage)
 	rd := sse.NewReader(body)
-	var buf []byte
+	var tap openai.ChatTap
+	var payloads [][]byte
+	x.armStall()
+	var readErr error
 	for {
 		ev, err := rd.Next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				s.streamEnded(ctx, x, err)
+				readErr = err
 			}
-			return
+			break
 		}
-		if ev.HasData && bytes.Equal(ev.Data, doneData) {
-			out.send(sse.AppendEvent(buf[:0], ev))
-			return
-		}
-		if string(ev.Type) == "error" {
-			x.event.Status, x.event.Error = meter.StatusUpstreamError, "upstream error event: "+string(ev.Data)
-		}
-		if ev.HasData {
-			if data, forward := s.tapChunk(x, ev.Data, includeUsage); forward {
-				ev.Data = data
-			} else {
-				continue
+		x.touch()
+		if tr != nil {
+			payloads = tr.Event(&ev, &x.report, payloads[:0])
+			for _, p := range payloads {
+				out.data(p)
 			}
+		} else if out.passOpenAI(&ev, &tap) {
+			break // [DONE]
 		}
-		buf = sse.AppendEvent(buf[:0], ev)
-		out.send(buf)
+		if x.clientGone.Load() && x.report.Final {
+			break // nobody to send to, and the usage is known
+		}
 	}
+	out.end(readErr)
 }
 
-// tapChunk reads usage, finish reason, model and errors from one chunk, and
-// returns the chunk as the client should get it, or forward=false to drop it.
-func (s *Server) tapChunk(x *exchange, data []byte, includeUsage bool) (out []byte, forward bool) {
-	c, err := openai.ParseChunk(data)
+// passOpenAI taps one OpenAI event and forwards it as the client should get
+// it. It reports true at data: [DONE], which end sends.
+func (c *chatWriter) passOpenAI(ev *sse.Event, tap *openai.ChatTap) (done bool) {
+	r := &c.x.report
+	if string(ev.Type) == "error" {
+		r.Error, r.FinishReason = "upstream error event: "+string(ev.Data), "error"
+	}
+	if !ev.HasData {
+		c.send(*ev) // comments: keep-alives pass
+		return false
+	}
+	if bytes.Equal(ev.Data, doneData) {
+		return true
+	}
+	ch, err := openai.ParseChunk(ev.Data)
 	if err != nil {
-		return data, true // not ours to judge: pass it on untouched
+		c.send(*ev) // not ours to judge: pass it on untouched
+		return false
 	}
-	if c.Model != "" {
-		x.event.ServedModel = c.Model
+	tap.Chunk(ch, r)
+	if ch.ID != "" {
+		c.id, c.model, c.created = ch.ID, ch.Model, ch.Created
 	}
-	if fr := c.FinishReason(); fr != "" {
-		x.event.FinishReason = fr
+	if ch.UsageOnly() {
+		if c.includeUsage && !c.usageSent {
+			c.usageSent = true
+			c.send(*ev)
+		}
+		return false
 	}
-	if c.Error != nil {
-		x.event.Status, x.event.Error = meter.StatusUpstreamError, "upstream error frame: "+string(c.Error)
+	// Usage rides only in the usage chunk, as OpenAI sends it: a usage
+	// report on another chunk is removed (the usage chunk will carry it),
+	// and so is "usage":null when the client did not ask for usage.
+	if (ch.Usage != nil || !c.includeUsage) && bytes.Contains(ev.Data, usageKey) {
+		if stripped, err := sjson.DeleteBytes(ev.Data, "usage"); err == nil {
+			ev.Data = stripped
+		}
 	}
-	if c.Usage != nil {
-		// Usage may be repeated, cumulative: the last report is the total.
-		x.event.Usage = c.Usage.Meter()
-		x.usageSeen = true
-	}
-	if includeUsage || !bytes.Contains(data, usageKey) {
-		return data, true
-	}
-	// The client did not ask for usage: the gateway asked upstream for it,
-	// so the client gets the stream it would have got without asking: no
-	// usage chunk, and no usage key (not even "usage":null) on other chunks.
-	if c.UsageOnly() {
-		return nil, false
-	}
-	if stripped, err := sjson.DeleteBytes(data, "usage"); err == nil {
-		return stripped, true
-	}
-	return data, true
+	c.send(*ev)
+	return false
 }
 
 var usageKey = []byte(`"usage"`)
 
-// streamEnded records why a stream ended early.
-func (s *Server) streamEnded(ctx context.Context, x *exchange, err error) {
-	cause := context.Cause(ctx)
-	switch {
-	case errors.Is(cause, errDrainTimeout):
-		x.event.Error = cause.Error()
-	case x.clientGone.Load():
-	default:
-		x.event.Status, x.event.Error = meter.StatusUpstreamError, "upstream stream broke: "+err.Error()
-	}
-}
-
-// relayBody forwards a non-streamed completion unchanged and reads its usage.
-func (s *Server) relayBody(w http.ResponseWriter, x *exchange, resp *http.Response) {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+// relayChatBody forwards a non-streamed OpenAI completion unchanged and
+// taps its usage.
+func (s *Server) relayChatBody(w http.ResponseWriter, x *exchange, resp *http.Response) {
+	body, err := s.readBody(x, resp.Body)
 	if err != nil {
-		s.failBeforeResponse(w, x, http.StatusBadGateway, meter.StatusUpstreamError, err)
+		status, eventStatus := x.failure()
+		x.fail(w, writeError, status, eventStatus, err)
 		return
 	}
 	if c, err := openai.ParseChunk(body); err == nil {
-		x.event.ServedModel = c.Model
-		x.event.FinishReason = c.FinishReason()
-		if c.Usage != nil {
-			x.event.Usage, x.usageSeen = c.Usage.Meter(), true
-		}
+		var tap openai.ChatTap
+		tap.Chunk(c, &x.report)
+		x.report.Final = x.report.Reported
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		w.Header().Set("Content-Type", ct)
 	}
 	w.WriteHeader(http.StatusOK)
 	x.event.HTTPStatus = http.StatusOK
-	x.event.TTFTMillis = time.Since(x.start).Milliseconds()
+	x.firstByte()
 	if _, err := w.Write(body); err != nil {
 		x.clientGone.Store(true)
 	}
+}
+
+// readBody reads a whole upstream body (at most 64 MiB) under the stall timer.
+func (s *Server) readBody(x *exchange, body io.Reader) ([]byte, error) {
+	x.armStall()
+	b, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	if err != nil && x.cause() != nil {
+		err = x.cause()
+	}
+	return b, err
+}
+
+// failure is the status to answer and record for an upstream that failed
+// after its headers: 504 and timeout when it stalled, else 502.
+func (x *exchange) failure() (int, string) {
+	if errors.Is(x.cause(), errStalled) {
+		return http.StatusGatewayTimeout, meter.StatusTimeout
+	}
+	return http.StatusBadGateway, meter.StatusUpstreamError
+}
+
+func appendJSONString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
 }

@@ -1,6 +1,11 @@
 package gateway
 
-import "strings"
+import (
+	"errors"
+	"strings"
+)
+
+var errNoRoute = errors.New("no route")
 
 // route is where a requested model goes.
 type route struct {

@@ -7,7 +7,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/tollgate-dev/tollgate/gateway/usage"
 	"github.com/tollgate-dev/tollgate/meter"
 )
 
@@ -40,6 +40,11 @@ type Server struct {
 	routes  *router
 	client  *http.Client
 	publish sync.WaitGroup
+	est     *usage.Estimator
+	// drains holds a token per stream being read after its client left.
+	drains chan struct{}
+	// translators serve chat completions from non-OpenAI providers, by type.
+	translators map[string]chatUpstream
 }
 
 // New returns a Server for cfg, which it validates (see Config.Validate).
@@ -50,8 +55,13 @@ func New(cfg Config, keys KeyLookup, sink EventSink, log *slog.Logger) (*Server,
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 1024
 	tr.ForceAttemptHTTP2 = true
+	est, err := usage.NewEstimator()
+	if err != nil {
+		return nil, err
+	}
 	return &Server{cfg: cfg, keys: keys, sink: sink, log: log, routes: newRouter(cfg),
-		client: &http.Client{Transport: tr}}, nil
+		client: &http.Client{Transport: tr}, est: est, drains: make(chan struct{}, cfg.MaxDrains),
+		translators: map[string]chatUpstream{}}, nil
 }
 
 // Handler returns the HTTP routes: POST /v1/chat/completions, GET /v1/models
@@ -141,5 +151,3 @@ func (s *Server) emit(e *meter.Event) {
 		}
 	}()
 }
-
-var errNoRoute = errors.New("no route")

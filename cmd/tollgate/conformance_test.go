@@ -64,7 +64,9 @@ func TestConformanceOpenAIFixtures(t *testing.T) {
 		t.Fatalf("no OpenAI fixtures under %s: %v", dir, err)
 	}
 	replay := replayUpstream(t, dir)
-	s := newStack(t, gateway.Config{Providers: []gateway.ProviderConfig{{Name: "replay", Type: "openai", BaseURL: replay.URL + "/v1"}}})
+	s := newStack(t, func(c *fileConfig) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "replay", Type: "openai", BaseURL: replay.URL + "/v1"})
+	})
 	for _, name := range streams {
 		t.Run(name, func(t *testing.T) {
 			want, ok := expected[name]

@@ -14,7 +14,6 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
-	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/meter"
 )
@@ -30,7 +29,7 @@ func simProCost(u sim.Usage) int64 {
 // client gets must be what the upstream sent, and the ledger must hold the
 // upstream's usage and its exact cost.
 func TestEndToEndOpenAISDK(t *testing.T) {
-	s := newStack(t, gateway.Config{})
+	s := newStack(t, nil)
 	client := openai.NewClient(option.WithBaseURL(s.gateway+"/v1"), option.WithAPIKey(s.secret), option.WithMaxRetries(0))
 	ctx := context.Background()
 	const maxTokens = 24
@@ -130,7 +129,7 @@ func TestEndToEndOpenAISDK(t *testing.T) {
 // that did not ask for usage gets no usage key at all, and still [DONE];
 // the ledger gets the usage anyway.
 func TestStreamWithoutIncludeUsageHasNoUsage(t *testing.T) {
-	s := newStack(t, gateway.Config{})
+	s := newStack(t, nil)
 	resp := s.post("/v1/chat/completions", `{"model":"sim/sim-small","stream":true,"max_tokens":7,"messages":[{"role":"user","content":"hi there"}]}`)
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {

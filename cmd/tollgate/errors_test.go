@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/meter"
 )
 
@@ -33,7 +32,7 @@ func decodeError(t *testing.T, resp *http.Response) errorEnvelope {
 // TestGatewayRejectsBadRequestsWithOpenAIErrors checks each client error's
 // status and envelope; none of them reaches the upstream.
 func TestGatewayRejectsBadRequestsWithOpenAIErrors(t *testing.T) {
-	s := newStack(t, gateway.Config{})
+	s := newStack(t, nil)
 	send := func(key, body string) *http.Response {
 		req, _ := http.NewRequest("POST", s.gateway+"/v1/chat/completions", strings.NewReader(body))
 		if key != "" {
@@ -82,7 +81,7 @@ func TestGatewayRejectsBadRequestsWithOpenAIErrors(t *testing.T) {
 // refusal reaches the client with its status and is recorded as a failed
 // event with no billable tokens.
 func TestUpstreamErrorStatusIsPassedOnAndRecorded(t *testing.T) {
-	s := newStack(t, gateway.Config{})
+	s := newStack(t, nil)
 	for _, status := range []int{429, 500, 503} {
 		resp := s.post("/v1/chat/completions", `{"model":"sim-small","stream":true,"metadata":{"sim_status":"`+
 			strconv.Itoa(status)+`"},"messages":[{"role":"user","content":"hi"}]}`)

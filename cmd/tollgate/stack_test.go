@@ -35,27 +35,30 @@ type stack struct {
 	customerID, secret string
 }
 
-// newStack starts the pipeline; extra providers and models are added to the
-// simulator's. The simulator is provider "sim" with models sim-small and
-// sim-pro, priced as in examples/demo.yaml.
-func newStack(t *testing.T, extra gateway.Config) *stack {
+// newStack starts the pipeline. The simulator is provider "sim" with models
+// sim-small and sim-pro, priced as in examples/demo.yaml; edit, when not
+// nil, changes the configuration before start.
+func newStack(t *testing.T, edit func(*fileConfig)) *stack {
 	t.Helper()
 	s := &stack{t: t, sim: sim.New(sim.WithLogger(slog.New(slog.DiscardHandler)))}
 	simSrv := httptest.NewServer(s.sim)
 	t.Cleanup(simSrv.Close)
 	s.simURL = simSrv.URL
 	cfg := &fileConfig{Config: gateway.Config{
-		Providers: append([]gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: simSrv.URL + "/v1", APIKey: "sim-key"}}, extra.Providers...),
-		Models: append([]gateway.ModelConfig{
+		Providers: []gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: simSrv.URL + "/v1", APIKey: "sim-key"}},
+		Models: []gateway.ModelConfig{
 			{Name: "sim-small", Provider: "sim"},
 			{Name: "sim-pro", Provider: "sim", UpstreamModel: "sim-pro"},
-		}, extra.Models...),
+		},
 	}}
 	demo, err := loadConfig("../../examples/demo.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Prices = demo.Prices
+	if edit != nil {
+		edit(cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

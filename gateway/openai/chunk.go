@@ -53,12 +53,15 @@ type Chunk struct {
 	Created int64  `json:"created"`
 	Choices []struct {
 		Delta struct {
-			Content          string `json:"content"`
-			ReasoningContent string `json:"reasoning_content"`
-			Reasoning        string `json:"reasoning"`
+			Content          string     `json:"content"`
+			ReasoningContent string     `json:"reasoning_content"`
+			Reasoning        string     `json:"reasoning"`
+			ToolCalls        []toolCall `json:"tool_calls"`
 		} `json:"delta"`
 		Message struct {
-			Content string `json:"content"`
+			Content          string     `json:"content"`
+			ReasoningContent string     `json:"reasoning_content"`
+			ToolCalls        []toolCall `json:"tool_calls"`
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
@@ -66,6 +69,13 @@ type Chunk struct {
 	Usage *Usage `json:"usage"`
 	// Error is set on an error frame: `data: {"error": {...}}`.
 	Error json.RawMessage `json:"error"`
+}
+
+type toolCall struct {
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 // ParseChunk decodes the fields the gateway needs from a chunk's JSON. It

@@ -49,10 +49,14 @@ func (r *Report) AddOutput(s string) { r.Output.WriteString(s) }
 //   - Reported but not final (the stream ended early): the provider's
 //     figures, with completion_tokens raised to the tokenizer's count of
 //     the output seen if that is larger; source "partial".
-//   - Not reported: prompt and completion both estimated with the
-//     tokenizer; source "estimated".
+//   - Not reported, and the upstream failed without producing any output:
+//     nothing is billed (zero tokens); source "estimated".
+//   - Not reported otherwise: prompt and completion both estimated with
+//     the tokenizer; source "estimated".
 func (r *Report) Resolve(est *Estimator, promptText string) (meter.Usage, string) {
 	switch {
+	case !r.Reported && r.Error != "" && r.Output.Len() == 0:
+		return meter.Usage{}, meter.SourceEstimated
 	case r.Final:
 		return r.Usage, meter.SourceUpstream
 	case r.Reported:

@@ -29,6 +29,10 @@ func TestResolve(t *testing.T) {
 	if u, _ := partial.Resolve(est, ""); u.CompletionTokens != 1000 {
 		t.Fatalf("partial keeps the larger provider figure: %+v", u)
 	}
+	failed := Report{Error: "overloaded"}
+	if u, src := failed.Resolve(est, "a long prompt"); src != meter.SourceEstimated || u != (meter.Usage{}) {
+		t.Fatalf("failed with no output: %+v %s, want nothing billed", u, src)
+	}
 	var none Report
 	none.AddOutput("hello world")
 	if u, src := none.Resolve(est, "hello world"); src != meter.SourceEstimated || u.PromptTokens != 2 || u.CompletionTokens != 2 {

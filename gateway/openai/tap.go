@@ -1,0 +1,51 @@
+package openai
+
+import (
+	"github.com/tollgate-dev/tollgate/gateway/usage"
+)
+
+// ChatTap reads usage from a Chat Completions stream, chunk by chunk.
+//
+// Upstreams put the usage in a last chunk with "choices":[] (OpenAI with
+// include_usage), in the finish chunk, in a chunk after the finish chunk
+// whose choices are not empty, or repeated and cumulative in every chunk;
+// some send none. The last report wins; it is final once it arrives in a
+// choices-less chunk, in the finish chunk or after it.
+type ChatTap struct {
+	finished bool
+}
+
+// Chunk observes one parsed chunk (or a whole non-streamed completion).
+func (t *ChatTap) Chunk(c *Chunk, r *usage.Report) {
+	if c.Model != "" {
+		r.ServedModel = c.Model
+	}
+	if fr := c.FinishReason(); fr != "" {
+		r.FinishReason = fr
+		t.finished = true
+	}
+	if c.Error != nil {
+		r.Error = "upstream error frame: " + string(c.Error)
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		r.AddOutput(ch.Delta.Content)
+		r.AddOutput(ch.Delta.ReasoningContent)
+		r.AddOutput(ch.Delta.Reasoning)
+		r.AddOutput(ch.Message.Content)
+		r.AddOutput(ch.Message.ReasoningContent)
+		for _, tc := range ch.Delta.ToolCalls {
+			r.AddOutput(tc.Function.Name)
+			r.AddOutput(tc.Function.Arguments)
+		}
+		for _, tc := range ch.Message.ToolCalls {
+			r.AddOutput(tc.Function.Name)
+			r.AddOutput(tc.Function.Arguments)
+		}
+	}
+	if c.Usage != nil {
+		r.Usage = c.Usage.Meter()
+		r.Reported = true
+		r.Final = r.Final || t.finished || len(c.Choices) == 0 || c.Error != nil
+	}
+}
