@@ -64,8 +64,8 @@ func New(cfg Config, keys KeyLookup, sink EventSink, log *slog.Logger) (*Server,
 		translators: map[string]chatUpstream{}}, nil
 }
 
-// Handler returns the HTTP routes: POST /v1/chat/completions, GET /v1/models
-// and GET /healthz.
+// Handler returns the HTTP routes: POST /v1/chat/completions, POST
+// /v1/responses, GET /v1/models and GET /healthz.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -75,6 +75,7 @@ func (s *Server) Handler() http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Post("/v1/chat/completions", s.chatCompletions)
+		r.Post("/v1/responses", s.responses)
 		r.Get("/v1/models", s.listModels)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

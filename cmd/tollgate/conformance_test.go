@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,20 +15,26 @@ import (
 	"github.com/tollgate-dev/tollgate/meter"
 )
 
-// replayUpstream serves recorded streams: a request for model "<folder>/<file>"
-// gets the bytes of that fixture, cut into uneven writes so that frames
-// straddle reads, each flushed.
+// replayUpstream serves recorded streams: a request for model "<folder>~<file>"
+// (in the body, or in a Gemini path /models/{model}:method) gets the bytes
+// of that fixture, cut into uneven writes so that frames straddle reads,
+// each flushed.
 func replayUpstream(t *testing.T, dir string) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Model string `json:"model"`
 		}
 		body, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(body, &req); err != nil || strings.Contains(req.Model, "..") {
+		_ = json.Unmarshal(body, &req)
+		if _, rest, ok := strings.Cut(r.URL.Path, "/models/"); ok {
+			req.Model, _, _ = strings.Cut(rest, ":")
+		}
+		name := strings.ReplaceAll(req.Model, "~", "/")
+		if name == "" || strings.Contains(name, "..") {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		b, err := os.ReadFile(filepath.Join(dir, req.Model))
+		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
@@ -47,10 +52,23 @@ func replayUpstream(t *testing.T, dir string) *httptest.Server {
 	return srv
 }
 
-// TestConformanceOpenAIFixtures replays every recorded OpenAI Chat stream
-// through the gateway; where the provider reported usage, the ledger must
-// hold exactly the usage expected.json gives.
-func TestConformanceOpenAIFixtures(t *testing.T) {
+// conformanceCall is how a fixture folder's streams are requested: the
+// gateway endpoint and the request body for a replay model name.
+var conformanceCalls = map[string]func(model string) (path, body string){
+	"openai": func(m string) (string, string) {
+		return "/v1/chat/completions", `{"model":"replay/` + m + `","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+	},
+	"openai-responses": func(m string) (string, string) {
+		return "/v1/responses", `{"model":"replay/` + m + `","stream":true,"input":"hi"}`
+	},
+}
+
+// TestConformance replays every recorded stream of the folders above
+// through the matching gateway endpoint. Where the provider reported usage,
+// the ledger must hold exactly what expected.json gives; where it reported
+// part, the rest is estimated and flagged partial; where it reported none,
+// the event is flagged estimated.
+func TestConformance(t *testing.T) {
 	dir, err := fixture.Dir()
 	if err != nil {
 		t.Fatal(err)
@@ -59,42 +77,57 @@ func TestConformanceOpenAIFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	streams, err := fixture.Streams(dir, "openai")
-	if err != nil || len(streams) == 0 {
-		t.Fatalf("no OpenAI fixtures under %s: %v", dir, err)
-	}
 	replay := replayUpstream(t, dir)
 	s := newStack(t, func(c *fileConfig) {
 		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "replay", Type: "openai", BaseURL: replay.URL + "/v1"})
 	})
-	for _, name := range streams {
-		t.Run(name, func(t *testing.T) {
-			want, ok := expected[name]
-			if !ok {
-				t.Fatalf("%s has no entry in expected.json", name)
-			}
-			resp := s.post("/v1/chat/completions", fmt.Sprintf(
-				`{"model":"replay/%s","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, name))
-			body, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d: %s", resp.StatusCode, body)
-			}
-			e := s.event(resp.Header.Get("X-Request-Id"))
-			if e.UsageSource != want.Source {
-				t.Fatalf("usage_source = %s, want %s", e.UsageSource, want.Source)
-			}
-			if got := e.Status == meter.StatusUpstreamError; got != want.UpstreamError {
-				t.Errorf("status = %s (%s), want upstream error: %v", e.Status, e.Error, want.UpstreamError)
-			}
-			if want.Source != meter.SourceUpstream {
-				return
-			}
-			wantUsage := meter.Usage{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens,
-				CacheWriteTokens: want.CacheWriteTokens, CompletionTokens: want.CompletionTokens,
-				ReasoningTokens: want.ReasoningTokens, WebSearchRequests: want.WebSearchRequests}
-			if e.Usage != wantUsage || e.Usage.TotalTokens() != want.TotalTokens {
-				t.Fatalf("usage = %+v, want %+v (total %d)", e.Usage, wantUsage, want.TotalTokens)
-			}
-		})
+	for folder, call := range conformanceCalls {
+		streams, err := fixture.Streams(dir, folder)
+		if err != nil || len(streams) == 0 {
+			t.Fatalf("no fixtures under %s/%s: %v", dir, folder, err)
+		}
+		for _, name := range streams {
+			t.Run(name, func(t *testing.T) {
+				want, ok := expected[name]
+				if !ok {
+					t.Fatalf("%s has no entry in expected.json", name)
+				}
+				path, body := call(strings.ReplaceAll(name, "/", "~"))
+				resp := s.post(path, body)
+				got, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("status %d: %s", resp.StatusCode, got)
+				}
+				checkConformance(t, s.event(resp.Header.Get("X-Request-Id")).Event, want)
+			})
+		}
+	}
+}
+
+func checkConformance(t *testing.T, e meter.Event, want fixture.Expected) {
+	t.Helper()
+	if e.UsageSource != want.Source {
+		t.Fatalf("usage_source = %s (%+v), want %s", e.UsageSource, e.Usage, want.Source)
+	}
+	if got := e.Status == meter.StatusUpstreamError; got != want.UpstreamError {
+		t.Errorf("status = %s (%s), want upstream error: %v", e.Status, e.Error, want.UpstreamError)
+	}
+	u := e.Usage
+	switch want.Source {
+	case meter.SourceUpstream:
+		wantUsage := meter.Usage{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens,
+			CacheWriteTokens: want.CacheWriteTokens, CompletionTokens: want.CompletionTokens,
+			ReasoningTokens: want.ReasoningTokens, WebSearchRequests: want.WebSearchRequests}
+		if u != wantUsage || u.TotalTokens() != want.TotalTokens {
+			t.Fatalf("usage = %+v, want %+v (total %d)", u, wantUsage, want.TotalTokens)
+		}
+	case meter.SourcePartial:
+		if u.PromptTokens != want.PromptTokens || u.CompletionTokens < want.CompletionTokensAtLeast {
+			t.Fatalf("usage = %+v, want prompt %d and completion at least %d", u, want.PromptTokens, want.CompletionTokensAtLeast)
+		}
+	case meter.SourceEstimated:
+		if u.PromptTokens < 0 || u.CompletionTokens < 0 || u.CachedTokens != 0 || u.ReasoningTokens != 0 {
+			t.Fatalf("estimated usage = %+v, want non-negative prompt and completion only", u)
+		}
 	}
 }

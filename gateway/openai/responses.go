@@ -1,0 +1,104 @@
+package openai
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/gateway/sse"
+	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// Responses API (POST /v1/responses). Source: OpenAI API reference,
+// "Responses" and "Streaming events": usage arrives once, on the response
+// object of response.completed (or response.incomplete / response.failed),
+// as input_tokens (cache reads included, input_tokens_details.cached_tokens
+// a subset) and output_tokens (reasoning included,
+// output_tokens_details.reasoning_tokens a subset).
+
+// ResponsesUsage is the Responses API's usage object.
+type ResponsesUsage struct {
+	InputTokens        int64 `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int64 `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+}
+
+// Meter converts u into normalized usage.
+func (u *ResponsesUsage) Meter() meter.Usage {
+	return meter.Usage{PromptTokens: u.InputTokens, CachedTokens: u.InputTokensDetails.CachedTokens,
+		CompletionTokens: u.OutputTokens, ReasoningTokens: u.OutputTokensDetails.ReasoningTokens}
+}
+
+type responseObject struct {
+	Model  string          `json:"model"`
+	Status string          `json:"status"`
+	Usage  *ResponsesUsage `json:"usage"`
+	Error  json.RawMessage `json:"error"`
+}
+
+type responsesEvent struct {
+	Type     string          `json:"type"`
+	Delta    string          `json:"delta"`
+	Response *responseObject `json:"response"`
+	Error    json.RawMessage `json:"error"`
+	Message  string          `json:"message"`
+}
+
+// ResponsesTap reads usage from a Responses API stream. It satisfies the
+// gateway's stream tap.
+type ResponsesTap struct{}
+
+// Event observes one stream event.
+func (ResponsesTap) Event(sev *sse.Event, r *usage.Report) {
+	data := sev.Data
+	var ev responsesEvent
+	if !sev.HasData || json.Unmarshal(data, &ev) != nil {
+		return
+	}
+	switch {
+	case ev.Type == "error":
+		r.Error, r.FinishReason = "upstream error event: "+string(data), "error"
+	case strings.HasSuffix(ev.Type, ".delta") && !strings.Contains(ev.Type, "audio"):
+		r.AddOutput(ev.Delta)
+	}
+	if ev.Response != nil {
+		observeResponse(ev.Response, r)
+	}
+}
+
+// ResponsesBody reads the usage of a non-streamed Responses API response.
+func ResponsesBody(body []byte, r *usage.Report) error {
+	var resp responseObject
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return err
+	}
+	observeResponse(&resp, r)
+	r.Final = r.Reported
+	return nil
+}
+
+func observeResponse(resp *responseObject, r *usage.Report) {
+	if resp.Model != "" {
+		r.ServedModel = resp.Model
+	}
+	switch resp.Status {
+	case "completed":
+		r.FinishReason = "stop"
+	case "incomplete":
+		r.FinishReason = "length"
+	case "failed":
+		r.FinishReason = "error"
+		if len(resp.Error) > 0 && string(resp.Error) != "null" && r.Error == "" {
+			r.Error = "response failed: " + string(resp.Error)
+		}
+	}
+	if resp.Usage != nil {
+		r.Usage, r.Reported = resp.Usage.Meter(), true
+		r.Final = resp.Status == "completed" || resp.Status == "incomplete" || resp.Status == "failed"
+	}
+}
