@@ -26,6 +26,7 @@ FUZZTIME ?= 10s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./gateway/sse/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./gateway/sse/
+	$(GO) test -run '^$$' -fuzz '^FuzzTaps$$' -fuzztime $(FUZZTIME) ./gateway/openai/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee bench.txt

@@ -101,16 +101,18 @@ type principalKey struct{}
 
 type principal struct{ customerID, keyID string }
 
-// authenticate accepts a customer key as "Authorization: Bearer <key>".
+// authenticate accepts a customer key the way each protocol's SDKs send it:
+// "Authorization: Bearer <key>" (OpenAI), "x-api-key" (Anthropic),
+// "x-goog-api-key" or "?key=" (Gemini).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || secret == "" {
+		secret := customerKey(r)
+		if secret == "" {
 			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 				"missing API key: send it as Authorization: Bearer <key>")
 			return
 		}
-		cust, key, ok := s.keys.LookupKey(strings.TrimSpace(secret))
+		cust, key, ok := s.keys.LookupKey(secret)
 		if !ok {
 			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 				"incorrect or revoked API key")
@@ -119,6 +121,18 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		ctx := context.WithValue(r.Context(), principalKey{}, principal{cust, key})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+func customerKey(r *http.Request) string {
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(v)
+	}
+	for _, h := range []string{"X-Api-Key", "X-Goog-Api-Key"} {
+		if v := r.Header.Get(h); v != "" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return r.URL.Query().Get("key")
 }
 
 func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {
