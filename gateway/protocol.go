@@ -38,8 +38,11 @@ type chatUpstream interface {
 	Body(body []byte, id, model string, created int64, r *usage.Report) ([]byte, error)
 }
 
-// chunkStream translates one upstream stream, event by event.
-type chunkStream interface {
+// chunkStream translates one upstream stream, event by event. It is an
+// alias of an interface literal, so that protocol packages can name the
+// same type (a method returning a named type of this package would not
+// match).
+type chunkStream = interface {
 	// Event taps ev's usage into r and appends the OpenAI chunk payloads
 	// it becomes (JSON objects, without the "data: " framing) to dst. An
 	// upstream error becomes an OpenAI error payload {"error":{...}}. It

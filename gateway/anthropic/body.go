@@ -1,0 +1,159 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/usage"
+)
+
+// completion is an OpenAI chat.completion object.
+type completion struct {
+	ID      string          `json:"id"`
+	Object  string          `json:"object"`
+	Created int64           `json:"created"`
+	Model   string          `json:"model"`
+	Choices []choice        `json:"choices"`
+	Usage   json.RawMessage `json:"usage,omitempty"`
+}
+
+type choice struct {
+	Index        int       `json:"index"`
+	Message      replyMsg  `json:"message"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+type replyMsg struct {
+	Role             string     `json:"role"`
+	Content          *string    `json:"content"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCall `json:"tool_calls,omitempty"`
+}
+
+type toolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// Body translates a whole non-streamed Messages response into a
+// chat.completion object carrying id, model and created, and taps its usage
+// into r as BodyUsage does (Final when the response has usage). The one
+// choice's message holds the text blocks, concatenated, as content (null
+// when there is none but tool calls), the thinking blocks as
+// reasoning_content, and the tool_use blocks as tool_calls (input as the
+// arguments string); finish_reason is the mapped stop_reason. usage is
+// OpenAI's usage object of the normalized figures, absent when the
+// response has none. It returns an error for a body that is not a Messages
+// response, or that is an Anthropic error object (after setting r.Error).
+func (Chat) Body(body []byte, id, model string, created int64, r *usage.Report) ([]byte, error) {
+	m, err := bodyUsage(body, r)
+	if err != nil {
+		return nil, err
+	}
+	if m.Type == "error" || m.Error != nil {
+		return nil, fmt.Errorf("upstream error: %s", r.Error)
+	}
+	msg := replyMsg{Role: "assistant"}
+	var text, reasoning strings.Builder
+	for _, b := range m.Content {
+		switch b.Type {
+		case "text":
+			text.WriteString(b.Text)
+		case "thinking":
+			reasoning.WriteString(b.Thinking)
+		case "tool_use":
+			var c toolCall
+			c.ID, c.Type, c.Function.Name, c.Function.Arguments = b.ID, "function", b.Name, "{}"
+			var args bytes.Buffer
+			if len(b.Input) > 0 && json.Compact(&args, b.Input) == nil && args.String() != "null" {
+				c.Function.Arguments = args.String()
+			}
+			msg.ToolCalls = append(msg.ToolCalls, c)
+		}
+	}
+	if t := text.String(); t != "" || len(msg.ToolCalls) == 0 {
+		msg.Content = &t
+	}
+	msg.ReasoningContent = reasoning.String()
+	out := completion{ID: id, Object: "chat.completion", Created: created, Model: model,
+		Choices: []choice{{Message: msg}}}
+	if r.FinishReason != "" {
+		out.Choices[0].FinishReason = &r.FinishReason
+	}
+	if r.Reported {
+		out.Usage = openai.AppendUsage(nil, r.Usage)
+	}
+	return marshal(out)
+}
+
+// PromptText returns the text of a Messages request that a tokenizer counts
+// to estimate its prompt: the system prompt, the text of every message
+// (string content, text blocks, tool_result content), tool_use names and
+// inputs, and the tool definitions (as JSON), joined by newlines. Images
+// and documents are not counted. It returns "" for a body it cannot read.
+func PromptText(body []byte) string {
+	var req struct {
+		System   json.RawMessage `json:"system"`
+		Messages []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return ""
+	}
+	var sb strings.Builder
+	appendText(&sb, req.System, 0)
+	for _, m := range req.Messages {
+		appendText(&sb, m.Content, 0)
+	}
+	for _, t := range req.Tools {
+		sb.WriteString("\n")
+		sb.Write(bytes.TrimSpace(t))
+	}
+	return strings.TrimPrefix(sb.String(), "\n")
+}
+
+// appendText writes the text of content (a string or an array of blocks)
+// to sb, each piece after a newline. depth bounds the recursion into
+// tool_result content.
+func appendText(sb *strings.Builder, raw json.RawMessage, depth int) {
+	switch kindOf(raw) {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) == nil && s != "" {
+			sb.WriteString("\n")
+			sb.WriteString(s)
+		}
+	case '[':
+		var blocks []struct {
+			Type    string          `json:"type"`
+			Text    string          `json:"text"`
+			Name    string          `json:"name"`
+			Input   json.RawMessage `json:"input"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(raw, &blocks) != nil {
+			return
+		}
+		for _, b := range blocks {
+			for _, s := range []string{b.Text, b.Name, string(bytes.TrimSpace(b.Input))} {
+				if s != "" {
+					sb.WriteString("\n")
+					sb.WriteString(s)
+				}
+			}
+			if b.Type == "tool_result" && depth < 2 {
+				appendText(sb, b.Content, depth+1)
+			}
+		}
+	}
+}

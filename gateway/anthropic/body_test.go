@@ -1,0 +1,99 @@
+package anthropic
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// response is a non-streamed Messages response with thinking, text, a
+// server tool, a client tool call, prompt caching and compaction
+// iterations.
+const response = `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-6",
+ "content":[{"type":"compaction","content":"summary"},
+  {"type":"thinking","thinking":"Let me see.","signature":"sig"},
+  {"type":"text","text":"Looking"},{"type":"server_tool_use","id":"srv","name":"web_search","input":{"query":"q"}},
+  {"type":"web_search_tool_result","tool_use_id":"srv","content":[]},
+  {"type":"text","text":" it up.","citations":[]},
+  {"type":"tool_use","id":"toolu_1","name":"get_weather","input":{ "city": "Oslo" }}],
+ "stop_reason":"tool_use","stop_sequence":null,
+ "usage":{"input_tokens":20,"cache_creation_input_tokens":1,"cache_read_input_tokens":0,"output_tokens":9,
+  "server_tool_use":{"web_search_requests":1},
+  "iterations":[{"type":"compaction","input_tokens":1000,"cache_read_input_tokens":500,"output_tokens":80},
+   {"type":"message","input_tokens":20,"cache_creation_input_tokens":1,"output_tokens":9}]}}`
+
+func TestBody(t *testing.T) {
+	var r usage.Report
+	got, err := Chat{}.Body([]byte(response), "chatcmpl-1", "anthropic/claude", 1733000000, &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"chatcmpl-1","object":"chat.completion","created":1733000000,"model":"anthropic/claude",
+	 "choices":[{"index":0,"message":{"role":"assistant","content":"Looking it up.","reasoning_content":"Let me see.",
+	   "tool_calls":[{"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},
+	   "logprobs":null,"finish_reason":"tool_calls"}],
+	 "usage":{"prompt_tokens":1521,"completion_tokens":89,"total_tokens":1610,
+	   "prompt_tokens_details":{"cached_tokens":500,"cache_write_tokens":1},"completion_tokens_details":{"reasoning_tokens":0}}}`
+	if !jsonEqual(t, got, []byte(want)) {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	wantU := meter.Usage{PromptTokens: 1521, CachedTokens: 500, CacheWriteTokens: 1, CompletionTokens: 89, WebSearchRequests: 1}
+	if !r.Reported || !r.Final || r.Usage != wantU || r.FinishReason != "tool_calls" || r.ServedModel != "claude-sonnet-4-6" {
+		t.Errorf("report %+v final=%v finish=%q model=%q", r.Usage, r.Final, r.FinishReason, r.ServedModel)
+	}
+	if out := r.Output.String(); !strings.Contains(out, "Let me see.") || !strings.Contains(out, "get_weather") {
+		t.Errorf("output %q", out)
+	}
+}
+
+func TestBodyEdges(t *testing.T) {
+	var r usage.Report
+	got, err := Chat{}.Body([]byte(`{"type":"message","content":[],"stop_reason":"max_tokens"}`), "c", "m", 1, &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,
+	  "message":{"role":"assistant","content":""},"logprobs":null,"finish_reason":"length"}]}`
+	if !jsonEqual(t, got, []byte(want)) || r.Reported {
+		t.Errorf("no usage: got %s (reported %v)", got, r.Reported)
+	}
+
+	r = usage.Report{}
+	_, err = Chat{}.Body([]byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`), "c", "m", 1, &r)
+	if err == nil || r.Error != "overloaded_error: Overloaded" || r.FinishReason != "error" {
+		t.Errorf("error body: err %v, report error %q finish %q", err, r.Error, r.FinishReason)
+	}
+	r = usage.Report{}
+	if _, err := (Chat{}).Body([]byte(`[`), "c", "m", 1, &r); err == nil || r.Error != "" {
+		t.Errorf("invalid body: err %v, report error %q", err, r.Error)
+	}
+	if err := BodyUsage([]byte(`{"usage":{"input_tokens":"x"}}`), &r); err == nil || r.Reported {
+		t.Errorf("BodyUsage accepted a malformed usage: %v", err)
+	}
+}
+
+func TestPromptText(t *testing.T) {
+	body := `{"model":"m","max_tokens":5,"system":[{"type":"text","text":"Sys"}],
+	 "messages":[{"role":"user","content":"Hello"},
+	  {"role":"assistant","content":[{"type":"text","text":"Hi"},{"type":"tool_use","id":"t","name":"f","input":{"a":1}}]},
+	  {"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"42"}]},
+	    {"type":"tool_result","tool_use_id":"t","content":"43"},{"type":"image","source":{"type":"url","url":"https://x"}}]}],
+	 "tools":[{"name":"f","input_schema":{"type":"object"}}]}`
+	want := "Sys\nHello\nHi\nf\n{\"a\":1}\n42\n43\n" + `{"name":"f","input_schema":{"type":"object"}}`
+	if got := PromptText([]byte(body)); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if got := PromptText([]byte(`{"system":"S","messages":[{"content":"u"}]}`)); got != "S\nu" {
+		t.Errorf("string system: %q", got)
+	}
+	if got := PromptText([]byte(`nope`)); got != "" {
+		t.Errorf("invalid body: %q", got)
+	}
+	// A translated request's prompt text holds what the client sent.
+	_, up, err := Chat{}.Request([]byte(`{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]}`), "m", false)
+	if err != nil || PromptText(up) != "Be brief.\nHi" {
+		t.Errorf("translated: %q, %v", PromptText(up), err)
+	}
+}

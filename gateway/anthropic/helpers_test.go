@@ -1,0 +1,116 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway/fixture"
+	"github.com/tollgate-dev/tollgate/gateway/sse"
+	"github.com/tollgate-dev/tollgate/gateway/usage"
+)
+
+// recorded is one recorded Anthropic stream and what expected.json says.
+type recorded struct {
+	name   string // path relative to the fixture folder
+	raw    []byte
+	events []sse.Event
+	want   fixture.Expected
+}
+
+// recordings loads every stream of the fixtures' anthropic/ folder. A
+// missing folder or expectation is fatal: the tests are the point.
+func recordings(t testing.TB) []recorded {
+	t.Helper()
+	dir, err := fixture.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := fixture.LoadExpected(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := fixture.Streams(dir, "anthropic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) == 0 {
+		t.Fatalf("no anthropic streams under %s", dir)
+	}
+	var out []recorded
+	for _, n := range names {
+		raw, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, ok := want[n]
+		if !ok {
+			t.Fatalf("%s: not in expected.json", n)
+		}
+		out = append(out, recorded{name: n, raw: raw, events: readEvents(t, raw), want: w})
+	}
+	return out
+}
+
+// readEvents parses a stream into events that own their bytes.
+func readEvents(t testing.TB, raw []byte) []sse.Event {
+	t.Helper()
+	r := sse.NewReader(bytes.NewReader(raw))
+	var out []sse.Event
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, sse.Event{Type: clone(ev.Type), Data: clone(ev.Data), HasData: ev.HasData})
+	}
+}
+
+func clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// estimator returns the tokenizer, failing the test if it cannot load.
+func estimator(t testing.TB) *usage.Estimator {
+	t.Helper()
+	est, err := usage.NewEstimator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return est
+}
+
+// stream makes events from "type: data" lines, one event each; a line
+// starting with "data:" has no event type.
+func stream(lines ...string) []sse.Event {
+	var out []sse.Event
+	for _, l := range lines {
+		if d, ok := strings.CutPrefix(l, "data:"); ok {
+			out = append(out, sse.Event{Data: []byte(d), HasData: true})
+			continue
+		}
+		typ, data, _ := strings.Cut(l, ": ")
+		out = append(out, sse.Event{Type: []byte(typ), Data: []byte(data), HasData: true})
+	}
+	return out
+}
+
+// jsonEqual reports whether two JSON texts hold the same value.
+func jsonEqual(t testing.TB, got, want []byte) bool {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("got invalid JSON %s: %v", got, err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatalf("want invalid JSON %s: %v", want, err)
+	}
+	return reflect.DeepEqual(g, w)
+}

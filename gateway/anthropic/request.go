@@ -1,0 +1,224 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Chat serves OpenAI chat completions (POST /v1/chat/completions) from
+// Anthropic's Messages API, translating the request (Request), the response
+// stream (NewStream) and a whole response (Body). It has no state.
+type Chat struct{}
+
+// APIVersion is the anthropic-version header every request carries
+// (Anthropic API reference, "Versions").
+const APIVersion = "2023-06-01"
+
+// DefaultMaxTokens is the max_tokens sent when the client gave neither
+// max_completion_tokens nor max_tokens: Messages requires it, OpenAI does
+// not. With thinking on, the thinking budget is added to it.
+const DefaultMaxTokens = 4096
+
+// Header sets Anthropic's authentication (x-api-key), anthropic-version
+// and the JSON content type.
+func (Chat) Header(h http.Header, apiKey string) {
+	h.Set("x-api-key", apiKey)
+	h.Set("anthropic-version", APIVersion)
+	h.Set("content-type", "application/json")
+}
+
+// chatRequest is the part of an OpenAI chat completion request that has a
+// Messages equivalent. Other fields (seed, logprobs, penalties,
+// response_format, ...) have none and are ignored.
+type chatRequest struct {
+	Messages            []json.RawMessage `json:"messages"`
+	Tools               []json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
+	MaxTokens           *int64            `json:"max_tokens"`
+	MaxCompletionTokens *int64            `json:"max_completion_tokens"`
+	Temperature         *float64          `json:"temperature"`
+	TopP                *float64          `json:"top_p"`
+	Stop                json.RawMessage   `json:"stop"`
+	ReasoningEffort     string            `json:"reasoning_effort"`
+	Thinking            json.RawMessage   `json:"thinking"`
+	User                string            `json:"user"`
+	N                   *int64            `json:"n"`
+}
+
+// messagesRequest is the Messages request the gateway sends.
+type messagesRequest struct {
+	Model         string          `json:"model"`
+	MaxTokens     int64           `json:"max_tokens"`
+	System        any             `json:"system,omitempty"`
+	Messages      []message       `json:"messages"`
+	Tools         []tool          `json:"tools,omitempty"`
+	ToolChoice    *toolChoice     `json:"tool_choice,omitempty"`
+	StopSequences []string        `json:"stop_sequences,omitempty"`
+	Temperature   *float64        `json:"temperature,omitempty"`
+	TopP          *float64        `json:"top_p,omitempty"`
+	Thinking      json.RawMessage `json:"thinking,omitempty"`
+	Stream        bool            `json:"stream,omitempty"`
+	Metadata      *struct {
+		UserID string `json:"user_id"`
+	} `json:"metadata,omitempty"`
+}
+
+type toolChoice struct {
+	Type                   string `json:"type"`
+	Name                   string `json:"name,omitempty"`
+	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
+}
+
+// Request translates an OpenAI chat completion request into a Messages
+// request for upstreamModel, to POST at "/messages" below the provider's
+// base URL (which ends in /v1). The mapping:
+//
+//   - system and developer messages → the top-level system; user and
+//     assistant content (strings, text parts, image_url parts as base64 or
+//     url image sources) → content blocks; assistant tool_calls → tool_use
+//     blocks; tool messages → tool_result blocks of one user message
+//   - tools (function only) → tools with input_schema; tool_choice auto,
+//     required, none, {function} → auto, any, none, {tool}; parallel_tool_calls
+//     false → disable_parallel_tool_use
+//   - max_completion_tokens or max_tokens → max_tokens (DefaultMaxTokens
+//     when absent, plus any thinking budget); reasoning_effort minimal,
+//     low, medium, high → thinking {type:enabled, budget_tokens 1024, 1024,
+//     4096, 16384}, trimmed below max_tokens (1024 is Anthropic's minimum;
+//     a smaller limit is an error); a thinking object passes as it is
+//   - stop → stop_sequences; temperature and top_p as they are; user →
+//     metadata.user_id; stream from the argument
+//
+// Fields without an equivalent (seed, logprobs, penalties, response_format,
+// ...) are dropped; n other than 1 is refused. Its errors are the client's
+// and name the field at fault, such as
+// "messages[2].tool_calls[0].function.arguments: not a JSON object".
+func (Chat) Request(body []byte, upstreamModel string, stream bool) (string, []byte, error) {
+	var in chatRequest
+	if err := decode(body, &in, ""); err != nil {
+		return "", nil, err
+	}
+	out := messagesRequest{Model: upstreamModel, Stream: stream, Temperature: in.Temperature, TopP: in.TopP}
+	if in.N != nil && *in.N != 1 {
+		return "", nil, errors.New("n: Anthropic returns one choice; only 1 is supported")
+	}
+	var err error
+	if out.System, out.Messages, err = convertMessages(in.Messages); err != nil {
+		return "", nil, err
+	}
+	if out.Tools, err = convertTools(in.Tools); err != nil {
+		return "", nil, err
+	}
+	if out.ToolChoice, err = convertToolChoice(in.ToolChoice, in.ParallelToolCalls, len(out.Tools) > 0); err != nil {
+		return "", nil, err
+	}
+	if out.StopSequences, err = convertStop(in.Stop); err != nil {
+		return "", nil, err
+	}
+	if err := limits(&in, &out); err != nil {
+		return "", nil, err
+	}
+	if in.User != "" {
+		out.Metadata = &struct {
+			UserID string `json:"user_id"`
+		}{in.User}
+	}
+	b, err := marshal(out)
+	if err != nil {
+		return "", nil, fmt.Errorf("messages request: %w", err)
+	}
+	return "/messages", b, nil
+}
+
+// limits sets max_tokens and thinking. max_completion_tokens wins over
+// max_tokens; both are output limits that include reasoning, as Messages'
+// max_tokens includes the thinking budget. A thinking object the client
+// sent passes as it is (without a client limit, max_tokens is then
+// DefaultMaxTokens + its budget_tokens). Otherwise reasoning_effort turns
+// on extended thinking with budget_tokens minimal/low 1024 (the minimum),
+// medium 4096, high 16384 ("none" or absent: no thinking). The budget must
+// stay below max_tokens: without a client limit max_tokens becomes
+// DefaultMaxTokens + budget; with one, the budget shrinks to fit, and a
+// limit of 1024 or less cannot hold the minimum budget, an error.
+func limits(in *chatRequest, out *messagesRequest) error {
+	field, lim := "max_completion_tokens", in.MaxCompletionTokens
+	if lim == nil {
+		field, lim = "max_tokens", in.MaxTokens
+	}
+	if lim != nil && *lim <= 0 {
+		return fmt.Errorf("%s: must be positive, got %d", field, *lim)
+	}
+	if t := bytes.TrimSpace(in.Thinking); len(t) > 0 && string(t) != "null" {
+		if t[0] != '{' {
+			return errors.New("thinking: not a JSON object")
+		}
+		out.Thinking = t
+		var th struct {
+			BudgetTokens int64 `json:"budget_tokens"`
+		}
+		_ = json.Unmarshal(t, &th)
+		if lim == nil && th.BudgetTokens > 0 {
+			out.MaxTokens = DefaultMaxTokens + th.BudgetTokens
+			return nil
+		}
+	}
+	var budget int64
+	if out.Thinking == nil {
+		switch in.ReasoningEffort {
+		case "", "none":
+		case "minimal", "low":
+			budget = 1024
+		case "medium":
+			budget = 4096
+		case "high":
+			budget = 16384
+		default:
+			return fmt.Errorf("reasoning_effort: unknown value %q (want none, minimal, low, medium or high)", in.ReasoningEffort)
+		}
+	}
+	out.MaxTokens = DefaultMaxTokens + budget
+	if lim != nil {
+		out.MaxTokens = *lim
+		if budget >= *lim {
+			if budget = *lim - 1; budget < 1024 {
+				return fmt.Errorf("reasoning_effort: thinking needs %s above 1024, got %d", field, *lim)
+			}
+		}
+	}
+	if budget > 0 {
+		out.Thinking = fmt.Appendf(nil, `{"type":"enabled","budget_tokens":%d}`, budget)
+	}
+	return nil
+}
+
+// convertStop turns stop (a string or an array of strings) into
+// stop_sequences.
+func convertStop(raw json.RawMessage) ([]string, error) {
+	switch k := kindOf(raw); k {
+	case 0, 'n':
+		return nil, nil
+	case '"':
+		var s string
+		err := decode(raw, &s, "stop")
+		return []string{s}, err
+	case '[':
+		var ss []string
+		err := decode(raw, &ss, "stop")
+		return ss, err
+	}
+	return nil, errors.New("stop: want a string or an array of strings")
+}
+
+// marshal is json.Marshal without HTML escaping, so text passes unaltered.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,211 @@
+package anthropic
+
+import (
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate/gateway/sse"
+	"github.com/tollgate-dev/tollgate/gateway/usage"
+)
+
+// ChunkStream is the gateway's chunkStream contract (gateway/protocol.go),
+// written as an unnamed interface type so that Chat's method set can match
+// the gateway's chatUpstream without this package importing gateway.
+type ChunkStream = interface {
+	Event(ev *sse.Event, r *usage.Report, dst [][]byte) [][]byte
+}
+
+// Stream translates one Anthropic Messages stream into OpenAI
+// chat.completion.chunk payloads (see Event). Chat.NewStream makes one; it
+// is not safe for concurrent use.
+type Stream struct {
+	tap    Tap
+	prefix []byte        // every chunk's opening, up to `"delta":`
+	tools  map[int64]int // content block index → OpenAI tool call index
+	nTools int           // tool_use blocks seen
+	role   bool          // the role chunk went out
+}
+
+// NewStream starts the translation of one response stream into chunks
+// carrying id, model (the model the client asked for) and created (Unix
+// seconds).
+func (Chat) NewStream(id, model string, created int64) ChunkStream {
+	p := append(make([]byte, 0, 96+len(id)+len(model)), `{"id":`...)
+	p = appendString(p, id)
+	p = append(p, `,"object":"chat.completion.chunk","created":`...)
+	p = strconv.AppendInt(p, created, 10)
+	p = append(p, `,"model":`...)
+	p = appendString(p, model)
+	p = append(p, `,"choices":[{"index":0,"delta":`...)
+	return &Stream{prefix: p}
+}
+
+// Event taps ev's usage into r exactly as Tap.Event does, and appends to
+// dst the chunk payloads (JSON, unframed) it becomes, each choice at index 0:
+//
+//   - message_start → {"role":"assistant","content":""} (once; sent before
+//     the first other chunk if message_start never came)
+//   - text_delta → delta.content; thinking_delta → delta.reasoning_content
+//   - content_block_start of a tool_use → delta.tool_calls[{index, id,
+//     type:"function", function:{name, arguments:""}}], the index counting
+//     tool_use blocks from 0; its input_json_delta fragments →
+//     delta.tool_calls[{index, function:{arguments}}]
+//   - message_delta with a stop_reason → an empty delta with the mapped
+//     finish_reason (see finishReason)
+//   - an error event → {"error":{"message","type","code":null}}, type being
+//     Anthropic's error type (overloaded_error, api_error, ...)
+//
+// Server tools (server_tool_use and their results), signatures, redacted
+// thinking, citations and compaction blocks have no OpenAI chunk form and
+// are dropped. Event never appends usage or [DONE]: the core adds those.
+func (s *Stream) Event(ev *sse.Event, r *usage.Report, dst [][]byte) [][]byte {
+	e, isErr := s.tap.observe(ev, r)
+	if isErr {
+		typ, msg := e.errorInfo()
+		b := append(make([]byte, 0, 64+len(msg)), `{"error":{"message":`...)
+		b = appendString(b, msg)
+		b = append(b, `,"type":`...)
+		b = appendString(b, typ)
+		return append(dst, append(b, `,"code":null}}`...))
+	}
+	if e == nil {
+		return dst
+	}
+	switch e.Type {
+	case "message_start":
+		return s.start(dst)
+	case "content_block_start":
+		switch b := &e.ContentBlock; b.Type {
+		case "text":
+			return s.text(dst, "content", b.Text)
+		case "thinking":
+			return s.text(dst, "reasoning_content", b.Thinking)
+		case "tool_use":
+			if s.tools == nil {
+				s.tools = make(map[int64]int)
+			}
+			i := s.nTools
+			s.nTools++
+			s.tools[e.Index] = i
+			dst = s.start(dst)
+			c := s.chunk(len(b.ID) + len(b.Name))
+			c = append(c, `{"tool_calls":[{"index":`...)
+			c = strconv.AppendInt(c, int64(i), 10)
+			c = append(c, `,"id":`...)
+			c = appendString(c, b.ID)
+			c = append(c, `,"type":"function","function":{"name":`...)
+			c = appendString(c, b.Name)
+			return append(dst, s.end(append(c, `,"arguments":""}}]}`...), ""))
+		}
+	case "content_block_delta":
+		switch d := &e.Delta; d.Type {
+		case "text_delta":
+			return s.text(dst, "content", d.Text)
+		case "thinking_delta":
+			return s.text(dst, "reasoning_content", d.Thinking)
+		case "input_json_delta":
+			i, ok := s.tools[e.Index]
+			if !ok || d.PartialJSON == "" {
+				return dst
+			}
+			dst = s.start(dst)
+			c := s.chunk(len(d.PartialJSON))
+			c = append(c, `{"tool_calls":[{"index":`...)
+			c = strconv.AppendInt(c, int64(i), 10)
+			c = append(c, `,"function":{"arguments":`...)
+			c = appendString(c, d.PartialJSON)
+			return append(dst, s.end(append(c, `}}]}`...), ""))
+		}
+	case "message_delta":
+		if e.Delta.StopReason != "" {
+			dst = s.start(dst)
+			return append(dst, s.end(append(s.chunk(0), `{}`...), finishReason(e.Delta.StopReason)))
+		}
+	}
+	return dst
+}
+
+// start appends the role chunk if it has not gone out yet.
+func (s *Stream) start(dst [][]byte) [][]byte {
+	if s.role {
+		return dst
+	}
+	s.role = true
+	return append(dst, s.end(append(s.chunk(0), `{"role":"assistant","content":""}`...), ""))
+}
+
+// text appends a chunk whose delta has one string field, unless v is empty.
+func (s *Stream) text(dst [][]byte, field, v string) [][]byte {
+	if v == "" {
+		return dst
+	}
+	dst = s.start(dst)
+	c := append(s.chunk(len(v)), `{"`...)
+	c = append(c, field...)
+	c = append(c, `":`...)
+	c = appendString(c, v)
+	return append(dst, s.end(append(c, '}'), ""))
+}
+
+// chunk returns a new payload holding the prefix, with room for n more
+// bytes of content.
+func (s *Stream) chunk(n int) []byte {
+	return append(make([]byte, 0, len(s.prefix)+n+n/8+96), s.prefix...)
+}
+
+// end closes a payload after its delta, with finish_reason null when
+// finish is empty.
+func (s *Stream) end(c []byte, finish string) []byte {
+	if finish == "" {
+		return append(c, `,"finish_reason":null}]}`...)
+	}
+	c = append(c, `,"finish_reason":"`...)
+	c = append(c, finish...)
+	return append(c, `"}]}`...)
+}
+
+// appendString appends s to dst as a JSON string. Invalid UTF-8 becomes
+// U+FFFD, as encoding/json does; U+2028 and U+2029 are escaped so that the
+// payload is also valid JavaScript.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			if r == utf8.RuneError {
+				dst = append(dst, `\ufffd`...)
+			} else {
+				dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			}
+			start = i + size
+		}
+		i += size
+	}
+	return append(append(dst, s[start:]...), '"')
+}
