@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/tollgate-dev/tollgate/gateway/anthropic"
+	"github.com/tollgate-dev/tollgate/gateway/gemini"
 	"github.com/tollgate-dev/tollgate/gateway/usage"
 	"github.com/tollgate-dev/tollgate/meter"
 )
@@ -61,11 +63,14 @@ func New(cfg Config, keys KeyLookup, sink EventSink, log *slog.Logger) (*Server,
 	}
 	return &Server{cfg: cfg, keys: keys, sink: sink, log: log, routes: newRouter(cfg),
 		client: &http.Client{Transport: tr}, est: est, drains: make(chan struct{}, cfg.MaxDrains),
-		translators: map[string]chatUpstream{}}, nil
+		translators: map[string]chatUpstream{"anthropic": anthropic.Chat{}, "gemini": gemini.Chat{}}}, nil
 }
 
 // Handler returns the HTTP routes: POST /v1/chat/completions, POST
-// /v1/responses, GET /v1/models and GET /healthz.
+// /v1/responses, GET /v1/models, the native pass-through endpoints POST
+// /anthropic/v1/messages and POST
+// /gemini/v1beta/models/{model}:streamGenerateContent (or :generateContent),
+// and GET /healthz.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -76,6 +81,8 @@ func (s *Server) Handler() http.Handler {
 		r.Use(s.authenticate)
 		r.Post("/v1/chat/completions", s.chatCompletions)
 		r.Post("/v1/responses", s.responses)
+		r.Post("/anthropic/v1/messages", s.anthropicMessages)
+		r.Post("/gemini/v1beta/models/{target}", s.geminiGenerate)
 		r.Get("/v1/models", s.listModels)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

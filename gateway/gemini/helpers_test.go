@@ -1,0 +1,130 @@
+package gemini
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway/fixture"
+	"github.com/tollgate-dev/tollgate/gateway/sse"
+	"github.com/tollgate-dev/tollgate/gateway/usage"
+)
+
+// The gateway's contracts (gateway/protocol.go), restated: Chat, Tap and
+// Stream must satisfy them without this package importing gateway.
+type (
+	streamTap interface {
+		Event(ev *sse.Event, r *usage.Report)
+	}
+	chunkStream = interface {
+		Event(*sse.Event, *usage.Report, [][]byte) [][]byte
+	}
+	chatUpstream interface {
+		Request(body []byte, upstreamModel string, stream bool) (path string, upBody []byte, err error)
+		Header(h http.Header, apiKey string)
+		NewStream(id, model string, created int64) chunkStream
+		Body(body []byte, id, model string, created int64, r *usage.Report) ([]byte, error)
+	}
+)
+
+var (
+	_ streamTap    = (*Tap)(nil)
+	_ chunkStream  = (*Stream)(nil)
+	_ chatUpstream = Chat{}
+)
+
+// geminiFixtures returns the fixture folder, expected.json and the recorded
+// gemini/ streams (paths relative to the folder). Missing fixtures fail.
+func geminiFixtures(tb testing.TB) (string, map[string]fixture.Expected, []string) {
+	tb.Helper()
+	dir, err := fixture.Dir()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	exp, err := fixture.LoadExpected(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	names, err := fixture.Streams(dir, "gemini")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(names) == 0 {
+		tb.Fatalf("no gemini streams under %s", dir)
+	}
+	return dir, exp, names
+}
+
+func readFixture(tb testing.TB, dir, name string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// events reads every event of stream, calling fn for each.
+func events(tb testing.TB, stream []byte, fn func(ev *sse.Event)) {
+	tb.Helper()
+	rd := sse.NewReader(bytes.NewReader(stream))
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		fn(&ev)
+	}
+}
+
+// tapStream runs stream through a Tap.
+func tapStream(tb testing.TB, stream []byte) *usage.Report {
+	tb.Helper()
+	var t Tap
+	r := new(usage.Report)
+	events(tb, stream, func(ev *sse.Event) { t.Event(ev, r) })
+	return r
+}
+
+// translateStream runs stream through Chat.NewStream, returning the
+// payloads and the report.
+func translateStream(tb testing.TB, stream []byte) ([][]byte, *usage.Report) {
+	tb.Helper()
+	s := Chat{}.NewStream("chatcmpl-1", "gemini-test", 1700000000)
+	r := new(usage.Report)
+	var out [][]byte
+	events(tb, stream, func(ev *sse.Event) { out = s.Event(ev, r, out) })
+	return out, r
+}
+
+func estimator(tb testing.TB) *usage.Estimator {
+	tb.Helper()
+	est, err := usage.NewEstimator()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return est
+}
+
+// jsonEqual reports whether a and b hold the same JSON value.
+func jsonEqual(tb testing.TB, a, b []byte) bool {
+	tb.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		tb.Fatalf("%v: %s", err, a)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		tb.Fatalf("%v: %s", err, b)
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return bytes.Equal(xb, yb)
+}

@@ -1,0 +1,104 @@
+package gemini
+
+import (
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+)
+
+// ModelFromPath parses the native route's "models/{model}:{method}" (a
+// leading "/" and a query are allowed), where method is
+// "streamGenerateContent" or "generateContent", as Google's REST paths
+// name them (POST /v1beta/{model=models/*}:generateContent). p is the
+// escaped path (url.URL.EscapedPath): model is returned unescaped. ok is
+// false for any other method, an empty model, or a model containing "/".
+func ModelFromPath(p string) (model, method string, ok bool) {
+	p, _, _ = strings.Cut(p, "?")
+	rest, found := strings.CutPrefix(strings.TrimPrefix(p, "/"), "models/")
+	if !found {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i < 0 {
+		return "", "", false
+	}
+	model, method = rest[:i], rest[i+1:]
+	if method != "streamGenerateContent" && method != "generateContent" {
+		return "", "", false
+	}
+	model, err := url.PathUnescape(model)
+	if err != nil || model == "" || strings.Contains(model, "/") {
+		return "", "", false
+	}
+	return model, method, true
+}
+
+// promptRequest is what PromptText reads of a GenerateContentRequest.
+type promptRequest struct {
+	SystemInstruction *promptContent  `json:"systemInstruction"`
+	Contents          []promptContent `json:"contents"`
+	Tools             json.RawMessage `json:"tools"`
+}
+
+type promptContent struct {
+	Parts []struct {
+		Text         string `json:"text"`
+		FunctionCall *struct {
+			Name string          `json:"name"`
+			Args json.RawMessage `json:"args"`
+		} `json:"functionCall"`
+		FunctionResponse *struct {
+			Name     string          `json:"name"`
+			Response json.RawMessage `json:"response"`
+		} `json:"functionResponse"`
+	} `json:"parts"`
+}
+
+// PromptText returns the text of a Gemini GenerateContentRequest that a
+// tokenizer counts to estimate its prompt when the provider reports no
+// usage: the systemInstruction and contents text, function call names and
+// arguments, function responses, and the tools' JSON (Gemini counts
+// declarations as prompt), joined by newlines. Media parts are not text and
+// are not counted. A body that is not JSON is returned whole, so that an
+// estimate errs high rather than at zero.
+func PromptText(body []byte) string {
+	var req promptRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			return string(body)
+		}
+	}
+	var b strings.Builder
+	add := func(s string) {
+		if s == "" {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(s)
+	}
+	contents := req.Contents
+	if req.SystemInstruction != nil {
+		contents = append([]promptContent{*req.SystemInstruction}, contents...)
+	}
+	for _, c := range contents {
+		for _, p := range c.Parts {
+			add(p.Text)
+			if fc := p.FunctionCall; fc != nil {
+				add(fc.Name)
+				add(string(fc.Args))
+			}
+			if fr := p.FunctionResponse; fr != nil {
+				add(fr.Name)
+				add(string(fr.Response))
+			}
+		}
+	}
+	if !isNull(req.Tools) {
+		add(string(req.Tools))
+	}
+	return b.String()
+}

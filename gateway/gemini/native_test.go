@@ -1,0 +1,52 @@
+package gemini
+
+import "testing"
+
+func TestModelFromPath(t *testing.T) {
+	tests := []struct {
+		in, model, method string
+		ok                bool
+	}{
+		{"models/gemini-2.5-flash:streamGenerateContent", "gemini-2.5-flash", "streamGenerateContent", true},
+		{"/models/gemini-2.5-pro:generateContent", "gemini-2.5-pro", "generateContent", true},
+		{"models/gemini-2.5-flash:streamGenerateContent?alt=sse", "gemini-2.5-flash", "streamGenerateContent", true},
+		{"models/gemini%2D2.5:generateContent", "gemini-2.5", "generateContent", true},
+		{"models/gemini-2.5-flash:countTokens", "", "", false},
+		{"models/gemini-2.5-flash", "", "", false},
+		{"models/:generateContent", "", "", false},
+		{"models/a/b:generateContent", "", "", false},
+		{"models/a%2Fb:generateContent", "", "", false},
+		{"models/a%zz:generateContent", "", "", false},
+		{"tunedModels/x:generateContent", "", "", false},
+		{"", "", "", false},
+	}
+	for _, tt := range tests {
+		model, method, ok := ModelFromPath(tt.in)
+		if model != tt.model || method != tt.method || ok != tt.ok {
+			t.Errorf("ModelFromPath(%q) = %q, %q, %v; want %q, %q, %v", tt.in, model, method, ok, tt.model, tt.method, tt.ok)
+		}
+	}
+}
+
+func TestPromptText(t *testing.T) {
+	body := `{"systemInstruction":{"parts":[{"text":"Be brief."}]},"contents":[
+	  {"role":"user","parts":[{"text":"Hi"},{"inlineData":{"mimeType":"image/png","data":"AAAA"}}]},
+	  {"role":"model","parts":[{"functionCall":{"name":"f","args":{"a":1}}}]},
+	  {"role":"user","parts":[{"functionResponse":{"name":"f","response":{"content":"ok"}}}]}],
+	  "tools":[{"functionDeclarations":[{"name":"f"}]}],"generationConfig":{"temperature":1}}`
+	want := "Be brief.\nHi\nf\n{\"a\":1}\nf\n{\"content\":\"ok\"}\n[{\"functionDeclarations\":[{\"name\":\"f\"}]}]"
+	if got := PromptText([]byte(body)); got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	if got := PromptText([]byte("not json")); got != "not json" {
+		t.Errorf("not JSON: %q", got)
+	}
+	if got := PromptText([]byte(`{"contents":"wrong","systemInstruction":{"parts":[{"text":"s"}]}}`)); got != "s" {
+		t.Errorf("partly wrong types: %q", got)
+	}
+	// A translated request's prompt text holds what the client sent.
+	_, req, err := Chat{}.Request([]byte(`{"messages":[{"role":"system","content":"S"},{"role":"user","content":"U"}]}`), "m", true)
+	if err != nil || PromptText(req) != "S\nU" {
+		t.Errorf("translated: %v %q", err, PromptText(req))
+	}
+}

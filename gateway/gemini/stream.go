@@ -1,0 +1,241 @@
+package gemini
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate/gateway/sse"
+	"github.com/tollgate-dev/tollgate/gateway/usage"
+)
+
+// ChunkStream is the gateway's chunkStream contract (gateway/protocol.go),
+// written as an unnamed interface type so that Chat's method set can match
+// the gateway's chatUpstream without this package importing gateway.
+type ChunkStream = interface {
+	Event(ev *sse.Event, r *usage.Report, dst [][]byte) [][]byte
+}
+
+// NewStream starts the translation of one streamGenerateContent?alt=sse
+// response into chat.completion.chunk payloads carrying id, model (the
+// model the client asked for) and created (Unix seconds). The result is a
+// *Stream; see Stream.Event.
+func (Chat) NewStream(id, model string, created int64) ChunkStream {
+	p := []byte(`{"id":`)
+	p = appendString(p, id)
+	p = append(p, `,"object":"chat.completion.chunk","created":`...)
+	p = strconv.AppendInt(p, created, 10)
+	p = append(p, `,"model":`...)
+	p = appendString(p, model)
+	p = append(p, `,"choices":[{"index":`...)
+	return &Stream{prefix: p}
+}
+
+// Stream translates one Gemini response stream into OpenAI chunks. It is
+// the chunkStream of the gateway's chat route for Gemini upstreams.
+type Stream struct {
+	tap     Tap
+	prefix  []byte // the chunk up to the choice index
+	choices []choiceState
+}
+
+// choiceState is what a Stream remembers of one candidate (one choice).
+type choiceState struct {
+	index   int
+	started bool // the role chunk was sent
+	calls   int  // tool calls sent so far
+}
+
+// Event taps ev's usage into r exactly as Tap does and appends to dst the
+// chunk payloads (JSON, without "data: " framing) it becomes. Candidate n
+// becomes choice n (index 0 unless the request asked for several):
+//
+//   - before a choice's first chunk, a role chunk
+//     {"role":"assistant","content":""};
+//   - a text part: delta.content; a thought part (thought:true):
+//     delta.reasoning_content; empty text parts are dropped;
+//   - a functionCall part: delta.tool_calls with one complete call, whose
+//     id is "call_<i>", i its index among the choice's calls, and whose
+//     arguments are the args object as a JSON string ("{}" when absent).
+//     Gemini matches function responses to calls by name, so the id only
+//     has to lead Request from a tool message back to its call's name;
+//     the call's thoughtSignature is not carried (see Request);
+//   - a finishReason: a chunk with an empty delta and the mapped
+//     finish_reason (see Tap); a prompt blocked outright: choice 0 with
+//     finish_reason "content_filter";
+//   - an error, framed or raw: {"error":{"message","type","code"}}, with
+//     type "upstream_error" and code Gemini's status (such as "CANCELLED").
+//
+// It never appends usage chunks or [DONE]; the core adds those.
+func (s *Stream) Event(ev *sse.Event, r *usage.Report, dst [][]byte) [][]byte {
+	t := &s.tap
+	t.payloads = t.collect(ev, t.payloads[:0])
+	for _, p := range t.payloads {
+		t.resps = decode(p, t.resps[:0])
+		for i := range t.resps {
+			resp := &t.resps[i]
+			t.observe(resp, r)
+			dst = s.translate(resp, dst)
+		}
+	}
+	clear(t.resps)
+	return dst
+}
+
+// translate appends the chunks of one response to dst.
+func (s *Stream) translate(resp *response, dst [][]byte) [][]byte {
+	for i := range resp.Candidates {
+		c := &resp.Candidates[i]
+		st := s.choice(c.Index)
+		for j := range c.Content.Parts {
+			p := &c.Content.Parts[j]
+			if fc := p.FunctionCall; fc != nil {
+				dst = s.start(st, dst)
+				dst = append(dst, s.toolCallChunk(st, fc))
+				st.calls++
+			}
+			if p.Text == "" {
+				continue
+			}
+			dst = s.start(st, dst)
+			field := `{"content":`
+			if p.Thought {
+				field = `{"reasoning_content":`
+			}
+			b := s.chunk(st.index, len(p.Text)+len(field)+8)
+			b = append(b, field...)
+			b = appendString(b, p.Text)
+			dst = append(dst, s.end(b, ""))
+		}
+		if c.FinishReason != "" {
+			dst = s.finish(st, finishReason(c.FinishReason, st.calls > 0), dst)
+		}
+	}
+	if len(resp.Candidates) == 0 && resp.PromptFeedback != nil && resp.PromptFeedback.BlockReason != "" {
+		dst = s.finish(s.choice(0), "content_filter", dst)
+	}
+	if desc, code := errorOf(resp.Error); desc != "" {
+		dst = append(dst, errorPayload(desc, code))
+	}
+	return dst
+}
+
+// choice returns the state of the choice for candidate index i.
+func (s *Stream) choice(i int) *choiceState {
+	i = max(i, 0)
+	for k := range s.choices {
+		if s.choices[k].index == i {
+			return &s.choices[k]
+		}
+	}
+	s.choices = append(s.choices, choiceState{index: i})
+	return &s.choices[len(s.choices)-1]
+}
+
+// start appends the role chunk if the choice has had none.
+func (s *Stream) start(st *choiceState, dst [][]byte) [][]byte {
+	if st.started {
+		return dst
+	}
+	st.started = true
+	b := s.chunk(st.index, 40)
+	b = append(b, `{"role":"assistant","content":""`...)
+	return append(dst, s.end(b, ""))
+}
+
+func (s *Stream) finish(st *choiceState, reason string, dst [][]byte) [][]byte {
+	dst = s.start(st, dst)
+	b := s.chunk(st.index, 4)
+	b = append(b, '{')
+	return append(dst, s.end(b, reason))
+}
+
+func (s *Stream) toolCallChunk(st *choiceState, fc *functionCall) []byte {
+	b := s.chunk(st.index, len(fc.Name)+len(fc.Args)+96)
+	b = append(b, `{"tool_calls":[{"index":`...)
+	b = strconv.AppendInt(b, int64(st.calls), 10)
+	b = append(b, `,"id":"call_`...)
+	b = strconv.AppendInt(b, int64(st.calls), 10)
+	b = append(b, `","type":"function","function":{"name":`...)
+	b = appendString(b, fc.Name)
+	b = append(b, `,"arguments":`...)
+	b = appendString(b, argsJSON(fc.Args))
+	b = append(b, "}}]"...)
+	return s.end(b, "")
+}
+
+// argsJSON returns a function call's args as compact JSON, "{}" if absent.
+func argsJSON(args json.RawMessage) string {
+	if len(args) == 0 || string(args) == "null" {
+		return "{}"
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, args) == nil {
+		return buf.String()
+	}
+	return string(args)
+}
+
+// chunk starts a chunk payload for choice i, up to the opening of "delta".
+func (s *Stream) chunk(i, extra int) []byte {
+	b := make([]byte, 0, len(s.prefix)+extra+64)
+	b = append(b, s.prefix...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	return append(b, `,"delta":`...)
+}
+
+// end closes the delta object b holds open, and the chunk.
+func (s *Stream) end(b []byte, reason string) []byte {
+	b = append(b, `},"finish_reason":`...)
+	if reason == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendString(b, reason)
+	}
+	return append(b, "}]}"...)
+}
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, so
+// the result is always valid JSON.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
