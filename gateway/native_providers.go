@@ -82,7 +82,7 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 // and :generateContent: the Gemini API, passed through to a Gemini provider
 // and metered.
 func (s *Server) geminiGenerate(w http.ResponseWriter, r *http.Request) {
-	model, method, ok := gemini.ModelFromPath("models/" + chi.URLParam(r, "target"))
+	model, method, ok := gemini.ModelFromPath(chi.URLParam(r, "*"))
 	if !ok {
 		geminiError(w, http.StatusNotFound, "", "", "expected /gemini/v1beta/models/{model}:streamGenerateContent or :generateContent")
 		return

@@ -82,7 +82,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/v1/chat/completions", s.chatCompletions)
 		r.Post("/v1/responses", s.responses)
 		r.Post("/anthropic/v1/messages", s.anthropicMessages)
-		r.Post("/gemini/v1beta/models/{target}", s.geminiGenerate)
+		r.Post("/gemini/v1beta/*", s.geminiGenerate)
 		r.Get("/v1/models", s.listModels)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

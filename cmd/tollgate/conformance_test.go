@@ -61,6 +61,21 @@ var conformanceCalls = map[string]func(model string) (path, body string){
 	"openai-responses": func(m string) (string, string) {
 		return "/v1/responses", `{"model":"replay/` + m + `","stream":true,"input":"hi"}`
 	},
+	"anthropic": func(m string) (string, string) {
+		return "/anthropic/v1/messages", `{"model":"replay-anthropic/` + m + `","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	},
+	"gemini": func(m string) (string, string) {
+		return "/gemini/v1beta/models/replay-gemini/" + m + ":streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
+	},
+}
+
+// replayProviders are the recorded-stream upstream as a provider of each type.
+func replayProviders(url string) []gateway.ProviderConfig {
+	return []gateway.ProviderConfig{
+		{Name: "replay", Type: "openai", BaseURL: url + "/v1"},
+		{Name: "replay-anthropic", Type: "anthropic", BaseURL: url + "/v1"},
+		{Name: "replay-gemini", Type: "gemini", BaseURL: url + "/v1beta"},
+	}
 }
 
 // TestConformance replays every recorded stream of the folders above
@@ -78,9 +93,7 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	replay := replayUpstream(t, dir)
-	s := newStack(t, func(c *fileConfig) {
-		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "replay", Type: "openai", BaseURL: replay.URL + "/v1"})
-	})
+	s := newStack(t, func(c *fileConfig) { c.Providers = append(c.Providers, replayProviders(replay.URL)...) })
 	for folder, call := range conformanceCalls {
 		streams, err := fixture.Streams(dir, folder)
 		if err != nil || len(streams) == 0 {

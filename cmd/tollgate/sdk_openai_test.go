@@ -8,21 +8,19 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/gateway/fixture"
 )
 
-// replayStack is a stack with the recorded-stream upstream as provider
-// "replay" (type typ) and the replay server's URL.
-func replayStack(t *testing.T, typ string) (*stack, string) {
+// replayStack is a stack with the recorded-stream upstream as providers
+// replay (openai), replay-anthropic and replay-gemini, and the replay
+// server's URL.
+func replayStack(t *testing.T) (*stack, string) {
 	dir, err := fixture.Dir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	replay := replayUpstream(t, dir)
-	s := newStack(t, func(c *fileConfig) {
-		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "replay", Type: typ, BaseURL: replay.URL + "/v1"})
-	})
+	s := newStack(t, func(c *fileConfig) { c.Providers = append(c.Providers, replayProviders(replay.URL)...) })
 	return s, replay.URL
 }
 
@@ -53,7 +51,7 @@ func accumulate(t *testing.T, baseURL, key, model string, includeUsage bool) ope
 // (tool calls by index, content, finish reason, usage) equals what it
 // accumulates from the upstream directly.
 func TestOpenAISDKToolCallStreams(t *testing.T) {
-	s, replayURL := replayStack(t, "openai")
+	s, replayURL := replayStack(t)
 	for _, name := range []string{"openai~chat-tool-call-usage.sse", "openai~chat-parallel-tool-calls-usage.sse",
 		"openai~openrouter-chat-cached-reasoning-usage.sse"} {
 		for _, include := range []bool{true, false} {
@@ -89,7 +87,7 @@ func TestOpenAISDKToolCallStreams(t *testing.T) {
 // /v1/responses with the official SDK: every event parses, and the final
 // usage the SDK sees equals the upstream's.
 func TestOpenAISDKResponsesAPI(t *testing.T) {
-	s, _ := replayStack(t, "openai")
+	s, _ := replayStack(t)
 	client := openai.NewClient(option.WithBaseURL(s.gateway+"/v1"), option.WithAPIKey(s.secret), option.WithMaxRetries(0))
 	for name, want := range map[string][2]int64{
 		"openai-responses~function-call-reasoning-usage.sse":     {53, 469},

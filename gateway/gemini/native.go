@@ -28,7 +28,8 @@ func ModelFromPath(p string) (model, method string, ok bool) {
 		return "", "", false
 	}
 	model, err := url.PathUnescape(model)
-	if err != nil || model == "" || strings.Contains(model, "/") {
+	// A "/" is allowed: "provider/model" names route like everywhere else.
+	if err != nil || model == "" || strings.HasPrefix(model, "/") || strings.HasSuffix(model, "/") {
 		return "", "", false
 	}
 	return model, method, true

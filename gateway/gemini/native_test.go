@@ -14,8 +14,9 @@ func TestModelFromPath(t *testing.T) {
 		{"models/gemini-2.5-flash:countTokens", "", "", false},
 		{"models/gemini-2.5-flash", "", "", false},
 		{"models/:generateContent", "", "", false},
-		{"models/a/b:generateContent", "", "", false},
-		{"models/a%2Fb:generateContent", "", "", false},
+		{"models/a/b:generateContent", "a/b", "generateContent", true}, // provider/model
+		{"models/a%2Fb:generateContent", "a/b", "generateContent", true},
+		{"models/a/:generateContent", "", "", false},
 		{"models/a%zz:generateContent", "", "", false},
 		{"tunedModels/x:generateContent", "", "", false},
 		{"", "", "", false},
