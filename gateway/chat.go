@@ -77,9 +77,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	defer resp.Body.Close()
 	switch {
 	case req.stream && tr == nil:
-		s.relayChatStream(w, x, resp.Body, req.includeUsage, nil)
+		s.relayChatStream(w, x, resp.Body, req.includeUsage, req.model, nil)
 	case req.stream:
-		s.relayChatStream(w, x, resp.Body, req.includeUsage,
+		s.relayChatStream(w, x, resp.Body, req.includeUsage, req.model,
 			tr.NewStream("chatcmpl-"+x.event.ID, req.model, x.start.Unix()))
 	case tr == nil:
 		s.relayChatBody(w, x, resp)

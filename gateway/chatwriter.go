@@ -30,8 +30,11 @@ type chatWriter struct {
 	buf       []byte
 }
 
-func newChatWriter(w http.ResponseWriter, x *exchange, includeUsage bool) *chatWriter {
-	return &chatWriter{w: w, rc: http.NewResponseController(w), x: x, includeUsage: includeUsage}
+// newChatWriter writes to w. id, model and created name the stream's
+// chunks until the upstream's own chunks name them.
+func newChatWriter(w http.ResponseWriter, x *exchange, includeUsage bool, id, model string, created int64) *chatWriter {
+	return &chatWriter{w: w, rc: http.NewResponseController(w), x: x, includeUsage: includeUsage,
+		id: id, model: model, created: created}
 }
 
 // send writes one event and flushes it. After the client has gone it does

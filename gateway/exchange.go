@@ -110,17 +110,20 @@ func (x *exchange) finish() {
 	if r.FinishReason != "" {
 		e.FinishReason = r.FinishReason
 	}
-	if r.Error != "" && e.Status == meter.StatusOK {
-		e.Status, e.Error = meter.StatusUpstreamError, r.Error
-	}
+	// The status names what went wrong first: a failure before the
+	// response is already set; then a stall, an upstream error, and last
+	// a client that left (an SDK hangs up after an error frame).
 	switch cause := x.cause(); {
+	case e.Status != meter.StatusOK:
+	case errors.Is(cause, errStalled):
+		e.Status, e.Error = meter.StatusTimeout, cause.Error()
+	case r.Error != "":
+		e.Status, e.Error = meter.StatusUpstreamError, r.Error
 	case x.clientGone.Load():
 		e.Status = meter.StatusClientCancelled
 		if cause != nil && e.Error == "" {
 			e.Error = cause.Error()
 		}
-	case errors.Is(cause, errStalled):
-		e.Status, e.Error = meter.StatusTimeout, cause.Error()
 	}
 	if x.responded {
 		e.Usage, e.UsageSource = r.Resolve(x.s.est, x.promptText())

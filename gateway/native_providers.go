@@ -118,6 +118,6 @@ func (s *Server) geminiGenerate(w http.ResponseWriter, r *http.Request) {
 	s.passThrough(w, x, rt, nativeCall{
 		url: target, body: body, stream: sseStream,
 		header: func(h http.Header) { gemini.Chat{}.Header(h, p.APIKey) },
-		tap: &gemini.Tap{}, bodyUsage: gemini.BodyUsage, fail: geminiError,
+		tap:    &gemini.Tap{}, bodyUsage: gemini.BodyUsage, fail: geminiError,
 	})
 }

@@ -18,8 +18,8 @@ import (
 // event by event, each flushed. With tr nil the upstream speaks OpenAI and
 // its chunks pass through; otherwise tr translates them. After the client
 // goes away it reads on until the provider's final usage, [DONE] or the end.
-func (s *Server) relayChatStream(w http.ResponseWriter, x *exchange, body io.Reader, includeUsage bool, tr chunkStream) {
-	out := newChatWriter(w, x, includeUsage)
+func (s *Server) relayChatStream(w http.ResponseWriter, x *exchange, body io.Reader, includeUsage bool, model string, tr chunkStream) {
+	out := newChatWriter(w, x, includeUsage, "chatcmpl-"+x.event.ID, model, x.start.Unix())
 	rd := sse.NewReader(body)
 	var tap openai.ChatTap
 	var payloads [][]byte

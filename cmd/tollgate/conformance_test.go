@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/gateway/fixture"
 	"github.com/tollgate-dev/tollgate/meter"
@@ -141,6 +144,55 @@ func checkConformance(t *testing.T, e meter.Event, want fixture.Expected) {
 	case meter.SourceEstimated:
 		if u.PromptTokens < 0 || u.CompletionTokens < 0 || u.CachedTokens != 0 || u.ReasoningTokens != 0 {
 			t.Fatalf("estimated usage = %+v, want non-negative prompt and completion only", u)
+		}
+	}
+}
+
+// TestConformanceTranslated replays the Anthropic and Gemini recordings
+// through POST /v1/chat/completions, translated: the official OpenAI SDK
+// must accept every chunk, the ledger must match expected.json, and the
+// usage the client asked for must be the usage recorded.
+func TestConformanceTranslated(t *testing.T) {
+	dir, err := fixture.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	expected, err := fixture.LoadExpected(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := replayStack(t)
+	for folder, provider := range map[string]string{"anthropic": "replay-anthropic", "gemini": "replay-gemini"} {
+		streams, err := fixture.Streams(dir, folder)
+		if err != nil || len(streams) == 0 {
+			t.Fatalf("no fixtures under %s/%s: %v", dir, folder, err)
+		}
+		for _, name := range streams {
+			t.Run(name, func(t *testing.T) {
+				model := provider + "/" + strings.ReplaceAll(name, "/", "~")
+				client := openai.NewClient(option.WithBaseURL(s.gateway+"/v1"), option.WithAPIKey(s.secret), option.WithMaxRetries(0))
+				var resp *http.Response
+				stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+					Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+					StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+				}, option.WithResponseInto(&resp))
+				var acc openai.ChatCompletionAccumulator
+				for stream.Next() {
+					if !acc.AddChunk(stream.Current()) {
+						t.Fatalf("the SDK's accumulator rejected %s", stream.Current().RawJSON())
+					}
+				}
+				want := expected[name]
+				if err := stream.Err(); (err != nil) != want.UpstreamError {
+					t.Fatalf("stream error %v, want an error: %v", err, want.UpstreamError)
+				}
+				e := s.event(resp.Header.Get("X-Request-Id")).Event
+				checkConformance(t, e, want)
+				if !want.UpstreamError && (acc.Usage.PromptTokens != e.Usage.PromptTokens || acc.Usage.CompletionTokens != e.Usage.CompletionTokens ||
+					acc.Usage.PromptTokensDetails.CachedTokens != e.Usage.CachedTokens) {
+					t.Fatalf("the client was told %+v, the ledger recorded %+v", acc.Usage, e.Usage)
+				}
+			})
 		}
 	}
 }

@@ -1,5 +1,6 @@
-// Command upstream-sim serves the deterministic OpenAI-compatible provider
-// simulator of package sim, for demos, tests and benchmarks.
+// Command upstream-sim serves the deterministic provider simulator of package
+// sim (OpenAI Chat Completions, Anthropic Messages, Gemini generateContent),
+// for demos, tests and benchmarks.
 //
 //	upstream-sim [-listen 127.0.0.1:9090] [-debug]
 //
@@ -40,7 +41,7 @@ func main() {
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("upstream-sim", flag.ContinueOnError)
 	listen := fs.String("listen", envOr("SIM_LISTEN", "127.0.0.1:9090"), "address to listen on (env SIM_LISTEN)")
-	debug := fs.Bool("debug", false, "log every chat completion request")
+	debug := fs.Bool("debug", false, "log every model request")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -37,10 +37,12 @@ type fault struct {
 type plan struct {
 	id            string
 	created       int64  // Unix seconds
+	model         string // the model name
 	modelJSON     []byte // the model name as a JSON string
 	stream        bool
-	includeUsage  bool
-	finishReason  string
+	includeUsage  bool // OpenAI stream_options.include_usage
+	thoughts      bool // Gemini: stream thought parts
+	capped        bool // the length came from a cap
 	usage         Usage
 	contentTokens int64 // completion minus reasoning tokens
 	chunks        int64 // content chunks, 1..contentTokens
@@ -49,36 +51,27 @@ type plan struct {
 	fault         fault
 }
 
-// newPlan parses body and the controls in its metadata and in h. Its errors
-// are client errors.
-func newPlan(body []byte, h http.Header, now time.Time) (*plan, error) {
-	req, err := parseRequest(body)
-	if err != nil {
-		return nil, err
-	}
-	u, capped, err := req.usage()
-	if err != nil {
-		return nil, err
-	}
-	model, _ := json.Marshal(*req.Model)
+// newPlan applies the controls in sp and h (the header wins) to the request
+// sp parsed from body. Its errors are client errors.
+func newPlan(c codec, sp *spec, body []byte, h http.Header, now time.Time) (*plan, error) {
+	model, _ := json.Marshal(sp.model)
 	p := &plan{
-		id:            CompletionID(body),
+		id:            ResponseID(c.protocol(), body),
 		created:       now.Unix(),
+		model:         sp.model,
 		modelJSON:     model,
-		stream:        req.Stream,
-		includeUsage:  req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-		finishReason:  "stop",
-		usage:         u,
-		contentTokens: u.CompletionTokens - u.ReasoningTokens,
-	}
-	if capped {
-		p.finishReason = "length"
+		stream:        sp.stream,
+		includeUsage:  sp.includeUsage,
+		thoughts:      sp.thoughts,
+		capped:        sp.capped,
+		usage:         sp.usage,
+		contentTokens: sp.usage.CompletionTokens - sp.usage.ReasoningTokens,
 	}
 	get := func(key, header string) string {
 		if v := h.Get(header); v != "" {
 			return v
 		}
-		return req.Metadata[key]
+		return sp.controls[key]
 	}
 	p.chunks = p.contentTokens
 	if v := get("sim_chunks", "X-Sim-Chunks"); v != "" {
@@ -103,12 +96,24 @@ func newPlan(body []byte, h http.Header, now time.Time) (*plan, error) {
 		p.status = n
 	}
 	if v := get("sim_fault", "X-Sim-Fault"); v != "" {
+		var err error
 		if p.fault, err = parseFault(v); err != nil {
+			return nil, err
+		}
+		if err := c.check(p.fault); err != nil {
 			return nil, err
 		}
 		p.fault.after = min(p.fault.after, p.chunks)
 	}
 	return p, nil
+}
+
+// last reports whether content chunk i (from 0) is the last one of a stream
+// that finishes: false when disconnect_after or error_after cuts the stream
+// after every content chunk.
+func (p *plan) last(i int64) bool {
+	cut := p.fault.kind == faultDisconnect || p.fault.kind == faultErrorAfter
+	return i+1 == p.chunks && !(cut && p.fault.after == p.chunks)
 }
 
 // parseFault parses a comma-separated list of fault modes.

@@ -1,97 +1,185 @@
-// Package sim is a deterministic OpenAI-compatible Chat Completions provider
-// for demos, tests and benchmarks. Everything it reports follows from the
-// request, so a test can compute the usage a correct gateway must record, and
-// GET /stats gives the ground truth of what the simulator billed.
+// Package sim is a deterministic LLM provider for demos, tests and
+// benchmarks. It speaks three wire protocols natively: OpenAI Chat
+// Completions, Anthropic Messages and Gemini generateContent. Everything it
+// reports follows from the request, so a test can compute the usage a correct
+// gateway must record, and GET /stats gives the ground truth of what the
+// simulator billed. One protocol-neutral core (request figures, chunk plan,
+// pacing, faults, billing) drives one encoder per protocol.
 //
 // Use it in-process with httptest.NewServer(sim.New()) or run
 // cmd/upstream-sim.
 //
 // # Endpoints
 //
-//   - POST /v1/chat/completions: streamed ("stream":true, SSE) or not.
+//   - POST /v1/chat/completions: OpenAI, streamed ("stream":true) or not.
+//   - POST /v1/messages, also as /anthropic/v1/messages: Anthropic,
+//     streamed ("stream":true) or not.
+//   - POST /v1beta/models/{model}:generateContent and
+//     /v1beta/models/{model}:streamGenerateContent?alt=sse, also under
+//     /gemini: Gemini, not streamed and streamed (only alt=sse streams; a
+//     stream without it is a 400; other methods are a 404).
 //   - GET /v1/models and GET /v1/models/{model}: sim-small, sim-cache,
 //     sim-reasoning, sim-pro; any other model name is accepted too.
-//   - GET /stats: the counters in [Stats]; POST /stats/reset zeroes them.
+//   - GET /stats: [Stats]; POST /stats/reset zeroes the counters.
 //
 // # Deterministic rules
 //
-// Prompt tokens ([PromptTokens]): each message counts 4 plus the number of
-// whitespace-separated words in its text content (a string, or the "text"
-// of every {"type":"text"} part of a content array; other parts, names and
-// tool calls count 0); the request adds 3.
+// Prompt tokens: 3, plus for each message 4 plus the number of
+// whitespace-separated words of its text. Text is a string content, or the
+// "text" of every {"type":"text"} part or block of a content array (other
+// parts, blocks, names and tool calls count 0); for Gemini, the text of every
+// part of a content's parts except {"thought":true} parts. Anthropic's
+// "system" (a string or text blocks; counted when present and not null) and
+// Gemini's "systemInstruction" count as one more message. See
+// [PromptTokens], [ExpectedUsage], [ExpectedAnthropicUsage] and
+// [ExpectedGeminiUsage].
 //
-// Completion tokens: max_completion_tokens if set, else max_tokens if set,
-// else [DefaultCompletionTokens] (16). finish_reason is "length" when the
-// length came from max_completion_tokens or max_tokens (the simulated model
-// always wants to say more than any cap) and "stop" when the default applied.
+// Completion tokens:
 //
-// Content: one token is the word "tok " (4 bytes, trailing space), so the
-// content is "tok " repeated completion_tokens - reasoning_tokens times.
+//   - OpenAI: max_completion_tokens if set, else max_tokens if set, else
+//     [DefaultCompletionTokens] (16); finish_reason "length" when a cap set
+//     the length (the simulated model always wants to say more than any
+//     cap), "stop" when the default applied.
+//   - Anthropic: max_tokens is required (400 without it) and is a ceiling:
+//     the model wants to write 16 tokens, so the completion is
+//     min(max_tokens, 16), with stop_reason "max_tokens" when max_tokens < 16
+//     and "end_turn" otherwise. Anthropic streams are thus at most 16 tokens.
+//   - Gemini: generationConfig.maxOutputTokens if set (finishReason
+//     "MAX_TOKENS"), else 16 ("STOP").
 //
 // Profiles, by case-insensitive substring of the model name: "cache" (and
-// "sim-pro") report prompt_tokens_details.cached_tokens = prompt_tokens/2;
-// "reason" (and "sim-pro") report completion_tokens_details.reasoning_tokens
-// = completion_tokens/2, which are counted in completion_tokens but not
-// streamed. Integer division throughout.
+// "sim-pro") read prompt/2 tokens from the cache; "reason" (and "sim-pro")
+// spend completion/2 tokens on reasoning, which count in the completion and
+// come before the content. Integer division throughout. The content is
+// [TokenText] ("tok ") repeated completion - reasoning times; reasoning
+// text, where a protocol shows it, is TokenText repeated reasoning times.
 //
-// The completion id is "chatcmpl-" plus the first 24 hex digits of the
-// SHA-256 of the request body ([CompletionID]): identical bodies get
-// identical ids. "created" is the server clock in Unix seconds ([WithClock]).
+// How [Usage] appears on the wire:
 //
-// # Stream shape
+//   - OpenAI: prompt_tokens, prompt_tokens_details.cached_tokens,
+//     completion_tokens, completion_tokens_details.reasoning_tokens,
+//     total_tokens. Reasoning is not streamed.
+//   - Anthropic: input_tokens = prompt - cached, cache_read_input_tokens =
+//     cached, cache_creation_input_tokens = 0, output_tokens = completion.
+//     Reasoning is a thinking block whose words are the reasoning tokens;
+//     output_tokens includes them and nothing reports them apart.
+//   - Gemini: promptTokenCount = prompt, cachedContentTokenCount = cached,
+//     thoughtsTokenCount = reasoning, candidatesTokenCount = completion -
+//     reasoning, totalTokenCount = prompt + completion. Thought parts
+//     ({"text":...,"thought":true}) are sent only when
+//     generationConfig.thinkingConfig.includeThoughts is true; the counts
+//     are the same either way. thinkingBudget is ignored.
 //
-// As OpenAI sends it: a first chunk with delta {"role":"assistant",
-// "content":"","refusal":null}, the content chunks, a finish chunk with an
-// empty delta and finish_reason, then, only when stream_options.include_usage
-// is true, a usage chunk with "choices":[]; then data: [DONE]. When
-// include_usage is true every earlier chunk carries "usage":null; otherwise
-// no chunk has a usage key. Content-Type is text/event-stream and every frame
-// is flushed.
+// Ids ([ResponseID]): the first 24 hex digits of the SHA-256 of the request
+// body, after "chatcmpl-" (OpenAI) or "msg_" (Anthropic), bare as Gemini's
+// responseId. OpenAI's "created" is the server clock in Unix seconds
+// ([WithClock]).
+//
+// # Stream shapes
+//
+// Content-Type is text/event-stream and every frame is flushed. The frames
+// that open a stream (below) are written at once.
+//
+// OpenAI: a first chunk with delta {"role":"assistant","content":"",
+// "refusal":null}, the content chunks, a finish chunk with an empty delta
+// and finish_reason, then, only when stream_options.include_usage is true, a
+// usage chunk with "choices":[]; then data: [DONE]. When include_usage is
+// true every earlier chunk carries "usage":null; otherwise no chunk has a
+// usage key.
+//
+// Anthropic ("event: X\ndata: {...}\n\n"): opening message_start (usage with
+// output_tokens 1), ping, then for reasoning models a thinking block at index
+// 0 (content_block_start, one thinking_delta with all the reasoning, a
+// signature_delta of [ThinkingSignature], content_block_stop), then
+// content_block_start of the text block; then one text_delta per content
+// chunk; then content_block_stop, message_delta (stop_reason and the final
+// usage: input, cache and cumulative output_tokens) and message_stop.
+//
+// Gemini ("data: {GenerateContentResponse}\r\n\r\n", no [DONE]): opening
+// with one thought chunk when thoughts are shown, else nothing (the stream
+// opens with its headers); then one chunk per content chunk, the last with
+// finishReason. Every chunk carries the cumulative usageMetadata
+// (candidatesTokenCount absent while 0), modelVersion and responseId.
 //
 // # Controls
 //
-// Per request, from the body's metadata object (string values, so they pass
-// through a gateway) or from headers (the header wins when both are set):
+// Per request, from headers or from the body, the header winning: OpenAI's
+// metadata object (string values, so they pass through a gateway);
+// Anthropic's metadata.user_id, as "sim_chunks=3;sim_fault=error_after:2"
+// (";"-separated key=value pairs; pairs whose key does not start with "sim_"
+// are ignored, so an ordinary user id carries no controls); Gemini's
+// "labels" map (it has no metadata).
 //
 //   - sim_chunks / X-Sim-Chunks: number of content chunks (default: one per
-//     token; capped at the number of content tokens). Tokens are spread
-//     evenly, the first chunks taking one extra.
+//     content token; capped at the number of content tokens). Tokens are
+//     spread evenly, the first chunks taking one extra.
 //   - sim_delay_ms / X-Sim-Delay-Ms: milliseconds slept before each content
-//     chunk and before the finish chunk.
+//     chunk and before the finish frames (OpenAI's finish chunk, Anthropic's
+//     content_block_stop; Gemini has none).
 //   - sim_status / X-Sim-Status: respond with this HTTP status (400-599) and
-//     an OpenAI error envelope, before anything else (it wins over faults).
+//     the protocol's error envelope, before anything else (it wins over
+//     faults). 429 and 503 also get Retry-After: 1.
 //   - sim_fault / X-Sim-Fault: comma-separated fault modes, at most one of
-//     the first four:
-//     disconnect_after:N (abort the connection after N content chunks: no
-//     finish chunk, usage or [DONE]); error_after:N (after N content chunks
-//     send data: {"error":{...,"type":"server_error","code":null}} then
-//     [DONE]); stall (send the first chunk, then block until the request
-//     context ends); stall_before (block before the response headers);
-//     no_usage (never any usage key, even if asked); usage_in_finish (full
-//     usage on the finish chunk and no usage chunk, whatever include_usage
-//     says); cumulative_usage (every chunk carries the usage so far, the
-//     finish chunk the final one; the usage chunk still follows when asked);
-//     no_done (omit data: [DONE]). N is capped at the number of content
-//     chunks. Non-streamed requests honour only stall and stall_before.
+//     the first four. N is capped at the number of content chunks.
+//     Non-streamed requests honour only stall and stall_before.
 //
-// Invalid JSON, a missing model, missing messages, a non-positive or too
-// large token cap and invalid control values get a 400 error envelope.
+// Fault modes:
+//
+//   - disconnect_after:N: abort the connection after N content chunks, with
+//     no finish frames (and, for Gemini, no finishReason).
+//   - error_after:N: after N content chunks, end with an error. OpenAI:
+//     data: {"error":{...,"type":"server_error","code":null}} then [DONE].
+//     Anthropic: event: error with an overloaded_error (no message_delta or
+//     message_stop). Gemini: a pretty-printed {"error":{"code":503,
+//     "status":"UNAVAILABLE",...}} body with no data: framing, then the end
+//     of the response (no chunk has a finishReason).
+//   - stall: send the opening frames, then block until the request context
+//     ends. stall_before: block before the response headers.
+//   - no_usage: no usage anywhere (OpenAI: no usage key, even if asked;
+//     Anthropic: no usage in message_start or message_delta; Gemini: no
+//     usageMetadata).
+//   - usage_in_finish: OpenAI: full usage on the finish chunk and no usage
+//     chunk, whatever include_usage says. Gemini: usageMetadata on the last
+//     chunk only. Anthropic: no effect (it reports the final usage in
+//     message_delta anyway).
+//   - cumulative_usage: OpenAI: every chunk carries the usage so far, the
+//     finish chunk the final one; the usage chunk still follows when asked.
+//     Gemini: no effect (it does so anyway). Anthropic: a 400.
+//   - no_done: omit OpenAI's data: [DONE] or Anthropic's message_stop;
+//     Gemini: no effect (it has no end marker).
+//
+// # Errors
+//
+// Invalid JSON, a missing model, missing messages or contents, a missing
+// Anthropic max_tokens, a non-positive or too large token cap and invalid
+// control values get a 400 in the protocol's envelope: OpenAI's
+// {"error":{"message","type","param","code"}}, Anthropic's
+// {"type":"error","error":{"type","message"}} (type by status:
+// invalid_request_error, authentication_error, permission_error,
+// not_found_error, request_too_large, rate_limit_error, api_error,
+// overloaded_error for 529), Gemini's pretty-printed
+// {"error":{"code","message","status"}} (INVALID_ARGUMENT, UNAUTHENTICATED,
+// PERMISSION_DENIED, NOT_FOUND, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE,
+// ...). Unknown URLs get a 404 in the envelope their prefix suggests.
 //
 // # Stats semantics
 //
-// A request is counted once, when it ends, under one outcome of
-// [RequestStats]. Tokens are what the simulator billed:
+// /stats counts the three protocols together ([Stats] embeds [Counts]) and
+// apart (Stats.ByProtocol, whose parts sum to the whole). Tokens are in the
+// neutral terms of [Usage], whatever the protocol reported. A request is
+// counted once, when it ends, under one outcome of [RequestStats]:
 //
 //   - ok (streamed or not, any of no_usage, usage_in_finish,
 //     cumulative_usage, no_done): the full usage, reported or not.
 //   - stream_error (error_after), disconnected (disconnect_after), canceled
-//     (client went away mid-stream), stalled (stall): once the first chunk
-//     was written, prompt_tokens and cached_tokens in full, reasoning_tokens
-//     in full (reasoning precedes content), and completion_tokens =
-//     reasoning_tokens + the content tokens in chunks actually written.
-//   - bad_request, status (sim_status), stalled before the first chunk
-//     (stall_before, non-streamed stall), canceled before the first chunk:
-//     zero tokens.
+//     (client went away mid-stream), stalled (stall): once the opening
+//     frames were written (for Gemini without thought parts, once the 200
+//     headers were flushed), the prompt and cached tokens in full, the
+//     reasoning tokens in full (reasoning precedes content), and completion
+//     = reasoning + the content tokens in chunks actually written.
+//   - bad_request, status (sim_status), stalled before the stream opened
+//     (stall_before, non-streamed stall), canceled before it opened: zero
+//     tokens.
 //
 // # Example
 //
@@ -102,5 +190,12 @@
 //
 // streams 4 content tokens ("tok tok tok tok ") in 4 chunks, 50 ms apart,
 // with finish_reason "length" and usage prompt_tokens=9 (4+2+3),
-// cached_tokens=4, completion_tokens=8, reasoning_tokens=4.
+// cached_tokens=4, completion_tokens=8, reasoning_tokens=4. The same request
+// to /v1/messages (with "max_tokens":8) reports input_tokens=5,
+// cache_read_input_tokens=4, output_tokens=8 and streams the 4 reasoning
+// tokens as a thinking block; to
+// /v1beta/models/sim-pro:streamGenerateContent?alt=sse (contents
+// [{"parts":[{"text":"say hi"}]}], generationConfig {"maxOutputTokens":8})
+// it reports promptTokenCount=9, cachedContentTokenCount=4,
+// candidatesTokenCount=4, thoughtsTokenCount=4, totalTokenCount=17.
 package sim

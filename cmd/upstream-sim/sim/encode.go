@@ -65,13 +65,93 @@ func appendUsage(b []byte, u Usage) []byte {
 	return append(b, `,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
 }
 
+// openaiEncoder writes Chat Completions chunks.
+type openaiEncoder struct {
+	p      *plan
+	prefix []byte // `data: {"id":...,"choices":[`
+}
+
+// finishReason is the finish_reason of p.
+func (p *plan) finishReason() string {
+	if p.capped {
+		return "length"
+	}
+	return "stop"
+}
+
+func (e *openaiEncoder) start(b []byte, u Usage) []byte {
+	return e.end(append(append(b, e.prefix...), chunkRole...), e.cumulative(u))
+}
+
+func (e *openaiEncoder) content(b []byte, k int64, u Usage, _ bool) []byte {
+	b = append(append(b, e.prefix...), chunkContent...)
+	b = appendTokens(b, k)
+	return e.end(append(b, chunkContEnd...), e.cumulative(u))
+}
+
+func (e *openaiEncoder) finishes() bool { return true }
+
+// finish writes the finish chunk, the usage chunk and [DONE], as asked.
+func (e *openaiEncoder) finish(st *streamer) error {
+	p := e.p
+	var final *Usage
+	if p.fault.cumulative || p.fault.usageInFinish {
+		final = &p.usage
+	}
+	b := append(append(st.buf[:0], e.prefix...), chunkFinish...)
+	b = append(b, p.finishReason()...)
+	st.buf = e.end(append(b, `"}]`...), final)
+	if err := st.write(st.buf); err != nil {
+		return err
+	}
+	if p.includeUsage && !p.fault.usageInFinish && !p.fault.noUsage {
+		st.buf = e.end(append(append(st.buf[:0], e.prefix...), ']'), &p.usage)
+		if err := st.write(st.buf); err != nil {
+			return err
+		}
+	}
+	if !p.fault.noDone {
+		return st.write(append(st.buf[:0], frameDone...))
+	}
+	return nil
+}
+
+func (e *openaiEncoder) streamError(st *streamer, after int64) {
+	st.buf = appendErrorFrame(st.buf[:0], after)
+	if st.write(st.buf) == nil && !e.p.fault.noDone {
+		_ = st.write(append(st.buf[:0], frameDone...))
+	}
+}
+
+// cumulative returns u when every chunk carries the usage so far, else nil.
+func (e *openaiEncoder) cumulative(u Usage) *Usage {
+	if e.p.fault.cumulative {
+		return &u
+	}
+	return nil
+}
+
+// end finishes the frame in b with its usage key: u when not nil, else
+// "usage":null when include_usage asked for usage, else none; never one
+// under no_usage.
+func (e *openaiEncoder) end(b []byte, u *Usage) []byte {
+	switch {
+	case e.p.fault.noUsage:
+	case u != nil:
+		b = appendUsage(append(b, `,"usage":`...), *u)
+	case e.p.includeUsage:
+		b = append(b, `,"usage":null`...)
+	}
+	return append(b, frameEnd...)
+}
+
 // appendCompletion appends the non-streamed chat.completion object of p.
 func appendCompletion(b []byte, p *plan) []byte {
 	b = appendHead(b, p, "chat.completion")
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
 	b = appendTokens(b, p.contentTokens)
 	b = append(b, `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
-	b = append(b, p.finishReason...)
+	b = append(b, p.finishReason()...)
 	b = append(b, `"}],"usage":`...)
 	b = appendUsage(b, p.usage)
 	return append(b, `,"service_tier":"default","system_fingerprint":null}`...)

@@ -31,3 +31,20 @@ func Example() {
 	// expected {PromptTokens:9 CachedTokens:4 CompletionTokens:8 ReasoningTokens:4}
 	// billed   {PromptTokens:9 CachedTokens:4 CompletionTokens:8 ReasoningTokens:4}
 }
+
+// The usage of the same request in Anthropic's and Gemini's terms.
+func ExampleExpectedAnthropicUsage() {
+	u, _ := sim.ExpectedAnthropicUsage([]byte(`{"model":"sim-pro","max_tokens":8,"stream":true,
+		"messages":[{"role":"user","content":"say hi"}]}`))
+	fmt.Printf("input_tokens=%d cache_read_input_tokens=%d output_tokens=%d (thinking %d)\n",
+		u.PromptTokens-u.CachedTokens, u.CachedTokens, u.CompletionTokens, u.ReasoningTokens)
+	// Output: input_tokens=5 cache_read_input_tokens=4 output_tokens=8 (thinking 4)
+}
+
+func ExampleExpectedGeminiUsage() {
+	u, _ := sim.ExpectedGeminiUsage("sim-pro", []byte(`{"contents":[{"parts":[{"text":"say hi"}]}],
+		"generationConfig":{"maxOutputTokens":8}}`))
+	fmt.Printf("promptTokenCount=%d cachedContentTokenCount=%d candidatesTokenCount=%d thoughtsTokenCount=%d totalTokenCount=%d\n",
+		u.PromptTokens, u.CachedTokens, u.CompletionTokens-u.ReasoningTokens, u.ReasoningTokens, u.TotalTokens())
+	// Output: promptTokenCount=9 cachedContentTokenCount=4 candidatesTokenCount=4 thoughtsTokenCount=4 totalTokenCount=17
+}

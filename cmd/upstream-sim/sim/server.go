@@ -6,7 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
+	"strings"
 	"time"
 )
 
@@ -48,14 +48,30 @@ func New(opts ...Option) *Server {
 		o(s)
 	}
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	s.mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		s.serve(w, r, openaiCodec{})
+	})
+	for _, prefix := range []string{"", "/anthropic"} {
+		s.mux.HandleFunc("POST "+prefix+"/v1/messages", func(w http.ResponseWriter, r *http.Request) {
+			s.serve(w, r, anthropicCodec{})
+		})
+	}
+	for _, prefix := range []string{"", "/gemini"} {
+		s.mux.HandleFunc("POST "+prefix+"/v1beta/models/{action}", s.handleGemini)
+	}
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /v1/models/{model}", s.handleModel)
 	s.mux.HandleFunc("GET /stats", s.handleStats)
 	s.mux.HandleFunc("POST /stats/reset", s.handleReset)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
-			"Unknown request URL: "+r.Method+" "+r.URL.Path)
+		var c codec = openaiCodec{}
+		switch p := r.URL.Path; {
+		case strings.HasPrefix(p, "/anthropic/"):
+			c = anthropicCodec{}
+		case strings.HasPrefix(p, "/gemini/"), strings.HasPrefix(p, "/v1beta/"):
+			c = geminiCodec{}
+		}
+		c.writeError(w, http.StatusNotFound, "Unknown request URL: "+r.Method+" "+r.URL.Path)
 	})
 	return s
 }
@@ -66,47 +82,52 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // Stats returns the counters of what the simulator billed so far.
 func (s *Server) Stats() Stats { return s.stats.snapshot() }
 
-// ResetStats zeroes the counters (not the in-flight gauge), as POST /stats/reset does.
+// ResetStats zeroes the counters (not the in-flight gauges), as POST /stats/reset does.
 func (s *Server) ResetStats() { s.stats.reset() }
 
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	s.stats.inFlight.Add(1)
-	defer s.stats.inFlight.Add(-1)
+// serve serves one model request in the protocol of c.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, c codec) {
+	t := s.stats.of(c.protocol())
+	t.inFlight.Add(1)
+	defer t.inFlight.Add(-1)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
-		s.stats.record(outcomeBadRequest, Usage{})
+		t.record(outcomeBadRequest, Usage{})
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "", "request body too large")
+			c.writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
 			return
 		}
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "read body: "+err.Error())
+		c.writeError(w, http.StatusBadRequest, "read body: "+err.Error())
 		return
 	}
-	p, err := newPlan(body, r.Header, s.now())
+	var p *plan
+	sp, err := c.parse(r, body)
+	if err == nil {
+		p, err = newPlan(c, sp, body, r.Header, s.now())
+	}
 	if err != nil {
-		s.stats.record(outcomeBadRequest, Usage{})
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
+		t.record(outcomeBadRequest, Usage{})
+		c.writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	s.log.Debug("chat completion", "id", p.id, "stream", p.stream, "completion_tokens", p.usage.CompletionTokens)
+	s.log.Debug("model request", "protocol", c.protocol(), "id", p.id, "model", p.model, "stream", p.stream,
+		"completion_tokens", p.usage.CompletionTokens)
 	switch {
 	case p.status != 0:
-		s.stats.record(outcomeStatus, Usage{})
-		writeStatus(w, p.status)
+		t.record(outcomeStatus, Usage{})
+		c.writeStatus(w, p.status)
 	case p.fault.kind == faultStallBefore, !p.stream && p.fault.kind == faultStall:
 		<-r.Context().Done()
-		s.stats.record(outcomeStalled, Usage{})
+		t.record(outcomeStalled, Usage{})
 	case p.stream:
-		o, billed := s.stream(w, r, p)
-		s.stats.record(o, billed)
+		o, billed := s.stream(w, r, p, c.encoder(p))
+		t.record(o, billed)
 		if o == outcomeDisconnected {
 			panic(http.ErrAbortHandler) // closes the connection without ending the response
 		}
 	default:
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Request-Id", p.id)
-		_, _ = w.Write(appendCompletion(make([]byte, 0, 512+4*p.contentTokens), p))
-		s.stats.record(outcomeOK, p.usage)
+		c.writeResponse(w, p)
+		t.record(outcomeOK, p.usage)
 	}
 }
 
@@ -146,38 +167,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// writeError writes an OpenAI error envelope; an empty code is null.
-func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
-	var c *string
-	if code != "" {
-		c = &code
-	}
-	type body struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	}
-	writeJSON(w, status, map[string]body{"error": {Message: msg, Type: typ, Code: c}})
-}
-
-// writeStatus writes the error envelope OpenAI sends with status.
-func writeStatus(w http.ResponseWriter, status int) {
-	typ, code := "invalid_request_error", ""
-	switch {
-	case status == http.StatusUnauthorized:
-		code = "invalid_api_key"
-	case status == http.StatusNotFound:
-		code = "model_not_found"
-	case status == http.StatusTooManyRequests:
-		typ, code = "requests", "rate_limit_exceeded"
-	case status >= 500:
-		typ = "server_error"
-	}
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeError(w, status, typ, code, "simulated error: "+strconv.Itoa(status)+" "+http.StatusText(status))
 }

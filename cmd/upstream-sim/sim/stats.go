@@ -4,29 +4,78 @@ import "sync/atomic"
 
 // Stats is what the simulator billed since start or the last reset: the
 // ground truth a gateway's ledger is compared with. GET /stats serves it as
-// JSON. Token fields are sums over ended requests, in tokens; see the package
-// documentation for what each outcome counts.
+// JSON. The embedded Counts cover every protocol together; ByProtocol splits
+// them, and its parts sum to Counts. See the package documentation for what
+// each outcome counts.
 type Stats struct {
-	// Requests counts chat completion requests by outcome.
+	Counts
+	// ByProtocol splits Counts by wire protocol.
+	ByProtocol ProtocolStats `json:"by_protocol"`
+}
+
+// ProtocolStats holds the Counts of each protocol.
+type ProtocolStats struct {
+	OpenAI    Counts `json:"openai"`
+	Anthropic Counts `json:"anthropic"`
+	Gemini    Counts `json:"gemini"`
+}
+
+// Get returns the Counts of protocol p (zero for an unknown protocol).
+func (ps ProtocolStats) Get(p Protocol) Counts {
+	switch p {
+	case OpenAI:
+		return ps.OpenAI
+	case Anthropic:
+		return ps.Anthropic
+	case Gemini:
+		return ps.Gemini
+	}
+	return Counts{}
+}
+
+// Counts are request counts by outcome and the token sums billed. Token
+// fields are sums over ended requests, in tokens, in the protocol-neutral
+// terms of [Usage].
+type Counts struct {
+	// Requests counts model requests by outcome.
 	Requests RequestStats `json:"requests"`
-	// PromptTokens sums prompt_tokens, in tokens.
+	// PromptTokens sums prompt tokens, cached ones included, in tokens.
 	PromptTokens int64 `json:"prompt_tokens"`
-	// CachedTokens sums prompt_tokens_details.cached_tokens, in tokens.
+	// CachedTokens sums cached prompt tokens, in tokens.
 	CachedTokens int64 `json:"cached_tokens"`
-	// CompletionTokens sums completion_tokens (reasoning included), in tokens.
+	// CompletionTokens sums completion tokens (reasoning included), in tokens.
 	CompletionTokens int64 `json:"completion_tokens"`
-	// ReasoningTokens sums completion_tokens_details.reasoning_tokens, in tokens.
+	// ReasoningTokens sums reasoning tokens, in tokens.
 	ReasoningTokens int64 `json:"reasoning_tokens"`
 }
 
-// Usage returns the token sums of s as a Usage.
-func (s Stats) Usage() Usage {
-	return Usage{PromptTokens: s.PromptTokens, CachedTokens: s.CachedTokens,
-		CompletionTokens: s.CompletionTokens, ReasoningTokens: s.ReasoningTokens}
+// Usage returns the token sums of c as a Usage.
+func (c Counts) Usage() Usage {
+	return Usage{PromptTokens: c.PromptTokens, CachedTokens: c.CachedTokens,
+		CompletionTokens: c.CompletionTokens, ReasoningTokens: c.ReasoningTokens}
 }
 
-// RequestStats counts POST /v1/chat/completions requests, in requests. Every
-// ended request is in Total and in exactly one outcome.
+// add adds o to c.
+func (c *Counts) add(o Counts) {
+	r, q := &c.Requests, o.Requests
+	r.Total += q.Total
+	r.InFlight += q.InFlight
+	r.OK += q.OK
+	r.BadRequest += q.BadRequest
+	r.Status += q.Status
+	r.StreamError += q.StreamError
+	r.Disconnected += q.Disconnected
+	r.Stalled += q.Stalled
+	r.Canceled += q.Canceled
+	c.PromptTokens += o.PromptTokens
+	c.CachedTokens += o.CachedTokens
+	c.CompletionTokens += o.CompletionTokens
+	c.ReasoningTokens += o.ReasoningTokens
+}
+
+// RequestStats counts model requests (POST /v1/chat/completions,
+// /v1/messages, :generateContent, :streamGenerateContent), in requests.
+// Every ended request is in Total and in exactly one outcome.
 type RequestStats struct {
 	// Total counts ended requests: the sum of the outcomes.
 	Total int64 `json:"total"`
@@ -50,7 +99,7 @@ type RequestStats struct {
 	Canceled int64 `json:"canceled"`
 }
 
-// outcome indexes counters.requests.
+// outcome indexes tally.requests.
 type outcome int
 
 const (
@@ -64,60 +113,96 @@ const (
 	numOutcomes
 )
 
-// counters is the concurrency-safe store behind Stats.
+// counters is the concurrency-safe store behind Stats: one tally per
+// protocol, in the order of protocols.
 type counters struct {
+	p [len(protocols)]tally
+}
+
+// tally is the counters of one protocol.
+type tally struct {
 	inFlight                              atomic.Int64
 	requests                              [numOutcomes]atomic.Int64
 	prompt, cached, completion, reasoning atomic.Int64
 }
 
+// of returns the tally of protocol p.
+func (c *counters) of(p Protocol) *tally {
+	for i, q := range protocols {
+		if q == p {
+			return &c.p[i]
+		}
+	}
+	panic("sim: unknown protocol " + string(p))
+}
+
 // record counts one ended request and the usage it billed.
-func (c *counters) record(o outcome, u Usage) {
-	c.requests[o].Add(1)
+func (t *tally) record(o outcome, u Usage) {
+	t.requests[o].Add(1)
 	if u.PromptTokens != 0 {
-		c.prompt.Add(u.PromptTokens)
+		t.prompt.Add(u.PromptTokens)
 	}
 	if u.CachedTokens != 0 {
-		c.cached.Add(u.CachedTokens)
+		t.cached.Add(u.CachedTokens)
 	}
 	if u.CompletionTokens != 0 {
-		c.completion.Add(u.CompletionTokens)
+		t.completion.Add(u.CompletionTokens)
 	}
 	if u.ReasoningTokens != 0 {
-		c.reasoning.Add(u.ReasoningTokens)
+		t.reasoning.Add(u.ReasoningTokens)
 	}
 }
 
 // snapshot reads the counters. It is not atomic as a whole: a request ending
 // meanwhile may be half counted.
 func (c *counters) snapshot() Stats {
+	var s Stats
+	for i := range c.p {
+		t := c.p[i].snapshot()
+		s.add(t)
+		switch protocols[i] {
+		case OpenAI:
+			s.ByProtocol.OpenAI = t
+		case Anthropic:
+			s.ByProtocol.Anthropic = t
+		case Gemini:
+			s.ByProtocol.Gemini = t
+		}
+	}
+	return s
+}
+
+func (t *tally) snapshot() Counts {
 	r := RequestStats{
-		InFlight:     c.inFlight.Load(),
-		OK:           c.requests[outcomeOK].Load(),
-		BadRequest:   c.requests[outcomeBadRequest].Load(),
-		Status:       c.requests[outcomeStatus].Load(),
-		StreamError:  c.requests[outcomeStreamError].Load(),
-		Disconnected: c.requests[outcomeDisconnected].Load(),
-		Stalled:      c.requests[outcomeStalled].Load(),
-		Canceled:     c.requests[outcomeCanceled].Load(),
+		InFlight:     t.inFlight.Load(),
+		OK:           t.requests[outcomeOK].Load(),
+		BadRequest:   t.requests[outcomeBadRequest].Load(),
+		Status:       t.requests[outcomeStatus].Load(),
+		StreamError:  t.requests[outcomeStreamError].Load(),
+		Disconnected: t.requests[outcomeDisconnected].Load(),
+		Stalled:      t.requests[outcomeStalled].Load(),
+		Canceled:     t.requests[outcomeCanceled].Load(),
 	}
 	r.Total = r.OK + r.BadRequest + r.Status + r.StreamError + r.Disconnected + r.Stalled + r.Canceled
-	return Stats{
+	return Counts{
 		Requests:         r,
-		PromptTokens:     c.prompt.Load(),
-		CachedTokens:     c.cached.Load(),
-		CompletionTokens: c.completion.Load(),
-		ReasoningTokens:  c.reasoning.Load(),
+		PromptTokens:     t.prompt.Load(),
+		CachedTokens:     t.cached.Load(),
+		CompletionTokens: t.completion.Load(),
+		ReasoningTokens:  t.reasoning.Load(),
 	}
 }
 
-// reset zeroes every counter but the in-flight gauge.
+// reset zeroes every counter but the in-flight gauges.
 func (c *counters) reset() {
-	for i := range c.requests {
-		c.requests[i].Store(0)
+	for i := range c.p {
+		t := &c.p[i]
+		for j := range t.requests {
+			t.requests[j].Store(0)
+		}
+		t.prompt.Store(0)
+		t.cached.Store(0)
+		t.completion.Store(0)
+		t.reasoning.Store(0)
 	}
-	c.prompt.Store(0)
-	c.cached.Store(0)
-	c.completion.Store(0)
-	c.reasoning.Store(0)
 }

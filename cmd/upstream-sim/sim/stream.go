@@ -7,34 +7,51 @@ import (
 	"time"
 )
 
-// streamer writes the SSE frames of one streamed response.
-type streamer struct {
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	p      *plan
-	prefix []byte // `data: {"id":...,"choices":[`
-	buf    []byte // the frame being written, reused
-	timer  *time.Timer
+// encoder writes one protocol's frames of one streamed response. The
+// streamer decides what happens when (chunk plan, pacing, faults, billing);
+// the encoder only decides the bytes. Methods that return []byte append to b.
+type encoder interface {
+	// start appends the frames that open the stream, written at once: they
+	// carry all the reasoning; u is the usage billed once they are out.
+	// Nothing is appended when the protocol has no opening frame.
+	start(b []byte, u Usage) []byte
+	// content appends a content chunk of k tokens; u is the usage so far
+	// with it; last reports the last chunk of a stream that finishes.
+	content(b []byte, k int64, u Usage, last bool) []byte
+	// finish writes the frames after the content, each flushed, when
+	// finishes says there are any.
+	finish(st *streamer) error
+	finishes() bool
+	// streamError writes the frames of error_after, after content chunks.
+	streamError(st *streamer, after int64)
 }
 
-// stream serves a streamed completion and returns its outcome and the usage
-// it billed (see the package documentation). On outcomeDisconnected the
-// caller must abort the connection.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *plan) (outcome, Usage) {
+// streamer writes the SSE frames of one streamed response.
+type streamer struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	p     *plan
+	buf   []byte // the frame being written, reused
+	timer *time.Timer
+}
+
+// stream serves a streamed response and returns its outcome and the usage it
+// billed (see the package documentation). On outcomeDisconnected the caller
+// must abort the connection.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *plan, enc encoder) (outcome, Usage) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Request-Id", p.id)
 	w.WriteHeader(http.StatusOK)
-	st := &streamer{w: w, rc: http.NewResponseController(w), p: p}
-	st.prefix = appendChunkPrefix(make([]byte, 0, 192), p)
-	st.buf = make([]byte, 0, 512+len(st.prefix))
+	st := &streamer{w: w, rc: http.NewResponseController(w), p: p, buf: make([]byte, 0, 1024)}
 	ctx := r.Context()
 
-	// Once the first chunk is out, the prompt and all reasoning are billed.
+	// Once the opening frames are out, the prompt and all reasoning are billed.
 	sent := p.usage
 	sent.CompletionTokens = p.usage.ReasoningTokens
-	if err := st.chunk(chunkRole, st.cumulative(&sent)); err != nil {
+	st.buf = enc.start(st.buf[:0], sent)
+	if err := st.write(st.buf); err != nil {
 		return outcomeCanceled, Usage{}
 	}
 	if p.fault.kind == faultStall {
@@ -48,10 +65,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *plan) (outcom
 			case faultDisconnect:
 				return outcomeDisconnected, sent
 			case faultErrorAfter:
-				st.buf = appendErrorFrame(st.buf[:0], i)
-				if st.write(st.buf) == nil && !p.fault.noDone {
-					_ = st.done()
-				}
+				enc.streamError(st, i)
 				return outcomeStreamError, sent
 			}
 		}
@@ -67,82 +81,29 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *plan) (outcom
 		}
 		next := sent
 		next.CompletionTokens += k
-		if err := st.content(k, st.cumulative(&next)); err != nil {
+		st.buf = enc.content(st.buf[:0], k, next, p.last(i))
+		if err := st.write(st.buf); err != nil {
 			return outcomeCanceled, sent
 		}
 		sent = next
 	}
-	if !st.pause(ctx) {
-		return outcomeCanceled, sent
-	}
-	var final *Usage
-	if p.fault.cumulative || p.fault.usageInFinish {
-		final = &p.usage
-	}
-	if err := st.chunk(chunkFinish+p.finishReason+`"}]`, final); err != nil {
-		return outcomeCanceled, sent
-	}
-	if p.includeUsage && !p.fault.usageInFinish && !p.fault.noUsage {
-		if err := st.chunk("]", &p.usage); err != nil {
+	if enc.finishes() {
+		if !st.pause(ctx) {
 			return outcomeCanceled, sent
 		}
-	}
-	if !p.fault.noDone {
-		if err := st.done(); err != nil {
+		if err := enc.finish(st); err != nil {
 			return outcomeCanceled, sent
 		}
 	}
 	return outcomeOK, p.usage
 }
 
-// cumulative returns u when every chunk carries the usage so far, else nil.
-func (st *streamer) cumulative(u *Usage) *Usage {
-	if st.p.fault.cumulative {
-		return u
-	}
-	return nil
-}
-
-// chunk writes a chunk frame whose choices are choices (with the closing
-// bracket); see end for u.
-func (st *streamer) chunk(choices string, u *Usage) error {
-	b := append(st.buf[:0], st.prefix...)
-	return st.end(append(b, choices...), u)
-}
-
-// content writes a content chunk of k tokens; see end for u.
-func (st *streamer) content(k int64, u *Usage) error {
-	b := append(st.buf[:0], st.prefix...)
-	b = append(b, chunkContent...)
-	b = appendTokens(b, k)
-	return st.end(append(b, chunkContEnd...), u)
-}
-
-// end finishes and writes the frame in b with its usage key: u when not nil,
-// else "usage":null when include_usage asked for usage, else none; never one
-// under no_usage.
-func (st *streamer) end(b []byte, u *Usage) error {
-	switch {
-	case st.p.fault.noUsage:
-	case u != nil:
-		b = appendUsage(append(b, `,"usage":`...), *u)
-	case st.p.includeUsage:
-		b = append(b, `,"usage":null`...)
-	}
-	st.buf = append(b, frameEnd...)
-	return st.write(st.buf)
-}
-
-// done writes data: [DONE].
-func (st *streamer) done() error {
-	st.buf = append(st.buf[:0], frameDone...)
-	return st.write(st.buf)
-}
-
-// write writes and flushes one frame.
+// write writes and flushes b, which may be empty (a flush alone).
 func (st *streamer) write(b []byte) error {
-	if _, err := st.w.Write(b); err != nil {
-		return err
+	if len(b) > 0 {
+		if _, err := st.w.Write(b); err != nil {
+			return err
+		}
 	}
 	if err := st.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
