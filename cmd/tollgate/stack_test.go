@@ -35,8 +35,10 @@ type stack struct {
 	customerID, secret string
 }
 
-// newStack starts the pipeline. The simulator is provider "sim" with models
-// sim-small and sim-pro, priced as in examples/demo.yaml; edit, when not
+// newStack starts the pipeline. The simulator is provider "sim" (OpenAI)
+// with models sim-small and sim-pro, priced as in examples/demo.yaml, and
+// providers "sim-anthropic" and "sim-gemini" (its native endpoints) with
+// models claude-sim and gemini-sim (the simulator's sim-pro); edit, when not
 // nil, changes the configuration before start.
 func newStack(t *testing.T, edit func(*fileConfig)) *stack {
 	t.Helper()
@@ -45,10 +47,16 @@ func newStack(t *testing.T, edit func(*fileConfig)) *stack {
 	t.Cleanup(simSrv.Close)
 	s.simURL = simSrv.URL
 	cfg := &fileConfig{Config: gateway.Config{
-		Providers: []gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: simSrv.URL + "/v1", APIKey: "sim-key"}},
+		Providers: []gateway.ProviderConfig{
+			{Name: "sim", Type: "openai", BaseURL: simSrv.URL + "/v1", APIKey: "sim-key"},
+			{Name: "sim-anthropic", Type: "anthropic", BaseURL: simSrv.URL + "/v1", APIKey: "sim-key"},
+			{Name: "sim-gemini", Type: "gemini", BaseURL: simSrv.URL + "/v1beta", APIKey: "sim-key"},
+		},
 		Models: []gateway.ModelConfig{
 			{Name: "sim-small", Provider: "sim"},
 			{Name: "sim-pro", Provider: "sim", UpstreamModel: "sim-pro"},
+			{Name: "claude-sim", Provider: "sim-anthropic", UpstreamModel: "sim-pro"},
+			{Name: "gemini-sim", Provider: "sim-gemini", UpstreamModel: "sim-pro"},
 		},
 	}}
 	demo, err := loadConfig("../../examples/demo.yaml")
@@ -143,4 +151,36 @@ func (s *stack) post(path, body string) *http.Response {
 	}
 	s.t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+// newEvent waits for an event newer than the customer's newest so far
+// (before is what newestID returned earlier) and returns it.
+func (s *stack) newEvent(before string) ledger.RatedEvent {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rows, err := s.store.RecentEvents(context.Background(), s.customerID, 1)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if len(rows) == 1 && rows[0].ID != before {
+			return rows[0]
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("no event newer than %q", before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// newestID is the id of the customer's newest event, or "".
+func (s *stack) newestID() string {
+	rows, err := s.store.RecentEvents(context.Background(), s.customerID, 1)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	return rows[0].ID
 }
