@@ -6,50 +6,92 @@ import (
 	"github.com/tollgate-dev/tollgate/meter"
 )
 
-// insertEvents inserts a batch passed column by column as arrays, in one
-// statement and one round trip; ON CONFLICT makes a redelivered event a no-op.
-const insertEvents = `
-INSERT INTO usage_events (id, occurred_at, customer_id, key_id, provider, model, served_model,
-  endpoint, stream, status, http_status, finish_reason, prompt_tokens, cached_tokens,
-  cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, usage_source,
-  ttft_ms, duration_ms, error, price_id, currency, cost_e12)
-SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
-  $7::text[], $8::text[], $9::boolean[], $10::text[], $11::integer[], $12::text[], $13::bigint[],
-  $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::text[],
-  $20::bigint[], $21::bigint[], $22::text[], $23::bigint[], $24::text[], $25::bigint[])
-ON CONFLICT (id) DO NOTHING`
+// writeBatch stores a rated batch in one statement: it claims each id in
+// event_ids (the dedupe key across partitions), inserts only the events
+// whose ids were new, adds them to the hourly rollups and the customers'
+// balances, moves the keys' last-used times forward, and counts the
+// duplicates refused. Its result is the number of new events.
+const writeBatch = `
+WITH input AS (
+  SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
+    $7::text[], $8::text[], $9::boolean[], $10::text[], $11::integer[], $12::text[], $13::bigint[],
+    $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::text[],
+    $20::bigint[], $21::bigint[], $22::text[], $23::bigint[], $24::bigint[], $25::text[], $26::bigint[],
+    $27::integer[], $28::boolean[])
+  AS t(id, occurred_at, customer_id, key_id, provider, model, served_model, endpoint, stream, status,
+    http_status, finish_reason, prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens,
+    reasoning_tokens, web_search_requests, usage_source, ttft_ms, duration_ms, error, price_id,
+    override_id, currency, cost_e12, discount_bp, unpriced)
+), claimed AS (
+  INSERT INTO event_ids (id, occurred_at) SELECT id, occurred_at FROM input
+  ON CONFLICT (id) DO NOTHING RETURNING id
+), ins AS (
+  INSERT INTO usage_events (id, occurred_at, customer_id, key_id, provider, model, served_model,
+    endpoint, stream, status, http_status, finish_reason, prompt_tokens, cached_tokens,
+    cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, usage_source,
+    ttft_ms, duration_ms, error, price_id, override_id, currency, cost_e12, discount_bp, unpriced)
+  SELECT input.* FROM input JOIN claimed USING (id)
+  RETURNING customer_id, key_id, model, currency, occurred_at, unpriced, prompt_tokens, cached_tokens,
+    cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, cost_e12,
+    cost_e12::numeric * (10000 - discount_bp) / 10000 AS charge_e12
+), rolled AS (
+  INSERT INTO usage_hourly
+  SELECT customer_id, date_trunc('hour', occurred_at), key_id, model, currency, count(*),
+    count(*) FILTER (WHERE unpriced), sum(prompt_tokens), sum(cached_tokens), sum(cache_write_tokens),
+    sum(completion_tokens), sum(reasoning_tokens), sum(web_search_requests), sum(cost_e12), sum(charge_e12)
+  FROM ins GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+  ON CONFLICT (customer_id, hour, key_id, model, currency) DO UPDATE SET
+    requests = usage_hourly.requests + EXCLUDED.requests,
+    unpriced_requests = usage_hourly.unpriced_requests + EXCLUDED.unpriced_requests,
+    prompt_tokens = usage_hourly.prompt_tokens + EXCLUDED.prompt_tokens,
+    cached_tokens = usage_hourly.cached_tokens + EXCLUDED.cached_tokens,
+    cache_write_tokens = usage_hourly.cache_write_tokens + EXCLUDED.cache_write_tokens,
+    completion_tokens = usage_hourly.completion_tokens + EXCLUDED.completion_tokens,
+    reasoning_tokens = usage_hourly.reasoning_tokens + EXCLUDED.reasoning_tokens,
+    web_search_requests = usage_hourly.web_search_requests + EXCLUDED.web_search_requests,
+    cost_e12 = usage_hourly.cost_e12 + EXCLUDED.cost_e12,
+    charge_e12 = usage_hourly.charge_e12 + EXCLUDED.charge_e12
+), balanced AS (
+  INSERT INTO customer_balances (customer_id, currency, charges_e12)
+  SELECT customer_id, currency, sum(charge_e12) FROM ins WHERE currency <> '' GROUP BY 1, 2 ORDER BY 1, 2
+  ON CONFLICT (customer_id, currency) DO UPDATE SET charges_e12 = customer_balances.charges_e12 + EXCLUDED.charges_e12
+), used AS (
+  UPDATE api_keys k SET last_used_at = u.at
+  FROM (SELECT key_id, max(occurred_at) AS at FROM ins GROUP BY key_id) u
+  WHERE k.id = u.key_id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)
+), counted AS (
+  INSERT INTO ingest_counters (name, value)
+  SELECT 'duplicates', $29::bigint + (SELECT count(*) FROM input) - (SELECT count(*) FROM claimed)
+  ON CONFLICT (name) DO UPDATE SET value = ingest_counters.value + EXCLUDED.value
+)
+SELECT count(*) FROM claimed`
 
 // eventColumns is a batch of rated events laid out column by column.
 type eventColumns struct {
 	id, customer, key, provider, model, served, endpoint, status, finish, source, errText, currency []string
 	at                                                                                              []time.Time
-	stream                                                                                          []bool
-	httpStatus                                                                                      []int32
+	stream, unpriced                                                                                []bool
+	httpStatus, discount                                                                            []int32
 	prompt, cached, cacheWrite, completion, reasoning, webSearch, ttft, duration, cost              []int64
-	priceID                                                                                         []*int64
+	priceID, overrideID                                                                             []*int64
+	duplicates                                                                                      int64
 }
 
-// newEventColumns rates events against book (price versions by model, sorted
-// by effective_from) and lays them out as columns. An id repeated within the
-// batch keeps its first occurrence.
-func newEventColumns(events []meter.Event, book map[string][]Price) (*eventColumns, error) {
+// newEventColumns rates events and lays them out as columns. An id repeated
+// within the batch keeps its first occurrence and counts as a duplicate.
+func newEventColumns(events []meter.Event, p *pricing) (*eventColumns, error) {
 	c := &eventColumns{}
 	seen := make(map[string]struct{}, len(events))
 	for i := range events {
 		e := &events[i]
 		if _, dup := seen[e.ID]; dup {
+			c.duplicates++
 			continue
 		}
 		seen[e.ID] = struct{}{}
-		var priceID *int64
-		var cost int64
-		currency := ""
-		if p, ok := priceAt(book[e.Model], e.Time); ok {
-			var err error
-			if cost, err = Rate(e.Usage, p); err != nil {
-				return nil, errorf(EInvalid, "event %s: %v", e.ID, err)
-			}
-			priceID, currency = &p.ID, p.Currency
+		r, err := p.rate(e)
+		if err != nil {
+			return nil, err
 		}
 		u := e.Usage
 		c.id = append(c.id, e.ID)
@@ -74,9 +116,12 @@ func newEventColumns(events []meter.Event, book map[string][]Price) (*eventColum
 		c.ttft = append(c.ttft, e.TTFTMillis)
 		c.duration = append(c.duration, e.DurationMillis)
 		c.errText = append(c.errText, e.Error)
-		c.priceID = append(c.priceID, priceID)
-		c.currency = append(c.currency, currency)
-		c.cost = append(c.cost, cost)
+		c.priceID = append(c.priceID, r.priceID)
+		c.overrideID = append(c.overrideID, r.overrideID)
+		c.currency = append(c.currency, r.currency)
+		c.cost = append(c.cost, r.costE12)
+		c.discount = append(c.discount, r.discountBP)
+		c.unpriced = append(c.unpriced, r.unpriced)
 	}
 	return c, nil
 }
@@ -85,5 +130,5 @@ func (c *eventColumns) args() []any {
 	return []any{c.id, c.at, c.customer, c.key, c.provider, c.model, c.served, c.endpoint,
 		c.stream, c.status, c.httpStatus, c.finish, c.prompt, c.cached, c.cacheWrite,
 		c.completion, c.reasoning, c.webSearch, c.source, c.ttft, c.duration, c.errText,
-		c.priceID, c.currency, c.cost}
+		c.priceID, c.overrideID, c.currency, c.cost, c.discount, c.unpriced, c.duplicates}
 }

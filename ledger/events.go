@@ -4,62 +4,98 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate-dev/tollgate/meter"
 )
 
 // WriteEvents rates and stores a batch of usage events in one transaction,
-// at most once per event id: an event whose id is already in the ledger (a
-// redelivery) is skipped. It returns how many events were new.
+// at most once per event id, whichever month's partition the event lands
+// in: an event whose id is already in the ledger (a redelivery) is skipped
+// and counted as a duplicate. The hourly rollups and the customers'
+// balances move in the same transaction. It returns how many events were
+// new. It implements meter.Store; an error means nothing of the batch was
+// stored.
 //
-// Each event is rated with the price version of its model in force at the
-// event's time; an event with no such version is stored with cost 0 and no
-// price version (unpriced), never dropped. It implements meter.Store; an error
-// means nothing of the batch was stored.
+// Each event is rated at its own time (a late event is rated, and lands,
+// in its own period) with the price book and the customer's overrides in
+// force then (see pricing.rate).
 func (s *Store) WriteEvents(ctx context.Context, events []meter.Event) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
-	models := make([]string, 0, 4)
+	if err := s.ensurePartitions(ctx, events); err != nil {
+		return 0, err
+	}
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		p, err := loadPricing(ctx, tx, events)
+		if err != nil {
+			return err
+		}
+		cols, err := newEventColumns(events, p)
+		if err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, writeBatch, cols.args()...).Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("write %d events: %w", len(events), err)
+	}
+	return n, nil
+}
+
+// loadPricing reads the price versions of the batch's models and the
+// overrides of its customers.
+func loadPricing(ctx context.Context, tx pgx.Tx, events []meter.Event) (*pricing, error) {
+	var models, customers []string
 	for i := range events {
 		if !slices.Contains(models, events[i].Model) {
 			models = append(models, events[i].Model)
 		}
-	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op
-	book := map[string][]Price{}
-	rows, err := tx.Query(ctx,
-		`SELECT id, model, currency, input_micros, cached_input_micros, cache_write_micros,
-		   output_micros, effective_from FROM prices WHERE model = ANY($1) ORDER BY model, effective_from`,
-		models)
-	if err != nil {
-		return 0, fmt.Errorf("load prices: %w", err)
-	}
-	for rows.Next() {
-		var p Price
-		if err := rows.Scan(&p.ID, &p.Model, &p.Currency, &p.InputMicros, &p.CachedInputMicros,
-			&p.CacheWriteMicros, &p.OutputMicros, &p.EffectiveFrom); err != nil {
-			return 0, fmt.Errorf("load prices: %w", err)
+		if !slices.Contains(customers, events[i].CustomerID) {
+			customers = append(customers, events[i].CustomerID)
 		}
-		book[p.Model] = append(book[p.Model], p)
 	}
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("load prices: %w", err)
-	}
-	cols, err := newEventColumns(events, book)
+	p := &pricing{book: map[string][]Price{}, overrides: map[string][]Override{}}
+	prices, err := queryPrices(ctx, tx, `WHERE model = ANY($1)`, models)
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("load prices: %w", err)
 	}
-	tag, err := tx.Exec(ctx, insertEvents, cols.args()...)
+	for _, pr := range prices {
+		p.book[pr.Model] = append(p.book[pr.Model], pr)
+	}
+	ovs, err := queryOverrides(ctx, tx, `WHERE customer_id = ANY($1::uuid[])`, customers)
 	if err != nil {
-		return 0, fmt.Errorf("insert events: %w", err)
+		return nil, fmt.Errorf("load overrides: %w", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("commit: %w", err)
+	for _, o := range ovs {
+		p.overrides[o.CustomerID] = append(p.overrides[o.CustomerID], o)
 	}
-	return int(tag.RowsAffected()), nil
+	return p, nil
+}
+
+// ensurePartitions creates the monthly partitions the batch needs (in its
+// own transaction, so that workers racing to create one do not abort their
+// batches).
+func (s *Store) ensurePartitions(ctx context.Context, events []meter.Event) error {
+	for i := range events {
+		t := events[i].Time.UTC()
+		month := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+		key := month.Format("2006_01")
+		if _, ok := s.partitions.Load(key); ok {
+			continue
+		}
+		name := "usage_events_" + month.Format("2006_01")
+		_, err := s.pool.Exec(ctx, fmt.Sprintf(
+			`CREATE TABLE IF NOT EXISTS %s PARTITION OF usage_events FOR VALUES FROM ('%s') TO ('%s')`,
+			pgx.Identifier{name}.Sanitize(), month.Format(time.RFC3339), month.AddDate(0, 1, 0).Format(time.RFC3339)))
+		if err != nil && !isCode(err, "42P07") { // duplicate_table: another worker made it
+			return fmt.Errorf("create partition %s: %w", name, err)
+		}
+		s.partitions.Store(key, true)
+	}
+	return nil
 }

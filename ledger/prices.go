@@ -4,33 +4,50 @@ import (
 	"context"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // PriceInput is a new price version as an operator states it: decimal
-// strings in currency units per million tokens, such as "2.50".
+// strings in currency units, per million tokens for token classes, per
+// request for request_fee, per unit for web_search.
 type PriceInput struct {
-	Model         string    `json:"model" yaml:"model"`
-	Currency      string    `json:"currency" yaml:"currency"`
-	Input         string    `json:"input" yaml:"input"`
-	CachedInput   string    `json:"cached_input" yaml:"cached_input"`
-	CacheWrite    string    `json:"cache_write" yaml:"cache_write"`
-	Output        string    `json:"output" yaml:"output"`
-	EffectiveFrom time.Time `json:"effective_from" yaml:"effective_from"`
+	Model       string `json:"model" yaml:"model"`
+	Currency    string `json:"currency" yaml:"currency"`
+	Input       string `json:"input" yaml:"input"`
+	CachedInput string `json:"cached_input,omitempty" yaml:"cached_input"`
+	CacheWrite  string `json:"cache_write,omitempty" yaml:"cache_write"`
+	Output      string `json:"output" yaml:"output"`
+	// Reasoning, when set, prices reasoning tokens apart from output.
+	Reasoning  string `json:"reasoning,omitempty" yaml:"reasoning"`
+	RequestFee string `json:"request_fee,omitempty" yaml:"request_fee"`
+	WebSearch  string `json:"web_search,omitempty" yaml:"web_search"`
+	// EffectiveFrom is required; EffectiveTo, when set, ends the version.
+	EffectiveFrom time.Time  `json:"effective_from" yaml:"effective_from"`
+	EffectiveTo   *time.Time `json:"effective_to,omitempty" yaml:"effective_to"`
 }
 
 // Price parses in into a Price. Empty cached_input and cache_write default
-// to the input price. It returns EInvalid naming the field at fault.
+// to the input price; empty request_fee and web_search to zero. It returns
+// EInvalid naming the field at fault.
 func (in PriceInput) Price() (Price, error) {
 	p := Price{Model: strings.TrimSpace(in.Model), Currency: strings.ToUpper(strings.TrimSpace(in.Currency)),
 		EffectiveFrom: in.EffectiveFrom.UTC()}
 	if p.Model == "" {
 		return Price{}, errorf(EInvalid, "model is required")
 	}
-	if len(p.Currency) != 3 || strings.Trim(p.Currency, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
-		return Price{}, errorf(EInvalid, "currency: %q is not a three-letter ISO 4217 code", in.Currency)
+	if err := checkCurrency(p.Currency, in.Currency); err != nil {
+		return Price{}, err
 	}
 	if in.EffectiveFrom.IsZero() {
 		return Price{}, errorf(EInvalid, "effective_from is required (RFC 3339, e.g. 2026-01-01T00:00:00Z)")
+	}
+	if in.EffectiveTo != nil {
+		to := in.EffectiveTo.UTC()
+		if !to.After(p.EffectiveFrom) {
+			return Price{}, errorf(EInvalid, "effective_to must be after effective_from")
+		}
+		p.EffectiveTo = &to
 	}
 	if in.CachedInput == "" {
 		in.CachedInput = in.Input
@@ -38,7 +55,6 @@ func (in PriceInput) Price() (Price, error) {
 	if in.CacheWrite == "" {
 		in.CacheWrite = in.Input
 	}
-	var err error
 	for _, f := range []struct {
 		name, val string
 		dst       *int64
@@ -47,50 +63,122 @@ func (in PriceInput) Price() (Price, error) {
 		{"cached_input", in.CachedInput, &p.CachedInputMicros},
 		{"cache_write", in.CacheWrite, &p.CacheWriteMicros},
 		{"output", in.Output, &p.OutputMicros},
+		{"request_fee", orZero(in.RequestFee), &p.RequestFeeMicros},
+		{"web_search", orZero(in.WebSearch), &p.WebSearchMicros},
 	} {
+		var err error
 		if *f.dst, err = ParseMicros(f.name, f.val); err != nil {
 			return Price{}, err
 		}
 	}
+	if in.Reasoning != "" {
+		r, err := ParseMicros("reasoning", in.Reasoning)
+		if err != nil {
+			return Price{}, err
+		}
+		p.ReasoningMicros = &r
+	}
 	return p, nil
 }
 
+func orZero(s string) string {
+	if s == "" {
+		return "0"
+	}
+	return s
+}
+
+func checkCurrency(c, raw string) error {
+	if len(c) != 3 || strings.Trim(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
+		return errorf(EInvalid, "currency: %q is not a three-letter ISO 4217 code", raw)
+	}
+	return nil
+}
+
+// Input returns p as an operator would state it.
+func (p Price) Input() PriceInput {
+	in := PriceInput{Model: p.Model, Currency: p.Currency, Input: FormatMicros(p.InputMicros),
+		CachedInput: FormatMicros(p.CachedInputMicros), CacheWrite: FormatMicros(p.CacheWriteMicros),
+		Output: FormatMicros(p.OutputMicros), RequestFee: FormatMicros(p.RequestFeeMicros),
+		WebSearch: FormatMicros(p.WebSearchMicros), EffectiveFrom: p.EffectiveFrom.UTC(), EffectiveTo: p.EffectiveTo}
+	if p.ReasoningMicros != nil {
+		in.Reasoning = FormatMicros(*p.ReasoningMicros)
+	}
+	return in
+}
+
+// windowsOverlap reports whether [af, at) and [bf, bt) overlap, where a nil
+// end is open.
+func windowsOverlap(af time.Time, at *time.Time, bf time.Time, bt *time.Time) bool {
+	return (at == nil || bf.Before(*at)) && (bt == nil || af.Before(*bt))
+}
+
 // CreatePrice adds a price version and returns it with its ID. It returns
-// EInvalid for bad input and EConflict when the model already has a version
-// starting at the same instant.
+// EInvalid for bad input, and EConflict when the model has a version
+// starting at the same instant, or when both this version and another have
+// an explicit window (effective_to) and the windows overlap. An open-ended
+// version is superseded by later open-ended versions and, within their
+// windows, by bounded ones (promotions); prices are never changed.
 func (s *Store) CreatePrice(ctx context.Context, in PriceInput) (Price, error) {
 	p, err := in.Price()
 	if err != nil {
 		return Price{}, err
 	}
-	err = s.pool.QueryRow(ctx,
-		`INSERT INTO prices (model, currency, input_micros, cached_input_micros,
-		   cache_write_micros, output_micros, effective_from)
-		 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
-		p.Model, p.Currency, p.InputMicros, p.CachedInputMicros, p.CacheWriteMicros,
-		p.OutputMicros, p.EffectiveFrom,
-	).Scan(&p.ID)
-	return p, dbError(err, "price for "+p.Model+" from "+p.EffectiveFrom.Format(time.RFC3339))
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('prices:' || $1))`, p.Model); err != nil {
+			return err
+		}
+		existing, err := queryPrices(ctx, tx, `WHERE model = $1`, p.Model)
+		if err != nil {
+			return err
+		}
+		for _, e := range existing {
+			bounded := e.EffectiveTo != nil && p.EffectiveTo != nil
+			if e.EffectiveFrom.Equal(p.EffectiveFrom) || (bounded && windowsOverlap(e.EffectiveFrom, e.EffectiveTo, p.EffectiveFrom, p.EffectiveTo)) {
+				return errorf(EConflict, "price for %s from %s overlaps price version %d (%s to %s)", p.Model,
+					p.EffectiveFrom.Format(time.RFC3339), e.ID, e.EffectiveFrom.Format(time.RFC3339), fmtEnd(e.EffectiveTo))
+			}
+		}
+		return tx.QueryRow(ctx,
+			`INSERT INTO prices (model, currency, input_micros, cached_input_micros, cache_write_micros,
+			   output_micros, reasoning_micros, request_fee_micros, web_search_micros, effective_from, effective_to)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
+			p.Model, p.Currency, p.InputMicros, p.CachedInputMicros, p.CacheWriteMicros, p.OutputMicros,
+			p.ReasoningMicros, p.RequestFeeMicros, p.WebSearchMicros, p.EffectiveFrom, p.EffectiveTo,
+		).Scan(&p.ID)
+	})
+	if ErrorCode(err) != "" {
+		return Price{}, err
+	}
+	return p, dbError(err, "price for "+p.Model)
+}
+
+func fmtEnd(t *time.Time) string {
+	if t == nil {
+		return "open"
+	}
+	return t.Format(time.RFC3339)
 }
 
 // EnsurePrice adds the price version unless one with the same model and
 // effective_from exists already, in which case it leaves the book unchanged
 // and returns the existing version; it returns EConflict if that version's
-// amounts differ. Seed prices from the config use it, so a
-// restart does not fail or duplicate them.
+// amounts differ. Seed prices from the config use it, so a restart does not
+// fail or duplicate them.
 func (s *Store) EnsurePrice(ctx context.Context, in PriceInput) (Price, error) {
-	p, err := s.CreatePrice(ctx, in)
-	if ErrorCode(err) != EConflict {
-		return p, err
-	}
-	want, _ := in.Price()
-	ps, err := s.prices(ctx, `WHERE model = $1 AND effective_from = $2`, want.Model, want.EffectiveFrom)
-	if err != nil || len(ps) == 0 {
+	want, err := in.Price()
+	if err != nil {
 		return Price{}, err
 	}
+	ps, err := queryPrices(ctx, s.pool, `WHERE model = $1 AND effective_from = $2`, want.Model, want.EffectiveFrom)
+	if err != nil {
+		return Price{}, dbError(err, "prices")
+	}
+	if len(ps) == 0 {
+		return s.CreatePrice(ctx, in)
+	}
 	got := ps[0]
-	got.EffectiveFrom = got.EffectiveFrom.UTC()
-	if want.ID = got.ID; want != got {
+	if !sameTerms(got, want) {
 		return got, errorf(EConflict, "price for %s from %s differs from price version %d in the ledger; prices are never changed, add a version with a later effective_from",
 			want.Model, want.EffectiveFrom.Format(time.RFC3339), got.ID)
 	}
@@ -100,36 +188,65 @@ func (s *Store) EnsurePrice(ctx context.Context, in PriceInput) (Price, error) {
 // Prices lists price versions, for one model when model is not empty,
 // ordered by model and effective_from.
 func (s *Store) Prices(ctx context.Context, model string) ([]Price, error) {
-	return s.prices(ctx, `WHERE $1 = '' OR model = $1`, model)
+	ps, err := queryPrices(ctx, s.pool, `WHERE $1 = '' OR model = $1`, model)
+	return ps, dbError(err, "prices")
 }
 
-func (s *Store) prices(ctx context.Context, where string, args ...any) ([]Price, error) {
-	rows, err := s.pool.Query(ctx,
-		`SELECT id, model, currency, input_micros, cached_input_micros, cache_write_micros,
-		   output_micros, effective_from FROM prices `+where+` ORDER BY model, effective_from`, args...)
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func queryPrices(ctx context.Context, q querier, where string, args ...any) ([]Price, error) {
+	rows, err := q.Query(ctx,
+		`SELECT id, model, currency, input_micros, cached_input_micros, cache_write_micros, output_micros,
+		   reasoning_micros, request_fee_micros, web_search_micros, effective_from, effective_to
+		 FROM prices `+where+` ORDER BY model, effective_from`, args...)
 	if err != nil {
-		return nil, dbError(err, "prices")
+		return nil, err
 	}
-	defer rows.Close()
-	out := []Price{}
-	for rows.Next() {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Price, error) {
 		var p Price
-		if err := rows.Scan(&p.ID, &p.Model, &p.Currency, &p.InputMicros, &p.CachedInputMicros,
-			&p.CacheWriteMicros, &p.OutputMicros, &p.EffectiveFrom); err != nil {
-			return nil, dbError(err, "prices")
+		err := row.Scan(&p.ID, &p.Model, &p.Currency, &p.InputMicros, &p.CachedInputMicros, &p.CacheWriteMicros,
+			&p.OutputMicros, &p.ReasoningMicros, &p.RequestFeeMicros, &p.WebSearchMicros, &p.EffectiveFrom, &p.EffectiveTo)
+		p.EffectiveFrom = p.EffectiveFrom.UTC()
+		if p.EffectiveTo != nil {
+			t := p.EffectiveTo.UTC()
+			p.EffectiveTo = &t
 		}
-		out = append(out, p)
-	}
-	return out, dbError(rows.Err(), "prices")
+		return p, err
+	})
 }
 
 // priceAt returns the version in ps (sorted by effective_from, one model)
-// in force at t, or false when t precedes them all.
+// in force at t, or false. A version with an end (effective_to) is in force
+// within its window, over any open-ended one; an open-ended version is in
+// force from its start until a later open-ended version starts.
 func priceAt(ps []Price, t time.Time) (Price, bool) {
-	for i := len(ps) - 1; i >= 0; i-- {
-		if !ps[i].EffectiveFrom.After(t) {
-			return ps[i], true
+	var open, bounded *Price
+	for i := range ps {
+		p := &ps[i]
+		if p.EffectiveFrom.After(t) {
+			break
+		}
+		if p.EffectiveTo == nil {
+			open = p
+		} else if t.Before(*p.EffectiveTo) {
+			bounded = p
 		}
 	}
+	switch {
+	case bounded != nil:
+		return *bounded, true
+	case open != nil:
+		return *open, true
+	}
 	return Price{}, false
+}
+
+// sameTerms reports whether two prices charge the same.
+func sameTerms(a, b Price) bool {
+	ai, bi := a.Input(), b.Input()
+	return ai.Input == bi.Input && ai.CachedInput == bi.CachedInput && ai.CacheWrite == bi.CacheWrite &&
+		ai.Output == bi.Output && ai.Reasoning == bi.Reasoning && ai.RequestFee == bi.RequestFee &&
+		ai.WebSearch == bi.WebSearch && a.Currency == b.Currency && fmtEnd(a.EffectiveTo) == fmtEnd(b.EffectiveTo)
 }

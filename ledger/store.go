@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,6 +28,9 @@ const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/tollgate?sslmode=
 type Store struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
+	// partitions remembers the months ("2006_01") whose usage_events
+	// partition is known to exist.
+	partitions sync.Map
 }
 
 // Open connects to the database at url, creating the database first when it

@@ -63,16 +63,17 @@ func TestWriteEventsRatesByEffectiveDateAndIsIdempotent(t *testing.T) {
 	if err != nil || n != 0 {
 		t.Fatalf("redelivery: WriteEvents = %d, %v; want 0 new", n, err)
 	}
-	rows, err := s.Usage(ctx, ledger.UsageQuery{CustomerID: c.ID, GroupBy: "month"})
+	page, err := s.Usage(ctx, ledger.UsageQuery{CustomerID: c.ID, GroupBy: "month"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rows := page.Data
 	// Jan at p1: 600×2 + 300×1 + 100×3 + 50×8 = 2200 micro-units = 0.0022.
 	// Feb at p2, where cached input and cache write default to the input price:
 	// 1000×4 + 50×16 = 4800 micro-units = 0.0048.
 	want := []ledger.UsageRow{
-		{Group: "2025-12", Period: "2025-12", Requests: 1, PromptTokens: 1000, CachedTokens: 300, CacheWriteTokens: 100, CompletionTokens: 50, ReasoningTokens: 20, Cost: "0", Currency: ""},
-		{Group: "2026-01", Period: "2026-01", Requests: 1, PromptTokens: 1000, CachedTokens: 300, CacheWriteTokens: 100, CompletionTokens: 50, ReasoningTokens: 20, Cost: "0", Currency: ""},
+		{Group: "2025-12", Period: "2025-12", Requests: 1, PromptTokens: 1000, CachedTokens: 300, CacheWriteTokens: 100, CompletionTokens: 50, ReasoningTokens: 20, Cost: "0", Currency: "", UnpricedRequests: 1},
+		{Group: "2026-01", Period: "2026-01", Requests: 1, PromptTokens: 1000, CachedTokens: 300, CacheWriteTokens: 100, CompletionTokens: 50, ReasoningTokens: 20, Cost: "0", Currency: "", UnpricedRequests: 1},
 		{Group: "2026-01", Period: "2026-01", Requests: 1, PromptTokens: 1000, CachedTokens: 300, CacheWriteTokens: 100, CompletionTokens: 50, ReasoningTokens: 20, Cost: "0.0022", Currency: "USD"},
 		{Group: "2026-02", Period: "2026-02", Requests: 1, PromptTokens: 1000, CachedTokens: 300, CacheWriteTokens: 100, CompletionTokens: 50, ReasoningTokens: 20, Cost: "0.0048", Currency: "USD"},
 	}
@@ -84,7 +85,8 @@ func TestWriteEventsRatesByEffectiveDateAndIsIdempotent(t *testing.T) {
 			t.Errorf("row %d = %+v, want %+v", i, rows[i], want[i])
 		}
 	}
-	byModel, err := s.Usage(ctx, ledger.UsageQuery{CustomerID: c.ID, From: jan, To: feb})
+	byModelPage, err := s.Usage(ctx, ledger.UsageQuery{CustomerID: c.ID, From: jan, To: feb})
+	byModel := byModelPage.Data
 	if err != nil || len(byModel) != 2 || byModel[0].Model != "m" || byModel[0].Cost != "0.0022" || byModel[1].Model != "other" {
 		t.Fatalf("usage by model in January = %+v, %v", byModel, err)
 	}

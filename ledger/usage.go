@@ -2,59 +2,82 @@ package ledger
 
 import (
 	"context"
+	"encoding/base64"
+	"strings"
 	"time"
 )
 
-// Usage groupings accepted by UsageQuery.GroupBy.
+// Usage groupings accepted by UsageQuery.GroupBy, as SQL over usage_hourly.
 var usageGroups = map[string]string{
-	"model": "model",
-	"key":   "key_id::text",
-	"hour":  "to_char(date_trunc('hour', occurred_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD\"T\"HH24:00:00\"Z\"')",
-	"day":   "to_char(date_trunc('day', occurred_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD')",
-	"month": "to_char(date_trunc('month', occurred_at AT TIME ZONE 'UTC'), 'YYYY-MM')",
+	"model":    "model",
+	"key":      "key_id::text",
+	"customer": "customer_id::text",
+	"hour":     `to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:00:00"Z"')`,
+	"day":      `to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
+	"month":    `to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM')`,
 }
 
-// UsageQuery selects usage events: one customer's (required), in
-// [From, To) by event time, grouped by GroupBy: "model" (the default), "key",
-// "hour", "day" or "month" (periods in UTC).
+// UsageQuery selects usage from the hourly rollups (never raw events).
+// Filters are optional except where noted; From and To bound the hour of
+// the events ([From, To), whole hours, UTC). GroupBy is "model" (the
+// default), "key", "customer", "hour", "day" or "month". Limit (default
+// 100, at most 1000) and Cursor page through the groups.
 type UsageQuery struct {
-	CustomerID string
-	From, To   time.Time
-	GroupBy    string
+	CustomerID, KeyID, Model string
+	From, To                 time.Time
+	GroupBy                  string
+	Limit                    int
+	Cursor                   string
 }
 
 // UsageRow is one group's usage: token counts summed over Requests events,
-// and their exact cost as a decimal string in Currency ("" for unpriced
-// usage, whose cost is "0").
+// and Cost, the exact amount charged (after discounts and re-rating), as a
+// decimal string in Currency ("" for unpriced usage, whose cost is "0").
 type UsageRow struct {
 	Group            string `json:"group"`
 	Model            string `json:"model,omitempty"`
 	KeyID            string `json:"key_id,omitempty"`
+	CustomerID       string `json:"customer_id,omitempty"`
 	Period           string `json:"period,omitempty"`
 	Requests         int64  `json:"requests"`
+	UnpricedRequests int64  `json:"unpriced_requests"`
 	PromptTokens     int64  `json:"prompt_tokens"`
 	CachedTokens     int64  `json:"cached_tokens"`
 	CacheWriteTokens int64  `json:"cache_write_tokens"`
 	CompletionTokens int64  `json:"completion_tokens"`
 	ReasoningTokens  int64  `json:"reasoning_tokens"`
+	WebSearches      int64  `json:"web_search_requests"`
 	Cost             string `json:"cost"`
 	Currency         string `json:"currency"`
 }
 
-// Usage sums usage per group. It returns EInvalid for a missing customer id,
-// an unknown grouping or an empty time range.
-func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
+// UsagePage is one page of groups; NextCursor is "" on the last page.
+type UsagePage struct {
+	Data       []UsageRow `json:"data"`
+	NextCursor string     `json:"next_cursor,omitempty"`
+}
+
+// Usage sums usage per group. It returns EInvalid for an unknown grouping,
+// an empty time range, a bad limit or cursor.
+func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	if q.GroupBy == "" {
 		q.GroupBy = "model"
+	}
+	if q.Limit == 0 {
+		q.Limit = 100
 	}
 	group, ok := usageGroups[q.GroupBy]
 	switch {
 	case !ok:
-		return nil, errorf(EInvalid, "group_by: %q is not one of model, key, hour, day, month", q.GroupBy)
-	case q.CustomerID == "":
-		return nil, errorf(EInvalid, "customer_id is required")
+		return UsagePage{}, errorf(EInvalid, "group_by: %q is not one of model, key, customer, hour, day, month", q.GroupBy)
 	case !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To):
-		return nil, errorf(EInvalid, "from must be before to")
+		return UsagePage{}, errorf(EInvalid, "from must be before to")
+	case q.Limit < 1 || q.Limit > 1000:
+		return UsagePage{}, errorf(EInvalid, "limit: %d is not between 1 and 1000", q.Limit)
+	}
+	afterGroup, afterCurrency, err := decodeCursor(q.Cursor)
+	if err != nil {
+		return UsagePage{}, err
 	}
 	from, to := q.From, q.To
 	if from.IsZero() {
@@ -64,35 +87,66 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
 		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT `+group+` AS g, currency, count(*), sum(prompt_tokens), sum(cached_tokens),
-		  sum(cache_write_tokens), sum(completion_tokens), sum(reasoning_tokens), sum(cost_e12)::text
-		FROM usage_events
-		WHERE customer_id = $1 AND occurred_at >= $2 AND occurred_at < $3
-		GROUP BY g, currency ORDER BY g, currency`, q.CustomerID, from, to)
+		SELECT g, currency, requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge::text
+		FROM (
+		  SELECT `+group+` AS g, currency, sum(requests) AS requests, sum(unpriced_requests) AS unpriced,
+		    sum(prompt_tokens) AS prompt, sum(cached_tokens) AS cached, sum(cache_write_tokens) AS cache_write,
+		    sum(completion_tokens) AS completion, sum(reasoning_tokens) AS reasoning,
+		    sum(web_search_requests) AS web, sum(charge_e12) AS charge
+		  FROM usage_hourly
+		  WHERE ($1 = '' OR customer_id = NULLIF($1, '')::uuid) AND ($2 = '' OR key_id = NULLIF($2, '')::uuid) AND ($3 = '' OR model = $3)
+		    AND hour >= date_trunc('hour', $4::timestamptz) AND hour < $5
+		  GROUP BY 1, 2
+		) grouped
+		WHERE ($6 = '' AND $7 = '') OR (g, currency) > ($6, $7)
+		ORDER BY g, currency LIMIT $8`,
+		q.CustomerID, q.KeyID, q.Model, from, to, afterGroup, afterCurrency, q.Limit+1)
 	if err != nil {
-		return nil, dbError(err, "usage")
+		return UsagePage{}, dbError(err, "usage query")
 	}
 	defer rows.Close()
-	out := []UsageRow{}
+	page := UsagePage{Data: []UsageRow{}}
 	for rows.Next() {
 		var r UsageRow
 		var cost string
-		if err := rows.Scan(&r.Group, &r.Currency, &r.Requests, &r.PromptTokens, &r.CachedTokens,
-			&r.CacheWriteTokens, &r.CompletionTokens, &r.ReasoningTokens, &cost); err != nil {
-			return nil, dbError(err, "usage")
+		if err := rows.Scan(&r.Group, &r.Currency, &r.Requests, &r.UnpricedRequests, &r.PromptTokens, &r.CachedTokens,
+			&r.CacheWriteTokens, &r.CompletionTokens, &r.ReasoningTokens, &r.WebSearches, &cost); err != nil {
+			return UsagePage{}, dbError(err, "usage query")
 		}
 		if r.Cost, err = FormatE12(cost); err != nil {
-			return nil, err
+			return UsagePage{}, err
 		}
 		switch q.GroupBy {
 		case "model":
 			r.Model = r.Group
 		case "key":
 			r.KeyID = r.Group
+		case "customer":
+			r.CustomerID = r.Group
 		default:
 			r.Period = r.Group
 		}
-		out = append(out, r)
+		page.Data = append(page.Data, r)
 	}
-	return out, dbError(rows.Err(), "usage")
+	if err := rows.Err(); err != nil {
+		return UsagePage{}, dbError(err, "usage query")
+	}
+	if len(page.Data) > q.Limit {
+		last := page.Data[q.Limit-1]
+		page.Data = page.Data[:q.Limit]
+		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(last.Group + "\x00" + last.Currency))
+	}
+	return page, nil
+}
+
+func decodeCursor(c string) (group, currency string, err error) {
+	if c == "" {
+		return "", "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	group, currency, ok := strings.Cut(string(b), "\x00")
+	if err != nil || !ok {
+		return "", "", errorf(EInvalid, "cursor: %q is not a cursor this API returned", c)
+	}
+	return group, currency, nil
 }

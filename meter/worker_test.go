@@ -19,10 +19,11 @@ func waitUsage(t *testing.T, s *ledger.Store, customer string, want int64) ledge
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		rows, err := s.Usage(context.Background(), ledger.UsageQuery{CustomerID: customer})
+		page, err := s.Usage(context.Background(), ledger.UsageQuery{CustomerID: customer})
 		if err != nil {
 			t.Fatal(err)
 		}
+		rows := page.Data
 		if len(rows) == 1 && rows[0].Requests == want {
 			return rows[0]
 		}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -88,10 +89,7 @@ type priceJSON struct {
 }
 
 func toJSON(p ledger.Price) priceJSON {
-	return priceJSON{ID: p.ID, PriceInput: ledger.PriceInput{Model: p.Model, Currency: p.Currency,
-		Input: ledger.FormatMicros(p.InputMicros), CachedInput: ledger.FormatMicros(p.CachedInputMicros),
-		CacheWrite: ledger.FormatMicros(p.CacheWriteMicros), Output: ledger.FormatMicros(p.OutputMicros),
-		EffectiveFrom: p.EffectiveFrom.UTC()}}
+	return priceJSON{ID: p.ID, PriceInput: p.Input()}
 }
 
 func (a *Admin) createPrice(w http.ResponseWriter, r *http.Request) {
@@ -124,7 +122,14 @@ func (a *Admin) listPrices(w http.ResponseWriter, r *http.Request) {
 // usage answers GET /admin/v1/usage?customer_id=&from=&to=&group_by=.
 func (a *Admin) usage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	uq := ledger.UsageQuery{CustomerID: q.Get("customer_id"), GroupBy: q.Get("group_by")}
+	uq := ledger.UsageQuery{CustomerID: q.Get("customer_id"), KeyID: q.Get("key_id"), Model: q.Get("model"),
+		GroupBy: q.Get("group_by"), Cursor: q.Get("cursor")}
+	if l := q.Get("limit"); l != "" {
+		if _, err := fmt.Sscan(l, &uq.Limit); err != nil {
+			a.fail(w, r, &ledger.Error{Code: ledger.EInvalid, Message: "limit: " + l + " is not a number"})
+			return
+		}
+	}
 	var err error
 	if uq.From, err = parseTime("from", q.Get("from")); err != nil {
 		a.fail(w, r, err)
@@ -134,10 +139,10 @@ func (a *Admin) usage(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	rows, err := a.store.Usage(r.Context(), uq)
+	page, err := a.store.Usage(r.Context(), uq)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": rows})
+	writeJSON(w, http.StatusOK, page)
 }

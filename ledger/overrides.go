@@ -1,0 +1,181 @@
+package ledger
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Override is a customer's own terms: a custom Price for a model, or a
+// DiscountBP (basis points, 1000 = 10%) off the price book. Model "" means
+// every model; a model-specific override wins over it.
+type Override struct {
+	ID         int64  `json:"id"`
+	CustomerID string `json:"customer_id"`
+	Model      string `json:"model"`
+	// Custom is the custom price, nil for a discount.
+	Custom *Price `json:"-"`
+	// DiscountBP is the discount in basis points (0 to 10000), for a discount.
+	DiscountBP    int        `json:"discount_bp,omitempty"`
+	EffectiveFrom time.Time  `json:"effective_from"`
+	EffectiveTo   *time.Time `json:"effective_to,omitempty"`
+}
+
+// OverrideInput is a new override as an operator states it: either
+// DiscountPercent (a decimal string with at most two decimal places, "12.5")
+// or the price fields of Price (Model is the override's model; "" for all
+// models, allowed only with a discount).
+type OverrideInput struct {
+	Model           string      `json:"model"`
+	DiscountPercent string      `json:"discount_percent,omitempty"`
+	Price           *PriceInput `json:"price,omitempty"`
+	EffectiveFrom   time.Time   `json:"effective_from"`
+	EffectiveTo     *time.Time  `json:"effective_to,omitempty"`
+}
+
+func (in OverrideInput) override(customerID string) (Override, error) {
+	o := Override{CustomerID: customerID, Model: strings.TrimSpace(in.Model), EffectiveFrom: in.EffectiveFrom.UTC()}
+	if in.EffectiveFrom.IsZero() {
+		return o, errorf(EInvalid, "effective_from is required")
+	}
+	if in.EffectiveTo != nil {
+		if !in.EffectiveTo.After(in.EffectiveFrom) {
+			return o, errorf(EInvalid, "effective_to must be after effective_from")
+		}
+		t := in.EffectiveTo.UTC()
+		o.EffectiveTo = &t
+	}
+	switch {
+	case (in.DiscountPercent == "") == (in.Price == nil):
+		return o, errorf(EInvalid, "give either discount_percent or price")
+	case in.Price != nil:
+		if o.Model == "" {
+			return o, errorf(EInvalid, "model is required for a custom price")
+		}
+		pin := *in.Price
+		pin.Model, pin.EffectiveFrom, pin.EffectiveTo = o.Model, in.EffectiveFrom, in.EffectiveTo
+		p, err := pin.Price()
+		if err != nil {
+			return o, err
+		}
+		o.Custom = &p
+	default:
+		bp, err := parseSignedMicros("discount_percent", in.DiscountPercent)
+		if err != nil || bp < 0 || bp > 100_000_000 || bp%10_000 != 0 {
+			return o, errorf(EInvalid, "discount_percent: %q is not a percentage from 0 to 100 with at most two decimal places", in.DiscountPercent)
+		}
+		o.DiscountBP = int(bp / 10_000)
+	}
+	return o, nil
+}
+
+// CreateOverride adds an override for a customer. It returns ENotFound for
+// an unknown customer, EInvalid for bad input, and EConflict when it
+// overlaps another override of the same customer and model.
+func (s *Store) CreateOverride(ctx context.Context, customerID string, in OverrideInput) (Override, error) {
+	o, err := in.override(customerID)
+	if err != nil {
+		return Override{}, err
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('overrides:' || $1::text || $2))`, customerID, o.Model); err != nil {
+			return dbError(err, "customer "+customerID)
+		}
+		existing, err := queryOverrides(ctx, tx, `WHERE customer_id = $1 AND model = $2`, customerID, o.Model)
+		if err != nil {
+			return dbError(err, "customer "+customerID)
+		}
+		for _, e := range existing {
+			if windowsOverlap(e.EffectiveFrom, e.EffectiveTo, o.EffectiveFrom, o.EffectiveTo) {
+				return errorf(EConflict, "override overlaps override %d of customer %s for model %q", e.ID, customerID, o.Model)
+			}
+		}
+		c := o.Custom
+		if c == nil {
+			c = &Price{}
+		}
+		var currency *string
+		if o.Custom != nil {
+			currency = &c.Currency
+		}
+		return tx.QueryRow(ctx, `
+			INSERT INTO price_overrides (customer_id, model, currency, input_micros, cached_input_micros,
+			  cache_write_micros, output_micros, reasoning_micros, request_fee_micros, web_search_micros,
+			  discount_bp, effective_from, effective_to)
+			SELECT id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM customers WHERE id = $1
+			RETURNING id`,
+			customerID, o.Model, currency, nilIf(o.Custom == nil, c.InputMicros), nilIf(o.Custom == nil, c.CachedInputMicros),
+			nilIf(o.Custom == nil, c.CacheWriteMicros), nilIf(o.Custom == nil, c.OutputMicros), c.ReasoningMicros,
+			nilIf(o.Custom == nil, c.RequestFeeMicros), nilIf(o.Custom == nil, c.WebSearchMicros),
+			nilIf(o.Custom != nil, int64(o.DiscountBP)), o.EffectiveFrom, o.EffectiveTo,
+		).Scan(&o.ID)
+	})
+	if ErrorCode(err) != "" {
+		return Override{}, err
+	}
+	return o, dbError(err, "customer "+customerID)
+}
+
+func nilIf(cond bool, v int64) *int64 {
+	if cond {
+		return nil
+	}
+	return &v
+}
+
+// Overrides lists a customer's overrides.
+func (s *Store) Overrides(ctx context.Context, customerID string) ([]Override, error) {
+	os, err := queryOverrides(ctx, s.pool, `WHERE customer_id = $1`, customerID)
+	return os, dbError(err, "overrides")
+}
+
+func queryOverrides(ctx context.Context, q querier, where string, args ...any) ([]Override, error) {
+	rows, err := q.Query(ctx, `
+		SELECT id, customer_id, model, currency, input_micros, cached_input_micros, cache_write_micros,
+		  output_micros, reasoning_micros, request_fee_micros, web_search_micros, discount_bp,
+		  effective_from, effective_to
+		FROM price_overrides `+where+` ORDER BY customer_id, model, effective_from`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Override, error) {
+		var o Override
+		var currency *string
+		var in, cin, cw, out, fee, ws, bp *int64
+		var reasoning *int64
+		err := row.Scan(&o.ID, &o.CustomerID, &o.Model, &currency, &in, &cin, &cw, &out, &reasoning, &fee, &ws, &bp,
+			&o.EffectiveFrom, &o.EffectiveTo)
+		if err != nil {
+			return o, err
+		}
+		if bp != nil {
+			o.DiscountBP = int(*bp)
+		} else {
+			o.Custom = &Price{Model: o.Model, Currency: *currency, InputMicros: *in, CachedInputMicros: *cin,
+				CacheWriteMicros: *cw, OutputMicros: *out, ReasoningMicros: reasoning, RequestFeeMicros: *fee,
+				WebSearchMicros: *ws, EffectiveFrom: o.EffectiveFrom, EffectiveTo: o.EffectiveTo}
+		}
+		return o, nil
+	})
+}
+
+// overrideAt returns the customer's override for model in force at t: a
+// model-specific one over an all-models one.
+func overrideAt(os []Override, model string, t time.Time) *Override {
+	var all *Override
+	for i := range os {
+		o := &os[i]
+		if o.EffectiveFrom.After(t) || (o.EffectiveTo != nil && !t.Before(*o.EffectiveTo)) {
+			continue
+		}
+		switch o.Model {
+		case model:
+			return o
+		case "":
+			all = o
+		}
+	}
+	return all
+}

@@ -1,0 +1,191 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// RerateResult counts what Rerate did.
+type RerateResult struct {
+	// Examined is how many events of the period were looked at.
+	Examined int `json:"examined"`
+	// Adjusted is how many got a rerate entry (their charge changed).
+	Adjusted int `json:"adjusted"`
+	// Priced is how many of those were unpriced until now.
+	Priced int `json:"priced"`
+	// StillUnpriced is how many have no price in force even now.
+	StillUnpriced int `json:"still_unpriced"`
+	// CurrencyConflicts is how many would change currency: those need a
+	// manual adjustment and are left alone.
+	CurrencyConflicts int `json:"currency_conflicts"`
+}
+
+// rerateBatch is how many events one re-rating transaction covers.
+const rerateBatch = 2000
+
+// Rerate re-rates the events in [from, to) with the price book and
+// overrides as they are now (after, say, a missing price was added), never
+// changing an event: each event whose charge changes gets a rerate entry
+// with the difference (effective at the event's time, so it lands in the
+// event's period), and the rollups and balances move with it in the same
+// transaction. Re-rating again changes nothing more: it is idempotent.
+// progress, when not nil, is called after each batch.
+func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(RerateResult)) (RerateResult, error) {
+	var res RerateResult
+	if !from.Before(to) {
+		return res, errorf(EInvalid, "from must be before to")
+	}
+	afterT, afterID := from.Add(-time.Microsecond), "00000000-0000-0000-0000-000000000000"
+	for {
+		n := 0
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			evs, err := rerateLoad(ctx, tx, afterT, afterID, from, to)
+			if err != nil || len(evs) == 0 {
+				return err
+			}
+			n = len(evs)
+			last := evs[len(evs)-1]
+			afterT, afterID = last.e.Time, last.e.ID
+			events := make([]meter.Event, len(evs))
+			for i := range evs {
+				events[i] = evs[i].e
+			}
+			p, err := loadPricing(ctx, tx, events)
+			if err != nil {
+				return err
+			}
+			for i := range evs {
+				if err := rerateOne(ctx, tx, p, &evs[i], &res); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("rerate: %w", err)
+		}
+		res.Examined += n
+		if progress != nil && n > 0 {
+			progress(res)
+		}
+		if n < rerateBatch {
+			return res, nil
+		}
+	}
+}
+
+// rerateEvent is a stored event and what it is charged now.
+type rerateEvent struct {
+	e        meter.Event
+	currency string          // "" while unpriced
+	charge   decimal.Decimal // e12 units, after discounts and earlier re-ratings
+	unpriced bool            // unpriced when stored and never priced since
+}
+
+func rerateLoad(ctx context.Context, tx pgx.Tx, afterT time.Time, afterID string, from, to time.Time) ([]rerateEvent, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT e.id, e.occurred_at, e.customer_id, e.key_id, e.model, e.prompt_tokens, e.cached_tokens,
+		  e.cache_write_tokens, e.completion_tokens, e.reasoning_tokens, e.web_search_requests,
+		  coalesce(r.currency, e.currency),
+		  (e.cost_e12::numeric * (10000 - e.discount_bp) / 10000 - coalesce(r.amount, 0))::text,
+		  e.unpriced AND r.currency IS NULL
+		FROM usage_events e
+		LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount FROM ledger_entries
+		  WHERE event_id = e.id AND kind = 'rerate') r ON true
+		WHERE (e.occurred_at, e.id) > ($1, $2::uuid) AND e.occurred_at >= $3 AND e.occurred_at < $4
+		ORDER BY e.occurred_at, e.id LIMIT $5`, afterT, afterID, from, to, rerateBatch)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (rerateEvent, error) {
+		var r rerateEvent
+		var charge string
+		u := &r.e.Usage
+		err := row.Scan(&r.e.ID, &r.e.Time, &r.e.CustomerID, &r.e.KeyID, &r.e.Model, &u.PromptTokens, &u.CachedTokens,
+			&u.CacheWriteTokens, &u.CompletionTokens, &u.ReasoningTokens, &u.WebSearchRequests, &r.currency, &charge, &r.unpriced)
+		if err == nil {
+			r.charge, err = decimal.NewFromString(charge)
+		}
+		return r, err
+	})
+}
+
+// chargeOf is cost × (10000 − discount) / 10000, exact (e12 units).
+func chargeOf(cost int64, discountBP int32) decimal.Decimal {
+	return decimal.New(cost, 0).Mul(decimal.New(int64(10000-discountBP), 0)).Div(decimal.New(10000, 0))
+}
+
+func rerateOne(ctx context.Context, tx pgx.Tx, p *pricing, ev *rerateEvent, res *RerateResult) error {
+	r, err := p.rate(&ev.e)
+	switch {
+	case err != nil:
+		return err
+	case r.unpriced:
+		res.StillUnpriced++
+		return nil
+	case ev.currency != "" && r.currency != ev.currency:
+		res.CurrencyConflicts++
+		return nil
+	}
+	charge := chargeOf(r.costE12, r.discountBP)
+	delta := charge.Sub(ev.charge)
+	if delta.IsZero() && ev.currency != "" {
+		return nil
+	}
+	res.Adjusted++
+	hour := ev.e.Time.UTC().Truncate(time.Hour)
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO ledger_entries (customer_id, kind, amount_e12, currency, effective_at, event_id, key_id, model, price_id, memo)
+		VALUES ($1, 'rerate', $2, $3, $4, $5, $6, $7, $8, 're-rated')`,
+		ev.e.CustomerID, delta.Neg().String(), r.currency, ev.e.Time, ev.e.ID, ev.e.KeyID, ev.e.Model, r.priceID); err != nil {
+		return err
+	}
+	if ev.unpriced {
+		// First priced: the event's counts move from the unpriced row to
+		// its currency's row.
+		res.Priced++
+		u := ev.e.Usage
+		for _, m := range []struct {
+			currency  string
+			sign      int64
+			cost      int64
+			charge    string
+			unpricedN int64
+		}{{"", -1, 0, "0", -1}, {r.currency, 1, r.costE12, charge.String(), 0}} {
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO usage_hourly VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+				ON CONFLICT (customer_id, hour, key_id, model, currency) DO UPDATE SET
+				  requests = usage_hourly.requests + EXCLUDED.requests,
+				  unpriced_requests = usage_hourly.unpriced_requests + EXCLUDED.unpriced_requests,
+				  prompt_tokens = usage_hourly.prompt_tokens + EXCLUDED.prompt_tokens,
+				  cached_tokens = usage_hourly.cached_tokens + EXCLUDED.cached_tokens,
+				  cache_write_tokens = usage_hourly.cache_write_tokens + EXCLUDED.cache_write_tokens,
+				  completion_tokens = usage_hourly.completion_tokens + EXCLUDED.completion_tokens,
+				  reasoning_tokens = usage_hourly.reasoning_tokens + EXCLUDED.reasoning_tokens,
+				  web_search_requests = usage_hourly.web_search_requests + EXCLUDED.web_search_requests,
+				  cost_e12 = usage_hourly.cost_e12 + EXCLUDED.cost_e12,
+				  charge_e12 = usage_hourly.charge_e12 + EXCLUDED.charge_e12`,
+				ev.e.CustomerID, hour, ev.e.KeyID, ev.e.Model, m.currency, m.sign, m.unpricedN,
+				m.sign*u.PromptTokens, m.sign*u.CachedTokens, m.sign*u.CacheWriteTokens, m.sign*u.CompletionTokens,
+				m.sign*u.ReasoningTokens, m.sign*u.WebSearchRequests, m.cost, m.charge); err != nil {
+				return err
+			}
+		}
+	} else if _, err := tx.Exec(ctx, `
+		UPDATE usage_hourly SET charge_e12 = charge_e12 + $6
+		WHERE customer_id = $1 AND hour = $2 AND key_id = $3 AND model = $4 AND currency = $5`,
+		ev.e.CustomerID, hour, ev.e.KeyID, ev.e.Model, r.currency, delta.String()); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `
+		INSERT INTO customer_balances (customer_id, currency, charges_e12) VALUES ($1, $2, $3)
+		ON CONFLICT (customer_id, currency) DO UPDATE SET charges_e12 = customer_balances.charges_e12 + EXCLUDED.charges_e12`,
+		ev.e.CustomerID, r.currency, delta.String())
+	return err
+}
