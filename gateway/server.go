@@ -20,11 +20,14 @@ import (
 	"github.com/tollgate-dev/tollgate/meter"
 )
 
-// KeyLookup authenticates customer API keys. The ledger's key snapshot
-// implements it without touching the database on the request path.
+// KeyLookup authenticates customer API keys and admits their requests.
+// The ledger's key snapshot implements it without touching the database on
+// the request path.
 type KeyLookup interface {
-	// LookupKey returns the owner of an active key secret, or ok=false.
-	LookupKey(secret string) (customerID, keyID string, ok bool)
+	// LookupKey returns the owner of an active key secret, or ok=false for
+	// an unknown or revoked one; blocked, when not empty, says why the key
+	// may not spend now (an exhausted balance or spend limit).
+	LookupKey(secret string) (customerID, keyID, blocked string, ok bool)
 }
 
 // EventSink receives the one usage event of each upstream request.
@@ -119,10 +122,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				"missing API key: send it as Authorization: Bearer <key>")
 			return
 		}
-		cust, key, ok := s.keys.LookupKey(secret)
+		cust, key, blocked, ok := s.keys.LookupKey(secret)
 		if !ok {
 			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 				"incorrect or revoked API key")
+			return
+		}
+		if blocked != "" && r.Method == http.MethodPost {
+			writeError(w, http.StatusPaymentRequired, "insufficient_quota", "insufficient_quota", blocked)
 			return
 		}
 		ctx := context.WithValue(r.Context(), principalKey{}, principal{cust, key})

@@ -23,11 +23,11 @@ func setup(t *testing.T) (*ledger.Store, ledger.Customer, ledger.Key) {
 	t.Helper()
 	s := ledgertest.NewStore(t)
 	ctx := context.Background()
-	c, err := s.CreateCustomer(ctx, "acme")
+	c, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, secret, err := s.CreateKey(ctx, c.ID, "ci")
+	k, secret, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "ci"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,28 +144,28 @@ func TestKeySetSeesNewKeysAndKeepsSnapshot(t *testing.T) {
 	s, c, k := setup(t)
 	ctx := context.Background()
 	ks := s.NewKeySet(slog.Default())
-	if _, _, ok := ks.LookupKey("tg-nothing"); ok || ks.Loaded() {
+	if _, _, _, ok := ks.LookupKey("tg-nothing"); ok || ks.Loaded() {
 		t.Fatal("empty key set found a key")
 	}
-	k2, secret, err := s.CreateKey(ctx, c.ID, "second")
+	k2, secret, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "second"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ks.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cust, key, ok := ks.LookupKey(secret)
-	if !ok || cust != c.ID || key != k2.ID || key == k.ID {
+	cust, key, blocked, ok := ks.LookupKey(secret)
+	if !ok || blocked != "" || cust != c.ID || key != k2.ID || key == k.ID {
 		t.Fatalf("LookupKey = %s %s %v, want %s %s", cust, key, ok, c.ID, k2.ID)
 	}
-	if _, _, ok := ks.LookupKey(secret + "x"); ok {
+	if _, _, _, ok := ks.LookupKey(secret + "x"); ok {
 		t.Fatal("a wrong secret was accepted")
 	}
 	s.Close() // Postgres gone: the snapshot keeps serving.
 	if err := ks.Refresh(ctx); err == nil {
 		t.Fatal("Refresh on a closed store succeeded")
 	}
-	if _, _, ok := ks.LookupKey(secret); !ok {
+	if _, _, _, ok := ks.LookupKey(secret); !ok {
 		t.Fatal("a failed refresh dropped the snapshot")
 	}
 }
@@ -173,10 +173,10 @@ func TestKeySetSeesNewKeysAndKeepsSnapshot(t *testing.T) {
 func TestCustomersAndKeysErrors(t *testing.T) {
 	s := ledgertest.NewStore(t)
 	ctx := context.Background()
-	if _, err := s.CreateCustomer(ctx, "  "); ledger.ErrorCode(err) != ledger.EInvalid {
+	if _, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "  "}); ledger.ErrorCode(err) != ledger.EInvalid {
 		t.Fatalf("empty name: %v", err)
 	}
-	if _, _, err := s.CreateKey(ctx, uuid.NewString(), "k"); ledger.ErrorCode(err) != ledger.ENotFound {
+	if _, _, err := s.CreateKey(ctx, uuid.NewString(), ledger.KeyInput{Name: "k"}); ledger.ErrorCode(err) != ledger.ENotFound {
 		t.Fatalf("key for a missing customer: %v", err)
 	}
 	if _, err := s.Customer(ctx, "not-a-uuid"); ledger.ErrorCode(err) != ledger.EInvalid {

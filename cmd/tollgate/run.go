@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -119,7 +120,10 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		if a.gw, err = gateway.New(cfg.Config, a.keys, meter.NewPublisher(js, meter.StreamConfig{}, 0), log); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		if a.Addr, err = a.listen(e.Listen, a.gw.Handler()); err != nil {
+		llm := chi.NewRouter()
+		api.NewSelf(a.store, a.keys, log).Routes(llm)
+		llm.Mount("/", a.gw.Handler())
+		if a.Addr, err = a.listen(e.Listen, llm); err != nil {
 			return nil, err
 		}
 	}

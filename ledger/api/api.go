@@ -3,6 +3,8 @@
 package api
 
 import (
+	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -34,9 +36,9 @@ func NewAdmin(store *ledger.Store, token string, log *slog.Logger) (*Admin, erro
 	return &Admin{store: store, token: token, log: log}, nil
 }
 
-// Handler returns the routes: GET /healthz, and under /admin/v1:
-// customers, customers/{id}, customers/{id}/keys, keys/{id}/revoke,
-// prices and usage.
+// Handler returns the routes: GET /healthz, and under /admin/v1 the
+// customers, keys, prices, overrides, entries, balances, events, usage and
+// re-rating operations that openapi.json describes.
 func (a *Admin) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -47,12 +49,23 @@ func (a *Admin) Handler() http.Handler {
 		r.Post("/customers", a.createCustomer)
 		r.Get("/customers", a.listCustomers)
 		r.Get("/customers/{id}", a.getCustomer)
+		r.Patch("/customers/{id}", a.patchCustomer)
 		r.Post("/customers/{id}/keys", a.createKey)
 		r.Get("/customers/{id}/keys", a.listKeys)
 		r.Post("/keys/{id}/revoke", a.revokeKey)
 		r.Post("/prices", a.createPrice)
 		r.Get("/prices", a.listPrices)
+		r.Post("/customers/{id}/overrides", a.createOverride)
+		r.Get("/customers/{id}/overrides", a.listOverrides)
+		r.Post("/customers/{id}/credits", a.addEntry(ledger.KindCredit))
+		r.Post("/customers/{id}/adjustments", a.addEntry(ledger.KindAdjustment))
+		r.Get("/customers/{id}/entries", a.listEntries)
+		r.Get("/customers/{id}/balance", a.balance)
+		r.Post("/entries/{id}/reverse", a.reverseEntry)
+		r.Post("/events/{id}/refund", a.refundEvent)
+		r.Get("/events/{id}", a.getEvent)
 		r.Get("/usage", a.usage)
+		r.Post("/rerate", a.rerate)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
@@ -84,6 +97,16 @@ func (a *Admin) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	writeError(w, status, ledger.ErrorCode(err), err.Error())
+}
+
+// decodeOptional is decode for a body that may be empty.
+func decodeOptional(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return decode(r, v)
 }
 
 // decode reads a JSON body into v, refusing unknown fields.
@@ -119,4 +142,8 @@ func parseTime(field, s string) (time.Time, error) {
 	}
 	return time.Time{}, &ledger.Error{Code: ledger.EInvalid,
 		Message: fmt.Sprintf("%s: %q is neither RFC 3339 (2026-01-31T00:00:00Z) nor a date (2026-01-31)", field, s)}
+}
+
+func contextWith(r *http.Request, k, v any) context.Context {
+	return context.WithValue(r.Context(), k, v)
 }

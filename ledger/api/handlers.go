@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -10,14 +11,12 @@ import (
 )
 
 func (a *Admin) createCustomer(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		Name string `json:"name"`
-	}
+	var in ledger.CustomerInput
 	if err := decode(r, &in); err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	c, err := a.store.CreateCustomer(r.Context(), in.Name)
+	c, err := a.store.CreateCustomer(r.Context(), in)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -43,16 +42,46 @@ func (a *Admin) getCustomer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, c)
 }
 
+// patchCustomer applies {"name"?, "credit_limit"? (string, or null to remove)}.
+func (a *Admin) patchCustomer(w http.ResponseWriter, r *http.Request) {
+	var raw map[string]json.RawMessage
+	if err := decode(r, &raw); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var p ledger.CustomerPatch
+	for k, v := range raw {
+		var err error
+		switch k {
+		case "name":
+			err = json.Unmarshal(v, &p.Name)
+		case "credit_limit":
+			p.SetCreditLimit = true
+			err = json.Unmarshal(v, &p.CreditLimit)
+		default:
+			err = fmt.Errorf("unknown field %q", k)
+		}
+		if err != nil {
+			a.fail(w, r, &ledger.Error{Code: ledger.EInvalid, Message: k + ": " + err.Error()})
+			return
+		}
+	}
+	c, err := a.store.UpdateCustomer(r.Context(), chi.URLParam(r, "id"), p)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
 // createKey answers with the key and, this once, its secret as "key".
 func (a *Admin) createKey(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		Name string `json:"name"`
-	}
+	var in ledger.KeyInput
 	if err := decode(r, &in); err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	k, secret, err := a.store.CreateKey(r.Context(), chi.URLParam(r, "id"), in.Name)
+	k, secret, err := a.store.CreateKey(r.Context(), chi.URLParam(r, "id"), in)
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -1,0 +1,63 @@
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// Self is the customer API: a customer's own usage and balance, with the
+// customer's own API key. A customer sees only its own data, whatever it
+// asks for.
+type Self struct {
+	keys *ledger.KeySet
+	// reads serves the queries, as the admin API does.
+	reads *Admin
+}
+
+// NewSelf returns the customer API, authenticating keys with keys.
+func NewSelf(store *ledger.Store, keys *ledger.KeySet, log *slog.Logger) *Self {
+	return &Self{keys: keys, reads: &Admin{store: store, log: log}}
+}
+
+// Routes adds GET /v1/usage and GET /v1/balance to r.
+func (c *Self) Routes(r chi.Router) {
+	r.With(c.authenticate).Get("/v1/usage", c.usage)
+	r.With(c.authenticate).Get("/v1/balance", c.balance)
+}
+
+type selfKey struct{}
+
+func (c *Self) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		customer, _, _, ok := c.keys.LookupKey(strings.TrimSpace(secret))
+		if !ok {
+			writeError(w, http.StatusUnauthorized, "invalid_api_key", "incorrect, revoked or missing API key (Authorization: Bearer tg-…)")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(contextWith(r, selfKey{}, customer)))
+	})
+}
+
+// usage serves GET /v1/usage: the admin usage query, pinned to the key's
+// customer (customer_id may not be given, and key_id filters within it).
+func (c *Self) usage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Has("customer_id") || q.Get("group_by") == "customer" {
+		writeError(w, http.StatusBadRequest, ledger.EInvalid, "customer_id and group_by=customer are not available here: this API shows your own usage")
+		return
+	}
+	q.Set("customer_id", r.Context().Value(selfKey{}).(string))
+	r.URL.RawQuery = q.Encode()
+	c.reads.usage(w, r)
+}
+
+func (c *Self) balance(w http.ResponseWriter, r *http.Request) {
+	b, err := c.reads.store.Balance(r.Context(), r.Context().Value(selfKey{}).(string))
+	c.reads.respond(w, r, http.StatusOK, b, err)
+}
