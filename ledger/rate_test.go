@@ -8,12 +8,18 @@ import (
 	"github.com/tollgate-dev/tollgate/meter"
 )
 
-// bigRate is the reference for Rate: the same formula in arbitrary precision.
+// bigRate is the reference for Rate: the documented formula in arbitrary
+// precision.
 func bigRate(u meter.Usage, p Price) *big.Int {
 	uncached := max(u.PromptTokens-u.CachedTokens-u.CacheWriteTokens, 0)
+	reasoning, rp := int64(0), p.OutputMicros
+	if p.ReasoningMicros != nil {
+		reasoning, rp = min(u.ReasoningTokens, u.CompletionTokens), *p.ReasoningMicros
+	}
 	sum := new(big.Int)
 	for _, t := range [][2]int64{{uncached, p.InputMicros}, {u.CachedTokens, p.CachedInputMicros},
-		{u.CacheWriteTokens, p.CacheWriteMicros}, {u.CompletionTokens, p.OutputMicros}} {
+		{u.CacheWriteTokens, p.CacheWriteMicros}, {u.CompletionTokens - reasoning, p.OutputMicros},
+		{reasoning, rp}, {1_000_000, p.RequestFeeMicros}, {u.WebSearchRequests * 1_000_000, p.WebSearchMicros}} {
 		sum.Add(sum, new(big.Int).Mul(big.NewInt(t[0]), big.NewInt(t[1])))
 	}
 	return sum
@@ -25,16 +31,29 @@ func TestRateMatchesArbitraryPrecision(t *testing.T) {
 		prompt := r.Int64N(2_000_000)
 		cached := r.Int64N(prompt + 1)
 		write := r.Int64N(prompt - cached + 1)
+		completion := r.Int64N(200_000)
 		u := meter.Usage{PromptTokens: prompt, CachedTokens: cached, CacheWriteTokens: write,
-			CompletionTokens: r.Int64N(200_000)}
+			CompletionTokens: completion, ReasoningTokens: r.Int64N(completion + 10), WebSearchRequests: r.Int64N(5)}
 		p := Price{InputMicros: r.Int64N(100_000_000), CachedInputMicros: r.Int64N(10_000_000),
-			CacheWriteMicros: r.Int64N(200_000_000), OutputMicros: r.Int64N(400_000_000)}
+			CacheWriteMicros: r.Int64N(200_000_000), OutputMicros: r.Int64N(400_000_000),
+			RequestFeeMicros: r.Int64N(100_000), WebSearchMicros: r.Int64N(50_000)}
+		if r.IntN(2) == 0 {
+			rp := r.Int64N(400_000_000)
+			p.ReasoningMicros = &rp
+		}
 		got, err := Rate(u, p)
 		if err != nil {
 			t.Fatalf("Rate(%+v, %+v): %v", u, p, err)
 		}
 		if want := bigRate(u, p); want.Cmp(big.NewInt(got)) != 0 {
 			t.Fatalf("Rate(%+v, %+v) = %d, want %s", u, p, got, want)
+		}
+		// A discount of bp basis points charges cost × (10000−bp)/10000,
+		// exactly: the decimal the ledger keeps equals the rational.
+		bp := int32(r.IntN(10001))
+		want := new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(got), big.NewInt(int64(10000-bp))), big.NewInt(10000))
+		if ch := chargeOf(got, bp); ch.Rat().Cmp(want) != 0 {
+			t.Fatalf("chargeOf(%d, %d) = %s, want %s", got, bp, ch, want.FloatString(4))
 		}
 	}
 }

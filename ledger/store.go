@@ -106,3 +106,18 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // Close closes the connection pool.
 func (s *Store) Close() { s.pool.Close() }
+
+// MigrateDown rolls migrations back to version (0 removes every table).
+// It is for operators undoing an upgrade, and for tests.
+func (s *Store) MigrateDown(ctx context.Context, version int64) error {
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := p.DownTo(ctx, version); err != nil {
+		return fmt.Errorf("migrate down to %d: %w", version, err)
+	}
+	return nil
+}

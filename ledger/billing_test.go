@@ -1,0 +1,151 @@
+package ledger_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+func usageByMonth(t *testing.T, s *ledger.Store, customer string) map[string]ledger.UsageRow {
+	t.Helper()
+	page, err := s.Usage(context.Background(), ledger.UsageQuery{CustomerID: customer, GroupBy: "month"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]ledger.UsageRow{}
+	for _, r := range page.Data {
+		out[r.Period+"/"+r.Currency] = r
+	}
+	return out
+}
+
+// TestLateEventLandsInItsOwnPeriod: an event from last month written today
+// is in last month's usage, priced at last month's price.
+func TestLateEventLandsInItsOwnPeriod(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	thisMonth := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	lastMonth := thisMonth.AddDate(0, -1, 0)
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: lastMonth}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "2", Output: "2", EffectiveFrom: thisMonth}); err != nil {
+		t.Fatal(err)
+	}
+	late := newEvent(c.ID, k.ID, "m", thisMonth.Add(-time.Minute), meter.Usage{PromptTokens: 1000})
+	if _, err := s.WriteEvents(ctx, []meter.Event{late}); err != nil {
+		t.Fatal(err)
+	}
+	got := usageByMonth(t, s, c.ID)
+	if r := got[lastMonth.Format("2006-01")+"/USD"]; r.Requests != 1 || r.Cost != "0.001" || len(got) != 1 {
+		t.Fatalf("usage by month = %+v, want the late event in %s at last month's price", got, lastMonth.Format("2006-01"))
+	}
+}
+
+// TestUnpricedThenRerated: an event with no price is stored unpriced at 0,
+// never dropped; once a price is added, re-rating prices it with an entry,
+// the rollups and balance follow, and re-rating again changes nothing.
+func TestUnpricedThenRerated(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	at := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	e := newEvent(c.ID, k.ID, "new-model", at, meter.Usage{PromptTokens: 2000, CompletionTokens: 500})
+	if _, err := s.WriteEvents(ctx, []meter.Event{e}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Event(ctx, e.ID); err != nil || !got.Unpriced || got.Cost != "0" {
+		t.Fatalf("event = %+v, %v; want unpriced at 0", got, err)
+	}
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "new-model", Currency: "USD", Input: "3", Output: "15",
+		EffectiveFrom: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Rerate(ctx, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), nil)
+	if err != nil || res.Examined != 1 || res.Adjusted != 1 || res.Priced != 1 {
+		t.Fatalf("Rerate = %+v, %v", res, err)
+	}
+	// 2000 × 3 + 500 × 15 = 13500 micro-units = 0.0135.
+	got := usageByMonth(t, s, c.ID)
+	if r := got["2026-03/USD"]; r.Requests != 1 || r.Cost != "0.0135" || r.UnpricedRequests != 0 || r.PromptTokens != 2000 {
+		t.Fatalf("usage after rerate = %+v", got)
+	}
+	if r, ok := got["2026-03/"]; ok && (r.Requests != 0 || r.UnpricedRequests != 0) {
+		t.Fatalf("the unpriced row still counts the event: %+v", r)
+	}
+	b, err := s.Balance(ctx, c.ID)
+	if err != nil || b.Charges != "0.0135" {
+		t.Fatalf("balance = %+v, %v", b, err)
+	}
+	if ev, _ := s.Event(ctx, e.ID); !ev.Unpriced || ev.Cost != "0" {
+		t.Fatalf("re-rating changed the stored event: %+v", ev)
+	}
+	res, err = s.Rerate(ctx, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), nil)
+	if err != nil || res.Adjusted != 0 {
+		t.Fatalf("second Rerate = %+v, %v; want nothing to adjust", res, err)
+	}
+}
+
+// TestOverridesAndPromotions: a customer's discount and custom price, and
+// a bounded promotional price, each rate events exactly.
+func TestOverridesAndPromotions(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	mustPrice := func(in ledger.PriceInput) {
+		t.Helper()
+		if _, err := s.CreatePrice(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustPrice(ledger.PriceInput{Model: "m", Currency: "USD", Input: "10", Output: "10", Reasoning: "20", RequestFee: "0.001", WebSearch: "0.01", EffectiveFrom: jan})
+	promoEnd := jan.AddDate(0, 0, 7)
+	mustPrice(ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: jan.AddDate(0, 0, 1), EffectiveTo: &promoEnd})
+	// A second bounded window overlapping the promotion is refused.
+	end2 := jan.AddDate(0, 0, 10)
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1",
+		EffectiveFrom: jan.AddDate(0, 0, 5), EffectiveTo: &end2}); ledger.ErrorCode(err) != ledger.EConflict {
+		t.Fatalf("overlapping promotion: %v, want conflict", err)
+	}
+	if _, err := s.CreateOverride(ctx, c.ID, ledger.OverrideInput{Model: "", DiscountPercent: "12.5", EffectiveFrom: jan.AddDate(0, 1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateOverride(ctx, c.ID, ledger.OverrideInput{Model: "m", Price: &ledger.PriceInput{Currency: "USD", Input: "5", Output: "5"},
+		EffectiveFrom: jan.AddDate(0, 2, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	u := meter.Usage{PromptTokens: 1000, CompletionTokens: 300, ReasoningTokens: 100, WebSearchRequests: 2}
+	cases := []struct {
+		at                time.Time
+		cost, charge      string
+		discount, unpriced int
+	}{
+		// list: 1000×10 + 200×10 + 100×20 = 14000 µ + fee 1000 µ + 2×10000 µ = 35000 µ.
+		{jan.Add(time.Hour), "0.035", "0.035", 0, 0},
+		// promotion (no reasoning price, no fee): 1000 + 300 = 1300 µ.
+		{jan.AddDate(0, 0, 2), "0.0013", "0.0013", 0, 0},
+		// after the promotion, the open-ended list price again.
+		{jan.AddDate(0, 0, 8), "0.035", "0.035", 0, 0},
+		// February: 12.5% off the list price: 0.035 × 0.875 = 0.030625.
+		{jan.AddDate(0, 1, 1), "0.035", "0.030625", 1250, 0},
+		// March: the custom price: 1000×5 + 300×5 = 6500 µ, no discount.
+		{jan.AddDate(0, 2, 1), "0.0065", "0.0065", 0, 0},
+	}
+	for _, tc := range cases {
+		e := newEvent(c.ID, k.ID, "m", tc.at, u)
+		if _, err := s.WriteEvents(ctx, []meter.Event{e}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Event(ctx, e.ID)
+		if err != nil || got.Cost != tc.cost || got.Charge != tc.charge || got.DiscountBP != tc.discount {
+			t.Fatalf("event at %s = cost %s charge %s discount %d, %v; want %s %s %d", tc.at, got.Cost, got.Charge, got.DiscountBP, err, tc.cost, tc.charge, tc.discount)
+		}
+	}
+	b, err := s.Balance(ctx, c.ID)
+	if err != nil || b.Charges != "0.108425" { // 0.035+0.0013+0.035+0.030625+0.0065
+		t.Fatalf("balance = %+v, %v", b, err)
+	}
+}

@@ -1,0 +1,61 @@
+package ledger_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// TestMigrationsUpAndDown: every migration applies and rolls back, and
+// the second one carries events written under the first through both ways.
+func TestMigrationsUpAndDown(t *testing.T) {
+	ctx := context.Background()
+	s, err := ledger.Open(ctx, ledgertest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n, err := s.Migrate(ctx); err != nil || n < 2 {
+		t.Fatalf("Migrate = %d, %v", n, err)
+	}
+	c, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "kept"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 5, 5, 5, 0, 0, 0, time.UTC)
+	e := newEvent(c.ID, k.ID, "m", at, meter.Usage{PromptTokens: 7, CompletionTokens: 3})
+	if _, err := s.WriteEvents(ctx, []meter.Event{e}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MigrateDown(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ExecForTest(ctx, `SELECT 1 FROM usage_events WHERE id = '`+e.ID+`' AND prompt_tokens = 7`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Migrate(ctx); err != nil || n != 1 {
+		t.Fatalf("Migrate after down = %d, %v", n, err)
+	}
+	got, err := s.Event(ctx, e.ID)
+	if err != nil || got.Usage.PromptTokens != 7 || !got.Unpriced {
+		t.Fatalf("event after down and up = %+v, %v", got, err)
+	}
+	page, err := s.Usage(ctx, ledger.UsageQuery{CustomerID: c.ID})
+	if err != nil || len(page.Data) != 1 || page.Data[0].Requests != 1 {
+		t.Fatalf("rollups rebuilt by the migration = %+v, %v", page, err)
+	}
+	if err := s.MigrateDown(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ExecForTest(ctx, `SELECT 1 FROM customers`); err == nil {
+		t.Fatal("tables remain after migrating down to 0")
+	}
+}
