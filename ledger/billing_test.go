@@ -119,8 +119,8 @@ func TestOverridesAndPromotions(t *testing.T) {
 	}
 	u := meter.Usage{PromptTokens: 1000, CompletionTokens: 300, ReasoningTokens: 100, WebSearchRequests: 2}
 	cases := []struct {
-		at                time.Time
-		cost, charge      string
+		at                 time.Time
+		cost, charge       string
 		discount, unpriced int
 	}{
 		// list: 1000×10 + 200×10 + 100×20 = 14000 µ + fee 1000 µ + 2×10000 µ = 35000 µ.
