@@ -19,6 +19,7 @@ var (
 	errStalled        = errors.New("upstream sent nothing within stall_timeout")
 	errDrainTimeout   = errors.New("client gone; upstream usage did not arrive within drain_timeout")
 	errDrainsFull     = errors.New("client gone; max_drains streams were already draining")
+	errShutdown       = errors.New("cut off: the gateway shut down and its grace period ran out")
 )
 
 // exchange is one upstream request in flight: its context, which outlives
@@ -58,6 +59,9 @@ func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, e
 	w.Header().Set("X-Request-Id", x.event.ID)
 	x.ctx, x.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
 	x.stopWatch = context.AfterFunc(r.Context(), x.clientLeft)
+	s.mu.Lock()
+	s.active[x] = struct{}{}
+	s.mu.Unlock()
 	return x
 }
 
@@ -101,7 +105,11 @@ func (x *exchange) finish() {
 	if x.stall != nil {
 		x.stall.Stop()
 	}
+	cause := x.cause()
 	x.cancel(nil)
+	x.s.mu.Lock()
+	delete(x.s.active, x)
+	x.s.mu.Unlock()
 	e := x.event
 	r := &x.report
 	if r.ServedModel != "" {
@@ -113,8 +121,10 @@ func (x *exchange) finish() {
 	// The status names what went wrong first: a failure before the
 	// response is already set; then a stall, an upstream error, and last
 	// a client that left (an SDK hangs up after an error frame).
-	switch cause := x.cause(); {
+	switch {
 	case e.Status != meter.StatusOK:
+	case errors.Is(cause, errShutdown):
+		e.Status, e.Error = meter.StatusCutOff, cause.Error()
 	case errors.Is(cause, errStalled):
 		e.Status, e.Error = meter.StatusTimeout, cause.Error()
 	case r.Error != "":

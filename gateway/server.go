@@ -30,7 +30,9 @@ type KeyLookup interface {
 	LookupKey(secret string) (customerID, keyID, blocked string, ok bool)
 }
 
-// EventSink receives the one usage event of each upstream request.
+// EventSink receives the one usage event of each upstream request. A sink
+// that also has a method Accepting() error can refuse new requests (503)
+// while it cannot take more events (a full spool).
 type EventSink interface {
 	// Publish returns once the event is durably accepted, or an error.
 	Publish(ctx context.Context, e *meter.Event) error
@@ -50,6 +52,8 @@ type Server struct {
 	drains chan struct{}
 	// translators serve chat completions from non-OpenAI providers, by type.
 	translators map[string]chatUpstream
+	mu          sync.Mutex
+	active      map[*exchange]struct{}
 }
 
 // New returns a Server for cfg, which it validates (see Config.Validate).
@@ -66,7 +70,8 @@ func New(cfg Config, keys KeyLookup, sink EventSink, log *slog.Logger) (*Server,
 	}
 	return &Server{cfg: cfg, keys: keys, sink: sink, log: log, routes: newRouter(cfg),
 		client: &http.Client{Transport: tr}, est: est, drains: make(chan struct{}, cfg.MaxDrains),
-		translators: map[string]chatUpstream{"anthropic": anthropic.Chat{}, "gemini": gemini.Chat{}}}, nil
+		translators: map[string]chatUpstream{"anthropic": anthropic.Chat{}, "gemini": gemini.Chat{}},
+		active:      map[*exchange]struct{}{}}, nil
 }
 
 // Handler returns the HTTP routes: POST /v1/chat/completions, POST
@@ -92,6 +97,16 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "no route for "+r.Method+" "+r.URL.Path)
 	})
 	return r
+}
+
+// CutOff ends every upstream request still in flight: for a shutdown whose
+// grace period ran out. Each records its event (status cut_off) as it ends.
+func (s *Server) CutOff() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for x := range s.active {
+		x.cancel(errShutdown)
+	}
 }
 
 // Wait blocks until every usage event of finished requests has been handed
@@ -127,6 +142,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 				"incorrect or revoked API key")
 			return
+		}
+		if a, ok := s.sink.(interface{ Accepting() error }); ok && r.Method == http.MethodPost {
+			if err := a.Accepting(); err != nil {
+				writeError(w, http.StatusServiceUnavailable, "service_unavailable", "metering_backlog",
+					"the gateway cannot meter more requests now: "+err.Error())
+				return
+			}
 		}
 		if blocked != "" && r.Method == http.MethodPost {
 			writeError(w, http.StatusPaymentRequired, "insufficient_quota", "insufficient_quota", blocked)

@@ -42,7 +42,8 @@ func (p *pricing) rate(e *meter.Event) (rating, error) {
 	}
 	cost, err := Rate(e.Usage, price)
 	if err != nil {
-		return rating{}, errorf(EInvalid, "event %s: %v", e.ID, err)
+		// No retry can fix it: the worker sets the event aside.
+		return rating{}, &meter.EventError{ID: e.ID, Reason: err.Error()}
 	}
 	r.costE12, r.currency = cost, price.Currency
 	return r, nil

@@ -39,6 +39,9 @@ const (
 	StatusClientCancelled = "client_cancelled"
 	// StatusTimeout is a request whose upstream did not answer in time.
 	StatusTimeout = "timeout"
+	// StatusCutOff is a request still streaming when the gateway shut down
+	// and its grace period ran out.
+	StatusCutOff = "cut_off"
 )
 
 // Usage is normalized token usage, in the shape of OpenAI's usage object.
@@ -132,7 +135,7 @@ func (e *Event) Validate() error {
 		return bad("model is empty")
 	}
 	switch e.Status {
-	case StatusOK, StatusUpstreamError, StatusClientCancelled, StatusTimeout:
+	case StatusOK, StatusUpstreamError, StatusClientCancelled, StatusTimeout, StatusCutOff:
 	default:
 		return bad("status %q is unknown", e.Status)
 	}

@@ -37,6 +37,9 @@ type WorkerConfig struct {
 	// MaxAckPending caps the events delivered and not yet acknowledged
 	// across all workers. Default 20000.
 	MaxAckPending int
+	// MaxDeliver caps deliveries of one event (default 20): past it the
+	// event goes to the dead-letter stream rather than block the others.
+	MaxDeliver int
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -58,6 +61,9 @@ func (c *WorkerConfig) defaults() {
 	if c.MaxAckPending <= 0 {
 		c.MaxAckPending = 20000
 	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 20
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -70,12 +76,18 @@ type Worker struct {
 	cfg   WorkerConfig
 	cons  jetstream.Consumer
 	store Store
+	dlq   *DLQ
 }
 
 // NewWorker creates (or updates) the durable consumer on the usage stream
-// and returns a Worker over it. The stream must exist (see EnsureStream).
+// and the dead-letter stream, and returns a Worker over them. The usage
+// stream must exist (see EnsureStream).
 func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg WorkerConfig) (*Worker, error) {
 	cfg.defaults()
+	dlq, err := EnsureDLQ(ctx, js, cfg.Stream)
+	if err != nil {
+		return nil, err
+	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, cfg.Stream.Name, jetstream.ConsumerConfig{
 		Durable:       cfg.Durable,
 		Description:   "Tollgate meter workers: usage events into the ledger",
@@ -87,7 +99,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
 	}
-	return &Worker{cfg: cfg, cons: cons, store: store}, nil
+	return &Worker{cfg: cfg, cons: cons, store: store, dlq: dlq}, nil
 }
 
 // Run moves events until ctx ends, then returns nil. A batch the Store
@@ -132,34 +144,46 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// process decodes, writes and acknowledges one batch.
+// process decodes, writes and acknowledges one batch. Messages that no
+// retry can store (undecodable, failing validation, refused by the Store as
+// an EventError, or delivered more than MaxDeliver times) are set aside in
+// the dead-letter stream with the reason; nothing is silently dropped.
 func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 	events := make([]Event, 0, len(msgs))
 	keep := msgs[:0:0]
 	for _, m := range msgs {
+		if md, err := m.Metadata(); err == nil && md.NumDelivered > uint64(w.cfg.MaxDeliver) {
+			w.setAside(ctx, m, fmt.Sprintf("delivered %d times without being written", md.NumDelivered))
+			continue
+		}
 		var e Event
 		err := json.Unmarshal(m.Data(), &e)
 		if err == nil {
 			err = e.Validate()
 		}
 		if err != nil {
-			// Until the dead-letter stream exists, a poison message is
-			// terminated loudly rather than retried forever.
-			w.cfg.Logger.Error("meter: undecodable usage event terminated", "err", err, "data", string(m.Data()))
-			_ = m.TermWithReason(err.Error())
+			w.setAside(ctx, m, "undecodable or invalid usage event: "+err.Error())
 			continue
 		}
 		events = append(events, e)
 		keep = append(keep, m)
 	}
-	if len(events) == 0 {
-		return
-	}
 	backoff := 100 * time.Millisecond
-	for {
+	for len(events) > 0 {
 		_, err := w.store.WriteEvents(ctx, events)
 		if err == nil {
 			break
+		}
+		var refused *EventError
+		if errors.As(err, &refused) {
+			for i := range events {
+				if events[i].ID == refused.ID {
+					w.setAside(ctx, keep[i], refused.Reason)
+					events, keep = append(events[:i], events[i+1:]...), append(keep[:i], keep[i+1:]...)
+					break
+				}
+			}
+			continue
 		}
 		if ctx.Err() != nil {
 			return // not acknowledged: JetStream redelivers them
@@ -180,6 +204,26 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 			// The event is committed; a lost ack only means a redelivery,
 			// which the ledger skips.
 			w.cfg.Logger.Warn("meter: ack", "err", err)
+		}
+	}
+}
+
+// setAside moves m to the dead-letter stream, retrying until it is there
+// (or ctx ends, leaving m to be redelivered), then acknowledges it.
+func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
+	w.cfg.Logger.Error("meter: usage event set aside in the dead-letter stream", "reason", reason,
+		"event_id", m.Headers().Get(nats.MsgIdHdr))
+	for backoff := 100 * time.Millisecond; ; backoff = min(backoff*2, 5*time.Second) {
+		err := w.dlq.put(ctx, m, reason)
+		if err == nil {
+			_ = m.Ack()
+			return
+		}
+		w.cfg.Logger.Warn("meter: dead-letter stream unreachable; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
 		}
 	}
 }

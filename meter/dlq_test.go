@@ -1,0 +1,143 @@
+package meter_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
+)
+
+// TestPoisonGoesToDeadLetterAndReplays: an undecodable message and an
+// event the ledger cannot rate are set aside with their reasons, the rest
+// of their batch is written, and a replay (after the fix) stores them.
+func TestPoisonGoesToDeadLetterAndReplays(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.Connect(t, metertest.NewServer(t))
+	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := meter.NewWorker(ctx, js, store, meter.WorkerConfig{BatchSize: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go w.Run(ctx)
+	c, _ := store.CreateCustomer(ctx, ledger.CustomerInput{Name: "c"})
+	k, _, _ := store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
+	if _, err := store.CreatePrice(ctx, ledger.PriceInput{Model: "huge", Currency: "USD", Input: "1", Output: "4000000000000",
+		EffectiveFrom: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	event := func(model string, completion int64) *meter.Event {
+		return &meter.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: c.ID, KeyID: k.ID,
+			Provider: "p", Model: model, Status: meter.StatusOK, UsageSource: meter.SourceUpstream,
+			Usage: meter.Usage{CompletionTokens: completion}}
+	}
+	overflow := event("huge", 1<<40) // its cost does not fit in int64
+	for _, e := range []*meter.Event{event("m", 1), overflow, event("m", 2)} {
+		if err := pub.Publish(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := js.Publish(ctx, "tollgate.usage.v1", []byte(`{"v":99}`)); err != nil {
+		t.Fatal(err)
+	}
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var letters []meter.DeadLetter
+	for deadline := time.Now().Add(10 * time.Second); len(letters) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		letters, _ = dlq.List(ctx, 10)
+	}
+	if len(letters) != 2 || !strings.Contains(letters[0].Reason+letters[1].Reason, "schema version 99") ||
+		!strings.Contains(letters[0].Reason+letters[1].Reason, "overflows") {
+		t.Fatalf("dead letters = %+v", letters)
+	}
+	waitUsage(t, store, c.ID, 2) // the good events of the batch
+	// Fix the price (a new version), then replay the overflowing event.
+	var seq uint64
+	for _, l := range letters {
+		if l.EventID == overflow.ID {
+			seq = l.Seq
+		}
+	}
+	if _, err := store.CreatePrice(ctx, ledger.PriceInput{Model: "huge", Currency: "USD", Input: "1", Output: "1",
+		EffectiveFrom: time.Now().Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := dlq.Replay(ctx, []uint64{seq}); err != nil || n != 1 {
+		t.Fatalf("Replay = %d, %v", n, err)
+	}
+	if _, err := store.Event(ctx, overflow.ID); err != nil {
+		for deadline := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			_, err = store.Event(ctx, overflow.ID)
+		}
+		if err != nil {
+			t.Fatalf("replayed event not stored: %v", err)
+		}
+	}
+	if left, _ := dlq.List(ctx, 10); len(left) != 1 {
+		t.Fatalf("after replay %d dead letters remain, want the undecodable one", len(left))
+	}
+}
+
+// TestSeveralWorkersGiveExactTotals: three workers share one durable
+// consumer; every event is stored exactly once.
+func TestSeveralWorkersGiveExactTotals(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.Connect(t, metertest.NewServer(t))
+	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		w, err := meter.NewWorker(ctx, js, store, meter.WorkerConfig{BatchSize: 37})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = w.Run(ctx) }()
+	}
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	customer, key := uuid.NewString(), uuid.NewString()
+	const n = 3000
+	var pwg sync.WaitGroup
+	for p := range 4 {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			for i := p; i < n; i += 4 {
+				e := meter.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
+					Provider: "p", Model: "m", Status: meter.StatusOK, UsageSource: meter.SourceUpstream,
+					Usage: meter.Usage{PromptTokens: int64(i), CompletionTokens: 1}}
+				if err := pub.Publish(ctx, &e); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%10 == 0 { // and a republish of the same id
+					_ = pub.Publish(ctx, &e)
+				}
+			}
+		}()
+	}
+	pwg.Wait()
+	row := waitUsage(t, store, customer, n)
+	if row.PromptTokens != n*(n-1)/2 || row.CompletionTokens != n {
+		t.Fatalf("usage = %+v, want %d prompt tokens", row, n*(n-1)/2)
+	}
+	cancel()
+	wg.Wait()
+}

@@ -1,0 +1,292 @@
+package meter
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Spool is a local, append-only, fsync'd queue of usage events that could
+// not be published, kept in segment files under a directory until a
+// Republisher has published them. It survives process crashes (kill -9):
+// an event Append has returned for is on disk.
+//
+// Appends are group-committed: concurrent appends share one write and one
+// fsync, so a burst of failures costs one fsync per batch, never one per
+// request.
+//
+// On disk: segment files NNNNNNNNNNNNNNNNNNNN.seg, each a sequence of
+// records [length uint32 BE][crc32c uint32 BE][event JSON]; a torn record at
+// the end of the newest segment (a crash mid-write) is ignored, since its
+// Append never returned. A file "cursor" holds the segment and offset up to
+// which events were published.
+type Spool struct {
+	dir     string
+	maxSize int64 // bytes; 0 is unlimited
+
+	mu      sync.Mutex
+	pending []spoolWrite
+	wake    chan struct{}
+	closed  bool
+	seg     *os.File
+	segNum  uint64
+	segSize int64
+	// size and count are the bytes and events not yet published; oldest
+	// is the time of the oldest unpublished append (zero when empty).
+	size, count int64
+	oldest      time.Time
+	done        chan struct{}
+}
+
+type spoolWrite struct {
+	rec  []byte
+	errc chan error
+}
+
+// ErrSpoolFull is returned by Append when the spool holds MaxBytes already.
+var ErrSpoolFull = errors.New("usage spool is full")
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// maxSegment is the size at which a new segment starts.
+const maxSegment = 64 << 20
+
+// OpenSpool opens (creating it if needed) the spool in dir. maxBytes caps
+// what it may hold (0: no cap). It counts what earlier processes left
+// unpublished.
+func OpenSpool(dir string, maxBytes int64) (*Spool, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	s := &Spool{dir: dir, maxSize: maxBytes, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	segs, err := s.segments()
+	if err != nil {
+		return nil, err
+	}
+	cur, err := s.readCursor()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range segs {
+		if n < cur.Segment {
+			continue
+		}
+		from := int64(0)
+		if n == cur.Segment {
+			from = cur.Offset
+		}
+		err := scanSegment(s.segPath(n), from, func(_ []byte, _ int64) error {
+			s.count++
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if st, err := os.Stat(s.segPath(n)); err == nil {
+			s.size += st.Size() - from
+		}
+		s.segNum = n
+	}
+	if s.count > 0 {
+		s.oldest = time.Now() // unknown across restarts: age counts from now
+	}
+	if err := s.openSegment(s.segNum + 1); err != nil {
+		return nil, err
+	}
+	go s.writer()
+	return s, nil
+}
+
+func (s *Spool) segPath(n uint64) string { return filepath.Join(s.dir, fmt.Sprintf("%020d.seg", n)) }
+
+// segments lists the segment numbers on disk, ascending.
+func (s *Spool) segments() ([]uint64, error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	var out []uint64
+	for _, e := range ents {
+		var n uint64
+		if name, ok := strings.CutSuffix(e.Name(), ".seg"); ok {
+			if _, err := fmt.Sscanf(name, "%d", &n); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+func (s *Spool) openSegment(n uint64) error {
+	f, err := os.OpenFile(s.segPath(n), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	if s.seg != nil {
+		s.seg.Close()
+	}
+	st, _ := f.Stat()
+	s.seg, s.segNum, s.segSize = f, n, st.Size()
+	return syncDir(s.dir)
+}
+
+// Append writes e to the spool and returns once it is on disk (fsync'd).
+// It returns ErrSpoolFull when the spool is at its cap.
+func (s *Spool) Append(e *Event) error {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("spool: encode event %s: %w", e.ID, err)
+	}
+	rec := make([]byte, 8+len(data))
+	binary.BigEndian.PutUint32(rec, uint32(len(data)))
+	binary.BigEndian.PutUint32(rec[4:], crc32.Checksum(data, crcTable))
+	copy(rec[8:], data)
+	w := spoolWrite{rec: rec, errc: make(chan error, 1)}
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return errors.New("spool: closed")
+	case s.maxSize > 0 && s.size+int64(len(rec)) > s.maxSize:
+		s.mu.Unlock()
+		return ErrSpoolFull
+	}
+	s.pending = append(s.pending, w)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return <-w.errc
+}
+
+// writer group-commits pending appends: one write and one fsync for all
+// that arrived while the previous fsync ran.
+func (s *Spool) writer() {
+	defer close(s.done)
+	for range s.wake {
+		s.mu.Lock()
+		batch := s.pending
+		s.pending = nil
+		closed := s.closed
+		s.mu.Unlock()
+		if len(batch) > 0 {
+			err := s.commit(batch)
+			for _, w := range batch {
+				w.errc <- err
+			}
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+func (s *Spool) commit(batch []spoolWrite) error {
+	if s.segSize >= maxSegment {
+		if err := s.openSegment(s.segNum + 1); err != nil {
+			return err
+		}
+	}
+	buf := make([]byte, 0, len(batch)*512)
+	for _, w := range batch {
+		buf = append(buf, w.rec...)
+	}
+	if _, err := s.seg.Write(buf); err != nil {
+		return fmt.Errorf("spool: write: %w", err)
+	}
+	if err := s.seg.Sync(); err != nil {
+		return fmt.Errorf("spool: fsync: %w", err)
+	}
+	s.mu.Lock()
+	s.segSize += int64(len(buf))
+	s.size += int64(len(buf))
+	if s.count == 0 {
+		s.oldest = time.Now()
+	}
+	s.count += int64(len(batch))
+	s.mu.Unlock()
+	return nil
+}
+
+// Stats returns the events and bytes not yet published, and the age of
+// the oldest (0 when empty).
+func (s *Spool) Stats() (events, bytes int64, oldest time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.count > 0 {
+		oldest = time.Since(s.oldest)
+	}
+	return s.count, s.size, oldest
+}
+
+// Close stops the writer after the pending appends are written.
+func (s *Spool) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	<-s.done
+	return s.seg.Close()
+}
+
+// scanSegment calls fn for each complete, intact record of the segment at
+// or after offset from, with the offset just past the record. A torn or
+// corrupt tail ends the scan.
+func scanSegment(path string, from int64, fn func(data []byte, next int64) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	r := bufio.NewReaderSize(f, 64<<10)
+	off := from
+	var hdr [8]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return nil // end, or a torn header
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n > 16<<20 {
+			return nil
+		}
+		data := make([]byte, n)
+		if _, err := io.ReadFull(r, data); err != nil || crc32.Checksum(data, crcTable) != binary.BigEndian.Uint32(hdr[4:]) {
+			return nil // a torn or corrupt tail
+		}
+		off += 8 + int64(n)
+		if err := fn(data, off); err != nil {
+			return err
+		}
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

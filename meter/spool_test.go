@@ -1,0 +1,163 @@
+package meter_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+func testEvent(i int) *meter.Event {
+	return &meter.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: uuid.NewString(),
+		KeyID: uuid.NewString(), Provider: "p", Model: "m", Status: meter.StatusOK, UsageSource: meter.SourceUpstream,
+		Usage: meter.Usage{PromptTokens: int64(i)}}
+}
+
+func TestSpoolGroupCommitAndDrainInOrder(t *testing.T) {
+	dir := t.TempDir()
+	s, err := meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Append(testEvent(i)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n, size, age := s.Stats(); n != 200 || size == 0 || age <= 0 {
+		t.Fatalf("Stats = %d events, %d bytes, %s", n, size, age)
+	}
+	// Publishing fails after 50: those stay published, the rest spooled.
+	var got []int64
+	fail := errors.New("nats down")
+	n, err := s.Drain(context.Background(), func(_ context.Context, e *meter.Event) error {
+		if len(got) == 50 {
+			return fail
+		}
+		got = append(got, e.Usage.PromptTokens)
+		return nil
+	})
+	if n != 50 || !errors.Is(err, fail) {
+		t.Fatalf("Drain = %d, %v", n, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A new process resumes from the cursor.
+	s2, err := meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if n, _, _ := s2.Stats(); n != 150 {
+		t.Fatalf("after reopening: %d events, want 150", n)
+	}
+	n, err = s2.Drain(context.Background(), func(_ context.Context, e *meter.Event) error {
+		got = append(got, e.Usage.PromptTokens)
+		return nil
+	})
+	seen := map[int64]bool{}
+	for _, v := range got {
+		seen[v] = true
+	}
+	if n != 150 || err != nil || len(got) != 200 || len(seen) != 200 {
+		t.Fatalf("second Drain = %d, %v; %d published, %d distinct", n, err, len(got), len(seen))
+	}
+	if n, size, _ := s2.Stats(); n != 0 || size != 0 {
+		t.Fatalf("drained spool still counts %d events, %d bytes", n, size)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if len(segs) != 1 {
+		t.Fatalf("finished segments were not removed: %v", segs)
+	}
+}
+
+func TestSpoolCap(t *testing.T) {
+	s, err := meter.OpenSpool(t.TempDir(), 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var full error
+	for i := 0; i < 10 && full == nil; i++ {
+		full = s.Append(testEvent(i))
+	}
+	if !errors.Is(full, meter.ErrSpoolFull) {
+		t.Fatalf("Append past the cap = %v, want ErrSpoolFull", full)
+	}
+}
+
+// TestSpoolSurvivesKill9: a child process appends events and reports each
+// acknowledged append; it is killed with SIGKILL mid-stream. Every event
+// it reported is in the spool, and a torn tail is ignored.
+func TestSpoolSurvivesKill9(t *testing.T) {
+	if dir := os.Getenv("TOLLGATE_SPOOL_CHILD"); dir != "" {
+		s, err := meter.OpenSpool(dir, 0)
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		for i := 0; ; i++ {
+			if err := s.Append(testEvent(i)); err != nil {
+				fmt.Println("error", err)
+				os.Exit(1)
+			}
+			fmt.Println("acked", i)
+		}
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSpoolSurvivesKill9$")
+	cmd.Env = append(os.Environ(), "TOLLGATE_SPOOL_CHILD="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	acked := -1
+	for sc.Scan() && acked < 300 {
+		if v, ok := strings.CutPrefix(sc.Text(), "acked "); ok {
+			fmt.Sscan(v, &acked)
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	s, err := meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	seen := map[int64]bool{}
+	if _, err := s.Drain(context.Background(), func(_ context.Context, e *meter.Event) error {
+		seen[e.Usage.PromptTokens] = true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i <= acked; i++ {
+		if !seen[int64(i)] {
+			t.Fatalf("event %d was acknowledged before the kill but is not in the spool (%d recovered)", i, len(seen))
+		}
+	}
+	t.Logf("%d acknowledged appends before SIGKILL, %d recovered", acked+1, len(seen))
+}
