@@ -110,11 +110,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", w.cfg.Durable, err)
 	}
-	defer it.Stop()
+	defer w.handBack(it)
 	batch := make([]jetstream.Msg, 0, w.cfg.BatchSize)
 	for {
 		first, err := it.Next(jetstream.NextContext(ctx))
 		if ctx.Err() != nil {
+			if first != nil {
+				_ = first.Nak()
+			}
 			return nil
 		}
 		if err != nil {
@@ -141,6 +144,20 @@ func (w *Worker) Run(ctx context.Context) error {
 			batch = append(batch, m)
 		}
 		w.process(ctx, batch)
+	}
+}
+
+// handBack stops consuming and gives back (Nak) the messages prefetched
+// and not yet processed, so that other workers get them now rather than
+// after AckWait.
+func (w *Worker) handBack(it jetstream.MessagesContext) {
+	it.Drain()
+	for {
+		m, err := it.Next(jetstream.NextMaxWait(time.Second))
+		if err != nil {
+			return
+		}
+		_ = m.Nak()
 	}
 }
 
@@ -186,7 +203,10 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 			continue
 		}
 		if ctx.Err() != nil {
-			return // not acknowledged: JetStream redelivers them
+			for _, m := range keep {
+				_ = m.Nak() // not written: redelivered to the next worker now
+			}
+			return
 		}
 		w.cfg.Logger.Warn("meter: write batch failed; retrying", "events", len(events), "backoff", backoff, "err", err)
 		for _, m := range keep {
@@ -194,6 +214,9 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 		}
 		select {
 		case <-ctx.Done():
+			for _, m := range keep {
+				_ = m.Nak()
+			}
 			return
 		case <-time.After(backoff):
 		}

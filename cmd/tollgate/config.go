@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/meter"
 )
 
 // fileConfig is the YAML configuration file (--config): providers and models
@@ -21,6 +22,8 @@ type fileConfig struct {
 	// Prices are price versions ensured at start-up: added when missing,
 	// left alone when present and identical, refused when they differ.
 	Prices []ledger.PriceInput `yaml:"prices"`
+	// Meter configures the usage stream, the meter worker and the spool.
+	Meter meter.Config `yaml:"meter"`
 }
 
 // env is the environment's part of the configuration.
@@ -31,6 +34,9 @@ type env struct {
 	Listen      string // TOLLGATE_LISTEN, default :8080
 	AdminListen string // TOLLGATE_ADMIN_LISTEN, default :8081
 	DataDir     string // TOLLGATE_DATA_DIR, default ./tollgate-data
+	// ShutdownGrace is how long in-flight requests may run after SIGTERM
+	// before they are cut off (TOLLGATE_SHUTDOWN_GRACE, default 30s).
+	ShutdownGrace time.Duration
 }
 
 func loadEnv() env {
@@ -47,6 +53,13 @@ func loadEnv() env {
 		Listen:      get("TOLLGATE_LISTEN", ":8080"),
 		AdminListen: get("TOLLGATE_ADMIN_LISTEN", ":8081"),
 		DataDir:     get("TOLLGATE_DATA_DIR", "./tollgate-data"),
+		ShutdownGrace: func() time.Duration {
+			d, err := time.ParseDuration(get("TOLLGATE_SHUTDOWN_GRACE", "30s"))
+			if err != nil || d < 0 {
+				return 30 * time.Second
+			}
+			return d
+		}(),
 	}
 }
 
@@ -66,6 +79,9 @@ func loadConfig(path string) (*fileConfig, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	if err := cfg.Meter.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
 	for i, p := range cfg.Prices {
 		if _, err := p.Price(); err != nil {
 			return nil, fmt.Errorf("config %s: prices[%d] (%s): %w", path, i, p.Model, err)
@@ -73,6 +89,3 @@ func loadConfig(path string) (*fileConfig, error) {
 	}
 	return &cfg, nil
 }
-
-// shutdownGrace bounds how long in-flight requests may run after SIGTERM.
-const shutdownGrace = 30 * time.Second

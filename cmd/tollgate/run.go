@@ -36,6 +36,10 @@ type app struct {
 	nc        *nats.Conn
 	gw        *gateway.Server
 	keys      *ledger.KeySet
+	spool     *meter.Spool
+	dlq       *meter.DLQ
+	streamCfg meter.StreamConfig
+	grace     time.Duration
 	listeners []*http.Server
 	group     *errgroup.Group
 	cancel    context.CancelFunc
@@ -48,11 +52,13 @@ func runRoles(ctx context.Context, log *slog.Logger, args []string, r roles) err
 	if err != nil {
 		return err
 	}
-	var cfg *fileConfig
+	cfg := &fileConfig{}
 	if path != "" {
 		if cfg, err = loadConfig(path); err != nil {
 			return err
 		}
+	} else if err := cfg.Meter.Validate(); err != nil {
+		return err
 	}
 	a, err := start(ctx, log, loadEnv(), cfg, r)
 	if err != nil {
@@ -60,7 +66,7 @@ func runRoles(ctx context.Context, log *slog.Logger, args []string, r roles) err
 	}
 	log.Info("tollgate running", "listen", a.Addr, "admin_listen", a.AdminAddr)
 	<-ctx.Done()
-	log.Info("shutting down: finishing in-flight requests", "grace", shutdownGrace.String())
+	log.Info("shutting down: finishing in-flight requests", "grace", a.grace.String())
 	return a.close()
 }
 
@@ -68,7 +74,7 @@ func runRoles(ctx context.Context, log *slog.Logger, args []string, r roles) err
 // whole stack, connects to (or embeds) JetStream and starts the roles'
 // listeners and workers. It returns once every listener is bound.
 func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r roles) (_ *app, err error) {
-	a := &app{log: log}
+	a := &app{log: log, grace: e.ShutdownGrace}
 	defer func() {
 		if err != nil {
 			a.close()
@@ -84,11 +90,14 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		}
 		log.Info("migrations applied", "count", n)
 	}
-	if cfg != nil {
-		for _, p := range cfg.Prices {
-			if _, err := a.store.EnsurePrice(ctx, p); err != nil {
-				return nil, fmt.Errorf("seed price %s: %w", p.Model, err)
-			}
+	if err := cfg.Meter.Validate(); err != nil {
+		return nil, err
+	}
+	mc := cfg.Meter
+	a.streamCfg = mc.Stream()
+	for _, p := range cfg.Prices {
+		if _, err := a.store.EnsurePrice(ctx, p); err != nil {
+			return nil, fmt.Errorf("seed price %s: %w", p.Model, err)
 		}
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -100,16 +109,19 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		if js, err = a.connectNATS(e, r); err != nil {
 			return nil, err
 		}
-		if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
-			return nil, err
+		// NATS may be down: the gateway then spools, and the worker waits.
+		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+		if _, err := meter.EnsureStream(sctx, js, mc.Stream()); err != nil {
+			log.Warn("usage stream not reachable yet; events are spooled until it is", "err", err)
+		} else if a.dlq, err = meter.EnsureDLQ(sctx, js, mc.Stream()); err != nil {
+			log.Warn("dead-letter stream not reachable yet", "err", err)
 		}
+		scancel()
 	}
 	if r.meter {
-		w, err := meter.NewWorker(ctx, js, a.store, meter.WorkerConfig{Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		a.group.Go(func() error { return w.Run(runCtx) })
+		wc := mc.Worker()
+		wc.Logger = log
+		a.group.Go(func() error { return runWorker(runCtx, js, a.store, wc, log) })
 	}
 	if r.gateway {
 		a.keys = a.store.NewKeySet(log)
@@ -117,7 +129,16 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 			return nil, err
 		}
 		go a.keys.Run(runCtx, time.Second)
-		if a.gw, err = gateway.New(cfg.Config, a.keys, meter.NewPublisher(js, meter.StreamConfig{}, 0), log); err != nil {
+		if a.spool, err = meter.OpenSpool(filepath.Join(e.DataDir, "spool"), mc.SpoolMaxBytes); err != nil {
+			return nil, err
+		}
+		if n, _, _ := a.spool.Stats(); n > 0 {
+			log.Warn("spool: usage events left by an earlier run will be republished", "events", n)
+		}
+		pub := meter.NewPublisher(js, mc.Stream(), mc.PublishTimeout)
+		go a.spool.Republish(runCtx, pub, time.Second, log)
+		sink := meter.NewDurablePublisher(pub, a.spool, a.nc.IsConnected, mc.SpoolMaxAge, log)
+		if a.gw, err = gateway.New(cfg.Config, a.keys, sink, log); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
 		llm := chi.NewRouter()
@@ -145,7 +166,8 @@ func (a *app) connectNATS(e env, r roles) (jetstream.JetStream, error) {
 	var err error
 	switch {
 	case e.NATSURL != "":
-		a.nc, err = nats.Connect(e.NATSURL, nats.Name("tollgate"), nats.MaxReconnects(-1))
+		a.nc, err = nats.Connect(e.NATSURL, nats.Name("tollgate"), nats.MaxReconnects(-1),
+			nats.RetryOnFailedConnect(true), nats.ReconnectWait(500*time.Millisecond))
 	case r.all():
 		if a.ns, err = meter.StartEmbedded(filepath.Join(e.DataDir, "jetstream"), ""); err != nil {
 			return nil, err
@@ -176,20 +198,41 @@ func (a *app) listen(addr string, h http.Handler) (string, error) {
 }
 
 // close stops accepting requests, lets in-flight ones finish within the
-// grace period, waits for their usage events to be published, then stops
-// the worker and closes connections. It is safe on a partly started app.
+// grace period and cuts off the rest (recording their events), waits for
+// every usage event to be published or spooled, flushes the spool while
+// NATS is there, then stops the worker and closes connections. It is safe
+// on a partly started app.
 func (a *app) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), a.grace)
 	defer cancel()
 	var errs []error
 	for _, srv := range a.listeners {
 		if err := srv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			if a.gw != nil {
+				a.gw.CutOff()
+			}
+			_ = srv.Close()
 		}
 	}
 	if a.gw != nil {
-		if err := a.gw.Wait(ctx); err != nil {
+		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := a.gw.Wait(wctx); err != nil {
 			errs = append(errs, fmt.Errorf("publishing usage events: %w", err))
+		}
+		wcancel()
+	}
+	if a.spool != nil {
+		if n, _, _ := a.spool.Stats(); n > 0 && a.nc != nil && a.nc.IsConnected() {
+			fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			js, _ := jetstream.New(a.nc)
+			_, _ = a.spool.Drain(fctx, meter.NewPublisher(js, a.streamCfg, 0).Publish)
+			fcancel()
+		}
+		if n, _, _ := a.spool.Stats(); n > 0 {
+			a.log.Warn("spool: usage events stay spooled for the next start", "events", n)
+		}
+		if err := a.spool.Close(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if a.cancel != nil {
@@ -209,6 +252,30 @@ func (a *app) close() error {
 		a.store.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// runWorker runs the meter worker until ctx ends, setting it up again
+// (with backoff) while NATS is unreachable.
+func runWorker(ctx context.Context, js jetstream.JetStream, store *ledger.Store, wc meter.WorkerConfig, log *slog.Logger) error {
+	for backoff := 500 * time.Millisecond; ; backoff = min(backoff*2, 10*time.Second) {
+		_, err := meter.EnsureStream(ctx, js, wc.Stream)
+		var w *meter.Worker
+		if err == nil {
+			w, err = meter.NewWorker(ctx, js, store, wc)
+		}
+		if err == nil {
+			err = w.Run(ctx)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Warn("meter worker waiting for NATS", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
 }
 
 func migrate(ctx context.Context, log *slog.Logger) error {

@@ -33,6 +33,25 @@ type stack struct {
 	// customerID and secret are a customer and its API key, made through
 	// the admin API.
 	customerID, secret string
+	env                env
+	cfg                *fileConfig
+}
+
+// restart closes the app and starts it again with the same environment
+// and configuration (the same database, data directory and NATS).
+func (s *stack) restart() {
+	s.t.Helper()
+	if err := s.app.close(); err != nil {
+		s.t.Logf("close before restart: %v", err)
+	}
+	s.app = nil
+	e := s.env
+	e.Listen, e.AdminListen = s.gateway[len("http://"):], s.admin[len("http://"):]
+	app, err := start(context.Background(), slog.New(slog.DiscardHandler), e, s.cfg, roles{gateway: true, meter: true, admin: true})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.app, s.store = app, app.store
 }
 
 // newStack starts the pipeline. The simulator is provider "sim" (OpenAI)
@@ -41,6 +60,13 @@ type stack struct {
 // models claude-sim and gemini-sim (the simulator's sim-pro); edit, when not
 // nil, changes the configuration before start.
 func newStack(t *testing.T, edit func(*fileConfig)) *stack {
+	t.Helper()
+	return newStackEnv(t, edit, nil)
+}
+
+// newStackEnv is newStack with the environment edited too (a NATS URL, a
+// data directory of the test's choosing).
+func newStackEnv(t *testing.T, edit func(*fileConfig), editEnv func(*env)) *stack {
 	t.Helper()
 	s := &stack{t: t, sim: sim.New(sim.WithLogger(slog.New(slog.DiscardHandler)))}
 	simSrv := httptest.NewServer(s.sim)
@@ -71,7 +97,11 @@ func newStack(t *testing.T, edit func(*fileConfig)) *stack {
 		t.Fatal(err)
 	}
 	e := env{DatabaseURL: ledgertest.NewDatabase(t), AdminToken: testAdminToken,
-		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", DataDir: t.TempDir()}
+		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", DataDir: t.TempDir(), ShutdownGrace: 5 * time.Second}
+	if editEnv != nil {
+		editEnv(&e)
+	}
+	s.env, s.cfg = e, cfg
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s.app, err = start(ctx, slog.New(slog.DiscardHandler), e, cfg, roles{gateway: true, meter: true, admin: true})
@@ -79,6 +109,9 @@ func newStack(t *testing.T, edit func(*fileConfig)) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if s.app == nil {
+			return
+		}
 		if err := s.app.close(); err != nil {
 			t.Errorf("close: %v", err)
 		}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// natsOn starts a JetStream server on addr with its data in dir.
+func natsOn(t *testing.T, dir, addr string) *server.Server {
+	t.Helper()
+	ns, err := meter.StartEmbedded(dir, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// countEvents is how many events the ledger holds for the stack's customer.
+func (s *stack) countEvents() int {
+	rows, err := s.store.RecentEvents(context.Background(), s.customerID, 1000)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return len(rows)
+}
+
+func (s *stack) waitEvents(n int, within time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for s.countEvents() != n {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("ledger holds %d events, want %d", s.countEvents(), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestNATSOutageIsSpooledThenRepublished: while NATS is down the gateway
+// keeps serving and spools; when NATS returns the spool drains and the
+// ledger holds every request exactly once.
+func TestNATSOutageIsSpooledThenRepublished(t *testing.T) {
+	natsDir, addr := t.TempDir(), freeAddr(t)
+	ns := natsOn(t, natsDir, addr)
+	s := newStackEnv(t, nil, func(e *env) { e.NATSURL = "nats://" + addr })
+	for range 5 {
+		if code, _ := s.chatAs(s.secret); code != http.StatusOK {
+			t.Fatalf("status %d", code)
+		}
+	}
+	s.waitEvents(5, 10*time.Second)
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	for range 20 {
+		if code, _ := s.chatAs(s.secret); code != http.StatusOK {
+			t.Fatalf("with NATS down: status %d, want 200 (the spool meters)", code)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for n, _, _ := s.app.spool.Stats(); n != 20; n, _, _ = s.app.spool.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("spool holds %d events, want 20", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	natsOn(t, natsDir, addr) // NATS is back, with its stored stream
+	s.waitEvents(25, 20*time.Second)
+	if n, _, _ := s.app.spool.Stats(); n != 0 {
+		t.Fatalf("spool still holds %d events", n)
+	}
+}
+
+// TestSpoolSurvivesGatewayRestart: events spooled while NATS is down, and
+// the stream cut off by a shutdown whose grace ran out, are in the ledger
+// after the gateway starts again with NATS back.
+func TestSpoolSurvivesGatewayRestart(t *testing.T) {
+	natsDir, addr := t.TempDir(), freeAddr(t)
+	ns := natsOn(t, natsDir, addr)
+	s := newStackEnv(t, nil, func(e *env) {
+		e.NATSURL, e.ShutdownGrace = "nats://"+addr, 300*time.Millisecond
+	})
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	for range 10 {
+		if code, _ := s.chatAs(s.secret); code != http.StatusOK {
+			t.Fatalf("status %d", code)
+		}
+	}
+	// A slow stream in flight when the gateway shuts down.
+	slow := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", s.gateway+"/v1/chat/completions", strings.NewReader(chatBody(100, false, `"sim_delay_ms":"50"`)))
+		req.Header.Set("Authorization", "Bearer "+s.secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			slow <- ""
+			return
+		}
+		slow <- resp.Header.Get("X-Request-Id")
+		resp.Body.Close()
+	}()
+	time.Sleep(500 * time.Millisecond)
+	natsOn(t, natsDir, addr)
+	s.restart() // cuts the slow stream off; the new process republishes the spool
+	id := <-slow
+	s.waitEvents(11, 20*time.Second)
+	e := s.event(id)
+	if e.Status != meter.StatusCutOff || e.Usage.CompletionTokens <= 0 {
+		t.Fatalf("cut-off stream's event = %+v, want cut_off with what was produced", e.Event)
+	}
+}
