@@ -106,7 +106,7 @@ func (t *Tap) observe(ev *sse.Event, r *usage.Report) (*wireEvent, bool) {
 			}
 			if m.Usage != nil {
 				t.merge(m.Usage, r)
-				r.Reported = true
+				r.SetUsage(r.Usage)
 			}
 		}
 	case "message_delta":

@@ -126,7 +126,7 @@ func (t *Tap) observe(resp *response, r *usage.Report) {
 		}
 	}
 	if u := resp.UsageMetadata; u != nil {
-		r.Usage, r.Reported = u.meter(), true
+		r.SetUsage(u.meter())
 		r.Final = r.Final || t.finished
 	}
 	if desc, _ := errorOf(resp.Error); desc != "" {

@@ -98,7 +98,7 @@ func observeResponse(resp *responseObject, r *usage.Report) {
 		}
 	}
 	if resp.Usage != nil {
-		r.Usage, r.Reported = resp.Usage.Meter(), true
+		r.SetUsage(resp.Usage.Meter())
 		r.Final = resp.Status == "completed" || resp.Status == "incomplete" || resp.Status == "failed"
 	}
 }

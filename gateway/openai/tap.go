@@ -44,8 +44,7 @@ func (t *ChatTap) Chunk(c *Chunk, r *usage.Report) {
 		}
 	}
 	if c.Usage != nil {
-		r.Usage = c.Usage.Meter()
-		r.Reported = true
+		r.SetUsage(c.Usage.Meter())
 		r.Final = r.Final || t.finished || len(c.Choices) == 0 || c.Error != nil
 	}
 }

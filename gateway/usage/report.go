@@ -37,18 +37,29 @@ type Report struct {
 	// estimate counts when the provider's figures are missing or partial.
 	// Error text is never added.
 	Output strings.Builder
+	// outputAt is Output's length when usage was last set (see SetUsage).
+	outputAt int
 }
 
 // AddOutput records produced text for estimation.
 func (r *Report) AddOutput(s string) { r.Output.WriteString(s) }
+
+// SetUsage records a usage report of the provider: it replaces the last
+// one (reports are cumulative) and marks Reported. Taps should call it
+// rather than set Usage, so that Resolve knows what output came after.
+func (r *Report) SetUsage(u meter.Usage) {
+	r.Usage, r.Reported, r.outputAt = u, true, r.Output.Len()
+}
 
 // Resolve returns the usage to record and its usage_source, given the
 // request's prompt text (for an estimate when the provider reported none):
 //
 //   - Final: the provider's figures as sent; source "upstream".
 //   - Reported but not final (the stream ended early): the provider's
-//     figures, with completion_tokens raised to the tokenizer's count of
-//     the output seen if that is larger; source "partial".
+//     figures; if output arrived after its last report, completion_tokens
+//     is raised to the tokenizer's count of all the output seen when that
+//     is larger; source "partial". (A provider that reports cumulative
+//     usage with every chunk has counted all the output itself.)
 //   - Not reported, and the upstream failed without producing any output:
 //     nothing is billed (zero tokens); source "estimated".
 //   - Not reported otherwise: prompt and completion both estimated with
@@ -61,7 +72,9 @@ func (r *Report) Resolve(est *Estimator, promptText string) (meter.Usage, string
 		return r.Usage, meter.SourceUpstream
 	case r.Reported:
 		u := r.Usage
-		u.CompletionTokens = max(u.CompletionTokens, est.Count(r.Output.String()))
+		if r.Output.Len() > r.outputAt {
+			u.CompletionTokens = max(u.CompletionTokens, est.Count(r.Output.String()))
+		}
 		return u, meter.SourcePartial
 	default:
 		return meter.Usage{

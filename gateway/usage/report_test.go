@@ -39,3 +39,23 @@ func TestResolve(t *testing.T) {
 		t.Fatalf("estimated: %+v %s", u, src)
 	}
 }
+
+// TestResolveCumulativeReporter: a provider that reported cumulative usage
+// with the last output it sent has counted that output itself; only output
+// after its last report calls for the tokenizer.
+func TestResolveCumulativeReporter(t *testing.T) {
+	est, err := NewEstimator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Report
+	r.AddOutput("tok tok tok ") // the tokenizer counts 4 (the trailing space)
+	r.SetUsage(meter.Usage{PromptTokens: 5, CompletionTokens: 3})
+	if u, src := r.Resolve(est, ""); src != meter.SourcePartial || u.CompletionTokens != 3 {
+		t.Fatalf("covered output: %+v %s, want the provider's 3", u, src)
+	}
+	r.AddOutput("tok tok ")
+	if u, _ := r.Resolve(est, ""); u.CompletionTokens != est.Count("tok tok tok tok tok ") {
+		t.Fatalf("output after the report: %+v, want the tokenizer's count of all output", u)
+	}
+}
