@@ -149,3 +149,30 @@ func TestOverridesAndPromotions(t *testing.T) {
 		t.Fatalf("balance = %+v, %v", b, err)
 	}
 }
+
+// TestLargeDiscountedChargeIsExact: a discounted charge keeps every decimal
+// however large the event (Postgres numeric division would round).
+func TestLargeDiscountedChargeIsExact(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "big", Currency: "USD", Input: "0", Output: "1000.000001", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateOverride(ctx, c.ID, ledger.OverrideInput{DiscountPercent: "0.01", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	e := newEvent(c.ID, k.ID, "big", jan.Add(time.Hour), meter.Usage{CompletionTokens: 123444443})
+	if _, err := s.WriteEvents(ctx, []meter.Event{e}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Event(ctx, e.ID)
+	// cost = 123444443 × 1000000001 e-12 = 123444.443123444443; × 0.9999:
+	if err != nil || got.Cost != "123444.443123444443" || got.Charge != "123432.0986791320985557" {
+		t.Fatalf("event = cost %s charge %s, %v", got.Cost, got.Charge, err)
+	}
+	b, err := s.Balance(ctx, c.ID)
+	if err != nil || b.Charges != got.Charge {
+		t.Fatalf("balance charges %s, want %s (%v)", b.Charges, got.Charge, err)
+	}
+}

@@ -77,8 +77,10 @@ func (s *Store) AddEntry(ctx context.Context, customerID, kind string, in EntryI
 func (s *Store) insertEntry(ctx context.Context, customerID, kind string, amountE12 decimal.Decimal, in EntryInput, eventID string, reverses int64) (Entry, error) {
 	if in.IdempotencyKey != "" {
 		if e, err := s.entryByKey(ctx, in.IdempotencyKey); err == nil {
-			if e.CustomerID != customerID || e.Kind != kind {
-				return Entry{}, errorf(EConflict, "idempotency_key %q was used for another entry (%d)", in.IdempotencyKey, e.ID)
+			amount, _ := decimal.NewFromString(e.Amount)
+			if e.CustomerID != customerID || e.Kind != kind || !amount.Shift(12).Equal(amountE12) {
+				return Entry{}, errorf(EConflict, "idempotency_key %q was used for a different entry (%d: %s %s %s)",
+					in.IdempotencyKey, e.ID, e.Kind, e.Amount, e.Currency)
 			}
 			return e, nil
 		}
@@ -156,7 +158,7 @@ func (s *Store) Reverse(ctx context.Context, id int64, memo string) (Entry, erro
 func (s *Store) RefundEvent(ctx context.Context, eventID, memo string) (Entry, error) {
 	var customer, charge string
 	err := s.pool.QueryRow(ctx, `
-		SELECT e.customer_id::text, (e.cost_e12::numeric * (10000 - e.discount_bp) / 10000
+		SELECT e.customer_id::text, (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001
 		  - coalesce((SELECT sum(amount_e12) FROM ledger_entries r WHERE r.event_id = e.id AND r.kind = 'rerate'), 0))::text
 		FROM usage_events e WHERE e.id = $1`, eventID).Scan(&customer, &charge)
 	if err != nil {

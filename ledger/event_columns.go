@@ -33,7 +33,7 @@ WITH input AS (
   SELECT input.* FROM input JOIN claimed USING (id)
   RETURNING customer_id, key_id, model, currency, occurred_at, unpriced, prompt_tokens, cached_tokens,
     cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, cost_e12,
-    cost_e12::numeric * (10000 - discount_bp) / 10000 AS charge_e12
+    cost_e12::numeric * (10000 - discount_bp) * 0.0001 AS charge_e12
 ), rolled AS (
   INSERT INTO usage_hourly
   SELECT customer_id, date_trunc('hour', occurred_at), key_id, model, currency, count(*),

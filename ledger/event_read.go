@@ -31,7 +31,7 @@ const selectEventColumns = `id, occurred_at, customer_id, key_id, provider, mode
   status, http_status, finish_reason, prompt_tokens, cached_tokens, cache_write_tokens,
   completion_tokens, reasoning_tokens, web_search_requests, usage_source, ttft_ms,
   duration_ms, error, coalesce(price_id, 0), coalesce(override_id, 0), unpriced, currency, cost_e12::text,
-  discount_bp, (cost_e12::numeric * (10000 - discount_bp) / 10000)::text`
+  discount_bp, (cost_e12::numeric * (10000 - discount_bp) * 0.0001)::text`
 
 func scanEvent(row pgx.Row) (RatedEvent, error) {
 	var r RatedEvent

@@ -93,7 +93,7 @@ func rerateLoad(ctx context.Context, tx pgx.Tx, afterT time.Time, afterID string
 		SELECT e.id, e.occurred_at, e.customer_id, e.key_id, e.model, e.prompt_tokens, e.cached_tokens,
 		  e.cache_write_tokens, e.completion_tokens, e.reasoning_tokens, e.web_search_requests,
 		  coalesce(r.currency, e.currency),
-		  (e.cost_e12::numeric * (10000 - e.discount_bp) / 10000 - coalesce(r.amount, 0))::text,
+		  (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0))::text,
 		  e.unpriced AND r.currency IS NULL
 		FROM usage_events e
 		LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount FROM ledger_entries
@@ -118,7 +118,7 @@ func rerateLoad(ctx context.Context, tx pgx.Tx, afterT time.Time, afterID string
 
 // chargeOf is cost × (10000 − discount) / 10000, exact (e12 units).
 func chargeOf(cost int64, discountBP int32) decimal.Decimal {
-	return decimal.New(cost, 0).Mul(decimal.New(int64(10000-discountBP), 0)).Div(decimal.New(10000, 0))
+	return decimal.New(cost, 0).Mul(decimal.New(int64(10000-discountBP), -4)) // exact: no division
 }
 
 func rerateOne(ctx context.Context, tx pgx.Tx, p *pricing, ev *rerateEvent, res *RerateResult) error {

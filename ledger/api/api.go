@@ -44,6 +44,7 @@ func (a *Admin) Handler() http.Handler {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	r.Get("/admin/v1/openapi.json", a.openAPI) // the API's description: no token needed
 	r.Route("/admin/v1", func(r chi.Router) {
 		r.Use(a.authenticate)
 		r.Post("/customers", a.createCustomer)
@@ -66,6 +67,9 @@ func (a *Admin) Handler() http.Handler {
 		r.Get("/events/{id}", a.getEvent)
 		r.Get("/usage", a.usage)
 		r.Post("/rerate", a.rerate)
+		r.Get("/customers/{id}/statements/{period}", a.statement)
+		r.Get("/export", a.export)
+		r.Get("/reconciliation", a.reconciliation)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)

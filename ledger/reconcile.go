@@ -1,0 +1,298 @@
+package ledger
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Reconciliation is what Reconcile found. Clean is true when the ledger
+// agrees with itself: no rollup or balance mismatch, and every event has
+// its one id. Unpriced events and rejected duplicates are reported but do
+// not make it unclean: they are facts to act on (add a price and re-rate;
+// watch redeliveries), not inconsistencies. Amounts are exact decimal
+// strings in currency units.
+type Reconciliation struct {
+	// From and To are the range checked, widened to whole hours (UTC).
+	From  time.Time `json:"from"`
+	To    time.Time `json:"to"`
+	Clean bool      `json:"clean"`
+	// Events and EventIDs count the events and the dedupe keys in range.
+	Events   int64 `json:"events"`
+	EventIDs int64 `json:"event_ids"`
+	// EventsWithoutID counts events whose (id, occurred_at) is not in
+	// event_ids; IDsWithoutEvent the reverse; DuplicateIDs the ids stored
+	// as more than one event (in any partition).
+	EventsWithoutID int64 `json:"events_without_id"`
+	IDsWithoutEvent int64 `json:"ids_without_event"`
+	DuplicateIDs    int64 `json:"duplicate_ids"`
+	// RollupMismatches lists (at most MaxListed of RollupMismatchCount)
+	// hourly rollup rows that differ from the events and rerate entries.
+	RollupMismatches    []RollupMismatch `json:"rollup_mismatches"`
+	RollupMismatchCount int64            `json:"rollup_mismatch_count"`
+	// BalanceMismatches lists customer_balances rows that differ from the
+	// entries and events, over all time (balances are running totals).
+	BalanceMismatches []BalanceMismatch `json:"balance_mismatches"`
+	// Unpriced counts the events in range still without a price (not
+	// priced since by a rerate entry), by model; UnpricedEvents sums them.
+	Unpriced       []UnpricedModel `json:"unpriced"`
+	UnpricedEvents int64           `json:"unpriced_events"`
+	// DuplicatesRejected is how many deliveries the ledger has refused as
+	// duplicates, over all time (ingest_counters).
+	DuplicatesRejected int64 `json:"duplicates_rejected"`
+}
+
+// MaxListed caps the rollup mismatches a Reconciliation lists.
+const MaxListed = 1000
+
+// RollupMismatch is one usage_hourly row (customer, hour, key, model,
+// currency) whose figures differ from those recomputed from the events
+// (with their rerate entries). Fields names the figures that differ.
+type RollupMismatch struct {
+	CustomerID string        `json:"customer_id"`
+	Hour       time.Time     `json:"hour"`
+	KeyID      string        `json:"key_id"`
+	Model      string        `json:"model"`
+	Currency   string        `json:"currency"`
+	Fields     []string      `json:"fields"`
+	Events     RollupFigures `json:"events"`
+	Rollup     RollupFigures `json:"rollup"`
+}
+
+// RollupFigures are a rollup row's counts and its charge (after discounts
+// and re-rating), a decimal string in currency units; zero when absent.
+type RollupFigures struct {
+	Requests          int64  `json:"requests"`
+	UnpricedRequests  int64  `json:"unpriced_requests"`
+	PromptTokens      int64  `json:"prompt_tokens"`
+	CachedTokens      int64  `json:"cached_tokens"`
+	CacheWriteTokens  int64  `json:"cache_write_tokens"`
+	CompletionTokens  int64  `json:"completion_tokens"`
+	ReasoningTokens   int64  `json:"reasoning_tokens"`
+	WebSearchRequests int64  `json:"web_search_requests"`
+	Charge            string `json:"charge"`
+}
+
+// BalanceMismatch is a customer's balance row in a currency that differs
+// from the ledger: Expected is recomputed from entries (credits: non-rerate
+// entries in the customer's favour; charges: events' charges, rerate
+// entries and entries against the customer), Stored is customer_balances.
+type BalanceMismatch struct {
+	CustomerID string         `json:"customer_id"`
+	Currency   string         `json:"currency"`
+	Expected   BalanceFigures `json:"expected"`
+	Stored     BalanceFigures `json:"stored"`
+}
+
+// BalanceFigures are credits and charges, decimal strings in currency units.
+type BalanceFigures struct {
+	Credits string `json:"credits"`
+	Charges string `json:"charges"`
+}
+
+// UnpricedModel counts a model's unpriced events.
+type UnpricedModel struct {
+	Model  string `json:"model"`
+	Events int64  `json:"events"`
+}
+
+// Reconcile checks the ledger over [from, to), widened to whole hours, in
+// one repeatable-read snapshot: the hourly rollups against the events and
+// rerate entries (every rollup row, per customer, hour, key, model and
+// currency: requests, each token class and the charge); the events against
+// their dedupe keys; the balances against the entries and events (all
+// time); and it counts unpriced events and rejected duplicates. It returns
+// EInvalid when from is not before to. It reads every event in range:
+// run it off-peak, or against a replica, on large ranges.
+func (s *Store) Reconcile(ctx context.Context, from, to time.Time) (Reconciliation, error) {
+	if from.IsZero() || to.IsZero() || !from.Before(to) {
+		return Reconciliation{}, errorf(EInvalid, "from and to are required, with from before to")
+	}
+	rec := Reconciliation{From: from.UTC().Truncate(time.Hour), To: to.UTC().Add(time.Hour - 1).Truncate(time.Hour),
+		RollupMismatches: []RollupMismatch{}, BalanceMismatches: []BalanceMismatch{}, Unpriced: []UnpricedModel{}}
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		for _, step := range []func(context.Context, pgx.Tx) error{rec.checkRollups, rec.checkIDs, rec.checkBalances, rec.countUnpriced} {
+			if err := step(ctx, tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Reconciliation{}, dbError(err, "reconciliation")
+	}
+	rec.Clean = rec.RollupMismatchCount == 0 && len(rec.BalanceMismatches) == 0 && rec.EventsWithoutID == 0 &&
+		rec.IDsWithoutEvent == 0 && rec.DuplicateIDs == 0 && rec.Events == rec.EventIDs
+	return rec, nil
+}
+
+// figures lists a rollup's figures in SQL, for side p ("ev" or "ro").
+func figures(p string) string {
+	f := ""
+	for _, c := range []string{"requests", "unpriced_requests", "prompt_tokens", "cached_tokens", "cache_write_tokens",
+		"completion_tokens", "reasoning_tokens", "web_search_requests"} {
+		f += "coalesce(" + p + "." + c + ", 0)::bigint, "
+	}
+	return f + "coalesce(" + p + ".charge_e12, 0)"
+}
+
+// checkRollups recomputes each rollup row from the events in range: an
+// event first priced by re-rating counts in its rerate entry's currency,
+// and rerate entries (amount = −Δcharge) move the charge.
+func (rec *Reconciliation) checkRollups(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, `
+		WITH rr AS (
+		  SELECT event_id, max(currency) AS currency, sum(amount_e12) AS amount FROM ledger_entries
+		  WHERE kind = 'rerate' AND effective_at >= $1 AND effective_at < $2 GROUP BY event_id
+		), ev AS (
+		  SELECT e.customer_id, date_trunc('hour', e.occurred_at) AS hour, e.key_id, e.model,
+		    coalesce(rr.currency, e.currency) AS currency, count(*) AS requests,
+		    count(*) FILTER (WHERE e.unpriced AND rr.currency IS NULL) AS unpriced_requests,
+		    sum(e.prompt_tokens) AS prompt_tokens, sum(e.cached_tokens) AS cached_tokens,
+		    sum(e.cache_write_tokens) AS cache_write_tokens, sum(e.completion_tokens) AS completion_tokens,
+		    sum(e.reasoning_tokens) AS reasoning_tokens, sum(e.web_search_requests) AS web_search_requests,
+		    sum(e.cost_e12::numeric * (10000 - e.discount_bp)) * 0.0001 - coalesce(sum(rr.amount), 0) AS charge_e12
+		  FROM usage_events e LEFT JOIN rr ON rr.event_id = e.id
+		  WHERE e.occurred_at >= $1 AND e.occurred_at < $2 GROUP BY 1, 2, 3, 4, 5
+		), ro AS (
+		  SELECT * FROM usage_hourly WHERE hour >= $1 AND hour < $2
+		)
+		SELECT customer_id::text, hour, key_id::text, model, currency, `+figures("ev")+`::text, `+figures("ro")+`::text
+		FROM ev FULL JOIN ro USING (customer_id, hour, key_id, model, currency)
+		WHERE (`+figures("ev")+`) <> (`+figures("ro")+`)
+		ORDER BY customer_id, hour, key_id, model, currency`, rec.From, rec.To)
+	if err != nil {
+		return err
+	}
+	var m RollupMismatch
+	var ev, ro RollupFigures
+	var evCharge, roCharge string
+	dest := append(append([]any{&m.CustomerID, &m.Hour, &m.KeyID, &m.Model, &m.Currency},
+		ev.scanDest(&evCharge)...), ro.scanDest(&roCharge)...)
+	_, err = pgx.ForEachRow(rows, dest, func() error {
+		rec.RollupMismatchCount++
+		if len(rec.RollupMismatches) >= MaxListed {
+			return nil
+		}
+		a, err := e12(evCharge)
+		if err != nil {
+			return err
+		}
+		b, err := e12(roCharge)
+		if err != nil {
+			return err
+		}
+		ev.Charge, ro.Charge = a.String(), b.String()
+		mm := m
+		mm.Hour, mm.Events, mm.Rollup, mm.Fields = m.Hour.UTC(), ev, ro, ev.diff(ro, a.Equal(b))
+		rec.RollupMismatches = append(rec.RollupMismatches, mm)
+		return nil
+	})
+	return err
+}
+
+func (f *RollupFigures) scanDest(charge *string) []any {
+	return []any{&f.Requests, &f.UnpricedRequests, &f.PromptTokens, &f.CachedTokens, &f.CacheWriteTokens,
+		&f.CompletionTokens, &f.ReasoningTokens, &f.WebSearchRequests, charge}
+}
+
+// diff names the figures of f and g that differ.
+func (f RollupFigures) diff(g RollupFigures, sameCharge bool) []string {
+	var out []string
+	for _, c := range []struct {
+		name string
+		a, b int64
+	}{{"requests", f.Requests, g.Requests}, {"unpriced_requests", f.UnpricedRequests, g.UnpricedRequests},
+		{"prompt_tokens", f.PromptTokens, g.PromptTokens}, {"cached_tokens", f.CachedTokens, g.CachedTokens},
+		{"cache_write_tokens", f.CacheWriteTokens, g.CacheWriteTokens}, {"completion_tokens", f.CompletionTokens, g.CompletionTokens},
+		{"reasoning_tokens", f.ReasoningTokens, g.ReasoningTokens}, {"web_search_requests", f.WebSearchRequests, g.WebSearchRequests},
+	} {
+		if c.a != c.b {
+			out = append(out, c.name)
+		}
+	}
+	if !sameCharge {
+		out = append(out, "charge")
+	}
+	return out
+}
+
+// checkIDs matches the events in range with their dedupe keys. An id
+// stored as two events matches event_ids once at most, so duplicates are
+// looked for among the events without a key only.
+func (rec *Reconciliation) checkIDs(ctx context.Context, tx pgx.Tx) error {
+	err := tx.QueryRow(ctx, `
+		WITH orphans AS (
+		  SELECT e.id, e.occurred_at FROM usage_events e
+		  WHERE e.occurred_at >= $1 AND e.occurred_at < $2
+		    AND NOT EXISTS (SELECT 1 FROM event_ids i WHERE i.id = e.id AND i.occurred_at = e.occurred_at)
+		)
+		SELECT (SELECT count(*) FROM usage_events WHERE occurred_at >= $1 AND occurred_at < $2),
+		  (SELECT count(*) FROM event_ids WHERE occurred_at >= $1 AND occurred_at < $2),
+		  (SELECT count(*) FROM orphans),
+		  (SELECT count(*) FROM event_ids i WHERE i.occurred_at >= $1 AND i.occurred_at < $2
+		    AND NOT EXISTS (SELECT 1 FROM usage_events e WHERE e.id = i.id AND e.occurred_at = i.occurred_at
+		      AND e.occurred_at >= $1 AND e.occurred_at < $2)),
+		  (SELECT count(DISTINCT o.id) FROM orphans o
+		    WHERE EXISTS (SELECT 1 FROM usage_events d WHERE d.id = o.id AND d.occurred_at <> o.occurred_at)),
+		  coalesce((SELECT value FROM ingest_counters WHERE name = 'duplicates'), 0)`, rec.From, rec.To,
+	).Scan(&rec.Events, &rec.EventIDs, &rec.EventsWithoutID, &rec.IDsWithoutEvent, &rec.DuplicateIDs, &rec.DuplicatesRejected)
+	return err
+}
+
+// checkBalances recomputes every balance row as insertEntry, writeBatch
+// and rerateOne move it.
+func (rec *Reconciliation) checkBalances(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, `
+		WITH expected AS (
+		  SELECT customer_id, currency, sum(credits) AS credits, sum(charges) AS charges FROM (
+		    SELECT customer_id, currency, 0 AS credits, sum(cost_e12::numeric * (10000 - discount_bp)) * 0.0001 AS charges
+		    FROM usage_events WHERE currency <> '' GROUP BY 1, 2
+		    UNION ALL
+		    SELECT customer_id, currency, coalesce(sum(amount_e12) FILTER (WHERE kind <> 'rerate' AND amount_e12 > 0), 0),
+		      -coalesce(sum(amount_e12) FILTER (WHERE kind = 'rerate' OR amount_e12 < 0), 0)
+		    FROM ledger_entries GROUP BY 1, 2
+		  ) x GROUP BY 1, 2
+		)
+		SELECT customer_id::text, currency, coalesce(x.credits, 0)::text, coalesce(x.charges, 0)::text,
+		  coalesce(b.credits_e12, 0)::text, coalesce(b.charges_e12, 0)::text
+		FROM expected x FULL JOIN customer_balances b USING (customer_id, currency)
+		WHERE coalesce(x.credits, 0) <> coalesce(b.credits_e12, 0) OR coalesce(x.charges, 0) <> coalesce(b.charges_e12, 0)
+		ORDER BY customer_id, currency`)
+	if err != nil {
+		return err
+	}
+	var m BalanceMismatch
+	var f [4]string
+	_, err = pgx.ForEachRow(rows, []any{&m.CustomerID, &m.Currency, &f[0], &f[1], &f[2], &f[3]}, func() error {
+		for i, dst := range []*string{&m.Expected.Credits, &m.Expected.Charges, &m.Stored.Credits, &m.Stored.Charges} {
+			d, err := e12(f[i])
+			if err != nil {
+				return err
+			}
+			*dst = d.String()
+		}
+		rec.BalanceMismatches = append(rec.BalanceMismatches, m)
+		return nil
+	})
+	return err
+}
+
+func (rec *Reconciliation) countUnpriced(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, `
+		SELECT e.model, count(*) FROM usage_events e
+		WHERE e.occurred_at >= $1 AND e.occurred_at < $2 AND e.unpriced
+		  AND NOT EXISTS (SELECT 1 FROM ledger_entries r WHERE r.event_id = e.id AND r.kind = 'rerate')
+		GROUP BY e.model ORDER BY e.model`, rec.From, rec.To)
+	if err != nil {
+		return err
+	}
+	var u UnpricedModel
+	_, err = pgx.ForEachRow(rows, []any{&u.Model, &u.Events}, func() error {
+		rec.Unpriced = append(rec.Unpriced, u)
+		rec.UnpricedEvents += u.Events
+		return nil
+	})
+	return err
+}
