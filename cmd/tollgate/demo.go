@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"time"
@@ -69,64 +65,5 @@ Then see what it cost, from the ledger:
   curl -s '%s/admin/v1/usage?customer_id=%s&group_by=model' -H 'Authorization: Bearer %s'
 
 `, customerID, key.Key, *gatewayURL, key.Key, *model, *adminURL, customerID, token)
-	return nil
-}
-
-// adminClient calls the admin API.
-type adminClient struct {
-	base, token string
-}
-
-func (c *adminClient) waitHealthy(ctx context.Context, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, "GET", c.base+"/healthz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("admin API at %s not healthy after %s: %v", c.base, limit, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// do sends a JSON request and decodes a JSON answer into out; a non-2xx
-// answer becomes an error carrying the API's message.
-func (c *adminClient) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(b))
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
 	return nil
 }

@@ -6,8 +6,12 @@
 //	tollgate admin                            the admin API only
 //	tollgate migrate                          apply database migrations
 //	tollgate demo                             seed a demo customer and key, print curl commands
+//	tollgate NOUN VERB [flags]                admin commands: a client of the admin API
+//	                                          (customers, keys, prices, overrides, credits,
+//	                                          balance, usage, events, statements, export,
+//	                                          reconcile, rerate); see tollgate --help
 //
-// Environment: TOLLGATE_DATABASE_URL, TOLLGATE_NATS_URL, TOLLGATE_ADMIN_TOKEN,
+// Environment: TOLLGATE_DATABASE_URL, TOLLGATE_NATS_URL, TOLLGATE_ADMIN_TOKEN, TOLLGATE_ADMIN_URL,
 // TOLLGATE_LISTEN (default :8080), TOLLGATE_ADMIN_LISTEN (default :8081),
 // TOLLGATE_DATA_DIR (default ./tollgate-data).
 package main
@@ -22,7 +26,8 @@ import (
 	"syscall"
 )
 
-const usage = `tollgate: an OpenAI-compatible LLM gateway that meters every token into a Postgres ledger.
+// serverUsage is the top of `tollgate --help`: the server commands.
+const serverUsage = `tollgate: an OpenAI-compatible LLM gateway that meters every token into a Postgres ledger.
 
 Usage:
   tollgate serve   --config FILE   run gateway, meter worker and admin API in one process
@@ -33,11 +38,17 @@ Usage:
   tollgate migrate                 apply the database migrations and exit
   tollgate demo                    create a demo customer and key on a running server,
                                    and print curl commands to try it
+  tollgate NOUN VERB [flags]       administer a running server through its admin API
+                                   (customers, keys, prices, credits, usage...: see below)
+`
 
-Environment:
+// envUsage documents the environment.
+const envUsage = `Environment:
   TOLLGATE_DATABASE_URL   Postgres URL (default postgres://postgres@127.0.0.1:5432/tollgate)
   TOLLGATE_NATS_URL       NATS URL; empty means serve embeds a JetStream server
-  TOLLGATE_ADMIN_TOKEN    bearer token for the admin API (required for serve and admin)
+  TOLLGATE_ADMIN_TOKEN    bearer token for the admin API (required for serve and admin;
+                          admin commands send it)
+  TOLLGATE_ADMIN_URL      admin API base URL for admin commands (default http://127.0.0.1:8081)
   TOLLGATE_LISTEN         LLM and customer API address (default :8080)
   TOLLGATE_ADMIN_LISTEN   admin API address (default :8081)
   TOLLGATE_DATA_DIR       local data: embedded JetStream storage (default ./tollgate-data)
@@ -46,7 +57,7 @@ Environment:
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
+		fmt.Fprint(os.Stderr, fullUsage())
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -66,12 +77,12 @@ func main() {
 		err = migrate(ctx, log)
 	case "demo":
 		err = demo(ctx, args)
-	case "help", "-h", "--help":
-		fmt.Print(usage)
-		return
 	default:
-		fmt.Fprintf(os.Stderr, "tollgate: unknown command %q\n\n%s", cmd, usage)
-		os.Exit(2)
+		// help, --help and the admin commands (customers, keys, ...);
+		// runCLI also reports unknown commands, with exit code 2.
+		code := runCLI(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+		stop()
+		os.Exit(code)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tollgate %s: %v\n", cmd, err)

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// creditCommands are `tollgate credits ...`: ledger entries that move a
+// customer's balance.
+func creditCommands() []*command {
+	return []*command{{
+		name: "credits grant", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY]",
+		summary: "credit a customer's balance (POST /admin/v1/customers/{id}/credits)",
+		example: "tollgate credits grant --customer 0197a3c2-… --amount 100 --memo 'January top-up' --idempotency-key topup-2026-01",
+		flags:   entryFlags("credits", "amount to credit, a positive decimal in the customer's currency (required)"),
+	}, {
+		name: "credits adjust", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY]",
+		summary: "correct a customer's balance either way (POST /admin/v1/customers/{id}/adjustments)",
+		example: "tollgate credits adjust --customer 0197a3c2-… --amount -5 --memo 'duplicate credit'",
+		flags:   entryFlags("adjustments", "amount, a non-zero decimal: positive in the customer's favour (required)"),
+	}, {
+		name: "credits list", args: "--customer ID [--from TIME] [--to TIME]",
+		summary: "list a customer's ledger entries (GET /admin/v1/customers/{id}/entries)",
+		example: "tollgate credits list --customer 0197a3c2-… --from 2026-01-01 --to 2026-02-01",
+		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
+			customer := fs.String("customer", "", "customer id (required)")
+			from := fs.String("from", "", "entries effective at or after, RFC 3339 or YYYY-MM-DD")
+			to := fs.String("to", "", "entries effective before, RFC 3339 or YYYY-MM-DD")
+			return func(c *cli, _ []string) error {
+				if err := requireFlags("customer", *customer); err != nil {
+					return err
+				}
+				var out struct{ Data []ledger.Entry }
+				path := "/admin/v1/customers/" + seg(*customer) + "/entries" + query("from", *from, "to", *to)
+				return c.call("GET", path, nil, &out, func() {
+					rows := make([][]string, len(out.Data))
+					for i, e := range out.Data {
+						rows[i] = []string{strconv.FormatInt(e.ID, 10), e.Kind, e.Amount, e.Currency, ts(&e.EffectiveAt),
+							entryRef(e), dash(e.Memo)}
+					}
+					c.table([]string{"ID", "KIND", "AMOUNT", "CURRENCY", "EFFECTIVE", "REFERS TO", "MEMO"}, rows)
+				})
+			}
+		},
+	}, {
+		name: "credits reverse", args: "ENTRY_ID [--memo TEXT]", nargs: 1,
+		summary: "reverse a credit or adjustment with a refund entry (POST /admin/v1/entries/{id}/reverse)",
+		example: "tollgate credits reverse 42 --memo 'granted twice'",
+		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
+			memo := fs.String("memo", "", "why, for the ledger")
+			return func(c *cli, args []string) error {
+				return c.postEntry("/admin/v1/entries/"+seg(args[0])+"/reverse", map[string]string{"memo": *memo})
+			}
+		},
+	}, {
+		name: "credits refund-event", args: "EVENT_ID [--memo TEXT]", nargs: 1,
+		summary: "refund what a usage event was charged (POST /admin/v1/events/{id}/refund)",
+		example: "tollgate credits refund-event 0197a3d0-… --memo 'upstream outage'",
+		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
+			memo := fs.String("memo", "", "why, for the ledger")
+			return func(c *cli, args []string) error {
+				return c.postEntry("/admin/v1/events/"+seg(args[0])+"/refund", map[string]string{"memo": *memo})
+			}
+		},
+	}}
+}
+
+// entryFlags is credits grant and adjust: POST .../{id}/{route}.
+func entryFlags(route, amountHelp string) func(fs *flag.FlagSet) func(*cli, []string) error {
+	return func(fs *flag.FlagSet) func(*cli, []string) error {
+		customer := fs.String("customer", "", "customer id (required)")
+		amount := fs.String("amount", "", amountHelp)
+		memo := fs.String("memo", "", "why, for the ledger and the statement")
+		key := fs.String("idempotency-key", "", "a retry with the same key returns the first entry instead of adding another")
+		return func(c *cli, _ []string) error {
+			if err := requireFlags("customer", *customer, "amount", *amount); err != nil {
+				return err
+			}
+			in := ledger.EntryInput{Amount: *amount, Memo: *memo, IdempotencyKey: *key}
+			return c.postEntry("/admin/v1/customers/"+seg(*customer)+"/"+route, in)
+		}
+	}
+}
+
+// postEntry posts in to path and shows the entry the API answers with.
+func (c *cli) postEntry(path string, in any) error {
+	var e ledger.Entry
+	return c.call("POST", path, in, &e, func() {
+		c.fields("Entry", strconv.FormatInt(e.ID, 10), "Customer", e.CustomerID, "Kind", e.Kind,
+			"Amount", e.Amount+" "+e.Currency, "Effective", ts(&e.EffectiveAt), "Refers to", entryRef(e),
+			"Idempotency key", dash(e.IdempotencyKey), "Memo", dash(e.Memo))
+	})
+}
+
+// entryRef is what an entry refers to: the event it rates or refunds, or
+// the entry it reverses.
+func entryRef(e ledger.Entry) string {
+	switch {
+	case e.EventID != "":
+		return "event " + e.EventID
+	case e.Reverses != 0:
+		return fmt.Sprintf("entry %d", e.Reverses)
+	}
+	return "-"
+}

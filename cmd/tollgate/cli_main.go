@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Exit codes of the admin commands, as `tollgate --help` documents them.
+const (
+	exitOK           = 0 // done
+	exitError        = 1 // the server failed (5xx), or something else went wrong
+	exitUsage        = 2 // bad command, flags or arguments: nothing was sent
+	exitNotFound     = 3 // 404: no such customer, key, entry, event or route
+	exitConflict     = 4 // 409: it exists already, or clashes with what exists
+	exitInvalid      = 5 // 400: the server refused the input
+	exitUnauthorized = 6 // 401 or 403: missing or wrong admin token
+	exitUnreachable  = 7 // no answer from the admin API
+	exitUnclean      = 8 // reconcile: the ledger does not reconcile
+)
+
+// defaultAdminURL is the admin API when neither --admin-url nor
+// TOLLGATE_ADMIN_URL says otherwise.
+const defaultAdminURL = "http://127.0.0.1:8081"
+
+// cli is one run of an admin command: where it writes, the admin API client
+// and the global flags.
+type cli struct {
+	ctx            context.Context
+	stdout, stderr io.Writer
+	env            func(string) string
+	api            *adminClient
+	// json prints the API's JSON instead of tables.
+	json bool
+}
+
+// command is one `tollgate NOUN VERB` (or single-word) admin command.
+type command struct {
+	name    string // "customers create", or "balance"
+	args    string // synopsis of its arguments and flags
+	summary string // one line, for the command list
+	example string // one or more example invocations
+	// nargs is the number of positional arguments it takes.
+	nargs int
+	// flags registers the command's flags on fs and returns its action,
+	// which sees the positional arguments.
+	flags func(fs *flag.FlagSet) func(c *cli, args []string) error
+}
+
+// usageError is a bad invocation, caught before anything is sent (exit 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// uncleanError makes reconcile exit with exitUnclean after printing its result.
+type uncleanError struct{}
+
+func (uncleanError) Error() string { return "the ledger does not reconcile: see the differences above" }
+
+// runCLI runs the admin command in args (without the program name), reading
+// its configuration through env, and returns the exit code.
+func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) int {
+	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
+		if len(args) > 1 && args[0] == "help" {
+			return runCLI(ctx, append(args[1:], "--help"), stdout, stderr, env)
+		}
+		fmt.Fprint(stdout, fullUsage())
+		return exitOK
+	}
+	cmd, rest := findCommand(args)
+	if cmd == nil {
+		if group := commandsOf(args[0]); len(group) > 0 {
+			if len(args) > 1 && isHelp(args[1]) {
+				fmt.Fprint(stdout, groupUsage(args[0], group))
+				return exitOK
+			}
+			if len(args) == 1 {
+				fmt.Fprint(stderr, groupUsage(args[0], group))
+				return exitUsage
+			}
+			fmt.Fprintf(stderr, "tollgate %s: unknown command %q; run 'tollgate %s --help'.\n", args[0], args[1], args[0])
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "tollgate: unknown command %q; run 'tollgate --help'.\n", args[0])
+		return exitUsage
+	}
+	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr, env: env}
+	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	adminURL := fs.String("admin-url", orDefault(env("TOLLGATE_ADMIN_URL"), defaultAdminURL), "admin API base URL (env TOLLGATE_ADMIN_URL)")
+	// The token's default stays out of --help: read the environment after parsing.
+	token := fs.String("token", "", "admin token (default: env TOLLGATE_ADMIN_TOKEN)")
+	fs.BoolVar(&c.json, "json", false, "print the API's JSON instead of a table")
+	action := cmd.flags(fs)
+	pos, err := parseInterspersed(fs, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, commandUsage(cmd, fs))
+		return exitOK
+	}
+	switch {
+	case err != nil:
+	case len(pos) < cmd.nargs:
+		err = usagef("missing %s", strings.Fields(cmd.args)[len(pos)])
+	case len(pos) > cmd.nargs:
+		err = usagef("unexpected argument %q", pos[cmd.nargs])
+	}
+	if u, perr := url.Parse(*adminURL); err == nil && (perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		err = usagef("--admin-url: %q is not an http(s) URL like %s", *adminURL, defaultAdminURL)
+	}
+	if err == nil {
+		c.api = &adminClient{base: strings.TrimRight(*adminURL, "/"), token: orDefault(*token, env("TOLLGATE_ADMIN_TOKEN"))}
+		err = action(c, pos)
+	}
+	return c.fail(cmd, err)
+}
+
+// fail prints err on stderr in one line and returns its exit code.
+func (c *cli) fail(cmd *command, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	msg := err.Error()
+	if code == exitUsage {
+		msg += fmt.Sprintf("; run 'tollgate %s --help'", cmd.name)
+	}
+	msg = strings.TrimRight(msg, ".")
+	fmt.Fprintf(c.stderr, "tollgate %s: %s.\n", cmd.name, msg)
+	return code
+}
+
+// exitCode maps an error to the documented exit codes.
+func exitCode(err error) int {
+	var ue *usageError
+	var ae *apiError
+	var ne *unreachableError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &ne):
+		return exitUnreachable
+	case errors.Is(err, uncleanError{}):
+		return exitUnclean
+	case errors.As(err, &ae):
+		switch ae.Status {
+		case http.StatusNotFound:
+			return exitNotFound
+		case http.StatusConflict:
+			return exitConflict
+		case http.StatusBadRequest, http.StatusUnprocessableEntity:
+			return exitInvalid
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return exitUnauthorized
+		}
+	}
+	return exitError
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// positional arguments ("customers get ID --json"), and returns the
+// positional ones. Everything after "--" is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &usageError{msg: err.Error()}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// flag stops at "--" (consumed) or at the first non-flag.
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// findCommand finds the command named by the first one or two words.
+func findCommand(args []string) (*command, []string) {
+	for _, cmd := range commands() {
+		words := strings.Fields(cmd.name)
+		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == cmd.name {
+			return cmd, args[len(words):]
+		}
+	}
+	return nil, nil
+}
+
+// commandsOf returns the commands of a noun ("customers").
+func commandsOf(noun string) []*command {
+	var out []*command
+	for _, cmd := range commands() {
+		if strings.HasPrefix(cmd.name, noun+" ") {
+			out = append(out, cmd)
+		}
+	}
+	return out
+}
+
+func isHelp(s string) bool { return s == "-h" || s == "-help" || s == "--help" }
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// commands lists every admin command, in the order help shows them.
+func commands() []*command {
+	var all []*command
+	for _, group := range [][]*command{customerCommands(), keyCommands(), priceCommands(),
+		creditCommands(), eventCommands(), reportCommands()} {
+		all = append(all, group...)
+	}
+	return all
+}

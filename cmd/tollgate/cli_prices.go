@@ -1,0 +1,188 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// priceView is a price version as the admin API shows it.
+type priceView struct {
+	ID int64 `json:"id"`
+	ledger.PriceInput
+}
+
+// overrideView is an override as the admin API shows it.
+type overrideView struct {
+	ledger.Override
+	Price *ledger.PriceInput `json:"price"`
+}
+
+// priceFlags registers the per-class price flags (decimal currency units per
+// million tokens, or per request for the fees) and returns a function that
+// reads them into a PriceInput.
+func priceFlags(fs *flag.FlagSet) func() ledger.PriceInput {
+	var in ledger.PriceInput
+	fs.StringVar(&in.Currency, "currency", "", "ISO 4217 currency of the prices")
+	fs.StringVar(&in.Input, "input", "", "per million uncached prompt tokens")
+	fs.StringVar(&in.Output, "output", "", "per million completion tokens")
+	fs.StringVar(&in.CachedInput, "cached-input", "", "per million cached prompt tokens (default: --input)")
+	fs.StringVar(&in.CacheWrite, "cache-write", "", "per million cache-write prompt tokens (default: --input)")
+	fs.StringVar(&in.Reasoning, "reasoning", "", "per million reasoning tokens (default: --output)")
+	fs.StringVar(&in.RequestFee, "request-fee", "", "per request (default 0)")
+	fs.StringVar(&in.WebSearch, "web-search", "", "per web search (default 0)")
+	return func() ledger.PriceInput { return in }
+}
+
+// priceTerms is a one-line rendering of a price's classes.
+func priceTerms(p ledger.PriceInput) string {
+	s := fmt.Sprintf("input %s, cached %s, cache write %s, output %s", p.Input, dash(p.CachedInput), dash(p.CacheWrite), p.Output)
+	for _, f := range []struct{ name, v string }{{"reasoning", p.Reasoning}, {"request fee", p.RequestFee}, {"web search", p.WebSearch}} {
+		if f.v != "" && f.v != "0" {
+			s += ", " + f.name + " " + f.v
+		}
+	}
+	return s + " " + p.Currency
+}
+
+// priceCommands are `tollgate prices ...` and `tollgate overrides ...`.
+func priceCommands() []*command {
+	return []*command{{
+		name:    "prices create",
+		args:    "--model MODEL --currency USD --input X --output X [--cached-input X] [--cache-write X] [--reasoning X] [--request-fee X] [--web-search X] --effective-from TIME [--effective-to TIME]",
+		summary: "add a price version to the price book (POST /admin/v1/prices)",
+		example: "tollgate prices create --model gpt-4o-mini --currency USD --input 0.15 --cached-input 0.075 \\\n      --output 0.60 --effective-from 2026-01-01T00:00:00Z",
+		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
+			model := fs.String("model", "", "model name, as clients send it (required)")
+			price := priceFlags(fs)
+			from := fs.String("effective-from", "", "start, RFC 3339 or YYYY-MM-DD (required)")
+			to := fs.String("effective-to", "", "end, exclusive (default: open-ended)")
+			return func(c *cli, _ []string) error {
+				in := price()
+				in.Model = *model
+				if err := requireFlags("model", *model, "currency", in.Currency, "input", in.Input,
+					"output", in.Output, "effective-from", *from); err != nil {
+					return err
+				}
+				var err error
+				if in.EffectiveFrom, err = parseWhen("effective-from", *from); err != nil {
+					return err
+				}
+				if in.EffectiveTo, err = optionalWhen("effective-to", *to); err != nil {
+					return err
+				}
+				var out priceView
+				return c.call("POST", "/admin/v1/prices", in, &out, func() {
+					c.fields("ID", fmt.Sprint(out.ID), "Model", out.Model, "Prices (per 1M tokens)", priceTerms(out.PriceInput),
+						"Effective from", ts(&out.EffectiveFrom), "Effective to", ts(out.EffectiveTo))
+				})
+			}
+		},
+	}, {
+		name: "prices list", args: "[--model MODEL]",
+		summary: "list price versions (GET /admin/v1/prices)",
+		example: "tollgate prices list --model gpt-4o-mini",
+		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
+			model := fs.String("model", "", "only this model")
+			return func(c *cli, _ []string) error {
+				var out struct{ Data []priceView }
+				return c.call("GET", "/admin/v1/prices"+query("model", *model), nil, &out, func() {
+					rows := make([][]string, len(out.Data))
+					for i, p := range out.Data {
+						rows[i] = []string{fmt.Sprint(p.ID), p.Model, p.Currency, p.Input, dash(p.CachedInput), dash(p.CacheWrite),
+							p.Output, dash(p.Reasoning), dash(p.RequestFee), dash(p.WebSearch), ts(&p.EffectiveFrom), ts(p.EffectiveTo)}
+					}
+					c.table([]string{"ID", "MODEL", "CURRENCY", "INPUT", "CACHED", "CACHE WRITE", "OUTPUT", "REASONING",
+						"REQUEST FEE", "WEB SEARCH", "FROM", "TO"}, rows)
+				})
+			}
+		},
+	}, {
+		name:    "overrides create",
+		args:    "--customer ID [--model MODEL] (--discount-percent P | --currency USD --input X --output X [...]) --effective-from TIME [--effective-to TIME]",
+		summary: "give a customer a discount or a custom price (POST /admin/v1/customers/{id}/overrides)",
+		example: "tollgate overrides create --customer 0197a3c2-… --discount-percent 12.5 --effective-from 2026-01-01\n" +
+			"  tollgate overrides create --customer 0197a3c2-… --model sim-pro --currency USD --input 2 --output 8 \\\n      --effective-from 2026-01-01",
+		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
+			customer := fs.String("customer", "", "customer id (required)")
+			model := fs.String("model", "", "model (default: every model; required for a custom price)")
+			discount := fs.String("discount-percent", "", "discount off the price book, 0 to 100, two decimals at most")
+			price := priceFlags(fs)
+			from := fs.String("effective-from", "", "start, RFC 3339 or YYYY-MM-DD (required)")
+			to := fs.String("effective-to", "", "end, exclusive (default: open-ended)")
+			return func(c *cli, _ []string) error {
+				if err := requireFlags("customer", *customer, "effective-from", *from); err != nil {
+					return err
+				}
+				in := ledger.OverrideInput{Model: *model, DiscountPercent: *discount}
+				p := price()
+				custom := p != (ledger.PriceInput{})
+				switch {
+				case custom && *discount != "":
+					return usagef("give --discount-percent or a custom price (--input, --output, ...), not both")
+				case !custom && *discount == "":
+					return usagef("give --discount-percent or a custom price (--currency, --input, --output)")
+				case custom:
+					if err := requireFlags("currency", p.Currency, "input", p.Input, "output", p.Output); err != nil {
+						return err
+					}
+					in.Price = &p
+				}
+				var err error
+				if in.EffectiveFrom, err = parseWhen("effective-from", *from); err != nil {
+					return err
+				}
+				if in.EffectiveTo, err = optionalWhen("effective-to", *to); err != nil {
+					return err
+				}
+				var out overrideView
+				return c.call("POST", "/admin/v1/customers/"+seg(*customer)+"/overrides", in, &out, func() {
+					c.fields("ID", fmt.Sprint(out.ID), "Customer", out.CustomerID, "Model", modelOrAll(out.Model),
+						"Terms", overrideTerms(out), "Effective from", ts(&out.EffectiveFrom), "Effective to", ts(out.EffectiveTo))
+				})
+			}
+		},
+	}, {
+		name: "overrides list", args: "--customer CUSTOMER_ID",
+		summary: "list a customer's overrides (GET /admin/v1/customers/{id}/overrides)",
+		example: "tollgate overrides list --customer 0197a3c2-…",
+		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
+			customer := fs.String("customer", "", "customer id (required)")
+			return func(c *cli, _ []string) error {
+				if err := requireFlags("customer", *customer); err != nil {
+					return err
+				}
+				var out struct{ Data []overrideView }
+				return c.call("GET", "/admin/v1/customers/"+seg(*customer)+"/overrides", nil, &out, func() {
+					rows := make([][]string, len(out.Data))
+					for i, o := range out.Data {
+						rows[i] = []string{fmt.Sprint(o.ID), modelOrAll(o.Model), overrideTerms(o), ts(&o.EffectiveFrom), ts(o.EffectiveTo)}
+					}
+					c.table([]string{"ID", "MODEL", "TERMS", "FROM", "TO"}, rows)
+				})
+			}
+		},
+	}}
+}
+
+func modelOrAll(m string) string {
+	if m == "" {
+		return "(all models)"
+	}
+	return m
+}
+
+// overrideTerms renders a discount ("12.5% off") or a custom price.
+func overrideTerms(o overrideView) string {
+	if o.Price != nil {
+		return priceTerms(*o.Price)
+	}
+	return fmt.Sprintf("%s%% off the price book", percent(o.DiscountBP))
+}
+
+// percent renders basis points as a percentage: 1250 → "12.5".
+func percent(bp int) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%d.%02d", bp/100, bp%100), "0"), ".")
+}

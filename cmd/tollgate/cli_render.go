@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// showStatement renders a statement: per currency, its charge lines, the
+// rounded total, the payments and the account; then unpriced usage.
+func (c *cli) showStatement(st ledger.Statement) {
+	c.fields("Customer", st.CustomerName+" ("+st.CustomerID+")", "Period",
+		fmt.Sprintf("%s (%s to %s)", st.Period, ts(&st.From), ts(&st.To)))
+	if len(st.Sections) == 0 {
+		fmt.Fprintln(c.stdout, "\nNothing charged, credited or owed in this period.")
+	}
+	for _, sec := range st.Sections {
+		fmt.Fprintf(c.stdout, "\n%s charges (total rounded half to even to %d decimals):\n", sec.Currency, sec.MinorUnit)
+		c.table([]string{"KIND", "DETAIL", "REQUESTS", "PROMPT", "COMPLETION", "AMOUNT"}, statementRows(sec.Lines))
+		c.fields("Total", sec.Total+" "+sec.Currency, "Exact total", sec.ExactTotal)
+		if len(sec.Payments) > 0 {
+			fmt.Fprintf(c.stdout, "\n%s payments:\n", sec.Currency)
+			c.table([]string{"KIND", "DETAIL", "REQUESTS", "PROMPT", "COMPLETION", "AMOUNT"}, statementRows(sec.Payments))
+		}
+		fmt.Fprintln(c.stdout)
+		c.fields("Opening balance", sec.OpeningBalance, "Credits", sec.Credits, "Charges", sec.Charges,
+			"Closing balance", sec.ClosingBalance+" "+sec.Currency)
+	}
+	if len(st.Unpriced) > 0 {
+		fmt.Fprintln(c.stdout, "\nUnpriced usage (not billed: add a price, then tollgate rerate):")
+		c.table([]string{"KIND", "DETAIL", "REQUESTS", "PROMPT", "COMPLETION", "AMOUNT"}, statementRows(st.Unpriced))
+	}
+}
+
+// statementRows renders statement lines: a usage line's model and counts,
+// an entry's id, time and memo.
+func statementRows(lines []ledger.StatementLine) [][]string {
+	rows := make([][]string, len(lines))
+	for i, l := range lines {
+		detail := l.Model
+		if l.EntryID != 0 {
+			detail = strings.TrimSpace(fmt.Sprintf("entry %d %s %s", l.EntryID, ts(l.EffectiveAt), l.Memo))
+		}
+		requests, prompt, completion := "-", "-", "-"
+		if u := l.Usage; u != nil {
+			requests, prompt, completion = strconv.FormatInt(u.Requests, 10),
+				strconv.FormatInt(u.PromptTokens, 10), strconv.FormatInt(u.CompletionTokens, 10)
+		}
+		rows[i] = []string{l.Kind, dash(detail), requests, prompt, completion, l.Amount}
+	}
+	return rows
+}
+
+// showReconciliation renders what reconcile found, the differences last.
+func (c *cli) showReconciliation(r ledger.Reconciliation) {
+	n := func(v int64) string { return strconv.FormatInt(v, 10) }
+	clean := "yes"
+	if !r.Clean {
+		clean = "NO"
+	}
+	c.fields("Range", ts(&r.From)+" to "+ts(&r.To), "Clean", clean,
+		"Events", n(r.Events), "Event ids", n(r.EventIDs), "Events without id", n(r.EventsWithoutID),
+		"Ids without event", n(r.IDsWithoutEvent), "Duplicate ids", n(r.DuplicateIDs),
+		"Rollup mismatches", n(r.RollupMismatchCount), "Balance mismatches", strconv.Itoa(len(r.BalanceMismatches)),
+		"Unpriced events", n(r.UnpricedEvents), "Duplicates rejected", n(r.DuplicatesRejected))
+	if len(r.RollupMismatches) > 0 {
+		fmt.Fprintln(c.stdout, "\nRollup rows that differ from their events:")
+		rows := make([][]string, len(r.RollupMismatches))
+		for i, m := range r.RollupMismatches {
+			rows[i] = []string{ts(&m.Hour), m.CustomerID, m.KeyID, m.Model, strings.Join(m.Fields, ","),
+				m.Events.Charge, m.Rollup.Charge, m.Currency}
+		}
+		c.table([]string{"HOUR", "CUSTOMER", "KEY", "MODEL", "FIELDS", "EVENTS CHARGE", "ROLLUP CHARGE", "CURRENCY"}, rows)
+	}
+	if len(r.BalanceMismatches) > 0 {
+		fmt.Fprintln(c.stdout, "\nBalances that differ from the ledger:")
+		rows := make([][]string, len(r.BalanceMismatches))
+		for i, m := range r.BalanceMismatches {
+			rows[i] = []string{m.CustomerID, m.Currency, m.Expected.Credits, m.Stored.Credits, m.Expected.Charges, m.Stored.Charges}
+		}
+		c.table([]string{"CUSTOMER", "CURRENCY", "CREDITS (LEDGER)", "CREDITS (STORED)", "CHARGES (LEDGER)", "CHARGES (STORED)"}, rows)
+	}
+	if len(r.Unpriced) > 0 {
+		fmt.Fprintln(c.stdout, "\nUnpriced events by model (add a price, then tollgate rerate):")
+		rows := make([][]string, len(r.Unpriced))
+		for i, u := range r.Unpriced {
+			rows[i] = []string{u.Model, n(u.Events)}
+		}
+		c.table([]string{"MODEL", "EVENTS"}, rows)
+	}
+}

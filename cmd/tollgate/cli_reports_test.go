@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// TestCLIReports: statements get (table, --json, CSV to a file), export
+// (CSV to a file with progress, and to stdout) and reconcile, against the
+// real admin API.
+func TestCLIReports(t *testing.T) {
+	s := newStack(t, nil)
+	now := time.Now().UTC()
+	period := now.Format("2006-01")
+	from, to := now.Add(-24*time.Hour).Format(time.DateOnly), now.Add(48*time.Hour).Format(time.DateOnly)
+	dir := t.TempDir()
+
+	_, reqID := s.chatAs(s.secret)
+	s.event(reqID)
+	s.tgOK("credits", "grant", "--customer", s.customerID, "--amount", "1", "--memo", "a memo\nover two lines, \"quoted\"")
+
+	out := s.tgOK("statements", "get", "--customer", s.customerID, "--period", period)
+	if !strings.Contains(out, "USD charges") || !strings.Contains(out, "sim-pro") ||
+		field(t, out, "Exact total") != "0.0002625" || field(t, out, "Total") != "0.00 USD" {
+		t.Fatalf("statements get:\n%s", out)
+	}
+	var st ledger.Statement
+	s.tgJSON(&st, "statements", "get", "--customer", s.customerID, "--period", period)
+	if st.Period != period || len(st.Sections) != 1 || st.Sections[0].ClosingBalance != "0.9997375" {
+		t.Fatalf("statements get --json: %+v", st)
+	}
+	stFile := filepath.Join(dir, "statement.csv")
+	r := s.tg("statements", "get", "--customer", s.customerID, "--period", period, "--format", "csv", "--output", stFile)
+	if b, err := os.ReadFile(stFile); r.code != exitOK || err != nil || !strings.Contains(string(b), "sim-pro") {
+		t.Fatalf("statements get --format csv: exit %d %s, file %q %v", r.code, r.errOut, b, err)
+	}
+	s.tgFail(exitUsage, "--period", "statements", "get", "--customer", s.customerID, "--period", "January")
+	s.tgFail(exitNotFound, "not found", "statements", "get", "--customer", "00000000-0000-7000-8000-000000000000", "--period", period)
+
+	file := filepath.Join(dir, "ledger.csv")
+	r = s.tg("export", "--from", from, "--to", to, "--output", file, "--progress")
+	if r.code != exitOK || !strings.Contains(r.errOut, "2 rows") || !strings.Contains(r.errOut, "/s)") ||
+		!strings.Contains(r.errOut, "Wrote 2 rows") {
+		t.Fatalf("export --progress: exit %d, stderr %q", r.code, r.errOut)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	records, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(records) != 3 || records[0][0] != "record" {
+		t.Fatalf("export file: %q %v", records, err)
+	}
+	// To stdout, without --progress and with stderr not a terminal: no progress.
+	r = s.tg("export", "--from", from, "--to", to)
+	if b, _ := os.ReadFile(file); r.code != exitOK || r.out != string(b) || r.errOut != "" {
+		t.Fatalf("export to stdout: exit %d, stderr %q, %d bytes", r.code, r.errOut, len(r.out))
+	}
+	s.tgFail(exitUsage, "--to is required", "export", "--from", from)
+
+	out = s.tgOK("reconcile", "--from", from, "--to", to)
+	if field(t, out, "Clean") != "yes" || field(t, out, "Events") != "1" {
+		t.Fatalf("reconcile:\n%s", out)
+	}
+	var rec ledger.Reconciliation
+	s.tgJSON(&rec, "reconcile")
+	if !rec.Clean || rec.Events != 1 {
+		t.Fatalf("reconcile --json (last 24 hours): %+v", rec)
+	}
+	s.tgFail(exitInvalid, "", "reconcile", "--from", to, "--to", from)
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// TestCLICustomersAndKeys: customers create, list, get, update and
+// balance; keys create (secret shown once, with a warning), list, revoke.
+func TestCLICustomersAndKeys(t *testing.T) {
+	s := newStack(t, nil)
+	out := s.tgOK("customers", "create", "--name", "globex", "--currency", "eur", "--credit-limit", "10.00")
+	id := field(t, out, "ID")
+	if field(t, out, "Currency") != "EUR" || field(t, out, "Credit limit") != "10" && field(t, out, "Credit limit") != "10.00" {
+		t.Fatalf("create:\n%s", out)
+	}
+	rows := tableRows(t, s.tgOK("customers", "list"), "ID")
+	if len(rows) != 2 || rows[0][1] != "acme" || rows[1][0] != id {
+		t.Fatalf("list: %q", rows)
+	}
+	var list struct{ Data []ledger.Customer }
+	s.tgJSON(&list, "customers", "list", "--name", "globex")
+	if len(list.Data) != 1 || list.Data[0].ID != id {
+		t.Fatalf("list --name --json: %+v", list)
+	}
+	if got := field(t, s.tgOK("customers", "get", id), "Name"); got != "globex" {
+		t.Fatalf("get: name %q", got)
+	}
+	// Flags after the argument work too.
+	var c ledger.Customer
+	s.tgJSON(&c, "customers", "update", id, "--name", "globex corp", "--no-credit-limit")
+	if c.Name != "globex corp" || c.CreditLimit != nil {
+		t.Fatalf("update: %+v", c)
+	}
+	out = s.tgOK("customers", "update", id, "--credit-limit", "25.5")
+	if field(t, out, "Credit limit") != "25.5" {
+		t.Fatalf("update --credit-limit:\n%s", out)
+	}
+	out = s.tgOK("customers", "balance", id)
+	if field(t, out, "Balance") != "0 EUR" || field(t, out, "Available") != "25.5" {
+		t.Fatalf("customers balance:\n%s", out)
+	}
+
+	r := s.tg("keys", "create", "--customer", id, "--name", "ci", "--daily-limit", "5")
+	if r.code != exitOK || !strings.Contains(r.errOut, "not shown again") {
+		t.Fatalf("keys create: exit %d, stderr %q", r.code, r.errOut)
+	}
+	keyID, secret := field(t, r.out, "ID"), field(t, r.out, "Secret")
+	if !strings.HasPrefix(secret, ledger.KeyPrefix) || field(t, r.out, "Daily limit") != "5" {
+		t.Fatalf("keys create:\n%s", r.out)
+	}
+	rows = tableRows(t, s.tgOK("keys", "list", "--customer", id), "ID")
+	if len(rows) != 1 || rows[0][0] != keyID || rows[0][len(rows[0])-1] != "active" || strings.Contains(rows[0][2], secret) {
+		t.Fatalf("keys list: %q", rows)
+	}
+	s.refreshKeys()
+	if code, _ := s.chatAs(secret); code != http.StatusOK {
+		t.Fatalf("chat with the new key: %d", code)
+	}
+	if field(t, s.tgOK("keys", "revoke", keyID), "Revoked") == "-" {
+		t.Fatal("keys revoke: no revocation time")
+	}
+	var keys struct{ Data []ledger.Key }
+	s.tgJSON(&keys, "keys", "list", "--customer", id)
+	if len(keys.Data) != 1 || keys.Data[0].RevokedAt == nil {
+		t.Fatalf("keys list --json after revoke: %+v", keys)
+	}
+	s.refreshKeys()
+	if code, _ := s.chatAs(secret); code != http.StatusUnauthorized {
+		t.Fatalf("chat with the revoked key: %d, want 401", code)
+	}
+}
+
+// TestCLIPricesOverridesRerate: an unpriced request, priced afterwards with
+// prices create, is charged by rerate; overrides create and list, both kinds.
+func TestCLIPricesOverridesRerate(t *testing.T) {
+	s := newStack(t, func(c *fileConfig) { c.Prices = nil })
+	from := time.Now().UTC().Add(-24 * time.Hour).Truncate(time.Hour).Format(time.RFC3339)
+	to := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Hour).Format(time.RFC3339)
+	_, reqID := s.chatAs(s.secret)
+	if e := s.event(reqID); !e.Unpriced {
+		t.Fatalf("event priced without a price: %+v", e)
+	}
+
+	out := s.tgOK("prices", "create", "--model", "sim-pro", "--currency", "USD", "--input", "2.50",
+		"--cached-input", "1.25", "--output", "10", "--effective-from", from)
+	if field(t, out, "Model") != "sim-pro" || !strings.Contains(field(t, out, "Prices (per 1M tokens)"), "input 2.5") {
+		t.Fatalf("prices create:\n%s", out)
+	}
+	s.tgOK("prices", "create", "--model", "sim-small", "--currency", "USD", "--input", "0.15", "--output", "0.6",
+		"--effective-from", "2026-01-01", "--effective-to", "2027-01-01")
+	rows := tableRows(t, s.tgOK("prices", "list"), "ID")
+	if len(rows) != 2 {
+		t.Fatalf("prices list: %q", rows)
+	}
+	var prices struct{ Data []priceView }
+	s.tgJSON(&prices, "prices", "list", "--model", "sim-pro")
+	if len(prices.Data) != 1 || prices.Data[0].Input != "2.5" && prices.Data[0].Input != "2.50" {
+		t.Fatalf("prices list --model --json: %+v", prices)
+	}
+
+	out = s.tgOK("rerate", "--from", from, "--to", to)
+	if field(t, out, "Examined") != "1" || field(t, out, "Adjusted") != "1" || field(t, out, "Newly priced") != "1" {
+		t.Fatalf("rerate:\n%s", out)
+	}
+	// 6 uncached × 2.50 + 6 cached × 1.25 + 24 completion × 10, per million (README).
+	if got := field(t, s.tgOK("balance", "--customer", s.customerID), "Charges"); got != "0.0002625" {
+		t.Fatalf("charges after rerate: %s", got)
+	}
+
+	out = s.tgOK("overrides", "create", "--customer", s.customerID, "--discount-percent", "12.5", "--effective-from", "2026-01-01")
+	if field(t, out, "Terms") != "12.5% off the price book" || field(t, out, "Model") != "(all models)" {
+		t.Fatalf("overrides create (discount):\n%s", out)
+	}
+	s.tgOK("overrides", "create", "--customer", s.customerID, "--model", "sim-pro", "--currency", "USD",
+		"--input", "2", "--output", "8", "--effective-from", "2026-01-01")
+	var ovs struct{ Data []overrideView }
+	s.tgJSON(&ovs, "overrides", "list", "--customer", s.customerID)
+	if len(ovs.Data) != 2 {
+		t.Fatalf("overrides list --json: %+v", ovs)
+	}
+	out = s.tgOK("overrides", "list", "--customer", s.customerID)
+	if !strings.Contains(out, "12.5% off") || !strings.Contains(out, "input 2, cached 2, cache write 2, output 8 USD") {
+		t.Fatalf("overrides list:\n%s", out)
+	}
+	// Another discount for all models at the same time overlaps: conflict.
+	s.tgFail(exitConflict, "overlaps", "overrides", "create", "--customer", s.customerID, "--discount-percent", "5", "--effective-from", "2026-06-01")
+}
+
+// TestCLICredits: grant (twice with one idempotency key: one credit),
+// adjust, list, reverse, balance.
+func TestCLICredits(t *testing.T) {
+	s := newStack(t, nil)
+	first := s.tgOK("credits", "grant", "--customer", s.customerID, "--amount", "100", "--memo", "top-up", "--idempotency-key", "k1")
+	again := s.tgOK("credits", "grant", "--customer", s.customerID, "--amount", "100", "--memo", "top-up", "--idempotency-key", "k1")
+	if field(t, first, "Entry") != field(t, again, "Entry") || field(t, first, "Amount") != "100 USD" {
+		t.Fatalf("grant twice:\n%s\n%s", first, again)
+	}
+	var adj ledger.Entry
+	s.tgJSON(&adj, "credits", "adjust", "--customer", s.customerID, "--amount", "-5", "--memo", "correction")
+	if adj.Kind != ledger.KindAdjustment || adj.Amount != "-5" {
+		t.Fatalf("adjust: %+v", adj)
+	}
+	rows := tableRows(t, s.tgOK("credits", "list", "--customer", s.customerID), "ID")
+	if len(rows) != 2 || rows[0][1] != "credit" || rows[1][1] != "adjustment" {
+		t.Fatalf("credits list: %q", rows)
+	}
+	var entries struct{ Data []ledger.Entry }
+	s.tgJSON(&entries, "credits", "list", "--customer", s.customerID, "--from", "2000-01-01", "--to", "2000-02-01")
+	if len(entries.Data) != 0 {
+		t.Fatalf("credits list --from --to in 2000: %+v", entries)
+	}
+	out := s.tgOK("balance", "--customer", s.customerID)
+	if field(t, out, "Balance") != "95 USD" || field(t, out, "Credits") != "100" {
+		t.Fatalf("balance:\n%s", out)
+	}
+	out = s.tgOK("credits", "reverse", field(t, first, "Entry"), "--memo", "granted by mistake")
+	if field(t, out, "Kind") != ledger.KindRefund || field(t, out, "Amount") != "-100 USD" {
+		t.Fatalf("reverse:\n%s", out)
+	}
+	if got := field(t, s.tgOK("customers", "balance", s.customerID), "Balance"); got != "-5 USD" {
+		t.Fatalf("balance after reverse: %s", got)
+	}
+}

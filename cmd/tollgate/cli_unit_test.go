@@ -1,0 +1,122 @@
+package main
+
+import (
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCLIHelp: tollgate --help lists every command, the environment and the
+// exit codes; every command's --help has its flags and an example; none
+// needs a server.
+func TestCLIHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"-h"}} {
+		r := runTollgate(t, nil, args...)
+		if r.code != exitOK || !strings.Contains(r.out, "tollgate serve") || !strings.Contains(r.out, "TOLLGATE_ADMIN_URL") ||
+			!strings.Contains(r.out, "8  reconcile only") {
+			t.Fatalf("%v: exit %d\n%s", args, r.code, r.out)
+		}
+		for _, cmd := range commands() {
+			if !strings.Contains(r.out, "tollgate "+cmd.name+" ") || !strings.Contains(r.out, cmd.example) {
+				t.Errorf("%v does not show %q with its example", args, cmd.name)
+			}
+		}
+	}
+	for _, cmd := range commands() {
+		r := runTollgate(t, map[string]string{"TOLLGATE_ADMIN_TOKEN": "secret-token"}, append(strings.Fields(cmd.name), "--help")...)
+		if r.code != exitOK || !strings.Contains(r.out, "Example:\n  tollgate "+cmd.name) || !strings.Contains(r.out, "--json") ||
+			strings.Contains(r.out, "secret-token") {
+			t.Errorf("tollgate %s --help: exit %d\n%s", cmd.name, r.code, r.out)
+		}
+	}
+	if r := runTollgate(t, nil, "help", "keys"); r.code != exitOK || !strings.Contains(r.out, "tollgate keys revoke KEY_ID") {
+		t.Fatalf("help keys: exit %d\n%s", r.code, r.out)
+	}
+	if r := runTollgate(t, nil, "keys"); r.code != exitUsage || !strings.Contains(r.errOut, "tollgate keys create") {
+		t.Fatalf("keys without a verb: exit %d\n%s", r.code, r.errOut)
+	}
+}
+
+// TestCLIParseInterspersed: flags before, between and after arguments;
+// everything after "--" is an argument.
+func TestCLIParseInterspersed(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	memo := fs.String("memo", "", "")
+	j := fs.Bool("json", false, "")
+	pos, err := parseInterspersed(fs, []string{"--json", "a", "--memo", "-5", "b", "--", "--memo", "c"})
+	if err != nil || !slices.Equal(pos, []string{"a", "b", "--memo", "c"}) || *memo != "-5" || !*j {
+		t.Fatalf("pos %q, memo %q, json %v, err %v", pos, *memo, *j, err)
+	}
+}
+
+// TestCLIProgress: rows are CSV records after the header, a newline inside
+// a quoted field is not a row, and the report has bytes, rows and rate.
+func TestCLIProgress(t *testing.T) {
+	var out strings.Builder
+	clock := time.Unix(0, 0)
+	p := newProgress(&out, true, func() time.Time { return clock })
+	p.Write([]byte("record,memo\nentry,\"two\nlines, \"\"quoted\"\"\"\nev"))
+	clock = clock.Add(2 * time.Second)
+	p.Write([]byte("ent,x\n"))
+	p.finish()
+	if p.dataRows() != 2 {
+		t.Fatalf("rows = %d, want 2", p.dataRows())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	// One report a second when not a terminal (here after 2s), and the last.
+	if len(lines) != 2 || lines[1] != "50 B, 2 rows in 2s (25 B/s)" {
+		t.Fatalf("report %q", lines)
+	}
+	if got := byteSize(12_345_678); got != "12.3 MB" {
+		t.Fatalf("byteSize = %q", got)
+	}
+}
+
+// TestCLIExportInterrupted: a stream cut short exits 1 and leaves no file.
+// The server stands in for the export route, to cut the stream.
+func TestCLIExportInterrupted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/csv")
+		w.Write([]byte("record,time\nevent,2026-01-01T00:00:00Z\n"))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}))
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "out.csv")
+	args := []string{"export", "--from", "2026-01-01", "--to", "2026-02-01", "--output", file, "--admin-url", srv.URL}
+	checkFail(t, runTollgate(t, nil, args...), exitError, "the download stopped after", args)
+	if entries, _ := os.ReadDir(filepath.Dir(file)); len(entries) != 0 {
+		t.Fatalf("files left: %v", entries)
+	}
+}
+
+// TestCLIReconcileUnclean: reconcile prints what it found and exits 8 when
+// the ledger is not clean. The server stands in for the reconciliation
+// route: the real ledger cannot be made inconsistent through its API.
+func TestCLIReconcileUnclean(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/admin/v1/reconciliation" || r.URL.Query().Get("from") == "" || r.URL.Query().Get("to") == "" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(`{"clean":false,"events":3,"balance_mismatches":[{"customer_id":"c1","currency":"USD",` +
+			`"expected":{"credits":"1","charges":"0.5"},"stored":{"credits":"1","charges":"0.4"}}]}`))
+	}))
+	defer srv.Close()
+	for _, json := range []bool{false, true} {
+		args := []string{"reconcile", "--admin-url", srv.URL}
+		if json {
+			args = append(args, "--json")
+		}
+		r := runTollgate(t, nil, args...)
+		if r.code != exitUnclean || !strings.Contains(r.out, "c1") || !strings.Contains(r.errOut, "does not reconcile") {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.out, r.errOut)
+		}
+	}
+}
