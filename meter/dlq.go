@@ -84,6 +84,9 @@ func (d *DLQ) List(ctx context.Context, limit int) ([]DeadLetter, error) {
 		return nil, err
 	}
 	out := []DeadLetter{}
+	if info.State.Msgs == 0 {
+		return out, nil
+	}
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && len(out) < limit; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -226,7 +226,7 @@ func orDefault(s, def string) string {
 func commands() []*command {
 	var all []*command
 	for _, group := range [][]*command{customerCommands(), keyCommands(), priceCommands(),
-		creditCommands(), eventCommands(), reportCommands()} {
+		creditCommands(), eventCommands(), reportCommands(), dlqCommands()} {
 		all = append(all, group...)
 	}
 	return all

@@ -406,6 +406,9 @@ func TestOpenAPIConformance(t *testing.T) {
 	h.admin("GET", "/admin/v1/export?"+window, "", http.StatusOK)
 	h.admin("GET", "/admin/v1/reconciliation?"+window, "", http.StatusOK)
 	h.admin("POST", "/admin/v1/rerate", `{"from":"`+from+`","to":"`+to+`"}`, http.StatusOK)
+	h.admin("GET", "/admin/v1/dlq?limit=10", "", http.StatusOK)
+	h.do(openAPICall{base: s.admin, method: "GET", path: "/admin/v1/dlq?limit=0", auth: testAdminToken, want: http.StatusBadRequest, invalid: true})
+	h.admin("POST", "/admin/v1/dlq/replay", `{"seqs":[]}`, http.StatusOK)
 
 	// The customer API, on the LLM listener with the customer's key.
 	for _, q := range []string{"", "?group_by=day&" + window, "?group_by=key&limit=1"} {

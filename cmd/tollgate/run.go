@@ -153,6 +153,18 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		if err != nil {
 			return nil, err
 		}
+		if a.dlq == nil && !r.gateway && !r.meter && e.NATSURL != "" {
+			// The admin role alone reaches the dead-letter stream when it
+			// is given NATS.
+			if js, err := a.connectNATS(e, r); err == nil {
+				dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+				a.dlq, _ = meter.EnsureDLQ(dctx, js, mc.Stream())
+				dcancel()
+			}
+		}
+		if a.dlq != nil {
+			adm.SetDeadLetters(a.dlq)
+		}
 		if a.AdminAddr, err = a.listen(e.AdminListen, adm.Handler()); err != nil {
 			return nil, err
 		}

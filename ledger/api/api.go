@@ -25,6 +25,7 @@ type Admin struct {
 	store *ledger.Store
 	token string
 	log   *slog.Logger
+	dlq   DeadLetters
 }
 
 // NewAdmin returns the admin API; every /admin/v1 request must carry
@@ -70,6 +71,8 @@ func (a *Admin) Handler() http.Handler {
 		r.Get("/customers/{id}/statements/{period}", a.statement)
 		r.Get("/export", a.export)
 		r.Get("/reconciliation", a.reconciliation)
+		r.Get("/dlq", a.listDLQ)
+		r.Post("/dlq/replay", a.replayDLQ)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)

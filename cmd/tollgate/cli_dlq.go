@@ -1,0 +1,63 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// dlqCommands are `tollgate dlq ...`: usage events the meter worker set
+// aside, and their replay.
+func dlqCommands() []*command {
+	return []*command{{
+		name: "dlq list", args: "[--limit N]",
+		summary: "list usage events set aside in the dead-letter stream, with why (GET /admin/v1/dlq)",
+		example: "tollgate dlq list --limit 20",
+		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
+			limit := fs.Int("limit", 100, "at most this many, oldest first")
+			return func(c *cli, _ []string) error {
+				var out struct{ Data []meter.DeadLetter }
+				return c.call("GET", "/admin/v1/dlq"+query("limit", strconv.Itoa(*limit)), nil, &out, func() {
+					rows := make([][]string, len(out.Data))
+					for i, l := range out.Data {
+						rows[i] = []string{strconv.FormatUint(l.Seq, 10), ts(&l.Time), dash(l.EventID), l.Reason}
+					}
+					c.table([]string{"SEQ", "TIME", "EVENT", "REASON"}, rows)
+				})
+			}
+		},
+	}, {
+		name: "dlq replay", args: "(--seq N[,N...] | --all)",
+		summary: "send dead letters back to the usage stream once the cause is fixed (POST /admin/v1/dlq/replay)",
+		example: "tollgate dlq replay --seq 3,4",
+		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
+			seqs := fs.String("seq", "", "comma-separated sequences, as dlq list shows them")
+			all := fs.Bool("all", false, "replay every dead letter")
+			return func(c *cli, _ []string) error {
+				if (*seqs == "") == !*all {
+					return usagef("give --seq or --all")
+				}
+				body := map[string][]uint64{"seqs": {}}
+				for _, v := range strings.Split(*seqs, ",") {
+					if v = strings.TrimSpace(v); v == "" {
+						continue
+					}
+					n, err := strconv.ParseUint(v, 10, 64)
+					if err != nil {
+						return usagef("--seq: %q is not a sequence number", v)
+					}
+					body["seqs"] = append(body["seqs"], n)
+				}
+				var out struct {
+					Replayed int `json:"replayed"`
+				}
+				return c.call("POST", "/admin/v1/dlq/replay", body, &out, func() {
+					fmt.Fprintf(c.stdout, "replayed %d dead letters\n", out.Replayed)
+				})
+			}
+		},
+	}}
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestCLIDeadLetters: a poison message lands in the dead-letter stream,
+// `tollgate dlq list` shows it with its reason, `tollgate dlq replay`
+// sends it back (where it is set aside again: it is still poison).
+func TestCLIDeadLetters(t *testing.T) {
+	s := newStack(t, nil)
+	js, err := jetstream.New(s.app.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(context.Background(), "tollgate.usage.v1", []byte(`{"v":7,"id":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	for range 100 {
+		if out = s.tgOK("dlq", "list"); strings.Contains(out, "schema version 7") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(out, "SEQ") || !strings.Contains(out, "schema version 7") {
+		t.Fatalf("dlq list:\n%s", out)
+	}
+	if got := s.tgOK("dlq", "replay", "--all"); !strings.Contains(got, "replayed 1 dead letters") {
+		t.Fatalf("dlq replay: %s", got)
+	}
+	s.tgFail(exitUsage, "give --seq or --all", "dlq", "replay")
+	s.tgFail(exitInvalid, "limit", "dlq", "list", "--limit", "0")
+}

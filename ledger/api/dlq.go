@@ -1,0 +1,69 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// DeadLetters is the usage pipeline's dead-letter stream, as the admin API
+// needs it (meter.DLQ implements it).
+type DeadLetters interface {
+	// List returns up to limit dead letters, oldest first.
+	List(ctx context.Context, limit int) ([]meter.DeadLetter, error)
+	// Replay sends the dead letters with the given sequences (all when
+	// empty) back to the usage stream and returns how many.
+	Replay(ctx context.Context, seqs []uint64) (int, error)
+}
+
+// SetDeadLetters enables the dead-letter routes; without it they answer
+// 503 (this process has no NATS connection).
+func (a *Admin) SetDeadLetters(d DeadLetters) { a.dlq = d }
+
+func (a *Admin) deadLetters(w http.ResponseWriter, r *http.Request) (DeadLetters, bool) {
+	if a.dlq == nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable",
+			"the dead-letter stream is not reachable from this process: run the admin API with TOLLGATE_NATS_URL set, or use tollgate serve")
+		return nil, false
+	}
+	return a.dlq, true
+}
+
+// listDLQ serves GET /admin/v1/dlq?limit=N (default 100, at most 10000).
+func (a *Admin) listDLQ(w http.ResponseWriter, r *http.Request) {
+	d, ok := a.deadLetters(w, r)
+	if !ok {
+		return
+	}
+	limit := 100
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 10000 {
+			a.fail(w, r, &ledger.Error{Code: ledger.EInvalid, Message: "limit: " + l + " is not between 1 and 10000"})
+			return
+		}
+		limit = n
+	}
+	ls, err := d.List(r.Context(), limit)
+	a.respond(w, r, http.StatusOK, map[string]any{"data": ls}, err)
+}
+
+// replayDLQ serves POST /admin/v1/dlq/replay {"seqs": [..]} (empty: all).
+func (a *Admin) replayDLQ(w http.ResponseWriter, r *http.Request) {
+	d, ok := a.deadLetters(w, r)
+	if !ok {
+		return
+	}
+	var in struct {
+		Seqs []uint64 `json:"seqs"`
+	}
+	if err := decodeOptional(r, &in); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	n, err := d.Replay(r.Context(), in.Seqs)
+	a.respond(w, r, http.StatusOK, map[string]int{"replayed": n}, err)
+}
