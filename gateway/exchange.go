@@ -62,6 +62,9 @@ func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, e
 	s.mu.Lock()
 	s.active[x] = struct{}{}
 	s.mu.Unlock()
+	if s.metrics != nil {
+		s.metrics.inFlight.Inc()
+	}
 	return x
 }
 
@@ -110,6 +113,9 @@ func (x *exchange) finish() {
 	x.s.mu.Lock()
 	delete(x.s.active, x)
 	x.s.mu.Unlock()
+	if x.s.metrics != nil {
+		x.s.metrics.inFlight.Dec()
+	}
 	e := x.event
 	r := &x.report
 	if r.ServedModel != "" {
@@ -141,6 +147,11 @@ func (x *exchange) finish() {
 		e.Usage, e.UsageSource = meter.Usage{}, meter.SourceEstimated
 	}
 	e.DurationMillis = time.Since(x.start).Milliseconds()
+	x.s.metrics.observe(e)
+	x.s.log.Info("request", "request_id", e.ID, "customer_id", e.CustomerID, "key_id", e.KeyID,
+		"endpoint", e.Endpoint, "model", e.Model, "provider", e.Provider, "status", e.Status,
+		"http_status", e.HTTPStatus, "usage_source", e.UsageSource, "prompt_tokens", e.Usage.PromptTokens,
+		"completion_tokens", e.Usage.CompletionTokens, "ttft_ms", e.TTFTMillis, "duration_ms", e.DurationMillis)
 	x.s.emit(e)
 }
 

@@ -54,10 +54,11 @@ type Server struct {
 	translators map[string]chatUpstream
 	mu          sync.Mutex
 	active      map[*exchange]struct{}
+	metrics     *metrics // nil: no metrics
 }
 
 // New returns a Server for cfg, which it validates (see Config.Validate).
-func New(cfg Config, keys KeyLookup, sink EventSink, log *slog.Logger) (*Server, error) {
+func New(cfg Config, keys KeyLookup, sink EventSink, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -68,10 +69,14 @@ func New(cfg Config, keys KeyLookup, sink EventSink, log *slog.Logger) (*Server,
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, keys: keys, sink: sink, log: log, routes: newRouter(cfg),
+	s := &Server{cfg: cfg, keys: keys, sink: sink, log: log, routes: newRouter(cfg),
 		client: &http.Client{Transport: tr}, est: est, drains: make(chan struct{}, cfg.MaxDrains),
 		translators: map[string]chatUpstream{"anthropic": anthropic.Chat{}, "gemini": gemini.Chat{}},
-		active:      map[*exchange]struct{}{}}, nil
+		active:      map[*exchange]struct{}{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // Handler returns the HTTP routes: POST /v1/chat/completions, POST
@@ -81,6 +86,7 @@ func New(cfg Config, keys KeyLookup, sink EventSink, log *slog.Logger) (*Server,
 // and GET /healthz.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(s.metrics.countResponses)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))

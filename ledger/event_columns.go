@@ -10,7 +10,8 @@ import (
 // event_ids (the dedupe key across partitions), inserts only the events
 // whose ids were new, adds them to the hourly rollups and the customers'
 // balances, moves the keys' last-used times forward, and counts the
-// duplicates refused. Its result is the number of new events.
+// duplicates refused. Its result is the number of new events and how many
+// of them are unpriced.
 const writeBatch = `
 WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
@@ -64,7 +65,7 @@ WITH input AS (
   SELECT 'duplicates', $29::bigint + (SELECT count(*) FROM input) - (SELECT count(*) FROM claimed)
   ON CONFLICT (name) DO UPDATE SET value = ingest_counters.value + EXCLUDED.value
 )
-SELECT count(*) FROM claimed`
+SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)`
 
 // eventColumns is a batch of rated events laid out column by column.
 type eventColumns struct {

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -29,7 +30,7 @@ func (s *Store) WriteEvents(ctx context.Context, events []meter.Event) (int, err
 	if err := s.ensurePartitions(ctx, events); err != nil {
 		return 0, err
 	}
-	var n int
+	var n, unpriced int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		p, err := loadPricing(ctx, tx, events)
 		if err != nil {
@@ -37,10 +38,16 @@ func (s *Store) WriteEvents(ctx context.Context, events []meter.Event) (int, err
 		}
 		cols, err := newEventColumns(events, p)
 		if err != nil {
+			if s.metrics != nil && errors.As(err, new(*meter.EventError)) {
+				s.metrics.ratingErrors.Inc()
+			}
 			return err
 		}
-		return tx.QueryRow(ctx, writeBatch, cols.args()...).Scan(&n)
+		return tx.QueryRow(ctx, writeBatch, cols.args()...).Scan(&n, &unpriced)
 	})
+	if err == nil && s.metrics != nil {
+		s.metrics.unpriced.Add(float64(unpriced))
+	}
 	if err != nil {
 		return 0, fmt.Errorf("write %d events: %w", len(events), err)
 	}

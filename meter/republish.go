@@ -3,6 +3,7 @@ package meter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -147,6 +148,8 @@ func (s *Spool) Republish(ctx context.Context, pub *Publisher, interval time.Dur
 	}
 }
 
+var errNotConnected = errors.New("not connected to NATS")
+
 // DurablePublisher publishes usage events to JetStream and, when that
 // fails, appends them to the spool: an event it returns nil for is either
 // acknowledged by JetStream or fsync'd locally.
@@ -156,14 +159,16 @@ type DurablePublisher struct {
 	connected func() bool
 	log       *slog.Logger
 	maxAge    time.Duration
+	metrics   *Metrics
 }
 
 // NewDurablePublisher publishes with pub, falls back to spool, and skips
 // straight to the spool while connected reports false (NATS unreachable),
 // instead of waiting a timeout per event. maxAge (0: none) is the oldest a
 // spooled event may get before Accepting refuses.
-func NewDurablePublisher(pub *Publisher, spool *Spool, connected func() bool, maxAge time.Duration, log *slog.Logger) *DurablePublisher {
-	return &DurablePublisher{pub: pub, spool: spool, connected: connected, maxAge: maxAge, log: log}
+func NewDurablePublisher(pub *Publisher, spool *Spool, connected func() bool, maxAge time.Duration, log *slog.Logger, m *Metrics) *DurablePublisher {
+	m.CollectSpool(spool)
+	return &DurablePublisher{pub: pub, spool: spool, connected: connected, maxAge: maxAge, log: log, metrics: m}
 }
 
 // Publish returns nil once e is acknowledged by JetStream or on disk in
@@ -173,11 +178,15 @@ func (d *DurablePublisher) Publish(ctx context.Context, e *Event) error {
 		return err
 	}
 	if d.connected() {
+		start := time.Now()
 		err := d.pub.Publish(ctx, e)
+		d.metrics.observePublish(start, err)
 		if err == nil {
 			return nil
 		}
-		d.log.Warn("usage event spooled: publish failed", "request_id", e.ID, "err", err)
+		d.log.Warn("usage event spooled: publish failed", "request_id", e.ID, "customer_id", e.CustomerID, "err", err)
+	} else {
+		d.metrics.observePublish(time.Time{}, errNotConnected)
 	}
 	if err := d.spool.Append(e); err != nil {
 		return fmt.Errorf("publish failed and spool refused event %s: %w", e.ID, err)

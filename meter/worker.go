@@ -42,6 +42,8 @@ type WorkerConfig struct {
 	MaxDeliver int
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Metrics, when set, records the worker's metrics.
+	Metrics *Metrics
 }
 
 func (c *WorkerConfig) defaults() {
@@ -111,6 +113,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("consume %s: %w", w.cfg.Durable, err)
 	}
 	defer w.handBack(it)
+	go w.cfg.Metrics.watchConsumer(ctx, w.cons, 5*time.Second)
 	batch := make([]jetstream.Msg, 0, w.cfg.BatchSize)
 	for {
 		first, err := it.Next(jetstream.NextContext(ctx))
@@ -169,9 +172,13 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 	events := make([]Event, 0, len(msgs))
 	keep := msgs[:0:0]
 	for _, m := range msgs {
-		if md, err := m.Metadata(); err == nil && md.NumDelivered > uint64(w.cfg.MaxDeliver) {
-			w.setAside(ctx, m, fmt.Sprintf("delivered %d times without being written", md.NumDelivered))
-			continue
+		if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
+			w.cfg.Metrics.redelivered()
+			if md.NumDelivered > uint64(w.cfg.MaxDeliver) {
+				w.cfg.Metrics.deadLetter("max_deliver")
+				w.setAside(ctx, m, fmt.Sprintf("delivered %d times without being written", md.NumDelivered))
+				continue
+			}
 		}
 		var e Event
 		err := json.Unmarshal(m.Data(), &e)
@@ -179,6 +186,7 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 			err = e.Validate()
 		}
 		if err != nil {
+			w.cfg.Metrics.deadLetter("undecodable")
 			w.setAside(ctx, m, "undecodable or invalid usage event: "+err.Error())
 			continue
 		}
@@ -187,14 +195,17 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 	}
 	backoff := 100 * time.Millisecond
 	for len(events) > 0 {
-		_, err := w.store.WriteEvents(ctx, events)
+		start := time.Now()
+		n, err := w.store.WriteEvents(ctx, events)
 		if err == nil {
+			w.cfg.Metrics.observeBatch(len(events), n, time.Since(start))
 			break
 		}
 		var refused *EventError
 		if errors.As(err, &refused) {
 			for i := range events {
 				if events[i].ID == refused.ID {
+					w.cfg.Metrics.deadLetter("refused")
 					w.setAside(ctx, keep[i], refused.Reason)
 					events, keep = append(events[:i], events[i+1:]...), append(keep[:i], keep[i+1:]...)
 					break

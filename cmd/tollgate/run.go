@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate-dev/tollgate/gateway"
@@ -40,6 +42,7 @@ type app struct {
 	dlq       *meter.DLQ
 	streamCfg meter.StreamConfig
 	grace     time.Duration
+	sink      *meter.DurablePublisher
 	listeners []*http.Server
 	group     *errgroup.Group
 	cancel    context.CancelFunc
@@ -95,6 +98,10 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	}
 	mc := cfg.Meter
 	a.streamCfg = mc.Stream()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mm := meter.NewMetrics(reg)
+	a.store.SetMetrics(reg)
 	for _, p := range cfg.Prices {
 		if _, err := a.store.EnsurePrice(ctx, p); err != nil {
 			return nil, fmt.Errorf("seed price %s: %w", p.Model, err)
@@ -120,7 +127,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	}
 	if r.meter {
 		wc := mc.Worker()
-		wc.Logger = log
+		wc.Logger, wc.Metrics = log, mm
 		a.group.Go(func() error { return runWorker(runCtx, js, a.store, wc, log) })
 	}
 	if r.gateway {
@@ -137,8 +144,8 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		}
 		pub := meter.NewPublisher(js, mc.Stream(), mc.PublishTimeout)
 		go a.spool.Republish(runCtx, pub, time.Second, log)
-		sink := meter.NewDurablePublisher(pub, a.spool, a.nc.IsConnected, mc.SpoolMaxAge, log)
-		if a.gw, err = gateway.New(cfg.Config, a.keys, sink, log); err != nil {
+		a.sink = meter.NewDurablePublisher(pub, a.spool, a.nc.IsConnected, mc.SpoolMaxAge, log, mm)
+		if a.gw, err = gateway.New(cfg.Config, a.keys, a.sink, log, gateway.WithMetrics(reg)); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
 		llm := chi.NewRouter()
@@ -148,6 +155,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 			return nil, err
 		}
 	}
+	var adminAPI http.Handler
 	if r.admin {
 		adm, err := api.NewAdmin(a.store, e.AdminToken, log)
 		if err != nil {
@@ -165,9 +173,10 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		if a.dlq != nil {
 			adm.SetDeadLetters(a.dlq)
 		}
-		if a.AdminAddr, err = a.listen(e.AdminListen, adm.Handler()); err != nil {
-			return nil, err
-		}
+		adminAPI = adm.Handler()
+	}
+	if a.AdminAddr, err = a.listen(e.AdminListen, a.opsHandler(r, reg, adminAPI)); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

@@ -35,6 +35,7 @@ type stack struct {
 	customerID, secret string
 	env                env
 	cfg                *fileConfig
+	log                *slog.Logger
 }
 
 // restart closes the app and starts it again with the same environment
@@ -47,7 +48,7 @@ func (s *stack) restart() {
 	s.app = nil
 	e := s.env
 	e.Listen, e.AdminListen = s.gateway[len("http://"):], s.admin[len("http://"):]
-	app, err := start(context.Background(), slog.New(slog.DiscardHandler), e, s.cfg, roles{gateway: true, meter: true, admin: true})
+	app, err := start(context.Background(), s.log, e, s.cfg, roles{gateway: true, meter: true, admin: true})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -67,6 +68,12 @@ func newStack(t *testing.T, edit func(*fileConfig)) *stack {
 // newStackEnv is newStack with the environment edited too (a NATS URL, a
 // data directory of the test's choosing).
 func newStackEnv(t *testing.T, edit func(*fileConfig), editEnv func(*env)) *stack {
+	t.Helper()
+	return newStackLogs(t, edit, editEnv, io.Discard)
+}
+
+// newStackLogs is newStackEnv with the app's JSON logs written to logs.
+func newStackLogs(t *testing.T, edit func(*fileConfig), editEnv func(*env), logs io.Writer) *stack {
 	t.Helper()
 	s := &stack{t: t, sim: sim.New(sim.WithLogger(slog.New(slog.DiscardHandler)))}
 	simSrv := httptest.NewServer(s.sim)
@@ -104,7 +111,8 @@ func newStackEnv(t *testing.T, edit func(*fileConfig), editEnv func(*env)) *stac
 	s.env, s.cfg = e, cfg
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s.app, err = start(ctx, slog.New(slog.DiscardHandler), e, cfg, roles{gateway: true, meter: true, admin: true})
+	s.log = slog.New(slog.NewJSONHandler(logs, nil))
+	s.app, err = start(ctx, s.log, e, cfg, roles{gateway: true, meter: true, admin: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestMetricsAndReadiness: /metrics on the admin listener shows the
+// requests, tokens and pipeline of real traffic, with bounded labels;
+// /readyz reports each dependency.
+func TestMetricsAndReadiness(t *testing.T) {
+	s := newStack(t, nil)
+	_, id := s.chatAs(s.secret)
+	s.event(id)
+	s.post("/v1/chat/completions", `{"model":"nobody/x","messages":[]}`) // a 404
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, body = get(t, s.admin+"/metrics"); strings.Contains(body, "tollgate_meter_events_written_total 1") {
+			break
+		}
+	}
+	for _, want := range []string{
+		`tollgate_gateway_requests_total{endpoint="/v1/chat/completions",model="sim-pro",provider="sim",status="ok"} 1`,
+		`tollgate_gateway_responses_total{code="404",endpoint="/v1/chat/completions"} 1`,
+		`tollgate_gateway_tokens_total{class="prompt",model="sim-pro",provider="sim"} 12`,
+		`tollgate_gateway_tokens_total{class="reasoning",model="sim-pro",provider="sim"} 12`,
+		`tollgate_gateway_usage_source_total{source="upstream"} 1`,
+		`tollgate_gateway_ttft_seconds_count{model="sim-pro",provider="sim"} 1`,
+		`tollgate_meter_events_written_total 1`,
+		`tollgate_meter_publish_seconds_count 1`,
+		`tollgate_meter_spool_events 0`,
+		`tollgate_ledger_unpriced_events_total 0`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, s.customerID) {
+		t.Error("/metrics carries a customer id as a label")
+	}
+	code, rd := get(t, s.admin+"/readyz")
+	var r readiness
+	if err := json.Unmarshal([]byte(rd), &r); err != nil || code != 200 || !r.Ready || r.Database != "ok" || r.NATS != "connected" ||
+		r.Keys != "loaded" || r.Spool == nil || !r.Spool.Accepting {
+		t.Fatalf("/readyz = %d %s", code, rd)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the app's concurrent logging.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestNoSecretReachesTheLogs drives requests that succeed, fail and are
+// refused, creates and revokes keys, and checks that no customer key,
+// upstream key or admin token appears in any log line, while every line
+// about a request names its request id and customer id.
+func TestNoSecretReachesTheLogs(t *testing.T) {
+	var logs syncBuffer
+	s := newStackLogs(t, nil, nil, &logs)
+	_, keyID, other := s.customer(`{"name":"second"}`, `{"name":"k2"}`)
+	s.refreshKeys()
+	for _, body := range []string{
+		chatBody(5, true, ""), chatBody(5, false, `"sim_fault":"error_after:1"`), chatBody(5, false, `"sim_status":"500"`),
+	} {
+		readAll(t, s.post("/v1/chat/completions", body))
+	}
+	s.chatAs(other)
+	s.chatAs("tg-wrong-" + s.secret[3:])
+	s.adminDo("POST", "/admin/v1/keys/"+keyID+"/revoke", "", http.StatusOK, nil)
+	req, _ := http.NewRequest("GET", s.admin+"/admin/v1/customers", nil)
+	req.Header.Set("Authorization", "Bearer wrong-"+testAdminToken)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	s.app.close() // flush
+	s.app = nil
+	out := logs.String()
+	for name, secret := range map[string]string{"customer key": s.secret, "second key": other, "upstream key": "sim-key",
+		"admin token": testAdminToken, "key body": s.secret[3:]} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the %s appears in the logs", name)
+		}
+	}
+	requests := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("a log line is not JSON: %q", line)
+		}
+		if l["msg"] == "request" {
+			requests++
+			if l["request_id"] == nil || l["customer_id"] == nil {
+				t.Errorf("a request log line lacks its ids: %s", line)
+			}
+		}
+	}
+	if requests < 4 {
+		t.Fatalf("%d request log lines, want one per upstream request (4)", requests)
+	}
+}

@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// metrics are the gateway's Prometheus series. Labels are bounded: models
+// outside the configured table count as "other", and no customer or key id
+// is ever a label.
+type metrics struct {
+	requests    *prometheus.CounterVec
+	responses   *prometheus.CounterVec
+	tokens      *prometheus.CounterVec
+	ttft        *prometheus.HistogramVec
+	duration    *prometheus.HistogramVec
+	upstreamErr *prometheus.CounterVec
+	source      *prometheus.CounterVec
+	inFlight    prometheus.Gauge
+	models      map[string]bool
+}
+
+// WithMetrics registers the gateway's metrics with reg.
+func WithMetrics(reg prometheus.Registerer) Option {
+	return func(s *Server) {
+		m := &metrics{models: map[string]bool{}}
+		for _, mc := range s.cfg.Models {
+			m.models[mc.Name] = true
+		}
+		f := func(name, help string, labels ...string) *prometheus.CounterVec {
+			c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tollgate", Subsystem: "gateway", Name: name, Help: help}, labels)
+			reg.MustRegister(c)
+			return c
+		}
+		m.requests = f("requests_total", "Upstream requests by outcome (the usage event's status).", "endpoint", "provider", "model", "status")
+		m.responses = f("responses_total", "HTTP responses of the LLM API by status code, rejections included.", "endpoint", "code")
+		m.tokens = f("tokens_total", "Tokens metered, by class (prompt includes cached and cache_write; completion includes reasoning).", "provider", "model", "class")
+		m.upstreamErr = f("upstream_errors_total", "Upstream failures by kind.", "provider", "kind")
+		m.source = f("usage_source_total", "Usage events by usage_source.", "source")
+		buckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+		m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "tollgate", Subsystem: "gateway", Name: "ttft_seconds",
+			Help: "Time from request to the first byte of content sent to the client.", Buckets: buckets}, []string{"provider", "model"})
+		m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "tollgate", Subsystem: "gateway", Name: "duration_seconds",
+			Help: "Time from request to the end of the response.", Buckets: buckets}, []string{"provider", "model", "stream"})
+		m.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "gateway", Name: "in_flight",
+			Help: "Upstream requests in flight, draining ones included."})
+		reg.MustRegister(m.ttft, m.duration, m.inFlight)
+		s.metrics = m
+	}
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+func (m *metrics) model(name string) string {
+	if m.models[name] {
+		return name
+	}
+	return "other"
+}
+
+// observe records a finished exchange's event.
+func (m *metrics) observe(e *meter.Event) {
+	if m == nil {
+		return
+	}
+	model := m.model(e.Model)
+	m.requests.WithLabelValues(e.Endpoint, e.Provider, model, e.Status).Inc()
+	m.source.WithLabelValues(e.UsageSource).Inc()
+	u := e.Usage
+	for _, c := range [...]struct {
+		class string
+		n     int64
+	}{{"prompt", u.PromptTokens}, {"cached", u.CachedTokens}, {"cache_write", u.CacheWriteTokens},
+		{"completion", u.CompletionTokens}, {"reasoning", u.ReasoningTokens}} {
+		if c.n > 0 {
+			m.tokens.WithLabelValues(e.Provider, model, c.class).Add(float64(c.n))
+		}
+	}
+	if e.TTFTMillis > 0 {
+		m.ttft.WithLabelValues(e.Provider, model).Observe(float64(e.TTFTMillis) / 1000)
+	}
+	m.duration.WithLabelValues(e.Provider, model, strconv.FormatBool(e.Stream)).Observe(float64(e.DurationMillis) / 1000)
+	switch {
+	case e.Status == meter.StatusTimeout:
+		m.upstreamErr.WithLabelValues(e.Provider, "timeout").Inc()
+	case e.Status == meter.StatusUpstreamError && e.HTTPStatus >= 400:
+		m.upstreamErr.WithLabelValues(e.Provider, "refused").Inc()
+	case e.Status == meter.StatusUpstreamError:
+		m.upstreamErr.WithLabelValues(e.Provider, "stream_error").Inc()
+	}
+}
+
+// countResponses counts every response of the LLM API by status code.
+func (m *metrics) countResponses(next http.Handler) http.Handler {
+	if m == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		m.responses.WithLabelValues(endpointOf(r), strconv.Itoa(rec.code)).Inc()
+	})
+}
+
+func endpointOf(r *http.Request) string {
+	switch p := r.URL.Path; {
+	case p == "/v1/chat/completions", p == "/v1/responses", p == "/v1/models", p == "/anthropic/v1/messages":
+		return p
+	case len(p) > len("/gemini/") && p[:len("/gemini/")] == "/gemini/":
+		return "/gemini"
+	}
+	return "other"
+}
+
+// statusRecorder remembers the status code while keeping Flush and Unwrap,
+// so that http.ResponseController still reaches the real writer.
+type statusRecorder struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.code, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
