@@ -38,6 +38,8 @@ Usage:
   tollgate migrate                 apply the database migrations and exit
   tollgate demo                    create a demo customer and key on a running server,
                                    and print curl commands to try it
+  tollgate config check --config FILE
+                                   check a configuration file and explain what is wrong
   tollgate NOUN VERB [flags]       administer a running server through its admin API
                                    (customers, keys, prices, credits, usage...: see below)
 `
@@ -50,8 +52,10 @@ const envUsage = `Environment:
                           admin commands send it)
   TOLLGATE_ADMIN_URL      admin API base URL for admin commands (default http://127.0.0.1:8081)
   TOLLGATE_LISTEN         LLM and customer API address (default :8080)
-  TOLLGATE_ADMIN_LISTEN   admin API address (default :8081)
-  TOLLGATE_DATA_DIR       local data: embedded JetStream storage (default ./tollgate-data)
+  TOLLGATE_ADMIN_LISTEN   admin API, /metrics, /healthz and /readyz address (default :8081;
+                          every role serves the last three there)
+  TOLLGATE_DATA_DIR       local data: the usage spool and embedded JetStream (default ./tollgate-data)
+  TOLLGATE_SHUTDOWN_GRACE how long streams may finish after SIGTERM (default 30s)
 `
 
 func main() {
@@ -77,6 +81,12 @@ func main() {
 		err = migrate(ctx, log)
 	case "demo":
 		err = demo(ctx, args)
+	case "config":
+		if len(args) == 0 || args[0] != "check" {
+			fmt.Fprintln(os.Stderr, "Usage: tollgate config check --config FILE")
+			os.Exit(exitUsage)
+		}
+		os.Exit(configCheck(args[1:], os.Stdout, os.Stderr))
 	default:
 		// help, --help and the admin commands (customers, keys, ...);
 		// runCLI also reports unknown commands, with exit code 2.
