@@ -175,7 +175,14 @@ func (s *Store) EnsurePrice(ctx context.Context, in PriceInput) (Price, error) {
 		return Price{}, dbError(err, "prices")
 	}
 	if len(ps) == 0 {
-		return s.CreatePrice(ctx, in)
+		p, err := s.CreatePrice(ctx, in)
+		if ErrorCode(err) != EConflict {
+			return p, err
+		}
+		// Another process seeding the same price may have won the race.
+		if ps, err = queryPrices(ctx, s.pool, `WHERE model = $1 AND effective_from = $2`, want.Model, want.EffectiveFrom); err != nil || len(ps) == 0 {
+			return Price{}, dbError(err, "prices")
+		}
 	}
 	got := ps[0]
 	if !sameTerms(got, want) {

@@ -205,3 +205,22 @@ func TestRevokeKey(t *testing.T) {
 		t.Fatalf("Keys = %+v, %v", ks, err)
 	}
 }
+
+// TestEnsurePriceConcurrently: processes starting together with the same
+// seed prices all succeed, and the book holds one version.
+func TestEnsurePriceConcurrently(t *testing.T) {
+	s := ledgertest.NewStore(t)
+	in := ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "2", EffectiveFrom: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() { _, err := s.EnsurePrice(context.Background(), in); errs <- err }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ps, err := s.Prices(context.Background(), "m"); err != nil || len(ps) != 1 {
+		t.Fatalf("prices = %+v, %v", ps, err)
+	}
+}
