@@ -2,7 +2,7 @@
 GO ?= go
 export CI_TEST_TIMEOUT ?= 15m
 
-.PHONY: build run test vet fuzz bench clean
+.PHONY: build run test vet fuzz bench bench-ledger clean
 
 build:
 	$(GO) build -o bin/tollgate ./cmd/tollgate
@@ -30,8 +30,16 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzTap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./gateway/anthropic/
 	$(GO) test -run '^$$' -fuzz '^FuzzTap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./gateway/gemini/
 
+# Every micro-benchmark of BENCHMARKS.md, five runs each, in benchstat's
+# input format (go run golang.org/x/perf/cmd/benchstat@latest bench.txt).
+BENCH_PKGS = ./gateway/sse/ ./gateway/openai/ ./gateway/anthropic/ ./gateway/gemini/ ./ledger/ ./meter/
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./... | tee bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 -skip 'BenchmarkScale' $(BENCH_PKGS) | tee bench.txt
+
+# The ledger at scale: TOLLGATE_BENCH_EVENTS events (default 200000) for
+# 1,000 customers and 20 models; 10000000 takes the better part of an hour.
+bench-ledger:
+	$(GO) test -run '^$$' -bench BenchmarkScale -benchtime 1x -timeout 120m ./ledger/ | tee bench-ledger.txt
 
 clean:
 	rm -rf bin tollgate-data bench.txt
