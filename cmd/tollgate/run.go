@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
 	"time"
@@ -179,124 +177,6 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		return nil, err
 	}
 	return a, nil
-}
-
-// connectNATS connects to TOLLGATE_NATS_URL or, for serve without one,
-// embeds a JetStream server with its data under the data directory.
-func (a *app) connectNATS(e env, r roles) (jetstream.JetStream, error) {
-	var err error
-	switch {
-	case e.NATSURL != "":
-		a.nc, err = nats.Connect(e.NATSURL, nats.Name("tollgate"), nats.MaxReconnects(-1),
-			nats.RetryOnFailedConnect(true), nats.ReconnectWait(500*time.Millisecond))
-	case r.all():
-		if a.ns, err = meter.StartEmbedded(filepath.Join(e.DataDir, "jetstream"), ""); err != nil {
-			return nil, err
-		}
-		a.nc, err = nats.Connect("", nats.InProcessServer(a.ns))
-	default:
-		return nil, errors.New("TOLLGATE_NATS_URL is required: only `tollgate serve` embeds JetStream")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("connect to NATS: %w", err)
-	}
-	return jetstream.New(a.nc)
-}
-
-func (a *app) listen(addr string, h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("listen %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	a.listeners = append(a.listeners, srv)
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.log.Error("http server", "addr", addr, "err", err)
-		}
-	}()
-	return ln.Addr().String(), nil
-}
-
-// close stops accepting requests, lets in-flight ones finish within the
-// grace period and cuts off the rest (recording their events), waits for
-// every usage event to be published or spooled, flushes the spool while
-// NATS is there, then stops the worker and closes connections. It is safe
-// on a partly started app.
-func (a *app) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), a.grace)
-	defer cancel()
-	var errs []error
-	for _, srv := range a.listeners {
-		if err := srv.Shutdown(ctx); err != nil {
-			if a.gw != nil {
-				a.gw.CutOff()
-			}
-			_ = srv.Close()
-		}
-	}
-	if a.gw != nil {
-		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := a.gw.Wait(wctx); err != nil {
-			errs = append(errs, fmt.Errorf("publishing usage events: %w", err))
-		}
-		wcancel()
-	}
-	if a.spool != nil {
-		if n, _, _ := a.spool.Stats(); n > 0 && a.nc != nil && a.nc.IsConnected() {
-			fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
-			js, _ := jetstream.New(a.nc)
-			_, _ = a.spool.Drain(fctx, meter.NewPublisher(js, a.streamCfg, 0).Publish)
-			fcancel()
-		}
-		if n, _, _ := a.spool.Stats(); n > 0 {
-			a.log.Warn("spool: usage events stay spooled for the next start", "events", n)
-		}
-		if err := a.spool.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if a.cancel != nil {
-		a.cancel()
-		if err := a.group.Wait(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if a.nc != nil {
-		a.nc.Close()
-	}
-	if a.ns != nil {
-		a.ns.Shutdown()
-		a.ns.WaitForShutdown()
-	}
-	if a.store != nil {
-		a.store.Close()
-	}
-	return errors.Join(errs...)
-}
-
-// runWorker runs the meter worker until ctx ends, setting it up again
-// (with backoff) while NATS is unreachable.
-func runWorker(ctx context.Context, js jetstream.JetStream, store *ledger.Store, wc meter.WorkerConfig, log *slog.Logger) error {
-	for backoff := 500 * time.Millisecond; ; backoff = min(backoff*2, 10*time.Second) {
-		_, err := meter.EnsureStream(ctx, js, wc.Stream)
-		var w *meter.Worker
-		if err == nil {
-			w, err = meter.NewWorker(ctx, js, store, wc)
-		}
-		if err == nil {
-			err = w.Run(ctx)
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		log.Warn("meter worker waiting for NATS", "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-	}
 }
 
 func migrate(ctx context.Context, log *slog.Logger) error {
