@@ -1,0 +1,263 @@
+// Command loadgen is an SSE-aware load generator for Tollgate. It measures,
+// for several targets run in turn within each round so that the machine's
+// noise hits all of them alike:
+//
+//   - sim: upstream-sim directly;
+//   - proxy: a bare httputil.ReverseProxy in front of it (FlushInterval -1),
+//     the floor any Go proxy can reach;
+//   - tollgate: `tollgate serve` with full metering (embedded JetStream, the
+//     meter worker and a fresh Postgres database);
+//
+// time to first token, gaps between content chunks, chunks/s and
+// requests/s (p50, p90, p99, max), errors, and the CPU time of each
+// process (from /proc/PID/stat) per million chunks, with each target's
+// ratios to the bare proxy.
+//
+//	go run ./cmd/loadgen [-targets sim,proxy,tollgate] [-concurrency 100] [-chunks 200]
+//	    [-duration 20s | -requests N] [-rounds 3] [-stream=true] [-prompt-words 50] [-chunk-delay-ms 0]
+//	go run ./cmd/loadgen -mode short [-duration 20s]   10-chunk streams at full speed; checks the ledger
+//	go run ./cmd/loadgen -mode idle -streams 10000     N silent open streams; the gateway's RSS
+//
+// By default it builds ./cmd/upstream-sim and ./cmd/tollgate and starts each
+// target as a separate process on loopback: the simulator, the proxy
+// (loadgen re-executing itself as `loadgen proxy -listen ADDR -target URL`)
+// and `tollgate serve` on a database tollgate_loadgen_<random> created on
+// -database-url's server and dropped at the end, with a customer and key
+// made through the admin API. -gateway-url and -key point it at a running
+// deployment instead (add -admin-url, -admin-token and -customer-id to
+// check the ledger), -sim-url at a running simulator.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	mode         string
+	targets      []string
+	concurrency  int
+	chunks       int
+	duration     time.Duration
+	requests     int
+	stream       bool
+	promptWords  int
+	chunkDelayMs int
+	rounds       int
+	warmup       time.Duration
+	model        string
+
+	streams      int
+	openParallel int
+	openTimeout  time.Duration
+	idleSettle   time.Duration
+
+	simURL, gatewayURL, adminURL, key, adminToken, customerID string
+	simBin, tollgateBin                                       string
+	databaseURL                                               string
+	keepLogs                                                  bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var targets string
+	fs.StringVar(&c.mode, "mode", "standard", "standard | short (10-chunk streams at full speed, ledger checked) | idle (N silent open streams, RSS)")
+	fs.StringVar(&targets, "targets", "", "comma-separated targets among sim, proxy, tollgate (default sim,proxy,tollgate; idle: proxy,tollgate)")
+	fs.IntVar(&c.concurrency, "concurrency", 100, "concurrent streams")
+	fs.IntVar(&c.chunks, "chunks", 200, "content chunks per stream (short mode: 10 unless set)")
+	fs.DurationVar(&c.duration, "duration", 20*time.Second, "length of a round, shared by the targets in turn")
+	fs.IntVar(&c.requests, "requests", 0, "requests per target per round instead of -duration (0: use -duration)")
+	fs.BoolVar(&c.stream, "stream", true, "stream the completions")
+	fs.IntVar(&c.promptWords, "prompt-words", 50, "words in the prompt")
+	fs.IntVar(&c.chunkDelayMs, "chunk-delay-ms", 0, "simulator delay before each content chunk (sim_delay_ms)")
+	fs.IntVar(&c.rounds, "rounds", 3, "rounds")
+	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "unmeasured warm-up per target before the first round")
+	fs.StringVar(&c.model, "model", "sim-small", "model to request")
+	fs.IntVar(&c.streams, "streams", 10000, "idle mode: streams to hold open")
+	fs.IntVar(&c.openParallel, "open-parallel", 200, "idle mode: streams being opened at once")
+	fs.DurationVar(&c.openTimeout, "open-timeout", 3*time.Minute, "idle mode: how long to wait for every stream to open")
+	fs.DurationVar(&c.idleSettle, "idle-settle", 2*time.Second, "idle mode: wait between the last stream opening and reading RSS")
+	fs.StringVar(&c.simURL, "sim-url", "", "a running upstream-sim (default: start one)")
+	fs.StringVar(&c.gatewayURL, "gateway-url", "", "a running tollgate LLM API (default: start `tollgate serve`)")
+	fs.StringVar(&c.key, "key", "", "customer API key for -gateway-url")
+	fs.StringVar(&c.adminURL, "admin-url", "", "admin API of -gateway-url, to check the ledger")
+	fs.StringVar(&c.adminToken, "admin-token", os.Getenv("TOLLGATE_ADMIN_TOKEN"), "admin token for -admin-url")
+	fs.StringVar(&c.customerID, "customer-id", "", "the customer of -key, to check the ledger")
+	fs.StringVar(&c.simBin, "sim-bin", "", "upstream-sim binary (default: go build ./cmd/upstream-sim)")
+	fs.StringVar(&c.tollgateBin, "tollgate-bin", "", "tollgate binary (default: go build ./cmd/tollgate)")
+	def := os.Getenv("TOLLGATE_TEST_DATABASE_URL")
+	if def == "" {
+		def = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	fs.StringVar(&c.databaseURL, "database-url", def, "Postgres server to create the run's database on")
+	fs.BoolVar(&c.keepLogs, "keep-logs", false, "keep the children's logs and data directory")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	switch c.mode {
+	case "standard":
+	case "short":
+		if !set["chunks"] {
+			c.chunks = 10
+		}
+	case "idle":
+		if !set["targets"] {
+			targets = "proxy,tollgate"
+		}
+	case "meter":
+		return nil, errors.New("-mode meter is not part of loadgen: the meter benchmark lives elsewhere")
+	default:
+		return nil, fmt.Errorf("-mode %q: want standard, short or idle", c.mode)
+	}
+	if targets == "" {
+		targets = "sim,proxy,tollgate"
+	}
+	seen := map[string]bool{}
+	for _, t := range strings.Split(targets, ",") {
+		t = strings.TrimSpace(t)
+		if t != "sim" && t != "proxy" && t != "tollgate" {
+			return nil, fmt.Errorf("-targets: unknown target %q (want sim, proxy, tollgate)", t)
+		}
+		if !seen[t] {
+			seen[t] = true
+			c.targets = append(c.targets, t)
+		}
+	}
+	switch {
+	case c.concurrency < 1:
+		return nil, errors.New("-concurrency must be at least 1")
+	case c.chunks < 1:
+		return nil, errors.New("-chunks must be at least 1")
+	case c.rounds < 1:
+		return nil, errors.New("-rounds must be at least 1")
+	case c.requests == 0 && c.duration <= 0:
+		return nil, errors.New("-duration must be positive")
+	case c.streams < 1 || c.openParallel < 1:
+		return nil, errors.New("-streams and -open-parallel must be at least 1")
+	}
+	return c, nil
+}
+
+func main() {
+	if os.Getenv(childEnv) == "proxy" || (len(os.Args) > 1 && os.Args[1] == "proxy") {
+		args := os.Args[1:]
+		if len(args) > 0 && args[0] == "proxy" {
+			args = args[1:]
+		}
+		if err := proxyMain(args); err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen proxy:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func numCPU() int { return runtime.NumCPU() }
+
+// raiseNoFile lifts the soft RLIMIT_NOFILE to the hard limit, explicitly so
+// that the children inherit it too (Go restores the original soft limit in
+// children unless the program set one itself).
+func raiseNoFile() (soft, hard uint64) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, 0
+	}
+	rl.Cur = rl.Max
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl)
+	return rl.Cur, rl.Max
+}
+
+// run starts the stack, runs the mode and prints its report to out;
+// progress goes to log.
+func run(ctx context.Context, cfg *config, out, log io.Writer) error {
+	soft, hard := raiseNoFile()
+	st, err := startStack(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+
+	fmt.Fprintf(out, "loadgen %s\n", strings.Join(os.Args[1:], " "))
+	fmt.Fprintf(out, "machine: %s; load average at start %s; RLIMIT_NOFILE %d (hard %d)\n", machineInfo(), loadAvg(), soft, hard)
+	if cfg.simBin != "" || cfg.tollgateBin != "" {
+		fmt.Fprintf(out, "code: prebuilt binaries -sim-bin %q -tollgate-bin %q\n", cfg.simBin, cfg.tollgateBin)
+	} else if rev := gitState(); rev != "" {
+		fmt.Fprintf(out, "code: built from the %s\n", rev)
+	}
+	switch cfg.mode {
+	case "idle":
+		fmt.Fprintf(out, "mode idle: %d streams per target held open (sim_delay_ms=600000 before the first content chunk), %d opened at a time\n\n",
+			cfg.streams, cfg.openParallel)
+		rs, err := runIdle(ctx, cfg, st, log, 0)
+		if err != nil {
+			return err
+		}
+		printIdle(out, rs)
+	default:
+		what := fmt.Sprintf("%d s per round, %v per target per round", int(cfg.duration.Seconds()), cfg.duration/time.Duration(len(cfg.targets)))
+		if cfg.requests > 0 {
+			what = fmt.Sprintf("%d requests per target per round", cfg.requests)
+		}
+		fmt.Fprintf(out, "mode %s: targets %s; concurrency %d; %d chunks per stream (stream=%v), prompt %d words, chunk delay %d ms; %d rounds, %s, order rotated each round; warm-up %v per target\n",
+			cfg.mode, strings.Join(cfg.targets, ","), cfg.concurrency, cfg.chunks, cfg.stream, cfg.promptWords, cfg.chunkDelayMs,
+			cfg.rounds, what, cfg.warmup)
+		r := newRunner(cfg, st, log)
+		totals, all, err := r.runRounds(ctx)
+		if err != nil {
+			return err
+		}
+		printReport(out, cfg, totals, all)
+	}
+	fmt.Fprintf(out, "load average at end %s\n", loadAvg())
+	return nil
+}
+
+// gitState names the commit the binaries were built from and how many
+// files of the working tree differ from it.
+func gitState() string {
+	root, err := moduleRoot()
+	if err != nil {
+		return ""
+	}
+	rev, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	st, _ := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output()
+	n := 0
+	for l := range strings.Lines(string(st)) {
+		if strings.TrimSpace(l) != "" {
+			n++
+		}
+	}
+	return fmt.Sprintf("working tree of %s (%d tracked files modified)", strings.TrimSpace(string(rev)), n)
+}

@@ -1,0 +1,496 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// child is a process loadgen started.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	pid  int
+	log  string
+	done chan struct{} // closed when it exited
+	err  error
+}
+
+// startChild starts bin with args and env, its stdout and stderr in
+// dir/name.log. It dies with loadgen (PR_SET_PDEATHSIG), and inherits
+// loadgen's RLIMIT_NOFILE.
+func startChild(name, dir, bin string, args, env []string) (*child, error) {
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, pid: cmd.Process.Pid, log: logPath, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		f.Close()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// stop sends SIGTERM and waits up to grace before SIGKILL.
+func (c *child) stop(grace time.Duration) {
+	if c == nil {
+		return
+	}
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(grace):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// tail is the end of the child's log, for error messages.
+func (c *child) tail() string {
+	b, _ := os.ReadFile(c.log)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// stack is what the targets run on: the simulator, the bare proxy and
+// tollgate, started here or given by URL.
+type stack struct {
+	dir                 string
+	sim, proxy, gateway *child
+	simURL, proxyURL    string
+	gatewayURL          string
+	adminURL            string
+	adminToken          string
+	key, customerID     string
+	dbBase, dbName      string
+	keepDir             bool
+	log                 io.Writer
+}
+
+// pid of a target's process, 0 when loadgen did not start it.
+func (s *stack) pid(target string) int {
+	var c *child
+	switch target {
+	case "sim":
+		c = s.sim
+	case "proxy":
+		c = s.proxy
+	case "tollgate":
+		c = s.gateway
+	}
+	if c == nil {
+		return 0
+	}
+	return c.pid
+}
+
+func (s *stack) url(target string) string {
+	switch target {
+	case "sim":
+		return s.simURL
+	case "proxy":
+		return s.proxyURL
+	case "tollgate":
+		return s.gatewayURL
+	}
+	return ""
+}
+
+// canVerify reports whether the ledger can be asked how many requests it
+// holds for the run's customer.
+func (s *stack) canVerify() bool {
+	return s.adminURL != "" && s.adminToken != "" && s.customerID != ""
+}
+
+// freeAddr returns a loopback address with a free port.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// moduleRoot finds the tollgate module's directory from the working
+// directory up.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.Contains(b, []byte("module github.com/tollgate-dev/tollgate\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("the tollgate module is not in the working directory or above it: run from the repository, or give -sim-bin and -tollgate-bin")
+		}
+		dir = parent
+	}
+}
+
+// build compiles ./cmd/<name> of the module into dir.
+func build(ctx context.Context, root, dir, name string) (string, error) {
+	out := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, b)
+	}
+	return out, nil
+}
+
+// waitHTTP polls url until it answers (any status) or c exits.
+func waitHTTP(ctx context.Context, c *child, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		if c != nil {
+			select {
+			case <-c.done:
+				return fmt.Errorf("%s exited (%v); its log:\n%s", c.name, c.err, c.tail())
+			default:
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s did not answer at %s within %v", c.name, url, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// childEnv is set in the environment of loadgen's own children (the bare
+// proxy) so that a test binary re-executed as one knows what to be.
+const childEnv = "LOADGEN_CHILD"
+
+// startStack starts what cfg's targets need. The caller must call close.
+func startStack(ctx context.Context, cfg *config, log io.Writer) (_ *stack, err error) {
+	s := &stack{log: log, keepDir: cfg.keepLogs, adminToken: cfg.adminToken,
+		gatewayURL: cfg.gatewayURL, adminURL: cfg.adminURL, key: cfg.key, customerID: cfg.customerID,
+		simURL: cfg.simURL}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if s.dir, err = os.MkdirTemp("", "loadgen-"); err != nil {
+		return nil, err
+	}
+	need := map[string]bool{}
+	for _, t := range cfg.targets {
+		need[t] = true
+	}
+	external := cfg.gatewayURL != ""
+	if need["tollgate"] && external && cfg.key == "" {
+		return nil, errors.New("-gateway-url needs -key")
+	}
+	if (need["sim"] || need["proxy"] || (need["tollgate"] && !external)) && s.simURL == "" {
+		bin := cfg.simBin
+		if bin == "" {
+			if bin, err = s.buildBin(ctx, "upstream-sim"); err != nil {
+				return nil, err
+			}
+		}
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		if s.sim, err = startChild("upstream-sim", s.dir, bin, []string{"-listen", addr}, os.Environ()); err != nil {
+			return nil, err
+		}
+		s.simURL = "http://" + addr
+		if err := waitHTTP(ctx, s.sim, s.simURL+"/v1/models", 30*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	if need["proxy"] {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		env := append(os.Environ(), childEnv+"=proxy")
+		if s.proxy, err = startChild("proxy", s.dir, self, []string{"proxy", "-listen", addr, "-target", s.simURL}, env); err != nil {
+			return nil, err
+		}
+		s.proxyURL = "http://" + addr
+		if err := waitHTTP(ctx, s.proxy, s.proxyURL+"/v1/models", 30*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	if need["tollgate"] && !external {
+		if err := s.startTollgate(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *stack) buildBin(ctx context.Context, name string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(s.log, "building ./cmd/%s...\n", name)
+	return build(ctx, root, s.dir, name)
+}
+
+// tollgateConfig is `tollgate serve`'s configuration: the simulator as an
+// OpenAI provider, the model sim-small priced as in examples/demo.yaml,
+// and a drain_timeout of 1s so that streams loadgen abandons (idle mode)
+// are finished quickly.
+func tollgateConfig(simURL string) string {
+	return fmt.Sprintf(`providers:
+  - name: sim
+    type: openai
+    base_url: %s/v1
+    api_key: loadgen
+models:
+  - name: sim-small
+    provider: sim
+    upstream_model: sim-small
+drain_timeout: 1s
+prices:
+  - {model: sim-small, currency: USD, input: "0.15", cached_input: "0.075", cache_write: "0.15", output: "0.60", effective_from: 2026-01-01T00:00:00Z}
+`, simURL)
+}
+
+// startTollgate creates a fresh database, starts `tollgate serve` on it
+// (embedded JetStream in a temporary data directory) and creates a
+// customer and key through the admin API.
+func (s *stack) startTollgate(ctx context.Context, cfg *config) error {
+	bin := cfg.tollgateBin
+	var err error
+	if bin == "" {
+		if bin, err = s.buildBin(ctx, "tollgate"); err != nil {
+			return err
+		}
+	}
+	s.dbBase = cfg.databaseURL
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "tollgate_loadgen_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, s.dbBase)
+	if err != nil {
+		return fmt.Errorf("postgres at %s: %w", s.dbBase, err)
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+name)
+	conn.Close(ctx)
+	if err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	s.dbName = name
+	u, err := url.Parse(s.dbBase)
+	if err != nil {
+		return err
+	}
+	u.Path = "/" + name
+
+	cfgPath := filepath.Join(s.dir, "tollgate.yaml")
+	if err := os.WriteFile(cfgPath, []byte(tollgateConfig(s.simURL)), 0o644); err != nil {
+		return err
+	}
+	listen, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	admin, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	if s.adminToken == "" {
+		s.adminToken = "loadgen-" + hex.EncodeToString(b[:])
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TOLLGATE_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
+		"TOLLGATE_DATABASE_URL="+u.String(),
+		"TOLLGATE_ADMIN_TOKEN="+s.adminToken,
+		"TOLLGATE_LISTEN="+listen,
+		"TOLLGATE_ADMIN_LISTEN="+admin,
+		"TOLLGATE_DATA_DIR="+filepath.Join(s.dir, "tollgate-data"),
+		"TOLLGATE_SHUTDOWN_GRACE=5s",
+	)
+	if s.gateway, err = startChild("tollgate", s.dir, bin, []string{"serve", "--config", cfgPath}, env); err != nil {
+		return err
+	}
+	s.gatewayURL, s.adminURL = "http://"+listen, "http://"+admin
+	if err := waitHTTP(ctx, s.gateway, s.adminURL+"/healthz", 60*time.Second); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, s.gateway, s.gatewayURL+"/healthz", 10*time.Second); err != nil {
+		return err
+	}
+	var c struct {
+		ID string `json:"id"`
+	}
+	if err := s.admin(ctx, "POST", "/admin/v1/customers", `{"name":"loadgen-`+hex.EncodeToString(b[:])+`"}`, &c); err != nil {
+		return err
+	}
+	var k struct {
+		Key string `json:"key"`
+	}
+	if err := s.admin(ctx, "POST", "/admin/v1/customers/"+c.ID+"/keys", `{"name":"loadgen"}`, &k); err != nil {
+		return err
+	}
+	s.customerID, s.key = c.ID, k.Key
+	// The gateway's key snapshot refreshes every second.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.gatewayURL+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+s.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the new key is not accepted by the gateway after 15s (last: %v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// admin calls the admin API and decodes its JSON answer into out.
+func (s *stack) admin(ctx context.Context, method, path, body string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, s.adminURL+path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+	return nil
+}
+
+// ledgerRequests is how many requests of the run's customer the ledger
+// shows: GET /admin/v1/usage?group_by=customer (the hourly rollups, which
+// the meter worker updates in the transaction that inserts the events).
+func (s *stack) ledgerRequests(ctx context.Context) (int64, error) {
+	var page struct {
+		Data []struct {
+			Requests int64 `json:"requests"`
+		} `json:"data"`
+	}
+	if err := s.admin(ctx, "GET", "/admin/v1/usage?group_by=customer&customer_id="+s.customerID, "", &page); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, r := range page.Data {
+		n += r.Requests
+	}
+	return n, nil
+}
+
+// waitLedger polls the ledger every 10ms until it shows at least want
+// requests; it returns the time that took, the count seen and an error at
+// the timeout.
+func (s *stack) waitLedger(ctx context.Context, want int64, timeout time.Duration) (time.Duration, int64, error) {
+	start := time.Now()
+	var n int64
+	var err error
+	for {
+		n, err = s.ledgerRequests(ctx)
+		if err == nil && n >= want {
+			return time.Since(start), n, nil
+		}
+		if time.Since(start) > timeout || ctx.Err() != nil {
+			if err == nil {
+				err = fmt.Errorf("the ledger shows %d requests, want %d, after %v", n, want, timeout)
+			}
+			return time.Since(start), n, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// close stops the children (tollgate first: it publishes what it holds),
+// drops the database and removes the temporary directory.
+func (s *stack) close() {
+	s.gateway.stop(20 * time.Second)
+	s.proxy.stop(5 * time.Second)
+	s.sim.stop(5 * time.Second)
+	if s.dbName != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if conn, err := pgx.Connect(ctx, s.dbBase); err == nil {
+			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+s.dbName+" WITH (FORCE)"); err != nil {
+				fmt.Fprintf(s.log, "drop database %s: %v\n", s.dbName, err)
+			}
+			conn.Close(ctx)
+		} else {
+			fmt.Fprintf(s.log, "drop database %s: %v\n", s.dbName, err)
+		}
+	}
+	if s.dir != "" {
+		if s.keepDir {
+			fmt.Fprintf(s.log, "logs kept in %s\n", s.dir)
+		} else {
+			_ = os.RemoveAll(s.dir)
+		}
+	}
+}
