@@ -7,14 +7,16 @@ import (
 	"time"
 )
 
-// Usage groupings accepted by UsageQuery.GroupBy, as SQL over usage_hourly.
-var usageGroups = map[string]string{
-	"model":    "model",
-	"key":      "key_id::text",
-	"customer": "customer_id::text",
-	"hour":     `to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:00:00"Z"')`,
-	"day":      `to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
-	"month":    `to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM')`,
+// Usage groupings accepted by UsageQuery.GroupBy: the SQL expression
+// grouped by over usage_hourly, and how a group is shown (over g). Periods
+// group on timestamps and are formatted once per group, not once per row.
+var usageGroups = map[string][2]string{
+	"model":    {"model", "g"},
+	"key":      {"key_id::text", "g"},
+	"customer": {"customer_id::text", "g"},
+	"hour":     {"hour", `to_char(g AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:00:00"Z"')`},
+	"day":      {"date_trunc('day', hour AT TIME ZONE 'UTC')", `to_char(g, 'YYYY-MM-DD')`},
+	"month":    {"date_trunc('month', hour AT TIME ZONE 'UTC')", `to_char(g, 'YYYY-MM')`},
 }
 
 // UsageQuery selects usage from the hourly rollups (never raw events).
@@ -89,7 +91,9 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT g, currency, requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge::text
 		FROM (
-		  SELECT `+group+` AS g, currency, sum(requests) AS requests, sum(unpriced_requests) AS unpriced,
+		  SELECT `+group[1]+` AS g, currency, requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge
+		  FROM (
+		  SELECT `+group[0]+` AS g, currency, sum(requests) AS requests, sum(unpriced_requests) AS unpriced,
 		    sum(prompt_tokens) AS prompt, sum(cached_tokens) AS cached, sum(cache_write_tokens) AS cache_write,
 		    sum(completion_tokens) AS completion, sum(reasoning_tokens) AS reasoning,
 		    sum(web_search_requests) AS web, sum(charge_e12) AS charge
@@ -97,7 +101,8 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 		  WHERE ($1 = '' OR customer_id = NULLIF($1, '')::uuid) AND ($2 = '' OR key_id = NULLIF($2, '')::uuid) AND ($3 = '' OR model = $3)
 		    AND hour >= date_trunc('hour', $4::timestamptz) AND hour < $5
 		  GROUP BY 1, 2
-		) grouped
+		  ) grouped
+		) shown
 		WHERE ($6 = '' AND $7 = '') OR (g, currency) > ($6, $7)
 		ORDER BY g, currency LIMIT $8`,
 		q.CustomerID, q.KeyID, q.Model, from, to, afterGroup, afterCurrency, q.Limit+1)
