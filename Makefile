@@ -2,7 +2,7 @@
 GO ?= go
 export CI_TEST_TIMEOUT ?= 15m
 
-.PHONY: build run test vet fuzz bench bench-ledger clean
+.PHONY: build run test vet fuzz faults soak bench bench-ledger clean
 
 build:
 	$(GO) build -o bin/tollgate ./cmd/tollgate
@@ -33,6 +33,17 @@ fuzz:
 # Every micro-benchmark of BENCHMARKS.md, five runs each, in benchstat's
 # input format (go run golang.org/x/perf/cmd/benchstat@latest bench.txt).
 BENCH_PKGS = ./gateway/sse/ ./gateway/openai/ ./gateway/anthropic/ ./gateway/gemini/ ./ledger/ ./meter/
+# Fault injection (about 1-2 minutes): its own Postgres and NATS processes,
+# killed and restarted under load; the ledger must equal upstream-sim's
+# ground truth exactly, with no event twice, and reconcile clean.
+faults:
+	$(GO) run ./cmd/faults
+
+# Steady load (not in CI); memory and descriptors must stay flat.
+SOAK ?= 10m
+soak:
+	$(GO) run ./cmd/faults -soak $(SOAK)
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 -skip 'BenchmarkScale' $(BENCH_PKGS) | tee bench.txt
 

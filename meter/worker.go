@@ -108,7 +108,9 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 // refuses is retried with backoff, never acknowledged unwritten. It returns
 // an error only when the consumer cannot be read at all.
 func (w *Worker) Run(ctx context.Context) error {
-	it, err := w.cons.Messages(jetstream.PullMaxMessages(2 * w.cfg.BatchSize))
+	// A bounded pull expiry: after the consumer's leader changes (a NATS
+	// node lost), the worker pulls again within it instead of the default 30s.
+	it, err := w.cons.Messages(jetstream.PullMaxMessages(2*w.cfg.BatchSize), jetstream.PullExpiry(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", w.cfg.Durable, err)
 	}
@@ -231,7 +233,9 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		// Stay under the ack wait (InProgress extends it every retry), so a
+		// long Postgres outage does not turn into redeliveries.
+		backoff = min(backoff*2, 5*time.Second, w.cfg.AckWait/2)
 	}
 	for _, m := range keep {
 		if err := m.Ack(); err != nil {

@@ -31,6 +31,7 @@ type fault struct {
 	usageInFinish bool
 	cumulative    bool
 	noDone        bool
+	usageInError  bool // usage_in_error: error_after's frame carries the usage billed
 }
 
 // plan is everything the simulator will do for one request.
@@ -140,6 +141,8 @@ func parseFault(v string) (fault, error) {
 			f.cumulative = true
 		case "no_done":
 			f.noDone = true
+		case "usage_in_error":
+			f.usageInError = true
 		default:
 			return fault{}, fmt.Errorf("sim_fault: unknown mode %q", mode)
 		}

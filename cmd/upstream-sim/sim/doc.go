@@ -147,6 +147,11 @@
 //     Gemini: no effect (it does so anyway). Anthropic: a 400.
 //   - no_done: omit OpenAI's data: [DONE] or Anthropic's message_stop;
 //     Gemini: no effect (it has no end marker).
+//   - usage_in_error: OpenAI: error_after's error frame also carries a
+//     top-level "usage" (as OpenRouter's does): the usage /stats bills for
+//     the request (prompt and cached in full, completion = reasoning + the
+//     content tokens written), whatever include_usage says; no_usage wins.
+//     Anthropic and Gemini: no effect.
 //
 // # Errors
 //

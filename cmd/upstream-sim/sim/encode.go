@@ -69,6 +69,7 @@ func appendUsage(b []byte, u Usage) []byte {
 type openaiEncoder struct {
 	p      *plan
 	prefix []byte // `data: {"id":...,"choices":[`
+	sent   Usage  // the usage billed by the frames written so far
 }
 
 // finishReason is the finish_reason of p.
@@ -80,10 +81,12 @@ func (p *plan) finishReason() string {
 }
 
 func (e *openaiEncoder) start(b []byte, u Usage) []byte {
+	e.sent = u
 	return e.end(append(append(b, e.prefix...), chunkRole...), e.cumulative(u))
 }
 
 func (e *openaiEncoder) content(b []byte, k int64, u Usage, _ bool) []byte {
+	e.sent = u
 	b = append(append(b, e.prefix...), chunkContent...)
 	b = appendTokens(b, k)
 	return e.end(append(b, chunkContEnd...), e.cumulative(u))
@@ -117,7 +120,11 @@ func (e *openaiEncoder) finish(st *streamer) error {
 }
 
 func (e *openaiEncoder) streamError(st *streamer, after int64) {
-	st.buf = appendErrorFrame(st.buf[:0], after)
+	var u *Usage
+	if e.p.fault.usageInError && !e.p.fault.noUsage {
+		u = &e.sent
+	}
+	st.buf = appendErrorFrame(st.buf[:0], after, u)
 	if st.write(st.buf) == nil && !e.p.fault.noDone {
 		_ = st.write(append(st.buf[:0], frameDone...))
 	}
@@ -157,9 +164,14 @@ func appendCompletion(b []byte, p *plan) []byte {
 	return append(b, `,"service_tier":"default","system_fingerprint":null}`...)
 }
 
-// appendErrorFrame appends the SSE frame error_after sends.
-func appendErrorFrame(b []byte, after int64) []byte {
+// appendErrorFrame appends the SSE frame error_after sends; with u, the
+// frame also carries the usage billed so far (usage_in_error).
+func appendErrorFrame(b []byte, after int64, u *Usage) []byte {
 	b = append(b, `data: {"error":{"message":"simulated stream error after `...)
 	b = strconv.AppendInt(b, after, 10)
-	return append(b, ` content chunks","type":"server_error","param":null,"code":null}}`+"\n\n"...)
+	b = append(b, ` content chunks","type":"server_error","param":null,"code":null}`...)
+	if u != nil {
+		b = appendUsage(append(b, `,"usage":`...), *u)
+	}
+	return append(b, frameEnd...)
 }
