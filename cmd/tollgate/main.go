@@ -35,7 +35,7 @@ Usage:
   tollgate gateway --config FILE   run only the LLM API (needs TOLLGATE_NATS_URL)
   tollgate meter                   run only the meter worker (needs TOLLGATE_NATS_URL)
   tollgate admin                   run only the admin API
-  tollgate migrate                 apply the database migrations and exit
+  tollgate migrate [--down-to N]   apply the database migrations and exit (or roll back to N)
   tollgate demo                    create a demo customer and key on a running server,
                                    and print curl commands to try it
   tollgate config check --config FILE
@@ -78,7 +78,7 @@ func main() {
 	case "admin":
 		err = runRoles(ctx, log, args, roles{admin: true})
 	case "migrate":
-		err = migrate(ctx, log)
+		err = migrate(ctx, log, args)
 	case "demo":
 		err = demo(ctx, args)
 	case "config":

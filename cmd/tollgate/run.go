@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -179,12 +180,26 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	return a, nil
 }
 
-func migrate(ctx context.Context, log *slog.Logger) error {
+// migrate applies every pending migration or, with --down-to N, rolls
+// back to version N (an upgrade's undo; read the release's migrations first).
+func migrate(ctx context.Context, log *slog.Logger, args []string) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	downTo := fs.Int64("down-to", -1, "roll back to this migration version (0 removes every table)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	s, err := ledger.Open(ctx, loadEnv().DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	if *downTo >= 0 {
+		if err := s.MigrateDown(ctx, *downTo); err != nil {
+			return err
+		}
+		log.Info("migrations rolled back", "to_version", *downTo)
+		return nil
+	}
 	n, err := s.Migrate(ctx)
 	if err != nil {
 		return err
