@@ -102,8 +102,8 @@ func (c *chatWriter) end(readErr error) {
 // errorPayload is an OpenAI error frame's JSON.
 func errorPayload(code, msg string) []byte {
 	b := []byte(`{"error":{"message":`)
-	b = appendJSONString(b, msg)
+	b = openai.AppendString(b, msg)
 	b = append(b, `,"type":"upstream_error","code":`...)
-	b = appendJSONString(b, code)
+	b = openai.AppendString(b, code)
 	return append(b, "}}"...)
 }

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -135,9 +134,4 @@ func (x *exchange) failure() (int, string) {
 		return http.StatusGatewayTimeout, meter.StatusTimeout
 	}
 	return http.StatusBadGateway, meter.StatusUpstreamError
-}
-
-func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
 }

@@ -6,6 +6,19 @@ import (
 	"github.com/tollgate-dev/tollgate/meter"
 )
 
+// rollupAdd adds a row's figures to the usage_hourly row it conflicts with.
+const rollupAdd = `ON CONFLICT (customer_id, hour, key_id, model, currency) DO UPDATE SET
+    requests = usage_hourly.requests + EXCLUDED.requests,
+    unpriced_requests = usage_hourly.unpriced_requests + EXCLUDED.unpriced_requests,
+    prompt_tokens = usage_hourly.prompt_tokens + EXCLUDED.prompt_tokens,
+    cached_tokens = usage_hourly.cached_tokens + EXCLUDED.cached_tokens,
+    cache_write_tokens = usage_hourly.cache_write_tokens + EXCLUDED.cache_write_tokens,
+    completion_tokens = usage_hourly.completion_tokens + EXCLUDED.completion_tokens,
+    reasoning_tokens = usage_hourly.reasoning_tokens + EXCLUDED.reasoning_tokens,
+    web_search_requests = usage_hourly.web_search_requests + EXCLUDED.web_search_requests,
+    cost_e12 = usage_hourly.cost_e12 + EXCLUDED.cost_e12,
+    charge_e12 = usage_hourly.charge_e12 + EXCLUDED.charge_e12`
+
 // writeBatch stores a rated batch in one statement: it claims each id in
 // event_ids (the dedupe key across partitions), inserts only the events
 // whose ids were new, adds them to the hourly rollups and the customers'
@@ -41,17 +54,7 @@ WITH input AS (
     count(*) FILTER (WHERE unpriced), sum(prompt_tokens), sum(cached_tokens), sum(cache_write_tokens),
     sum(completion_tokens), sum(reasoning_tokens), sum(web_search_requests), sum(cost_e12), sum(charge_e12)
   FROM ins GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
-  ON CONFLICT (customer_id, hour, key_id, model, currency) DO UPDATE SET
-    requests = usage_hourly.requests + EXCLUDED.requests,
-    unpriced_requests = usage_hourly.unpriced_requests + EXCLUDED.unpriced_requests,
-    prompt_tokens = usage_hourly.prompt_tokens + EXCLUDED.prompt_tokens,
-    cached_tokens = usage_hourly.cached_tokens + EXCLUDED.cached_tokens,
-    cache_write_tokens = usage_hourly.cache_write_tokens + EXCLUDED.cache_write_tokens,
-    completion_tokens = usage_hourly.completion_tokens + EXCLUDED.completion_tokens,
-    reasoning_tokens = usage_hourly.reasoning_tokens + EXCLUDED.reasoning_tokens,
-    web_search_requests = usage_hourly.web_search_requests + EXCLUDED.web_search_requests,
-    cost_e12 = usage_hourly.cost_e12 + EXCLUDED.cost_e12,
-    charge_e12 = usage_hourly.charge_e12 + EXCLUDED.charge_e12
+  ` + rollupAdd + `
 ), balanced AS (
   INSERT INTO customer_balances (customer_id, currency, charges_e12)
   SELECT customer_id, currency, sum(charge_e12) FROM ins WHERE currency <> '' GROUP BY 1, 2 ORDER BY 1, 2

@@ -159,18 +159,7 @@ func rerateOne(ctx context.Context, tx pgx.Tx, p *pricing, ev *rerateEvent, res 
 			unpricedN int64
 		}{{"", -1, 0, "0", -1}, {r.currency, 1, r.costE12, charge.String(), 0}} {
 			if _, err := tx.Exec(ctx, `
-				INSERT INTO usage_hourly VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-				ON CONFLICT (customer_id, hour, key_id, model, currency) DO UPDATE SET
-				  requests = usage_hourly.requests + EXCLUDED.requests,
-				  unpriced_requests = usage_hourly.unpriced_requests + EXCLUDED.unpriced_requests,
-				  prompt_tokens = usage_hourly.prompt_tokens + EXCLUDED.prompt_tokens,
-				  cached_tokens = usage_hourly.cached_tokens + EXCLUDED.cached_tokens,
-				  cache_write_tokens = usage_hourly.cache_write_tokens + EXCLUDED.cache_write_tokens,
-				  completion_tokens = usage_hourly.completion_tokens + EXCLUDED.completion_tokens,
-				  reasoning_tokens = usage_hourly.reasoning_tokens + EXCLUDED.reasoning_tokens,
-				  web_search_requests = usage_hourly.web_search_requests + EXCLUDED.web_search_requests,
-				  cost_e12 = usage_hourly.cost_e12 + EXCLUDED.cost_e12,
-				  charge_e12 = usage_hourly.charge_e12 + EXCLUDED.charge_e12`,
+				INSERT INTO usage_hourly VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) `+rollupAdd,
 				ev.e.CustomerID, hour, ev.e.KeyID, ev.e.Model, m.currency, m.sign, m.unpricedN,
 				m.sign*u.PromptTokens, m.sign*u.CachedTokens, m.sign*u.CacheWriteTokens, m.sign*u.CompletionTokens,
 				m.sign*u.ReasoningTokens, m.sign*u.WebSearchRequests, m.cost, m.charge); err != nil {

@@ -2,8 +2,8 @@ package anthropic
 
 import (
 	"strconv"
-	"unicode/utf8"
 
+	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/gateway/usage"
 )
@@ -31,11 +31,11 @@ type Stream struct {
 // seconds).
 func (Chat) NewStream(id, model string, created int64) ChunkStream {
 	p := append(make([]byte, 0, 96+len(id)+len(model)), `{"id":`...)
-	p = appendString(p, id)
+	p = openai.AppendString(p, id)
 	p = append(p, `,"object":"chat.completion.chunk","created":`...)
 	p = strconv.AppendInt(p, created, 10)
 	p = append(p, `,"model":`...)
-	p = appendString(p, model)
+	p = openai.AppendString(p, model)
 	p = append(p, `,"choices":[{"index":0,"delta":`...)
 	return &Stream{prefix: p}
 }
@@ -63,9 +63,9 @@ func (s *Stream) Event(ev *sse.Event, r *usage.Report, dst [][]byte) [][]byte {
 	if isErr {
 		typ, msg := e.errorInfo()
 		b := append(make([]byte, 0, 64+len(msg)), `{"error":{"message":`...)
-		b = appendString(b, msg)
+		b = openai.AppendString(b, msg)
 		b = append(b, `,"type":`...)
-		b = appendString(b, typ)
+		b = openai.AppendString(b, typ)
 		return append(dst, append(b, `,"code":null}}`...))
 	}
 	if e == nil {
@@ -92,9 +92,9 @@ func (s *Stream) Event(ev *sse.Event, r *usage.Report, dst [][]byte) [][]byte {
 			c = append(c, `{"tool_calls":[{"index":`...)
 			c = strconv.AppendInt(c, int64(i), 10)
 			c = append(c, `,"id":`...)
-			c = appendString(c, b.ID)
+			c = openai.AppendString(c, b.ID)
 			c = append(c, `,"type":"function","function":{"name":`...)
-			c = appendString(c, b.Name)
+			c = openai.AppendString(c, b.Name)
 			return append(dst, s.end(append(c, `,"arguments":""}}]}`...), ""))
 		}
 	case "content_block_delta":
@@ -113,7 +113,7 @@ func (s *Stream) Event(ev *sse.Event, r *usage.Report, dst [][]byte) [][]byte {
 			c = append(c, `{"tool_calls":[{"index":`...)
 			c = strconv.AppendInt(c, int64(i), 10)
 			c = append(c, `,"function":{"arguments":`...)
-			c = appendString(c, d.PartialJSON)
+			c = openai.AppendString(c, d.PartialJSON)
 			return append(dst, s.end(append(c, `}}]}`...), ""))
 		}
 	case "message_delta":
@@ -143,7 +143,7 @@ func (s *Stream) text(dst [][]byte, field, v string) [][]byte {
 	c := append(s.chunk(len(v)), `{"`...)
 	c = append(c, field...)
 	c = append(c, `":`...)
-	c = appendString(c, v)
+	c = openai.AppendString(c, v)
 	return append(dst, s.end(append(c, '}'), ""))
 }
 
@@ -162,50 +162,4 @@ func (s *Stream) end(c []byte, finish string) []byte {
 	c = append(c, `,"finish_reason":"`...)
 	c = append(c, finish...)
 	return append(c, `"}]}`...)
-}
-
-// appendString appends s to dst as a JSON string. Invalid UTF-8 becomes
-// U+FFFD, as encoding/json does; U+2028 and U+2029 are escaped so that the
-// payload is also valid JavaScript.
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			if r == utf8.RuneError {
-				dst = append(dst, `\ufffd`...)
-			} else {
-				dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			}
-			start = i + size
-		}
-		i += size
-	}
-	return append(append(dst, s[start:]...), '"')
 }

@@ -34,6 +34,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/meter"
 )
 
@@ -246,12 +247,12 @@ func finishReason(reason string, calls bool) string {
 // errorPayload renders an upstream error as OpenAI's error object.
 func errorPayload(desc, code string) []byte {
 	b := []byte(`{"error":{"message":`)
-	b = appendString(b, desc)
+	b = openai.AppendString(b, desc)
 	b = append(b, `,"type":"upstream_error","param":null,"code":`...)
 	if code == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendString(b, code)
+		b = openai.AppendString(b, code)
 	}
 	return append(b, "}}"...)
 }

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 
+	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/gateway/usage"
 )
@@ -23,11 +23,11 @@ type ChunkStream = interface {
 // *Stream; see Stream.Event.
 func (Chat) NewStream(id, model string, created int64) ChunkStream {
 	p := []byte(`{"id":`)
-	p = appendString(p, id)
+	p = openai.AppendString(p, id)
 	p = append(p, `,"object":"chat.completion.chunk","created":`...)
 	p = strconv.AppendInt(p, created, 10)
 	p = append(p, `,"model":`...)
-	p = appendString(p, model)
+	p = openai.AppendString(p, model)
 	p = append(p, `,"choices":[{"index":`...)
 	return &Stream{prefix: p}
 }
@@ -105,7 +105,7 @@ func (s *Stream) translate(resp *response, dst [][]byte) [][]byte {
 			}
 			b := s.chunk(st.index, len(p.Text)+len(field)+8)
 			b = append(b, field...)
-			b = appendString(b, p.Text)
+			b = openai.AppendString(b, p.Text)
 			dst = append(dst, s.end(b, ""))
 		}
 		if c.FinishReason != "" {
@@ -158,9 +158,9 @@ func (s *Stream) toolCallChunk(st *choiceState, fc *functionCall) []byte {
 	b = append(b, `,"id":"call_`...)
 	b = strconv.AppendInt(b, int64(st.calls), 10)
 	b = append(b, `","type":"function","function":{"name":`...)
-	b = appendString(b, fc.Name)
+	b = openai.AppendString(b, fc.Name)
 	b = append(b, `,"arguments":`...)
-	b = appendString(b, argsJSON(fc.Args))
+	b = openai.AppendString(b, argsJSON(fc.Args))
 	b = append(b, "}}]"...)
 	return s.end(b, "")
 }
@@ -191,51 +191,7 @@ func (s *Stream) end(b []byte, reason string) []byte {
 	if reason == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendString(b, reason)
+		b = openai.AppendString(b, reason)
 	}
 	return append(b, "}]}"...)
-}
-
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, so
-// the result is always valid JSON.
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

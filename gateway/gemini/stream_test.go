@@ -208,20 +208,3 @@ func TestStreamBlockedPrompt(t *testing.T) {
 		t.Errorf("blocked prompt: %s", bytes.Join(payloads, []byte("\n")))
 	}
 }
-
-func TestAppendString(t *testing.T) {
-	for _, s := range []string{"", "plain", "quote\" back\\ nl\n cr\r tab\t", "\x00\x1f\x7f", "é€😀", "bad\xff\xfeutf8", "\u2028"} {
-		b := appendString(nil, s)
-		var back string
-		if err := json.Unmarshal(b, &back); err != nil {
-			t.Fatalf("%q: %v: %s", s, err, b)
-		}
-		var want strings.Builder
-		for _, r := range s { // one U+FFFD per invalid byte
-			want.WriteRune(r)
-		}
-		if back != want.String() {
-			t.Errorf("%q round-trips as %q", s, back)
-		}
-	}
-}

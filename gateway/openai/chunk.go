@@ -138,17 +138,12 @@ func AppendUsage(dst []byte, u meter.Usage) []byte {
 // and the usage, to dst.
 func AppendUsageChunk(dst []byte, id, model string, created int64, u meter.Usage) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendJSONString(dst, id)
+	dst = AppendString(dst, id)
 	dst = append(dst, `,"object":"chat.completion.chunk","created":`...)
 	dst = strconv.AppendInt(dst, created, 10)
 	dst = append(dst, `,"model":`...)
-	dst = appendJSONString(dst, model)
+	dst = AppendString(dst, model)
 	dst = append(dst, `,"choices":[],"usage":`...)
 	dst = AppendUsage(dst, u)
 	return append(dst, '}')
-}
-
-func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
 }
