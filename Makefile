@@ -2,7 +2,7 @@
 GO ?= go
 export CI_TEST_TIMEOUT ?= 15m
 
-.PHONY: build run test vet fuzz faults soak bench bench-ledger clean
+.PHONY: build run test vet fuzz faults soak loadgen-test bench bench-ledger clean
 
 build:
 	$(GO) build -o bin/tollgate ./cmd/tollgate
@@ -43,6 +43,12 @@ faults:
 SOAK ?= 10m
 soak:
 	$(GO) run ./cmd/faults -soak $(SOAK)
+
+# loadgen's end-to-end test builds and runs the whole stack three times; it
+# is kept out of make test (it failed once under a fully parallel test run,
+# with no message, not yet understood).
+loadgen-test:
+	$(GO) test -count=1 -tags loadgen_e2e ./cmd/loadgen/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 -skip 'BenchmarkScale' $(BENCH_PKGS) | tee bench.txt

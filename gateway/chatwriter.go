@@ -95,6 +95,9 @@ func (c *chatWriter) end(readErr error) {
 		c.data(openai.AppendUsageChunk(nil, c.id, c.model, c.created, u))
 	}
 	if !c.doneSent {
+		if readErr == nil && cause == nil {
+			x.complete.Store(true)
+		}
 		c.data(doneData)
 	}
 }

@@ -32,6 +32,9 @@ type exchange struct {
 	report     usage.Report
 	promptText func() string // the request's prompt, for estimates
 	clientGone atomic.Bool
+	// complete is set before the response's last write: a client that
+	// hangs up after it (an SDK closing at [DONE]) did not cancel.
+	complete atomic.Bool
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
 	stopWatch  func() bool
@@ -135,7 +138,7 @@ func (x *exchange) finish() {
 		e.Status, e.Error = meter.StatusTimeout, cause.Error()
 	case r.Error != "":
 		e.Status, e.Error = meter.StatusUpstreamError, r.Error
-	case x.clientGone.Load():
+	case x.clientGone.Load() && !x.complete.Load():
 		e.Status = meter.StatusClientCancelled
 		if cause != nil && e.Error == "" {
 			e.Error = cause.Error()

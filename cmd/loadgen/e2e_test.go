@@ -1,3 +1,5 @@
+//go:build loadgen_e2e
+
 package main
 
 import (
