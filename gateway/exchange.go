@@ -34,7 +34,7 @@ type exchange struct {
 	clientGone atomic.Bool
 	// complete is set before the response's last write: a client that
 	// hangs up after it (an SDK closing at [DONE]) did not cancel.
-	complete atomic.Bool
+	complete   atomic.Bool
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
 	stopWatch  func() bool
