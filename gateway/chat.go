@@ -104,7 +104,7 @@ func (s *Server) translateChatBody(w http.ResponseWriter, x *exchange, resp *htt
 	w.WriteHeader(http.StatusOK)
 	x.event.HTTPStatus = http.StatusOK
 	x.firstByte()
-	x.complete.Store(true)
+	x.markComplete()
 	if _, err := w.Write(body); err != nil {
 		x.clientGone.Store(true)
 	}

@@ -96,7 +96,7 @@ func (c *chatWriter) end(readErr error) {
 	}
 	if !c.doneSent {
 		if readErr == nil && cause == nil {
-			x.complete.Store(true)
+			x.markComplete()
 		}
 		c.data(doneData)
 	}

@@ -158,6 +158,14 @@ func (x *exchange) finish() {
 	x.s.emit(e)
 }
 
+// markComplete is called before the response's last write: if the client
+// is still there, its hanging up from now on is not a cancellation.
+func (x *exchange) markComplete() {
+	if !x.clientGone.Load() {
+		x.complete.Store(true)
+	}
+}
+
 // firstByte records the time to first token, once.
 func (x *exchange) firstByte() {
 	if x.event.TTFTMillis == 0 {

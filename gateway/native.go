@@ -43,7 +43,7 @@ func (s *Server) passThrough(w http.ResponseWriter, x *exchange, rt route, c nat
 		w.WriteHeader(http.StatusOK)
 		x.event.HTTPStatus = http.StatusOK
 		x.firstByte()
-		x.complete.Store(true)
+		x.markComplete()
 		if _, err := w.Write(body); err != nil {
 			x.clientGone.Store(true)
 		}
@@ -55,7 +55,7 @@ func (s *Server) passThrough(w http.ResponseWriter, x *exchange, rt route, c nat
 	for {
 		ev, err := rd.Next()
 		if errors.Is(err, io.EOF) {
-			x.complete.Store(true) // every upstream byte was forwarded
+			x.markComplete() // every upstream byte was forwarded
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !tee.started && !x.clientGone.Load() {

@@ -112,7 +112,7 @@ func (s *Server) relayChatBody(w http.ResponseWriter, x *exchange, resp *http.Re
 	w.WriteHeader(http.StatusOK)
 	x.event.HTTPStatus = http.StatusOK
 	x.firstByte()
-	x.complete.Store(true)
+	x.markComplete()
 	if _, err := w.Write(body); err != nil {
 		x.clientGone.Store(true)
 	}

@@ -196,3 +196,24 @@ func TestRevokedKeyIsRefused(t *testing.T) {
 		t.Fatalf("revoked key: %d %+v", resp.StatusCode, env)
 	}
 }
+
+// TestHangingUpAtDoneIsNotACancellation: SDKs close the connection as soon
+// as they read [DONE]; a complete stream must still be recorded "ok".
+func TestHangingUpAtDoneIsNotACancellation(t *testing.T) {
+	s := newStack(t, nil)
+	for range 20 {
+		req, _ := http.NewRequest("POST", s.gateway+"/v1/chat/completions", strings.NewReader(chatBody(3, true, "")))
+		req.Header.Set("Authorization", "Bearer "+s.secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() && sc.Text() != "data: [DONE]" {
+		}
+		resp.Body.Close() // at once, as the SDKs do
+		if e := s.event(resp.Header.Get("X-Request-Id")); e.Status != meter.StatusOK {
+			t.Fatalf("a complete stream closed at [DONE] was recorded %s", e.Status)
+		}
+	}
+}
