@@ -38,15 +38,15 @@ func (s *Store) WriteEvents(ctx context.Context, events []meter.Event) (int, err
 		}
 		cols, err := newEventColumns(events, p)
 		if err != nil {
-			if s.metrics != nil && errors.As(err, new(*meter.EventError)) {
-				s.metrics.ratingErrors.Inc()
+			if s.obs != nil && errors.As(err, new(*meter.EventError)) {
+				s.obs.RatingError()
 			}
 			return err
 		}
 		return tx.QueryRow(ctx, writeBatch, cols.args()...).Scan(&n, &unpriced)
 	})
-	if err == nil && s.metrics != nil {
-		s.metrics.unpriced.Add(float64(unpriced))
+	if err == nil && s.obs != nil && unpriced > 0 {
+		s.obs.Unpriced(unpriced)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("write %d events: %w", len(events), err)

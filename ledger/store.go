@@ -31,7 +31,7 @@ type Store struct {
 	// partitions remembers the months ("2006_01") whose usage_events
 	// partition is known to exist.
 	partitions sync.Map
-	metrics    *storeMetrics // nil: none
+	obs        Observer // nil: none
 }
 
 // Open connects to the database at url, creating the database first when it

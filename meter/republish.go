@@ -159,16 +159,15 @@ type DurablePublisher struct {
 	connected func() bool
 	log       *slog.Logger
 	maxAge    time.Duration
-	metrics   *Metrics
+	obs       Observer
 }
 
 // NewDurablePublisher publishes with pub, falls back to spool, and skips
 // straight to the spool while connected reports false (NATS unreachable),
 // instead of waiting a timeout per event. maxAge (0: none) is the oldest a
 // spooled event may get before Accepting refuses.
-func NewDurablePublisher(pub *Publisher, spool *Spool, connected func() bool, maxAge time.Duration, log *slog.Logger, m *Metrics) *DurablePublisher {
-	m.CollectSpool(spool)
-	return &DurablePublisher{pub: pub, spool: spool, connected: connected, maxAge: maxAge, log: log, metrics: m}
+func NewDurablePublisher(pub *Publisher, spool *Spool, connected func() bool, maxAge time.Duration, log *slog.Logger, obs Observer) *DurablePublisher {
+	return &DurablePublisher{pub: pub, spool: spool, connected: connected, maxAge: maxAge, log: log, obs: observer(obs)}
 }
 
 // Publish returns nil once e is acknowledged by JetStream or on disk in
@@ -180,13 +179,13 @@ func (d *DurablePublisher) Publish(ctx context.Context, e *Event) error {
 	if d.connected() {
 		start := time.Now()
 		err := d.pub.Publish(ctx, e)
-		d.metrics.observePublish(start, err)
+		d.obs.Published(time.Since(start), err)
 		if err == nil {
 			return nil
 		}
 		d.log.Warn("usage event spooled: publish failed", "request_id", e.ID, "customer_id", e.CustomerID, "err", err)
 	} else {
-		d.metrics.observePublish(time.Time{}, errNotConnected)
+		d.obs.Published(0, errNotConnected)
 	}
 	if err := d.spool.Append(e); err != nil {
 		return fmt.Errorf("publish failed and spool refused event %s: %w", e.ID, err)

@@ -42,8 +42,8 @@ type WorkerConfig struct {
 	MaxDeliver int
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
-	// Metrics, when set, records the worker's metrics.
-	Metrics *Metrics
+	// Observer, when set, receives the worker's measurements.
+	Observer Observer
 }
 
 func (c *WorkerConfig) defaults() {
@@ -79,6 +79,7 @@ type Worker struct {
 	cons  jetstream.Consumer
 	store Store
 	dlq   *DLQ
+	obs   Observer
 }
 
 // NewWorker creates (or updates) the durable consumer on the usage stream
@@ -101,7 +102,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
 	}
-	return &Worker{cfg: cfg, cons: cons, store: store, dlq: dlq}, nil
+	return &Worker{cfg: cfg, cons: cons, store: store, dlq: dlq, obs: observer(cfg.Observer)}, nil
 }
 
 // Run moves events until ctx ends, then returns nil. A batch the Store
@@ -115,7 +116,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("consume %s: %w", w.cfg.Durable, err)
 	}
 	defer w.handBack(it)
-	go w.cfg.Metrics.watchConsumer(ctx, w.cons, 5*time.Second)
+	if w.cfg.Observer != nil {
+		go watchConsumer(ctx, w.cfg.Observer, w.cons, 5*time.Second)
+	}
 	batch := make([]jetstream.Msg, 0, w.cfg.BatchSize)
 	for {
 		first, err := it.Next(jetstream.NextContext(ctx))
@@ -175,9 +178,9 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 	keep := msgs[:0:0]
 	for _, m := range msgs {
 		if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
-			w.cfg.Metrics.redelivered()
+			w.obs.Redelivered()
 			if md.NumDelivered > uint64(w.cfg.MaxDeliver) {
-				w.cfg.Metrics.deadLetter("max_deliver")
+				w.obs.DeadLetter("max_deliver")
 				w.setAside(ctx, m, fmt.Sprintf("delivered %d times without being written", md.NumDelivered))
 				continue
 			}
@@ -188,7 +191,7 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 			err = e.Validate()
 		}
 		if err != nil {
-			w.cfg.Metrics.deadLetter("undecodable")
+			w.obs.DeadLetter("undecodable")
 			w.setAside(ctx, m, "undecodable or invalid usage event: "+err.Error())
 			continue
 		}
@@ -200,14 +203,14 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 		start := time.Now()
 		n, err := w.store.WriteEvents(ctx, events)
 		if err == nil {
-			w.cfg.Metrics.observeBatch(len(events), n, time.Since(start))
+			w.obs.BatchWritten(len(events), n, time.Since(start))
 			break
 		}
 		var refused *EventError
 		if errors.As(err, &refused) {
 			for i := range events {
 				if events[i].ID == refused.ID {
-					w.cfg.Metrics.deadLetter("refused")
+					w.obs.DeadLetter("refused")
 					w.setAside(ctx, keep[i], refused.Reason)
 					events, keep = append(events[:i], events[i+1:]...), append(keep[:i], keep[i+1:]...)
 					break

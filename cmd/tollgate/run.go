@@ -99,8 +99,8 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	a.streamCfg = mc.Stream()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mm := meter.NewMetrics(reg)
-	a.store.SetMetrics(reg)
+	mm := newMeterMetrics(reg)
+	a.store.SetObserver(newLedgerMetrics(reg))
 	for _, p := range cfg.Prices {
 		if _, err := a.store.EnsurePrice(ctx, p); err != nil {
 			return nil, fmt.Errorf("seed price %s: %w", p.Model, err)
@@ -126,7 +126,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	}
 	if r.meter {
 		wc := mc.Worker()
-		wc.Logger, wc.Metrics = log, mm
+		wc.Logger, wc.Observer = log, mm
 		a.group.Go(func() error { return runWorker(runCtx, js, a.store, wc, log) })
 	}
 	if r.gateway {
@@ -143,6 +143,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		}
 		pub := meter.NewPublisher(js, mc.Stream(), mc.PublishTimeout)
 		go a.spool.Republish(runCtx, pub, time.Second, log)
+		mm.collectSpool(a.spool)
 		a.sink = meter.NewDurablePublisher(pub, a.spool, a.nc.IsConnected, mc.SpoolMaxAge, log, mm)
 		if a.gw, err = gateway.New(cfg.Config, a.keys, a.sink, log, gateway.WithMetrics(reg)); err != nil {
 			return nil, fmt.Errorf("config: %w", err)

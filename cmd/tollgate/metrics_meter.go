@@ -1,16 +1,16 @@
-package meter
+package main
 
 import (
-	"context"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate-dev/tollgate/meter"
 )
 
-// Metrics are the metering pipeline's Prometheus series. A nil *Metrics
-// records nothing.
-type Metrics struct {
+// meterMetrics exports the metering pipeline's measurements (meter.Observer)
+// as tollgate_meter_* series.
+type meterMetrics struct {
 	publish        prometheus.Histogram
 	publishFailed  prometheus.Counter
 	batchSize      prometheus.Histogram
@@ -21,12 +21,13 @@ type Metrics struct {
 	deadLetters    *prometheus.CounterVec
 	pending        prometheus.Gauge
 	ackPending     prometheus.Gauge
-	registerer     prometheus.Registerer
+	reg            prometheus.Registerer
 	spoolCollected bool
 }
 
-// NewMetrics registers the pipeline's metrics with reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+var _ meter.Observer = (*meterMetrics)(nil)
+
+func newMeterMetrics(reg prometheus.Registerer) *meterMetrics {
 	o := func(name, help string) prometheus.Opts {
 		return prometheus.Opts{Namespace: "tollgate", Subsystem: "meter", Name: name, Help: help}
 	}
@@ -34,7 +35,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "tollgate", Subsystem: "meter", Name: name, Help: help, Buckets: buckets})
 	}
 	secs := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
-	m := &Metrics{
+	m := &meterMetrics{
 		publish:       h("publish_seconds", "Time to publish one usage event and get its PubAck.", secs),
 		publishFailed: prometheus.NewCounter(prometheus.CounterOpts(o("publish_failures_total", "Publishes that failed or timed out (the event was spooled)."))),
 		batchSize:     h("batch_size", "Events per ledger transaction.", prometheus.ExponentialBuckets(1, 2, 14)),
@@ -46,76 +47,45 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"reason"}),
 		pending:    prometheus.NewGauge(prometheus.GaugeOpts(o("consumer_pending", "Events in the usage stream not yet delivered to a worker."))),
 		ackPending: prometheus.NewGauge(prometheus.GaugeOpts(o("consumer_ack_pending", "Events delivered and not yet acknowledged."))),
-		registerer: reg,
+		reg:        reg,
 	}
 	reg.MustRegister(m.publish, m.publishFailed, m.batchSize, m.write, m.written, m.duplicates, m.redeliveries,
 		m.deadLetters, m.pending, m.ackPending)
 	return m
 }
 
-// CollectSpool exposes the spool's depth and age.
-func (m *Metrics) CollectSpool(s *Spool) {
-	if m == nil || m.spoolCollected {
+// collectSpool exposes the spool's depth and age.
+func (m *meterMetrics) collectSpool(s *meter.Spool) {
+	if m.spoolCollected {
 		return
 	}
 	m.spoolCollected = true
 	g := func(name, help string, f func() float64) {
-		m.registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "meter", Name: name, Help: help}, f))
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "meter", Name: name, Help: help}, f))
 	}
 	g("spool_events", "Usage events in the local spool, waiting for NATS.", func() float64 { n, _, _ := s.Stats(); return float64(n) })
 	g("spool_bytes", "Bytes in the local spool.", func() float64 { _, b, _ := s.Stats(); return float64(b) })
 	g("spool_oldest_seconds", "Age of the oldest spooled event (0 when empty).", func() float64 { _, _, a := s.Stats(); return a.Seconds() })
 }
 
-func (m *Metrics) observePublish(start time.Time, err error) {
-	if m == nil {
-		return
-	}
+func (m *meterMetrics) Published(took time.Duration, err error) {
 	if err != nil {
 		m.publishFailed.Inc()
 		return
 	}
-	m.publish.Observe(time.Since(start).Seconds())
+	m.publish.Observe(took.Seconds())
 }
 
-func (m *Metrics) observeBatch(events, stored int, took time.Duration) {
-	if m == nil {
-		return
-	}
+func (m *meterMetrics) BatchWritten(events, stored int, took time.Duration) {
 	m.batchSize.Observe(float64(events))
 	m.write.Observe(took.Seconds())
 	m.written.Add(float64(stored))
 	m.duplicates.Add(float64(events - stored))
 }
 
-func (m *Metrics) deadLetter(reason string) {
-	if m != nil {
-		m.deadLetters.WithLabelValues(reason).Inc()
-	}
-}
-
-func (m *Metrics) redelivered() {
-	if m != nil {
-		m.redeliveries.Inc()
-	}
-}
-
-// watchConsumer samples the consumer's pending counts every interval.
-func (m *Metrics) watchConsumer(ctx context.Context, cons jetstream.Consumer, interval time.Duration) {
-	if m == nil {
-		return
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if info, err := cons.Info(ctx); err == nil {
-			m.pending.Set(float64(info.NumPending))
-			m.ackPending.Set(float64(info.NumAckPending))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+func (m *meterMetrics) DeadLetter(reason string) { m.deadLetters.WithLabelValues(reason).Inc() }
+func (m *meterMetrics) Redelivered()             { m.redeliveries.Inc() }
+func (m *meterMetrics) ConsumerPending(pending, ackPending uint64) {
+	m.pending.Set(float64(pending))
+	m.ackPending.Set(float64(ackPending))
 }
