@@ -28,19 +28,10 @@ type choice struct {
 }
 
 type replyMsg struct {
-	Role             string     `json:"role"`
-	Content          *string    `json:"content"`
-	ReasoningContent string     `json:"reasoning_content,omitempty"`
-	ToolCalls        []toolCall `json:"tool_calls,omitempty"`
-}
-
-type toolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
+	Role             string            `json:"role"`
+	Content          *string           `json:"content"`
+	ReasoningContent string            `json:"reasoning_content,omitempty"`
+	ToolCalls        []openai.ToolCall `json:"tool_calls,omitempty"`
 }
 
 // Body translates a whole non-streamed Messages response into a
@@ -70,7 +61,7 @@ func (Chat) Body(body []byte, id, model string, created int64, r *usage.Report) 
 		case "thinking":
 			reasoning.WriteString(b.Thinking)
 		case "tool_use":
-			var c toolCall
+			var c openai.ToolCall
 			c.ID, c.Type, c.Function.Name, c.Function.Arguments = b.ID, "function", b.Name, "{}"
 			var args bytes.Buffer
 			if len(b.Input) > 0 && json.Compact(&args, b.Input) == nil && args.String() != "null" {

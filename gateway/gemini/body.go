@@ -25,23 +25,14 @@ type completion struct {
 type choiceOut struct {
 	Index   int `json:"index"`
 	Message struct {
-		Role             string        `json:"role"`
-		Content          *string       `json:"content"`
-		ReasoningContent string        `json:"reasoning_content,omitempty"`
-		ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
+		Role             string            `json:"role"`
+		Content          *string           `json:"content"`
+		ReasoningContent string            `json:"reasoning_content,omitempty"`
+		ToolCalls        []openai.ToolCall `json:"tool_calls,omitempty"`
 	} `json:"message"`
 	FinishReason *string `json:"finish_reason"`
 	text         []byte  // joined before encoding; never a strings.Builder,
 	reasoning    []byte  // which choices' reallocation would copy
-}
-
-type toolCallOut struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
 }
 
 // Body translates a non-streamed generateContent response (or a JSON array
@@ -80,7 +71,7 @@ func (Chat) Body(body []byte, id, model string, created int64, r *usage.Report) 
 			for _, p := range c.Content.Parts {
 				switch {
 				case p.FunctionCall != nil:
-					tc := toolCallOut{ID: "call_" + strconv.Itoa(len(ch.Message.ToolCalls)), Type: "function"}
+					tc := openai.ToolCall{ID: "call_" + strconv.Itoa(len(ch.Message.ToolCalls)), Type: "function"}
 					tc.Function.Name, tc.Function.Arguments = p.FunctionCall.Name, argsJSON(p.FunctionCall.Args)
 					ch.Message.ToolCalls = append(ch.Message.ToolCalls, tc)
 				case p.Thought:

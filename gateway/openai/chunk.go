@@ -147,3 +147,15 @@ func AppendUsageChunk(dst []byte, id, model string, created int64, u meter.Usage
 	dst = AppendUsage(dst, u)
 	return append(dst, '}')
 }
+
+// ToolCall is a tool call as a chat.completion message carries it
+// (choices[].message.tool_calls[]): translations from other providers
+// build these.
+type ToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
