@@ -37,6 +37,9 @@ type env struct {
 	// ShutdownGrace is how long in-flight requests may run after SIGTERM
 	// before they are cut off (TOLLGATE_SHUTDOWN_GRACE, default 30s).
 	ShutdownGrace time.Duration
+	// Pprof serves net/http/pprof under /debug/pprof/ on the admin listener
+	// (TOLLGATE_PPROF=1; off by default: profiles reveal request data).
+	Pprof bool
 }
 
 func loadEnv() env {
@@ -60,6 +63,7 @@ func loadEnv() env {
 			}
 			return d
 		}(),
+		Pprof: os.Getenv("TOLLGATE_PPROF") == "1",
 	}
 }
 

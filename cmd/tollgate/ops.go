@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -78,10 +79,14 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 
 // opsHandler serves, on the admin listener of every role: GET /metrics
 // (Prometheus), GET /healthz (alive) and GET /readyz (see readiness), and
-// the admin API when this process runs the admin role.
-func (a *app) opsHandler(r roles, reg *prometheus.Registry, admin http.Handler) http.Handler {
+// the admin API when this process runs the admin role; with pprof, the
+// runtime profiles under /debug/pprof/ (net/http/pprof).
+func (a *app) opsHandler(r roles, reg *prometheus.Registry, admin http.Handler, pprof bool) http.Handler {
 	mux := chi.NewRouter()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if pprof {
+		mux.Mount("/debug/pprof", pprofHandler())
+	}
 	mux.Get("/readyz", func(w http.ResponseWriter, req *http.Request) {
 		rd := a.readiness(req.Context(), r)
 		w.Header().Set("Content-Type", "application/json")
@@ -98,5 +103,22 @@ func (a *app) opsHandler(r roles, reg *prometheus.Registry, admin http.Handler) 
 			_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 		})
 	}
+	return mux
+}
+
+// pprofHandler serves net/http/pprof's index and profiles under
+// /debug/pprof/, without the package's registration on
+// http.DefaultServeMux.
+func pprofHandler() http.Handler {
+	mux := chi.NewRouter()
+	mux.Get("/", pprof.Index)
+	mux.Get("/cmdline", pprof.Cmdline)
+	mux.Get("/profile", pprof.Profile)
+	mux.Get("/symbol", pprof.Symbol)
+	mux.Post("/symbol", pprof.Symbol)
+	mux.Get("/trace", pprof.Trace)
+	mux.Get("/{name}", func(w http.ResponseWriter, r *http.Request) {
+		pprof.Handler(chi.URLParam(r, "name")).ServeHTTP(w, r)
+	})
 	return mux
 }

@@ -175,7 +175,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		}
 		adminAPI = adm.Handler()
 	}
-	if a.AdminAddr, err = a.listen(e.AdminListen, a.opsHandler(r, reg, adminAPI)); err != nil {
+	if a.AdminAddr, err = a.listen(e.AdminListen, a.opsHandler(r, reg, adminAPI, e.Pprof)); err != nil {
 		return nil, err
 	}
 	return a, nil
