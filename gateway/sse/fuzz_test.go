@@ -38,7 +38,9 @@ func FuzzReader(f *testing.F) {
 			if got, err := parse(in, c, 0); err != nil || !equal(got, want) {
 				t.Fatalf("%s: got %+v, %v\nwant %+v", c.name, got, err, want)
 			}
+			checkBuffered(t, in, c)
 		}
+		checkBuffered(t, in, chunkings[0])
 		if ref := refParse(in); !equal(ref, want) {
 			t.Fatalf("reference parser:\n got %+v\nwant %+v", want, ref)
 		}

@@ -233,3 +233,44 @@ func (r *Reader) finish(line []byte) []byte {
 	line, r.long = r.long, r.long[:0]
 	return line
 }
+
+// Buffered reports whether the input already read from the source holds a
+// complete event, so that the next call to Next returns it without reading
+// again: a line with a field followed by a blank line. It is conservative
+// (false when unsure) and never reads, so a relay can skip flushing while
+// more events are at hand and flush when Next would wait on the source.
+func (r *Reader) Buffered() bool {
+	if r.fatal != nil {
+		return true
+	}
+	var s eventScan
+	if s.scan(r.rest) {
+		return true
+	}
+	more, _ := r.br.Peek(r.br.Buffered()) // never reads: the bytes are buffered
+	return s.scan(more)
+}
+
+// eventScan finds the end of an event in input given piece by piece: a
+// byte other than a line end (a field or comment line), then a line end
+// followed by another ("\n\n", "\n\r", "\r\r", or "\r\n" then either).
+type eventScan struct {
+	field bool // a byte of a non-blank line was seen
+	prev  byte // the last byte of the line end just seen, or 0
+}
+
+func (s *eventScan) scan(b []byte) bool {
+	for _, c := range b {
+		switch {
+		case c != '\n' && c != '\r':
+			s.field, s.prev = true, 0
+		case s.prev == '\r' && c == '\n': // "\r\n" is one line end
+			s.prev = '\n'
+		case s.prev != 0 && s.field:
+			return true
+		default:
+			s.prev = c
+		}
+	}
+	return false
+}
