@@ -27,6 +27,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./gateway/sse/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./gateway/sse/
 	$(GO) test -run '^$$' -fuzz '^FuzzTaps$$' -fuzztime $(FUZZTIME) ./gateway/openai/
+	$(GO) test -run '^$$' -fuzz '^FuzzScanChunk$$' -fuzztime $(FUZZTIME) ./gateway/openai/
+	$(GO) test -run '^$$' -fuzz '^FuzzLexer$$' -fuzztime $(FUZZTIME) ./gateway/jsonscan/
 	$(GO) test -run '^$$' -fuzz '^FuzzTap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./gateway/anthropic/
 	$(GO) test -run '^$$' -fuzz '^FuzzTap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./gateway/gemini/
 

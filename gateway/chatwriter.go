@@ -28,6 +28,8 @@ type chatWriter struct {
 	id, model string
 	created   int64
 	buf       []byte
+	unflushed bool // written since the last flush
+	scan      openai.ChunkScan
 }
 
 // newChatWriter writes to w. id, model and created name the stream's
@@ -37,7 +39,19 @@ func newChatWriter(w http.ResponseWriter, x *exchange, includeUsage bool, id, mo
 		id: id, model: model, created: created}
 }
 
-// send writes one event and flushes it. After the client has gone it does
+// setName records the id, model and created of an upstream chunk (the
+// scanned bytes), allocating only when they change.
+func (c *chatWriter) setName(id, model []byte, created int64) {
+	if string(id) != c.id {
+		c.id = string(id)
+	}
+	if string(model) != c.model {
+		c.model = string(model)
+	}
+	c.created = created
+}
+
+// send writes one event; flush sends it. After the client has gone it does
 // nothing: the relay reads on for the usage.
 func (c *chatWriter) send(ev sse.Event) {
 	if c.x.clientGone.Load() {
@@ -60,6 +74,15 @@ func (c *chatWriter) send(ev sse.Event) {
 		c.x.clientGone.Store(true)
 		return
 	}
+	c.unflushed = true
+}
+
+// flush sends what send wrote to the client.
+func (c *chatWriter) flush() {
+	if !c.unflushed || c.x.clientGone.Load() {
+		return
+	}
+	c.unflushed = false
 	if err := c.rc.Flush(); err != nil {
 		c.x.clientGone.Store(true)
 	}
@@ -100,6 +123,7 @@ func (c *chatWriter) end(readErr error) {
 		}
 		c.data(doneData)
 	}
+	c.flush()
 }
 
 // errorPayload is an OpenAI error frame's JSON.

@@ -14,7 +14,8 @@ import (
 )
 
 // relayChatStream relays an upstream stream to a chat completions client,
-// event by event, each flushed. With tr nil the upstream speaks OpenAI and
+// event by event, flushed whenever the next event has not arrived yet (so
+// events that arrive together leave in one write, and none waits). With tr nil the upstream speaks OpenAI and
 // its chunks pass through; otherwise tr translates them. After the client
 // goes away it reads on until the provider's final usage, [DONE] or the end.
 func (s *Server) relayChatStream(w http.ResponseWriter, x *exchange, body io.Reader, includeUsage bool, model string, tr chunkStream) {
@@ -41,6 +42,9 @@ func (s *Server) relayChatStream(w http.ResponseWriter, x *exchange, body io.Rea
 		} else if out.passOpenAI(&ev, &tap) {
 			break // [DONE]
 		}
+		if !rd.Buffered() {
+			out.flush() // the next event is not here yet: send what we have
+		}
 		if x.clientGone.Load() && x.report.Final {
 			break // nobody to send to, and the usage is known
 		}
@@ -61,6 +65,17 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tap *openai.ChatTap) (done bool) 
 	}
 	if bytes.Equal(ev.Data, doneData) {
 		return true
+	}
+	if s := &c.scan; openai.ScanChunk(ev.Data, s) { // nearly every chunk: no usage, no error
+		tap.Scanned(s, r)
+		if len(s.ID) > 0 {
+			c.setName(s.ID, s.Model, s.Created)
+		}
+		if !c.includeUsage && s.HasUsageNull() {
+			ev.Data = s.StripUsage(ev.Data)
+		}
+		c.send(*ev)
+		return false
 	}
 	ch, err := openai.ParseChunk(ev.Data)
 	if err != nil {

@@ -44,6 +44,9 @@ type Report struct {
 // AddOutput records produced text for estimation.
 func (r *Report) AddOutput(s string) { r.Output.WriteString(s) }
 
+// AddOutputBytes records produced text for estimation, like AddOutput.
+func (r *Report) AddOutputBytes(b []byte) { r.Output.Write(b) }
+
 // SetUsage records a usage report of the provider: it replaces the last
 // one (reports are cumulative) and marks Reported. Taps should call it
 // rather than set Usage, so that Resolve knows what output came after.

@@ -1,0 +1,376 @@
+package openai
+
+import (
+	"github.com/tollgate-dev/tollgate/gateway/jsonscan"
+	"github.com/tollgate-dev/tollgate/gateway/usage"
+)
+
+// ChunkScan is what ScanChunk reads from a chat.completion.chunk: the same
+// fields ParseChunk decodes, for a chunk that carries no usage and no
+// error, without decoding it. Its byte slices point into the scanned input
+// (ID, Model, FinishReason) or into its own buffer (Output), valid until
+// the next scan. A ChunkScan is reused from chunk to chunk.
+type ChunkScan struct {
+	// ID and Model are the chunk's "id" and "model" (empty when absent or
+	// null).
+	ID, Model []byte
+	// Created is the chunk's "created" (Unix seconds).
+	Created int64
+	// Choices is the number of elements of "choices".
+	Choices int
+	// FinishReason is the first non-empty choices[].finish_reason.
+	FinishReason []byte
+	// Output is the produced text of all choices, unescaped, in the order
+	// ChatTap.Chunk adds it to a report.
+	Output []byte
+	// usageFrom and usageTo delimit a top-level "usage":null member with
+	// one adjacent comma, when usageTo > 0.
+	usageFrom, usageTo int
+
+	l jsonscan.Lexer
+	// One choice's texts: delta.content, delta.reasoning_content,
+	// delta.reasoning, message.content, message.reasoning_content; and its
+	// tool calls' function name and arguments, the delta's and the
+	// message's.
+	texts        [5]span
+	deltaCalls   [][2]span
+	messageCalls [][2]span
+}
+
+// span is a JSON string's raw content in the input.
+type span struct {
+	raw     []byte
+	escaped bool
+}
+
+// Text field indexes in ChunkScan.texts.
+const (
+	deltaContent = iota
+	deltaReasoningContent
+	deltaReasoning
+	messageContent
+	messageReasoningContent
+)
+
+// ScanChunk reads the fields of a chat.completion.chunk that the gateway
+// needs without decoding it, reusing s, and reports whether it could. It
+// cannot, and the chunk must go to ParseChunk, when the chunk carries a
+// usage object or an error (non-null), and for anything it does not read
+// exactly as encoding/json would: invalid JSON, a field of an unexpected
+// type, a repeated field it reads, a key with an escape, an upper-case or
+// a non-ASCII letter (encoding/json matches keys case-insensitively),
+// invalid UTF-8 in text, deep nesting, or an integer "created" beyond 18
+// digits. FuzzScanChunk checks that whenever it reads a chunk, ParseChunk
+// reads the same.
+func ScanChunk(data []byte, s *ChunkScan) bool {
+	s.ID, s.Model, s.Created, s.Choices, s.FinishReason = nil, nil, 0, 0, nil
+	s.Output, s.usageFrom, s.usageTo = s.Output[:0], 0, 0
+	s.l = jsonscan.New(data)
+	l := &s.l
+	if !l.Lit("{") {
+		return false
+	}
+	if l.Lit("}") {
+		return l.End()
+	}
+	var seen uint8
+	for {
+		keyAt := l.Pos()
+		key, ok := s.key()
+		if !ok {
+			return false
+		}
+		var bit uint8
+		switch string(key) {
+		case "id":
+			bit = 1
+			ok = s.optString(&s.ID)
+		case "model":
+			bit = 2
+			ok = s.optString(&s.Model)
+		case "created":
+			bit = 4
+			if !l.Lit("null") {
+				s.Created, ok = l.Int()
+			}
+		case "choices":
+			bit = 8
+			ok = s.choices()
+		case "usage":
+			bit = 16
+			ok = l.Lit("null")
+		case "error":
+			bit = 32
+			ok = l.Lit("null")
+		default:
+			ok = l.Skip()
+		}
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		valueEnd := l.Pos()
+		if l.Lit("}") {
+			if bit == 16 { // "usage":null is last: remove the comma before it
+				s.usageFrom, s.usageTo = lastComma(data, keyAt), valueEnd
+			}
+			break
+		}
+		if !l.Lit(",") {
+			return false
+		}
+		if bit == 16 { // remove "usage":null and the comma after it
+			s.usageFrom, s.usageTo = keyAt, l.Pos()
+		}
+	}
+	return l.End()
+}
+
+// lastComma returns the offset of the comma before offset i, skipping
+// whitespace, or i if there is none.
+func lastComma(data []byte, i int) int {
+	j := i - 1
+	for j >= 0 && (data[j] == ' ' || data[j] == '\t' || data[j] == '\n' || data[j] == '\r') {
+		j--
+	}
+	if j >= 0 && data[j] == ',' {
+		return j
+	}
+	return i
+}
+
+// StripUsage removes the top-level "usage":null member that the last
+// ScanChunk of data found, with one adjacent comma, in place, and returns
+// the shortened data (data itself when there was none).
+func (s *ChunkScan) StripUsage(data []byte) []byte {
+	if s.usageTo == 0 {
+		return data
+	}
+	n := copy(data[s.usageFrom:], data[s.usageTo:])
+	return data[:s.usageFrom+n]
+}
+
+// HasUsageNull reports whether the scanned chunk has a top-level
+// "usage":null member.
+func (s *ChunkScan) HasUsageNull() bool { return s.usageTo > 0 }
+
+// key reads an object key and its colon. Keys that encoding/json might
+// match case-insensitively to a field (upper-case or non-ASCII letters)
+// and escaped keys fail.
+func (s *ChunkScan) key() ([]byte, bool) {
+	raw, escaped, ok := s.l.Span()
+	if !ok || escaped || !s.l.Lit(":") {
+		return nil, false
+	}
+	for _, c := range raw {
+		if c >= 'A' && c <= 'Z' || c >= 0x80 {
+			return nil, false
+		}
+	}
+	return raw, true
+}
+
+// optString reads a string without escapes, or null.
+func (s *ChunkScan) optString(dst *[]byte) bool {
+	if s.l.Lit("null") {
+		return true
+	}
+	raw, escaped, ok := s.l.Span()
+	*dst = raw
+	return ok && !escaped
+}
+
+// text reads a string or null.
+func (s *ChunkScan) text(dst *span) bool {
+	if s.l.Lit("null") {
+		return true
+	}
+	var ok bool
+	dst.raw, dst.escaped, ok = s.l.Span()
+	return ok
+}
+
+// choices reads the "choices" array (or null).
+func (s *ChunkScan) choices() bool {
+	l := &s.l
+	if l.Lit("null") {
+		return true
+	}
+	if !l.Lit("[") {
+		return false
+	}
+	if l.Lit("]") {
+		return true
+	}
+	for {
+		s.Choices++
+		if !l.Lit("null") && !s.choice() {
+			return false
+		}
+		if l.Lit("]") {
+			return true
+		}
+		if !l.Lit(",") {
+			return false
+		}
+	}
+}
+
+// choice reads one element of "choices" and adds its text to s.Output.
+func (s *ChunkScan) choice() bool {
+	s.texts, s.deltaCalls, s.messageCalls = [5]span{}, s.deltaCalls[:0], s.messageCalls[:0]
+	ok := s.object(func(key []byte) (uint8, bool) {
+		switch string(key) {
+		case "delta":
+			return 1, s.message(true)
+		case "message":
+			return 2, s.message(false)
+		case "finish_reason":
+			var fr []byte
+			ok := s.optString(&fr)
+			if ok && len(s.FinishReason) == 0 {
+				s.FinishReason = fr
+			}
+			return 4, ok
+		}
+		return 0, s.l.Skip()
+	})
+	if !ok {
+		return false
+	}
+	// ChatTap's order: the five texts, the delta's tool calls, the message's.
+	for _, t := range s.texts {
+		s.add(t)
+	}
+	for _, calls := range [2][][2]span{s.deltaCalls, s.messageCalls} {
+		for _, c := range calls {
+			s.add(c[0])
+			s.add(c[1])
+		}
+	}
+	return true
+}
+
+// add appends a text's value to s.Output.
+func (s *ChunkScan) add(t span) {
+	if t.escaped {
+		s.Output = jsonscan.Unquote(s.Output, t.raw)
+	} else {
+		s.Output = append(s.Output, t.raw...)
+	}
+}
+
+// message reads a choice's "delta" (isDelta) or "message" object, or null.
+func (s *ChunkScan) message(isDelta bool) bool {
+	if s.l.Lit("null") {
+		return true
+	}
+	content, reasoningContent, calls := deltaContent, deltaReasoningContent, &s.deltaCalls
+	if !isDelta {
+		content, reasoningContent, calls = messageContent, messageReasoningContent, &s.messageCalls
+	}
+	return s.object(func(key []byte) (uint8, bool) {
+		switch k := string(key); {
+		case k == "content":
+			return 1, s.text(&s.texts[content])
+		case k == "reasoning_content":
+			return 2, s.text(&s.texts[reasoningContent])
+		case k == "reasoning" && isDelta:
+			return 4, s.text(&s.texts[deltaReasoning])
+		case k == "tool_calls":
+			return 8, s.toolCalls(calls)
+		}
+		return 0, s.l.Skip()
+	})
+}
+
+// toolCalls reads a "tool_calls" array (or null), appending each call's
+// function name and arguments to calls.
+func (s *ChunkScan) toolCalls(calls *[][2]span) bool {
+	l := &s.l
+	if l.Lit("null") {
+		return true
+	}
+	if !l.Lit("[") {
+		return false
+	}
+	if l.Lit("]") {
+		return true
+	}
+	for {
+		*calls = append(*calls, [2]span{})
+		if !l.Lit("null") && !s.toolCall(&(*calls)[len(*calls)-1]) {
+			return false
+		}
+		if l.Lit("]") {
+			return true
+		}
+		if !l.Lit(",") {
+			return false
+		}
+	}
+}
+
+// toolCall reads one tool call object: its function's name and arguments.
+func (s *ChunkScan) toolCall(c *[2]span) bool {
+	return s.object(func(key []byte) (uint8, bool) {
+		if string(key) != "function" {
+			return 0, s.l.Skip()
+		}
+		return 1, s.l.Lit("null") || s.object(func(key []byte) (uint8, bool) {
+			switch string(key) {
+			case "name":
+				return 1, s.text(&c[0])
+			case "arguments":
+				return 2, s.text(&c[1])
+			}
+			return 0, s.l.Skip()
+		})
+	})
+}
+
+// object reads a JSON object, calling member for each key with the lexer
+// at the value; member reads the value and returns a bit for the key (0 for
+// a key it skipped), so that a repeated key fails.
+func (s *ChunkScan) object(member func(key []byte) (bit uint8, ok bool)) bool {
+	l := &s.l
+	if !l.Lit("{") {
+		return false
+	}
+	if l.Lit("}") {
+		return true
+	}
+	var seen uint8
+	for {
+		key, ok := s.key()
+		if !ok {
+			return false
+		}
+		bit, ok := member(key)
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		if l.Lit("}") {
+			return true
+		}
+		if !l.Lit(",") {
+			return false
+		}
+	}
+}
+
+// Scanned observes one chunk read by ScanChunk, recording in r what Chunk
+// records for the same chunk (a scanned chunk has no usage and no error).
+func (t *ChatTap) Scanned(s *ChunkScan, r *usage.Report) {
+	if len(s.Model) > 0 && string(s.Model) != r.ServedModel {
+		r.ServedModel = string(s.Model)
+	}
+	if len(s.FinishReason) > 0 {
+		if string(s.FinishReason) != r.FinishReason {
+			r.FinishReason = string(s.FinishReason)
+		}
+		t.finished = true
+	}
+	r.AddOutputBytes(s.Output)
+}
