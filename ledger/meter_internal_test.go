@@ -1,0 +1,48 @@
+package ledger
+
+import (
+	"context"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// QueryInt64sForTest runs a query returning one integer column, for
+// benchmarks that look at the database's own processes.
+func (s *Store) QueryInt64sForTest(ctx context.Context, sql string) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// ExplainWriteForTest runs the batch statement of WriteEvents on events
+// under EXPLAIN (ANALYZE, BUFFERS, WAL) in a transaction it rolls back,
+// and returns the plan with the time of each step.
+func (s *Store) ExplainWriteForTest(ctx context.Context, events []meter.Event) (string, error) {
+	if err := s.ensurePartitions(ctx, events); err != nil {
+		return "", err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback(ctx)
+	p, err := loadPricing(ctx, tx, events)
+	if err != nil {
+		return "", err
+	}
+	cols, err := newEventColumns(events, p)
+	if err != nil {
+		return "", err
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, WAL) "+writeBatch, cols.args()...)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(lines, "\n"), err
+}
