@@ -2,7 +2,6 @@ package meter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -185,8 +184,7 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 				continue
 			}
 		}
-		var e Event
-		err := json.Unmarshal(m.Data(), &e)
+		e, err := DecodeEvent(m.Data())
 		if err == nil {
 			err = e.Validate()
 		}
