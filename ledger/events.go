@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,12 +56,20 @@ func (s *Store) WriteEvents(ctx context.Context, events []meter.Event) (int, err
 // loadPricing reads the price versions of the batch's models and the
 // overrides of its customers.
 func loadPricing(ctx context.Context, tx pgx.Tx, events []meter.Event) (*pricing, error) {
+	// Sets, not slices.Contains: a batch of thousands of events has
+	// hundreds of customers.
+	seen := make(map[string]struct{}, 64)
 	var models, customers []string
 	for i := range events {
-		if !slices.Contains(models, events[i].Model) {
+		if _, ok := seen[events[i].Model]; !ok {
+			seen[events[i].Model] = struct{}{}
 			models = append(models, events[i].Model)
 		}
-		if !slices.Contains(customers, events[i].CustomerID) {
+	}
+	clear(seen)
+	for i := range events {
+		if _, ok := seen[events[i].CustomerID]; !ok {
+			seen[events[i].CustomerID] = struct{}{}
 			customers = append(customers, events[i].CustomerID)
 		}
 	}
