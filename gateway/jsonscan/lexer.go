@@ -31,6 +31,9 @@ func (l *Lexer) Pos() int { return l.i }
 
 // WS skips JSON whitespace.
 func (l *Lexer) WS() {
+	if l.i < len(l.b) && l.b[l.i] > ' ' { // the usual case: no whitespace
+		return
+	}
 	for l.i < len(l.b) && (l.b[l.i] == ' ' || l.b[l.i] == '\t' || l.b[l.i] == '\n' || l.b[l.i] == '\r') {
 		l.i++
 	}
@@ -103,6 +106,12 @@ func (l *Lexer) Span() (raw []byte, escaped, ok bool) {
 	}
 	start := l.i
 	for l.i < len(l.b) {
+		for l.i < len(l.b) && plain[l.b[l.i]] == ascii {
+			l.i++
+		}
+		if l.i == len(l.b) {
+			break
+		}
 		c := l.b[l.i]
 		switch {
 		case c == '"':
@@ -209,6 +218,29 @@ func Unquote(dst, raw []byte) []byte {
 	return dst
 }
 
+// Byte classes inside a JSON string: plain ASCII stands for itself; a
+// quote, a backslash or a control byte needs a look; bytes of 0x80 and up
+// are UTF-8 to check (Span) or to pass (Skip).
+const (
+	special = iota
+	ascii
+	high
+)
+
+var plain = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case c < 0x20 || c == '"' || c == '\\':
+			t[c] = special
+		case c < 0x80:
+			t[c] = ascii
+		default:
+			t[c] = high
+		}
+	}
+	return t
+}()
+
 // hex4 reads four hex digits.
 func hex4(b []byte) (rune, bool) {
 	if len(b) < 4 {
@@ -290,6 +322,12 @@ func (l *Lexer) skip(depth int) bool {
 func (l *Lexer) skipString() bool {
 	l.i++ // the opening quote
 	for l.i < len(l.b) {
+		for l.i < len(l.b) && plain[l.b[l.i]] != special {
+			l.i++
+		}
+		if l.i == len(l.b) {
+			break
+		}
 		switch c := l.b[l.i]; {
 		case c == '"':
 			l.i++

@@ -51,8 +51,10 @@ func TestBuffered(t *testing.T) {
 	}{
 		{"data: a\n\ndata: b\n\ndata: c\n\n", 2},
 		{"data: a\r\n\r\ndata: b\r\n\r\n", 1},
-		{"data: a\r\rdata: b\r\r", 1},
+		{"data: a\r\rdata: b\r\r", 0}, // lone '\r' line ends: not looked for
 		{"data: a\n\r\ndata: b\n\n", 1},
+		{"00\n\r00\n\r0", 0}, // "\r0" waits for a '\n'
+		{"00\n\r00\n\r\n0", 1},
 		{"data: a\n\ndata: b\n", 0},            // the second event is not ended
 		{"data: a\n\n\n\n\n", 0},               // blank lines are no event
 		{"data: a\n\n: keep-alive\n\n", 1},     // a comment is an event

@@ -252,25 +252,49 @@ func (r *Reader) Buffered() bool {
 }
 
 // eventScan finds the end of an event in input given piece by piece: a
-// byte other than a line end (a field or comment line), then a line end
-// followed by another ("\n\n", "\n\r", "\r\r", or "\r\n" then either).
+// byte other than a line end (a field or comment line), then a '\n'
+// followed by an empty line, "\n" or "\r\n". The Reader takes input a line
+// at a time up to a '\n', so an event is at hand only once that '\n' is.
+// Events ended by lone '\r' line ends are not found: Buffered then says
+// false, which only costs a flush.
 type eventScan struct {
-	field bool // a byte of a non-blank line was seen
-	prev  byte // the last byte of the line end just seen, or 0
+	field     bool // a byte of a non-blank line was seen
+	lineStart bool // the last byte seen was a '\n' after a field
+	cr        bool // and then a '\r'
 }
 
 func (s *eventScan) scan(b []byte) bool {
-	for _, c := range b {
-		switch {
-		case c != '\n' && c != '\r':
-			s.field, s.prev = true, 0
-		case s.prev == '\r' && c == '\n': // "\r\n" is one line end
-			s.prev = '\n'
-		case s.prev != 0 && s.field:
-			return true
-		default:
-			s.prev = c
+	i := 0
+	if !s.field {
+		for i < len(b) && (b[i] == '\n' || b[i] == '\r') {
+			i++
 		}
+		if i == len(b) {
+			return false
+		}
+		s.field = true
+	}
+	for i < len(b) {
+		switch c := b[i]; {
+		case s.cr:
+			if c == '\n' {
+				return true
+			}
+			s.lineStart, s.cr = false, false
+		case s.lineStart && c == '\n':
+			return true
+		case s.lineStart && c == '\r':
+			s.cr = true
+			i++
+			continue
+		}
+		s.lineStart = false
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return false
+		}
+		i += j + 1
+		s.lineStart = true
 	}
 	return false
 }
