@@ -24,7 +24,8 @@ const rollupAdd = `ON CONFLICT (customer_id, hour, key_id, model, currency) DO U
 // whose ids were new, adds them to the hourly rollups and the customers'
 // balances, moves the keys' last-used times forward, and counts the
 // duplicates refused. Its result is the number of new events and how many
-// of them are unpriced.
+// of them are unpriced. The batch comes as 28 arrays, one per column
+// (see eventColumns); writeStaged is the same from a staging table.
 const writeBatch = `
 WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
@@ -32,20 +33,31 @@ WITH input AS (
     $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::text[],
     $20::bigint[], $21::bigint[], $22::text[], $23::bigint[], $24::bigint[], $25::text[], $26::bigint[],
     $27::integer[], $28::boolean[])
-  AS t(id, occurred_at, customer_id, key_id, provider, model, served_model, endpoint, stream, status,
-    http_status, finish_reason, prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens,
-    reasoning_tokens, web_search_requests, usage_source, ttft_ms, duration_ms, error, price_id,
-    override_id, currency, cost_e12, discount_bp, unpriced)
+  AS t(` + eventColumnList + `)
 ), claimed AS (
   INSERT INTO event_ids (id, occurred_at) SELECT id, occurred_at FROM input
   ON CONFLICT (id) DO NOTHING RETURNING id
 ), ins AS (
-  INSERT INTO usage_events (id, occurred_at, customer_id, key_id, provider, model, served_model,
+  INSERT INTO usage_events (` + eventColumnList + `)
+  SELECT input.* FROM input JOIN claimed USING (id)
+  ` + batchEffects + `
+), counted AS (
+  INSERT INTO ingest_counters (name, value)
+  SELECT 'duplicates', $29::bigint + (SELECT count(*) FROM input) - (SELECT count(*) FROM claimed)
+  ON CONFLICT (name) DO UPDATE SET value = ingest_counters.value + EXCLUDED.value
+)
+SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)`
+
+// eventColumnList is the columns of usage_events a batch writes, in the
+// order of eventColumns.args and of the staging table.
+const eventColumnList = `id, occurred_at, customer_id, key_id, provider, model, served_model,
     endpoint, stream, status, http_status, finish_reason, prompt_tokens, cached_tokens,
     cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, usage_source,
-    ttft_ms, duration_ms, error, price_id, override_id, currency, cost_e12, discount_bp, unpriced)
-  SELECT input.* FROM input JOIN claimed USING (id)
-  RETURNING customer_id, key_id, model, currency, occurred_at, unpriced, prompt_tokens, cached_tokens,
+    ttft_ms, duration_ms, error, price_id, override_id, currency, cost_e12, discount_bp, unpriced`
+
+// batchEffects follows the insert of a batch's new events (the CTE ins):
+// what they return, and the rollups, balances and keys they move.
+const batchEffects = `RETURNING customer_id, key_id, model, currency, occurred_at, unpriced, prompt_tokens, cached_tokens,
     cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, cost_e12,
     cost_e12::numeric * (10000 - discount_bp) * 0.0001 AS charge_e12
 ), rolled AS (
@@ -62,13 +74,7 @@ WITH input AS (
 ), used AS (
   UPDATE api_keys k SET last_used_at = u.at
   FROM (SELECT key_id, max(occurred_at) AS at FROM ins GROUP BY key_id) u
-  WHERE k.id = u.key_id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)
-), counted AS (
-  INSERT INTO ingest_counters (name, value)
-  SELECT 'duplicates', $29::bigint + (SELECT count(*) FROM input) - (SELECT count(*) FROM claimed)
-  ON CONFLICT (name) DO UPDATE SET value = ingest_counters.value + EXCLUDED.value
-)
-SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)`
+  WHERE k.id = u.key_id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`
 
 // eventColumns is a batch of rated events laid out column by column.
 type eventColumns struct {
@@ -84,7 +90,15 @@ type eventColumns struct {
 // newEventColumns rates events and lays them out as columns. An id repeated
 // within the batch keeps its first occurrence and counts as a duplicate.
 func newEventColumns(events []meter.Event, p *pricing) (*eventColumns, error) {
-	c := &eventColumns{}
+	n := len(events)
+	str := func() []string { return make([]string, 0, n) }
+	i64 := func() []int64 { return make([]int64, 0, n) }
+	c := &eventColumns{id: str(), customer: str(), key: str(), provider: str(), model: str(), served: str(),
+		endpoint: str(), status: str(), finish: str(), source: str(), errText: str(), currency: str(),
+		at: make([]time.Time, 0, n), stream: make([]bool, 0, n), unpriced: make([]bool, 0, n),
+		httpStatus: make([]int32, 0, n), discount: make([]int32, 0, n),
+		prompt: i64(), cached: i64(), cacheWrite: i64(), completion: i64(), reasoning: i64(), webSearch: i64(),
+		ttft: i64(), duration: i64(), cost: i64(), priceID: make([]*int64, 0, n), overrideID: make([]*int64, 0, n)}
 	seen := make(map[string]struct{}, len(events))
 	for i := range events {
 		e := &events[i]

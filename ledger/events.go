@@ -35,6 +35,10 @@ func (s *Store) WriteEvents(ctx context.Context, events []meter.Event) (int, err
 		if err != nil {
 			return err
 		}
+		if s.writeForTest != nil {
+			n, unpriced, err = s.writeForTest(ctx, tx, events, p)
+			return err
+		}
 		cols, err := newEventColumns(events, p)
 		if err != nil {
 			if s.obs != nil && errors.As(err, new(*meter.EventError)) {

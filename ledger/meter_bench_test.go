@@ -371,3 +371,46 @@ func BenchmarkMeterExplain(b *testing.B) {
 	}
 	b.Log("\n" + plan)
 }
+
+// BenchmarkMeterWrite is the ledger's share of the meter alone: b.N events
+// of BenchmarkMeter's kind written by one writer calling Store.WriteEvents
+// in batches of the worker's default size (TOLLGATE_BENCH_METER_BATCH
+// overrides it), into a fresh database: as one statement of 28 arrays
+// (write=array, what WriteEvents does) and, in the same run, staged by COPY
+// into a temporary table first (write=copy, measured and not taken). Metrics: ns/op and allocs/op per
+// event; events/s; pg_cpu_s/1M, the database's backends' CPU seconds per
+// million events; go_cpu_s/1M, this process's.
+func BenchmarkMeterWrite(b *testing.B) {
+	batch := defaultWorkerConfig(b).BatchSize
+	if os.Getenv("TOLLGATE_BENCH_METER_BATCH") != "" {
+		batch = benchEnvInt(b, "TOLLGATE_BENCH_METER_BATCH", 0)
+	}
+	for _, way := range []string{"array", "copy"} {
+		b.Run("write="+way, func(b *testing.B) {
+			b.StopTimer()
+			ctx := context.Background()
+			r := newMeterRig(b, 1000, 20, false)
+			if way == "copy" {
+				r.store.UseStagedWriteForTest()
+			}
+			events := r.events(5, b.N, time.Now(), 20*time.Microsecond)
+			cpu := r.startCPU(b)
+			b.StartTimer()
+			t0 := time.Now()
+			for len(events) > 0 {
+				k := min(batch, len(events))
+				if _, err := r.store.WriteEvents(ctx, events[:k]); err != nil {
+					b.Fatal(err)
+				}
+				events = events[k:]
+			}
+			elapsed := time.Since(t0)
+			b.StopTimer()
+			cpu.stop(b)
+			perM := 1e6 / float64(b.N)
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+			b.ReportMetric(cpu.PG*perM, "pg_cpu_s/1M")
+			b.ReportMetric(cpu.Self*perM, "go_cpu_s/1M")
+		})
+	}
+}

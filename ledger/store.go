@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
+	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/migrations"
 )
 
@@ -32,6 +33,9 @@ type Store struct {
 	// partition is known to exist.
 	partitions sync.Map
 	obs        Observer // nil: none
+	// writeForTest, when set (by benchmarks only), replaces how
+	// WriteEvents sends a priced batch, to measure another way beside it.
+	writeForTest func(ctx context.Context, tx pgx.Tx, events []meter.Event, p *pricing) (n, unpriced int, err error)
 }
 
 // Open connects to the database at url, creating the database first when it
