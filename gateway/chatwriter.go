@@ -114,7 +114,7 @@ func (c *chatWriter) end(readErr error) {
 		c.data(errorPayload("upstream_error", x.report.Error))
 	}
 	if c.includeUsage && !c.usageSent {
-		u, _ := x.report.Resolve(x.s.est, x.promptText())
+		u, _ := x.report.Resolve(x.s.est, x.promptText)
 		c.data(openai.AppendUsageChunk(nil, c.id, c.model, c.created, u))
 	}
 	if !c.doneSent {

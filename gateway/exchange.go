@@ -145,7 +145,7 @@ func (x *exchange) finish() {
 		}
 	}
 	if x.responded {
-		e.Usage, e.UsageSource = r.Resolve(x.s.est, x.promptText())
+		e.Usage, e.UsageSource = r.Resolve(x.s.est, x.promptText)
 	} else { // refused or unreachable: nothing was produced, nothing is billed
 		e.Usage, e.UsageSource = meter.Usage{}, meter.SourceEstimated
 	}

@@ -27,7 +27,7 @@ func TestTapFixtures(t *testing.T) {
 
 func checkResolved(t *testing.T, r *usage.Report, est *usage.Estimator, want fixture.Expected) {
 	t.Helper()
-	u, src := r.Resolve(est, "")
+	u, src := r.Resolve(est, usage.Text(""))
 	if src != want.Source {
 		t.Errorf("usage_source %q, want %q", src, want.Source)
 	}

@@ -20,7 +20,7 @@ func TestTapFixtures(t *testing.T) {
 				t.Fatalf("expected.json has no entry for %s", name)
 			}
 			r := tapStream(t, readFixture(t, dir, name))
-			got, source := r.Resolve(est, "")
+			got, source := r.Resolve(est, usage.Text(""))
 			if source != want.Source {
 				t.Fatalf("usage_source %q, want %q", source, want.Source)
 			}

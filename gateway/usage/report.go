@@ -55,7 +55,8 @@ func (r *Report) SetUsage(u meter.Usage) {
 }
 
 // Resolve returns the usage to record and its usage_source, given the
-// request's prompt text (for an estimate when the provider reported none):
+// request's prompt text (for an estimate when the provider reported none;
+// prompt is called only then, as extracting it costs a decode):
 //
 //   - Final: the provider's figures as sent; source "upstream".
 //   - Reported but not final (the stream ended early): the provider's
@@ -67,7 +68,7 @@ func (r *Report) SetUsage(u meter.Usage) {
 //     nothing is billed (zero tokens); source "estimated".
 //   - Not reported otherwise: prompt and completion both estimated with
 //     the tokenizer; source "estimated".
-func (r *Report) Resolve(est *Estimator, promptText string) (meter.Usage, string) {
+func (r *Report) Resolve(est *Estimator, prompt func() string) (meter.Usage, string) {
 	switch {
 	case !r.Reported && r.Error != "" && r.Output.Len() == 0:
 		return meter.Usage{}, meter.SourceEstimated
@@ -81,8 +82,11 @@ func (r *Report) Resolve(est *Estimator, promptText string) (meter.Usage, string
 		return u, meter.SourcePartial
 	default:
 		return meter.Usage{
-			PromptTokens:     est.Count(promptText),
+			PromptTokens:     est.Count(prompt()),
 			CompletionTokens: est.Count(r.Output.String()),
 		}, meter.SourceEstimated
 	}
 }
+
+// Text returns a prompt function for Resolve that returns s.
+func Text(s string) func() string { return func() string { return s } }

@@ -17,25 +17,25 @@ func TestResolve(t *testing.T) {
 	var final Report
 	final.Usage, final.Reported, final.Final = meter.Usage{PromptTokens: 5, CompletionTokens: 1}, true, true
 	final.AddOutput("many many words that would count for more than one token")
-	if u, src := final.Resolve(est, "prompt"); src != meter.SourceUpstream || u.CompletionTokens != 1 {
+	if u, src := final.Resolve(est, Text("prompt")); src != meter.SourceUpstream || u.CompletionTokens != 1 {
 		t.Fatalf("final: %+v %s", u, src)
 	}
 	partial := Report{Usage: meter.Usage{PromptTokens: 17, CompletionTokens: 1}, Reported: true}
 	partial.AddOutput("hello world, again and again")
-	if u, src := partial.Resolve(est, "ignored"); src != meter.SourcePartial || u.PromptTokens != 17 || u.CompletionTokens != est.Count("hello world, again and again") {
+	if u, src := partial.Resolve(est, Text("ignored")); src != meter.SourcePartial || u.PromptTokens != 17 || u.CompletionTokens != est.Count("hello world, again and again") {
 		t.Fatalf("partial: %+v %s", u, src)
 	}
 	partial.Usage.CompletionTokens = 1000
-	if u, _ := partial.Resolve(est, ""); u.CompletionTokens != 1000 {
+	if u, _ := partial.Resolve(est, Text("")); u.CompletionTokens != 1000 {
 		t.Fatalf("partial keeps the larger provider figure: %+v", u)
 	}
 	failed := Report{Error: "overloaded"}
-	if u, src := failed.Resolve(est, "a long prompt"); src != meter.SourceEstimated || u != (meter.Usage{}) {
+	if u, src := failed.Resolve(est, Text("a long prompt")); src != meter.SourceEstimated || u != (meter.Usage{}) {
 		t.Fatalf("failed with no output: %+v %s, want nothing billed", u, src)
 	}
 	var none Report
 	none.AddOutput("hello world")
-	if u, src := none.Resolve(est, "hello world"); src != meter.SourceEstimated || u.PromptTokens != 2 || u.CompletionTokens != 2 {
+	if u, src := none.Resolve(est, Text("hello world")); src != meter.SourceEstimated || u.PromptTokens != 2 || u.CompletionTokens != 2 {
 		t.Fatalf("estimated: %+v %s", u, src)
 	}
 }
@@ -51,11 +51,11 @@ func TestResolveCumulativeReporter(t *testing.T) {
 	var r Report
 	r.AddOutput("tok tok tok ") // the tokenizer counts 4 (the trailing space)
 	r.SetUsage(meter.Usage{PromptTokens: 5, CompletionTokens: 3})
-	if u, src := r.Resolve(est, ""); src != meter.SourcePartial || u.CompletionTokens != 3 {
+	if u, src := r.Resolve(est, Text("")); src != meter.SourcePartial || u.CompletionTokens != 3 {
 		t.Fatalf("covered output: %+v %s, want the provider's 3", u, src)
 	}
 	r.AddOutput("tok tok ")
-	if u, _ := r.Resolve(est, ""); u.CompletionTokens != est.Count("tok tok tok tok tok ") {
+	if u, _ := r.Resolve(est, Text("")); u.CompletionTokens != est.Count("tok tok tok tok tok ") {
 		t.Fatalf("output after the report: %+v, want the tokenizer's count of all output", u)
 	}
 }
