@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/gateway/openai"
 )
 
 // chatRequest is a client's chat completion request: the fields the gateway
@@ -48,22 +52,42 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 }
 
 // upstreamBody is the request as sent upstream: model replaced by the
-// upstream's name and, when streaming, usage always asked for.
+// upstream's name and, when streaming, usage always asked for. The other
+// fields are copied as the client sent them (each once: a repeated key
+// keeps its last value, as encoding/json read it), keys in sorted order.
 func (r *chatRequest) upstreamBody(model string) ([]byte, error) {
-	fields := make(map[string]json.RawMessage, len(r.fields)+1)
-	for k, v := range r.fields {
-		fields[k] = v
-	}
-	fields["model"], _ = json.Marshal(model)
+	fields := maps.Clone(r.fields)
+	fields["model"] = openai.AppendString(nil, model)
 	if r.stream {
 		so := map[string]json.RawMessage{}
 		if raw := r.fields["stream_options"]; !isNull(raw) {
 			_ = json.Unmarshal(raw, &so)
 		}
 		so["include_usage"] = json.RawMessage("true")
-		fields["stream_options"], _ = json.Marshal(so)
+		fields["stream_options"] = appendObject(nil, so)
 	}
-	return json.Marshal(fields)
+	return appendObject(nil, fields), nil
+}
+
+// appendObject appends fields as a JSON object, keys sorted; the values are
+// valid JSON already (as encoding/json returned them), so they are copied,
+// not encoded again.
+func appendObject(b []byte, fields map[string]json.RawMessage) []byte {
+	size := 2
+	for k, v := range fields {
+		size += len(k) + len(v) + 4
+	}
+	b = slices.Grow(b, size)
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(fields)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = openai.AppendString(b, k)
+		b = append(b, ':')
+		b = append(b, fields[k]...)
+	}
+	return append(b, '}')
 }
 
 func isNull(raw json.RawMessage) bool {
