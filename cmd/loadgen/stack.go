@@ -348,7 +348,9 @@ func (s *stack) startTollgate(ctx context.Context, cfg *config) error {
 	}
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TOLLGATE_") {
+		// The run sets tollgate's own settings; TOLLGATE_PPROF=1 passes, to
+		// profile the gateway under load (/debug/pprof on its admin listener).
+		if !strings.HasPrefix(kv, "TOLLGATE_") || kv == "TOLLGATE_PPROF=1" {
 			env = append(env, kv)
 		}
 	}
