@@ -25,7 +25,7 @@ type WorkerConfig struct {
 	// Durable is the durable consumer's name, shared by all workers so that
 	// adding workers adds throughput. Default "tollgate-meter".
 	Durable string
-	// BatchSize caps the events written in one transaction. Default 500.
+	// BatchSize caps the events written in one transaction. Default 2000.
 	BatchSize int
 	// BatchWait caps how long a batch waits to fill after its first event,
 	// and so the latency the worker adds. Default 50ms.
@@ -51,7 +51,7 @@ func (c *WorkerConfig) defaults() {
 		c.Durable = "tollgate-meter"
 	}
 	if c.BatchSize <= 0 {
-		c.BatchSize = 500
+		c.BatchSize = 2000
 	}
 	if c.BatchWait <= 0 {
 		c.BatchWait = 50 * time.Millisecond
