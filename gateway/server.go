@@ -57,6 +57,17 @@ type Server struct {
 	metrics     *metrics // nil: no metrics
 }
 
+// Buffer sizes of an upstream HTTP/1.1 connection, in bytes (net/http's
+// default: 4 KiB each). An open connection holds both for its lifetime, so
+// every stream, idle or not, holds them. The read buffer holds the response
+// header's lines and the chunk headers; a stream's SSE reader reads the body
+// through a buffer of its own. The write buffer takes the request header;
+// the part of a body that does not fit goes to the socket directly.
+const (
+	upstreamReadBuffer  = 1 << 10
+	upstreamWriteBuffer = 1 << 10
+)
+
 // New returns a Server for cfg, which it validates (see Config.Validate).
 func New(cfg Config, keys KeyLookup, sink EventSink, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
@@ -65,6 +76,7 @@ func New(cfg Config, keys KeyLookup, sink EventSink, log *slog.Logger, opts ...O
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 1024
 	tr.ForceAttemptHTTP2 = true
+	tr.ReadBufferSize, tr.WriteBufferSize = upstreamReadBuffer, upstreamWriteBuffer
 	est, err := usage.NewEstimator()
 	if err != nil {
 		return nil, err
@@ -161,7 +173,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		ctx := context.WithValue(r.Context(), principalKey{}, principal{cust, key})
-		next.ServeHTTP(w, r.WithContext(ctx))
+		next.ServeHTTP(newHeaderFlusher(w), r.WithContext(ctx))
 	})
 }
 
@@ -207,4 +219,68 @@ func (s *Server) emit(e *meter.Event) {
 			s.log.Error("usage event not published", "request_id", e.ID, "err", err, "event", string(b))
 		}
 	}()
+}
+
+// headerFlusher wraps the ResponseWriter of every authenticated request.
+// net/http writes the response header in the first flush, or in the first
+// write that overflows its 2 KiB response buffer; that call alone needs
+// about 4 KiB of stack. Made from the depth of a stream relay, it doubles
+// the handler goroutine's stack from 8 to 16 KiB, and the stack stays
+// doubled for the life of the stream, since an idle stream blocks almost as
+// deep (the runtime halves a stack only when less than a quarter of it is
+// used). headerFlusher therefore makes that one call on a short-lived
+// goroutine of its own, while the handler waits; later writes and flushes
+// go straight through.
+type headerFlusher struct {
+	http.ResponseWriter
+	rc       *http.ResponseController
+	buffered int  // bytes written while the header was held back
+	sent     bool // the header may have gone out
+}
+
+// bufferBeforeHeader is the size in bytes of net/http's response buffer
+// (bufferBeforeChunkingSize): writes that fit in it send nothing yet.
+const bufferBeforeHeader = 2048
+
+func newHeaderFlusher(w http.ResponseWriter) *headerFlusher {
+	return &headerFlusher{ResponseWriter: w, rc: http.NewResponseController(w)}
+}
+
+func (h *headerFlusher) Write(p []byte) (int, error) {
+	if h.sent || h.buffered+len(p) <= bufferBeforeHeader {
+		h.buffered += len(p)
+		return h.ResponseWriter.Write(p)
+	}
+	h.sent = true
+	var n int
+	var err error
+	aside(func() { n, err = h.ResponseWriter.Write(p) })
+	return n, err
+}
+
+// FlushError flushes the response, as http.ResponseController.Flush does.
+func (h *headerFlusher) FlushError() error {
+	if h.sent {
+		return h.rc.Flush()
+	}
+	h.sent = true
+	var err error
+	aside(func() { err = h.rc.Flush() })
+	return err
+}
+
+// Unwrap returns the writer underneath, for http.ResponseController.
+func (h *headerFlusher) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// aside runs f on a new goroutine, with a stack of its own, and waits for
+// it; a panic in f is raised again in the caller.
+func aside(f func()) {
+	done := make(chan any)
+	go func() {
+		defer func() { done <- recover() }()
+		f()
+	}()
+	if p := <-done; p != nil {
+		panic(p)
+	}
 }
