@@ -197,7 +197,8 @@ func benchmarkMeter(b *testing.B, workers int, wc meter.WorkerConfig) {
 // BenchmarkMeterLag measures the end-to-end lag at a fixed rate: for
 // TOLLGATE_BENCH_LAG_SECONDS (default 30) seconds, events are published at
 // TOLLGATE_BENCH_LAG_RATE (default 5,000) events/s while one meter worker
-// with the default configuration (as tollgate serve runs it) writes them
+// with the default configuration (as tollgate serve runs it; the batch
+// size from TOLLGATE_BENCH_METER_BATCH when set) writes them
 // into a fresh ledger, and a poller reads Store.Usage grouped by customer
 // (the query behind GET /admin/v1/usage?group_by=customer) back to back.
 //
@@ -214,7 +215,8 @@ func benchmarkMeter(b *testing.B, workers int, wc meter.WorkerConfig) {
 // shows it (the poll's snapshot is taken after its start), so the lag is
 // exact to within one poll interval, reported as poll_ms. Metrics: lag
 // p50/p90/p99/max in ms over all events; the publish rate achieved; the
-// PubAck wait p99; the polls' mean interval.
+// PubAck wait p99; the polls' mean interval; the mean events per ledger
+// transaction and the p50/p99 time of one (Store.WriteEvents).
 func BenchmarkMeterLag(b *testing.B) {
 	seconds := benchEnvInt(b, "TOLLGATE_BENCH_LAG_SECONDS", 30)
 	rate := benchEnvInt(b, "TOLLGATE_BENCH_LAG_RATE", 5000)
@@ -237,7 +239,12 @@ func BenchmarkMeterLag(b *testing.B) {
 		plan[i] = sent{customer: c, seq: int64(len(perCustomer[c]))}
 	}
 	{ // once: run it with -benchtime 1x
-		stopWorker := r.runWorkers(b, 1, r.store, defaultWorkerConfig(b))
+		wc := defaultWorkerConfig(b)
+		if os.Getenv("TOLLGATE_BENCH_METER_BATCH") != "" {
+			wc.BatchSize = benchEnvInt(b, "TOLLGATE_BENCH_METER_BATCH", 0)
+		}
+		cs := newCountingStore(r.store, n)
+		stopWorker := r.runWorkers(b, 1, cs, wc)
 		pub := meter.NewPublisher(r.js, r.stream, 30*time.Second)
 		queues := make([]chan int, publishers)
 		var wg sync.WaitGroup
@@ -336,6 +343,14 @@ func BenchmarkMeterLag(b *testing.B) {
 			lags[i] = max(s.visible.Sub(s.pub), 0) // a poll started before the publish call: 0
 			acks[i] = s.ack.Sub(s.pub)
 		}
+		// The lag's p99 by 5 s of publishing, to see a trend.
+		var trend []string
+		for lo := 0; lo < n; lo += 5 * rate {
+			w := slices.Clone(lags[lo:min(lo+5*rate, n)])
+			slices.Sort(w)
+			trend = append(trend, fmt.Sprintf("%.0f", ms(w[len(w)*99/100])))
+		}
+		b.Logf("lag p99 ms by 5 s: %v", trend)
 		slices.Sort(lags)
 		slices.Sort(acks)
 		q := func(d []time.Duration, p float64) float64 { return ms(d[min(int(float64(len(d))*p), len(d)-1)]) }
@@ -346,6 +361,10 @@ func BenchmarkMeterLag(b *testing.B) {
 		b.ReportMetric(float64(n)/published.Seconds(), "published_events/s")
 		b.ReportMetric(q(acks, 0.99), "puback_p99_ms")
 		b.ReportMetric(ms(pollSpan)/float64(polls), "poll_ms")
+		slices.Sort(cs.took)
+		b.ReportMetric(float64(n)/float64(len(cs.took)), "events/batch")
+		b.ReportMetric(q(cs.took, 0.50), "write_p50_ms")
+		b.ReportMetric(q(cs.took, 0.99), "write_p99_ms")
 	}
 }
 

@@ -143,6 +143,9 @@ func newMeterRig(tb testing.TB, customers, models int, separate bool) *meterRig 
 		}
 		r.accounts[i] = rigAccount{c.ID, k.ID, [3]int{rnd.IntN(models), rnd.IntN(models), rnd.IntN(models)}}
 	}
+	// Current statistics, as a running ledger has (a fresh database's
+	// first batches would otherwise be planned on none).
+	must(r.store.ExecForTest(ctx, "ANALYZE"))
 	if separate {
 		var url string
 		url, r.natsPID = startNATSD(tb)
@@ -230,6 +233,8 @@ type countingStore struct {
 	once    sync.Once
 	done    chan struct{}
 	at      time.Time // when written reached target
+	mu      sync.Mutex
+	took    []time.Duration // each successful WriteEvents call's time
 }
 
 func newCountingStore(s meter.Store, target int) *countingStore {
@@ -237,8 +242,13 @@ func newCountingStore(s meter.Store, target int) *countingStore {
 }
 
 func (c *countingStore) WriteEvents(ctx context.Context, events []meter.Event) (int, error) {
+	t0 := time.Now()
 	n, err := c.s.WriteEvents(ctx, events)
 	if err == nil {
+		took := time.Since(t0)
+		c.mu.Lock()
+		c.took = append(c.took, took)
+		c.mu.Unlock()
 		c.batches.Add(1)
 		if c.written.Add(int64(n)) >= c.target {
 			c.once.Do(func() { c.at = time.Now(); close(c.done) })
