@@ -2,7 +2,7 @@
 GO ?= go
 export CI_TEST_TIMEOUT ?= 15m
 
-.PHONY: build run test vet fuzz faults soak loadgen-test bench bench-ledger clean
+.PHONY: build run test vet fuzz faults soak loadgen-test bench bench-ledger bench-meter clean
 
 build:
 	$(GO) build -o bin/tollgate ./cmd/tollgate
@@ -53,12 +53,24 @@ loadgen-test:
 	$(GO) test -count=1 -tags loadgen_e2e ./cmd/loadgen/
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 -skip 'BenchmarkScale' $(BENCH_PKGS) | tee bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 -skip 'BenchmarkScale|BenchmarkMeter' $(BENCH_PKGS) | tee bench.txt
 
 # The ledger at scale: TOLLGATE_BENCH_EVENTS events (default 200000) for
 # 1,000 customers and 20 models; 10000000 takes the better part of an hour.
 bench-ledger:
 	$(GO) test -run '^$$' -bench BenchmarkScale -benchtime 1x -timeout 120m ./ledger/ | tee bench-ledger.txt
 
+# The meter (issue 6), about 5 minutes: the event decoder against
+# json.Unmarshal; the ledger's write alone (array statement against COPY
+# staging); events drained from JetStream into Postgres by 1, 2 and 4
+# workers; the end-to-end lag at 5,000 events/s for 30 s. Each twice.
+# METER_EVENTS events per throughput run; TOLLGATE_BENCH_METER_PROFILE=FILE
+# profiles the drains; TOLLGATE_BENCH_METER_BATCH overrides the batch size.
+METER_EVENTS ?= 100000
+bench-meter:
+	$(GO) test -run '^$$' -bench 'EventDecode|DecodeEvent' -benchmem -count 2 ./meter/ | tee bench-meter.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkMeter(Write|$$)' -benchtime $(METER_EVENTS)x -benchmem -count 2 -timeout 60m ./ledger/ | tee -a bench-meter.txt
+	$(GO) test -run '^$$' -bench 'BenchmarkMeterLag' -benchtime 1x -count 2 -timeout 30m ./ledger/ | tee -a bench-meter.txt
+
 clean:
-	rm -rf bin tollgate-data bench.txt
+	rm -rf bin tollgate-data bench.txt bench-meter.txt
