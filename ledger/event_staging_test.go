@@ -4,15 +4,17 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate-dev/tollgate/meter"
 )
 
 // A way WriteEvents was measured against (BenchmarkMeterWrite, write=copy)
 // and not taken: the batch copied (COPY, binary) into a temporary staging
-// table, then moved by one INSERT ... SELECT statement. Postgres spent as
-// much CPU per event as on the array statement, and pgx's COPY encoding
-// more (3 times the allocations).
+// table, then moved by one INSERT ... SELECT statement. With the UUIDs
+// parsed for both, three runs of 100,000 events gave no consistent
+// difference in throughput or in Postgres's CPU per event, and the array
+// statement needs no temporary table per connection.
 
 // UseStagedWriteForTest makes WriteEvents stage each batch by COPY.
 func (s *Store) UseStagedWriteForTest() {
@@ -66,7 +68,8 @@ SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)
 type stagedRows struct {
 	events []meter.Event
 	rates  []rating
-	keep   []int // indexes of events and rates to stage
+	ids    [][3]pgtype.UUID // id, customer, key, parsed as for the array statement
+	keep   []int            // indexes of events and rates to stage
 	i      int
 	row    []any
 }
@@ -74,7 +77,7 @@ type stagedRows struct {
 // newStagedRows rates events. An id repeated within the batch keeps its
 // first occurrence and counts as a duplicate.
 func newStagedRows(events []meter.Event, p *pricing) (*stagedRows, int64, error) {
-	s := &stagedRows{events: events, rates: make([]rating, len(events)), keep: make([]int, 0, len(events)),
+	s := &stagedRows{events: events, rates: make([]rating, len(events)), ids: make([][3]pgtype.UUID, len(events)), keep: make([]int, 0, len(events)),
 		i: -1, row: make([]any, len(stagingColumns))}
 	seen := make(map[string]struct{}, len(events))
 	var duplicates int64
@@ -87,6 +90,9 @@ func newStagedRows(events []meter.Event, p *pricing) (*stagedRows, int64, error)
 		seen[e.ID] = struct{}{}
 		r, err := p.rate(e)
 		if err != nil {
+			return nil, 0, err
+		}
+		if s.ids[i][0], s.ids[i][1], s.ids[i][2], err = eventUUIDs(e); err != nil {
 			return nil, 0, err
 		}
 		s.rates[i] = r
@@ -103,7 +109,8 @@ func (s *stagedRows) Values() ([]any, error) {
 	k := s.keep[s.i]
 	e, r, v := &s.events[k], &s.rates[k], s.row
 	u := &e.Usage
-	v[0], v[1], v[2], v[3], v[4], v[5], v[6] = &e.ID, &e.Time, &e.CustomerID, &e.KeyID, &e.Provider, &e.Model, &e.ServedModel
+	ids := &s.ids[k]
+	v[0], v[1], v[2], v[3], v[4], v[5], v[6] = &ids[0], &e.Time, &ids[1], &ids[2], &e.Provider, &e.Model, &e.ServedModel
 	v[7], v[8], v[9], v[10], v[11] = &e.Endpoint, &e.Stream, &e.Status, &e.HTTPStatus, &e.FinishReason
 	v[12], v[13], v[14], v[15], v[16], v[17] = &u.PromptTokens, &u.CachedTokens, &u.CacheWriteTokens, &u.CompletionTokens, &u.ReasoningTokens, &u.WebSearchRequests
 	v[18], v[19], v[20], v[21] = &e.UsageSource, &e.TTFTMillis, &e.DurationMillis, &e.Error
