@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"net/http"
+	"sync"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
@@ -33,10 +34,23 @@ type chatWriter struct {
 }
 
 // newChatWriter writes to w. id, model and created name the stream's
-// chunks until the upstream's own chunks name them.
+// chunks until the upstream's own chunks name them. It comes from a pool,
+// with the buffers of an earlier stream: release returns it.
 func newChatWriter(w http.ResponseWriter, x *exchange, includeUsage bool, id, model string, created int64) *chatWriter {
-	return &chatWriter{w: w, rc: http.NewResponseController(w), x: x, includeUsage: includeUsage,
-		id: id, model: model, created: created}
+	c := chatWriters.Get().(*chatWriter)
+	buf, scan := c.buf, c.scan
+	*c = chatWriter{w: w, rc: http.NewResponseController(w), x: x, includeUsage: includeUsage,
+		id: id, model: model, created: created, buf: buf[:0], scan: scan}
+	return c
+}
+
+var chatWriters = sync.Pool{New: func() any { return new(chatWriter) }}
+
+// release returns c to the pool; it must not be used after.
+func (c *chatWriter) release() {
+	buf, scan := c.buf, c.scan
+	*c = chatWriter{buf: buf[:0], scan: scan}
+	chatWriters.Put(c)
 }
 
 // setName records the id, model and created of an upstream chunk (the

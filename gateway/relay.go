@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/tidwall/sjson"
 
@@ -20,7 +21,10 @@ import (
 // goes away it reads on until the provider's final usage, [DONE] or the end.
 func (s *Server) relayChatStream(w http.ResponseWriter, x *exchange, body io.Reader, includeUsage bool, model string, tr chunkStream) {
 	out := newChatWriter(w, x, includeUsage, "chatcmpl-"+x.event.ID, model, x.start.Unix())
-	rd := sse.NewReader(body)
+	defer out.release()
+	rd := readers.Get().(*sse.Reader)
+	rd.Reset(body)
+	defer func() { rd.Reset(nil); readers.Put(rd) }()
 	var tap openai.ChatTap
 	var payloads [][]byte
 	x.armStall()
@@ -106,6 +110,10 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tap *openai.ChatTap) (done bool) 
 }
 
 var usageKey = []byte(`"usage"`)
+
+// readers keeps SSE readers, with their buffers, from one stream to the
+// next (a new Reader allocates a 4 KiB buffer).
+var readers = sync.Pool{New: func() any { return sse.NewReader(nil) }}
 
 // relayChatBody forwards a non-streamed OpenAI completion unchanged and
 // taps its usage.
