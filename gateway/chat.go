@@ -69,7 +69,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	x := s.newExchange(w, r, rt, "/v1/chat/completions", req.stream)
 	defer x.finish()
-	x.promptText = func() string { return chatPromptText(req) }
+	messages := req.fields["messages"] // not req: a stream keeps only what an estimate needs
+	x.promptText = func() string { return chatPromptText(messages) }
 	resp := s.callUpstream(w, x, rt, url, upBody, header, writeError)
 	if resp == nil {
 		return

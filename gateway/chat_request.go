@@ -102,14 +102,14 @@ func jsonError(err error) string {
 	return err.Error()
 }
 
-// chatPromptText is the text of a chat request's messages (string contents
-// and text parts), for estimating its prompt_tokens when the provider
-// reports none.
-func chatPromptText(r *chatRequest) string {
+// chatPromptText is the text of a chat request's messages array (string
+// contents and text parts), for estimating its prompt_tokens when the
+// provider reports none.
+func chatPromptText(messages json.RawMessage) string {
 	var msgs []struct {
 		Content json.RawMessage `json:"content"`
 	}
-	_ = json.Unmarshal(r.fields["messages"], &msgs)
+	_ = json.Unmarshal(messages, &msgs)
 	var b strings.Builder
 	for _, m := range msgs {
 		var text string
