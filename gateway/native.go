@@ -51,7 +51,9 @@ func (s *Server) passThrough(w http.ResponseWriter, x *exchange, rt route, c nat
 	}
 	x.armStall()
 	tee := &teeWriter{src: resp.Body, w: w, rc: http.NewResponseController(w), x: x, resp: resp}
-	rd := sse.NewReader(tee)
+	rd := readers.Get().(*sse.Reader)
+	rd.Reset(tee)
+	defer func() { rd.Reset(nil); readers.Put(rd) }()
 	for {
 		ev, err := rd.Next()
 		if errors.Is(err, io.EOF) {
