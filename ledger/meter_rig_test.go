@@ -323,6 +323,27 @@ func (r *meterRig) backendTicks(tb testing.TB) map[int]int64 {
 	return out
 }
 
+// machineTicks returns the busy and total CPU ticks of the whole machine
+// (all CPUs, any process), from /proc/stat.
+func machineTicks() (busy, total int64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	for i, f := range strings.Fields(line)[1:] {
+		v, _ := strconv.ParseInt(f, 10, 64)
+		if i >= 8 { // guest time is already counted in user time
+			break
+		}
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total
+}
+
 // cpuMeter measures the CPU seconds this process, the NATS server process
 // and the database's Postgres backends spend between start and stop.
 type cpuMeter struct {
@@ -332,10 +353,15 @@ type cpuMeter struct {
 	Self, NATS, PG float64 // seconds
 	wall           time.Time
 	Wall           float64
+	busy, total    int64
+	// MachineBusy is the share of all the machine's CPU time that was busy;
+	// Others is the share busy with processes other than the three above.
+	MachineBusy, Others float64
 }
 
 func (r *meterRig) startCPU(tb testing.TB) *cpuMeter {
 	c := &cpuMeter{r: r, self: cpuTicks(os.Getpid()), pg: r.backendTicks(tb), wall: time.Now()}
+	c.busy, c.total = machineTicks()
 	if r.natsPID != 0 {
 		c.nats = cpuTicks(r.natsPID)
 	}
@@ -353,4 +379,10 @@ func (c *cpuMeter) stop(tb testing.TB) {
 		pg += t - c.pg[pid] // a backend started meanwhile counts whole
 	}
 	c.PG = float64(pg) / 100
+	busy, total := machineTicks()
+	if total > c.total {
+		c.MachineBusy = float64(busy-c.busy) / float64(total-c.total)
+		// /proc/stat counts in USER_HZ too: seconds × 100 ticks.
+		c.Others = max(float64(busy-c.busy)-(c.Self+c.NATS+c.PG)*100, 0) / float64(total-c.total)
+	}
 }
