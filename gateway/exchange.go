@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -151,7 +152,11 @@ func (x *exchange) finish() {
 	}
 	e.DurationMillis = time.Since(x.start).Milliseconds()
 	x.s.metrics.observe(e)
-	x.s.log.Info("request", "request_id", e.ID, "customer_id", e.CustomerID, "key_id", e.KeyID,
+	level := slog.LevelInfo // a failed request stays in the log at TOLLGATE_LOG_LEVEL=warn
+	if e.Status == meter.StatusUpstreamError || e.Status == meter.StatusTimeout || e.Status == meter.StatusCutOff {
+		level = slog.LevelWarn
+	}
+	x.s.log.Log(x.ctx, level, "request", "request_id", e.ID, "customer_id", e.CustomerID, "key_id", e.KeyID,
 		"endpoint", e.Endpoint, "model", e.Model, "provider", e.Provider, "status", e.Status,
 		"http_status", e.HTTPStatus, "usage_source", e.UsageSource, "prompt_tokens", e.Usage.PromptTokens,
 		"completion_tokens", e.Usage.CompletionTokens, "ttft_ms", e.TTFTMillis, "duration_ms", e.DurationMillis)

@@ -20,7 +20,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -56,10 +55,16 @@ const envUsage = `Environment:
                           every role serves the last three there)
   TOLLGATE_DATA_DIR       local data: the usage spool and embedded JetStream (default ./tollgate-data)
   TOLLGATE_SHUTDOWN_GRACE how long streams may finish after SIGTERM (default 30s)
+  TOLLGATE_LOG_LEVEL      debug, info, warn or error (default info; at warn only
+                          failed requests are logged)
 `
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log, err := newLogger(os.Stderr, os.Getenv("TOLLGATE_LOG_LEVEL"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tollgate:", err)
+		os.Exit(2)
+	}
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, fullUsage())
 		os.Exit(2)
@@ -67,7 +72,6 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd, args := os.Args[1], os.Args[2:]
-	var err error
 	switch cmd {
 	case "serve":
 		err = runRoles(ctx, log, args, roles{gateway: true, meter: true, admin: true})

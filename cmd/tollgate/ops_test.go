@@ -113,7 +113,7 @@ func TestNoSecretReachesTheLogs(t *testing.T) {
 			t.Errorf("the %s appears in the logs", name)
 		}
 	}
-	requests := 0
+	requests, failed := 0, 0
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var l map[string]any
 		if err := json.Unmarshal([]byte(line), &l); err != nil {
@@ -124,9 +124,17 @@ func TestNoSecretReachesTheLogs(t *testing.T) {
 			if l["request_id"] == nil || l["customer_id"] == nil {
 				t.Errorf("a request log line lacks its ids: %s", line)
 			}
+			// Failed requests log at WARN, so that TOLLGATE_LOG_LEVEL=warn keeps them.
+			want := "INFO"
+			if st := l["status"]; st == "upstream_error" || st == "timeout" || st == "cut_off" {
+				want, failed = "WARN", failed+1
+			}
+			if l["level"] != want {
+				t.Errorf("a %v request logged at %v, want %s", l["status"], l["level"], want)
+			}
 		}
 	}
-	if requests < 4 {
-		t.Fatalf("%d request log lines, want one per upstream request (4)", requests)
+	if requests < 4 || failed < 2 {
+		t.Fatalf("%d request log lines (%d failed), want one per upstream request (4, 2 failed)", requests, failed)
 	}
 }
