@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -15,7 +16,9 @@ import (
 
 // FuzzTap feeds arbitrary streams, seeded with the recordings, to Tap, to
 // Stream and to the whole-body functions: none may panic; Tap and Stream
-// must agree; every chunk must be JSON; usage must stay a valid event's.
+// must agree, and record and write the same with the scanner as through
+// encoding/json only; every chunk must be JSON; usage must stay a valid
+// event's.
 func FuzzTap(f *testing.F) {
 	dir, _, names := geminiFixtures(f)
 	for _, name := range names {
@@ -26,9 +29,12 @@ func FuzzTap(f *testing.F) {
 	f.Add([]byte(`data: [{"candidates":[{"index":-3,"content":{"parts":[{"functionCall":{"name":"f","args":[1]}}]},"finishReason":"STOP"}]}]`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var tap Tap
+		slowTap := Tap{slow: true}
 		s := Chat{}.NewStream("id", "m", 1)
-		rt, rs := new(usage.Report), new(usage.Report)
-		var out [][]byte
+		slow := Chat{}.NewStream("id", "m", 1).(*Stream)
+		slow.tap.slow = true
+		rt, rs, rst, rss := new(usage.Report), new(usage.Report), new(usage.Report), new(usage.Report)
+		var out, slowOut [][]byte
 		rd := sse.NewReader(bytes.NewReader(in))
 		for {
 			ev, err := rd.Next()
@@ -39,12 +45,20 @@ func FuzzTap(f *testing.F) {
 				t.Skip(err)
 			}
 			tap.Event(&ev, rt)
+			slowTap.Event(&ev, rst)
 			out = s.Event(&ev, rs, out[:0])
+			slowOut = slow.Event(&ev, rss, slowOut[:0])
 			for _, p := range out {
 				if !json.Valid(p) {
 					t.Fatalf("chunk is not JSON: %s", p)
 				}
 			}
+			if len(out) != len(slowOut) || !slices.EqualFunc(out, slowOut, bytes.Equal) {
+				t.Fatalf("Stream wrote %q, through encoding/json %q", out, slowOut)
+			}
+		}
+		if !sameReport(rt, rst) || !sameReport(rs, rss) {
+			t.Fatalf("the scanner's reports %+v and %+v differ from encoding/json's %+v and %+v", rt, rs, rst, rss)
 		}
 		if rt.Usage != rs.Usage || rt.Final != rs.Final || rt.Error != rs.Error || rt.FinishReason != rs.FinishReason {
 			t.Fatalf("Tap %+v and Stream %+v disagree", rt, rs)
@@ -91,14 +105,20 @@ func syntheticStream(n int) []byte {
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
-func BenchmarkTap(b *testing.B) {
+func BenchmarkTap(b *testing.B) { benchTap(b, false) }
+
+func BenchmarkStream(b *testing.B) { benchStream(b, false) }
+
+// benchTap taps a 200-chunk stream; slow decodes every chunk with
+// encoding/json.
+func benchTap(b *testing.B, slow bool) {
 	stream := syntheticStream(200)
 	rd := sse.NewReader(bytes.NewReader(stream))
 	b.SetBytes(int64(len(stream)))
 	b.ReportAllocs()
 	for b.Loop() {
 		rd.Reset(bytes.NewReader(stream))
-		var t Tap
+		t := Tap{slow: slow}
 		var r usage.Report
 		for {
 			ev, err := rd.Next()
@@ -113,7 +133,9 @@ func BenchmarkTap(b *testing.B) {
 	}
 }
 
-func BenchmarkStream(b *testing.B) {
+// benchStream translates a 200-chunk stream; slow decodes every chunk with
+// encoding/json.
+func benchStream(b *testing.B, slow bool) {
 	stream := syntheticStream(200)
 	rd := sse.NewReader(bytes.NewReader(stream))
 	b.SetBytes(int64(len(stream)))
@@ -121,7 +143,8 @@ func BenchmarkStream(b *testing.B) {
 	var out [][]byte
 	for b.Loop() {
 		rd.Reset(bytes.NewReader(stream))
-		s := Chat{}.NewStream("chatcmpl-1", "gemini-2.5-pro", 1700000000)
+		s := Chat{}.NewStream("chatcmpl-1", "gemini-2.5-pro", 1700000000).(*Stream)
+		s.tap.slow = slow
 		var r usage.Report
 		for {
 			ev, err := rd.Next()

@@ -72,14 +72,14 @@ func (s *Stream) Event(ev *sse.Event, r *usage.Report, dst [][]byte) [][]byte {
 	t := &s.tap
 	t.payloads = t.collect(ev, t.payloads[:0])
 	for _, p := range t.payloads {
-		t.resps = decode(p, t.resps[:0])
+		t.decode(p)
 		for i := range t.resps {
 			resp := &t.resps[i]
 			t.observe(resp, r)
 			dst = s.translate(resp, dst)
 		}
 	}
-	clear(t.resps)
+	t.release()
 	return dst
 }
 

@@ -41,18 +41,41 @@ type Tap struct {
 	raw      []byte // pending raw lines from Event.Other
 	payloads [][]byte
 	resps    []response
+	scan     scanner
+	slow     bool // decode every chunk with encoding/json (benchmarks, tests)
 }
 
 // Event taps one SSE event of the stream into r.
 func (t *Tap) Event(ev *sse.Event, r *usage.Report) {
 	t.payloads = t.collect(ev, t.payloads[:0])
 	for _, p := range t.payloads {
-		t.resps = decode(p, t.resps[:0])
+		t.decode(p)
 		for i := range t.resps {
 			t.observe(&t.resps[i], r)
 		}
 	}
+	t.release()
+}
+
+// decode sets t.resps to the responses p holds: through t.scan when it
+// can read p, which is nearly always a single chunk, else through decode.
+// They are valid until the next call, or until release.
+func (t *Tap) decode(p []byte) {
+	t.resps = t.resps[:0]
+	if b := bytes.TrimSpace(p); !t.slow && len(b) > 0 && b[0] == '{' {
+		t.resps = append(t.resps, response{})
+		if t.scan.response(b, &t.resps[0]) {
+			return
+		}
+		t.resps = t.resps[:0] // decode appends a fresh response{}
+	}
+	t.resps = decode(p, t.resps)
+}
+
+// release drops the references of the decoded responses once tapped.
+func (t *Tap) release() {
 	clear(t.resps)
+	t.scan.release()
 }
 
 // collect appends the JSON values ev completes to dst: its data, and the raw

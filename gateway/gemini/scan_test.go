@@ -1,0 +1,194 @@
+package gemini
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway/sse"
+	"github.com/tollgate-dev/tollgate/gateway/usage"
+)
+
+// fixtureChunks returns the data of every event of the recorded Gemini
+// streams.
+func fixtureChunks(tb testing.TB) [][]byte {
+	tb.Helper()
+	dir, _, names := geminiFixtures(tb)
+	var out [][]byte
+	for _, name := range names {
+		events(tb, readFixture(tb, dir, name), func(ev *sse.Event) {
+			if ev.HasData {
+				out = append(out, bytes.Clone(ev.Data))
+			}
+		})
+	}
+	return out
+}
+
+var scanSeeds = []string{
+	`{"candidates":[{"content":{"parts":[{"text":"a\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00\ud800x\udc00","thought":true}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":1,"cachedContentTokenCount":2,"candidatesTokenCount":3,"toolUsePromptTokenCount":4,"thoughtsTokenCount":5,"totalTokenCount":15},"modelVersion":"m","responseId":"r"}`,
+	` { "candidates" : [ null , { "content" : null , "index" : -3 } , { "content" : { "parts" : [ ] } } ] , "modelVersion" : null } `,
+	`{"candidates":[{"content":{"parts":[null,{"functionCall":{"name":"f","args":{"a" : [1, 2.5e3]}}},{"functionCall":{"args":null}},{"functionCall":null,"text":null,"thought":null}]},"finishReason":"MALFORMED_FUNCTION_CALL"}]}`,
+	`{"candidates":[],"promptFeedback":{"blockReason":"SAFETY","safetyRatings":[]},"usageMetadata":{"promptTokenCount":7}}`,
+	`{"candidates":null,"promptFeedback":null,"usageMetadata":null}`, `{}`, `[]`, `{"error":{"code":499}}`, `{"error":null}`,
+	`{"candidates":[{"finishReason":"NEW_REASON","index":null,"content":{"parts":[{"thought":false,"text":""}]}}]}`,
+	`{"usageMetadata":{"promptTokenCount":123456789012345678}}`, `{"usageMetadata":{"promptTokenCount":1234567890123456789}}`,
+	`{"usageMetadata":{"promptTokenCount":-0}}`, `{"usageMetadata":{"promptTokenCount":1.0}}`, `{"usageMetadata":{"promptTokenCount":1e2}}`,
+	`{"usageMetadata":{"promptTokenCount":"1"}}`, `{"usageMetadata":{"promptTokenCount":01}}`, `{"usageMetadata":[]}`,
+	`{"usageMetadata":{"PromptTokenCount":1}}`, `{"UsageMetadata":{}}`, `{"usagemetadata":{}}`, `{"usageMetadata":{},"usageMetadata":{}}`,
+	`{"usag\u0065Metadata":{}}`, "{\"usageMetadat\u212a\":{}}", `{"modelVersion":"a","modelVersion":"b"}`, `{"modelVersion":"m\u00e9"}`,
+	"{\"modelVersion\":\"\xff\"}", "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\xed\xa0\x80\"}]}}]}", `{"candidates":[{"content":[]}]}`,
+	`{"candidates":[{"content":{"parts":[{"thought":"true"}]}}]}`, `{"candidates":[{"index":1.5}]}`, `{"candidates":[{"index":99999999999}]}`,
+	`{"candidates":[{"content":{"parts":[{"text":"a","text":"b"}]}}]}`, `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","Name":"g"}}]}}]}`,
+	`{"candidates":[1]}`, `{"candidates":{}}`, `{"candidates":[{"content":{"parts":[1]}}]}`, `{"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`,
+	`{"candidates":[]} x`, `{"candidates":[],}`, `{"a":1}{}`, `{"responseId":"\x", "candidates":[]}`,
+}
+
+// FuzzScan checks the scanner against encoding/json: whenever it reads a
+// chunk, decode reads the same response from it, field for field.
+func FuzzScan(f *testing.F) {
+	for _, c := range fixtureChunks(f) {
+		f.Add(c)
+	}
+	for _, s := range scanSeeds {
+		f.Add([]byte(s))
+	}
+	var s scanner
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkScan(t, &s, data)
+	})
+}
+
+// checkScan reads data with s as Tap does and, if it could, compares the
+// response with decode's.
+func checkScan(t *testing.T, s *scanner, data []byte) bool {
+	t.Helper()
+	b := bytes.TrimSpace(data)
+	var fast response
+	if len(b) == 0 || b[0] != '{' || !s.response(b, &fast) {
+		return false
+	}
+	ref := decode(data, nil)
+	if len(ref) != 1 {
+		t.Fatalf("%q: scanned, but decode reads %d responses", data, len(ref))
+	}
+	if !reflect.DeepEqual(fast, ref[0]) {
+		t.Fatalf("%q:\nscan %s\njson %s", data, dump(&fast), dump(&ref[0]))
+	}
+	return true
+}
+
+// dump shows a response with what its pointers point to.
+func dump(r *response) string {
+	s := fmt.Sprintf("%+v", *r)
+	if r.UsageMetadata != nil {
+		s += fmt.Sprintf(" usage %+v", *r.UsageMetadata)
+	}
+	if r.PromptFeedback != nil {
+		s += fmt.Sprintf(" feedback %+v", *r.PromptFeedback)
+	}
+	for _, c := range r.Candidates {
+		for _, p := range c.Content.Parts {
+			if p.FunctionCall != nil {
+				s += fmt.Sprintf(" call %+v", *p.FunctionCall)
+			}
+		}
+	}
+	return s
+}
+
+func TestScanSeeds(t *testing.T) {
+	var s scanner
+	scanned := 0
+	for _, seed := range scanSeeds {
+		if checkScan(t, &s, []byte(seed)) {
+			scanned++
+		}
+	}
+	if scanned < 8 {
+		t.Errorf("only %d seeds scanned", scanned)
+	}
+}
+
+// TestScanFixtures checks that the fast path applies: every recorded
+// chunk is read by the scanner, not by encoding/json.
+func TestScanFixtures(t *testing.T) {
+	var s scanner
+	chunks := fixtureChunks(t)
+	for _, data := range chunks {
+		if !checkScan(t, &s, data) {
+			t.Errorf("not scanned: %s", data)
+		}
+	}
+	if len(chunks) < 30 {
+		t.Fatalf("only %d recorded chunks", len(chunks))
+	}
+}
+
+// TestScanFallback checks that what the scanner leaves goes to
+// encoding/json, and that Tap reports the same either way, on the
+// recordings too.
+func TestScanFallback(t *testing.T) {
+	streams := [][]byte{[]byte("data: {\"candidates\":[{\"content\":{\"parts\":[{\"Text\":\"folded\"}]}}],\"usageMetadata\":{\"promptTokenCount\":3}}\n\n" +
+		"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"x\"}]},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":1.0e0}}\n\n")}
+	dir, _, names := geminiFixtures(t)
+	for _, name := range names {
+		streams = append(streams, readFixture(t, dir, name))
+	}
+	for i, stream := range streams {
+		fast, slow := tapStream(t, stream), slowTapStream(t, stream)
+		if !sameReport(fast, slow) {
+			t.Errorf("stream %d: scanned %+v, decoded %+v", i, fast, slow)
+		}
+	}
+	if r := tapStream(t, streams[0]); r.Output.String() != "foldedx" || !r.Final || r.FinishReason != "stop" {
+		t.Errorf("output %q final %v finish %q", r.Output.String(), r.Final, r.FinishReason)
+	}
+}
+
+// sameReport compares what a Tap records.
+func sameReport(a, b *usage.Report) bool {
+	return a.Usage == b.Usage && a.Reported == b.Reported && a.Final == b.Final && a.Error == b.Error &&
+		a.FinishReason == b.FinishReason && a.ServedModel == b.ServedModel && a.Output.String() == b.Output.String()
+}
+
+// slowTapStream is tapStream through encoding/json only.
+func slowTapStream(tb testing.TB, stream []byte) *usage.Report {
+	tb.Helper()
+	t := Tap{slow: true}
+	r := new(usage.Report)
+	events(tb, stream, func(ev *sse.Event) { t.Event(ev, r) })
+	return r
+}
+
+// BenchmarkTapSlow and BenchmarkStreamSlow are BenchmarkTap and
+// BenchmarkStream with every chunk decoded by encoding/json, as before the
+// scanner.
+func BenchmarkTapSlow(b *testing.B) { benchTap(b, true) }
+
+func BenchmarkStreamSlow(b *testing.B) { benchStream(b, true) }
+
+// BenchmarkScan is one chunk of the synthetic stream through each path.
+func BenchmarkScan(b *testing.B) {
+	stream := syntheticStream(10)
+	chunk := bytes.TrimSpace(bytes.TrimPrefix(stream[:bytes.Index(stream, []byte("\r\n\r\n"))], []byte("data:")))
+	b.Run("scan", func(b *testing.B) {
+		var s scanner
+		b.ReportAllocs()
+		for b.Loop() {
+			var r response
+			if !s.response(chunk, &r) {
+				b.Fatal("not scanned")
+			}
+		}
+	})
+	b.Run("json", func(b *testing.B) {
+		var resps []response
+		b.ReportAllocs()
+		for b.Loop() {
+			resps = decode(chunk, resps[:0])
+		}
+	})
+}
