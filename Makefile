@@ -31,6 +31,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLexer$$' -fuzztime $(FUZZTIME) ./gateway/jsonscan/
 	$(GO) test -run '^$$' -fuzz '^FuzzTap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./gateway/anthropic/
 	$(GO) test -run '^$$' -fuzz '^FuzzTap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./gateway/gemini/
+	$(GO) test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./gateway/gemini/
 
 # Every micro-benchmark of BENCHMARKS.md, five runs each, in benchstat's
 # input format (go run golang.org/x/perf/cmd/benchstat@latest bench.txt).
