@@ -50,6 +50,13 @@ func (l *Lexer) Peek() byte {
 // Lit consumes s after any whitespace, if it is next.
 func (l *Lexer) Lit(s string) bool {
 	l.WS()
+	if len(s) == 1 { // punctuation, most of the calls: no memory compare
+		if l.i < len(l.b) && l.b[l.i] == s[0] {
+			l.i++
+			return true
+		}
+		return false
+	}
 	if len(l.b)-l.i < len(s) || string(l.b[l.i:l.i+len(s)]) != s {
 		return false
 	}
