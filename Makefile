@@ -35,7 +35,7 @@ fuzz:
 
 # Every micro-benchmark of BENCHMARKS.md, five runs each, in benchstat's
 # input format (go run golang.org/x/perf/cmd/benchstat@latest bench.txt).
-BENCH_PKGS = ./gateway/sse/ ./gateway/openai/ ./gateway/anthropic/ ./gateway/gemini/ ./ledger/ ./meter/
+BENCH_PKGS = ./gateway/ ./gateway/sse/ ./gateway/openai/ ./gateway/anthropic/ ./gateway/gemini/ ./ledger/ ./meter/
 # Fault injection (about 1-2 minutes): its own Postgres and NATS processes,
 # killed and restarted under load; the ledger must equal upstream-sim's
 # ground truth exactly, with no event twice, and reconcile clean.
