@@ -112,7 +112,7 @@ func (s *scanner) candidates(dst *[]candidate) bool {
 		return true
 	}
 	from := len(s.cands)
-	ok := s.array(func() bool {
+	ok := s.l.Array(func() bool {
 		var c candidate
 		if !s.l.Lit("null") && !s.candidate(&c) {
 			return false
@@ -155,7 +155,7 @@ func (s *scanner) partList(dst *[]part) bool {
 		return true
 	}
 	from := len(s.parts)
-	ok := s.array(func() bool {
+	ok := s.l.Array(func() bool {
 		var p part
 		if !s.l.Lit("null") && !s.part(&p) {
 			return false
@@ -283,28 +283,6 @@ func foldEqual(a []byte, b string) bool {
 		}
 	}
 	return true
-}
-
-// array reads a JSON array, calling elem at each element.
-func (s *scanner) array(elem func() bool) bool {
-	l := &s.l
-	if !l.Lit("[") {
-		return false
-	}
-	if l.Lit("]") {
-		return true
-	}
-	for {
-		if !elem() {
-			return false
-		}
-		if l.Lit("]") {
-			return true
-		}
-		if !l.Lit(",") {
-			return false
-		}
-	}
 }
 
 // str reads a string into dst, or null (which leaves dst as it is).

@@ -270,6 +270,29 @@ func hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
+// Array consumes a JSON array, calling elem at each element with the
+// lexer before it; elem must consume the element. It fails on what is not
+// an array and when elem fails.
+func (l *Lexer) Array(elem func() bool) bool {
+	if !l.Lit("[") {
+		return false
+	}
+	if l.Lit("]") {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if l.Lit("]") {
+			return true
+		}
+		if !l.Lit(",") {
+			return false
+		}
+	}
+}
+
 // Skip consumes one JSON value of any kind, checking its syntax as
 // encoding/json does (strings may hold invalid UTF-8, which encoding/json
 // accepts). It fails on invalid JSON and on nesting deeper than MaxDepth.

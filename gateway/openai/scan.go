@@ -192,28 +192,10 @@ func (s *ChunkScan) text(dst *span) bool {
 
 // choices reads the "choices" array (or null).
 func (s *ChunkScan) choices() bool {
-	l := &s.l
-	if l.Lit("null") {
-		return true
-	}
-	if !l.Lit("[") {
-		return false
-	}
-	if l.Lit("]") {
-		return true
-	}
-	for {
+	return s.l.Lit("null") || s.l.Array(func() bool {
 		s.Choices++
-		if !l.Lit("null") && !s.choice() {
-			return false
-		}
-		if l.Lit("]") {
-			return true
-		}
-		if !l.Lit(",") {
-			return false
-		}
-	}
+		return s.l.Lit("null") || s.choice()
+	})
 }
 
 // choice reads one element of "choices" and adds its text to s.Output.
@@ -287,28 +269,10 @@ func (s *ChunkScan) message(isDelta bool) bool {
 // toolCalls reads a "tool_calls" array (or null), appending each call's
 // function name and arguments to calls.
 func (s *ChunkScan) toolCalls(calls *[][2]span) bool {
-	l := &s.l
-	if l.Lit("null") {
-		return true
-	}
-	if !l.Lit("[") {
-		return false
-	}
-	if l.Lit("]") {
-		return true
-	}
-	for {
+	return s.l.Lit("null") || s.l.Array(func() bool {
 		*calls = append(*calls, [2]span{})
-		if !l.Lit("null") && !s.toolCall(&(*calls)[len(*calls)-1]) {
-			return false
-		}
-		if l.Lit("]") {
-			return true
-		}
-		if !l.Lit(",") {
-			return false
-		}
-	}
+		return s.l.Lit("null") || s.toolCall(&(*calls)[len(*calls)-1])
+	})
 }
 
 // toolCall reads one tool call object: its function's name and arguments.
