@@ -32,6 +32,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzTap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./gateway/anthropic/
 	$(GO) test -run '^$$' -fuzz '^FuzzTap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./gateway/gemini/
 	$(GO) test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./gateway/gemini/
+	$(GO) test -run '^$$' -fuzz '^FuzzFastDelta$$' -fuzztime $(FUZZTIME) ./gateway/anthropic/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./meter/
 
 # Every micro-benchmark of BENCHMARKS.md, five runs each, in benchstat's
 # input format (go run golang.org/x/perf/cmd/benchstat@latest bench.txt).
