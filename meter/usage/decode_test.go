@@ -1,11 +1,11 @@
-package meter_test
+package usage_test
 
 import (
 	"encoding/json"
 	"reflect"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // decodeSeeds are events as the gateway writes them and as it never does:
@@ -47,35 +47,35 @@ var decodeSeeds = []string{
 	`{"error":"upstream said \"no\"","status":"upstream_error"}`,
 }
 
-// FuzzDecodeEvent checks DecodeEvent against json.Unmarshal: the same
+// FuzzDecode checks Decode against json.Unmarshal: the same
 // event, and an error exactly when json.Unmarshal errs.
-func FuzzDecodeEvent(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	enc, _ := json.Marshal(&benchEvent)
 	f.Add(enc)
 	for _, s := range decodeSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var want meter.Event
+		var want usage.Event
 		wantErr := json.Unmarshal(data, &want)
-		got, err := meter.DecodeEvent(data)
+		got, err := usage.Decode(data)
 		if (err == nil) != (wantErr == nil) {
-			t.Fatalf("DecodeEvent(%q) error = %v, json.Unmarshal's = %v", data, err, wantErr)
+			t.Fatalf("Decode(%q) error = %v, json.Unmarshal's = %v", data, err, wantErr)
 		}
 		if err == nil && !reflect.DeepEqual(got, want) {
-			t.Fatalf("DecodeEvent(%q) =\n%+v\njson.Unmarshal:\n%+v", data, got, want)
+			t.Fatalf("Decode(%q) =\n%+v\njson.Unmarshal:\n%+v", data, got, want)
 		}
 	})
 }
 
-func TestDecodeEventFastPathAllocatesOnce(t *testing.T) {
+func TestDecodeFastPathAllocatesOnce(t *testing.T) {
 	data, _ := json.Marshal(&benchEvent)
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, err := meter.DecodeEvent(data); err != nil {
+		if _, err := usage.Decode(data); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if allocs > 1 {
-		t.Errorf("DecodeEvent of the gateway's encoding: %v allocations, want 1", allocs)
+		t.Errorf("Decode of the gateway's encoding: %v allocations, want 1", allocs)
 	}
 }

@@ -1,18 +1,18 @@
-package meter_test
+package usage_test
 
 import (
 	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
-var benchEvent = meter.Event{Version: 1, ID: "0197a3c2-1111-7222-8333-444455556666", Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
+var benchEvent = usage.Event{Version: 1, ID: "0197a3c2-1111-7222-8333-444455556666", Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
 	CustomerID: "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff", KeyID: "0197a3c2-9999-7888-8777-666655554444", Provider: "openai",
 	Model: "gpt-4o-mini", ServedModel: "gpt-4o-mini-2024-07-18", Endpoint: "/v1/chat/completions", Stream: true,
-	Status: meter.StatusOK, HTTPStatus: 200, FinishReason: "stop", UsageSource: meter.SourceUpstream,
-	Usage: meter.Usage{PromptTokens: 1234, CachedTokens: 1024, CompletionTokens: 321, ReasoningTokens: 128}, TTFTMillis: 412, DurationMillis: 5230}
+	Status: usage.StatusOK, HTTPStatus: 200, FinishReason: "stop", UsageSource: usage.SourceUpstream,
+	Usage: usage.Tokens{PromptTokens: 1234, CachedTokens: 1024, CompletionTokens: 321, ReasoningTokens: 128}, TTFTMillis: 412, DurationMillis: 5230}
 
 // BenchmarkEventEncode is the gateway's cost per event: JSON for JetStream.
 func BenchmarkEventEncode(b *testing.B) {
@@ -30,7 +30,7 @@ func BenchmarkEventDecode(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		var e meter.Event
+		var e usage.Event
 		if err := json.Unmarshal(data, &e); err != nil {
 			b.Fatal(err)
 		}
@@ -40,15 +40,15 @@ func BenchmarkEventDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkDecodeEvent is the worker's cost per event since DecodeEvent
+// BenchmarkDecode is the worker's cost per event since Decode
 // replaced json.Unmarshal (BenchmarkEventDecode, measured beside it):
 // decoding and validation.
-func BenchmarkDecodeEvent(b *testing.B) {
+func BenchmarkDecode(b *testing.B) {
 	data, _ := json.Marshal(&benchEvent)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		e, err := meter.DecodeEvent(data)
+		e, err := usage.Decode(data)
 		if err != nil {
 			b.Fatal(err)
 		}

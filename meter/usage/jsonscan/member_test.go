@@ -1,0 +1,166 @@
+package jsonscan
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"testing"
+)
+
+func TestSetMember(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`{"model":"a","stream":true}`, `{"model":"b","stream":true}`},
+		{` { "x" : 1 , "model" : "a" } `, ` { "x" : 1 , "model" : "b" } `},
+		{`{}`, `{"model":"b"}`},
+		{` {"x":[1,{"model":"inner"}]}`, ` {"x":[1,{"model":"inner"}],"model":"b"}`},
+		{`{"model":"a","model":{"y":2}}`, `{"model":"b","model":"b"}`},
+		{`{"mod\u0065l":"a"}`, `{"mod\u0065l":"a","model":"b"}`},
+	} {
+		got, err := SetMember([]byte(tt.in), "model", []byte(`"b"`))
+		if err != nil || string(got) != tt.want {
+			t.Errorf("SetMember(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{``, `[]`, `{"a":}`, `{"a":1} x`, `"s"`, `{"a":1`} {
+		if _, err := SetMember([]byte(bad), "model", []byte(`"b"`)); err != ErrNotObject {
+			t.Errorf("SetMember(%q) = %v, want ErrNotObject", bad, err)
+		}
+	}
+}
+
+// FuzzSetMember checks SetMember against encoding/json: it accepts exactly
+// the valid JSON objects, and the result decodes to the input's members
+// with "model" set.
+func FuzzSetMember(f *testing.F) {
+	for _, s := range append(seeds, `{"model":"x","n":1}`, `{"n":{"model":1}}`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want map[string]json.RawMessage
+		wantErr := json.Unmarshal(b, &want) != nil || want == nil || depth(b) > MaxDepth
+		got, err := SetMember(b, "model", []byte(`"m"`))
+		if (err != nil) != wantErr {
+			t.Fatalf("%q: SetMember error %v, encoding/json says invalid=%v", b, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		var have map[string]json.RawMessage
+		if err := json.Unmarshal(got, &have); err != nil {
+			t.Fatalf("%q became %q: %v", b, got, err)
+		}
+		want["model"] = json.RawMessage(`"m"`)
+		// encoding/json folds keys by case: compare only exact keys.
+		for k := range maps.Keys(want) {
+			if string(have[k]) == "" {
+				t.Fatalf("%q became %q: key %q lost", b, got, k)
+			}
+		}
+		if string(have["model"]) != `"m"` {
+			t.Fatalf("%q became %q: model is %s", b, got, have["model"])
+		}
+	})
+}
+
+func TestDeleteMember(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`{"id":"x","usage":{"a":1},"choices":[]}`, `{"id":"x","choices":[]}`},
+		{`{"usage":null}`, `{}`},
+		{` { "usage" : 1 , "b" : 2 } `, ` { "b" : 2 } `},
+		{`{"a":1}`, `{"a":1}`},
+		{`{"usage":1,"a":{"usage":2},"usage":3}`, `{"a":{"usage":2}}`},
+	} {
+		got, err := DeleteMember([]byte(tt.in), "usage")
+		if err != nil || string(got) != tt.want {
+			t.Errorf("DeleteMember(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// FuzzDeleteMember checks DeleteMember against encoding/json: it accepts
+// exactly the valid JSON objects, and the result decodes to the input's
+// members without "usage".
+func FuzzDeleteMember(f *testing.F) {
+	for _, s := range append(seeds, `{"usage":{"x":1},"n":1}`, `{"n":{"usage":1}}`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want map[string]json.RawMessage
+		wantErr := json.Unmarshal(b, &want) != nil || want == nil || depth(b) > MaxDepth
+		got, err := DeleteMember(b, "usage")
+		if (err != nil) != wantErr {
+			t.Fatalf("%q: DeleteMember error %v, encoding/json says invalid=%v", b, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		var have map[string]json.RawMessage
+		if err := json.Unmarshal(got, &have); err != nil {
+			t.Fatalf("%q became %q: %v", b, got, err)
+		}
+		delete(want, "usage")
+		if len(have) != len(want) {
+			t.Fatalf("%q became %q: %d members, want %d", b, got, len(have), len(want))
+		}
+		for k, v := range want {
+			if !bytes.Equal(compact(have[k]), compact(v)) {
+				t.Fatalf("%q became %q: %q = %s, want %s", b, got, k, have[k], v)
+			}
+		}
+	})
+}
+
+func compact(b []byte) []byte {
+	var out bytes.Buffer
+	_ = json.Compact(&out, b)
+	return out.Bytes()
+}
+
+func TestMember(t *testing.T) {
+	for _, tt := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{`{"id":"x","usage":{"a":1},"choices":[]}`, `{"a":1}`, true},
+		{` { "usage" : [1, 2] } `, `[1, 2]`, true},
+		{`{"a":{"usage":2}}`, ``, false},
+		{`{"usage":1,"usage":3}`, `3`, true},
+		{`{}`, ``, false},
+	} {
+		got, ok, err := Member([]byte(tt.in), "usage")
+		if err != nil || ok != tt.ok || string(got) != tt.want {
+			t.Errorf("Member(%s) = %s, %v, %v; want %s, %v", tt.in, got, ok, err, tt.want, tt.ok)
+		}
+	}
+	for _, bad := range []string{``, `[]`, `{"a":}`, `{"a":1} x`, `{"usage":1`} {
+		if _, _, err := Member([]byte(bad), "usage"); err != ErrNotObject {
+			t.Errorf("Member(%q) = %v, want ErrNotObject", bad, err)
+		}
+	}
+}
+
+// FuzzMember checks Member against encoding/json: it accepts exactly the
+// valid JSON objects, and finds the member encoding/json finds.
+func FuzzMember(f *testing.F) {
+	for _, s := range append(seeds, `{"usage":{"prompt_tokens":1},"n":1}`, `{"n":{"usage":1}}`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want map[string]json.RawMessage
+		wantErr := json.Unmarshal(b, &want) != nil || want == nil || depth(b) > MaxDepth
+		got, ok, err := Member(b, "usage")
+		if (err != nil) != wantErr {
+			t.Fatalf("%q: Member error %v, encoding/json says invalid=%v", b, err, wantErr)
+		}
+		if err != nil || !bytes.Contains(b, []byte(`"usage"`)) {
+			return // encoding/json folds keys by case and unescapes them: compare only plain keys
+		}
+		w, has := want["usage"]
+		if ok && has && !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(w)) {
+			t.Fatalf("%q: Member = %s, encoding/json %s", b, got, w)
+		}
+		if ok && !json.Valid(got) {
+			t.Fatalf("%q: Member = %q, not JSON", b, got)
+		}
+	})
+}

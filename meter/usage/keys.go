@@ -1,0 +1,118 @@
+package usage
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// KeyState is what a gateway knows of one API key, pushed to every gateway
+// when it changes (the ledger is its source): who it bills, its limits,
+// and whether it may spend now. The keys bucket holds one per key, keyed
+// by KeyHash of the secret; a key revoked keeps a last state that says so.
+type KeyState struct {
+	// KeyID and CustomerID are UUIDs.
+	KeyID      string `json:"key_id"`
+	CustomerID string `json:"customer_id"`
+	// ExpiresAt, when set, is when the key stops working (401 from then).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// RPMLimit caps the key's requests per minute; 0 is no limit.
+	RPMLimit int64 `json:"rpm_limit,omitempty"`
+	// TPMLimit caps the key's tokens per minute (prompt + completion, as
+	// the providers report them); 0 is no limit.
+	TPMLimit int64 `json:"tpm_limit,omitempty"`
+	// MaxConcurrent caps the key's requests open at once; 0 is no limit.
+	MaxConcurrent int64 `json:"max_concurrent,omitempty"`
+	// AllowedModels, when not empty, are the only models the key may use:
+	// model names, or "provider/*" for every model of a provider.
+	AllowedModels []string `json:"allowed_models,omitempty"`
+	// Blocked, when not empty, says why the key may not spend now (its
+	// daily or monthly spend limit reached), until BlockedUntil when set
+	// (the start of the next UTC day or month).
+	Blocked      string     `json:"blocked,omitempty"`
+	BlockedUntil *time.Time `json:"blocked_until,omitempty"`
+	// Revoked marks a revoked key's last state: kept in the bucket so that
+	// no older state can bring the key back; gateways forget the key.
+	Revoked bool `json:"revoked,omitempty"`
+	// Version orders the states of one key: a gateway keeps the highest
+	// (the ledger's time of the change, in Unix nanoseconds).
+	Version int64 `json:"version"`
+}
+
+// CustomerState is what a gateway knows of one customer: whether it may
+// spend now. The customers bucket holds one per customer with a budget,
+// keyed by its id.
+type CustomerState struct {
+	// Blocked, when not empty, says why the customer's keys may not spend:
+	// its prepaid balance and credit limit are exhausted.
+	Blocked string `json:"blocked,omitempty"`
+	// Currency is the customer's currency (ISO 4217).
+	Currency string `json:"currency,omitempty"`
+	// Overrides are the customer's own terms (custom prices, discounts),
+	// for showing callers what a request costs them.
+	Overrides []Override `json:"overrides,omitempty"`
+	// Version orders the states of one customer, as KeyState.Version.
+	Version int64 `json:"version"`
+}
+
+// KeyHash is the hex SHA-256 of a key secret: what the ledger stores and
+// the keys bucket is keyed by.
+func KeyHash(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+// BlockedAt reports why s may not spend at t, or "" when it may.
+func (s *KeyState) BlockedAt(t time.Time) string {
+	if s.Blocked != "" && (s.BlockedUntil == nil || t.Before(*s.BlockedUntil)) {
+		return s.Blocked
+	}
+	return ""
+}
+
+// ExpiredAt reports whether s has expired at t.
+func (s *KeyState) ExpiredAt(t time.Time) bool { return s.ExpiresAt != nil && !t.Before(*s.ExpiresAt) }
+
+// KeyChange is the state of one key to publish, under KeyHash of its
+// secret.
+type KeyChange struct {
+	Hash  string
+	State KeyState
+}
+
+// CustomerChange is the budget state of one customer to publish, under
+// its id.
+type CustomerChange struct {
+	CustomerID string
+	State      CustomerState
+}
+
+// ModelPrices are every price version of one model, sorted by
+// EffectiveFrom (none: the model has no price any more).
+type ModelPrices struct {
+	Model    string  `json:"model"`
+	Versions []Price `json:"versions"`
+	// Version orders the states of one model, as KeyState.Version.
+	Version int64 `json:"version"`
+}
+
+// Changes are states to publish to the gateways, read together from the
+// source: the keys', the customers' and the models' prices.
+type Changes struct {
+	Keys      []KeyChange
+	Customers []CustomerChange
+	Prices    []ModelPrices
+}
+
+// Len is the number of states in c.
+func (c Changes) Len() int { return len(c.Keys) + len(c.Customers) + len(c.Prices) }
+
+// LimitCounts is one key's counts on one gateway, as the gateways share
+// them so that rate and concurrency limits hold across gateways.
+type LimitCounts struct {
+	KeyID string `json:"k"`
+	// Requests and Tokens are over the last minute; Open is now.
+	Requests int64 `json:"r"`
+	Tokens   int64 `json:"t"`
+	Open     int64 `json:"o"`
+}

@@ -1,0 +1,219 @@
+package usage
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxCount is the largest token (or request) count one event may carry:
+// one billion. No model reads or writes that many tokens in one request (the
+// largest context windows hold a few million), and a rollup row, a 64-bit
+// sum, would need over nine billion such events in one hour for one key and
+// model to overflow.
+const MaxCount = 1_000_000_000
+
+// Limits on an event's strings, in bytes. A longer string is truncated (at
+// a character boundary, ending in "…") by Normalize.
+const (
+	MaxProviderLen     = 128
+	MaxModelLen        = 256
+	MaxEndpointLen     = 256
+	MaxFinishReasonLen = 64
+	MaxErrorLen        = 1024
+	MaxCorrectionsLen  = 512
+)
+
+// Correction codes, recorded in Event.Corrections by Normalize. String
+// fields add "<field>_cleaned" (invalid UTF-8 or NUL replaced by U+FFFD) and
+// "<field>_truncated".
+const (
+	// CorrectionNegative: a negative count was raised to 0.
+	CorrectionNegative = "negative_count"
+	// CorrectionOverMax: a count above MaxCount was lowered to it.
+	CorrectionOverMax = "count_over_max"
+	// CorrectionCacheOverPrompt: cached_tokens + cache_write_tokens exceeded
+	// prompt_tokens; the cache figures were lowered to fit (cached first).
+	CorrectionCacheOverPrompt = "cache_over_prompt"
+	// CorrectionReasoningOverCompletion: reasoning_tokens exceeded
+	// completion_tokens. Both are kept as the provider sent them (OpenRouter
+	// does send this on an error frame, and its figures are the record),
+	// and the ledger rates reasoning_tokens as at most completion_tokens.
+	CorrectionReasoningOverCompletion = "reasoning_over_completion"
+	// CorrectionNegativeDuration: a negative ttft_ms or duration_ms was raised to 0.
+	CorrectionNegativeDuration = "negative_duration"
+	// CorrectionHTTPStatus: an http_status outside [0, 999] was set to 0.
+	CorrectionHTTPStatus = "http_status_out_of_range"
+)
+
+// Normalize brings e within the ranges Validate checks, and records each
+// correction in e.Corrections. It reports whether it changed anything.
+//
+//   - Every count is clamped into [0, MaxCount]; then cached_tokens +
+//     cache_write_tokens ≤ prompt_tokens (the cache figures are lowered,
+//     never the total raised: a provider's total is what it bills).
+//   - reasoning_tokens above completion_tokens is flagged but kept as the
+//     provider sent it; rating counts it as at most completion_tokens.
+//   - Every string is made valid UTF-8 without NUL (each invalid sequence
+//     or NUL becomes U+FFFD) and cut to its limit.
+//
+// It does not touch ids, time, version, status or usage source: those
+// come from the gateway, and Validate refuses them when malformed.
+func (e *Event) Normalize() bool {
+	orig := *e
+	var fixes []string
+	fix := func(code string) {
+		for _, f := range fixes {
+			if f == code {
+				return
+			}
+		}
+		fixes = append(fixes, code)
+	}
+	u := &e.Usage
+	for _, c := range []*int64{&u.PromptTokens, &u.CachedTokens, &u.CacheWriteTokens, &u.CompletionTokens, &u.ReasoningTokens, &u.WebSearchRequests} {
+		switch {
+		case *c < 0:
+			*c = 0
+			fix(CorrectionNegative)
+		case *c > MaxCount:
+			*c = MaxCount
+			fix(CorrectionOverMax)
+		}
+	}
+	if u.CachedTokens+u.CacheWriteTokens > u.PromptTokens {
+		u.CachedTokens = min(u.CachedTokens, u.PromptTokens)
+		u.CacheWriteTokens = min(u.CacheWriteTokens, u.PromptTokens-u.CachedTokens)
+		fix(CorrectionCacheOverPrompt)
+	}
+	if u.ReasoningTokens > u.CompletionTokens {
+		fix(CorrectionReasoningOverCompletion) // flagged, kept as sent
+	}
+	if e.TTFTMillis < 0 || e.DurationMillis < 0 {
+		e.TTFTMillis, e.DurationMillis = max(e.TTFTMillis, 0), max(e.DurationMillis, 0)
+		fix(CorrectionNegativeDuration)
+	}
+	if e.HTTPStatus < 0 || e.HTTPStatus > 999 {
+		e.HTTPStatus = 0
+		fix(CorrectionHTTPStatus)
+	}
+	for i, v := range e.stringFields() {
+		f := stringLimits[i]
+		if f.name == "corrections" {
+			continue // rewritten below
+		}
+		s, cleaned, cut := Clean(*v, f.max)
+		*v = s
+		if cleaned {
+			fix(f.name + "_cleaned")
+		}
+		if cut {
+			fix(f.name + "_truncated")
+		}
+	}
+	all := e.Corrections
+	for _, f := range fixes {
+		if !hasCode(all, f) {
+			if all != "" {
+				all += ","
+			}
+			all += f
+		}
+	}
+	e.Corrections, _, _ = Clean(all, MaxCorrectionsLen)
+	return *e != orig
+}
+
+func hasCode(list, code string) bool {
+	for c := range strings.SplitSeq(list, ",") {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
+// stringLimits names an event's strings, in the order of stringFields,
+// with their limits.
+var stringLimits = [...]struct {
+	name string
+	max  int
+}{
+	{"provider", MaxProviderLen},
+	{"model", MaxModelLen},
+	{"served_model", MaxModelLen},
+	{"endpoint", MaxEndpointLen},
+	{"finish_reason", MaxFinishReasonLen},
+	{"error", MaxErrorLen},
+	{"corrections", MaxCorrectionsLen},
+}
+
+// stringFields points at an event's strings, in the order of stringLimits.
+func (e *Event) stringFields() [len(stringLimits)]*string {
+	return [...]*string{&e.Provider, &e.Model, &e.ServedModel, &e.Endpoint, &e.FinishReason, &e.Error, &e.Corrections}
+}
+
+// ellipsis ends a truncated string.
+const ellipsis = "…"
+
+// Clean returns s as valid UTF-8 without NUL bytes (each invalid byte
+// sequence and each NUL replaced by U+FFFD), cut to at most max bytes at a
+// character boundary and then ending in "…". It reports whether it
+// replaced anything and whether it cut. max must be at least 4.
+func Clean(s string, max int) (out string, cleaned, cut bool) {
+	if CheckString(s, max) == nil {
+		return s, false, false
+	}
+	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+		cleaned = true
+	}
+	if len(s) > max {
+		end := max - len(ellipsis)
+		for end > 0 && !utf8.RuneStart(s[end]) {
+			end--
+		}
+		s, cut = s[:end]+ellipsis, true
+	}
+	return s, cleaned, cut
+}
+
+// CheckString returns an error unless s is valid UTF-8, holds no NUL and is
+// at most max bytes long: what Postgres' text type and an event's limits
+// take.
+func CheckString(s string, max int) error { return checkString(s, max) }
+
+func checkString(s string, max int) error {
+	switch {
+	case len(s) > max:
+		return fmt.Errorf("is longer than %d bytes", max)
+	case strings.IndexByte(s, 0) >= 0:
+		return errors.New("contains a NUL byte")
+	case !utf8.ValidString(s):
+		return errors.New("is not valid UTF-8")
+	}
+	return nil
+}
+
+// isUUID reports whether s is a UUID in its canonical text form:
+// 8-4-4-4-12 hexadecimal digits.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < 36; i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}

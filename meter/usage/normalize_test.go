@@ -1,0 +1,159 @@
+package usage_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+func validEvent() usage.Event {
+	return usage.Event{Version: usage.SchemaVersion, ID: "0197a3c2-1111-7222-8333-444455556666",
+		Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), CustomerID: "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff",
+		KeyID: "0197a3c2-9999-7888-8777-666655554444", Provider: "openai", Model: "gpt-4o-mini",
+		Endpoint: "/v1/chat/completions", Status: usage.StatusOK, UsageSource: usage.SourceUpstream}
+}
+
+func TestNormalize(t *testing.T) {
+	tests := []struct {
+		name        string
+		edit        func(e *usage.Event)
+		check       func(t *testing.T, e *usage.Event)
+		corrections string
+	}{
+		{"nothing to correct", func(e *usage.Event) {
+			e.Usage = usage.Tokens{PromptTokens: 10, CachedTokens: 4, CompletionTokens: 5, ReasoningTokens: 2}
+		},
+			func(t *testing.T, e *usage.Event) {}, ""},
+		{"cached over prompt is billed as prompt", func(e *usage.Event) { e.Usage = usage.Tokens{PromptTokens: 10, CachedTokens: 1_000_000} },
+			func(t *testing.T, e *usage.Event) {
+				if e.Usage.CachedTokens != 10 || e.Usage.PromptTokens != 10 {
+					t.Errorf("usage = %+v, want cached 10 of prompt 10", e.Usage)
+				}
+			}, "cache_over_prompt"},
+		{"cached plus cache write over prompt", func(e *usage.Event) {
+			e.Usage = usage.Tokens{PromptTokens: 10, CachedTokens: 6, CacheWriteTokens: 6}
+		}, func(t *testing.T, e *usage.Event) {
+			if e.Usage.CachedTokens != 6 || e.Usage.CacheWriteTokens != 4 {
+				t.Errorf("usage = %+v, want cached 6, cache write 4", e.Usage)
+			}
+		}, "cache_over_prompt"},
+		{"reasoning over completion", func(e *usage.Event) { e.Usage = usage.Tokens{CompletionTokens: 3, ReasoningTokens: 7} },
+			func(t *testing.T, e *usage.Event) {
+				if e.Usage.ReasoningTokens != 7 || e.Usage.CompletionTokens != 3 {
+					t.Errorf("usage = %+v, want the figures as sent", e.Usage)
+				}
+			}, "reasoning_over_completion"},
+		{"negative counts", func(e *usage.Event) {
+			e.Usage = usage.Tokens{PromptTokens: -5, CompletionTokens: -1 << 40, WebSearchRequests: -1}
+		},
+			func(t *testing.T, e *usage.Event) {
+				if e.Usage != (usage.Tokens{}) {
+					t.Errorf("usage = %+v, want zero", e.Usage)
+				}
+			}, "negative_count"},
+		{"counts beyond a rollup", func(e *usage.Event) { e.Usage = usage.Tokens{PromptTokens: 1 << 62, CompletionTokens: 1 << 62} },
+			func(t *testing.T, e *usage.Event) {
+				if e.Usage.PromptTokens != usage.MaxCount || e.Usage.CompletionTokens != usage.MaxCount {
+					t.Errorf("usage = %+v, want both at MaxCount", e.Usage)
+				}
+			}, "count_over_max"},
+		{"NUL in the model and the served model", func(e *usage.Event) { e.Model, e.ServedModel = "sim/x\x00y", "x\x00" },
+			func(t *testing.T, e *usage.Event) {
+				if e.Model != "sim/x\uFFFDy" || e.ServedModel != "x\uFFFD" {
+					t.Errorf("model %q served %q", e.Model, e.ServedModel)
+				}
+			}, "model_cleaned,served_model_cleaned"},
+		{"invalid UTF-8 in an upstream error", func(e *usage.Event) { e.Error = "bad \xff\xfe bytes" },
+			func(t *testing.T, e *usage.Event) {
+				if e.Error != "bad \uFFFD bytes" {
+					t.Errorf("error %q", e.Error)
+				}
+			}, "error_cleaned"},
+		{"a 1.5 MiB model name", func(e *usage.Event) { e.Model = "sim/" + strings.Repeat("é", 3<<19/2) },
+			func(t *testing.T, e *usage.Event) {
+				if len(e.Model) > usage.MaxModelLen || !strings.HasSuffix(e.Model, "…") || !utf8.ValidString(e.Model) {
+					t.Errorf("model of %d bytes, ends %q", len(e.Model), e.Model[len(e.Model)-6:])
+				}
+			}, "model_truncated"},
+		{"negative durations and a wild status", func(e *usage.Event) { e.TTFTMillis, e.DurationMillis, e.HTTPStatus = -1, -2, 70000 },
+			func(t *testing.T, e *usage.Event) {
+				if e.TTFTMillis != 0 || e.DurationMillis != 0 || e.HTTPStatus != 0 {
+					t.Errorf("ttft %d duration %d status %d", e.TTFTMillis, e.DurationMillis, e.HTTPStatus)
+				}
+			}, "negative_duration,http_status_out_of_range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := validEvent()
+			tt.edit(&e)
+			changed := e.Normalize()
+			if changed != (tt.corrections != "") || e.Corrections != tt.corrections {
+				t.Errorf("Normalize() = %v, corrections %q; want %q", changed, e.Corrections, tt.corrections)
+			}
+			tt.check(t, &e)
+			if err := e.Validate(); err != nil {
+				t.Errorf("Validate after Normalize: %v", err)
+			}
+			before := e
+			if e.Normalize() || e != before {
+				t.Errorf("a second Normalize changed %+v into %+v", before, e)
+			}
+		})
+	}
+}
+
+func TestValidateRefusesWhatNormalizeDoesNotFix(t *testing.T) {
+	for name, edit := range map[string]func(e *usage.Event){
+		"version":       func(e *usage.Event) { e.Version = 2 },
+		"id":            func(e *usage.Event) { e.ID = "not-a-uuid" },
+		"braced id":     func(e *usage.Event) { e.ID = "{" + e.ID[:34] + "}" },
+		"customer":      func(e *usage.Event) { e.CustomerID = "" },
+		"key":           func(e *usage.Event) { e.KeyID = "x" },
+		"time":          func(e *usage.Event) { e.Time = time.Time{} },
+		"model":         func(e *usage.Event) { e.Model = "" },
+		"status":        func(e *usage.Event) { e.Status = "weird" },
+		"source":        func(e *usage.Event) { e.UsageSource = "" },
+		"NUL in model":  func(e *usage.Event) { e.Model = "a\x00" },
+		"cached>prompt": func(e *usage.Event) { e.Usage.CachedTokens = 1 },
+		"negative":      func(e *usage.Event) { e.Usage.CompletionTokens = -1 },
+	} {
+		e := validEvent()
+		edit(&e)
+		if err := e.Validate(); !errors.Is(err, usage.ErrInvalidEvent) {
+			t.Errorf("%s: Validate() = %v, want ErrInvalidEvent", name, err)
+		}
+	}
+	e := validEvent()
+	if err := e.Validate(); err != nil {
+		t.Fatalf("valid event: %v", err)
+	}
+}
+
+// FuzzNormalize drives arbitrary strings and counts through Normalize:
+// whatever they are, the result validates, fits its limits, and a second
+// Normalize changes nothing.
+func FuzzNormalize(f *testing.F) {
+	f.Add("sim/x\x00y", "\xff", "err\x00", "stop", int64(10), int64(1_000_000), int64(-3), int64(5), int64(9), 200)
+	f.Add(strings.Repeat("é", 200), "", strings.Repeat("\xff", 2000), "", int64(1<<62), int64(1<<62), int64(1<<62), int64(-1<<62), int64(1<<62), -7)
+	f.Fuzz(func(t *testing.T, model, served, errText, finish string, prompt, cached, write, completion, reasoning int64, status int) {
+		e := validEvent()
+		if model == "" {
+			model = "m"
+		}
+		e.Model, e.ServedModel, e.Error, e.FinishReason, e.HTTPStatus = model, served, errText, finish, status
+		e.Usage = usage.Tokens{PromptTokens: prompt, CachedTokens: cached, CacheWriteTokens: write,
+			CompletionTokens: completion, ReasoningTokens: reasoning}
+		e.Normalize()
+		if err := e.Validate(); err != nil {
+			t.Fatalf("Validate after Normalize: %v (%+v)", err, e)
+		}
+		before := e
+		if e.Normalize() || e != before {
+			t.Fatalf("not idempotent: %+v then %+v", before, e)
+		}
+	})
+}
