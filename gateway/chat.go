@@ -5,108 +5,179 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // readRequest reads a request body up to MaxRequestBytes, answering 413 or
-// 400 itself when it cannot.
-func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, fail errorWriter) ([]byte, bool) {
+// 400 in env itself when it cannot. Once the body is read, the listener's
+// ReadTimeout no longer applies: the response may stream for as long as
+// the upstream does.
+func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, env provider.Envelope) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			fail(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
-				fmt.Sprintf("the request body exceeds the limit of %d bytes", tooBig.Limit))
+			env.WriteError(w, provider.Err(http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
+				fmt.Sprintf("the request body exceeds the limit of %d bytes", tooBig.Limit)))
 			return nil, false
 		}
-		fail(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "reading the request body: "+err.Error())
+		env.WriteError(w, badRequest("reading the request body: "+err.Error()))
 		return nil, false
 	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	return body, true
 }
 
-func modelNotFound(w http.ResponseWriter, fail errorWriter, model string) {
-	fail(w, http.StatusNotFound, "invalid_request_error", "model_not_found",
+func badRequest(msg string) provider.Error {
+	return provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request", msg)
+}
+
+func modelNotFound(model string) provider.Error {
+	return provider.Err(http.StatusNotFound, "invalid_request_error", "model_not_found",
 		fmt.Sprintf("the model %q does not exist or you do not have access to it", model))
+}
+
+func modelNotAllowed(model string) provider.Error {
+	return provider.Err(http.StatusForbidden, "invalid_request_error", "model_not_allowed",
+		fmt.Sprintf("this API key may not use the model %q (its allowed_models)", model))
+}
+
+// allowedModel reports whether key k may use the model asked for, routed
+// as rt: its allowed_models is empty, or names the model as asked or as
+// routed, or its provider as "provider/*".
+func allowedModel(k *usage.KeyState, asked string, rt route) bool {
+	if k == nil || len(k.AllowedModels) == 0 {
+		return true
+	}
+	for _, m := range k.AllowedModels {
+		if m == asked || m == rt.model || m == rt.provider.Name+"/*" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkModel refuses (400) a model name a usage event could not carry as
+// it is: invalid UTF-8, control characters (NUL among them), or longer
+// than usage.MaxModelLen bytes.
+func checkModel(model string) error {
+	if err := usage.CheckString(model, usage.MaxModelLen); err != nil {
+		return fmt.Errorf("model: %v", err)
+	}
+	for _, c := range model {
+		if c < 0x20 || c == 0x7f {
+			return fmt.Errorf("model: contains a control character (%U)", c)
+		}
+	}
+	return nil
 }
 
 // chatCompletions serves POST /v1/chat/completions: passed through to
 // OpenAI-compatible upstreams, translated for the others.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readRequest(w, r, writeError)
+	body, ok := s.readRequest(w, r, chatErrors)
 	if !ok {
 		return
 	}
 	req, err := parseChatRequest(body)
+	if err == nil {
+		err = checkModel(req.model)
+	}
 	if err != nil {
-		errInvalidRequest(w, err.Error())
+		chatErrors.WriteError(w, badRequest(err.Error()))
 		return
 	}
 	rt, err := s.routes.resolve(req.model)
 	if err != nil {
-		modelNotFound(w, writeError, req.model)
+		chatErrors.WriteError(w, modelNotFound(req.model))
 		return
 	}
-	p := rt.provider
-	url, upBody, header, tr := "", []byte(nil), func(h http.Header) {}, chatUpstream(nil)
-	if p.Type == "openai" {
-		url = p.BaseURL + "/chat/completions"
+	if !allowedModel(keyOf(r), req.model, rt) {
+		chatErrors.WriteError(w, modelNotAllowed(req.model))
+		return
+	}
+	tr := s.providers[rt.provider.Type].Chat // nil: OpenAI-compatible, passed through
+	var path string
+	var upBody []byte
+	if tr == nil {
+		path = "/chat/completions"
 		upBody, err = req.upstreamBody(rt.upstream)
-		header = func(h http.Header) {
-			if p.APIKey != "" {
-				h.Set("Authorization", "Bearer "+p.APIKey)
-			}
-		}
 	} else {
-		tr = s.translators[p.Type]
-		var path string
 		path, upBody, err = tr.Request(body, rt.upstream, req.stream)
-		url = p.BaseURL + path
-		header = func(h http.Header) { tr.Header(h, p.APIKey) }
 	}
 	if err != nil {
-		errInvalidRequest(w, err.Error())
+		chatErrors.WriteError(w, badRequest(err.Error()))
 		return
 	}
-	x := s.newExchange(w, r, rt, "/v1/chat/completions", req.stream)
+	x := s.newExchange(w, r, rt, "/v1/chat/completions", req.stream, chatErrors)
 	defer x.finish()
 	messages := req.fields["messages"] // not req: a stream keeps only what an estimate needs
-	x.promptText = func() string { return chatPromptText(messages) }
-	resp := s.callUpstream(w, x, rt, url, upBody, header, writeError)
+	x.promptText = func() tap.Prompt { return chatPromptText(messages) }
+	x.begin(body)
+	resp := s.callUpstream(x, rt, path, upBody, nil)
 	if resp == nil {
 		return
 	}
 	defer resp.Body.Close()
 	switch {
 	case req.stream && tr == nil:
-		s.relayChatStream(w, x, resp.Body, req.includeUsage, req.model, nil)
+		s.relayChatStream(x, resp, req.includeUsage, req.model, nil)
 	case req.stream:
-		s.relayChatStream(w, x, resp.Body, req.includeUsage, req.model,
-			tr.NewStream("chatcmpl-"+x.event.ID, req.model, x.start.Unix()))
-	case tr == nil:
-		s.relayChatBody(w, x, resp)
+		s.relayChatStream(x, resp, req.includeUsage, req.model, tr.NewStream("chatcmpl-"+x.event.ID, req.model, x.start.Unix()))
 	default:
-		s.translateChatBody(w, x, resp, tr, req.model)
+		s.relayChatBody(x, resp, tr, req.model)
 	}
 }
 
-// translateChatBody answers a non-streamed chat completion from a provider
-// whose format is not OpenAI's.
-func (s *Server) translateChatBody(w http.ResponseWriter, x *exchange, resp *http.Response, tr chatUpstream, model string) {
+// relayChatBody answers a non-streamed chat completion: the upstream's
+// body unchanged when it speaks OpenAI (its usage tapped), else
+// translated. The event is durable before the body is sent.
+func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Chat, model string) {
 	body, err := s.readBody(x, resp.Body)
-	if err == nil {
+	if err == nil && tr != nil {
 		body, err = tr.Body(body, "chatcmpl-"+x.event.ID, model, x.start.Unix(), &x.report)
 	}
 	if err != nil {
 		status, eventStatus := x.failure()
-		x.fail(w, writeError, status, eventStatus, err)
+		x.fail(status, eventStatus, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	x.event.HTTPStatus = http.StatusOK
+	if tr == nil {
+		if c, err := openai.ParseChunk(body); err == nil {
+			var tp openai.ChatTap
+			tp.Chunk(c, &x.report)
+			x.report.Final = x.report.Reported
+		}
+	}
+	ct := resp.Header.Get("Content-Type")
+	if tr != nil || ct == "" {
+		ct = "application/json"
+	}
 	x.firstByte()
 	x.markComplete()
-	if _, err := w.Write(body); err != nil {
-		x.clientGone.Store(true)
+	x.httpStatusOK()
+	x.commit()
+	body = x.withCost(body)
+	if x.respond(http.StatusOK, false, func(h http.Header) {
+		h.Set("Content-Type", ct)
+		passHeaders(h, resp.Header)
+		x.setCostHeaders(h)
+	}) {
+		x.write(body)
 	}
+}
+
+// httpStatusOK records, before the event is committed, that the response
+// about to be sent is a 200.
+func (x *exchange) httpStatusOK() {
+	x.wmu.Lock()
+	if x.httpStatus == 0 && !x.cut {
+		x.httpStatus = http.StatusOK
+	}
+	x.wmu.Unlock()
 }

@@ -7,8 +7,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // chatRequest is a client's chat completion request: the fields the gateway
@@ -30,6 +32,9 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	}
 	if err := json.Unmarshal(r.fields["model"], &r.model); err != nil || r.model == "" {
 		return nil, fmt.Errorf("model: must be a non-empty string")
+	}
+	if !utf8.Valid(r.fields["model"]) { // encoding/json would have replaced the bytes
+		return nil, fmt.Errorf("model: is not valid UTF-8")
 	}
 	if msgs := bytes.TrimSpace(r.fields["messages"]); len(msgs) == 0 || msgs[0] != '[' {
 		return nil, fmt.Errorf("messages: must be an array of messages")
@@ -102,20 +107,29 @@ func jsonError(err error) string {
 	return err.Error()
 }
 
-// chatPromptText is the text of a chat request's messages array (string
-// contents and text parts), for estimating its prompt_tokens when the
-// provider reports none.
-func chatPromptText(messages json.RawMessage) string {
+// chatPromptText is the prompt of a chat request's messages array: the
+// text of its string contents and text parts (joined by spaces, which add
+// no tokens of their own), and how many messages it holds, for estimating
+// its prompt_tokens when the provider reports none.
+func chatPromptText(messages json.RawMessage) tap.Prompt {
 	var msgs []struct {
 		Content json.RawMessage `json:"content"`
 	}
 	_ = json.Unmarshal(messages, &msgs)
 	var b strings.Builder
+	add := func(s string) {
+		if s == "" {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s)
+	}
 	for _, m := range msgs {
 		var text string
 		if json.Unmarshal(m.Content, &text) == nil {
-			b.WriteString(text)
-			b.WriteByte('\n')
+			add(text)
 			continue
 		}
 		var parts []struct {
@@ -123,9 +137,8 @@ func chatPromptText(messages json.RawMessage) string {
 		}
 		_ = json.Unmarshal(m.Content, &parts)
 		for _, p := range parts {
-			b.WriteString(p.Text)
-			b.WriteByte('\n')
+			add(p.Text)
 		}
 	}
-	return b.String()
+	return tap.Prompt{Text: b.String(), Messages: len(msgs)}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -13,8 +14,9 @@ import (
 type ProviderConfig struct {
 	// Name is how models and "provider/model" names refer to it, e.g. "openai".
 	Name string `yaml:"name"`
-	// Type is the wire protocol: "openai" (OpenAI and any OpenAI-compatible
-	// API), "anthropic" (Messages API) or "gemini" (Gemini API).
+	// Type is the wire protocol, a registered provider's type: "openai"
+	// (OpenAI and any OpenAI-compatible API), "anthropic" (Messages API) or
+	// "gemini" (Gemini API).
 	Type string `yaml:"type"`
 	// BaseURL is the API root including its version, e.g. https://api.openai.com/v1.
 	BaseURL string `yaml:"base_url"`
@@ -30,6 +32,8 @@ type ProviderConfig struct {
 	// (or an error event mid-stream) and the event is recorded as a
 	// timeout. Default 5m, for reasoning models that think before speaking.
 	StallTimeout time.Duration `yaml:"stall_timeout"`
+
+	scrub *scrubber // what clients must not see of it
 }
 
 // ModelConfig maps a model name that clients send to a provider's model.
@@ -54,13 +58,33 @@ type Config struct {
 	// MaxDrains caps the streams read on after their clients went away; past
 	// it, a stream is cut off at once and its usage estimated. Default 1024.
 	MaxDrains int `yaml:"max_drains"`
+	// ReadTimeout bounds reading a request, headers and body, from the
+	// client (a slow client cannot hold a connection open by sending
+	// slowly); streaming the response is not bounded by it. Default 60s.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// IdleTimeout closes a keep-alive connection idle this long. Default 120s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ShutdownDrain is how long a stream still running when a shutdown's
+	// grace period ends is read on, after its client got an error frame,
+	// for the provider's own usage. Default 5s.
+	ShutdownDrain time.Duration `yaml:"shutdown_drain"`
 }
 
-// Validate checks the configuration and fills in defaults. Its errors name
-// the entry and field at fault.
-func (c *Config) Validate() error {
+// Validate checks the configuration and fills in defaults. types are the
+// provider types the gateway knows (see provider.Provider.Type); with none,
+// any type is taken. Its errors name the entry and field at fault.
+func (c *Config) Validate(types ...string) error {
 	if c.MaxRequestBytes <= 0 {
 		c.MaxRequestBytes = 8 << 20
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 60 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 120 * time.Second
+	}
+	if c.ShutdownDrain <= 0 {
+		c.ShutdownDrain = 5 * time.Second
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 30 * time.Second
@@ -77,8 +101,10 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("providers[%d]: name is required and may not contain '/'", i)
 		case names[p.Name]:
 			return fmt.Errorf("%s: a provider with this name is already defined", where)
-		case p.Type != "openai" && p.Type != "anthropic" && p.Type != "gemini":
-			return fmt.Errorf("%s: type %q is not one of openai, anthropic, gemini", where, p.Type)
+		case p.Type == "":
+			return fmt.Errorf("%s: type is required (one of %s)", where, strings.Join(types, ", "))
+		case len(types) > 0 && !slices.Contains(types, p.Type):
+			return fmt.Errorf("%s: type %q is not one of %s", where, p.Type, strings.Join(types, ", "))
 		}
 		names[p.Name] = true
 		u, err := url.Parse(p.BaseURL)

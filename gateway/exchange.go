@@ -5,13 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/tollgate-dev/tollgate/gateway/usage"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // Why an upstream request was cut short, as context causes.
@@ -25,17 +25,32 @@ var (
 
 // exchange is one upstream request in flight: its context, which outlives
 // the client's by at most DrainTimeout, the usage report its tap fills in,
-// and the event it becomes.
+// the client's response (written under wmu, since a shutdown's cut-off
+// writes to it from another goroutine), and the event it becomes.
 type exchange struct {
 	s          *Server
+	key        *usage.KeyState // the client's key
 	start      time.Time
-	event      *meter.Event
-	report     usage.Report
-	promptText func() string // the request's prompt, for estimates
+	event      *usage.Event
+	report     tap.Report
+	promptText func() tap.Prompt // the request's prompt, for estimates
+	env        provider.Envelope
+
+	w          http.ResponseWriter
+	rc         *http.ResponseController
+	wmu        sync.Mutex
+	started    bool // the status line was written (under wmu)
+	streaming  bool // and it began an SSE stream
+	cut        bool // a cut-off ended the response: nothing more is written
+	httpStatus int  // the status sent (under wmu)
+	cutTimer   *time.Timer
+
 	clientGone atomic.Bool
 	// complete is set before the response's last write: a client that
 	// hangs up after it (an SDK closing at [DONE]) did not cancel.
-	complete   atomic.Bool
+	complete atomic.Bool
+	cutoff   atomic.Bool // cut off at shutdown
+
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
 	stopWatch  func() bool
@@ -45,24 +60,26 @@ type exchange struct {
 	draining   bool          // holds a drain slot; written before left closes
 	drainTimer *time.Timer
 	responded  bool // the upstream answered 200
+	committed  bool // the event is made (durable, or in the journal)
+	ck         checkpoint
 }
 
-// newExchange starts the exchange of request r, routed by rt, and sets
-// X-Request-Id on the response.
-func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, endpoint string, stream bool) *exchange {
+// newExchange starts the exchange of request r, routed by rt, its event
+// id the request's id (X-Request-Id). Its errors are answered in env.
+func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, endpoint string, stream bool, env provider.Envelope) *exchange {
 	start := time.Now()
-	who := r.Context().Value(principalKey{}).(principal)
-	id, _ := uuid.NewV7()
-	x := &exchange{s: s, start: start, stallAfter: rt.provider.StallTimeout, promptText: func() string { return "" },
-		left: make(chan struct{}),
-		event: &meter.Event{
-			Version: meter.SchemaVersion, ID: id.String(), Time: start.UTC(),
-			CustomerID: who.customerID, KeyID: who.keyID, Provider: rt.provider.Name, Model: rt.model,
-			Endpoint: endpoint, Stream: stream, Status: meter.StatusOK,
+	who := keyOf(r)
+	x := &exchange{s: s, key: who, start: start, stallAfter: rt.provider.StallTimeout, promptText: func() tap.Prompt { return tap.Prompt{} },
+		env: env, w: w, rc: http.NewResponseController(w), left: make(chan struct{}),
+		event: &usage.Event{
+			Version: usage.SchemaVersion, ID: requestIDOf(r), Time: start.UTC(),
+			CustomerID: who.CustomerID, KeyID: who.KeyID, Provider: rt.provider.Name, Model: rt.model,
+			Endpoint: endpoint, Stream: stream, Status: usage.StatusOK,
 		}}
-	w.Header().Set("X-Request-Id", x.event.ID)
+	x.ck.at = start
 	x.ctx, x.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
 	x.stopWatch = context.AfterFunc(r.Context(), x.clientLeft)
+	s.inflight.Add(1)
 	s.mu.Lock()
 	s.active[x] = struct{}{}
 	s.mu.Unlock()
@@ -70,6 +87,13 @@ func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, e
 		s.metrics.inFlight.Inc()
 	}
 	return x
+}
+
+// begin journals the request, with its body, just before it goes upstream.
+func (x *exchange) begin(body []byte) {
+	e := *x.event
+	e.Usage = usage.Tokens{PromptTokens: int64(len(body) / 4), ReasoningTokens: x.s.hidden.expected(e.Model)}
+	x.s.journal.Begin(&e, body)
 }
 
 // clientLeft runs when the client goes away: the upstream is read on, to
@@ -88,6 +112,33 @@ func (x *exchange) clientLeft() {
 	}
 }
 
+// cutOff ends the client's response now, for a shutdown: an SSE stream
+// gets the protocol's error event (and its end), a response not yet begun
+// a 503; the upstream is read on for drain, for its usage, and the event
+// records cut_off.
+func (x *exchange) cutOff(drain time.Duration) {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if x.cut {
+		return
+	}
+	e := provider.Err(http.StatusServiceUnavailable, "server_error", "server_shutdown",
+		"the gateway is shutting down and ended this response before the provider finished; retry it")
+	switch {
+	case x.started && x.streaming && !x.clientGone.Load():
+		if _, err := x.w.Write(x.env.StreamError(e)); err == nil {
+			_ = x.rc.Flush()
+		}
+	case !x.started && !x.clientGone.Load():
+		x.env.WriteError(x.w, e)
+		x.started, x.httpStatus = true, http.StatusServiceUnavailable
+	}
+	x.cut = true
+	x.cutoff.Store(true)
+	x.clientGone.Store(true) // the relay reads on for the usage, writing nothing
+	x.cutTimer = time.AfterFunc(drain, func() { x.cancel(errShutdown) })
+}
+
 // armStall starts the stall timer: the upstream is cut off when nothing
 // arrives for StallTimeout. Call touch on every upstream event.
 func (x *exchange) armStall() {
@@ -99,8 +150,8 @@ func (x *exchange) touch() { x.stall.Reset(x.stallAfter) }
 // cause is why the upstream context ended, or nil.
 func (x *exchange) cause() error { return context.Cause(x.ctx) }
 
-// finish resolves the usage, completes the event and hands it on. It runs
-// exactly once per exchange, whatever happened.
+// finish ends the exchange, whatever happened: its event is committed (if
+// the response did not already), and its timers and drain slot released.
 func (x *exchange) finish() {
 	if !x.stopWatch() {
 		<-x.left
@@ -112,7 +163,12 @@ func (x *exchange) finish() {
 	if x.stall != nil {
 		x.stall.Stop()
 	}
-	cause := x.cause()
+	x.wmu.Lock()
+	if x.cutTimer != nil {
+		x.cutTimer.Stop()
+	}
+	x.wmu.Unlock()
+	x.commit()
 	x.cancel(nil)
 	x.s.mu.Lock()
 	delete(x.s.active, x)
@@ -120,8 +176,39 @@ func (x *exchange) finish() {
 	if x.s.metrics != nil {
 		x.s.metrics.inFlight.Dec()
 	}
+	x.s.inflight.Done()
+}
+
+// commit completes the event and makes it durable, once: before the
+// response's last bytes (its usage and its end), so that a client that got
+// them was metered, or when the exchange finishes. An event the sink
+// cannot take stays in the crash journal, for the next start.
+func (x *exchange) commit() {
+	if x.committed {
+		return
+	}
+	x.committed = true
+	x.settle()
 	e := x.event
-	r := &x.report
+	if err := x.s.sink.Publish(context.WithoutCancel(x.ctx), e); err != nil {
+		x.s.log.Error("usage event not published; kept in the crash journal for the next start",
+			"request_id", e.ID, "customer_id", e.CustomerID, "err", err)
+		x.s.journal.Fail(e)
+		return
+	}
+	x.s.journal.End(e.ID)
+}
+
+// settle resolves the event: status, usage, timings, what the upstream
+// said it served; it logs the request.
+func (x *exchange) settle() {
+	e, r := x.event, &x.report
+	cause := x.cause()
+	x.wmu.Lock()
+	if e.HTTPStatus == 0 {
+		e.HTTPStatus = x.httpStatus
+	}
+	x.wmu.Unlock()
 	if r.ServedModel != "" {
 		e.ServedModel = r.ServedModel
 	}
@@ -129,18 +216,18 @@ func (x *exchange) finish() {
 		e.FinishReason = r.FinishReason
 	}
 	// The status names what went wrong first: a failure before the
-	// response is already set; then a stall, an upstream error, and last
-	// a client that left (an SDK hangs up after an error frame).
+	// response is already set; then a cut-off, a stall, an upstream error,
+	// and last a client that left (an SDK hangs up after an error frame).
 	switch {
-	case e.Status != meter.StatusOK:
-	case errors.Is(cause, errShutdown):
-		e.Status, e.Error = meter.StatusCutOff, cause.Error()
+	case e.Status != usage.StatusOK:
+	case x.cutoff.Load():
+		e.Status, e.Error = usage.StatusCutOff, errShutdown.Error()
 	case errors.Is(cause, errStalled):
-		e.Status, e.Error = meter.StatusTimeout, cause.Error()
+		e.Status, e.Error = usage.StatusTimeout, cause.Error()
 	case r.Error != "":
-		e.Status, e.Error = meter.StatusUpstreamError, r.Error
+		e.Status, e.Error = usage.StatusUpstreamError, x.s.scrubFor(e.Provider, r.Error)
 	case x.clientGone.Load() && !x.complete.Load():
-		e.Status = meter.StatusClientCancelled
+		e.Status = usage.StatusClientCancelled
 		if cause != nil && e.Error == "" {
 			e.Error = cause.Error()
 		}
@@ -148,19 +235,21 @@ func (x *exchange) finish() {
 	if x.responded {
 		e.Usage, e.UsageSource = r.Resolve(x.s.est, x.promptText)
 	} else { // refused or unreachable: nothing was produced, nothing is billed
-		e.Usage, e.UsageSource = meter.Usage{}, meter.SourceEstimated
+		e.Usage, e.UsageSource = usage.Tokens{}, usage.SourceEstimated
 	}
 	e.DurationMillis = time.Since(x.start).Milliseconds()
+	e.Normalize() // whatever the upstream sent, the event can be stored
+	x.s.limits.tokens(x.key, e.Usage.Total())
+	x.s.hidden.observe(e, r)
 	x.s.metrics.observe(e)
 	level := slog.LevelInfo // a failed request stays in the log at TOLLGATE_LOG_LEVEL=warn
-	if e.Status == meter.StatusUpstreamError || e.Status == meter.StatusTimeout || e.Status == meter.StatusCutOff {
+	if e.Status == usage.StatusUpstreamError || e.Status == usage.StatusTimeout || e.Status == usage.StatusCutOff {
 		level = slog.LevelWarn
 	}
 	x.s.log.Log(x.ctx, level, "request", "request_id", e.ID, "customer_id", e.CustomerID, "key_id", e.KeyID,
 		"endpoint", e.Endpoint, "model", e.Model, "provider", e.Provider, "status", e.Status,
 		"http_status", e.HTTPStatus, "usage_source", e.UsageSource, "prompt_tokens", e.Usage.PromptTokens,
 		"completion_tokens", e.Usage.CompletionTokens, "ttft_ms", e.TTFTMillis, "duration_ms", e.DurationMillis)
-	x.s.emit(e)
 }
 
 // markComplete is called before the response's last write: if the client

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // metrics are the gateway's Prometheus series. Labels are bounded: models
@@ -24,11 +24,11 @@ type metrics struct {
 	models      map[string]bool
 }
 
-// WithMetrics registers the gateway's metrics with reg.
-func WithMetrics(reg prometheus.Registerer) Option {
-	return func(s *Server) {
+// newMetrics registers the gateway's metrics with reg.
+func newMetrics(cfg Config, reg prometheus.Registerer) *metrics {
+	{
 		m := &metrics{models: map[string]bool{}}
-		for _, mc := range s.cfg.Models {
+		for _, mc := range cfg.Models {
 			m.models[mc.Name] = true
 		}
 		f := func(name, help string, labels ...string) *prometheus.CounterVec {
@@ -49,12 +49,9 @@ func WithMetrics(reg prometheus.Registerer) Option {
 		m.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "gateway", Name: "in_flight",
 			Help: "Upstream requests in flight, draining ones included."})
 		reg.MustRegister(m.ttft, m.duration, m.inFlight)
-		s.metrics = m
+		return m
 	}
 }
-
-// Option configures a Server.
-type Option func(*Server)
 
 func (m *metrics) model(name string) string {
 	if m.models[name] {
@@ -64,13 +61,13 @@ func (m *metrics) model(name string) string {
 }
 
 // observe records a finished exchange's event.
-func (m *metrics) observe(e *meter.Event) {
+func (m *metrics) observe(e *usage.Event) {
 	if m == nil {
 		return
 	}
 	model := m.model(e.Model)
-	m.requests.WithLabelValues(e.Endpoint, e.Provider, model, e.Status).Inc()
-	m.source.WithLabelValues(e.UsageSource).Inc()
+	m.requests.WithLabelValues(e.Endpoint, e.Provider, model, string(e.Status)).Inc()
+	m.source.WithLabelValues(string(e.UsageSource)).Inc()
 	u := e.Usage
 	for _, c := range [...]struct {
 		class string
@@ -86,11 +83,11 @@ func (m *metrics) observe(e *meter.Event) {
 	}
 	m.duration.WithLabelValues(e.Provider, model, strconv.FormatBool(e.Stream)).Observe(float64(e.DurationMillis) / 1000)
 	switch {
-	case e.Status == meter.StatusTimeout:
+	case e.Status == usage.StatusTimeout:
 		m.upstreamErr.WithLabelValues(e.Provider, "timeout").Inc()
-	case e.Status == meter.StatusUpstreamError && e.HTTPStatus >= 400:
+	case e.Status == usage.StatusUpstreamError && e.HTTPStatus >= 400:
 		m.upstreamErr.WithLabelValues(e.Provider, "refused").Inc()
-	case e.Status == meter.StatusUpstreamError:
+	case e.Status == usage.StatusUpstreamError:
 		m.upstreamErr.WithLabelValues(e.Provider, "stream_error").Inc()
 	}
 }

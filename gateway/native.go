@@ -5,119 +5,207 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
-// nativeCall is one request to a pass-through endpoint: the client speaks
-// the provider's own protocol, and gets the provider's bytes unchanged.
-type nativeCall struct {
-	url       string
-	body      []byte
-	header    func(http.Header)
-	stream    bool
-	tap       streamTap                         // for streams
-	bodyUsage func([]byte, *usage.Report) error // for whole bodies
-	fail      errorWriter
-}
-
-// passThrough sends c upstream and relays the answer byte for byte, each
-// read flushed, while the tap reads the usage from the same bytes.
-func (s *Server) passThrough(w http.ResponseWriter, x *exchange, rt route, c nativeCall) {
-	resp := s.callUpstream(w, x, rt, c.url, c.body, c.header, c.fail)
-	if resp == nil {
-		return
-	}
-	defer resp.Body.Close()
-	if !c.stream {
-		body, err := s.readBody(x, resp.Body)
-		if err != nil {
-			status, eventStatus := x.failure()
-			x.fail(w, c.fail, status, eventStatus, err)
+// native serves one of a provider's own routes: the client speaks the
+// provider's protocol and gets the provider's bytes unchanged, metered.
+func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.Envelope) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, ok := s.readRequest(w, r, env)
+		if !ok {
 			return
 		}
-		if err := c.bodyUsage(body, &x.report); err != nil {
-			x.report.Error = "unreadable upstream body: " + err.Error()
+		call, err := rt.Read(r, body)
+		if err == nil {
+			err = checkModel(call.Model)
 		}
-		copyHeader(w, resp)
-		w.WriteHeader(http.StatusOK)
-		x.event.HTTPStatus = http.StatusOK
-		x.firstByte()
-		x.markComplete()
-		if _, err := w.Write(body); err != nil {
-			x.clientGone.Store(true)
+		if err != nil {
+			var pe provider.Error
+			if !errors.As(err, &pe) {
+				pe = badRequest(err.Error())
+			}
+			env.WriteError(w, pe)
+			return
 		}
+		route, err := s.routes.resolve(call.Model)
+		if err != nil || route.provider.Type != p.Type {
+			env.WriteError(w, provider.Err(http.StatusNotFound, "invalid_request_error", "model_not_found",
+				"model "+call.Model+" is not served by a "+p.Type+" provider here"))
+			return
+		}
+		if !allowedModel(keyOf(r), call.Model, route) {
+			env.WriteError(w, modelNotAllowed(call.Model))
+			return
+		}
+		path, upBody, err := call.Upstream(route.upstream)
+		if err != nil {
+			env.WriteError(w, badRequest(err.Error()))
+			return
+		}
+		x := s.newExchange(w, r, route, call.Endpoint, call.Stream, env)
+		defer x.finish()
+		x.promptText = func() tap.Prompt { return rt.PromptText(body) }
+		x.begin(body)
+		resp := s.callUpstream(x, route, path, upBody, call.Header)
+		if resp == nil {
+			return
+		}
+		defer resp.Body.Close()
+		if call.SSE {
+			s.passThrough(x, route, resp, rt.NewTap())
+			return
+		}
+		s.passBody(x, resp, rt.BodyUsage)
+	}
+}
+
+// passBody relays a whole native response body unchanged, its usage
+// tapped, the event durable before the body is sent.
+func (s *Server) passBody(x *exchange, resp *http.Response, bodyUsage func([]byte, *tap.Report) error) {
+	body, err := s.readBody(x, resp.Body)
+	if err != nil {
+		status, eventStatus := x.failure()
+		x.fail(status, eventStatus, err)
 		return
 	}
+	if err := bodyUsage(body, &x.report); err != nil {
+		x.report.Error = "unreadable upstream body: " + err.Error()
+	}
+	x.firstByte()
+	x.markComplete()
+	x.httpStatusOK()
+	x.commit()
+	if x.respond(http.StatusOK, false, func(h http.Header) {
+		copyHeader(h, resp)
+		x.setCostHeaders(h)
+	}) {
+		x.write(body)
+	}
+}
+
+// passThrough relays an upstream SSE stream to the client byte for byte,
+// event by event (each event's bytes once the reader has read it whole),
+// while the tap reads the usage from the same events. The event is made
+// durable before the bytes of the event that completes the usage (the
+// provider's final report) are sent, so that a client that saw the usage
+// was metered.
+func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp provider.StreamTap) {
 	x.armStall()
-	tee := &teeWriter{src: resp.Body, w: w, rc: http.NewResponseController(w), x: x, resp: resp}
+	src := &recorder{r: resp.Body}
 	rd := readers.Get().(*sse.Reader)
-	rd.Reset(tee)
+	rd.Reset(src)
 	defer func() { rd.Reset(nil); readers.Put(rd) }()
+	started := false
+	forward := func(b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		if !started {
+			started = true
+			x.respond(http.StatusOK, true, func(h http.Header) { copyHeader(h, resp) })
+			x.firstByte()
+		}
+		x.write(b)
+	}
 	for {
 		ev, err := rd.Next()
 		if errors.Is(err, io.EOF) {
-			x.markComplete() // every upstream byte was forwarded
+			x.markComplete() // every upstream byte is forwarded below
+			x.flush()
+			x.commit()
+			forward(src.take(src.n))
+			x.flush()
+			return
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !tee.started && !x.clientGone.Load() {
+			if !started && !x.clientGone.Load() {
 				status, eventStatus := x.failure()
-				x.fail(w, c.fail, status, eventStatus, err)
-			} else if !errors.Is(err, io.EOF) && !x.clientGone.Load() {
-				if x.report.Error == "" {
-					x.report.Error = "upstream stream broke: " + err.Error()
-				}
-				// The provider's protocol has no error frame of ours to
-				// send: abort, so the client sees a broken stream, not a
-				// clean end. The deferred finish still records the event.
-				panic(http.ErrAbortHandler)
+				x.fail(status, eventStatus, err)
+				return
 			}
-			return
+			if x.report.Error == "" {
+				x.report.Error = "upstream stream broke: " + s.scrubFor(rt.provider.Name, err.Error())
+			}
+			if x.clientGone.Load() {
+				return
+			}
+			// The provider's protocol has no error frame of ours to send:
+			// abort, so the client sees a broken stream, not a clean end.
+			// The deferred finish still commits the event.
+			x.commit()
+			panic(http.ErrAbortHandler)
 		}
-		c.tap.Event(&ev, &x.report)
-		if x.clientGone.Load() && x.report.Final {
-			return
+		x.touch()
+		hadError := x.report.Error
+		tp.Event(&ev, &x.report)
+		x.progress()
+		chunk := src.take(src.n - rd.Pending())
+		if x.report.Error != hadError {
+			chunk = s.scrubBytes(rt.provider.Name, chunk)
+		}
+		if x.report.Final && !x.committed {
+			x.flush()  // what is written goes now: the commit holds back only the rest
+			x.commit() // durable before the client sees the final usage
+		}
+		if x.clientGone.Load() {
+			if x.report.Final {
+				return // nobody to send to, and the usage is known
+			}
+			continue
+		}
+		forward(chunk)
+		if !rd.Buffered() {
+			x.flush()
 		}
 	}
 }
 
-// teeWriter hands upstream bytes to the SSE reader and, as they are read,
-// to the client (flushed), sending the response headers with the first.
-type teeWriter struct {
-	src     io.Reader
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	x       *exchange
-	resp    *http.Response
-	started bool
+// recorder keeps the bytes a Reader reads from the upstream until they are
+// taken to be forwarded, so that they go out event by event, unchanged.
+type recorder struct {
+	r    io.Reader
+	buf  []byte // read and not yet taken
+	n    int    // bytes read in all
+	off  int    // bytes taken in all
+	drop int    // bytes of buf given out by the last take, dropped on the next call
 }
 
-func (t *teeWriter) Read(p []byte) (int, error) {
-	n, err := t.src.Read(p)
-	if n > 0 {
-		t.x.touch()
-		if !t.x.clientGone.Load() {
-			if !t.started {
-				t.started = true
-				copyHeader(t.w, t.resp)
-				t.w.WriteHeader(http.StatusOK)
-				t.x.event.HTTPStatus = http.StatusOK
-				t.x.firstByte()
-			}
-			if _, werr := t.w.Write(p[:n]); werr != nil || t.rc.Flush() != nil {
-				t.x.clientGone.Store(true)
-			}
-		}
-	}
+func (c *recorder) Read(p []byte) (int, error) {
+	c.compact()
+	n, err := c.r.Read(p)
+	c.buf = append(c.buf, p[:n]...)
+	c.n += n
 	return n, err
 }
 
-// copyHeader passes the upstream's content headers on.
-func copyHeader(w http.ResponseWriter, resp *http.Response) {
+// take returns the bytes read up to offset upTo (counted from the start)
+// and not taken yet; they are valid until the next Read or take.
+func (c *recorder) take(upTo int) []byte {
+	c.compact()
+	k := max(min(upTo-c.off, len(c.buf)), 0)
+	c.off += k
+	c.drop = k
+	return c.buf[:k]
+}
+
+func (c *recorder) compact() {
+	if c.drop > 0 {
+		c.buf = c.buf[:copy(c.buf, c.buf[c.drop:])]
+		c.drop = 0
+	}
+}
+
+// copyHeader passes the upstream's content headers, and its backoff and
+// rate-limit headers, on.
+func copyHeader(h http.Header, resp *http.Response) {
 	for _, k := range []string{"Content-Type", "Cache-Control"} {
 		if v := resp.Header.Get(k); v != "" {
-			w.Header().Set(k, v)
+			h.Set(k, v)
 		}
 	}
-	w.Header().Set("X-Accel-Buffering", "no")
+	h.Set("X-Accel-Buffering", "no")
+	passHeaders(h, resp.Header)
 }

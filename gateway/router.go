@@ -25,7 +25,9 @@ type router struct {
 func newRouter(cfg Config) *router {
 	r := &router{models: map[string]route{}, providers: map[string]*ProviderConfig{}}
 	for i := range cfg.Providers {
-		r.providers[cfg.Providers[i].Name] = &cfg.Providers[i]
+		p := &cfg.Providers[i]
+		p.scrub = newScrubber(p)
+		r.providers[p.Name] = p
 	}
 	for _, m := range cfg.Models {
 		r.models[m.Name] = route{model: m.Name, provider: r.providers[m.Provider], upstream: m.UpstreamModel}

@@ -1,60 +1,135 @@
 // Package gateway is Tollgate's LLM-facing HTTP surface: an OpenAI-compatible
 // API in front of upstream providers that taps the usage of every request
-// from the stream it forwards and hands one usage event per upstream request
-// to the meter.
+// from the stream it forwards and makes one usage event per upstream
+// request durable before the response ends.
+//
+// The core knows HTTP, routing, streaming and metering; each upstream wire
+// protocol is one provider.Provider value, given to New, which the core
+// serves without naming it.
 package gateway
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
-	"strings"
 	"sync"
+	"time"
 
-	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tollgate-dev/tollgate/gateway/anthropic"
-	"github.com/tollgate-dev/tollgate/gateway/gemini"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
-// KeyLookup authenticates customer API keys and admits their requests.
-// The ledger's key snapshot implements it without touching the database on
-// the request path.
+// KeyLookup authenticates customer API keys. The key cache (meter/keys)
+// implements it from memory, without touching the database on the request
+// path.
 type KeyLookup interface {
-	// LookupKey returns the owner of an active key secret, or ok=false for
-	// an unknown or revoked one; blocked, when not empty, says why the key
-	// may not spend now (an exhausted balance or spend limit).
-	LookupKey(secret string) (customerID, keyID, blocked string, ok bool)
+	// LookupKey returns the state of an active key secret (who it bills,
+	// its limits, and in Blocked why it may not spend now), or ok=false
+	// for an unknown or revoked one.
+	LookupKey(secret string) (usage.KeyState, bool)
 }
 
-// EventSink receives the one usage event of each upstream request. A sink
-// that also has a method Accepting() error can refuse new requests (503)
-// while it cannot take more events (a full spool).
+// EventSink receives the one usage event of each upstream request.
 type EventSink interface {
-	// Publish returns once the event is durably accepted, or an error.
-	Publish(ctx context.Context, e *meter.Event) error
+	// Publish returns once the event is durable (acknowledged by JetStream
+	// or in a local fsync'd spool), or an error when it could not be made
+	// so. The gateway calls it before the response's last bytes.
+	Publish(ctx context.Context, e *usage.Event) error
 }
 
-// Server serves the LLM API. Create it with New.
+// Admitter is implemented by a sink that can refuse new requests (503)
+// while it cannot take more events: a full spool.
+type Admitter interface {
+	// Accepting returns an error saying why, while no more can be taken.
+	Accepting() error
+}
+
+// Journal is the crash journal (meter/journal implements it): every
+// request is begun, checkpointed while it streams and ended once its event
+// is durable, so that a gateway that dies mid-request loses none of its
+// usage. Its methods must not block on the disk.
+type Journal interface {
+	// Begin records the start of a request: its event as known then (with
+	// a rough prompt estimate and the reasoning it is expected to hide)
+	// and its body.
+	Begin(e *usage.Event, body []byte)
+	// Checkpoint records progress: output streamed since the last
+	// checkpoint, the provider's usage report so far (nil when none), and
+	// whether reasoning was shown as text.
+	Checkpoint(id string, output string, reported *usage.Tokens, reasoningShown bool)
+	// End records that the request's event is durable.
+	End(id string)
+	// Fail records a request's final event that could not be made durable,
+	// for the next start to record.
+	Fail(e *usage.Event)
+	// HiddenReasoning records the averages of the reasoning each model
+	// spends without showing it, in tokens by model (see Recover).
+	HiddenReasoning(avg map[string]float64)
+}
+
+// Deps are what a Server is built from.
+type Deps struct {
+	// Providers are the upstream protocols served (at least the types the
+	// configuration names).
+	Providers []provider.Provider
+	// Keys authenticates customers.
+	Keys KeyLookup
+	// Sink makes usage events durable.
+	Sink EventSink
+	// Journal, when set, records requests in flight (see Journal).
+	Journal Journal
+	// Limits, when set, shares the keys' rate and concurrency counts with
+	// the other gateways; without it this gateway enforces them alone.
+	Limits LimitShare
+	// Rates, when set, rates each request as the ledger will, to show the
+	// caller its cost (see cost.go); without it no cost is shown.
+	Rates Rater
+	// HiddenReasoning seeds the averages of the reasoning each model hides
+	// (tokens, by model) with what an earlier process journaled.
+	HiddenReasoning map[string]float64
+	// Log receives the per-request lines and failures.
+	Log *slog.Logger
+	// Metrics, when set, registers the gateway's Prometheus series.
+	Metrics prometheus.Registerer
+}
+
+// Server serves the LLM API. Create it with New; Start serves it on an
+// address, Stop shuts it down.
 type Server struct {
-	cfg     Config
-	keys    KeyLookup
-	sink    EventSink
-	log     *slog.Logger
-	routes  *router
-	client  *http.Client
-	publish sync.WaitGroup
-	est     *usage.Estimator
+	cfg       Config
+	keys      KeyLookup
+	sink      EventSink
+	journal   Journal
+	log       *slog.Logger
+	providers map[string]*provider.Provider
+	routes    *router
+	client    *http.Client
+	est       *tap.Estimator
+	hidden    *hiddenReasoning
+	limits    *limiter
+	rates     Rater // nil: no cost shown
 	// drains holds a token per stream being read after its client left.
 	drains chan struct{}
-	// translators serve chat completions from non-OpenAI providers, by type.
-	translators map[string]chatUpstream
-	mu          sync.Mutex
-	active      map[*exchange]struct{}
-	metrics     *metrics // nil: no metrics
+	mu     sync.Mutex
+	active map[*exchange]struct{}
+	// inflight counts exchanges not yet finished (their events committed).
+	inflight sync.WaitGroup
+	metrics  *metrics
+
+	srv      *http.Server
+	addr     string
+	stopOnce sync.Once
+	stopErr  error
+	// background runs the periodic work of a started server (see
+	// background); stopBackground ends it and backgroundDone says it has.
+	stopBackground context.CancelFunc
+	backgroundDone chan struct{}
 }
 
 // Buffer sizes of an upstream HTTP/1.1 connection, in bytes (net/http's
@@ -70,219 +145,165 @@ const (
 	upstreamWriteBuffer = 1 << 10
 )
 
-// New returns a Server for cfg, which it validates (see Config.Validate).
-func New(cfg Config, keys KeyLookup, sink EventSink, log *slog.Logger, opts ...Option) (*Server, error) {
-	if err := cfg.Validate(); err != nil {
+// New returns a Server for cfg, which it validates (see Config.Validate)
+// against the providers registered. It returns an error for an invalid
+// configuration.
+func New(cfg Config, d Deps) (*Server, error) {
+	providers := map[string]*provider.Provider{}
+	var types []string
+	for i := range d.Providers {
+		p := &d.Providers[i]
+		providers[p.Type] = p
+		types = append(types, p.Type)
+	}
+	if err := cfg.Validate(types...); err != nil {
 		return nil, err
+	}
+	if d.Keys == nil || d.Sink == nil {
+		return nil, errors.New("gateway: Keys and Sink are required")
+	}
+	if d.Journal == nil {
+		d.Journal = noJournal{}
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 1024
 	tr.ForceAttemptHTTP2 = true
 	tr.ReadBufferSize, tr.WriteBufferSize = upstreamReadBuffer, upstreamWriteBuffer
-	est, err := usage.NewEstimator()
+	est, err := tap.NewEstimator()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, keys: keys, sink: sink, log: log, routes: newRouter(cfg),
-		client: &http.Client{Transport: tr}, est: est, drains: make(chan struct{}, cfg.MaxDrains),
-		translators: map[string]chatUpstream{"anthropic": anthropic.Chat{}, "gemini": gemini.Chat{}},
-		active:      map[*exchange]struct{}{}}
-	for _, o := range opts {
-		o(s)
+	s := &Server{cfg: cfg, keys: d.Keys, sink: d.Sink, journal: d.Journal, log: d.Log, providers: providers,
+		routes: newRouter(cfg), client: &http.Client{Transport: tr}, est: est, hidden: newHiddenReasoning(), limits: newLimiter(d.Limits), rates: d.Rates,
+		drains: make(chan struct{}, cfg.MaxDrains), active: map[*exchange]struct{}{}}
+	if d.Metrics != nil {
+		s.metrics = newMetrics(cfg, d.Metrics)
 	}
+	s.hidden.seed(d.HiddenReasoning)
 	return s, nil
 }
 
-// Handler returns the HTTP routes: POST /v1/chat/completions, POST
-// /v1/responses, GET /v1/models, the native pass-through endpoints POST
-// /anthropic/v1/messages and POST
-// /gemini/v1beta/models/{model}:streamGenerateContent (or :generateContent),
-// and GET /healthz.
-func (s *Server) Handler() http.Handler {
-	r := chi.NewRouter()
-	r.Use(s.metrics.countResponses)
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
-	})
-	r.Group(func(r chi.Router) {
-		r.Use(s.authenticate)
-		r.Post("/v1/chat/completions", s.chatCompletions)
-		r.Post("/v1/responses", s.responses)
-		r.Post("/anthropic/v1/messages", s.anthropicMessages)
-		r.Post("/gemini/v1beta/*", s.geminiGenerate)
-		r.Get("/v1/models", s.listModels)
-	})
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "no route for "+r.Method+" "+r.URL.Path)
-	})
-	return r
+// Start serves h (nil: Handler()) on addr, "host:port" (port 0 picks one),
+// and returns once it is listening. The listener bounds reading a request
+// (ReadTimeout, and 10s for its headers) and keep-alive idleness
+// (IdleTimeout); responses stream unbounded.
+func (s *Server) Start(addr string, h http.Handler) error {
+	if h == nil {
+		h = s.Handler()
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", addr, err)
+	}
+	s.addr = ln.Addr().String()
+	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.ReadTimeout,
+		IdleTimeout: s.cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("gateway: http server", "addr", s.addr, "err", err)
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopBackground, s.backgroundDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.backgroundDone)
+		s.background(ctx)
+	}()
+	return nil
 }
 
-// CutOff ends every upstream request still in flight: for a shutdown whose
-// grace period ran out. Each records its event (status cut_off) as it ends.
-func (s *Server) CutOff() {
+// background publishes every key's limit counts to the other gateways
+// every shareInterval, and journals the hidden reasoning averages every
+// few seconds while they change, until ctx ends.
+func (s *Server) background(ctx context.Context) {
+	t := time.NewTicker(shareInterval)
+	defer t.Stop()
+	for tick := 1; ; tick++ {
+		select {
+		case <-ctx.Done():
+			if avg := s.hidden.snapshot(); avg != nil {
+				s.journal.HiddenReasoning(avg)
+			}
+			return
+		case <-t.C:
+		}
+		if share := s.limits.share; share != nil {
+			if counts := s.limits.snapshot(); len(counts) > 0 {
+				share.Publish(counts)
+			}
+		}
+		if tick%5 == 0 {
+			if avg := s.hidden.snapshot(); avg != nil {
+				s.journal.HiddenReasoning(avg)
+			}
+		}
+	}
+}
+
+// Addr is the address Start bound.
+func (s *Server) Addr() string { return s.addr }
+
+// Stop shuts the server down: it stops accepting, lets requests in flight
+// finish until ctx ends (the grace period), then cuts off those still
+// running (an error frame in their protocol, their upstream read on for
+// ShutdownDrain to learn its usage) and waits for them. Every request's
+// usage event is durable when Stop returns. It returns ctx.Err() when the
+// grace period ran out, else nil; it is idempotent and safe on a server
+// never started.
+func (s *Server) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		if s.srv == nil {
+			return
+		}
+		s.srv.SetKeepAlivesEnabled(false)
+		if err := s.srv.Shutdown(ctx); err != nil {
+			s.stopErr = err
+			n := s.CutOff()
+			s.log.Warn("shutdown grace period over: requests cut off", "requests", n, "drain", s.cfg.ShutdownDrain.String())
+			done := make(chan struct{})
+			go func() { s.inflight.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(s.cfg.ShutdownDrain + 2*time.Second):
+			}
+			_ = s.srv.Close()
+		}
+		// Every exchange commits its event as it ends; one that cannot
+		// (its sink hung) is left to the crash journal after a bound.
+		done := make(chan struct{})
+		go func() { s.inflight.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(s.cfg.ShutdownDrain + 30*time.Second):
+			s.log.Error("shutdown: requests still unfinished; the crash journal keeps them for the next start")
+		}
+		s.stopBackground()
+		<-s.backgroundDone
+	})
+	return s.stopErr
+}
+
+// CutOff ends every request in flight now, as Stop does when its grace
+// period runs out: the client gets an error in its protocol, the upstream
+// is read on for ShutdownDrain for its usage, and the event records
+// cut_off. It returns how many it cut off.
+func (s *Server) CutOff() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for x := range s.active {
-		x.cancel(errShutdown)
+		x.cutOff(s.cfg.ShutdownDrain)
 	}
+	return len(s.active)
 }
 
-// Wait blocks until every usage event of finished requests has been handed
-// to the sink, or ctx ends. Call it after the HTTP server has shut down.
-func (s *Server) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { s.publish.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// noJournal journals nothing.
+type noJournal struct{}
 
-type principalKey struct{}
-
-type principal struct{ customerID, keyID string }
-
-// authenticate accepts a customer key the way each protocol's SDKs send it:
-// "Authorization: Bearer <key>" (OpenAI), "x-api-key" (Anthropic),
-// "x-goog-api-key" or "?key=" (Gemini).
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		secret := customerKey(r)
-		if secret == "" {
-			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
-				"missing API key: send it as Authorization: Bearer <key>")
-			return
-		}
-		cust, key, blocked, ok := s.keys.LookupKey(secret)
-		if !ok {
-			writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
-				"incorrect or revoked API key")
-			return
-		}
-		if a, ok := s.sink.(interface{ Accepting() error }); ok && r.Method == http.MethodPost {
-			if err := a.Accepting(); err != nil {
-				writeError(w, http.StatusServiceUnavailable, "service_unavailable", "metering_backlog",
-					"the gateway cannot meter more requests now: "+err.Error())
-				return
-			}
-		}
-		if blocked != "" && r.Method == http.MethodPost {
-			writeError(w, http.StatusPaymentRequired, "insufficient_quota", "insufficient_quota", blocked)
-			return
-		}
-		ctx := context.WithValue(r.Context(), principalKey{}, principal{cust, key})
-		next.ServeHTTP(newHeaderFlusher(w), r.WithContext(ctx))
-	})
-}
-
-func customerKey(r *http.Request) string {
-	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return strings.TrimSpace(v)
-	}
-	for _, h := range []string{"X-Api-Key", "X-Goog-Api-Key"} {
-		if v := r.Header.Get(h); v != "" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return r.URL.Query().Get("key")
-}
-
-func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	out := struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
-	}{Object: "list", Data: []model{}}
-	for _, m := range s.cfg.Models {
-		out.Data = append(out.Data, model{ID: m.Name, Object: "model", OwnedBy: m.Provider})
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(out)
-}
-
-// emit hands e to the sink in the background, so that the client's response
-// never waits on it; Wait waits for these.
-func (s *Server) emit(e *meter.Event) {
-	s.publish.Add(1)
-	go func() {
-		defer s.publish.Done()
-		ctx := context.Background()
-		if err := s.sink.Publish(ctx, e); err != nil {
-			b, _ := json.Marshal(e)
-			s.log.Error("usage event not published", "request_id", e.ID, "err", err, "event", string(b))
-		}
-	}()
-}
-
-// headerFlusher wraps the ResponseWriter of every authenticated request.
-// net/http writes the response header in the first flush, or in the first
-// write that overflows its 2 KiB response buffer; that call alone needs
-// about 4 KiB of stack. Made from the depth of a stream relay, it doubles
-// the handler goroutine's stack from 8 to 16 KiB, and the stack stays
-// doubled for the life of the stream, since an idle stream blocks almost as
-// deep (the runtime halves a stack only when less than a quarter of it is
-// used). headerFlusher therefore makes that one call on a short-lived
-// goroutine of its own, while the handler waits; later writes and flushes
-// go straight through.
-type headerFlusher struct {
-	http.ResponseWriter
-	rc       *http.ResponseController
-	buffered int  // bytes written while the header was held back
-	sent     bool // the header may have gone out
-}
-
-// bufferBeforeHeader is the size in bytes of net/http's response buffer
-// (bufferBeforeChunkingSize): writes that fit in it send nothing yet.
-const bufferBeforeHeader = 2048
-
-func newHeaderFlusher(w http.ResponseWriter) *headerFlusher {
-	return &headerFlusher{ResponseWriter: w, rc: http.NewResponseController(w)}
-}
-
-func (h *headerFlusher) Write(p []byte) (int, error) {
-	if h.sent || h.buffered+len(p) <= bufferBeforeHeader {
-		h.buffered += len(p)
-		return h.ResponseWriter.Write(p)
-	}
-	h.sent = true
-	var n int
-	var err error
-	aside(func() { n, err = h.ResponseWriter.Write(p) })
-	return n, err
-}
-
-// FlushError flushes the response, as http.ResponseController.Flush does.
-func (h *headerFlusher) FlushError() error {
-	if h.sent {
-		return h.rc.Flush()
-	}
-	h.sent = true
-	var err error
-	aside(func() { err = h.rc.Flush() })
-	return err
-}
-
-// Unwrap returns the writer underneath, for http.ResponseController.
-func (h *headerFlusher) Unwrap() http.ResponseWriter { return h.ResponseWriter }
-
-// aside runs f on a new goroutine, with a stack of its own, and waits for
-// it; a panic in f is raised again in the caller.
-func aside(f func()) {
-	done := make(chan any)
-	go func() {
-		defer func() { done <- recover() }()
-		f()
-	}()
-	if p := <-done; p != nil {
-		panic(p)
-	}
-}
+func (noJournal) Begin(*usage.Event, []byte)                     {}
+func (noJournal) Checkpoint(string, string, *usage.Tokens, bool) {}
+func (noJournal) End(string)                                     {}
+func (noJournal) Fail(*usage.Event)                              {}
+func (noJournal) HiddenReasoning(map[string]float64)             {}

@@ -7,74 +7,121 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
-// errorWriter answers a client with an error in its protocol's envelope.
-type errorWriter func(w http.ResponseWriter, status int, typ, code, msg string)
-
-// callUpstream sends the upstream request of x and returns the response
-// once its headers arrive with status 200. Otherwise it answers the client
-// itself (502 unreachable, 504 no answer within connect_timeout, or the
-// upstream's own status and error) and returns nil.
-func (s *Server) callUpstream(w http.ResponseWriter, x *exchange, rt route, url string, body []byte,
-	header func(http.Header), fail errorWriter) *http.Response {
-	up, err := http.NewRequestWithContext(x.ctx, http.MethodPost, url, bytes.NewReader(body))
+// callUpstream sends the upstream request of x (path below the provider's
+// base URL, body, and extra headers) and returns the response once its
+// headers arrive with status 200. Otherwise it answers the client itself
+// (502 unreachable, 504 no answer within connect_timeout, or the
+// upstream's own status and error, scrubbed) and returns nil.
+func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, header http.Header) *http.Response {
+	up, err := http.NewRequestWithContext(x.ctx, http.MethodPost, rt.provider.BaseURL+path, bytes.NewReader(body))
 	if err != nil {
-		x.fail(w, fail, http.StatusBadGateway, meter.StatusUpstreamError, err)
+		x.fail(http.StatusBadGateway, usage.StatusUpstreamError, err)
 		return nil
 	}
 	up.Header.Set("Content-Type", "application/json")
-	header(up.Header)
+	for k, v := range header {
+		up.Header[k] = v
+	}
+	if p := s.providers[rt.provider.Type]; p != nil && p.Auth != nil {
+		p.Auth(up.Header, rt.provider.APIKey)
+	}
 	connect := timerCancel(x, rt.provider.ConnectTimeout, errConnectTimeout)
 	resp, err := s.client.Do(up)
 	connect.Stop()
 	if err != nil {
 		switch cause := x.cause(); {
 		case errors.Is(cause, errConnectTimeout):
-			x.fail(w, fail, http.StatusGatewayTimeout, meter.StatusTimeout, cause)
+			x.fail(http.StatusGatewayTimeout, usage.StatusTimeout, cause)
 		case x.clientGone.Load():
 			x.event.Error = "client gone before the upstream answered"
 		default:
-			x.fail(w, fail, http.StatusBadGateway, meter.StatusUpstreamError, err)
+			x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errors.New("the upstream could not be reached: "+unwrapURL(err)))
 		}
 		return nil
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
-		s.relayUpstreamError(w, x, resp, fail)
+		s.relayUpstreamError(x, rt, resp)
 		return nil
 	}
 	x.responded = true
+	x.checkpoint() // the journal learns the upstream answered: it bills from here
 	return resp
 }
 
-// fail answers the client with an error and records it on the event.
-func (x *exchange) fail(w http.ResponseWriter, fail errorWriter, status int, eventStatus string, err error) {
-	x.event.Status, x.event.HTTPStatus, x.event.Error = eventStatus, status, err.Error()
-	code := "upstream_error"
-	if status == http.StatusGatewayTimeout {
-		code = "upstream_timeout"
+// unwrapURL is a transport error's message without the URL net/http puts
+// in front of it (`Post "http://...": dial tcp ...`); the address in the
+// rest is scrubbed by the caller.
+func unwrapURL(err error) string {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) && ue.Unwrap() != nil {
+		return ue.Unwrap().Error()
 	}
-	fail(w, status, "upstream_error", code, "the upstream provider failed: "+err.Error())
+	return err.Error()
+}
+
+// passedHeaders are the upstream response headers a client's SDK acts on,
+// passed through on errors and successes: the provider's backoff and its
+// rate-limit state.
+func passHeaders(dst, src http.Header) {
+	for k, v := range src {
+		lk := strings.ToLower(k)
+		if lk == "retry-after" || lk == "retry-after-ms" || strings.HasPrefix(lk, "x-ratelimit-") ||
+			strings.HasPrefix(lk, "anthropic-ratelimit-") {
+			dst[k] = v
+		}
+	}
 }
 
 // relayUpstreamError passes an upstream's refusal to the client with its
-// status: its own body when it is a JSON error object, else wrapped.
-func (s *Server) relayUpstreamError(w http.ResponseWriter, x *exchange, resp *http.Response, fail errorWriter) {
+// status and its backoff headers: its own body when it is a JSON error
+// object, else wrapped in the route's envelope; either way scrubbed of the
+// provider's credential and address.
+func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	x.event.Status, x.event.HTTPStatus = meter.StatusUpstreamError, resp.StatusCode
+	body = []byte(s.scrubFor(rt.provider.Name, string(body)))
+	x.event.Status = usage.StatusUpstreamError
 	x.event.Error = fmt.Sprintf("upstream status %d", resp.StatusCode)
 	var env struct {
 		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(body, &env) == nil && len(env.Error) > 0 && env.Error[0] == '{' {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(body)
+		if x.respond(resp.StatusCode, false, func(h http.Header) {
+			h.Set("Content-Type", "application/json")
+			passHeaders(h, resp.Header)
+		}) {
+			x.write(body)
+		}
 		return
 	}
-	fail(w, resp.StatusCode, "upstream_error", "upstream_error",
-		fmt.Sprintf("the upstream provider answered %d: %s", resp.StatusCode, bytes.TrimSpace(body)))
+	x.wmu.Lock()
+	passHeaders(x.w.Header(), resp.Header)
+	x.wmu.Unlock()
+	x.writeError(provider.Err(resp.StatusCode, "upstream_error", "upstream_error",
+		fmt.Sprintf("the upstream provider answered %d: %s", resp.StatusCode, bytes.TrimSpace(body))))
+}
+
+// readBody reads a whole upstream body (at most 64 MiB) under the stall timer.
+func (s *Server) readBody(x *exchange, body io.Reader) ([]byte, error) {
+	x.armStall()
+	b, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	if err != nil && x.cause() != nil {
+		err = x.cause()
+	}
+	return b, err
+}
+
+// failure is the status to answer and record for an upstream that failed
+// after its headers: 504 and timeout when it stalled, else 502.
+func (x *exchange) failure() (int, usage.Status) {
+	if errors.Is(x.cause(), errStalled) {
+		return http.StatusGatewayTimeout, usage.StatusTimeout
+	}
+	return http.StatusBadGateway, usage.StatusUpstreamError
 }

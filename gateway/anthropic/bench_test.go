@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // syntheticStream is a realistic Messages stream: message_start with cache
@@ -38,10 +38,10 @@ func BenchmarkTap(b *testing.B) {
 	b.SetBytes(int64(len(in)))
 	b.ReportAllocs()
 	for b.Loop() {
-		var tap Tap
-		var r usage.Report
+		var tp Tap
+		var r tap.Report
 		for i := range events {
-			tap.Event(&events[i], &r)
+			tp.Event(&events[i], &r)
 		}
 		if !r.Final || r.Usage.CompletionTokens != 1000 {
 			b.Fatalf("report %+v", r.Usage)
@@ -58,7 +58,7 @@ func BenchmarkStream(b *testing.B) {
 	var dst [][]byte
 	for b.Loop() {
 		s := Chat{}.NewStream("chatcmpl-AbCdEfGhIjKlMnOpQrStUvWxYz012", "anthropic/claude-sonnet-4-6", 1733000000)
-		var r usage.Report
+		var r tap.Report
 		for i := range events {
 			dst = s.Event(&events[i], &r, dst[:0])
 		}

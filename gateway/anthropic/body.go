@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // completion is an OpenAI chat.completion object.
@@ -44,7 +44,7 @@ type replyMsg struct {
 // OpenAI's usage object of the normalized figures, absent when the
 // response has none. It returns an error for a body that is not a Messages
 // response, or that is an Anthropic error object (after setting r.Error).
-func (Chat) Body(body []byte, id, model string, created int64, r *usage.Report) ([]byte, error) {
+func (Chat) Body(body []byte, id, model string, created int64, r *tap.Report) ([]byte, error) {
 	m, err := bodyUsage(body, r)
 	if err != nil {
 		return nil, err

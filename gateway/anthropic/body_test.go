@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/gateway/usage"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // response is a non-streamed Messages response with thinking, text, a
@@ -25,7 +25,7 @@ const response = `{"id":"msg_1","type":"message","role":"assistant","model":"cla
    {"type":"message","input_tokens":20,"cache_creation_input_tokens":1,"output_tokens":9}]}}`
 
 func TestBody(t *testing.T) {
-	var r usage.Report
+	var r tap.Report
 	got, err := Chat{}.Body([]byte(response), "chatcmpl-1", "anthropic/claude", 1733000000, &r)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestBody(t *testing.T) {
 	if !jsonEqual(t, got, []byte(want)) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	wantU := meter.Usage{PromptTokens: 1521, CachedTokens: 500, CacheWriteTokens: 1, CompletionTokens: 89, WebSearchRequests: 1}
+	wantU := usage.Tokens{PromptTokens: 1521, CachedTokens: 500, CacheWriteTokens: 1, CompletionTokens: 89, WebSearchRequests: 1}
 	if !r.Reported || !r.Final || r.Usage != wantU || r.FinishReason != "tool_calls" || r.ServedModel != "claude-sonnet-4-6" {
 		t.Errorf("report %+v final=%v finish=%q model=%q", r.Usage, r.Final, r.FinishReason, r.ServedModel)
 	}
@@ -49,7 +49,7 @@ func TestBody(t *testing.T) {
 }
 
 func TestBodyEdges(t *testing.T) {
-	var r usage.Report
+	var r tap.Report
 	got, err := Chat{}.Body([]byte(`{"type":"message","content":[],"stop_reason":"max_tokens"}`), "c", "m", 1, &r)
 	if err != nil {
 		t.Fatal(err)
@@ -60,12 +60,12 @@ func TestBodyEdges(t *testing.T) {
 		t.Errorf("no usage: got %s (reported %v)", got, r.Reported)
 	}
 
-	r = usage.Report{}
+	r = tap.Report{}
 	_, err = Chat{}.Body([]byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`), "c", "m", 1, &r)
 	if err == nil || r.Error != "overloaded_error: Overloaded" || r.FinishReason != "error" {
 		t.Errorf("error body: err %v, report error %q finish %q", err, r.Error, r.FinishReason)
 	}
-	r = usage.Report{}
+	r = tap.Report{}
 	if _, err := (Chat{}).Body([]byte(`[`), "c", "m", 1, &r); err == nil || r.Error != "" {
 		t.Errorf("invalid body: err %v, report error %q", err, r.Error)
 	}

@@ -1,6 +1,6 @@
 package anthropic
 
-import "github.com/tollgate-dev/tollgate/gateway/jsonscan"
+import "github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 
 // Nearly every event of a stream is a content delta, and encoding/json
 // spends about nine allocations on each. fastDelta reads the common shape

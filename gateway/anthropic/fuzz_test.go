@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // FuzzTap feeds arbitrary streams to a Tap and a Stream: neither may
 // panic, figures stay non-negative, a Final report is a Reported one, the
-// stream's report matches the tap's, and every payload is valid JSON.
+// stream's report matches the tp's, and every payload is valid JSON.
 func FuzzTap(f *testing.F) {
 	for _, rec := range recordings(f) {
 		f.Add(rec.raw)
@@ -22,8 +22,8 @@ func FuzzTap(f *testing.F) {
 	f.Add([]byte("data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9223372036854775807,\"iterations\":[{\"input_tokens\":9223372036854775807},{\"input_tokens\":9}]}}\n\n"))
 	f.Add([]byte("event: error\ndata: {\"error\":null}\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		var tap Tap
-		var tr, sr usage.Report
+		var tp Tap
+		var tr, sr tap.Report
 		s := Chat{}.NewStream("id", "m", 1)
 		rd := sse.NewReader(bytes.NewReader(in))
 		var dst [][]byte
@@ -32,7 +32,7 @@ func FuzzTap(f *testing.F) {
 			if err != nil {
 				break
 			}
-			tap.Event(&ev, &tr)
+			tp.Event(&ev, &tr)
 			dst = s.Event(&ev, &sr, dst[:0])
 			for _, p := range dst {
 				if !json.Valid(p) {
@@ -49,9 +49,9 @@ func FuzzTap(f *testing.F) {
 			t.Fatal("final but not reported")
 		}
 		if sr.Usage != tr.Usage || sr.Final != tr.Final || sr.Error != tr.Error || sr.Output.String() != tr.Output.String() {
-			t.Fatalf("stream report %+v differs from tap report %+v", sr.Usage, tr.Usage)
+			t.Fatalf("stream report %+v differs from tp report %+v", sr.Usage, tr.Usage)
 		}
-		var r usage.Report
+		var r tap.Report
 		_ = BodyUsage(in, &r)
 		_, _ = Chat{}.Body(in, "id", "m", 1, &r)
 		_, _, _ = Chat{}.Request(in, "m", true)

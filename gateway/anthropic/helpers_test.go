@@ -13,7 +13,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway/fixture"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // recorded is one recorded Anthropic stream and what expected.json says.
@@ -78,9 +78,9 @@ func readEvents(t testing.TB, raw []byte) []sse.Event {
 func clone(b []byte) []byte { return append([]byte(nil), b...) }
 
 // estimator returns the tokenizer, failing the test if it cannot load.
-func estimator(t testing.TB) *usage.Estimator {
+func estimator(t testing.TB) *tap.Estimator {
 	t.Helper()
-	est, err := usage.NewEstimator()
+	est, err := tap.NewEstimator()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 )
 
 // Chat serves OpenAI chat completions (POST /v1/chat/completions) from
@@ -21,14 +20,6 @@ const APIVersion = "2023-06-01"
 // max_completion_tokens nor max_tokens: Messages requires it, OpenAI does
 // not. With thinking on, the thinking budget is added to it.
 const DefaultMaxTokens = 4096
-
-// Header sets Anthropic's authentication (x-api-key), anthropic-version
-// and the JSON content type.
-func (Chat) Header(h http.Header, apiKey string) {
-	h.Set("x-api-key", apiKey)
-	h.Set("anthropic-version", APIVersion)
-	h.Set("content-type", "application/json")
-}
 
 // chatRequest is the part of an OpenAI chat completion request that has a
 // Messages equivalent. Other fields (seed, logprobs, penalties,

@@ -141,7 +141,7 @@ func TestRequestErrors(t *testing.T) {
 
 func TestHeader(t *testing.T) {
 	h := http.Header{}
-	Chat{}.Header(h, "sk-ant-1")
+	Auth(h, "sk-ant-1")
 	if h.Get("X-Api-Key") != "sk-ant-1" || h.Get("Anthropic-Version") != "2023-06-01" || h.Get("Content-Type") != "application/json" {
 		t.Errorf("headers %v", h)
 	}

@@ -1,19 +1,13 @@
 package anthropic
 
 import (
+	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"strconv"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
-
-// ChunkStream is the gateway's chunkStream contract (gateway/protocol.go),
-// written as an unnamed interface type so that Chat's method set can match
-// the gateway's chatUpstream without this package importing gateway.
-type ChunkStream = interface {
-	Event(ev *sse.Event, r *usage.Report, dst [][]byte) [][]byte
-}
 
 // Stream translates one Anthropic Messages stream into OpenAI
 // chat.completion.chunk payloads (see Event). Chat.NewStream makes one; it
@@ -29,7 +23,7 @@ type Stream struct {
 // NewStream starts the translation of one response stream into chunks
 // carrying id, model (the model the client asked for) and created (Unix
 // seconds).
-func (Chat) NewStream(id, model string, created int64) ChunkStream {
+func (Chat) NewStream(id, model string, created int64) provider.ChunkStream {
 	p := append(make([]byte, 0, 96+len(id)+len(model)), `{"id":`...)
 	p = openai.AppendString(p, id)
 	p = append(p, `,"object":"chat.completion.chunk","created":`...)
@@ -58,7 +52,7 @@ func (Chat) NewStream(id, model string, created int64) ChunkStream {
 // Server tools (server_tool_use and their results), signatures, redacted
 // thinking, citations and compaction blocks have no OpenAI chunk form and
 // are dropped. Event never appends usage or [DONE]: the core adds those.
-func (s *Stream) Event(ev *sse.Event, r *usage.Report, dst [][]byte) [][]byte {
+func (s *Stream) Event(ev *sse.Event, r *tap.Report, dst [][]byte) [][]byte {
 	e, isErr := s.tap.observe(ev, r)
 	if isErr {
 		typ, msg := e.errorInfo()

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // chunkJSON is what the tests read back from a translated payload.
@@ -98,7 +98,7 @@ func expectTranslation(t *testing.T, events []sse.Event) translation {
 
 // translate runs events through a Stream, checks every payload's framing,
 // and returns what they add up to.
-func translate(t *testing.T, events []sse.Event, r *usage.Report) translation {
+func translate(t *testing.T, events []sse.Event, r *tap.Report) translation {
 	t.Helper()
 	var got translation
 	s := Chat{}.NewStream("chatcmpl-7", "anthropic/claude-x", 1733000000)
@@ -157,19 +157,19 @@ func translate(t *testing.T, events []sse.Event, r *usage.Report) translation {
 func TestStreamFixtures(t *testing.T) {
 	for _, rec := range recordings(t) {
 		t.Run(rec.name, func(t *testing.T) {
-			var r, tr usage.Report
+			var r, tr tap.Report
 			got := translate(t, rec.events, &r)
 			want := expectTranslation(t, rec.events)
 			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
 				t.Errorf("translation\n got %q\nwant %q", got, want)
 			}
-			var tap Tap
+			var tp Tap
 			for i := range rec.events {
-				tap.Event(&rec.events[i], &tr)
+				tp.Event(&rec.events[i], &tr)
 			}
 			if r.Usage != tr.Usage || r.Reported != tr.Reported || r.Final != tr.Final || r.Error != tr.Error ||
 				r.FinishReason != tr.FinishReason || r.ServedModel != tr.ServedModel || r.Output.String() != tr.Output.String() {
-				t.Errorf("stream report differs from the tap's: %+v vs %+v", r.Usage, tr.Usage)
+				t.Errorf("stream report differs from the tp's: %+v vs %+v", r.Usage, tr.Usage)
 			}
 		})
 	}
@@ -196,7 +196,7 @@ func TestStreamPayloads(t *testing.T) {
 		`{"error":{"message":"Over \"loaded\"","type":"overloaded_error","code":null}}`,
 	}
 	s := Chat{}.NewStream("c1", `m"x`, 5)
-	var r usage.Report
+	var r tap.Report
 	var got [][]byte
 	for i := range events {
 		got = s.Event(&events[i], &r, got)

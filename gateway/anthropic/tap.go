@@ -24,8 +24,8 @@ import (
 	"math"
 
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // Tap reads usage from one Anthropic Messages stream, as POST /v1/messages
@@ -62,12 +62,12 @@ type counts struct {
 //
 // ping, unknown events and data that is not valid JSON of the expected
 // shape are ignored; no input makes Event panic.
-func (t *Tap) Event(ev *sse.Event, r *usage.Report) { t.observe(ev, r) }
+func (t *Tap) Event(ev *sse.Event, r *tap.Report) { t.observe(ev, r) }
 
 // observe taps ev into r and returns the decoded event (nil when there is
 // none) and whether ev is an upstream error. The event is valid until the
 // next call.
-func (t *Tap) observe(ev *sse.Event, r *usage.Report) (*wireEvent, bool) {
+func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 	isErr := string(ev.Type) == "error"
 	if !ev.HasData && !isErr {
 		return nil, false
@@ -75,7 +75,7 @@ func (t *Tap) observe(ev *sse.Event, r *usage.Report) (*wireEvent, bool) {
 	if !isErr {
 		var fast bool
 		if t.buf, fast = fastDelta(ev.Data, &t.ev, t.buf); fast {
-			r.AddOutput(t.ev.Delta.output())
+			t.ev.Delta.addTo(r)
 			return &t.ev, false
 		}
 	}
@@ -125,16 +125,16 @@ func (t *Tap) observe(ev *sse.Event, r *usage.Report) (*wireEvent, bool) {
 		case "text":
 			r.AddOutput(b.Text)
 		case "thinking":
-			r.AddOutput(b.Thinking)
+			r.AddReasoning(b.Thinking)
 		}
 	case "content_block_delta":
-		r.AddOutput(e.Delta.output())
+		e.Delta.addTo(r)
 	}
 	return e, false
 }
 
 // merge lays u over the figures seen so far and renormalizes r.Usage.
-func (t *Tap) merge(u *wireUsage, r *usage.Report) {
+func (t *Tap) merge(u *wireUsage, r *tap.Report) {
 	set(&t.top.input, u.InputTokens)
 	set(&t.top.cacheWrite, u.CacheCreationInputTokens)
 	set(&t.top.cacheRead, u.CacheReadInputTokens)
@@ -157,19 +157,19 @@ func (t *Tap) merge(u *wireUsage, r *usage.Report) {
 	r.Usage = t.normalized()
 }
 
-// normalized converts the raw figures into meter.Usage. Prompt caching's
+// normalized converts the raw figures into usage.Tokens. Prompt caching's
 // input_tokens excludes cache reads and writes, so the prompt is their sum.
 // With server-side compaction the top-level figures cover only the last
 // iteration and usage.iterations[] lists every billed one, so the token
 // figures are the sums over the iterations. Reasoning is output_tokens_
 // details.thinking_tokens when sent (thinking is otherwise inside
 // output_tokens and not split out, so 0).
-func (t *Tap) normalized() meter.Usage {
+func (t *Tap) normalized() usage.Tokens {
 	c := t.top
 	if t.hasIt {
 		c.input, c.cacheWrite, c.cacheRead, c.output = t.iter.input, t.iter.cacheWrite, t.iter.cacheRead, t.iter.output
 	}
-	return meter.Usage{
+	return usage.Tokens{
 		PromptTokens:      add(add(c.input, c.cacheRead), c.cacheWrite),
 		CachedTokens:      c.cacheRead,
 		CacheWriteTokens:  c.cacheWrite,
@@ -199,7 +199,7 @@ func add(a, b int64) int64 {
 }
 
 // setError records an upstream error in r.
-func setError(r *usage.Report, typ, msg string) {
+func setError(r *tap.Report, typ, msg string) {
 	r.Error = typ + ": " + msg
 	if r.FinishReason == "" {
 		r.FinishReason = "error"
@@ -233,13 +233,13 @@ func finishReason(stop string) string {
 // when the response has usage. An error body ({"type":"error",...}) sets
 // r.Error. The text, thinking and tool calls go to r.AddOutput. It returns
 // an error, and leaves r alone, when body is not a JSON object of that shape.
-func BodyUsage(body []byte, r *usage.Report) error {
+func BodyUsage(body []byte, r *tap.Report) error {
 	_, err := bodyUsage(body, r)
 	return err
 }
 
 // bodyUsage is BodyUsage, also returning the decoded response.
-func bodyUsage(body []byte, r *usage.Report) (*wireMessage, error) {
+func bodyUsage(body []byte, r *tap.Report) (*wireMessage, error) {
 	m := new(wireMessage)
 	if err := json.Unmarshal(body, m); err != nil {
 		return nil, fmt.Errorf("anthropic response: %w", err)
@@ -265,7 +265,7 @@ func bodyUsage(body []byte, r *usage.Report) (*wireMessage, error) {
 		case "text":
 			r.AddOutput(b.Text)
 		case "thinking":
-			r.AddOutput(b.Thinking)
+			r.AddReasoning(b.Thinking)
 		case "tool_use", "server_tool_use":
 			r.AddOutput(b.Name)
 			r.AddOutput(string(b.Input))

@@ -5,8 +5,8 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway/fixture"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // TestTapFixtures replays every recorded Anthropic stream through a Tap and
@@ -15,19 +15,19 @@ func TestTapFixtures(t *testing.T) {
 	est := estimator(t)
 	for _, rec := range recordings(t) {
 		t.Run(rec.name, func(t *testing.T) {
-			var tap Tap
-			var r usage.Report
+			var tp Tap
+			var r tap.Report
 			for i := range rec.events {
-				tap.Event(&rec.events[i], &r)
+				tp.Event(&rec.events[i], &r)
 			}
 			checkResolved(t, &r, est, rec.want)
 		})
 	}
 }
 
-func checkResolved(t *testing.T, r *usage.Report, est *usage.Estimator, want fixture.Expected) {
+func checkResolved(t *testing.T, r *tap.Report, est *tap.Estimator, want fixture.Expected) {
 	t.Helper()
-	u, src := r.Resolve(est, usage.Text(""))
+	u, src := r.Resolve(est, tap.Text(""))
 	if src != want.Source {
 		t.Errorf("usage_source %q, want %q", src, want.Source)
 	}
@@ -35,21 +35,21 @@ func checkResolved(t *testing.T, r *usage.Report, est *usage.Estimator, want fix
 		t.Errorf("upstream error %v (%q), want %v", got, r.Error, want.UpstreamError)
 	}
 	switch want.Source {
-	case meter.SourceUpstream:
-		w := meter.Usage{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens,
+	case usage.SourceUpstream:
+		w := usage.Tokens{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens,
 			CacheWriteTokens: want.CacheWriteTokens, CompletionTokens: want.CompletionTokens,
 			ReasoningTokens: want.ReasoningTokens, WebSearchRequests: want.WebSearchRequests}
 		if u != w {
 			t.Errorf("usage %+v\n want %+v", u, w)
 		}
-		if u.TotalTokens() != want.TotalTokens {
-			t.Errorf("total %d, want %d", u.TotalTokens(), want.TotalTokens)
+		if u.Total() != want.TotalTokens {
+			t.Errorf("total %d, want %d", u.Total(), want.TotalTokens)
 		}
-	case meter.SourcePartial:
+	case usage.SourcePartial:
 		if u.PromptTokens != want.PromptTokens || u.CompletionTokens < want.CompletionTokensAtLeast {
 			t.Errorf("usage %+v, want prompt %d and completion >= %d", u, want.PromptTokens, want.CompletionTokensAtLeast)
 		}
-	case meter.SourceEstimated:
+	case usage.SourceEstimated:
 		if u.PromptTokens < 0 || u.CompletionTokens < 0 {
 			t.Errorf("negative estimate %+v", u)
 		}
@@ -64,35 +64,35 @@ func TestTapRules(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		events []sse.Event
-		want   meter.Usage
-		rep    usage.Report // Reported, Final, FinishReason, ServedModel, Error
+		want   usage.Tokens
+		rep    tap.Report // Reported, Final, FinishReason, ServedModel, Error
 		output string
 	}{
 		{"start opens, not final", stream(start),
-			meter.Usage{PromptTokens: 18, CachedTokens: 5, CacheWriteTokens: 3, CompletionTokens: 2},
-			usage.Report{Reported: true, ServedModel: "claude-x"}, ""},
+			usage.Tokens{PromptTokens: 18, CachedTokens: 5, CacheWriteTokens: 3, CompletionTokens: 2},
+			tap.Report{Reported: true, ServedModel: "claude-x"}, ""},
 		{"delta overrides, never adds", stream(start,
 			`message_delta: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"input_tokens":20,"cache_read_input_tokens":0,"output_tokens":7}}`),
-			meter.Usage{PromptTokens: 23, CachedTokens: 0, CacheWriteTokens: 3, CompletionTokens: 7},
-			usage.Report{Reported: true, Final: true, FinishReason: "stop", ServedModel: "claude-x"}, ""},
+			usage.Tokens{PromptTokens: 23, CachedTokens: 0, CacheWriteTokens: 3, CompletionTokens: 7},
+			tap.Report{Reported: true, Final: true, FinishReason: "stop", ServedModel: "claude-x"}, ""},
 		{"legacy delta: output only", stream(start,
 			`message_delta: {"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":9}}`),
-			meter.Usage{PromptTokens: 18, CachedTokens: 5, CacheWriteTokens: 3, CompletionTokens: 9},
-			usage.Report{Reported: true, Final: true, FinishReason: "length", ServedModel: "claude-x"}, ""},
+			usage.Tokens{PromptTokens: 18, CachedTokens: 5, CacheWriteTokens: 3, CompletionTokens: 9},
+			tap.Report{Reported: true, Final: true, FinishReason: "length", ServedModel: "claude-x"}, ""},
 		{"iterations summed, thinking and web search", stream(start,
 			`data:{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"input_tokens":1,"output_tokens":4,"output_tokens_details":{"thinking_tokens":2},"server_tool_use":{"web_search_requests":3},"iterations":[{"input_tokens":100,"output_tokens":50,"cache_read_input_tokens":7,"type":"compaction"},{"input_tokens":1,"output_tokens":4,"cache_creation_input_tokens":2,"type":"message"}]}}`),
-			meter.Usage{PromptTokens: 110, CachedTokens: 7, CacheWriteTokens: 2, CompletionTokens: 54, ReasoningTokens: 2, WebSearchRequests: 3},
-			usage.Report{Reported: true, Final: true, FinishReason: "tool_calls", ServedModel: "claude-x"}, ""},
+			usage.Tokens{PromptTokens: 110, CachedTokens: 7, CacheWriteTokens: 2, CompletionTokens: 54, ReasoningTokens: 2, WebSearchRequests: 3},
+			tap.Report{Reported: true, Final: true, FinishReason: "tool_calls", ServedModel: "claude-x"}, ""},
 		{"error before start", stream(`error: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
-			meter.Usage{}, usage.Report{FinishReason: "error", Error: "overloaded_error: Overloaded"}, ""},
+			usage.Tokens{}, tap.Report{FinishReason: "error", Error: "overloaded_error: Overloaded"}, ""},
 		{"error data without event line, after stop", stream(start,
 			`message_delta: {"type":"message_delta","delta":{"stop_reason":"refusal"},"usage":{"output_tokens":3}}`,
 			`data:{"type":"error","error":"odd"}`),
-			meter.Usage{PromptTokens: 18, CachedTokens: 5, CacheWriteTokens: 3, CompletionTokens: 3},
-			usage.Report{Reported: true, Final: true, FinishReason: "content_filter", ServedModel: "claude-x",
+			usage.Tokens{PromptTokens: 18, CachedTokens: 5, CacheWriteTokens: 3, CompletionTokens: 3},
+			tap.Report{Reported: true, Final: true, FinishReason: "content_filter", ServedModel: "claude-x",
 				Error: "api_error: upstream sent an error event"}, ""},
-		{"unreadable error event", stream(`error: {oops`), meter.Usage{},
-			usage.Report{FinishReason: "error", Error: "api_error: upstream sent an error event"}, ""},
+		{"unreadable error event", stream(`error: {oops`), usage.Tokens{},
+			tap.Report{FinishReason: "error", Error: "api_error: upstream sent an error event"}, ""},
 		{"output text for estimates", stream(start,
 			`content_block_start: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"get"}}`,
 			`content_block_delta: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}`,
@@ -101,18 +101,18 @@ func TestTapRules(t *testing.T) {
 			`content_block_delta: {"type":"content_block_delta","index":2,"delta":{"type":"signature_delta","signature":"SIG"}}`,
 			`ping: {"type": "ping"}`, `whatever: {"type":"future_event"}`, `content_block_delta: not json`,
 			`message_delta: {"type":"message_delta","usage":{"output_tokens":-5,"input_tokens":"x"}}`),
-			meter.Usage{PromptTokens: 18, CachedTokens: 5, CacheWriteTokens: 3, CompletionTokens: 2},
-			usage.Report{Reported: true, ServedModel: "claude-x"}, `get{"a":1}Hihm`},
+			usage.Tokens{PromptTokens: 18, CachedTokens: 5, CacheWriteTokens: 3, CompletionTokens: 2},
+			tap.Report{Reported: true, ServedModel: "claude-x"}, `get{"a":1}Hihm`},
 		{"negative figures ignored", stream(start,
 			`message_delta: {"type":"message_delta","usage":{"output_tokens":-5,"input_tokens":null}}`),
-			meter.Usage{PromptTokens: 18, CachedTokens: 5, CacheWriteTokens: 3, CompletionTokens: 2},
-			usage.Report{Reported: true, Final: true, ServedModel: "claude-x"}, ""},
+			usage.Tokens{PromptTokens: 18, CachedTokens: 5, CacheWriteTokens: 3, CompletionTokens: 2},
+			tap.Report{Reported: true, Final: true, ServedModel: "claude-x"}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var tap Tap
-			var r usage.Report
+			var tp Tap
+			var r tap.Report
 			for i := range c.events {
-				tap.Event(&c.events[i], &r)
+				tp.Event(&c.events[i], &r)
 			}
 			if r.Usage != c.want {
 				t.Errorf("usage %+v\n want %+v", r.Usage, c.want)

@@ -1,6 +1,10 @@
 package anthropic
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+)
 
 // The Messages API's response shapes, as far as the gateway reads them
 // (Messages and Streaming Messages in Anthropic's API reference). Fields the
@@ -68,6 +72,15 @@ type wireDelta struct {
 // text, the thinking, the tool input JSON fragment, or the compaction
 // summary (billed output of the compaction iteration). Signatures and
 // citations are not output text.
+// addTo records the delta's text in r: thinking as reasoning shown.
+func (d *wireDelta) addTo(r *tap.Report) {
+	if d.Type == "thinking_delta" {
+		r.AddReasoning(d.Thinking)
+		return
+	}
+	r.AddOutput(d.output())
+}
+
 func (d *wireDelta) output() string {
 	switch d.Type {
 	case "text_delta":

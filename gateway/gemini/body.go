@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // completion is OpenAI's chat.completion object as Body writes it.
@@ -46,7 +46,7 @@ type choiceOut struct {
 // usage is OpenAI's usage object of the normalized figures, and is left out
 // when the response reported none. An error body returns an error (after
 // setting r.Error), and a body that is not a response ErrNoResponse.
-func (Chat) Body(body []byte, id, model string, created int64, r *usage.Report) ([]byte, error) {
+func (Chat) Body(body []byte, id, model string, created int64, r *tap.Report) ([]byte, error) {
 	resps, err := tapBody(body, r)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 func TestBody(t *testing.T) {
@@ -34,7 +34,7 @@ func TestBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var r usage.Report
+			var r tap.Report
 			got, err := Chat{}.Body([]byte(tt.in), "chatcmpl-1", "gemini-test", 1700000000, &r)
 			if err != nil {
 				t.Fatal(err)
@@ -50,12 +50,12 @@ func TestBody(t *testing.T) {
 }
 
 func TestBodyErrors(t *testing.T) {
-	var r usage.Report
+	var r tap.Report
 	_, err := Chat{}.Body([]byte(`{"error":{"code":400,"message":"bad key","status":"INVALID_ARGUMENT"}}`), "i", "m", 1, &r)
 	if err == nil || !strings.Contains(err.Error(), "bad key") || r.FinishReason != "error" {
 		t.Errorf("error body: %v, finish %q", err, r.FinishReason)
 	}
-	if _, err := (Chat{}).Body([]byte("<html>"), "i", "m", 1, &usage.Report{}); err != ErrNoResponse {
+	if _, err := (Chat{}).Body([]byte("<html>"), "i", "m", 1, &tap.Report{}); err != ErrNoResponse {
 		t.Errorf("not JSON: %v", err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // FuzzTap feeds arbitrary streams, seeded with the recordings, to Tap, to
@@ -28,12 +28,11 @@ func FuzzTap(f *testing.F) {
 	f.Add([]byte("data: {\"error\":{\"code\":\"x\",\"message\":1}}\n\n{\n\n\"error\":[]}\n"))
 	f.Add([]byte(`data: [{"candidates":[{"index":-3,"content":{"parts":[{"functionCall":{"name":"f","args":[1]}}]},"finishReason":"STOP"}]}]`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		var tap Tap
-		slowTap := Tap{slow: true}
+		var tp Tap
+		var slowTap Tap
 		s := Chat{}.NewStream("id", "m", 1)
 		slow := Chat{}.NewStream("id", "m", 1).(*Stream)
-		slow.tap.slow = true
-		rt, rs, rst, rss := new(usage.Report), new(usage.Report), new(usage.Report), new(usage.Report)
+		rt, rs, rst, rss := new(tap.Report), new(tap.Report), new(tap.Report), new(tap.Report)
 		var out, slowOut [][]byte
 		rd := sse.NewReader(bytes.NewReader(in))
 		for {
@@ -44,10 +43,10 @@ func FuzzTap(f *testing.F) {
 			if err != nil {
 				t.Skip(err)
 			}
-			tap.Event(&ev, rt)
-			slowTap.Event(&ev, rst)
+			tp.Event(&ev, rt)
+			slowTap.event(&ev, rst, false)
 			out = s.Event(&ev, rs, out[:0])
-			slowOut = slow.Event(&ev, rss, slowOut[:0])
+			slowOut = slow.event(&ev, rss, slowOut[:0], false)
 			for _, p := range out {
 				if !json.Valid(p) {
 					t.Fatalf("chunk is not JSON: %s", p)
@@ -72,7 +71,7 @@ func FuzzTap(f *testing.F) {
 				t.Fatalf("%q is unfit for the ledger", s)
 			}
 		}
-		var rb usage.Report
+		var rb tap.Report
 		if body, err := (Chat{}).Body(in, "id", "m", 1, &rb); err == nil && !json.Valid(body) {
 			t.Fatalf("body is not JSON: %s", body)
 		}
@@ -118,14 +117,14 @@ func benchTap(b *testing.B, slow bool) {
 	b.ReportAllocs()
 	for b.Loop() {
 		rd.Reset(bytes.NewReader(stream))
-		t := Tap{slow: slow}
-		var r usage.Report
+		var t Tap
+		var r tap.Report
 		for {
 			ev, err := rd.Next()
 			if err != nil {
 				break
 			}
-			t.Event(&ev, &r)
+			t.event(&ev, &r, !slow)
 		}
 		if !r.Final {
 			b.Fatal("not final")
@@ -144,14 +143,13 @@ func benchStream(b *testing.B, slow bool) {
 	for b.Loop() {
 		rd.Reset(bytes.NewReader(stream))
 		s := Chat{}.NewStream("chatcmpl-1", "gemini-2.5-pro", 1700000000).(*Stream)
-		s.tap.slow = slow
-		var r usage.Report
+		var r tap.Report
 		for {
 			ev, err := rd.Next()
 			if err != nil {
 				break
 			}
-			out = s.Event(&ev, &r, out[:0])
+			out = s.event(&ev, &r, out[:0], !slow)
 		}
 	}
 }

@@ -35,7 +35,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // response is the part of a GenerateContentResponse (one stream chunk, or a
@@ -90,8 +90,8 @@ type usageMetadata struct {
 // candidatesTokenCount + thoughtsTokenCount; reasoning = thoughtsTokenCount.
 // Negative counts (never sent by Google) are taken as zero so that the event
 // stays valid, and sums saturate instead of overflowing.
-func (u *usageMetadata) meter() meter.Usage {
-	return meter.Usage{
+func (u *usageMetadata) meter() usage.Tokens {
+	return usage.Tokens{
 		PromptTokens:     sum(u.PromptTokenCount, u.ToolUsePromptTokenCount),
 		CachedTokens:     max(u.CachedContentTokenCount, 0),
 		CompletionTokens: sum(u.CandidatesTokenCount, u.ThoughtsTokenCount),

@@ -5,37 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/gateway/fixture"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
-)
-
-// The gateway's contracts (gateway/protocol.go), restated: Chat, Tap and
-// Stream must satisfy them without this package importing gateway.
-type (
-	streamTap interface {
-		Event(ev *sse.Event, r *usage.Report)
-	}
-	chunkStream = interface {
-		Event(*sse.Event, *usage.Report, [][]byte) [][]byte
-	}
-	chatUpstream interface {
-		Request(body []byte, upstreamModel string, stream bool) (path string, upBody []byte, err error)
-		Header(h http.Header, apiKey string)
-		NewStream(id, model string, created int64) chunkStream
-		Body(body []byte, id, model string, created int64, r *usage.Report) ([]byte, error)
-	}
-)
-
-var (
-	_ streamTap    = (*Tap)(nil)
-	_ chunkStream  = (*Stream)(nil)
-	_ chatUpstream = Chat{}
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // geminiFixtures returns the fixture folder, expected.json and the recorded
@@ -86,28 +62,28 @@ func events(tb testing.TB, stream []byte, fn func(ev *sse.Event)) {
 }
 
 // tapStream runs stream through a Tap.
-func tapStream(tb testing.TB, stream []byte) *usage.Report {
+func tapStream(tb testing.TB, stream []byte) *tap.Report {
 	tb.Helper()
 	var t Tap
-	r := new(usage.Report)
+	r := new(tap.Report)
 	events(tb, stream, func(ev *sse.Event) { t.Event(ev, r) })
 	return r
 }
 
 // translateStream runs stream through Chat.NewStream, returning the
 // payloads and the report.
-func translateStream(tb testing.TB, stream []byte) ([][]byte, *usage.Report) {
+func translateStream(tb testing.TB, stream []byte) ([][]byte, *tap.Report) {
 	tb.Helper()
 	s := Chat{}.NewStream("chatcmpl-1", "gemini-test", 1700000000)
-	r := new(usage.Report)
+	r := new(tap.Report)
 	var out [][]byte
 	events(tb, stream, func(ev *sse.Event) { out = s.Event(ev, r, out) })
 	return out, r
 }
 
-func estimator(tb testing.TB) *usage.Estimator {
+func estimator(tb testing.TB) *tap.Estimator {
 	tb.Helper()
-	est, err := usage.NewEstimator()
+	est, err := tap.NewEstimator()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 )
@@ -13,15 +12,6 @@ import (
 // Chat translates OpenAI chat completions to and from the Gemini API: it is
 // the gateway's chatUpstream for Gemini providers. The zero Chat is ready.
 type Chat struct{}
-
-// Header sets Gemini's API key header (x-goog-api-key) and the JSON content
-// type. An empty apiKey sets no key header.
-func (Chat) Header(h http.Header, apiKey string) {
-	if apiKey != "" {
-		h.Set("x-goog-api-key", apiKey)
-	}
-	h.Set("Content-Type", "application/json")
-}
 
 // genRequest is the GenerateContentRequest body the translation produces.
 type genRequest struct {

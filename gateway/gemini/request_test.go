@@ -161,7 +161,7 @@ func TestRequestErrors(t *testing.T) {
 
 func TestHeader(t *testing.T) {
 	h := http.Header{}
-	Chat{}.Header(h, "k")
+	Auth(h, "k")
 	if h.Get("x-goog-api-key") != "k" || h.Get("Content-Type") != "application/json" || h.Get("Authorization") != "" {
 		t.Errorf("header %v", h)
 	}

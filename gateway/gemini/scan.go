@@ -3,7 +3,7 @@ package gemini
 import (
 	"bytes"
 
-	"github.com/tollgate-dev/tollgate/gateway/jsonscan"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // Every chunk of a stream is a whole GenerateContentResponse, usage

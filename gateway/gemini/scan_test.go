@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // fixtureChunks returns the data of every event of the recorded Gemini
@@ -149,17 +149,17 @@ func TestScanFallback(t *testing.T) {
 }
 
 // sameReport compares what a Tap records.
-func sameReport(a, b *usage.Report) bool {
+func sameReport(a, b *tap.Report) bool {
 	return a.Usage == b.Usage && a.Reported == b.Reported && a.Final == b.Final && a.Error == b.Error &&
 		a.FinishReason == b.FinishReason && a.ServedModel == b.ServedModel && a.Output.String() == b.Output.String()
 }
 
 // slowTapStream is tapStream through encoding/json only.
-func slowTapStream(tb testing.TB, stream []byte) *usage.Report {
+func slowTapStream(tb testing.TB, stream []byte) *tap.Report {
 	tb.Helper()
-	t := Tap{slow: true}
-	r := new(usage.Report)
-	events(tb, stream, func(ev *sse.Event) { t.Event(ev, r) })
+	var t Tap
+	r := new(tap.Report)
+	events(tb, stream, func(ev *sse.Event) { t.event(ev, r, false) })
 	return r
 }
 

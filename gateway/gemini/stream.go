@@ -3,25 +3,19 @@ package gemini
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"strconv"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
-
-// ChunkStream is the gateway's chunkStream contract (gateway/protocol.go),
-// written as an unnamed interface type so that Chat's method set can match
-// the gateway's chatUpstream without this package importing gateway.
-type ChunkStream = interface {
-	Event(ev *sse.Event, r *usage.Report, dst [][]byte) [][]byte
-}
 
 // NewStream starts the translation of one streamGenerateContent?alt=sse
 // response into chat.completion.chunk payloads carrying id, model (the
 // model the client asked for) and created (Unix seconds). The result is a
 // *Stream; see Stream.Event.
-func (Chat) NewStream(id, model string, created int64) ChunkStream {
+func (Chat) NewStream(id, model string, created int64) provider.ChunkStream {
 	p := []byte(`{"id":`)
 	p = openai.AppendString(p, id)
 	p = append(p, `,"object":"chat.completion.chunk","created":`...)
@@ -68,11 +62,16 @@ type choiceState struct {
 //     type "upstream_error" and code Gemini's status (such as "CANCELLED").
 //
 // It never appends usage chunks or [DONE]; the core adds those.
-func (s *Stream) Event(ev *sse.Event, r *usage.Report, dst [][]byte) [][]byte {
+func (s *Stream) Event(ev *sse.Event, r *tap.Report, dst [][]byte) [][]byte {
+	return s.event(ev, r, dst, true)
+}
+
+// event is Event, its chunks read through the fast scanner or not.
+func (s *Stream) event(ev *sse.Event, r *tap.Report, dst [][]byte, fast bool) [][]byte {
 	t := &s.tap
 	t.payloads = t.collect(ev, t.payloads[:0])
 	for _, p := range t.payloads {
-		t.decode(p)
+		t.decode(p, fast)
 		for i := range t.resps {
 			resp := &t.resps[i]
 			t.observe(resp, r)

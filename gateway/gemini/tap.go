@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // maxRaw bounds the raw (not data:-framed) body a Tap accumulates while
@@ -14,7 +14,7 @@ import (
 const maxRaw = 32 << 10
 
 // Tap reads usage from a streamGenerateContent?alt=sse stream, event by
-// event, into a usage.Report:
+// event, into a tap.Report:
 //
 //   - usageMetadata (on every chunk, cumulative) replaces r.Usage as a whole,
 //     normalized as described in the package documentation; r.Reported is
@@ -42,14 +42,16 @@ type Tap struct {
 	payloads [][]byte
 	resps    []response
 	scan     scanner
-	slow     bool // decode every chunk with encoding/json (benchmarks, tests)
 }
 
 // Event taps one SSE event of the stream into r.
-func (t *Tap) Event(ev *sse.Event, r *usage.Report) {
+func (t *Tap) Event(ev *sse.Event, r *tap.Report) { t.event(ev, r, true) }
+
+// event is Event, its chunks read through the fast scanner or not.
+func (t *Tap) event(ev *sse.Event, r *tap.Report, fast bool) {
 	t.payloads = t.collect(ev, t.payloads[:0])
 	for _, p := range t.payloads {
-		t.decode(p)
+		t.decode(p, fast)
 		for i := range t.resps {
 			t.observe(&t.resps[i], r)
 		}
@@ -57,12 +59,13 @@ func (t *Tap) Event(ev *sse.Event, r *usage.Report) {
 	t.release()
 }
 
-// decode sets t.resps to the responses p holds: through t.scan when it
-// can read p, which is nearly always a single chunk, else through decode.
-// They are valid until the next call, or until release.
-func (t *Tap) decode(p []byte) {
+// decode sets t.resps to the responses p holds: with fast, through t.scan
+// when it can read p, which is nearly always a single chunk; else through
+// decode (encoding/json: what tests compare the fast path with). They are
+// valid until the next call, or until release.
+func (t *Tap) decode(p []byte, fast bool) {
 	t.resps = t.resps[:0]
-	if b := bytes.TrimSpace(p); !t.slow && len(b) > 0 && b[0] == '{' {
+	if b := bytes.TrimSpace(p); fast && len(b) > 0 && b[0] == '{' {
 		t.resps = append(t.resps, response{})
 		if t.scan.response(b, &t.resps[0]) {
 			return
@@ -119,7 +122,7 @@ func (t *Tap) collect(ev *sse.Event, dst [][]byte) [][]byte {
 }
 
 // observe taps one decoded response into r.
-func (t *Tap) observe(resp *response, r *usage.Report) {
+func (t *Tap) observe(resp *response, r *tap.Report) {
 	if resp.ModelVersion != "" && resp.ModelVersion != r.ServedModel {
 		r.ServedModel = clean(resp.ModelVersion, 200)
 	}
@@ -128,7 +131,11 @@ func (t *Tap) observe(resp *response, r *usage.Report) {
 		c := &resp.Candidates[i]
 		for j := range c.Content.Parts {
 			p := &c.Content.Parts[j]
-			r.AddOutput(p.Text)
+			if p.Thought {
+				r.AddReasoning(p.Text)
+			} else {
+				r.AddOutput(p.Text)
+			}
 			if fc := p.FunctionCall; fc != nil {
 				t.calls = true
 				r.AddOutput(fc.Name)
@@ -168,13 +175,13 @@ var ErrNoResponse = errors.New("gemini: body is not a GenerateContentResponse")
 // so its usageMetadata is final even without a finishReason. An error body
 // ({"error":{...}}) sets r.Error and r.FinishReason "error" and returns nil.
 // It returns ErrNoResponse when body is not a JSON object or array.
-func BodyUsage(body []byte, r *usage.Report) error {
+func BodyUsage(body []byte, r *tap.Report) error {
 	_, err := tapBody(body, r)
 	return err
 }
 
 // tapBody decodes a whole body, taps it into r and returns its responses.
-func tapBody(body []byte, r *usage.Report) ([]response, error) {
+func tapBody(body []byte, r *tap.Report) ([]response, error) {
 	resps := decode(body, nil)
 	if len(resps) == 0 {
 		return nil, ErrNoResponse

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/gateway/usage"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // TestTapFixtures replays every recorded Gemini stream through Tap and
@@ -20,7 +20,7 @@ func TestTapFixtures(t *testing.T) {
 				t.Fatalf("expected.json has no entry for %s", name)
 			}
 			r := tapStream(t, readFixture(t, dir, name))
-			got, source := r.Resolve(est, usage.Text(""))
+			got, source := r.Resolve(est, tap.Text(""))
 			if source != want.Source {
 				t.Fatalf("usage_source %q, want %q", source, want.Source)
 			}
@@ -28,14 +28,14 @@ func TestTapFixtures(t *testing.T) {
 				t.Errorf("error %q, want upstream_error=%v", r.Error, want.UpstreamError)
 			}
 			switch source {
-			case meter.SourceUpstream:
-				wantU := meter.Usage{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens,
+			case usage.SourceUpstream:
+				wantU := usage.Tokens{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens,
 					CacheWriteTokens: want.CacheWriteTokens, CompletionTokens: want.CompletionTokens,
 					ReasoningTokens: want.ReasoningTokens}
-				if got != wantU || got.TotalTokens() != want.TotalTokens {
-					t.Errorf("usage %+v (total %d), want %+v (total %d)", got, got.TotalTokens(), wantU, want.TotalTokens)
+				if got != wantU || got.Total() != want.TotalTokens {
+					t.Errorf("usage %+v (total %d), want %+v (total %d)", got, got.Total(), wantU, want.TotalTokens)
 				}
-			case meter.SourceEstimated:
+			case usage.SourceEstimated:
 				if got.PromptTokens < 0 || got.CompletionTokens < 0 || got.CompletionTokens == 0 {
 					t.Errorf("estimate %+v: want non-negative, with the streamed output counted", got)
 				}
@@ -66,11 +66,11 @@ func TestTapFixtureDetails(t *testing.T) {
 // recorded response that has it: a subset of prompt_tokens.
 func TestBodyUsageImplicitCaching(t *testing.T) {
 	dir, _, _ := geminiFixtures(t)
-	var r usage.Report
+	var r tap.Report
 	if err := BodyUsage(readFixture(t, dir, "gemini/NONSTREAM-unary-implicit-caching.json"), &r); err != nil {
 		t.Fatal(err)
 	}
-	want := meter.Usage{PromptTokens: 12013, CachedTokens: 11243, CompletionTokens: 15 + 73, ReasoningTokens: 73}
+	want := usage.Tokens{PromptTokens: 12013, CachedTokens: 11243, CompletionTokens: 15 + 73, ReasoningTokens: 73}
 	if r.Usage != want || !r.Final || r.FinishReason != "stop" || r.ServedModel != "gemini-2.5-flash" {
 		t.Errorf("got %+v final %v finish %q model %q, want %+v", r.Usage, r.Final, r.FinishReason, r.ServedModel, want)
 	}
@@ -83,63 +83,63 @@ func TestTap(t *testing.T) {
 	const fin = `"candidates":[{"content":{"parts":[{"text":"x"}]},"finishReason":`
 	tests := []struct {
 		name, stream string
-		want         meter.Usage
+		want         usage.Tokens
 		reported     bool
 		final        bool
 		finish, err  string
 	}{
 		{"tool use prompt is input",
 			`data: {` + fin + `"STOP"}],"usageMetadata":{"promptTokenCount":10,"toolUsePromptTokenCount":5,"candidatesTokenCount":3,"thoughtsTokenCount":2,"cachedContentTokenCount":4}}` + "\n\n",
-			meter.Usage{PromptTokens: 15, CachedTokens: 4, CompletionTokens: 5, ReasoningTokens: 2}, true, true, "stop", ""},
+			usage.Tokens{PromptTokens: 15, CachedTokens: 4, CompletionTokens: 5, ReasoningTokens: 2}, true, true, "stop", ""},
 		{"last usage wins, not the sum nor the max",
 			"data: {\"usageMetadata\":{\"promptTokenCount\":20,\"candidatesTokenCount\":9}}\n\ndata: {" + fin + `"MAX_TOKENS"}],"usageMetadata":{"promptTokenCount":18,"candidatesTokenCount":7}}` + "\n\n",
-			meter.Usage{PromptTokens: 18, CompletionTokens: 7}, true, true, "length", ""},
+			usage.Tokens{PromptTokens: 18, CompletionTokens: 7}, true, true, "length", ""},
 		{"usage without finish is not final",
 			"data: {\"usageMetadata\":{\"promptTokenCount\":2}}\n\n",
-			meter.Usage{PromptTokens: 2}, true, false, "", ""},
+			usage.Tokens{PromptTokens: 2}, true, false, "", ""},
 		{"finish without usage, then usage: final",
 			"data: {" + fin + "\"SAFETY\"}]}\n\ndata: {\"usageMetadata\":{\"promptTokenCount\":2,\"candidatesTokenCount\":1}}\n\n",
-			meter.Usage{PromptTokens: 2, CompletionTokens: 1}, true, true, "content_filter", ""},
+			usage.Tokens{PromptTokens: 2, CompletionTokens: 1}, true, true, "content_filter", ""},
 		{"blocked prompt",
 			`data: {"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":7}}` + "\n\n",
-			meter.Usage{PromptTokens: 7}, true, true, "content_filter", ""},
+			usage.Tokens{PromptTokens: 7}, true, true, "content_filter", ""},
 		{"unknown finish reason",
 			"data: {" + fin + `"MALFORMED_FUNCTION_CALL"}],"usageMetadata":{"promptTokenCount":1}}` + "\n\n",
-			meter.Usage{PromptTokens: 1}, true, true, "stop", ""},
+			usage.Tokens{PromptTokens: 1}, true, true, "stop", ""},
 		{"negative counts are zero",
 			"data: {" + fin + `"STOP"}],"usageMetadata":{"promptTokenCount":-1,"candidatesTokenCount":-5,"thoughtsTokenCount":9223372036854775807,"toolUsePromptTokenCount":3}}` + "\n\n",
-			meter.Usage{PromptTokens: 3, CompletionTokens: 9223372036854775807, ReasoningTokens: 9223372036854775807}, true, true, "stop", ""},
+			usage.Tokens{PromptTokens: 3, CompletionTokens: 9223372036854775807, ReasoningTokens: 9223372036854775807}, true, true, "stop", ""},
 		{"error data frame",
 			"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}]}\n\n" +
 				`data: {"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}` + "\n\n",
-			meter.Usage{}, false, false, "error", "gemini error 429 RESOURCE_EXHAUSTED: Resource has been exhausted"},
+			usage.Tokens{}, false, false, "error", "gemini error 429 RESOURCE_EXHAUSTED: Resource has been exhausted"},
 		{"raw one-line error body",
 			`{"error":{"code":500,"message":"Internal error encountered.","status":"INTERNAL"}}` + "\n",
-			meter.Usage{}, false, false, "error", "gemini error 500 INTERNAL: Internal error encountered."},
+			usage.Tokens{}, false, false, "error", "gemini error 500 INTERNAL: Internal error encountered."},
 		{"raw error body split by a blank line, after a status line",
 			"HTTP/1.1 503\n{\n\n  \"error\": {\"code\": \"503\", \"message\": \"overloaded\"}\n}\n",
-			meter.Usage{}, false, false, "error", "gemini error 503: overloaded"},
+			usage.Tokens{}, false, false, "error", "gemini error 503: overloaded"},
 		{"error text fit for the ledger: no NUL, valid UTF-8",
 			"data: {\"error\":{\"code\":\"\xff\",\"message\":\"a\\u0000b\"}}\n\n",
-			meter.Usage{}, false, false, "error", "gemini error \uFFFD: ab"},
+			usage.Tokens{}, false, false, "error", "gemini error \uFFFD: ab"},
 		{"a broken raw body does not hide the next one",
 			"{\"error\": {\"code\": 500,\n\n" + `{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}` + "\n",
-			meter.Usage{}, false, false, "error", "gemini error 503 UNAVAILABLE: overloaded"},
+			usage.Tokens{}, false, false, "error", "gemini error 503 UNAVAILABLE: overloaded"},
 		{"a raw pretty-printed array of responses (alt=sse ignored)",
 			"[{\n  \"usageMetadata\": {\"promptTokenCount\": 2}\n}\n,\r\n{\n  " + fin + `"STOP"}],` + "\n  \"usageMetadata\": {\"promptTokenCount\": 2, \"candidatesTokenCount\": 1}\n}\n]",
-			meter.Usage{PromptTokens: 2, CompletionTokens: 1}, true, true, "stop", ""},
+			usage.Tokens{PromptTokens: 2, CompletionTokens: 1}, true, true, "stop", ""},
 		{"error that is not an object",
 			`data: {"error":"quota"}` + "\n\n",
-			meter.Usage{}, false, false, "error", `gemini error: "quota"`},
+			usage.Tokens{}, false, false, "error", `gemini error: "quota"`},
 		{"error after final usage keeps the usage",
 			"data: {" + fin + `"STOP"}],"usageMetadata":{"promptTokenCount":1}}` + "\n\n" + `data: {"error":{"message":"late"}}` + "\n\n",
-			meter.Usage{PromptTokens: 1}, true, true, "error", "gemini error: late"},
+			usage.Tokens{PromptTokens: 1}, true, true, "error", "gemini error: late"},
 		{"an array of responses in one frame",
 			"data: [{\"usageMetadata\":{\"promptTokenCount\":3}},{" + fin + `"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2}}]` + "\n\n",
-			meter.Usage{PromptTokens: 3, CompletionTokens: 2}, true, true, "stop", ""},
+			usage.Tokens{PromptTokens: 3, CompletionTokens: 2}, true, true, "stop", ""},
 		{"garbage and [DONE] are ignored",
 			"data: not json\n\ndata: [DONE]\n\n: keep-alive\n\nevent: ping\ndata: {\"usageMetadata\":\"wrong type\",\"modelVersion\":\"m\"}\n\n",
-			meter.Usage{}, false, false, "", ""},
+			usage.Tokens{}, false, false, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,22 +153,22 @@ func TestTap(t *testing.T) {
 }
 
 func TestBodyUsage(t *testing.T) {
-	var r usage.Report
+	var r tap.Report
 	array := `[{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"usageMetadata":{"promptTokenCount":4}},
 	  {"candidates":[{"content":{"parts":[{"text":"b"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":2}}]`
 	if err := BodyUsage([]byte(array), &r); err != nil || r.Usage.CompletionTokens != 2 || !r.Final || r.Output.String() != "ab" {
 		t.Errorf("array: %v %+v final %v output %q", err, r.Usage, r.Final, r.Output.String())
 	}
-	r = usage.Report{}
+	r = tap.Report{}
 	if err := BodyUsage([]byte(`{"usageMetadata":{"promptTokenCount":4}}`), &r); err != nil || !r.Final {
 		t.Errorf("a whole response's usage is final: %v %v", err, r.Final)
 	}
-	r = usage.Report{}
+	r = tap.Report{}
 	if err := BodyUsage([]byte(`{"error":{"code":400,"message":"bad","status":"INVALID_ARGUMENT"}}`), &r); err != nil || r.FinishReason != "error" || r.Error == "" {
 		t.Errorf("error body: %v %q %q", err, r.FinishReason, r.Error)
 	}
 	for _, bad := range []string{"", "null", "42", "[]", "{", "<html>"} {
-		if err := BodyUsage([]byte(bad), &usage.Report{}); err != ErrNoResponse {
+		if err := BodyUsage([]byte(bad), &tap.Report{}); err != ErrNoResponse {
 			t.Errorf("BodyUsage(%q) = %v, want ErrNoResponse", bad, err)
 		}
 	}

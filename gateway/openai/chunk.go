@@ -1,6 +1,6 @@
 // Package openai reads usage from OpenAI Chat Completions responses, streamed
 // (chat.completion.chunk) and not, as OpenAI and OpenAI-compatible upstreams
-// send them, and normalizes it into meter.Usage.
+// send them, and normalizes it into usage.Tokens.
 //
 // Source: OpenAI's API reference, "The chat completion chunk object" and
 // "The chat completion object" (fields usage.prompt_tokens,
@@ -13,7 +13,7 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // Usage is OpenAI's usage object. Fields some compatible upstreams add
@@ -34,8 +34,8 @@ type Usage struct {
 // Meter converts u into normalized usage. OpenAI's prompt_tokens already
 // includes cached tokens, and completion_tokens includes reasoning tokens,
 // so the figures carry over as they are.
-func (u *Usage) Meter() meter.Usage {
-	m := meter.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+func (u *Usage) Meter() usage.Tokens {
+	m := usage.Tokens{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
 	if d := u.PromptTokensDetails; d != nil {
 		m.CachedTokens, m.CacheWriteTokens = d.CachedTokens, d.CacheWriteTokens
 	}
@@ -125,8 +125,8 @@ type usageJSON struct {
 // prompt_tokens, completion_tokens, total_tokens,
 // prompt_tokens_details.cached_tokens (and cache_write_tokens when not
 // zero), completion_tokens_details.reasoning_tokens.
-func AppendUsage(dst []byte, u meter.Usage) []byte {
-	j := usageJSON{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens()}
+func AppendUsage(dst []byte, u usage.Tokens) []byte {
+	j := usageJSON{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total()}
 	j.PromptTokensDetails.CachedTokens = u.CachedTokens
 	j.PromptTokensDetails.CacheWriteTokens = u.CacheWriteTokens
 	j.CompletionTokensDetails.ReasoningTokens = u.ReasoningTokens
@@ -136,7 +136,7 @@ func AppendUsage(dst []byte, u meter.Usage) []byte {
 
 // AppendUsageChunk appends OpenAI's include_usage chunk, with "choices":[]
 // and the usage, to dst.
-func AppendUsageChunk(dst []byte, id, model string, created int64, u meter.Usage) []byte {
+func AppendUsageChunk(dst []byte, id, model string, created int64, u usage.Tokens) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = AppendString(dst, id)
 	dst = append(dst, `,"object":"chat.completion.chunk","created":`...)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway/fixture"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // FuzzTaps feeds arbitrary streams to the chat and Responses taps: usage
@@ -32,8 +32,8 @@ func FuzzTaps(f *testing.F) {
 	f.Add([]byte("data: {\"usage\":{\"prompt_tokens\":1e99}}\n\n"))
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[null]}}],\"usage\":null}\n\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var r, rr usage.Report
-		var tap ChatTap
+		var r, rr tap.Report
+		var tp ChatTap
 		rd := sse.NewReader(bytes.NewReader(b))
 		for {
 			ev, err := rd.Next()
@@ -41,7 +41,7 @@ func FuzzTaps(f *testing.F) {
 				break
 			}
 			if c, err := ParseChunk(ev.Data); err == nil {
-				tap.Chunk(c, &r)
+				tp.Chunk(c, &r)
 			}
 			ResponsesTap{}.Event(&ev, &rr)
 		}
@@ -51,8 +51,8 @@ func FuzzTaps(f *testing.F) {
 
 func BenchmarkChatTap(b *testing.B) {
 	chunk := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hello there "},"finish_reason":null}],"usage":null}`)
-	var tap ChatTap
-	var r usage.Report
+	var tp ChatTap
+	var r tap.Report
 	b.SetBytes(int64(len(chunk)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -60,7 +60,7 @@ func BenchmarkChatTap(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		tap.Chunk(c, &r)
+		tp.Chunk(c, &r)
 		r.Output.Reset()
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // Responses API (POST /v1/responses). Source: OpenAI API reference,
@@ -29,8 +29,8 @@ type ResponsesUsage struct {
 }
 
 // Meter converts u into normalized usage.
-func (u *ResponsesUsage) Meter() meter.Usage {
-	return meter.Usage{PromptTokens: u.InputTokens, CachedTokens: u.InputTokensDetails.CachedTokens,
+func (u *ResponsesUsage) Meter() usage.Tokens {
+	return usage.Tokens{PromptTokens: u.InputTokens, CachedTokens: u.InputTokensDetails.CachedTokens,
 		CompletionTokens: u.OutputTokens, ReasoningTokens: u.OutputTokensDetails.ReasoningTokens}
 }
 
@@ -54,7 +54,7 @@ type responsesEvent struct {
 type ResponsesTap struct{}
 
 // Event observes one stream event.
-func (ResponsesTap) Event(sev *sse.Event, r *usage.Report) {
+func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	data := sev.Data
 	var ev responsesEvent
 	if !sev.HasData || json.Unmarshal(data, &ev) != nil {
@@ -63,6 +63,8 @@ func (ResponsesTap) Event(sev *sse.Event, r *usage.Report) {
 	switch {
 	case ev.Type == "error":
 		r.Error, r.FinishReason = "upstream error event: "+string(data), "error"
+	case strings.HasSuffix(ev.Type, ".delta") && strings.Contains(ev.Type, "reasoning"):
+		r.AddReasoning(ev.Delta)
 	case strings.HasSuffix(ev.Type, ".delta") && !strings.Contains(ev.Type, "audio"):
 		r.AddOutput(ev.Delta)
 	}
@@ -72,7 +74,7 @@ func (ResponsesTap) Event(sev *sse.Event, r *usage.Report) {
 }
 
 // ResponsesBody reads the usage of a non-streamed Responses API response.
-func ResponsesBody(body []byte, r *usage.Report) error {
+func ResponsesBody(body []byte, r *tap.Report) error {
 	var resp responseObject
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return err
@@ -82,7 +84,7 @@ func ResponsesBody(body []byte, r *usage.Report) error {
 	return nil
 }
 
-func observeResponse(resp *responseObject, r *usage.Report) {
+func observeResponse(resp *responseObject, r *tap.Report) {
 	if resp.Model != "" {
 		r.ServedModel = resp.Model
 	}

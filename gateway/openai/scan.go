@@ -1,8 +1,8 @@
 package openai
 
 import (
-	"github.com/tollgate-dev/tollgate/gateway/jsonscan"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // ChunkScan is what ScanChunk reads from a chat.completion.chunk: the same
@@ -23,6 +23,9 @@ type ChunkScan struct {
 	// Output is the produced text of all choices, unescaped, in the order
 	// ChatTap.Chunk adds it to a report.
 	Output []byte
+	// Reasoning is true when a choice shows reasoning text
+	// (reasoning_content or reasoning).
+	Reasoning bool
 	// usageFrom and usageTo delimit a top-level "usage":null member with
 	// one adjacent comma, when usageTo > 0.
 	usageFrom, usageTo int
@@ -64,7 +67,7 @@ const (
 // reads the same.
 func ScanChunk(data []byte, s *ChunkScan) bool {
 	s.ID, s.Model, s.Created, s.Choices, s.FinishReason = nil, nil, 0, 0, nil
-	s.Output, s.usageFrom, s.usageTo = s.Output[:0], 0, 0
+	s.Output, s.usageFrom, s.usageTo, s.Reasoning = s.Output[:0], 0, 0, false
 	s.l = jsonscan.New(data)
 	l := &s.l
 	if !l.Lit("{") {
@@ -221,8 +224,11 @@ func (s *ChunkScan) choice() bool {
 		return false
 	}
 	// ChatTap's order: the five texts, the delta's tool calls, the message's.
-	for _, t := range s.texts {
+	for i, t := range s.texts {
 		s.add(t)
+		if len(t.raw) > 0 && (i == deltaReasoningContent || i == deltaReasoning || i == messageReasoningContent) {
+			s.Reasoning = true
+		}
 	}
 	for _, calls := range [2][][2]span{s.deltaCalls, s.messageCalls} {
 		for _, c := range calls {
@@ -326,7 +332,7 @@ func (s *ChunkScan) object(member func(key []byte) (bit uint8, ok bool)) bool {
 
 // Scanned observes one chunk read by ScanChunk, recording in r what Chunk
 // records for the same chunk (a scanned chunk has no usage and no error).
-func (t *ChatTap) Scanned(s *ChunkScan, r *usage.Report) {
+func (t *ChatTap) Scanned(s *ChunkScan, r *tap.Report) {
 	if len(s.Model) > 0 && string(s.Model) != r.ServedModel {
 		r.ServedModel = string(s.Model)
 	}
@@ -337,4 +343,7 @@ func (t *ChatTap) Scanned(s *ChunkScan, r *usage.Report) {
 		t.finished = true
 	}
 	r.AddOutputBytes(s.Output)
+	if s.Reasoning {
+		r.ReasoningShown = true
+	}
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway/fixture"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // fixtureChunks returns the data of every event of the recorded Chat
@@ -87,13 +87,13 @@ func checkScan(t *testing.T, data []byte) {
 		s.Created != c.Created || s.Choices != len(c.Choices) || string(s.FinishReason) != c.FinishReason() {
 		t.Fatalf("%q:\nscan %+v\njson %+v", data, s, c)
 	}
-	var fast, slow usage.Report
+	var fast, slow tap.Report
 	var fastTap, slowTap ChatTap
 	fastTap.Scanned(&s, &fast)
 	slowTap.Chunk(c, &slow)
 	if fast.Output.String() != slow.Output.String() || fast.ServedModel != slow.ServedModel ||
 		fast.FinishReason != slow.FinishReason || fastTap != slowTap || fast.Reported || fast.Final {
-		t.Fatalf("%q: tap differs:\nscan output %q model %q finish %q\njson output %q model %q finish %q",
+		t.Fatalf("%q: tp differs:\nscan output %q model %q finish %q\njson output %q model %q finish %q",
 			data, fast.Output.String(), fast.ServedModel, fast.FinishReason,
 			slow.Output.String(), slow.ServedModel, slow.FinishReason)
 	}
@@ -164,8 +164,8 @@ func TestStripUsage(t *testing.T) {
 // BenchmarkStripUsage compares removing "usage":null with sjson.
 func BenchmarkChatTapScan(b *testing.B) {
 	chunk := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hello there "},"finish_reason":null}],"usage":null}`)
-	var tap ChatTap
-	var r usage.Report
+	var tp ChatTap
+	var r tap.Report
 	var s ChunkScan
 	b.SetBytes(int64(len(chunk)))
 	b.ReportAllocs()
@@ -173,7 +173,7 @@ func BenchmarkChatTapScan(b *testing.B) {
 		if !ScanChunk(chunk, &s) {
 			b.Fatal("not scanned")
 		}
-		tap.Scanned(&s, &r)
+		tp.Scanned(&s, &r)
 		r.Output.Reset()
 	}
 }

@@ -1,7 +1,7 @@
 package openai
 
 import (
-	"github.com/tollgate-dev/tollgate/gateway/usage"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // ChatTap reads usage from a Chat Completions stream, chunk by chunk.
@@ -16,7 +16,7 @@ type ChatTap struct {
 }
 
 // Chunk observes one parsed chunk (or a whole non-streamed completion).
-func (t *ChatTap) Chunk(c *Chunk, r *usage.Report) {
+func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 	if c.Model != "" {
 		r.ServedModel = c.Model
 	}
@@ -30,10 +30,10 @@ func (t *ChatTap) Chunk(c *Chunk, r *usage.Report) {
 	for i := range c.Choices {
 		ch := &c.Choices[i]
 		r.AddOutput(ch.Delta.Content)
-		r.AddOutput(ch.Delta.ReasoningContent)
-		r.AddOutput(ch.Delta.Reasoning)
+		r.AddReasoning(ch.Delta.ReasoningContent)
+		r.AddReasoning(ch.Delta.Reasoning)
 		r.AddOutput(ch.Message.Content)
-		r.AddOutput(ch.Message.ReasoningContent)
+		r.AddReasoning(ch.Message.ReasoningContent)
 		for _, tc := range ch.Delta.ToolCalls {
 			r.AddOutput(tc.Function.Name)
 			r.AddOutput(tc.Function.Arguments)

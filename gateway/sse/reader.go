@@ -234,6 +234,12 @@ func (r *Reader) finish(line []byte) []byte {
 	return line
 }
 
+// Pending is the number of bytes read from the source and not yet
+// returned in an event: a relay that counts the bytes it hands the Reader
+// forwards, after each event, all but the last Pending of them, and so
+// forwards the stream event by event, byte for byte.
+func (r *Reader) Pending() int { return r.br.Buffered() + len(r.rest) + len(r.long) }
+
 // Buffered reports whether the input already read from the source holds a
 // complete event, so that the next call to Next returns it without reading
 // again: a line with a field followed by a blank line. It is conservative

@@ -1,0 +1,135 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
+)
+
+// Provider is Anthropic's Messages API, as the gateway registers it:
+// chat completions translated (Chat), its own POST /anthropic/v1/messages
+// passed through, the upstream authenticated with x-api-key and
+// anthropic-version, and its clients' keys read from x-api-key.
+func Provider() provider.Provider {
+	return provider.Provider{
+		Type:      "anthropic",
+		Auth:      Auth,
+		ClientKey: func(r *http.Request) string { return r.Header.Get("X-Api-Key") },
+		Chat:      Chat{},
+		Errors:    Envelope{},
+		Routes: []provider.Route{{
+			Pattern:    "/anthropic/v1/messages",
+			Read:       readMessages,
+			NewTap:     func() provider.StreamTap { return &Tap{} },
+			BodyUsage:  BodyUsage,
+			PromptText: func(b []byte) tap.Prompt { return tap.Prompt{Text: PromptText(b)} },
+		}},
+	}
+}
+
+// Auth sets Anthropic's authentication (x-api-key), anthropic-version and
+// the JSON content type.
+func Auth(h http.Header, apiKey string) {
+	h.Set("x-api-key", apiKey)
+	h.Set("anthropic-version", APIVersion)
+	h.Set("content-type", "application/json")
+}
+
+var (
+	_ provider.Chat        = Chat{}
+	_ provider.StreamTap   = (*Tap)(nil)
+	_ provider.ChunkStream = (*Stream)(nil)
+)
+
+// readMessages reads a Messages request: a JSON object with a string model
+// and an optional boolean stream. The client's anthropic-version and
+// anthropic-beta headers go upstream with it.
+func readMessages(r *http.Request, body []byte) (provider.Call, error) {
+	var req struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	var raw struct {
+		Model json.RawMessage `json:"model"`
+	}
+	if err := json.Unmarshal(body, &raw); err == nil && !utf8.Valid(raw.Model) {
+		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			"model: is not valid UTF-8")
+	}
+	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
+		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			"the request body must be a JSON object with a string model")
+	}
+	h := http.Header{}
+	for _, k := range []string{"anthropic-version", "anthropic-beta"} {
+		if v := r.Header.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	return provider.Call{Model: req.Model, Stream: req.Stream, SSE: req.Stream, Endpoint: "/anthropic/v1/messages", Header: h,
+		Upstream: func(model string) (string, []byte, error) {
+			b, err := jsonscan.SetMember(body, "model", openai.AppendString(nil, model))
+			return "/messages", b, err
+		}}, nil
+}
+
+// Envelope is the Messages API's error envelope:
+// {"type":"error","error":{"type","message"}}, with Anthropic's error type
+// for the status (Anthropic API reference, "Errors"); mid-stream, an
+// "error" event of the same object.
+type Envelope struct{}
+
+// WriteError answers with e in Anthropic's envelope.
+func (Envelope) WriteError(w http.ResponseWriter, e provider.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(append(errorObject(e), '\n'))
+}
+
+// StreamError is event: error with Anthropic's error object.
+func (Envelope) StreamError(e provider.Error) []byte {
+	b := append([]byte("event: error\ndata: "), errorObject(e)...)
+	return append(b, "\n\n"...)
+}
+
+func errorObject(e provider.Error) []byte {
+	b := []byte(`{"type":"error","error":{"type":`)
+	b = openai.AppendString(b, ErrorType(e.Status))
+	b = append(b, `,"message":`...)
+	b = openai.AppendString(b, e.Message)
+	return append(b, "}}"...)
+}
+
+// ErrorType is Anthropic's error type for an HTTP status (Anthropic API
+// reference, "Errors": HTTP errors).
+func ErrorType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusPaymentRequired:
+		return "billing_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case 529, http.StatusServiceUnavailable:
+		return "overloaded_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
+	}
+	if status < 500 {
+		return "invalid_request_error"
+	}
+	return "api_error"
+}

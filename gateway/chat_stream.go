@@ -1,0 +1,251 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/gateway/sse"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
+)
+
+var doneData = []byte("[DONE]")
+
+// relayChatStream relays an upstream stream to a chat completions client,
+// event by event, flushed whenever the next event has not arrived yet (so
+// events that arrive together leave in one write, and none waits). With tr
+// nil the upstream speaks OpenAI and its chunks pass through; otherwise tr
+// translates them. After the client goes away it reads on until the
+// provider's final usage, [DONE] or the end.
+func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage bool, model string, tr provider.ChunkStream) {
+	out := newChatWriter(x, resp.Header, includeUsage, "chatcmpl-"+x.event.ID, model, x.start.Unix())
+	defer out.release()
+	rd := readers.Get().(*sse.Reader)
+	rd.Reset(resp.Body)
+	defer func() { rd.Reset(nil); readers.Put(rd) }()
+	var tp openai.ChatTap
+	var payloads [][]byte
+	x.armStall()
+	var readErr error
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				readErr = err
+			}
+			break
+		}
+		x.touch()
+		if tr != nil {
+			payloads = tr.Event(&ev, &x.report, payloads[:0])
+			for _, p := range payloads {
+				out.data(p)
+			}
+		} else if out.passOpenAI(&ev, &tp) {
+			break // [DONE]
+		}
+		x.progress()
+		if !rd.Buffered() {
+			out.flush() // the next event is not here yet: send what we have
+		}
+		if x.clientGone.Load() && x.report.Final {
+			break // nobody to send to, and the usage is known
+		}
+	}
+	out.end(readErr)
+}
+
+// readers keeps SSE readers, with their buffers, from one stream to the
+// next (a new Reader allocates a 4 KiB buffer).
+var readers = sync.Pool{New: func() any { return sse.NewReader(nil) }}
+
+// chatWriter writes a chat.completion.chunk stream to the client through
+// its exchange. The response headers wait for the first event, so that an
+// upstream that stalls before it can still be answered with 504. Whatever
+// the upstream did, the stream ends the OpenAI way: the usage chunk
+// ("choices":[]) if the client asked for usage, then data: [DONE]; and the
+// event is durable before that end is sent.
+type chatWriter struct {
+	x            *exchange
+	upstream     http.Header // the upstream response's headers
+	includeUsage bool
+	started      bool
+	doneSent     bool
+	// usage is the upstream's last usage chunk (its data), held back to
+	// be sent once the event is durable.
+	usage []byte
+	// id, model and created of the last chunk, for a synthesized usage chunk.
+	id, model string
+	created   int64
+	buf       []byte
+	unflushed bool // written since the last flush
+	scan      openai.ChunkScan
+}
+
+// newChatWriter writes to x's client. id, model and created name the
+// stream's chunks until the upstream's own chunks name them. It comes from
+// a pool, with the buffers of an earlier stream: release returns it.
+func newChatWriter(x *exchange, upstream http.Header, includeUsage bool, id, model string, created int64) *chatWriter {
+	c := chatWriters.Get().(*chatWriter)
+	buf, scan, held := c.buf, c.scan, c.usage
+	*c = chatWriter{x: x, upstream: upstream, includeUsage: includeUsage, id: id, model: model, created: created,
+		buf: buf[:0], scan: scan, usage: held[:0]}
+	return c
+}
+
+var chatWriters = sync.Pool{New: func() any { return new(chatWriter) }}
+
+// release returns c to the pool; it must not be used after.
+func (c *chatWriter) release() {
+	buf, scan, held := c.buf, c.scan, c.usage
+	*c = chatWriter{buf: buf[:0], scan: scan, usage: held[:0]}
+	chatWriters.Put(c)
+}
+
+// setName records the id, model and created of an upstream chunk (the
+// scanned bytes), allocating only when they change.
+func (c *chatWriter) setName(id, model []byte, created int64) {
+	if string(id) != c.id {
+		c.id = string(id)
+	}
+	if string(model) != c.model {
+		c.model = string(model)
+	}
+	c.created = created
+}
+
+// send writes one event; flush sends it. After the client has gone it does
+// nothing: the relay reads on for the usage.
+func (c *chatWriter) send(ev sse.Event) {
+	x := c.x
+	if !c.started {
+		c.started = true
+		x.respond(http.StatusOK, true, func(h http.Header) {
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Cache-Control", "no-cache")
+			h.Set("X-Accel-Buffering", "no")
+			passHeaders(h, c.upstream)
+		})
+	}
+	if ev.HasData {
+		x.firstByte()
+	}
+	c.buf = sse.AppendEvent(c.buf[:0], ev)
+	x.write(c.buf)
+	c.unflushed = true
+}
+
+// flush sends what send wrote to the client.
+func (c *chatWriter) flush() {
+	if c.unflushed {
+		c.unflushed = false
+		c.x.flush()
+	}
+}
+
+func (c *chatWriter) data(p []byte) { c.send(sse.Event{Data: p, HasData: true}) }
+
+// passOpenAI taps one OpenAI event and forwards it as the client should get
+// it. It reports true at data: [DONE], which end sends.
+func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
+	r := &c.x.report
+	if string(ev.Type) == "error" {
+		r.Error, r.FinishReason = "upstream error event: "+string(ev.Data), "error"
+		ev.Data = c.x.s.scrubBytes(c.x.event.Provider, ev.Data)
+	}
+	if !ev.HasData {
+		c.send(*ev) // comments: keep-alives pass
+		return false
+	}
+	if bytes.Equal(ev.Data, doneData) {
+		return true
+	}
+	if s := &c.scan; openai.ScanChunk(ev.Data, s) { // nearly every chunk: no usage, no error
+		tp.Scanned(s, r)
+		if len(s.ID) > 0 {
+			c.setName(s.ID, s.Model, s.Created)
+		}
+		if !c.includeUsage && s.HasUsageNull() {
+			ev.Data = s.StripUsage(ev.Data)
+		}
+		c.send(*ev)
+		return false
+	}
+	ch, err := openai.ParseChunk(ev.Data)
+	if err != nil {
+		c.send(*ev) // not ours to judge: pass it on untouched
+		return false
+	}
+	tp.Chunk(ch, r)
+	if ch.ID != "" {
+		c.id, c.model, c.created = ch.ID, ch.Model, ch.Created
+	}
+	if ch.Error != nil {
+		ev.Data = c.x.s.scrubBytes(c.x.event.Provider, ev.Data)
+	}
+	if ch.UsageOnly() {
+		if c.includeUsage {
+			c.usage = append(c.usage[:0], ev.Data...) // sent by end, once durable
+		}
+		return false
+	}
+	// Usage rides only in the usage chunk, as OpenAI sends it: a usage
+	// report on another chunk is removed (the usage chunk will carry it),
+	// and so is "usage":null when the client did not ask for usage.
+	if (ch.Usage != nil || !c.includeUsage) && bytes.Contains(ev.Data, usageKey) {
+		if stripped, err := jsonscan.DeleteMember(ev.Data, "usage"); err == nil {
+			ev.Data = stripped
+		}
+	}
+	c.send(*ev)
+	return false
+}
+
+var usageKey = []byte(`"usage"`)
+
+// end finishes the stream: an error when the upstream stalled or broke;
+// then the event is made durable; then the usage chunk when asked for,
+// and [DONE].
+func (c *chatWriter) end(readErr error) {
+	x := c.x
+	cause := x.cause()
+	if !c.started && !x.clientGone.Load() {
+		switch {
+		case errors.Is(cause, errStalled):
+			x.fail(http.StatusGatewayTimeout, usage.StatusTimeout, cause)
+			return
+		case readErr != nil:
+			x.fail(http.StatusBadGateway, usage.StatusUpstreamError, readErr)
+			return
+		}
+	}
+	switch {
+	case errors.Is(cause, errStalled):
+		x.report.Error = cause.Error()
+		c.data(openai.ErrorPayload("upstream_error", "upstream_timeout", "the upstream provider stalled: "+cause.Error()))
+	case readErr != nil && cause == nil:
+		x.report.Error = "upstream stream broke: " + x.s.scrubFor(x.event.Provider, readErr.Error())
+		c.data(openai.ErrorPayload("upstream_error", "upstream_error", x.report.Error))
+	}
+	if readErr == nil && cause == nil {
+		x.markComplete()
+	}
+	c.flush()  // what is written goes now: the commit holds back only the end
+	x.commit() // durable before the client learns the usage and the end
+	if c.includeUsage {
+		if len(c.usage) > 0 {
+			c.data(x.withCost(c.usage))
+		} else {
+			c.data(x.withCost(openai.AppendUsageChunk(nil, c.id, c.model, c.created, x.event.Usage)))
+		}
+	}
+	if !c.doneSent {
+		c.data(doneData)
+	}
+	c.flush()
+}

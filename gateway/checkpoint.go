@@ -1,0 +1,48 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// How often a stream is checkpointed in the crash journal: after this many
+// upstream events or this long, whichever comes first. A crash loses at
+// most the output of the events since the last checkpoint (see
+// docs/operations.md, "What a crash can lose").
+const (
+	checkpointEvents   = 16
+	checkpointInterval = 20 * time.Millisecond
+)
+
+// checkpoint is an exchange's journaling state.
+type checkpoint struct {
+	at       time.Time // of the last checkpoint (or the start)
+	events   int       // upstream events since
+	outAt    int       // report.Output's length at the last checkpoint
+	reported bool      // the provider's usage report was journaled as of its last change
+}
+
+// progress counts an upstream event and checkpoints when one is due.
+func (x *exchange) progress() {
+	x.ck.events++
+	if x.ck.events < checkpointEvents && time.Since(x.ck.at) < checkpointInterval {
+		return
+	}
+	x.checkpoint()
+}
+
+// checkpoint journals the output streamed since the last checkpoint and the
+// provider's usage report so far. The text is journaled as it is, not
+// counted: the tokenizer runs only at recovery.
+func (x *exchange) checkpoint() {
+	r := &x.report
+	out := r.Output.String()[x.ck.outAt:]
+	var rep *usage.Tokens
+	if r.Reported {
+		u := r.Usage
+		rep = &u
+	}
+	x.ck.at, x.ck.events, x.ck.outAt = time.Now(), 0, r.Output.Len()
+	x.s.journal.Checkpoint(x.event.ID, out, rep, r.ReasoningShown)
+}

@@ -1,0 +1,142 @@
+package gemini
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+)
+
+// Provider is the Gemini API, as the gateway registers it: chat
+// completions translated (Chat), its own
+// POST /gemini/v1beta/models/{model}:streamGenerateContent and
+// :generateContent passed through, the upstream authenticated with
+// x-goog-api-key, and its clients' keys read from x-goog-api-key or ?key=.
+func Provider() provider.Provider {
+	return provider.Provider{
+		Type: "gemini",
+		Auth: Auth,
+		ClientKey: func(r *http.Request) string {
+			if k := r.Header.Get("X-Goog-Api-Key"); k != "" {
+				return k
+			}
+			return r.URL.Query().Get("key")
+		},
+		Chat:   Chat{},
+		Errors: Envelope{},
+		Routes: []provider.Route{{
+			Pattern:    "/gemini/v1beta/*",
+			Read:       readGenerate,
+			NewTap:     func() provider.StreamTap { return &Tap{} },
+			BodyUsage:  BodyUsage,
+			PromptText: func(b []byte) tap.Prompt { return tap.Prompt{Text: PromptText(b)} },
+		}},
+	}
+}
+
+// Auth sets Gemini's API key header (x-goog-api-key) and the JSON content
+// type. An empty apiKey sets no key header.
+func Auth(h http.Header, apiKey string) {
+	if apiKey != "" {
+		h.Set("x-goog-api-key", apiKey)
+	}
+	h.Set("Content-Type", "application/json")
+}
+
+var (
+	_ provider.Chat        = Chat{}
+	_ provider.StreamTap   = (*Tap)(nil)
+	_ provider.ChunkStream = (*Stream)(nil)
+)
+
+const routePrefix = "/gemini/v1beta/"
+
+// readGenerate reads a generateContent or streamGenerateContent request:
+// the model and method from the path, a JSON body. streamGenerateContent
+// without alt=sse answers one JSON array, relayed as a whole body.
+func readGenerate(r *http.Request, body []byte) (provider.Call, error) {
+	model, method, ok := ModelFromPath(strings.TrimPrefix(r.URL.EscapedPath(), routePrefix))
+	if !ok {
+		return provider.Call{}, provider.Err(http.StatusNotFound, "invalid_request_error", "not_found",
+			"expected /gemini/v1beta/models/{model}:streamGenerateContent or :generateContent")
+	}
+	if !json.Valid(body) {
+		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			"the request body is not valid JSON")
+	}
+	stream := method == "streamGenerateContent"
+	alt := r.URL.Query().Get("alt")
+	return provider.Call{Model: model, Stream: stream, SSE: stream && alt == "sse",
+		Endpoint: "/gemini/v1beta/models/{model}:" + method,
+		Upstream: func(upstream string) (string, []byte, error) {
+			path := "/models/" + url.PathEscape(upstream) + ":" + method
+			if alt != "" {
+				path += "?" + url.Values{"alt": {alt}}.Encode()
+			}
+			return path, body, nil
+		}}, nil
+}
+
+// Envelope is the Gemini API's error envelope:
+// {"error":{"code","message","status"}}, status being Google's canonical
+// code for the HTTP status (google.rpc.Code); mid-stream, a data frame of it.
+type Envelope struct{}
+
+// WriteError answers with e in Gemini's envelope.
+func (Envelope) WriteError(w http.ResponseWriter, e provider.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(append(errorObject(e), '\n'))
+}
+
+// StreamError is a data frame of Gemini's error object.
+func (Envelope) StreamError(e provider.Error) []byte {
+	b := append([]byte("data: "), errorObject(e)...)
+	return append(b, "\r\n\r\n"...)
+}
+
+func errorObject(e provider.Error) []byte {
+	b := []byte(`{"error":{"code":`)
+	b = strconv.AppendInt(b, int64(e.Status), 10)
+	b = append(b, `,"message":`...)
+	b = openai.AppendString(b, e.Message)
+	b = append(b, `,"status":`...)
+	b = openai.AppendString(b, Status(e.Status))
+	return append(b, "}}"...)
+}
+
+// Status is Google's canonical error code name for an HTTP status, as the
+// Gemini API sends it in error.status (google.rpc.Code's HTTP mapping).
+func Status(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		return "INVALID_ARGUMENT"
+	case http.StatusUnauthorized:
+		return "UNAUTHENTICATED"
+	case http.StatusPaymentRequired:
+		return "FAILED_PRECONDITION"
+	case http.StatusForbidden:
+		return "PERMISSION_DENIED"
+	case http.StatusNotFound:
+		return "NOT_FOUND"
+	case http.StatusConflict:
+		return "ABORTED"
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
+	case http.StatusNotImplemented:
+		return "UNIMPLEMENTED"
+	case http.StatusServiceUnavailable, http.StatusBadGateway:
+		return "UNAVAILABLE"
+	case http.StatusGatewayTimeout:
+		return "DEADLINE_EXCEEDED"
+	}
+	if status < 500 {
+		return "INVALID_ARGUMENT"
+	}
+	return "INTERNAL"
+}

@@ -1,0 +1,67 @@
+package gateway
+
+import "net/http"
+
+// headerFlusher wraps the ResponseWriter of every authenticated request.
+// net/http writes the response header in the first flush, or in the first
+// write that overflows its 2 KiB response buffer; that call alone needs
+// about 4 KiB of stack. Made from the depth of a stream relay, it doubles
+// the handler goroutine's stack from 8 to 16 KiB, and the stack stays
+// doubled for the life of the stream, since an idle stream blocks almost as
+// deep (the runtime halves a stack only when less than a quarter of it is
+// used). headerFlusher therefore makes that one call on a short-lived
+// goroutine of its own, while the handler waits; later writes and flushes
+// go straight through.
+type headerFlusher struct {
+	http.ResponseWriter
+	rc       *http.ResponseController
+	buffered int  // bytes written while the header was held back
+	sent     bool // the header may have gone out
+}
+
+// bufferBeforeHeader is the size in bytes of net/http's response buffer
+// (bufferBeforeChunkingSize): writes that fit in it send nothing yet.
+const bufferBeforeHeader = 2048
+
+func newHeaderFlusher(w http.ResponseWriter) *headerFlusher {
+	return &headerFlusher{ResponseWriter: w, rc: http.NewResponseController(w)}
+}
+
+func (h *headerFlusher) Write(p []byte) (int, error) {
+	if h.sent || h.buffered+len(p) <= bufferBeforeHeader {
+		h.buffered += len(p)
+		return h.ResponseWriter.Write(p)
+	}
+	h.sent = true
+	var n int
+	var err error
+	aside(func() { n, err = h.ResponseWriter.Write(p) })
+	return n, err
+}
+
+// FlushError flushes the response, as http.ResponseController.Flush does.
+func (h *headerFlusher) FlushError() error {
+	if h.sent {
+		return h.rc.Flush()
+	}
+	h.sent = true
+	var err error
+	aside(func() { err = h.rc.Flush() })
+	return err
+}
+
+// Unwrap returns the writer underneath, for http.ResponseController.
+func (h *headerFlusher) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// aside runs f on a new goroutine, with a stack of its own, and waits for
+// it; a panic in f is raised again in the caller.
+func aside(f func()) {
+	done := make(chan any)
+	go func() {
+		defer func() { done <- recover() }()
+		f()
+	}()
+	if p := <-done; p != nil {
+		panic(p)
+	}
+}

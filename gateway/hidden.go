@@ -1,0 +1,78 @@
+package gateway
+
+import (
+	"maps"
+	"sync"
+
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// hiddenReasoning learns, per model, how many reasoning tokens a request
+// spends that its stream does not show (OpenAI's reasoning models report
+// reasoning_tokens only in the final usage): an exponential moving
+// average, over the requests whose provider reported usage and showed no
+// reasoning text. A request cut short by a crash has its reasoning
+// estimated as this average (see Server.Recover); nothing else uses it.
+type hiddenReasoning struct {
+	mu      sync.Mutex
+	avg     map[string]float64
+	changed bool // since the last snapshot
+}
+
+// hiddenWeight is the weight of each new request in the average (1/8:
+// about the last 8 requests of the model count).
+const hiddenWeight = 1.0 / 8
+
+// maxModels bounds the models learned (names come from clients).
+const maxModels = 4096
+
+func newHiddenReasoning() *hiddenReasoning { return &hiddenReasoning{avg: map[string]float64{}} }
+
+// observe learns from a settled event and its report.
+func (h *hiddenReasoning) observe(e *usage.Event, r *tap.Report) {
+	if e.UsageSource != usage.SourceUpstream || r.ReasoningShown {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a, ok := h.avg[e.Model]
+	switch {
+	case ok:
+		h.avg[e.Model] = a + (float64(e.Usage.ReasoningTokens)-a)*hiddenWeight
+	case len(h.avg) < maxModels:
+		h.avg[e.Model] = float64(e.Usage.ReasoningTokens)
+	}
+	h.changed = true
+}
+
+// seed takes the averages an earlier process learnt (from the crash
+// journal), for the models this one has not seen yet.
+func (h *hiddenReasoning) seed(avg map[string]float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for m, a := range avg {
+		if _, ok := h.avg[m]; !ok && len(h.avg) < maxModels {
+			h.avg[m] = a
+		}
+	}
+}
+
+// snapshot returns a copy of the averages when they changed since the
+// last snapshot, or nil.
+func (h *hiddenReasoning) snapshot() map[string]float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.changed {
+		return nil
+	}
+	h.changed = false
+	return maps.Clone(h.avg)
+}
+
+// expected is the model's average hidden reasoning, in tokens.
+func (h *hiddenReasoning) expected(model string) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return int64(h.avg[model] + 0.5)
+}

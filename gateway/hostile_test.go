@@ -1,0 +1,122 @@
+package gateway_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestClientStringsNoEventCouldCarry: a model name no usage event could
+// carry as it is (a NUL, invalid UTF-8, 1.5 MiB) is refused with 400 in
+// the route's envelope, before any upstream call.
+func TestClientStringsNoEventCouldCarry(t *testing.T) {
+	st := newStack(t, nil)
+	huge := "sim/" + strings.Repeat("x", 3<<19)
+	for _, tc := range []struct{ path, body, shape string }{
+		{"/v1/chat/completions", `{"model":"sim/x\u0000y","messages":[]}`, `"code":"invalid_request"`},
+		{"/v1/chat/completions", "{\"model\":\"sim/x\xffy\",\"messages\":[]}", `"code":"invalid_request"`},
+		{"/v1/chat/completions", `{"model":"` + huge + `","messages":[]}`, `"code":"invalid_request"`},
+		{"/v1/chat/completions", `{"model":"sim/a\u001bb","messages":[]}`, `control character`},
+		{"/v1/responses", `{"model":"sim/x\u0000y","input":"hi"}`, `"code":"invalid_request"`},
+		{"/anthropic/v1/messages", `{"model":"claude-sim\u0000","max_tokens":1,"messages":[]}`, `"invalid_request_error"`},
+		{"/gemini/v1beta/models/gemini%00sim:generateContent", `{"contents":[]}`, `"INVALID_ARGUMENT"`},
+	} {
+		resp := st.post(t, tc.path, tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), tc.shape) {
+			t.Errorf("%s %.60q: %d %s; want 400 with %s", tc.path, tc.body, resp.StatusCode, b, tc.shape)
+		}
+	}
+	if n := st.simStats(t).Requests.Total; n != 0 {
+		t.Fatalf("upstream-sim saw %d requests, want none", n)
+	}
+	if n := st.sink.count(); n != 0 {
+		t.Fatalf("%d events, want none: no upstream request was made", n)
+	}
+}
+
+// TestUpstreamErrorsAreScrubbed: an upstream that echoes the credential it
+// was sent, or that cannot be reached, never shows a client the provider's
+// key or its internal address; its backoff headers pass.
+func TestUpstreamErrorsAreScrubbed(t *testing.T) {
+	const secret = "sk-live-0123456789abcdef"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "7")
+		w.Header().Set("X-Ratelimit-Remaining-Requests", "0")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprintf(w, `{"error":{"message":"slow down, key %s, at %s","type":"rate_limit"}}`,
+			strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), "http://"+r.Host+"/v1")
+	}))
+	defer echo.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "echo", Type: "openai", BaseURL: echo.URL + "/v1", APIKey: secret},
+			gateway.ProviderConfig{Name: "gone", Type: "openai", BaseURL: closedURL + "/v1", APIKey: secret})
+	})
+	for _, model := range []string{"echo/m", "gone/m"} {
+		resp := st.post(t, "/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		host := strings.TrimPrefix(echo.URL, "http://")
+		if model == "gone/m" {
+			host = strings.TrimPrefix(closedURL, "http://")
+		}
+		if strings.Contains(string(b), secret) || strings.Contains(string(b), host) {
+			t.Errorf("%s: the client sees the provider's key or address: %s", model, b)
+		}
+		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+		if strings.Contains(e.Error, secret) || strings.Contains(e.Error, host) {
+			t.Errorf("%s: the event keeps the provider's key or address: %q", model, e.Error)
+		}
+		switch model {
+		case "echo/m":
+			if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "7" || resp.Header.Get("X-Ratelimit-Remaining-Requests") != "0" ||
+				!strings.Contains(string(b), "[redacted]") {
+				t.Errorf("echo: %d, Retry-After %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+			}
+		case "gone/m":
+			if resp.StatusCode != 502 || e.Status != usage.StatusUpstreamError {
+				t.Errorf("gone: %d %s, event %s", resp.StatusCode, b, e.Status)
+			}
+		}
+	}
+}
+
+// TestHostileUpstreamFigures: an upstream's NUL model, negative counts and
+// cached tokens beyond its prompt give an event that can be stored:
+// cleaned, clamped and flagged.
+func TestHostileUpstreamFigures(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"id":"c","model":"evil\u0000model","choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","model":"evil\u0000model","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":-4,`+
+			`"prompt_tokens_details":{"cached_tokens":1000000}}}`+"\n\n")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "evil", Type: "openai", BaseURL: up.URL})
+	})
+	resp := st.post(t, "/v1/chat/completions", `{"model":"evil/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.ServedModel != "evil\uFFFDmodel" || e.Usage.CachedTokens != 10 || e.Usage.CompletionTokens != 0 ||
+		e.Corrections != "negative_count,cache_over_prompt,served_model_cleaned" {
+		t.Fatalf("event %+v", e)
+	}
+	if err := e.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

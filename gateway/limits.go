@@ -1,0 +1,204 @@
+package gateway
+
+import (
+	"sync"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// LimitShare exchanges keys' counts between the gateways that serve them,
+// so that a key's limits hold across gateways (meter/keys implements it
+// over NATS). Without one, each gateway enforces the limits alone.
+type LimitShare interface {
+	// Others returns the other gateways' counts of a key: its requests and
+	// tokens over the last minute, and its requests open now, as they last
+	// reported them (within about a second).
+	Others(keyID string) (requests, tokens, open int64)
+	// Publish is given this gateway's counts of a limited key each time
+	// they move (a request admitted or ended, tokens counted), and of every
+	// key with counts every shareInterval, so that the others' view of it
+	// stays current as the minute slides. It must not block.
+	Publish(counts []LimitCounts)
+}
+
+// LimitCounts is one key's counts on one gateway (usage.LimitCounts).
+type LimitCounts = usage.LimitCounts
+
+// shareInterval is how often a gateway publishes the counts of every key
+// it counts, besides each change as it happens: the others forget a
+// gateway's counts of a key after a few seconds without news. What a limit
+// may admit beyond itself across gateways is what they admit within the
+// delivery time of a change (docs/pricing-and-budgets.md, "Rate limits").
+const shareInterval = time.Second
+
+// window is the span of a per-minute limit, in one-second buckets.
+const window = 60
+
+// limiter enforces keys' rpm_limit, tpm_limit and max_concurrent: it
+// counts each limited key's requests and tokens over a sliding minute of
+// one-second buckets, and its open requests, here and, through the share,
+// on the other gateways.
+type limiter struct {
+	share LimitShare
+	now   func() time.Time
+	mu    sync.Mutex
+	keys  map[string]*keyCounts
+}
+
+// keyCounts are one key's counts on this gateway.
+type keyCounts struct {
+	sec       [window]int64 // the Unix second each bucket holds
+	req, tok  [window]int64
+	open      int64
+	lastTouch int64 // Unix second
+}
+
+func newLimiter(share LimitShare) *limiter {
+	return &limiter{share: share, now: time.Now, keys: map[string]*keyCounts{}}
+}
+
+// limited reports whether k has any limit the limiter enforces.
+func limited(k *usage.KeyState) bool { return k.RPMLimit > 0 || k.TPMLimit > 0 || k.MaxConcurrent > 0 }
+
+// refusal is why a request is over a limit, and when to try again.
+type refusal struct {
+	kind       string // "requests", "tokens" or "concurrency"
+	message    string
+	retryAfter time.Duration
+}
+
+// admit counts a request of k starting now and returns its release (call
+// it once the request ends), or the limit it is over.
+func (l *limiter) admit(k *usage.KeyState) (release func(), over *refusal) {
+	if !limited(k) {
+		return func() {}, nil
+	}
+	var oreq, otok, oopen int64
+	if l.share != nil {
+		oreq, otok, oopen = l.share.Others(k.KeyID)
+	}
+	now := l.now().Unix()
+	l.mu.Lock()
+	c := l.counts(k.KeyID)
+	req, tok := c.sums(now)
+	switch {
+	case k.MaxConcurrent > 0 && c.open+oopen >= k.MaxConcurrent:
+		l.mu.Unlock()
+		return nil, &refusal{"concurrency", "this API key has reached its limit of concurrent requests", time.Second}
+	case k.RPMLimit > 0 && req+oreq >= k.RPMLimit:
+		l.mu.Unlock()
+		return nil, &refusal{"requests", "this API key has reached its limit of requests per minute", c.retryAfter(now, c.req[:])}
+	case k.TPMLimit > 0 && tok+otok >= k.TPMLimit:
+		l.mu.Unlock()
+		return nil, &refusal{"tokens", "this API key has reached its limit of tokens per minute", c.retryAfter(now, c.tok[:])}
+	}
+	c.bucket(now)
+	c.req[now%window]++
+	c.open++
+	c.lastTouch = now
+	l.publish(k.KeyID, c, now) // unlocks
+	id := k.KeyID
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			c := l.keys[id]
+			if c == nil {
+				l.mu.Unlock()
+				return
+			}
+			c.open--
+			l.publish(id, c, l.now().Unix())
+		})
+	}, nil
+}
+
+// counts returns the counts of a key, made when new (l.mu held).
+func (l *limiter) counts(keyID string) *keyCounts {
+	c := l.keys[keyID]
+	if c == nil {
+		c = &keyCounts{}
+		l.keys[keyID] = c
+	}
+	return c
+}
+
+// publish sends a key's counts to the other gateways; it is called with
+// l.mu held, and unlocks it.
+func (l *limiter) publish(keyID string, c *keyCounts, now int64) {
+	if l.share == nil {
+		l.mu.Unlock()
+		return
+	}
+	req, tok := c.sums(now)
+	counts := []LimitCounts{{KeyID: keyID, Requests: req, Tokens: tok, Open: c.open}}
+	l.mu.Unlock()
+	l.share.Publish(counts)
+}
+
+// tokens counts the tokens a request of k used (its provider's figures),
+// against its tpm_limit.
+func (l *limiter) tokens(k *usage.KeyState, n int64) {
+	if k.TPMLimit <= 0 || n <= 0 {
+		return
+	}
+	now := l.now().Unix()
+	l.mu.Lock()
+	c := l.counts(k.KeyID)
+	c.bucket(now)
+	c.tok[now%window] += n
+	c.lastTouch = now
+	l.publish(k.KeyID, c, now)
+}
+
+// bucket readies the bucket of second now, emptying it if it holds an
+// older second.
+func (c *keyCounts) bucket(now int64) {
+	if i := now % window; c.sec[i] != now {
+		c.sec[i], c.req[i], c.tok[i] = now, 0, 0
+	}
+}
+
+// sums are the requests and tokens of the last minute up to second now.
+func (c *keyCounts) sums(now int64) (req, tok int64) {
+	for i := range window {
+		if now-c.sec[i] < window {
+			req += c.req[i]
+			tok += c.tok[i]
+		}
+	}
+	return req, tok
+}
+
+// retryAfter is when the oldest second of the minute that holds counts
+// leaves it: then the limit may admit again (at least one second).
+func (c *keyCounts) retryAfter(now int64, counts []int64) time.Duration {
+	oldest := now
+	for i := range window {
+		if counts[i] > 0 && now-c.sec[i] < window && c.sec[i] < oldest {
+			oldest = c.sec[i]
+		}
+	}
+	return time.Duration(max(window-(now-oldest), 1)) * time.Second
+}
+
+// snapshot returns the counts of every key with counts in the last minute
+// or requests open (so that the others' view of them, which they forget
+// after a few seconds without news, stays current as the minute slides),
+// and forgets keys idle for a minute.
+func (l *limiter) snapshot() []LimitCounts {
+	now := l.now().Unix()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []LimitCounts
+	for id, c := range l.keys {
+		if now-c.lastTouch > window && c.open == 0 {
+			delete(l.keys, id)
+			continue
+		}
+		req, tok := c.sums(now)
+		out = append(out, LimitCounts{KeyID: id, Requests: req, Tokens: tok, Open: c.open})
+	}
+	return out
+}

@@ -1,0 +1,124 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/gateway/anthropic"
+	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+type modelLabelKeys struct{}
+
+func (modelLabelKeys) LookupKey(secret string) (usage.KeyState, bool) {
+	return usage.KeyState{CustomerID: "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff", KeyID: "0197a3c2-9999-7888-8777-666655554444"},
+		secret == "tg-model-label"
+}
+
+type modelLabelSink struct {
+	mu     sync.Mutex
+	models []string
+}
+
+func (s *modelLabelSink) Publish(_ context.Context, e *usage.Event) error {
+	s.mu.Lock()
+	s.models = append(s.models, e.Model)
+	s.mu.Unlock()
+	return nil
+}
+
+// TestMetricsModelLabel: a "provider/model" request that routes to an
+// entry of the model table is counted under the table's name, as its event
+// is recorded and priced; only names outside the table count as "other",
+// so that the model label stays bounded.
+func TestMetricsModelLabel(t *testing.T) {
+	up := httptest.NewServer(sim.New())
+	defer up.Close()
+	cfg := gateway.Config{
+		Providers: []gateway.ProviderConfig{
+			{Name: "sim", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-sim"},
+			{Name: "sim-anthropic", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant"},
+		},
+		Models: []gateway.ModelConfig{{Name: "sim-pro", Provider: "sim"},
+			{Name: "claude-sim", Provider: "sim-anthropic", UpstreamModel: "sim-pro"}},
+	}
+	reg := prometheus.NewRegistry()
+	sink := &modelLabelSink{}
+	gw, err := gateway.New(cfg, gateway.Deps{Providers: []provider.Provider{openai.Provider(), anthropic.Provider()},
+		Keys: modelLabelKeys{}, Sink: sink, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Start("127.0.0.1:0", nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = gw.Stop(ctx)
+	}()
+	asked := []string{"sim/sim-pro", "sim-pro", "sim-anthropic/sim-pro", "sim/sim-small"}
+	for _, model := range asked {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions",
+			strings.NewReader(`{"model":"`+model+`","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer tg-model-label")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d", model, resp.StatusCode)
+		}
+	}
+	want := map[string]float64{"sim-pro": 2, "claude-sim": 1, "other": 1}
+	got := map[string]float64{}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		got = requestsByModel(t, reg)
+		if len(got) == len(want) && got["other"] == 1 && got["sim-pro"] == 2 && got["claude-sim"] == 1 {
+			break
+		}
+	}
+	for m, n := range want {
+		if got[m] != n {
+			t.Errorf("tollgate_gateway_requests_total by model: %v, want %v (events recorded as %v)", got, want, sink.models)
+			break
+		}
+	}
+}
+
+func requestsByModel(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "tollgate_gateway_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "model" {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}

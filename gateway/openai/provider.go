@@ -1,0 +1,144 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
+)
+
+// Provider is OpenAI and every OpenAI-compatible API, as the gateway
+// registers it: chat completions pass through (the gateway's own format),
+// authenticated with "Authorization: Bearer"; POST /v1/responses, the
+// Responses API, is its native route.
+func Provider() provider.Provider {
+	return provider.Provider{
+		Type:   "openai",
+		Auth:   Auth,
+		Errors: Envelope{},
+		Routes: []provider.Route{{
+			Pattern:    "/v1/responses",
+			Read:       readResponses,
+			NewTap:     func() provider.StreamTap { return ResponsesTap{} },
+			BodyUsage:  ResponsesBody,
+			PromptText: func(b []byte) tap.Prompt { return tap.Prompt{Text: ResponsesPromptText(b)} },
+			Errors:     ResponsesEnvelope{},
+		}},
+	}
+}
+
+// Auth sets "Authorization: Bearer <apiKey>", when there is a key.
+func Auth(h http.Header, apiKey string) {
+	if apiKey != "" {
+		h.Set("Authorization", "Bearer "+apiKey)
+	}
+}
+
+// readResponses reads a Responses API request: a JSON object with a string
+// model and an optional boolean stream.
+func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
+	var req struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	var raw struct {
+		Model json.RawMessage `json:"model"`
+	}
+	if err := json.Unmarshal(body, &raw); err == nil && !utf8.Valid(raw.Model) {
+		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			"model: is not valid UTF-8")
+	}
+	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
+		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			"the request body must be a JSON object with a string model and a boolean stream")
+	}
+	return provider.Call{Model: req.Model, Stream: req.Stream, SSE: req.Stream, Endpoint: "/v1/responses",
+		Upstream: func(model string) (string, []byte, error) {
+			b, err := jsonscan.SetMember(body, "model", AppendString(nil, model))
+			return "/responses", b, err
+		}}, nil
+}
+
+// ResponsesPromptText is the text of a Responses API request's input: a
+// string, or items whose content is a string or has text parts.
+func ResponsesPromptText(body []byte) string {
+	var req struct {
+		Input json.RawMessage `json:"input"`
+	}
+	_ = json.Unmarshal(body, &req)
+	var text string
+	if json.Unmarshal(req.Input, &text) == nil {
+		return text
+	}
+	var items []struct {
+		Content json.RawMessage `json:"content"`
+	}
+	_ = json.Unmarshal(req.Input, &items)
+	var b strings.Builder
+	for _, it := range items {
+		if json.Unmarshal(it.Content, &text) == nil {
+			b.WriteString(text + "\n")
+			continue
+		}
+		var parts []struct {
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(it.Content, &parts)
+		for _, p := range parts {
+			b.WriteString(p.Text + "\n")
+		}
+	}
+	return b.String()
+}
+
+// Envelope is OpenAI's error envelope:
+// {"error":{"message","type","param","code"}}; mid-stream, a data frame
+// of it followed by data: [DONE], as chat completion streams end.
+type Envelope struct{}
+
+// WriteError answers with e in OpenAI's envelope.
+func (Envelope) WriteError(w http.ResponseWriter, e provider.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(append(ErrorPayload(e.Type, e.Code, e.Message), '\n'))
+}
+
+// StreamError is data: {"error":...} then data: [DONE].
+func (Envelope) StreamError(e provider.Error) []byte {
+	b := append([]byte("data: "), ErrorPayload(e.Type, e.Code, e.Message)...)
+	return append(b, "\n\ndata: [DONE]\n\n"...)
+}
+
+// ErrorPayload is an OpenAI error object's JSON: {"error":{...}}, with a
+// null param, and a null code when code is empty.
+func ErrorPayload(typ, code, msg string) []byte {
+	b := []byte(`{"error":{"message":`)
+	b = AppendString(b, msg)
+	b = append(b, `,"type":`...)
+	b = AppendString(b, typ)
+	b = append(b, `,"param":null,"code":`...)
+	if code == "" {
+		b = append(b, "null"...)
+	} else {
+		b = AppendString(b, code)
+	}
+	return append(b, "}}"...)
+}
+
+// ResponsesEnvelope is OpenAI's envelope on the Responses API: errors as
+// OpenAI's, and mid-stream an "error" event
+// ({"type":"error","code","message","param"}), the Responses API's own.
+type ResponsesEnvelope struct{ Envelope }
+
+// StreamError is event: error with the Responses API's error event.
+func (ResponsesEnvelope) StreamError(e provider.Error) []byte {
+	b := []byte("event: error\ndata: {\"type\":\"error\",\"code\":")
+	b = AppendString(b, e.Code)
+	b = append(b, `,"message":`...)
+	b = AppendString(b, e.Message)
+	return append(b, ",\"param\":null}\n\n"...)
+}

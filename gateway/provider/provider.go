@@ -1,0 +1,136 @@
+// Package provider is the contract between the gateway's core and its
+// upstream protocols: each protocol package (gateway/openai,
+// gateway/anthropic, gateway/gemini) describes itself as one Provider
+// value, and the core, given those values, serves them without naming any.
+// It holds no behaviour of its own.
+package provider
+
+import (
+	"net/http"
+
+	"github.com/tollgate-dev/tollgate/gateway/sse"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+)
+
+// Provider is one upstream wire protocol, registered once with the
+// gateway: everything the core knows of it. OpenAI's chat completions
+// format is the core's own, which every provider serves.
+type Provider struct {
+	// Type selects it: the providers[].type of the configuration, e.g.
+	// "openai" (and every OpenAI-compatible API), "anthropic", "gemini".
+	Type string
+	// Auth sets the upstream's credential (and any version header) for an
+	// API key on an upstream request.
+	Auth func(h http.Header, apiKey string)
+	// ClientKey returns the customer's API key as this protocol's SDKs
+	// send it, or "" (the core also reads "Authorization: Bearer" itself).
+	ClientKey func(r *http.Request) string
+	// Chat serves POST /v1/chat/completions by translation; nil means the
+	// upstream speaks OpenAI chat completions, passed through.
+	Chat Chat
+	// Errors writes the gateway's errors on the provider's native routes,
+	// in the provider's own envelope.
+	Errors Envelope
+	// Routes are the provider's own endpoints, passed through byte for
+	// byte and metered.
+	Routes []Route
+}
+
+// Chat translates OpenAI chat completions to a provider's format and back.
+type Chat interface {
+	// Request translates the client's OpenAI chat completion request body
+	// into the provider's request for upstreamModel: the path below the
+	// provider's base URL (with any query) and the body. Its errors are
+	// the client's fault and are answered with 400 naming the field.
+	Request(body []byte, upstreamModel string, stream bool) (path string, upBody []byte, err error)
+	// NewStream starts the translation of one response stream into
+	// chat.completion.chunk payloads carrying id, model and created.
+	NewStream(id, model string, created int64) ChunkStream
+	// Body translates a whole non-streamed response into a chat.completion
+	// object (JSON) with OpenAI's usage, and taps its usage into r.
+	Body(body []byte, id, model string, created int64, r *tap.Report) ([]byte, error)
+}
+
+// ChunkStream translates one upstream stream, event by event.
+type ChunkStream interface {
+	// Event taps ev's usage into r and appends the OpenAI chunk payloads
+	// it becomes (JSON objects, without the "data: " framing) to dst. An
+	// upstream error becomes an OpenAI error payload {"error":{...}}. It
+	// never appends a usage chunk or [DONE]: the core adds those.
+	Event(ev *sse.Event, r *tap.Report, dst [][]byte) [][]byte
+}
+
+// StreamTap reads usage from an upstream stream in one wire format, for a
+// native route, whose bytes go to the client unchanged.
+type StreamTap interface {
+	// Event observes one upstream SSE event, in order. It must not keep
+	// ev's byte slices, which the reader reuses.
+	Event(ev *sse.Event, r *tap.Report)
+}
+
+// Error is an error the gateway answers itself, in OpenAI's terms; each
+// Envelope maps it to its protocol's own.
+type Error struct {
+	// Status is the HTTP status code.
+	Status int
+	// Type and Code are OpenAI's error type ("invalid_request_error",
+	// "authentication_error", "insufficient_quota", "rate_limit_error",
+	// "upstream_error", "server_error") and code ("invalid_api_key",
+	// "model_not_found", ...).
+	Type, Code string
+	// Message is for the client to read.
+	Message string
+}
+
+// Envelope writes errors in a protocol's own shape.
+type Envelope interface {
+	// WriteError answers the request with e (its status, headers and body).
+	WriteError(w http.ResponseWriter, e Error)
+	// StreamError is an SSE event (its bytes, framing included) that ends a
+	// stream already under way with e, in the protocol's own shape.
+	StreamError(e Error) []byte
+}
+
+// Route is one native endpoint of a provider.
+type Route struct {
+	// Pattern is the chi route pattern of POST requests, e.g.
+	// "/anthropic/v1/messages" or "/gemini/v1beta/*".
+	Pattern string
+	// Read parses a client's request (its body already read): what it
+	// asks for and how to send it upstream. Its error, an Error, is
+	// answered as it is (400 naming the field, or 404).
+	Read func(r *http.Request, body []byte) (Call, error)
+	// NewTap returns a tap for one streamed response.
+	NewTap func() StreamTap
+	// BodyUsage taps the usage of a whole response body into r.
+	BodyUsage func(body []byte, r *tap.Report) error
+	// PromptText is the request's prompt, for estimates.
+	PromptText func(body []byte) tap.Prompt
+	// Errors, when set, replaces the provider's Errors on this route.
+	Errors Envelope
+}
+
+// Call is one native request, as Route.Read parses it.
+type Call struct {
+	// Model is the model asked for, as the client named it.
+	Model string
+	// Stream is true when the client asked for a streamed response (it is
+	// recorded on the event); SSE is true when that response is an SSE
+	// stream, which the gateway relays event by event (false: one body).
+	Stream, SSE bool
+	// Endpoint names the route on the event, e.g. "/anthropic/v1/messages".
+	Endpoint string
+	// Upstream gives the path below the provider's base URL (with any
+	// query) and the body to send, for the upstream model's name.
+	Upstream func(upstreamModel string) (path string, body []byte, err error)
+	// Header holds client headers to pass upstream as they are
+	// (anthropic-version, anthropic-beta, say).
+	Header http.Header
+}
+
+// Err is a convenience: an Error with the given status, type, code and message.
+func Err(status int, typ, code, msg string) Error {
+	return Error{Status: status, Type: typ, Code: code, Message: msg}
+}
+
+func (e Error) Error() string { return e.Message }

@@ -1,0 +1,78 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// The client side of an exchange. Every write to the client goes through
+// these methods, under wmu; after a cut-off (or once the client is gone)
+// they write nothing.
+
+// respond sends the status line, with the headers hdr sets, once; stream
+// says it begins an SSE stream (which a cut-off ends with the protocol's
+// error event). It reports whether the client can be written to.
+func (x *exchange) respond(status int, stream bool, hdr func(http.Header)) bool {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if x.cut || x.clientGone.Load() {
+		return false
+	}
+	if !x.started {
+		hdr(x.w.Header())
+		x.w.WriteHeader(status)
+		x.started, x.streaming, x.httpStatus = true, stream, status
+	}
+	return true
+}
+
+// write sends b; a failed write means the client is gone.
+func (x *exchange) write(b []byte) {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if x.cut || x.clientGone.Load() {
+		return
+	}
+	if _, err := x.w.Write(b); err != nil {
+		x.clientGone.Store(true)
+	}
+}
+
+// flush sends what write wrote.
+func (x *exchange) flush() {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if x.cut || x.clientGone.Load() {
+		return
+	}
+	if err := x.rc.Flush(); err != nil {
+		x.clientGone.Store(true)
+	}
+}
+
+// writeError answers with e in the route's envelope, unless a response
+// already began (a broken stream ends with its protocol's error event
+// instead: see streamError).
+func (x *exchange) writeError(e provider.Error) {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if x.cut || x.started || x.clientGone.Load() {
+		return
+	}
+	x.env.WriteError(x.w, e)
+	x.started, x.httpStatus = true, e.Status
+}
+
+// fail answers the client with an upstream failure (status 502 or 504) and
+// records it on the event.
+func (x *exchange) fail(status int, eventStatus usage.Status, err error) {
+	msg := x.s.scrubFor(x.event.Provider, err.Error())
+	x.event.Status, x.event.Error = eventStatus, msg
+	code := "upstream_error"
+	if status == http.StatusGatewayTimeout {
+		code = "upstream_timeout"
+	}
+	x.writeError(provider.Err(status, "upstream_error", code, "the upstream provider failed: "+msg))
+}

@@ -1,0 +1,93 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+)
+
+// chatErrors is the envelope of the gateway's own routes: OpenAI's, the
+// format of its chat completions API.
+var chatErrors provider.Envelope = openai.Envelope{}
+
+// Handler returns the HTTP routes: POST /v1/chat/completions, GET
+// /v1/models and /v1/models/{id}, every provider's native routes, and GET
+// /healthz. Every response carries X-Request-Id.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(requestID)
+	if s.metrics != nil {
+		r.Use(s.metrics.countResponses)
+	}
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	r.With(s.steps(chatErrors)...).Post("/v1/chat/completions", s.chatCompletions)
+	r.With(s.authenticate(chatErrors)).Get("/v1/models", s.listModels)
+	r.With(s.authenticate(chatErrors)).Get("/v1/models/*", s.getModel)
+	for _, p := range s.providers {
+		for i := range p.Routes {
+			rt := &p.Routes[i]
+			env := rt.Errors
+			if env == nil {
+				env = p.Errors
+			}
+			r.With(s.steps(env)...).Post(rt.Pattern, s.native(p, rt, env))
+		}
+	}
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.envelopeFor(r.URL.Path).WriteError(w, provider.Err(http.StatusNotFound, "invalid_request_error", "not_found",
+			"no route for "+r.Method+" "+r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.envelopeFor(r.URL.Path).WriteError(w, provider.Err(http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed",
+			r.Method+" is not allowed on "+r.URL.Path))
+	})
+	return r
+}
+
+// envelopeFor is the envelope of the provider whose routes path falls
+// under, or OpenAI's.
+func (s *Server) envelopeFor(path string) provider.Envelope {
+	for _, p := range s.providers {
+		for _, rt := range p.Routes {
+			if prefix := strings.TrimSuffix(rt.Pattern, "*"); strings.HasPrefix(path, prefix) && p.Errors != nil {
+				if rt.Errors != nil {
+					return rt.Errors
+				}
+				return p.Errors
+			}
+		}
+	}
+	return chatErrors
+}
+
+type requestIDKey struct{}
+
+// requestID gives every request an id, a UUIDv7 (time-ordered, as the
+// ledger's keys like), sent as X-Request-Id on every response; an
+// upstream request's usage event carries it as its id.
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := uuid.NewV7()
+		if err != nil {
+			id = uuid.New()
+		}
+		w.Header().Set("X-Request-Id", id.String())
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id.String())))
+	})
+}
+
+func requestIDOf(r *http.Request) string {
+	if id, ok := r.Context().Value(requestIDKey{}).(string); ok {
+		return id
+	}
+	return uuid.NewString()
+}

@@ -1,0 +1,115 @@
+// Package tap holds what the gateway learns about one upstream response's
+// usage, whatever the provider's wire format, and turns it into the figures
+// the usage event records: the provider's own when it reported them, a
+// tokenizer estimate when it did not (flagged), never a guess passed off as
+// the provider's.
+package tap
+
+import (
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// Report is filled in by a protocol's tap as the upstream response goes by.
+// Taps set fields; they never sum cumulative counters (each report of the
+// provider replaces the last, field by field as the protocol defines).
+type Report struct {
+	// Usage is the provider's latest usage report, normalized (see
+	// usage.Tokens for what each field includes).
+	Usage usage.Tokens
+	// Reported is true once the provider reported any usage at all.
+	Reported bool
+	// Final is true once the provider's final usage report arrived: OpenAI's
+	// usage chunk (or usage on/after the finish chunk), Anthropic's
+	// message_delta, Gemini's chunk with a finishReason, the Responses API's
+	// response.completed (or failed/incomplete with usage).
+	Final bool
+	// FinishReason is the finish reason in OpenAI's terms: "stop", "length",
+	// "tool_calls", "content_filter" (or "error" for a stream that failed).
+	FinishReason string
+	// ServedModel is the model the provider said it served.
+	ServedModel string
+	// Error describes an upstream error frame, if one arrived.
+	Error string
+	// Output collects the text the provider produced: content, reasoning or
+	// thinking, tool call names and arguments. It is what a tokenizer
+	// estimate counts when the provider's figures are missing or partial.
+	// Error text is never added.
+	Output strings.Builder
+	// ReasoningShown is true once the provider streamed reasoning as text
+	// (OpenAI-compatible reasoning_content, Anthropic's thinking, Gemini's
+	// thought parts), which Output then holds: the reasoning tokens it
+	// reports are not hidden from an estimate.
+	ReasoningShown bool
+	// outputAt is Output's length when usage was last set (see SetUsage).
+	outputAt int
+}
+
+// AddOutput records produced text for estimation.
+func (r *Report) AddOutput(s string) { r.Output.WriteString(s) }
+
+// AddReasoning records reasoning the provider showed as text, for
+// estimation (see ReasoningShown).
+func (r *Report) AddReasoning(s string) {
+	if s != "" {
+		r.Output.WriteString(s)
+		r.ReasoningShown = true
+	}
+}
+
+// AddOutputBytes records produced text for estimation, like AddOutput.
+func (r *Report) AddOutputBytes(b []byte) { r.Output.Write(b) }
+
+// SetUsage records a usage report of the provider: it replaces the last
+// one (reports are cumulative) and marks Reported. Taps should call it
+// rather than set Usage, so that Resolve knows what output came after.
+func (r *Report) SetUsage(u usage.Tokens) {
+	r.Usage, r.Reported, r.outputAt = u, true, r.Output.Len()
+}
+
+// Prompt is what an estimate of a request's prompt counts: its text, and
+// how many chat messages it holds (0 when it is not a list of messages);
+// or, when Tokens is set, that estimate itself.
+type Prompt struct {
+	Text     string
+	Messages int
+	Tokens   int64
+}
+
+// Resolve returns the usage to record and its usage_source, given the
+// request's prompt (for an estimate when the provider reported none;
+// prompt is called only then, as extracting it costs a decode):
+//
+//   - Final: the provider's figures as sent; source "upstream".
+//   - Reported but not final (the stream ended early): the provider's
+//     figures; if output arrived after its last report, completion_tokens
+//     is raised to the tokenizer's count of all the output seen when that
+//     is larger; source "partial". (A provider that reports cumulative
+//     usage with every chunk has counted all the output itself.)
+//   - Not reported, and the upstream failed without producing any output:
+//     nothing is billed (zero tokens); source "estimated".
+//   - Not reported otherwise: prompt and completion both estimated with
+//     the tokenizer (see Estimator.Prompt); source "estimated".
+func (r *Report) Resolve(est *Estimator, prompt func() Prompt) (usage.Tokens, usage.Source) {
+	switch {
+	case !r.Reported && r.Error != "" && r.Output.Len() == 0:
+		return usage.Tokens{}, usage.SourceEstimated
+	case r.Final:
+		return r.Usage, usage.SourceUpstream
+	case r.Reported:
+		u := r.Usage
+		if r.Output.Len() > r.outputAt {
+			u.CompletionTokens = max(u.CompletionTokens, est.Count(r.Output.String()))
+		}
+		return u, usage.SourcePartial
+	default:
+		return usage.Tokens{
+			PromptTokens:     est.Prompt(prompt()),
+			CompletionTokens: est.Count(r.Output.String()),
+		}, usage.SourceEstimated
+	}
+}
+
+// Text returns a prompt function for Resolve: the text s, no messages.
+func Text(s string) func() Prompt { return func() Prompt { return Prompt{Text: s} } }

@@ -1,0 +1,61 @@
+package tap
+
+import (
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+func TestResolve(t *testing.T) {
+	est, err := NewEstimator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := est.Count("hello world"); n != 2 {
+		t.Fatalf("Count(hello world) = %d, want 2 (o200k_base)", n)
+	}
+	var final Report
+	final.Usage, final.Reported, final.Final = usage.Tokens{PromptTokens: 5, CompletionTokens: 1}, true, true
+	final.AddOutput("many many words that would count for more than one token")
+	if u, src := final.Resolve(est, Text("prompt")); src != usage.SourceUpstream || u.CompletionTokens != 1 {
+		t.Fatalf("final: %+v %s", u, src)
+	}
+	partial := Report{Usage: usage.Tokens{PromptTokens: 17, CompletionTokens: 1}, Reported: true}
+	partial.AddOutput("hello world, again and again")
+	if u, src := partial.Resolve(est, Text("ignored")); src != usage.SourcePartial || u.PromptTokens != 17 || u.CompletionTokens != est.Count("hello world, again and again") {
+		t.Fatalf("partial: %+v %s", u, src)
+	}
+	partial.Usage.CompletionTokens = 1000
+	if u, _ := partial.Resolve(est, Text("")); u.CompletionTokens != 1000 {
+		t.Fatalf("partial keeps the larger provider figure: %+v", u)
+	}
+	failed := Report{Error: "overloaded"}
+	if u, src := failed.Resolve(est, Text("a long prompt")); src != usage.SourceEstimated || u != (usage.Tokens{}) {
+		t.Fatalf("failed with no output: %+v %s, want nothing billed", u, src)
+	}
+	var none Report
+	none.AddOutput("hello world")
+	if u, src := none.Resolve(est, Text("hello world")); src != usage.SourceEstimated || u.PromptTokens != 2 || u.CompletionTokens != 2 {
+		t.Fatalf("estimated: %+v %s", u, src)
+	}
+}
+
+// TestResolveCumulativeReporter: a provider that reported cumulative usage
+// with the last output it sent has counted that output itself; only output
+// after its last report calls for the tokenizer.
+func TestResolveCumulativeReporter(t *testing.T) {
+	est, err := NewEstimator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Report
+	r.AddOutput("tok tok tok ") // the tokenizer counts 4 (the trailing space)
+	r.SetUsage(usage.Tokens{PromptTokens: 5, CompletionTokens: 3})
+	if u, src := r.Resolve(est, Text("")); src != usage.SourcePartial || u.CompletionTokens != 3 {
+		t.Fatalf("covered output: %+v %s, want the provider's 3", u, src)
+	}
+	r.AddOutput("tok tok ")
+	if u, _ := r.Resolve(est, Text("")); u.CompletionTokens != est.Count("tok tok tok tok tok ") {
+		t.Fatalf("output after the report: %+v, want the tokenizer's count of all output", u)
+	}
+}
