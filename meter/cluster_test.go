@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // startCluster starts n JetStream servers on loopback, routed to each
@@ -162,10 +163,10 @@ func TestClusterNodeLossUnderLoad(t *testing.T) {
 			defer wg.Done()
 			pub := meter.NewPublisher(connectAll(t, servers), scfg, time.Second)
 			for i := p; i < events; i += publishers {
-				e := meter.Event{Version: meter.SchemaVersion, ID: uuid.NewString(), Time: time.Now().UTC(),
+				e := usage.Event{Version: usage.SchemaVersion, ID: uuid.NewString(), Time: time.Now().UTC(),
 					CustomerID: customer, KeyID: key, Provider: "sim", Model: "sim-small", Endpoint: "/v1/chat/completions",
-					Status: meter.StatusOK, UsageSource: meter.SourceUpstream,
-					Usage: meter.Usage{PromptTokens: int64(i), CompletionTokens: 1}}
+					Status: usage.StatusOK, UsageSource: usage.SourceUpstream,
+					Usage: usage.Tokens{PromptTokens: int64(i), CompletionTokens: 1}}
 				for err := pub.Publish(ctx, &e); err != nil; err = pub.Publish(ctx, &e) {
 					if ctx.Err() != nil {
 						failOnce.Do(func() { failed = fmt.Errorf("event %d never acknowledged: %w", i, err) })

@@ -5,6 +5,23 @@ import (
 	"time"
 )
 
+// The defaults of the metering pipeline's settings, in one place: Config,
+// WorkerConfig, StreamConfig and NewPublisher take them for zero fields,
+// and docs/configuration.md states them.
+const (
+	DefaultStreamName      = "TOLLGATE_USAGE"
+	DefaultSubject         = "tollgate.usage.v1"
+	DefaultReplicas        = 1
+	DefaultDuplicateWindow = 10 * time.Minute
+	DefaultMaxAckPending   = 20000
+	DefaultAckWait         = 30 * time.Second
+	DefaultMaxDeliver      = 20
+	DefaultBatchSize       = 2000
+	DefaultBatchWait       = 50 * time.Millisecond
+	DefaultPublishTimeout  = 2 * time.Second
+	DefaultSpoolMaxBytes   = 1 << 30
+)
+
 // Config is the metering pipeline's configuration (the config file's
 // `meter:` section). Zero fields take the documented defaults.
 type Config struct {
@@ -36,6 +53,11 @@ type Config struct {
 	// SpoolMaxAge, when set, makes the gateway answer 503 while the oldest
 	// spooled event is older. Default 0: no age limit.
 	SpoolMaxAge time.Duration `yaml:"spool_max_age"`
+	// SyncInterval is the embedded JetStream server's sync policy (see
+	// SyncPolicy): "always" (fsync every message before its PubAck), or how
+	// often it fsyncs. Default "100ms". A NATS server of your own sets its
+	// own: jetstream { sync_interval: ... } (deploy/nats.conf).
+	SyncInterval string `yaml:"sync_interval"`
 }
 
 // Validate fills in defaults and checks ranges; errors name the field.
@@ -50,16 +72,22 @@ func (c *Config) Validate() error {
 			*v = d
 		}
 	}
-	def(&c.Replicas, 1)
-	def(&c.MaxAckPending, 20000)
-	def(&c.MaxDeliver, 20)
-	def(&c.BatchSize, 2000)
-	defDur(&c.DuplicateWindow, 10*time.Minute)
-	defDur(&c.AckWait, 30*time.Second)
-	defDur(&c.BatchWait, 50*time.Millisecond)
-	defDur(&c.PublishTimeout, 2*time.Second)
+	def(&c.Replicas, DefaultReplicas)
+	def(&c.MaxAckPending, DefaultMaxAckPending)
+	def(&c.MaxDeliver, DefaultMaxDeliver)
+	def(&c.BatchSize, DefaultBatchSize)
+	defDur(&c.DuplicateWindow, DefaultDuplicateWindow)
+	defDur(&c.AckWait, DefaultAckWait)
+	defDur(&c.BatchWait, DefaultBatchWait)
+	defDur(&c.PublishTimeout, DefaultPublishTimeout)
 	if c.SpoolMaxBytes == 0 {
-		c.SpoolMaxBytes = 1 << 30
+		c.SpoolMaxBytes = DefaultSpoolMaxBytes
+	}
+	if c.SyncInterval == "" {
+		c.SyncInterval = DefaultSync.String()
+	}
+	if _, err := ParseSyncPolicy(c.SyncInterval); err != nil {
+		return fmt.Errorf("meter.%w", err)
 	}
 	switch {
 	case c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5:
@@ -87,4 +115,13 @@ func (c *Config) Stream() StreamConfig {
 func (c *Config) Worker() WorkerConfig {
 	return WorkerConfig{Stream: c.Stream(), BatchSize: c.BatchSize, BatchWait: c.BatchWait,
 		AckWait: c.AckWait, MaxAckPending: c.MaxAckPending, MaxDeliver: c.MaxDeliver}
+}
+
+// Sync returns the embedded server's sync policy (c validated).
+func (c *Config) Sync() SyncPolicy {
+	p, err := ParseSyncPolicy(c.SyncInterval)
+	if err != nil {
+		return DefaultSync
+	}
+	return p
 }

@@ -4,22 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
-
-// EventError is a Store's refusal of one event of a batch for a reason
-// retrying cannot fix (its cost overflows, say). The worker sets that event
-// aside in the dead-letter stream and writes the rest.
-type EventError struct {
-	ID     string
-	Reason string
-}
-
-func (e *EventError) Error() string { return "event " + e.ID + ": " + e.Reason }
 
 // Dead-letter stream names and headers.
 const (
@@ -28,17 +20,6 @@ const (
 	// HeaderReason says why a message was set aside.
 	HeaderReason = "Tollgate-Reason"
 )
-
-// DeadLetter is a usage event message set aside, with why.
-type DeadLetter struct {
-	// Seq is its sequence in the dead-letter stream: what replay takes.
-	Seq    uint64    `json:"seq"`
-	Time   time.Time `json:"time"`
-	Reason string    `json:"reason"`
-	// EventID is the message's Nats-Msg-Id (the event id, when it had one).
-	EventID string `json:"event_id,omitempty"`
-	Data    string `json:"data"`
-}
 
 // DLQ is the dead-letter stream of the usage pipeline.
 type DLQ struct {
@@ -61,20 +42,31 @@ func EnsureDLQ(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (*
 	return &DLQ{js: js, subject: cfg.Subject}, nil
 }
 
-// put sets a message aside with reason, waiting for the PubAck.
-func (d *DLQ) put(ctx context.Context, m jetstream.Msg, reason string) error {
+// maxDeadLetter is the most of a message's data a dead letter keeps: a
+// message NATS refused as too large (a spool record, say) is kept in part,
+// under NATS' default max_payload of 1 MiB.
+const maxDeadLetter = 512 << 10
+
+// put sets data (a usage event message, with its event id when known)
+// aside with reason, waiting for the PubAck. Data beyond maxDeadLetter is
+// cut, and the reason says so.
+func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason string) error {
 	msg := nats.NewMsg(DLQSubject)
-	msg.Data = m.Data()
+	if len(data) > maxDeadLetter {
+		reason += fmt.Sprintf(" (the message's %d bytes are cut to its first %d here)", len(data), maxDeadLetter)
+		data = data[:maxDeadLetter]
+	}
+	msg.Data = data
 	msg.Header.Set(HeaderReason, reason)
-	if id := m.Headers().Get(nats.MsgIdHdr); id != "" {
-		msg.Header.Set("Tollgate-Event-Id", id)
+	if eventID != "" {
+		msg.Header.Set("Tollgate-Event-Id", eventID)
 	}
 	_, err := d.js.PublishMsg(ctx, msg)
 	return err
 }
 
 // List returns up to limit dead letters, oldest first.
-func (d *DLQ) List(ctx context.Context, limit int) ([]DeadLetter, error) {
+func (d *DLQ) List(ctx context.Context, limit int) ([]usage.DeadLetter, error) {
 	s, err := d.js.Stream(ctx, DLQStream)
 	if err != nil {
 		return nil, err
@@ -83,7 +75,7 @@ func (d *DLQ) List(ctx context.Context, limit int) ([]DeadLetter, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []DeadLetter{}
+	out := []usage.DeadLetter{}
 	if info.State.Msgs == 0 {
 		return out, nil
 	}
@@ -95,17 +87,34 @@ func (d *DLQ) List(ctx context.Context, limit int) ([]DeadLetter, error) {
 		if err != nil {
 			return out, err
 		}
-		out = append(out, DeadLetter{Seq: m.Sequence, Time: m.Time, Reason: m.Header.Get(HeaderReason),
+		out = append(out, usage.DeadLetter{Seq: m.Sequence, Time: m.Time, Reason: m.Header.Get(HeaderReason),
 			EventID: m.Header.Get("Tollgate-Event-Id"), Data: string(m.Data)})
 	}
 	return out, nil
 }
 
+// NoDeadLetterError is Replay's answer for a sequence the dead-letter
+// stream does not hold: never set aside, or replayed already.
+type NoDeadLetterError struct{ Seq uint64 }
+
+func (e *NoDeadLetterError) Error() string {
+	return fmt.Sprintf("dead letter %d not found", e.Seq)
+}
+
+// NotFound reports true: the admin API answers the error as not found.
+func (e *NoDeadLetterError) NotFound() bool { return true }
+
 // Replay sends dead letters back to the usage stream (after the cause was
 // fixed) and removes them from the dead-letter stream: those with the
 // given sequences, or all of them when seqs is empty. It returns how many
-// it replayed. The ledger drops any that were stored meanwhile.
+// it replayed. The ledger drops any that were stored meanwhile. A sequence
+// given that the stream does not hold is a *NoDeadLetterError, and then
+// none is replayed.
 func (d *DLQ) Replay(ctx context.Context, seqs []uint64) (int, error) {
+	s, err := d.js.Stream(ctx, DLQStream)
+	if err != nil {
+		return 0, err
+	}
 	if len(seqs) == 0 {
 		all, err := d.List(ctx, 1<<30)
 		if err != nil {
@@ -114,10 +123,13 @@ func (d *DLQ) Replay(ctx context.Context, seqs []uint64) (int, error) {
 		for _, l := range all {
 			seqs = append(seqs, l.Seq)
 		}
-	}
-	s, err := d.js.Stream(ctx, DLQStream)
-	if err != nil {
-		return 0, err
+	} else {
+		seqs = slices.Compact(slices.Sorted(slices.Values(seqs)))
+		for _, seq := range seqs {
+			if _, err := s.GetMsg(ctx, seq); errors.Is(err, jetstream.ErrMsgNotFound) {
+				return 0, &NoDeadLetterError{Seq: seq}
+			}
+		}
 	}
 	n := 0
 	for _, seq := range seqs {

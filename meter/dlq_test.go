@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // TestPoisonGoesToDeadLetterAndReplays: an undecodable message and an
@@ -38,13 +39,13 @@ func TestPoisonGoesToDeadLetterAndReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
-	event := func(model string, completion int64) *meter.Event {
-		return &meter.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: c.ID, KeyID: k.ID,
-			Provider: "p", Model: model, Status: meter.StatusOK, UsageSource: meter.SourceUpstream,
-			Usage: meter.Usage{CompletionTokens: completion}}
+	event := func(model string, completion int64) *usage.Event {
+		return &usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: c.ID, KeyID: k.ID,
+			Provider: "p", Model: model, Status: usage.StatusOK, UsageSource: usage.SourceUpstream,
+			Usage: usage.Tokens{CompletionTokens: completion}}
 	}
-	overflow := event("huge", 1<<40) // its cost does not fit in int64
-	for _, e := range []*meter.Event{event("m", 1), overflow, event("m", 2)} {
+	overflow := event("huge", usage.MaxCount) // its cost does not fit in int64
+	for _, e := range []*usage.Event{event("m", 1), overflow, event("m", 2)} {
 		if err := pub.Publish(ctx, e); err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +57,7 @@ func TestPoisonGoesToDeadLetterAndReplays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var letters []meter.DeadLetter
+	var letters []usage.DeadLetter
 	for deadline := time.Now().Add(10 * time.Second); len(letters) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		letters, _ = dlq.List(ctx, 10)
 	}
@@ -120,9 +121,9 @@ func TestSeveralWorkersGiveExactTotals(t *testing.T) {
 		go func() {
 			defer pwg.Done()
 			for i := p; i < n; i += 4 {
-				e := meter.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
-					Provider: "p", Model: "m", Status: meter.StatusOK, UsageSource: meter.SourceUpstream,
-					Usage: meter.Usage{PromptTokens: int64(i), CompletionTokens: 1}}
+				e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
+					Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream,
+					Usage: usage.Tokens{PromptTokens: int64(i), CompletionTokens: 1}}
 				if err := pub.Publish(ctx, &e); err != nil {
 					t.Error(err)
 					return

@@ -3,14 +3,19 @@ package meter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // Publisher publishes usage events to JetStream and waits for each PubAck,
-// so that an event it reports as published is stored by JetStream.
+// so that an event it reports as published is stored by JetStream (as
+// durably as the stream's sync policy makes a PubAck: see SyncPolicy).
 type Publisher struct {
 	js      jetstream.JetStream
 	subject string
@@ -18,20 +23,22 @@ type Publisher struct {
 }
 
 // NewPublisher returns a Publisher on cfg's subject (see StreamConfig).
-// timeout bounds the wait for a PubAck; 0 means 5 seconds.
+// timeout bounds the wait for a PubAck; 0 means DefaultPublishTimeout.
 func NewPublisher(js jetstream.JetStream, cfg StreamConfig, timeout time.Duration) *Publisher {
 	cfg.defaults()
 	if timeout <= 0 {
-		timeout = 5 * time.Second
+		timeout = DefaultPublishTimeout
 	}
 	return &Publisher{js: js, subject: cfg.Subject, timeout: timeout}
 }
 
 // Publish sends e with Nats-Msg-Id set to e.ID and waits for the PubAck. It
-// returns an error when the event is invalid, or when JetStream did not
-// acknowledge it within the timeout or before ctx ended; the event may then
-// or may not be stored, and publishing it again is safe.
-func (p *Publisher) Publish(ctx context.Context, e *Event) error {
+// returns an error wrapping usage.ErrInvalidEvent when e is invalid, an
+// error for which Permanent is true when NATS refuses the message itself,
+// and any other error when JetStream did not acknowledge it within the
+// timeout or before ctx ended: the event may then or may not be stored,
+// and publishing it again is safe.
+func (p *Publisher) Publish(ctx context.Context, e *usage.Event) error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
@@ -39,10 +46,29 @@ func (p *Publisher) Publish(ctx context.Context, e *Event) error {
 	if err != nil {
 		return fmt.Errorf("encode event %s: %w", e.ID, err)
 	}
+	return p.PublishData(ctx, e.ID, data)
+}
+
+// PublishData publishes an encoded event under its id, as Publish does.
+func (p *Publisher) PublishData(ctx context.Context, id string, data []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	if _, err := p.js.Publish(ctx, p.subject, data, jetstream.WithMsgID(e.ID)); err != nil {
-		return fmt.Errorf("publish event %s: %w", e.ID, err)
+	if _, err := p.js.Publish(ctx, p.subject, data, jetstream.WithMsgID(id)); err != nil {
+		return fmt.Errorf("publish event %s: %w", id, err)
 	}
 	return nil
+}
+
+// Permanent reports whether a publish error is one no retry can cure: the
+// event is invalid, or NATS refuses the message (larger than the server's
+// max_payload or the stream's maximum message size). Such an event goes to
+// the dead-letter stream; any other error is retried.
+func Permanent(err error) bool {
+	if err == nil {
+		return false
+	}
+	var api *jetstream.APIError
+	return errors.Is(err, usage.ErrInvalidEvent) || errors.Is(err, nats.ErrMaxPayload) ||
+		errors.Is(err, nats.ErrBadSubject) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) ||
+		errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum
 }

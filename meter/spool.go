@@ -14,11 +14,14 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
-// Spool is a local, append-only, fsync'd queue of usage events that could
-// not be published, kept in segment files under a directory until a
-// Republisher has published them. It survives process crashes (kill -9):
+// Spool is a local, append-only, fsync'd queue of records (usage events
+// that could not be published, or dead letters that could not reach the
+// dead-letter stream), kept in segment files under a directory until a
+// Republisher has sent them on. It survives process crashes (kill -9):
 // an event Append has returned for is on disk.
 //
 // Appends are group-committed: concurrent appends share one write and one
@@ -26,7 +29,8 @@ import (
 // request.
 //
 // On disk: segment files NNNNNNNNNNNNNNNNNNNN.seg, each a sequence of
-// records [length uint32 BE][crc32c uint32 BE][event JSON]; a torn record at
+// records [length uint32 BE][crc32c uint32 BE][data], data being an
+// event's JSON; a torn record at
 // the end of the newest segment (a crash mid-write) is ignored, since its
 // Append never returned. A file "cursor" holds the segment and offset up to
 // which events were published.
@@ -46,6 +50,8 @@ type Spool struct {
 	size, count int64
 	oldest      time.Time
 	done        chan struct{}
+	// drainMu makes Drain the spool's one drainer at a time.
+	drainMu sync.Mutex
 }
 
 type spoolWrite struct {
@@ -143,10 +149,20 @@ func (s *Spool) openSegment(n uint64) error {
 
 // Append writes e to the spool and returns once it is on disk (fsync'd).
 // It returns ErrSpoolFull when the spool is at its cap.
-func (s *Spool) Append(e *Event) error {
+func (s *Spool) Append(e *usage.Event) error {
 	data, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("spool: encode event %s: %w", e.ID, err)
+	}
+	return s.AppendRecord(data)
+}
+
+// AppendRecord writes one record (any bytes up to 16 MiB) to the spool and
+// returns once it is on disk (fsync'd). It returns ErrSpoolFull when the
+// spool is at its cap.
+func (s *Spool) AppendRecord(data []byte) error {
+	if len(data) > maxRecord {
+		return fmt.Errorf("spool: a record of %d bytes is over the limit of %d", len(data), maxRecord)
 	}
 	rec := make([]byte, 8+len(data))
 	binary.BigEndian.PutUint32(rec, uint32(len(data)))
@@ -170,6 +186,9 @@ func (s *Spool) Append(e *Event) error {
 	}
 	return <-w.errc
 }
+
+// maxRecord is the largest record a spool takes, in bytes.
+const maxRecord = 16 << 20
 
 // writer group-commits pending appends: one write and one fsync for all
 // that arrived while the previous fsync ran.
@@ -268,7 +287,7 @@ func scanSegment(path string, from int64, fn func(data []byte, next int64) error
 			return nil // end, or a torn header
 		}
 		n := binary.BigEndian.Uint32(hdr[:])
-		if n > 16<<20 {
+		if n > maxRecord {
 			return nil
 		}
 		data := make([]byte, n)

@@ -17,12 +17,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
-func testEvent(i int) *meter.Event {
-	return &meter.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: uuid.NewString(),
-		KeyID: uuid.NewString(), Provider: "p", Model: "m", Status: meter.StatusOK, UsageSource: meter.SourceUpstream,
-		Usage: meter.Usage{PromptTokens: int64(i)}}
+func testEvent(i int) *usage.Event {
+	return &usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: uuid.NewString(),
+		KeyID: uuid.NewString(), Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream,
+		Usage: usage.Tokens{PromptTokens: int64(i)}}
 }
 
 func TestSpoolGroupCommitAndDrainInOrder(t *testing.T) {
@@ -48,7 +49,8 @@ func TestSpoolGroupCommitAndDrainInOrder(t *testing.T) {
 	// Publishing fails after 50: those stay published, the rest spooled.
 	var got []int64
 	fail := errors.New("nats down")
-	n, err := s.Drain(context.Background(), func(_ context.Context, e *meter.Event) error {
+	n, err := s.Drain(context.Background(), func(_ context.Context, data []byte) error {
+		e, _ := usage.Decode(data)
 		if len(got) == 50 {
 			return fail
 		}
@@ -70,7 +72,8 @@ func TestSpoolGroupCommitAndDrainInOrder(t *testing.T) {
 	if n, _, _ := s2.Stats(); n != 150 {
 		t.Fatalf("after reopening: %d events, want 150", n)
 	}
-	n, err = s2.Drain(context.Background(), func(_ context.Context, e *meter.Event) error {
+	n, err = s2.Drain(context.Background(), func(_ context.Context, data []byte) error {
+		e, _ := usage.Decode(data)
 		got = append(got, e.Usage.PromptTokens)
 		return nil
 	})
@@ -148,7 +151,8 @@ func TestSpoolSurvivesKill9(t *testing.T) {
 	}
 	defer s.Close()
 	seen := map[int64]bool{}
-	if _, err := s.Drain(context.Background(), func(_ context.Context, e *meter.Event) error {
+	if _, err := s.Drain(context.Background(), func(_ context.Context, data []byte) error {
+		e, _ := usage.Decode(data)
 		seen[e.Usage.PromptTokens] = true
 		return nil
 	}); err != nil {

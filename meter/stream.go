@@ -24,16 +24,16 @@ type StreamConfig struct {
 
 func (c *StreamConfig) defaults() {
 	if c.Name == "" {
-		c.Name = "TOLLGATE_USAGE"
+		c.Name = DefaultStreamName
 	}
 	if c.Subject == "" {
-		c.Subject = "tollgate.usage.v1"
+		c.Subject = DefaultSubject
 	}
 	if c.Replicas == 0 {
-		c.Replicas = 1
+		c.Replicas = DefaultReplicas
 	}
 	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = 10 * time.Minute
+		c.DuplicateWindow = DefaultDuplicateWindow
 	}
 }
 

@@ -5,18 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sethvargo/go-retry"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // Store is where the worker writes events: the ledger.
 type Store interface {
 	// WriteEvents stores a batch atomically, at most once per event id (an
 	// id already stored is skipped), and returns how many were new. An error
-	// means none of the batch was stored.
-	WriteEvents(ctx context.Context, events []Event) (int, error)
+	// means none of the batch was stored. It returns a *usage.RefusedError
+	// for one event no retry can store, an error wrapping
+	// usage.ErrBatchRefused for data it cannot take without saying which
+	// event holds it, and any other error for a failure a retry may cure
+	// (the database unreachable, a serialization failure).
+	WriteEvents(ctx context.Context, events []usage.Event) (int, error)
 }
 
 // WorkerConfig configures a Worker. Zero fields take the defaults named.
@@ -27,11 +35,12 @@ type WorkerConfig struct {
 	Durable string
 	// BatchSize caps the events written in one transaction. Default 2000.
 	BatchSize int
-	// BatchWait caps how long a batch waits to fill after its first event,
-	// and so the latency the worker adds. Default 50ms.
+	// BatchWait caps how long one pull waits for its batch to fill, and so
+	// the latency the worker adds. Default 50ms.
 	BatchWait time.Duration
 	// AckWait is how long JetStream waits for an ack before redelivering.
-	// Default 30s; the worker extends it while it retries a batch.
+	// Default 30s; the worker extends it while it retries a batch, and
+	// bounds each write attempt to a third of it.
 	AckWait time.Duration
 	// MaxAckPending caps the events delivered and not yet acknowledged
 	// across all workers. Default 20000.
@@ -51,28 +60,34 @@ func (c *WorkerConfig) defaults() {
 		c.Durable = "tollgate-meter"
 	}
 	if c.BatchSize <= 0 {
-		c.BatchSize = 2000
+		c.BatchSize = DefaultBatchSize
 	}
 	if c.BatchWait <= 0 {
-		c.BatchWait = 50 * time.Millisecond
+		c.BatchWait = DefaultBatchWait
 	}
 	if c.AckWait <= 0 {
-		c.AckWait = 30 * time.Second
+		c.AckWait = DefaultAckWait
 	}
 	if c.MaxAckPending <= 0 {
-		c.MaxAckPending = 20000
+		c.MaxAckPending = DefaultMaxAckPending
 	}
 	if c.MaxDeliver <= 0 {
-		c.MaxDeliver = 20
+		c.MaxDeliver = DefaultMaxDeliver
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 }
 
-// Worker moves usage events from JetStream into a Store: it fetches batches
-// from a durable pull consumer, writes each batch in one call to the Store,
-// and acknowledges the batch only after the Store has committed it.
+// Worker moves usage events from JetStream into a Store: it pulls batches
+// from a durable consumer, writes each batch in one call to the Store, and
+// acknowledges the batch only after the Store has committed it.
+//
+// No event can keep the others from the ledger: an event that no retry can
+// store (undecodable, invalid, refused by the Store, or delivered more than
+// MaxDeliver times) is set aside in the dead-letter stream with the
+// reason; a batch the Store refuses as data is split until the refused
+// events are found; only transient failures are retried.
 type Worker struct {
 	cfg   WorkerConfig
 	cons  jetstream.Consumer
@@ -104,77 +119,119 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 	return &Worker{cfg: cfg, cons: cons, store: store, dlq: dlq, obs: observer(cfg.Observer)}, nil
 }
 
-// Run moves events until ctx ends, then returns nil. A batch the Store
-// refuses is retried with backoff, never acknowledged unwritten. It returns
-// an error only when the consumer cannot be read at all.
+// Run moves events until ctx ends, then stops: the pull in progress ends
+// (within BatchWait), and the events the worker was sent are written one
+// last time (the attempt bounded by a third of AckWait) and acknowledged,
+// or handed back (Nak) when the write fails, so that none waits for the
+// ack wait to be redelivered. Run returns when its goroutines have; the
+// error is non-nil only when the consumer cannot be read at all (it was
+// deleted, say).
 func (w *Worker) Run(ctx context.Context) error {
-	// A bounded pull expiry: after the consumer's leader changes (a NATS
-	// node lost), the worker pulls again within it instead of the default 30s.
-	it, err := w.cons.Messages(jetstream.PullMaxMessages(2*w.cfg.BatchSize), jetstream.PullExpiry(5*time.Second))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", w.cfg.Durable, err)
-	}
-	defer w.handBack(it)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	if w.cfg.Observer != nil {
-		go watchConsumer(ctx, w.cfg.Observer, w.cons, 5*time.Second)
+		wg.Go(func() { watchConsumer(ctx, w.cfg.Observer, w.cons, 5*time.Second) })
 	}
-	batch := make([]jetstream.Msg, 0, w.cfg.BatchSize)
-	for {
-		first, err := it.Next(jetstream.NextContext(ctx))
-		if ctx.Err() != nil {
-			if first != nil {
-				_ = first.Nak()
+	// One batch is pulled while the last is written.
+	batches := make(chan []jetstream.Msg, 1)
+	var fetchErr error
+	wg.Go(func() {
+		defer close(batches)
+		fetchErr = w.pull(ctx, batches)
+	})
+	for b := range batches {
+		w.process(ctx, b)
+	}
+	wg.Wait()
+	return fetchErr
+}
+
+// pull fetches batches into out until ctx ends. Each pull is left to end
+// on its own (it lasts at most BatchWait once the server answers), never
+// abandoned, so that no message is delivered to a worker that has stopped
+// reading: a stopping worker writes or hands back every message it was
+// sent. Run reads out to its end.
+func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
+	backoff := newBackoff(5 * time.Second)
+	for ctx.Err() == nil {
+		b, err := w.cons.Fetch(w.cfg.BatchSize, jetstream.FetchMaxWait(w.cfg.BatchWait))
+		var msgs []jetstream.Msg
+		if err == nil {
+			for m := range b.Messages() {
+				msgs = append(msgs, m)
 			}
-			return nil
+			err = b.Error()
 		}
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return fmt.Errorf("consume %s: %w", w.cfg.Durable, err)
-			}
-			w.cfg.Logger.Warn("meter: fetch", "err", err)
+		if len(msgs) > 0 {
+			w.handOver(out, msgs)
+		}
+		switch {
+		case err == nil, errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages):
+			backoff = newBackoff(5 * time.Second)
 			continue
+		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+			return fmt.Errorf("consume %s: %w", w.cfg.Durable, err)
 		}
-		batch = append(batch[:0], first)
-		deadline := time.Now().Add(w.cfg.BatchWait)
-		for len(batch) < w.cfg.BatchSize {
-			wait := time.Until(deadline)
-			if wait <= 0 {
-				break
-			}
-			m, err := it.Next(jetstream.NextMaxWait(wait))
-			if err != nil {
-				if !errors.Is(err, nats.ErrTimeout) {
-					w.cfg.Logger.Warn("meter: fetch", "err", err)
-				}
-				break
-			}
-			batch = append(batch, m)
+		wait, _ := backoff.Next()
+		if ctx.Err() == nil {
+			w.cfg.Logger.Warn("meter: fetch", "err", err, "retry_in", wait)
 		}
-		w.process(ctx, batch)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+// newBackoff is the meter's wait between retries: 100 ms, then twice as
+// long each time, up to limit.
+func newBackoff(limit time.Duration) retry.Backoff {
+	return retry.WithCappedDuration(limit, retry.NewExponential(100*time.Millisecond))
+}
+
+// handOver sends a pulled batch to Run, keeping its messages' ack wait
+// from running out while Run is busy (retrying a batch through a Postgres
+// outage, say): a batch waiting here is not redelivered, and so cannot
+// reach MaxDeliver while nothing is wrong with it.
+func (w *Worker) handOver(out chan<- []jetstream.Msg, msgs []jetstream.Msg) {
+	t := time.NewTicker(w.cfg.AckWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case out <- msgs:
+			return
+		case <-t.C:
+			for _, m := range msgs {
+				_ = m.InProgress()
+			}
+		}
 	}
 }
 
-// handBack stops consuming and gives back (Nak) the messages prefetched
-// and not yet processed, so that other workers get them now rather than
-// after AckWait.
-func (w *Worker) handBack(it jetstream.MessagesContext) {
-	it.Drain()
-	for {
-		m, err := it.Next(jetstream.NextMaxWait(time.Second))
-		if err != nil {
-			return
-		}
+// handBack gives messages back (Nak): redelivered now, to any worker.
+func handBack(msgs []jetstream.Msg) {
+	for _, m := range msgs {
 		_ = m.Nak()
 	}
 }
 
+// pending is a part of a batch not yet written: its events and their
+// messages, index for index.
+type pending struct {
+	events []usage.Event
+	msgs   []jetstream.Msg
+}
+
+func (p pending) without(i int) pending {
+	return pending{append(p.events[:i:i], p.events[i+1:]...), append(p.msgs[:i:i], p.msgs[i+1:]...)}
+}
+
 // process decodes, writes and acknowledges one batch. Messages that no
-// retry can store (undecodable, failing validation, refused by the Store as
-// an EventError, or delivered more than MaxDeliver times) are set aside in
-// the dead-letter stream with the reason; nothing is silently dropped.
+// retry can store are set aside in the dead-letter stream with the
+// reason; nothing is silently dropped.
 func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
-	events := make([]Event, 0, len(msgs))
-	keep := msgs[:0:0]
+	var first pending
 	for _, m := range msgs {
 		if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
 			w.obs.Redelivered()
@@ -184,8 +241,9 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 				continue
 			}
 		}
-		e, err := DecodeEvent(m.Data())
+		e, err := usage.Decode(m.Data())
 		if err == nil {
+			e.Normalize() // an event from an older or foreign publisher
 			err = e.Validate()
 		}
 		if err != nil {
@@ -193,58 +251,97 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 			w.setAside(ctx, m, "undecodable or invalid usage event: "+err.Error())
 			continue
 		}
-		events = append(events, e)
-		keep = append(keep, m)
+		first.events = append(first.events, e)
+		first.msgs = append(first.msgs, m)
 	}
-	backoff := 100 * time.Millisecond
-	for len(events) > 0 {
-		start := time.Now()
-		n, err := w.store.WriteEvents(ctx, events)
-		if err == nil {
-			w.obs.BatchWritten(len(events), n, time.Since(start))
-			break
-		}
-		var refused *EventError
-		if errors.As(err, &refused) {
-			for i := range events {
-				if events[i].ID == refused.ID {
-					w.obs.DeadLetter("refused")
-					w.setAside(ctx, keep[i], refused.Reason)
-					events, keep = append(events[:i], events[i+1:]...), append(keep[:i], keep[i+1:]...)
-					break
-				}
-			}
+	// A stack of parts to write: the batch, then the halves of any part
+	// the store refuses as data.
+	todo := []pending{first}
+	// Stay under the ack wait (InProgress extends it every retry), so a long
+	// Postgres outage does not turn into redeliveries.
+	retryLimit := min(5*time.Second, w.cfg.AckWait/2)
+	backoff := newBackoff(retryLimit)
+	for len(todo) > 0 {
+		p := todo[len(todo)-1]
+		if len(p.events) == 0 {
+			todo = todo[:len(todo)-1]
 			continue
 		}
+		start := time.Now()
+		n, err := w.write(ctx, p.events)
+		var refused *usage.RefusedError
+		switch {
+		case err == nil:
+			w.obs.BatchWritten(len(p.events), n, time.Since(start))
+			for _, m := range p.msgs {
+				if err := m.Ack(); err != nil {
+					// The event is committed; a lost ack only means a
+					// redelivery, which the ledger skips.
+					w.cfg.Logger.Warn("meter: ack", "err", err)
+				}
+			}
+			todo = todo[:len(todo)-1]
+			backoff = newBackoff(retryLimit)
+			continue
+		case errors.As(err, &refused):
+			i := indexOf(p.events, refused.ID)
+			if i < 0 {
+				break // not one of ours: treat as transient
+			}
+			w.obs.DeadLetter("refused")
+			w.setAside(ctx, p.msgs[i], refused.Reason)
+			todo[len(todo)-1] = p.without(i)
+			continue
+		case errors.Is(err, usage.ErrBatchRefused):
+			todo = todo[:len(todo)-1]
+			if len(p.events) == 1 {
+				w.obs.DeadLetter("refused")
+				w.setAside(ctx, p.msgs[0], "the ledger refused the event: "+err.Error())
+				continue
+			}
+			half := len(p.events) / 2
+			todo = append(todo, pending{p.events[half:], p.msgs[half:]}, pending{p.events[:half], p.msgs[:half]})
+			continue
+		}
+		// Transient: retry this part after a backoff, unless the worker is
+		// stopping, when everything not written is handed back.
 		if ctx.Err() != nil {
-			for _, m := range keep {
-				_ = m.Nak() // not written: redelivered to the next worker now
+			for _, p := range todo {
+				handBack(p.msgs)
 			}
 			return
 		}
-		w.cfg.Logger.Warn("meter: write batch failed; retrying", "events", len(events), "backoff", backoff, "err", err)
-		for _, m := range keep {
-			_ = m.InProgress()
+		wait, _ := backoff.Next()
+		w.cfg.Logger.Warn("meter: write batch failed; retrying", "events", len(p.events), "backoff", wait, "err", err)
+		for _, p := range todo {
+			for _, m := range p.msgs {
+				_ = m.InProgress() // keep the ack wait from running out
+			}
 		}
 		select {
 		case <-ctx.Done():
-			for _, m := range keep {
-				_ = m.Nak()
-			}
-			return
-		case <-time.After(backoff):
-		}
-		// Stay under the ack wait (InProgress extends it every retry), so a
-		// long Postgres outage does not turn into redeliveries.
-		backoff = min(backoff*2, 5*time.Second, w.cfg.AckWait/2)
-	}
-	for _, m := range keep {
-		if err := m.Ack(); err != nil {
-			// The event is committed; a lost ack only means a redelivery,
-			// which the ledger skips.
-			w.cfg.Logger.Warn("meter: ack", "err", err)
+		case <-time.After(wait):
 		}
 	}
+}
+
+// write is one attempt to store events, bounded to a third of the ack
+// wait so that a write hanging on a lost connection cannot outlive its
+// messages' ack wait. It is not cut short when ctx ends: a stopping
+// worker finishes the attempt in progress.
+func (w *Worker) write(ctx context.Context, events []usage.Event) (int, error) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.AckWait/3)
+	defer cancel()
+	return w.store.WriteEvents(actx, events)
+}
+
+func indexOf(events []usage.Event, id string) int {
+	for i := range events {
+		if events[i].ID == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // setAside moves m to the dead-letter stream, retrying until it is there
@@ -252,17 +349,16 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 	w.cfg.Logger.Error("meter: usage event set aside in the dead-letter stream", "reason", reason,
 		"event_id", m.Headers().Get(nats.MsgIdHdr))
-	for backoff := 100 * time.Millisecond; ; backoff = min(backoff*2, 5*time.Second) {
-		err := w.dlq.put(ctx, m, reason)
-		if err == nil {
-			_ = m.Ack()
-			return
+	err := retry.Do(ctx, newBackoff(5*time.Second), func(ctx context.Context) error {
+		err := w.dlq.put(ctx, m.Data(), m.Headers().Get(nats.MsgIdHdr), reason)
+		if err != nil && ctx.Err() == nil {
+			w.cfg.Logger.Warn("meter: dead-letter stream unreachable; retrying", "err", err)
 		}
-		w.cfg.Logger.Warn("meter: dead-letter stream unreachable; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
+		return retry.RetryableError(err)
+	})
+	if err != nil {
+		_ = m.Nak() // stopping: redelivered, and set aside then
+		return
 	}
+	_ = m.Ack()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // waitUsage polls the ledger until the customer's usage has want requests.
@@ -51,11 +52,11 @@ func TestWorkerWritesEachEventOnce(t *testing.T) {
 
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	customer, key := uuid.NewString(), uuid.NewString()
-	var events []meter.Event
+	var events []usage.Event
 	for i := range 50 {
-		e := meter.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
-			Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: meter.StatusOK,
-			UsageSource: meter.SourceUpstream, Usage: meter.Usage{PromptTokens: int64(i), CompletionTokens: 2}}
+		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
+			Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
+			UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: int64(i), CompletionTokens: 2}}
 		if err := pub.Publish(ctx, &e); err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +97,7 @@ func TestWorkerWritesEachEventOnce(t *testing.T) {
 func TestPublishRejectsInvalidEvents(t *testing.T) {
 	js := metertest.Connect(t, metertest.NewServer(t))
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, time.Second)
-	err := pub.Publish(context.Background(), &meter.Event{Version: 1, ID: "x"})
+	err := pub.Publish(context.Background(), &usage.Event{Version: 1, ID: "x"})
 	if err == nil {
 		t.Fatal("an invalid event was published")
 	}

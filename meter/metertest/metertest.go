@@ -16,7 +16,7 @@ import (
 // NewServer starts an embedded JetStream server on a random loopback port.
 func NewServer(t testing.TB) *server.Server {
 	t.Helper()
-	s, err := meter.StartEmbedded(t.TempDir(), "127.0.0.1:0")
+	s, err := meter.StartEmbedded(t.TempDir(), "127.0.0.1:0", meter.SyncPolicy{})
 	if err != nil {
 		t.Fatalf("metertest: %v", err)
 	}
@@ -24,7 +24,7 @@ func NewServer(t testing.TB) *server.Server {
 		s.Shutdown()
 		s.WaitForShutdown()
 	})
-	return s
+	return s.Server
 }
 
 // Connect connects to s and returns a JetStream handle; the connection

@@ -1,0 +1,415 @@
+// Package journal is the gateway's crash journal: a local record of every
+// upstream request in flight, so that a gateway killed mid-request (kill
+// -9, a crash, the OOM killer) loses none of its billable usage. Each
+// request is journaled when it starts (its usage event as known then, and
+// its body, from which its prompt is estimated), checkpointed while it
+// streams (the output streamed since the last checkpoint, and the
+// provider's usage report so far), and ended once its final usage event is
+// durable. At the next start, Open returns every request begun and not
+// ended, for the gateway to record as crashed with its usage estimated
+// from what the journal holds.
+//
+// Writes cost no fsync per request: records are appended to an in-memory
+// buffer and written by one goroutine in group writes, which survive the
+// death of the process (the kernel holds them); the segment is fsync'd
+// every second, which bounds what a power loss can take. Segments are
+// compacted as they fill: the requests still open are rewritten, merged,
+// into the next segment, and the older segments removed.
+//
+// It imports only the standard library and the usage contract.
+package journal
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// Limits on what one request keeps in the journal, in bytes. Beyond them
+// the journal keeps the lengths, and recovery scales its estimate.
+const (
+	// MaxBody is the most of a request body journaled.
+	MaxBody = 256 << 10
+	// MaxOutput is the most of a request's output journaled.
+	MaxOutput = 1 << 20
+)
+
+// maxSegment is the size at which the journal compacts into a new segment.
+var maxSegment int64 = 8 << 20
+
+// syncInterval is how often the journal's segment is fsync'd while it is
+// written to.
+const syncInterval = time.Second
+
+// Journal is the crash journal of one gateway process. Its methods are
+// safe for concurrent use and never block on the disk.
+type Journal struct {
+	dir string
+
+	mu      sync.Mutex
+	buf     []byte             // records not yet written
+	open    map[[16]byte]uint8 // requests begun and not ended: their kind (begun or failed)
+	closed  bool
+	werr    error // the writer's last error, reported by Close
+	wake    chan struct{}
+	done    chan struct{}
+	seg     *os.File
+	segNum  uint64
+	segSize int64
+	// older holds the segments of an earlier process, kept until Release.
+	older []uint64
+	// hidden is the last hidden reasoning averages journaled (or
+	// recovered), kept through compaction.
+	hidden []byte
+	// recovered are the averages an earlier process left.
+	recovered map[string]float64
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Open opens the journal in dir (creating it if needed) and returns the
+// requests an earlier process began and did not end, oldest first. They
+// stay in the journal until Release is called: call it once their events
+// are durable, so that a crash during recovery loses nothing either.
+func Open(dir string) (*Journal, []Request, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("journal: %w", err)
+	}
+	segs, err := segments(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	reqs, hidden, err := recoverSegments(dir, segs)
+	if err != nil {
+		return nil, nil, err
+	}
+	j := &Journal{dir: dir, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}), older: segs,
+		recovered: hidden}
+	if hidden != nil {
+		j.hidden, _ = json.Marshal(hidden)
+	}
+	next := uint64(1)
+	if len(segs) > 0 {
+		next = segs[len(segs)-1] + 1
+	}
+	if err := j.openSegment(next); err != nil {
+		return nil, nil, err
+	}
+	go j.writer()
+	return j, reqs, nil
+}
+
+// Release removes what earlier processes left in the journal: call it
+// once the requests Open returned are durably recorded.
+func (j *Journal) Release() error {
+	j.mu.Lock()
+	older := j.older
+	j.older = nil
+	j.mu.Unlock()
+	for _, n := range older {
+		if err := os.Remove(segPath(j.dir, n)); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("journal: %w", err)
+		}
+	}
+	return nil
+}
+
+// Begin journals the start of a request: e is its usage event as known
+// when it starts (ids, time, model, endpoint), and body its request body
+// (at most MaxBody of it is kept). The event's Usage may carry a rough
+// prompt estimate, and its ReasoningTokens the reasoning the model is
+// expected to spend without showing it (see Request).
+func (j *Journal) Begin(e *usage.Event, body []byte) {
+	id, ok := parseID(e.ID)
+	if !ok {
+		return // not a request of ours: its event is refused downstream
+	}
+	ev := encodeEvent(e)
+	kept := body[:min(len(body), MaxBody)]
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return
+	}
+	j.open[id] = kindBegin
+	start := j.startRecord(kindBegin, id, time.Now())
+	j.buf = binary.BigEndian.AppendUint32(j.buf, uint32(len(ev)))
+	j.buf = append(j.buf, ev...)
+	j.buf = binary.BigEndian.AppendUint32(j.buf, uint32(len(body)))
+	j.buf = append(j.buf, kept...)
+	j.endRecord(start)
+}
+
+// Checkpoint journals a request's progress: output is the text it
+// streamed since its last checkpoint; reported, when not nil, is the
+// provider's latest usage report; reasoningShown says the stream showed
+// its reasoning as text (so none of it is hidden).
+func (j *Journal) Checkpoint(id string, output string, reported *usage.Tokens, reasoningShown bool) {
+	key, ok := parseID(id)
+	if !ok {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return
+	}
+	if _, open := j.open[key]; !open {
+		return
+	}
+	start := j.startRecord(kindCheckpoint, key, time.Now())
+	j.buf = appendProgress(j.buf, reported, reasoningShown)
+	j.buf = append(j.buf, output...)
+	j.endRecord(start)
+}
+
+// End journals that a request's final event is durable: it is no longer
+// in flight.
+func (j *Journal) End(id string) {
+	key, ok := parseID(id)
+	if !ok {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return
+	}
+	delete(j.open, key)
+	j.endRecord(j.startRecord(kindEnd, key, time.Now()))
+}
+
+// Fail journals a request's final event that could not be made durable
+// (the spool refused it): the next start returns it as it is.
+func (j *Journal) Fail(e *usage.Event) {
+	key, ok := parseID(e.ID)
+	if !ok {
+		return
+	}
+	ev := encodeEvent(e)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return
+	}
+	j.open[key] = kindFail
+	start := j.startRecord(kindFail, key, time.Now())
+	j.buf = append(j.buf, ev...)
+	j.endRecord(start)
+}
+
+// HiddenReasoning journals the gateway's averages of the reasoning each
+// model spends without showing it (tokens, by model), so that a process
+// that restarts, and crashes again before it has learnt them anew, still
+// estimates it. It replaces the averages journaled before.
+func (j *Journal) HiddenReasoning(avg map[string]float64) {
+	b, err := json.Marshal(avg)
+	if err != nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return
+	}
+	j.hidden = b
+	start := j.startRecord(kindHidden, [16]byte{}, time.Now())
+	j.buf = append(j.buf, b...)
+	j.endRecord(start)
+}
+
+// RecoveredHiddenReasoning is the last hidden reasoning averages an
+// earlier process journaled (nil when none).
+func (j *Journal) RecoveredHiddenReasoning() map[string]float64 { return j.recovered }
+
+// Open reports the requests in flight.
+func (j *Journal) Open() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.open)
+}
+
+// Close writes and fsyncs what is buffered and stops the writer; later
+// calls journal nothing. It returns the writer's last error, if any. It is
+// idempotent.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		<-j.done
+		return nil
+	}
+	j.closed = true
+	j.mu.Unlock()
+	j.signal()
+	<-j.done
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	err := j.werr
+	if j.seg != nil {
+		if serr := j.seg.Sync(); err == nil {
+			err = serr
+		}
+		if cerr := j.seg.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+func (j *Journal) signal() {
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writer writes the buffer whenever records arrive (group writes: what
+// arrives during one write goes in the next), fsyncs the segment every
+// syncInterval while it changes, and compacts as segments fill.
+func (j *Journal) writer() {
+	defer close(j.done)
+	tick := time.NewTicker(syncInterval)
+	defer tick.Stop()
+	var out []byte
+	dirty := false
+	for {
+		select {
+		case <-j.wake:
+		case <-tick.C:
+			if dirty {
+				if err := j.seg.Sync(); err != nil {
+					j.fail(err)
+				}
+				dirty = false
+			}
+			continue
+		}
+		j.mu.Lock()
+		out, j.buf = j.buf, out[:0]
+		closed := j.closed
+		j.mu.Unlock()
+		if len(out) > 0 {
+			if _, err := j.seg.Write(out); err != nil {
+				j.fail(err)
+			}
+			j.segSize += int64(len(out))
+			dirty = true
+		}
+		if j.segSize >= maxSegment {
+			if err := j.compact(); err != nil {
+				j.fail(err)
+			}
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+func (j *Journal) fail(err error) {
+	j.mu.Lock()
+	j.werr = fmt.Errorf("journal: %w", err)
+	j.mu.Unlock()
+}
+
+// compact starts a new segment holding the open requests of the current
+// one, merged (a begin, one checkpoint, a failed event), and removes the
+// current segment. Records buffered meanwhile go after them.
+func (j *Journal) compact() error {
+	j.mu.Lock()
+	open := make(map[[16]byte]bool, len(j.open))
+	for id := range j.open {
+		open[id] = true
+	}
+	j.mu.Unlock()
+	old := j.segNum
+	reqs, _, err := recoverSegments(j.dir, []uint64{old})
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	hidden := j.hidden
+	j.mu.Unlock()
+	var keep []byte
+	if hidden != nil {
+		keep = appendHidden(keep, hidden)
+	}
+	for i := range reqs {
+		if id, ok := parseID(reqs[i].Event.ID); ok && open[id] {
+			keep = appendRequest(keep, &reqs[i])
+		}
+	}
+	if err := j.openSegment(old + 1); err != nil {
+		return err
+	}
+	if _, err := j.seg.Write(keep); err != nil {
+		return err
+	}
+	j.segSize = int64(len(keep))
+	if err := j.seg.Sync(); err != nil {
+		return err
+	}
+	return os.Remove(segPath(j.dir, old))
+}
+
+func (j *Journal) openSegment(n uint64) error {
+	f, err := os.OpenFile(segPath(j.dir, n), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if j.seg != nil {
+		j.seg.Close()
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("journal: %w", err)
+	}
+	j.seg, j.segNum, j.segSize = f, n, st.Size()
+	return syncDir(j.dir)
+}
+
+func segPath(dir string, n uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d.journal", n))
+}
+
+// segments lists the segment numbers in dir, ascending.
+func segments(dir string) ([]uint64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	var out []uint64
+	for _, e := range ents {
+		var n uint64
+		if name, ok := strings.CutSuffix(e.Name(), ".journal"); ok {
+			if _, err := fmt.Sscanf(name, "%d", &n); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i] < out[k] })
+	return out, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+var errCorrupt = errors.New("journal: corrupt record")

@@ -1,0 +1,239 @@
+package journal
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+func testEvent(i int) *usage.Event {
+	return &usage.Event{Version: 1, ID: fmt.Sprintf("0197a3c2-1111-7222-8333-%012d", i), Time: time.Now().UTC(),
+		CustomerID: "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff", KeyID: "0197a3c2-9999-7888-8777-666655554444",
+		Provider: "sim", Model: "sim-pro", Endpoint: "/v1/chat/completions", Stream: true,
+		Status: usage.StatusOK, UsageSource: usage.SourceEstimated, Usage: usage.Tokens{PromptTokens: int64(i)}}
+}
+
+// written waits until the writer has written everything buffered.
+func (j *Journal) written(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		j.mu.Lock()
+		n := len(j.buf)
+		j.mu.Unlock()
+		if n == 0 {
+			time.Sleep(5 * time.Millisecond) // the write in progress
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("journal not written within 5s")
+		}
+	}
+}
+
+func TestJournalRecoversWhatDidNotEnd(t *testing.T) {
+	dir := t.TempDir()
+	j, reqs, err := Open(dir)
+	if err != nil || len(reqs) != 0 {
+		t.Fatalf("Open of an empty journal = %v, %v", reqs, err)
+	}
+	body := []byte(`{"model":"sim-pro","messages":[{"role":"user","content":"hello"}]}`)
+	ended, streaming, failed := testEvent(1), testEvent(2), testEvent(3)
+	for _, e := range []*usage.Event{ended, streaming, failed} {
+		j.Begin(e, body)
+	}
+	j.Checkpoint(streaming.ID, "tok tok ", nil, false)
+	reported := usage.Tokens{PromptTokens: 12, CachedTokens: 6}
+	j.Checkpoint(streaming.ID, "tok ", &reported, true)
+	j.End(ended.ID)
+	final := *failed
+	final.Status, final.Usage = usage.StatusOK, usage.Tokens{PromptTokens: 9, CompletionTokens: 4}
+	j.Fail(&final)
+	j.End("not-an-id") // ignored
+	if j.Open() != 2 {
+		t.Fatalf("Open() = %d requests in flight, want 2", j.Open())
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil { // idempotent
+		t.Fatal(err)
+	}
+
+	j2, reqs, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	if len(reqs) != 2 || reqs[0].Event.ID != streaming.ID || reqs[1].Event.ID != failed.ID {
+		t.Fatalf("recovered %+v, want the streaming and the failed request", reqs)
+	}
+	s := reqs[0]
+	if string(s.Output) != "tok tok tok " || s.OutputLen != 12 || string(s.Body) != string(body) || s.BodyLen != len(body) ||
+		s.Reported == nil || *s.Reported != reported || !s.ReasoningShown || s.Final != nil || s.Last.Before(s.Began) {
+		t.Fatalf("streaming request recovered as %+v", s)
+	}
+	if f := reqs[1]; f.Final == nil || f.Final.Usage != final.Usage {
+		t.Fatalf("failed request recovered as %+v", f)
+	}
+	// Until Release, a crash during recovery finds them again.
+	if err := j2.Release(); err != nil {
+		t.Fatal(err)
+	}
+	j2.Close()
+	_, again, err := Open(dir)
+	if err != nil || len(again) != 0 {
+		t.Fatalf("after Release: %d requests, %v", len(again), err)
+	}
+}
+
+// TestJournalSurvivesKill9: a child process journals requests (beginning,
+// checkpointing and ending them) and is killed with SIGKILL: no fsync ran
+// for them, yet every request it had journaled and not ended is recovered,
+// with its output, and none it ended.
+func TestJournalSurvivesKill9(t *testing.T) {
+	if dir := os.Getenv("TOLLGATE_JOURNAL_CHILD"); dir != "" {
+		j, _, err := Open(dir)
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		for i := 0; ; i++ {
+			e := testEvent(i)
+			j.Begin(e, []byte("{}"))
+			j.Checkpoint(e.ID, strings.Repeat("tok ", i%7+1), nil, false)
+			if i%2 == 0 {
+				j.End(e.ID)
+			}
+			if i%100 == 99 {
+				j.written(t)
+				fmt.Println("written", i)
+			}
+		}
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestJournalSurvivesKill9$")
+	cmd.Env = append(os.Environ(), "TOLLGATE_JOURNAL_CHILD="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	written := -1
+	for sc.Scan() && written < 3000 {
+		if v, ok := strings.CutPrefix(sc.Text(), "written "); ok {
+			fmt.Sscan(v, &written)
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	j, reqs, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	got := map[string]Request{}
+	for _, r := range reqs {
+		got[r.Event.ID] = r
+	}
+	for i := 0; i <= written; i++ {
+		id := testEvent(i).ID
+		r, ok := got[id]
+		switch {
+		case i%2 == 0 && ok:
+			t.Fatalf("request %d ended before the kill, but was recovered", i)
+		case i%2 == 1 && !ok:
+			t.Fatalf("request %d was journaled before the kill but not recovered (%d recovered)", i, len(reqs))
+		case i%2 == 1 && string(r.Output) != strings.Repeat("tok ", i%7+1):
+			t.Fatalf("request %d recovered with output %q", i, r.Output)
+		}
+	}
+	t.Logf("%d requests journaled before SIGKILL, %d recovered in flight", written+1, len(reqs))
+}
+
+// TestJournalCompacts: as segments fill, the journal keeps only what is in
+// flight, merged, and recovery still sees every open request whole.
+func TestJournalCompacts(t *testing.T) {
+	defer func(n int64) { maxSegment = n }(maxSegment)
+	maxSegment = 64 << 10
+	dir := t.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := testEvent(0) // open through every compaction
+	j.Begin(long, bytes.Repeat([]byte("b"), 1000))
+	var want strings.Builder
+	for i := 1; i <= 3000; i++ {
+		e := testEvent(i)
+		j.Begin(e, bytes.Repeat([]byte("x"), 200))
+		j.Checkpoint(e.ID, "tok ", nil, false)
+		j.End(e.ID)
+		if i%10 == 0 {
+			j.Checkpoint(long.ID, "out ", &usage.Tokens{PromptTokens: int64(i)}, false)
+			want.WriteString("out ")
+		}
+		if i%500 == 0 {
+			j.written(t)
+		}
+	}
+	j.Close() // the writer, and any compaction it was doing, is done
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.journal"))
+	if len(segs) != 1 {
+		t.Errorf("%d segments after compaction, want 1", len(segs))
+	}
+	if st, err := os.Stat(segs[len(segs)-1]); err != nil || st.Size() > 2*maxSegment {
+		t.Errorf("segment size %v (%v)", st, err)
+	}
+	_, reqs, err := Open(dir)
+	if err != nil || len(reqs) != 1 {
+		t.Fatalf("recovered %d requests (%v), want 1", len(reqs), err)
+	}
+	r := reqs[0]
+	if r.Event.ID != long.ID || string(r.Output) != want.String() || r.BodyLen != 1000 || r.Reported == nil || r.Reported.PromptTokens != 3000 {
+		t.Fatalf("recovered %s with %d bytes of output (want %d), body %d, reported %+v", r.Event.ID, len(r.Output), want.Len(), r.BodyLen, r.Reported)
+	}
+}
+
+// TestJournalKeepsHiddenReasoning: the averages a gateway journals survive
+// compaction and a restart.
+func TestJournalKeepsHiddenReasoning(t *testing.T) {
+	defer func(n int64) { maxSegment = n }(maxSegment)
+	maxSegment = 32 << 10
+	dir := t.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.RecoveredHiddenReasoning() != nil {
+		t.Fatal("averages from nowhere")
+	}
+	j.HiddenReasoning(map[string]float64{"sim-pro": 3})
+	j.HiddenReasoning(map[string]float64{"sim-pro": 11.5, "o3": 250})
+	for i := range 2000 { // several compactions
+		e := testEvent(i)
+		j.Begin(e, []byte("{}"))
+		j.End(e.ID)
+	}
+	j.written(t)
+	j.Close()
+	j2, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	if got := j2.RecoveredHiddenReasoning(); got["sim-pro"] != 11.5 || got["o3"] != 250 || len(got) != 2 {
+		t.Fatalf("recovered %v", got)
+	}
+}

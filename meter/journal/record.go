@@ -1,0 +1,315 @@
+package journal
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// Request is a request an earlier process began and did not end, as the
+// journal holds it: what the gateway needs to record it as crashed.
+type Request struct {
+	// Event is its usage event as it was when the request began (ids,
+	// time, model, endpoint). Usage.PromptTokens holds the rough prompt
+	// estimate made then, and Usage.ReasoningTokens the reasoning the
+	// model was expected to spend without showing it.
+	Event usage.Event
+	// Body is the request body, at most MaxBody bytes of BodyLen.
+	Body    []byte
+	BodyLen int
+	// Output is the text the request streamed up to its last checkpoint,
+	// at most MaxOutput bytes of OutputLen.
+	Output    []byte
+	OutputLen int
+	// Reported is the provider's last usage report, if any.
+	Reported *usage.Tokens
+	// ReasoningShown says the stream showed reasoning as text.
+	ReasoningShown bool
+	// Checkpoints counts its checkpoints: the gateway checkpoints a
+	// request first when its upstream answers, so none means the upstream
+	// had not answered yet.
+	Checkpoints int
+	// Began and Last are the times of its first and last records.
+	Began, Last time.Time
+	// Final is its final event, when it was made but could not be made
+	// durable (see Journal.Fail): it is to be recorded as it is.
+	Final *usage.Event
+}
+
+// Record kinds.
+const (
+	kindBegin      uint8 = 1
+	kindCheckpoint uint8 = 2
+	kindEnd        uint8 = 3
+	kindFail       uint8 = 4
+	kindHidden     uint8 = 5 // the hidden reasoning averages, by model (JSON)
+)
+
+// A record is [length uint32][crc32c uint32][data]: data is [kind uint8]
+// [request id, 16 bytes][time, Unix nanoseconds int64][payload]; length
+// and crc cover data.
+//
+//   - begin: [event JSON length uint32][event JSON][body length uint32][body]
+//   - checkpoint: [flags uint8][6 int64 counts if flags&1][output]
+//   - end: nothing
+//   - fail: [event JSON]
+//   - hidden: [the averages JSON], request id all zeros
+const headerLen = 8 + 1 + 16 + 8
+
+// Checkpoint flags. flagSkipped (compaction only) is followed, after the
+// counts, by the length of output not kept, as a uint64.
+const (
+	flagReported  = 1
+	flagReasoning = 2
+	flagSkipped   = 4
+)
+
+// countsLen is the length of the counts appendProgress writes for reported.
+func countsLen(reported *usage.Tokens) int {
+	if reported == nil {
+		return 0
+	}
+	return 48
+}
+
+// startRecord appends a record's header with a placeholder length and crc,
+// and returns where it starts; endRecord fills them in.
+func (j *Journal) startRecord(kind uint8, id [16]byte, t time.Time) int {
+	start := len(j.buf)
+	j.buf = append(j.buf, 0, 0, 0, 0, 0, 0, 0, 0, kind)
+	j.buf = append(j.buf, id[:]...)
+	j.buf = binary.BigEndian.AppendUint64(j.buf, uint64(t.UnixNano()))
+	return start
+}
+
+func (j *Journal) endRecord(start int) {
+	finishRecord(j.buf[start:])
+	j.signal()
+}
+
+// finishRecord fills in the length and crc of the record at the start of rec.
+func finishRecord(rec []byte) {
+	data := rec[8:]
+	binary.BigEndian.PutUint32(rec, uint32(len(data)))
+	binary.BigEndian.PutUint32(rec[4:], crc32.Checksum(data, crcTable))
+}
+
+func appendProgress(b []byte, reported *usage.Tokens, reasoningShown bool) []byte {
+	var flags uint8
+	if reported != nil {
+		flags |= flagReported
+	}
+	if reasoningShown {
+		flags |= flagReasoning
+	}
+	b = append(b, flags)
+	if reported != nil {
+		for _, c := range counts(reported) {
+			b = binary.BigEndian.AppendUint64(b, uint64(*c))
+		}
+	}
+	return b
+}
+
+func counts(u *usage.Tokens) [6]*int64 {
+	return [6]*int64{&u.PromptTokens, &u.CachedTokens, &u.CacheWriteTokens, &u.CompletionTokens, &u.ReasoningTokens, &u.WebSearchRequests}
+}
+
+func encodeEvent(e *usage.Event) []byte {
+	b, err := json.Marshal(e)
+	if err != nil { // an Event always encodes; keep its id at least
+		b, _ = json.Marshal(usage.Event{ID: e.ID})
+	}
+	return b
+}
+
+// appendRequest appends r as records: a begin, one checkpoint with all its
+// progress, and its failed final event if any (how compaction keeps it).
+func appendRequest(b []byte, r *Request) []byte {
+	id, _ := parseID(r.Event.ID)
+	rec := func(kind uint8, t time.Time, payload func([]byte) []byte) {
+		start := len(b)
+		b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, kind)
+		b = append(b, id[:]...)
+		b = binary.BigEndian.AppendUint64(b, uint64(t.UnixNano()))
+		b = payload(b)
+		finishRecord(b[start:])
+	}
+	ev := encodeEvent(&r.Event)
+	rec(kindBegin, r.Began, func(b []byte) []byte {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(ev)))
+		b = append(b, ev...)
+		b = binary.BigEndian.AppendUint32(b, uint32(r.BodyLen))
+		return append(b, r.Body...)
+	})
+	if r.Checkpoints > 0 { // none: its upstream had not answered
+		rec(kindCheckpoint, r.Last, func(b []byte) []byte {
+			b = appendProgress(b, r.Reported, r.ReasoningShown)
+			if skipped := r.OutputLen - len(r.Output); skipped > 0 {
+				// The output beyond MaxOutput is not kept, its length is.
+				b[len(b)-1-countsLen(r.Reported)] |= flagSkipped
+				b = binary.BigEndian.AppendUint64(b, uint64(skipped))
+			}
+			return append(b, r.Output...)
+		})
+	}
+	if r.Final != nil {
+		f := encodeEvent(r.Final)
+		rec(kindFail, r.Last, func(b []byte) []byte { return append(b, f...) })
+	}
+	return b
+}
+
+// appendHidden appends a hidden reasoning record of payload.
+func appendHidden(b, payload []byte) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, kindHidden)
+	b = append(b, make([]byte, 16)...)
+	b = binary.BigEndian.AppendUint64(b, uint64(time.Now().UnixNano()))
+	b = append(b, payload...)
+	finishRecord(b[start:])
+	return b
+}
+
+// recoverSegments reads the segments in order and returns the requests
+// begun and not ended, in the order they began. A torn or corrupt record
+// ends its segment's reading (a crash mid-write leaves one at the end).
+func recoverSegments(dir string, segs []uint64) ([]Request, map[string]float64, error) {
+	var hidden map[string]float64
+	byID := map[[16]byte]*Request{}
+	var order [][16]byte
+	for _, n := range segs {
+		err := scan(segPath(dir, n), func(kind uint8, id [16]byte, t time.Time, payload []byte) {
+			r := byID[id]
+			switch kind {
+			case kindBegin:
+				if len(payload) < 4 {
+					return
+				}
+				evLen := int(binary.BigEndian.Uint32(payload))
+				if len(payload) < 4+evLen+4 {
+					return
+				}
+				var e usage.Event
+				if json.Unmarshal(payload[4:4+evLen], &e) != nil {
+					return
+				}
+				rest := payload[4+evLen:]
+				if r == nil {
+					r = &Request{}
+					byID[id] = r
+					order = append(order, id)
+				}
+				r.Event, r.BodyLen, r.Body = e, int(binary.BigEndian.Uint32(rest)), append([]byte(nil), rest[4:]...)
+				r.Began, r.Last = t, t
+			case kindCheckpoint:
+				if r == nil || len(payload) < 1 {
+					return
+				}
+				flags, rest := payload[0], payload[1:]
+				if flags&flagReported != 0 {
+					if len(rest) < 48 {
+						return
+					}
+					var u usage.Tokens
+					for i, c := range counts(&u) {
+						*c = int64(binary.BigEndian.Uint64(rest[8*i:]))
+					}
+					r.Reported, rest = &u, rest[48:]
+				}
+				if flags&flagSkipped != 0 {
+					if len(rest) < 8 {
+						return
+					}
+					r.OutputLen += int(binary.BigEndian.Uint64(rest))
+					rest = rest[8:]
+				}
+				r.ReasoningShown = r.ReasoningShown || flags&flagReasoning != 0
+				room := MaxOutput - len(r.Output)
+				r.Output = append(r.Output, rest[:min(len(rest), max(room, 0))]...)
+				r.OutputLen += len(rest)
+				r.Last = t
+				r.Checkpoints++
+			case kindFail:
+				if r == nil {
+					return
+				}
+				var e usage.Event
+				if json.Unmarshal(payload, &e) == nil {
+					r.Final, r.Last = &e, t
+				}
+			case kindEnd:
+				delete(byID, id)
+			case kindHidden:
+				var m map[string]float64
+				if json.Unmarshal(payload, &m) == nil {
+					hidden = m
+				}
+			}
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	var out []Request
+	for _, id := range order {
+		if r, ok := byID[id]; ok {
+			out = append(out, *r)
+			delete(byID, id) // an id begun twice is returned once
+		}
+	}
+	return out, hidden, nil
+}
+
+// scan calls fn for each intact record of the file at path.
+func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []byte)) error {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	var hdr [8]byte
+	var data []byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return nil // the end, or a torn header
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n < headerLen-8 || n > MaxBody+MaxOutput+64<<10 {
+			return nil // corrupt: nothing after it can be trusted
+		}
+		data = append(data[:0], make([]byte, n)...)
+		if _, err := io.ReadFull(r, data); err != nil || crc32.Checksum(data, crcTable) != binary.BigEndian.Uint32(hdr[4:]) {
+			return nil // a torn or corrupt tail
+		}
+		var id [16]byte
+		copy(id[:], data[1:17])
+		t := time.Unix(0, int64(binary.BigEndian.Uint64(data[17:25]))).UTC()
+		fn(data[0], id, t, data[25:])
+	}
+}
+
+// parseID parses a UUID in its canonical text form.
+func parseID(s string) ([16]byte, bool) {
+	var id [16]byte
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return id, false
+	}
+	hexed := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	if _, err := hex.Decode(id[:], []byte(hexed)); err != nil {
+		return id, false
+	}
+	return id, true
+}

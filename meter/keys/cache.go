@@ -1,0 +1,459 @@
+package keys
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// Loader reads one key's state from the source (the ledger), for a key the
+// cache does not know yet.
+type Loader interface {
+	// KeyState returns the state of the active key whose secret hashes to
+	// hash (usage.KeyHash) and of its customer, ok=false when there is no
+	// such key or it is revoked, or an error when the source cannot be read.
+	KeyState(ctx context.Context, hash string) (k usage.KeyState, c usage.CustomerState, ok bool, err error)
+}
+
+// Settings of the lookup of keys the cache does not know.
+const (
+	// missRate and missBurst bound the lookups of unknown keys that reach
+	// the source, per second, whatever the traffic of bad keys.
+	missRate  = 50
+	missBurst = 100
+	// negativeTTL is how long a key the source does not know stays
+	// unknown without asking again.
+	negativeTTL = 2 * time.Second
+	// maxNegative bounds the negative cache, in keys.
+	maxNegative = 100_000
+)
+
+// Cache is a gateway's view of every active key and every customer's
+// budget state, kept current by watching the buckets: a change is applied
+// within milliseconds of its publication, and the view survives a Postgres
+// or NATS outage as it was. Lookups never wait on the network, but for a
+// key the cache does not know, which is looked up once in the Loader.
+type Cache struct {
+	open   func(context.Context) (Buckets, error)
+	loader Loader
+	log    *slog.Logger
+
+	mu        sync.RWMutex
+	keys      map[[32]byte]*entry
+	customers map[string]*customer
+	prices    map[string]usage.ModelPrices // by model
+	negative  map[[32]byte]time.Time
+
+	misses  *rate.Limiter
+	flight  singleflight.Group
+	applied atomic.Int64 // changes applied, for tests and metrics
+	// buckets, once open; revs, the last revision applied of each (keys,
+	// customers, prices).
+	buckets atomic.Pointer[Buckets]
+	revs    [3]atomic.Uint64
+
+	startOnce, stopOnce sync.Once
+	loaded              chan struct{} // closed once both buckets' initial values are in
+	cancel              context.CancelFunc
+	done                chan struct{}
+}
+
+// entry is one key, compactly: a million keys are held in memory.
+type entry struct {
+	keyID        [16]byte
+	customer     *customer
+	expires      int64 // Unix nanoseconds; 0: never
+	blockedUntil int64 // Unix nanoseconds; 0: until changed
+	rpm, tpm     int64
+	conc         int64
+	blocked      string
+	models       []string
+	version      int64
+	revoked      bool // a revoked key's tombstone: no other field is set
+}
+
+// customer is one customer's budget state and overrides, shared by its
+// keys.
+type customer struct {
+	id        string
+	blocked   string
+	overrides []usage.Override
+	version   int64
+}
+
+// NewCache returns a Cache over the buckets open returns (EnsureBuckets,
+// tried again every second until it succeeds: NATS may be down when the
+// gateway starts), looking keys it does not know up in loader (nil: none).
+func NewCache(open func(context.Context) (Buckets, error), loader Loader, log *slog.Logger) *Cache {
+	return &Cache{open: open, loader: loader, log: log, keys: map[[32]byte]*entry{}, customers: map[string]*customer{}, prices: map[string]usage.ModelPrices{},
+		negative: map[[32]byte]time.Time{}, misses: rate.NewLimiter(missRate, missBurst),
+		loaded: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Start starts watching the buckets and returns once their current values
+// are loaded, or ctx's error (the watch goes on: Loaded says when it is
+// done). Calling it again does nothing.
+func (c *Cache) Start(ctx context.Context) error {
+	c.startOnce.Do(func() {
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		c.cancel = cancel
+		go func() {
+			defer close(c.done)
+			c.watch(wctx)
+		}()
+	})
+	select {
+	case <-c.loaded:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("key cache: initial load: %w", ctx.Err())
+	}
+}
+
+// Stop stops watching and waits for it until ctx ends. It is idempotent
+// and safe on a Cache never started.
+func (c *Cache) Stop(ctx context.Context) error {
+	c.stopOnce.Do(func() {
+		c.startOnce.Do(func() { close(c.done) })
+		if c.cancel != nil {
+			c.cancel()
+		}
+	})
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Loaded reports whether the buckets' values at start are loaded.
+func (c *Cache) Loaded() bool {
+	select {
+	case <-c.loaded:
+		return true
+	default:
+		return false
+	}
+}
+
+// CatchUp returns once the cache has applied every change the buckets
+// held when it was called, or ctx's error.
+func (c *Cache) CatchUp(ctx context.Context) error {
+	b := c.buckets.Load()
+	if b == nil {
+		return errors.New("key cache: the buckets are not open yet")
+	}
+	for i, kv := range []jetstream.KeyValue{b.Keys, b.Customers, b.Prices} {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("key cache: %w", err)
+		}
+		bs, ok := st.(*jetstream.KeyValueBucketStatus)
+		if !ok {
+			return fmt.Errorf("key cache: bucket %s: no stream state", kv.Bucket())
+		}
+		last := bs.StreamInfo().State.LastSeq
+		for c.revs[i].Load() < last {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("key cache: catching up with %s: %w", kv.Bucket(), ctx.Err())
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// Len is the number of keys held (revoked keys' tombstones included).
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.keys)
+}
+
+// watch applies the buckets' values, then their changes, until ctx ends;
+// a watcher that fails is set up again (JetStream resumes it).
+func (c *Cache) watch(ctx context.Context) {
+	var b Buckets
+	for tries := 0; ; tries++ {
+		var err error
+		if b, err = c.open(ctx); err == nil {
+			break
+		}
+		if tries == 0 {
+			c.log.Warn("key cache: opening the key buckets; unknown keys are looked up in the ledger meanwhile", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	c.buckets.Store(&b)
+	var wg sync.WaitGroup
+	followers := []struct {
+		kv    jetstream.KeyValue
+		apply func(jetstream.KeyValueEntry)
+	}{{b.Keys, c.applyKey}, {b.Customers, c.applyCustomer}, {b.Prices, c.applyPrices}}
+	loaded := make([]chan struct{}, len(followers))
+	for i, f := range followers {
+		loaded[i] = make(chan struct{})
+		var once sync.Once
+		wg.Go(func() { c.follow(ctx, f.kv, &c.revs[i], f.apply, func() { once.Do(func() { close(loaded[i]) }) }) })
+	}
+	go func() {
+		for _, ch := range loaded {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return
+			}
+		}
+		close(c.loaded)
+	}()
+	wg.Wait()
+}
+
+// follow watches one bucket until ctx ends, calling apply for each entry
+// and caughtUp once the initial values are in.
+func (c *Cache) follow(ctx context.Context, kv jetstream.KeyValue, rev *atomic.Uint64, apply func(jetstream.KeyValueEntry), caughtUp func()) {
+	for ctx.Err() == nil {
+		w, err := kv.WatchAll(ctx)
+		if err != nil {
+			c.log.Warn("key cache: watch", "bucket", kv.Bucket(), "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for e := range w.Updates() {
+			if e == nil {
+				caughtUp()
+				continue
+			}
+			apply(e)
+			rev.Store(e.Revision())
+			c.applied.Add(1)
+		}
+		_ = w.Stop()
+	}
+}
+
+func (c *Cache) applyKey(e jetstream.KeyValueEntry) {
+	hash, err := hex.DecodeString(e.Key())
+	if err != nil || len(hash) != 32 {
+		return
+	}
+	h := [32]byte(hash)
+	if e.Operation() != jetstream.KeyValuePut {
+		c.mu.Lock()
+		delete(c.keys, h)
+		c.mu.Unlock()
+		return
+	}
+	var s usage.KeyState
+	if err := json.Unmarshal(e.Value(), &s); err != nil {
+		c.log.Warn("key cache: unreadable key state", "err", err)
+		return
+	}
+	c.setKey(h, s)
+}
+
+// setKey applies a key's state unless the one held is newer.
+func (c *Cache) setKey(h [32]byte, s usage.KeyState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.keys[h]; old != nil && old.version >= s.Version {
+		return
+	}
+	if s.Revoked {
+		// A tombstone: a lookup in the Loader that raced with the
+		// revocation cannot bring the key back with an older state.
+		c.keys[h] = &entry{revoked: true, version: s.Version}
+		return
+	}
+	id, _ := uuid.Parse(s.KeyID)
+	en := &entry{keyID: id, customer: c.customerLocked(s.CustomerID), rpm: s.RPMLimit, tpm: s.TPMLimit,
+		conc: s.MaxConcurrent, blocked: s.Blocked, models: s.AllowedModels, version: s.Version}
+	if s.ExpiresAt != nil {
+		en.expires = s.ExpiresAt.UnixNano()
+	}
+	if s.BlockedUntil != nil {
+		en.blockedUntil = s.BlockedUntil.UnixNano()
+	}
+	c.keys[h] = en
+	delete(c.negative, h)
+}
+
+// customerLocked returns the customer record of id, made when new (c.mu held).
+func (c *Cache) customerLocked(id string) *customer {
+	cu := c.customers[id]
+	if cu == nil {
+		cu = &customer{id: id}
+		c.customers[id] = cu
+	}
+	return cu
+}
+
+func (c *Cache) applyCustomer(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	var s usage.CustomerState
+	if err := json.Unmarshal(e.Value(), &s); err != nil {
+		c.log.Warn("key cache: unreadable customer state", "err", err)
+		return
+	}
+	c.setCustomer(e.Key(), s)
+}
+
+func (c *Cache) setCustomer(id string, s usage.CustomerState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cu := c.customerLocked(id)
+	if cu.version < s.Version {
+		cu.blocked, cu.overrides, cu.version = s.Blocked, s.Overrides, s.Version
+	}
+}
+
+func (c *Cache) applyPrices(e jetstream.KeyValueEntry) {
+	if e.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	var s usage.ModelPrices
+	if err := json.Unmarshal(e.Value(), &s); err != nil {
+		c.log.Warn("key cache: unreadable prices", "err", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.prices[s.Model]; !ok || old.Version < s.Version {
+		c.prices[s.Model] = s
+	}
+}
+
+// Rate rates a request's event as the ledger will (usage.RateEvent), with
+// the price book and the customer's overrides the cache holds; ok=false
+// when it cannot (the cost then stays unshown, never guessed). A price
+// changed in the meantime makes the ledger's charge differ: the ledger's
+// is the one billed.
+func (c *Cache) Rate(e *usage.Event) (usage.Rating, bool) {
+	c.mu.RLock()
+	prices := c.prices[e.Model].Versions
+	var overrides []usage.Override
+	if cu := c.customers[e.CustomerID]; cu != nil {
+		overrides = cu.overrides
+	}
+	c.mu.RUnlock()
+	r, err := usage.RateEvent(e, prices, overrides)
+	return r, err == nil
+}
+
+// LookupKey returns the state of an active key secret, with its
+// customer's budget state folded into Blocked, or ok=false for an unknown
+// or revoked one. A key the cache does not know is looked up in the
+// Loader (at most missRate a second overall, once per key at a time, and
+// not again within negativeTTL when the source does not know it either).
+func (c *Cache) LookupKey(secret string) (usage.KeyState, bool) {
+	h := hashOf(secret)
+	c.mu.RLock()
+	en := c.keys[h]
+	var s usage.KeyState
+	if en != nil && !en.revoked {
+		s = en.state()
+	}
+	c.mu.RUnlock()
+	switch {
+	case en == nil:
+		return c.miss(h)
+	case en.revoked:
+		return usage.KeyState{}, false
+	}
+	return s, true
+}
+
+// state is the entry as a KeyState (c.mu held for reading).
+func (en *entry) state() usage.KeyState {
+	s := usage.KeyState{KeyID: uuid.UUID(en.keyID).String(), CustomerID: en.customer.id, RPMLimit: en.rpm,
+		TPMLimit: en.tpm, MaxConcurrent: en.conc, AllowedModels: en.models, Blocked: en.blocked, Version: en.version}
+	if en.expires != 0 {
+		t := time.Unix(0, en.expires)
+		s.ExpiresAt = &t
+	}
+	if en.blockedUntil != 0 {
+		t := time.Unix(0, en.blockedUntil)
+		s.BlockedUntil = &t
+	}
+	if s.BlockedAt(time.Now()) == "" && en.customer.blocked != "" {
+		s.Blocked, s.BlockedUntil = en.customer.blocked, nil
+	}
+	return s
+}
+
+// miss looks a key the cache does not hold up in the loader.
+func (c *Cache) miss(h [32]byte) (usage.KeyState, bool) {
+	if c.loader == nil {
+		return usage.KeyState{}, false
+	}
+	c.mu.RLock()
+	until, negative := c.negative[h]
+	c.mu.RUnlock()
+	if negative && time.Now().Before(until) {
+		return usage.KeyState{}, false
+	}
+	hash := hex.EncodeToString(h[:])
+	v, _, _ := c.flight.Do(hash, func() (any, error) {
+		if !c.misses.Allow() {
+			return nil, errors.New("rate limited")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		k, cu, ok, err := c.loader.KeyState(ctx, hash)
+		if err != nil {
+			c.log.Warn("key cache: looking up an unknown key", "err", err)
+			return nil, err
+		}
+		if !ok {
+			c.mu.Lock()
+			if len(c.negative) >= maxNegative {
+				for k := range c.negative { // drop one at random
+					delete(c.negative, k)
+					break
+				}
+			}
+			c.negative[h] = time.Now().Add(negativeTTL)
+			c.mu.Unlock()
+			return nil, nil
+		}
+		c.setCustomer(k.CustomerID, cu)
+		c.setKey(h, k)
+		return true, nil
+	})
+	if v == nil {
+		return usage.KeyState{}, false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if en := c.keys[h]; en != nil && !en.revoked {
+		return en.state(), true
+	}
+	return usage.KeyState{}, false
+}
+
+func hashOf(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }

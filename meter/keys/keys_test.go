@@ -1,0 +1,433 @@
+package keys_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+	"github.com/tollgate-dev/tollgate/meter/keys"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// rig is a ledger, a JetStream server, and helpers to start syncers and
+// gateways' caches on them.
+type rig struct {
+	t     testing.TB
+	store *ledger.Store
+	js    jetstream.JetStream
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	t.Parallel()
+	return rigFor(t)
+}
+
+func rigFor(t testing.TB) *rig {
+	return &rig{t: t, store: ledgertest.NewStore(t), js: metertest.Connect(t, metertest.NewServer(t))}
+}
+
+func (r *rig) open(ctx context.Context) (keys.Buckets, error) {
+	return keys.EnsureBuckets(ctx, r.js, 1)
+}
+
+func (r *rig) syncer() *keys.Syncer {
+	s := keys.NewSyncer(r.store, r.open, slog.Default())
+	s.Start()
+	r.t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s
+}
+
+// cache starts a gateway's key cache; loader may be nil.
+func (r *rig) cache(loader keys.Loader) *keys.Cache {
+	c := keys.NewCache(r.open, loader, slog.Default())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	return c
+}
+
+// eventually fails the test unless ok holds within d.
+func eventually(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestKeyChangesReachEveryGateway: a key works on two gateways' caches
+// once its creation has returned (the call waits for its publication),
+// its limits change and its revocation land on both, and a budget flip
+// committed by the meter reaches them the same way. (How fast is measured
+// by BenchmarkPropagation, not asserted here.)
+func TestKeyChangesReachEveryGateway(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	sync := r.syncer()
+	a, b := r.cache(nil), r.cache(nil) // no loader: only what is pushed
+	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme", CreditLimit: new("0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, secret, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k", RPMLimit: new(int64(10))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := sync.Wait(wctx, k.Change); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*keys.Cache{a, b} {
+		eventually(t, 5*time.Second, "the new key on every gateway", func() bool {
+			st, ok := g.LookupKey(secret)
+			return ok && st.KeyID == k.ID && st.RPMLimit == 10
+		})
+	}
+	// The customer has a credit limit of 0 and no credit: blocked.
+	st, _ := a.LookupKey(secret)
+	if st.Blocked == "" {
+		t.Fatalf("a prepaid customer without credit: %+v; want blocked", st)
+	}
+	e, err := r.store.AddEntry(ctx, c.ID, ledger.KindCredit, ledger.EntryInput{Amount: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = e
+	for _, g := range []*keys.Cache{a, b} {
+		eventually(t, 5*time.Second, "the credit unblocks the key", func() bool {
+			st, _ := g.LookupKey(secret)
+			return st.Blocked == ""
+		})
+	}
+	k, err = r.store.UpdateKey(ctx, k.ID, ledger.KeyPatch{AllowedModels: ledger.Of([]string{"gpt-4o"}), RPMLimit: ledger.Optional[int64]{Set: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*keys.Cache{a, b} {
+		eventually(t, 5*time.Second, "the patch on every gateway", func() bool {
+			st, _ := g.LookupKey(secret)
+			return st.RPMLimit == 0 && len(st.AllowedModels) == 1
+		})
+	}
+	if _, err := r.store.RevokeKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*keys.Cache{a, b} {
+		eventually(t, 5*time.Second, "the revocation on every gateway", func() bool {
+			_, ok := g.LookupKey(secret)
+			return !ok
+		})
+	}
+	// The meter's batch that spends the credit flips the customer.
+	k2, secret2, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "2000000", Output: "0",
+		EffectiveFrom: time.Now().AddDate(0, -1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	ev := usage.Event{Version: usage.SchemaVersion, ID: "0b8a4a0e-2b8f-4d6e-9a55-5d1c2f3b7a10", Time: time.Now(), CustomerID: c.ID,
+		KeyID: k2.ID, Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK, HTTPStatus: 200,
+		Usage: usage.Tokens{PromptTokens: 1}, UsageSource: usage.SourceUpstream} // 2 USD
+	if _, err := r.store.WriteEvents(ctx, []usage.Event{ev}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*keys.Cache{a, b} {
+		eventually(t, 5*time.Second, "the meter's flip on every gateway", func() bool {
+			st, ok := g.LookupKey(secret2)
+			return ok && st.Blocked != ""
+		})
+	}
+}
+
+// countingLoader counts the lookups that reach the ledger.
+type countingLoader struct {
+	keys.Loader
+	n atomic.Int64
+}
+
+func (l *countingLoader) KeyState(ctx context.Context, hash string) (usage.KeyState, usage.CustomerState, bool, error) {
+	l.n.Add(1)
+	return l.Loader.KeyState(ctx, hash)
+}
+
+// TestUnknownKeysAreLookedUpOnceAndBounded: with nothing pushed (no
+// syncer), a key is looked up in the ledger once and then held; a flood of
+// one bad key reaches the ledger once per negative TTL; a flood of
+// distinct bad keys at most at the miss rate.
+func TestUnknownKeysAreLookedUpOnceAndBounded(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	l := &countingLoader{Loader: r.store}
+	g := r.cache(l)
+	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, secret, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		if st, ok := g.LookupKey(secret); !ok || st.KeyID != k.ID {
+			t.Fatalf("LookupKey = %+v, %v", st, ok)
+		}
+	}
+	if n := l.n.Load(); n != 1 {
+		t.Fatalf("100 lookups of a new key reached the ledger %d times; want 1", n)
+	}
+	for range 1000 {
+		if _, ok := g.LookupKey("tg-bad"); ok {
+			t.Fatal("a bad key was found")
+		}
+	}
+	if n := l.n.Load(); n != 2 {
+		t.Fatalf("1000 lookups of one bad key reached the ledger %d times in all; want 2", n)
+	}
+	start := time.Now()
+	for i := range 5000 {
+		g.LookupKey("tg-bad-" + string(rune('a'+i%26)) + time.Now().String())
+	}
+	limit := int64(100 + 50*time.Since(start).Seconds() + 2) // burst + rate × time
+	if n := l.n.Load() - 2; n > limit {
+		t.Fatalf("5000 distinct bad keys reached the ledger %d times; want at most %d", n, limit)
+	}
+}
+
+// TestRevocationWinsOverARacingLookup: a lookup of the ledger that read a
+// key before its revocation cannot bring it back once the revocation is
+// in.
+func TestRevocationWinsOverARacingLookup(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, oldCustomer, ok, err := r.store.KeyState(ctx, usage.KeyHash(secret)) // read before the revocation
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	stale := &staleLoader{k: old, c: oldCustomer}
+	sync := r.syncer()
+	g := r.cache(stale)
+	k, err := r.store.RevokeKey(ctx, old.KeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := sync.Wait(wctx, k.Change); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Second, "the revocation applied", func() bool { return g.Len() >= 1 })
+	if _, ok := g.LookupKey(secret); ok {
+		t.Fatal("a stale lookup brought a revoked key back")
+	}
+}
+
+// staleLoader answers with a state read earlier.
+type staleLoader struct {
+	k usage.KeyState
+	c usage.CustomerState
+}
+
+func (l *staleLoader) KeyState(context.Context, string) (usage.KeyState, usage.CustomerState, bool, error) {
+	return l.k, l.c, true, nil
+}
+
+// TestFullSyncReplacesAnotherDatabasesStates: a bucket marked by another
+// database (or not at all) is synced in full: its keys the ledger does not
+// have are deleted, and the ledger's are all there.
+func TestFullSyncReplacesAnotherDatabasesStates(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	b, err := r.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := usage.KeyHash("tg-from-another-database")
+	data, _ := json.Marshal(usage.KeyState{KeyID: "00000000-0000-0000-0000-000000000001", CustomerID: "00000000-0000-0000-0000-000000000002", Version: 1})
+	if _, err := b.Keys.Put(ctx, foreign, data); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secrets []string
+	for range 25 {
+		_, s, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, s)
+	}
+	s := r.syncer()
+	eventually(t, 10*time.Second, "a full sync", func() bool { return s.FullSyncs() == 1 })
+	if _, err := b.Keys.Get(ctx, foreign); err == nil {
+		t.Fatal("another database's key survived the full sync")
+	}
+	g := r.cache(nil)
+	for _, sec := range secrets {
+		if _, ok := g.LookupKey(sec); !ok {
+			t.Fatal("a key of the ledger is missing after the full sync")
+		}
+	}
+	// A second syncer finds the mark: no second full sync.
+	s2 := r.syncer()
+	time.Sleep(200 * time.Millisecond)
+	if s2.FullSyncs() != 0 {
+		t.Fatal("a marked bucket was synced in full again")
+	}
+}
+
+// TestFullSyncIntoAnEmptyBucket: the pipelined path publishes every key.
+func TestFullSyncIntoAnEmptyBucket(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secrets []string
+	for range 30 {
+		_, s, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, s)
+	}
+	s := r.syncer()
+	eventually(t, 10*time.Second, "a full sync", func() bool { return s.FullSyncs() == 1 })
+	if got := s.Published(); got < 31 {
+		t.Fatalf("published %d states; want 30 keys and 1 customer", got)
+	}
+	g := r.cache(nil)
+	for _, sec := range secrets {
+		if _, ok := g.LookupKey(sec); !ok {
+			t.Fatal("a key is missing after the full sync")
+		}
+	}
+}
+
+// TestShareAddsTheOtherGateways: each gateway sees the sum of the others'
+// counts, never its own.
+func TestShareAddsTheOtherGateways(t *testing.T) {
+	t.Parallel()
+	srv := metertest.NewServer(t)
+	var shares []*keys.Share
+	for range 3 {
+		js := metertest.Connect(t, srv)
+		s, err := keys.NewShare(js.Conn(), slog.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		shares = append(shares, s)
+	}
+	shares[0].Publish([]usage.LimitCounts{{KeyID: "k", Requests: 3, Tokens: 100, Open: 1}})
+	shares[1].Publish([]usage.LimitCounts{{KeyID: "k", Requests: 2, Tokens: 50, Open: 2}})
+	eventually(t, time.Second, "the counts shared", func() bool {
+		r, tk, o := shares[2].Others("k")
+		return r == 5 && tk == 150 && o == 3
+	})
+	eventually(t, time.Second, "the first gateway sees the second only", func() bool {
+		r, tk, o := shares[0].Others("k")
+		return r == 2 && tk == 50 && o == 2
+	})
+	// A newer report replaces the gateway's last one.
+	shares[1].Publish([]usage.LimitCounts{{KeyID: "k", Requests: 7}})
+	eventually(t, time.Second, "the newer report", func() bool {
+		r, _, o := shares[2].Others("k")
+		return r == 10 && o == 1
+	})
+}
+
+// TestCacheRatesAsTheLedgerCharges: with the price book and a customer's
+// discount pushed, a gateway's rating of a request is the charge the
+// ledger records for it; a custom price wins over the book; a model
+// without a price is unpriced (no cost shown).
+func TestCacheRatesAsTheLedgerCharges(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	sync := r.syncer()
+	g := r.cache(nil)
+	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	month := time.Now().UTC().AddDate(0, -1, 0)
+	if _, err := r.store.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "2.5", CachedInput: "1.25",
+		Output: "10", Reasoning: "12", EffectiveFrom: month}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.CreateOverride(ctx, c.ID, ledger.OverrideInput{Model: "", DiscountPercent: "12.5", EffectiveFrom: month}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.CreateOverride(ctx, c.ID, ledger.OverrideInput{Model: "custom", EffectiveFrom: month,
+		Price: &ledger.PriceInput{Currency: "USD", Input: "0.3", Output: "0.7"}}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := sync.Sync(wctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.CatchUp(wctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, model := range []string{"m", "custom", "unpriced"} {
+		e := usage.Event{Version: usage.SchemaVersion, ID: uuid.NewString(), Time: time.Now(), CustomerID: c.ID, KeyID: k.ID,
+			Provider: "sim", Model: model, Endpoint: "/v1/chat/completions", Status: usage.StatusOK, HTTPStatus: 200,
+			Usage:       usage.Tokens{PromptTokens: 1234, CachedTokens: 200, CompletionTokens: 567, ReasoningTokens: 89},
+			UsageSource: usage.SourceUpstream}
+		rating, ok := g.Rate(&e)
+		if !ok {
+			t.Fatalf("%s: no rating", model)
+		}
+		if _, err := r.store.WriteEvents(ctx, []usage.Event{e}); err != nil {
+			t.Fatal(err)
+		}
+		stored, err := r.store.Event(ctx, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if model == "unpriced" {
+			if !rating.Unpriced || rating.Charge() != "" {
+				t.Fatalf("unpriced: rating %+v charge %q", rating, rating.Charge())
+			}
+			continue
+		}
+		if rating.Charge() != stored.Charge || rating.Currency != stored.Currency {
+			t.Fatalf("%s: the gateway shows %s %s, the ledger charged %s %s", model, rating.Charge(), rating.Currency,
+				stored.Charge, stored.Currency)
+		}
+	}
+}

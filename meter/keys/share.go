@@ -1,0 +1,143 @@
+package keys
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// ShareSubject is the NATS subject on which gateways share their keys'
+// counts (core NATS: counts are current state, a lost message is replaced
+// by the next within a second).
+const ShareSubject = "tollgate.limits"
+
+// shareTTL is how long a gateway's counts of a key count without news: a
+// gateway that stopped (or lost NATS) no longer holds the others' limits
+// after it. Gateways send every key with counts at least once a second.
+const shareTTL = 3 * time.Second
+
+// Share is the gateways' LimitShare over NATS: each gateway publishes its
+// limited keys' counts (gateway.LimitShare.Publish, every 100 ms when they
+// move) and adds up the last counts of the others. A limit then holds
+// across gateways to within what the others admit between two
+// publications (docs/pricing-and-budgets.md, "Rate limits").
+type Share struct {
+	nc  *nats.Conn
+	id  string
+	log *slog.Logger
+	sub *nats.Subscription
+
+	mu     sync.Mutex
+	others map[string]map[string]remote // key id → gateway id → counts
+	swept  time.Time
+}
+
+// remote is one other gateway's counts of a key, and when they came.
+type remote struct {
+	usage.LimitCounts
+	at time.Time
+}
+
+// shareMsg is one publication.
+type shareMsg struct {
+	Gateway string              `json:"g"`
+	Counts  []usage.LimitCounts `json:"c"`
+}
+
+// NewShare subscribes to the other gateways' counts on nc. Close
+// unsubscribes.
+func NewShare(nc *nats.Conn, log *slog.Logger) (*Share, error) {
+	s := &Share{nc: nc, id: nuid.Next(), log: log, others: map[string]map[string]remote{}}
+	sub, err := nc.Subscribe(ShareSubject, s.receive)
+	if err != nil {
+		return nil, fmt.Errorf("limit share: subscribe: %w", err)
+	}
+	s.sub = sub
+	_ = nc.FlushTimeout(time.Second) // the subscription in place, when NATS is there
+	return s, nil
+}
+
+// Close unsubscribes; the counts held are forgotten.
+func (s *Share) Close() error {
+	return s.sub.Unsubscribe()
+}
+
+func (s *Share) receive(m *nats.Msg) {
+	var msg shareMsg
+	if err := json.Unmarshal(m.Data, &msg); err != nil || msg.Gateway == s.id {
+		return
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range msg.Counts {
+		g := s.others[c.KeyID]
+		if g == nil {
+			g = map[string]remote{}
+			s.others[c.KeyID] = g
+		}
+		g[msg.Gateway] = remote{c, now}
+	}
+	if now.Sub(s.swept) > shareTTL {
+		s.sweep(now)
+	}
+}
+
+// sweep forgets counts older than shareTTL (s.mu held).
+func (s *Share) sweep(now time.Time) {
+	s.swept = now
+	for key, g := range s.others {
+		for id, r := range g {
+			if now.Sub(r.at) > shareTTL {
+				delete(g, id)
+			}
+		}
+		if len(g) == 0 {
+			delete(s.others, key)
+		}
+	}
+}
+
+// Others returns the sum of the other gateways' last counts of a key.
+func (s *Share) Others(keyID string) (requests, tokens, open int64) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.others[keyID] {
+		if now.Sub(r.at) <= shareTTL {
+			requests += r.Requests
+			tokens += r.Tokens
+			open += r.Open
+		}
+	}
+	return requests, tokens, open
+}
+
+// Publish sends this gateway's counts to the others. A failure is logged
+// (the others then hold this gateway's last counts until shareTTL).
+// Messages carry shareChunk counts at most (about 60 bytes each), well
+// within NATS's default 1 MiB payload.
+func (s *Share) Publish(counts []usage.LimitCounts) {
+	for len(counts) > 0 {
+		n := min(len(counts), shareChunk)
+		data, err := json.Marshal(shareMsg{Gateway: s.id, Counts: counts[:n]})
+		if err == nil {
+			err = s.nc.Publish(ShareSubject, data)
+		}
+		if err != nil && s.nc.IsConnected() {
+			s.log.Warn("limit share: publish", "err", err)
+			return
+		}
+		counts = counts[n:]
+	}
+}
+
+// shareChunk is how many keys' counts one message carries at most.
+const shareChunk = 4096

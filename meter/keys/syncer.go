@@ -1,0 +1,438 @@
+package keys
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// Source is where key and customer states come from, and where their
+// changes wait to be published: the ledger (ledger.Store implements it).
+type Source interface {
+	Loader
+	// PublishKeyChanges takes up to max changes from the change outbox,
+	// calls publish with the current states of what changed, and removes
+	// the changes once publish returns nil. It returns how many it took.
+	PublishKeyChanges(ctx context.Context, max int, publish func(context.Context, usage.Changes) error) (int, error)
+	// AllKeyStates calls publish with the states of every key and
+	// customer, in chunks.
+	AllKeyStates(ctx context.Context, publish func(context.Context, usage.Changes) error) error
+	// KeyChangePending reports whether the change seq, or one before it,
+	// is still to publish.
+	KeyChangePending(ctx context.Context, seq int64) (bool, error)
+	// LastKeyChange returns the last change's seq (0: none pending).
+	LastKeyChange(ctx context.Context) (int64, error)
+	// KeySyncEpoch returns the identity of the source's states.
+	KeySyncEpoch(ctx context.Context) (string, error)
+	// ListenKeyChanges calls wake when changes commit, until ctx ends or
+	// its connection fails.
+	ListenKeyChanges(ctx context.Context, wake func()) error
+}
+
+// Settings of the Syncer.
+const (
+	// changeBatch is how many outbox changes one publication takes.
+	changeBatch = 1000
+	// pollInterval is how often the outbox is read without a wake-up (the
+	// listening connection may be down): the one cost of a quiet system.
+	pollInterval = time.Second
+	// markInterval is how often the bucket's sync mark is checked.
+	markInterval = 30 * time.Second
+	// putWorkers is how many states are put into a bucket at once.
+	putWorkers = 16
+	// syncMark is the keys bucket's entry that says which source's states
+	// it holds (not a key hash: gateways skip it).
+	syncMark = "_sync"
+)
+
+// Syncer pushes key and customer states from the Source to the buckets:
+// every change as it commits (woken by the source, or every pollInterval),
+// and every state at start, or when the bucket lost its mark (a bucket
+// recreated, or filled from another database). Several Syncers (one per
+// meter or admin process) share the work safely: each change is taken by
+// one, and a bucket entry is never replaced by an older state.
+type Syncer struct {
+	src  Source
+	open func(context.Context) (Buckets, error)
+	b    Buckets    // once open
+	pub  *Publisher // once open
+	log  *slog.Logger
+
+	wake chan struct{}
+
+	mu       sync.Mutex
+	passDone chan struct{} // closed at the end of each pass over the outbox
+
+	fullSyncs atomic.Int64 // full syncs done, for tests and metrics
+	published atomic.Int64 // states published
+
+	startOnce, stopOnce sync.Once
+	cancel              context.CancelFunc
+	wg                  sync.WaitGroup
+}
+
+// NewSyncer returns a Syncer from src into the buckets open returns
+// (EnsureBuckets, tried again every second until it succeeds).
+func NewSyncer(src Source, open func(context.Context) (Buckets, error), log *slog.Logger) *Syncer {
+	return &Syncer{src: src, open: open, log: log, wake: make(chan struct{}, 1), passDone: make(chan struct{})}
+}
+
+// Start starts publishing in the background until Stop: once the buckets
+// are open it checks their mark (syncing every state when it is missing or
+// another source's), then publishes each change. Calling it again does
+// nothing.
+func (s *Syncer) Start() {
+	s.startOnce.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.cancel = cancel
+		s.wg.Go(func() { s.listen(ctx) })
+		s.wg.Go(func() { s.run(ctx) })
+	})
+}
+
+// Stop stops publishing and waits for it until ctx ends. It is idempotent
+// and safe on a Syncer never started.
+func (s *Syncer) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		s.startOnce.Do(func() {})
+		if s.cancel != nil {
+			s.cancel()
+		}
+	})
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Wait returns once the change seq (from the ledger's Key.Change), and
+// every change before it, is in the buckets, publishing it at once; or ctx's error when that takes
+// longer (NATS unreachable, say). seq 0 returns at once.
+func (s *Syncer) Wait(ctx context.Context, seq int64) error {
+	if seq == 0 {
+		return nil
+	}
+	for {
+		s.mu.Lock()
+		done := s.passDone
+		s.mu.Unlock()
+		s.poke()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return fmt.Errorf("key change %d not yet published: %w", seq, ctx.Err())
+		}
+		pending, err := s.src.KeyChangePending(ctx, seq)
+		if err != nil {
+			return fmt.Errorf("key change %d: %w", seq, err)
+		}
+		if !pending {
+			return nil
+		}
+		// Another Syncer holds it, or the pass failed: try again shortly.
+		select {
+		case <-time.After(2 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("key change %d not yet published: %w", seq, ctx.Err())
+		}
+	}
+}
+
+// Sync returns once every change committed before it was called is in
+// the buckets, or ctx's error.
+func (s *Syncer) Sync(ctx context.Context) error {
+	seq, err := s.src.LastKeyChange(ctx)
+	if err != nil {
+		return fmt.Errorf("key sync: %w", err)
+	}
+	return s.Wait(ctx, seq)
+}
+
+// FullSyncs is how many full syncs the Syncer has done.
+func (s *Syncer) FullSyncs() int64 { return s.fullSyncs.Load() }
+
+// Published is how many states the Syncer has published.
+func (s *Syncer) Published() int64 { return s.published.Load() }
+
+func (s *Syncer) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// listen keeps a connection listening for the source's changes, set up
+// again after a failure.
+func (s *Syncer) listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := s.src.ListenKeyChanges(ctx, s.poke)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("key sync: listening for changes failed; polling until it is back", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// run publishes the outbox on each wake-up and every pollInterval, and
+// checks the mark every markInterval.
+func (s *Syncer) run(ctx context.Context) {
+	if !s.ready(ctx) {
+		return
+	}
+	poll := time.NewTicker(pollInterval)
+	defer poll.Stop()
+	mark := time.NewTicker(markInterval)
+	defer mark.Stop()
+	failing := false
+	for {
+		err := s.pass(ctx)
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			s.log.Warn("key sync: publishing changes failed; retrying", "err", err)
+		case err == nil && failing:
+			s.log.Info("key sync: publishing changes again")
+		}
+		failing = err != nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-poll.C:
+		case <-mark.C:
+			if err := s.checkMark(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("key sync: checking the bucket's mark failed", "err", err)
+			}
+		}
+	}
+}
+
+// ready opens the buckets and checks their mark, trying again every
+// second; false when ctx ended first.
+func (s *Syncer) ready(ctx context.Context) bool {
+	for tries := 0; ; tries++ {
+		b, err := s.open(ctx)
+		if err == nil {
+			s.b, s.pub = b, NewPublisher(b)
+			if err = s.checkMark(ctx); err == nil {
+				return true
+			}
+		}
+		if tries == 0 && ctx.Err() == nil {
+			s.log.Warn("key sync: the key buckets are not reachable; changes wait in the ledger's outbox", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// pass publishes every change in the outbox, then tells the waiters.
+func (s *Syncer) pass(ctx context.Context) error {
+	defer func() {
+		s.mu.Lock()
+		close(s.passDone)
+		s.passDone = make(chan struct{})
+		s.mu.Unlock()
+	}()
+	for {
+		n, err := s.src.PublishKeyChanges(ctx, changeBatch, s.publish)
+		if err != nil || n < changeBatch {
+			return err
+		}
+	}
+}
+
+// publish puts states into the buckets, putWorkers at a time, each under
+// the Publisher's version check.
+func (s *Syncer) publish(ctx context.Context, c usage.Changes) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(putWorkers)
+	for _, k := range c.Keys {
+		g.Go(func() error { return s.pub.PutKey(gctx, k.Hash, k.State) })
+	}
+	for _, cu := range c.Customers {
+		g.Go(func() error { return s.pub.PutCustomer(gctx, cu.CustomerID, cu.State) })
+	}
+	for _, mp := range c.Prices {
+		g.Go(func() error { return s.pub.PutPrices(gctx, mp) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	s.published.Add(int64(c.Len()))
+	return nil
+}
+
+// mark is the value of the sync mark.
+type mark struct {
+	Epoch    string    `json:"epoch"`
+	SyncedAt time.Time `json:"synced_at"`
+}
+
+// checkMark syncs every state when the bucket's mark is missing or names
+// another source.
+func (s *Syncer) checkMark(ctx context.Context) error {
+	epoch, err := s.src.KeySyncEpoch(ctx)
+	if err != nil {
+		return err
+	}
+	e, err := s.b.Keys.Get(ctx, syncMark)
+	if err == nil {
+		var m mark
+		if json.Unmarshal(e.Value(), &m) == nil && m.Epoch == epoch {
+			return nil
+		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("key sync: read the mark: %w", err)
+	}
+	return s.fullSync(ctx, epoch)
+}
+
+// fullSync publishes every state and marks the bucket with epoch. Into an
+// empty bucket the states go pipelined (each created only if absent);
+// into one holding states already each goes under the version check, and
+// the entries of keys the source does not have are deleted after.
+func (s *Syncer) fullSync(ctx context.Context, epoch string) error {
+	start := time.Now()
+	status, err := s.b.Keys.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("key sync: bucket status: %w", err)
+	}
+	empty := status.Values() == 0
+	s.log.Info("key sync: publishing every key's state", "bucket_empty", empty)
+	var seen map[string]struct{}
+	if !empty {
+		seen = map[string]struct{}{}
+	}
+	n := 0
+	err = s.src.AllKeyStates(ctx, func(ctx context.Context, c usage.Changes) error {
+		n += c.Len()
+		if empty {
+			return s.create(ctx, c)
+		}
+		for _, k := range c.Keys {
+			seen[k.Hash] = struct{}{}
+		}
+		return s.publish(ctx, c)
+	})
+	if err != nil {
+		return fmt.Errorf("key sync: %w", err)
+	}
+	if !empty {
+		if err := s.deleteUnknown(ctx, seen); err != nil {
+			return err
+		}
+	}
+	data, _ := json.Marshal(mark{Epoch: epoch, SyncedAt: time.Now().UTC()})
+	if _, err := s.b.Keys.Put(ctx, syncMark, data); err != nil {
+		return fmt.Errorf("key sync: write the mark: %w", err)
+	}
+	s.fullSyncs.Add(1)
+	s.log.Info("key sync: every state published", "states", n, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// create publishes states pipelined, each only where its entry is absent;
+// one that exists (published meanwhile) is put under the version check.
+func (s *Syncer) create(ctx context.Context, c usage.Changes) error {
+	type put struct {
+		kv  jetstream.KeyValue
+		key string
+		ack jetstream.PubAckFuture
+		put func(context.Context) error
+	}
+	puts := make([]put, 0, c.Len())
+	send := func(kv jetstream.KeyValue, key string, v any, fallback func(context.Context) error) error {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		ack, err := s.b.js.PublishAsync("$KV."+kv.Bucket()+"."+key, data, jetstream.WithExpectLastSequencePerSubject(0))
+		if err != nil {
+			return fmt.Errorf("publish %s %s: %w", kv.Bucket(), key, err)
+		}
+		puts = append(puts, put{kv, key, ack, fallback})
+		return nil
+	}
+	for _, k := range c.Keys {
+		if err := send(s.b.Keys, k.Hash, k.State, func(ctx context.Context) error { return s.pub.PutKey(ctx, k.Hash, k.State) }); err != nil {
+			return err
+		}
+	}
+	for _, cu := range c.Customers {
+		if err := send(s.b.Customers, cu.CustomerID, cu.State, func(ctx context.Context) error {
+			return s.pub.PutCustomer(ctx, cu.CustomerID, cu.State)
+		}); err != nil {
+			return err
+		}
+	}
+	for _, mp := range c.Prices {
+		if err := send(s.b.Prices, PriceKey(mp.Model), mp, func(ctx context.Context) error { return s.pub.PutPrices(ctx, mp) }); err != nil {
+			return err
+		}
+	}
+	for _, p := range puts {
+		select {
+		case <-p.ack.Ok():
+		case err := <-p.ack.Err():
+			if !isWrongRevision(err) {
+				return fmt.Errorf("publish %s %s: %w", p.kv.Bucket(), p.key, err)
+			}
+			if err := p.put(ctx); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.published.Add(int64(c.Len()))
+	return nil
+}
+
+// deleteUnknown deletes the keys bucket's entries of keys the source did
+// not publish in a full sync (seen): states from another database, or of
+// keys that no longer exist.
+func (s *Syncer) deleteUnknown(ctx context.Context, seen map[string]struct{}) error {
+	lister, err := s.b.Keys.ListKeys(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil
+		}
+		return fmt.Errorf("key sync: list the bucket: %w", err)
+	}
+	defer lister.Stop()
+	deleted := 0
+	for k := range lister.Keys() {
+		if _, ok := seen[k]; ok || k == syncMark {
+			continue
+		}
+		if err := s.b.Keys.Delete(ctx, k); err != nil {
+			return fmt.Errorf("key sync: delete %s: %w", k, err)
+		}
+		deleted++
+	}
+	if deleted > 0 {
+		s.log.Warn("key sync: deleted the states of keys the ledger does not have", "keys", deleted)
+	}
+	return nil
+}

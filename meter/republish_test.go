@@ -1,0 +1,205 @@
+package meter_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestRepublisherDeadLettersWhatNATSRefuses: spooled records do not jam
+// the spool. An event of an older gateway, too large for NATS, is
+// normalized and published; one the stream refuses (over its maximum
+// message size) and a record that is no event go to the dead-letter
+// stream with their reasons; the events behind them reach the usage
+// stream, in order.
+func TestRepublisherDeadLettersWhatNATSRefuses(t *testing.T) {
+	ctx := context.Background()
+	js := metertest.Connect(t, metertest.NewServer(t))
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TOLLGATE_USAGE", Subjects: []string{"tollgate.usage.v1"},
+		MaxMsgSize: 1000, Duplicates: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	spool, dead := openSpool(t), openSpool(t)
+	huge := testEvent(1)
+	huge.Model = "sim/" + strings.Repeat("x", 3<<19) // 1.5 MiB: over NATS' max_payload
+	refused := testEvent(2)
+	refused.Error = strings.Repeat("e", 900) // within an event's limits, over the stream's
+	before, after := testEvent(3), testEvent(4)
+	for _, rec := range [][]byte{mustJSON(before), mustJSON(huge), mustJSON(refused), []byte("not an event"), mustJSON(after)} {
+		if err := spool.AppendRecord(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	r := meter.NewRepublisher(spool, dead, pub, js, meter.StreamConfig{}, func() bool { return true }, 20*time.Millisecond, slog.Default())
+	r.Start()
+	defer r.Stop(ctx)
+	waitFor(t, func() bool { n, _, _ := spool.Stats(); return n == 0 })
+
+	got := streamEvents(t, js, "TOLLGATE_USAGE", 3)
+	if got[0].ID != before.ID || got[1].ID != huge.ID || got[2].ID != after.ID {
+		t.Fatalf("usage stream holds %s, %s, %s; want %s, %s, %s", got[0].ID, got[1].ID, got[2].ID, before.ID, huge.ID, after.ID)
+	}
+	if len(got[1].Model) > usage.MaxModelLen || got[1].Corrections != "model_truncated" {
+		t.Errorf("the huge event was published with a model of %d bytes, corrections %q", len(got[1].Model), got[1].Corrections)
+	}
+	dlq, _ := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	letters, err := dlq.List(ctx, 10)
+	if err != nil || len(letters) != 2 {
+		t.Fatalf("dead letters = %+v, %v; want 2", letters, err)
+	}
+	if letters[0].EventID != refused.ID || !strings.Contains(letters[0].Reason, "NATS refused") || len(letters[0].Data) == 0 {
+		t.Errorf("first dead letter = %s / %q", letters[0].EventID, letters[0].Reason)
+	}
+	if letters[1].Data != "not an event" || !strings.Contains(letters[1].Reason, "not a valid usage event") {
+		t.Errorf("second dead letter = %q / %q", letters[1].Data, letters[1].Reason)
+	}
+}
+
+// TestDurablePublisherNeverOnlyLogs: an event the publisher cannot accept
+// (a gateway bug made its key id malformed) is set aside durably and
+// reaches the dead-letter stream, even when NATS was down when it came.
+func TestDurablePublisherNeverOnlyLogs(t *testing.T) {
+	ctx := context.Background()
+	js := metertest.Connect(t, metertest.NewServer(t))
+	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	spool, dead := openSpool(t), openSpool(t)
+	var up atomic.Bool // NATS "down" at first
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	d := meter.NewDurablePublisher(pub, spool, dead, up.Load, 0, slog.Default(), nil)
+	bad := testEvent(1)
+	bad.KeyID = "not-a-uuid"
+	fixable := testEvent(2)
+	fixable.Usage = usage.Tokens{PromptTokens: -5, CompletionTokens: 7, ReasoningTokens: 3}
+	for _, e := range []*usage.Event{bad, fixable} {
+		if err := d.Publish(ctx, e); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+	}
+	if n, _, _ := dead.Stats(); n != 1 {
+		t.Fatalf("dead-letter spool holds %d, want 1", n)
+	}
+	if n, _, _ := spool.Stats(); n != 1 {
+		t.Fatalf("spool holds %d, want 1 (the corrected event)", n)
+	}
+	up.Store(true)
+	r := meter.NewRepublisher(spool, dead, pub, js, meter.StreamConfig{}, up.Load, 20*time.Millisecond, slog.Default())
+	r.Start()
+	waitFor(t, func() bool { n, _, _ := dead.Stats(); m, _, _ := spool.Stats(); return n+m == 0 })
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Stop(ctx); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	got := streamEvents(t, js, "TOLLGATE_USAGE", 1)
+	if got[0].ID != fixable.ID || got[0].Usage.PromptTokens != 0 || got[0].Corrections != usage.CorrectionNegative {
+		t.Fatalf("published %+v, want the event corrected", got[0])
+	}
+	dlq, _ := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	letters, _ := dlq.List(ctx, 10)
+	if len(letters) != 1 || letters[0].EventID != bad.ID || !strings.Contains(letters[0].Reason, "key_id") {
+		t.Fatalf("dead letters = %+v", letters)
+	}
+}
+
+// TestSpoolHasOneDrainer: drains started at once (the republisher's round
+// and a shutdown's last drain) send each record once.
+func TestSpoolHasOneDrainer(t *testing.T) {
+	s := openSpool(t)
+	for i := range 300 {
+		if err := s.Append(testEvent(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			_, err := s.Drain(context.Background(), func(_ context.Context, data []byte) error {
+				e, _ := usage.Decode(data)
+				time.Sleep(10 * time.Microsecond)
+				mu.Lock()
+				seen[e.ID]++
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s sent %d times", id, n)
+		}
+	}
+	if len(seen) != 300 {
+		t.Fatalf("%d sent, want 300", len(seen))
+	}
+}
+
+func openSpool(t *testing.T) *meter.Spool {
+	t.Helper()
+	s, err := meter.OpenSpool(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+	}
+}
+
+// streamEvents reads the first n events of a stream.
+func streamEvents(t *testing.T, js jetstream.JetStream, stream string, n int) []usage.Event {
+	t.Helper()
+	ctx := context.Background()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []usage.Event
+	for seq := uint64(1); len(out) < n; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("message %d: %v", seq, err)
+		}
+		e, err := usage.Decode(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}

@@ -1,0 +1,125 @@
+package meter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// spoolCursor is how far the spool has been sent on: everything before
+// Offset in Segment, and every earlier segment.
+type spoolCursor struct {
+	Segment uint64 `json:"segment"`
+	Offset  int64  `json:"offset"`
+}
+
+func (s *Spool) readCursor() (spoolCursor, error) {
+	var c spoolCursor
+	b, err := os.ReadFile(filepath.Join(s.dir, "cursor"))
+	if os.IsNotExist(err) {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("spool cursor: %w", err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("spool cursor %s: %w", filepath.Join(s.dir, "cursor"), err)
+	}
+	return c, nil
+}
+
+// writeCursor replaces the cursor atomically and durably.
+func (s *Spool) writeCursor(c spoolCursor) error {
+	b, _ := json.Marshal(c)
+	tmp := filepath.Join(s.dir, "cursor.tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	f.Close()
+	if err := os.Rename(tmp, filepath.Join(s.dir, "cursor")); err != nil {
+		return err
+	}
+	return syncDir(s.dir)
+}
+
+// Drain hands the records not yet sent on to send, in the order they were
+// spooled, advancing the cursor as it goes (durably, every 256 records and
+// at the end) and deleting segments it has finished. It stops at the first
+// record send returns an error for, and returns how many it sent. A record
+// sent whose cursor advance was lost to a crash is sent again later: for
+// events, with the same id, which JetStream and the ledger drop. Drains
+// run one at a time.
+func (s *Spool) Drain(ctx context.Context, send func(ctx context.Context, data []byte) error) (int, error) {
+	s.drainMu.Lock()
+	defer s.drainMu.Unlock()
+	cur, err := s.readCursor()
+	if err != nil {
+		return 0, err
+	}
+	segs, err := s.segments()
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	active := s.segNum
+	s.mu.Unlock()
+	sent := 0
+	for _, n := range segs {
+		if n < cur.Segment {
+			continue
+		}
+		from := int64(0)
+		if n == cur.Segment {
+			from = cur.Offset
+		}
+		sinceSave := 0
+		err := scanSegment(s.segPath(n), from, func(data []byte, next int64) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := send(ctx, data); err != nil {
+				return err
+			}
+			sent++
+			cur = spoolCursor{Segment: n, Offset: next}
+			s.mu.Lock()
+			s.count--
+			s.size -= 8 + int64(len(data))
+			if s.count == 0 {
+				s.oldest = time.Time{}
+			}
+			s.mu.Unlock()
+			if sinceSave++; sinceSave == 256 {
+				sinceSave = 0
+				return s.writeCursor(cur)
+			}
+			return nil
+		})
+		if werr := s.writeCursor(cur); err == nil {
+			err = werr
+		}
+		if err != nil {
+			return sent, err
+		}
+		if n < active {
+			// Finished and no longer written to.
+			if err := os.Remove(s.segPath(n)); err != nil {
+				return sent, fmt.Errorf("spool: %w", err)
+			}
+			cur = spoolCursor{Segment: n + 1}
+		}
+	}
+	return sent, s.writeCursor(cur)
+}
