@@ -11,6 +11,10 @@ import (
 // and adjustments in the customer's favour, and Charges sums usage charges
 // (after discounts and re-rating) and adjustments against it. Available is
 // Balance + CreditLimit, or nil without a credit limit (no budget).
+//
+// Balance reconciles with the entries Store.Entries lists (all of them,
+// rerate entries included) and the events, in the customer's currency:
+// Balance = Σ amount(entries) − Σ charge(events, as first rated).
 type Balance struct {
 	CustomerID  string  `json:"customer_id"`
 	Currency    string  `json:"currency"`

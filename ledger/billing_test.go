@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 func usageByMonth(t *testing.T, s *ledger.Store, customer string) map[string]ledger.UsageRow {
@@ -36,8 +36,8 @@ func TestLateEventLandsInItsOwnPeriod(t *testing.T) {
 	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "2", Output: "2", EffectiveFrom: thisMonth}); err != nil {
 		t.Fatal(err)
 	}
-	late := newEvent(c.ID, k.ID, "m", thisMonth.Add(-time.Minute), meter.Usage{PromptTokens: 1000})
-	if _, err := s.WriteEvents(ctx, []meter.Event{late}); err != nil {
+	late := newEvent(c.ID, k.ID, "m", thisMonth.Add(-time.Minute), usage.Tokens{PromptTokens: 1000})
+	if _, err := s.WriteEvents(ctx, []usage.Event{late}); err != nil {
 		t.Fatal(err)
 	}
 	got := usageByMonth(t, s, c.ID)
@@ -53,11 +53,11 @@ func TestUnpricedThenRerated(t *testing.T) {
 	s, c, k := setup(t)
 	ctx := context.Background()
 	at := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	e := newEvent(c.ID, k.ID, "new-model", at, meter.Usage{PromptTokens: 2000, CompletionTokens: 500})
-	if _, err := s.WriteEvents(ctx, []meter.Event{e}); err != nil {
+	e := newEvent(c.ID, k.ID, "new-model", at, usage.Tokens{PromptTokens: 2000, CompletionTokens: 500})
+	if _, err := s.WriteEvents(ctx, []usage.Event{e}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Event(ctx, e.ID); err != nil || !got.Unpriced || got.Cost != "0" {
+	if got, err := s.Event(ctx, e.ID); err != nil || !got.Unpriced || got.Cost != "0" || got.ListCost != "0" {
 		t.Fatalf("event = %+v, %v; want unpriced at 0", got, err)
 	}
 	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "new-model", Currency: "USD", Input: "3", Output: "15",
@@ -73,15 +73,16 @@ func TestUnpricedThenRerated(t *testing.T) {
 	if r := got["2026-03/USD"]; r.Requests != 1 || r.Cost != "0.0135" || r.UnpricedRequests != 0 || r.PromptTokens != 2000 {
 		t.Fatalf("usage after rerate = %+v", got)
 	}
-	if r, ok := got["2026-03/"]; ok && (r.Requests != 0 || r.UnpricedRequests != 0) {
-		t.Fatalf("the unpriced row still counts the event: %+v", r)
+	if r, ok := got["2026-03/"]; ok {
+		t.Fatalf("the month shows an unpriced row beside its priced one: %+v", r)
 	}
 	b, err := s.Balance(ctx, c.ID)
 	if err != nil || b.Charges != "0.0135" {
 		t.Fatalf("balance = %+v, %v", b, err)
 	}
-	if ev, _ := s.Event(ctx, e.ID); !ev.Unpriced || ev.Cost != "0" {
-		t.Fatalf("re-rating changed the stored event: %+v", ev)
+	// The stored event is as first rated; its cost is what it is charged now.
+	if ev, _ := s.Event(ctx, e.ID); !ev.Unpriced || ev.ListCost != "0" || ev.Charge != "0" || ev.Cost != "0.0135" || ev.Currency != "USD" {
+		t.Fatalf("event after re-rating = %+v, want list cost and charge 0 as stored, cost 0.0135 USD", ev)
 	}
 	res, err = s.Rerate(ctx, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), nil)
 	if err != nil || res.Adjusted != 0 {
@@ -117,10 +118,10 @@ func TestOverridesAndPromotions(t *testing.T) {
 		EffectiveFrom: jan.AddDate(0, 2, 0)}); err != nil {
 		t.Fatal(err)
 	}
-	u := meter.Usage{PromptTokens: 1000, CompletionTokens: 300, ReasoningTokens: 100, WebSearchRequests: 2}
+	u := usage.Tokens{PromptTokens: 1000, CompletionTokens: 300, ReasoningTokens: 100, WebSearchRequests: 2}
 	cases := []struct {
 		at                 time.Time
-		cost, charge       string
+		listCost, charge   string
 		discount, unpriced int
 	}{
 		// list: 1000×10 + 200×10 + 100×20 = 14000 µ + fee 1000 µ + 2×10000 µ = 35000 µ.
@@ -136,12 +137,13 @@ func TestOverridesAndPromotions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		e := newEvent(c.ID, k.ID, "m", tc.at, u)
-		if _, err := s.WriteEvents(ctx, []meter.Event{e}); err != nil {
+		if _, err := s.WriteEvents(ctx, []usage.Event{e}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Event(ctx, e.ID)
-		if err != nil || got.Cost != tc.cost || got.Charge != tc.charge || got.DiscountBP != tc.discount {
-			t.Fatalf("event at %s = cost %s charge %s discount %d, %v; want %s %s %d", tc.at, got.Cost, got.Charge, got.DiscountBP, err, tc.cost, tc.charge, tc.discount)
+		if err != nil || got.ListCost != tc.listCost || got.Charge != tc.charge || got.Cost != tc.charge || got.DiscountBP != tc.discount {
+			t.Fatalf("event at %s = list cost %s charge %s cost %s discount %d, %v; want %s %s %s %d", tc.at,
+				got.ListCost, got.Charge, got.Cost, got.DiscountBP, err, tc.listCost, tc.charge, tc.charge, tc.discount)
 		}
 	}
 	b, err := s.Balance(ctx, c.ID)
@@ -162,14 +164,14 @@ func TestLargeDiscountedChargeIsExact(t *testing.T) {
 	if _, err := s.CreateOverride(ctx, c.ID, ledger.OverrideInput{DiscountPercent: "0.01", EffectiveFrom: jan}); err != nil {
 		t.Fatal(err)
 	}
-	e := newEvent(c.ID, k.ID, "big", jan.Add(time.Hour), meter.Usage{CompletionTokens: 123444443})
-	if _, err := s.WriteEvents(ctx, []meter.Event{e}); err != nil {
+	e := newEvent(c.ID, k.ID, "big", jan.Add(time.Hour), usage.Tokens{CompletionTokens: 123444443})
+	if _, err := s.WriteEvents(ctx, []usage.Event{e}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Event(ctx, e.ID)
-	// cost = 123444443 × 1000000001 e-12 = 123444.443123444443; × 0.9999:
-	if err != nil || got.Cost != "123444.443123444443" || got.Charge != "123432.0986791320985557" {
-		t.Fatalf("event = cost %s charge %s, %v", got.Cost, got.Charge, err)
+	// list cost = 123444443 × 1000000001 e-12 = 123444.443123444443; × 0.9999:
+	if err != nil || got.ListCost != "123444.443123444443" || got.Charge != "123432.0986791320985557" || got.Cost != got.Charge {
+		t.Fatalf("event = list cost %s charge %s cost %s, %v", got.ListCost, got.Charge, got.Cost, err)
 	}
 	b, err := s.Balance(ctx, c.ID)
 	if err != nil || b.Charges != got.Charge {

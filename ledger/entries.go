@@ -51,8 +51,11 @@ type EntryInput struct {
 // (KindAdjustment) for a customer, in the customer's currency, and moves
 // the balance in the same transaction. It returns ENotFound for an unknown
 // customer, EInvalid for a bad amount (a credit must be positive, an
-// adjustment non-zero), and, for a reused idempotency key, the entry first
-// made with it (EConflict if that entry differs).
+// adjustment non-zero) or an idempotency key with a prefix the ledger
+// keeps for itself (refund:, reverse:). A request reusing an idempotency
+// key gets the entry first made with it when it asks for the same entry
+// (customer, kind, amount, memo and, when given, effective_at), even when
+// the two race; otherwise EConflict.
 func (s *Store) AddEntry(ctx context.Context, customerID, kind string, in EntryInput) (Entry, error) {
 	micros, err := parseSignedMicros("amount", in.Amount)
 	switch {
@@ -64,36 +67,38 @@ func (s *Store) AddEntry(ctx context.Context, customerID, kind string, in EntryI
 		return Entry{}, errorf(EInvalid, "amount: a credit must be positive, got %q", in.Amount)
 	case micros == 0:
 		return Entry{}, errorf(EInvalid, "amount: an adjustment must not be zero")
+	case strings.HasPrefix(in.IdempotencyKey, refundKeyPrefix) || strings.HasPrefix(in.IdempotencyKey, reverseKeyPrefix):
+		return Entry{}, errorf(EInvalid, "idempotency_key: %q starts with %s or %s, which the ledger keeps for refunds and reversals",
+			in.IdempotencyKey, refundKeyPrefix, reverseKeyPrefix)
 	}
-	if in.EffectiveAt.IsZero() {
-		in.EffectiveAt = s.now()
+	n := newEntry{customerID: customerID, kind: kind, amountE12: decimal.New(micros, 6), // e12 units
+		effectiveAt: in.EffectiveAt, explicitAt: !in.EffectiveAt.IsZero(),
+		key: in.IdempotencyKey, memo: strings.TrimSpace(in.Memo), strict: true}
+	if !n.explicitAt {
+		n.effectiveAt = s.now()
 	}
-	amount := decimal.New(micros, 6) // e12 units
-	return s.insertEntry(ctx, customerID, kind, amount, in, "", 0)
+	return s.insertEntry(ctx, n)
 }
 
 // insertEntry writes one entry and moves the balance, idempotently on
-// in.IdempotencyKey.
-func (s *Store) insertEntry(ctx context.Context, customerID, kind string, amountE12 decimal.Decimal, in EntryInput, eventID string, reverses int64) (Entry, error) {
-	if in.IdempotencyKey != "" {
-		if e, err := s.entryByKey(ctx, in.IdempotencyKey); err == nil {
-			amount, _ := decimal.NewFromString(e.Amount)
-			if e.CustomerID != customerID || e.Kind != kind || !amount.Shift(12).Equal(amountE12) {
-				return Entry{}, errorf(EConflict, "idempotency_key %q was used for a different entry (%d: %s %s %s)",
-					in.IdempotencyKey, e.ID, e.Kind, e.Amount, e.Currency)
-			}
-			return e, nil
+// n.key: a retry, or a request that lost the race to insert the same key,
+// gets the entry made first, or EConflict when it asked for another.
+func (s *Store) insertEntry(ctx context.Context, n newEntry) (Entry, error) {
+	if n.key != "" {
+		if e, err := s.entryByKey(ctx, n.key); err == nil {
+			return n.replay(e)
 		}
 	}
+	amountE12 := n.amountE12
 	var e Entry
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `
 			INSERT INTO ledger_entries (customer_id, kind, amount_e12, currency, effective_at, event_id,
 			  reverses, idempotency_key, memo)
-			SELECT id, $2, $3, currency, $4, NULLIF($5, '')::uuid, NULLIF($6, 0), NULLIF($7, ''), $8
+			SELECT id, $2, $3, coalesce(NULLIF($9, ''), currency), $4, NULLIF($5, '')::uuid, NULLIF($6, 0), NULLIF($7, ''), $8
 			FROM customers WHERE id = $1
-			RETURNING `+entryColumns, customerID, kind, amountE12.String(), in.EffectiveAt, eventID,
-			reverses, in.IdempotencyKey, strings.TrimSpace(in.Memo))
+			RETURNING `+entryColumns, n.customerID, n.kind, amountE12.String(), n.effectiveAt, n.eventID,
+			n.reverses, n.key, n.memo, n.currency)
 		var err error
 		if e, err = scanEntry(row); err != nil {
 			return err
@@ -105,13 +110,21 @@ func (s *Store) insertEntry(ctx context.Context, customerID, kind string, amount
 		_, err = tx.Exec(ctx, `
 			INSERT INTO customer_balances (customer_id, currency, `+field+`) VALUES ($1, $2, $3)
 			ON CONFLICT (customer_id, currency) DO UPDATE SET `+field+` = customer_balances.`+field+` + EXCLUDED.`+field,
-			customerID, e.Currency, amountE12.String())
+			n.customerID, e.Currency, amountE12.String())
+		if err != nil {
+			return err
+		}
+		_, err = outbox(ctx, tx, "customer", n.customerID) // the balance moved: the budget state may flip
 		return err
 	})
-	if isCode(err, "23505") && in.IdempotencyKey != "" { // a concurrent retry won the race
-		return s.entryByKey(ctx, in.IdempotencyKey)
+	if isCode(err, "23505") && n.key != "" { // a concurrent request with the key won the race
+		first, err := s.entryByKey(ctx, n.key)
+		if err != nil {
+			return Entry{}, err
+		}
+		return n.replay(first)
 	}
-	return e, dbError(err, "customer "+customerID)
+	return e, dbError(err, "customer "+n.customerID)
 }
 
 const entryColumns = `id, customer_id, kind, amount_e12::text, currency, effective_at,
@@ -135,9 +148,9 @@ func (s *Store) entryByKey(ctx context.Context, key string) (Entry, error) {
 }
 
 // Reverse records a refund entry that reverses entry id (a credit granted
-// by mistake, say): the same amount, negated, once. It returns ENotFound
-// for an unknown entry and EConflict for one already reversed or that is
-// itself a reversal.
+// by mistake, say): the same amount, negated, in its currency, once: a
+// second reversal of the entry is the first one. It returns ENotFound for
+// an unknown entry and EConflict for one that is itself a reversal.
 func (s *Store) Reverse(ctx context.Context, id int64, memo string) (Entry, error) {
 	orig, err := scanEntry(s.pool.QueryRow(ctx, `SELECT `+entryColumns+` FROM ledger_entries WHERE id = $1`, id))
 	if err != nil {
@@ -147,20 +160,24 @@ func (s *Store) Reverse(ctx context.Context, id int64, memo string) (Entry, erro
 		return Entry{}, errorf(EConflict, "entry %d is itself a reversal", id)
 	}
 	amount, _ := decimal.NewFromString(orig.Amount)
-	return s.insertEntry(ctx, orig.CustomerID, KindRefund, amount.Shift(12).Neg(),
-		EntryInput{Memo: memo, EffectiveAt: s.now(), IdempotencyKey: "reverse:" + strconv.FormatInt(id, 10)}, "", id)
+	return s.insertEntry(ctx, newEntry{customerID: orig.CustomerID, kind: KindRefund, amountE12: amount.Shift(12).Neg(),
+		currency: orig.Currency, effectiveAt: s.now(), reverses: id,
+		key: reverseKeyPrefix + strconv.FormatInt(id, 10), memo: strings.TrimSpace(memo)})
 }
 
 // RefundEvent records a refund entry giving back what an event was charged
-// (after discounts and any re-rating), once per event. It returns ENotFound
-// for an unknown event and EConflict for one refunded already or charged
-// nothing.
+// (its cost: after discounts and any re-rating), in the currency it was
+// charged in, once per event: a second refund of the event is the first
+// one. It returns ENotFound for an unknown event and EConflict for one
+// charged nothing, or whose cost changed (by re-rating) since its refund.
 func (s *Store) RefundEvent(ctx context.Context, eventID, memo string) (Entry, error) {
-	var customer, charge string
+	var id, customer, charge, cur string // id as stored: one key per event, however its id was spelled
 	err := s.pool.QueryRow(ctx, `
-		SELECT e.customer_id::text, (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001
-		  - coalesce((SELECT sum(amount_e12) FROM ledger_entries r WHERE r.event_id = e.id AND r.kind = 'rerate'), 0))::text
-		FROM usage_events e WHERE e.id = $1`, eventID).Scan(&customer, &charge)
+		SELECT e.id::text, e.customer_id::text, (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0))::text,
+		  coalesce(r.currency, e.currency)
+		FROM usage_events e LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount
+		  FROM ledger_entries WHERE event_id = e.id AND kind = 'rerate') r ON true
+		WHERE e.id = $1`, eventID).Scan(&id, &customer, &charge, &cur)
 	if err != nil {
 		return Entry{}, dbError(err, "event "+eventID)
 	}
@@ -168,21 +185,36 @@ func (s *Store) RefundEvent(ctx context.Context, eventID, memo string) (Entry, e
 	if !amount.IsPositive() {
 		return Entry{}, errorf(EConflict, "event %s was charged nothing", eventID)
 	}
-	e, err := s.insertEntry(ctx, customer, KindRefund, amount,
-		EntryInput{Memo: memo, EffectiveAt: s.now(), IdempotencyKey: "refund:" + eventID}, eventID, 0)
+	e, err := s.insertEntry(ctx, newEntry{customerID: customer, kind: KindRefund, amountE12: amount, currency: cur,
+		effectiveAt: s.now(), eventID: id, key: refundKeyPrefix + id, memo: strings.TrimSpace(memo)})
 	if err == nil && e.Kind != KindRefund {
 		return Entry{}, errorf(EConflict, "event %s: idempotency clash", eventID)
 	}
 	return e, err
 }
 
-// Entries lists a customer's entries effective in [from, to), oldest first.
+// Entries lists a customer's entries effective in [from, to) (a zero to:
+// no end), oldest first: every entry that moves its balance, rerate
+// entries included. Over all time, in the customer's currency,
+//
+//	balance = Σ amount(entries) − Σ charge(events, as first rated)
+//	        = Σ amount(entries other than rerate) − Σ cost(usage)
+//
+// since a rerate entry's amount is minus the change it made to its event's
+// cost. It returns ENotFound for an unknown customer and EInvalid when
+// from is not before to.
 func (s *Store) Entries(ctx context.Context, customerID string, from, to time.Time) ([]Entry, error) {
 	if to.IsZero() {
 		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
+	if !from.Before(to) {
+		return nil, errorf(EInvalid, "from must be before to")
+	}
+	if _, err := s.Customer(ctx, customerID); err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+entryColumns+` FROM ledger_entries
-		WHERE customer_id = $1 AND effective_at >= $2 AND effective_at < $3 AND kind <> 'rerate'
+		WHERE customer_id = $1 AND effective_at >= $2 AND effective_at < $3
 		ORDER BY effective_at, id`, customerID, from, to)
 	if err != nil {
 		return nil, dbError(err, "entries")

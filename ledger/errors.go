@@ -8,11 +8,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Error codes carried by *Error. The HTTP layer maps each to one status.
+// Error codes carried by *Error. The admin API maps each to one HTTP
+// status, in one table (ledger/api) that its client reads back.
 const (
-	ENotFound = "not_found" // the thing asked for does not exist
-	EConflict = "conflict"  // it exists already, or clashes with what exists
-	EInvalid  = "invalid"   // the input is malformed or out of range
+	ENotFound     = "not_found"    // the thing asked for does not exist
+	EConflict     = "conflict"     // it exists already, or clashes with what exists
+	EInvalid      = "invalid"      // the input is malformed or out of range
+	EUnauthorized = "unauthorized" // the caller's credentials are missing or wrong
+	EUnavailable  = "unavailable"  // something the operation needs is not reachable from here
+	EInternal     = "internal"     // anything else: the details are in the server's log
 )
 
 // Error is a ledger error with a code a caller can act on and a message

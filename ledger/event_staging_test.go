@@ -6,7 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // A way WriteEvents was measured against (BenchmarkMeterWrite, write=copy)
@@ -16,15 +16,15 @@ import (
 // difference in throughput or in Postgres's CPU per event, and the array
 // statement needs no temporary table per connection.
 
-// UseStagedWriteForTest makes WriteEvents stage each batch by COPY.
-func (s *Store) UseStagedWriteForTest() {
-	s.writeForTest = func(ctx context.Context, tx pgx.Tx, events []meter.Event, p *pricing) (int, int, error) {
+// WriteEventsStagedForTest is WriteEvents with each batch staged by COPY.
+func (s *Store) WriteEventsStagedForTest(ctx context.Context, events []usage.Event) (int, error) {
+	return s.writeEvents(ctx, events, func(ctx context.Context, tx pgx.Tx, events []usage.Event, p *pricing) (int, int, error) {
 		rows, dups, err := newStagedRows(events, p)
 		if err != nil {
 			return 0, 0, err
 		}
 		return writeStagedBatch(ctx, tx, rows, dups)
-	}
+	})
 }
 
 // stagingTable is created once per connection, temporary (no WAL, never
@@ -36,7 +36,7 @@ const stagingTable = `CREATE TEMP TABLE IF NOT EXISTS usage_staging (
     finish_reason text, prompt_tokens bigint, cached_tokens bigint, cache_write_tokens bigint,
     completion_tokens bigint, reasoning_tokens bigint, web_search_requests bigint, usage_source text,
     ttft_ms bigint, duration_ms bigint, error text, price_id bigint, override_id bigint,
-    currency text, cost_e12 bigint, discount_bp integer, unpriced boolean
+    currency text, cost_e12 bigint, discount_bp integer, unpriced boolean, corrections text
 ) ON COMMIT DELETE ROWS`
 
 // stagingColumns names the staging table's columns for COPY.
@@ -44,7 +44,7 @@ var stagingColumns = []string{"id", "occurred_at", "customer_id", "key_id", "pro
 	"served_model", "endpoint", "stream", "status", "http_status", "finish_reason", "prompt_tokens",
 	"cached_tokens", "cache_write_tokens", "completion_tokens", "reasoning_tokens",
 	"web_search_requests", "usage_source", "ttft_ms", "duration_ms", "error", "price_id",
-	"override_id", "currency", "cost_e12", "discount_bp", "unpriced"}
+	"override_id", "currency", "cost_e12", "discount_bp", "unpriced", "corrections"}
 
 // writeStaged is writeBatch over the staging table: $1 is the duplicates
 // within the batch, $2 the events staged.
@@ -66,8 +66,8 @@ SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)
 // stagedRows is a rated batch as COPY reads it. Values hands out pointers
 // into the events and ratings, so no value is copied into an interface.
 type stagedRows struct {
-	events []meter.Event
-	rates  []rating
+	events []usage.Event
+	rates  []usage.Rating
 	ids    [][3]pgtype.UUID // id, customer, key, parsed as for the array statement
 	keep   []int            // indexes of events and rates to stage
 	i      int
@@ -76,8 +76,8 @@ type stagedRows struct {
 
 // newStagedRows rates events. An id repeated within the batch keeps its
 // first occurrence and counts as a duplicate.
-func newStagedRows(events []meter.Event, p *pricing) (*stagedRows, int64, error) {
-	s := &stagedRows{events: events, rates: make([]rating, len(events)), ids: make([][3]pgtype.UUID, len(events)), keep: make([]int, 0, len(events)),
+func newStagedRows(events []usage.Event, p *pricing) (*stagedRows, int64, error) {
+	s := &stagedRows{events: events, rates: make([]usage.Rating, len(events)), ids: make([][3]pgtype.UUID, len(events)), keep: make([]int, 0, len(events)),
 		i: -1, row: make([]any, len(stagingColumns))}
 	seen := make(map[string]struct{}, len(events))
 	var duplicates int64
@@ -114,7 +114,8 @@ func (s *stagedRows) Values() ([]any, error) {
 	v[7], v[8], v[9], v[10], v[11] = &e.Endpoint, &e.Stream, &e.Status, &e.HTTPStatus, &e.FinishReason
 	v[12], v[13], v[14], v[15], v[16], v[17] = &u.PromptTokens, &u.CachedTokens, &u.CacheWriteTokens, &u.CompletionTokens, &u.ReasoningTokens, &u.WebSearchRequests
 	v[18], v[19], v[20], v[21] = &e.UsageSource, &e.TTFTMillis, &e.DurationMillis, &e.Error
-	v[22], v[23], v[24], v[25], v[26], v[27] = r.priceID, r.overrideID, &r.currency, &r.costE12, &r.discountBP, &r.unpriced
+	v[22], v[23], v[24], v[25], v[26], v[27] = r.PriceID, r.OverrideID, &r.Currency, &r.CostE12, &r.DiscountBP, &r.Unpriced
+	v[28] = &e.Corrections
 	return v, nil
 }
 

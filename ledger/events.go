@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // WriteEvents rates and stores a batch of usage events in one transaction,
@@ -22,12 +23,32 @@ import (
 // Each event is rated at its own time (a late event is rated, and lands,
 // in its own period) with the price book and the customer's overrides in
 // force then (see pricing.rate).
-func (s *Store) WriteEvents(ctx context.Context, events []meter.Event) (int, error) {
+func (s *Store) WriteEvents(ctx context.Context, events []usage.Event) (int, error) {
+	return s.writeEvents(ctx, events, writeArrays)
+}
+
+// batchWrite sends a rated batch within tx, and returns how many events
+// were new and how many of those are unpriced.
+type batchWrite func(ctx context.Context, tx pgx.Tx, events []usage.Event, p *pricing) (n, unpriced int, err error)
+
+// writeArrays sends a rated batch as one statement of column arrays
+// (writeBatch).
+func writeArrays(ctx context.Context, tx pgx.Tx, events []usage.Event, p *pricing) (n, unpriced int, err error) {
+	cols, err := newEventColumns(events, p)
+	if err != nil {
+		return 0, 0, err
+	}
+	err = tx.QueryRow(ctx, writeBatch, cols.args()...).Scan(&n, &unpriced)
+	return n, unpriced, err
+}
+
+// writeEvents is WriteEvents with the batch sent by write.
+func (s *Store) writeEvents(ctx context.Context, events []usage.Event, write batchWrite) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
 	if err := s.ensurePartitions(ctx, events); err != nil {
-		return 0, err
+		return 0, batchError(err)
 	}
 	var n, unpriced int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -35,31 +56,42 @@ func (s *Store) WriteEvents(ctx context.Context, events []meter.Event) (int, err
 		if err != nil {
 			return err
 		}
-		if s.writeForTest != nil {
-			n, unpriced, err = s.writeForTest(ctx, tx, events, p)
-			return err
+		n, unpriced, err = write(ctx, tx, events, p)
+		if err != nil && s.obs != nil && errors.As(err, new(*usage.RefusedError)) {
+			s.obs.RatingError()
 		}
-		cols, err := newEventColumns(events, p)
-		if err != nil {
-			if s.obs != nil && errors.As(err, new(*meter.EventError)) {
-				s.obs.RatingError()
-			}
-			return err
-		}
-		return tx.QueryRow(ctx, writeBatch, cols.args()...).Scan(&n, &unpriced)
+		return err
 	})
 	if err == nil && s.obs != nil && unpriced > 0 {
 		s.obs.Unpriced(unpriced)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("write %d events: %w", len(events), err)
+		return 0, fmt.Errorf("write %d events: %w", len(events), batchError(err))
 	}
 	return n, nil
 }
 
+// batchError classifies an error of writing a batch for the meter worker
+// (see meter.Store): a data exception, an integrity violation or a
+// program limit (SQLSTATE classes 22, 23 and 54) cannot be cured by
+// retrying the same data, and is wrapped with usage.ErrBatchRefused so
+// that the worker isolates the events at fault. Anything else (the
+// connection, a serialization failure, the server shutting down, an
+// undefined table before a migration) is returned as it is, to be retried.
+func batchError(err error) error {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && len(pg.Code) == 5 {
+		switch pg.Code[:2] {
+		case "22", "23", "54":
+			return fmt.Errorf("%w: %w", usage.ErrBatchRefused, err)
+		}
+	}
+	return err
+}
+
 // loadPricing reads the price versions of the batch's models and the
 // overrides of its customers.
-func loadPricing(ctx context.Context, tx pgx.Tx, events []meter.Event) (*pricing, error) {
+func loadPricing(ctx context.Context, tx pgx.Tx, events []usage.Event) (*pricing, error) {
 	// Sets, not slices.Contains: a batch of thousands of events has
 	// hundreds of customers.
 	seen := make(map[string]struct{}, 64)
@@ -77,7 +109,7 @@ func loadPricing(ctx context.Context, tx pgx.Tx, events []meter.Event) (*pricing
 			customers = append(customers, events[i].CustomerID)
 		}
 	}
-	p := &pricing{book: map[string][]Price{}, overrides: map[string][]Override{}}
+	p := &pricing{book: map[string][]Price{}, overrides: map[string][]usage.Override{}}
 	prices, err := queryPrices(ctx, tx, `WHERE model = ANY($1)`, models)
 	if err != nil {
 		return nil, fmt.Errorf("load prices: %w", err)
@@ -90,7 +122,7 @@ func loadPricing(ctx context.Context, tx pgx.Tx, events []meter.Event) (*pricing
 		return nil, fmt.Errorf("load overrides: %w", err)
 	}
 	for _, o := range ovs {
-		p.overrides[o.CustomerID] = append(p.overrides[o.CustomerID], o)
+		p.overrides[o.CustomerID] = append(p.overrides[o.CustomerID], o.terms())
 	}
 	return p, nil
 }
@@ -98,7 +130,7 @@ func loadPricing(ctx context.Context, tx pgx.Tx, events []meter.Event) (*pricing
 // ensurePartitions creates the monthly partitions the batch needs (in its
 // own transaction, so that workers racing to create one do not abort their
 // batches).
-func (s *Store) ensurePartitions(ctx context.Context, events []meter.Event) error {
+func (s *Store) ensurePartitions(ctx context.Context, events []usage.Event) error {
 	for i := range events {
 		t := events[i].Time.UTC()
 		month := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)

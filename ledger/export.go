@@ -21,16 +21,18 @@ import (
 //     rerate entry's amount is minus the change of its event's charge.
 //   - token classes, price_id, override_id, unpriced (true/false),
 //     discount_bp (basis points): the event.
-//   - cost (before discount) and charge = cost × (10000 − discount_bp) /
-//     10000, as first rated: the event.
+//   - list_cost (before discount) and charge = list_cost × (10000 −
+//     discount_bp) / 10000, as first rated: the event. (An event's cost,
+//     what the customer is charged for it, is its charge less the amounts
+//     of its rerate entries.)
 //
-// Money (cost, charge, amount) is an exact decimal string in currency
+// Money (list_cost, charge, amount) is an exact decimal string in currency
 // units, never rounded. A period's charges are the sum of its events'
 // charges less the sum of its rerate entries' amounts.
 var ExportColumns = []string{"record", "time", "event_id", "entry_id", "customer_id", "key_id", "model",
 	"provider", "status", "usage_source", "prompt_tokens", "cached_tokens", "cache_write_tokens",
 	"completion_tokens", "reasoning_tokens", "web_search_requests", "price_id", "override_id", "unpriced",
-	"currency", "cost", "discount_bp", "charge", "kind", "amount", "memo", "reverses"}
+	"currency", "list_cost", "discount_bp", "charge", "kind", "amount", "memo", "reverses"}
 
 // exportCopy selects ExportColumns over [%[1]s, %[2]s). Multiplying by a
 // power of ten keeps numeric exact where dividing would round.
@@ -39,7 +41,7 @@ const exportCopy = `COPY (
     e.id AS event_id, NULL::bigint AS entry_id, e.customer_id, e.key_id, e.model, e.provider, e.status,
     e.usage_source, e.prompt_tokens, e.cached_tokens, e.cache_write_tokens, e.completion_tokens,
     e.reasoning_tokens, e.web_search_requests, e.price_id, e.override_id, e.unpriced::text AS unpriced,
-    e.currency, trim_scale(e.cost_e12 * 0.000000000001)::text AS cost, e.discount_bp,
+    e.currency, trim_scale(e.cost_e12 * 0.000000000001)::text AS list_cost, e.discount_bp,
     trim_scale(e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0000000000000001)::text AS charge,
     NULL AS kind, NULL AS amount, NULL AS memo, NULL::bigint AS reverses
   FROM usage_events e WHERE e.occurred_at >= %[1]s AND e.occurred_at < %[2]s

@@ -426,8 +426,9 @@ func BenchmarkMeterWrite(b *testing.B) {
 			b.StopTimer()
 			ctx := context.Background()
 			r := newMeterRig(b, 1000, 20, false)
+			write := r.store.WriteEvents
 			if way == "copy" {
-				r.store.UseStagedWriteForTest()
+				write = r.store.WriteEventsStagedForTest
 			}
 			events := r.events(5, b.N, time.Now(), 20*time.Microsecond)
 			cpu := r.startCPU(b)
@@ -435,7 +436,7 @@ func BenchmarkMeterWrite(b *testing.B) {
 			t0 := time.Now()
 			for len(events) > 0 {
 				k := min(batch, len(events))
-				if _, err := r.store.WriteEvents(ctx, events[:k]); err != nil {
+				if _, err := write(ctx, events[:k]); err != nil {
 					b.Fatal(err)
 				}
 				events = events[k:]

@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // QueryInt64sForTest runs a query returning one integer column, for
@@ -22,7 +22,7 @@ func (s *Store) QueryInt64sForTest(ctx context.Context, sql string) ([]int64, er
 // ExplainWriteForTest runs the batch statement of WriteEvents on events
 // under EXPLAIN (ANALYZE, BUFFERS, WAL) in a transaction it rolls back,
 // and returns the plan with the time of each step.
-func (s *Store) ExplainWriteForTest(ctx context.Context, events []meter.Event) (string, error) {
+func (s *Store) ExplainWriteForTest(ctx context.Context, events []usage.Event) (string, error) {
 	if err := s.ensurePartitions(ctx, events); err != nil {
 		return "", err
 	}

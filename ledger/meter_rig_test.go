@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // The meter rig: the real metering path (meter.Publisher → a JetStream
@@ -48,7 +49,7 @@ func TestMain(m *testing.M) {
 // runNATSD serves JetStream until its standard input closes (the parent
 // test process ended), printing its client URL first.
 func runNATSD(dir string) {
-	s, err := meter.StartEmbedded(dir, "127.0.0.1:0")
+	s, err := meter.StartEmbedded(dir, "127.0.0.1:0", meter.SyncPolicy{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -165,7 +166,7 @@ func newMeterRig(tb testing.TB, customers, models int, separate bool) *meterRig 
 // event makes one realistic event of account a at time at, as the gateway
 // makes them (gateway/exchange.go: a UUIDv7 id): 80% of the time one of
 // the account's three usual models.
-func (r *meterRig) event(rnd *rand.Rand, a rigAccount, at time.Time) meter.Event {
+func (r *meterRig) event(rnd *rand.Rand, a rigAccount, at time.Time) usage.Event {
 	model := a.usual[rnd.IntN(3)]
 	if rnd.IntN(5) == 0 {
 		model = rnd.IntN(r.models)
@@ -173,19 +174,19 @@ func (r *meterRig) event(rnd *rand.Rand, a rigAccount, at time.Time) meter.Event
 	prompt := 50 + rnd.Int64N(8000)
 	completion := rnd.Int64N(2000)
 	id, _ := uuid.NewV7()
-	return meter.Event{Version: meter.SchemaVersion, ID: id.String(), Time: at.UTC(), CustomerID: a.customer,
+	return usage.Event{Version: usage.SchemaVersion, ID: id.String(), Time: at.UTC(), CustomerID: a.customer,
 		KeyID: a.key, Provider: "sim", Model: fmt.Sprintf("model-%02d", model), ServedModel: fmt.Sprintf("model-%02d-2026-01-01", model),
-		Endpoint: "/v1/chat/completions", Stream: true, Status: meter.StatusOK, HTTPStatus: 200, FinishReason: "stop",
-		UsageSource: meter.SourceUpstream, Usage: meter.Usage{PromptTokens: prompt, CachedTokens: rnd.Int64N(prompt / 2),
+		Endpoint: "/v1/chat/completions", Stream: true, Status: usage.StatusOK, HTTPStatus: 200, FinishReason: "stop",
+		UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: prompt, CachedTokens: rnd.Int64N(prompt / 2),
 			CompletionTokens: completion, ReasoningTokens: rnd.Int64N(completion/4 + 1)},
 		TTFTMillis: 150 + rnd.Int64N(400), DurationMillis: 1000 + rnd.Int64N(9000)}
 }
 
 // events makes n events in time order, one every step from start, each for
 // a customer picked uniformly.
-func (r *meterRig) events(seed uint64, n int, start time.Time, step time.Duration) []meter.Event {
+func (r *meterRig) events(seed uint64, n int, start time.Time, step time.Duration) []usage.Event {
 	rnd := rand.New(rand.NewPCG(seed, 7))
-	out := make([]meter.Event, n)
+	out := make([]usage.Event, n)
 	for i := range out {
 		out[i] = r.event(rnd, r.accounts[rnd.IntN(len(r.accounts))], start.Add(time.Duration(i)*step))
 	}
@@ -194,7 +195,7 @@ func (r *meterRig) events(seed uint64, n int, start time.Time, step time.Duratio
 
 // publish publishes events with meter.Publisher from the given number of
 // goroutines (as concurrent gateway requests do), and returns the rate.
-func (r *meterRig) publish(tb testing.TB, events []meter.Event, goroutines int) float64 {
+func (r *meterRig) publish(tb testing.TB, events []usage.Event, goroutines int) float64 {
 	tb.Helper()
 	pub := meter.NewPublisher(r.js, r.stream, 30*time.Second)
 	var next atomic.Int64
@@ -241,7 +242,7 @@ func newCountingStore(s meter.Store, target int) *countingStore {
 	return &countingStore{s: s, target: int64(target), done: make(chan struct{})}
 }
 
-func (c *countingStore) WriteEvents(ctx context.Context, events []meter.Event) (int, error) {
+func (c *countingStore) WriteEvents(ctx context.Context, events []usage.Event) (int, error) {
 	t0 := time.Now()
 	n, err := c.s.WriteEvents(ctx, events)
 	if err == nil {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // Override is a customer's own terms: a custom Price for a model, or a
@@ -58,6 +60,9 @@ func (in OverrideInput) override(customerID string) (Override, error) {
 		pin.Model, pin.EffectiveFrom, pin.EffectiveTo = o.Model, in.EffectiveFrom, in.EffectiveTo
 		p, err := pin.Price()
 		if err != nil {
+			if ErrorCode(err) == EInvalid { // name the field as the request has it
+				err = errorf(EInvalid, "price.%s", err.Error())
+			}
 			return o, err
 		}
 		o.Custom = &p
@@ -100,7 +105,7 @@ func (s *Store) CreateOverride(ctx context.Context, customerID string, in Overri
 		if o.Custom != nil {
 			currency = &c.Currency
 		}
-		return tx.QueryRow(ctx, `
+		if err := tx.QueryRow(ctx, `
 			INSERT INTO price_overrides (customer_id, model, currency, input_micros, cached_input_micros,
 			  cache_write_micros, output_micros, reasoning_micros, request_fee_micros, web_search_micros,
 			  discount_bp, effective_from, effective_to)
@@ -110,7 +115,11 @@ func (s *Store) CreateOverride(ctx context.Context, customerID string, in Overri
 			nilIf(o.Custom == nil, c.CacheWriteMicros), nilIf(o.Custom == nil, c.OutputMicros), c.ReasoningMicros,
 			nilIf(o.Custom == nil, c.RequestFeeMicros), nilIf(o.Custom == nil, c.WebSearchMicros),
 			nilIf(o.Custom != nil, int64(o.DiscountBP)), o.EffectiveFrom, o.EffectiveTo,
-		).Scan(&o.ID)
+		).Scan(&o.ID); err != nil {
+			return err
+		}
+		_, err = outbox(ctx, tx, "customer", customerID) // the gateways show costs on these terms
+		return err
 	})
 	if ErrorCode(err) != "" {
 		return Override{}, err
@@ -125,8 +134,12 @@ func nilIf(cond bool, v int64) *int64 {
 	return &v
 }
 
-// Overrides lists a customer's overrides.
+// Overrides lists a customer's overrides. It returns ENotFound for an
+// unknown customer.
 func (s *Store) Overrides(ctx context.Context, customerID string) ([]Override, error) {
+	if _, err := s.Customer(ctx, customerID); err != nil {
+		return nil, err
+	}
 	os, err := queryOverrides(ctx, s.pool, `WHERE customer_id = $1`, customerID)
 	return os, dbError(err, "overrides")
 }
@@ -161,21 +174,8 @@ func queryOverrides(ctx context.Context, q querier, where string, args ...any) (
 	})
 }
 
-// overrideAt returns the customer's override for model in force at t: a
-// model-specific one over an all-models one.
-func overrideAt(os []Override, model string, t time.Time) *Override {
-	var all *Override
-	for i := range os {
-		o := &os[i]
-		if o.EffectiveFrom.After(t) || (o.EffectiveTo != nil && !t.Before(*o.EffectiveTo)) {
-			continue
-		}
-		switch o.Model {
-		case model:
-			return o
-		case "":
-			all = o
-		}
-	}
-	return all
+// terms is the override as the rating rules take it.
+func (o Override) terms() usage.Override {
+	return usage.Override{ID: o.ID, Model: o.Model, Custom: o.Custom, DiscountBP: o.DiscountBP,
+		EffectiveFrom: o.EffectiveFrom, EffectiveTo: o.EffectiveTo}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/text/currency"
 )
 
 // PriceInput is a new price version as an operator states it: decimal
@@ -88,15 +89,21 @@ func orZero(s string) string {
 	return s
 }
 
+// checkCurrency returns EInvalid, naming the field currency, unless c (the
+// upper-cased raw) is three letters that golang.org/x/text/currency knows
+// as an ISO 4217 code.
 func checkCurrency(c, raw string) error {
 	if len(c) != 3 || strings.Trim(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
 		return errorf(EInvalid, "currency: %q is not a three-letter ISO 4217 code", raw)
 	}
+	if _, err := currency.ParseISO(c); err != nil {
+		return errorf(EInvalid, "currency: %q is not a known ISO 4217 code", raw)
+	}
 	return nil
 }
 
-// Input returns p as an operator would state it.
-func (p Price) Input() PriceInput {
+// PriceInputOf returns p as an operator would state it.
+func PriceInputOf(p Price) PriceInput {
 	in := PriceInput{Model: p.Model, Currency: p.Currency, Input: FormatMicros(p.InputMicros),
 		CachedInput: FormatMicros(p.CachedInputMicros), CacheWrite: FormatMicros(p.CacheWriteMicros),
 		Output: FormatMicros(p.OutputMicros), RequestFee: FormatMicros(p.RequestFeeMicros),
@@ -139,13 +146,17 @@ func (s *Store) CreatePrice(ctx context.Context, in PriceInput) (Price, error) {
 					p.EffectiveFrom.Format(time.RFC3339), e.ID, e.EffectiveFrom.Format(time.RFC3339), fmtEnd(e.EffectiveTo))
 			}
 		}
-		return tx.QueryRow(ctx,
+		if err := tx.QueryRow(ctx,
 			`INSERT INTO prices (model, currency, input_micros, cached_input_micros, cache_write_micros,
 			   output_micros, reasoning_micros, request_fee_micros, web_search_micros, effective_from, effective_to)
 			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
 			p.Model, p.Currency, p.InputMicros, p.CachedInputMicros, p.CacheWriteMicros, p.OutputMicros,
 			p.ReasoningMicros, p.RequestFeeMicros, p.WebSearchMicros, p.EffectiveFrom, p.EffectiveTo,
-		).Scan(&p.ID)
+		).Scan(&p.ID); err != nil {
+			return err
+		}
+		_, err = outbox(ctx, tx, "price", p.Model) // the gateways show costs at this price
+		return err
 	})
 	if ErrorCode(err) != "" {
 		return Price{}, err
@@ -224,35 +235,9 @@ func queryPrices(ctx context.Context, q querier, where string, args ...any) ([]P
 	})
 }
 
-// priceAt returns the version in ps (sorted by effective_from, one model)
-// in force at t, or false. A version with an end (effective_to) is in force
-// within its window, over any open-ended one; an open-ended version is in
-// force from its start until a later open-ended version starts.
-func priceAt(ps []Price, t time.Time) (Price, bool) {
-	var open, bounded *Price
-	for i := range ps {
-		p := &ps[i]
-		if p.EffectiveFrom.After(t) {
-			break
-		}
-		if p.EffectiveTo == nil {
-			open = p
-		} else if t.Before(*p.EffectiveTo) {
-			bounded = p
-		}
-	}
-	switch {
-	case bounded != nil:
-		return *bounded, true
-	case open != nil:
-		return *open, true
-	}
-	return Price{}, false
-}
-
 // sameTerms reports whether two prices charge the same.
 func sameTerms(a, b Price) bool {
-	ai, bi := a.Input(), b.Input()
+	ai, bi := PriceInputOf(a), PriceInputOf(b)
 	return ai.Input == bi.Input && ai.CachedInput == bi.CachedInput && ai.CacheWrite == bi.CacheWrite &&
 		ai.Output == bi.Output && ai.Reasoning == bi.Reasoning && ai.RequestFee == bi.RequestFee &&
 		ai.WebSearch == bi.WebSearch && a.Currency == b.Currency && fmtEnd(a.EffectiveTo) == fmtEnd(b.EffectiveTo)

@@ -5,12 +5,12 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // bigRate is the reference for Rate: the documented formula in arbitrary
 // precision.
-func bigRate(u meter.Usage, p Price) *big.Int {
+func bigRate(u usage.Tokens, p Price) *big.Int {
 	uncached := max(u.PromptTokens-u.CachedTokens-u.CacheWriteTokens, 0)
 	reasoning, rp := int64(0), p.OutputMicros
 	if p.ReasoningMicros != nil {
@@ -32,7 +32,7 @@ func TestRateMatchesArbitraryPrecision(t *testing.T) {
 		cached := r.Int64N(prompt + 1)
 		write := r.Int64N(prompt - cached + 1)
 		completion := r.Int64N(200_000)
-		u := meter.Usage{PromptTokens: prompt, CachedTokens: cached, CacheWriteTokens: write,
+		u := usage.Tokens{PromptTokens: prompt, CachedTokens: cached, CacheWriteTokens: write,
 			CompletionTokens: completion, ReasoningTokens: r.Int64N(completion + 10), WebSearchRequests: r.Int64N(5)}
 		p := Price{InputMicros: r.Int64N(100_000_000), CachedInputMicros: r.Int64N(10_000_000),
 			CacheWriteMicros: r.Int64N(200_000_000), OutputMicros: r.Int64N(400_000_000),
@@ -41,7 +41,7 @@ func TestRateMatchesArbitraryPrecision(t *testing.T) {
 			rp := r.Int64N(400_000_000)
 			p.ReasoningMicros = &rp
 		}
-		got, err := Rate(u, p)
+		got, err := usage.Rate(u, p)
 		if err != nil {
 			t.Fatalf("Rate(%+v, %+v): %v", u, p, err)
 		}
@@ -52,8 +52,13 @@ func TestRateMatchesArbitraryPrecision(t *testing.T) {
 		// exactly: the decimal the ledger keeps equals the rational.
 		bp := int32(r.IntN(10001))
 		want := new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(got), big.NewInt(int64(10000-bp))), big.NewInt(10000))
-		if ch := chargeOf(got, bp); ch.Rat().Cmp(want) != 0 {
+		ch := chargeOf(got, bp)
+		if ch.Rat().Cmp(want) != 0 {
 			t.Fatalf("chargeOf(%d, %d) = %s, want %s", got, bp, ch, want.FloatString(4))
+		}
+		// What the gateways show callers is what the ledger charges.
+		if shown, charged := (usage.Rating{CostE12: got, DiscountBP: bp}).Charge(), ch.Shift(-12).String(); shown != charged {
+			t.Fatalf("Rating.Charge() = %s, the ledger charges %s", shown, charged)
 		}
 	}
 }
@@ -63,7 +68,7 @@ func TestRateWorkedExample(t *testing.T) {
 	// $1.25 cached, $10 output per million tokens:
 	// 600×2.5e-6 + 400×1.25e-6 + 200×1e-5 = 0.0015 + 0.0005 + 0.002 = $0.004.
 	p := Price{InputMicros: 2_500_000, CachedInputMicros: 1_250_000, CacheWriteMicros: 2_500_000, OutputMicros: 10_000_000}
-	got, err := Rate(meter.Usage{PromptTokens: 1000, CachedTokens: 400, CompletionTokens: 200}, p)
+	got, err := usage.Rate(usage.Tokens{PromptTokens: 1000, CachedTokens: 400, CompletionTokens: 200}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +79,7 @@ func TestRateWorkedExample(t *testing.T) {
 
 func TestRateOverflowIsAnError(t *testing.T) {
 	p := Price{OutputMicros: 1 << 40}
-	if _, err := Rate(meter.Usage{CompletionTokens: 1 << 30}, p); err == nil {
+	if _, err := usage.Rate(usage.Tokens{CompletionTokens: 1 << 30}, p); err == nil {
 		t.Fatal("Rate accepted a cost beyond int64")
 	}
 }
@@ -94,17 +99,17 @@ func TestParseMicros(t *testing.T) {
 }
 
 func BenchmarkRate(b *testing.B) {
-	u := meter.Usage{PromptTokens: 1234, CachedTokens: 512, CompletionTokens: 321, ReasoningTokens: 100}
+	u := usage.Tokens{PromptTokens: 1234, CachedTokens: 512, CompletionTokens: 321, ReasoningTokens: 100}
 	p := Price{InputMicros: 2_500_000, CachedInputMicros: 1_250_000, CacheWriteMicros: 3_000_000, OutputMicros: 10_000_000}
 	for b.Loop() {
-		if _, err := Rate(u, p); err != nil {
+		if _, err := usage.Rate(u, p); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 func BenchmarkRateBigInt(b *testing.B) {
-	u := meter.Usage{PromptTokens: 1234, CachedTokens: 512, CompletionTokens: 321, ReasoningTokens: 100}
+	u := usage.Tokens{PromptTokens: 1234, CachedTokens: 512, CompletionTokens: 321, ReasoningTokens: 100}
 	p := Price{InputMicros: 2_500_000, CachedInputMicros: 1_250_000, CacheWriteMicros: 3_000_000, OutputMicros: 10_000_000}
 	for b.Loop() {
 		_ = bigRate(u, p)

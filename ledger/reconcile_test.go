@@ -15,7 +15,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/tollgate-dev/tollgate/ledger"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // refPrice is a price in micro-units, for the reference computation.
@@ -24,7 +24,7 @@ type refPrice struct{ input, cached, write, output, reasoning, fee, search int64
 // refCharge is the documented formula in arbitrary precision, in currency
 // units: cost = Σ tokens × micros per class (1e-12 units), charge =
 // cost × (10000 − bp) / 10000.
-func refCharge(u meter.Usage, p refPrice, bp int64) *big.Rat {
+func refCharge(u usage.Tokens, p refPrice, bp int64) *big.Rat {
 	cost := new(big.Int)
 	for _, t := range [][2]int64{{u.PromptTokens - u.CachedTokens - u.CacheWriteTokens, p.input}, {u.CachedTokens, p.cached},
 		{u.CacheWriteTokens, p.write}, {u.CompletionTokens - u.ReasoningTokens, p.output}, {u.ReasoningTokens, p.reasoning},
@@ -69,11 +69,11 @@ func TestStatementMatchesReferenceCharges(t *testing.T) {
 		}
 	}
 	want := new(big.Rat)
-	var events []meter.Event
+	var events []usage.Event
 	for range 200 {
 		prompt, completion := r.Int64N(300_000), r.Int64N(60_000)
 		cached := r.Int64N(prompt + 1)
-		u := meter.Usage{PromptTokens: prompt, CachedTokens: cached, CacheWriteTokens: r.Int64N(prompt - cached + 1),
+		u := usage.Tokens{PromptTokens: prompt, CachedTokens: cached, CacheWriteTokens: r.Int64N(prompt - cached + 1),
 			CompletionTokens: completion, ReasoningTokens: r.Int64N(completion + 1), WebSearchRequests: r.Int64N(3)}
 		model := []string{"m0", "m1", "m2", "m3", "unpriced"}[r.IntN(5)]
 		at := jan.Add(time.Duration(r.Int64N(int64(31 * 24 * time.Hour))))
@@ -104,23 +104,23 @@ func decimalBP(bp int64) string { return fmt.Sprintf("%d.%02d", bp/100, bp%100) 
 
 // ledgerFixture is a January with priced, discounted and unpriced events,
 // a duplicate delivery, a credit, an adjustment and a refund.
-func ledgerFixture(t *testing.T) (*billing, []meter.Event) {
+func ledgerFixture(t *testing.T) (*billing, []usage.Event) {
 	b := newBilling(t, nil)
 	b.s.UseClockForTest(func() time.Time { return jan.Add(10 * 24 * time.Hour) })
 	b.price("m", "USD", "2.5", "10", "")
 	if _, err := b.s.CreateOverride(b.ctx, b.c.ID, ledger.OverrideInput{DiscountPercent: "3.33", EffectiveFrom: jan}); err != nil {
 		t.Fatal(err)
 	}
-	var evs []meter.Event
+	var evs []usage.Event
 	for i := range 30 {
 		model := "m"
 		if i == 7 {
 			model = "new-model"
 		}
-		evs = append(evs, b.event(model, jan.Add(time.Duration(i)*97*time.Minute), meter.Usage{PromptTokens: int64(1000 + i), CompletionTokens: int64(7 * i)}))
+		evs = append(evs, b.event(model, jan.Add(time.Duration(i)*97*time.Minute), usage.Tokens{PromptTokens: int64(1000 + i), CompletionTokens: int64(7 * i)}))
 	}
 	b.write(append(evs, evs[3])...)
-	b.write(b.event("m", feb.Add(time.Hour), meter.Usage{PromptTokens: 5})) // outside January
+	b.write(b.event("m", feb.Add(time.Hour), usage.Tokens{PromptTokens: 5})) // outside January
 	if _, err := b.s.AddEntry(b.ctx, b.c.ID, ledger.KindCredit, ledger.EntryInput{Amount: "20", EffectiveAt: jan}); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestExportLines(t *testing.T) {
 			t.Fatalf("event %s: %v, exported %v", e.ID, err, ok)
 		}
 		at, _ := time.Parse(time.RFC3339Nano, got[col["time"]])
-		if !at.Equal(e.Time) || !dec(t, got[col["cost"]]).Equal(dec(t, want.Cost)) || !dec(t, got[col["charge"]]).Equal(dec(t, want.Charge)) ||
+		if !at.Equal(e.Time) || !dec(t, got[col["list_cost"]]).Equal(dec(t, want.ListCost)) || !dec(t, got[col["charge"]]).Equal(dec(t, want.Charge)) ||
 			got[col["prompt_tokens"]] != fmt.Sprint(e.Usage.PromptTokens) || got[col["unpriced"]] != fmt.Sprint(want.Unpriced) {
 			t.Errorf("event row %v, want %+v", got, want)
 		}
@@ -240,9 +240,9 @@ func TestExportLinesStreams(t *testing.T) {
 	b := newBilling(t, nil)
 	b.price("m", "USD", "1", "2", "")
 	for batch := range 3 {
-		evs := make([]meter.Event, 5000)
+		evs := make([]usage.Event, 5000)
 		for i := range evs {
-			evs[i] = b.event("m", jan.Add(time.Duration(batch*5000+i)*time.Second), meter.Usage{PromptTokens: int64(i), CompletionTokens: 3})
+			evs[i] = b.event("m", jan.Add(time.Duration(batch*5000+i)*time.Second), usage.Tokens{PromptTokens: int64(i), CompletionTokens: 3})
 		}
 		b.write(evs...)
 	}

@@ -3,12 +3,14 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // RerateResult counts what Rerate did.
@@ -52,7 +54,7 @@ func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(Re
 			n = len(evs)
 			last := evs[len(evs)-1]
 			afterT, afterID = last.e.Time, last.e.ID
-			events := make([]meter.Event, len(evs))
+			events := make([]usage.Event, len(evs))
 			for i := range evs {
 				events[i] = evs[i].e
 			}
@@ -60,12 +62,18 @@ func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(Re
 			if err != nil {
 				return err
 			}
+			adjusted := res.Adjusted
+			keys, customers := map[string]bool{}, map[string]bool{}
 			for i := range evs {
 				if err := rerateOne(ctx, tx, p, &evs[i], &res); err != nil {
 					return err
 				}
+				if res.Adjusted > adjusted {
+					adjusted = res.Adjusted
+					keys[evs[i].e.KeyID], customers[evs[i].e.CustomerID] = true, true
+				}
 			}
-			return nil
+			return spendMoved(ctx, tx, slices.Sorted(maps.Keys(keys)), slices.Sorted(maps.Keys(customers)))
 		})
 		if err != nil {
 			return res, fmt.Errorf("rerate: %w", err)
@@ -82,7 +90,7 @@ func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(Re
 
 // rerateEvent is a stored event and what it is charged now.
 type rerateEvent struct {
-	e        meter.Event
+	e        usage.Event
 	currency string          // "" while unpriced
 	charge   decimal.Decimal // e12 units, after discounts and earlier re-ratings
 	unpriced bool            // unpriced when stored and never priced since
@@ -126,14 +134,14 @@ func rerateOne(ctx context.Context, tx pgx.Tx, p *pricing, ev *rerateEvent, res 
 	switch {
 	case err != nil:
 		return err
-	case r.unpriced:
+	case r.Unpriced:
 		res.StillUnpriced++
 		return nil
-	case ev.currency != "" && r.currency != ev.currency:
+	case ev.currency != "" && r.Currency != ev.currency:
 		res.CurrencyConflicts++
 		return nil
 	}
-	charge := chargeOf(r.costE12, r.discountBP)
+	charge := chargeOf(r.CostE12, r.DiscountBP)
 	delta := charge.Sub(ev.charge)
 	if delta.IsZero() && ev.currency != "" {
 		return nil
@@ -143,7 +151,7 @@ func rerateOne(ctx context.Context, tx pgx.Tx, p *pricing, ev *rerateEvent, res 
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO ledger_entries (customer_id, kind, amount_e12, currency, effective_at, event_id, key_id, model, price_id, memo)
 		VALUES ($1, 'rerate', $2, $3, $4, $5, $6, $7, $8, 're-rated')`,
-		ev.e.CustomerID, delta.Neg().String(), r.currency, ev.e.Time, ev.e.ID, ev.e.KeyID, ev.e.Model, r.priceID); err != nil {
+		ev.e.CustomerID, delta.Neg().String(), r.Currency, ev.e.Time, ev.e.ID, ev.e.KeyID, ev.e.Model, r.PriceID); err != nil {
 		return err
 	}
 	if ev.unpriced {
@@ -157,7 +165,7 @@ func rerateOne(ctx context.Context, tx pgx.Tx, p *pricing, ev *rerateEvent, res 
 			cost      int64
 			charge    string
 			unpricedN int64
-		}{{"", -1, 0, "0", -1}, {r.currency, 1, r.costE12, charge.String(), 0}} {
+		}{{"", -1, 0, "0", -1}, {r.Currency, 1, r.CostE12, charge.String(), 0}} {
 			if _, err := tx.Exec(ctx, `
 				INSERT INTO usage_hourly VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) `+rollupAdd,
 				ev.e.CustomerID, hour, ev.e.KeyID, ev.e.Model, m.currency, m.sign, m.unpricedN,
@@ -169,12 +177,12 @@ func rerateOne(ctx context.Context, tx pgx.Tx, p *pricing, ev *rerateEvent, res 
 	} else if _, err := tx.Exec(ctx, `
 		UPDATE usage_hourly SET charge_e12 = charge_e12 + $6
 		WHERE customer_id = $1 AND hour = $2 AND key_id = $3 AND model = $4 AND currency = $5`,
-		ev.e.CustomerID, hour, ev.e.KeyID, ev.e.Model, r.currency, delta.String()); err != nil {
+		ev.e.CustomerID, hour, ev.e.KeyID, ev.e.Model, r.Currency, delta.String()); err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, `
 		INSERT INTO customer_balances (customer_id, currency, charges_e12) VALUES ($1, $2, $3)
 		ON CONFLICT (customer_id, currency) DO UPDATE SET charges_e12 = customer_balances.charges_e12 + EXCLUDED.charges_e12`,
-		ev.e.CustomerID, r.currency, delta.String())
+		ev.e.CustomerID, r.Currency, delta.String())
 	return err
 }

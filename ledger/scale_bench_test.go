@@ -14,7 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // BenchmarkScale loads a month of usage into a fresh ledger and measures
@@ -91,7 +91,7 @@ func BenchmarkScale(b *testing.B) {
 	}
 
 	start := time.Now()
-	events := make([]meter.Event, 0, batch)
+	events := make([]usage.Event, 0, batch)
 	month := int64(feb.Sub(jan))
 	for i := range n {
 		a := accounts[r.IntN(customers)]
@@ -104,11 +104,11 @@ func BenchmarkScale(b *testing.B) {
 		id, err := uuid.NewV7()
 		must(err)
 		at := jan.Add(time.Duration((month - int64(time.Minute)) / int64(n) * int64(i))).Add(time.Duration(r.Int64N(int64(time.Minute))))
-		events = append(events, meter.Event{Version: meter.SchemaVersion, ID: id.String(),
+		events = append(events, usage.Event{Version: usage.SchemaVersion, ID: id.String(),
 			Time: at, CustomerID: a.customer, KeyID: a.key, Provider: "sim",
 			Model: fmt.Sprintf("model-%02d", model), Endpoint: "/v1/chat/completions", Stream: true,
-			Status: meter.StatusOK, HTTPStatus: 200, FinishReason: "stop", UsageSource: meter.SourceUpstream,
-			Usage: meter.Usage{PromptTokens: prompt, CachedTokens: r.Int64N(prompt / 2), CompletionTokens: completion,
+			Status: usage.StatusOK, HTTPStatus: 200, FinishReason: "stop", UsageSource: usage.SourceUpstream,
+			Usage: usage.Tokens{PromptTokens: prompt, CachedTokens: r.Int64N(prompt / 2), CompletionTokens: completion,
 				ReasoningTokens: r.Int64N(completion/4 + 1)}, TTFTMillis: 200, DurationMillis: 1500})
 		if len(events) == batch || i == n-1 {
 			_, err := s.WriteEvents(ctx, events)

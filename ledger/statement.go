@@ -77,7 +77,7 @@ type StatementLine struct {
 }
 
 // LineUsage is a usage line's request and token counts (tokens by class,
-// as in meter.Usage: prompt includes cached and cache-write tokens,
+// as in usage.Tokens: prompt includes cached and cache-write tokens,
 // completion includes reasoning tokens).
 type LineUsage struct {
 	Requests          int64 `json:"requests"`

@@ -15,7 +15,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 var (
@@ -57,13 +57,13 @@ func (b *billing) price(model, currency, input, output, fee string) {
 	}
 }
 
-func (b *billing) event(model string, at time.Time, u meter.Usage) meter.Event {
-	return meter.Event{Version: meter.SchemaVersion, ID: uuid.NewString(), Time: at, CustomerID: b.c.ID,
-		KeyID: b.k.ID, Provider: "sim", Model: model, Endpoint: "/v1/chat/completions", Status: meter.StatusOK,
-		HTTPStatus: 200, Usage: u, UsageSource: meter.SourceUpstream}
+func (b *billing) event(model string, at time.Time, u usage.Tokens) usage.Event {
+	return usage.Event{Version: usage.SchemaVersion, ID: uuid.NewString(), Time: at, CustomerID: b.c.ID,
+		KeyID: b.k.ID, Provider: "sim", Model: model, Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
+		HTTPStatus: 200, Usage: u, UsageSource: usage.SourceUpstream}
 }
 
-func (b *billing) write(events ...meter.Event) {
+func (b *billing) write(events ...usage.Event) {
 	b.t.Helper()
 	if _, err := b.s.WriteEvents(b.ctx, events); err != nil {
 		b.t.Fatal(err)
@@ -129,7 +129,7 @@ func TestStatementRoundsOnceHalfToEven(t *testing.T) {
 		for i, fee := range tc.fees {
 			model := b.c.ID + "-" + strconv.Itoa(i)
 			b.price(model, tc.currency, "0", "0", fee)
-			b.write(b.event(model, jan.Add(time.Hour), meter.Usage{}))
+			b.write(b.event(model, jan.Add(time.Hour), usage.Tokens{}))
 		}
 		st := b.statement("2026-01")
 		if len(st.Sections) != 1 || st.Sections[0].Currency != tc.currency || st.Sections[0].Total != tc.total ||
@@ -147,8 +147,8 @@ func TestStatementDiscountEntriesAndBalances(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 1000×2 + 500×8 = 6000 micro-units = 0.006, less 12.5% = 0.00525; twice.
-	e1 := b.event("m", jan.Add(time.Hour), meter.Usage{PromptTokens: 1000, CompletionTokens: 500})
-	b.write(e1, b.event("m", jan.Add(2*time.Hour), meter.Usage{PromptTokens: 3000}))
+	e1 := b.event("m", jan.Add(time.Hour), usage.Tokens{PromptTokens: 1000, CompletionTokens: 500})
+	b.write(e1, b.event("m", jan.Add(2*time.Hour), usage.Tokens{PromptTokens: 3000}))
 	add := func(kind, amount string) ledger.Entry {
 		e, err := b.s.AddEntry(b.ctx, b.c.ID, kind, ledger.EntryInput{Amount: amount, Memo: kind + " " + amount, EffectiveAt: jan.Add(24 * time.Hour)})
 		if err != nil {
@@ -246,11 +246,11 @@ func testStatementCSV(t *testing.T, st ledger.Statement) {
 func TestStatementLateEventLandsInItsOwnMonth(t *testing.T) {
 	b := newBilling(t, nil)
 	b.price("m", "USD", "0", "0", "1")
-	b.write(b.event("m", feb.Add(time.Hour), meter.Usage{}))
+	b.write(b.event("m", feb.Add(time.Hour), usage.Tokens{}))
 	if st := b.statement("2026-01"); len(st.Sections) != 0 {
 		t.Fatalf("January before the late event: %+v", st.Sections)
 	}
-	b.write(b.event("m", feb.Add(-time.Minute), meter.Usage{})) // January's, written in February
+	b.write(b.event("m", feb.Add(-time.Minute), usage.Tokens{})) // January's, written in February
 	janSt, febSt := b.statement("2026-01"), b.statement("2026-02")
 	if janSt.Sections[0].Total != "1.00" || febSt.Sections[0].Lines[0].Amount != "1" || febSt.Sections[0].OpeningBalance != "-1" {
 		t.Fatalf("January %+v, February %+v", janSt.Sections, febSt.Sections)
@@ -261,7 +261,7 @@ func TestStatementSectionPerCurrencyAndUnpriced(t *testing.T) {
 	b := newBilling(t, nil)
 	b.price("eu", "EUR", "1", "0", "")
 	b.price("us", "USD", "3", "0", "")
-	u := meter.Usage{PromptTokens: 1_000_000}
+	u := usage.Tokens{PromptTokens: 1_000_000}
 	b.write(b.event("eu", jan, u), b.event("us", jan, u), b.event("us", jan, u), b.event("none", jan, u))
 	st := b.statement("2026-01")
 	if len(st.Sections) != 2 || st.Sections[0].Currency != "EUR" || st.Sections[0].Total != "1.00" ||

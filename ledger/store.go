@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
-	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/migrations"
 )
 
@@ -33,9 +32,6 @@ type Store struct {
 	// partition is known to exist.
 	partitions sync.Map
 	obs        Observer // nil: none
-	// writeForTest, when set (by benchmarks only), replaces how
-	// WriteEvents sends a priced batch, to measure another way beside it.
-	writeForTest func(ctx context.Context, tx pgx.Tx, events []meter.Event, p *pricing) (n, unpriced int, err error)
 }
 
 // Open connects to the database at url, creating the database first when it
@@ -104,6 +100,28 @@ func (s *Store) Migrate(ctx context.Context) (int, error) {
 		return len(res), fmt.Errorf("migrate: %w", err)
 	}
 	return len(res), nil
+}
+
+// CheckMigrated returns an error saying to run `tollgate migrate` when the
+// database's schema is older than this binary's migrations (a process of
+// one role never migrates: `tollgate migrate` or `tollgate serve` does).
+func (s *Store) CheckMigrated(ctx context.Context) error {
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	have, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("the database has no migrations applied (%v): run `tollgate migrate`", err)
+	}
+	sources := p.ListSources()
+	want := sources[len(sources)-1].Version
+	if have < want {
+		return fmt.Errorf("the database is at migration %d and this binary needs %d: run `tollgate migrate`", have, want)
+	}
+	return nil
 }
 
 // Ping reports whether the database answers.

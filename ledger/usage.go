@@ -3,8 +3,12 @@ package ledger
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 // Usage groupings accepted by UsageQuery.GroupBy: the SQL expression
@@ -20,10 +24,11 @@ var usageGroups = map[string][2]string{
 }
 
 // UsageQuery selects usage from the hourly rollups (never raw events).
-// Filters are optional except where noted; From and To bound the hour of
-// the events ([From, To), whole hours, UTC). GroupBy is "model" (the
-// default), "key", "customer", "hour", "day" or "month". Limit (default
-// 100, at most 1000) and Cursor page through the groups.
+// Filters are optional except where noted; CustomerID and KeyID, when set,
+// are UUIDs. From and To bound the hour of the events ([From, To), whole
+// hours, UTC). GroupBy is "model" (the default), "key", "customer",
+// "hour", "day" or "month". Limit (0: the default, 100; at most 1000) and
+// Cursor page through the groups.
 type UsageQuery struct {
 	CustomerID, KeyID, Model string
 	From, To                 time.Time
@@ -33,13 +38,22 @@ type UsageQuery struct {
 }
 
 // UsageRow is one group's usage: token counts summed over Requests events,
-// and Cost, the exact amount charged (after discounts and re-rating), as a
-// decimal string in Currency ("" for unpriced usage, whose cost is "0").
+// UnpricedRequests of them with no price in force (stored at cost 0), and
+// Cost, the exact amount charged (after overrides, discounts and
+// re-rating), as a decimal string in Currency. The group's value is in
+// Group and in the field of its kind: Model, KeyID, CustomerID (with the
+// customer's name, CustomerName) or Period.
+//
+// A group is one row: its unpriced usage is counted in the row of its
+// priced usage. Only real currencies split a group (usage priced in EUR
+// and in USD makes two rows; the unpriced usage then joins the first by
+// code). Currency is "" only for a group with no priced usage at all.
 type UsageRow struct {
 	Group            string `json:"group"`
 	Model            string `json:"model,omitempty"`
 	KeyID            string `json:"key_id,omitempty"`
 	CustomerID       string `json:"customer_id,omitempty"`
+	CustomerName     string `json:"customer_name,omitempty"`
 	Period           string `json:"period,omitempty"`
 	Requests         int64  `json:"requests"`
 	UnpricedRequests int64  `json:"unpriced_requests"`
@@ -59,8 +73,42 @@ type UsagePage struct {
 	NextCursor string     `json:"next_cursor,omitempty"`
 }
 
+// usageSQL sums the rollups per group (%[1]s, an expression over
+// usage_hourly) and currency, folds each group's unpriced row (the empty
+// currency) into its row in the first real currency, if any, and shows the
+// group (%[2]s, over g), paged by (shown group, currency).
+const usageSQL = `
+WITH grouped AS (
+  SELECT %[1]s AS g, currency, sum(requests) AS requests, sum(unpriced_requests) AS unpriced,
+    sum(prompt_tokens) AS prompt, sum(cached_tokens) AS cached, sum(cache_write_tokens) AS cache_write,
+    sum(completion_tokens) AS completion, sum(reasoning_tokens) AS reasoning,
+    sum(web_search_requests) AS web, sum(charge_e12) AS charge
+  FROM usage_hourly
+  WHERE ($1 = '' OR customer_id = NULLIF($1, '')::uuid) AND ($2 = '' OR key_id = NULLIF($2, '')::uuid) AND ($3 = '' OR model = $3)
+    AND hour >= date_trunc('hour', $4::timestamptz) AND hour < $5
+  GROUP BY 1, 2
+), homed AS (
+  SELECT g, CASE WHEN currency <> '' THEN currency
+      ELSE coalesce(min(NULLIF(currency, '')) OVER (PARTITION BY g), '') END AS currency,
+    requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge
+  FROM grouped
+), merged AS (
+  SELECT g, currency, sum(requests) AS requests, sum(unpriced) AS unpriced, sum(prompt) AS prompt,
+    sum(cached) AS cached, sum(cache_write) AS cache_write, sum(completion) AS completion,
+    sum(reasoning) AS reasoning, sum(web) AS web, sum(charge) AS charge
+  FROM homed GROUP BY g, currency
+), shown AS (
+  SELECT %[2]s AS g, currency, requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge
+  FROM merged
+)
+SELECT g, currency, requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge::text
+FROM shown
+WHERE ($6 = '' AND $7 = '') OR (g, currency) > ($6, $7)
+ORDER BY g, currency LIMIT $8`
+
 // Usage sums usage per group. It returns EInvalid for an unknown grouping,
-// an empty time range, a bad limit or cursor.
+// a customer or key id that is not a UUID, an empty time range, a limit
+// out of range, or a cursor this query did not return.
 func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	if q.GroupBy == "" {
 		q.GroupBy = "model"
@@ -77,7 +125,14 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	case q.Limit < 1 || q.Limit > 1000:
 		return UsagePage{}, errorf(EInvalid, "limit: %d is not between 1 and 1000", q.Limit)
 	}
-	afterGroup, afterCurrency, err := decodeCursor(q.Cursor)
+	var err error
+	if q.CustomerID, err = optionalUUID("customer_id", q.CustomerID); err != nil {
+		return UsagePage{}, err
+	}
+	if q.KeyID, err = optionalUUID("key_id", q.KeyID); err != nil {
+		return UsagePage{}, err
+	}
+	afterGroup, afterCurrency, err := decodeCursor(q.Cursor, q.GroupBy)
 	if err != nil {
 		return UsagePage{}, err
 	}
@@ -88,23 +143,7 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	if to.IsZero() {
 		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT g, currency, requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge::text
-		FROM (
-		  SELECT `+group[1]+` AS g, currency, requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge
-		  FROM (
-		  SELECT `+group[0]+` AS g, currency, sum(requests) AS requests, sum(unpriced_requests) AS unpriced,
-		    sum(prompt_tokens) AS prompt, sum(cached_tokens) AS cached, sum(cache_write_tokens) AS cache_write,
-		    sum(completion_tokens) AS completion, sum(reasoning_tokens) AS reasoning,
-		    sum(web_search_requests) AS web, sum(charge_e12) AS charge
-		  FROM usage_hourly
-		  WHERE ($1 = '' OR customer_id = NULLIF($1, '')::uuid) AND ($2 = '' OR key_id = NULLIF($2, '')::uuid) AND ($3 = '' OR model = $3)
-		    AND hour >= date_trunc('hour', $4::timestamptz) AND hour < $5
-		  GROUP BY 1, 2
-		  ) grouped
-		) shown
-		WHERE ($6 = '' AND $7 = '') OR (g, currency) > ($6, $7)
-		ORDER BY g, currency LIMIT $8`,
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(usageSQL, group[0], group[1]),
 		q.CustomerID, q.KeyID, q.Model, from, to, afterGroup, afterCurrency, q.Limit+1)
 	if err != nil {
 		return UsagePage{}, dbError(err, "usage query")
@@ -136,22 +175,73 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	if err := rows.Err(); err != nil {
 		return UsagePage{}, dbError(err, "usage query")
 	}
+	if q.GroupBy == "customer" {
+		if err := s.nameCustomers(ctx, page.Data); err != nil {
+			return UsagePage{}, err
+		}
+	}
 	if len(page.Data) > q.Limit {
 		last := page.Data[q.Limit-1]
 		page.Data = page.Data[:q.Limit]
-		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(last.Group + "\x00" + last.Currency))
+		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(q.GroupBy + "\x00" + last.Group + "\x00" + last.Currency))
 	}
 	return page, nil
 }
 
-func decodeCursor(c string) (group, currency string, err error) {
+// nameCustomers sets the CustomerName of rows grouped by customer.
+func (s *Store) nameCustomers(ctx context.Context, rows []UsageRow) error {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.CustomerID
+	}
+	names := map[string]string{}
+	res, err := s.pool.Query(ctx, `SELECT id::text, name FROM customers WHERE id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return dbError(err, "usage query")
+	}
+	defer res.Close()
+	for res.Next() {
+		var id, name string
+		if err := res.Scan(&id, &name); err != nil {
+			return dbError(err, "usage query")
+		}
+		names[id] = name
+	}
+	if err := res.Err(); err != nil {
+		return dbError(err, "usage query")
+	}
+	for i := range rows {
+		rows[i].CustomerName = names[rows[i].CustomerID]
+	}
+	return nil
+}
+
+// decodeCursor returns the group and currency a page ends with, from a
+// cursor Usage returned for the same grouping.
+func decodeCursor(c, groupBy string) (group, currency string, err error) {
 	if c == "" {
 		return "", "", nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	group, currency, ok := strings.Cut(string(b), "\x00")
-	if err != nil || !ok {
+	parts := strings.Split(string(b), "\x00")
+	switch {
+	case err != nil || len(parts) != 3 || !utf8.Valid(b):
 		return "", "", errorf(EInvalid, "cursor: %q is not a cursor this API returned", c)
+	case parts[0] != groupBy:
+		return "", "", errorf(EInvalid, "cursor: %q continues a query with group_by=%s, not %s", c, parts[0], groupBy)
 	}
-	return group, currency, nil
+	return parts[1], parts[2], nil
+}
+
+// optionalUUID returns s, when not empty, in its canonical form, or
+// EInvalid naming field.
+func optionalUUID(field, s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	u, err := uuid.Parse(s)
+	if err != nil || len(s) != 36 {
+		return "", errorf(EInvalid, "%s: %q is not a UUID", field, s)
+	}
+	return u.String(), nil
 }

@@ -70,9 +70,18 @@ func NewDatabase(t testing.TB) string {
 // closed when the test ends.
 func NewStore(t testing.TB) *ledger.Store {
 	t.Helper()
+	s, _ := NewStoreURL(t)
+	return s
+}
+
+// NewStoreURL is NewStore, also returning the database's URL for tests
+// that reach the database directly (to set up what no API makes).
+func NewStoreURL(t testing.TB) (*ledger.Store, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := ledger.Open(ctx, NewDatabase(t))
+	url := NewDatabase(t)
+	s, err := ledger.Open(ctx, url)
 	if err != nil {
 		t.Fatalf("ledgertest: %v", err)
 	}
@@ -80,5 +89,5 @@ func NewStore(t testing.TB) *ledger.Store {
 	if _, err := s.Migrate(ctx); err != nil {
 		t.Fatalf("ledgertest: %v", err)
 	}
-	return s
+	return s, url
 }

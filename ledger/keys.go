@@ -1,0 +1,341 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Key is a customer's API key, as listed: the secret itself is never stored,
+// only its SHA-256 hash and a display prefix. Spend limits are decimal
+// strings in the customer's currency, per UTC day and month; the other
+// limits are counts (requests or tokens per minute, requests open at
+// once); nil is no limit. AllowedModels, when not empty, are the only
+// models it may use (names, or "provider/*").
+type Key struct {
+	ID            string     `json:"id"`
+	CustomerID    string     `json:"customer_id"`
+	Name          string     `json:"name"`
+	Prefix        string     `json:"prefix"`
+	DailyLimit    *string    `json:"daily_limit,omitempty"`
+	MonthlyLimit  *string    `json:"monthly_limit,omitempty"`
+	RPMLimit      *int64     `json:"rpm_limit,omitempty"`
+	TPMLimit      *int64     `json:"tpm_limit,omitempty"`
+	MaxConcurrent *int64     `json:"max_concurrent,omitempty"`
+	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
+	AllowedModels []string   `json:"allowed_models"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+	LastUsedAt    *time.Time `json:"last_used_at,omitempty"`
+	RevokedAt     *time.Time `json:"revoked_at,omitempty"`
+	// Change is the sequence of the change this call made in the key
+	// outbox, for waiting until the gateways have it (0: none).
+	Change int64 `json:"-"`
+}
+
+// KeyInput is a new key: a name and optional limits (see Key).
+type KeyInput struct {
+	Name          string     `json:"name"`
+	DailyLimit    *string    `json:"daily_limit,omitempty"`
+	MonthlyLimit  *string    `json:"monthly_limit,omitempty"`
+	RPMLimit      *int64     `json:"rpm_limit,omitempty"`
+	TPMLimit      *int64     `json:"tpm_limit,omitempty"`
+	MaxConcurrent *int64     `json:"max_concurrent,omitempty"`
+	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
+	AllowedModels []string   `json:"allowed_models,omitempty"`
+}
+
+// Optional is a field of a patch: left as it is when absent (Set false),
+// removed when null (Set, Value nil), set otherwise.
+type Optional[T any] struct {
+	Set   bool
+	Value *T
+}
+
+// UnmarshalJSON reads null or a value.
+func (o *Optional[T]) UnmarshalJSON(b []byte) error {
+	o.Set = true
+	if string(b) == "null" {
+		o.Value = nil
+		return nil
+	}
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	o.Value = &v
+	return nil
+}
+
+// MarshalJSON writes the value or null.
+func (o Optional[T]) MarshalJSON() ([]byte, error) { return json.Marshal(o.Value) }
+
+// Of is an Optional set to v.
+func Of[T any](v T) Optional[T] { return Optional[T]{Set: true, Value: &v} }
+
+// KeyPatch changes a key: each field it sets (null removes a limit, or
+// empties allowed_models). A key's customer and secret never change.
+type KeyPatch struct {
+	Name          Optional[string]    `json:"name,omitzero"`
+	DailyLimit    Optional[string]    `json:"daily_limit,omitzero"`
+	MonthlyLimit  Optional[string]    `json:"monthly_limit,omitzero"`
+	RPMLimit      Optional[int64]     `json:"rpm_limit,omitzero"`
+	TPMLimit      Optional[int64]     `json:"tpm_limit,omitzero"`
+	MaxConcurrent Optional[int64]     `json:"max_concurrent,omitzero"`
+	ExpiresAt     Optional[time.Time] `json:"expires_at,omitzero"`
+	AllowedModels Optional[[]string]  `json:"allowed_models,omitzero"`
+}
+
+// IsZero reports an Optional left unset (for omitzero).
+func (o Optional[T]) IsZero() bool { return !o.Set }
+
+// limits are a key's limits as columns.
+type limits struct {
+	daily, monthly, rpm, tpm, conc *int64
+	expires                        *time.Time
+	models                         []string
+}
+
+func checkCount(field string, v *int64) error {
+	if v != nil && (*v <= 0 || *v > 1<<40) {
+		return errorf(EInvalid, "%s: %d is not a positive count", field, *v)
+	}
+	return nil
+}
+
+func checkModels(models []string) ([]string, error) {
+	out := []string{}
+	for _, m := range models {
+		m = strings.TrimSpace(m)
+		if m == "" || len(m) > 256 {
+			return nil, errorf(EInvalid, "allowed_models: %q is not a model name or provider/*", m)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func newLimits(in KeyInput) (limits, error) {
+	var l limits
+	var err error
+	if l.daily, err = optionalMicros("daily_limit", in.DailyLimit); err != nil {
+		return l, err
+	}
+	if l.monthly, err = optionalMicros("monthly_limit", in.MonthlyLimit); err != nil {
+		return l, err
+	}
+	for _, c := range []struct {
+		name string
+		v    *int64
+	}{{"rpm_limit", in.RPMLimit}, {"tpm_limit", in.TPMLimit}, {"max_concurrent", in.MaxConcurrent}} {
+		if err := checkCount(c.name, c.v); err != nil {
+			return l, err
+		}
+	}
+	l.rpm, l.tpm, l.conc, l.expires = in.RPMLimit, in.TPMLimit, in.MaxConcurrent, in.ExpiresAt
+	l.models, err = checkModels(in.AllowedModels)
+	return l, err
+}
+
+// CreateKey creates an API key for a customer and returns it with its
+// secret: "tg-" followed by 32 random bytes in unpadded base64url. The secret
+// is returned only here; the ledger keeps its SHA-256 hash. The change goes
+// to the key outbox in the same transaction (Key.Change). It returns
+// ENotFound when the customer does not exist, EInvalid for a bad limit.
+func (s *Store) CreateKey(ctx context.Context, customerID string, in KeyInput) (Key, string, error) {
+	l, err := newLimits(in)
+	if err != nil {
+		return Key{}, "", err
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return Key{}, "", err
+	}
+	secret := KeyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	hash := HashKey(secret)
+	var k Key
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		k, err = scanKey(tx.QueryRow(ctx,
+			`INSERT INTO api_keys (customer_id, name, prefix, secret_hash, daily_limit_micros, monthly_limit_micros,
+			   rpm_limit, tpm_limit, max_concurrent, expires_at, allowed_models)
+			 SELECT id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM customers WHERE id = $1
+			 RETURNING `+keyColumns,
+			customerID, strings.TrimSpace(in.Name), secret[:keyPrefixLen], hash[:], l.daily, l.monthly,
+			l.rpm, l.tpm, l.conc, l.expires, l.models))
+		if err != nil {
+			return err
+		}
+		k.Change, err = outbox(ctx, tx, "key", k.ID)
+		return err
+	})
+	if err != nil {
+		return Key{}, "", dbError(err, "customer "+customerID)
+	}
+	return k, secret, nil
+}
+
+const keyColumns = `id, customer_id, name, prefix, daily_limit_micros, monthly_limit_micros, rpm_limit, tpm_limit,
+	max_concurrent, expires_at, allowed_models, created_at, updated_at, last_used_at, revoked_at`
+
+func scanKey(row pgx.Row) (Key, error) {
+	var k Key
+	var daily, monthly *int64
+	var conc *int32
+	err := row.Scan(&k.ID, &k.CustomerID, &k.Name, &k.Prefix, &daily, &monthly, &k.RPMLimit, &k.TPMLimit,
+		&conc, &k.ExpiresAt, &k.AllowedModels, &k.CreatedAt, &k.UpdatedAt, &k.LastUsedAt, &k.RevokedAt)
+	k.DailyLimit, k.MonthlyLimit = microsString(daily), microsString(monthly)
+	if conc != nil {
+		c := int64(*conc)
+		k.MaxConcurrent = &c
+	}
+	if k.AllowedModels == nil {
+		k.AllowedModels = []string{}
+	}
+	return k, err
+}
+
+// UpdateKey applies a patch to an active key, with its change in the key
+// outbox in the same transaction. It returns ENotFound for an unknown key,
+// EConflict for a revoked one, EInvalid for a bad limit.
+func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, error) {
+	if p.Name.Set && (p.Name.Value == nil || strings.TrimSpace(*p.Name.Value) == "") {
+		return Key{}, errorf(EInvalid, "name must not be empty")
+	}
+	daily, err := optionalMicros("daily_limit", p.DailyLimit.Value)
+	if err != nil {
+		return Key{}, err
+	}
+	monthly, err := optionalMicros("monthly_limit", p.MonthlyLimit.Value)
+	if err != nil {
+		return Key{}, err
+	}
+	for _, c := range []struct {
+		name string
+		v    *int64
+	}{{"rpm_limit", p.RPMLimit.Value}, {"tpm_limit", p.TPMLimit.Value}, {"max_concurrent", p.MaxConcurrent.Value}} {
+		if err := checkCount(c.name, c.v); err != nil {
+			return Key{}, err
+		}
+	}
+	models := []string{}
+	if p.AllowedModels.Value != nil {
+		if models, err = checkModels(*p.AllowedModels.Value); err != nil {
+			return Key{}, err
+		}
+	}
+	var name *string
+	if p.Name.Value != nil {
+		n := strings.TrimSpace(*p.Name.Value)
+		name = &n
+	}
+	var k Key
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		k, err = scanKey(tx.QueryRow(ctx, `
+			UPDATE api_keys SET name = coalesce($2, name),
+			  daily_limit_micros = CASE WHEN $3 THEN $4 ELSE daily_limit_micros END,
+			  monthly_limit_micros = CASE WHEN $5 THEN $6 ELSE monthly_limit_micros END,
+			  rpm_limit = CASE WHEN $7 THEN $8 ELSE rpm_limit END,
+			  tpm_limit = CASE WHEN $9 THEN $10 ELSE tpm_limit END,
+			  max_concurrent = CASE WHEN $11 THEN $12 ELSE max_concurrent END,
+			  expires_at = CASE WHEN $13 THEN $14 ELSE expires_at END,
+			  allowed_models = CASE WHEN $15 THEN $16 ELSE allowed_models END,
+			  updated_at = now()
+			WHERE id = $1 AND revoked_at IS NULL RETURNING `+keyColumns,
+			keyID, name, p.DailyLimit.Set, daily, p.MonthlyLimit.Set, monthly, p.RPMLimit.Set, p.RPMLimit.Value,
+			p.TPMLimit.Set, p.TPMLimit.Value, p.MaxConcurrent.Set, p.MaxConcurrent.Value,
+			p.ExpiresAt.Set, p.ExpiresAt.Value, p.AllowedModels.Set, models))
+		if err != nil {
+			return err
+		}
+		if p.DailyLimit.Set || p.MonthlyLimit.Set {
+			if err := recomputeKeySpend(ctx, tx, []string{k.ID}); err != nil {
+				return err
+			}
+		}
+		k.Change, err = outbox(ctx, tx, "key", k.ID)
+		return err
+	})
+	if err == nil {
+		return k, nil
+	}
+	err = dbError(err, "key "+keyID)
+	if ErrorCode(err) == ENotFound && s.keyRevoked(ctx, keyID) {
+		return Key{}, errorf(EConflict, "key %s is revoked", keyID)
+	}
+	return Key{}, err
+}
+
+func (s *Store) keyRevoked(ctx context.Context, keyID string) bool {
+	var revoked bool
+	return s.pool.QueryRow(ctx, `SELECT revoked_at IS NOT NULL FROM api_keys WHERE id = $1`, keyID).Scan(&revoked) == nil && revoked
+}
+
+// RevokeKey revokes an API key. Revocation is the one change an api_keys
+// row takes besides its last-used time and its limits (it is not a ledger
+// entry); the change goes to the key outbox in the same transaction, and
+// the gateways stop accepting the key once the syncer has pushed it. It
+// returns ENotFound for an unknown key and EConflict for one already
+// revoked.
+func (s *Store) RevokeKey(ctx context.Context, keyID string) (Key, error) {
+	var k Key
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		k, err = scanKey(tx.QueryRow(ctx,
+			`UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE id = $1 AND revoked_at IS NULL RETURNING `+keyColumns, keyID))
+		if err != nil {
+			return err
+		}
+		k.Change, err = outbox(ctx, tx, "key", k.ID)
+		return err
+	})
+	if err == nil {
+		return k, nil
+	}
+	err = dbError(err, "key "+keyID)
+	if ErrorCode(err) == ENotFound && s.keyRevoked(ctx, keyID) {
+		return Key{}, errorf(EConflict, "key %s is already revoked", keyID)
+	}
+	return Key{}, err
+}
+
+// Keys lists a customer's keys (never their secrets), oldest first. It
+// returns ENotFound for an unknown customer.
+func (s *Store) Keys(ctx context.Context, customerID string) ([]Key, error) {
+	if _, err := s.Customer(ctx, customerID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE customer_id = $1 ORDER BY created_at, id`, customerID)
+	if err != nil {
+		return nil, dbError(err, "keys")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) { return scanKey(r) })
+	if out == nil {
+		out = []Key{}
+	}
+	return out, dbError(err, "keys")
+}
+
+// outbox records in tx that the state of a key or a customer changed, and
+// returns the change's sequence.
+func outbox(ctx context.Context, tx pgx.Tx, kind, ref string) (int64, error) {
+	var seq int64
+	err := tx.QueryRow(ctx, `INSERT INTO key_outbox (kind, ref) VALUES ($1, $2) RETURNING seq`, kind, ref).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("key outbox: %w", err)
+	}
+	return seq, nil
+}
+
+// Key returns one key (never its secret), or ENotFound.
+func (s *Store) Key(ctx context.Context, keyID string) (Key, error) {
+	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = $1`, keyID))
+	return k, dbError(err, "key "+keyID)
+}

@@ -1,0 +1,257 @@
+package ledger_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// drainChanges publishes (into a slice) every change in the key outbox.
+func drainChanges(t *testing.T, s *ledger.Store) usage.Changes {
+	t.Helper()
+	var all usage.Changes
+	for {
+		n, err := s.PublishKeyChanges(context.Background(), 1000, func(_ context.Context, c usage.Changes) error {
+			all.Keys = append(all.Keys, c.Keys...)
+			all.Customers = append(all.Customers, c.Customers...)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return all
+		}
+	}
+}
+
+// TestBatchesFlipBudgetStates: the meter's batches move each limited key's
+// spend and put a key whose spend crosses its daily limit, and a customer
+// whose balance crosses its credit limit, in the outbox, once; the state
+// read then says why and until when.
+func TestBatchesFlipBudgetStates(t *testing.T) {
+	s, c, _ := setup(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1000", Output: "0",
+		EffectiveFrom: now.AddDate(0, -2, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	daily := "2.5"
+	k, secret, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "limited", DailyLimit: &daily, RPMLimit: new(int64(30)),
+		AllowedModels: []string{"m", "openai/*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := drainChanges(t, s)
+	if len(first.Keys) != 2 { // the setup's key and this one
+		t.Fatalf("after two keys were made, %d key changes; want 2", len(first.Keys))
+	}
+	one := usage.Tokens{PromptTokens: 1000} // 1 USD
+	write := func(n int, at time.Time) {
+		t.Helper()
+		evs := make([]usage.Event, n)
+		for i := range evs {
+			evs[i] = newEvent(c.ID, k.ID, "m", at, one)
+		}
+		if _, err := s.WriteEvents(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(2, now)
+	if ch := drainChanges(t, s); ch.Len() != 0 {
+		t.Fatalf("2 USD of a 2.5 USD daily limit: %d changes; want none", ch.Len())
+	}
+	write(1, now.AddDate(0, 0, -40)) // late, of an earlier month: not today's spend
+	if ch := drainChanges(t, s); ch.Len() != 0 {
+		t.Fatalf("a late event flipped the key: %+v", ch)
+	}
+	write(1, now)
+	ch := drainChanges(t, s)
+	if len(ch.Keys) != 1 || ch.Keys[0].State.KeyID != k.ID {
+		t.Fatalf("crossing the daily limit: changes %+v; want the key's", ch)
+	}
+	st := ch.Keys[0].State
+	tomorrow := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	if st.Blocked == "" || st.BlockedUntil == nil || !st.BlockedUntil.Equal(tomorrow) || st.RPMLimit != 30 ||
+		len(st.AllowedModels) != 2 || ch.Keys[0].Hash != usage.KeyHash(secret) {
+		t.Fatalf("state %+v (hash %s); want blocked until %v, rpm 30, two models", st, ch.Keys[0].Hash, tomorrow)
+	}
+	write(1, now)
+	if ch := drainChanges(t, s); ch.Len() != 0 {
+		t.Fatalf("a key already over its limit flipped again: %+v", ch)
+	}
+	// Raising the limit recomputes the spend from the rollups: 3 USD today.
+	if _, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{DailyLimit: ledger.Of("5")}); err != nil {
+		t.Fatal(err)
+	}
+	ch = drainChanges(t, s)
+	if len(ch.Keys) != 1 || ch.Keys[0].State.Blocked != "" {
+		t.Fatalf("after raising the limit to 5: %+v; want the key unblocked", ch)
+	}
+	write(2, now)
+	if ch := drainChanges(t, s); len(ch.Keys) != 1 || ch.Keys[0].State.Blocked == "" {
+		t.Fatalf("5 of 5 USD: %+v; want the key blocked", ch)
+	}
+
+	// The customer: prepaid with 1 USD of credit, no credit limit beyond.
+	if _, err := s.UpdateCustomer(ctx, c.ID, ledger.CustomerPatch{SetCreditLimit: true, CreditLimit: new("0")}); err != nil {
+		t.Fatal(err)
+	}
+	ch = drainChanges(t, s)
+	if len(ch.Customers) != 1 || ch.Customers[0].State.Blocked == "" {
+		t.Fatalf("credit limit 0 with 6 USD spent: %+v; want the customer blocked", ch)
+	}
+	if _, err := s.AddEntry(ctx, c.ID, ledger.KindCredit, ledger.EntryInput{Amount: "8"}); err != nil {
+		t.Fatal(err)
+	}
+	ch = drainChanges(t, s)
+	if len(ch.Customers) != 1 || ch.Customers[0].State.Blocked != "" || ch.Customers[0].State.Currency != "USD" {
+		t.Fatalf("7 USD spent, 8 USD of credit: %+v; want the customer unblocked", ch)
+	}
+	other, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "unlimited"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drainChanges(t, s)
+	if _, err := s.WriteEvents(ctx, []usage.Event{newEvent(c.ID, other.ID, "m", now, usage.Tokens{PromptTokens: 500})}); err != nil {
+		t.Fatal(err)
+	}
+	if ch := drainChanges(t, s); ch.Len() != 0 {
+		t.Fatalf("7.5 of 8 USD: %+v; want no change", ch)
+	}
+	if _, err := s.WriteEvents(ctx, []usage.Event{newEvent(c.ID, other.ID, "m", now, one)}); err != nil {
+		t.Fatal(err)
+	}
+	ch = drainChanges(t, s)
+	if len(ch.Customers) != 1 || ch.Customers[0].State.Blocked == "" || len(ch.Keys) != 0 {
+		t.Fatalf("8.5 of 8 USD: %+v; want the customer blocked, no key change", ch)
+	}
+}
+
+// TestKeyStateLooksUpOneKey is the gateways' lookup of a key they were not
+// sent yet: an active key is found with its customer's state, a revoked or
+// unknown one is not.
+func TestKeyStateLooksUpOneKey(t *testing.T) {
+	s, c, _ := setup(t)
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	k, secret, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "x", ExpiresAt: &exp, TPMLimit: new(int64(1000)), MaxConcurrent: new(int64(2))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, cu, ok, err := s.KeyState(ctx, usage.KeyHash(secret))
+	if err != nil || !ok || st.KeyID != k.ID || st.CustomerID != c.ID || st.TPMLimit != 1000 || st.MaxConcurrent != 2 ||
+		st.ExpiresAt == nil || !st.ExpiresAt.Equal(exp) || st.Version == 0 || cu.Currency != "USD" || cu.Blocked != "" {
+		t.Fatalf("KeyState = %+v, %+v, %v, %v", st, cu, ok, err)
+	}
+	for _, h := range []string{usage.KeyHash("tg-nope"), "zz", ""} {
+		if _, _, ok, err := s.KeyState(ctx, h); ok || err != nil {
+			t.Fatalf("KeyState(%q) = %v, %v; want not found", h, ok, err)
+		}
+	}
+	if _, err := s.RevokeKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, err := s.KeyState(ctx, usage.KeyHash(secret)); ok || err != nil {
+		t.Fatalf("revoked: KeyState = %v, %v; want not found", ok, err)
+	}
+	ch := drainChanges(t, s)
+	var revoked bool
+	for _, kc := range ch.Keys {
+		revoked = revoked || (kc.State.KeyID == k.ID && kc.State.Revoked)
+	}
+	if !revoked {
+		t.Fatalf("the revocation was not in the outbox: %+v", ch)
+	}
+}
+
+// TestPublishKeyChangesKeepsChangesOnFailure: a publication that fails
+// leaves its changes for the next.
+func TestPublishKeyChangesKeepsChangesOnFailure(t *testing.T) {
+	s, c, _ := setup(t)
+	ctx := context.Background()
+	k, err := s.UpdateKey(ctx, mustKey(t, s, c.ID), ledger.KeyPatch{RPMLimit: ledger.Of(int64(5))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := s.KeyChangePending(ctx, k.Change); err != nil || !pending {
+		t.Fatalf("KeyChangePending = %v, %v; want pending", pending, err)
+	}
+	_, err = s.PublishKeyChanges(ctx, 1000, func(context.Context, usage.Changes) error { return context.DeadlineExceeded })
+	if err == nil {
+		t.Fatal("a failed publication reported no error")
+	}
+	if pending, _ := s.KeyChangePending(ctx, k.Change); !pending {
+		t.Fatal("a failed publication removed its changes")
+	}
+	ch := drainChanges(t, s)
+	seen := 0
+	for _, kc := range ch.Keys {
+		if kc.State.KeyID == k.ID {
+			seen++
+			if kc.State.RPMLimit != 5 {
+				t.Fatalf("state %+v; want rpm 5", kc.State)
+			}
+		}
+	}
+	if seen != 1 || len(ch.Keys) != 2 {
+		t.Fatalf("changes %+v; want two keys, the patched one once (created, then patched)", ch)
+	}
+	if pending, _ := s.KeyChangePending(ctx, k.Change); pending {
+		t.Fatal("a published change is still pending")
+	}
+	var n int
+	if err := s.AllKeyStates(ctx, func(_ context.Context, c usage.Changes) error { n += c.Len(); return nil }); err != nil || n != 3 {
+		t.Fatalf("AllKeyStates: %d states, %v; want 2 keys and 1 customer", n, err)
+	}
+}
+
+func mustKey(t *testing.T, s *ledger.Store, customerID string) string {
+	t.Helper()
+	k, _, err := s.CreateKey(context.Background(), customerID, ledger.KeyInput{Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.ID
+}
+
+// TestKeyPatchValidates: a patch's bad values are refused, and a revoked
+// key cannot be changed.
+func TestKeyPatchValidates(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	for name, p := range map[string]ledger.KeyPatch{
+		"zero rpm":      {RPMLimit: ledger.Of(int64(0))},
+		"negative tpm":  {TPMLimit: ledger.Of(int64(-1))},
+		"empty name":    {Name: ledger.Of("  ")},
+		"empty model":   {AllowedModels: ledger.Of([]string{""})},
+		"bad daily":     {DailyLimit: ledger.Of("-1")},
+		"null name":     {Name: ledger.Optional[string]{Set: true}},
+		"zero max_conc": {MaxConcurrent: ledger.Of(int64(0))},
+	} {
+		if _, err := s.UpdateKey(ctx, k.ID, p); ledger.ErrorCode(err) != ledger.EInvalid {
+			t.Errorf("%s: UpdateKey = %v; want invalid", name, err)
+		}
+	}
+	got, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{RPMLimit: ledger.Of(int64(10)), AllowedModels: ledger.Of([]string{"a"})})
+	if err != nil || got.RPMLimit == nil || *got.RPMLimit != 10 || len(got.AllowedModels) != 1 {
+		t.Fatalf("UpdateKey = %+v, %v", got, err)
+	}
+	got, err = s.UpdateKey(ctx, k.ID, ledger.KeyPatch{RPMLimit: ledger.Optional[int64]{Set: true}})
+	if err != nil || got.RPMLimit != nil || len(got.AllowedModels) != 1 {
+		t.Fatalf("removing rpm_limit: %+v, %v; want no rpm limit, the models kept", got, err)
+	}
+	if _, err := s.RevokeKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{RPMLimit: ledger.Of(int64(1))}); ledger.ErrorCode(err) != ledger.EConflict {
+		t.Fatalf("patching a revoked key: %v; want conflict", err)
+	}
+	if _, err := s.UpdateKey(ctx, c.ID, ledger.KeyPatch{}); ledger.ErrorCode(err) != ledger.ENotFound {
+		t.Fatalf("patching an unknown key: %v; want not found", err)
+	}
+}
