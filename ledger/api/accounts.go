@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -28,16 +27,18 @@ func (a *Admin) createOverride(w http.ResponseWriter, r *http.Request) {
 	a.respond(w, r, http.StatusCreated, overrideJSON(o), err)
 }
 
-// overrideView is an override as the API shows it.
-type overrideView struct {
+// Override is an override as the API shows it: a discount (DiscountBP),
+// or a custom Price (decimal strings per million tokens, without model or
+// dates: the override's own).
+type Override struct {
 	ledger.Override
 	Price *ledger.PriceInput `json:"price,omitempty"`
 }
 
-func overrideJSON(o ledger.Override) overrideView {
-	v := overrideView{Override: o}
+func overrideJSON(o ledger.Override) Override {
+	v := Override{Override: o}
 	if o.Custom != nil {
-		in := o.Custom.Input()
+		in := ledger.PriceInputOf(*o.Custom)
 		in.Model, in.EffectiveTo = "", nil
 		v.Price = &in
 	}
@@ -46,7 +47,7 @@ func overrideJSON(o ledger.Override) overrideView {
 
 func (a *Admin) listOverrides(w http.ResponseWriter, r *http.Request) {
 	os, err := a.store.Overrides(r.Context(), chi.URLParam(r, "id"))
-	out := make([]overrideView, len(os))
+	out := make([]Override, len(os))
 	for i, o := range os {
 		out[i] = overrideJSON(o)
 	}
@@ -66,13 +67,10 @@ func (a *Admin) addEntry(kind string) http.HandlerFunc {
 	}
 }
 
+// listEntries serves GET /admin/v1/customers/{id}/entries?from=&to=: every
+// entry that moves the balance (see ledger.Store.Entries).
 func (a *Admin) listEntries(w http.ResponseWriter, r *http.Request) {
-	from, err := parseTime("from", r.URL.Query().Get("from"))
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	to, err := parseTime("to", r.URL.Query().Get("to"))
+	from, to, err := optionalRange(r)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -86,9 +84,9 @@ type memoInput struct {
 }
 
 func (a *Admin) reverseEntry(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	id, err := entryID(r)
 	if err != nil {
-		a.fail(w, r, &ledger.Error{Code: ledger.ENotFound, Message: "entry " + chi.URLParam(r, "id") + " not found"})
+		a.fail(w, r, err)
 		return
 	}
 	var in memoInput
@@ -120,6 +118,7 @@ func (a *Admin) balance(w http.ResponseWriter, r *http.Request) {
 	a.respond(w, r, http.StatusOK, b, err)
 }
 
+// rerate serves POST /admin/v1/rerate {"from", "to"}, both required.
 func (a *Admin) rerate(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		From string `json:"from"`
@@ -129,12 +128,7 @@ func (a *Admin) rerate(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	from, err := parseTime("from", in.From)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	to, err := parseTime("to", in.To)
+	from, to, err := requiredRange(in.From, in.To)
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -1,5 +1,7 @@
 // Package api serves the admin API (/admin/v1) over the ledger: customers,
-// API keys, prices and usage queries, for operators holding the admin token.
+// API keys, prices and usage queries, for operators holding the admin
+// token; and it is the API's client (Client), which turns the API's error
+// answers back into ledger errors through the same table (errors.go).
 package api
 
 import (
@@ -26,6 +28,7 @@ type Admin struct {
 	token string
 	log   *slog.Logger
 	dlq   DeadLetters
+	sync  KeySync
 }
 
 // NewAdmin returns the admin API; every /admin/v1 request must carry
@@ -48,34 +51,37 @@ func (a *Admin) Handler() http.Handler {
 	r.Get("/admin/v1/openapi.json", a.openAPI) // the API's description: no token needed
 	r.Route("/admin/v1", func(r chi.Router) {
 		r.Use(a.authenticate)
+		customer, key, event := r.With(a.validID("customer")), r.With(a.validID("key")), r.With(a.validID("event"))
 		r.Post("/customers", a.createCustomer)
 		r.Get("/customers", a.listCustomers)
-		r.Get("/customers/{id}", a.getCustomer)
-		r.Patch("/customers/{id}", a.patchCustomer)
-		r.Post("/customers/{id}/keys", a.createKey)
-		r.Get("/customers/{id}/keys", a.listKeys)
-		r.Post("/keys/{id}/revoke", a.revokeKey)
+		customer.Get("/customers/{id}", a.getCustomer)
+		customer.Patch("/customers/{id}", a.patchCustomer)
+		customer.Post("/customers/{id}/keys", a.createKey)
+		customer.Get("/customers/{id}/keys", a.listKeys)
+		key.Get("/keys/{id}", a.getKey)
+		key.Patch("/keys/{id}", a.patchKey)
+		key.Post("/keys/{id}/revoke", a.revokeKey)
 		r.Post("/prices", a.createPrice)
 		r.Get("/prices", a.listPrices)
-		r.Post("/customers/{id}/overrides", a.createOverride)
-		r.Get("/customers/{id}/overrides", a.listOverrides)
-		r.Post("/customers/{id}/credits", a.addEntry(ledger.KindCredit))
-		r.Post("/customers/{id}/adjustments", a.addEntry(ledger.KindAdjustment))
-		r.Get("/customers/{id}/entries", a.listEntries)
-		r.Get("/customers/{id}/balance", a.balance)
+		customer.Post("/customers/{id}/overrides", a.createOverride)
+		customer.Get("/customers/{id}/overrides", a.listOverrides)
+		customer.Post("/customers/{id}/credits", a.addEntry(ledger.KindCredit))
+		customer.Post("/customers/{id}/adjustments", a.addEntry(ledger.KindAdjustment))
+		customer.Get("/customers/{id}/entries", a.listEntries)
+		customer.Get("/customers/{id}/balance", a.balance)
 		r.Post("/entries/{id}/reverse", a.reverseEntry)
-		r.Post("/events/{id}/refund", a.refundEvent)
-		r.Get("/events/{id}", a.getEvent)
+		event.Post("/events/{id}/refund", a.refundEvent)
+		event.Get("/events/{id}", a.getEvent)
 		r.Get("/usage", a.usage)
 		r.Post("/rerate", a.rerate)
-		r.Get("/customers/{id}/statements/{period}", a.statement)
+		customer.Get("/customers/{id}/statements/{period}", a.statement)
 		r.Get("/export", a.export)
 		r.Get("/reconciliation", a.reconciliation)
 		r.Get("/dlq", a.listDLQ)
 		r.Post("/dlq/replay", a.replayDLQ)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
+		writeError(w, ledger.ENotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})
 	return r
 }
@@ -84,26 +90,23 @@ func (a *Admin) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1 {
-			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong admin token (Authorization: Bearer $TOLLGATE_ADMIN_TOKEN)")
+			writeError(w, ledger.EUnauthorized, "missing or wrong admin token (Authorization: Bearer $TOLLGATE_ADMIN_TOKEN)")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// fail maps a ledger error to its status, in one table.
+// fail answers err: a ledger error with its code's status (errors.go),
+// anything else as an internal error, logged.
 func (a *Admin) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status := map[string]int{
-		ledger.ENotFound: http.StatusNotFound,
-		ledger.EConflict: http.StatusConflict,
-		ledger.EInvalid:  http.StatusBadRequest,
-	}[ledger.ErrorCode(err)]
-	if status == 0 {
+	code := ledger.ErrorCode(err)
+	if errorStatus(code) == 0 || code == ledger.EInternal {
 		a.log.Error("admin api", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "internal error; see the server log")
+		writeError(w, ledger.EInternal, "internal error; see the server log")
 		return
 	}
-	writeError(w, status, ledger.ErrorCode(err), err.Error())
+	writeError(w, code, err.Error())
 }
 
 // decodeOptional is decode for a body that may be empty.
@@ -116,24 +119,29 @@ func decodeOptional(r *http.Request, v any) error {
 	return decode(r, v)
 }
 
-// decode reads a JSON body into v, refusing unknown fields.
+// decode reads a JSON body into v, refusing unknown fields. Its EInvalid
+// error names the field at fault first when there is one.
 func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return &ledger.Error{Code: ledger.EInvalid, Message: "request body: " + err.Error()}
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
 	}
-	return nil
+	msg := "request body: " + err.Error()
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		msg = fmt.Sprintf("%s: a JSON %s is not a %s", te.Field, te.Value, te.Type)
+	} else if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		msg = strings.Trim(f, `"`) + ": not a field of this request body"
+	}
+	return &ledger.Error{Code: ledger.EInvalid, Message: msg}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"message": msg, "type": code, "code": code}})
 }
 
 // parseTime accepts RFC 3339 timestamps and YYYY-MM-DD dates (UTC midnight).

@@ -79,16 +79,7 @@ func (a *Admin) reconciliation(w http.ResponseWriter, r *http.Request) {
 // timeRange reads the required from and to query parameters.
 func timeRange(r *http.Request) (from, to time.Time, err error) {
 	q := r.URL.Query()
-	if from, err = parseTime("from", q.Get("from")); err != nil {
-		return
-	}
-	if to, err = parseTime("to", q.Get("to")); err != nil {
-		return
-	}
-	if from.IsZero() || to.IsZero() {
-		err = &ledger.Error{Code: ledger.EInvalid, Message: "from and to are required (RFC 3339 or YYYY-MM-DD)"}
-	}
-	return
+	return requiredRange(q.Get("from"), q.Get("to"))
 }
 
 // startWriter sets the headers and the 200 status on the first write, so

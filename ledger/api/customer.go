@@ -4,23 +4,32 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // Self is the customer API: a customer's own usage and balance, with the
 // customer's own API key. A customer sees only its own data, whatever it
 // asks for.
 type Self struct {
-	keys *ledger.KeySet
+	keys KeyLookup
 	// reads serves the queries, as the admin API does.
 	reads *Admin
 }
 
+// KeyLookup authenticates customer API keys (the gateway's key cache).
+type KeyLookup interface {
+	// LookupKey returns the state of an active key secret, or ok=false for
+	// an unknown or revoked one.
+	LookupKey(secret string) (usage.KeyState, bool)
+}
+
 // NewSelf returns the customer API, authenticating keys with keys.
-func NewSelf(store *ledger.Store, keys *ledger.KeySet, log *slog.Logger) *Self {
+func NewSelf(store *ledger.Store, keys KeyLookup, log *slog.Logger) *Self {
 	return &Self{keys: keys, reads: &Admin{store: store, log: log}}
 }
 
@@ -35,9 +44,10 @@ type selfKey struct{}
 func (c *Self) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		customer, _, _, ok := c.keys.LookupKey(strings.TrimSpace(secret))
-		if !ok {
-			writeError(w, http.StatusUnauthorized, "invalid_api_key", "incorrect, revoked or missing API key (Authorization: Bearer tg-…)")
+		k, ok := c.keys.LookupKey(strings.TrimSpace(secret))
+		customer := k.CustomerID
+		if !ok || k.ExpiredAt(time.Now()) {
+			writeEnvelope(w, http.StatusUnauthorized, "invalid_api_key", "incorrect, revoked or missing API key (Authorization: Bearer tg-…)")
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(contextWith(r, selfKey{}, customer)))
@@ -49,7 +59,7 @@ func (c *Self) authenticate(next http.Handler) http.Handler {
 func (c *Self) usage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if q.Has("customer_id") || q.Get("group_by") == "customer" {
-		writeError(w, http.StatusBadRequest, ledger.EInvalid, "customer_id and group_by=customer are not available here: this API shows your own usage")
+		writeError(w, ledger.EInvalid, "customer_id and group_by=customer are not available here: this API shows your own usage")
 		return
 	}
 	q.Set("customer_id", r.Context().Value(selfKey{}).(string))

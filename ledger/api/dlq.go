@@ -2,20 +2,22 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/tollgate-dev/tollgate/ledger"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // DeadLetters is the usage pipeline's dead-letter stream, as the admin API
 // needs it (meter.DLQ implements it).
 type DeadLetters interface {
 	// List returns up to limit dead letters, oldest first.
-	List(ctx context.Context, limit int) ([]meter.DeadLetter, error)
+	List(ctx context.Context, limit int) ([]usage.DeadLetter, error)
 	// Replay sends the dead letters with the given sequences (all when
-	// empty) back to the usage stream and returns how many.
+	// empty) back to the usage stream and returns how many. A sequence it
+	// does not hold is an error with a NotFound method reporting true
+	// (meter.NoDeadLetterError), answered as not found.
 	Replay(ctx context.Context, seqs []uint64) (int, error)
 }
 
@@ -25,7 +27,7 @@ func (a *Admin) SetDeadLetters(d DeadLetters) { a.dlq = d }
 
 func (a *Admin) deadLetters(w http.ResponseWriter, r *http.Request) (DeadLetters, bool) {
 	if a.dlq == nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable",
+		writeError(w, ledger.EUnavailable,
 			"the dead-letter stream is not reachable from this process: run the admin API with TOLLGATE_NATS_URL set, or use tollgate serve")
 		return nil, false
 	}
@@ -39,10 +41,10 @@ func (a *Admin) listDLQ(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit := 100
-	if l := r.URL.Query().Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 10000 {
-			a.fail(w, r, &ledger.Error{Code: ledger.EInvalid, Message: "limit: " + l + " is not between 1 and 10000"})
+	if q := r.URL.Query(); q.Get("limit") != "" {
+		n, err := intParam("limit", q.Get("limit"), 1, 10000)
+		if err != nil {
+			a.fail(w, r, err)
 			return
 		}
 		limit = n
@@ -65,5 +67,9 @@ func (a *Admin) replayDLQ(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := d.Replay(r.Context(), in.Seqs)
+	var nf interface{ NotFound() bool }
+	if errors.As(err, &nf) && nf.NotFound() {
+		err = &ledger.Error{Code: ledger.ENotFound, Message: err.Error()}
+	}
 	a.respond(w, r, http.StatusOK, map[string]int{"replayed": n}, err)
 }

@@ -86,10 +86,34 @@ func (a *Admin) createKey(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, struct {
-		ledger.Key
-		Secret string `json:"key"`
-	}{k, secret})
+	a.propagate(w, r, k.Change)
+	writeJSON(w, http.StatusCreated, CreatedKey{k, secret})
+}
+
+func (a *Admin) getKey(w http.ResponseWriter, r *http.Request) {
+	k, err := a.store.Key(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, k)
+}
+
+// patchKey applies a ledger.KeyPatch: each field present is set, null
+// removes a limit.
+func (a *Admin) patchKey(w http.ResponseWriter, r *http.Request) {
+	var p ledger.KeyPatch
+	if err := decode(r, &p); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	k, err := a.store.UpdateKey(r.Context(), chi.URLParam(r, "id"), p)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.propagate(w, r, k.Change)
+	writeJSON(w, http.StatusOK, k)
 }
 
 func (a *Admin) listKeys(w http.ResponseWriter, r *http.Request) {
@@ -107,18 +131,28 @@ func (a *Admin) revokeKey(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	a.propagate(w, r, k.Change)
 	writeJSON(w, http.StatusOK, k)
 }
 
-// priceJSON is a price version as the API shows it: decimal strings per
-// million tokens.
-type priceJSON struct {
+// CreatedKey is a new API key as the API answers its creation: the key,
+// and this once its secret.
+type CreatedKey struct {
+	ledger.Key
+	// Secret is the key itself (tg-…): it is not stored, only its hash.
+	Secret string `json:"key"`
+}
+
+// Price is a price version as the API shows it: its id, and its prices as
+// decimal strings in currency units per million tokens (per request for
+// the fees).
+type Price struct {
 	ID int64 `json:"id"`
 	ledger.PriceInput
 }
 
-func toJSON(p ledger.Price) priceJSON {
-	return priceJSON{ID: p.ID, PriceInput: p.Input()}
+func toJSON(p ledger.Price) Price {
+	return Price{ID: p.ID, PriceInput: ledger.PriceInputOf(p)}
 }
 
 func (a *Admin) createPrice(w http.ResponseWriter, r *http.Request) {
@@ -141,30 +175,28 @@ func (a *Admin) listPrices(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	out := make([]priceJSON, len(ps))
+	out := make([]Price, len(ps))
 	for i, p := range ps {
 		out[i] = toJSON(p)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": out})
 }
 
-// usage answers GET /admin/v1/usage?customer_id=&from=&to=&group_by=.
+// usage answers GET /admin/v1/usage?customer_id=&key_id=&model=&from=&to=
+// &group_by=&limit=&cursor=. limit, when given, is an integer from 1 to
+// 1000; the rest is checked by the ledger (ledger.Store.Usage).
 func (a *Admin) usage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	uq := ledger.UsageQuery{CustomerID: q.Get("customer_id"), KeyID: q.Get("key_id"), Model: q.Get("model"),
 		GroupBy: q.Get("group_by"), Cursor: q.Get("cursor")}
-	if l := q.Get("limit"); l != "" {
-		if _, err := fmt.Sscan(l, &uq.Limit); err != nil {
-			a.fail(w, r, &ledger.Error{Code: ledger.EInvalid, Message: "limit: " + l + " is not a number"})
+	var err error
+	if q.Get("limit") != "" { // limit= is no limit given, as from= is no from
+		if uq.Limit, err = intParam("limit", q.Get("limit"), 1, 1000); err != nil {
+			a.fail(w, r, err)
 			return
 		}
 	}
-	var err error
-	if uq.From, err = parseTime("from", q.Get("from")); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	if uq.To, err = parseTime("to", q.Get("to")); err != nil {
+	if uq.From, uq.To, err = optionalRange(r); err != nil {
 		a.fail(w, r, err)
 		return
 	}

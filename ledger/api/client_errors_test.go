@@ -1,0 +1,210 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestClientErrors: each error the server answers comes back through the
+// client as a ledger error with the server's code and message; answers
+// from something in front of the API get their status's code; no answer
+// at all is an *UnreachableError.
+func TestClientErrors(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	c, ctx := s.client(), context.Background()
+	id, _, _ := s.customer(`{"name":"a"}`)
+	unknown := uuid.NewString()
+
+	_, err := c.Customer(ctx, unknown)
+	wantCode(t, "Customer(unknown)", err, ledger.ENotFound, "customer "+unknown+" not found")
+	_, err = api.NewClient(s.admin, "wrong", nil).Customers(ctx, "")
+	wantCode(t, "a wrong token", err, ledger.EUnauthorized, "admin token")
+	_, err = c.DeadLetters(ctx, 10)
+	wantCode(t, "DeadLetters without NATS", err, ledger.EUnavailable, "dead-letter stream")
+
+	// Every route with an id refuses one that is not a UUID, before any
+	// query, naming what the id identifies.
+	for what, call := range map[string]func(string) error{
+		"customer Customer": func(x string) error { _, err := c.Customer(ctx, x); return err },
+		"customer UpdateCustomer": func(x string) error {
+			_, err := c.UpdateCustomer(ctx, x, ledger.CustomerPatch{SetCreditLimit: true})
+			return err
+		},
+		"customer Balance":        func(x string) error { _, err := c.Balance(ctx, x); return err },
+		"customer CreateKey":      func(x string) error { _, err := c.CreateKey(ctx, x, ledger.KeyInput{}); return err },
+		"customer Keys":           func(x string) error { _, err := c.Keys(ctx, x); return err },
+		"customer CreateOverride": func(x string) error { _, err := c.CreateOverride(ctx, x, ledger.OverrideInput{}); return err },
+		"customer Overrides":      func(x string) error { _, err := c.Overrides(ctx, x); return err },
+		"customer AddEntry": func(x string) error {
+			_, err := c.AddEntry(ctx, x, ledger.KindCredit, ledger.EntryInput{Amount: "1"})
+			return err
+		},
+		"customer Entries":   func(x string) error { _, err := c.Entries(ctx, x, time.Time{}, time.Time{}); return err },
+		"customer Statement": func(x string) error { _, err := c.Statement(ctx, x, "2026-01"); return err },
+		"key RevokeKey":      func(x string) error { _, err := c.RevokeKey(ctx, x); return err },
+		"event Event":        func(x string) error { _, err := c.Event(ctx, x); return err },
+		"event RefundEvent":  func(x string) error { _, err := c.RefundEvent(ctx, x, ""); return err },
+	} {
+		kind, method, _ := strings.Cut(what, " ")
+		for _, bad := range []string{"nope", strings.ReplaceAll(id, "-", ""), id + "0"} {
+			wantCode(t, method+"("+bad+")", call(bad), ledger.EInvalid, fmt.Sprintf("%s id %q is not valid", kind, bad))
+		}
+	}
+
+	// A server whose database is gone answers internal, with no details.
+	store := ledgertest.NewStore(t)
+	adm, err := api.NewAdmin(store, adminToken, slog.New(slog.DiscardHandler))
+	noErr(t, "NewAdmin", err)
+	broken := httptest.NewServer(adm.Handler())
+	t.Cleanup(broken.Close)
+	store.Close()
+	_, err = api.NewClient(broken.URL, adminToken, nil).Customers(ctx, "")
+	wantCode(t, "a server without its database", err, ledger.EInternal, "internal error; see the server log")
+
+	// Something in front of the API: its status says the code.
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/admin/v1/customers":
+			http.Error(w, "forbidden by the proxy", http.StatusForbidden)
+		case "/admin/v1/prices":
+			w.WriteHeader(http.StatusBadGateway)
+		default:
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			w.Write([]byte(`{"error":{"message":"not like that","code":"unprocessable"}}`))
+		}
+	}))
+	t.Cleanup(proxy.Close)
+	pc := api.NewClient(proxy.URL+"/", adminToken, nil)
+	_, err = pc.Customers(ctx, "")
+	wantCode(t, "a proxy's 403", err, ledger.EUnauthorized, "forbidden by the proxy (HTTP 403)")
+	_, err = pc.Prices(ctx, "")
+	wantCode(t, "a proxy's 502", err, ledger.EInternal, "Bad Gateway (HTTP 502)")
+	_, err = pc.Keys(ctx, id)
+	wantCode(t, "a 422 with an unknown code", err, ledger.EInvalid, "not like that")
+
+	// No answer at all.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	noErr(t, "listen", err)
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	var ue *api.UnreachableError
+	_, err = api.NewClient(closed, adminToken, nil).Customers(ctx, "")
+	if !errors.As(err, &ue) || ledger.ErrorCode(err) != "" ||
+		!strings.Contains(err.Error(), "cannot reach the admin API at "+closed) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("a closed port: %v, want an *UnreachableError", err)
+	}
+	if err := c.WaitHealthy(ctx, time.Second); err != nil {
+		t.Errorf("WaitHealthy: %v", err)
+	}
+	if err := api.NewClient(closed, "", nil).WaitHealthy(ctx, 100*time.Millisecond); err == nil || !strings.Contains(err.Error(), "not healthy") {
+		t.Errorf("WaitHealthy on a closed port: %v", err)
+	}
+}
+
+// cutWriter passes the first after bytes of a response on, flushed, then
+// fails every write: the connection to the client broke mid-answer.
+type cutWriter struct {
+	http.ResponseWriter
+	after int
+}
+
+func (w *cutWriter) Write(p []byte) (int, error) {
+	if len(p) > w.after {
+		n, _ := w.ResponseWriter.Write(p[:w.after])
+		w.after = 0
+		w.ResponseWriter.(http.Flusher).Flush()
+		return n, errors.New("connection cut")
+	}
+	w.after -= len(p)
+	return w.ResponseWriter.Write(p)
+}
+
+// TestClientExportCutShort: an export the server aborts midway (here its
+// writes fail after a few bytes) is an error saying after how many bytes,
+// never a complete-looking export.
+func TestClientExportCutShort(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	a, keyA, _ := s.customer(`{"name":"a"}`)
+	at := time.Date(2026, 3, 10, 10, 0, 0, 0, time.UTC)
+	s.write(event(a, keyA, "m", at, usage.Tokens{PromptTokens: 1}), event(a, keyA, "m", at, usage.Tokens{PromptTokens: 2}))
+	adm, err := api.NewAdmin(s.store, adminToken, slog.New(slog.DiscardHandler))
+	noErr(t, "NewAdmin", err)
+	h := adm.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&cutWriter{ResponseWriter: w, after: 40}, r)
+	}))
+	t.Cleanup(srv.Close)
+	var got bytes.Buffer
+	n, err := api.NewClient(srv.URL, adminToken, nil).Export(context.Background(), at.Add(-time.Hour), at.Add(time.Hour), &got)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("the download stopped after %d bytes", n)) || n != 40 || got.Len() != 40 {
+		t.Fatalf("Export cut short: %d bytes, %q, %v", n, got.String(), err)
+	}
+}
+
+// TestClientDeadLetters: list and replay through the client, against the
+// admin API over a real dead-letter stream; an unknown sequence is not
+// found, and then nothing is replayed.
+func TestClientDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js := metertest.Connect(t, metertest.NewServer(t))
+	_, err := meter.EnsureStream(ctx, js, meter.StreamConfig{})
+	noErr(t, "EnsureStream", err)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	noErr(t, "EnsureDLQ", err)
+	s := newServerWith(t, func(a *api.Admin) { a.SetDeadLetters(dlq) })
+	c := s.client()
+	for _, reason := range []string{"schema version 7", "schema version 8"} {
+		msg := nats.NewMsg(meter.DLQSubject)
+		msg.Data = []byte(`{"v":7}`)
+		msg.Header.Set(meter.HeaderReason, reason)
+		_, err := js.PublishMsg(ctx, msg)
+		noErr(t, "publish a dead letter", err)
+	}
+
+	ls, err := c.DeadLetters(ctx, 10)
+	noErr(t, "DeadLetters", err)
+	if len(ls) != 2 || ls[0].Reason != "schema version 7" || ls[0].Data != `{"v":7}` {
+		t.Fatalf("DeadLetters = %+v", ls)
+	}
+	_, err = c.DeadLetters(ctx, 0)
+	wantCode(t, "DeadLetters(0)", err, ledger.EInvalid, "limit")
+
+	n, err := c.ReplayDeadLetters(ctx, []uint64{ls[0].Seq, 999})
+	wantCode(t, "ReplayDeadLetters with an unknown sequence", err, ledger.ENotFound, "dead letter 999 not found")
+	if left, _ := c.DeadLetters(ctx, 10); n != 0 || len(left) != 2 {
+		t.Fatalf("after a refused replay: %d replayed, %d left, want 0 and 2", n, len(left))
+	}
+	n, err = c.ReplayDeadLetters(ctx, []uint64{ls[0].Seq, ls[0].Seq})
+	noErr(t, "ReplayDeadLetters", err)
+	_, err = c.ReplayDeadLetters(ctx, []uint64{ls[0].Seq})
+	wantCode(t, "ReplayDeadLetters of a replayed one", err, ledger.ENotFound, "not found")
+	all, err := c.ReplayDeadLetters(ctx, nil)
+	noErr(t, "ReplayDeadLetters(all)", err)
+	left, err := c.DeadLetters(ctx, 10)
+	noErr(t, "DeadLetters", err)
+	if n != 1 || all != 1 || len(left) != 0 {
+		t.Fatalf("replayed %d, then all %d, %d left; want 1, 1, 0", n, all, len(left))
+	}
+}

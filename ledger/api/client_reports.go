@@ -1,0 +1,108 @@
+package api
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// Usage returns one page of usage per group, from the hourly rollups
+// (q.Limit 0: the server's default, 100). Returns EInvalid for an unknown
+// grouping, a customer or key id that is not a UUID, from not before to, a
+// limit out of 1 to 1000 or a cursor the API did not return.
+func (c *Client) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsagePage, error) {
+	limit := ""
+	if q.Limit != 0 {
+		limit = strconv.Itoa(q.Limit)
+	}
+	path := "/admin/v1/usage" + query("customer_id", q.CustomerID, "key_id", q.KeyID, "model", q.Model,
+		"from", timeParam(q.From), "to", timeParam(q.To), "group_by", q.GroupBy, "limit", limit, "cursor", q.Cursor)
+	return call[ledger.UsagePage](ctx, c, "GET", path, nil)
+}
+
+// UsageAll is Usage following the pages' cursors from q.Cursor to the
+// last page: every group's row. It returns Usage's errors.
+func (c *Client) UsageAll(ctx context.Context, q ledger.UsageQuery) ([]ledger.UsageRow, error) {
+	rows := []ledger.UsageRow{}
+	for {
+		page, err := c.Usage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, page.Data...)
+		if page.NextCursor == "" {
+			return rows, nil
+		}
+		q.Cursor = page.NextCursor
+	}
+}
+
+// Rerate re-rates the events in [from, to) with the price book as it is
+// now, as entries, and counts what it did. Returns EInvalid for a zero
+// bound or from not before to.
+func (c *Client) Rerate(ctx context.Context, from, to time.Time) (ledger.RerateResult, error) {
+	in := map[string]string{"from": timeParam(from), "to": timeParam(to)}
+	return call[ledger.RerateResult](ctx, c, "POST", "/admin/v1/rerate", in)
+}
+
+// Reconcile checks that the ledger adds up over [from, to); a ledger that
+// does not is a Reconciliation with Clean false, not an error. Returns
+// EInvalid for a zero bound or from not before to.
+func (c *Client) Reconcile(ctx context.Context, from, to time.Time) (ledger.Reconciliation, error) {
+	path := "/admin/v1/reconciliation" + query("from", timeParam(from), "to", timeParam(to))
+	return call[ledger.Reconciliation](ctx, c, "GET", path, nil)
+}
+
+// Statement returns a customer's statement for a UTC month (period
+// "2026-01"). Returns ENotFound if the customer does not exist, EInvalid
+// for a customer id that is not a UUID or a malformed period.
+func (c *Client) Statement(ctx context.Context, customerID, period string) (ledger.Statement, error) {
+	return call[ledger.Statement](ctx, c, "GET", statementPath(customerID, period, ""), nil)
+}
+
+// WriteStatement streams a customer's statement for a UTC month into w as
+// the API sends it, in format "json" or "csv", and returns how many bytes
+// it wrote. It returns Statement's errors, and EInvalid for another
+// format; a stream cut short is an error, and w then holds part of it.
+func (c *Client) WriteStatement(ctx context.Context, customerID, period, format string, w io.Writer) (int64, error) {
+	return c.download(ctx, statementPath(customerID, period, format), w)
+}
+
+func statementPath(customerID, period, format string) string {
+	return "/admin/v1/customers/" + seg(customerID) + "/statements/" + seg(period) + query("format", format)
+}
+
+// Export streams every ledger line in [from, to) into w as CSV, with a
+// header (ledger.ExportColumns), and returns how many bytes it wrote.
+// Returns EInvalid for a zero bound or from not before to. A stream cut
+// short (the server aborts one that fails midway) is an error, and w then
+// holds part of it: never take it for a complete export.
+func (c *Client) Export(ctx context.Context, from, to time.Time, w io.Writer) (int64, error) {
+	return c.download(ctx, "/admin/v1/export"+query("from", timeParam(from), "to", timeParam(to)), w)
+}
+
+// DeadLetters returns up to limit (1 to 10000) usage events the meter
+// worker set aside, oldest first, with why. Returns EInvalid for a limit
+// out of range, EUnavailable when the server has no NATS connection.
+func (c *Client) DeadLetters(ctx context.Context, limit int) ([]usage.DeadLetter, error) {
+	return getList[usage.DeadLetter](ctx, c, "/admin/v1/dlq"+query("limit", strconv.Itoa(limit)))
+}
+
+// ReplayDeadLetters sends the dead letters with the given sequences (every
+// one when seqs is empty) back to the usage stream, and returns how many.
+// Returns ENotFound for a sequence the dead-letter stream does not hold
+// (none is replayed then), EUnavailable when the server has no NATS
+// connection.
+func (c *Client) ReplayDeadLetters(ctx context.Context, seqs []uint64) (int, error) {
+	in := struct {
+		Seqs []uint64 `json:"seqs"`
+	}{Seqs: append([]uint64{}, seqs...)}
+	out, err := call[struct {
+		Replayed int `json:"replayed"`
+	}](ctx, c, "POST", "/admin/v1/dlq/replay", in)
+	return out.Replayed, err
+}

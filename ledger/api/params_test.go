@@ -1,0 +1,97 @@
+package api_test
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestQueryParametersRefused: every out-of-range or malformed query
+// parameter (and rerate's body range) of the admin and customer APIs is
+// a 400 naming the parameter, never a default, an empty page or a 500.
+func TestQueryParametersRefused(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	cust, key, secret := s.customer(`{"name":"acme"}`)
+	at := time.Date(2026, 1, 10, 10, 0, 0, 0, time.UTC)
+	s.write(event(cust, key, "a", at, usage.Tokens{PromptTokens: 1}), event(cust, key, "b", at.Add(time.Hour), usage.Tokens{PromptTokens: 1}))
+	var page ledger.UsagePage
+	s.adm("GET", "/admin/v1/usage?group_by=model&limit=1", "", http.StatusOK, &page)
+	if page.NextCursor == "" {
+		t.Fatal("no next_cursor with two models and limit=1")
+	}
+	modelCursor := url.QueryEscape(page.NextCursor)
+	forged := base64.RawURLEncoding.EncodeToString([]byte("no separators"))
+
+	usageCases := []struct{ query, field string }{
+		{"limit=0", "limit"},
+		{"limit=-1", "limit"},
+		{"limit=1001", "limit"},
+		{"limit=ten", "limit"},
+		{"limit=5abc", "limit"},
+		{"limit=1.5", "limit"},
+		{"from=2026-02-01&to=2026-01-01", "from"},
+		{"from=2026-01-01&to=2026-01-01", "from"},
+		{"from=yesterday", "from"},
+		{"to=2026-13-01", "to"},
+		{"cursor=%21%21%21", "cursor"},
+		{"cursor=" + forged, "cursor"},
+		{"group_by=day&cursor=" + modelCursor, "cursor"},
+		{"key_id=123", "key_id"},
+		{"group_by=week", "group_by"},
+	}
+	for _, tc := range usageCases {
+		status, body, err := send("GET", s.admin+"/admin/v1/usage?"+tc.query, adminToken, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		invalid(t, "admin usage?"+tc.query, status, body, tc.field)
+		status, body, err = send("GET", s.llm+"/v1/usage?"+tc.query, secret, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		invalid(t, "customer usage?"+tc.query, status, body, tc.field)
+	}
+	for _, q := range []string{"customer_id=not-a-uuid", "customer_id=" + cust + "x"} {
+		status, body, _ := send("GET", s.admin+"/admin/v1/usage?"+q, adminToken, "")
+		invalid(t, "admin usage?"+q, status, body, "customer_id")
+	}
+	for _, q := range []string{"customer_id=" + cust, "group_by=customer"} {
+		status, body, _ := send("GET", s.llm+"/v1/usage?"+q, secret, "")
+		invalid(t, "customer usage?"+q, status, body, "customer")
+	}
+	// The bounds themselves, and the cursor with its own grouping, are fine.
+	for _, q := range []string{"limit=1", "limit=1000", "limit=", "group_by=model&cursor=" + modelCursor} {
+		s.adm("GET", "/admin/v1/usage?"+q, "", http.StatusOK, nil)
+		s.call("GET", s.llm+"/v1/usage?"+q, secret, "", http.StatusOK, nil)
+	}
+
+	base := "/admin/v1/customers/" + cust
+	for _, tc := range []struct{ method, path, body, field string }{
+		{"GET", base + "/entries?from=2026-02-01&to=2026-01-01", "", "from"},
+		{"GET", base + "/entries?from=2026-01-01&to=2026-01-01", "", "from"},
+		{"GET", base + "/entries?from=soon", "", "from"},
+		{"GET", "/admin/v1/customers/not-a-uuid/entries", "", "customer"},
+		{"GET", base + "/statements/2026-13", "", "period"},
+		{"GET", base + "/statements/2026-01?format=xml", "", "format"},
+		{"GET", "/admin/v1/export?from=2026-01-01", "", "to"},
+		{"GET", "/admin/v1/export?from=2026-02-01&to=2026-01-01", "", "from"},
+		{"GET", "/admin/v1/reconciliation?to=2026-01-01", "", "from"},
+		{"GET", "/admin/v1/reconciliation?from=2026-02-01&to=2026-01-01", "", "from"},
+		{"POST", "/admin/v1/rerate", `{"to":"2026-02-01"}`, "from"},
+		{"POST", "/admin/v1/rerate", `{"from":"2026-02-01"}`, "to"},
+		{"POST", "/admin/v1/rerate", `{"from":"2026-02-01","to":"2026-01-01"}`, "from"},
+		{"POST", "/admin/v1/rerate", `{"from":"2026-01-01","to":"later"}`, "to"},
+	} {
+		status, body, err := send(tc.method, s.admin+tc.path, adminToken, tc.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		invalid(t, tc.method+" "+tc.path+" "+tc.body, status, body, tc.field)
+	}
+}

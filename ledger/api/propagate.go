@@ -1,0 +1,45 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// KeySync publishes key changes to the gateways (meter/keys.Syncer).
+type KeySync interface {
+	// Wait returns once the key outbox change seq is published, or ctx's
+	// error.
+	Wait(ctx context.Context, seq int64) error
+}
+
+// propagationTimeout bounds how long a key's creation, change or
+// revocation waits for its publication to the gateways.
+const propagationTimeout = 2 * time.Second
+
+// PropagationHeader is set to "pending" on the answer to a key's
+// creation, change or revocation when it could not be published to the
+// gateways within propagationTimeout (NATS unreachable, say): the change
+// is committed and goes out once it can; a new key works meanwhile, being
+// checked against the ledger, but a revocation or a limit waits for it.
+const PropagationHeader = "Tollgate-Propagation"
+
+// SetKeySync makes key changes wait for their publication to the gateways
+// before they are answered, so that a key works (or stops working) on
+// every gateway once the call returns.
+func (a *Admin) SetKeySync(s KeySync) { a.sync = s }
+
+// propagate waits for the key outbox change seq to reach the gateways.
+func (a *Admin) propagate(w http.ResponseWriter, r *http.Request, seq int64) {
+	if a.sync == nil || seq == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), propagationTimeout)
+	defer cancel()
+	if err := a.sync.Wait(ctx, seq); err != nil {
+		a.log.Warn("admin api: key change not yet published to the gateways", "path", r.URL.Path, "err", err)
+		w.Header().Set(PropagationHeader, "pending")
+		return
+	}
+	w.Header().Set(PropagationHeader, "done")
+}

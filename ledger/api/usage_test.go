@@ -1,0 +1,154 @@
+package api_test
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+var groupings = []string{"model", "key", "customer", "hour", "day", "month"}
+
+// usageRows reads every page of a usage query (limit 1, to page too).
+func (s *server) usageRows(base, auth, query string) []ledger.UsageRow {
+	s.t.Helper()
+	var rows []ledger.UsageRow
+	cursor := ""
+	for {
+		var page ledger.UsagePage
+		s.call("GET", base+"?limit=1&"+query+"&cursor="+url.QueryEscape(cursor), auth, "", http.StatusOK, &page)
+		rows = append(rows, page.Data...)
+		if cursor = page.NextCursor; cursor == "" {
+			return rows
+		}
+	}
+}
+
+// checkOneRowPerGroup fails unless each group is one row, or one row per
+// real currency, with its unpriced usage inside; it returns the rows by
+// group and currency.
+func checkOneRowPerGroup(t *testing.T, what string, rows []ledger.UsageRow, wantRequests, wantUnpriced int64) map[[2]string]ledger.UsageRow {
+	t.Helper()
+	byKey := map[[2]string]ledger.UsageRow{}
+	currencies := map[string][]string{}
+	var requests, unpriced int64
+	for _, r := range rows {
+		k := [2]string{r.Group, r.Currency}
+		if _, dup := byKey[k]; dup {
+			t.Errorf("%s: group %s in %q twice", what, r.Group, r.Currency)
+		}
+		byKey[k] = r
+		currencies[r.Group] = append(currencies[r.Group], r.Currency)
+		requests, unpriced = requests+r.Requests, unpriced+r.UnpricedRequests
+		if r.Requests == 0 {
+			t.Errorf("%s: an empty row %+v", what, r)
+		}
+	}
+	for g, cs := range currencies {
+		for _, c := range cs {
+			if (c == "" || c == "-") && len(cs) > 1 {
+				t.Errorf("%s: group %s is split into an unpriced row and a priced one: %q", what, g, cs)
+			}
+		}
+	}
+	if requests != wantRequests || unpriced != wantUnpriced {
+		t.Errorf("%s: %d requests, %d unpriced; want %d and %d", what, requests, unpriced, wantRequests, wantUnpriced)
+	}
+	return byKey
+}
+
+// TestUsageOneRowPerGroup: for every grouping, in the admin and the
+// customer usage API, a group's unpriced usage is counted in its row
+// (unpriced_requests), and only different real currencies split a group;
+// after re-rating prices it, no empty row is left behind.
+func TestUsageOneRowPerGroup(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	a, keyA, secretA := s.customer(`{"name":"a"}`)
+	keyA2, _ := s.key(a)
+	b, keyB, _ := s.customer(`{"name":"b"}`)
+	s.adm("POST", "/admin/v1/prices", `{"model":"m","currency":"USD","input":"1","output":"1","effective_from":"2026-01-01T00:00:00Z"}`, http.StatusCreated, nil)
+	s.adm("POST", "/admin/v1/customers/"+b+"/overrides", `{"model":"m","price":{"currency":"EUR","input":"2","output":"2"},"effective_from":"2026-01-01T00:00:00Z"}`, http.StatusCreated, nil)
+	at := time.Date(2026, 3, 10, 10, 15, 0, 0, time.UTC)
+	u := usage.Tokens{PromptTokens: 1000}
+	s.write(
+		event(a, keyA, "m", at, u), event(a, keyA, "m", at.Add(time.Minute), u), // 0.001 USD each
+		event(a, keyA, "free", at, u), // no price: unpriced
+		event(a, keyA2, "free", at, u),
+		event(b, keyB, "m", at, u), // 0.002 EUR
+		event(b, keyB, "free", at, u),
+	)
+
+	period := map[string]string{"hour": "2026-03-10T10:00:00Z", "day": "2026-03-10", "month": "2026-03"}
+	for _, g := range groupings {
+		rows := checkOneRowPerGroup(t, "admin "+g, s.usageRows(s.admin+"/admin/v1/usage", adminToken, "group_by="+g), 6, 3)
+		want := map[string][]ledger.UsageRow{
+			"model": {{Group: "m", Currency: "EUR", Requests: 1, Cost: "0.002"}, {Group: "m", Currency: "USD", Requests: 2, Cost: "0.002"},
+				{Group: "free", Currency: "", Requests: 3, UnpricedRequests: 3, Cost: "0"}},
+			"key": {{Group: keyA, Currency: "USD", Requests: 3, UnpricedRequests: 1, Cost: "0.002"},
+				{Group: keyA2, Currency: "", Requests: 1, UnpricedRequests: 1, Cost: "0"},
+				{Group: keyB, Currency: "EUR", Requests: 2, UnpricedRequests: 1, Cost: "0.002"}},
+			"customer": {{Group: a, Currency: "USD", Requests: 4, UnpricedRequests: 2, Cost: "0.002"},
+				{Group: b, Currency: "EUR", Requests: 2, UnpricedRequests: 1, Cost: "0.002"}},
+		}[g]
+		if p := period[g]; p != "" { // one period, in two real currencies: the unpriced join EUR, the first
+			want = []ledger.UsageRow{{Group: p, Currency: "EUR", Requests: 4, UnpricedRequests: 3, Cost: "0.002"},
+				{Group: p, Currency: "USD", Requests: 2, Cost: "0.002"}}
+		}
+		for _, w := range want {
+			r, ok := rows[[2]string{w.Group, w.Currency}]
+			if !ok || r.Requests != w.Requests || r.UnpricedRequests != w.UnpricedRequests || r.Cost != w.Cost ||
+				r.PromptTokens != 1000*w.Requests {
+				t.Errorf("admin %s: row %s %q = %+v, want %+v", g, w.Group, w.Currency, r, w)
+			}
+		}
+		if len(rows) != len(want) {
+			t.Errorf("admin %s: %d rows, want %d", g, len(rows), len(want))
+		}
+		for _, r := range rows { // by customer, each row names its customer
+			if name := map[string]string{a: "a", b: "b"}[r.CustomerID]; r.CustomerName != name || (g == "customer") != (name != "") {
+				t.Errorf("admin %s: row %+v, want customer_name %q", g, r, name)
+			}
+		}
+	}
+
+	// One customer in one currency: exactly one row per group, in both APIs.
+	for _, g := range groupings {
+		want := map[string]int{"model": 2, "key": 2, "customer": 1}[g]
+		if want == 0 {
+			want = 1
+		}
+		rows := checkOneRowPerGroup(t, "admin "+g+" of a", s.usageRows(s.admin+"/admin/v1/usage", adminToken, "customer_id="+a+"&group_by="+g), 4, 2)
+		if len(rows) != want {
+			t.Errorf("admin %s of a: %d rows, want %d", g, len(rows), want)
+		}
+		if g == "customer" {
+			continue
+		}
+		rows = checkOneRowPerGroup(t, "customer "+g, s.usageRows(s.llm+"/v1/usage", secretA, "group_by="+g), 4, 2)
+		if len(rows) != want {
+			t.Errorf("customer %s: %d rows, want %d", g, len(rows), want)
+		}
+		if g == "hour" {
+			if r := rows[[2]string{period[g], "USD"}]; r.Requests != 4 || r.UnpricedRequests != 2 || r.Cost != "0.002" {
+				t.Errorf("customer hour row = %+v, want 4 requests, 2 unpriced, cost 0.002 USD", r)
+			}
+		}
+	}
+
+	// Priced by re-rating, the unpriced usage moves to the USD rows and no
+	// empty row is left.
+	s.adm("POST", "/admin/v1/prices", `{"model":"free","currency":"USD","input":"1","output":"1","effective_from":"2026-01-01T00:00:00Z"}`, http.StatusCreated, nil)
+	s.adm("POST", "/admin/v1/rerate", `{"from":"2026-03-01","to":"2026-04-01"}`, http.StatusOK, nil)
+	for _, g := range groupings {
+		rows := checkOneRowPerGroup(t, "after rerate, admin "+g, s.usageRows(s.admin+"/admin/v1/usage", adminToken, "group_by="+g), 6, 0)
+		for k, r := range rows {
+			if k[1] == "" {
+				t.Errorf("after rerate, admin %s: an unpriced row %+v", g, r)
+			}
+		}
+	}
+}
