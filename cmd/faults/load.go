@@ -4,16 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
 )
 
 // kind is a kind of request in the load mix.
@@ -28,6 +28,8 @@ const (
 	kStall                    // the upstream stalls after its opening chunk (cumulative usage); cut off after 1s
 	kUpDisconnect             // the upstream drops the connection mid-stream (cumulative usage)
 	kStatus                   // the upstream answers 429/500/503 before streaming
+	kLong                     // a long paced stream: 8-16 chunks, 60-120ms apart (kill phases)
+	numKinds
 )
 
 // Mixes, as weights per kind.
@@ -36,6 +38,9 @@ var (
 	errorMix  = mix{kError: 40, kStall: 15, kUpDisconnect: 30, kStatus: 15}
 	cancelMix = mix{kCancel: 100}
 	steadyMix = mix{kStream: 45, kStreamBare: 10, kUnary: 20, kCancel: 10, kError: 5, kStall: 1, kUpDisconnect: 5, kStatus: 4}
+	// crashMix keeps many streams in flight for a kill -9 of the gateway,
+	// with some of every other kind around them.
+	crashMix = mix{kLong: 80, kStream: 4, kUnary: 3, kCancel: 4, kError: 3, kStall: 1, kUpDisconnect: 3, kStatus: 2}
 )
 
 type mix map[kind]int
@@ -47,7 +52,7 @@ func (m mix) pick(r *rand.Rand) kind {
 		total += w
 	}
 	n := r.IntN(total)
-	for k := kStream; k <= kStatus; k++ {
+	for k := kStream; k < numKinds; k++ {
 		if n < m[k] {
 			return k
 		}
@@ -71,12 +76,20 @@ func newLoader(gwAddr, key string, conc int) *loader {
 
 // run is one batch of load: started by loader.start, stopped early by stop.
 type run struct {
+	n            int          // requests to send (< 0: until stopped)
 	sent, failed atomic.Int64 // failed: no HTTP response, or a broken body outside kCancel
 	stopc        chan struct{}
 	stopOnce     sync.Once
 	done         chan struct{}
 	mu           sync.Mutex
 	status       map[int]int
+	// completed holds the X-Request-Id of every request whose client got
+	// a complete answer: a stream that ended in [DONE], or a whole 200 body.
+	completed []string
+	// expected is, by X-Request-Id, the usage upstream-sim's rules give
+	// each request answered with one (what it bills a request that ends
+	// well; one cut short bills its prompt and reasoning in full).
+	expected map[string]sim.Usage
 }
 
 func (r *run) stop() { r.stopOnce.Do(func() { close(r.stopc) }) }
@@ -85,7 +98,7 @@ func (r *run) stop() { r.stopOnce.Do(func() { close(r.stopc) }) }
 // at most conc at once, kinds drawn from m. done closes once every request
 // sent has finished at the client.
 func (l *loader) start(n int, rate float64, conc int, m mix) *run {
-	r := &run{stopc: make(chan struct{}), done: make(chan struct{}), status: map[int]int{}}
+	r := &run{n: n, stopc: make(chan struct{}), done: make(chan struct{}), status: map[int]int{}, expected: map[string]sim.Usage{}}
 	go func() {
 		defer close(r.done)
 		var wg sync.WaitGroup
@@ -112,9 +125,15 @@ func (l *loader) start(n int, rate float64, conc int, m mix) *run {
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; l.inflight.Add(-1); wg.Done() }()
-				code, err := l.do(k, rnd)
+				a, err := l.do(k, rnd)
 				r.mu.Lock()
-				r.status[code]++
+				r.status[a.code]++
+				if a.complete {
+					r.completed = append(r.completed, a.id)
+				}
+				if a.id != "" {
+					r.expected[a.id] = a.want
+				}
 				r.mu.Unlock()
 				if err != nil {
 					r.failed.Add(1)
@@ -125,41 +144,19 @@ func (l *loader) start(n int, rate float64, conc int, m mix) *run {
 	return r
 }
 
+// answer is what the client of one request got.
+type answer struct {
+	code     int
+	id       string    // X-Request-Id
+	complete bool      // a stream that ended in [DONE], or a whole 200 body
+	want     sim.Usage // the usage upstream-sim's rules give the request
+}
+
 // do sends one request of kind k and reads its answer: the whole body, or
 // for kCancel a few content chunks before hanging up.
-func (l *loader) do(k kind, r *rand.Rand) (int, error) {
-	model := []string{"sim-pro", "sim-small"}[r.IntN(2)]
-	chunks := 1 + r.IntN(8)
-	// 10-50ms per chunk: a stream lasts 50-400ms, so faults find requests in flight.
-	md := map[string]string{"sim_chunks": strconv.Itoa(chunks), "sim_delay_ms": strconv.Itoa(10 + r.IntN(41))}
-	body := map[string]any{"model": model, "max_tokens": 4 + r.IntN(37),
-		"messages": []map[string]string{{"role": "user", "content": strings.Repeat("word ", 1+r.IntN(30))}}}
-	stream, include, hangUpAfter := true, r.IntN(2) == 0, 0
-	switch k {
-	case kStream:
-		include = true
-	case kStreamBare:
-		include = false
-	case kUnary:
-		stream = false
-	case kCancel:
-		md["sim_delay_ms"], md["sim_chunks"] = "15", "8"
-		body["max_tokens"] = 16 + r.IntN(16)
-		hangUpAfter = 1 + r.IntN(3)
-	case kError:
-		md["sim_fault"] = fmt.Sprintf("error_after:%d,usage_in_error", r.IntN(chunks+1))
-	case kStall:
-		md["sim_fault"] = "stall,cumulative_usage"
-	case kUpDisconnect:
-		md["sim_fault"] = fmt.Sprintf("disconnect_after:%d,cumulative_usage", r.IntN(chunks+1))
-	case kStatus:
-		md["sim_status"] = []string{"429", "500", "503"}[r.IntN(3)]
-	}
-	body["stream"], body["metadata"] = stream, md
-	if stream && include {
-		body["stream_options"] = map[string]bool{"include_usage": true}
-	}
-	b, _ := json.Marshal(body)
+func (l *loader) do(k kind, r *rand.Rand) (a answer, err error) {
+	b, stream, hangUpAfter := requestBody(k, r)
+	a.want, _ = sim.ExpectedUsage(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.url, bytes.NewReader(b))
@@ -167,26 +164,29 @@ func (l *loader) do(k kind, r *rand.Rand) (int, error) {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := l.client.Do(req)
 	if err != nil {
-		return 0, err
+		return a, err
 	}
 	defer resp.Body.Close()
+	a.code, a.id = resp.StatusCode, resp.Header.Get("X-Request-Id")
 	if hangUpAfter == 0 || resp.StatusCode != http.StatusOK {
-		_, err = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode, err
+		var t tail
+		_, err = io.Copy(&t, resp.Body)
+		a.complete = err == nil && resp.StatusCode == http.StatusOK && (!stream || t.done())
+		return a, err
 	}
 	// Hang up after hangUpAfter content chunks (the role chunk first).
 	br := bufio.NewReader(resp.Body)
 	for frames := 0; frames <= hangUpAfter; {
 		line, err := br.ReadString('\n')
 		if err != nil {
-			return resp.StatusCode, err
+			return a, err
 		}
 		if strings.HasPrefix(line, "data: ") {
 			frames++
 		}
 	}
 	cancel()
-	return resp.StatusCode, nil
+	return a, nil
 }
 
 // statusSummary renders a run's answers, as "200:412 429:8 ...".

@@ -2,50 +2,81 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"sort"
-	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
 
 // phase is one fault under load. Its share of -requests is paced over
-// secs; fault runs once at of that share are sent.
+// secs, at most conc at once (0: -concurrency); fault runs once at of that
+// share are sent.
 type phase struct {
 	name  string
 	share float64
 	secs  float64
+	conc  int
 	m     mix
 	at    float64
 	fault func(ctx context.Context, s *stack, r *run, rw *row) error
+	// kill: the gateway is kill -9'd with requests in flight, whose usage
+	// is then recorded from its crash journal, estimated. Only the request
+	// count can be exact; the tokens are bounded by the unbilled share.
+	kill bool
 }
 
 // row is one line of the report.
 type row struct {
 	name              string
 	sent, failed      int64
-	inflight          int64 // client requests in flight when the fault hit
+	inflight          int64 // client requests in flight when the fault hit (kill phases: streams upstream, summed over the kills)
 	spooled           int64 // events the gateway republished from its spool
 	redelivered, dups int64 // JetStream redeliveries; deliveries the ledger refused as duplicates
-	sim, ledger       tally
+	sim, ledger       tally // the phase, poison left out of both sides
 	disc              int64
 	took              time.Duration
 	note              string
 	err               error
+
+	kill       bool
+	exclude    []string // poison events of the load customer, left out of the ledger side
+	simPoison  tally    // what upstream-sim billed for the poison requests, left out of its side
+	completed  int64    // requests whose client got a complete answer
+	missing    []string // of those, the X-Request-Ids the ledger does not hold
+	probes     []string // kill phases: the X-Request-Ids of the streams read to [DONE] just before the kills
+	recovered  tally    // events with status crashed
+	unanswered int64    // of those, the ones with nothing billed (see ledgerParts)
+	truth      int64    // kill phases: tokens upstream-sim billed for the requests in flight at the kills
+	diag       string   // kill phases: where the crashed events' figures come from (crashBreakdown)
+	checks     []check  // pass/fail lines of the phase, printed with the final checks
+}
+
+// addNote appends a sentence to the row's note.
+func (rw *row) addNote(format string, args ...any) {
+	if rw.note != "" {
+		rw.note += "; "
+	}
+	rw.note += fmt.Sprintf(format, args...)
+}
+
+// check is one ok/FAIL line of the report.
+type check struct {
+	name, detail string
+	pass         bool
 }
 
 var phases = []phase{
 	{name: "upstream errors + stalls", share: 1, secs: 6, m: errorMix},
 	{name: "client disconnects", share: 1, secs: 6, m: cancelMix},
+	{name: "poison events", share: 1, secs: 7, m: fullMix, at: 0.1, fault: injectPoison},
 	{name: "restart NATS (kill -9, 3s)", share: 1.2, secs: 9, m: fullMix, at: 0.3, fault: restartNATS},
 	{name: "stop Postgres 10s", share: 1.5, secs: 14, m: fullMix, at: 0.2, fault: stopPostgres},
 	{name: "kill -9 meter worker", share: 1, secs: 7, m: fullMix, at: 0.4, fault: killMeter},
 	{name: "kill -9 gateway (spool)", share: 1, secs: 7, m: fullMix, at: 0.3, fault: killGateway},
+	// Twice: three kills each, with 50 streams and more in flight, each the
+	// moment a client has read a stream to its [DONE].
+	{name: "kill -9 gateway x3 (1)", share: 2, secs: 12, conc: 100, m: crashMix, at: 0.25, fault: killMidStream, kill: true},
+	{name: "kill -9 gateway x3 (2)", share: 2, secs: 12, conc: 100, m: crashMix, at: 0.25, fault: killMidStream, kill: true},
 }
 
 func restartNATS(ctx context.Context, s *stack, _ *run, _ *row) error {
@@ -97,9 +128,11 @@ func killMeter(ctx context.Context, s *stack, _ *run, rw *row) error {
 }
 
 // killGateway stops NATS so that events spool, lets the load run on, stops
-// it and waits until no request is in flight (one in flight at a kill -9 is
-// lost by definition: the point is the spool), kill -9s the gateway, starts
-// NATS and the gateway again on the same data directory: it republishes.
+// it and waits until no request is in flight (the kill phases below kill
+// with requests in flight: the point here is the spool), kill -9s the
+// gateway, appends poison to its spool (spoolPoison), starts NATS and the
+// gateway again on the same data directory, and waits until it has
+// republished its spool (so that the row counts it).
 func killGateway(ctx context.Context, s *stack, r *run, rw *row) error {
 	s.nats.kill9()
 	if err := sleep(ctx, 3*time.Second); err != nil {
@@ -131,148 +164,14 @@ func killGateway(ctx context.Context, s *stack, r *run, rw *row) error {
 		rw.inflight, s.loader.inflight.Load(), last)
 	rw.inflight = s.loader.inflight.Load()
 	s.gw.kill9()
+	if err := s.spoolPoison(rw); err != nil {
+		return fmt.Errorf("append poison to the dead gateway's spool: %w", err)
+	}
 	if err := s.startNATS(ctx); err != nil {
 		return err
 	}
-	return s.startGateway(ctx)
-}
-
-// runPhase runs one phase and measures it against upstream-sim.
-func (s *stack) runPhase(ctx context.Context, ph phase, quota, conc int) (rw row) {
-	rw.name = ph.name
-	start := time.Now()
-	defer func() { rw.took = time.Since(start) }()
-	st0, err := s.simQuiet(ctx, 30*time.Second)
-	if err != nil {
-		rw.err = err
-		return rw
+	if err := s.startGateway(ctx); err != nil {
+		return err
 	}
-	redeliveries := s.countRedeliveries(ctx)
-	dups0, _ := s.duplicatesRefused(ctx)
-	gwLog, logFrom := s.gw.log, logSize(s.gw.log)
-	from := time.Now()
-	r := s.loader.start(quota, float64(quota)/ph.secs, conc, ph.m)
-	defer context.AfterFunc(ctx, r.stop)() // interrupted: stop sending at once
-	at := ph.at
-	if ph.fault == nil {
-		at = 0.5 // the in-flight column then shows mid-phase
-	}
-	for r.sent.Load() < int64(at*float64(quota)) && !isDone(r.done) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	rw.inflight = s.loader.inflight.Load()
-	if ph.fault != nil {
-		logf("  fault: %s (%d requests in flight)", ph.name, rw.inflight)
-		rw.err = ph.fault(ctx, s, r, &rw)
-	}
-	<-r.done
-	rw.sent, rw.failed = r.sent.Load(), r.failed.Load()
-	if ctx.Err() != nil {
-		redeliveries()
-		rw.err = ctx.Err()
-		return rw
-	}
-	st1, err := s.simQuiet(ctx, 60*time.Second)
-	if rw.err == nil && err != nil {
-		rw.err = err
-	}
-	to := time.Now()
-	rw.sim = simTally(st1).sub(simTally(st0))
-	if err := s.settle(ctx, from, to, rw.sim.requests, 120*time.Second); err != nil && rw.err == nil {
-		rw.err = fmt.Errorf("settle: %w", err)
-	}
-	rw.ledger, err = s.ledgerTally(ctx, from, to)
-	if err != nil && rw.err == nil {
-		rw.err = err
-	}
-	rw.disc = rw.ledger.discrepancy(rw.sim)
-	dups1, _ := s.duplicatesRefused(ctx)
-	rw.redelivered, rw.dups = redeliveries(), dups1-dups0
-	rw.spooled, _ = spoolLog(gwLog, logFrom, -1)
-	logf("  %s: %d sent (%s), %s; ledger %s", ph.name, rw.sent, r.statusSummary(), rw.sim, rw.ledger)
-	return rw
-}
-
-func isDone(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
-// spoolDepth counts the events in a spool directory not yet published:
-// the intact records after the cursor (see meter.Spool's format). It only
-// reads.
-func spoolDepth(dir string) int64 {
-	var cur struct {
-		Segment uint64 `json:"segment"`
-		Offset  int64  `json:"offset"`
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "cursor")); err == nil {
-		_ = json.Unmarshal(b, &cur)
-	}
-	names, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
-	sort.Strings(names)
-	var n int64
-	for _, name := range names {
-		var seg uint64
-		if _, err := fmt.Sscanf(strings.TrimSuffix(filepath.Base(name), ".seg"), "%d", &seg); err != nil || seg < cur.Segment {
-			continue
-		}
-		f, err := os.Open(name)
-		if err != nil {
-			continue
-		}
-		st, _ := f.Stat()
-		off := int64(0)
-		if seg == cur.Segment {
-			off = cur.Offset
-		}
-		var hdr [8]byte
-		for {
-			if _, err := f.ReadAt(hdr[:], off); err != nil {
-				break
-			}
-			if off += 8 + int64(binary.BigEndian.Uint32(hdr[:])); off > st.Size() {
-				break // a torn record: its append never returned
-			}
-			n++
-		}
-		f.Close()
-	}
-	return n
-}
-
-// countRedeliveries samples the meter consumer's redeliveries (delivery
-// sequence minus stream sequence) every 100ms, skipping samples while NATS
-// is down, until the returned function is called; that returns the sum of
-// the increases. A NATS kill -9 can set the consumer's sequences back (its
-// state is flushed lazily): a decrease starts a new baseline.
-func (s *stack) countRedeliveries(ctx context.Context) func() int64 {
-	var total atomic.Int64
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		prev, ok := int64(0), false
-		for {
-			if ci, err := s.consumerInfo(ctx); err == nil {
-				if ok && ci.redelivered > prev {
-					total.Add(ci.redelivered - prev)
-				}
-				prev, ok = ci.redelivered, true
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	return func() int64 {
-		close(stop)
-		<-done
-		return total.Load()
-	}
+	return s.gw.waitLog(ctx, `"msg":"spool: republished","what":"usage events"`, 30*time.Second)
 }

@@ -169,24 +169,40 @@ func logSize(path string) int64 {
 func spoolLog(path string, from, to int64) (republished, failedPublishes int64) {
 	_ = scanFile(path, from, to, func(line string) bool {
 		var l struct {
-			Msg       string `json:"msg"`
-			Events    int64  `json:"events"`
-			Published int64  `json:"published"`
+			Msg  string `json:"msg"`
+			What string `json:"what"` // "usage events" or "dead letters"
+			Sent int64  `json:"sent"`
 		}
 		if json.Unmarshal([]byte(line), &l) != nil {
 			return true
 		}
 		switch {
-		case l.Msg == "spool: republished usage events":
-			republished += l.Events
-		case l.Msg == "spool: republishing paused": // a round cut short still published some
-			republished += l.Published
+		case l.Msg == "spool: republished" && l.What == "usage events":
+			republished += l.Sent
+		case l.Msg == "spool: republishing paused" && l.What == "usage events": // a round cut short still sent some
+			republished += l.Sent
 		case strings.HasPrefix(l.Msg, "usage event spooled"):
 			failedPublishes++
 		}
 		return true
 	})
 	return republished, failedPublishes
+}
+
+// journalLog sums, in a gateway's JSON log from a byte offset on, the
+// requests its restarts recorded from their crash journals.
+func journalLog(path string, from int64) (requests int64) {
+	_ = scanFile(path, from, -1, func(line string) bool {
+		var l struct {
+			Msg      string `json:"msg"`
+			Requests int64  `json:"requests"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && strings.HasPrefix(l.Msg, "crash journal:") {
+			requests += l.Requests
+		}
+		return true
+	})
+	return requests
 }
 
 // freeAddr returns a loopback address with a port free right now.

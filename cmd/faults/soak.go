@@ -11,16 +11,16 @@ import (
 	"time"
 )
 
-// usage is what /proc says of a process: resident memory, OS threads and
+// procUse is what /proc says of a process: resident memory, OS threads and
 // open file descriptors (connections included). Goroutine counts are on
 // each process's /metrics (go_goroutines), but the suite gives its
 // processes random admin ports, so the soak reads /proc.
-type usage struct {
+type procUse struct {
 	rssKB, threads, fds int64
 }
 
-func procUsage(pid int) usage {
-	var u usage
+func procUsage(pid int) procUse {
+	var u procUse
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return u
@@ -54,7 +54,7 @@ func (s *stack) soak(ctx context.Context, d time.Duration, rate float64, conc in
 	type sample struct {
 		at   time.Duration
 		sent int64
-		u    []usage
+		u    []procUse
 	}
 	take := func(at time.Duration, sent int64) sample {
 		sm := sample{at: at, sent: sent}
@@ -121,5 +121,5 @@ func (s *stack) soak(ctx context.Context, d time.Duration, rate float64, conc in
 			b.rssKB, e.rssKB, b.threads, e.threads, b.fds, e.fds, base.at.Round(time.Second), end.at.Round(time.Second))
 	}
 	fmt.Printf("%d requests (%d without a complete answer): %s\n\n", r.sent.Load(), r.failed.Load(), r.statusSummary())
-	return s.report(ctx, nil, r.sent.Load()) && ok
+	return s.report(ctx, nil, r) && ok
 }

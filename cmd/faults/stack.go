@@ -47,7 +47,13 @@ type stack struct {
 	js        jetstream.JetStream
 	loader    *loader
 	key       string // the load's API key
-	customer  string
+	customer  string // the load's customer
+	// foreign and foreignKey are a second customer and its key, whose
+	// events the suite itself publishes or spools (poison, as a foreign
+	// publisher would): upstream-sim never sees them, so the load
+	// customer's figures stay comparable with its ground truth.
+	foreign, foreignKey string
+	poison              []poisonItem // every poison event injected, checked at the end
 }
 
 // build compiles tollgate and upstream-sim into the stack's directory.
@@ -193,8 +199,9 @@ func (s *stack) down() {
 	}
 }
 
-// createKey creates a customer and an API key through the admin API and
-// waits until the gateway's key snapshot has it.
+// createKey creates the load's customer and API key, and the foreign
+// customer and key, through the admin API, and waits until the gateway's
+// key snapshot has the load's.
 func (s *stack) createKey(ctx context.Context) error {
 	var c struct{ ID string }
 	if err := s.adminDo(ctx, "POST", "/admin/v1/customers", `{"name":"faults"}`, &c); err != nil {
@@ -205,6 +212,14 @@ func (s *stack) createKey(ctx context.Context) error {
 		return err
 	}
 	s.customer, s.key = c.ID, k.Key
+	var fc, fk struct{ ID string }
+	if err := s.adminDo(ctx, "POST", "/admin/v1/customers", `{"name":"faults-foreign"}`, &fc); err != nil {
+		return err
+	}
+	if err := s.adminDo(ctx, "POST", "/admin/v1/customers/"+fc.ID+"/keys", `{"name":"foreign"}`, &fk); err != nil {
+		return err
+	}
+	s.foreign, s.foreignKey = fc.ID, fk.ID
 	return waitFor(ctx, 20*time.Second, func() error {
 		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.gwAddr+"/v1/models", nil)
 		req.Header.Set("Authorization", "Bearer "+s.key)

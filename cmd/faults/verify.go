@@ -18,6 +18,14 @@ type tally struct {
 	requests, prompt, cached, completion, reasoning int64
 }
 
+func (t tally) add(o tally) tally {
+	return tally{t.requests + o.requests, t.prompt + o.prompt, t.cached + o.cached,
+		t.completion + o.completion, t.reasoning + o.reasoning}
+}
+
+// tokens is prompt plus completion tokens: what the unbilled share counts.
+func (t tally) tokens() int64 { return t.prompt + t.completion }
+
 func (t tally) sub(o tally) tally {
 	return tally{t.requests - o.requests, t.prompt - o.prompt, t.cached - o.cached,
 		t.completion - o.completion, t.reasoning - o.reasoning}
@@ -66,20 +74,6 @@ func (s *stack) simQuiet(ctx context.Context, timeout time.Duration) (st sim.Sta
 	return st, err
 }
 
-// ledgerTally sums the ledger's events that occurred in [from, to]; zero
-// times mean no bound.
-func (s *stack) ledgerTally(ctx context.Context, from, to time.Time) (tally, error) {
-	if to.IsZero() {
-		to = time.Now().Add(24 * time.Hour)
-	}
-	var t tally
-	err := s.db.QueryRow(ctx, `SELECT count(*), coalesce(sum(prompt_tokens), 0)::bigint, coalesce(sum(cached_tokens), 0)::bigint,
-		coalesce(sum(completion_tokens), 0)::bigint, coalesce(sum(reasoning_tokens), 0)::bigint
-		FROM usage_events WHERE occurred_at >= $1 AND occurred_at <= $2`, from, to,
-	).Scan(&t.requests, &t.prompt, &t.cached, &t.completion, &t.reasoning)
-	return t, err
-}
-
 // duplicatesRefused is the ledger's count of deliveries refused as
 // already stored.
 func (s *stack) duplicatesRefused(ctx context.Context) (int64, error) {
@@ -91,6 +85,7 @@ func (s *stack) duplicatesRefused(ctx context.Context) (int64, error) {
 // integrity is what the final checks found.
 type integrity struct {
 	duplicateIDs, events, eventIDs int64
+	allEvents                      tally // usage_events, every customer's (the foreign one's too)
 	rollups                        tally // from usage_hourly, all of it
 	admin                          tally // GET /admin/v1/usage?group_by=customer
 	recon                          string
@@ -105,6 +100,12 @@ func (s *stack) checkIntegrity(ctx context.Context, from time.Time) (integrity, 
 	var in integrity
 	err := s.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM (SELECT id FROM usage_events GROUP BY id HAVING count(*) > 1) d),
 		(SELECT count(*) FROM usage_events), (SELECT count(*) FROM event_ids)`).Scan(&in.duplicateIDs, &in.events, &in.eventIDs)
+	if err != nil {
+		return in, err
+	}
+	err = s.db.QueryRow(ctx, `SELECT count(*), coalesce(sum(prompt_tokens), 0)::bigint, coalesce(sum(cached_tokens), 0)::bigint,
+		coalesce(sum(completion_tokens), 0)::bigint, coalesce(sum(reasoning_tokens), 0)::bigint FROM usage_events`,
+	).Scan(&in.allEvents.requests, &in.allEvents.prompt, &in.allEvents.cached, &in.allEvents.completion, &in.allEvents.reasoning)
 	if err != nil {
 		return in, err
 	}

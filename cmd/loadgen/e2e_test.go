@@ -73,8 +73,8 @@ func TestEndToEnd(t *testing.T) {
 		if w.chunks != 20*w.ok {
 			t.Errorf("%s: %d chunks for %d requests of 20", tg, w.chunks, w.ok)
 		}
-		if w.ttft.n != uint64(w.ok) || w.ttft.quantile(.5) <= 0 || w.gap.n != uint64(19*w.ok) {
-			t.Errorf("%s: %d TTFT samples (p50 %v), %d gaps", tg, w.ttft.n, w.ttft.quantile(.5), w.gap.n)
+		if w.ttft.count() != w.ok || w.ttft.quantile(.5) <= 0 || w.gap.count() != 19*w.ok {
+			t.Errorf("%s: %d TTFT samples (p50 %v), %d gaps", tg, w.ttft.count(), w.ttft.quantile(.5), w.gap.count())
 		}
 		if c, ok := w.cpu[tg]; !ok || c <= 0 {
 			t.Errorf("%s: no CPU time for its own process (%v)", tg, w.cpu)

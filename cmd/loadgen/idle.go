@@ -112,7 +112,7 @@ func runIdle(ctx context.Context, cfg *config, st *stack, log io.Writer, expecte
 		warm.client.CloseIdleConnections()
 		time.Sleep(500 * time.Millisecond)
 
-		res := &idleResult{target: t, streams: cfg.streams, errs: map[string]int64{}, openTime: &hist{}}
+		res := &idleResult{target: t, streams: cfg.streams, errs: map[string]int64{}, openTime: newHist()}
 		if pid > 0 {
 			res.rssBefore, _, _ = procMem(pid)
 			res.fdsBefore = fdCount(pid)

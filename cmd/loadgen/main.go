@@ -17,6 +17,9 @@
 //	    [-duration 20s | -requests N] [-rounds 3] [-stream=true] [-prompt-words 50] [-chunk-delay-ms 0]
 //	go run ./cmd/loadgen -mode short [-duration 20s]   10-chunk streams at full speed; checks the ledger
 //	go run ./cmd/loadgen -mode idle -streams 10000     N silent open streams; the gateway's RSS
+//	go run ./cmd/loadgen -mode keys -keys 1000000 [-gateways 2] [-rate 200] [-duration 20s] [-changes 200]
+//	    split mode (a nats-server process, tollgate meter, admin and gateways): the key sync, memory per key,
+//	    steady CPU, and revocation latency (see keys.go)
 //
 // By default it builds ./cmd/upstream-sim and ./cmd/tollgate and starts each
 // target as a separate process on loopback: the simulator, the proxy
@@ -62,6 +65,9 @@ type config struct {
 	openTimeout  time.Duration
 	idleSettle   time.Duration
 
+	keys, gateways, keyRate, changes int
+	natsBin                          string
+
 	simURL, gatewayURL, adminURL, key, adminToken, customerID string
 	simBin, tollgateBin                                       string
 	databaseURL                                               string
@@ -73,7 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var targets string
-	fs.StringVar(&c.mode, "mode", "standard", "standard | short (10-chunk streams at full speed, ledger checked) | idle (N silent open streams, RSS)")
+	fs.StringVar(&c.mode, "mode", "standard", "standard | short (10-chunk streams at full speed, ledger checked) | idle (N silent open streams, RSS) | keys (split mode with -keys keys: sync, memory, CPU, revocation latency)")
 	fs.StringVar(&targets, "targets", "", "comma-separated targets among sim, proxy, tollgate (default sim,proxy,tollgate; idle: proxy,tollgate)")
 	fs.IntVar(&c.concurrency, "concurrency", 100, "concurrent streams")
 	fs.IntVar(&c.chunks, "chunks", 200, "content chunks per stream (short mode: 10 unless set)")
@@ -89,6 +95,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.openParallel, "open-parallel", 200, "idle mode: streams being opened at once")
 	fs.DurationVar(&c.openTimeout, "open-timeout", 3*time.Minute, "idle mode: how long to wait for every stream to open")
 	fs.DurationVar(&c.idleSettle, "idle-settle", 2*time.Second, "idle mode: wait between the last stream opening and reading RSS")
+	fs.IntVar(&c.keys, "keys", 10_000, "keys mode: active keys in the database")
+	fs.IntVar(&c.gateways, "gateways", 2, "keys mode: gateway processes (split mode)")
+	fs.IntVar(&c.keyRate, "rate", 200, "keys mode: authenticated requests per second during the steady-state window (-duration)")
+	fs.IntVar(&c.changes, "changes", 200, "keys mode: revocations measured")
+	fs.StringVar(&c.natsBin, "nats-bin", "", "keys mode: nats-server binary (default: nats-server on PATH, else /usr/sbin/nats-server)")
 	fs.StringVar(&c.simURL, "sim-url", "", "a running upstream-sim (default: start one)")
 	fs.StringVar(&c.gatewayURL, "gateway-url", "", "a running tollgate LLM API (default: start `tollgate serve`)")
 	fs.StringVar(&c.key, "key", "", "customer API key for -gateway-url")
@@ -118,10 +129,14 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		if !set["targets"] {
 			targets = "proxy,tollgate"
 		}
+	case "keys":
+		if err := c.checkKeys(); err != nil {
+			return nil, err
+		}
 	case "meter":
 		return nil, errors.New("-mode meter is not part of loadgen: the meter benchmark lives elsewhere")
 	default:
-		return nil, fmt.Errorf("-mode %q: want standard, short or idle", c.mode)
+		return nil, fmt.Errorf("-mode %q: want standard, short, idle or keys", c.mode)
 	}
 	if targets == "" {
 		targets = "sim,proxy,tollgate"
@@ -200,6 +215,9 @@ func raiseNoFile() (soft, hard uint64) {
 // progress goes to log.
 func run(ctx context.Context, cfg *config, out, log io.Writer) error {
 	soft, hard := raiseNoFile()
+	if cfg.mode == "keys" {
+		return runKeys(ctx, cfg, out, log)
+	}
 	st, err := startStack(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -1,85 +1,70 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/prometheus/procfs"
 )
 
-// clkTck is USER_HZ, the unit of /proc/PID/stat's utime and stime: 100 on
-// every Linux architecture Go supports (sysconf(_SC_CLK_TCK) needs cgo).
-const clkTck = 100
+// procFS is /proc, opened once.
+var procFS = sync.OnceValues(procfs.NewDefaultFS)
+
+// proc is the process pid under /proc; pid 0 means this process.
+func proc(pid int) (procfs.Proc, error) {
+	fs, err := procFS()
+	if err != nil {
+		return procfs.Proc{}, err
+	}
+	if pid == 0 {
+		return fs.Self()
+	}
+	return fs.Proc(pid)
+}
 
 // procCPU returns a process's user+system CPU time in seconds, from
-// /proc/PID/stat (utime and stime, fields 14 and 15, in clock ticks). It
-// covers every thread of the process; pid 0 means this process.
+// /proc/PID/stat (utime and stime, in USER_HZ = 100 ticks per second on
+// every Linux architecture Go supports). It covers every thread of the
+// process; pid 0 means this process.
 func procCPU(pid int) (float64, error) {
-	p := "self"
-	if pid > 0 {
-		p = strconv.Itoa(pid)
-	}
-	b, err := os.ReadFile("/proc/" + p + "/stat")
+	p, err := proc(pid)
 	if err != nil {
 		return 0, err
 	}
-	return parseStatCPU(b)
+	st, err := p.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.CPUTime(), nil
 }
 
-// parseStatCPU reads utime+stime from a /proc/PID/stat line. The command
-// name (field 2) is in parentheses and may hold spaces, so fields are
-// counted from the last ')'.
-func parseStatCPU(b []byte) (float64, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("bad /proc stat line %q", b)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state): utime (14) is f[11], stime (15) is f[12].
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc stat line %q", b)
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("bad /proc stat times %q %q", f[11], f[12])
-	}
-	return float64(ut+st) / clkTck, nil
-}
-
-// procMem returns VmRSS and VmHWM (peak RSS) of a process in bytes.
+// procMem returns VmRSS and VmHWM (peak RSS) of a process in bytes, from
+// /proc/PID/status.
 func procMem(pid int) (rss, hwm int64, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	p, err := proc(pid)
 	if err != nil {
 		return 0, 0, err
 	}
-	for line := range strings.Lines(string(b)) {
-		name, val, ok := strings.Cut(line, ":")
-		if !ok || (name != "VmRSS" && name != "VmHWM") {
-			continue
-		}
-		f := strings.Fields(val) // "12345 kB"
-		if len(f) == 0 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(f[0], 10, 64)
-		if name == "VmRSS" {
-			rss = kb << 10
-		} else {
-			hwm = kb << 10
-		}
+	s, err := p.NewStatus()
+	if err != nil {
+		return 0, 0, err
 	}
-	return rss, hwm, nil
+	return int64(s.VmRSS), int64(s.VmHWM), nil
 }
 
-// fdCount is the number of open file descriptors of a process.
+// fdCount is the number of open file descriptors of a process, -1 when
+// /proc does not say.
 func fdCount(pid int) int {
-	es, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	p, err := proc(pid)
 	if err != nil {
 		return -1
 	}
-	return len(es)
+	n, err := p.FileDescriptorsLen()
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // pgCPU is the CPU time of the local Postgres server's processes, in
@@ -92,33 +77,35 @@ type pgCPU struct{ db, bg float64 }
 
 func postgresCPU(dbName string) pgCPU {
 	var out pgCPU
-	ents, err := os.ReadDir("/proc")
+	fs, err := procFS()
 	if err != nil {
 		return out
 	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	procs, err := fs.AllProcs()
+	if err != nil {
+		return out
+	}
+	for _, p := range procs {
+		if comm, err := p.Comm(); err != nil || comm != "postgres" {
+			continue
+		}
+		args, err := p.CmdLine()
 		if err != nil {
 			continue
 		}
-		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
-		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
-			continue
-		}
-		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		st, err := p.Stat()
 		if err != nil {
 			continue
 		}
-		cpu, err := procCPU(pid)
-		if err != nil {
-			continue
-		}
-		line := strings.ReplaceAll(string(cmd), "\x00", " ")
+		// A backend's title is one argument ("postgres: 15/main: user db
+		// 127.0.0.1(5432) idle"); the trailing space lets a database name
+		// match at the end as in the middle.
+		line := strings.Join(args, " ") + " "
 		switch {
 		case dbName != "" && strings.Contains(line, " "+dbName+" "):
-			out.db += cpu
+			out.db += st.CPUTime()
 		case isPGBackground(line):
-			out.bg += cpu
+			out.bg += st.CPUTime()
 		}
 	}
 	return out
@@ -139,65 +126,52 @@ func isPGBackground(line string) bool {
 	return false
 }
 
-// machineCPU returns the busy and total jiffies of all CPUs (/proc/stat).
-func machineCPU() (busy, total int64) {
-	b, err := os.ReadFile("/proc/stat")
+// machineCPU returns the busy and total CPU seconds of all CPUs since boot
+// (/proc/stat's cpu line): total is user, nice, system, idle, iowait, irq,
+// softirq and steal (guest time is already in user and nice), busy all of
+// them but idle and iowait.
+func machineCPU() (busy, total float64) {
+	fs, err := procFS()
 	if err != nil {
 		return 0, 0
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 5 || f[0] != "cpu" {
+	st, err := fs.Stat()
+	if err != nil {
 		return 0, 0
 	}
-	for i, v := range f[1:] {
-		n, _ := strconv.ParseInt(v, 10, 64)
-		if i >= 8 { // guest and guest_nice are already in user and nice
-			break
-		}
-		total += n
-		if i != 3 && i != 4 { // idle, iowait
-			busy += n
-		}
-	}
-	return busy, total
+	c := st.CPUTotal
+	total = c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal
+	return total - c.Idle - c.Iowait, total
 }
 
-// loadAvg is /proc/loadavg's 1, 5 and 15 minute figures.
+// loadAvg is /proc/loadavg's 1, 5 and 15 minute figures, as the kernel
+// writes them (two decimals).
 func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
+	fs, err := procFS()
 	if err != nil {
 		return "?"
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
+	l, err := fs.LoadAvg()
+	if err != nil {
 		return "?"
 	}
-	return strings.Join(f[:3], " ")
+	return fmt.Sprintf("%.2f %.2f %.2f", l.Load1, l.Load5, l.Load15)
 }
 
 // machineInfo describes the machine: cores, CPU model, memory.
 func machineInfo() string {
-	model, mhz := "?", ""
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			k, v, _ := strings.Cut(line, ":")
-			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-			if k == "model name" && model == "?" {
-				model = v
+	model, mhz, mem := "?", "", "?"
+	if fs, err := procFS(); err == nil {
+		if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 {
+			if cpus[0].ModelName != "" {
+				model = cpus[0].ModelName
 			}
-			if k == "cpu MHz" && mhz == "" {
-				mhz = v
+			if cpus[0].CPUMHz > 0 {
+				mhz = fmt.Sprintf("%.3f", cpus[0].CPUMHz) // as /proc/cpuinfo writes it
 			}
 		}
-	}
-	mem := "?"
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-				kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-				mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
-			}
+		if m, err := fs.Meminfo(); err == nil && m.MemTotal != nil {
+			mem = fmt.Sprintf("%.1f GiB", float64(*m.MemTotal)/(1<<20)) // MemTotal is in KiB
 		}
 	}
 	return fmt.Sprintf("%d CPUs (%s, %s MHz), %s RAM", numCPU(), model, mhz, mem)

@@ -175,3 +175,27 @@ func printReport(out io.Writer, cfg *config, totals map[string]*window, all []*w
 	}
 	fmt.Fprintln(out)
 }
+
+// ms renders a duration in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// addedMs is how much later b's quantile is than the baseline's, in ms:
+// the difference of the two distributions' quantiles (not a quantile of
+// per-request differences, which do not exist across targets).
+func addedMs(b, baseline time.Duration) float64 { return ms(b) - ms(baseline) }
+
+// ratio is a/b, NaN when b is 0 (rendered "n/a").
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// perMillion is CPU seconds per million units (chunks), NaN without units.
+func perMillion(cpuSeconds float64, units int64) float64 {
+	if units <= 0 {
+		return math.NaN()
+	}
+	return cpuSeconds / float64(units) * 1e6
+}

@@ -16,7 +16,7 @@ type snapshot struct {
 	at          time.Time
 	cpu         map[string]float64 // seconds, by role
 	pg          pgCPU
-	busy, total int64 // machine jiffies
+	busy, total float64 // machine CPU seconds since boot
 }
 
 // window is one target's measured stretch of one round.
@@ -76,13 +76,13 @@ func (w *window) add(o *window) {
 }
 
 func newWindow(target string, round int) *window {
-	return &window{target: target, round: round, errs: map[string]int64{}, ttft: &hist{}, gap: &hist{},
+	return &window{target: target, round: round, errs: map[string]int64{}, ttft: newHist(), gap: newHist(),
 		cpu: map[string]float64{}}
 }
 
 // worker is one concurrent client: its own histograms, reset each window.
 type worker struct {
-	ttft, gap hist
+	ttft, gap *hist
 	errs      map[string]int64
 	reqs, ok  int64
 	chunks    int64
@@ -118,7 +118,7 @@ func newRunner(cfg *config, st *stack, log io.Writer) *runner {
 		}
 	}
 	for range cfg.concurrency {
-		w := &worker{errs: map[string]int64{}, streamers: map[string]*streamer{}}
+		w := &worker{ttft: newHist(), gap: newHist(), errs: map[string]int64{}, streamers: map[string]*streamer{}}
 		for t, s := range clients {
 			c := *s
 			w.streamers[t] = &c
@@ -181,7 +181,7 @@ func (r *runner) runWindow(ctx context.Context, target string, round int, d time
 				} else if !time.Now().Before(deadline) {
 					return
 				}
-				res := s.do(ctx, &wk.gap)
+				res := s.do(ctx, wk.gap)
 				wk.reqs++
 				wk.chunks += int64(res.chunks)
 				if res.status == 200 {
@@ -206,8 +206,8 @@ func (r *runner) runWindow(ctx context.Context, target string, round int, d time
 		for k, v := range wk.errs {
 			w.errs[k] += v
 		}
-		w.ttft.merge(&wk.ttft)
-		w.gap.merge(&wk.gap)
+		w.ttft.merge(wk.ttft)
+		w.gap.merge(wk.gap)
 	}
 	if target == "tollgate" {
 		r.expected += w.status
@@ -225,7 +225,7 @@ func (r *runner) runWindow(ctx context.Context, target string, round int, d time
 	}
 	w.pg = pgCPU{db: after.pg.db - before.pg.db, bg: after.pg.bg - before.pg.bg}
 	if dt := after.total - before.total; dt > 0 {
-		w.busy = float64(after.busy-before.busy) / float64(dt)
+		w.busy = (after.busy - before.busy) / dt
 	}
 	return w
 }

@@ -30,90 +30,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func within(t *testing.T, name string, got, want time.Duration, rel float64) {
-	t.Helper()
-	if math.Abs(float64(got-want)) > rel*float64(want) {
-		t.Errorf("%s = %v, want %v ± %.1f%%", name, got, want, 100*rel)
-	}
-}
-
-func TestHistExactSmallValues(t *testing.T) {
-	var h hist
-	for v := 1; v <= 100; v++ {
-		h.record(time.Duration(v))
-	}
-	for _, c := range []struct {
-		q    float64
-		want time.Duration
-	}{{.01, 1}, {.5, 50}, {.9, 90}, {.99, 99}, {1, 100}} {
-		if got := h.quantile(c.q); got != c.want {
-			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
-		}
-	}
-	if h.mean() != 50 {
-		t.Errorf("mean = %v, want 50ns (integer division of 5050/100)", h.mean())
-	}
-}
-
-func TestHistRelativeError(t *testing.T) {
-	var h hist
-	// 1..100000 µs, each once: the q-quantile by nearest rank is q*100000 µs.
-	for v := 1; v <= 100000; v++ {
-		h.record(time.Duration(v) * time.Microsecond)
-	}
-	within(t, "p50", h.quantile(.5), 50000*time.Microsecond, 0.004)
-	within(t, "p90", h.quantile(.9), 90000*time.Microsecond, 0.004)
-	within(t, "p99", h.quantile(.99), 99000*time.Microsecond, 0.004)
-	if got := h.quantile(1); got != 100*time.Millisecond {
-		t.Errorf("max = %v, want exactly 100ms", got)
-	}
-	if h.n != 100000 {
-		t.Errorf("n = %d", h.n)
-	}
-}
-
-func TestHistBucketsCoverEveryValue(t *testing.T) {
-	for _, v := range []uint64{0, 1, 127, 128, 255, 256, 257, 511, 512, 1000, 1 << 20, 123456789, 1<<63 + 12345, math.MaxUint64} {
-		i := histIndex(v)
-		lo, hi := histRange(i)
-		if v < lo || v > hi || i >= histBuckets {
-			t.Errorf("value %d: bucket %d = [%d, %d]", v, i, lo, hi)
-		}
-		if v > 256 && float64(hi-lo) > float64(v)/128 {
-			t.Errorf("value %d: bucket [%d, %d] wider than 1/128", v, lo, hi)
-		}
-	}
-}
-
-func TestHistMerge(t *testing.T) {
-	var a, b, all hist
-	for v := 1; v <= 1000; v++ {
-		d := time.Duration(v) * time.Millisecond
-		all.record(d)
-		if v%3 == 0 {
-			a.record(d)
-		} else {
-			b.record(d)
-		}
-	}
-	var m hist
-	m.merge(&a)
-	m.merge(&b)
-	m.merge(&hist{}) // merging nothing changes nothing
-	for _, q := range []float64{.5, .9, .99, 1} {
-		if m.quantile(q) != all.quantile(q) {
-			t.Errorf("merged quantile(%v) = %v, want %v", q, m.quantile(q), all.quantile(q))
-		}
-	}
-	if m.min != all.min || m.max != all.max || m.n != all.n || m.sum != all.sum {
-		t.Errorf("merged min/max/n/sum %d/%d/%d/%d, want %d/%d/%d/%d", m.min, m.max, m.n, m.sum, all.min, all.max, all.n, all.sum)
-	}
-	var empty hist
-	if empty.quantile(.5) != 0 || empty.quantile(1) != 0 {
-		t.Error("empty histogram must answer 0")
-	}
-}
-
 func TestRatios(t *testing.T) {
 	if got := addedMs(3500*time.Microsecond, 3*time.Millisecond); math.Abs(got-0.5) > 1e-9 {
 		t.Errorf("addedMs = %v, want 0.5", got)
@@ -165,27 +81,6 @@ func TestRatios(t *testing.T) {
 	}
 }
 
-func TestParseStatCPU(t *testing.T) {
-	// comm may hold spaces and parentheses; utime 250 and stime 50 ticks.
-	line := []byte("1234 (tollgate (x) y) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 12 0 1000 100000 200 18446744073709551615")
-	got, err := parseStatCPU(line)
-	if err != nil || got != 3.0 {
-		t.Fatalf("parseStatCPU = %v, %v; want 3 s", got, err)
-	}
-	if c, err := procCPU(0); err != nil || c < 0 {
-		t.Fatalf("procCPU(self) = %v, %v", c, err)
-	}
-	if _, err := parseStatCPU([]byte("12 (x) S 1")); err == nil {
-		t.Error("a short line must be an error")
-	}
-	if rss, _, err := procMem(os.Getpid()); err != nil || rss <= 0 {
-		t.Errorf("procMem(self) = %d, %v", rss, err)
-	}
-	if b, tot := machineCPU(); tot <= 0 || b > tot {
-		t.Errorf("machineCPU = %d/%d", b, tot)
-	}
-}
-
 // sseServer streams an OpenAI-shaped answer: the role chunk at once, n
 // content chunks each after delay, the finish and usage chunks and
 // [DONE] (unless noDone); eol is the line ending.
@@ -224,10 +119,10 @@ func TestStreamTiming(t *testing.T) {
 	srv := sseServer(t, 5, delay, "\n", false, "")
 	s := &streamer{client: newClient(1, 10*time.Second), url: srv.URL, key: "k",
 		body: requestBody("sim-small", true, 5, 3, 0), stream: true, want: 5}
-	var gaps hist
+	gaps := newHist()
 	for i := range 2 { // the second request reuses the connection and buffer
 		gaps.reset()
-		r := s.do(context.Background(), &gaps)
+		r := s.do(context.Background(), gaps)
 		if r.err != "" || r.status != 200 || r.chunks != 5 {
 			t.Fatalf("request %d: %+v", i, r)
 		}
@@ -236,8 +131,8 @@ func TestStreamTiming(t *testing.T) {
 		if r.ttft < delay || r.ttft > delay+200*time.Millisecond {
 			t.Errorf("request %d: TTFT %v, want about %v", i, r.ttft, delay)
 		}
-		if gaps.n != 4 {
-			t.Fatalf("request %d: %d gaps, want 4", i, gaps.n)
+		if gaps.count() != 4 {
+			t.Fatalf("request %d: %d gaps, want 4", i, gaps.count())
 		}
 		if g := gaps.quantile(.5); g < delay-2*time.Millisecond || g > delay+200*time.Millisecond {
 			t.Errorf("request %d: gap p50 %v, want about %v", i, g, delay)

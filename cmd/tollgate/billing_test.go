@@ -50,9 +50,16 @@ func (s *stack) customer(body, keyBody string) (id, keyID, secret string) {
 	return c.ID, k.ID, k.Key
 }
 
+// refreshKeys returns once every key change committed so far (the
+// admin's, and the meter's budget flips) is in the gateway's key cache.
 func (s *stack) refreshKeys() {
 	s.t.Helper()
-	if err := s.app.keys.Refresh(context.Background()); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.app.keySync.Sync(ctx); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.app.keys.CatchUp(ctx); err != nil {
 		s.t.Fatal(err)
 	}
 }

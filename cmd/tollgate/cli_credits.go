@@ -15,12 +15,12 @@ func creditCommands() []*command {
 		name: "credits grant", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY]",
 		summary: "credit a customer's balance (POST /admin/v1/customers/{id}/credits)",
 		example: "tollgate credits grant --customer 0197a3c2-… --amount 100 --memo 'January top-up' --idempotency-key topup-2026-01",
-		flags:   entryFlags("credits", "amount to credit, a positive decimal in the customer's currency (required)"),
+		flags:   entryFlags(ledger.KindCredit, "amount to credit, a positive decimal in the customer's currency (required)"),
 	}, {
 		name: "credits adjust", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY]",
 		summary: "correct a customer's balance either way (POST /admin/v1/customers/{id}/adjustments)",
 		example: "tollgate credits adjust --customer 0197a3c2-… --amount -5 --memo 'duplicate credit'",
-		flags:   entryFlags("adjustments", "amount, a non-zero decimal: positive in the customer's favour (required)"),
+		flags:   entryFlags(ledger.KindAdjustment, "amount, a non-zero decimal: positive in the customer's favour (required)"),
 	}, {
 		name: "credits list", args: "--customer ID [--from TIME] [--to TIME]",
 		summary: "list a customer's ledger entries (GET /admin/v1/customers/{id}/entries)",
@@ -33,11 +33,14 @@ func creditCommands() []*command {
 				if err := requireFlags("customer", *customer); err != nil {
 					return err
 				}
-				var out struct{ Data []ledger.Entry }
-				path := "/admin/v1/customers/" + seg(*customer) + "/entries" + query("from", *from, "to", *to)
-				return c.call("GET", path, nil, &out, func() {
-					rows := make([][]string, len(out.Data))
-					for i, e := range out.Data {
+				start, end, err := parseRange(*from, *to)
+				if err != nil {
+					return err
+				}
+				es, err := c.api.Entries(c.ctx, *customer, start, end)
+				return c.show(data(es), err, func() {
+					rows := make([][]string, len(es))
+					for i, e := range es {
 						rows[i] = []string{strconv.FormatInt(e.ID, 10), e.Kind, e.Amount, e.Currency, ts(&e.EffectiveAt),
 							entryRef(e), dash(e.Memo)}
 					}
@@ -52,7 +55,11 @@ func creditCommands() []*command {
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			memo := fs.String("memo", "", "why, for the ledger")
 			return func(c *cli, args []string) error {
-				return c.postEntry("/admin/v1/entries/"+seg(args[0])+"/reverse", map[string]string{"memo": *memo})
+				id, err := strconv.ParseInt(args[0], 10, 64)
+				if err != nil || id < 1 {
+					return usagef("ENTRY_ID: %q is not an entry id (a positive integer, as credits list shows it)", args[0])
+				}
+				return c.showEntry(c.api.Reverse(c.ctx, id, *memo))
 			}
 		},
 	}, {
@@ -62,14 +69,14 @@ func creditCommands() []*command {
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			memo := fs.String("memo", "", "why, for the ledger")
 			return func(c *cli, args []string) error {
-				return c.postEntry("/admin/v1/events/"+seg(args[0])+"/refund", map[string]string{"memo": *memo})
+				return c.showEntry(c.api.RefundEvent(c.ctx, args[0], *memo))
 			}
 		},
 	}}
 }
 
-// entryFlags is credits grant and adjust: POST .../{id}/{route}.
-func entryFlags(route, amountHelp string) func(fs *flag.FlagSet) func(*cli, []string) error {
+// entryFlags is credits grant and adjust: an entry of kind.
+func entryFlags(kind, amountHelp string) func(fs *flag.FlagSet) func(*cli, []string) error {
 	return func(fs *flag.FlagSet) func(*cli, []string) error {
 		customer := fs.String("customer", "", "customer id (required)")
 		amount := fs.String("amount", "", amountHelp)
@@ -80,15 +87,14 @@ func entryFlags(route, amountHelp string) func(fs *flag.FlagSet) func(*cli, []st
 				return err
 			}
 			in := ledger.EntryInput{Amount: *amount, Memo: *memo, IdempotencyKey: *key}
-			return c.postEntry("/admin/v1/customers/"+seg(*customer)+"/"+route, in)
+			return c.showEntry(c.api.AddEntry(c.ctx, *customer, kind, in))
 		}
 	}
 }
 
-// postEntry posts in to path and shows the entry the API answers with.
-func (c *cli) postEntry(path string, in any) error {
-	var e ledger.Entry
-	return c.call("POST", path, in, &e, func() {
+// showEntry shows the entry the API answered with.
+func (c *cli) showEntry(e ledger.Entry, err error) error {
+	return c.show(e, err, func() {
 		c.fields("Entry", strconv.FormatInt(e.ID, 10), "Customer", e.CustomerID, "Kind", e.Kind,
 			"Amount", e.Amount+" "+e.Currency, "Effective", ts(&e.EffectiveAt), "Refers to", entryRef(e),
 			"Idempotency key", dash(e.IdempotencyKey), "Memo", dash(e.Memo))

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/tollgate-dev/tollgate/meter"
 )
 
 // dlqCommands are `tollgate dlq ...`: usage events the meter worker set
@@ -19,10 +17,10 @@ func dlqCommands() []*command {
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			limit := fs.Int("limit", 100, "at most this many, oldest first")
 			return func(c *cli, _ []string) error {
-				var out struct{ Data []meter.DeadLetter }
-				return c.call("GET", "/admin/v1/dlq"+query("limit", strconv.Itoa(*limit)), nil, &out, func() {
-					rows := make([][]string, len(out.Data))
-					for i, l := range out.Data {
+				ls, err := c.api.DeadLetters(c.ctx, *limit)
+				return c.show(data(ls), err, func() {
+					rows := make([][]string, len(ls))
+					for i, l := range ls {
 						rows[i] = []string{strconv.FormatUint(l.Seq, 10), ts(&l.Time), dash(l.EventID), l.Reason}
 					}
 					c.table([]string{"SEQ", "TIME", "EVENT", "REASON"}, rows)
@@ -40,7 +38,7 @@ func dlqCommands() []*command {
 				if (*seqs == "") == !*all {
 					return usagef("give --seq or --all")
 				}
-				body := map[string][]uint64{"seqs": {}}
+				var replay []uint64
 				for _, v := range strings.Split(*seqs, ",") {
 					if v = strings.TrimSpace(v); v == "" {
 						continue
@@ -49,13 +47,14 @@ func dlqCommands() []*command {
 					if err != nil {
 						return usagef("--seq: %q is not a sequence number", v)
 					}
-					body["seqs"] = append(body["seqs"], n)
+					replay = append(replay, n)
 				}
-				var out struct {
-					Replayed int `json:"replayed"`
+				if !*all && len(replay) == 0 { // not every dead letter by mistake
+					return usagef("--seq: %q names no sequence", *seqs)
 				}
-				return c.call("POST", "/admin/v1/dlq/replay", body, &out, func() {
-					fmt.Fprintf(c.stdout, "replayed %d dead letters\n", out.Replayed)
+				n, err := c.api.ReplayDeadLetters(c.ctx, replay)
+				return c.show(map[string]int{"replayed": n}, err, func() {
+					fmt.Fprintf(c.stdout, "replayed %d dead letters\n", n)
 				})
 			}
 		},

@@ -35,5 +35,9 @@ func TestCLIDeadLetters(t *testing.T) {
 		t.Fatalf("dlq replay: %s", got)
 	}
 	s.tgFail(exitUsage, "give --seq or --all", "dlq", "replay")
+	s.tgFail(exitUsage, "names no sequence", "dlq", "replay", "--seq", ",")
+	// An unknown sequence is not found (it was an internal error), and
+	// nothing is replayed.
+	s.tgFail(exitNotFound, "dead letter 999999 not found", "dlq", "replay", "--seq", "999999")
 	s.tgFail(exitInvalid, "limit", "dlq", "list", "--limit", "0")
 }

@@ -15,7 +15,7 @@ type cliResult struct {
 }
 
 // runTollgate runs the admin CLI in-process with env as its environment.
-func runTollgate(t *testing.T, env map[string]string, args ...string) cliResult {
+func runTollgate(t testing.TB, env map[string]string, args ...string) cliResult {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := runCLI(context.Background(), args, &out, &errOut, func(k string) string { return env[k] })
@@ -55,7 +55,7 @@ func (s *stack) tgFail(code int, wantErr string, args ...string) string {
 	return checkFail(s.t, s.tg(args...), code, wantErr, args)
 }
 
-func checkFail(t *testing.T, r cliResult, code int, wantErr string, args []string) string {
+func checkFail(t testing.TB, r cliResult, code int, wantErr string, args []string) string {
 	t.Helper()
 	if r.code != code || !strings.Contains(r.errOut, wantErr) || strings.Count(r.errOut, "\n") != 1 {
 		t.Fatalf("tollgate %s: exit %d, stderr %q; want exit %d and one line with %q",

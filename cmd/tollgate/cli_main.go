@@ -6,20 +6,22 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
 )
 
 // Exit codes of the admin commands, as `tollgate --help` documents them.
 const (
 	exitOK           = 0 // done
-	exitError        = 1 // the server failed (5xx), or something else went wrong
+	exitError        = 1 // the server failed (internal, unavailable), or something else went wrong
 	exitUsage        = 2 // bad command, flags or arguments: nothing was sent
-	exitNotFound     = 3 // 404: no such customer, key, entry, event or route
-	exitConflict     = 4 // 409: it exists already, or clashes with what exists
-	exitInvalid      = 5 // 400: the server refused the input
-	exitUnauthorized = 6 // 401 or 403: missing or wrong admin token
+	exitNotFound     = 3 // ENotFound: no such customer, key, entry, event or route
+	exitConflict     = 4 // EConflict: it exists already, or clashes with what exists
+	exitInvalid      = 5 // EInvalid: the server refused the input
+	exitUnauthorized = 6 // EUnauthorized: missing or wrong admin token
 	exitUnreachable  = 7 // no answer from the admin API
 	exitUnclean      = 8 // reconcile: the ledger does not reconcile
 )
@@ -34,7 +36,7 @@ type cli struct {
 	ctx            context.Context
 	stdout, stderr io.Writer
 	env            func(string) string
-	api            *adminClient
+	api            *api.Client
 	// json prints the API's JSON instead of tables.
 	json bool
 }
@@ -117,7 +119,7 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, env fu
 		err = usagef("--admin-url: %q is not an http(s) URL like %s", *adminURL, defaultAdminURL)
 	}
 	if err == nil {
-		c.api = &adminClient{base: strings.TrimRight(*adminURL, "/"), token: orDefault(*token, env("TOLLGATE_ADMIN_TOKEN"))}
+		c.api = api.NewClient(*adminURL, orDefault(*token, env("TOLLGATE_ADMIN_TOKEN")), nil)
 		err = action(c, pos)
 	}
 	return c.fail(cmd, err)
@@ -138,11 +140,11 @@ func (c *cli) fail(cmd *command, err error) int {
 	return code
 }
 
-// exitCode maps an error to the documented exit codes.
+// exitCode maps an error to the documented exit codes: the API's by its
+// ledger error code.
 func exitCode(err error) int {
 	var ue *usageError
-	var ae *apiError
-	var ne *unreachableError
+	var ne *api.UnreachableError
 	switch {
 	case err == nil:
 		return exitOK
@@ -152,17 +154,16 @@ func exitCode(err error) int {
 		return exitUnreachable
 	case errors.Is(err, uncleanError{}):
 		return exitUnclean
-	case errors.As(err, &ae):
-		switch ae.Status {
-		case http.StatusNotFound:
-			return exitNotFound
-		case http.StatusConflict:
-			return exitConflict
-		case http.StatusBadRequest, http.StatusUnprocessableEntity:
-			return exitInvalid
-		case http.StatusUnauthorized, http.StatusForbidden:
-			return exitUnauthorized
-		}
+	}
+	switch ledger.ErrorCode(err) {
+	case ledger.ENotFound:
+		return exitNotFound
+	case ledger.EConflict:
+		return exitConflict
+	case ledger.EInvalid:
+		return exitInvalid
+	case ledger.EUnauthorized:
+		return exitUnauthorized
 	}
 	return exitError
 }

@@ -1,42 +1,45 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
 )
 
-// call sends a request, decodes the answer into out and shows it: the
-// API's JSON with --json, else show's rendering of out.
-func (c *cli) call(method, path string, in, out any, show func()) error {
-	b, err := c.api.raw(c.ctx, method, path, in)
+// show prints what a command got: v as JSON with --json, else render's
+// rendering of it; or returns err, when the API answered one.
+func (c *cli) show(v any, err error, render func()) error {
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("%s %s: decode the answer: %w", method, path, err)
-	}
 	if c.json {
-		return c.printJSON(b)
+		return c.printJSON(v)
 	}
-	show()
+	render()
 	return nil
 }
 
-// printJSON prints a JSON document indented, as the API sent it otherwise.
-func (c *cli) printJSON(b []byte) error {
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, bytes.TrimSpace(b), "", "  "); err != nil {
-		_, err = c.stdout.Write(b)
+// printJSON prints v as indented JSON: what the API answered, as it
+// answered it (the same types, encoded the same way).
+func (c *cli) printJSON(v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
 		return err
 	}
-	buf.WriteByte('\n')
-	_, err := c.stdout.Write(buf.Bytes())
+	_, err = c.stdout.Write(append(b, '\n'))
 	return err
+}
+
+// data is a list as the API answers it: {"data": [...]}, never null.
+func data[T any](rows []T) any {
+	if rows == nil {
+		rows = []T{}
+	}
+	return struct {
+		Data []T `json:"data"`
+	}{rows}
 }
 
 // table prints rows under a header, in aligned columns.
@@ -108,6 +111,15 @@ func parseWhen(name, s string) (time.Time, error) {
 	return time.Time{}, usagef("--%s: %q is neither RFC 3339 (2026-01-31T00:00:00Z) nor a date (2026-01-31)", name, s)
 }
 
+// parseRange is parseWhen for --from and --to.
+func parseRange(from, to string) (start, end time.Time, err error) {
+	if start, err = parseWhen("from", from); err != nil {
+		return
+	}
+	end, err = parseWhen("to", to)
+	return
+}
+
 // optionalWhen is parseWhen for an optional end: nil when empty.
 func optionalWhen(name, s string) (*time.Time, error) {
 	t, err := parseWhen(name, s)
@@ -124,20 +136,3 @@ func optional(s string) *string {
 	}
 	return &s
 }
-
-// query encodes the non-empty name, value pairs as "?a=b&c=d" ("" for none).
-func query(pairs ...string) string {
-	q := url.Values{}
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if pairs[i+1] != "" {
-			q.Set(pairs[i], pairs[i+1])
-		}
-	}
-	if len(q) == 0 {
-		return ""
-	}
-	return "?" + q.Encode()
-}
-
-// seg escapes a path segment (an id given on the command line).
-func seg(s string) string { return url.PathEscape(s) }

@@ -6,19 +6,8 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
 )
-
-// priceView is a price version as the admin API shows it.
-type priceView struct {
-	ID int64 `json:"id"`
-	ledger.PriceInput
-}
-
-// overrideView is an override as the admin API shows it.
-type overrideView struct {
-	ledger.Override
-	Price *ledger.PriceInput `json:"price"`
-}
 
 // priceFlags registers the per-class price flags (decimal currency units per
 // million tokens, or per request for the fees) and returns a function that
@@ -73,8 +62,8 @@ func priceCommands() []*command {
 				if in.EffectiveTo, err = optionalWhen("effective-to", *to); err != nil {
 					return err
 				}
-				var out priceView
-				return c.call("POST", "/admin/v1/prices", in, &out, func() {
+				out, err := c.api.CreatePrice(c.ctx, in)
+				return c.show(out, err, func() {
 					c.fields("ID", fmt.Sprint(out.ID), "Model", out.Model, "Prices (per 1M tokens)", priceTerms(out.PriceInput),
 						"Effective from", ts(&out.EffectiveFrom), "Effective to", ts(out.EffectiveTo))
 				})
@@ -87,10 +76,10 @@ func priceCommands() []*command {
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			model := fs.String("model", "", "only this model")
 			return func(c *cli, _ []string) error {
-				var out struct{ Data []priceView }
-				return c.call("GET", "/admin/v1/prices"+query("model", *model), nil, &out, func() {
-					rows := make([][]string, len(out.Data))
-					for i, p := range out.Data {
+				ps, err := c.api.Prices(c.ctx, *model)
+				return c.show(data(ps), err, func() {
+					rows := make([][]string, len(ps))
+					for i, p := range ps {
 						rows[i] = []string{fmt.Sprint(p.ID), p.Model, p.Currency, p.Input, dash(p.CachedInput), dash(p.CacheWrite),
 							p.Output, dash(p.Reasoning), dash(p.RequestFee), dash(p.WebSearch), ts(&p.EffectiveFrom), ts(p.EffectiveTo)}
 					}
@@ -137,8 +126,8 @@ func priceCommands() []*command {
 				if in.EffectiveTo, err = optionalWhen("effective-to", *to); err != nil {
 					return err
 				}
-				var out overrideView
-				return c.call("POST", "/admin/v1/customers/"+seg(*customer)+"/overrides", in, &out, func() {
+				out, err := c.api.CreateOverride(c.ctx, *customer, in)
+				return c.show(out, err, func() {
 					c.fields("ID", fmt.Sprint(out.ID), "Customer", out.CustomerID, "Model", modelOrAll(out.Model),
 						"Terms", overrideTerms(out), "Effective from", ts(&out.EffectiveFrom), "Effective to", ts(out.EffectiveTo))
 				})
@@ -154,10 +143,10 @@ func priceCommands() []*command {
 				if err := requireFlags("customer", *customer); err != nil {
 					return err
 				}
-				var out struct{ Data []overrideView }
-				return c.call("GET", "/admin/v1/customers/"+seg(*customer)+"/overrides", nil, &out, func() {
-					rows := make([][]string, len(out.Data))
-					for i, o := range out.Data {
+				ovs, err := c.api.Overrides(c.ctx, *customer)
+				return c.show(data(ovs), err, func() {
+					rows := make([][]string, len(ovs))
+					for i, o := range ovs {
 						rows[i] = []string{fmt.Sprint(o.ID), modelOrAll(o.Model), overrideTerms(o), ts(&o.EffectiveFrom), ts(o.EffectiveTo)}
 					}
 					c.table([]string{"ID", "MODEL", "TERMS", "FROM", "TO"}, rows)
@@ -175,7 +164,7 @@ func modelOrAll(m string) string {
 }
 
 // overrideTerms renders a discount ("12.5% off") or a custom price.
-func overrideTerms(o overrideView) string {
+func overrideTerms(o api.Override) string {
 	if o.Price != nil {
 		return priceTerms(*o.Price)
 	}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
 )
 
 // reportCommands are statements get and export: documents for finance,
@@ -34,12 +34,16 @@ func reportCommands() []*command {
 				if *format != "json" && *format != "csv" {
 					return usagef("--format: %q is neither json nor csv", *format)
 				}
-				path := "/admin/v1/customers/" + seg(*customer) + "/statements/" + seg(*period) + query("format", *format)
-				if *format == "csv" || *output != "" {
-					return c.download(path, *output, false)
+				if *format == "csv" && c.json {
+					return usagef("--json: with --format csv the statement is CSV; leave out one of them")
 				}
-				var st ledger.Statement
-				return c.call("GET", path, nil, &st, func() { c.showStatement(st) })
+				if *format == "csv" || *output != "" {
+					return c.download(*output, false, func(w io.Writer) (int64, error) {
+						return c.api.WriteStatement(c.ctx, *customer, *period, *format, w)
+					})
+				}
+				st, err := c.api.Statement(c.ctx, *customer, *period)
+				return c.show(st, err, func() { c.showStatement(st) })
 			}
 		},
 	}, {
@@ -52,30 +56,30 @@ func reportCommands() []*command {
 			output := fs.String("output", "", "write the CSV to FILE (default: stdout)")
 			progress := fs.Bool("progress", false, "report bytes, rows and rate on stderr even when it is not a terminal")
 			return func(c *cli, _ []string) error {
+				if c.json {
+					return usagef("--json: export writes CSV, never JSON; leave out --json")
+				}
 				if err := requireFlags("from", *from, "to", *to); err != nil {
 					return err
 				}
-				for name, v := range map[string]string{"from": *from, "to": *to} {
-					if _, err := parseWhen(name, v); err != nil {
-						return err
-					}
+				start, end, err := parseRange(*from, *to)
+				if err != nil {
+					return err
 				}
-				return c.download("/admin/v1/export"+query("from", *from, "to", *to), *output, *progress || isTerminal(c.stderr))
+				return c.download(*output, *progress || isTerminal(c.stderr), func(w io.Writer) (int64, error) {
+					return c.api.Export(c.ctx, start, end, w)
+				})
 			}
 		},
 	}}
 }
 
-// download streams a GET's answer to output ("" or "-": stdout), showing
-// progress on stderr when show is set. A file appears only complete: it is
-// written beside output under a temporary name (mode 0600, as ledger data
-// should be) and renamed when the answer has been read to its end.
-func (c *cli) download(path, output string, show bool) error {
-	resp, err := c.api.open(c.ctx, "GET", path, nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
+// download writes what fetch streams to output ("" or "-": stdout),
+// showing progress on stderr when show is set. A file appears only
+// complete: it is written beside output under a temporary name (mode
+// 0600, as ledger data should be) and renamed when fetch has returned it
+// all.
+func (c *cli) download(output string, show bool, fetch func(io.Writer) (int64, error)) (err error) {
 	var dst io.Writer = c.stdout
 	var tmp *os.File
 	if output != "" && output != "-" {
@@ -90,14 +94,17 @@ func (c *cli) download(path, output string, show bool) error {
 		}()
 		dst = tmp
 	}
-	p := newProgress(c.stderr, show, time.Now)
-	n, err := io.Copy(io.MultiWriter(dst, p), resp.Body)
-	p.finish()
-	if err != nil {
-		return fmt.Errorf("the download stopped after %d bytes: %w", n, err)
+	var report io.Writer
+	if show {
+		report = c.stderr
 	}
-	if tmp == nil {
-		return nil
+	p := api.NewProgress(report, isTerminal(c.stderr), time.Now)
+	n, err := fetch(io.MultiWriter(dst, p))
+	if n > 0 || err == nil {
+		p.Finish()
+	}
+	if err != nil || tmp == nil {
+		return err
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", output, err)
@@ -106,7 +113,7 @@ func (c *cli) download(path, output string, show bool) error {
 		return fmt.Errorf("write %s: %w", output, err)
 	}
 	tmp = nil
-	c.warn(fmt.Sprintf("Wrote %s (%s) to %s.", plural(p.dataRows(), "row"), byteSize(n), output))
+	c.warn(fmt.Sprintf("Wrote %s to %s.", p.Summary(), output))
 	return nil
 }
 

@@ -64,6 +64,9 @@ func TestCLIReports(t *testing.T) {
 		t.Fatalf("export to stdout: exit %d, stderr %q, %d bytes", r.code, r.errOut, len(r.out))
 	}
 	s.tgFail(exitUsage, "--to is required", "export", "--from", from)
+	// --json is refused where the answer is CSV, rather than ignored.
+	s.tgFail(exitUsage, "export writes CSV", "export", "--from", from, "--to", to, "--json")
+	s.tgFail(exitUsage, "--format csv", "statements", "get", "--customer", s.customerID, "--period", period, "--format", "csv", "--json")
 
 	out = s.tgOK("reconcile", "--from", from, "--to", to)
 	if field(t, out, "Clean") != "yes" || field(t, out, "Events") != "1" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
 )
 
 // TestCLICustomersAndKeys: customers create, list, get, update and
@@ -97,7 +98,7 @@ func TestCLIPricesOverridesRerate(t *testing.T) {
 	if len(rows) != 2 {
 		t.Fatalf("prices list: %q", rows)
 	}
-	var prices struct{ Data []priceView }
+	var prices struct{ Data []api.Price }
 	s.tgJSON(&prices, "prices", "list", "--model", "sim-pro")
 	if len(prices.Data) != 1 || prices.Data[0].Input != "2.5" && prices.Data[0].Input != "2.50" {
 		t.Fatalf("prices list --model --json: %+v", prices)
@@ -118,7 +119,7 @@ func TestCLIPricesOverridesRerate(t *testing.T) {
 	}
 	s.tgOK("overrides", "create", "--customer", s.customerID, "--model", "sim-pro", "--currency", "USD",
 		"--input", "2", "--output", "8", "--effective-from", "2026-01-01")
-	var ovs struct{ Data []overrideView }
+	var ovs struct{ Data []api.Override }
 	s.tgJSON(&ovs, "overrides", "list", "--customer", s.customerID)
 	if len(ovs.Data) != 2 {
 		t.Fatalf("overrides list --json: %+v", ovs)

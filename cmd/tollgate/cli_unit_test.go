@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestCLIHelp: tollgate --help lists every command, the environment and the
@@ -52,29 +51,6 @@ func TestCLIParseInterspersed(t *testing.T) {
 	pos, err := parseInterspersed(fs, []string{"--json", "a", "--memo", "-5", "b", "--", "--memo", "c"})
 	if err != nil || !slices.Equal(pos, []string{"a", "b", "--memo", "c"}) || *memo != "-5" || !*j {
 		t.Fatalf("pos %q, memo %q, json %v, err %v", pos, *memo, *j, err)
-	}
-}
-
-// TestCLIProgress: rows are CSV records after the header, a newline inside
-// a quoted field is not a row, and the report has bytes, rows and rate.
-func TestCLIProgress(t *testing.T) {
-	var out strings.Builder
-	clock := time.Unix(0, 0)
-	p := newProgress(&out, true, func() time.Time { return clock })
-	p.Write([]byte("record,memo\nentry,\"two\nlines, \"\"quoted\"\"\"\nev"))
-	clock = clock.Add(2 * time.Second)
-	p.Write([]byte("ent,x\n"))
-	p.finish()
-	if p.dataRows() != 2 {
-		t.Fatalf("rows = %d, want 2", p.dataRows())
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	// One report a second when not a terminal (here after 2s), and the last.
-	if len(lines) != 2 || lines[1] != "50 B, 2 rows in 2s (25 B/s)" {
-		t.Fatalf("report %q", lines)
-	}
-	if got := byteSize(12_345_678); got != "12.3 MB" {
-		t.Fatalf("byteSize = %q", got)
 	}
 }
 

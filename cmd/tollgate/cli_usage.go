@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"strconv"
@@ -29,11 +28,12 @@ func eventCommands() []*command {
 			all := fs.Bool("all", false, "follow next_cursor and show every page")
 			cursor := fs.String("cursor", "", "continue from a previous page's next_cursor")
 			return func(c *cli, _ []string) error {
-				q := []string{"customer_id", *customer, "key_id", *key, "model", *model, "from", *from, "to", *to, "group_by", *groupBy}
-				if *limit != 0 {
-					q = append(q, "limit", strconv.Itoa(*limit))
+				start, end, err := parseRange(*from, *to)
+				if err != nil {
+					return err
 				}
-				return c.usage(q, *cursor, *all, *groupBy)
+				return c.usage(ledger.UsageQuery{CustomerID: *customer, KeyID: *key, Model: *model, From: start, To: end,
+					GroupBy: *groupBy, Limit: *limit, Cursor: *cursor}, *all)
 			}
 		},
 	}, {
@@ -42,8 +42,8 @@ func eventCommands() []*command {
 		example: "tollgate events get 0197a3d0-…",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			return func(c *cli, args []string) error {
-				var e ledger.RatedEvent
-				return c.call("GET", "/admin/v1/events/"+seg(args[0]), nil, &e, func() { c.showEvent(e) })
+				e, err := c.api.Event(c.ctx, args[0])
+				return c.show(e, err, func() { c.showEvent(e) })
 			}
 		},
 	}, {
@@ -57,13 +57,12 @@ func eventCommands() []*command {
 				if err := requireFlags("from", *from, "to", *to); err != nil {
 					return err
 				}
-				for name, v := range map[string]string{"from": *from, "to": *to} {
-					if _, err := parseWhen(name, v); err != nil {
-						return err
-					}
+				start, end, err := parseRange(*from, *to)
+				if err != nil {
+					return err
 				}
-				var r ledger.RerateResult
-				return c.call("POST", "/admin/v1/rerate", map[string]string{"from": *from, "to": *to}, &r, func() {
+				r, err := c.api.Rerate(c.ctx, start, end)
+				return c.show(r, err, func() {
 					c.fields("Examined", strconv.Itoa(r.Examined), "Adjusted", strconv.Itoa(r.Adjusted),
 						"Newly priced", strconv.Itoa(r.Priced), "Still unpriced", strconv.Itoa(r.StillUnpriced),
 						"Currency conflicts", strconv.Itoa(r.CurrencyConflicts))
@@ -92,9 +91,8 @@ func eventCommands() []*command {
 				if start.IsZero() {
 					start = end.Add(-24 * time.Hour)
 				}
-				var r ledger.Reconciliation
-				path := "/admin/v1/reconciliation" + query("from", start.Format(time.RFC3339), "to", end.Format(time.RFC3339))
-				if err := c.call("GET", path, nil, &r, func() { c.showReconciliation(r) }); err != nil {
+				r, err := c.api.Reconcile(c.ctx, start, end)
+				if err := c.show(r, err, func() { c.showReconciliation(r) }); err != nil {
 					return err
 				}
 				if !r.Clean {
@@ -106,52 +104,38 @@ func eventCommands() []*command {
 	}}
 }
 
-// usage fetches one page of usage, or every page with all, and shows it.
-func (c *cli) usage(q []string, cursor string, all bool, groupBy string) error {
-	var rows []json.RawMessage
-	for {
-		b, err := c.api.raw(c.ctx, "GET", "/admin/v1/usage"+query(append(q, "cursor", cursor)...), nil)
-		if err != nil {
-			return err
-		}
-		if c.json && !all {
-			return c.printJSON(b)
-		}
-		var page struct {
-			Data       []json.RawMessage `json:"data"`
-			NextCursor string            `json:"next_cursor"`
-		}
-		if err := json.Unmarshal(b, &page); err != nil {
-			return fmt.Errorf("GET /admin/v1/usage: decode the answer: %w", err)
-		}
-		rows, cursor = append(rows, page.Data...), page.NextCursor
-		if !all || cursor == "" {
-			break
-		}
+// usage fetches one page of usage, or every page with all, and shows it:
+// a row per group, with the customer's name when grouped by customer.
+func (c *cli) usage(q ledger.UsageQuery, all bool) error {
+	var page ledger.UsagePage
+	var err error
+	if all {
+		page.Data, err = c.api.UsageAll(c.ctx, q)
+	} else {
+		page, err = c.api.Usage(c.ctx, q)
 	}
-	if c.json {
-		b, err := json.Marshal(map[string]any{"data": append([]json.RawMessage{}, rows...)})
-		if err != nil {
-			return err
-		}
-		return c.printJSON(b)
-	}
-	table := make([][]string, len(rows))
-	for i, raw := range rows {
-		var r ledger.UsageRow
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return fmt.Errorf("GET /admin/v1/usage: decode a row: %w", err)
-		}
+	byCustomer := q.GroupBy == "customer"
+	return c.show(page, err, func() {
 		n := func(v int64) string { return strconv.FormatInt(v, 10) }
-		table[i] = []string{dash(r.Group), n(r.Requests), n(r.UnpricedRequests), n(r.PromptTokens), n(r.CachedTokens),
-			n(r.CacheWriteTokens), n(r.CompletionTokens), n(r.ReasoningTokens), n(r.WebSearches), r.Cost, dash(r.Currency)}
-	}
-	c.table([]string{strings.ToUpper(orDefault(groupBy, "model")), "REQUESTS", "UNPRICED", "PROMPT", "CACHED", "CACHE WRITE",
-		"COMPLETION", "REASONING", "WEB SEARCHES", "COST", "CURRENCY"}, table)
-	if cursor != "" {
-		c.warn("More groups follow: add --all, or --cursor " + cursor + ".")
-	}
-	return nil
+		header := []string{strings.ToUpper(orDefault(q.GroupBy, "model"))}
+		if byCustomer {
+			header = append(header, "NAME")
+		}
+		table := make([][]string, len(page.Data))
+		for i, r := range page.Data {
+			table[i] = []string{dash(r.Group)}
+			if byCustomer {
+				table[i] = append(table[i], dash(r.CustomerName))
+			}
+			table[i] = append(table[i], n(r.Requests), n(r.UnpricedRequests), n(r.PromptTokens), n(r.CachedTokens),
+				n(r.CacheWriteTokens), n(r.CompletionTokens), n(r.ReasoningTokens), n(r.WebSearches), r.Cost, dash(r.Currency))
+		}
+		c.table(append(header, "REQUESTS", "UNPRICED", "PROMPT", "CACHED", "CACHE WRITE",
+			"COMPLETION", "REASONING", "WEB SEARCHES", "COST", "CURRENCY"), table)
+		if page.NextCursor != "" {
+			c.warn("More groups follow: add --all, or --cursor " + page.NextCursor + ".")
+		}
+	})
 }
 
 func (c *cli) showEvent(e ledger.RatedEvent) {
@@ -168,14 +152,22 @@ func (c *cli) showEvent(e ledger.RatedEvent) {
 	if e.ServedModel != "" && e.ServedModel != e.Model {
 		model += " (served as " + e.ServedModel + ")"
 	}
+	// Cost is what the customer is charged (after discounts and any
+	// re-rating), as in usage; the charge as first rated shows when a
+	// re-rating changed it.
+	rated := "-"
+	if e.Charge != e.Cost {
+		rated = e.Charge + " (re-rated since)"
+	}
 	u := e.Usage
 	c.fields("ID", e.ID, "Time", ts(&e.Time), "Customer", e.CustomerID, "Key", e.KeyID,
 		"Provider", e.Provider, "Model", model, "Endpoint", e.Endpoint, "Stream", strconv.FormatBool(e.Stream),
 		"Status", fmt.Sprintf("%s (HTTP %d)", e.Status, e.HTTPStatus), "Finish reason", dash(e.FinishReason),
 		"Prompt tokens", n(u.PromptTokens), "Cached tokens", n(u.CachedTokens), "Cache write tokens", n(u.CacheWriteTokens),
 		"Completion tokens", n(u.CompletionTokens), "Reasoning tokens", n(u.ReasoningTokens),
-		"Web searches", n(u.WebSearchRequests), "Usage source", e.UsageSource,
+		"Web searches", n(u.WebSearchRequests), "Usage source", string(e.UsageSource),
 		"Time to first token", n(e.TTFTMillis)+" ms", "Duration", n(e.DurationMillis)+" ms",
-		"Price version", price, "Override", override, "Cost", e.Cost+" "+e.Currency,
-		"Discount", percent(e.DiscountBP)+"%", "Charge", e.Charge+" "+e.Currency, "Error", dash(e.Error))
+		"Price version", price, "Override", override, "List cost", e.ListCost+" "+e.Currency,
+		"Discount", percent(e.DiscountBP)+"%", "Charged when rated", rated, "Cost", e.Cost+" "+e.Currency,
+		"Error", dash(e.Error))
 }

@@ -43,9 +43,23 @@ func TestCLIUsageAndEvents(t *testing.T) {
 	if rows := tableRows(t, s.tgOK("usage", "--group-by", "customer", "--limit", "1", "--all"), "CUSTOMER"); len(rows) != 2 {
 		t.Fatalf("usage --all: %q", rows)
 	}
+	// Grouped by customer, each row names its customer.
+	out := s.tgOK("usage", "--group-by", "customer", "--all")
+	rows = tableRows(t, out, "CUSTOMER")
+	names := map[string]string{}
+	for _, r := range rows {
+		names[r[0]] = r[1]
+	}
+	if header := strings.Fields(out); len(rows) != 2 || header[1] != "NAME" || names[s.customerID] != "acme" || !strings.Contains(out, "second") {
+		t.Fatalf("usage --group-by customer:\n%s", out)
+	}
+	if page.Data[0].CustomerName == "" || page.Data[1].CustomerName == "" {
+		t.Fatalf("usage --group-by customer --json: no customer_name: %+v", page)
+	}
 
-	out := s.tgOK("events", "get", reqID)
-	if field(t, out, "ID") != reqID || field(t, out, "Prompt tokens") != "12" || field(t, out, "Charge") != "0.0002625 USD" {
+	out = s.tgOK("events", "get", reqID)
+	if field(t, out, "ID") != reqID || field(t, out, "Prompt tokens") != "12" || field(t, out, "Cost") != "0.0002625 USD" ||
+		field(t, out, "List cost") != "0.0002625 USD" {
 		t.Fatalf("events get:\n%s", out)
 	}
 	var e ledger.RatedEvent
@@ -71,6 +85,15 @@ func TestCLIExitCodes(t *testing.T) {
 	s.tgFail(exitNotFound, "customer "+missing+" not found", "customers", "get", missing)
 	s.tgFail(exitNotFound, "not found", "events", "get", missing)
 	s.tgFail(exitNotFound, "not found", "credits", "reverse", "999999")
+	// An id that is not an id is invalid input, said by the API before any
+	// query (not Postgres's "invalid input syntax").
+	for _, args := range [][]string{{"customers", "get", "nope"}, {"customers", "balance", "nope"}, {"keys", "list", "--customer", "nope"},
+		{"keys", "revoke", "nope"}, {"events", "get", "nope"}, {"credits", "refund-event", "nope"}} {
+		if msg := s.tgFail(exitInvalid, `id "nope" is not valid`, args...); strings.Contains(msg, "syntax") {
+			t.Errorf("tollgate %s: %s", strings.Join(args, " "), msg)
+		}
+	}
+	s.tgFail(exitUsage, "not an entry id", "credits", "reverse", "abc")
 	s.tgFail(exitInvalid, "amount", "credits", "grant", "--customer", s.customerID, "--amount", "-3")
 	s.tgFail(exitInvalid, "currency", "customers", "create", "--name", "x", "--currency", "dollars")
 	s.tgFail(exitInvalid, "group", "usage", "--group-by", "week")

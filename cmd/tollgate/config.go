@@ -80,7 +80,7 @@ func loadConfig(path string) (*fileConfig, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Validate(providerTypes()...); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := cfg.Meter.Validate(); err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/gateway/fixture"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // replayUpstream serves recorded streams: a request for model "<folder>~<file>"
@@ -120,28 +120,28 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-func checkConformance(t *testing.T, e meter.Event, want fixture.Expected) {
+func checkConformance(t *testing.T, e usage.Event, want fixture.Expected) {
 	t.Helper()
 	if e.UsageSource != want.Source {
 		t.Fatalf("usage_source = %s (%+v), want %s", e.UsageSource, e.Usage, want.Source)
 	}
-	if got := e.Status == meter.StatusUpstreamError; got != want.UpstreamError {
+	if got := e.Status == usage.StatusUpstreamError; got != want.UpstreamError {
 		t.Errorf("status = %s (%s), want upstream error: %v", e.Status, e.Error, want.UpstreamError)
 	}
 	u := e.Usage
 	switch want.Source {
-	case meter.SourceUpstream:
-		wantUsage := meter.Usage{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens,
+	case usage.SourceUpstream:
+		wantUsage := usage.Tokens{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens,
 			CacheWriteTokens: want.CacheWriteTokens, CompletionTokens: want.CompletionTokens,
 			ReasoningTokens: want.ReasoningTokens, WebSearchRequests: want.WebSearchRequests}
-		if u != wantUsage || u.TotalTokens() != want.TotalTokens {
+		if u != wantUsage || u.Total() != want.TotalTokens {
 			t.Fatalf("usage = %+v, want %+v (total %d)", u, wantUsage, want.TotalTokens)
 		}
-	case meter.SourcePartial:
+	case usage.SourcePartial:
 		if u.PromptTokens != want.PromptTokens || u.CompletionTokens < want.CompletionTokensAtLeast {
 			t.Fatalf("usage = %+v, want prompt %d and completion at least %d", u, want.PromptTokens, want.CompletionTokensAtLeast)
 		}
-	case meter.SourceEstimated:
+	case usage.SourceEstimated:
 		if u.PromptTokens < 0 || u.CompletionTokens < 0 || u.CachedTokens != 0 || u.ReasoningTokens != 0 {
 			t.Fatalf("estimated usage = %+v, want non-negative prompt and completion only", u)
 		}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/url"
 	"os"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
 )
 
 // demo seeds a running server with a demo customer (reused across runs)
@@ -21,34 +23,26 @@ func demo(ctx context.Context, args []string) error {
 		return err
 	}
 	token := os.Getenv("TOLLGATE_ADMIN_TOKEN")
-	c := &adminClient{base: *adminURL, token: token}
-	if err := c.waitHealthy(ctx, 30*time.Second); err != nil {
+	c := api.NewClient(*adminURL, token, nil)
+	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
 		return err
 	}
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := c.do(ctx, "GET", "/admin/v1/customers?name="+url.QueryEscape(*name), nil, &list); err != nil {
+	existing, err := c.Customers(ctx, *name)
+	if err != nil {
 		return err
 	}
 	var customerID string
-	if len(list.Data) > 0 {
-		customerID = list.Data[0].ID
+	if len(existing) > 0 {
+		customerID = existing[0].ID
 	} else {
-		var created struct {
-			ID string `json:"id"`
-		}
-		if err := c.do(ctx, "POST", "/admin/v1/customers", map[string]string{"name": *name}, &created); err != nil {
+		created, err := c.CreateCustomer(ctx, ledger.CustomerInput{Name: *name})
+		if err != nil {
 			return err
 		}
 		customerID = created.ID
 	}
-	var key struct {
-		Key string `json:"key"`
-	}
-	if err := c.do(ctx, "POST", "/admin/v1/customers/"+customerID+"/keys", map[string]string{"name": "demo " + time.Now().UTC().Format(time.RFC3339)}, &key); err != nil {
+	key, err := c.CreateKey(ctx, customerID, ledger.KeyInput{Name: "demo " + time.Now().UTC().Format(time.RFC3339)})
+	if err != nil {
 		return err
 	}
 	fmt.Printf(`
@@ -64,6 +58,6 @@ Then see what it cost, from the ledger:
 
   curl -s '%s/admin/v1/usage?customer_id=%s&group_by=model' -H 'Authorization: Bearer %s'
 
-`, customerID, key.Key, *gatewayURL, key.Key, *model, *adminURL, customerID, token)
+`, customerID, key.Secret, *gatewayURL, key.Secret, *model, *adminURL, customerID, token)
 	return nil
 }

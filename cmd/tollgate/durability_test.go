@@ -11,17 +11,18 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // natsOn starts a JetStream server on addr with its data in dir.
 func natsOn(t *testing.T, dir, addr string) *server.Server {
 	t.Helper()
-	ns, err := meter.StartEmbedded(dir, addr)
+	ns, err := meter.StartEmbedded(dir, addr, meter.SyncPolicy{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Shutdown)
-	return ns
+	return ns.Server
 }
 
 func freeAddr(t *testing.T) string {
@@ -122,7 +123,7 @@ func TestSpoolSurvivesGatewayRestart(t *testing.T) {
 	id := <-slow
 	s.waitEvents(11, 20*time.Second)
 	e := s.event(id)
-	if e.Status != meter.StatusCutOff || e.Usage.CompletionTokens <= 0 {
+	if e.Status != usage.StatusCutOff || e.Usage.CompletionTokens <= 0 {
 		t.Fatalf("cut-off stream's event = %+v, want cut_off with what was produced", e.Event)
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
 	"github.com/tollgate-dev/tollgate/ledger"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // simProCost is the exact cost of sim-pro usage at the demo prices (2.50
@@ -100,9 +100,9 @@ func TestEndToEndOpenAISDK(t *testing.T) {
 			}
 			e := s.event(resp.Header.Get("X-Request-Id"))
 			t.Logf("event visible in the ledger %s after the response ended", time.Since(ended).Round(time.Millisecond))
-			wantUsage := meter.Usage{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens,
+			wantUsage := usage.Tokens{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens,
 				CompletionTokens: want.CompletionTokens, ReasoningTokens: want.ReasoningTokens}
-			if e.Usage != wantUsage || e.UsageSource != meter.SourceUpstream || e.Status != meter.StatusOK ||
+			if e.Usage != wantUsage || e.UsageSource != usage.SourceUpstream || e.Status != usage.StatusOK ||
 				e.Stream != tc.stream || e.FinishReason != "length" || e.ServedModel != "sim-pro" || e.CustomerID != s.customerID {
 				t.Fatalf("ledger event = %+v, want usage %+v from upstream", e, wantUsage)
 			}
@@ -143,7 +143,7 @@ func TestStreamWithoutIncludeUsageHasNoUsage(t *testing.T) {
 	}
 	e := s.event(resp.Header.Get("X-Request-Id"))
 	// "sim/sim-small" routes by prefix to the table's sim-small, priced as such.
-	if e.Model != "sim-small" || e.Usage.CompletionTokens != 7 || e.Usage.PromptTokens != 3+4+2 || e.UsageSource != meter.SourceUpstream || e.PriceID == 0 {
+	if e.Model != "sim-small" || e.Usage.CompletionTokens != 7 || e.Usage.PromptTokens != 3+4+2 || e.UsageSource != usage.SourceUpstream || e.PriceID == 0 {
 		t.Fatalf("event = %+v", e)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // chatBody is a streamed sim-small request for n tokens with sim controls.
@@ -20,13 +20,13 @@ func chatBody(n int, includeUsage bool, controls string) string {
 		`"metadata":{%s},"messages":[{"role":"user","content":"count to a few"}]}`, includeUsage, n, controls)
 }
 
-func expectedUsage(t *testing.T, body string) meter.Usage {
+func expectedUsage(t *testing.T, body string) usage.Tokens {
 	t.Helper()
 	u, err := sim.ExpectedUsage([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return meter.Usage{PromptTokens: u.PromptTokens, CachedTokens: u.CachedTokens,
+	return usage.Tokens{PromptTokens: u.PromptTokens, CachedTokens: u.CachedTokens,
 		CompletionTokens: u.CompletionTokens, ReasoningTokens: u.ReasoningTokens}
 }
 
@@ -57,7 +57,7 @@ func TestClientDisconnectDrainsUpstreamUsage(t *testing.T) {
 	s := newStack(t, nil)
 	body := chatBody(30, false, `"sim_delay_ms":"10"`)
 	e := s.event(s.disconnectAfter(body, 3))
-	if e.Status != meter.StatusClientCancelled || e.UsageSource != meter.SourceUpstream || e.Usage != expectedUsage(t, body) {
+	if e.Status != usage.StatusClientCancelled || e.UsageSource != usage.SourceUpstream || e.Usage != expectedUsage(t, body) {
 		t.Fatalf("event = %+v, want client_cancelled with the upstream's full usage %+v", e.Event, expectedUsage(t, body))
 	}
 }
@@ -66,7 +66,7 @@ func TestDrainTimeoutFallsBackToEstimate(t *testing.T) {
 	s := newStack(t, func(c *fileConfig) { c.DrainTimeout = 100 * time.Millisecond })
 	body := chatBody(200, false, `"sim_delay_ms":"20"`)
 	e := s.event(s.disconnectAfter(body, 3))
-	if e.Status != meter.StatusClientCancelled || e.UsageSource != meter.SourceEstimated ||
+	if e.Status != usage.StatusClientCancelled || e.UsageSource != usage.SourceEstimated ||
 		e.Usage.PromptTokens <= 0 || e.Usage.CompletionTokens < 2 || e.Usage.CompletionTokens >= 200 {
 		t.Fatalf("event = %+v, want client_cancelled, estimated from what was produced", e.Event)
 	}
@@ -77,10 +77,10 @@ func TestMaxDrainsCutsOffExtraDrains(t *testing.T) {
 	body := chatBody(100, false, `"sim_delay_ms":"20"`)
 	first := s.disconnectAfter(body, 2) // drains for about 2s
 	second := s.disconnectAfter(body, 2)
-	if e := s.event(second); e.UsageSource != meter.SourceEstimated || e.Status != meter.StatusClientCancelled {
+	if e := s.event(second); e.UsageSource != usage.SourceEstimated || e.Status != usage.StatusClientCancelled {
 		t.Fatalf("second event = %+v, want estimated: no drain slot", e.Event)
 	}
-	if e := s.event(first); e.UsageSource != meter.SourceUpstream || e.Usage != expectedUsage(t, body) {
+	if e := s.event(first); e.UsageSource != usage.SourceUpstream || e.Usage != expectedUsage(t, body) {
 		t.Fatalf("first event = %+v, want the drained upstream usage", e.Event)
 	}
 }
@@ -102,7 +102,7 @@ func TestMidStreamErrorIsForwardedThenDone(t *testing.T) {
 		t.Fatalf("stream = %s, want the error frame then [DONE]", got)
 	}
 	e := s.event(resp.Header.Get("X-Request-Id"))
-	if e.Status != meter.StatusUpstreamError || e.UsageSource != meter.SourceEstimated || e.Usage.CompletionTokens < 1 || e.Usage.PromptTokens < 1 {
+	if e.Status != usage.StatusUpstreamError || e.UsageSource != usage.SourceEstimated || e.Usage.CompletionTokens < 1 || e.Usage.PromptTokens < 1 {
 		t.Fatalf("event = %+v, want upstream_error, estimated from the prompt and the 2 chunks produced", e.Event)
 	}
 }
@@ -114,7 +114,7 @@ func TestStallMidStreamEndsWithErrorAndTimeout(t *testing.T) {
 	if !strings.Contains(got, `"code":"upstream_timeout"`) || !strings.HasSuffix(got, "data: [DONE]\n\n") {
 		t.Fatalf("stream = %s, want a timeout error frame then [DONE]", got)
 	}
-	if e := s.event(resp.Header.Get("X-Request-Id")); e.Status != meter.StatusTimeout {
+	if e := s.event(resp.Header.Get("X-Request-Id")); e.Status != usage.StatusTimeout {
 		t.Fatalf("event = %+v, want timeout", e.Event)
 	}
 }
@@ -127,7 +127,7 @@ func TestUpstreamThatNeverAnswersGets504(t *testing.T) {
 		t.Fatalf("%d %+v, want 504 upstream_timeout", resp.StatusCode, env)
 	}
 	e := s.event(resp.Header.Get("X-Request-Id"))
-	if e.Status != meter.StatusTimeout || e.Usage != (meter.Usage{}) {
+	if e.Status != usage.StatusTimeout || e.Usage != (usage.Tokens{}) {
 		t.Fatalf("event = %+v, want a timeout with nothing billed", e.Event)
 	}
 }
@@ -147,7 +147,7 @@ func TestUsageReachesTheClientOnlyInOpenAIShape(t *testing.T) {
 					t.Fatalf("stream does not end with one [DONE]:\n%s", got)
 				}
 				usageChunk := fmt.Sprintf(`"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d`,
-					want.PromptTokens, want.CompletionTokens, want.TotalTokens())
+					want.PromptTokens, want.CompletionTokens, want.Total())
 				if include {
 					if strings.Count(got, `"usage":{`) != 1 || !strings.Contains(got, usageChunk) {
 						t.Fatalf("want exactly one usage chunk %s…, got:\n%s", usageChunk, got)
@@ -156,7 +156,7 @@ func TestUsageReachesTheClientOnlyInOpenAIShape(t *testing.T) {
 					t.Fatalf("a client that did not ask got usage:\n%s", got)
 				}
 				e := s.event(resp.Header.Get("X-Request-Id"))
-				if e.Usage != want || e.UsageSource != meter.SourceUpstream {
+				if e.Usage != want || e.UsageSource != usage.SourceUpstream {
 					t.Fatalf("event = %+v, want upstream usage %+v", e.Event, want)
 				}
 			})
@@ -169,7 +169,7 @@ func TestNoUpstreamUsageIsEstimatedAndFlagged(t *testing.T) {
 	resp := s.post("/v1/chat/completions", chatBody(12, true, `"sim_fault":"no_usage"`))
 	got := readAll(t, resp)
 	e := s.event(resp.Header.Get("X-Request-Id"))
-	if e.UsageSource != meter.SourceEstimated || e.Usage.PromptTokens <= 0 || e.Usage.CompletionTokens <= 0 {
+	if e.UsageSource != usage.SourceEstimated || e.Usage.PromptTokens <= 0 || e.Usage.CompletionTokens <= 0 {
 		t.Fatalf("event = %+v, want an estimate", e.Event)
 	}
 	// The client asked for usage: it gets the figures it is billed.
@@ -188,9 +188,7 @@ func TestRevokedKeyIsRefused(t *testing.T) {
 	}
 	s.adminDo("GET", "/admin/v1/customers/"+s.customerID+"/keys", "", http.StatusOK, &keys)
 	s.adminDo("POST", "/admin/v1/keys/"+keys.Data[0].ID+"/revoke", "", http.StatusOK, nil)
-	if err := s.app.keys.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s.refreshKeys()
 	resp := s.post("/v1/chat/completions", chatBody(3, false, ""))
 	if env := decodeError(t, resp); resp.StatusCode != 401 || *env.Error.Code != "invalid_api_key" {
 		t.Fatalf("revoked key: %d %+v", resp.StatusCode, env)
@@ -212,7 +210,7 @@ func TestHangingUpAtDoneIsNotACancellation(t *testing.T) {
 		for sc.Scan() && sc.Text() != "data: [DONE]" {
 		}
 		resp.Body.Close() // at once, as the SDKs do
-		if e := s.event(resp.Header.Get("X-Request-Id")); e.Status != meter.StatusOK {
+		if e := s.event(resp.Header.Get("X-Request-Id")); e.Status != usage.StatusOK {
 			t.Fatalf("a complete stream closed at [DONE] was recorded %s", e.Status)
 		}
 	}

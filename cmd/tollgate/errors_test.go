@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 type errorEnvelope struct {
@@ -90,7 +90,7 @@ func TestUpstreamErrorStatusIsPassedOnAndRecorded(t *testing.T) {
 			t.Fatalf("status %d %+v, want %d", resp.StatusCode, e, status)
 		}
 		ev := s.event(resp.Header.Get("X-Request-Id"))
-		if ev.Status != meter.StatusUpstreamError || ev.HTTPStatus != status || ev.Usage != (meter.Usage{}) || ev.Cost != "0" {
+		if ev.Status != usage.StatusUpstreamError || ev.HTTPStatus != status || ev.Usage != (usage.Tokens{}) || ev.Cost != "0" {
 			t.Fatalf("event = %+v", ev)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // TestResponseHeadersWrittenAside covers the gateway's headerFlusher, which
@@ -34,7 +34,7 @@ func TestResponseHeadersWrittenAside(t *testing.T) {
 		t.Fatalf("body does not parse as the completion (%v): %.200s…", err, body)
 	}
 	e := s.event(resp.Header.Get("X-Request-Id"))
-	if e.Status != meter.StatusOK || e.HTTPStatus != 200 || e.Usage.CompletionTokens != 1500 || e.UsageSource != meter.SourceUpstream {
+	if e.Status != usage.StatusOK || e.HTTPStatus != 200 || e.Usage.CompletionTokens != 1500 || e.UsageSource != usage.SourceUpstream {
 		t.Fatalf("event = %+v", e)
 	}
 
@@ -47,7 +47,7 @@ func TestResponseHeadersWrittenAside(t *testing.T) {
 		t.Fatalf("%d data frames, want role, 300 tokens, finish, usage, [DONE]: %.300s…", n, body)
 	}
 	e = s.event(resp.Header.Get("X-Request-Id"))
-	if e.Status != meter.StatusOK || e.Usage.CompletionTokens != 300 || e.UsageSource != meter.SourceUpstream {
+	if e.Status != usage.StatusOK || e.Usage.CompletionTokens != 300 || e.UsageSource != usage.SourceUpstream {
 		t.Fatalf("event = %+v", e)
 	}
 }

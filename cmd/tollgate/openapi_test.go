@@ -341,17 +341,28 @@ func TestOpenAPIConformance(t *testing.T) {
 	h.admin("GET", "/admin/v1/customers?name=openapi-eur", "", http.StatusOK)
 	h.admin("GET", "/admin/v1/customers/"+cust, "", http.StatusOK)
 	h.admin("GET", "/admin/v1/customers/"+unknown, "", http.StatusNotFound)
+	h.do(openAPICall{base: s.admin, method: "GET", path: "/admin/v1/customers/nope", auth: testAdminToken, want: http.StatusBadRequest, invalid: true})
 	h.admin("PATCH", "/admin/v1/customers/"+cust, `{"name":"openapi-eur-2","credit_limit":null}`, http.StatusOK)
 	h.admin("PATCH", "/admin/v1/customers/"+cust, `{"credit_limit":"0"}`, http.StatusOK)
 
 	// Keys.
-	key := h.field(h.admin("POST", "/admin/v1/customers/"+cust+"/keys", `{"name":"ci","daily_limit":"10","monthly_limit":"100.5"}`, http.StatusCreated), "id")
-	h.admin("POST", "/admin/v1/customers/"+cust+"/keys", `{"name":"plain"}`, http.StatusCreated)
+	key := h.field(h.admin("POST", "/admin/v1/customers/"+cust+"/keys", `{"name":"ci","daily_limit":"10","monthly_limit":"100.5",
+		"rpm_limit":600,"tpm_limit":100000,"max_concurrent":8,"expires_at":"2030-01-01T00:00:00Z","allowed_models":["sim-pro","openai/*"]}`, http.StatusCreated), "id")
+	plain := h.field(h.admin("POST", "/admin/v1/customers/"+cust+"/keys", `{"name":"plain"}`, http.StatusCreated), "id")
+	if plain != "" {
+		h.admin("GET", "/admin/v1/keys/"+plain, "", http.StatusOK)
+		h.admin("PATCH", "/admin/v1/keys/"+plain, `{"rpm_limit":60,"allowed_models":["sim-pro"],"expires_at":"2031-01-01T00:00:00Z"}`, http.StatusOK)
+		h.admin("PATCH", "/admin/v1/keys/"+plain, `{"rpm_limit":null,"allowed_models":null,"daily_limit":"1.5","name":"plain-2"}`, http.StatusOK)
+		h.do(openAPICall{base: s.admin, method: "PATCH", path: "/admin/v1/keys/" + plain, body: `{"rpm_limit":0}`, auth: testAdminToken, want: http.StatusBadRequest, invalid: true})
+	}
+	h.admin("GET", "/admin/v1/keys/"+unknown, "", http.StatusNotFound)
+	h.admin("PATCH", "/admin/v1/keys/"+unknown, `{"name":"x"}`, http.StatusNotFound)
 	h.admin("POST", "/admin/v1/customers/"+unknown+"/keys", `{"name":"nobody's"}`, http.StatusNotFound)
 	h.admin("GET", "/admin/v1/customers/"+cust+"/keys", "", http.StatusOK)
 	if key != "" {
 		h.admin("POST", "/admin/v1/keys/"+key+"/revoke", "", http.StatusOK)
 		h.admin("POST", "/admin/v1/keys/"+key+"/revoke", "", http.StatusConflict)
+		h.admin("PATCH", "/admin/v1/keys/"+key, `{"name":"too late"}`, http.StatusConflict)
 	}
 	h.admin("GET", "/admin/v1/customers/"+cust+"/keys", "", http.StatusOK) // with revoked_at
 
@@ -409,6 +420,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	h.admin("GET", "/admin/v1/dlq?limit=10", "", http.StatusOK)
 	h.do(openAPICall{base: s.admin, method: "GET", path: "/admin/v1/dlq?limit=0", auth: testAdminToken, want: http.StatusBadRequest, invalid: true})
 	h.admin("POST", "/admin/v1/dlq/replay", `{"seqs":[]}`, http.StatusOK)
+	h.admin("POST", "/admin/v1/dlq/replay", `{"seqs":[999999]}`, http.StatusNotFound)
 
 	// The customer API, on the LLM listener with the customer's key.
 	for _, q := range []string{"", "?group_by=day&" + window, "?group_by=key&limit=1"} {

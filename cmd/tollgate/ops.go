@@ -12,25 +12,33 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// readiness is what GET /readyz answers. Each check says what it saw; Ready
-// is false (status 503) only when this process cannot do its job:
+// readiness is what GET /readyz answers: 200 when this process can do its
+// job, else 503. A process running the gateway (gateway or serve) is ready
+// while it can serve and meter: its key snapshot is loaded and its usage
+// events can go to JetStream or, NATS away, to its spool. Postgres and
+// NATS are then components whose outage it rides out, shown apart:
 //
 //   - database: "ok" or the error. The admin API and the meter worker need
-//     it; the gateway does not (it serves from its key snapshot), so a
-//     gateway-only process stays ready while Postgres is down.
+//     it; the gateway serves from its key snapshot without it.
 //   - nats: "connected" or "disconnected". The meter worker needs it; the
-//     gateway spools while it is away, and stays ready.
+//     gateway spools meanwhile.
 //   - keys: "loaded" once the gateway holds a key snapshot (not ready
 //     before).
 //   - spool: its depth and age, and "accepting": false when the gateway
 //     refuses new requests (spool full, or older than spool_max_age).
+//   - degraded: the roles of this process that cannot work now (say, in
+//     serve, "meter" and "admin" while Postgres is down), each with why.
+//
+// Without the gateway, a process is ready when none of its roles is
+// degraded.
 type readiness struct {
-	Ready    bool         `json:"ready"`
-	Roles    []string     `json:"roles"`
-	Database string       `json:"database"`
-	NATS     string       `json:"nats,omitempty"`
-	Keys     string       `json:"keys,omitempty"`
-	Spool    *spoolStatus `json:"spool,omitempty"`
+	Ready    bool              `json:"ready"`
+	Roles    []string          `json:"roles"`
+	Database string            `json:"database"`
+	NATS     string            `json:"nats,omitempty"`
+	Keys     string            `json:"keys,omitempty"`
+	Spool    *spoolStatus      `json:"spool,omitempty"`
+	Degraded map[string]string `json:"degraded,omitempty"`
 }
 
 type spoolStatus struct {
@@ -42,37 +50,55 @@ type spoolStatus struct {
 }
 
 func (a *app) readiness(ctx context.Context, r roles) readiness {
-	rd := readiness{Ready: true, Database: "ok"}
-	for name, on := range map[string]bool{"gateway": r.gateway, "meter": r.meter, "admin": r.admin} {
-		if on {
-			rd.Roles = append(rd.Roles, name)
+	rd := readiness{Database: "ok", Degraded: map[string]string{}}
+	for _, role := range []struct {
+		name string
+		on   bool
+	}{{"gateway", r.gateway}, {"meter", r.meter}, {"admin", r.admin}} {
+		if role.on {
+			rd.Roles = append(rd.Roles, role.name)
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := a.store.Ping(pctx); err != nil {
 		rd.Database = err.Error()
-		rd.Ready = rd.Ready && !(r.admin || r.meter)
+		if r.meter {
+			rd.Degraded["meter"] = "the database is unreachable: events wait in JetStream"
+		}
+		if r.admin {
+			rd.Degraded["admin"] = "the database is unreachable"
+		}
 	}
 	if a.nc != nil {
 		rd.NATS = "connected"
 		if !a.nc.IsConnected() {
 			rd.NATS = "disconnected"
-			rd.Ready = rd.Ready && !r.meter
+			if r.meter {
+				rd.Degraded["meter"] = "NATS is unreachable"
+			}
 		}
 	}
+	gatewayReady := true
 	if a.keys != nil {
 		rd.Keys = "loaded"
 		if !a.keys.Loaded() {
-			rd.Keys, rd.Ready = "not loaded", false
+			rd.Keys, gatewayReady = "not loaded", false
+			rd.Degraded["gateway"] = "the key buckets are not loaded yet"
 		}
 	}
 	if a.spool != nil {
 		n, b, age := a.spool.Stats()
 		rd.Spool = &spoolStatus{Events: n, Bytes: b, OldestSeconds: age.Seconds(), Accepting: true}
 		if err := a.sink.Accepting(); err != nil {
-			rd.Spool.Accepting, rd.Spool.Refusal, rd.Ready = false, err.Error(), false
+			rd.Spool.Accepting, rd.Spool.Refusal, gatewayReady = false, err.Error(), false
+			rd.Degraded["gateway"] = "its usage spool refuses more events: " + err.Error()
 		}
+	}
+	if r.gateway {
+		rd.Ready = gatewayReady
+	} else {
+		rd.Ready = len(rd.Degraded) == 0
 	}
 	return rd
 }

@@ -6,48 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/dashboards/metrics"
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/api"
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/keys"
 )
-
-// roles selects what a process runs.
-type roles struct{ gateway, meter, admin bool }
-
-func (r roles) all() bool { return r.gateway && r.meter && r.admin }
-
-// app is a running set of roles, wired together. Tests build one with start
-// and stop it with close.
-type app struct {
-	log       *slog.Logger
-	store     *ledger.Store
-	ns        *server.Server // embedded JetStream, when no NATS URL is set
-	nc        *nats.Conn
-	gw        *gateway.Server
-	keys      *ledger.KeySet
-	spool     *meter.Spool
-	dlq       *meter.DLQ
-	streamCfg meter.StreamConfig
-	grace     time.Duration
-	sink      *meter.DurablePublisher
-	listeners []*http.Server
-	group     *errgroup.Group
-	cancel    context.CancelFunc
-	// Addr and AdminAddr are the bound listen addresses.
-	Addr, AdminAddr string
-}
 
 func runRoles(ctx context.Context, log *slog.Logger, args []string, r roles) error {
 	path, err := configFlag("tollgate", args, r.gateway)
@@ -69,12 +37,20 @@ func runRoles(ctx context.Context, log *slog.Logger, args []string, r roles) err
 	log.Info("tollgate running", "listen", a.Addr, "admin_listen", a.AdminAddr)
 	<-ctx.Done()
 	log.Info("shutting down: finishing in-flight requests", "grace", a.grace.String())
-	return a.close()
+	began := time.Now()
+	err = a.close()
+	if err != nil {
+		log.Error("tollgate stopped with errors", "took", time.Since(began).Round(time.Millisecond).String(), "err", err)
+		return err
+	}
+	log.Info("tollgate stopped", "took", time.Since(began).Round(time.Millisecond).String())
+	return nil
 }
 
 // start opens the ledger, applies migrations when the process owns the
-// whole stack, connects to (or embeds) JetStream and starts the roles'
-// listeners and workers. It returns once every listener is bound.
+// whole stack (and refuses an unmigrated database otherwise), connects to
+// (or embeds) JetStream, and starts the roles' components. It returns once
+// every listener is bound; on error, what it started is stopped.
 func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r roles) (_ *app, err error) {
 	a := &app{log: log, grace: e.ShutdownGrace}
 	defer func() {
@@ -85,73 +61,62 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	if a.store, err = ledger.Open(ctx, e.DatabaseURL); err != nil {
 		return nil, err
 	}
+	a.started("database", 5*time.Second, func(context.Context) error { a.store.Close(); return nil })
 	if r.all() {
 		n, err := a.store.Migrate(ctx)
 		if err != nil {
 			return nil, err
 		}
 		log.Info("migrations applied", "count", n)
+	} else if err := a.store.CheckMigrated(ctx); err != nil {
+		return nil, err
 	}
 	if err := cfg.Meter.Validate(); err != nil {
 		return nil, err
 	}
 	mc := cfg.Meter
-	a.streamCfg = mc.Stream()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mm := newMeterMetrics(reg)
-	a.store.SetObserver(newLedgerMetrics(reg))
+	reg := metrics.NewRegistry()
+	mm := metrics.NewMeter(reg)
+	a.store.SetObserver(metrics.NewLedger(reg))
 	for _, p := range cfg.Prices {
 		if _, err := a.store.EnsurePrice(ctx, p); err != nil {
 			return nil, fmt.Errorf("seed price %s: %w", p.Model, err)
 		}
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a.cancel = cancel
-	a.group, runCtx = errgroup.WithContext(runCtx)
-
 	var js jetstream.JetStream
-	if r.gateway || r.meter {
-		if js, err = a.connectNATS(e, r); err != nil {
+	if r.gateway || r.meter || (r.admin && e.NATSURL != "") {
+		if js, err = a.connectNATS(e, r, mc.Sync()); err != nil {
 			return nil, err
 		}
 		// NATS may be down: the gateway then spools, and the worker waits.
 		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
-		if _, err := meter.EnsureStream(sctx, js, mc.Stream()); err != nil {
-			log.Warn("usage stream not reachable yet; events are spooled until it is", "err", err)
-		} else if a.dlq, err = meter.EnsureDLQ(sctx, js, mc.Stream()); err != nil {
+		if r.gateway || r.meter {
+			if _, err := meter.EnsureStream(sctx, js, mc.Stream()); err != nil {
+				log.Warn("usage stream not reachable yet; events are spooled until it is", "err", err)
+			}
+		}
+		if a.dlq, err = meter.EnsureDLQ(sctx, js, mc.Stream()); err != nil {
 			log.Warn("dead-letter stream not reachable yet", "err", err)
+			a.dlq = nil
 		}
 		scancel()
 	}
 	if r.meter {
 		wc := mc.Worker()
 		wc.Logger, wc.Observer = log, mm
-		a.group.Go(func() error { return runWorker(runCtx, js, a.store, wc, log) })
+		a.worker = meter.NewService(js, a.store, wc)
+		a.worker.Start()
+		a.started("meter worker", 15*time.Second, a.worker.Stop)
+	}
+	if js != nil && (r.meter || r.admin) {
+		// The meter's budget flips and the admin's key changes leave the
+		// ledger through its outbox; any number of syncers share it.
+		a.keySync = keys.NewSyncer(a.store, a.openBuckets(js, mc), log)
+		a.keySync.Start()
+		a.started("key sync", 5*time.Second, a.keySync.Stop)
 	}
 	if r.gateway {
-		a.keys = a.store.NewKeySet(log)
-		if err := a.keys.Refresh(ctx); err != nil {
-			return nil, err
-		}
-		go a.keys.Run(runCtx, time.Second)
-		if a.spool, err = meter.OpenSpool(filepath.Join(e.DataDir, "spool"), mc.SpoolMaxBytes); err != nil {
-			return nil, err
-		}
-		if n, _, _ := a.spool.Stats(); n > 0 {
-			log.Warn("spool: usage events left by an earlier run will be republished", "events", n)
-		}
-		pub := meter.NewPublisher(js, mc.Stream(), mc.PublishTimeout)
-		go a.spool.Republish(runCtx, pub, time.Second, log)
-		mm.collectSpool(a.spool)
-		a.sink = meter.NewDurablePublisher(pub, a.spool, a.nc.IsConnected, mc.SpoolMaxAge, log, mm)
-		if a.gw, err = gateway.New(cfg.Config, a.keys, a.sink, log, gateway.WithMetrics(reg)); err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		llm := chi.NewRouter()
-		api.NewSelf(a.store, a.keys, log).Routes(llm)
-		llm.Mount("/", a.gw.Handler())
-		if a.Addr, err = a.listen(e.Listen, llm); err != nil {
+		if err := a.startGateway(ctx, e, cfg, mc, js, reg, mm); err != nil {
 			return nil, err
 		}
 	}
@@ -161,23 +126,20 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		if err != nil {
 			return nil, err
 		}
-		if a.dlq == nil && !r.gateway && !r.meter && e.NATSURL != "" {
-			// The admin role alone reaches the dead-letter stream when it
-			// is given NATS.
-			if js, err := a.connectNATS(e, r); err == nil {
-				dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
-				a.dlq, _ = meter.EnsureDLQ(dctx, js, mc.Stream())
-				dcancel()
-			}
-		}
 		if a.dlq != nil {
 			adm.SetDeadLetters(a.dlq)
 		}
+		if a.keySync != nil {
+			adm.SetKeySync(a.keySync)
+		}
 		adminAPI = adm.Handler()
 	}
-	if a.AdminAddr, err = a.listen(e.AdminListen, a.opsHandler(r, reg, adminAPI, e.Pprof)); err != nil {
+	a.admin = api.NewListener(a.opsHandler(r, reg, adminAPI, e.Pprof), log)
+	if err := a.admin.Start(e.AdminListen); err != nil {
 		return nil, err
 	}
+	a.AdminAddr = a.admin.Addr()
+	a.started("admin listener", 10*time.Second, a.admin.Stop)
 	return a, nil
 }
 

@@ -11,7 +11,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"google.golang.org/genai"
 
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // streamAnthropic streams one Messages request with the official SDK from
@@ -73,9 +73,9 @@ func TestAnthropicSDKThroughGateway(t *testing.T) {
 		sameMessage(t, c.name, via, direct)
 		e := s.event(resp.Header.Get("X-Request-Id"))
 		u := direct.Usage
-		want := meter.Usage{PromptTokens: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
+		want := usage.Tokens{PromptTokens: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
 			CachedTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens, CompletionTokens: u.OutputTokens}
-		if e.Usage != want || e.UsageSource != meter.SourceUpstream || e.Endpoint != "/anthropic/v1/messages" {
+		if e.Usage != want || e.UsageSource != usage.SourceUpstream || e.Endpoint != "/anthropic/v1/messages" {
 			t.Fatalf("%s: event %+v, want usage %+v from upstream", c.name, e.Event, want)
 		}
 	}
@@ -140,9 +140,9 @@ func TestGeminiSDKThroughGateway(t *testing.T) {
 			t.Fatalf("%s: usage via the gateway %+v, direct %+v", c.name, vu, du)
 		}
 		e := s.newEvent(before)
-		want := meter.Usage{PromptTokens: int64(du.PromptTokenCount), CachedTokens: int64(du.CachedContentTokenCount),
+		want := usage.Tokens{PromptTokens: int64(du.PromptTokenCount), CachedTokens: int64(du.CachedContentTokenCount),
 			CompletionTokens: int64(du.CandidatesTokenCount + du.ThoughtsTokenCount), ReasoningTokens: int64(du.ThoughtsTokenCount)}
-		if e.Usage != want || e.UsageSource != meter.SourceUpstream {
+		if e.Usage != want || e.UsageSource != usage.SourceUpstream {
 			t.Fatalf("%s: event %+v, want usage %+v", c.name, e.Event, want)
 		}
 	}

@@ -23,7 +23,7 @@ const testAdminToken = "test-admin-token"
 // embedded JetStream, the meter worker, a fresh Postgres database and the
 // admin API, wired by the same start() that `tollgate serve` uses.
 type stack struct {
-	t       *testing.T
+	t       testing.TB
 	app     *app
 	sim     *sim.Server
 	simURL  string
@@ -60,20 +60,20 @@ func (s *stack) restart() {
 // providers "sim-anthropic" and "sim-gemini" (its native endpoints) with
 // models claude-sim and gemini-sim (the simulator's sim-pro); edit, when not
 // nil, changes the configuration before start.
-func newStack(t *testing.T, edit func(*fileConfig)) *stack {
+func newStack(t testing.TB, edit func(*fileConfig)) *stack {
 	t.Helper()
 	return newStackEnv(t, edit, nil)
 }
 
 // newStackEnv is newStack with the environment edited too (a NATS URL, a
 // data directory of the test's choosing).
-func newStackEnv(t *testing.T, edit func(*fileConfig), editEnv func(*env)) *stack {
+func newStackEnv(t testing.TB, edit func(*fileConfig), editEnv func(*env)) *stack {
 	t.Helper()
 	return newStackLogs(t, edit, editEnv, io.Discard)
 }
 
 // newStackLogs is newStackEnv with the app's JSON logs written to logs.
-func newStackLogs(t *testing.T, edit func(*fileConfig), editEnv func(*env), logs io.Writer) *stack {
+func newStackLogs(t testing.TB, edit func(*fileConfig), editEnv func(*env), logs io.Writer) *stack {
 	t.Helper()
 	s := &stack{t: t, sim: sim.New(sim.WithLogger(slog.New(slog.DiscardHandler)))}
 	simSrv := httptest.NewServer(s.sim)
@@ -136,10 +136,7 @@ func newStackLogs(t *testing.T, edit func(*fileConfig), editEnv func(*env), logs
 	}
 	s.adminDo("POST", "/admin/v1/customers/"+c.ID+"/keys", `{"name":"test"}`, http.StatusCreated, &k)
 	s.customerID, s.secret = c.ID, k.Key
-	// The gateway's key snapshot refreshes every second; take it now.
-	if err := s.app.keys.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s.refreshKeys()
 	return s
 }
 

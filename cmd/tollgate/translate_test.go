@@ -11,7 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // TestChatCompletionsTranslatedToAnthropicAndGemini sends OpenAI chat
@@ -36,7 +36,7 @@ func TestChatCompletionsTranslatedToAnthropicAndGemini(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantUsage := meter.Usage{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens,
+		wantUsage := usage.Tokens{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens,
 			CompletionTokens: want.CompletionTokens, ReasoningTokens: want.ReasoningTokens}
 		if model == "claude-sim" {
 			wantUsage.ReasoningTokens = 0 // Anthropic does not split thinking out of output_tokens
@@ -51,7 +51,7 @@ func TestChatCompletionsTranslatedToAnthropicAndGemini(t *testing.T) {
 			!strings.Contains(res.Choices[0].Message.Content, "tok") || res.Choices[0].FinishReason != "length" {
 			t.Fatalf("%s not streamed: %+v, want usage %+v", model, res, wantUsage)
 		}
-		if e := s.event(resp.Header.Get("X-Request-Id")); e.Usage != wantUsage || e.UsageSource != meter.SourceUpstream || e.Provider != map[string]string{"claude-sim": "sim-anthropic", "gemini-sim": "sim-gemini"}[model] {
+		if e := s.event(resp.Header.Get("X-Request-Id")); e.Usage != wantUsage || e.UsageSource != usage.SourceUpstream || e.Provider != map[string]string{"claude-sim": "sim-anthropic", "gemini-sim": "sim-gemini"}[model] {
 			t.Fatalf("%s not streamed: event %+v, want %+v", model, e.Event, wantUsage)
 		}
 

@@ -32,14 +32,15 @@ type fault struct {
 	cumulative    bool
 	noDone        bool
 	usageInError  bool // usage_in_error: error_after's frame carries the usage billed
+	negativeUsage bool // negative_usage: OpenAI's usage objects report every count negated
 }
 
 // plan is everything the simulator will do for one request.
 type plan struct {
 	id            string
 	created       int64  // Unix seconds
-	model         string // the model name
-	modelJSON     []byte // the model name as a JSON string
+	model         string // the model name asked for (it sets the usage profile)
+	modelJSON     []byte // the model name the response reports (sim_served_model), as a JSON string
 	stream        bool
 	includeUsage  bool // OpenAI stream_options.include_usage
 	thoughts      bool // Gemini: stream thought parts
@@ -89,6 +90,9 @@ func newPlan(c codec, sp *spec, body []byte, h http.Header, now time.Time) (*pla
 		}
 		p.delay = time.Duration(ms) * time.Millisecond
 	}
+	if v := get("sim_served_model", "X-Sim-Served-Model"); v != "" {
+		p.modelJSON, _ = json.Marshal(v) // a NUL goes out as \u0000, invalid UTF-8 as U+FFFD
+	}
 	if v := get("sim_status", "X-Sim-Status"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 400 || n > 599 {
@@ -117,6 +121,16 @@ func (p *plan) last(i int64) bool {
 	return i+1 == p.chunks && !(cut && p.fault.after == p.chunks)
 }
 
+// reported is usage u as the response reports it: every count negated
+// under negative_usage (OpenAI only; /stats still bills u).
+func (p *plan) reported(u Usage) Usage {
+	if !p.fault.negativeUsage {
+		return u
+	}
+	return Usage{PromptTokens: -u.PromptTokens, CachedTokens: -u.CachedTokens,
+		CompletionTokens: -u.CompletionTokens, ReasoningTokens: -u.ReasoningTokens}
+}
+
 // parseFault parses a comma-separated list of fault modes.
 func parseFault(v string) (fault, error) {
 	var f fault
@@ -143,6 +157,8 @@ func parseFault(v string) (fault, error) {
 			f.noDone = true
 		case "usage_in_error":
 			f.usageInError = true
+		case "negative_usage":
+			f.negativeUsage = true
 		default:
 			return fault{}, fmt.Errorf("sim_fault: unknown mode %q", mode)
 		}

@@ -116,6 +116,13 @@
 //   - sim_delay_ms / X-Sim-Delay-Ms: milliseconds slept before each content
 //     chunk and before the finish frames (OpenAI's finish chunk, Anthropic's
 //     content_block_stop; Gemini has none).
+//   - sim_served_model / X-Sim-Served-Model: the model name the response
+//     reports instead of the one asked for (OpenAI's "model" on every chunk
+//     and completion, Anthropic's message "model", Gemini's "modelVersion"):
+//     any non-empty string, written by encoding/json, so a NUL goes out as
+//     \u0000 and invalid UTF-8 as U+FFFD (a header cannot carry a NUL; the
+//     body's controls can). The usage profile still follows the model asked
+//     for, and /stats bills as without it.
 //   - sim_status / X-Sim-Status: respond with this HTTP status (400-599) and
 //     the protocol's error envelope, before anything else (it wins over
 //     faults). 429 and 503 also get Retry-After: 1.
@@ -152,6 +159,13 @@
 //     the request (prompt and cached in full, completion = reasoning + the
 //     content tokens written), whatever include_usage says; no_usage wins.
 //     Anthropic and Gemini: no effect.
+//   - negative_usage: OpenAI: every usage object the response carries (the
+//     usage chunk, the finish chunk under usage_in_finish, every chunk under
+//     cumulative_usage, the non-streamed body, usage_in_error's frame)
+//     reports each count negated: prompt_tokens, completion_tokens,
+//     total_tokens, cached_tokens and reasoning_tokens, as a hostile
+//     upstream might. /stats bills what the request really produced, as
+//     without it. Anthropic and Gemini: no effect.
 //
 // # Errors
 //
@@ -175,7 +189,8 @@
 // counted once, when it ends, under one outcome of [RequestStats]:
 //
 //   - ok (streamed or not, any of no_usage, usage_in_finish,
-//     cumulative_usage, no_done): the full usage, reported or not.
+//     cumulative_usage, no_done, negative_usage, sim_served_model): the
+//     full usage, reported or not, and whatever the figures reported.
 //   - stream_error (error_after), disconnected (disconnect_after), canceled
 //     (client went away mid-stream), stalled (stall): once the opening
 //     frames were written (for Gemini without thought parts, once the 200

@@ -122,7 +122,8 @@ func (e *openaiEncoder) finish(st *streamer) error {
 func (e *openaiEncoder) streamError(st *streamer, after int64) {
 	var u *Usage
 	if e.p.fault.usageInError && !e.p.fault.noUsage {
-		u = &e.sent
+		r := e.p.reported(e.sent)
+		u = &r
 	}
 	st.buf = appendErrorFrame(st.buf[:0], after, u)
 	if st.write(st.buf) == nil && !e.p.fault.noDone {
@@ -145,7 +146,7 @@ func (e *openaiEncoder) end(b []byte, u *Usage) []byte {
 	switch {
 	case e.p.fault.noUsage:
 	case u != nil:
-		b = appendUsage(append(b, `,"usage":`...), *u)
+		b = appendUsage(append(b, `,"usage":`...), e.p.reported(*u))
 	case e.p.includeUsage:
 		b = append(b, `,"usage":null`...)
 	}
@@ -160,7 +161,7 @@ func appendCompletion(b []byte, p *plan) []byte {
 	b = append(b, `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
 	b = append(b, p.finishReason()...)
 	b = append(b, `"}],"usage":`...)
-	b = appendUsage(b, p.usage)
+	b = appendUsage(b, p.reported(p.usage))
 	return append(b, `,"service_tier":"default","system_fingerprint":null}`...)
 }
 

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/journal"
+	"github.com/tollgate-dev/tollgate/meter/keys"
+)
+
+// roles selects what a process runs.
+type roles struct{ gateway, meter, admin bool }
+
+func (r roles) all() bool { return r.gateway && r.meter && r.admin }
+
+// app is a running set of roles: its components, each started by start
+// and stopped by close in the reverse order. Tests build one with start
+// and stop it with close.
+type app struct {
+	log         *slog.Logger
+	grace       time.Duration
+	store       *ledger.Store
+	ns          *meter.Embedded // embedded JetStream, when no NATS URL is set
+	nc          *nats.Conn
+	dlq         *meter.DLQ
+	worker      *meter.Service
+	keys        *keys.Cache  // the gateway's view of the keys
+	keySync     *keys.Syncer // publishes the ledger's key changes (meter and admin roles)
+	share       *keys.Share  // the gateways' shared limit counts
+	spool       *meter.Spool
+	dead        *meter.Spool // events that cannot be published, for the dead-letter stream
+	republisher *meter.Republisher
+	journal     *journal.Journal
+	sink        *meter.DurablePublisher
+	gw          *gateway.Server
+	admin       *api.Listener
+	stops       []stopper
+	// Addr and AdminAddr are the bound listen addresses.
+	Addr, AdminAddr string
+}
+
+// stopper stops one started component within timeout (0: the shutdown
+// grace period).
+type stopper struct {
+	name    string
+	timeout time.Duration
+	stop    func(context.Context) error
+}
+
+// started records a component to stop at close, after those started later.
+func (a *app) started(name string, timeout time.Duration, stop func(context.Context) error) {
+	a.stops = append(a.stops, stopper{name, timeout, stop})
+}
+
+// close stops every started component in the reverse order of their
+// start: the admin listener; the gateway (in-flight requests finish within
+// the grace period or are cut off, and every usage event is durable when
+// it returns); the crash journal; the republisher (its last drain, while
+// NATS is there) and the spools; the key cache and the key sync; the meter worker (it
+// writes or hands back all it was sent); NATS; the database. It is safe on
+// a partly started app, and idempotent.
+func (a *app) close() error {
+	var errs []error
+	for i := len(a.stops) - 1; i >= 0; i-- {
+		s := a.stops[i]
+		timeout := s.timeout
+		if timeout == 0 {
+			timeout = a.grace
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if err := s.stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", s.name, err))
+		}
+		cancel()
+	}
+	a.stops = nil
+	return errors.Join(errs...)
+}
+
+// stopGateway is the gateway's stop: a grace period that runs out is no
+// error of the shutdown (the streams were cut off and recorded).
+func (a *app) stopGateway(ctx context.Context) error {
+	if err := a.gw.Stop(ctx); err != nil {
+		a.log.Warn("shutdown: grace period over, requests were cut off", "grace", a.grace.String())
+	}
+	return nil
+}
+
+// closeSpool closes a spool, saying what stays in it for the next start.
+func (a *app) closeSpool(sp *meter.Spool) func(context.Context) error {
+	return func(context.Context) error {
+		if n, _, _ := sp.Stats(); n > 0 {
+			a.log.Warn("spool: records stay spooled for the next start", "records", n)
+		}
+		return sp.Close()
+	}
+}

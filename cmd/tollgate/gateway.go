@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate-dev/tollgate/dashboards/metrics"
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/journal"
+	"github.com/tollgate-dev/tollgate/meter/keys"
+)
+
+// keyLoadWait bounds how long a gateway's start waits for the key buckets.
+const keyLoadWait = 10 * time.Second
+
+// openBuckets opens (or creates) the key buckets on js.
+func (a *app) openBuckets(js jetstream.JetStream, mc meter.Config) func(context.Context) (keys.Buckets, error) {
+	return func(ctx context.Context) (keys.Buckets, error) { return keys.EnsureBuckets(ctx, js, mc.Replicas) }
+}
+
+// startGateway wires the gateway role: the key cache and the limit share, the spools and
+// their republisher, the durable publisher, the crash journal (recovering
+// what a crashed process left in it), and the LLM listener with the
+// customer API.
+func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter.Config,
+	js jetstream.JetStream, reg *prometheus.Registry, mm *metrics.Meter) error {
+	log := a.log
+	a.keys = keys.NewCache(a.openBuckets(js, mc), a.store, log)
+	lctx, cancel := context.WithTimeout(ctx, keyLoadWait)
+	if err := a.keys.Start(lctx); err != nil {
+		log.Warn("key cache: not loaded yet (NATS unreachable?); the gateway is not ready until it is, and checks keys in the ledger meanwhile", "err", err)
+	}
+	cancel()
+	a.started("key cache", 5*time.Second, a.keys.Stop)
+	var err error
+	if a.share, err = keys.NewShare(a.nc, log); err != nil {
+		return err
+	}
+	a.started("limit share", 5*time.Second, func(context.Context) error { return a.share.Close() })
+	if a.spool, err = meter.OpenSpool(filepath.Join(e.DataDir, "spool"), mc.SpoolMaxBytes); err != nil {
+		return err
+	}
+	a.started("spool", 5*time.Second, a.closeSpool(a.spool))
+	if n, _, _ := a.spool.Stats(); n > 0 {
+		log.Warn("spool: usage events left by an earlier run will be republished", "events", n)
+	}
+	if a.dead, err = meter.OpenSpool(filepath.Join(e.DataDir, "spool-dead"), 0); err != nil {
+		return err
+	}
+	a.started("dead-letter spool", 5*time.Second, a.closeSpool(a.dead))
+	pub := meter.NewPublisher(js, mc.Stream(), mc.PublishTimeout)
+	a.republisher = meter.NewRepublisher(a.spool, a.dead, pub, js, mc.Stream(), a.nc.IsConnected, time.Second, log)
+	a.republisher.Start()
+	a.started("spool republisher", 10*time.Second, a.republisher.Stop) // its last drain, NATS still there
+	mm.CollectSpool(a.spool)
+	a.sink = meter.NewDurablePublisher(pub, a.spool, a.dead, a.nc.IsConnected, mc.SpoolMaxAge, log, mm)
+	var crashed []journal.Request
+	if a.journal, crashed, err = journal.Open(filepath.Join(e.DataDir, "journal")); err != nil {
+		return err
+	}
+	a.started("crash journal", 5*time.Second, func(context.Context) error { return a.journal.Close() })
+	if a.gw, err = gateway.New(cfg.Config, gateway.Deps{Providers: providers(), Keys: a.keys, Limits: a.share, Rates: a.keys, Sink: a.sink,
+		Journal: a.journal, HiddenReasoning: a.journal.RecoveredHiddenReasoning(), Log: log, Metrics: reg}); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := a.recover(ctx, crashed); err != nil {
+		return err
+	}
+	llm := chi.NewRouter()
+	api.NewSelf(a.store, a.keys, log).Routes(llm)
+	llm.Mount("/", a.gw.Handler())
+	if err := a.gw.Start(e.Listen, llm); err != nil {
+		return err
+	}
+	a.Addr = a.gw.Addr()
+	a.started("gateway", 0, a.stopGateway)
+	return nil
+}
+
+// recover records, as crashed, the requests an earlier process left in
+// flight in the crash journal, then lets the journal forget them.
+func (a *app) recover(ctx context.Context, crashed []journal.Request) error {
+	if len(crashed) == 0 {
+		return a.journal.Release()
+	}
+	events := a.gw.Recover(crashed)
+	for i := range events {
+		if err := a.sink.Publish(ctx, &events[i]); err != nil {
+			return fmt.Errorf("recover the requests in flight at the last crash: %w", err)
+		}
+	}
+	a.log.Warn("crash journal: requests in flight when the last process died are recorded", "requests", len(events))
+	return a.journal.Release()
+}
