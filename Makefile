@@ -13,6 +13,7 @@ run: build
 
 vet:
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff >/dev/null || ($(GO) mod tidy -diff; echo 'go.mod/go.sum: run go mod tidy'; exit 1)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1)
 
 # Needs Postgres on 127.0.0.1:5432 (or TOLLGATE_TEST_DATABASE_URL) and the
@@ -28,17 +29,22 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./gateway/sse/
 	$(GO) test -run '^$$' -fuzz '^FuzzTaps$$' -fuzztime $(FUZZTIME) ./gateway/openai/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanChunk$$' -fuzztime $(FUZZTIME) ./gateway/openai/
-	$(GO) test -run '^$$' -fuzz '^FuzzLexer$$' -fuzztime $(FUZZTIME) ./gateway/jsonscan/
+	$(GO) test -run '^$$' -fuzz '^FuzzLexer$$' -fuzztime $(FUZZTIME) ./meter/usage/jsonscan/
 	$(GO) test -run '^$$' -fuzz '^FuzzTap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./gateway/anthropic/
 	$(GO) test -run '^$$' -fuzz '^FuzzTap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./gateway/gemini/
 	$(GO) test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./gateway/gemini/
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDelta$$' -fuzztime $(FUZZTIME) ./gateway/anthropic/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeEvent$$' -fuzztime $(FUZZTIME) ./meter/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./meter/usage/
+	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./meter/usage/
+	$(GO) test -run '^$$' -fuzz '^FuzzSetMember$$' -fuzztime $(FUZZTIME) ./meter/usage/jsonscan/
+	$(GO) test -run '^$$' -fuzz '^FuzzDeleteMember$$' -fuzztime $(FUZZTIME) ./meter/usage/jsonscan/
+	$(GO) test -run '^$$' -fuzz '^FuzzPending$$' -fuzztime $(FUZZTIME) ./gateway/sse/
+	$(GO) test -run '^$$' -fuzz '^FuzzEventPath$$' -fuzztime $(FUZZTIME) ./cmd/tollgate/
 
 # Every micro-benchmark of BENCHMARKS.md, five runs each, in benchstat's
 # input format (go run golang.org/x/perf/cmd/benchstat@latest bench.txt).
-BENCH_PKGS = ./gateway/ ./gateway/sse/ ./gateway/openai/ ./gateway/anthropic/ ./gateway/gemini/ ./ledger/ ./meter/
-# Fault injection (about 1-2 minutes): its own Postgres and NATS processes,
+BENCH_PKGS = ./gateway/ ./gateway/sse/ ./gateway/openai/ ./gateway/anthropic/ ./gateway/gemini/ ./ledger/ ./meter/ ./meter/usage/
+# Fault injection (about 2 minutes): its own Postgres and NATS processes,
 # killed and restarted under load; the ledger must equal upstream-sim's
 # ground truth exactly, with no event twice, and reconcile clean.
 faults:
@@ -71,7 +77,7 @@ bench-ledger:
 # profiles the drains; TOLLGATE_BENCH_METER_BATCH overrides the batch size.
 METER_EVENTS ?= 100000
 bench-meter:
-	$(GO) test -run '^$$' -bench 'EventDecode|DecodeEvent' -benchmem -count 2 ./meter/ | tee bench-meter.txt
+	$(GO) test -run '^$$' -bench 'EventDecode|BenchmarkDecode' -benchmem -count 2 ./meter/usage/ | tee bench-meter.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkMeter(Write|$$)' -benchtime $(METER_EVENTS)x -benchmem -count 2 -timeout 60m ./ledger/ | tee -a bench-meter.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkMeterLag' -benchtime 1x -count 2 -timeout 30m ./ledger/ | tee -a bench-meter.txt
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate-dev/tollgate/gateway"
@@ -70,10 +72,21 @@ func TestCompose(t *testing.T) {
 			t.Errorf("%s: port %d is not published", name, port)
 		}
 	}
+	// NATS runs deploy/nats.conf, read here by nats-server's own parser:
+	// JetStream on the /data volume, monitoring on 8222 (the health check),
+	// and an explicit sync policy, never NATS' 2-minute default.
 	nats := strings.Join(svc("nats").Command, " ")
-	if !strings.Contains(nats, "-js") || !strings.Contains(nats, "-m 8222") || !strings.Contains(nats, "-sd /data") ||
-		!hasVolume(svc("nats"), "/data") {
-		t.Errorf("nats: command %q, want JetStream with -m 8222 and its store (-sd) on a volume", nats)
+	if nats != "-c /etc/nats/nats.conf" || !hasVolume(svc("nats"), "/data") || !mountedFile(svc("nats"), "/etc/nats/nats.conf") {
+		t.Errorf("nats: command %q, want -c /etc/nats/nats.conf, mounted, with /data on a volume", nats)
+	}
+	opts, err := natsserver.ProcessConfigFile("../deploy/nats.conf")
+	if err != nil {
+		t.Fatalf("deploy/nats.conf: %v", err)
+	}
+	if !opts.JetStream || opts.StoreDir != "/data" || opts.HTTPPort != 8222 || opts.Port != 4222 ||
+		opts.SyncInterval != meter.DefaultSync.Interval || opts.SyncAlways {
+		t.Errorf("deploy/nats.conf: jetstream %v store %q http %d port %d sync %v always %v; want JetStream in /data, 8222, 4222, sync %s",
+			opts.JetStream, opts.StoreDir, opts.HTTPPort, opts.Port, opts.SyncInterval, opts.SyncAlways, meter.DefaultSync)
 	}
 	if !hasVolume(svc("postgres"), "/var/lib/postgresql/data") {
 		t.Error("postgres: no volume for its data")
@@ -236,6 +249,7 @@ func TestDockerfile(t *testing.T) {
 func TestDeployConfig(t *testing.T) {
 	p := loadCompose(t, "demo")
 	var prom struct {
+		RuleFiles     []string `yaml:"rule_files"`
 		ScrapeConfigs []struct {
 			StaticConfigs []struct{ Targets []string } `yaml:"static_configs"`
 		} `yaml:"scrape_configs"`
@@ -259,6 +273,33 @@ func TestDeployConfig(t *testing.T) {
 		if !scraped[s] {
 			t.Errorf("prometheus does not scrape %s", s)
 		}
+	}
+
+	// Prometheus runs deploy/prometheus.yml, and its rule_files load
+	// dashboards/alerts.yml, mounted into the service.
+	promSvc := p.Services["prometheus"]
+	var promConfig string
+	for _, arg := range promSvc.Command {
+		if v, ok := strings.CutPrefix(arg, "--config.file="); ok {
+			promConfig = v
+		}
+	}
+	if src := mountSource(promSvc, promConfig); src != mustAbs(t, filepath.Join(repo, "deploy/prometheus.yml")) {
+		t.Errorf("prometheus: --config.file %q is %q, want deploy/prometheus.yml mounted", promConfig, src)
+	}
+	alertsLoaded := false
+	for _, rf := range prom.RuleFiles {
+		if !path.IsAbs(rf) {
+			rf = path.Join(path.Dir(promConfig), rf)
+		}
+		src := mountSource(promSvc, rf)
+		if src == "" {
+			t.Errorf("prometheus: rule file %s is not a mounted file", rf)
+		}
+		alertsLoaded = alertsLoaded || src == mustAbs(t, "alerts.yml")
+	}
+	if !alertsLoaded {
+		t.Errorf("prometheus does not load dashboards/alerts.yml (rule_files %v)", prom.RuleFiles)
 	}
 
 	// Grafana: provisioned datasources match the dashboards' references,
@@ -376,6 +417,16 @@ func mountedFile(s types.ServiceConfig, path string) bool {
 		fi, err := os.Stat(v.Source)
 		return v.Type == types.VolumeTypeBind && v.Target == path && err == nil && !fi.IsDir()
 	})
+}
+
+// mountSource returns the file bind-mounted at target in s, or "".
+func mountSource(s types.ServiceConfig, target string) string {
+	for _, v := range s.Volumes {
+		if fi, err := os.Stat(v.Source); v.Type == types.VolumeTypeBind && v.Target == target && err == nil && !fi.IsDir() {
+			return v.Source
+		}
+	}
+	return ""
 }
 
 func portOf(addr *string) string {

@@ -207,33 +207,3 @@ func TestDashboardStructure(t *testing.T) {
 func knownDatasource(ds *datasource) bool {
 	return ds != nil && datasourceTypes[ds.UID] != "" && datasourceTypes[ds.UID] == ds.Type
 }
-
-// TestPrometheusQueries checks every PromQL expression: it parses, and
-// uses only Tollgate's metrics with their labels and label values.
-func TestPrometheusQueries(t *testing.T) {
-	n := 0
-	for _, d := range loadDashboards(t) {
-		vars := map[string]string{}
-		for _, v := range d.Templating.List {
-			vars[v.Name] = ".*"
-		}
-		for _, q := range d.queries() {
-			if q.uid != "prometheus" {
-				continue
-			}
-			n++
-			var err error
-			if strings.HasPrefix(q.text, "label_values(") {
-				err = checkLabelValues(q.text)
-			} else {
-				_, err = checkPromQL(q.text, vars)
-			}
-			if err != nil {
-				t.Errorf("%s: %v\n\t%s", q.where, err, q.text)
-			}
-		}
-	}
-	if n == 0 {
-		t.Error("no Prometheus queries found")
-	}
-}

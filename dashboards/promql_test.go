@@ -1,93 +1,72 @@
 package dashboards
 
-// A small PromQL checker. github.com/prometheus/prometheus/promql/parser
-// pulls the TSDB and an unfetchable module version into `go mod tidy`, so
-// this parses the subset of PromQL that dashboards use (selectors, range
-// and subquery brackets, offset, functions, aggregations with by/without,
-// binary operators with bool/on/ignoring/group_left/group_right) and checks
-// names against the metrics Tollgate exports.
+// PromQL expressions, the dashboards' and the alert rules', are parsed by
+// Prometheus' own parser and checked against the registry a Tollgate
+// process serves (registry_test.go): every metric exists, every label it is
+// matched or grouped on is one of its labels, and the labels that take a
+// closed set of values are matched only on those values.
 
 import (
 	"fmt"
 	"regexp"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
-)
 
-// metricLabels is every metric Tollgate exports, with its labels.
-var metricLabels = map[string][]string{
-	"tollgate_gateway_requests_total":          {"endpoint", "provider", "model", "status"},
-	"tollgate_gateway_responses_total":         {"endpoint", "code"},
-	"tollgate_gateway_tokens_total":            {"provider", "model", "class"},
-	"tollgate_gateway_ttft_seconds_bucket":     {"provider", "model", "le"},
-	"tollgate_gateway_duration_seconds_bucket": {"provider", "model", "stream", "le"},
-	"tollgate_gateway_upstream_errors_total":   {"provider", "kind"},
-	"tollgate_gateway_usage_source_total":      {"source"},
-	"tollgate_gateway_in_flight":               {},
-	"tollgate_meter_publish_seconds_bucket":    {"le"},
-	"tollgate_meter_publish_failures_total":    {},
-	"tollgate_meter_spool_events":              {},
-	"tollgate_meter_spool_bytes":               {},
-	"tollgate_meter_spool_oldest_seconds":      {},
-	"tollgate_meter_consumer_pending":          {},
-	"tollgate_meter_consumer_ack_pending":      {},
-	"tollgate_meter_redeliveries_total":        {},
-	"tollgate_meter_batch_size_bucket":         {"le"},
-	"tollgate_meter_write_seconds_bucket":      {"le"},
-	"tollgate_meter_events_written_total":      {},
-	"tollgate_meter_duplicates_total":          {},
-	"tollgate_meter_dead_letters_total":        {"reason"},
-	"tollgate_ledger_unpriced_events_total":    {},
-	"tollgate_ledger_rating_errors_total":      {},
-}
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/tollgate-dev/tollgate/dashboards/metrics"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
 
 // targetLabels are added by Prometheus (deploy/prometheus.yml) to every series.
 var targetLabels = []string{"job", "instance", "role"}
 
-// labelValues are the closed sets of values some labels take.
-var labelValues = map[string][]string{
-	"status": {"ok", "upstream_error", "client_cancelled", "timeout", "cut_off"},
-	"class":  {"prompt", "cached", "cache_write", "completion", "reasoning"},
-	"source": {"upstream", "partial", "estimated"},
-	"stream": {"true", "false"},
+// closedValues are the labels that take a closed set of values: the usage
+// event's statuses and sources, the dead-letter reasons (whose series the
+// registry holds from the start), and the gateway's token classes, stream
+// flags and upstream error kinds (gateway/metrics.go).
+func closedValues(t *testing.T, known exposed) map[string][]string {
+	t.Helper()
+	var statuses, sources []string
+	for _, s := range []usage.Status{usage.StatusOK, usage.StatusUpstreamError, usage.StatusClientCancelled,
+		usage.StatusTimeout, usage.StatusCutOff, usage.StatusCrashed} {
+		statuses = append(statuses, string(s))
+	}
+	for _, s := range []usage.Source{usage.SourceUpstream, usage.SourcePartial, usage.SourceEstimated} {
+		sources = append(sources, string(s))
+	}
+	if !slices.Contains(known["tollgate_meter_dead_letters_total"], "reason") {
+		t.Fatal("the registry has no tollgate_meter_dead_letters_total{reason}")
+	}
+	return map[string][]string{
+		"status": statuses,
+		"source": sources,
+		"reason": metrics.DeadLetterReasons,
+		"class":  {"prompt", "cached", "cache_write", "completion", "reasoning"},
+		"stream": {"true", "false"},
+		"kind":   {"timeout", "refused", "stream_error"},
+	}
 }
 
-var aggregations = map[string]bool{"sum": true, "avg": true, "min": true, "max": true, "count": true,
-	"group": true, "stddev": true, "stdvar": true, "topk": true, "bottomk": true, "quantile": true, "count_values": true}
-
-// functions maps a function to its arguments' types: v instant vector,
-// m range vector, s scalar, t string; a trailing "?" makes the rest optional.
-var functions = map[string]string{
-	"rate": "m", "irate": "m", "increase": "m", "delta": "m", "idelta": "m", "deriv": "m", "changes": "m", "resets": "m",
-	"avg_over_time": "m", "max_over_time": "m", "min_over_time": "m", "sum_over_time": "m", "count_over_time": "m",
-	"last_over_time": "m", "quantile_over_time": "sm", "histogram_quantile": "sv", "abs": "v", "ceil": "v",
-	"floor": "v", "round": "v?s", "clamp": "vss", "clamp_min": "vs", "clamp_max": "vs", "absent": "v", "scalar": "v",
-	"vector": "s", "time": "", "timestamp": "v", "sort": "v", "sort_desc": "v", "sqrt": "v", "ln": "v", "log10": "v",
-	"label_replace": "vtttt", "label_join": "vttt?tttttt",
+// checker checks PromQL against the registry.
+type checker struct {
+	known  exposed
+	closed map[string][]string
 }
 
-type ptype byte // 'v' instant vector, 'm' range vector, 's' scalar, 't' string
-
-type pqParser struct {
-	toks    []string
-	pos     int
-	metrics map[string]bool
-	grouped []string // labels named in by/without/on/ignoring/group_*
+func newChecker(t *testing.T) *checker {
+	known := registeredMetrics(t)
+	return &checker{known: known, closed: closedValues(t, known)}
 }
 
-var tokenRE = regexp.MustCompile(`^(?:\s+|"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|` + "`[^`]*`" +
-	`|[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?(?:ms|[smhdwy])?(?:[0-9]+(?:ms|[smhdwy]))*|[a-zA-Z_][a-zA-Z0-9_:]*|==|!=|=~|!~|<=|>=|[-+*/%^<>=(){}\[\],:])`)
+var wordRE = regexp.MustCompile(`^\w+$`)
 
-var (
-	durationRE = regexp.MustCompile(`^(?:[0-9]+(?:ms|[smhdwy]))+$`)
-	wordRE     = regexp.MustCompile(`^\w+$`)
-)
-
-// checkPromQL parses expr, with Grafana's $__rate_interval, $__interval and
+// check parses expr, with Grafana's $__rate_interval, $__interval and
 // $__range and the given template variables substituted, and returns the
 // metrics it uses.
-func checkPromQL(expr string, vars map[string]string) ([]string, error) {
+func (c *checker) check(expr string, vars map[string]string) ([]string, error) {
 	for _, v := range []string{"$__rate_interval", "$__interval", "$__range"} {
 		expr = strings.ReplaceAll(expr, v, "5m")
 	}
@@ -97,353 +76,170 @@ func checkPromQL(expr string, vars map[string]string) ([]string, error) {
 	if i := strings.IndexByte(expr, '$'); i >= 0 {
 		return nil, fmt.Errorf("unknown variable at %q", expr[i:])
 	}
-	p := &pqParser{metrics: map[string]bool{}}
-	for rest := expr; rest != ""; {
-		m := tokenRE.FindString(rest)
-		if m == "" {
-			return nil, fmt.Errorf("unexpected character at %q", rest)
-		}
-		if strings.TrimSpace(m) != "" {
-			p.toks = append(p.toks, m)
-		}
-		rest = rest[len(m):]
-	}
-	if _, err := p.expr(); err != nil {
+	ast, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
 		return nil, err
 	}
-	if p.pos < len(p.toks) {
-		return nil, fmt.Errorf("unexpected %q after the expression", p.toks[p.pos])
-	}
-	if len(p.metrics) == 0 {
-		return nil, fmt.Errorf("uses no metric")
-	}
-	allowed := map[string]bool{}
-	var names []string
-	for m := range p.metrics {
-		names = append(names, m)
-		for _, l := range metricLabels[m] {
-			allowed[l] = true
-		}
-	}
-	for _, l := range p.grouped {
-		if !allowed[l] && !contains(targetLabels, l) {
-			return nil, fmt.Errorf("groups by %q, a label none of %v has", l, names)
-		}
-	}
-	return names, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func (p *pqParser) peek() string {
-	if p.pos < len(p.toks) {
-		return p.toks[p.pos]
-	}
-	return ""
-}
-
-func (p *pqParser) next() string { t := p.peek(); p.pos++; return t }
-
-func (p *pqParser) expect(tok string) error {
-	if got := p.next(); got != tok {
-		return fmt.Errorf("want %q, got %q", tok, got)
-	}
-	return nil
-}
-
-func isIdent(t string) bool {
-	return t != "" && (t[0] == '_' || t[0] == ':' || t[0] >= 'a' && t[0] <= 'z' || t[0] >= 'A' && t[0] <= 'Z')
-}
-
-var binops = map[string]bool{"+": true, "-": true, "*": true, "/": true, "%": true, "^": true, "==": true, "!=": true,
-	"<": true, ">": true, "<=": true, ">=": true, "and": true, "or": true, "unless": true}
-
-func (p *pqParser) expr() (ptype, error) {
-	left, err := p.unary()
-	for err == nil && binops[p.peek()] {
-		op := p.next()
-		if p.peek() == "bool" {
-			p.next()
-		}
-		if k := p.peek(); k == "on" || k == "ignoring" {
-			p.next()
-			if err := p.labelList(); err != nil {
-				return 0, err
+	var used, grouped []string
+	parser.Inspect(ast, func(n parser.Node, _ []parser.Node) error {
+		switch n := n.(type) {
+		case *parser.VectorSelector:
+			if e := c.selector(n); e != nil && err == nil {
+				err = e
 			}
-			if k := p.peek(); k == "group_left" || k == "group_right" {
-				p.next()
-				if p.peek() == "(" {
-					if err := p.labelList(); err != nil {
-						return 0, err
-					}
-				}
+			used = append(used, n.Name)
+		case *parser.AggregateExpr:
+			grouped = append(grouped, n.Grouping...)
+		case *parser.BinaryExpr:
+			if vm := n.VectorMatching; vm != nil {
+				grouped = append(grouped, vm.MatchingLabels...)
+				grouped = append(grouped, vm.Include...)
 			}
-		}
-		var right ptype
-		if right, err = p.unary(); err != nil {
-			break
-		}
-		if left == 'm' || right == 'm' || left == 't' || right == 't' {
-			return 0, fmt.Errorf("operator %s on a range vector or string", op)
-		}
-		if right == 'v' {
-			left = 'v'
-		}
-	}
-	return left, err
-}
-
-func (p *pqParser) unary() (ptype, error) {
-	if t := p.peek(); t == "-" || t == "+" {
-		p.next()
-		return p.unary()
-	}
-	typ, err := p.primary()
-	for err == nil {
-		switch p.peek() {
-		case "[":
-			p.next()
-			if d := p.next(); !durationRE.MatchString(d) {
-				return 0, fmt.Errorf("bad range duration %q", d)
-			}
-			subquery := p.peek() == ":"
-			if subquery {
-				p.next()
-				if durationRE.MatchString(p.peek()) {
-					p.next()
-				}
-			}
-			if err := p.expect("]"); err != nil {
-				return 0, err
-			}
-			if typ != 'v' || (!subquery && p.toks[p.pos-4] != "}" && !isIdent(p.toks[p.pos-4])) {
-				return 0, fmt.Errorf("a range needs a vector selector (or a subquery)")
-			}
-			typ = 'm'
-		case "offset":
-			p.next()
-			if d := p.next(); !durationRE.MatchString(strings.TrimPrefix(d, "-")) {
-				return 0, fmt.Errorf("bad offset %q", d)
-			}
-		default:
-			return typ, nil
-		}
-	}
-	return typ, err
-}
-
-func (p *pqParser) primary() (ptype, error) {
-	t := p.next()
-	switch {
-	case t == "":
-		return 0, fmt.Errorf("unexpected end of expression")
-	case t == "(":
-		typ, err := p.expr()
-		if err == nil {
-			err = p.expect(")")
-		}
-		return typ, err
-	case t[0] == '"' || t[0] == '\'' || t[0] == '`':
-		return 't', nil
-	case t[0] >= '0' && t[0] <= '9' || t[0] == '.':
-		if _, err := strconv.ParseFloat(t, 64); err != nil {
-			return 0, fmt.Errorf("bad number %q", t)
-		}
-		return 's', nil
-	case t == "{":
-		return 'v', p.matchers("")
-	case !isIdent(t):
-		return 0, fmt.Errorf("unexpected %q", t)
-	case aggregations[t]:
-		return p.aggregation(t)
-	case p.peek() == "(" && functions[t] != "" || t == "time":
-		return p.call(t)
-	case p.peek() == "(":
-		return 0, fmt.Errorf("unknown function %s", t)
-	}
-	if _, ok := metricLabels[t]; !ok {
-		return 0, fmt.Errorf("unknown metric %s", t)
-	}
-	p.metrics[t] = true
-	if p.peek() == "{" {
-		p.next()
-		return 'v', p.matchers(t)
-	}
-	return 'v', nil
-}
-
-// matchers parses label matchers after "{" through "}".
-func (p *pqParser) matchers(metric string) error {
-	for p.peek() != "}" {
-		label, op, val := p.next(), p.next(), p.next()
-		if !isIdent(label) || (op != "=" && op != "!=" && op != "=~" && op != "!~") || val == "" || val[0] != '"' {
-			return fmt.Errorf("bad label matcher %s%s%s", label, op, val)
-		}
-		if metric != "" && !contains(metricLabels[metric], label) && !contains(targetLabels, label) {
-			return fmt.Errorf("%s has no label %q", metric, label)
-		}
-		if allowed := labelValues[label]; allowed != nil {
-			s, err := strconv.Unquote(val)
-			if err != nil {
-				return err
-			}
-			values := []string{s}
-			if op == "=~" || op == "!~" {
-				values = strings.Split(s, "|")
-			}
-			for _, v := range values {
-				if wordRE.MatchString(v) && !contains(allowed, v) {
-					return fmt.Errorf("label %s has no value %q (it takes %v)", label, v, allowed)
-				}
-			}
-		}
-		if p.peek() == "," {
-			p.next()
-		}
-	}
-	p.next()
-	return nil
-}
-
-func (p *pqParser) labelList() error {
-	if err := p.expect("("); err != nil {
-		return err
-	}
-	for p.peek() != ")" {
-		l := p.next()
-		if !isIdent(l) {
-			return fmt.Errorf("bad label %q in a grouping", l)
-		}
-		p.grouped = append(p.grouped, l)
-		if p.peek() == "," {
-			p.next()
-		}
-	}
-	p.next()
-	return nil
-}
-
-func (p *pqParser) aggregation(name string) (ptype, error) {
-	grouping := func() error {
-		if k := p.peek(); k == "by" || k == "without" {
-			p.next()
-			return p.labelList()
 		}
 		return nil
-	}
-	if err := grouping(); err != nil {
-		return 0, err
-	}
-	if err := p.expect("("); err != nil {
-		return 0, err
-	}
-	if name == "topk" || name == "bottomk" || name == "quantile" || name == "count_values" {
-		if _, err := p.expr(); err != nil {
-			return 0, err
-		}
-		if err := p.expect(","); err != nil {
-			return 0, err
-		}
-	}
-	typ, err := p.expr()
+	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	if typ != 'v' {
-		return 0, fmt.Errorf("%s needs an instant vector", name)
+	if len(used) == 0 {
+		return nil, fmt.Errorf("uses no metric")
 	}
-	if err := p.expect(")"); err != nil {
-		return 0, err
+	slices.Sort(used)
+	used = slices.Compact(used)
+	for _, l := range grouped {
+		if !slices.Contains(targetLabels, l) && !slices.ContainsFunc(used, func(m string) bool { return slices.Contains(c.known[m], l) }) {
+			return nil, fmt.Errorf("groups by %q, a label none of %v has", l, used)
+		}
 	}
-	return 'v', grouping()
+	return used, nil
 }
 
-func (p *pqParser) call(name string) (ptype, error) {
-	if err := p.expect("("); err != nil {
-		return 0, err
+// selector checks one vector selector: its metric, its labels and their values.
+func (c *checker) selector(vs *parser.VectorSelector) error {
+	if vs.Name == "" {
+		return fmt.Errorf("selector %s names no metric", vs)
 	}
-	var args []ptype
-	for p.peek() != ")" {
-		if len(args) > 0 {
-			if err := p.expect(","); err != nil {
-				return 0, err
+	have, ok := c.known[vs.Name]
+	if !ok {
+		return fmt.Errorf("unknown metric %s", vs.Name)
+	}
+	for _, m := range vs.LabelMatchers {
+		if m.Name == labels.MetricName {
+			continue
+		}
+		if !slices.Contains(have, m.Name) && !slices.Contains(targetLabels, m.Name) {
+			return fmt.Errorf("%s has no label %q (it has %v)", vs.Name, m.Name, have)
+		}
+		allowed := c.closed[m.Name]
+		if allowed == nil {
+			continue
+		}
+		values := []string{m.Value}
+		if m.Type == labels.MatchRegexp || m.Type == labels.MatchNotRegexp {
+			values = strings.Split(m.Value, "|")
+		}
+		for _, v := range values {
+			if wordRE.MatchString(v) && !slices.Contains(allowed, v) {
+				return fmt.Errorf("label %s has no value %q (it takes %v)", m.Name, v, allowed)
 			}
 		}
-		typ, err := p.expr()
-		if err != nil {
-			return 0, err
-		}
-		args = append(args, typ)
 	}
-	p.next()
-	req, opt, _ := strings.Cut(functions[name], "?")
-	if len(args) < len(req) || len(args) > len(req)+len(opt) {
-		return 0, fmt.Errorf("%s: %d arguments, want %d to %d", name, len(args), len(req), len(req)+len(opt))
-	}
-	for i, a := range args {
-		if ptype((req + opt)[i]) != a {
-			return 0, fmt.Errorf("%s: argument %d has the wrong type (%c, signature %s)", name, i+1, a, functions[name])
-		}
-	}
-	return 'v', nil
+	return nil
 }
 
+var labelValuesRE = regexp.MustCompile(`^label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,\s*([a-zA-Z_]\w*)\s*\)$`)
+
 // checkLabelValues checks a Grafana label_values(metric, label) query.
-func checkLabelValues(q string) error {
-	m := regexp.MustCompile(`^label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,\s*([a-zA-Z_]\w*)\s*\)$`).FindStringSubmatch(q)
+func (c *checker) checkLabelValues(q string) error {
+	m := labelValuesRE.FindStringSubmatch(q)
 	if m == nil {
 		return fmt.Errorf("want label_values(metric, label)")
 	}
-	if labels, ok := metricLabels[m[1]]; !ok || !contains(labels, m[2]) {
+	if labels, ok := c.known[m[1]]; !ok || !slices.Contains(labels, m[2]) {
 		return fmt.Errorf("%s has no label %s", m[1], m[2])
 	}
 	return nil
 }
 
+// TestPrometheusQueries checks every PromQL expression of the dashboards:
+// it parses, and uses only Tollgate's metrics with their labels and label
+// values.
+func TestPrometheusQueries(t *testing.T) {
+	c := newChecker(t)
+	n := 0
+	for _, d := range loadDashboards(t) {
+		vars := map[string]string{}
+		for _, v := range d.Templating.List {
+			vars[v.Name] = ".*"
+		}
+		for _, q := range d.queries() {
+			if q.uid != "prometheus" {
+				continue
+			}
+			n++
+			var err error
+			if strings.HasPrefix(q.text, "label_values(") {
+				err = c.checkLabelValues(q.text)
+			} else {
+				_, err = c.check(q.text, vars)
+			}
+			if err != nil {
+				t.Errorf("%s: %v\n\t%s", q.where, err, q.text)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no Prometheus queries found")
+	}
+}
+
 // TestPromQLChecker checks the checker itself.
 func TestPromQLChecker(t *testing.T) {
+	c := newChecker(t)
 	good := []string{
 		`sum by (status) (rate(tollgate_gateway_requests_total{model=~"$model"}[$__rate_interval]))`,
 		`histogram_quantile(0.99, sum by (le, stream) (rate(tollgate_gateway_duration_seconds_bucket[5m])))`,
 		`sum(rate(tollgate_gateway_tokens_total{class="cached"}[5m])) / sum(rate(tollgate_gateway_tokens_total{class="prompt"}[5m]))`,
-		`sum(increase(tollgate_meter_dead_letters_total[$__range])) > bool 0`,
+		`sum(increase(tollgate_meter_dead_letters_total{reason="unpublishable"}[$__range])) > bool 0`,
 		`sum by (source) (rate(tollgate_gateway_usage_source_total[5m])) / ignoring(source) group_left sum(rate(tollgate_gateway_usage_source_total[5m]))`,
 		`max(tollgate_meter_spool_oldest_seconds offset 1h) * 2`,
 		`max_over_time(sum(tollgate_gateway_in_flight)[1h:1m])`,
 		`topk(5, sum by (model) (rate(tollgate_gateway_requests_total{status!="ok"}[5m])))`,
+		`sum(rate(tollgate_meter_write_seconds_sum[5m])) / sum(rate(tollgate_meter_write_seconds_count[5m]))`,
+		`sum by (instance) (rate(tollgate_gateway_requests_total{status="crashed", role="gateway"}[5m]))`,
+		`process_resident_memory_bytes{role="meter"}`,
 	}
 	for _, e := range good {
-		if _, err := checkPromQL(e, map[string]string{"model": ".*"}); err != nil {
+		if _, err := c.check(e, map[string]string{"model": ".*"}); err != nil {
 			t.Errorf("%s: %v", e, err)
 		}
 	}
 	bad := map[string]string{
-		`sum(rate(tollgate_gateway_request_total[5m]))`:                  "unknown metric",
-		`sum(rate(tollgate_gateway_requests_total{modle="x"}[5m]))`:      "no label",
-		`sum(rate(tollgate_gateway_requests_total{status="error"}[5m]))`: "no value",
-		`sum by (reason) (rate(tollgate_gateway_requests_total[5m]))`:    "groups by",
-		`sum(rate(tollgate_gateway_requests_total[5m])`:                  "want",
-		`rate(tollgate_gateway_requests_total)`:                          "wrong type",
-		`clamp_min(tollgate_gateway_in_flight)`:                          "arguments",
-		`sum(tollgate_gateway_requests_total[5m])`:                       "instant vector",
-		`sum(rate(tollgate_gateway_requests_total[5x]))`:                 "duration",
-		`sum(rate(tollgate_gateway_requests_total[$window]))`:            "unknown variable",
-		`histogram_quantile(sum(tollgate_meter_batch_size_bucket), 0.5)`: "wrong type",
+		`sum(rate(tollgate_gateway_request_total[5m]))`:                         "unknown metric",
+		`sum(rate(tollgate_gateway_duration_seconds[5m]))`:                      "unknown metric",
+		`sum(rate(tollgate_gateway_requests_total{modle="x"}[5m]))`:             "no label",
+		`sum(rate(tollgate_gateway_requests_total{status="error"}[5m]))`:        "no value",
+		`sum(rate(tollgate_meter_dead_letters_total{reason=~"refused|x"}[5m]))`: "no value",
+		`sum by (reason) (rate(tollgate_gateway_requests_total[5m]))`:           "groups by",
+		`sum(rate(tollgate_gateway_requests_total[5m])`:                         "unclosed",
+		`rate(tollgate_gateway_requests_total)`:                                 "expected type range vector",
+		`clamp_min(tollgate_gateway_in_flight)`:                                 "expected 2 argument",
+		`sum(tollgate_gateway_requests_total[5m])`:                              "expected type instant vector",
+		`sum(rate(tollgate_gateway_requests_total[$window]))`:                   "unknown variable",
 		`1 + 2`:         "no metric",
 		`frobnicate(1)`: "unknown function",
-		`tollgate_gateway_in_flight tollgate_gateway_in_flight`: "after the expression",
+		`{status="ok"}`: "names no metric",
 	}
 	for e, want := range bad {
-		_, err := checkPromQL(e, nil)
+		_, err := c.check(e, nil)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got error %v, want one containing %q", e, err, want)
 		}
+	}
+	if err := c.checkLabelValues(`label_values(tollgate_gateway_requests_total, model)`); err != nil {
+		t.Error(err)
+	}
+	if err := c.checkLabelValues(`label_values(tollgate_meter_spool_events, model)`); err == nil {
+		t.Error("label_values of a label the metric lacks passed")
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
-	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // The time range the macros expand to: the last 30 days, and a day ahead.
@@ -256,7 +256,7 @@ func fillLedger(ctx context.Context, t *testing.T, s *ledger.Store) map[string]s
 		credit string
 	}{{"acme", limit("100"), "50"}, {"globex", limit("2"), "1"}, {"initech", nil, ""}}
 	ids := map[string]string{}
-	var events []meter.Event
+	var events []usage.Event
 	for ci, c := range custs {
 		cust, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: c.name, CreditLimit: c.limit})
 		if err != nil {
@@ -276,13 +276,13 @@ func fillLedger(ctx context.Context, t *testing.T, s *ledger.Store) map[string]s
 		// Every 5 hours over 5 days, the first one just now: this month
 		// has usage whatever the day.
 		for i := range 24 {
-			events = append(events, meter.Event{
-				Version: meter.SchemaVersion, ID: uuid.NewString(), Time: now.Add(-time.Duration(i) * 5 * time.Hour),
+			events = append(events, usage.Event{
+				Version: usage.SchemaVersion, ID: uuid.NewString(), Time: now.Add(-time.Duration(i) * 5 * time.Hour),
 				CustomerID: cust.ID, KeyID: key.ID, Provider: "openai",
 				Model:    []string{"gpt-test", "claude-test", "mystery-model"}[(i+ci)%3],
-				Endpoint: "/v1/chat/completions", Stream: i%2 == 0, Status: meter.StatusOK, HTTPStatus: 200,
-				FinishReason: "stop", UsageSource: meter.SourceUpstream, TTFTMillis: 300, DurationMillis: 2000,
-				Usage: meter.Usage{PromptTokens: int64(1000 + 100*i), CachedTokens: 400,
+				Endpoint: "/v1/chat/completions", Stream: i%2 == 0, Status: usage.StatusOK, HTTPStatus: 200,
+				FinishReason: "stop", UsageSource: usage.SourceUpstream, TTFTMillis: 300, DurationMillis: 2000,
+				Usage: usage.Tokens{PromptTokens: int64(1000 + 100*i), CachedTokens: 400,
 					CompletionTokens: int64(300 + 10*i), ReasoningTokens: 120},
 			})
 		}

@@ -1,0 +1,77 @@
+package dashboards
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// alertRules is dashboards/alerts.yml as far as these tests read it.
+type alertRules struct {
+	Groups []struct {
+		Name  string
+		Rules []struct {
+			Alert, Record, Expr, For string
+			Labels                   map[string]string
+			Annotations              map[string]string
+		}
+	}
+}
+
+// TestAlertRules checks every rule of alerts.yml against the metric
+// registry, as the dashboards' queries are, and what an operator needs
+// from each alert: a severity, a summary and a description.
+func TestAlertRules(t *testing.T) {
+	var rules alertRules
+	readYAML(t, "dashboards/alerts.yml", &rules, false)
+	c := newChecker(t)
+	alerts := map[string]bool{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			where := g.Name + ": " + r.Alert + r.Record
+			if _, err := c.check(r.Expr, nil); err != nil {
+				t.Errorf("%s: %v\n\t%s", where, err, r.Expr)
+			}
+			if r.Alert == "" {
+				continue
+			}
+			alerts[r.Alert] = true
+			if s := r.Labels["severity"]; s != "warning" && s != "critical" {
+				t.Errorf("%s: severity %q, want warning or critical", where, s)
+			}
+			if r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+				t.Errorf("%s: wants a summary and a description", where)
+			}
+		}
+	}
+	for _, want := range []string{"TollgateSpoolGrowing", "TollgateSpoolNotDraining", "TollgateMeterLagging",
+		"TollgateMeterStalled", "TollgateDeadLetters", "TollgateUnpricedEvents", "TollgateUpstreamErrors"} {
+		if !alerts[want] {
+			t.Errorf("alerts.yml has no %s", want)
+		}
+	}
+}
+
+// TestPromtool validates alerts.yml with promtool (Debian's prometheus
+// package; .ci/run installs it) and runs the rules' unit tests in
+// testdata/alerts_test.yml. Under CI it fails when promtool is missing.
+func TestPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			t.Fatalf("promtool is not installed (apt-get install prometheus): %v", err)
+		}
+		t.Skip("promtool is not installed: apt-get install prometheus to check alerts.yml (under CI=true this fails)")
+	}
+	for _, args := range [][]string{
+		{"check", "rules", "alerts.yml"},
+		{"test", "rules", filepath.Join("testdata", "alerts_test.yml")},
+	} {
+		out, err := exec.CommandContext(t.Context(), promtool, args...).CombinedOutput()
+		if err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+// Package metrics exports the metering pipeline's and the ledger's
+// measurements as Prometheus series: tollgate_meter_* (a meter.Observer) and
+// tollgate_ledger_* (a ledger.Observer). The gateway registers its own
+// tollgate_gateway_* series (gateway.Deps.Metrics).
+//
+// meter and ledger report only through their small Observer interfaces and
+// never import this package; cmd/tollgate wires it. The series' names, help
+// texts, types and labels are a contract: the dashboards and the alert rules
+// in dashboards/ read them, and their tests check every query against the
+// registry these constructors fill.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// NewRegistry returns the registry every Tollgate process serves on
+// /metrics, with the Go runtime's and the process's collectors registered.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// DeadLetterReasons are the reasons meter.Observer.DeadLetter is called
+// with: the worker's "undecodable", "refused" and "max_deliver", and the
+// durable publisher's "unpublishable". Each has its series from the start,
+// at 0, so that the first dead letter shows as an increase.
+var DeadLetterReasons = []string{"undecodable", "refused", "max_deliver", "unpublishable"}
+
+// Meter exports the metering pipeline's measurements (meter.Observer) as
+// tollgate_meter_* series.
+type Meter struct {
+	publish        prometheus.Histogram
+	publishFailed  prometheus.Counter
+	batchSize      prometheus.Histogram
+	write          prometheus.Histogram
+	written        prometheus.Counter
+	duplicates     prometheus.Counter
+	redeliveries   prometheus.Counter
+	deadLetters    *prometheus.CounterVec
+	pending        prometheus.Gauge
+	ackPending     prometheus.Gauge
+	reg            prometheus.Registerer
+	spoolCollected bool
+}
+
+var _ meter.Observer = (*Meter)(nil)
+
+// NewMeter registers the meter's series with reg.
+func NewMeter(reg prometheus.Registerer) *Meter {
+	o := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: "tollgate", Subsystem: "meter", Name: name, Help: help}
+	}
+	h := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "tollgate", Subsystem: "meter", Name: name, Help: help, Buckets: buckets})
+	}
+	secs := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+	m := &Meter{
+		publish:       h("publish_seconds", "Time to publish one usage event and get its PubAck.", secs),
+		publishFailed: prometheus.NewCounter(prometheus.CounterOpts(o("publish_failures_total", "Publishes that failed or timed out (the event was spooled)."))),
+		batchSize:     h("batch_size", "Events per ledger transaction.", prometheus.ExponentialBuckets(1, 2, 14)),
+		write:         h("write_seconds", "Time to write one batch to the ledger (commit included).", secs),
+		written:       prometheus.NewCounter(prometheus.CounterOpts(o("events_written_total", "Events stored in the ledger (new ones)."))),
+		duplicates:    prometheus.NewCounter(prometheus.CounterOpts(o("duplicates_total", "Deliveries the ledger refused as already stored."))),
+		redeliveries:  prometheus.NewCounter(prometheus.CounterOpts(o("redeliveries_total", "Messages delivered more than once to a worker."))),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts(o("dead_letters_total", "Messages set aside in the dead-letter stream, by reason.")),
+			[]string{"reason"}),
+		pending:    prometheus.NewGauge(prometheus.GaugeOpts(o("consumer_pending", "Events in the usage stream not yet delivered to a worker."))),
+		ackPending: prometheus.NewGauge(prometheus.GaugeOpts(o("consumer_ack_pending", "Events delivered and not yet acknowledged."))),
+		reg:        reg,
+	}
+	for _, r := range DeadLetterReasons {
+		m.deadLetters.WithLabelValues(r)
+	}
+	reg.MustRegister(m.publish, m.publishFailed, m.batchSize, m.write, m.written, m.duplicates, m.redeliveries,
+		m.deadLetters, m.pending, m.ackPending)
+	return m
+}
+
+// CollectSpool exposes the spool's depth and age; only the first call
+// registers them.
+func (m *Meter) CollectSpool(s *meter.Spool) {
+	if m.spoolCollected {
+		return
+	}
+	m.spoolCollected = true
+	g := func(name, help string, f func() float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "meter", Name: name, Help: help}, f))
+	}
+	g("spool_events", "Usage events in the local spool, waiting for NATS.", func() float64 { n, _, _ := s.Stats(); return float64(n) })
+	g("spool_bytes", "Bytes in the local spool.", func() float64 { _, b, _ := s.Stats(); return float64(b) })
+	g("spool_oldest_seconds", "Age of the oldest spooled event (0 when empty).", func() float64 { _, _, a := s.Stats(); return a.Seconds() })
+}
+
+// Published implements meter.Observer.
+func (m *Meter) Published(took time.Duration, err error) {
+	if err != nil {
+		m.publishFailed.Inc()
+		return
+	}
+	m.publish.Observe(took.Seconds())
+}
+
+// BatchWritten implements meter.Observer.
+func (m *Meter) BatchWritten(events, stored int, took time.Duration) {
+	m.batchSize.Observe(float64(events))
+	m.write.Observe(took.Seconds())
+	m.written.Add(float64(stored))
+	m.duplicates.Add(float64(events - stored))
+}
+
+// DeadLetter implements meter.Observer.
+func (m *Meter) DeadLetter(reason string) { m.deadLetters.WithLabelValues(reason).Inc() }
+
+// Redelivered implements meter.Observer.
+func (m *Meter) Redelivered() { m.redeliveries.Inc() }
+
+// ConsumerPending implements meter.Observer.
+func (m *Meter) ConsumerPending(pending, ackPending uint64) {
+	m.pending.Set(float64(pending))
+	m.ackPending.Set(float64(ackPending))
+}
