@@ -101,6 +101,15 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		chatErrors.WriteError(w, modelNotAllowed(req.model))
 		return
 	}
+	endUser := stringField(req.fields["safety_identifier"])
+	if endUser == "" {
+		endUser = stringField(req.fields["user"])
+	}
+	endUser, tags, err := attribution(r, endUser, req.fields["metadata"])
+	if err != nil {
+		chatErrors.WriteError(w, badRequest(err.Error()))
+		return
+	}
 	tr := s.providers[rt.provider.Type].Chat // nil: OpenAI-compatible, passed through
 	var path string
 	var upBody []byte
@@ -116,6 +125,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	x := s.newExchange(w, r, rt, "/v1/chat/completions", req.stream, chatErrors)
 	defer x.finish()
+	x.event.EndUser, x.event.Metadata = endUser, tags
 	messages := req.fields["messages"] // not req: a stream keeps only what an estimate needs
 	x.promptText = func() tap.Prompt { return chatPromptText(messages) }
 	x.begin(body)

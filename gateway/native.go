@@ -40,6 +40,11 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 			env.WriteError(w, modelNotAllowed(call.Model))
 			return
 		}
+		endUser, tags, err := attribution(r, call.EndUser, call.Metadata)
+		if err != nil {
+			env.WriteError(w, badRequest(err.Error()))
+			return
+		}
 		path, upBody, err := call.Upstream(route.upstream)
 		if err != nil {
 			env.WriteError(w, badRequest(err.Error()))
@@ -47,6 +52,7 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 		}
 		x := s.newExchange(w, r, route, call.Endpoint, call.Stream, env)
 		defer x.finish()
+		x.event.EndUser, x.event.Metadata = endUser, tags
 		x.promptText = func() tap.Prompt { return rt.PromptText(body) }
 		x.begin(body)
 		resp := s.callUpstream(x, route, path, upBody, call.Header)

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -28,7 +29,7 @@ const rollupAdd = `ON CONFLICT (customer_id, hour, key_id, model, currency) DO U
 // whose ids were new, adds them to the hourly rollups and the customers'
 // balances, moves the keys' last-used times forward, and counts the
 // duplicates refused. Its result is the number of new events and how many
-// of them are unpriced. The batch comes as 29 arrays, one per column
+// of them are unpriced. The batch comes as 31 arrays, one per column
 // (see eventColumns); writeStaged is the same from a staging table.
 const writeBatch = `
 WITH input AS (
@@ -36,7 +37,7 @@ WITH input AS (
     $7::text[], $8::text[], $9::boolean[], $10::text[], $11::integer[], $12::text[], $13::bigint[],
     $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::text[],
     $20::bigint[], $21::bigint[], $22::text[], $23::bigint[], $24::bigint[], $25::text[], $26::bigint[],
-    $27::integer[], $28::boolean[], $29::text[])
+    $27::integer[], $28::boolean[], $29::text[], $30::text[], $31::text[]::jsonb[])
   AS t(` + eventColumnList + `)
 ), claimed AS (
   INSERT INTO event_ids (id, occurred_at) SELECT id, occurred_at FROM input
@@ -47,7 +48,7 @@ WITH input AS (
   ` + batchEffects + `
 ), counted AS (
   INSERT INTO ingest_counters (name, value)
-  SELECT 'duplicates', $30::bigint + (SELECT count(*) FROM input) - (SELECT count(*) FROM claimed)
+  SELECT 'duplicates', $32::bigint + (SELECT count(*) FROM input) - (SELECT count(*) FROM claimed)
   ON CONFLICT (name) DO UPDATE SET value = ingest_counters.value + EXCLUDED.value
 )
 SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)`
@@ -58,7 +59,7 @@ const eventColumnList = `id, occurred_at, customer_id, key_id, provider, model, 
     endpoint, stream, status, http_status, finish_reason, prompt_tokens, cached_tokens,
     cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, usage_source,
     ttft_ms, duration_ms, error, price_id, override_id, currency, cost_e12, discount_bp, unpriced,
-    corrections`
+    corrections, end_user, metadata`
 
 // batchEffects follows the insert of a batch's new events (the CTE ins):
 // what they return, and the rollups, balances and keys they move. A key
@@ -123,6 +124,8 @@ type eventColumns struct {
 	// then sending text) cost more than the rest of the batch's encoding.
 	id, customer, key                                                                   []pgtype.UUID
 	provider, model, served, endpoint, status, finish, source, errText, currency, fixes []string
+	endUser                                                                             []string
+	metadata                                                                            []*string // JSON objects
 	at                                                                                  []time.Time
 	stream, unpriced                                                                    []bool
 	httpStatus, discount                                                                []int32
@@ -140,6 +143,7 @@ func newEventColumns(events []usage.Event, p *pricing) (*eventColumns, error) {
 	ids := func() []pgtype.UUID { return make([]pgtype.UUID, 0, n) }
 	c := &eventColumns{id: ids(), customer: ids(), key: ids(), provider: str(), model: str(), served: str(),
 		endpoint: str(), status: str(), finish: str(), source: str(), errText: str(), currency: str(), fixes: str(),
+		endUser: str(), metadata: make([]*string, 0, n),
 		at: make([]time.Time, 0, n), stream: make([]bool, 0, n), unpriced: make([]bool, 0, n),
 		httpStatus: make([]int32, 0, n), discount: make([]int32, 0, n),
 		prompt: i64(), cached: i64(), cacheWrite: i64(), completion: i64(), reasoning: i64(), webSearch: i64(),
@@ -190,6 +194,8 @@ func newEventColumns(events []usage.Event, p *pricing) (*eventColumns, error) {
 		c.discount = append(c.discount, r.DiscountBP)
 		c.unpriced = append(c.unpriced, r.Unpriced)
 		c.fixes = append(c.fixes, e.Corrections)
+		c.endUser = append(c.endUser, e.EndUser)
+		c.metadata = append(c.metadata, metadataJSON(e.Metadata))
 	}
 	return c, nil
 }
@@ -198,7 +204,7 @@ func (c *eventColumns) args() []any {
 	return []any{c.id, c.at, c.customer, c.key, c.provider, c.model, c.served, c.endpoint,
 		c.stream, c.status, c.httpStatus, c.finish, c.prompt, c.cached, c.cacheWrite,
 		c.completion, c.reasoning, c.webSearch, c.source, c.ttft, c.duration, c.errText,
-		c.priceID, c.overrideID, c.currency, c.cost, c.discount, c.unpriced, c.fixes, c.duplicates}
+		c.priceID, c.overrideID, c.currency, c.cost, c.discount, c.unpriced, c.fixes, c.endUser, c.metadata, c.duplicates}
 }
 
 // eventUUIDs parses e's id, customer and key. An event whose UUIDs do not
@@ -216,4 +222,19 @@ func eventUUIDs(e *usage.Event) (id, customer, key pgtype.UUID, err error) {
 		*f.dst = pgtype.UUID{Bytes: u, Valid: true}
 	}
 	return id, customer, key, nil
+}
+
+// metadataJSON is an event's metadata as a JSON object, or nil (SQL NULL)
+// when it has none. Its strings are valid UTF-8 without NUL (Normalize
+// saw to that), so jsonb takes them.
+func metadataJSON(m map[string]string) *string {
+	if len(m) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil // a map of strings always marshals
+	}
+	s := string(b)
+	return &s
 }

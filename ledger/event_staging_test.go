@@ -36,7 +36,8 @@ const stagingTable = `CREATE TEMP TABLE IF NOT EXISTS usage_staging (
     finish_reason text, prompt_tokens bigint, cached_tokens bigint, cache_write_tokens bigint,
     completion_tokens bigint, reasoning_tokens bigint, web_search_requests bigint, usage_source text,
     ttft_ms bigint, duration_ms bigint, error text, price_id bigint, override_id bigint,
-    currency text, cost_e12 bigint, discount_bp integer, unpriced boolean, corrections text
+    currency text, cost_e12 bigint, discount_bp integer, unpriced boolean, corrections text,
+    end_user text, metadata jsonb
 ) ON COMMIT DELETE ROWS`
 
 // stagingColumns names the staging table's columns for COPY.
@@ -44,7 +45,7 @@ var stagingColumns = []string{"id", "occurred_at", "customer_id", "key_id", "pro
 	"served_model", "endpoint", "stream", "status", "http_status", "finish_reason", "prompt_tokens",
 	"cached_tokens", "cache_write_tokens", "completion_tokens", "reasoning_tokens",
 	"web_search_requests", "usage_source", "ttft_ms", "duration_ms", "error", "price_id",
-	"override_id", "currency", "cost_e12", "discount_bp", "unpriced", "corrections"}
+	"override_id", "currency", "cost_e12", "discount_bp", "unpriced", "corrections", "end_user", "metadata"}
 
 // writeStaged is writeBatch over the staging table: $1 is the duplicates
 // within the batch, $2 the events staged.
@@ -115,7 +116,7 @@ func (s *stagedRows) Values() ([]any, error) {
 	v[12], v[13], v[14], v[15], v[16], v[17] = &u.PromptTokens, &u.CachedTokens, &u.CacheWriteTokens, &u.CompletionTokens, &u.ReasoningTokens, &u.WebSearchRequests
 	v[18], v[19], v[20], v[21] = &e.UsageSource, &e.TTFTMillis, &e.DurationMillis, &e.Error
 	v[22], v[23], v[24], v[25], v[26], v[27] = r.PriceID, r.OverrideID, &r.Currency, &r.CostE12, &r.DiscountBP, &r.Unpriced
-	v[28] = &e.Corrections
+	v[28], v[29], v[30] = &e.Corrections, &e.EndUser, metadataJSON(e.Metadata)
 	return v, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // Usage groupings accepted by UsageQuery.GroupBy: the SQL expression
@@ -21,16 +23,22 @@ var usageGroups = map[string][2]string{
 	"hour":     {"hour", `to_char(g AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:00:00"Z"')`},
 	"day":      {"date_trunc('day', hour AT TIME ZONE 'UTC')", `to_char(g, 'YYYY-MM-DD')`},
 	"month":    {"date_trunc('month', hour AT TIME ZONE 'UTC')", `to_char(g, 'YYYY-MM')`},
+	"end_user": {"end_user", "g"}, // from the events: see usageFromEvents
 }
 
-// UsageQuery selects usage from the hourly rollups (never raw events).
+// UsageQuery selects usage from the hourly rollups, or, to filter or
+// group by end user (which the rollups do not keep), from the events of
+// the range (bound it by customer and time: it reads every event it
+// covers).
 // Filters are optional except where noted; CustomerID and KeyID, when set,
 // are UUIDs. From and To bound the hour of the events ([From, To), whole
 // hours, UTC). GroupBy is "model" (the default), "key", "customer",
-// "hour", "day" or "month". Limit (0: the default, 100; at most 1000) and
+// "hour", "day", "month" or "end_user". EndUser filters by the end user
+// the client named ("" matches every event). Limit (0: the default, 100; at most 1000) and
 // Cursor page through the groups.
 type UsageQuery struct {
 	CustomerID, KeyID, Model string
+	EndUser                  string
 	From, To                 time.Time
 	GroupBy                  string
 	Limit                    int
@@ -42,7 +50,8 @@ type UsageQuery struct {
 // Cost, the exact amount charged (after overrides, discounts and
 // re-rating), as a decimal string in Currency. The group's value is in
 // Group and in the field of its kind: Model, KeyID, CustomerID (with the
-// customer's name, CustomerName) or Period.
+// customer's name, CustomerName), EndUser or Period. Events with no end
+// user make the group "".
 //
 // A group is one row: its unpriced usage is counted in the row of its
 // priced usage. Only real currencies split a group (usage priced in EUR
@@ -54,6 +63,7 @@ type UsageRow struct {
 	KeyID            string `json:"key_id,omitempty"`
 	CustomerID       string `json:"customer_id,omitempty"`
 	CustomerName     string `json:"customer_name,omitempty"`
+	EndUser          string `json:"end_user,omitempty"`
 	Period           string `json:"period,omitempty"`
 	Requests         int64  `json:"requests"`
 	UnpricedRequests int64  `json:"unpriced_requests"`
@@ -83,7 +93,7 @@ WITH grouped AS (
     sum(prompt_tokens) AS prompt, sum(cached_tokens) AS cached, sum(cache_write_tokens) AS cache_write,
     sum(completion_tokens) AS completion, sum(reasoning_tokens) AS reasoning,
     sum(web_search_requests) AS web, sum(charge_e12) AS charge
-  FROM usage_hourly
+  FROM %[3]s
   WHERE ($1 = '' OR customer_id = NULLIF($1, '')::uuid) AND ($2 = '' OR key_id = NULLIF($2, '')::uuid) AND ($3 = '' OR model = $3)
     AND hour >= date_trunc('hour', $4::timestamptz) AND hour < $5
   GROUP BY 1, 2
@@ -106,6 +116,20 @@ FROM shown
 WHERE ($6 = '' AND $7 = '') OR (g, currency) > ($6, $7)
 ORDER BY g, currency LIMIT $8`
 
+// usageFromEvents is usage_hourly's shape computed from the events, for
+// the queries by end user ($9): each event rated as the rollups hold it,
+// its charge after re-rating, and in its re-rating's currency when only
+// re-rating priced it.
+const usageFromEvents = `(SELECT e.customer_id, date_trunc('hour', e.occurred_at) AS hour, e.key_id, e.model,
+    e.end_user, coalesce(r.currency, e.currency) AS currency, 1 AS requests,
+    (e.unpriced AND r.currency IS NULL)::int AS unpriced_requests, e.prompt_tokens, e.cached_tokens,
+    e.cache_write_tokens, e.completion_tokens, e.reasoning_tokens, e.web_search_requests,
+    e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0) AS charge_e12
+  FROM usage_events e LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount
+    FROM ledger_entries WHERE event_id = e.id AND kind = 'rerate') r ON true
+  WHERE ($1 = '' OR e.customer_id = NULLIF($1, '')::uuid) AND ($9 = '' OR e.end_user = $9)
+    AND e.occurred_at >= date_trunc('hour', $4::timestamptz) AND date_trunc('hour', e.occurred_at) < $5) AS usage_hourly`
+
 // Usage sums usage per group. It returns EInvalid for an unknown grouping,
 // a customer or key id that is not a UUID, an empty time range, a limit
 // out of range, or a cursor this query did not return.
@@ -119,11 +143,14 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	group, ok := usageGroups[q.GroupBy]
 	switch {
 	case !ok:
-		return UsagePage{}, errorf(EInvalid, "group_by: %q is not one of model, key, customer, hour, day, month", q.GroupBy)
+		return UsagePage{}, errorf(EInvalid, "group_by: %q is not one of model, key, customer, hour, day, month, end_user", q.GroupBy)
 	case !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To):
 		return UsagePage{}, errorf(EInvalid, "from must be before to")
 	case q.Limit < 1 || q.Limit > 1000:
 		return UsagePage{}, errorf(EInvalid, "limit: %d is not between 1 and 1000", q.Limit)
+	}
+	if err := checkFilters(q.Model, q.EndUser); err != nil {
+		return UsagePage{}, err
 	}
 	var err error
 	if q.CustomerID, err = optionalUUID("customer_id", q.CustomerID); err != nil {
@@ -143,8 +170,11 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	if to.IsZero() {
 		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(usageSQL, group[0], group[1]),
-		q.CustomerID, q.KeyID, q.Model, from, to, afterGroup, afterCurrency, q.Limit+1)
+	source, args := "usage_hourly", []any{q.CustomerID, q.KeyID, q.Model, from, to, afterGroup, afterCurrency, q.Limit + 1}
+	if q.GroupBy == "end_user" || q.EndUser != "" {
+		source, args = usageFromEvents, append(args, q.EndUser)
+	}
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(usageSQL, group[0], group[1], source), args...)
 	if err != nil {
 		return UsagePage{}, dbError(err, "usage query")
 	}
@@ -167,6 +197,8 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 			r.KeyID = r.Group
 		case "customer":
 			r.CustomerID = r.Group
+		case "end_user":
+			r.EndUser = r.Group
 		default:
 			r.Period = r.Group
 		}
@@ -244,4 +276,16 @@ func optionalUUID(field, s string) (string, error) {
 		return "", errorf(EInvalid, "%s: %q is not a UUID", field, s)
 	}
 	return u.String(), nil
+}
+
+// checkFilters returns EInvalid unless a model and an end user to filter
+// by could be stored ones: valid UTF-8, no NUL, within the event's limits.
+func checkFilters(model, endUser string) error {
+	if err := usage.CheckString(model, usage.MaxModelLen); err != nil {
+		return errorf(EInvalid, "model: %v", err)
+	}
+	if err := usage.CheckString(endUser, usage.MaxEndUserLen); err != nil {
+		return errorf(EInvalid, "end_user: %v", err)
+	}
+	return nil
 }

@@ -14,16 +14,17 @@ import (
 // correcting what was metered.
 func eventCommands() []*command {
 	return []*command{{
-		name: "usage", args: "[--customer ID] [--key ID] [--model M] [--from T] [--to T] [--group-by G] [--limit N] [--all | --cursor C]",
-		summary: "usage and cost per group, from the hourly rollups (GET /admin/v1/usage)",
-		example: "tollgate usage --customer 0197a3c2-… --group-by day --from 2026-01-01 --to 2026-02-01\n  tollgate usage --group-by customer --all --json",
+		name: "usage", args: "[--customer ID] [--key ID] [--model M] [--end-user U] [--from T] [--to T] [--group-by G] [--limit N] [--all | --cursor C]",
+		summary: "usage and cost per group, from the hourly rollups, or the events by end user (GET /admin/v1/usage)",
+		example: "tollgate usage --customer 0197a3c2-… --group-by day --from 2026-01-01 --to 2026-02-01\n  tollgate usage --group-by customer --all --json\n  tollgate usage --customer 0197a3c2-… --group-by end_user --from 2026-01-01",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			customer := fs.String("customer", "", "only this customer")
 			key := fs.String("key", "", "only this API key")
 			model := fs.String("model", "", "only this model")
+			endUser := fs.String("end-user", "", "only this end user (the request's user, safety_identifier or X-Tollgate-End-User)")
 			from := fs.String("from", "", "from this hour, RFC 3339 or YYYY-MM-DD (inclusive)")
 			to := fs.String("to", "", "until this hour (exclusive)")
-			groupBy := fs.String("group-by", "model", "model, key, customer, hour, day or month")
+			groupBy := fs.String("group-by", "model", "model, key, customer, hour, day, month or end_user")
 			limit := fs.Int("limit", 0, "groups per page (server default 100, at most 1000)")
 			all := fs.Bool("all", false, "follow next_cursor and show every page")
 			cursor := fs.String("cursor", "", "continue from a previous page's next_cursor")
@@ -32,8 +33,8 @@ func eventCommands() []*command {
 				if err != nil {
 					return err
 				}
-				return c.usage(ledger.UsageQuery{CustomerID: *customer, KeyID: *key, Model: *model, From: start, To: end,
-					GroupBy: *groupBy, Limit: *limit, Cursor: *cursor}, *all)
+				return c.usage(ledger.UsageQuery{CustomerID: *customer, KeyID: *key, Model: *model, EndUser: *endUser,
+					From: start, To: end, GroupBy: *groupBy, Limit: *limit, Cursor: *cursor}, *all)
 			}
 		},
 	}, {

@@ -48,14 +48,16 @@ var (
 
 // readMessages reads a Messages request: a JSON object with a string model
 // and an optional boolean stream. The client's anthropic-version and
-// anthropic-beta headers go upstream with it.
+// anthropic-beta headers go upstream with it; a string metadata.user_id
+// names the end user.
 func readMessages(r *http.Request, body []byte) (provider.Call, error) {
 	var req struct {
 		Model  string `json:"model"`
 		Stream bool   `json:"stream"`
 	}
 	var raw struct {
-		Model json.RawMessage `json:"model"`
+		Model    json.RawMessage `json:"model"`
+		Metadata json.RawMessage `json:"metadata"`
 	}
 	if err := json.Unmarshal(body, &raw); err == nil && !utf8.Valid(raw.Model) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
@@ -71,7 +73,13 @@ func readMessages(r *http.Request, body []byte) (provider.Call, error) {
 			h.Set(k, v)
 		}
 	}
+	var meta struct {
+		UserID any `json:"user_id"`
+	}
+	_ = json.Unmarshal(raw.Metadata, &meta) // not ours to refuse: the upstream judges it
+	endUser, _ := meta.UserID.(string)
 	return provider.Call{Model: req.Model, Stream: req.Stream, SSE: req.Stream, Endpoint: "/anthropic/v1/messages", Header: h,
+		EndUser: endUser,
 		Upstream: func(model string) (string, []byte, error) {
 			b, err := jsonscan.SetMember(body, "model", openai.AppendString(nil, model))
 			return "/messages", b, err

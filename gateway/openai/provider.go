@@ -39,14 +39,18 @@ func Auth(h http.Header, apiKey string) {
 }
 
 // readResponses reads a Responses API request: a JSON object with a string
-// model and an optional boolean stream.
+// model and an optional boolean stream. A string safety_identifier, else
+// user, names the end user, and metadata tags the request.
 func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 	var req struct {
 		Model  string `json:"model"`
 		Stream bool   `json:"stream"`
 	}
 	var raw struct {
-		Model json.RawMessage `json:"model"`
+		Model            json.RawMessage `json:"model"`
+		SafetyIdentifier any             `json:"safety_identifier"`
+		User             any             `json:"user"`
+		Metadata         json.RawMessage `json:"metadata"`
 	}
 	if err := json.Unmarshal(body, &raw); err == nil && !utf8.Valid(raw.Model) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
@@ -56,7 +60,12 @@ func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
 			"the request body must be a JSON object with a string model and a boolean stream")
 	}
+	endUser, _ := raw.SafetyIdentifier.(string)
+	if endUser == "" {
+		endUser, _ = raw.User.(string)
+	}
 	return provider.Call{Model: req.Model, Stream: req.Stream, SSE: req.Stream, Endpoint: "/v1/responses",
+		EndUser: endUser, Metadata: raw.Metadata,
 		Upstream: func(model string) (string, []byte, error) {
 			b, err := jsonscan.SetMember(body, "model", AppendString(nil, model))
 			return "/responses", b, err

@@ -123,6 +123,12 @@ type Call struct {
 	// Upstream gives the path below the provider's base URL (with any
 	// query) and the body to send, for the upstream model's name.
 	Upstream func(upstreamModel string) (path string, body []byte, err error)
+	// EndUser is the end user the request names in the provider's own
+	// field (Anthropic's metadata.user_id; OpenAI's safety_identifier or
+	// user), "" when none; Metadata the request's tags, a JSON object whose
+	// string values are kept (OpenAI's metadata), nil when none.
+	EndUser  string
+	Metadata []byte
 	// Header holds client headers to pass upstream as they are
 	// (anthropic-version, anthropic-beta, say).
 	Header http.Header

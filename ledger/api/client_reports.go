@@ -10,8 +10,8 @@ import (
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
-// Usage returns one page of usage per group, from the hourly rollups
-// (q.Limit 0: the server's default, 100). Returns EInvalid for an unknown
+// Usage returns one page of usage per group, from the hourly rollups (or
+// the events, by end user) (q.Limit 0: the server's default, 100). Returns EInvalid for an unknown
 // grouping, a customer or key id that is not a UUID, from not before to, a
 // limit out of 1 to 1000 or a cursor the API did not return.
 func (c *Client) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsagePage, error) {
@@ -20,7 +20,7 @@ func (c *Client) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsagePa
 		limit = strconv.Itoa(q.Limit)
 	}
 	path := "/admin/v1/usage" + query("customer_id", q.CustomerID, "key_id", q.KeyID, "model", q.Model,
-		"from", timeParam(q.From), "to", timeParam(q.To), "group_by", q.GroupBy, "limit", limit, "cursor", q.Cursor)
+		"end_user", q.EndUser, "from", timeParam(q.From), "to", timeParam(q.To), "group_by", q.GroupBy, "limit", limit, "cursor", q.Cursor)
 	return call[ledger.UsagePage](ctx, c, "GET", path, nil)
 }
 

@@ -33,10 +33,13 @@ func NewSelf(store *ledger.Store, keys KeyLookup, log *slog.Logger) *Self {
 	return &Self{keys: keys, reads: &Admin{store: store, log: log}}
 }
 
-// Routes adds GET /v1/usage and GET /v1/balance to r.
+// Routes adds GET /v1/usage, GET /v1/balance, GET /v1/requests and GET
+// /v1/requests/{id} to r.
 func (c *Self) Routes(r chi.Router) {
 	r.With(c.authenticate).Get("/v1/usage", c.usage)
 	r.With(c.authenticate).Get("/v1/balance", c.balance)
+	r.With(c.authenticate).Get("/v1/requests", c.requests)
+	r.With(c.authenticate, c.reads.validID("request")).Get("/v1/requests/{id}", c.request)
 }
 
 type selfKey struct{}
@@ -70,4 +73,37 @@ func (c *Self) usage(w http.ResponseWriter, r *http.Request) {
 func (c *Self) balance(w http.ResponseWriter, r *http.Request) {
 	b, err := c.reads.store.Balance(r.Context(), r.Context().Value(selfKey{}).(string))
 	c.reads.respond(w, r, http.StatusOK, b, err)
+}
+
+// request serves GET /v1/requests/{id}: one of the customer's requests
+// (its id is the X-Request-Id it was answered with) as the ledger stored
+// it. Another customer's request is not found, as an unknown one is.
+func (c *Self) request(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	e, err := c.reads.store.Event(r.Context(), id)
+	if err == nil && e.CustomerID != r.Context().Value(selfKey{}).(string) {
+		err = &ledger.Error{Code: ledger.ENotFound, Message: "event " + id + " not found"}
+	}
+	c.reads.respond(w, r, http.StatusOK, e, err)
+}
+
+// requests serves GET /v1/requests?from=&to=&model=&end_user=&limit=
+// &cursor=: the customer's requests, newest first (ledger.Store.Requests).
+func (c *Self) requests(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	rq := ledger.RequestQuery{CustomerID: r.Context().Value(selfKey{}).(string), Model: q.Get("model"),
+		EndUser: q.Get("end_user"), Cursor: q.Get("cursor")}
+	var err error
+	if q.Get("limit") != "" {
+		if rq.Limit, err = intParam("limit", q.Get("limit"), 1, 1000); err != nil {
+			c.reads.fail(w, r, err)
+			return
+		}
+	}
+	if rq.From, rq.To, err = optionalRange(r); err != nil {
+		c.reads.fail(w, r, err)
+		return
+	}
+	page, err := c.reads.store.Requests(r.Context(), rq)
+	c.reads.respond(w, r, http.StatusOK, page, err)
 }

@@ -182,13 +182,13 @@ func (a *Admin) listPrices(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"data": out})
 }
 
-// usage answers GET /admin/v1/usage?customer_id=&key_id=&model=&from=&to=
-// &group_by=&limit=&cursor=. limit, when given, is an integer from 1 to
+// usage answers GET /admin/v1/usage?customer_id=&key_id=&model=&end_user=
+// &from=&to=&group_by=&limit=&cursor=. limit, when given, is an integer from 1 to
 // 1000; the rest is checked by the ledger (ledger.Store.Usage).
 func (a *Admin) usage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	uq := ledger.UsageQuery{CustomerID: q.Get("customer_id"), KeyID: q.Get("key_id"), Model: q.Get("model"),
-		GroupBy: q.Get("group_by"), Cursor: q.Get("cursor")}
+		EndUser: q.Get("end_user"), GroupBy: q.Get("group_by"), Cursor: q.Get("cursor")}
 	var err error
 	if q.Get("limit") != "" { // limit= is no limit given, as from= is no from
 		if uq.Limit, err = intParam("limit", q.Get("limit"), 1, 1000); err != nil {

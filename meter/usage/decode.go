@@ -51,6 +51,8 @@ const (
 	fDuration
 	fError
 	fCorrections
+	fEndUser
+	fMetadata
 )
 
 // eventDecoder reads the fast path's subset of JSON with a lexer over
@@ -115,6 +117,23 @@ func (d *eventDecoder) object(member func(key []byte) bool) bool {
 			return false
 		}
 	}
+}
+
+// metadata reads an object of strings into a new map, as json.Unmarshal
+// does (a repeated key keeps its last value); a key or value with escapes
+// leaves the fast path.
+func (d *eventDecoder) metadata(dst *map[string]string) bool {
+	m := map[string]string{}
+	*dst = m
+	return d.object(func(key []byte) bool {
+		raw, escaped, ok := d.l.Span()
+		if !ok || escaped {
+			return false
+		}
+		end := d.l.Pos() - 1 // the closing quote
+		m[string(key)] = d.s[end-len(raw) : end]
+		return true
+	})
 }
 
 func (d *eventDecoder) tokens(u *Tokens) func(key []byte) bool {
@@ -210,6 +229,10 @@ func decodeFast(data []byte, e *Event) bool {
 			return d.str(fError, &e.Error)
 		case "corrections":
 			return d.str(fCorrections, &e.Corrections)
+		case "end_user":
+			return d.str(fEndUser, &e.EndUser)
+		case "metadata":
+			return once(fMetadata, &d.seen) && d.metadata(&e.Metadata)
 		}
 		return false
 	}

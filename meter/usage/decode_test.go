@@ -14,6 +14,13 @@ import (
 var decodeSeeds = []string{
 	`{}`,
 	` { "v" : 1 , "id" : "x" } `,
+	`{"end_user":"u-1","metadata":{"team":"search","k":"a","k":"b"}}`,
+	`{"metadata":{}}`,
+	`{"metadata":null}`,
+	`{"metadata":{"a":1}}`,
+	`{"metadata":{"a\u0062":"c"}}`,
+	`{"metadata":{"a":"b"},"metadata":{"c":"d"}}`,
+	`{"end_user":"\u0000"}`,
 	`{"v":1,"id":"0197a3c2-1111-7222-8333-444455556666","time":"2026-01-02T03:04:05.000000006Z","usage":{"prompt_tokens":5,"completion_tokens":-0}}`,
 	`{"usage":{"prompt_tokens":5},"usage":{"completion_tokens":2}}`,
 	`{"V":1}`,

@@ -120,6 +120,17 @@ type Event struct {
 	Model string `json:"model"`
 	// ServedModel is the model the upstream said it served, when it said so.
 	ServedModel string `json:"served_model,omitempty"`
+	// EndUser is the customer's own end user the request was made for, as
+	// the client named it: the X-Tollgate-End-User header, else OpenAI's
+	// safety_identifier or user field, else Anthropic's metadata.user_id.
+	// At most MaxEndUserLen bytes; "" when the client named none.
+	EndUser string `json:"end_user,omitempty"`
+	// Metadata holds the client's tags of the request: the string values of
+	// OpenAI's metadata object, then the X-Tollgate-Metadata header's (a
+	// JSON object; its values win). At most MaxMetadataPairs pairs, keys of
+	// at most MaxMetadataKeyLen bytes and values of at most
+	// MaxMetadataValueLen, OpenAI's own bounds on metadata; nil when none.
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// Endpoint is the gateway path the client called, e.g. "/v1/chat/completions".
 	Endpoint string `json:"endpoint"`
 	// Stream is true when the response was streamed (SSE).
@@ -185,6 +196,9 @@ func (e *Event) Validate() error {
 		if f := stringLimits[i]; checkString(*v, f.max) != nil {
 			return bad("%s: %v", f.name, checkString(*v, f.max))
 		}
+	}
+	if err := checkMetadata(e.Metadata); err != nil {
+		return bad("metadata: %v", err)
 	}
 	u := e.Usage
 	for _, c := range []int64{u.PromptTokens, u.CachedTokens, u.CacheWriteTokens, u.CompletionTokens, u.ReasoningTokens, u.WebSearchRequests} {

@@ -3,6 +3,8 @@ package usage
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -23,6 +25,16 @@ const (
 	MaxFinishReasonLen = 64
 	MaxErrorLen        = 1024
 	MaxCorrectionsLen  = 512
+	MaxEndUserLen      = 256
+)
+
+// Limits on an event's metadata: pairs, and bytes per key and per value
+// (OpenAI's bounds on its metadata field: 16 pairs, keys of 64 and
+// values of 512 characters; https://platform.openai.com/docs/api-reference/chat/create#chat-create-metadata).
+const (
+	MaxMetadataPairs    = 16
+	MaxMetadataKeyLen   = 64
+	MaxMetadataValueLen = 512
 )
 
 // Correction codes, recorded in Event.Corrections by Normalize. String
@@ -57,11 +69,14 @@ const (
 //     provider sent it; rating counts it as at most completion_tokens.
 //   - Every string is made valid UTF-8 without NUL (each invalid sequence
 //     or NUL becomes U+FFFD) and cut to its limit.
+//   - Metadata is cleaned the same way, key by key and value by value
+//     ("metadata_cleaned", "metadata_truncated"), and only the first
+//     MaxMetadataPairs keys in byte order are kept ("metadata_truncated").
 //
 // It does not touch ids, time, version, status or usage source: those
 // come from the gateway, and Validate refuses them when malformed.
 func (e *Event) Normalize() bool {
-	orig := *e
+	origCorrections := e.Corrections
 	var fixes []string
 	fix := func(code string) {
 		for _, f := range fixes {
@@ -112,6 +127,15 @@ func (e *Event) Normalize() bool {
 			fix(f.name + "_truncated")
 		}
 	}
+	if m, cleaned, cut := cleanMetadata(e.Metadata); cleaned || cut {
+		e.Metadata = m
+		if cleaned {
+			fix("metadata_cleaned")
+		}
+		if cut {
+			fix("metadata_truncated")
+		}
+	}
 	all := e.Corrections
 	for _, f := range fixes {
 		if !hasCode(all, f) {
@@ -122,7 +146,15 @@ func (e *Event) Normalize() bool {
 		}
 	}
 	e.Corrections, _, _ = Clean(all, MaxCorrectionsLen)
-	return *e != orig
+	// Every change of a value records a fix; the reasoning flag changes
+	// nothing but the corrections, unless they had it already.
+	changed := e.Corrections != origCorrections
+	for _, f := range fixes {
+		if f != CorrectionReasoningOverCompletion {
+			changed = true
+		}
+	}
+	return changed
 }
 
 func hasCode(list, code string) bool {
@@ -147,11 +179,12 @@ var stringLimits = [...]struct {
 	{"finish_reason", MaxFinishReasonLen},
 	{"error", MaxErrorLen},
 	{"corrections", MaxCorrectionsLen},
+	{"end_user", MaxEndUserLen},
 }
 
 // stringFields points at an event's strings, in the order of stringLimits.
 func (e *Event) stringFields() [len(stringLimits)]*string {
-	return [...]*string{&e.Provider, &e.Model, &e.ServedModel, &e.Endpoint, &e.FinishReason, &e.Error, &e.Corrections}
+	return [...]*string{&e.Provider, &e.Model, &e.ServedModel, &e.Endpoint, &e.FinishReason, &e.Error, &e.Corrections, &e.EndUser}
 }
 
 // ellipsis ends a truncated string.
@@ -216,4 +249,47 @@ func isUUID(s string) bool {
 		}
 	}
 	return true
+}
+
+// cleanMetadata returns m within the metadata limits: each key and value
+// cleaned and cut as Clean does (a key made equal to another by its cut
+// is dropped), and only the first MaxMetadataPairs keys in byte order.
+// It returns m itself when it is within them.
+func cleanMetadata(m map[string]string) (out map[string]string, cleaned, cut bool) {
+	if checkMetadata(m) == nil {
+		return m, false, false
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	out = make(map[string]string, min(len(keys), MaxMetadataPairs))
+	for _, k := range keys {
+		if len(out) == MaxMetadataPairs {
+			cut = true
+			break
+		}
+		ck, kc, kt := Clean(k, MaxMetadataKeyLen)
+		v, vc, vt := Clean(m[k], MaxMetadataValueLen)
+		cleaned, cut = cleaned || kc || vc, cut || kt || vt
+		if _, dup := out[ck]; dup {
+			cut = true
+			continue
+		}
+		out[ck] = v
+	}
+	return out, cleaned, cut
+}
+
+// checkMetadata returns an error unless m is within the metadata limits.
+func checkMetadata(m map[string]string) error {
+	if len(m) > MaxMetadataPairs {
+		return fmt.Errorf("has %d pairs, more than %d", len(m), MaxMetadataPairs)
+	}
+	for k, v := range m {
+		if err := checkString(k, MaxMetadataKeyLen); err != nil {
+			return fmt.Errorf("key %q %v", clip(k), err)
+		}
+		if err := checkString(v, MaxMetadataValueLen); err != nil {
+			return fmt.Errorf("value of %q %v", clip(k), err)
+		}
+	}
+	return nil
 }

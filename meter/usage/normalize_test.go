@@ -2,6 +2,8 @@ package usage_test
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +87,42 @@ func TestNormalize(t *testing.T) {
 					t.Errorf("ttft %d duration %d status %d", e.TTFTMillis, e.DurationMillis, e.HTTPStatus)
 				}
 			}, "negative_duration,http_status_out_of_range"},
+		{"end user and tags within their limits", func(e *usage.Event) {
+			e.EndUser, e.Metadata = "user-42", map[string]string{"team": "search", "": ""}
+		}, func(t *testing.T, e *usage.Event) {
+			if e.EndUser != "user-42" || len(e.Metadata) != 2 || e.Metadata["team"] != "search" {
+				t.Errorf("end user %q metadata %v", e.EndUser, e.Metadata)
+			}
+		}, ""},
+		{"a NUL and an overlong end user", func(e *usage.Event) { e.EndUser = "u\x00" + strings.Repeat("x", 300) },
+			func(t *testing.T, e *usage.Event) {
+				if len(e.EndUser) > usage.MaxEndUserLen || !strings.HasPrefix(e.EndUser, "u\uFFFD") {
+					t.Errorf("end user %q", e.EndUser)
+				}
+			}, "end_user_cleaned,end_user_truncated"},
+		{"too many tags, long and dirty ones", func(e *usage.Event) {
+			e.Metadata = map[string]string{}
+			for i := range 20 {
+				e.Metadata[fmt.Sprintf("k%02d", i)] = "v"
+			}
+			e.Metadata["k00"] = strings.Repeat("v", 600)
+			e.Metadata["k01"] = "a\xffb"
+		}, func(t *testing.T, e *usage.Event) {
+			if len(e.Metadata) != usage.MaxMetadataPairs || e.Metadata["k15"] != "v" || e.Metadata["k16"] != "" {
+				t.Errorf("kept %d pairs: %v", len(e.Metadata), e.Metadata)
+			}
+			if v := e.Metadata["k00"]; len(v) > usage.MaxMetadataValueLen || e.Metadata["k01"] != "a\uFFFDb" {
+				t.Errorf("k00 of %d bytes, k01 %q", len(v), e.Metadata["k01"])
+			}
+		}, "metadata_cleaned,metadata_truncated"},
+		{"two keys the same once cut", func(e *usage.Event) {
+			long := strings.Repeat("k", 100)
+			e.Metadata = map[string]string{long + "a": "1", long + "b": "2"}
+		}, func(t *testing.T, e *usage.Event) {
+			if len(e.Metadata) != 1 {
+				t.Errorf("metadata %v, want the first key only", e.Metadata)
+			}
+		}, "metadata_truncated"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,7 +137,7 @@ func TestNormalize(t *testing.T) {
 				t.Errorf("Validate after Normalize: %v", err)
 			}
 			before := e
-			if e.Normalize() || e != before {
+			if e.Normalize() || !reflect.DeepEqual(e, before) {
 				t.Errorf("a second Normalize changed %+v into %+v", before, e)
 			}
 		})
@@ -120,6 +158,8 @@ func TestValidateRefusesWhatNormalizeDoesNotFix(t *testing.T) {
 		"NUL in model":  func(e *usage.Event) { e.Model = "a\x00" },
 		"cached>prompt": func(e *usage.Event) { e.Usage.CachedTokens = 1 },
 		"negative":      func(e *usage.Event) { e.Usage.CompletionTokens = -1 },
+		"NUL in a tag":  func(e *usage.Event) { e.Metadata = map[string]string{"a": "\x00"} },
+		"long end user": func(e *usage.Event) { e.EndUser = strings.Repeat("u", usage.MaxEndUserLen+1) },
 	} {
 		e := validEvent()
 		edit(&e)
@@ -141,6 +181,9 @@ func FuzzNormalize(f *testing.F) {
 	f.Add(strings.Repeat("é", 200), "", strings.Repeat("\xff", 2000), "", int64(1<<62), int64(1<<62), int64(1<<62), int64(-1<<62), int64(1<<62), -7)
 	f.Fuzz(func(t *testing.T, model, served, errText, finish string, prompt, cached, write, completion, reasoning int64, status int) {
 		e := validEvent()
+		// The strings serve as the end user and tags too.
+		e.EndUser = errText + finish
+		e.Metadata = map[string]string{model: served, served: errText, finish: model}
 		if model == "" {
 			model = "m"
 		}
@@ -152,7 +195,7 @@ func FuzzNormalize(f *testing.F) {
 			t.Fatalf("Validate after Normalize: %v (%+v)", err, e)
 		}
 		before := e
-		if e.Normalize() || e != before {
+		if e.Normalize() || !reflect.DeepEqual(e, before) {
 			t.Fatalf("not idempotent: %+v then %+v", before, e)
 		}
 	})
