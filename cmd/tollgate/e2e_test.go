@@ -44,8 +44,9 @@ func TestEndToEndOpenAISDK(t *testing.T) {
 		Messages: []openai.ChatCompletionMessageParamUnion{
 			openai.SystemMessage("be brief"), openai.UserMessage("Say hello to the ledger"),
 		},
-		MaxTokens: openai.Int(maxTokens),
-		Metadata:  shared.Metadata{"sim_chunks": "5"},
+		MaxTokens:        openai.Int(maxTokens),
+		Metadata:         shared.Metadata{"sim_chunks": "5"},
+		SafetyIdentifier: openai.String("end-user-7"),
 	}
 	for _, tc := range []struct {
 		name                 string
@@ -110,7 +111,18 @@ func TestEndToEndOpenAISDK(t *testing.T) {
 			if e.Cost != wantCost || e.Currency != "USD" || e.PriceID == 0 {
 				t.Fatalf("cost = %s %s (price %d), want %s USD", e.Cost, e.Currency, e.PriceID, wantCost)
 			}
+			if e.EndUser != "end-user-7" || len(e.Metadata) != 1 || e.Metadata["sim_chunks"] != "5" {
+				t.Fatalf("attribution = %q %v, want end-user-7 tagged sim_chunks=5", e.EndUser, e.Metadata)
+			}
 		})
+	}
+	// The customer sees its requests with its own key, and its usage by end user.
+	var requests ledger.RequestPage
+	s.customerDo("GET", "/v1/requests?end_user=end-user-7", &requests)
+	var byUser ledger.UsagePage
+	s.customerDo("GET", "/v1/usage?group_by=end_user", &byUser)
+	if len(requests.Data) != 3 || len(byUser.Data) != 1 || byUser.Data[0].EndUser != "end-user-7" || byUser.Data[0].Requests != 3 {
+		t.Fatalf("requests %d, usage by end user %+v; want 3 of end-user-7", len(requests.Data), byUser.Data)
 	}
 	// The admin usage query sums the three requests exactly.
 	var usage struct {

@@ -406,10 +406,11 @@ func TestOpenAPIConformance(t *testing.T) {
 	h.admin("GET", "/admin/v1/events/"+unknown, "", http.StatusNotFound)
 	h.admin("POST", "/admin/v1/events/"+event+"/refund", `{"memo":"goodwill"}`, http.StatusCreated)
 	h.admin("POST", "/admin/v1/events/"+unknown+"/refund", "", http.StatusNotFound)
-	for _, g := range []string{"model", "key", "customer", "hour", "day", "month"} {
+	for _, g := range []string{"model", "key", "customer", "hour", "day", "month", "end_user"} {
 		h.admin("GET", "/admin/v1/usage?group_by="+g+"&customer_id="+s.customerID+"&"+window, "", http.StatusOK)
 	}
 	h.admin("GET", "/admin/v1/usage?model=sim-pro&limit=1", "", http.StatusOK)
+	h.admin("GET", "/admin/v1/usage?end_user=nobody&group_by=day&"+window, "", http.StatusOK)
 	h.do(openAPICall{base: s.admin, method: "GET", path: "/admin/v1/usage?group_by=week", auth: testAdminToken, want: http.StatusBadRequest, invalid: true})
 	period := now.Format("2006-01")
 	h.admin("GET", "/admin/v1/customers/"+s.customerID+"/statements/"+period, "", http.StatusOK)
@@ -427,6 +428,13 @@ func TestOpenAPIConformance(t *testing.T) {
 		h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/usage" + q, auth: s.secret, want: http.StatusOK})
 	}
 	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/balance", auth: s.secret, want: http.StatusOK})
+	for _, q := range []string{"", "?limit=1&model=sim-pro&" + window, "?end_user=nobody"} {
+		h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/requests" + q, auth: s.secret, want: http.StatusOK})
+	}
+	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/requests?limit=0", auth: s.secret, want: http.StatusBadRequest, invalid: true})
+	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/requests/" + event, auth: s.secret, want: http.StatusOK})
+	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/requests/" + unknown, auth: s.secret, want: http.StatusNotFound})
+	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/requests/" + event, auth: "tg-not-a-key", want: http.StatusUnauthorized, invalid: true})
 	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/balance", auth: "tg-not-a-key", want: http.StatusUnauthorized, invalid: true})
 
 	// Every operation of the document ran, unless pending.

@@ -161,6 +161,23 @@ func (s *stack) adminDo(method, path, body string, wantStatus int, out any) {
 	}
 }
 
+// customerDo GETs path from the customer API (on the LLM listener) with
+// the stack's key, wants 200, and decodes the answer into out.
+func (s *stack) customerDo(method, path string, out any) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.gateway+path, nil)
+	req.Header.Set("Authorization", "Bearer "+s.secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, out) != nil {
+		s.t.Fatalf("%s %s = %d %s, want 200 and JSON", method, path, resp.StatusCode, b)
+	}
+}
+
 // event waits until the ledger holds the event with this request id.
 func (s *stack) event(id string) ledger.RatedEvent {
 	s.t.Helper()
