@@ -22,30 +22,31 @@ test: vet
 	$(GO) test -count=1 -timeout $(CI_TEST_TIMEOUT) ./...
 	$(MAKE) fuzz
 
-# Each fuzz target briefly, on top of its seed corpus (which `go test` runs too).
+# Each fuzz target briefly, on top of its seed corpus (which `go test` runs too);
+# scripts/fuzz.sh retries once a run that hit Go 1.26's deadline race.
 FUZZTIME ?= 10s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./gateway/sse/
-	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./gateway/sse/
-	$(GO) test -run '^$$' -fuzz '^FuzzTaps$$' -fuzztime $(FUZZTIME) ./gateway/openai/
-	$(GO) test -run '^$$' -fuzz '^FuzzScanChunk$$' -fuzztime $(FUZZTIME) ./gateway/openai/
-	$(GO) test -run '^$$' -fuzz '^FuzzLexer$$' -fuzztime $(FUZZTIME) ./meter/usage/jsonscan/
-	$(GO) test -run '^$$' -fuzz '^FuzzTap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./gateway/anthropic/
-	$(GO) test -run '^$$' -fuzz '^FuzzTap$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 200x ./gateway/gemini/
-	$(GO) test -run '^$$' -fuzz '^FuzzScan$$' -fuzztime $(FUZZTIME) ./gateway/gemini/
-	$(GO) test -run '^$$' -fuzz '^FuzzFastDelta$$' -fuzztime $(FUZZTIME) ./gateway/anthropic/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./meter/usage/
-	$(GO) test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./meter/usage/
-	$(GO) test -run '^$$' -fuzz '^FuzzSetMember$$' -fuzztime $(FUZZTIME) ./meter/usage/jsonscan/
-	$(GO) test -run '^$$' -fuzz '^FuzzDeleteMember$$' -fuzztime $(FUZZTIME) ./meter/usage/jsonscan/
-	$(GO) test -run '^$$' -fuzz '^FuzzPending$$' -fuzztime $(FUZZTIME) ./gateway/sse/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzReader ./gateway/sse/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzRoundTrip ./gateway/sse/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzTaps ./gateway/openai/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzScanChunk ./gateway/openai/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzLexer ./meter/usage/jsonscan/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzTap ./gateway/anthropic/ -fuzzminimizetime 200x
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzTap ./gateway/gemini/ -fuzzminimizetime 200x
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzScan ./gateway/gemini/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzFastDelta ./gateway/anthropic/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzDecode ./meter/usage/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzNormalize ./meter/usage/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzSetMember ./meter/usage/jsonscan/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzDeleteMember ./meter/usage/jsonscan/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzPending ./gateway/sse/
 
 # The whole event path fuzzed (gateway, JetStream, meter, ledger): its
 # seeds run in make test; fuzzing it builds cmd/tollgate's tests, client
 # SDKs included, with coverage instrumentation (minutes on two cores), so
 # it is kept out of CI's make fuzz.
 fuzz-e2e:
-	$(GO) test -run '^$$' -fuzz '^FuzzEventPath$$' -fuzztime $(FUZZTIME) ./cmd/tollgate/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzEventPath ./cmd/tollgate/
 
 # Every micro-benchmark of BENCHMARKS.md, five runs each, in benchstat's
 # input format (go run golang.org/x/perf/cmd/benchstat@latest bench.txt).
