@@ -53,6 +53,10 @@ const (
 	fCorrections
 	fEndUser
 	fMetadata
+	fDeployment
+	fAttempt
+	fRequestID
+	fNotCharged
 )
 
 // eventDecoder reads the fast path's subset of JSON with a lexer over
@@ -233,6 +237,27 @@ func decodeFast(data []byte, e *Event) bool {
 			return d.str(fEndUser, &e.EndUser)
 		case "metadata":
 			return once(fMetadata, &d.seen) && d.metadata(&e.Metadata)
+		case "deployment":
+			return d.str(fDeployment, &e.Deployment)
+		case "attempt":
+			ok := d.int(fAttempt, &d.seen, &n)
+			e.Attempt = int(n)
+			return ok
+		case "request_id":
+			return d.str(fRequestID, &e.RequestID)
+		case "not_charged":
+			if !once(fNotCharged, &d.seen) {
+				return false
+			}
+			switch {
+			case d.l.Lit("true"):
+				e.NotCharged = true
+			case d.l.Lit("false"):
+				e.NotCharged = false
+			default:
+				return false
+			}
+			return true
 		}
 		return false
 	}

@@ -157,6 +157,25 @@ type Event struct {
 	// Corrections lists what Normalize changed, one code each (see the
 	// Correction constants), comma-separated; empty when nothing was.
 	Corrections string `json:"corrections,omitempty"`
+	// Deployment names the model deployment the attempt went to (the
+	// config's models[].deployments[].name, by default
+	// "provider/upstream_model"); "" in events of gateways before
+	// deployments, which had one deployment per model.
+	Deployment string `json:"deployment,omitempty"`
+	// Attempt numbers the upstream attempts of one client request from 1;
+	// 0 (absent) means 1, a request tried once.
+	Attempt int `json:"attempt,omitempty"`
+	// RequestID is the client request (its X-Request-Id) an attempt served
+	// or failed for, set on attempts whose ID differs from it: an attempt
+	// that failed and was retried gets an id of its own.
+	RequestID string `json:"request_id,omitempty"`
+	// NotCharged marks an attempt the customer is not charged for: it
+	// failed before the client got a byte and the request was retried on
+	// another deployment. Its usage (tokens the upstream may bill, such as a
+	// stream that died after producing some) is the operator's cost, kept
+	// to reconcile the provider's invoice. false (absent) is an attempt the
+	// customer is charged for, as every event was before retries.
+	NotCharged bool `json:"not_charged,omitempty"`
 }
 
 // ErrInvalidEvent is wrapped by Validate's errors.
@@ -209,6 +228,10 @@ func (e *Event) Validate() error {
 	switch {
 	case u.CachedTokens+u.CacheWriteTokens > u.PromptTokens:
 		return bad("cached_tokens + cache_write_tokens exceed prompt_tokens")
+	case e.RequestID != "" && !isUUID(e.RequestID):
+		return bad("request_id %q is not a UUID", clip(e.RequestID))
+	case e.Attempt < 0 || e.Attempt > MaxAttempt:
+		return bad("attempt %d is outside [0, %d]", e.Attempt, MaxAttempt)
 	case e.HTTPStatus < 0 || e.HTTPStatus > 999:
 		return bad("http_status %d is out of range", e.HTTPStatus)
 	case e.TTFTMillis < 0 || e.DurationMillis < 0:

@@ -26,7 +26,13 @@ const (
 	MaxErrorLen        = 1024
 	MaxCorrectionsLen  = 512
 	MaxEndUserLen      = 256
+	MaxDeploymentLen   = 256
+	MaxRequestIDLen    = 36 // a UUID's text
 )
+
+// MaxAttempt is the highest Event.Attempt stored; Normalize clamps a
+// higher one (and a negative one to 0), flagging CorrectionAttempt.
+const MaxAttempt = 1000
 
 // Limits on an event's metadata: pairs, and bytes per key and per value
 // (OpenAI's bounds on its metadata field: 16 pairs, keys of 64 and
@@ -57,6 +63,8 @@ const (
 	CorrectionNegativeDuration = "negative_duration"
 	// CorrectionHTTPStatus: an http_status outside [0, 999] was set to 0.
 	CorrectionHTTPStatus = "http_status_out_of_range"
+	// CorrectionAttempt: an attempt number outside [0, MaxAttempt] was clamped.
+	CorrectionAttempt = "attempt_out_of_range"
 )
 
 // Normalize brings e within the ranges Validate checks, and records each
@@ -108,6 +116,10 @@ func (e *Event) Normalize() bool {
 	if e.TTFTMillis < 0 || e.DurationMillis < 0 {
 		e.TTFTMillis, e.DurationMillis = max(e.TTFTMillis, 0), max(e.DurationMillis, 0)
 		fix(CorrectionNegativeDuration)
+	}
+	if e.Attempt < 0 || e.Attempt > MaxAttempt {
+		e.Attempt = min(max(e.Attempt, 0), MaxAttempt)
+		fix(CorrectionAttempt)
 	}
 	if e.HTTPStatus < 0 || e.HTTPStatus > 999 {
 		e.HTTPStatus = 0
@@ -180,11 +192,13 @@ var stringLimits = [...]struct {
 	{"error", MaxErrorLen},
 	{"corrections", MaxCorrectionsLen},
 	{"end_user", MaxEndUserLen},
+	{"deployment", MaxDeploymentLen},
+	{"request_id", MaxRequestIDLen},
 }
 
 // stringFields points at an event's strings, in the order of stringLimits.
 func (e *Event) stringFields() [len(stringLimits)]*string {
-	return [...]*string{&e.Provider, &e.Model, &e.ServedModel, &e.Endpoint, &e.FinishReason, &e.Error, &e.Corrections, &e.EndUser}
+	return [...]*string{&e.Provider, &e.Model, &e.ServedModel, &e.Endpoint, &e.FinishReason, &e.Error, &e.Corrections, &e.EndUser, &e.Deployment, &e.RequestID}
 }
 
 // ellipsis ends a truncated string.
