@@ -432,6 +432,9 @@ func TestOpenAPIConformance(t *testing.T) {
 		h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/requests" + q, auth: s.secret, want: http.StatusOK})
 	}
 	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/requests?limit=0", auth: s.secret, want: http.StatusBadRequest, invalid: true})
+	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/statements/" + period, auth: s.secret, want: http.StatusOK})
+	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/statements/" + period + "?format=csv", auth: s.secret, want: http.StatusOK})
+	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/statements/2026-13", auth: s.secret, want: http.StatusBadRequest, invalid: true})
 	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/requests/" + event, auth: s.secret, want: http.StatusOK})
 	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/requests/" + unknown, auth: s.secret, want: http.StatusNotFound})
 	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/requests/" + event, auth: "tg-not-a-key", want: http.StatusUnauthorized, invalid: true})

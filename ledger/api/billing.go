@@ -15,12 +15,18 @@ import (
 // ?format=json|csv: a customer's statement for a UTC month ("2026-01"), as
 // JSON (the default) or as a CSV attachment.
 func (a *Admin) statement(w http.ResponseWriter, r *http.Request) {
+	a.writeStatement(w, r, chi.URLParam(r, "id"), chi.URLParam(r, "period"))
+}
+
+// writeStatement answers a customer's statement for a UTC month as the
+// request's format query parameter asks (json, the default, or csv).
+func (a *Admin) writeStatement(w http.ResponseWriter, r *http.Request, customerID, period string) {
 	format := r.URL.Query().Get("format")
 	if format != "" && format != "json" && format != "csv" {
 		a.fail(w, r, &ledger.Error{Code: ledger.EInvalid, Message: "format: " + format + " is not json or csv"})
 		return
 	}
-	st, err := a.store.Statement(r.Context(), chi.URLParam(r, "id"), chi.URLParam(r, "period"))
+	st, err := a.store.Statement(r.Context(), customerID, period)
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -33,11 +33,12 @@ func NewSelf(store *ledger.Store, keys KeyLookup, log *slog.Logger) *Self {
 	return &Self{keys: keys, reads: &Admin{store: store, log: log}}
 }
 
-// Routes adds GET /v1/usage, GET /v1/balance, GET /v1/requests and GET
-// /v1/requests/{id} to r.
+// Routes adds GET /v1/usage, GET /v1/balance, GET /v1/requests, GET
+// /v1/requests/{id} and GET /v1/statements/{period} to r.
 func (c *Self) Routes(r chi.Router) {
 	r.With(c.authenticate).Get("/v1/usage", c.usage)
 	r.With(c.authenticate).Get("/v1/balance", c.balance)
+	r.With(c.authenticate).Get("/v1/statements/{period}", c.statement)
 	r.With(c.authenticate).Get("/v1/requests", c.requests)
 	r.With(c.authenticate, c.reads.validID("request")).Get("/v1/requests/{id}", c.request)
 }
@@ -106,4 +107,11 @@ func (c *Self) requests(w http.ResponseWriter, r *http.Request) {
 	}
 	page, err := c.reads.store.Requests(r.Context(), rq)
 	c.reads.respond(w, r, http.StatusOK, page, err)
+}
+
+// statement serves GET /v1/statements/{period}?format=json|csv: the key's
+// customer's statement for a UTC month ("2026-01"), as the admin API
+// answers it for that customer.
+func (c *Self) statement(w http.ResponseWriter, r *http.Request) {
+	c.reads.writeStatement(w, r, r.Context().Value(selfKey{}).(string), chi.URLParam(r, "period"))
 }
