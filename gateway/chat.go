@@ -110,38 +110,40 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		chatErrors.WriteError(w, badRequest(err.Error()))
 		return
 	}
-	tr := s.providers[rt.provider.Type].Chat // nil: OpenAI-compatible, passed through
-	var path string
-	var upBody []byte
-	if tr == nil {
-		path = "/chat/completions"
-		upBody, err = req.upstreamBody(rt.upstream)
-	} else {
-		path, upBody, err = tr.Request(body, rt.upstream, req.stream)
-	}
+	key := keyOf(r)
+	attempts, err := s.prepareAttempts(rt, func(model string, d *deployment) bool {
+		return allowedModel(key, model, deploymentRoute(model, d))
+	}, func(a attempt) (string, []byte, error) {
+		if tr := s.providers[a.dep.provider.Type].Chat; tr != nil {
+			return tr.Request(body, a.dep.upstream, req.stream)
+		}
+		b, err := req.upstreamBody(a.dep.upstream) // OpenAI-compatible: passed through
+		return "/chat/completions", b, err
+	})
 	if err != nil {
 		chatErrors.WriteError(w, badRequest(err.Error()))
 		return
 	}
-	x := s.newExchange(w, r, rt, "/v1/chat/completions", req.stream, chatErrors)
-	defer x.finish()
-	x.event.EndUser, x.event.Metadata = endUser, tags
 	messages := req.fields["messages"] // not req: a stream keeps only what an estimate needs
-	x.promptText = func() tap.Prompt { return chatPromptText(messages) }
-	x.begin(body)
-	resp := s.callUpstream(x, rt, path, upBody, nil)
-	if resp == nil {
-		return
-	}
-	defer resp.Body.Close()
-	switch {
-	case req.stream && tr == nil:
-		s.relayChatStream(x, resp, req.includeUsage, req.model, nil)
-	case req.stream:
-		s.relayChatStream(x, resp, req.includeUsage, req.model, tr.NewStream("chatcmpl-"+x.event.ID, req.model, x.start.Unix()))
-	default:
-		s.relayChatBody(x, resp, tr, req.model)
-	}
+	s.serveAttempts(w, r, attempts, "/v1/chat/completions", req.stream, chatErrors, func(x *exchange, p prepared) {
+		x.event.EndUser, x.event.Metadata = endUser, tags
+		x.promptText = func() tap.Prompt { return chatPromptText(messages) }
+		x.begin(body)
+		resp := s.callUpstream(x, p.route(), p.path, p.body, nil)
+		if resp == nil {
+			return
+		}
+		defer resp.Body.Close()
+		tr := s.providers[p.dep.provider.Type].Chat
+		switch {
+		case req.stream && tr == nil:
+			s.relayChatStream(x, resp, req.includeUsage, req.model, nil)
+		case req.stream:
+			s.relayChatStream(x, resp, req.includeUsage, req.model, tr.NewStream("chatcmpl-"+x.event.ID, req.model, x.start.Unix()))
+		default:
+			s.relayChatBody(x, resp, tr, req.model)
+		}
+	})
 }
 
 // relayChatBody answers a non-streamed chat completion: the upstream's

@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // ProviderConfig is one upstream provider, as the config file's
@@ -36,20 +39,78 @@ type ProviderConfig struct {
 	scrub *scrubber // what clients must not see of it
 }
 
-// ModelConfig maps a model name that clients send to a provider's model.
+// ModelConfig maps a model name that clients send to where it is served:
+// one provider's model (Provider, UpstreamModel), or several Deployments
+// chosen by weight, with Fallbacks to other models when all of them fail.
 type ModelConfig struct {
 	// Name is what clients send as "model".
 	Name string `yaml:"name"`
-	// Provider is a ProviderConfig.Name.
+	// Provider is a ProviderConfig.Name: the single-deployment form. Give
+	// it or Deployments, not both.
 	Provider string `yaml:"provider"`
 	// UpstreamModel is the model name sent to the provider. Default Name.
 	UpstreamModel string `yaml:"upstream_model"`
+	// Deployments are the places the model is served, chosen by weight
+	// among those not cooling down; a request that fails on one before its
+	// first byte reached the client is retried on the next (see
+	// RetryConfig). After Validate it holds at least one deployment (the
+	// single-deployment form becomes one of weight 1).
+	Deployments []DeploymentConfig `yaml:"deployments"`
+	// Fallbacks are other models of the table, tried in order once every
+	// deployment of this one has failed, within the same retry budget. An
+	// attempt on a fallback is recorded and priced as the fallback model.
+	Fallbacks []string `yaml:"fallbacks"`
+}
+
+// DeploymentConfig is one deployment of a model: a provider and the
+// model's name there, with its share of the traffic.
+type DeploymentConfig struct {
+	// Name identifies the deployment on usage events (their deployment)
+	// and in the usage API's group_by=deployment. Default
+	// "provider/upstream_model"; it must be unique within the model.
+	Name string `yaml:"name"`
+	// Provider is a ProviderConfig.Name.
+	Provider string `yaml:"provider"`
+	// UpstreamModel is the model name sent to the provider. Default the
+	// model's UpstreamModel, else its Name.
+	UpstreamModel string `yaml:"upstream_model"`
+	// Weight is the deployment's share of the model's requests, relative
+	// to the others' weights (an integer ≥ 1). Default 1.
+	Weight int `yaml:"weight"`
+	// MaxConcurrent, when positive, caps the requests open on this
+	// deployment at once, on each gateway; a deployment at its cap is
+	// skipped as if it were cooling down.
+	MaxConcurrent int `yaml:"max_concurrent"`
+	// RPMLimit, when positive, caps the requests sent to this deployment
+	// per minute (a sliding minute), on each gateway; a deployment over it
+	// is skipped as if it were cooling down.
+	RPMLimit int `yaml:"rpm_limit"`
+}
+
+// RetryConfig bounds failover: which attempts a request gets, and how
+// long a failed deployment rests.
+type RetryConfig struct {
+	// MaxAttempts is the most upstream attempts one client request gets,
+	// the first included. Default 3; 1 turns failover off.
+	MaxAttempts int `yaml:"max_attempts"`
+	// Budget is the time after which no new attempt starts, counted from
+	// the request's arrival. Default 30s.
+	Budget time.Duration `yaml:"budget"`
+	// Cooldown is how long a deployment that failed (a connect error, a
+	// 429, a 5xx, or a stream that broke before its first byte) is passed
+	// over; it doubles with each consecutive failure up to MaxCooldown,
+	// and an upstream's Retry-After, when longer, wins. Default 5s.
+	Cooldown time.Duration `yaml:"cooldown"`
+	// MaxCooldown caps the cool-down. Default 5m.
+	MaxCooldown time.Duration `yaml:"max_cooldown"`
 }
 
 // Config is the gateway's part of the configuration.
 type Config struct {
 	Providers []ProviderConfig `yaml:"providers"`
 	Models    []ModelConfig    `yaml:"models"`
+	// Retry bounds failover between a model's deployments and fallbacks.
+	Retry RetryConfig `yaml:"retry"`
 	// MaxRequestBytes caps a request body; larger ones get 413. Default 8 MiB.
 	MaxRequestBytes int64 `yaml:"max_request_bytes"`
 	// DrainTimeout bounds how long the gateway keeps reading an upstream
@@ -92,6 +153,18 @@ func (c *Config) Validate(types ...string) error {
 	if c.MaxDrains <= 0 {
 		c.MaxDrains = 1024
 	}
+	if c.Retry.MaxAttempts <= 0 {
+		c.Retry.MaxAttempts = 3
+	}
+	if c.Retry.Budget <= 0 {
+		c.Retry.Budget = 30 * time.Second
+	}
+	if c.Retry.Cooldown <= 0 {
+		c.Retry.Cooldown = 5 * time.Second
+	}
+	if c.Retry.MaxCooldown <= 0 {
+		c.Retry.MaxCooldown = 5 * time.Minute
+	}
 	names := map[string]bool{}
 	for i := range c.Providers {
 		p := &c.Providers[i]
@@ -132,13 +205,63 @@ func (c *Config) Validate(types ...string) error {
 			return fmt.Errorf("models[%d]: name is required", i)
 		case models[m.Name]:
 			return fmt.Errorf("models[%d] (%s): a model with this name is already defined", i, m.Name)
-		case !names[m.Provider]:
-			return fmt.Errorf("models[%d] (%s): provider %q is not defined under providers", i, m.Name, m.Provider)
 		}
 		models[m.Name] = true
-		if m.UpstreamModel == "" {
-			m.UpstreamModel = m.Name
+		if err := m.validateDeployments(names); err != nil {
+			return fmt.Errorf("models[%d] (%s): %w", i, m.Name, err)
 		}
+	}
+	for i, m := range c.Models {
+		for j, f := range m.Fallbacks {
+			if !models[f] || f == m.Name {
+				return fmt.Errorf("models[%d] (%s): fallbacks[%d]: %q is not another model defined under models", i, m.Name, j, f)
+			}
+		}
+	}
+	return nil
+}
+
+// validateDeployments turns the single-deployment form into one
+// deployment, checks each against the providers defined (names) and fills
+// in their defaults.
+func (m *ModelConfig) validateDeployments(names map[string]bool) error {
+	switch {
+	case len(m.Deployments) == 0 && m.Provider == "":
+		return errors.New("provider (or deployments) is required")
+	case len(m.Deployments) > 0 && m.Provider != "" && (len(m.Deployments) > 1 || m.Deployments[0].Provider != m.Provider):
+		return errors.New("give provider or deployments, not both") // one deployment of provider: validated before
+	case len(m.Deployments) == 0:
+		m.Deployments = []DeploymentConfig{{Provider: m.Provider, UpstreamModel: m.UpstreamModel}}
+	}
+	if m.UpstreamModel == "" {
+		m.UpstreamModel = m.Name
+	}
+	seen := map[string]bool{}
+	for j := range m.Deployments {
+		d := &m.Deployments[j]
+		if d.UpstreamModel == "" {
+			d.UpstreamModel = m.UpstreamModel
+		}
+		if d.Name == "" {
+			d.Name = d.Provider + "/" + d.UpstreamModel
+		}
+		if d.Weight == 0 {
+			d.Weight = 1
+		}
+		switch {
+		case !names[d.Provider]:
+			return fmt.Errorf("deployments[%d]: provider %q is not defined under providers", j, d.Provider)
+		case seen[d.Name]:
+			return fmt.Errorf("deployments[%d]: a deployment named %q is already defined for this model (name them apart)", j, d.Name)
+		case d.Weight < 0:
+			return fmt.Errorf("deployments[%d] (%s): weight must be a positive integer, got %d", j, d.Name, d.Weight)
+		case d.MaxConcurrent < 0 || d.RPMLimit < 0:
+			return fmt.Errorf("deployments[%d] (%s): max_concurrent and rpm_limit may not be negative", j, d.Name)
+		}
+		if err := usage.CheckString(d.Name, usage.MaxDeploymentLen); err != nil {
+			return fmt.Errorf("deployments[%d]: name: %w", j, err)
+		}
+		seen[d.Name] = true
 	}
 	return nil
 }

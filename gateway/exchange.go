@@ -62,6 +62,18 @@ type exchange struct {
 	responded  bool // the upstream answered 200
 	committed  bool // the event is made (durable, or in the journal)
 	ck         checkpoint
+
+	// Failover (see attempts.go). canRetry says another attempt may follow
+	// this one until retryUntil; retry is set when this one failed before
+	// the client got a byte and the request goes on to the next: nothing
+	// of it was written to the client, and its event is the operator's
+	// cost. upstreamFailed says the deployment failed (a connect error, a
+	// 429 or 5xx, a broken stream), retryAfter the backoff it asked for.
+	canRetry       bool
+	retryUntil     time.Time
+	retry          bool
+	upstreamFailed bool
+	retryAfter     time.Duration
 }
 
 // newExchange starts the exchange of request r, routed by rt, its event
@@ -76,6 +88,9 @@ func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, e
 			CustomerID: who.CustomerID, KeyID: who.KeyID, Provider: rt.provider.Name, Model: rt.model,
 			Endpoint: endpoint, Stream: stream, Status: usage.StatusOK,
 		}}
+	if len(rt.deployments) > 0 {
+		x.event.Deployment = rt.deployments[0].name
+	}
 	x.ck.at = start
 	x.ctx, x.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
 	x.stopWatch = context.AfterFunc(r.Context(), x.clientLeft)
@@ -190,10 +205,35 @@ func (x *exchange) commit() {
 	x.committed = true
 	x.settle()
 	e := x.event
+	if x.retry {
+		x.retire()
+		return
+	}
 	if err := x.s.sink.Publish(context.WithoutCancel(x.ctx), e); err != nil {
 		x.s.log.Error("usage event not published; kept in the crash journal for the next start",
 			"request_id", e.ID, "customer_id", e.CustomerID, "err", err)
 		x.s.journal.Fail(e)
+		return
+	}
+	x.s.journal.End(e.ID)
+}
+
+// retire makes the event of an attempt that failed and is retried
+// durable under an id of its own (the request's id goes to the attempt
+// that follows), marked not charged and naming its request. The journal
+// holds it as a final event before the request's entry ends, so that a
+// crash at any point records it once: from the journal, or as published
+// (the ledger keeps one event per id).
+func (x *exchange) retire() {
+	e := x.event
+	rid := e.ID
+	e.ID, e.RequestID, e.NotCharged = newEventID(), rid, true
+	x.s.journal.Begin(e, nil)
+	x.s.journal.Fail(e)
+	x.s.journal.End(rid)
+	if err := x.s.sink.Publish(context.WithoutCancel(x.ctx), e); err != nil {
+		x.s.log.Error("usage event of a retried attempt not published; kept in the crash journal for the next start",
+			"event_id", e.ID, "request_id", rid, "customer_id", e.CustomerID, "err", err)
 		return
 	}
 	x.s.journal.End(e.ID)
@@ -247,7 +287,8 @@ func (x *exchange) settle() {
 		level = slog.LevelWarn
 	}
 	x.s.log.Log(x.ctx, level, "request", "request_id", e.ID, "customer_id", e.CustomerID, "key_id", e.KeyID,
-		"endpoint", e.Endpoint, "model", e.Model, "provider", e.Provider, "status", e.Status,
+		"endpoint", e.Endpoint, "model", e.Model, "provider", e.Provider, "deployment", e.Deployment,
+		"attempt", e.Attempt, "retried", x.retry, "status", e.Status,
 		"http_status", e.HTTPStatus, "usage_source", e.UsageSource, "prompt_tokens", e.Usage.PromptTokens,
 		"completion_tokens", e.Usage.CompletionTokens, "ttft_ms", e.TTFTMillis, "duration_ms", e.DurationMillis)
 }

@@ -19,6 +19,7 @@ type metrics struct {
 	ttft        *prometheus.HistogramVec
 	duration    *prometheus.HistogramVec
 	upstreamErr *prometheus.CounterVec
+	retries     *prometheus.CounterVec
 	source      *prometheus.CounterVec
 	inFlight    prometheus.Gauge
 	models      map[string]bool
@@ -40,6 +41,7 @@ func newMetrics(cfg Config, reg prometheus.Registerer) *metrics {
 		m.responses = f("responses_total", "HTTP responses of the LLM API by status code, rejections included.", "endpoint", "code")
 		m.tokens = f("tokens_total", "Tokens metered, by class (prompt includes cached and cache_write; completion includes reasoning).", "provider", "model", "class")
 		m.upstreamErr = f("upstream_errors_total", "Upstream failures by kind.", "provider", "kind")
+		m.retries = f("retries_total", "Attempts that failed before the client's first byte and went on to another deployment, by the failed deployment.", "provider", "deployment")
 		m.source = f("usage_source_total", "Usage events by usage_source.", "source")
 		buckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 		m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "tollgate", Subsystem: "gateway", Name: "ttft_seconds",

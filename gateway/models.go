@@ -27,7 +27,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	}{Object: "list", Data: []model{}}
 	for _, m := range s.cfg.Models {
 		if rt, err := s.routes.resolve(m.Name); err == nil && allowedModel(keyOf(r), m.Name, rt) {
-			out.Data = append(out.Data, model{ID: m.Name, Object: "model", OwnedBy: m.Provider})
+			out.Data = append(out.Data, model{ID: m.Name, Object: "model", OwnedBy: m.Deployments[0].Provider})
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -31,7 +31,7 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 			return
 		}
 		route, err := s.routes.resolve(call.Model)
-		if err != nil || route.provider.Type != p.Type {
+		if err != nil || !route.serves(p.Type) {
 			env.WriteError(w, provider.Err(http.StatusNotFound, "invalid_request_error", "model_not_found",
 				"model "+call.Model+" is not served by a "+p.Type+" provider here"))
 			return
@@ -45,26 +45,29 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 			env.WriteError(w, badRequest(err.Error()))
 			return
 		}
-		path, upBody, err := call.Upstream(route.upstream)
+		key := keyOf(r)
+		attempts, err := s.prepareAttempts(route, func(model string, d *deployment) bool {
+			return d.provider.Type == p.Type && allowedModel(key, model, deploymentRoute(model, d))
+		}, func(a attempt) (string, []byte, error) { return call.Upstream(a.dep.upstream) })
 		if err != nil {
 			env.WriteError(w, badRequest(err.Error()))
 			return
 		}
-		x := s.newExchange(w, r, route, call.Endpoint, call.Stream, env)
-		defer x.finish()
-		x.event.EndUser, x.event.Metadata = endUser, tags
-		x.promptText = func() tap.Prompt { return rt.PromptText(body) }
-		x.begin(body)
-		resp := s.callUpstream(x, route, path, upBody, call.Header)
-		if resp == nil {
-			return
-		}
-		defer resp.Body.Close()
-		if call.SSE {
-			s.passThrough(x, route, resp, rt.NewTap())
-			return
-		}
-		s.passBody(x, resp, rt.BodyUsage)
+		s.serveAttempts(w, r, attempts, call.Endpoint, call.Stream, env, func(x *exchange, at prepared) {
+			x.event.EndUser, x.event.Metadata = endUser, tags
+			x.promptText = func() tap.Prompt { return rt.PromptText(body) }
+			x.begin(body)
+			resp := s.callUpstream(x, at.route(), at.path, at.body, call.Header)
+			if resp == nil {
+				return
+			}
+			defer resp.Body.Close()
+			if call.SSE {
+				s.passThrough(x, at.route(), resp, rt.NewTap())
+				return
+			}
+			s.passBody(x, resp, rt.BodyUsage)
+		})
 	}
 }
 

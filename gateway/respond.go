@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -70,9 +71,28 @@ func (x *exchange) writeError(e provider.Error) {
 func (x *exchange) fail(status int, eventStatus usage.Status, err error) {
 	msg := x.s.scrubFor(x.event.Provider, err.Error())
 	x.event.Status, x.event.Error = eventStatus, msg
+	if status >= 500 {
+		x.upstreamFailed = true
+		if x.mayRetry() {
+			return
+		}
+	}
 	code := "upstream_error"
 	if status == http.StatusGatewayTimeout {
 		code = "upstream_timeout"
 	}
 	x.writeError(provider.Err(status, "upstream_error", code, "the upstream provider failed: "+msg))
+}
+
+// mayRetry reports, and records in x.retry, that this attempt's failure
+// goes to the next attempt instead of the client: another attempt may
+// follow, within the retry budget, and the client has got nothing yet
+// (nor left, nor been cut off).
+func (x *exchange) mayRetry() bool {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if x.canRetry && !x.started && !x.cut && !x.clientGone.Load() && time.Now().Before(x.retryUntil) {
+		x.retry = true
+	}
+	return x.retry
 }

@@ -7,12 +7,19 @@ import (
 
 var errNoRoute = errors.New("no route")
 
-// route is where a requested model goes.
+// route is where a requested model goes: its deployments, in the order of
+// the config, and the models it falls back to.
 type route struct {
 	// model is the canonical model name events are recorded and priced under.
-	model    string
+	model string
+	// provider and upstream are the first deployment's (one attempt's
+	// route has only its own deployment).
 	provider *ProviderConfig
 	upstream string
+	// deployments are where the model is served; fallbacks the models of
+	// the table tried after them.
+	deployments []*deployment
+	fallbacks   []string
 }
 
 // router resolves model names: first the config's model table, then a
@@ -20,24 +27,31 @@ type route struct {
 type router struct {
 	models    map[string]route
 	providers map[string]*ProviderConfig
+	retry     RetryConfig
 }
 
 func newRouter(cfg Config) *router {
-	r := &router{models: map[string]route{}, providers: map[string]*ProviderConfig{}}
+	r := &router{models: map[string]route{}, providers: map[string]*ProviderConfig{}, retry: cfg.Retry}
 	for i := range cfg.Providers {
 		p := &cfg.Providers[i]
 		p.scrub = newScrubber(p)
 		r.providers[p.Name] = p
 	}
 	for _, m := range cfg.Models {
-		r.models[m.Name] = route{model: m.Name, provider: r.providers[m.Provider], upstream: m.UpstreamModel}
+		rt := route{model: m.Name, fallbacks: m.Fallbacks}
+		for _, d := range m.Deployments {
+			rt.deployments = append(rt.deployments, newDeployment(d, r.providers[d.Provider]))
+		}
+		rt.provider, rt.upstream = rt.deployments[0].provider, rt.deployments[0].upstream
+		r.models[m.Name] = rt
 	}
 	return r
 }
 
 // resolve returns the route for a requested model name, or errNoRoute.
-// "provider/model" that names a model of the table is recorded under the
-// table's name, so that it is priced the same.
+// "provider/model" that names a model of the table (its first deployment)
+// is recorded under the table's name, so that it is priced the same, and
+// goes to that deployment alone.
 func (r *router) resolve(name string) (route, error) {
 	if rt, ok := r.models[name]; ok {
 		return rt, nil
@@ -48,9 +62,78 @@ func (r *router) resolve(name string) (route, error) {
 		return route{}, errNoRoute
 	}
 	for _, rt := range r.models {
-		if rt.provider == p && rt.upstream == upstream {
-			return rt, nil
+		for _, d := range rt.deployments {
+			if d.provider == p && d.upstream == upstream {
+				return route{model: rt.model, provider: p, upstream: upstream, deployments: []*deployment{d}}, nil
+			}
 		}
 	}
-	return route{model: name, provider: p, upstream: upstream}, nil
+	d := newDeployment(DeploymentConfig{Name: name, Provider: prov, UpstreamModel: upstream, Weight: 1}, p)
+	return route{model: name, provider: p, upstream: upstream, deployments: []*deployment{d}}, nil
+}
+
+// attempt is one upstream attempt a request may make: a deployment of a
+// model (the asked one or a fallback).
+type attempt struct {
+	model string
+	dep   *deployment
+}
+
+// route is the single-deployment route of a.
+func (a attempt) route() route { return deploymentRoute(a.model, a.dep) }
+
+// plan orders the attempts of a request for rt: the model's deployments
+// that are available (not cooling down, under their limits) in an order
+// drawn by weight, then each fallback model's the same way (in the order
+// of fallbacks, each model once), then the unavailable ones of all of
+// them, soonest available first, so that a request is refused by an
+// upstream rather than by the gateway's guess. ok, when not nil, keeps
+// only the deployments it accepts (a native route serves its provider
+// type only).
+func (r *router) plan(rt route, ok func(model string, d *deployment) bool) []attempt {
+	var ready, resting []attempt
+	seen := map[string]bool{}
+	var add func(rt route)
+	add = func(rt route) {
+		if seen[rt.model] {
+			return
+		}
+		seen[rt.model] = true
+		var cands []*deployment
+		for _, d := range rt.deployments {
+			if ok == nil || ok(rt.model, d) {
+				cands = append(cands, d)
+			}
+		}
+		for _, d := range weightedOrder(cands) {
+			if d.available() {
+				ready = append(ready, attempt{model: rt.model, dep: d})
+			} else {
+				resting = append(resting, attempt{model: rt.model, dep: d})
+			}
+		}
+		for _, f := range rt.fallbacks {
+			if frt, found := r.models[f]; found {
+				add(frt)
+			}
+		}
+	}
+	add(rt)
+	sortByRest(resting)
+	return append(ready, resting...)
+}
+
+// serves reports whether a deployment of rt is of provider type typ.
+func (rt route) serves(typ string) bool {
+	for _, d := range rt.deployments {
+		if d.provider.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// deploymentRoute is the route of model on deployment d alone.
+func deploymentRoute(model string, d *deployment) route {
+	return route{model: model, provider: d.provider, upstream: d.upstream, deployments: []*deployment{d}}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -88,6 +89,12 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 	body = []byte(s.scrubFor(rt.provider.Name, string(body)))
 	x.event.Status = usage.StatusUpstreamError
 	x.event.Error = fmt.Sprintf("upstream status %d", resp.StatusCode)
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		x.upstreamFailed, x.retryAfter = true, retryAfter(resp.Header, time.Now())
+		if x.mayRetry() {
+			return
+		}
+	}
 	var env struct {
 		Error json.RawMessage `json:"error"`
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -113,7 +114,7 @@ func TestStatsByProtocol(t *testing.T) {
 		t.Errorf("GET /stats %+v, %v", raw, err)
 	}
 	s.ResetStats()
-	if st := s.Stats(); st != (sim.Stats{}) {
+	if st := s.Stats(); !reflect.DeepEqual(st, sim.Stats{}) {
 		t.Errorf("after reset %+v", st)
 	}
 }

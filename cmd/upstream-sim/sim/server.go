@@ -27,6 +27,7 @@ type Server struct {
 	now   func() time.Time
 	log   *slog.Logger
 	stats counters
+	deps  deployments
 }
 
 // Option configures a Server.
@@ -77,19 +78,50 @@ func New(opts ...Option) *Server {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/d/") {
+		s.serveDeployment(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // Stats returns the counters of what the simulator billed so far.
-func (s *Server) Stats() Stats { return s.stats.snapshot() }
+func (s *Server) Stats() Stats {
+	st := s.stats.snapshot()
+	st.ByDeployment = s.deps.snapshot()
+	return st
+}
 
 // ResetStats zeroes the counters (not the in-flight gauges), as POST /stats/reset does.
-func (s *Server) ResetStats() { s.stats.reset() }
+func (s *Server) ResetStats() { s.stats.reset(); s.deps.reset() }
+
+// tallies counts a request in its protocol's tally and, when it came in
+// under a deployment, in that deployment's.
+type tallies struct{ proto, dep *tally }
+
+func (t *tallies) record(o outcome, u Usage) {
+	t.proto.record(o, u)
+	if t.dep != nil {
+		t.dep.record(o, u)
+	}
+}
+
+func (t *tallies) inFlight(n int64) {
+	t.proto.inFlight.Add(n)
+	if t.dep != nil {
+		t.dep.inFlight.Add(n)
+	}
+}
 
 // serve serves one model request in the protocol of c.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, c codec) {
-	t := s.stats.of(c.protocol())
-	t.inFlight.Add(1)
-	defer t.inFlight.Add(-1)
+	t := &tallies{s.stats.of(c.protocol()), nil}
+	if name := deploymentOf(r); name != "" {
+		t.dep = s.deps.of(name)
+	}
+	t.inFlight(1)
+	defer t.inFlight(-1)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		t.record(outcomeBadRequest, Usage{})
@@ -112,10 +144,31 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c codec) {
 	}
 	s.log.Debug("model request", "protocol", c.protocol(), "id", p.id, "model", p.model, "stream", p.stream,
 		"completion_tokens", p.usage.CompletionTokens)
+	var die bool
+	if name := deploymentOf(r); name != "" {
+		status, retryAfter, d, after := s.deps.take(name, p.stream)
+		if status != 0 {
+			p.status = status
+			if retryAfter != "" {
+				w.Header().Set("Retry-After", retryAfter)
+			}
+		}
+		if d && after == 0 {
+			die = true
+		} else if d {
+			p.fault.kind, p.fault.after = faultDisconnect, min(after, p.chunks)
+		}
+	}
 	switch {
 	case p.status != 0:
 		t.record(outcomeStatus, Usage{})
 		c.writeStatus(w, p.status)
+	case die:
+		t.record(outcomeDisconnected, Usage{})
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
 	case p.fault.kind == faultStallBefore, !p.stream && p.fault.kind == faultStall:
 		<-r.Context().Done()
 		t.record(outcomeStalled, Usage{})

@@ -11,6 +11,9 @@ type Stats struct {
 	Counts
 	// ByProtocol splits Counts by wire protocol.
 	ByProtocol ProtocolStats `json:"by_protocol"`
+	// ByDeployment counts the requests that came in under /d/{name}/, by
+	// name (see Faults); absent when none did.
+	ByDeployment map[string]Counts `json:"by_deployment,omitempty"`
 }
 
 // ProtocolStats holds the Counts of each protocol.
@@ -196,13 +199,17 @@ func (t *tally) snapshot() Counts {
 // reset zeroes every counter but the in-flight gauges.
 func (c *counters) reset() {
 	for i := range c.p {
-		t := &c.p[i]
-		for j := range t.requests {
-			t.requests[j].Store(0)
-		}
-		t.prompt.Store(0)
-		t.cached.Store(0)
-		t.completion.Store(0)
-		t.reasoning.Store(0)
+		c.p[i].reset()
 	}
+}
+
+// reset zeroes t's counters but its in-flight gauge.
+func (t *tally) reset() {
+	for j := range t.requests {
+		t.requests[j].Store(0)
+	}
+	t.prompt.Store(0)
+	t.cached.Store(0)
+	t.completion.Store(0)
+	t.reasoning.Store(0)
 }

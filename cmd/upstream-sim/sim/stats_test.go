@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -145,7 +146,7 @@ func TestStatsAccounting(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var got sim.Stats
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || got != (sim.Stats{}) {
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || !reflect.DeepEqual(got, sim.Stats{}) {
 		t.Errorf("after reset: %+v, %v", got, err)
 	}
 }
