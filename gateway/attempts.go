@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+)
+
+// prepared is one attempt with its upstream request: the path below the
+// provider's base URL (with any query) and the body.
+type prepared struct {
+	attempt
+	path string
+	body []byte
+}
+
+// prepareAttempts plans the attempts of a request routed as rt (see
+// router.plan; ok filters the deployments) and prepares each one's
+// upstream request with prep, for its provider and upstream model. An
+// attempt prep refuses is dropped; when it refuses them all, its error for
+// the first is returned (the client's fault: a field no provider of the
+// route can take). It returns at most RetryConfig.MaxAttempts attempts.
+func (s *Server) prepareAttempts(rt route, ok func(string, *deployment) bool,
+	prep func(a attempt) (path string, body []byte, err error)) ([]prepared, error) {
+	var out []prepared
+	var first error
+	for _, a := range s.routes.plan(rt, ok) {
+		path, body, err := prep(a)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		out = append(out, prepared{attempt: a, path: path, body: body})
+		if len(out) == s.cfg.Retry.MaxAttempts {
+			break
+		}
+	}
+	if len(out) == 0 {
+		if first == nil {
+			first = errNoRoute
+		}
+		return nil, first
+	}
+	return out, nil
+}
+
+// serveAttempts serves a request by its attempts, in order, each one an
+// exchange of its own (its own usage event): run makes the attempt's
+// upstream call and relays its answer. An attempt that fails before the
+// client got its first byte (a connect error or timeout, a 429 or 5xx, a
+// stream that broke or stalled before its first event) writes nothing to
+// the client while another attempt may follow within RetryConfig.Budget:
+// its event is the operator's cost (not charged), and the next attempt
+// goes on. The last attempt's outcome, success or failure, is the
+// client's, and its event, under the request's id, is charged as every
+// event is. Each attempt moves its deployment's health (see deployment).
+func (s *Server) serveAttempts(w http.ResponseWriter, r *http.Request, attempts []prepared, endpoint string, stream bool,
+	env provider.Envelope, run func(x *exchange, p prepared)) {
+	until := time.Now().Add(s.cfg.Retry.Budget)
+	for i, p := range attempts {
+		x := s.newExchange(w, r, p.route(), endpoint, stream, env)
+		x.event.Attempt = i + 1
+		x.canRetry, x.retryUntil = i+1 < len(attempts), until
+		s.runAttempt(x, p, run)
+		if !x.retry {
+			return
+		}
+		if s.metrics != nil {
+			s.metrics.retries.WithLabelValues(x.event.Provider, x.event.Deployment).Inc()
+		}
+	}
+}
+
+// runAttempt runs one attempt on its deployment, finishing its exchange
+// (its event committed) and then the deployment's part, whatever happens
+// (a relay that aborts the handler panics through here).
+func (s *Server) runAttempt(x *exchange, p prepared, run func(x *exchange, p prepared)) {
+	p.dep.acquire()
+	defer func() { p.dep.release(x.outcome(), x.retryAfter, s.cfg.Retry) }()
+	defer x.finish()
+	run(x, p)
+}
+
+// outcome is how the attempt went for its deployment's health: failed
+// when the upstream failed it, ok when it served it, else neutral.
+func (x *exchange) outcome() outcome {
+	switch {
+	case x.upstreamFailed:
+		return outcomeFailed
+	case x.responded && x.event.Status == "ok":
+		return outcomeOK
+	}
+	return outcomeNeutral
+}
+
+// newEventID is a fresh event id, a UUIDv7 like the requests' ids.
+func newEventID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}

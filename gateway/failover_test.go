@@ -1,0 +1,229 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// failoverStack is a gateway whose model "smart" has two deployments, east
+// (weight 3) and west (weight 1), both upstream-sim under /d/east and
+// /d/west, falling back to "cheap" on /d/spare.
+func failoverStack(t *testing.T, edit func(*gateway.Config)) *stack {
+	t.Helper()
+	return newStack(t, func(c *gateway.Config) {
+		base := strings.TrimSuffix(c.Providers[0].BaseURL, "/v1")
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "east", Type: "openai", BaseURL: base + "/d/east/v1"},
+			gateway.ProviderConfig{Name: "west", Type: "openai", BaseURL: base + "/d/west/v1"},
+			gateway.ProviderConfig{Name: "spare", Type: "openai", BaseURL: base + "/d/spare/v1"})
+		c.Models = append(c.Models,
+			gateway.ModelConfig{Name: "smart", Deployments: []gateway.DeploymentConfig{
+				{Name: "east", Provider: "east", UpstreamModel: "sim-small", Weight: 3},
+				{Name: "west", Provider: "west", UpstreamModel: "sim-small", Weight: 1}},
+				Fallbacks: []string{"cheap"}},
+			gateway.ModelConfig{Name: "cheap", Deployments: []gateway.DeploymentConfig{
+				{Name: "spare", Provider: "spare", UpstreamModel: "sim-small"}}})
+		c.Retry.Cooldown = time.Hour // a failed deployment stays out for the test
+		if edit != nil {
+			edit(c)
+		}
+	})
+}
+
+// setFaults posts knobs for a deployment of the stack's simulator.
+func (st *stack) setFaults(t *testing.T, name, knobs string) {
+	t.Helper()
+	resp, err := http.Post(st.sim.URL+"/d/"+name+"/faults", "application/json", strings.NewReader(knobs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("faults %s: %d %s", name, resp.StatusCode, b)
+	}
+}
+
+// eventsOf returns the events of request id: its attempts, in order.
+func (m *memSink) eventsOf(id string) []usage.Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []usage.Event
+	for _, e := range m.events {
+		if e.ID == id || e.RequestID == id {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestFailoverOn429And5xx(t *testing.T) {
+	for _, status := range []int{429, 500, 503} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			st := failoverStack(t, nil)
+			// Both deployments of smart fail once: the request lands on the fallback.
+			knobs := `{"fail_next":1,"status":` + strconv.Itoa(status) + `,"retry_after":"7"}`
+			st.setFaults(t, "east", knobs)
+			st.setFaults(t, "west", knobs)
+			resp := st.post(t, "/v1/chat/completions", `{"model":"smart","messages":[{"role":"user","content":"hi there"}]}`)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			id := resp.Header.Get("X-Request-Id")
+			served := st.sink.event(t, id)
+			if served.NotCharged || served.Model != "cheap" || served.Deployment != "spare" || served.Attempt != 3 || served.Status != usage.StatusOK {
+				t.Fatalf("served attempt %+v", served)
+			}
+			evs := st.sink.eventsOf(id)
+			if len(evs) != 3 {
+				t.Fatalf("%d events for the request, want 3: %+v", len(evs), evs)
+			}
+			seen := map[string]bool{}
+			for _, e := range evs[:2] {
+				if !e.NotCharged || e.RequestID != id || e.ID == id || e.Status != usage.StatusUpstreamError ||
+					e.Usage.Total() != 0 || e.HTTPStatus != 0 || !strings.Contains(e.Error, strconv.Itoa(status)) {
+					t.Errorf("failed attempt %+v", e)
+				}
+				seen[e.Deployment] = true
+				if calls := strings.Join(st.journal.of(e.ID), " "); calls != "begin fail end" {
+					t.Errorf("journal of the failed attempt %s: %q, want begin fail end", e.ID, calls)
+				}
+			}
+			if !seen["east"] || !seen["west"] {
+				t.Errorf("failed attempts on %v, want east and west", seen)
+			}
+			stats := st.simStats(t)
+			if stats.ByDeployment["east"].Requests.Status != 1 || stats.ByDeployment["west"].Requests.Status != 1 ||
+				stats.ByDeployment["spare"].Requests.OK != 1 {
+				t.Errorf("sim by deployment %+v", stats.ByDeployment)
+			}
+			if got := stats.ByDeployment["spare"].Usage(); got.PromptTokens != served.Usage.PromptTokens ||
+				got.CompletionTokens != served.Usage.CompletionTokens {
+				t.Errorf("served usage %+v, sim billed %+v", served.Usage, got)
+			}
+		})
+	}
+}
+
+func TestFailoverBeforeFirstByteOnly(t *testing.T) {
+	st := failoverStack(t, func(c *gateway.Config) { c.Retry.Cooldown = time.Millisecond })
+	// Dying before any frame: nothing reached the client, the next deployment serves.
+	st.setFaults(t, "east", `{"die_next":1,"die_after":0}`)
+	st.setFaults(t, "west", `{"die_next":1,"die_after":0}`)
+	resp := st.post(t, "/v1/chat/completions", `{"model":"smart","stream":true,"messages":[{"role":"user","content":"a b c"}]}`)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "data: [DONE]") || strings.Contains(string(body), `"error"`) {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	if e := st.sink.event(t, id); e.Deployment != "spare" || e.Status != usage.StatusOK || e.NotCharged {
+		t.Fatalf("served %+v", e)
+	}
+	for _, e := range st.sink.eventsOf(id) {
+		if e.ID != id && (!e.NotCharged || e.Status != usage.StatusUpstreamError) {
+			t.Errorf("failed attempt %+v", e)
+		}
+	}
+	if n := len(st.sink.eventsOf(id)); n != 3 {
+		t.Fatalf("%d attempts, want 3", n)
+	}
+
+	// Dying after two content chunks: the client had bytes, so no retry:
+	// one attempt, charged, the stream ends in an error.
+	for _, d := range []string{"east", "west"} {
+		st.setFaults(t, d, `{"die_next":1,"die_after":2}`)
+	}
+	resp = st.post(t, "/v1/chat/completions", `{"model":"smart","stream":true,"messages":[{"role":"user","content":"a b c"}]}`)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	id = resp.Header.Get("X-Request-Id")
+	e := st.sink.event(t, id)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"error"`) {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if evs := st.sink.eventsOf(id); len(evs) != 1 || e.NotCharged || e.Status != usage.StatusUpstreamError || e.Attempt != 1 {
+		t.Fatalf("attempts after the first byte: %+v", evs)
+	}
+	stats := st.simStats(t)
+	if d := stats.ByDeployment[e.Deployment].Requests.Disconnected; d != 2 {
+		t.Errorf("%s disconnected %d times, want 2 (once before, once after the first byte)", e.Deployment, d)
+	}
+}
+
+func TestCooldownHonoursRetryAfter(t *testing.T) {
+	st := failoverStack(t, func(c *gateway.Config) { c.Retry.Cooldown = time.Millisecond; c.Retry.MaxCooldown = time.Hour })
+	st.setFaults(t, "east", `{"fail_next":1,"status":429,"retry_after":"3600"}`)
+	st.setFaults(t, "west", `{"fail_next":1,"status":429,"retry_after":"3600"}`)
+	send := func() usage.Event {
+		resp := st.post(t, "/v1/chat/completions", `{"model":"smart","messages":[{"role":"user","content":"x"}]}`)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	}
+	if e := send(); e.Deployment != "spare" {
+		t.Fatalf("first request served by %s", e.Deployment)
+	}
+	// Both smart deployments rest for Retry-After (an hour), far beyond the
+	// 1 ms cool-down: the fallback serves everything, first try.
+	for range 20 {
+		if e := send(); e.Deployment != "spare" || e.Attempt != 1 {
+			t.Fatalf("during the cool-down: %+v", e)
+		}
+	}
+	stats := st.simStats(t)
+	if east, west := stats.ByDeployment["east"].Requests.Total, stats.ByDeployment["west"].Requests.Total; east != 1 || west != 1 {
+		t.Errorf("east saw %d, west %d requests during their cool-down, want 1 each", east, west)
+	}
+}
+
+func TestWeightsWithinTolerance(t *testing.T) {
+	st := failoverStack(t, nil)
+	const n = 1000
+	for range n {
+		resp := st.post(t, "/v1/chat/completions", `{"model":"smart","max_tokens":1,"messages":[{"role":"user","content":"x"}]}`)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	stats := st.simStats(t)
+	east := stats.ByDeployment["east"].Requests.OK
+	west := stats.ByDeployment["west"].Requests.OK
+	// Weights 3:1: east's share is binomial(1000, 0.75), standard
+	// deviation 13.7; ±5 of them is 682..818.
+	if east+west != n || east < 682 || east > 818 {
+		t.Fatalf("east %d, west %d of %d requests; want east within 750±68", east, west, n)
+	}
+}
+
+func TestSingleDeploymentFormUnchanged(t *testing.T) {
+	st := newStack(t, nil)
+	resp := st.post(t, "/v1/chat/completions", `{"model":"sim-small","messages":[{"role":"user","content":"x"}],"metadata":{"sim_status":"429"}}`)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("status %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Deployment != "sim/sim-small" || e.Attempt != 1 || e.NotCharged || e.HTTPStatus != 429 {
+		t.Fatalf("event %+v", e)
+	}
+	// The one deployment is still tried though it is cooling down.
+	resp = st.post(t, "/v1/chat/completions", `{"model":"sim-small","messages":[{"role":"user","content":"x"}]}`)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after a 429: status %d", resp.StatusCode)
+	}
+}
