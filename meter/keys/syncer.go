@@ -352,6 +352,13 @@ func (s *Syncer) fullSync(ctx context.Context, epoch string) error {
 	return nil
 }
 
+// createWindow bounds the states create has published and not yet seen
+// acknowledged: below nats.go's async limit (4,000 by default), so that a
+// server slow to acknowledge (a loaded machine) slows the sync down
+// instead of failing it with "stalled with too many outstanding async
+// published messages" and starting it over.
+const createWindow = 1024
+
 // create publishes states pipelined, each only where its entry is absent;
 // one that exists (published meanwhile) is put under the version check.
 func (s *Syncer) create(ctx context.Context, c usage.Changes) error {
@@ -361,13 +368,41 @@ func (s *Syncer) create(ctx context.Context, c usage.Changes) error {
 		ack jetstream.PubAckFuture
 		put func(context.Context) error
 	}
-	puts := make([]put, 0, c.Len())
+	puts := make([]put, 0, createWindow)
+	settle := func(p put) error {
+		select {
+		case <-p.ack.Ok():
+			return nil
+		case err := <-p.ack.Err():
+			if !isWrongRevision(err) {
+				return fmt.Errorf("publish %s %s: %w", p.kv.Bucket(), p.key, err)
+			}
+			return p.put(ctx)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	drain := func() error {
+		for _, p := range puts {
+			if err := settle(p); err != nil {
+				return err
+			}
+		}
+		puts = puts[:0]
+		return nil
+	}
 	send := func(kv jetstream.KeyValue, key string, v any, fallback func(context.Context) error) error {
+		if len(puts) == createWindow {
+			if err := drain(); err != nil {
+				return err
+			}
+		}
 		data, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
-		ack, err := s.b.js.PublishAsync("$KV."+kv.Bucket()+"."+key, data, jetstream.WithExpectLastSequencePerSubject(0))
+		ack, err := s.b.js.PublishAsync("$KV."+kv.Bucket()+"."+key, data, jetstream.WithExpectLastSequencePerSubject(0),
+			jetstream.WithStallWait(10*time.Second))
 		if err != nil {
 			return fmt.Errorf("publish %s %s: %w", kv.Bucket(), key, err)
 		}
@@ -391,19 +426,8 @@ func (s *Syncer) create(ctx context.Context, c usage.Changes) error {
 			return err
 		}
 	}
-	for _, p := range puts {
-		select {
-		case <-p.ack.Ok():
-		case err := <-p.ack.Err():
-			if !isWrongRevision(err) {
-				return fmt.Errorf("publish %s %s: %w", p.kv.Bucket(), p.key, err)
-			}
-			if err := p.put(ctx); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := drain(); err != nil {
+		return err
 	}
 	s.published.Add(int64(c.Len()))
 	return nil
