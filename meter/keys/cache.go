@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
@@ -52,11 +51,10 @@ type Cache struct {
 	loader Loader
 	log    *slog.Logger
 
-	mu        sync.RWMutex
-	keys      map[[32]byte]*entry
-	customers map[string]*customer
-	prices    map[string]usage.ModelPrices // by model
-	negative  map[[32]byte]time.Time
+	mu       sync.RWMutex
+	keys     *table
+	prices   map[string]usage.ModelPrices // by model
+	negative map[[32]byte]int64           // key hash → until, Unix nanoseconds
 
 	misses  *rate.Limiter
 	flight  singleflight.Group
@@ -72,20 +70,6 @@ type Cache struct {
 	done                chan struct{}
 }
 
-// entry is one key, compactly: a million keys are held in memory.
-type entry struct {
-	keyID        [16]byte
-	customer     *customer
-	expires      int64 // Unix nanoseconds; 0: never
-	blockedUntil int64 // Unix nanoseconds; 0: until changed
-	rpm, tpm     int64
-	conc         int64
-	blocked      string
-	models       []string
-	version      int64
-	revoked      bool // a revoked key's tombstone: no other field is set
-}
-
 // customer is one customer's budget state and overrides, shared by its
 // keys.
 type customer struct {
@@ -99,8 +83,8 @@ type customer struct {
 // tried again every second until it succeeds: NATS may be down when the
 // gateway starts), looking keys it does not know up in loader (nil: none).
 func NewCache(open func(context.Context) (Buckets, error), loader Loader, log *slog.Logger) *Cache {
-	return &Cache{open: open, loader: loader, log: log, keys: map[[32]byte]*entry{}, customers: map[string]*customer{}, prices: map[string]usage.ModelPrices{},
-		negative: map[[32]byte]time.Time{}, misses: rate.NewLimiter(missRate, missBurst),
+	return &Cache{open: open, loader: loader, log: log, keys: newTable(), prices: map[string]usage.ModelPrices{},
+		negative: map[[32]byte]int64{}, misses: rate.NewLimiter(missRate, missBurst),
 		loaded: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -183,7 +167,7 @@ func (c *Cache) CatchUp(ctx context.Context) error {
 func (c *Cache) Len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return len(c.keys)
+	return c.keys.len()
 }
 
 // watch applies the buckets' values, then their changes, until ctx ends;
@@ -263,7 +247,7 @@ func (c *Cache) applyKey(e jetstream.KeyValueEntry) {
 	h := [32]byte(hash)
 	if e.Operation() != jetstream.KeyValuePut {
 		c.mu.Lock()
-		delete(c.keys, h)
+		c.keys.delete(h)
 		c.mu.Unlock()
 		return
 	}
@@ -275,40 +259,22 @@ func (c *Cache) applyKey(e jetstream.KeyValueEntry) {
 	c.setKey(h, s)
 }
 
-// setKey applies a key's state unless the one held is newer.
+// setKey applies a key's state unless the one held is newer. A revoked
+// key's state stays as a tombstone: a lookup in the Loader that raced with
+// the revocation cannot bring the key back with an older state.
 func (c *Cache) setKey(h [32]byte, s usage.KeyState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old := c.keys[h]; old != nil && old.version >= s.Version {
+	if old := c.keys.get(h); old != nil && old.version >= s.Version {
 		return
 	}
-	if s.Revoked {
-		// A tombstone: a lookup in the Loader that raced with the
-		// revocation cannot bring the key back with an older state.
-		c.keys[h] = &entry{revoked: true, version: s.Version}
-		return
-	}
-	id, _ := uuid.Parse(s.KeyID)
-	en := &entry{keyID: id, customer: c.customerLocked(s.CustomerID), rpm: s.RPMLimit, tpm: s.TPMLimit,
-		conc: s.MaxConcurrent, blocked: s.Blocked, models: s.AllowedModels, version: s.Version}
-	if s.ExpiresAt != nil {
-		en.expires = s.ExpiresAt.UnixNano()
-	}
-	if s.BlockedUntil != nil {
-		en.blockedUntil = s.BlockedUntil.UnixNano()
-	}
-	c.keys[h] = en
+	c.keys.set(h, c.keys.row(s))
 	delete(c.negative, h)
 }
 
 // customerLocked returns the customer record of id, made when new (c.mu held).
 func (c *Cache) customerLocked(id string) *customer {
-	cu := c.customers[id]
-	if cu == nil {
-		cu = &customer{id: id}
-		c.customers[id] = cu
-	}
-	return cu
+	return c.keys.customers[c.keys.customer(id)]
 }
 
 func (c *Cache) applyCustomer(e jetstream.KeyValueEntry) {
@@ -357,8 +323,8 @@ func (c *Cache) Rate(e *usage.Event) (usage.Rating, bool) {
 	c.mu.RLock()
 	prices := c.prices[e.Model].Versions
 	var overrides []usage.Override
-	if cu := c.customers[e.CustomerID]; cu != nil {
-		overrides = cu.overrides
+	if n, ok := c.keys.customerNum[e.CustomerID]; ok {
+		overrides = c.keys.customers[n].overrides
 	}
 	c.mu.RUnlock()
 	r, err := usage.RateEvent(e, prices, overrides)
@@ -373,37 +339,20 @@ func (c *Cache) Rate(e *usage.Event) (usage.Rating, bool) {
 func (c *Cache) LookupKey(secret string) (usage.KeyState, bool) {
 	h := hashOf(secret)
 	c.mu.RLock()
-	en := c.keys[h]
+	r := c.keys.get(h)
 	var s usage.KeyState
-	if en != nil && !en.revoked {
-		s = en.state()
+	if r != nil && !r.revoked {
+		s = c.keys.state(r)
 	}
+	known, revoked := r != nil, r != nil && r.revoked
 	c.mu.RUnlock()
 	switch {
-	case en == nil:
+	case !known:
 		return c.miss(h)
-	case en.revoked:
+	case revoked:
 		return usage.KeyState{}, false
 	}
 	return s, true
-}
-
-// state is the entry as a KeyState (c.mu held for reading).
-func (en *entry) state() usage.KeyState {
-	s := usage.KeyState{KeyID: uuid.UUID(en.keyID).String(), CustomerID: en.customer.id, RPMLimit: en.rpm,
-		TPMLimit: en.tpm, MaxConcurrent: en.conc, AllowedModels: en.models, Blocked: en.blocked, Version: en.version}
-	if en.expires != 0 {
-		t := time.Unix(0, en.expires)
-		s.ExpiresAt = &t
-	}
-	if en.blockedUntil != 0 {
-		t := time.Unix(0, en.blockedUntil)
-		s.BlockedUntil = &t
-	}
-	if s.BlockedAt(time.Now()) == "" && en.customer.blocked != "" {
-		s.Blocked, s.BlockedUntil = en.customer.blocked, nil
-	}
-	return s
 }
 
 // miss looks a key the cache does not hold up in the loader.
@@ -414,7 +363,7 @@ func (c *Cache) miss(h [32]byte) (usage.KeyState, bool) {
 	c.mu.RLock()
 	until, negative := c.negative[h]
 	c.mu.RUnlock()
-	if negative && time.Now().Before(until) {
+	if negative && time.Now().UnixNano() < until {
 		return usage.KeyState{}, false
 	}
 	hash := hex.EncodeToString(h[:])
@@ -437,7 +386,7 @@ func (c *Cache) miss(h [32]byte) (usage.KeyState, bool) {
 					break
 				}
 			}
-			c.negative[h] = time.Now().Add(negativeTTL)
+			c.negative[h] = time.Now().Add(negativeTTL).UnixNano()
 			c.mu.Unlock()
 			return nil, nil
 		}
@@ -450,8 +399,8 @@ func (c *Cache) miss(h [32]byte) (usage.KeyState, bool) {
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if en := c.keys[h]; en != nil && !en.revoked {
-		return en.state(), true
+	if r := c.keys.get(h); r != nil && !r.revoked {
+		return c.keys.state(r), true
 	}
 	return usage.KeyState{}, false
 }

@@ -1,0 +1,170 @@
+package keys
+
+import (
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// table holds every key a gateway knows, a million of them or more, in
+// memory the garbage collector never walks: the index maps a key's hash
+// to its row, and neither the index nor the rows hold a pointer (a
+// row names its customer, its blocked reason and its model allowlist by
+// number). A table of pointers to one small object per key made every
+// collection mark a million objects, so that the gateway's CPU at a steady
+// request rate grew with the number of keys (BENCHMARKS.md, issue 13).
+// It is not safe for concurrent use: Cache guards it.
+type table struct {
+	index map[[32]byte]uint32 // key hash → position in rows
+	rows  []row
+	free  []uint32 // positions of deleted rows, to reuse
+
+	customers   []*customer // by number; a few per thousand keys
+	customerNum map[string]uint32
+	strs        interned[string]   // blocked reasons; 0 is ""
+	lists       interned[[]string] // allowed-model lists; 0 is nil (every model)
+}
+
+// row is one key: usage.KeyState without its strings, times in Unix
+// nanoseconds (0: none), or a revoked key's tombstone.
+type row struct {
+	keyID        [16]byte
+	expires      int64
+	blockedUntil int64
+	rpm, tpm     int64
+	conc         int64
+	version      int64
+	customer     uint32 // index in table.customers
+	blocked      uint32 // index in table.strs
+	models       uint32 // index in table.lists
+	revoked      bool   // a tombstone: only version is set
+}
+
+// interned numbers distinct values, so that rows can name them without a
+// pointer; number 0 is the zero value. Values are never forgotten: there
+// are few distinct blocked reasons and model allowlists.
+type interned[T any] struct {
+	vals []T
+	nums map[string]uint32
+}
+
+func (in *interned[T]) number(key string, v T) uint32 {
+	if key == "" {
+		return 0
+	}
+	if n, ok := in.nums[key]; ok {
+		return n
+	}
+	if in.nums == nil {
+		var zero T
+		in.vals, in.nums = []T{zero}, map[string]uint32{}
+	}
+	n := uint32(len(in.vals))
+	in.vals = append(in.vals, v)
+	in.nums[key] = n
+	return n
+}
+
+func (in *interned[T]) value(n uint32) T {
+	if n == 0 {
+		var zero T
+		return zero
+	}
+	return in.vals[n]
+}
+
+func newTable() *table {
+	return &table{index: map[[32]byte]uint32{}, customerNum: map[string]uint32{}}
+}
+
+// len is the number of keys held, revoked keys' tombstones included.
+func (t *table) len() int { return len(t.index) }
+
+// get returns the row of hash, or nil.
+func (t *table) get(h [32]byte) *row {
+	i, ok := t.index[h]
+	if !ok {
+		return nil
+	}
+	return &t.rows[i]
+}
+
+// set stores r as the row of hash.
+func (t *table) set(h [32]byte, r row) {
+	if i, ok := t.index[h]; ok {
+		t.rows[i] = r
+		return
+	}
+	var i uint32
+	if n := len(t.free); n > 0 {
+		i, t.free = t.free[n-1], t.free[:n-1]
+		t.rows[i] = r
+	} else {
+		i = uint32(len(t.rows))
+		t.rows = append(t.rows, r)
+	}
+	t.index[h] = i
+}
+
+// delete forgets hash.
+func (t *table) delete(h [32]byte) {
+	if i, ok := t.index[h]; ok {
+		delete(t.index, h)
+		t.rows[i] = row{}
+		t.free = append(t.free, i)
+	}
+}
+
+// customer returns the number of the customer id, its record made when new.
+func (t *table) customer(id string) uint32 {
+	if n, ok := t.customerNum[id]; ok {
+		return n
+	}
+	n := uint32(len(t.customers))
+	t.customers = append(t.customers, &customer{id: id})
+	t.customerNum[id] = n
+	return n
+}
+
+// row returns s as a row.
+func (t *table) row(s usage.KeyState) row {
+	if s.Revoked {
+		return row{revoked: true, version: s.Version}
+	}
+	id, _ := uuid.Parse(s.KeyID)
+	r := row{keyID: id, customer: t.customer(s.CustomerID), rpm: s.RPMLimit, tpm: s.TPMLimit, conc: s.MaxConcurrent,
+		blocked: t.strs.number(s.Blocked, s.Blocked), version: s.Version}
+	if len(s.AllowedModels) > 0 {
+		r.models = t.lists.number(strings.Join(s.AllowedModels, "\x00")+"\x00", s.AllowedModels)
+	}
+	if s.ExpiresAt != nil {
+		r.expires = s.ExpiresAt.UnixNano()
+	}
+	if s.BlockedUntil != nil {
+		r.blockedUntil = s.BlockedUntil.UnixNano()
+	}
+	return r
+}
+
+// state returns a live row as a KeyState, with its customer's budget
+// state folded into Blocked.
+func (t *table) state(r *row) usage.KeyState {
+	cu := t.customers[r.customer]
+	s := usage.KeyState{KeyID: uuid.UUID(r.keyID).String(), CustomerID: cu.id, RPMLimit: r.rpm, TPMLimit: r.tpm,
+		MaxConcurrent: r.conc, AllowedModels: t.lists.value(r.models), Blocked: t.strs.value(r.blocked), Version: r.version}
+	if r.expires != 0 {
+		t := time.Unix(0, r.expires)
+		s.ExpiresAt = &t
+	}
+	if r.blockedUntil != 0 {
+		t := time.Unix(0, r.blockedUntil)
+		s.BlockedUntil = &t
+	}
+	if s.BlockedAt(time.Now()) == "" && cu.blocked != "" {
+		s.Blocked, s.BlockedUntil = cu.blocked, nil
+	}
+	return s
+}
