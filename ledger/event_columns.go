@@ -29,26 +29,39 @@ const rollupAdd = `ON CONFLICT (customer_id, hour, key_id, model, currency) DO U
 // whose ids were new, adds them to the hourly rollups and the customers'
 // balances, moves the keys' last-used times forward, and counts the
 // duplicates refused. Its result is the number of new events and how many
-// of them are unpriced. The batch comes as 31 arrays, one per column
+// of them are unpriced. The batch comes as 35 arrays, one per column
 // (see eventColumns); writeStaged is the same from a staging table.
+//
+// An attempt not charged (usage.Event.NotCharged: failed before the
+// client's first byte and retried elsewhere) goes to usage_attempts
+// instead of usage_events, and so moves no rollup, balance or spend.
 const writeBatch = `
 WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
     $7::text[], $8::text[], $9::boolean[], $10::text[], $11::integer[], $12::text[], $13::bigint[],
     $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::text[],
     $20::bigint[], $21::bigint[], $22::text[], $23::bigint[], $24::bigint[], $25::text[], $26::bigint[],
-    $27::integer[], $28::boolean[], $29::text[], $30::text[], $31::text[]::jsonb[])
-  AS t(` + eventColumnList + `)
+    $27::integer[], $28::boolean[], $29::text[], $30::text[], $31::text[]::jsonb[], $32::text[], $33::integer[],
+    $34::boolean[], $35::uuid[])
+  AS t(` + eventColumnList + `, deployment, attempt, charged, request_id)
 ), claimed AS (
   INSERT INTO event_ids (id, occurred_at) SELECT id, occurred_at FROM input
   ON CONFLICT (id) DO NOTHING RETURNING id
+), attempts AS (
+  INSERT INTO usage_attempts (id, occurred_at, request_id, customer_id, key_id, provider, deployment, model,
+    endpoint, stream, attempt, status, http_status, prompt_tokens, cached_tokens, cache_write_tokens,
+    completion_tokens, reasoning_tokens, web_search_requests, usage_source, duration_ms, error, corrections)
+  SELECT id, occurred_at, request_id, customer_id, key_id, provider, deployment, model,
+    endpoint, stream, attempt, status, http_status, prompt_tokens, cached_tokens, cache_write_tokens,
+    completion_tokens, reasoning_tokens, web_search_requests, usage_source, duration_ms, error, corrections
+  FROM input JOIN claimed USING (id) WHERE NOT charged
 ), ins AS (
-  INSERT INTO usage_events (` + eventColumnList + `)
-  SELECT input.* FROM input JOIN claimed USING (id)
+  INSERT INTO usage_events (` + eventColumnList + `, deployment, attempt)
+  SELECT ` + eventColumnList + `, deployment, attempt FROM input JOIN claimed USING (id) WHERE charged
   ` + batchEffects + `
 ), counted AS (
   INSERT INTO ingest_counters (name, value)
-  SELECT 'duplicates', $32::bigint + (SELECT count(*) FROM input) - (SELECT count(*) FROM claimed)
+  SELECT 'duplicates', $36::bigint + (SELECT count(*) FROM input) - (SELECT count(*) FROM claimed)
   ON CONFLICT (name) DO UPDATE SET value = ingest_counters.value + EXCLUDED.value
 )
 SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)`
@@ -124,8 +137,11 @@ type eventColumns struct {
 	// then sending text) cost more than the rest of the batch's encoding.
 	id, customer, key                                                                   []pgtype.UUID
 	provider, model, served, endpoint, status, finish, source, errText, currency, fixes []string
-	endUser                                                                             []string
-	metadata                                                                            []*string // JSON objects
+	endUser, deployment                                                                 []string
+	attempt                                                                             []int32
+	charged                                                                             []bool
+	requestID                                                                           []pgtype.UUID // invalid (NULL) when none
+	metadata                                                                            []*string     // JSON objects
 	at                                                                                  []time.Time
 	stream, unpriced                                                                    []bool
 	httpStatus, discount                                                                []int32
@@ -143,7 +159,8 @@ func newEventColumns(events []usage.Event, p *pricing) (*eventColumns, error) {
 	ids := func() []pgtype.UUID { return make([]pgtype.UUID, 0, n) }
 	c := &eventColumns{id: ids(), customer: ids(), key: ids(), provider: str(), model: str(), served: str(),
 		endpoint: str(), status: str(), finish: str(), source: str(), errText: str(), currency: str(), fixes: str(),
-		endUser: str(), metadata: make([]*string, 0, n),
+		endUser: str(), metadata: make([]*string, 0, n), deployment: str(), attempt: make([]int32, 0, n),
+		charged: make([]bool, 0, n), requestID: ids(),
 		at: make([]time.Time, 0, n), stream: make([]bool, 0, n), unpriced: make([]bool, 0, n),
 		httpStatus: make([]int32, 0, n), discount: make([]int32, 0, n),
 		prompt: i64(), cached: i64(), cacheWrite: i64(), completion: i64(), reasoning: i64(), webSearch: i64(),
@@ -196,6 +213,14 @@ func newEventColumns(events []usage.Event, p *pricing) (*eventColumns, error) {
 		c.fixes = append(c.fixes, e.Corrections)
 		c.endUser = append(c.endUser, e.EndUser)
 		c.metadata = append(c.metadata, metadataJSON(e.Metadata))
+		c.deployment = append(c.deployment, e.Deployment)
+		c.attempt = append(c.attempt, int32(max(e.Attempt, 1)))
+		c.charged = append(c.charged, !e.NotCharged)
+		var rid pgtype.UUID
+		if u, err := uuid.Parse(e.RequestID); err == nil {
+			rid = pgtype.UUID{Bytes: u, Valid: true}
+		}
+		c.requestID = append(c.requestID, rid)
 	}
 	return c, nil
 }
@@ -204,7 +229,8 @@ func (c *eventColumns) args() []any {
 	return []any{c.id, c.at, c.customer, c.key, c.provider, c.model, c.served, c.endpoint,
 		c.stream, c.status, c.httpStatus, c.finish, c.prompt, c.cached, c.cacheWrite,
 		c.completion, c.reasoning, c.webSearch, c.source, c.ttft, c.duration, c.errText,
-		c.priceID, c.overrideID, c.currency, c.cost, c.discount, c.unpriced, c.fixes, c.endUser, c.metadata, c.duplicates}
+		c.priceID, c.overrideID, c.currency, c.cost, c.discount, c.unpriced, c.fixes, c.endUser, c.metadata,
+		c.deployment, c.attempt, c.charged, c.requestID, c.duplicates}
 }
 
 // eventUUIDs parses e's id, customer and key. An event whose UUIDs do not

@@ -21,6 +21,9 @@ type Reconciliation struct {
 	// Events and EventIDs count the events and the dedupe keys in range.
 	Events   int64 `json:"events"`
 	EventIDs int64 `json:"event_ids"`
+	// Attempts counts the attempts not charged (usage_attempts) in range,
+	// whose ids event_ids holds too: Events + Attempts = EventIDs.
+	Attempts int64 `json:"attempts"`
 	// EventsWithoutID counts events whose (id, occurred_at) is not in
 	// event_ids; IDsWithoutEvent the reverse; DuplicateIDs the ids stored
 	// as more than one event (in any partition).
@@ -123,7 +126,7 @@ func (s *Store) Reconcile(ctx context.Context, from, to time.Time) (Reconciliati
 		return Reconciliation{}, dbError(err, "reconciliation")
 	}
 	rec.Clean = rec.RollupMismatchCount == 0 && len(rec.BalanceMismatches) == 0 && rec.EventsWithoutID == 0 &&
-		rec.IDsWithoutEvent == 0 && rec.DuplicateIDs == 0 && rec.Events == rec.EventIDs
+		rec.IDsWithoutEvent == 0 && rec.DuplicateIDs == 0 && rec.Events+rec.Attempts == rec.EventIDs
 	return rec, nil
 }
 
@@ -233,11 +236,14 @@ func (rec *Reconciliation) checkIDs(ctx context.Context, tx pgx.Tx) error {
 		  (SELECT count(*) FROM orphans),
 		  (SELECT count(*) FROM event_ids i WHERE i.occurred_at >= $1 AND i.occurred_at < $2
 		    AND NOT EXISTS (SELECT 1 FROM usage_events e WHERE e.id = i.id AND e.occurred_at = i.occurred_at
-		      AND e.occurred_at >= $1 AND e.occurred_at < $2)),
+		      AND e.occurred_at >= $1 AND e.occurred_at < $2)
+		    AND NOT EXISTS (SELECT 1 FROM usage_attempts a WHERE a.id = i.id AND a.occurred_at = i.occurred_at)),
 		  (SELECT count(DISTINCT o.id) FROM orphans o
 		    WHERE EXISTS (SELECT 1 FROM usage_events d WHERE d.id = o.id AND d.occurred_at <> o.occurred_at)),
-		  coalesce((SELECT value FROM ingest_counters WHERE name = 'duplicates'), 0)`, rec.From, rec.To,
-	).Scan(&rec.Events, &rec.EventIDs, &rec.EventsWithoutID, &rec.IDsWithoutEvent, &rec.DuplicateIDs, &rec.DuplicatesRejected)
+		  coalesce((SELECT value FROM ingest_counters WHERE name = 'duplicates'), 0),
+		  (SELECT count(*) FROM usage_attempts WHERE occurred_at >= $1 AND occurred_at < $2)`, rec.From, rec.To,
+	).Scan(&rec.Events, &rec.EventIDs, &rec.EventsWithoutID, &rec.IDsWithoutEvent, &rec.DuplicateIDs, &rec.DuplicatesRejected,
+		&rec.Attempts)
 	return err
 }
 

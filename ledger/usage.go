@@ -24,6 +24,9 @@ var usageGroups = map[string][2]string{
 	"day":      {"date_trunc('day', hour AT TIME ZONE 'UTC')", `to_char(g, 'YYYY-MM-DD')`},
 	"month":    {"date_trunc('month', hour AT TIME ZONE 'UTC')", `to_char(g, 'YYYY-MM')`},
 	"end_user": {"end_user", "g"}, // from the events: see usageFromEvents
+	// From the events and the attempts not charged: see usageFromAttempts.
+	"deployment": {"deployment", "g"},
+	"provider":   {"provider", "g"},
 }
 
 // UsageQuery selects usage from the hourly rollups, or, to filter or
@@ -33,7 +36,11 @@ var usageGroups = map[string][2]string{
 // Filters are optional except where noted; CustomerID and KeyID, when set,
 // are UUIDs. From and To bound the hour of the events ([From, To), whole
 // hours, UTC). GroupBy is "model" (the default), "key", "customer",
-// "hour", "day", "month" or "end_user". EndUser filters by the end user
+// "hour", "day", "month", "end_user", "deployment" or "provider"; the last
+// two read the events and also the attempts not charged (failed and
+// retried elsewhere: the operator's cost, counted in NotChargedRequests
+// and at no charge), so that a provider's invoice can be reconciled
+// deployment by deployment. EndUser filters by the end user
 // the client named ("" matches every event). Limit (0: the default, 100; at most 1000) and
 // Cursor page through the groups.
 type UsageQuery struct {
@@ -58,23 +65,28 @@ type UsageQuery struct {
 // and in USD makes two rows; the unpriced usage then joins the first by
 // code). Currency is "" only for a group with no priced usage at all.
 type UsageRow struct {
-	Group            string `json:"group"`
-	Model            string `json:"model,omitempty"`
-	KeyID            string `json:"key_id,omitempty"`
-	CustomerID       string `json:"customer_id,omitempty"`
-	CustomerName     string `json:"customer_name,omitempty"`
-	EndUser          string `json:"end_user,omitempty"`
-	Period           string `json:"period,omitempty"`
-	Requests         int64  `json:"requests"`
-	UnpricedRequests int64  `json:"unpriced_requests"`
-	PromptTokens     int64  `json:"prompt_tokens"`
-	CachedTokens     int64  `json:"cached_tokens"`
-	CacheWriteTokens int64  `json:"cache_write_tokens"`
-	CompletionTokens int64  `json:"completion_tokens"`
-	ReasoningTokens  int64  `json:"reasoning_tokens"`
-	WebSearches      int64  `json:"web_search_requests"`
-	Cost             string `json:"cost"`
-	Currency         string `json:"currency"`
+	Group        string `json:"group"`
+	Model        string `json:"model,omitempty"`
+	KeyID        string `json:"key_id,omitempty"`
+	CustomerID   string `json:"customer_id,omitempty"`
+	CustomerName string `json:"customer_name,omitempty"`
+	EndUser      string `json:"end_user,omitempty"`
+	Deployment   string `json:"deployment,omitempty"`
+	Provider     string `json:"provider,omitempty"`
+	Period       string `json:"period,omitempty"`
+	Requests     int64  `json:"requests"`
+	// NotChargedRequests counts the attempts among Requests that were not
+	// charged (group_by deployment and provider only).
+	NotChargedRequests int64  `json:"not_charged_requests,omitempty"`
+	UnpricedRequests   int64  `json:"unpriced_requests"`
+	PromptTokens       int64  `json:"prompt_tokens"`
+	CachedTokens       int64  `json:"cached_tokens"`
+	CacheWriteTokens   int64  `json:"cache_write_tokens"`
+	CompletionTokens   int64  `json:"completion_tokens"`
+	ReasoningTokens    int64  `json:"reasoning_tokens"`
+	WebSearches        int64  `json:"web_search_requests"`
+	Cost               string `json:"cost"`
+	Currency           string `json:"currency"`
 }
 
 // UsagePage is one page of groups; NextCursor is "" on the last page.
@@ -92,7 +104,7 @@ WITH grouped AS (
   SELECT %[1]s AS g, currency, sum(requests) AS requests, sum(unpriced_requests) AS unpriced,
     sum(prompt_tokens) AS prompt, sum(cached_tokens) AS cached, sum(cache_write_tokens) AS cache_write,
     sum(completion_tokens) AS completion, sum(reasoning_tokens) AS reasoning,
-    sum(web_search_requests) AS web, sum(charge_e12) AS charge
+    sum(web_search_requests) AS web, sum(charge_e12) AS charge, sum(not_charged) AS not_charged
   FROM %[3]s
   WHERE ($1 = '' OR customer_id = NULLIF($1, '')::uuid) AND ($2 = '' OR key_id = NULLIF($2, '')::uuid) AND ($3 = '' OR model = $3)
     AND hour >= date_trunc('hour', $4::timestamptz) AND hour < $5
@@ -100,18 +112,20 @@ WITH grouped AS (
 ), homed AS (
   SELECT g, CASE WHEN currency <> '' THEN currency
       ELSE coalesce(min(NULLIF(currency, '')) OVER (PARTITION BY g), '') END AS currency,
-    requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge
+    requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge, not_charged
   FROM grouped
 ), merged AS (
   SELECT g, currency, sum(requests) AS requests, sum(unpriced) AS unpriced, sum(prompt) AS prompt,
     sum(cached) AS cached, sum(cache_write) AS cache_write, sum(completion) AS completion,
-    sum(reasoning) AS reasoning, sum(web) AS web, sum(charge) AS charge
+    sum(reasoning) AS reasoning, sum(web) AS web, sum(charge) AS charge, sum(not_charged) AS not_charged
   FROM homed GROUP BY g, currency
 ), shown AS (
-  SELECT %[2]s AS g, currency, requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge
+  SELECT %[2]s AS g, currency, requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge,
+    not_charged
   FROM merged
 )
-SELECT g, currency, requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge::text
+SELECT g, currency, requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge::text,
+  not_charged
 FROM shown
 WHERE ($6 = '' AND $7 = '') OR (g, currency) > ($6, $7)
 ORDER BY g, currency LIMIT $8`
@@ -120,15 +134,35 @@ ORDER BY g, currency LIMIT $8`
 // the queries by end user ($9): each event rated as the rollups hold it,
 // its charge after re-rating, and in its re-rating's currency when only
 // re-rating priced it.
-const usageFromEvents = `(SELECT e.customer_id, date_trunc('hour', e.occurred_at) AS hour, e.key_id, e.model,
+const usageFromEvents = `(` + chargedEvents + `) AS usage_hourly`
+
+// usageRollups is the rollups with the attempts column usageSQL sums (none
+// of the rollups' requests is an attempt not charged).
+const usageRollups = `(SELECT *, 0 AS not_charged FROM usage_hourly) AS usage_hourly`
+
+// usageFromAttempts is usageFromEvents with the attempts not charged
+// added, at no charge, for the groupings by deployment and provider.
+const usageFromAttempts = `(` + chargedEvents + `
+  UNION ALL
+  SELECT a.customer_id, date_trunc('hour', a.occurred_at), a.key_id, a.model, '' AS end_user, '' AS currency,
+    1, 0, a.prompt_tokens, a.cached_tokens, a.cache_write_tokens, a.completion_tokens, a.reasoning_tokens,
+    a.web_search_requests, 0::numeric, a.deployment, a.provider, 1
+  FROM usage_attempts a
+  WHERE ($1 = '' OR a.customer_id = NULLIF($1, '')::uuid) AND $9 = ''
+    AND a.occurred_at >= date_trunc('hour', $4::timestamptz) AND date_trunc('hour', a.occurred_at) < $5) AS usage_hourly`
+
+// chargedEvents is usage_hourly's shape computed from the events, with
+// each event's deployment and provider.
+const chargedEvents = `SELECT e.customer_id, date_trunc('hour', e.occurred_at) AS hour, e.key_id, e.model,
     e.end_user, coalesce(r.currency, e.currency) AS currency, 1 AS requests,
     (e.unpriced AND r.currency IS NULL)::int AS unpriced_requests, e.prompt_tokens, e.cached_tokens,
     e.cache_write_tokens, e.completion_tokens, e.reasoning_tokens, e.web_search_requests,
-    e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0) AS charge_e12
+    e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0) AS charge_e12,
+    e.deployment, e.provider, 0 AS not_charged
   FROM usage_events e LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount
     FROM ledger_entries WHERE event_id = e.id AND kind = 'rerate') r ON true
   WHERE ($1 = '' OR e.customer_id = NULLIF($1, '')::uuid) AND ($9 = '' OR e.end_user = $9)
-    AND e.occurred_at >= date_trunc('hour', $4::timestamptz) AND date_trunc('hour', e.occurred_at) < $5) AS usage_hourly`
+    AND e.occurred_at >= date_trunc('hour', $4::timestamptz) AND date_trunc('hour', e.occurred_at) < $5`
 
 // Usage sums usage per group. It returns EInvalid for an unknown grouping,
 // a customer or key id that is not a UUID, an empty time range, a limit
@@ -143,7 +177,7 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	group, ok := usageGroups[q.GroupBy]
 	switch {
 	case !ok:
-		return UsagePage{}, errorf(EInvalid, "group_by: %q is not one of model, key, customer, hour, day, month, end_user", q.GroupBy)
+		return UsagePage{}, errorf(EInvalid, "group_by: %q is not one of model, key, customer, hour, day, month, end_user, deployment, provider", q.GroupBy)
 	case !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To):
 		return UsagePage{}, errorf(EInvalid, "from must be before to")
 	case q.Limit < 1 || q.Limit > 1000:
@@ -170,8 +204,11 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	if to.IsZero() {
 		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	source, args := "usage_hourly", []any{q.CustomerID, q.KeyID, q.Model, from, to, afterGroup, afterCurrency, q.Limit + 1}
-	if q.GroupBy == "end_user" || q.EndUser != "" {
+	source, args := usageRollups, []any{q.CustomerID, q.KeyID, q.Model, from, to, afterGroup, afterCurrency, q.Limit + 1}
+	switch {
+	case q.GroupBy == "deployment" || q.GroupBy == "provider":
+		source, args = usageFromAttempts, append(args, q.EndUser)
+	case q.GroupBy == "end_user" || q.EndUser != "":
 		source, args = usageFromEvents, append(args, q.EndUser)
 	}
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(usageSQL, group[0], group[1], source), args...)
@@ -184,7 +221,7 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 		var r UsageRow
 		var cost string
 		if err := rows.Scan(&r.Group, &r.Currency, &r.Requests, &r.UnpricedRequests, &r.PromptTokens, &r.CachedTokens,
-			&r.CacheWriteTokens, &r.CompletionTokens, &r.ReasoningTokens, &r.WebSearches, &cost); err != nil {
+			&r.CacheWriteTokens, &r.CompletionTokens, &r.ReasoningTokens, &r.WebSearches, &cost, &r.NotChargedRequests); err != nil {
 			return UsagePage{}, dbError(err, "usage query")
 		}
 		if r.Cost, err = FormatE12(cost); err != nil {
@@ -199,6 +236,10 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 			r.CustomerID = r.Group
 		case "end_user":
 			r.EndUser = r.Group
+		case "deployment":
+			r.Deployment = r.Group
+		case "provider":
+			r.Provider = r.Group
 		default:
 			r.Period = r.Group
 		}

@@ -62,8 +62,8 @@ func (c *Self) authenticate(next http.Handler) http.Handler {
 // customer (customer_id may not be given, and key_id filters within it).
 func (c *Self) usage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if q.Has("customer_id") || q.Get("group_by") == "customer" {
-		writeError(w, ledger.EInvalid, "customer_id and group_by=customer are not available here: this API shows your own usage")
+	if g := q.Get("group_by"); q.Has("customer_id") || g == "customer" || g == "deployment" || g == "provider" {
+		writeError(w, ledger.EInvalid, "customer_id and group_by=customer, deployment or provider are not available here: this API shows your own usage")
 		return
 	}
 	q.Set("customer_id", r.Context().Value(selfKey{}).(string))
