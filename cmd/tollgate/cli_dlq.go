@@ -47,6 +47,9 @@ func dlqCommands() []*command {
 					if err != nil {
 						return usagef("--seq: %q is not a sequence number", v)
 					}
+					if n == 0 { // JetStream refuses it as a bad request
+						return usagef("--seq: sequences start at 1, as dlq list shows them")
+					}
 					replay = append(replay, n)
 				}
 				if !*all && len(replay) == 0 { // not every dead letter by mistake

@@ -39,5 +39,8 @@ func TestCLIDeadLetters(t *testing.T) {
 	// An unknown sequence is not found (it was an internal error), and
 	// nothing is replayed.
 	s.tgFail(exitNotFound, "dead letter 999999 not found", "dlq", "replay", "--seq", "999999")
+	// Sequence 0, which JetStream refuses as a bad request (it was an
+	// internal error), is refused before anything is sent.
+	s.tgFail(exitUsage, "sequences start at 1", "dlq", "replay", "--seq", "0")
 	s.tgFail(exitInvalid, "limit", "dlq", "list", "--limit", "0")
 }

@@ -1,14 +1,8 @@
 package main
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
-	"io"
 	"os"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -67,29 +61,13 @@ func loadEnv() env {
 	}
 }
 
-// loadConfig reads and validates the config file. Unknown fields are
-// errors that name their line.
+// loadConfig reads and validates the config file and fills in defaults.
+// An empty file is not valid; a file with problems is a *configError
+// listing every one, each naming its setting and line (config_check_validate.go).
 func loadConfig(path string) (*fileConfig, error) {
-	b, err := os.ReadFile(path)
+	b, err := readConfigFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, err
 	}
-	var cfg fileConfig
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	if err := cfg.Validate(providerTypes()...); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	if err := cfg.Meter.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	for i, p := range cfg.Prices {
-		if _, err := p.Price(); err != nil {
-			return nil, fmt.Errorf("config %s: prices[%d] (%s): %w", path, i, p.Model, err)
-		}
-	}
-	return &cfg, nil
+	return parseConfig(path, b, providerTypes())
 }

@@ -8,48 +8,161 @@ import (
 	"testing"
 )
 
-func TestConfigCheck(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := configCheck([]string{"--config", "../../examples/demo.yaml"}, &out, &errOut); code != exitOK ||
-		!strings.Contains(out.String(), "is valid: 3 providers, 4 models, 4 seed prices") {
-		t.Fatalf("demo config: exit %d, %s %s", code, out.String(), errOut.String())
-	}
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(bad, []byte(`providers:
-  - name: sim
-    type: openai
-    base_url: http://127.0.0.1:9090/v1
-    connect_timeot: 3s
-models:
-  - name: m
-    provider: nobody
-meter:
-  batch_size: lots
-`), 0o600); err != nil {
+// checkConfigText runs `tollgate config check` on a file holding text.
+func checkConfigText(t *testing.T, text string) (code int, out, errOut string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tollgate.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out.Reset()
-	errOut.Reset()
-	code := configCheck([]string{"--config", bad}, &out, &errOut)
-	got := errOut.String()
-	for _, want := range []string{
-		`line 5: "connect_timeot" is not a setting in a provider; check its spelling`,
-		`line 10: the value "lots" has the wrong type`,
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("config check said:\n%s\nwant a sentence with %q", got, want)
+	var o, e bytes.Buffer
+	code = configCheck([]string{"--config", path}, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestConfigCheckValid(t *testing.T) {
+	for _, path := range []string{"../../examples/demo.yaml", "../../deploy/tollgate.yaml"} {
+		var out, errOut bytes.Buffer
+		if code := configCheck([]string{path}, &out, &errOut); code != exitOK ||
+			!strings.Contains(out.String(), "is valid: 3 providers, 4 models, 4 seed prices") {
+			t.Errorf("%s: exit %d, %s %s", path, code, out.String(), errOut.String())
 		}
 	}
+}
+
+// TestConfigCheckEveryProblem: one run lists every problem of a file, the
+// decoder's and each validator's, one sentence each, in the file's order,
+// naming the setting as the file spells it and its line, never a Go type
+// or field name.
+func TestConfigCheckEveryProblem(t *testing.T) {
+	code, _, got := checkConfigText(t, `providers:
+  - name: sim
+    type: foo
+    base_url: http://127.0.0.1:9090/v1
+    connect_timeout: 5
+  - name: sim2
+    type: openai
+    base_url: notaurl
+    stall_timeout: "5"
+models:
+  - name: a
+    provider: sim
+  - name: gpt-x
+    provider: foo
+  - name: gpt-x
+    provider: sim2
+  - name: z
+    provider: nope
+    upstrem_model: q
+prices:
+  - model: a
+    currency: USD
+    input: "abc"
+    output: "1"
+    effective_from: 2026-01-01T00:00:00Z
+  - model: z
+    currency: USD
+    input: "1.5"
+meter:
+  batch_size: lots
+  replicas: 2
+  max_deliver: 1
+`)
 	if code != exitInvalid {
-		t.Fatalf("exit %d, want %d", code, exitInvalid)
+		t.Fatalf("exit %d, want %d:\n%s", code, exitInvalid, got)
 	}
-	// Once it parses, the semantic error is a sentence too.
-	if err := os.WriteFile(bad, []byte("providers:\n  - {name: sim, type: openai, base_url: http://x/v1}\nmodels:\n  - {name: m, provider: nobody}\n"), 0o600); err != nil {
+	want := []string{
+		`is not valid: 14 problems.`,
+		`  - providers[0] ("sim"): type "foo" is not one of openai, anthropic, gemini (line 3).`,
+		`  - providers[0] ("sim").connect_timeout: "5" is not a duration; write e.g. "30s"`,
+		`  - providers[1] ("sim2"): base_url "notaurl" is not an http(s) URL (line 8).`,
+		`  - providers[1] ("sim2").stall_timeout: "5" is not a duration; write e.g. "30s", "500ms" or "5m" (line 9).`,
+		`  - models[1] ("gpt-x"): provider "foo" is not defined under providers (line 14).`,
+		`  - models[2] ("gpt-x"): a model with this name is already defined (line 15).`,
+		`  - models[3] ("z"): provider "nope" is not defined under providers (line 18).`,
+		`  - models[3] ("z"): "upstrem_model" is not a setting here; did you mean "upstream_model"? (line 19;`,
+		`  - prices[0] ("a"): input: "abc" is not a decimal number (line 23).`,
+		`  - prices[1] ("z"): effective_from is required`,
+		`  - prices[1] ("z"): output is required: a decimal amount per million tokens, e.g. "2.50" (line 26).`,
+		`  - meter.batch_size: "lots" is not a whole number; write e.g. 2000 (line 30).`,
+		`  - meter.replicas must be 1, 3 or 5, not 2 (line 31).`,
+		`  - meter.max_deliver must be at least 2, not 1 (line 32).`,
+	}
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("config check said %d lines, want %d:\n%s", len(lines), len(want), got)
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("line %d: %q\nwant it to contain %q", i+1, lines[i], w)
+		}
+	}
+	for _, goism := range []string{"Models[", "Providers[", "time.Duration", "gateway.", "meter.Config", "unmarshal", "!!"} {
+		if strings.Contains(got, goism) {
+			t.Errorf("config check speaks Go (%q):\n%s", goism, got)
+		}
+	}
+}
+
+// TestConfigCheckShapes: empty files, a file that is not a mapping,
+// malformed YAML, unknown top-level settings and lists that are not lists
+// are each explained.
+func TestConfigCheckShapes(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"empty", "", "the file is empty: it configures nothing"},
+		{"comments only", "# nothing yet\n", "the file is empty"},
+		{"empty mapping", "{}\n", "the file is empty"},
+		{"a list", "- a\n- b\n", "the file: a list is not a mapping of settings"},
+		{"tabs", "providers:\n\t- name: x\n", "line 2: this is not well-formed YAML"},
+		{"top-level typo", "modles: []\n", `"modles" is not a top-level setting; did you mean "models"? (line 1;`},
+		{"not a list", "providers: sim\n", `providers: "sim" is not a list; write each entry on its own line starting with "- " (line 1).`},
+		{"two documents", "meter: {replicas: 1}\n---\nmeter: {}\n", "more than one YAML document"},
+	} {
+		code, _, got := checkConfigText(t, tc.text)
+		if code != exitInvalid || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: exit %d, said:\n%s\nwant exit %d and %q", tc.name, code, got, exitInvalid, tc.want)
+		}
+	}
+	// A file the others find fine but that routes nothing says so.
+	code, out, errOut := checkConfigText(t, "meter:\n  batch_size: 100\n")
+	if code != exitOK || !strings.Contains(out, "defines no provider") {
+		t.Errorf("meter-only file: exit %d, %s%s", code, out, errOut)
+	}
+	// loadConfig, which serve uses, refuses an empty file too.
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	errOut.Reset()
-	if code := configCheck([]string{"--config", bad}, &out, &errOut); code != exitInvalid ||
-		!strings.Contains(errOut.String(), `provider "nobody" is not defined under providers`) {
-		t.Fatalf("exit %d: %s", code, errOut.String())
+	if _, err := loadConfig(empty); err == nil || !strings.Contains(err.Error(), "the file is empty") {
+		t.Errorf("loadConfig of an empty file: %v", err)
+	}
+	if _, err := loadConfig(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("loadConfig of a missing file: %v", err)
+	}
+}
+
+// TestConfigCommandHelp: `tollgate config --help` exits 0 with the usage on
+// stdout, like every other --help; a bad invocation exits 2.
+func TestConfigCommandHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"check", "--help"}, {"check", "--config", "x.yaml", "-h"}} {
+		var out, errOut bytes.Buffer
+		if code := configCommand(args, &out, &errOut); code != exitOK || !strings.Contains(out.String(), "Usage: tollgate config check") || errOut.Len() > 0 {
+			t.Errorf("tollgate config %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out.String(), errOut.String())
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "Usage: tollgate config check"},
+		{[]string{"lint"}, `unknown command "lint"`},
+		{[]string{"check"}, "give the file to check"},
+		{[]string{"check", "a.yaml", "b.yaml"}, `unexpected argument "b.yaml"`},
+		{[]string{"check", "--strict", "a.yaml"}, "unknown flag --strict"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := configCommand(tc.args, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("tollgate config %s: exit %d, stderr %q; want exit %d and %q", strings.Join(tc.args, " "), code, errOut.String(), exitUsage, tc.want)
+		}
 	}
 }

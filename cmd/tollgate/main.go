@@ -86,11 +86,7 @@ func main() {
 	case "demo":
 		err = demo(ctx, args)
 	case "config":
-		if len(args) == 0 || args[0] != "check" {
-			fmt.Fprintln(os.Stderr, "Usage: tollgate config check --config FILE")
-			os.Exit(exitUsage)
-		}
-		os.Exit(configCheck(args[1:], os.Stdout, os.Stderr))
+		os.Exit(configCommand(args, os.Stdout, os.Stderr))
 	default:
 		// help, --help and the admin commands (customers, keys, ...);
 		// runCLI also reports unknown commands, with exit code 2.

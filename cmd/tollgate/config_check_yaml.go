@@ -1,0 +1,309 @@
+package main
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// configIndex locates a configuration file's settings: for each line, the
+// keys and values on it with their paths, so that the decoder's and the
+// validators' errors can name the setting an operator wrote.
+type configIndex struct {
+	keys, values map[int][]configNode
+	// lines maps a raw path ("providers[0]", "providers[0].base_url") to
+	// the line of its key, or of its entry for a list entry.
+	lines map[string]int
+	// names maps a list entry's raw path to its name ("sim"), or "".
+	names map[string]string
+}
+
+// configNode is one key or value of the file.
+type configNode struct {
+	raw   string // providers[0].base_url
+	value string // the scalar as written
+	kind  yaml.Kind
+}
+
+func newConfigIndex(root *yaml.Node) *configIndex {
+	x := &configIndex{keys: map[int][]configNode{}, values: map[int][]configNode{}, lines: map[string]int{}, names: map[string]string{}}
+	x.walk(root, "")
+	return x
+}
+
+func (x *configIndex) walk(n *yaml.Node, raw string) {
+	if n == nil {
+		return
+	}
+	if n.Kind == yaml.DocumentNode || n.Kind == yaml.AliasNode {
+		for _, c := range n.Content {
+			x.walk(c, raw)
+		}
+		return
+	}
+	x.values[n.Line] = append(x.values[n.Line], configNode{raw: raw, value: n.Value, kind: n.Kind})
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := k.Value
+			if raw != "" {
+				p = raw + "." + k.Value
+			}
+			x.keys[k.Line] = append(x.keys[k.Line], configNode{raw: p, value: k.Value, kind: k.Kind})
+			x.lines[p] = k.Line
+			x.walk(v, p)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", raw, i)
+			x.lines[p] = c.Line
+			if c.Kind == yaml.MappingNode {
+				for j := 0; j+1 < len(c.Content); j += 2 {
+					if k := c.Content[j].Value; (k == "name" || k == "model") && x.names[p] == "" {
+						x.names[p] = c.Content[j+1].Value
+					}
+				}
+			}
+			x.walk(c, p)
+		}
+	}
+}
+
+var rawStep = regexp.MustCompile(`^([^.\[]+)((?:\[\d+\])*)\.?`)
+
+// display turns a raw path into what an operator reads: each named list
+// entry with its name, `models[1] ("gpt-x").provider`.
+func (x *configIndex) display(raw string) string {
+	if raw == "" {
+		return "the file"
+	}
+	var b strings.Builder
+	done := ""
+	for rest := raw; rest != ""; {
+		m := rawStep.FindStringSubmatch(rest)
+		if m == nil {
+			b.WriteString(rest)
+			break
+		}
+		if b.Len() > 0 {
+			b.WriteString(".")
+		}
+		done += m[1]
+		b.WriteString(m[1])
+		for _, idx := range regexp.MustCompile(`\[\d+\]`).FindAllString(m[2], -1) {
+			done += idx
+			b.WriteString(idx)
+			if name := x.names[done]; name != "" {
+				fmt.Fprintf(&b, " (%q)", name)
+			}
+		}
+		rest = rest[len(m[0]):]
+		if rest != "" {
+			done += "."
+		}
+	}
+	return b.String()
+}
+
+// at returns " (line N)" for a raw path, or "".
+func (x *configIndex) at(raw string) string {
+	if l, ok := x.lines[raw]; ok {
+		return fmt.Sprintf(" (line %d)", l)
+	}
+	return ""
+}
+
+var (
+	yamlUnknown  = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
+	yamlMismatch = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)$")
+	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+)
+
+// yamlProblems explains the decoder's errors (yaml.TypeError's lines), and
+// returns the raw paths they are about.
+func (x *configIndex) yamlProblems(msgs []string) (problems []string, paths map[string]bool) {
+	paths = map[string]bool{}
+	for _, msg := range msgs {
+		if m := yamlUnknown.FindStringSubmatch(msg); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			raw := x.find(x.keys[line], func(n configNode) bool { return n.value == m[2] })
+			paths[raw] = true
+			where := ""
+			if parent, ok := strings.CutSuffix(raw, "."+m[2]); ok {
+				where = x.display(parent)
+			}
+			problems = append(problems, unknownSetting(where, m[2], m[3], line))
+			continue
+		}
+		if m := yamlMismatch.FindStringSubmatch(msg); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			shown := strings.TrimSuffix(m[3], "...")
+			raw := x.find(x.values[line], func(n configNode) bool {
+				switch m[2] {
+				case "seq":
+					return n.kind == yaml.SequenceNode
+				case "map":
+					return n.kind == yaml.MappingNode
+				}
+				return n.kind == yaml.ScalarNode && strings.HasPrefix(n.value, shown)
+			})
+			value := m[3]
+			for _, n := range x.values[line] {
+				if n.raw == raw {
+					value = n.value
+				}
+			}
+			paths[raw] = true
+			problems = append(problems, fmt.Sprintf("%s: %s (line %d).", x.display(raw), wrongType(m[2], value, m[4]), line))
+			continue
+		}
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			problems = append(problems, fmt.Sprintf("line %s: %s.", m[1], m[2]))
+			continue
+		}
+		problems = append(problems, strings.TrimPrefix(msg, "yaml: ")+".")
+	}
+	return problems, paths
+}
+
+// find returns the raw path of the first node that matches, or of the
+// first node when none does.
+func (x *configIndex) find(ns []configNode, match func(configNode) bool) string {
+	for _, n := range ns {
+		if match(n) {
+			return n.raw
+		}
+	}
+	if len(ns) > 0 {
+		return ns[0].raw
+	}
+	return ""
+}
+
+// wrongType says, in an operator's words, why value (of YAML kind tag) is
+// not what the Go type goType takes.
+func wrongType(tag, value, goType string) string {
+	what := fmt.Sprintf("%q", value)
+	switch tag {
+	case "seq":
+		what = "a list"
+	case "map":
+		what = "a mapping (name: value lines)"
+	}
+	switch {
+	case goType == "time.Duration":
+		return what + ` is not a duration; write e.g. "30s", "500ms" or "5m"`
+	case goType == "time.Time":
+		return what + " is not a time; write e.g. 2026-01-01T00:00:00Z"
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint"):
+		return what + " is not a whole number; write e.g. 2000"
+	case strings.HasPrefix(goType, "float"):
+		return what + " is not a number"
+	case goType == "bool":
+		return what + " is neither true nor false"
+	case goType == "string":
+		return what + " is not a single value; write one word or a quoted string"
+	case strings.HasPrefix(goType, "[]"):
+		return what + ` is not a list; write each entry on its own line starting with "- "`
+	}
+	return what + " is not a mapping of settings; write them as name: value lines, indented under it"
+}
+
+// unknownSetting explains a key the config does not have, where is its
+// parent's path as displayed (or "" at the top level); it suggests the
+// setting the key was probably meant to be.
+func unknownSetting(where, key, goType string, line int) string {
+	msg := fmt.Sprintf("%q is not a top-level setting", key)
+	if where != "" {
+		msg = fmt.Sprintf("%s: %q is not a setting here", where, key)
+	}
+	known := yamlKeysOf(goType)
+	best, bestD := "", max(1, len(key)/3)+1
+	for _, k := range known {
+		if d := editDistance(key, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	switch {
+	case best != "":
+		msg += fmt.Sprintf("; did you mean %q?", best)
+	case len(known) > 0:
+		msg += "; the settings here are " + strings.Join(known, ", ")
+	}
+	return fmt.Sprintf("%s (line %d; docs/configuration.md describes every setting).", msg, line)
+}
+
+// yamlKeysOf returns the YAML keys of the config's struct type named
+// goType ("gateway.ProviderConfig"), inline fields' included.
+func yamlKeysOf(goType string) []string {
+	t := findConfigType(reflect.TypeFor[fileConfig](), goType, map[reflect.Type]bool{})
+	if t == nil {
+		return nil
+	}
+	var keys []string
+	var add func(t reflect.Type)
+	add = func(t reflect.Type) {
+		for f := range t.Fields() {
+			tag, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			switch {
+			case !f.IsExported() || tag == "-":
+			case opts == "inline" || (f.Anonymous && tag == ""):
+				add(f.Type)
+			case tag != "":
+				keys = append(keys, tag)
+			default:
+				keys = append(keys, strings.ToLower(f.Name))
+			}
+		}
+	}
+	add(t)
+	slices.Sort(keys)
+	return keys
+}
+
+func findConfigType(t reflect.Type, name string, seen map[reflect.Type]bool) reflect.Type {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] || t == reflect.TypeFor[time.Time]() {
+		return nil
+	}
+	seen[t] = true
+	if t.String() == name {
+		return t
+	}
+	for f := range t.Fields() {
+		if found := findConfigType(f.Type, name, seen); found != nil {
+			return found
+		}
+	}
+	return nil
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
