@@ -35,8 +35,12 @@ func (s *Server) authenticate(env provider.Envelope) func(http.Handler) http.Han
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			secret := s.customerKey(r)
 			if secret == "" {
+				hint := "send it as Authorization: Bearer <key>"
+				if h, ok := env.(provider.KeyHinter); ok {
+					hint = h.KeyHint()
+				}
 				env.WriteError(w, provider.Err(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
-					"missing API key: send it as Authorization: Bearer <key>, or as this API's SDKs send theirs"))
+					"missing API key: "+hint))
 				return
 			}
 			k, ok := s.keys.LookupKey(secret)

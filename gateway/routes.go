@@ -54,14 +54,20 @@ func (s *Server) Handler() http.Handler {
 }
 
 // envelopeFor is the envelope of the provider whose routes path falls
-// under, or OpenAI's.
+// under (a route itself, or the provider's own prefix such as
+// /anthropic/), or OpenAI's.
 func (s *Server) envelopeFor(path string) provider.Envelope {
 	for _, p := range s.providers {
 		for _, rt := range p.Routes {
-			if prefix := strings.TrimSuffix(rt.Pattern, "*"); strings.HasPrefix(path, prefix) && p.Errors != nil {
-				if rt.Errors != nil {
-					return rt.Errors
-				}
+			if p.Errors == nil {
+				continue
+			}
+			pattern := strings.TrimSuffix(rt.Pattern, "*")
+			seg, _, _ := strings.Cut(strings.TrimPrefix(pattern, "/"), "/")
+			switch {
+			case strings.HasPrefix(path, pattern) && rt.Errors != nil:
+				return rt.Errors
+			case strings.HasPrefix(path, pattern), seg != "v1" && strings.HasPrefix(path, "/"+seg+"/"):
 				return p.Errors
 			}
 		}

@@ -86,6 +86,13 @@ func readMessages(r *http.Request, body []byte) (provider.Call, error) {
 		}}, nil
 }
 
+// KeyHint says how Anthropic's SDKs send the key (provider.KeyHinter).
+func (Envelope) KeyHint() string {
+	return "send your Tollgate key in the x-api-key header (as Anthropic's SDKs do with api_key), or as Authorization: Bearer <key>"
+}
+
+var _ provider.KeyHinter = Envelope{}
+
 // Envelope is the Messages API's error envelope:
 // {"type":"error","error":{"type","message"}}, with Anthropic's error type
 // for the status (Anthropic API reference, "Errors"); mid-stream, an

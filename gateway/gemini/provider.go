@@ -82,6 +82,13 @@ func readGenerate(r *http.Request, body []byte) (provider.Call, error) {
 		}}, nil
 }
 
+// KeyHint says how Gemini's SDKs send the key (provider.KeyHinter).
+func (Envelope) KeyHint() string {
+	return "send your Tollgate key in the x-goog-api-key header (as Google's genai SDKs do with api_key), as ?key=, or as Authorization: Bearer <key>"
+}
+
+var _ provider.KeyHinter = Envelope{}
+
 // Envelope is the Gemini API's error envelope:
 // {"error":{"code","message","status"}}, status being Google's canonical
 // code for the HTTP status (google.rpc.Code); mid-stream, a data frame of it.

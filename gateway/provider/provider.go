@@ -91,6 +91,13 @@ type Envelope interface {
 	StreamError(e Error) []byte
 }
 
+// KeyHinter is implemented by an Envelope whose protocol's SDKs send the
+// API key their own way: KeyHint says how, for the message of a request
+// that sent none (e.g. "send it in the x-api-key header").
+type KeyHinter interface {
+	KeyHint() string
+}
+
 // Route is one native endpoint of a provider.
 type Route struct {
 	// Pattern is the chi route pattern of POST requests, e.g.
