@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/dashboards/metrics"
 	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/ledger/web"
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/journal"
 	"github.com/tollgate-dev/tollgate/meter/keys"
@@ -75,7 +76,10 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 		return err
 	}
 	llm := chi.NewRouter()
-	api.NewSelf(a.store, a.keys, log).Routes(llm)
+	self, customerAPI := api.NewSelf(a.store, a.keys, log), chi.NewRouter()
+	self.Routes(llm)
+	self.Routes(customerAPI)
+	web.NewPortal(customerAPI, log).Routes(llm) // the customer portal, over the customer API
 	llm.Mount("/", a.gw.Handler())
 	if err := a.gw.Start(e.Listen, llm); err != nil {
 		return err

@@ -10,6 +10,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tollgate-dev/tollgate/ledger/web"
 )
 
 // readiness is what GET /readyz answers: 200 when this process can do its
@@ -105,7 +107,7 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 
 // opsHandler serves, on the admin listener of every role: GET /metrics
 // (Prometheus), GET /healthz (alive) and GET /readyz (see readiness), and
-// the admin API when this process runs the admin role; with pprof, the
+// the admin API and the console (/console/) when this process runs the admin role; with pprof, the
 // runtime profiles under /debug/pprof/ (net/http/pprof).
 func (a *app) opsHandler(r roles, reg *prometheus.Registry, admin http.Handler, pprof bool) http.Handler {
 	mux := chi.NewRouter()
@@ -122,6 +124,10 @@ func (a *app) opsHandler(r roles, reg *prometheus.Registry, admin http.Handler, 
 		_ = json.NewEncoder(w).Encode(rd)
 	})
 	if admin != nil {
+		// The operators' console, over the admin API (GET / redirects to it).
+		console := web.NewConsole(admin, 30*time.Second, a.log)
+		console.Routes(mux)
+		a.started("console", 5*time.Second, func(context.Context) error { console.Close(); return nil })
 		mux.Mount("/", admin)
 	} else {
 		mux.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {

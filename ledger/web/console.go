@@ -1,0 +1,169 @@
+package web
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
+)
+
+// Console is the operators' web console, served under /console/ on the
+// admin listener. It signs operators in with the admin token and calls the
+// admin API handler it was given, in-process, with that token, for every
+// read and write.
+type Console struct {
+	admin    http.Handler
+	log      *slog.Logger
+	sess     *sessions
+	pages    templates
+	overview *overviewCache
+	now      func() time.Time
+}
+
+// NewConsole returns the console over the admin API's handler (api.Admin's
+// Handler). overviewMaxAge is how long the overview's month figures are
+// reused before they are recomputed in the background (0: never reused).
+func NewConsole(admin http.Handler, overviewMaxAge time.Duration, log *slog.Logger) *Console {
+	return &Console{admin: admin, log: log, sess: newSessions("tollgate_console", "/console/"),
+		pages:    parseTemplates("signin", "overview", "customers", "customer", "keys", "issued", "prices", "reconciliation", "dlq", "error"),
+		overview: newOverviewCache(overviewMaxAge), now: time.Now}
+}
+
+// Close waits for the overview's background refresh, if one is running.
+func (c *Console) Close() { c.overview.wait() }
+
+// Routes adds GET / (a redirect to /console/) and everything under
+// /console/ to r.
+func (c *Console) Routes(r chi.Router) {
+	r.Get("/", func(w http.ResponseWriter, req *http.Request) { http.Redirect(w, req, "/console/", http.StatusFound) })
+	r.Get("/console", func(w http.ResponseWriter, req *http.Request) { http.Redirect(w, req, "/console/", http.StatusFound) })
+	r.Route("/console", func(r chi.Router) {
+		r.Use(secure)
+		r.Get("/static/style.css", style)
+		r.Get("/signin", c.signinPage)
+		r.Post("/signin", c.signin)
+		r.Group(func(r chi.Router) {
+			r.Use(c.authenticate)
+			r.Post("/signout", c.signout)
+			r.Get("/", c.overviewPage)
+			r.Get("/customers", c.customersPage)
+			r.Get("/customers/{id}", c.customerPage)
+			r.Get("/customers/{id}/statements/{period}.csv", c.statementCSV)
+			r.Post("/customers/{id}/credits", c.addCredit)
+			r.Post("/customers/{id}/keys", c.issueKey)
+			r.Get("/keys", c.keysPage)
+			r.Post("/keys/{id}/revoke", c.revokeKey)
+			r.Post("/keys/{id}/limits", c.setLimits)
+			r.Get("/prices", c.pricesPage)
+			r.Post("/prices", c.addPrice)
+			r.Get("/reconciliation", c.reconciliationPage)
+			r.Get("/dlq", c.dlqPage)
+			r.Post("/dlq/replay", c.replay)
+		})
+	})
+}
+
+type consoleKey struct{}
+
+// authenticate lets a request with a live session through, with the
+// session in its context; others go to the sign-in page (GET) or are
+// refused (POST). A POST must carry the session's CSRF token and no
+// foreign Origin.
+func (c *Console) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ss := c.sess.get(r)
+		if ss == nil {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "not signed in", http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodPost && (!sameOrigin(r) || !validCSRF(r, ss)) {
+			http.Error(w, "refused: the form's CSRF token is missing or wrong; reload the page and try again", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), consoleKey{}, ss)))
+	})
+}
+
+// client is the admin API client for the request's session: in-process,
+// with the token its operator signed in with.
+func (c *Console) client(r *http.Request) *api.Client {
+	ss := r.Context().Value(consoleKey{}).(*session)
+	return api.NewClient("http://admin.in-process", ss.secret, inProcess(c.admin))
+}
+
+// view is the layout's fields for a signed-in page.
+func (c *Console) view(r *http.Request, nav, title string, data any) view {
+	ss := r.Context().Value(consoleKey{}).(*session)
+	notice, failure := c.sess.popFlash(ss)
+	return view{App: "console", Title: title, Nav: nav, CSRF: ss.csrf, Who: "operator",
+		Notice: notice, Error: failure, Data: data}
+}
+
+func (c *Console) signinPage(w http.ResponseWriter, r *http.Request) {
+	if c.sess.get(r) != nil {
+		http.Redirect(w, r, "/console/", http.StatusSeeOther)
+		return
+	}
+	c.pages.render(w, c.log, http.StatusOK, "signin", view{App: "console", Title: "Sign in", Data: signinData{Field: "token", Label: "Admin token"}})
+}
+
+// signinData is the sign-in form: the password field's name and label.
+type signinData struct{ Field, Label string }
+
+// signin checks the token with the admin API itself: a token the API
+// refuses cannot sign in.
+func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	fail := func(status int, msg string) {
+		c.pages.render(w, c.log, status, "signin", view{App: "console", Title: "Sign in", Error: msg,
+			Data: signinData{Field: "token", Label: "Admin token"}})
+	}
+	if !sameOrigin(r) {
+		fail(http.StatusForbidden, "refused: the form was posted from another site")
+		return
+	}
+	if token == "" {
+		fail(http.StatusUnauthorized, "Enter the admin token (TOLLGATE_ADMIN_TOKEN).")
+		return
+	}
+	cl := api.NewClient("http://admin.in-process", token, inProcess(c.admin))
+	// Any authenticated read would do: the price list of a model that
+	// cannot exist is a small one.
+	if _, err := cl.Prices(r.Context(), "(console sign-in)"); err != nil {
+		if ledger.ErrorCode(err) == ledger.EUnauthorized {
+			fail(http.StatusUnauthorized, "That is not the admin token.")
+		} else {
+			fail(http.StatusServiceUnavailable, "The admin API could not check the token: "+errorText(err))
+		}
+		return
+	}
+	c.sess.start(w, r, token, "operator")
+	http.Redirect(w, r, "/console/", http.StatusSeeOther)
+}
+
+func (c *Console) signout(w http.ResponseWriter, r *http.Request) {
+	c.sess.end(w, r)
+	http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
+}
+
+// done redirects after a write to path, leaving in the session what
+// happened (notice) or why it failed (err) for the next page to say.
+func (c *Console) done(w http.ResponseWriter, r *http.Request, path, notice string, err error) {
+	ss := r.Context().Value(consoleKey{}).(*session)
+	if err != nil {
+		c.sess.setFlash(ss, "", errorText(err))
+	} else {
+		c.sess.setFlash(ss, notice, "")
+	}
+	http.Redirect(w, r, path, http.StatusSeeOther)
+}

@@ -1,0 +1,144 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+func TestConsoleSignIn(t *testing.T) {
+	g := newRig(t)
+	c := g.browser()
+	if status, _, h := g.do(c, "GET", "/console/", nil); status != http.StatusSeeOther || h.Get("Location") != "/console/signin" {
+		t.Fatalf("GET /console/ signed out = %d to %q, want 303 to the sign-in page", status, h.Get("Location"))
+	}
+	for _, token := range []string{"", "wrong", adminToken + "x"} {
+		status, body, h := g.do(c, "POST", "/console/signin", url.Values{"token": {token}})
+		if status != http.StatusUnauthorized || h.Get("Set-Cookie") != "" || strings.Contains(body, adminToken) {
+			t.Errorf("sign in with %q = %d, cookie %q, want 401 and no cookie", token, status, h.Get("Set-Cookie"))
+		}
+	}
+	status, _, h := g.do(c, "POST", "/console/signin", url.Values{"token": {adminToken}})
+	if status != http.StatusSeeOther {
+		t.Fatalf("sign in = %d, want 303", status)
+	}
+	cookie := h.Get("Set-Cookie")
+	for _, want := range []string{"HttpOnly", "SameSite=Strict", "Path=/console/"} {
+		if !strings.Contains(cookie, want) {
+			t.Errorf("session cookie %q lacks %s", cookie, want)
+		}
+	}
+	if strings.Contains(cookie, adminToken) {
+		t.Errorf("the session cookie holds the admin token: %q", cookie)
+	}
+	for _, p := range []string{"/console/", "/console/customers", "/console/keys", "/console/prices", "/console/reconciliation", "/console/dlq"} {
+		status, body, h := g.do(c, "GET", p, nil)
+		if status != http.StatusOK || strings.Contains(body, adminToken) || h.Get("Content-Security-Policy") == "" {
+			t.Errorf("GET %s = %d (CSP %q), want 200 without the token", p, status, h.Get("Content-Security-Policy"))
+		}
+	}
+	csrf := csrfField.FindStringSubmatch(func() string { _, b, _ := g.do(c, "GET", "/console/", nil); return b }())[1]
+	if status, _, _ := g.do(c, "POST", "/console/signout", url.Values{"csrf": {csrf}}); status != http.StatusSeeOther {
+		t.Fatalf("sign out = %d", status)
+	}
+	if status, _, _ := g.do(c, "GET", "/console/customers", nil); status != http.StatusSeeOther {
+		t.Errorf("GET /console/customers after sign-out = %d, want 303 to sign in", status)
+	}
+}
+
+// TestConsoleCSRF: a write without the session's CSRF token, with a wrong
+// one, or posted from another origin is refused and writes nothing.
+func TestConsoleCSRF(t *testing.T) {
+	g := newRig(t)
+	cust, _, _ := g.customer("csrf-co", "m1", 0)
+	c := g.browser()
+	csrf := g.signIn(c, "console", "token", adminToken)
+	path := "/console/customers/" + cust.ID + "/credits"
+	for name, form := range map[string]url.Values{
+		"no token":    {"amount": {"5"}},
+		"wrong token": {"amount": {"5"}, "csrf": {csrf + "x"}},
+	} {
+		if status, _, _ := g.do(c, "POST", path, form); status != http.StatusForbidden {
+			t.Errorf("%s: POST %s = %d, want 403", name, path, status)
+		}
+	}
+	req, _ := http.NewRequest("POST", g.url+path, strings.NewReader(url.Values{"amount": {"5"}, "csrf": {csrf}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://evil.example")
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-origin POST = %v %v, want 403", resp.StatusCode, err)
+	}
+	es, err := g.api.Entries(context.Background(), cust.ID, zero, zero)
+	if err != nil || len(es) != 0 {
+		t.Fatalf("entries after refused writes = %v %v, want none", es, err)
+	}
+	if status, _, _ := g.do(c, "POST", path, url.Values{"amount": {"5"}, "csrf": {csrf}, "memo": {"welcome"}}); status != http.StatusSeeOther {
+		t.Fatalf("POST with the CSRF token = %d, want 303", status)
+	}
+	b, err := g.api.Balance(context.Background(), cust.ID)
+	if err != nil || b.Credits != "5" {
+		t.Fatalf("balance after the credit = %+v %v, want credits 5", b, err)
+	}
+	_, body, _ := g.do(c, "GET", "/console/customers/"+cust.ID, nil)
+	if !strings.Contains(body, "welcome") || !strings.Contains(body, "recorded") {
+		t.Errorf("the customer page does not show the credit and its notice")
+	}
+}
+
+// TestConsoleKeys issues a key (secret shown once), sets limits and
+// revokes it, all through the admin API.
+func TestConsoleKeys(t *testing.T) {
+	g := newRig(t)
+	cust, _, _ := g.customer("keys-co", "m1", 0)
+	c := g.browser()
+	csrf := g.signIn(c, "console", "token", adminToken)
+	status, body, _ := g.do(c, "POST", "/console/customers/"+cust.ID+"/keys", url.Values{"csrf": {csrf}, "name": {"web"},
+		"rpm_limit": {"60"}, "allowed_models": {"m1, m2"}})
+	if status != http.StatusCreated || !strings.Contains(body, `id="secret"`) {
+		t.Fatalf("issue = %d %s", status, body)
+	}
+	secret := between(body, `aria-label="The new key's secret">`, "<")
+	ks, err := g.api.Keys(context.Background(), cust.ID)
+	if err != nil || len(ks) != 2 {
+		t.Fatalf("keys = %v %v", ks, err)
+	}
+	var k ledger.Key
+	for _, x := range ks {
+		if x.Name == "web" {
+			k = x
+		}
+	}
+	if !strings.HasPrefix(secret, k.Prefix) || k.RPMLimit == nil || *k.RPMLimit != 60 || strings.Join(k.AllowedModels, ",") != "m1,m2" {
+		t.Fatalf("issued key %+v, secret %q", k, secret)
+	}
+	_, body, _ = g.do(c, "GET", "/console/keys?customer="+cust.ID, nil)
+	if strings.Contains(body, secret) {
+		t.Errorf("the keys page shows the secret again")
+	}
+	if status, _, _ := g.do(c, "POST", "/console/keys/"+k.ID+"/limits", url.Values{"csrf": {csrf}, "customer": {cust.ID}, "tpm_limit": {"1000"}}); status != http.StatusSeeOther {
+		t.Fatalf("limits = %d", status)
+	}
+	k2, _ := g.api.Key(context.Background(), k.ID)
+	if k2.RPMLimit != nil || k2.TPMLimit == nil || *k2.TPMLimit != 1000 || len(k2.AllowedModels) != 0 {
+		t.Errorf("after the limits form: %+v, want rpm none, tpm 1000, every model", k2)
+	}
+	if status, _, _ := g.do(c, "POST", "/console/keys/"+k.ID+"/revoke", url.Values{"csrf": {csrf}, "customer": {cust.ID}}); status != http.StatusSeeOther {
+		t.Fatalf("revoke = %d", status)
+	}
+	if k3, _ := g.api.Key(context.Background(), k.ID); k3.RevokedAt == nil {
+		t.Errorf("the key is not revoked")
+	}
+}
+
+func between(s, from, to string) string {
+	_, after, ok := strings.Cut(s, from)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(after, to)
+	return v
+}

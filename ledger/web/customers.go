@@ -1,0 +1,157 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
+)
+
+// customersPerPage is how many customers (each with its balance) a page lists.
+const customersPerPage = 25
+
+type customerListItem struct {
+	ledger.Customer
+	Balance ledger.Balance
+}
+
+type customersData struct {
+	Query      string
+	Items      []customerListItem
+	Total      int
+	Page       int
+	Prev, Next string // links, "" at an end
+}
+
+func (c *Console) customersPage(w http.ResponseWriter, r *http.Request) {
+	cl := c.client(r)
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	all, err := cl.Customers(r.Context(), "")
+	d := customersData{Query: q}
+	if err == nil {
+		var match []ledger.Customer
+		for _, cu := range all {
+			if q == "" || strings.Contains(strings.ToLower(cu.Name), strings.ToLower(q)) || cu.ID == q {
+				match = append(match, cu)
+			}
+		}
+		d.Total = len(match)
+		d.Page, _ = strconv.Atoi(r.URL.Query().Get("page"))
+		d.Page = max(1, min(d.Page, (len(match)+customersPerPage-1)/customersPerPage))
+		from := min((d.Page-1)*customersPerPage, len(match))
+		for _, cu := range match[from:min(from+customersPerPage, len(match))] {
+			b, berr := cl.Balance(r.Context(), cu.ID)
+			if berr != nil {
+				err = berr
+				break
+			}
+			d.Items = append(d.Items, customerListItem{cu, b})
+		}
+		link := func(p int) string {
+			return "/console/customers?q=" + url.QueryEscape(q) + "&page=" + strconv.Itoa(p)
+		}
+		if d.Page > 1 {
+			d.Prev = link(d.Page - 1)
+		}
+		if from+customersPerPage < len(match) {
+			d.Next = link(d.Page + 1)
+		}
+	}
+	v := c.view(r, "customers", "Customers", d)
+	if err != nil {
+		v.Error = errorText(err)
+	}
+	c.pages.render(w, c.log, http.StatusOK, "customers", v)
+}
+
+type customerData struct {
+	Customer  ledger.Customer
+	Balance   ledger.Balance
+	Keys      []ledger.Key
+	Overrides []api.Override
+	Entries   []ledger.Entry
+	ByModel   []ledger.UsageRow
+	ByDay     []ledger.UsageRow
+	Usage     chart
+	Periods   []string
+	Month     string
+}
+
+// chartModels is how many models the usage chart stacks (the rest are "other").
+const chartModels = 6
+
+func (c *Console) customerPage(w http.ResponseWriter, r *http.Request) {
+	cl, ctx, id := c.client(r), r.Context(), chi.URLParam(r, "id")
+	now := c.now()
+	ms := monthStart(now)
+	d := customerData{Periods: periods(now, 6), Month: ms.Format("2006-01")}
+	var err error
+	steps := []func() error{
+		func() (e error) { d.Customer, e = cl.Customer(ctx, id); return },
+		func() (e error) { d.Balance, e = cl.Balance(ctx, id); return },
+		func() (e error) { d.Keys, e = cl.Keys(ctx, id); return },
+		func() (e error) { d.Overrides, e = cl.Overrides(ctx, id); return },
+		func() (e error) { d.Entries, e = cl.Entries(ctx, id, ms.AddDate(0, -2, 0), time.Time{}); return },
+		func() (e error) {
+			d.ByModel, e = cl.UsageAll(ctx, ledger.UsageQuery{CustomerID: id, GroupBy: "model", From: ms, Limit: 1000})
+			return
+		},
+		func() (e error) {
+			d.ByDay, e = cl.UsageAll(ctx, ledger.UsageQuery{CustomerID: id, GroupBy: "day", From: ms, Limit: 1000})
+			return
+		},
+		func() (e error) { d.Usage, e = modelDayChart(r, cl, id, ms, d.ByModel, d.ByDay); return },
+	}
+	for _, step := range steps {
+		if err = step(); err != nil {
+			break
+		}
+	}
+	slices.Reverse(d.Entries) // newest first
+	v := c.view(r, "customers", "Customer "+d.Customer.Name, d)
+	status := http.StatusOK
+	if err != nil {
+		v.Error = errorText(err)
+		if ledger.ErrorCode(err) == ledger.ENotFound || ledger.ErrorCode(err) == ledger.EInvalid {
+			status = http.StatusNotFound
+		}
+	}
+	c.pages.render(w, c.log, status, "customer", v)
+}
+
+var periodPattern = regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])$`)
+
+// statementCSV downloads a customer's statement as the API's CSV.
+func (c *Console) statementCSV(w http.ResponseWriter, r *http.Request) {
+	id, period := chi.URLParam(r, "id"), chi.URLParam(r, "period")
+	if !periodPattern.MatchString(period) {
+		http.Error(w, "the period is YYYY-MM", http.StatusBadRequest)
+		return
+	}
+	var buf strings.Builder
+	if _, err := c.client(r).WriteStatement(r.Context(), id, period, "csv", &buf); err != nil {
+		http.Error(w, errorText(err), http.StatusBadGateway)
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="statement-`+id+`-`+period+`.csv"`)
+	_, _ = w.Write([]byte(buf.String()))
+}
+
+// addCredit records a credit through the API, with the form's
+// idempotency key so that a resubmitted form credits once.
+func (c *Console) addCredit(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	e, err := c.client(r).AddEntry(r.Context(), id, ledger.KindCredit, ledger.EntryInput{
+		Amount: strings.TrimSpace(r.PostFormValue("amount")), Memo: r.PostFormValue("memo"),
+		IdempotencyKey: r.PostFormValue("idempotency_key")})
+	c.done(w, r, "/console/customers/"+id, "Credit "+strconv.FormatInt(e.ID, 10)+" of "+e.Amount+" "+e.Currency+" recorded.", err)
+}

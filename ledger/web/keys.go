@@ -1,0 +1,149 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+type keysData struct {
+	Customers []ledger.Customer // to choose from, when none is chosen
+	Customer  *ledger.Customer
+	Keys      []ledger.Key
+}
+
+// keysPage lists a customer's keys (?customer=ID) with the forms to issue,
+// revoke and limit them; without a customer, the customers to choose from.
+func (c *Console) keysPage(w http.ResponseWriter, r *http.Request) {
+	cl, ctx := c.client(r), r.Context()
+	var d keysData
+	var err error
+	if id := r.URL.Query().Get("customer"); id != "" {
+		var cu ledger.Customer
+		if cu, err = cl.Customer(ctx, id); err == nil {
+			d.Customer = &cu
+			d.Keys, err = cl.Keys(ctx, id)
+		}
+	} else {
+		d.Customers, err = cl.Customers(ctx, "")
+	}
+	v := c.view(r, "keys", "Keys", d)
+	if d.Customer != nil {
+		v.Title = "Keys of " + d.Customer.Name
+	}
+	if err != nil {
+		v.Error = errorText(err)
+	}
+	c.pages.render(w, c.log, http.StatusOK, "keys", v)
+}
+
+type issuedData struct {
+	CustomerID, Name, Secret, Prefix string
+}
+
+// issueKey creates a key through the API and shows its secret, this once.
+func (c *Console) issueKey(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	in := ledger.KeyInput{Name: strings.TrimSpace(r.PostFormValue("name"))}
+	var err error
+	if in.RPMLimit, err = optionalInt(r, "rpm_limit"); err == nil {
+		if in.TPMLimit, err = optionalInt(r, "tpm_limit"); err == nil {
+			if in.MaxConcurrent, err = optionalInt(r, "max_concurrent"); err == nil {
+				in.ExpiresAt, err = optionalDate(r, "expires_at")
+			}
+		}
+	}
+	in.AllowedModels = modelList(r.PostFormValue("allowed_models"))
+	if err != nil {
+		c.done(w, r, "/console/keys?customer="+id, "", err)
+		return
+	}
+	k, err := c.client(r).CreateKey(r.Context(), id, in)
+	if err != nil {
+		c.done(w, r, "/console/keys?customer="+id, "", err)
+		return
+	}
+	c.pages.render(w, c.log, http.StatusCreated, "issued", c.view(r, "keys", "Key issued",
+		issuedData{CustomerID: id, Name: k.Name, Secret: k.Secret, Prefix: k.Prefix}))
+}
+
+func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {
+	k, err := c.client(r).RevokeKey(r.Context(), chi.URLParam(r, "id"))
+	back := "/console/keys?customer=" + r.PostFormValue("customer")
+	c.done(w, r, back, "Key "+k.Prefix+"… revoked.", err)
+}
+
+// setLimits sets every limit of the form: an empty field removes it.
+func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
+	var p ledger.KeyPatch
+	var err error
+	set := func(o *ledger.Optional[int64], field string) {
+		if err == nil {
+			var v *int64
+			v, err = optionalInt(r, field)
+			*o = ledger.Optional[int64]{Set: true, Value: v}
+		}
+	}
+	set(&p.RPMLimit, "rpm_limit")
+	set(&p.TPMLimit, "tpm_limit")
+	set(&p.MaxConcurrent, "max_concurrent")
+	var exp *time.Time
+	if err == nil {
+		exp, err = optionalDate(r, "expires_at")
+	}
+	p.ExpiresAt = ledger.Optional[time.Time]{Set: true, Value: exp}
+	models := modelList(r.PostFormValue("allowed_models"))
+	p.AllowedModels = ledger.Optional[[]string]{Set: true, Value: &models}
+	if models == nil {
+		p.AllowedModels.Value = nil
+	}
+	back := "/console/keys?customer=" + r.PostFormValue("customer")
+	if err != nil {
+		c.done(w, r, back, "", err)
+		return
+	}
+	k, err := c.client(r).UpdateKey(r.Context(), chi.URLParam(r, "id"), p)
+	c.done(w, r, back, "Limits of key "+k.Prefix+"… saved.", err)
+}
+
+// optionalInt reads a positive integer field ("" is none).
+func optionalInt(r *http.Request, field string) (*int64, error) {
+	s := strings.TrimSpace(r.PostFormValue(field))
+	if s == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 {
+		return nil, &ledger.Error{Code: ledger.EInvalid, Message: field + ": " + strconv.Quote(s) + " is not a whole number above 0"}
+	}
+	return &n, nil
+}
+
+// optionalDate reads a date (YYYY-MM-DD, UTC midnight) or date-time
+// field ("" is none).
+func optionalDate(r *http.Request, field string) (*time.Time, error) {
+	s := strings.TrimSpace(r.PostFormValue(field))
+	if s == "" {
+		return nil, nil
+	}
+	for _, layout := range []string{time.DateOnly, "2006-01-02T15:04", time.RFC3339} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return &t, nil
+		}
+	}
+	return nil, &ledger.Error{Code: ledger.EInvalid, Message: field + ": " + strconv.Quote(s) + " is not a date (2026-01-31)"}
+}
+
+// modelList splits a comma- or space-separated list of models (nil: none).
+func modelList(s string) []string {
+	f := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' })
+	if len(f) == 0 {
+		return nil
+	}
+	return f
+}

@@ -1,0 +1,135 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+type pricesData struct {
+	Current, Scheduled, Past []api.Price
+	Today                    string
+}
+
+// pricesPage shows the price book: the versions in force now, those
+// scheduled to start later, and the past ones; and the form to add one.
+func (c *Console) pricesPage(w http.ResponseWriter, r *http.Request) {
+	ps, err := c.client(r).Prices(r.Context(), "")
+	now := c.now()
+	d := pricesData{Today: now.UTC().Format(time.DateOnly)}
+	for _, p := range ps {
+		switch {
+		case p.EffectiveFrom.After(now):
+			d.Scheduled = append(d.Scheduled, p)
+		case p.EffectiveTo != nil && !p.EffectiveTo.After(now):
+			d.Past = append(d.Past, p)
+		default:
+			d.Current = append(d.Current, p)
+		}
+	}
+	v := c.view(r, "prices", "Price book", d)
+	if err != nil {
+		v.Error = errorText(err)
+	}
+	c.pages.render(w, c.log, http.StatusOK, "prices", v)
+}
+
+// addPrice adds a price version through the API.
+func (c *Console) addPrice(w http.ResponseWriter, r *http.Request) {
+	f := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
+	in := ledger.PriceInput{Model: f("model"), Currency: f("currency"), Input: f("input"), CachedInput: f("cached_input"),
+		CacheWrite: f("cache_write"), Output: f("output")}
+	from, err := optionalDate(r, "effective_from")
+	if err == nil && from == nil {
+		err = &ledger.Error{Code: ledger.EInvalid, Message: "effective_from is required"}
+	}
+	if err != nil {
+		c.done(w, r, "/console/prices", "", err)
+		return
+	}
+	in.EffectiveFrom = *from
+	p, err := c.client(r).CreatePrice(r.Context(), in)
+	c.done(w, r, "/console/prices", "Price version "+strconv.FormatInt(p.ID, 10)+" for "+p.Model+" added.", err)
+}
+
+type reconciliationData struct {
+	From, To string
+	Result   *ledger.Reconciliation
+}
+
+// reconciliationPage checks the ledger over a range (the last 24 hours
+// unless the form says otherwise).
+func (c *Console) reconciliationPage(w http.ResponseWriter, r *http.Request) {
+	now := c.now().UTC()
+	q := r.URL.Query()
+	d := reconciliationData{From: q.Get("from"), To: q.Get("to")}
+	if d.From == "" {
+		d.From = now.Add(-24 * time.Hour).Truncate(time.Hour).Format("2006-01-02T15:04")
+	}
+	if d.To == "" {
+		d.To = now.Add(time.Hour).Truncate(time.Hour).Format("2006-01-02T15:04")
+	}
+	from, err := parseFormTime("from", d.From)
+	var to time.Time
+	if err == nil {
+		to, err = parseFormTime("to", d.To)
+	}
+	if err == nil {
+		var rec ledger.Reconciliation
+		if rec, err = c.client(r).Reconcile(r.Context(), from, to); err == nil {
+			d.Result = &rec
+		}
+	}
+	v := c.view(r, "reconciliation", "Reconciliation", d)
+	if err != nil {
+		v.Error = errorText(err)
+	}
+	c.pages.render(w, c.log, http.StatusOK, "reconciliation", v)
+}
+
+func parseFormTime(field, s string) (time.Time, error) {
+	for _, layout := range []string{"2006-01-02T15:04", time.DateOnly, time.RFC3339} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, &ledger.Error{Code: ledger.EInvalid, Message: field + ": " + strconv.Quote(s) + " is not a time (2026-01-31T00:00, UTC)"}
+}
+
+type dlqData struct {
+	Letters []usage.DeadLetter
+	Limit   int
+}
+
+// dlqLimit is how many dead letters the page lists.
+const dlqLimit = 200
+
+func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
+	ls, err := c.client(r).DeadLetters(r.Context(), dlqLimit)
+	v := c.view(r, "dlq", "Dead letters", dlqData{Letters: ls, Limit: dlqLimit})
+	if err != nil {
+		v.Error = errorText(err)
+	}
+	c.pages.render(w, c.log, http.StatusOK, "dlq", v)
+}
+
+// replay sends one dead letter (seq) or all of them back to the usage
+// stream through the API.
+func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
+	var seqs []uint64
+	if s := r.PostFormValue("seq"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			c.done(w, r, "/console/dlq", "", &ledger.Error{Code: ledger.EInvalid, Message: "seq: " + strconv.Quote(s) + " is not a sequence number"})
+			return
+		}
+		seqs = []uint64{n}
+	}
+	n, err := c.client(r).ReplayDeadLetters(r.Context(), seqs)
+	c.done(w, r, "/console/dlq", strconv.Itoa(n)+" dead letters replayed.", err)
+}

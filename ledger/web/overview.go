@@ -1,0 +1,198 @@
+package web
+
+import (
+	"context"
+	"math/big"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
+)
+
+// overview is the console's first page: this month's and today's figures
+// from the usage API (rollups), and the dead-letter count.
+type overview struct {
+	At                 time.Time
+	Month, Today       string // the month ("2026-01") and day
+	SpendMonth         amounts
+	SpendToday         amounts
+	RequestsMonth      int64
+	RequestsToday      int64
+	Tokens             ledger.UsageRow // this month's totals by class
+	Unpriced           int64           // unpriced requests this month
+	TopCustomers       []ledger.UsageRow
+	TopModels          []ledger.UsageRow
+	Spend              chart
+	DeadLetters        int
+	DeadLettersMore    bool   // more than deadLetterCount
+	DeadLettersProblem string // why they could not be counted
+}
+
+// deadLetterCount is how many dead letters the overview counts at most.
+const deadLetterCount = 1000
+
+// loadOverview asks the admin API for the overview's figures.
+func loadOverview(ctx context.Context, cl *api.Client, now time.Time) (*overview, error) {
+	ms, ds := monthStart(now), dayStart(now)
+	o := &overview{At: now, Month: ms.Format("2006-01"), Today: ds.Format("2006-01-02"), SpendMonth: amounts{}, SpendToday: amounts{}}
+	models, err := cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "model", From: ms, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range models {
+		o.SpendMonth.add(r.Currency, r.Cost)
+		o.RequestsMonth += r.Requests
+		o.Unpriced += r.UnpricedRequests
+		addTokens(&o.Tokens, r)
+	}
+	o.TopModels = top(models, 10)
+	customers, err := cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "customer", From: ms, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	o.TopCustomers = top(customers, 10)
+	today, err := cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "model", From: ds, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range today {
+		o.SpendToday.add(r.Currency, r.Cost)
+		o.RequestsToday += r.Requests
+	}
+	days, err := cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "day", From: ms.AddDate(0, -1, 0), Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	o.Spend = spendChart("Spend per day, this month and the last", days)
+	dl, err := cl.DeadLetters(ctx, deadLetterCount+1)
+	switch {
+	case err != nil:
+		o.DeadLettersProblem = errorText(err)
+	case len(dl) > deadLetterCount:
+		o.DeadLetters, o.DeadLettersMore = deadLetterCount, true
+	default:
+		o.DeadLetters = len(dl)
+	}
+	return o, nil
+}
+
+// spendChart charts rows grouped by day, one series per currency.
+func spendChart(title string, days []ledger.UsageRow) chart {
+	c := chart{Title: title, Unit: ""}
+	idx := map[string]int{}
+	cur := map[string]int{}
+	for _, r := range days {
+		if _, ok := idx[r.Period]; !ok {
+			idx[r.Period] = len(c.Labels)
+			c.Labels = append(c.Labels, r.Period)
+		}
+		if r.Currency == "" {
+			continue
+		}
+		if _, ok := cur[r.Currency]; !ok {
+			cur[r.Currency] = len(c.Series)
+			c.Series = append(c.Series, series{Name: r.Currency})
+		}
+	}
+	for i := range c.Series {
+		c.Series[i].Values = make([]float64, len(c.Labels))
+	}
+	for _, r := range days {
+		if r.Currency != "" {
+			c.Series[cur[r.Currency]].Values[idx[r.Period]] += decimal(r.Cost)
+		}
+	}
+	if len(c.Series) == 1 {
+		c.Unit = c.Series[0].Name
+	}
+	return c
+}
+
+func addTokens(t *ledger.UsageRow, r ledger.UsageRow) {
+	t.Requests += r.Requests
+	t.PromptTokens += r.PromptTokens
+	t.CachedTokens += r.CachedTokens
+	t.CacheWriteTokens += r.CacheWriteTokens
+	t.CompletionTokens += r.CompletionTokens
+	t.ReasoningTokens += r.ReasoningTokens
+	t.WebSearches += r.WebSearches
+}
+
+// top returns the n rows of the highest cost (then most requests).
+func top(rows []ledger.UsageRow, n int) []ledger.UsageRow {
+	out := slices.Clone(rows)
+	slices.SortStableFunc(out, func(a, b ledger.UsageRow) int {
+		ra, _ := new(big.Rat).SetString(a.Cost)
+		rb, _ := new(big.Rat).SetString(b.Cost)
+		if ra == nil || rb == nil {
+			return 0
+		}
+		if c := rb.Cmp(ra); c != 0 {
+			return c
+		}
+		return int(b.Requests - a.Requests)
+	})
+	return out[:min(n, len(out))]
+}
+
+// overviewCache keeps the last overview for maxAge; an older one is still
+// shown while a fresh one is computed in the background (one at a time).
+type overviewCache struct {
+	maxAge     time.Duration
+	mu         sync.Mutex
+	last       *overview
+	refreshing bool
+	wg         sync.WaitGroup
+}
+
+func newOverviewCache(maxAge time.Duration) *overviewCache { return &overviewCache{maxAge: maxAge} }
+
+// get returns the cached overview when fresh enough, else a new one; fresh
+// forces a new one.
+func (oc *overviewCache) get(ctx context.Context, cl *api.Client, now time.Time, fresh bool) (*overview, error) {
+	oc.mu.Lock()
+	last := oc.last
+	switch {
+	case oc.maxAge <= 0 || fresh || last == nil || last.Month != monthStart(now).Format("2006-01"):
+		oc.mu.Unlock()
+		o, err := loadOverview(ctx, cl, now)
+		if err == nil {
+			oc.mu.Lock()
+			oc.last = o
+			oc.mu.Unlock()
+		}
+		return o, err
+	case now.Sub(last.At) > oc.maxAge && !oc.refreshing:
+		oc.refreshing = true
+		oc.wg.Add(1)
+		go func() {
+			defer oc.wg.Done()
+			rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			o, err := loadOverview(rctx, cl, time.Now())
+			oc.mu.Lock()
+			if err == nil {
+				oc.last = o
+			}
+			oc.refreshing = false
+			oc.mu.Unlock()
+		}()
+	}
+	oc.mu.Unlock()
+	return last, nil
+}
+
+// wait waits for a background refresh to end.
+func (oc *overviewCache) wait() { oc.wg.Wait() }
+
+func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
+	o, err := c.overview.get(r.Context(), c.client(r), c.now(), r.URL.Query().Get("fresh") != "")
+	v := c.view(r, "overview", "Overview", o)
+	if err != nil {
+		v.Error, v.Data = errorText(err), &overview{SpendMonth: amounts{}, SpendToday: amounts{}}
+	}
+	c.pages.render(w, c.log, http.StatusOK, "overview", v)
+}

@@ -1,0 +1,190 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// Portal is the customers' portal, served under /portal/ on the LLM
+// listener. A customer signs in with one of its API keys; every page is
+// read from the customer API's handler, in-process, with that key, so the
+// portal shows exactly what the API shows that key's customer.
+type Portal struct {
+	self  http.Handler
+	log   *slog.Logger
+	sess  *sessions
+	pages templates
+	now   func() time.Time
+}
+
+// NewPortal returns the portal over the customer API's routes (a router
+// holding api.Self's Routes).
+func NewPortal(self http.Handler, log *slog.Logger) *Portal {
+	return &Portal{self: self, log: log, sess: newSessions("tollgate_portal", "/portal/"),
+		pages: parseTemplates("signin", "usage", "requests", "statements", "error"), now: time.Now}
+}
+
+// Routes adds everything under /portal/ to r.
+func (p *Portal) Routes(r chi.Router) {
+	r.Get("/portal", func(w http.ResponseWriter, req *http.Request) { http.Redirect(w, req, "/portal/", http.StatusFound) })
+	r.Route("/portal", func(r chi.Router) {
+		r.Use(secure)
+		r.Get("/static/style.css", style)
+		r.Get("/signin", p.signinPage)
+		r.Post("/signin", p.signin)
+		r.Group(func(r chi.Router) {
+			r.Use(p.authenticate)
+			r.Post("/signout", p.signout)
+			r.Get("/", p.usagePage)
+			r.Get("/requests", p.requestsPage)
+			r.Get("/statements", p.statementsPage)
+			r.Get("/statements/{period}.csv", p.statementCSV)
+		})
+	})
+}
+
+type portalKey struct{}
+
+func (p *Portal) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ss := p.sess.get(r)
+		if ss == nil {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/portal/signin", http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "not signed in", http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodPost && (!sameOrigin(r) || !validCSRF(r, ss)) {
+			http.Error(w, "refused: the form's CSRF token is missing or wrong; reload the page and try again", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), portalKey{}, ss)))
+	})
+}
+
+// apiError is an answer of the customer API other than 2xx.
+type apiError struct {
+	Status  int
+	Message string
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+// get calls the customer API with secret and returns the answer's body.
+func (p *Portal) get(ctx context.Context, secret, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://customer.in-process"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := inProcess(p.self).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		var env struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+			Detail string `json:"detail"`
+			Title  string `json:"title"`
+		}
+		_ = json.Unmarshal(b, &env)
+		msg := env.Error.Message
+		if msg == "" {
+			msg = strings.TrimSpace(env.Detail + " " + env.Title)
+		}
+		if msg == "" {
+			msg = fmt.Sprintf("the customer API answered %d", resp.StatusCode)
+		}
+		return nil, &apiError{Status: resp.StatusCode, Message: msg}
+	}
+	return b, nil
+}
+
+// getJSON is get decoding the answer into out.
+func (p *Portal) getJSON(ctx context.Context, secret, path string, out any) error {
+	b, err := p.get(ctx, secret, path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+func (p *Portal) view(r *http.Request, nav, title string, data any) view {
+	ss := r.Context().Value(portalKey{}).(*session)
+	return view{App: "portal", Title: title, Nav: nav, CSRF: ss.csrf, Who: ss.subject, Data: data}
+}
+
+func (p *Portal) signinPage(w http.ResponseWriter, r *http.Request) {
+	if p.sess.get(r) != nil {
+		http.Redirect(w, r, "/portal/", http.StatusSeeOther)
+		return
+	}
+	p.pages.render(w, p.log, http.StatusOK, "signin", view{App: "portal", Title: "Sign in", Data: signinData{Field: "key", Label: "API key"}})
+}
+
+// signin checks the key with the customer API: a key it refuses (unknown,
+// revoked, expired) cannot sign in. The session is named for the key's
+// customer.
+func (p *Portal) signin(w http.ResponseWriter, r *http.Request) {
+	key := strings.TrimSpace(r.PostFormValue("key"))
+	fail := func(status int, msg string) {
+		p.pages.render(w, p.log, status, "signin", view{App: "portal", Title: "Sign in", Error: msg, Data: signinData{Field: "key", Label: "API key"}})
+	}
+	if !sameOrigin(r) {
+		fail(http.StatusForbidden, "refused: the form was posted from another site")
+		return
+	}
+	if key == "" {
+		fail(http.StatusUnauthorized, "Enter one of your API keys (tg-…).")
+		return
+	}
+	var st ledger.Statement
+	err := p.getJSON(r.Context(), key, "/v1/statements/"+p.now().UTC().Format("2006-01"), &st)
+	if err != nil {
+		if ae, ok := err.(*apiError); ok && ae.Status == http.StatusUnauthorized {
+			fail(http.StatusUnauthorized, "That key is unknown, revoked or expired.")
+		} else {
+			fail(http.StatusServiceUnavailable, "The customer API could not check the key: "+errorText(err))
+		}
+		return
+	}
+	p.sess.start(w, r, key, st.CustomerName)
+	http.Redirect(w, r, "/portal/", http.StatusSeeOther)
+}
+
+func (p *Portal) signout(w http.ResponseWriter, r *http.Request) {
+	p.sess.end(w, r)
+	http.Redirect(w, r, "/portal/signin", http.StatusSeeOther)
+}
+
+// refuse answers a page whose API call failed: a key revoked since sign-in
+// ends the session.
+func (p *Portal) refuse(w http.ResponseWriter, r *http.Request, name, nav, title string, err error) {
+	if ae, ok := err.(*apiError); ok && ae.Status == http.StatusUnauthorized {
+		p.sess.end(w, r)
+		http.Redirect(w, r, "/portal/signin", http.StatusSeeOther)
+		return
+	}
+	v := p.view(r, nav, title, nil)
+	v.Error = errorText(err)
+	p.pages.render(w, p.log, http.StatusBadGateway, "error", v)
+}

@@ -1,0 +1,129 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+type usageData struct {
+	Month   string
+	Balance ledger.Balance
+	Tokens  ledger.UsageRow
+	Spend   amounts
+	ByModel []ledger.UsageRow
+	ByDay   []ledger.UsageRow
+	Usage   chart
+}
+
+// usagePage shows the customer's balance and this month's usage by model
+// and by day, with the cost per day stacked by model.
+func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
+	ss, ctx := r.Context().Value(portalKey{}).(*session), r.Context()
+	ms := monthStart(p.now())
+	d := usageData{Month: ms.Format("2006-01"), Spend: amounts{}}
+	from := url.QueryEscape(ms.Format(time.RFC3339))
+	var byModel, byDay ledger.UsagePage
+	err := p.getJSON(ctx, ss.secret, "/v1/balance", &d.Balance)
+	if err == nil {
+		err = p.getJSON(ctx, ss.secret, "/v1/usage?group_by=model&limit=1000&from="+from, &byModel)
+	}
+	if err == nil {
+		err = p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000&from="+from, &byDay)
+	}
+	if err != nil {
+		p.refuse(w, r, "usage", "usage", "Usage", err)
+		return
+	}
+	d.ByModel, d.ByDay = byModel.Data, byDay.Data
+	for _, row := range d.ByModel {
+		addTokens(&d.Tokens, row)
+		d.Spend.add(row.Currency, row.Cost)
+	}
+	d.Usage = chart{Title: "Cost per day by model", Labels: nil}
+	idx := map[string]int{}
+	for _, row := range d.ByDay {
+		idx[row.Period] = len(d.Usage.Labels)
+		d.Usage.Labels = append(d.Usage.Labels, row.Period)
+		d.Usage.Unit = row.Currency
+	}
+	for _, m := range top(d.ByModel, chartModels) {
+		var rows ledger.UsagePage
+		if err := p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000&from="+from+"&model="+url.QueryEscape(m.Model), &rows); err != nil {
+			p.refuse(w, r, "usage", "usage", "Usage", err)
+			return
+		}
+		s := series{Name: m.Model, Values: make([]float64, len(d.Usage.Labels))}
+		for _, row := range rows.Data {
+			if i, ok := idx[row.Period]; ok {
+				s.Values[i] += decimal(row.Cost)
+			}
+		}
+		d.Usage.Series = append(d.Usage.Series, s)
+	}
+	p.pages.render(w, p.log, http.StatusOK, "usage", p.view(r, "usage", "Usage", d))
+}
+
+type requestsData struct {
+	Requests []ledger.RatedEvent
+	Next     string
+}
+
+// requestsPage lists the customer's requests, newest first, 50 a page.
+func (p *Portal) requestsPage(w http.ResponseWriter, r *http.Request) {
+	ss := r.Context().Value(portalKey{}).(*session)
+	path := "/v1/requests?limit=50"
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		path += "&cursor=" + url.QueryEscape(c)
+	}
+	var page ledger.RequestPage
+	if err := p.getJSON(r.Context(), ss.secret, path, &page); err != nil {
+		p.refuse(w, r, "requests", "requests", "Requests", err)
+		return
+	}
+	d := requestsData{Requests: page.Data}
+	if page.NextCursor != "" {
+		d.Next = "/portal/requests?cursor=" + url.QueryEscape(page.NextCursor)
+	}
+	p.pages.render(w, p.log, http.StatusOK, "requests", p.view(r, "requests", "Requests", d))
+}
+
+type statementsData struct {
+	Current ledger.Statement
+	Periods []string
+}
+
+// statementsPage shows this month's statement so far and the months to
+// download.
+func (p *Portal) statementsPage(w http.ResponseWriter, r *http.Request) {
+	ss := r.Context().Value(portalKey{}).(*session)
+	now := p.now()
+	d := statementsData{Periods: periods(now, 12)}
+	if err := p.getJSON(r.Context(), ss.secret, "/v1/statements/"+d.Periods[0], &d.Current); err != nil {
+		p.refuse(w, r, "statements", "statements", "Statements", err)
+		return
+	}
+	p.pages.render(w, p.log, http.StatusOK, "statements", p.view(r, "statements", "Statements", d))
+}
+
+// statementCSV downloads a month's statement as the customer API's CSV.
+func (p *Portal) statementCSV(w http.ResponseWriter, r *http.Request) {
+	ss, period := r.Context().Value(portalKey{}).(*session), chi.URLParam(r, "period")
+	if !periodPattern.MatchString(period) {
+		http.Error(w, "the period is YYYY-MM", http.StatusBadRequest)
+		return
+	}
+	b, err := p.get(r.Context(), ss.secret, "/v1/statements/"+period+"?format=csv")
+	if err != nil {
+		p.refuse(w, r, "statements", "statements", "Statements", err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="statement-`+strings.ReplaceAll(period, `"`, "")+`.csv"`)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,187 @@
+package web
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"maps"
+	"math/big"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// view is what every page template gets: the layout's fields and the
+// page's own Data.
+type view struct {
+	App    string // "console" or "portal"
+	Title  string
+	Nav    string // the nav item of this page
+	CSRF   string // the session's CSRF token, for the forms that write
+	Who    string // who is signed in ("" on the sign-in page)
+	Notice string // what the last write did
+	Error  string // why the last action failed
+	Data   any
+}
+
+// templates holds one parsed set per page: the layout plus the page.
+type templates map[string]*template.Template
+
+var funcs = template.FuncMap{
+	"num":  formatInt,
+	"str":  func(p *string) string { return deref(p) },
+	"day":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") },
+	"dayp": func(t *time.Time) string { return optionalTime(t) },
+	"i64p": func(p *int64) string {
+		if p == nil {
+			return ""
+		}
+		return strconv.FormatInt(*p, 10)
+	},
+	"join":  strings.Join,
+	"nonce": randomToken,
+	"pct":   func(bp int) string { return strconv.FormatFloat(float64(bp)/100, 'f', -1, 64) + "%" },
+	"rows":  func(label string, rows any) map[string]any { return map[string]any{"Label": label, "Rows": rows} },
+}
+
+func parseTemplates(pages ...string) templates {
+	t := templates{}
+	for _, p := range pages {
+		t[p] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/chart.html", "assets/"+p+".html"))
+	}
+	return t
+}
+
+// render writes the page, or a plain 500 when the template fails (before
+// any byte was sent: pages render into a buffer).
+func (ts templates) render(w http.ResponseWriter, log *slog.Logger, status int, name string, v view) {
+	var buf bytes.Buffer
+	if err := ts[name].Execute(&buf, v); err != nil {
+		log.Error("web: render", "page", name, "err", err)
+		http.Error(w, "internal error; see the server log", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// secure sets the headers every answer of both interfaces carries: no
+// script, styles and forms only from here, no framing, nothing cached.
+func secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// style serves the stylesheet.
+func style(w http.ResponseWriter, _ *http.Request) {
+	b, _ := assets.ReadFile("assets/style.css")
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Cache-Control", "max-age=3600")
+	_, _ = w.Write(b)
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func optionalTime(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04")
+}
+
+// formatInt writes n with thin groups of three: 1234567 → "1,234,567".
+func formatInt(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// amounts sums decimal amounts per currency, exactly.
+type amounts map[string]*big.Rat
+
+func (a amounts) add(currency, amount string) {
+	r, ok := new(big.Rat).SetString(amount)
+	if !ok || currency == "" {
+		return
+	}
+	if a[currency] == nil {
+		a[currency] = new(big.Rat)
+	}
+	a[currency].Add(a[currency], r)
+}
+
+// String shows each currency's sum ("12.5 USD · 3 EUR"), "0" for none.
+func (a amounts) String() string {
+	if len(a) == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, c := range slices.Sorted(maps.Keys(a)) {
+		parts = append(parts, exact(a[c])+" "+c)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// exact formats a rational with at most 12 decimals (the ledger's
+// precision) and no trailing zeros.
+func exact(r *big.Rat) string {
+	s := r.FloatString(12)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	if s == "-0" {
+		return "0"
+	}
+	return s
+}
+
+// periods returns the n UTC months ending with now's, newest first ("2026-01").
+func periods(now time.Time, n int) []string {
+	m := time.Date(now.UTC().Year(), now.UTC().Month(), 1, 0, 0, 0, 0, time.UTC)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = m.AddDate(0, -i, 0).Format("2006-01")
+	}
+	return out
+}
+
+// monthStart and dayStart are the UTC month's and day's first instants.
+func monthStart(now time.Time) time.Time {
+	return time.Date(now.UTC().Year(), now.UTC().Month(), 1, 0, 0, 0, 0, time.UTC)
+}
+
+func dayStart(now time.Time) time.Time { return now.UTC().Truncate(24 * time.Hour) }
+
+// errorText is what a page says about an API error.
+func errorText(err error) string { return fmt.Sprint(err) }

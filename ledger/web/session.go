@@ -1,0 +1,136 @@
+package web
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+)
+
+// sessionTTL is how long a session lasts after sign-in, whatever is done
+// with it.
+const sessionTTL = 8 * time.Hour
+
+// maxSessions bounds the sessions held; signing in beyond it drops the
+// oldest.
+const maxSessions = 10000
+
+// session is one signed-in browser: the credential it signed in with
+// (kept here, never sent to the browser), its CSRF token and its expiry.
+type session struct {
+	id, csrf string
+	secret   string // the admin token (console) or the API key (portal)
+	subject  string // who signed in: "operator", or the customer's id
+	expires  time.Time
+	// notice and failure are what the last write did, said once by the
+	// next page (guarded by sessions.mu).
+	notice, failure string
+}
+
+// sessions is an in-memory session store, one per interface.
+type sessions struct {
+	cookie, path string
+	now          func() time.Time
+	mu           sync.Mutex
+	m            map[string]*session
+}
+
+func newSessions(cookie, path string) *sessions {
+	return &sessions{cookie: cookie, path: path, now: time.Now, m: map[string]*session{}}
+}
+
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// start makes a session for secret and sets its cookie on w.
+func (s *sessions) start(w http.ResponseWriter, r *http.Request, secret, subject string) *session {
+	now := s.now()
+	ss := &session{id: randomToken(), csrf: randomToken(), secret: secret, subject: subject, expires: now.Add(sessionTTL)}
+	s.mu.Lock()
+	var oldest *session
+	for id, o := range s.m {
+		if !now.Before(o.expires) {
+			delete(s.m, id)
+		} else if oldest == nil || o.expires.Before(oldest.expires) {
+			oldest = o
+		}
+	}
+	if len(s.m) >= maxSessions && oldest != nil {
+		delete(s.m, oldest.id)
+	}
+	s.m[ss.id] = ss
+	s.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: ss.id, Path: s.path, Expires: ss.expires,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	return ss
+}
+
+// get returns the request's live session, or nil.
+func (s *sessions) get(r *http.Request) *session {
+	c, err := r.Cookie(s.cookie)
+	if err != nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.m[c.Value]
+	if ss == nil {
+		return nil
+	}
+	if !s.now().Before(ss.expires) {
+		delete(s.m, ss.id)
+		return nil
+	}
+	return ss
+}
+
+// end forgets the request's session and clears its cookie.
+func (s *sessions) end(w http.ResponseWriter, r *http.Request) {
+	if ss := s.get(r); ss != nil {
+		s.mu.Lock()
+		delete(s.m, ss.id)
+		s.mu.Unlock()
+	}
+	http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: "", Path: s.path, MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+}
+
+// validCSRF reports whether the POSTed form carries the session's CSRF
+// token (compared in constant time).
+func validCSRF(r *http.Request, ss *session) bool {
+	got := r.PostFormValue("csrf")
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(ss.csrf)) == 1
+}
+
+// sameOrigin reports whether a request's Origin header, when it has one,
+// names the host it was sent to (a cross-site form post does not).
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host == r.Host
+}
+
+// setFlash keeps what a write did for the session's next page.
+func (s *sessions) setFlash(ss *session, notice, failure string) {
+	s.mu.Lock()
+	ss.notice, ss.failure = notice, failure
+	s.mu.Unlock()
+}
+
+// popFlash returns and forgets what the last write did.
+func (s *sessions) popFlash(ss *session) (notice, failure string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	notice, failure = ss.notice, ss.failure
+	ss.notice, ss.failure = "", ""
+	return notice, failure
+}

@@ -1,0 +1,65 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// handlerTransport is an http.RoundTripper that serves each request with
+// an http.Handler in-process: the console's and the portal's API calls
+// run the API's own handlers, authentication included, without a socket.
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
+	rec := &recorder{header: http.Header{}}
+	defer func() {
+		if p := recover(); p != nil { // an aborted answer (http.ErrAbortHandler)
+			resp, err = nil, fmt.Errorf("%s %s: the API aborted its answer: %v", req.Method, req.URL.Path, p)
+		}
+	}()
+	if req.Body == nil {
+		req.Body = http.NoBody
+	}
+	// The caller's chi routing state must not leak in: a chi router that
+	// finds one routes by its path, not by this request's.
+	req = req.WithContext(context.WithValue(req.Context(), chi.RouteCtxKey, nil))
+	t.h.ServeHTTP(rec, req)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	rec.header.Set("Content-Length", strconv.Itoa(rec.body.Len()))
+	return &http.Response{StatusCode: rec.status, Status: http.StatusText(rec.status), Header: rec.header,
+		Body: io.NopCloser(&rec.body), ContentLength: int64(rec.body.Len()), Request: req,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
+}
+
+// recorder is the http.ResponseWriter handlerTransport hands the handler.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(p)
+}
+
+// inProcess returns an http.Client whose requests h serves.
+func inProcess(h http.Handler) *http.Client {
+	return &http.Client{Transport: handlerTransport{h}}
+}
