@@ -431,3 +431,68 @@ func TestCacheRatesAsTheLedgerCharges(t *testing.T) {
 		}
 	}
 }
+
+// TestOneFullSyncAtATime: syncers started together on an unmarked bucket
+// (each meter and admin process runs one) sync it once between them,
+// under the lease; and a lease left by a process that died is taken over
+// once it expires.
+func TestOneFullSyncAtATime(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		if _, _, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncers := []*keys.Syncer{r.syncer(), r.syncer(), r.syncer()}
+	total := func() (n int64) {
+		for _, s := range syncers {
+			n += s.FullSyncs()
+		}
+		return n
+	}
+	eventually(t, 10*time.Second, "a full sync", func() bool { return total() >= 1 })
+	time.Sleep(1500 * time.Millisecond) // the others' next look at the mark
+	if n := total(); n != 1 {
+		t.Fatalf("%d full syncs by 3 syncers started together; want 1", n)
+	}
+}
+
+func TestFullSyncTakesOverAnExpiredLease(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	b, err := r.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A lease ("_sync_lease", as meter/keys/lease.go names it) whose
+	// holder died without releasing it: live for 2 more seconds.
+	dead, _ := json.Marshal(map[string]any{"holder": "died", "until": time.Now().Add(2 * time.Second)})
+	if _, err := b.Keys.Create(ctx, "_sync_lease", dead); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s := r.syncer()
+	eventually(t, 10*time.Second, "a full sync", func() bool { return s.FullSyncs() == 1 })
+	if d := time.Since(start); d < 1500*time.Millisecond {
+		t.Fatalf("synced %v after start, while another's lease was live", d)
+	}
+	if _, ok := r.cache(nil).LookupKey(secret); !ok {
+		t.Fatal("the key is missing after the full sync")
+	}
+	if _, err := b.Keys.Get(ctx, "_sync_lease"); err == nil {
+		t.Fatal("the lease was not released after the full sync")
+	}
+}

@@ -67,6 +67,7 @@ type Syncer struct {
 	b    Buckets    // once open
 	pub  *Publisher // once open
 	log  *slog.Logger
+	id   string // names this Syncer in the full sync's lease
 
 	wake chan struct{}
 
@@ -84,7 +85,7 @@ type Syncer struct {
 // NewSyncer returns a Syncer from src into the buckets open returns
 // (EnsureBuckets, tried again every second until it succeeds).
 func NewSyncer(src Source, open func(context.Context) (Buckets, error), log *slog.Logger) *Syncer {
-	return &Syncer{src: src, open: open, log: log, wake: make(chan struct{}, 1), passDone: make(chan struct{})}
+	return &Syncer{src: src, open: open, log: log, id: newSyncerID(), wake: make(chan struct{}, 1), passDone: make(chan struct{})}
 }
 
 // Start starts publishing in the background until Stop: once the buckets
@@ -133,6 +134,7 @@ func (s *Syncer) Wait(ctx context.Context, seq int64) error {
 		s.poke()
 		select {
 		case <-done:
+		case <-time.After(5 * time.Millisecond): // another Syncer may have published it
 		case <-ctx.Done():
 			return fmt.Errorf("key change %d not yet published: %w", seq, ctx.Err())
 		}
@@ -191,16 +193,16 @@ func (s *Syncer) listen(ctx context.Context) {
 	}
 }
 
-// run publishes the outbox on each wake-up and every pollInterval, and
-// checks the mark every markInterval.
+// run publishes the outbox on each wake-up and every pollInterval, once
+// the buckets are open; the mark is kept beside it (keepMark), so that a
+// full sync never holds the changes back.
 func (s *Syncer) run(ctx context.Context) {
 	if !s.ready(ctx) {
 		return
 	}
+	s.wg.Go(func() { s.keepMark(ctx) })
 	poll := time.NewTicker(pollInterval)
 	defer poll.Stop()
-	mark := time.NewTicker(markInterval)
-	defer mark.Stop()
 	failing := false
 	for {
 		err := s.pass(ctx)
@@ -216,24 +218,46 @@ func (s *Syncer) run(ctx context.Context) {
 			return
 		case <-s.wake:
 		case <-poll.C:
-		case <-mark.C:
-			if err := s.checkMark(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("key sync: checking the bucket's mark failed", "err", err)
-			}
 		}
 	}
 }
 
-// ready opens the buckets and checks their mark, trying again every
-// second; false when ctx ended first.
+// keepMark checks the bucket's mark at once, then every markInterval,
+// syncing every state when it is missing or another source's; while
+// another Syncer holds the full sync's lease, or a check fails, it checks
+// again every second.
+func (s *Syncer) keepMark(ctx context.Context) {
+	failing := false
+	for {
+		wait := markInterval
+		err := s.checkMark(ctx)
+		switch {
+		case errors.Is(err, errSyncElsewhere):
+			wait = time.Second
+		case err != nil && ctx.Err() == nil:
+			if !failing {
+				s.log.Warn("key sync: checking the bucket's mark failed; retrying", "err", err)
+			}
+			failing, wait = true, time.Second
+		default:
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// ready opens the buckets, trying again every second; false when ctx
+// ended first.
 func (s *Syncer) ready(ctx context.Context) bool {
 	for tries := 0; ; tries++ {
 		b, err := s.open(ctx)
 		if err == nil {
 			s.b, s.pub = b, NewPublisher(b)
-			if err = s.checkMark(ctx); err == nil {
-				return true
-			}
+			return true
 		}
 		if tries == 0 && ctx.Err() == nil {
 			s.log.Warn("key sync: the key buckets are not reachable; changes wait in the ledger's outbox", "err", err)
@@ -290,35 +314,58 @@ type mark struct {
 }
 
 // checkMark syncs every state when the bucket's mark is missing or names
-// another source.
+// another source, under the full sync's lease: errSyncElsewhere when
+// another Syncer holds it.
 func (s *Syncer) checkMark(ctx context.Context) error {
 	epoch, err := s.src.KeySyncEpoch(ctx)
 	if err != nil {
 		return err
 	}
-	e, err := s.b.Keys.Get(ctx, syncMark)
-	if err == nil {
-		var m mark
-		if json.Unmarshal(e.Value(), &m) == nil && m.Epoch == epoch {
-			return nil
-		}
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("key sync: read the mark: %w", err)
+	if ok, err := s.marked(ctx, epoch); ok || err != nil {
+		return err
 	}
-	return s.fullSync(ctx, epoch)
+	rev, ok, err := s.acquireLease(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errSyncElsewhere
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	var held sync.WaitGroup
+	held.Go(func() { s.holdLease(lctx, rev, cancel) })
+	defer held.Wait()
+	defer cancel()
+	if ok, err := s.marked(lctx, epoch); ok || err != nil { // synced by the lease's last holder
+		return err
+	}
+	return s.fullSync(lctx, epoch)
 }
 
-// fullSync publishes every state and marks the bucket with epoch. Into an
-// empty bucket the states go pipelined (each created only if absent);
-// into one holding states already each goes under the version check, and
-// the entries of keys the source does not have are deleted after.
+// marked reports whether the bucket's mark names epoch.
+func (s *Syncer) marked(ctx context.Context, epoch string) (bool, error) {
+	e, err := s.b.Keys.Get(ctx, syncMark)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("key sync: read the mark: %w", err)
+	}
+	var m mark
+	return json.Unmarshal(e.Value(), &m) == nil && m.Epoch == epoch, nil
+}
+
+// fullSync publishes every state and marks the bucket with epoch. The
+// states go pipelined, each created only if absent; one that exists
+// (published meanwhile from the outbox, or by an earlier sync) is put
+// under the version check. When the bucket held states already, the
+// entries of keys the source does not have are deleted after.
 func (s *Syncer) fullSync(ctx context.Context, epoch string) error {
 	start := time.Now()
 	status, err := s.b.Keys.Status(ctx)
 	if err != nil {
 		return fmt.Errorf("key sync: bucket status: %w", err)
 	}
-	empty := status.Values() == 0
+	empty := status.Values() <= 1 // the lease, ours, besides
 	s.log.Info("key sync: publishing every key's state", "bucket_empty", empty)
 	var seen map[string]struct{}
 	if !empty {
@@ -327,13 +374,12 @@ func (s *Syncer) fullSync(ctx context.Context, epoch string) error {
 	n := 0
 	err = s.src.AllKeyStates(ctx, func(ctx context.Context, c usage.Changes) error {
 		n += c.Len()
-		if empty {
-			return s.create(ctx, c)
-		}
 		for _, k := range c.Keys {
-			seen[k.Hash] = struct{}{}
+			if seen != nil {
+				seen[k.Hash] = struct{}{}
+			}
 		}
-		return s.publish(ctx, c)
+		return s.create(ctx, c)
 	})
 	if err != nil {
 		return fmt.Errorf("key sync: %w", err)
@@ -447,7 +493,7 @@ func (s *Syncer) deleteUnknown(ctx context.Context, seen map[string]struct{}) er
 	defer lister.Stop()
 	deleted := 0
 	for k := range lister.Keys() {
-		if _, ok := seen[k]; ok || k == syncMark {
+		if _, ok := seen[k]; ok || k == syncMark || k == syncLease {
 			continue
 		}
 		if err := s.b.Keys.Delete(ctx, k); err != nil {
