@@ -26,6 +26,19 @@ type chatRequest struct {
 // parseChatRequest checks the fields the gateway relies on; its errors name
 // the field and are fit for a 400 response.
 func parseChatRequest(body []byte) (*chatRequest, error) {
+	r, err := parseOpenAIRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	if msgs := bytes.TrimSpace(r.fields["messages"]); len(msgs) == 0 || msgs[0] != '[' {
+		return nil, fmt.Errorf("messages: must be an array of messages")
+	}
+	return r, nil
+}
+
+// parseOpenAIRequest checks the fields of an OpenAI request body the
+// gateway acts on, whatever the endpoint: model, stream, stream_options.
+func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 	r := &chatRequest{}
 	if err := json.Unmarshal(body, &r.fields); err != nil || r.fields == nil {
 		return nil, fmt.Errorf("the request body must be a JSON object: %v", jsonError(err))
@@ -35,9 +48,6 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	}
 	if !utf8.Valid(r.fields["model"]) { // encoding/json would have replaced the bytes
 		return nil, fmt.Errorf("model: is not valid UTF-8")
-	}
-	if msgs := bytes.TrimSpace(r.fields["messages"]); len(msgs) == 0 || msgs[0] != '[' {
-		return nil, fmt.Errorf("messages: must be an array of messages")
 	}
 	if raw, ok := r.fields["stream"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &r.stream); err != nil {

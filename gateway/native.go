@@ -13,7 +13,19 @@ import (
 // native serves one of a provider's own routes: the client speaks the
 // provider's protocol and gets the provider's bytes unchanged, metered.
 func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.Envelope) http.HandlerFunc {
+	counters := map[int]http.HandlerFunc{}
+	for i, c := range p.Counters {
+		if c.Pattern == "" && c.Match != nil {
+			counters[i] = s.countTokens(p, c, env)
+		}
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
+		for i, serve := range counters {
+			if p.Counters[i].Match(r) {
+				serve(w, r) // unmetered, though it went through the route's limits
+				return
+			}
+		}
 		body, ok := s.readRequest(w, r, env)
 		if !ok {
 			return

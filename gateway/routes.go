@@ -16,8 +16,9 @@ import (
 // format of its chat completions API.
 var chatErrors provider.Envelope = openai.Envelope{}
 
-// Handler returns the HTTP routes: POST /v1/chat/completions, GET
-// /v1/models and /v1/models/{id}, every provider's native routes, and GET
+// Handler returns the HTTP routes: POST /v1/chat/completions,
+// /v1/completions and /v1/embeddings, GET /v1/models and /v1/models/{id},
+// every provider's native routes and token-counting endpoints, and GET
 // /healthz. Every response carries X-Request-Id.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
@@ -30,9 +31,16 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	r.With(s.steps(chatErrors)...).Post("/v1/chat/completions", s.chatCompletions)
+	r.With(s.steps(chatErrors)...).Post("/v1/completions", s.completions)
+	r.With(s.steps(chatErrors)...).Post("/v1/embeddings", s.embeddings)
 	r.With(s.authenticate(chatErrors)).Get("/v1/models", s.listModels)
 	r.With(s.authenticate(chatErrors)).Get("/v1/models/*", s.getModel)
 	for _, p := range s.providers {
+		for _, c := range p.Counters {
+			if c.Pattern != "" {
+				r.With(s.authenticate(p.Errors)).Post(c.Pattern, s.countTokens(p, c, p.Errors))
+			}
+		}
 		for i := range p.Routes {
 			rt := &p.Routes[i]
 			env := rt.Errors

@@ -22,6 +22,10 @@ func Provider() provider.Provider {
 		ClientKey: func(r *http.Request) string { return r.Header.Get("X-Api-Key") },
 		Chat:      Chat{},
 		Errors:    Envelope{},
+		Counters: []provider.Counter{{
+			Pattern: "/anthropic/v1/messages/count_tokens",
+			Read:    readCountTokens,
+		}},
 		Routes: []provider.Route{{
 			Pattern:    "/anthropic/v1/messages",
 			Read:       readMessages,
@@ -45,6 +49,24 @@ var (
 	_ provider.StreamTap   = (*Tap)(nil)
 	_ provider.ChunkStream = (*Stream)(nil)
 )
+
+// readCountTokens reads POST /anthropic/v1/messages/count_tokens: a
+// Messages request without max_tokens, passed through to the upstream's
+// /messages/count_tokens with its model replaced (Anthropic API
+// reference, "Count Message tokens").
+func readCountTokens(r *http.Request, body []byte) (provider.Call, error) {
+	call, err := readMessages(r, body)
+	if err != nil {
+		return call, err
+	}
+	call.Endpoint = "/anthropic/v1/messages/count_tokens"
+	up := call.Upstream
+	call.Upstream = func(model string) (string, []byte, error) {
+		_, b, err := up(model)
+		return "/messages/count_tokens", b, err
+	}
+	return call, nil
+}
 
 // readMessages reads a Messages request: a JSON object with a string model
 // and an optional boolean stream. The client's anthropic-version and

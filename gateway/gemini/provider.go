@@ -27,8 +27,13 @@ func Provider() provider.Provider {
 			}
 			return r.URL.Query().Get("key")
 		},
-		Chat:   Chat{},
-		Errors: Envelope{},
+		Chat:       Chat{},
+		Errors:     Envelope{},
+		Embeddings: Embeddings{},
+		Counters: []provider.Counter{{
+			Match: func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, ":countTokens") },
+			Read:  readCountTokens,
+		}},
 		Routes: []provider.Route{{
 			Pattern:    "/gemini/v1beta/*",
 			Read:       readGenerate,

@@ -17,9 +17,11 @@ import (
 // Responses API, is its native route.
 func Provider() provider.Provider {
 	return provider.Provider{
-		Type:   "openai",
-		Auth:   Auth,
-		Errors: Envelope{},
+		Type:        "openai",
+		Auth:        Auth,
+		Errors:      Envelope{},
+		Embeddings:  Embeddings{},
+		Completions: true,
 		Routes: []provider.Route{{
 			Pattern:    "/v1/responses",
 			Read:       readResponses,

@@ -34,6 +34,44 @@ type Provider struct {
 	// Routes are the provider's own endpoints, passed through byte for
 	// byte and metered.
 	Routes []Route
+	// Embeddings serves POST /v1/embeddings on the provider's models; nil
+	// when the provider has no embeddings API.
+	Embeddings Embeddings
+	// Completions is true when the provider serves OpenAI's legacy POST
+	// /v1/completions, passed through (OpenAI-compatible APIs).
+	Completions bool
+	// Counters are the provider's token-counting endpoints, passed
+	// through unmetered (the providers do not bill them).
+	Counters []Counter
+}
+
+// Embeddings translates OpenAI's embeddings API to a provider's.
+type Embeddings interface {
+	// Request turns the client's OpenAI embeddings request body into the
+	// provider's request for upstreamModel: the path below the base URL
+	// and the body. Its errors are the client's fault (400).
+	Request(body []byte, upstreamModel string) (path string, upBody []byte, err error)
+	// Body turns the provider's response into OpenAI's embeddings
+	// response (a JSON object, "object":"list") and taps the usage it
+	// reports (input tokens) into r; when it reports none, r is left
+	// unreported and the gateway fills in its estimate.
+	Body(body []byte, model string, r *tap.Report) ([]byte, error)
+}
+
+// Counter is a token-counting endpoint of a provider (Anthropic's
+// count_tokens, Gemini's countTokens): authenticated, routed like the
+// model's requests, relayed as the provider answers, and not metered.
+type Counter struct {
+	// Pattern, when set, is the chi pattern of its POST route (e.g.
+	// "/anthropic/v1/messages/count_tokens"); when empty, Match picks its
+	// requests out of one of the provider's Routes.
+	Pattern string
+	// Match reports whether a request to a Route is this counter's.
+	Match func(r *http.Request) bool
+	// Read parses a client's request as Route.Read does (its Model,
+	// Upstream and Header are used). Its error, an Error, is answered as
+	// it is.
+	Read func(r *http.Request, body []byte) (Call, error)
 }
 
 // Chat translates OpenAI chat completions to a provider's format and back.

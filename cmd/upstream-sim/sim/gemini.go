@@ -102,6 +102,10 @@ func (s *Server) handleGemini(w http.ResponseWriter, r *http.Request) {
 	switch _, method := geminiAction(r); method {
 	case "generateContent", "streamGenerateContent":
 		s.serve(w, r, geminiCodec{})
+	case "embedContent", "batchEmbedContents":
+		s.geminiEmbed(w, r, method == "batchEmbedContents")
+	case "countTokens":
+		s.geminiCount(w, r)
 	default:
 		geminiCodec{}.writeError(w, http.StatusNotFound, "Method not found: "+method)
 	}

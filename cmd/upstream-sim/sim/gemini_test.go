@@ -157,7 +157,7 @@ func TestGeminiErrors(t *testing.T) {
 		resp, data, _ := postTo(t, context.Background(), srv, tc.path, tc.body)
 		check(tc.path+" "+tc.body, resp, data, 400, "INVALID_ARGUMENT")
 	}
-	resp, data, _ := postTo(t, context.Background(), srv, "/v1beta/models/m:countTokens", "{}")
+	resp, data, _ := postTo(t, context.Background(), srv, "/v1beta/models/m:predict", "{}")
 	check("unknown method", resp, data, 404, "NOT_FOUND")
 	for _, tc := range []struct {
 		status int

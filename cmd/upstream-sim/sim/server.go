@@ -52,10 +52,13 @@ func New(opts ...Option) *Server {
 	s.mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, openaiCodec{})
 	})
+	s.mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
+	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
 	for _, prefix := range []string{"", "/anthropic"} {
 		s.mux.HandleFunc("POST "+prefix+"/v1/messages", func(w http.ResponseWriter, r *http.Request) {
 			s.serve(w, r, anthropicCodec{})
 		})
+		s.mux.HandleFunc("POST "+prefix+"/v1/messages/count_tokens", s.handleAnthropicCount)
 	}
 	for _, prefix := range []string{"", "/gemini"} {
 		s.mux.HandleFunc("POST "+prefix+"/v1beta/models/{action}", s.handleGemini)

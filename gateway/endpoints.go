@@ -1,0 +1,253 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
+)
+
+// The OpenAI endpoints beside chat completions: /v1/embeddings and the
+// legacy /v1/completions, metered like chat; and the providers'
+// token-counting endpoints, relayed unmetered.
+
+// openAIRoute reads and routes an OpenAI request to endpoint: its body,
+// which must name required (a non-null field), its parse, route,
+// attribution and attempts on the deployments whose provider serves
+// (serves), prepared by prep. It answers the client itself and returns
+// false when it cannot go on.
+func (s *Server) openAIRoute(w http.ResponseWriter, r *http.Request, required, endpoint string,
+	serves func(*provider.Provider) bool, prep func(p *provider.Provider, a attempt, req *chatRequest, body []byte) (string, []byte, error),
+) (body []byte, req *chatRequest, endUser string, tags map[string]string, attempts []prepared, ok bool) {
+	body, ok = s.readRequest(w, r, chatErrors)
+	if !ok {
+		return
+	}
+	ok = false
+	req, err := parseOpenAIRequest(body)
+	if err == nil && isNull(req.fields[required]) {
+		err = fmt.Errorf("%s: is required", required)
+	}
+	if err == nil {
+		err = checkModel(req.model)
+	}
+	if err != nil {
+		chatErrors.WriteError(w, badRequest(err.Error()))
+		return
+	}
+	rt, err := s.routes.resolve(req.model)
+	if err != nil {
+		chatErrors.WriteError(w, modelNotFound(req.model))
+		return
+	}
+	if !allowedModel(keyOf(r), req.model, rt) {
+		chatErrors.WriteError(w, modelNotAllowed(req.model))
+		return
+	}
+	endUser = stringField(req.fields["user"])
+	if endUser, tags, err = attribution(r, endUser, req.fields["metadata"]); err != nil {
+		chatErrors.WriteError(w, badRequest(err.Error()))
+		return
+	}
+	key := keyOf(r)
+	attempts, err = s.prepareAttempts(rt, func(model string, d *deployment) bool {
+		p := s.providers[d.provider.Type]
+		return p != nil && serves(p) && allowedModel(key, model, deploymentRoute(model, d))
+	}, func(a attempt) (string, []byte, error) {
+		return prep(s.providers[a.dep.provider.Type], a, req, body)
+	})
+	if errors.Is(err, errNoRoute) {
+		chatErrors.WriteError(w, provider.Err(http.StatusNotFound, "invalid_request_error", "model_not_found",
+			fmt.Sprintf("the model %q is not served by a provider with %s here", req.model, endpoint)))
+		return
+	}
+	if err != nil {
+		chatErrors.WriteError(w, badRequest(err.Error()))
+		return
+	}
+	return body, req, endUser, tags, attempts, true
+}
+
+// embeddings serves POST /v1/embeddings: OpenAI's embeddings API on every
+// provider with one (provider.Embeddings), translated where it differs.
+// An event's usage is its input tokens (prompt_tokens), priced per 1M
+// input tokens like any prompt; the provider's count when it reports one,
+// else a tokenizer estimate of the input (usage_source estimated).
+func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
+	body, req, endUser, tags, attempts, ok := s.openAIRoute(w, r, "input", "/v1/embeddings",
+		func(p *provider.Provider) bool { return p.Embeddings != nil },
+		func(p *provider.Provider, a attempt, _ *chatRequest, body []byte) (string, []byte, error) {
+			return p.Embeddings.Request(body, a.dep.upstream)
+		})
+	if !ok {
+		return
+	}
+	input := req.fields["input"]
+	s.serveAttempts(w, r, attempts, "/v1/embeddings", false, chatErrors, func(x *exchange, p prepared) {
+		x.event.EndUser, x.event.Metadata = endUser, tags
+		x.promptText = func() tap.Prompt { return tap.Prompt{Text: inputText(input)} }
+		x.begin(body)
+		resp := s.callUpstream(x, p.route(), p.path, p.body, nil)
+		if resp == nil {
+			return
+		}
+		defer resp.Body.Close()
+		out, err := s.readBody(x, resp.Body)
+		if err == nil {
+			out, err = s.providers[p.dep.provider.Type].Embeddings.Body(out, req.model, &x.report)
+		}
+		if err != nil {
+			status, eventStatus := x.failure()
+			x.fail(status, eventStatus, err)
+			return
+		}
+		x.firstByte()
+		x.markComplete()
+		x.httpStatusOK()
+		x.commit()
+		if !x.report.Reported { // the estimate the event records, in the response
+			n := strconv.AppendInt(nil, x.event.Usage.PromptTokens, 10)
+			u := append(append(append(append([]byte(`{"prompt_tokens":`), n...), `,"total_tokens":`...), n...), '}')
+			if b, err := jsonscan.SetMember(out, "usage", u); err == nil {
+				out = b
+			}
+		}
+		out = x.withCost(out)
+		if x.respond(http.StatusOK, false, func(h http.Header) {
+			h.Set("Content-Type", "application/json")
+			passHeaders(h, resp.Header)
+			x.setCostHeaders(h)
+		}) {
+			x.write(out)
+		}
+	})
+}
+
+// completions serves POST /v1/completions, OpenAI's legacy completions,
+// streamed and not, on OpenAI-compatible providers (provider.Completions):
+// passed through and metered as chat completions are (the usage chunk
+// only when asked for, usage always asked of the upstream).
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	body, req, endUser, tags, attempts, ok := s.openAIRoute(w, r, "prompt", "/v1/completions",
+		func(p *provider.Provider) bool { return p.Completions },
+		func(_ *provider.Provider, a attempt, req *chatRequest, _ []byte) (string, []byte, error) {
+			b, err := req.upstreamBody(a.dep.upstream)
+			return "/completions", b, err
+		})
+	if !ok {
+		return
+	}
+	prompt := req.fields["prompt"]
+	s.serveAttempts(w, r, attempts, "/v1/completions", req.stream, chatErrors, func(x *exchange, p prepared) {
+		x.event.EndUser, x.event.Metadata = endUser, tags
+		x.promptText = func() tap.Prompt { return tap.Prompt{Text: inputText(prompt)} }
+		x.begin(body)
+		resp := s.callUpstream(x, p.route(), p.path, p.body, nil)
+		if resp == nil {
+			return
+		}
+		defer resp.Body.Close()
+		if req.stream {
+			s.relayChatStream(x, resp, req.includeUsage, req.model, nil)
+			return
+		}
+		s.relayChatBody(x, resp, nil, req.model)
+	})
+}
+
+// inputText is the text of an embeddings input or a completions prompt:
+// a string, or an array of strings (token arrays have no text).
+func inputText(raw json.RawMessage) string {
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return one
+	}
+	var many []string
+	_ = json.Unmarshal(raw, &many)
+	return strings.Join(many, "\n")
+}
+
+// countTokens serves a provider's token-counting endpoint c: routed to the
+// first deployment of the model that the provider serves (in the order
+// requests would go), relayed as the upstream answers (status, body
+// scrubbed of the provider's credentials, backoff headers), and not
+// metered: providers do not bill counting.
+func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provider.Envelope) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, ok := s.readRequest(w, r, env)
+		if !ok {
+			return
+		}
+		call, err := c.Read(r, body)
+		if err == nil {
+			err = checkModel(call.Model)
+		}
+		if err != nil {
+			var pe provider.Error
+			if !errors.As(err, &pe) {
+				pe = badRequest(err.Error())
+			}
+			env.WriteError(w, pe)
+			return
+		}
+		rt, err := s.routes.resolve(call.Model)
+		key := keyOf(r)
+		var plan []attempt
+		if err == nil {
+			plan = s.routes.plan(rt, func(model string, d *deployment) bool {
+				return d.provider.Type == p.Type && allowedModel(key, model, deploymentRoute(model, d))
+			})
+		}
+		if len(plan) == 0 {
+			env.WriteError(w, provider.Err(http.StatusNotFound, "invalid_request_error", "model_not_found",
+				"model "+call.Model+" is not served by a "+p.Type+" provider here"))
+			return
+		}
+		d := plan[0].dep
+		path, upBody, err := call.Upstream(d.upstream)
+		if err != nil {
+			env.WriteError(w, badRequest(err.Error()))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), d.provider.ConnectTimeout)
+		defer cancel()
+		up, err := http.NewRequestWithContext(ctx, http.MethodPost, d.provider.BaseURL+path, strings.NewReader(string(upBody)))
+		if err != nil {
+			env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", err.Error()))
+			return
+		}
+		up.Header.Set("Content-Type", "application/json")
+		for k, v := range call.Header {
+			up.Header[k] = v
+		}
+		if p.Auth != nil {
+			p.Auth(up.Header, d.provider.APIKey)
+		}
+		resp, err := s.client.Do(up)
+		if err != nil {
+			env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
+				"the upstream could not be reached: "+s.scrubFor(d.provider.Name, unwrapURL(err))))
+			return
+		}
+		defer resp.Body.Close()
+		out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
+				"reading the upstream's answer: "+s.scrubFor(d.provider.Name, err.Error())))
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", resp.Header.Get("Content-Type"))
+		passHeaders(h, resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write([]byte(s.scrubFor(d.provider.Name, string(out))))
+	}
+}

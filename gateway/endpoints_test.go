@@ -1,0 +1,128 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+func readAll(t *testing.T, st *stack, path, body string, header ...string) (int, string, string) {
+	t.Helper()
+	resp := st.post(t, path, body, header...)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b), resp.Header.Get("X-Request-Id")
+}
+
+func TestEmbeddings(t *testing.T) {
+	st := newStack(t, nil)
+	// OpenAI-compatible: passed through, the provider's count metered.
+	status, body, id := readAll(t, st, "/v1/embeddings", `{"model":"sim-small","input":["one two three","four"]}`)
+	if status != 200 || !strings.Contains(body, `"prompt_tokens":4`) || strings.Count(body, `"object":"embedding"`) != 2 {
+		t.Fatalf("%d %s", status, body)
+	}
+	e := st.sink.event(t, id)
+	if e.Endpoint != "/v1/embeddings" || e.Usage.PromptTokens != 4 || e.Usage.CompletionTokens != 0 || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("event %+v", e)
+	}
+	// Gemini: translated to batchEmbedContents and back; no usage reported, so estimated.
+	status, body, id = readAll(t, st, "/v1/embeddings", `{"model":"gemini-sim","input":["one two three","four"],"dimensions":3}`)
+	var out struct {
+		Object string `json:"object"`
+		Data   []struct {
+			Index     int       `json:"index"`
+			Embedding []float64 `json:"embedding"`
+		} `json:"data"`
+		Usage struct {
+			PromptTokens int64 `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(body), &out); err != nil || status != 200 || out.Object != "list" || len(out.Data) != 2 ||
+		len(out.Data[1].Embedding) != 3 || out.Data[1].Index != 1 {
+		t.Fatalf("%d %s (%v)", status, body, err)
+	}
+	e = st.sink.event(t, id)
+	if e.UsageSource != usage.SourceEstimated || e.Usage.PromptTokens == 0 || e.Usage.PromptTokens != out.Usage.PromptTokens || e.Provider != "sim-gemini" {
+		t.Fatalf("event %+v, response usage %d", e, out.Usage.PromptTokens)
+	}
+	// Gemini, one string: embedContent.
+	if status, body, _ = readAll(t, st, "/v1/embeddings", `{"model":"gemini-sim","input":"hello"}`); status != 200 || strings.Count(body, `"embedding"`) != 2 {
+		t.Fatalf("%d %s", status, body) // "object":"embedding" and "embedding":[...]
+	}
+	// Anthropic has no embeddings: 404, no event.
+	n := st.sink.count()
+	if status, body, _ = readAll(t, st, "/v1/embeddings", `{"model":"claude-sim","input":"x"}`); status != 404 || !strings.Contains(body, "model_not_found") {
+		t.Fatalf("%d %s", status, body)
+	}
+	if status, body, _ = readAll(t, st, "/v1/embeddings", `{"model":"sim-small"}`); status != 400 || !strings.Contains(body, "input") {
+		t.Fatalf("%d %s", status, body)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if st.sink.count() != n {
+		t.Fatal("a refused request was metered")
+	}
+}
+
+func TestLegacyCompletions(t *testing.T) {
+	st := newStack(t, nil)
+	const req = `{"model":"sim-small","prompt":"say it twice","max_tokens":5`
+	want, _ := sim.CompletionUsage([]byte(req + "}"))
+	status, body, id := readAll(t, st, "/v1/completions", req+"}")
+	if status != 200 || !strings.Contains(body, `"object":"text_completion"`) {
+		t.Fatalf("%d %s", status, body)
+	}
+	if e := st.sink.event(t, id); e.Usage.PromptTokens != want.PromptTokens || e.Usage.CompletionTokens != want.CompletionTokens ||
+		e.Endpoint != "/v1/completions" || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("event %+v, want %+v", e, want)
+	}
+	// Streamed without include_usage: usage metered, no usage chunk shown.
+	status, body, id = readAll(t, st, "/v1/completions", req+`,"stream":true}`)
+	if status != 200 || strings.Count(body, TokenChunk) != 5 || strings.Contains(body, `"usage"`) || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Fatalf("%d %s", status, body)
+	}
+	if e := st.sink.event(t, id); e.Usage.PromptTokens != want.PromptTokens || e.Usage.CompletionTokens != want.CompletionTokens || !e.Stream {
+		t.Fatalf("streamed event %+v, want %+v", e, want)
+	}
+	// With include_usage: the usage chunk, then [DONE].
+	status, body, _ = readAll(t, st, "/v1/completions", req+`,"stream":true,"stream_options":{"include_usage":true}}`)
+	if status != 200 || !strings.Contains(body, `"choices":[],"usage":{"prompt_tokens":`) {
+		t.Fatalf("%d %s", status, body)
+	}
+	// Only OpenAI-compatible providers serve it.
+	if status, body, _ = readAll(t, st, "/v1/completions", `{"model":"claude-sim","prompt":"x"}`); status != 404 {
+		t.Fatalf("%d %s", status, body)
+	}
+}
+
+// TokenChunk is how a legacy completions chunk carries one token.
+const TokenChunk = `"text":"tok "`
+
+func TestCountTokensUnmetered(t *testing.T) {
+	st := newStack(t, nil)
+	status, body, id := readAll(t, st, "/anthropic/v1/messages/count_tokens",
+		`{"model":"claude-sim","messages":[{"role":"user","content":"one two"}]}`, "X-Api-Key", testKey)
+	if status != 200 || !strings.Contains(body, `"input_tokens":`) || id == "" {
+		t.Fatalf("%d %s", status, body)
+	}
+	status, body, _ = readAll(t, st, "/gemini/v1beta/models/gemini-sim:countTokens",
+		`{"contents":[{"parts":[{"text":"one two"}]}]}`, "X-Goog-Api-Key", testKey)
+	if status != 200 || !strings.Contains(body, `"totalTokens":`) {
+		t.Fatalf("%d %s", status, body)
+	}
+	if status, body, _ = readAll(t, st, "/anthropic/v1/messages/count_tokens", `{"model":"claude-sim","messages":[]}`, "X-Nothing", "1"); status != 401 ||
+		!strings.Contains(body, `"type":"error"`) {
+		t.Fatalf("no key: %d %s", status, body)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if n := st.sink.count(); n != 0 {
+		t.Fatalf("%d events for token counting", n)
+	}
+	if s := st.simStats(t); s.Requests.Total != 0 {
+		t.Fatalf("the simulator counted %+v", s.Requests)
+	}
+}

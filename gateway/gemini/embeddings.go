@@ -1,0 +1,135 @@
+package gemini
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+)
+
+// Embeddings translates OpenAI's embeddings API to Gemini's: one string
+// input to POST /models/{model}:embedContent, an array of strings to
+// :batchEmbedContents (Gemini API reference, "Embeddings"); dimensions
+// becomes outputDimensionality. Token-array inputs have no Gemini
+// equivalent and are refused. Gemini reports no token usage for
+// embeddings, so the gateway estimates it (usage_source estimated).
+type Embeddings struct{}
+
+var _ provider.Embeddings = Embeddings{}
+
+type embedContent struct {
+	Model                string    `json:"model,omitempty"`
+	Content              embedText `json:"content"`
+	OutputDimensionality *int      `json:"outputDimensionality,omitempty"`
+}
+
+type embedText struct {
+	Parts []struct {
+		Text string `json:"text"`
+	} `json:"parts"`
+}
+
+func textContent(s string) embedText {
+	var c embedText
+	c.Parts = append(c.Parts, struct {
+		Text string `json:"text"`
+	}{s})
+	return c
+}
+
+// Request translates an OpenAI embeddings request.
+func (Embeddings) Request(body []byte, upstreamModel string) (string, []byte, error) {
+	var req struct {
+		Input      json.RawMessage `json:"input"`
+		Dimensions *int            `json:"dimensions"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return "", nil, fmt.Errorf("the request body must be a JSON object: %w", err)
+	}
+	base := "/models/" + url.PathEscape(upstreamModel)
+	var one string
+	if json.Unmarshal(req.Input, &one) == nil {
+		b, err := json.Marshal(embedContent{Content: textContent(one), OutputDimensionality: req.Dimensions})
+		return base + ":embedContent", b, err
+	}
+	var many []string
+	if err := json.Unmarshal(req.Input, &many); err != nil || len(many) == 0 {
+		return "", nil, errors.New("input: must be a string or a non-empty array of strings for this model (token arrays are not supported by its provider)")
+	}
+	batch := struct {
+		Requests []embedContent `json:"requests"`
+	}{}
+	for _, s := range many {
+		batch.Requests = append(batch.Requests, embedContent{Model: "models/" + upstreamModel, Content: textContent(s),
+			OutputDimensionality: req.Dimensions})
+	}
+	b, err := json.Marshal(batch)
+	return base + ":batchEmbedContents", b, err
+}
+
+// Body translates embedContent's {"embedding":{"values"}} or
+// batchEmbedContents' {"embeddings":[{"values"}]} into OpenAI's list, its
+// usage zero (the gateway sets its estimate).
+func (Embeddings) Body(body []byte, model string, _ *tap.Report) ([]byte, error) {
+	type values struct {
+		Values []json.Number `json:"values"`
+	}
+	var resp struct {
+		Embedding  *values  `json:"embedding"`
+		Embeddings []values `json:"embeddings"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return nil, err
+	}
+	list := resp.Embeddings
+	if resp.Embedding != nil {
+		list = []values{*resp.Embedding}
+	}
+	if len(list) == 0 {
+		return nil, errors.New("the upstream response holds no embedding")
+	}
+	type item struct {
+		Object    string        `json:"object"`
+		Index     int           `json:"index"`
+		Embedding []json.Number `json:"embedding"`
+	}
+	out := struct {
+		Object string          `json:"object"`
+		Data   []item          `json:"data"`
+		Model  json.RawMessage `json:"model"`
+		Usage  map[string]int  `json:"usage"`
+	}{Object: "list", Model: openai.AppendString(nil, model), Usage: map[string]int{"prompt_tokens": 0, "total_tokens": 0}}
+	for i, v := range list {
+		if v.Values == nil {
+			v.Values = []json.Number{}
+		}
+		out.Data = append(out.Data, item{Object: "embedding", Index: i, Embedding: v.Values})
+	}
+	return json.Marshal(out)
+}
+
+// readCountTokens reads POST /gemini/v1beta/models/{model}:countTokens,
+// passed through to the upstream's /models/{model}:countTokens with its
+// body unchanged.
+func readCountTokens(r *http.Request, body []byte) (provider.Call, error) {
+	p := strings.TrimSuffix(strings.TrimPrefix(r.URL.EscapedPath(), routePrefix), ":countTokens")
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(p, "/"), "models/")
+	model, err := url.PathUnescape(rest)
+	if !ok || err != nil || model == "" {
+		return provider.Call{}, provider.Err(http.StatusNotFound, "invalid_request_error", "not_found",
+			"expected /gemini/v1beta/models/{model}:countTokens")
+	}
+	if !json.Valid(body) {
+		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request", "the request body is not valid JSON")
+	}
+	return provider.Call{Model: model, Endpoint: "/gemini/v1beta/models/{model}:countTokens",
+		Upstream: func(upstream string) (string, []byte, error) {
+			return "/models/" + url.PathEscape(upstream) + ":countTokens", body, nil
+		}}, nil
+}
