@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # make run: start upstream-sim and `tollgate serve` with the demo config, seed
-# a demo customer and key, print curl commands; Ctrl-C stops everything.
+# a demo customer and key, print curl commands. Ctrl-C (SIGINT) or SIGTERM
+# stops everything and exits 0 once tollgate has stopped cleanly (1 if it
+# did not), so `make run` does not end in "make: *** Error 130".
+# SIM_LISTEN and TOLLGATE_DEMO_CONFIG move the simulator and the config
+# (the config's base_urls must name SIM_LISTEN).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,23 +12,49 @@ export TOLLGATE_ADMIN_TOKEN="${TOLLGATE_ADMIN_TOKEN:-demo-admin-token}"
 export TOLLGATE_DATA_DIR="${TOLLGATE_DATA_DIR:-./tollgate-data}"
 export TOLLGATE_LISTEN="${TOLLGATE_LISTEN:-127.0.0.1:8080}"
 export TOLLGATE_ADMIN_LISTEN="${TOLLGATE_ADMIN_LISTEN:-127.0.0.1:8081}"
+sim_listen="${SIM_LISTEN:-127.0.0.1:9090}"
+config="${TOLLGATE_DEMO_CONFIG:-examples/demo.yaml}"
 mkdir -p "$TOLLGATE_DATA_DIR"
 
 pids=()
+tollgate_pid=
+stopped=0
+tollgate_status=0
+
+# stop ends every process started here, waits for them, and sets
+# tollgate_status to tollgate's exit status (0 after a clean shutdown).
 stop() {
-  trap - INT TERM EXIT
+  [ "$stopped" = 1 ] && return
+  stopped=1
   echo
   echo "stopping..."
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  if [ -n "$tollgate_pid" ]; then
+    wait "$tollgate_pid" 2>/dev/null || tollgate_status=$?
+  fi
   wait 2>/dev/null || true
-  echo "stopped."
+  if [ "$tollgate_status" = 0 ]; then
+    echo "stopped."
+  else
+    echo "tollgate stopped with status $tollgate_status; see $TOLLGATE_DATA_DIR/tollgate.log" >&2
+  fi
 }
-trap stop INT TERM EXIT
 
-./bin/upstream-sim -listen 127.0.0.1:9090 2>"$TOLLGATE_DATA_DIR/upstream-sim.log" &
+# interrupted is Ctrl-C or SIGTERM: the way this script is meant to end.
+interrupted() {
+  trap - INT TERM
+  stop
+  [ "$tollgate_status" = 0 ] && exit 0
+  exit 1
+}
+trap interrupted INT TERM
+trap stop EXIT
+
+./bin/upstream-sim -listen "$sim_listen" 2>"$TOLLGATE_DATA_DIR/upstream-sim.log" &
 pids+=($!)
-./bin/tollgate serve --config examples/demo.yaml 2>"$TOLLGATE_DATA_DIR/tollgate.log" &
-pids+=($!)
+./bin/tollgate serve --config "$config" 2>"$TOLLGATE_DATA_DIR/tollgate.log" &
+tollgate_pid=$!
+pids+=($tollgate_pid)
 
 if ! ./bin/tollgate demo --admin-url "http://$TOLLGATE_ADMIN_LISTEN" --gateway-url "http://$TOLLGATE_LISTEN"; then
   echo "tollgate did not start; the last lines of $TOLLGATE_DATA_DIR/tollgate.log:" >&2
@@ -32,4 +62,9 @@ if ! ./bin/tollgate demo --admin-url "http://$TOLLGATE_ADMIN_LISTEN" --gateway-u
   exit 1
 fi
 echo "Logs: $TOLLGATE_DATA_DIR/tollgate.log and upstream-sim.log. Ctrl-C stops everything."
-wait -n "${pids[@]}"
+status=0
+wait -n "${pids[@]}" || status=$?
+# Only a process that ended on its own gets here (Ctrl-C runs interrupted).
+echo "a demo process exited on its own (status $status); the last lines of $TOLLGATE_DATA_DIR/tollgate.log:" >&2
+tail -n 20 "$TOLLGATE_DATA_DIR/tollgate.log" >&2
+exit 1

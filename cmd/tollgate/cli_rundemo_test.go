@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+)
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRunDemoCtrlC runs scripts/run-demo.sh (what `make run` runs) with the
+// real binaries, waits for the demo to be up, then sends SIGINT to its
+// process group as a terminal's Ctrl-C does: the script stops tollgate and
+// upstream-sim and exits 0, so that make does not report "Error 130".
+func TestRunDemoCtrlC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the demo stack")
+	}
+	root := t.TempDir()
+	for _, dir := range []string{"bin", "scripts", "examples"} {
+		if err := os.Mkdir(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build the demo's binaries: %v", err)
+	}
+	for _, pkg := range []string{"tollgate", "upstream-sim"} {
+		build := exec.CommandContext(t.Context(), goTool, "build", "-o", filepath.Join(root, "bin", pkg), "./cmd/"+pkg)
+		build.Dir = "../.."
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/%s: %v\n%s", pkg, err, out)
+		}
+	}
+	script, err := os.ReadFile("../../scripts/run-demo.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo, err := os.ReadFile("../../examples/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	simAddr, listen, adminListen := freeAddr(t), freeAddr(t), freeAddr(t)
+	if err := os.WriteFile(filepath.Join(root, "scripts", "run-demo.sh"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "examples", "demo.yaml"),
+		[]byte(strings.ReplaceAll(string(demo), "127.0.0.1:9090", simAddr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(root, "data")
+	cmd := exec.Command("bash", filepath.Join(root, "scripts", "run-demo.sh"))
+	cmd.Env = append(os.Environ(), "TOLLGATE_DATABASE_URL="+ledgertest.NewDatabase(t), "TOLLGATE_NATS_URL=",
+		"TOLLGATE_DATA_DIR="+dataDir, "TOLLGATE_LISTEN="+listen, "TOLLGATE_ADMIN_LISTEN="+adminListen,
+		"SIM_LISTEN="+simAddr, "TOLLGATE_ADMIN_TOKEN=run-demo-test")
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// Its own process group, as a shell gives a foreground job.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	})
+	up := false
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline) && !up; time.Sleep(100 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("run-demo.sh ended before the demo was up (%v):\n%s", err, out.String())
+		default:
+		}
+		up = strings.Contains(out.String(), "Ctrl-C stops everything")
+	}
+	if !up || !strings.Contains(out.String(), "Tollgate is running") {
+		t.Fatalf("the demo did not come up:\n%s", out.String())
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run-demo.sh after Ctrl-C: %v, want exit 0:\n%s", err, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run-demo.sh did not stop within a minute of Ctrl-C:\n%s", out.String())
+	}
+	if !strings.HasSuffix(out.String(), "stopping...\nstopped.\n") {
+		t.Errorf("run-demo.sh output ends:\n%s", out.String())
+	}
+	if log, err := os.ReadFile(filepath.Join(dataDir, "tollgate.log")); err != nil || !strings.Contains(string(log), `"msg":"tollgate stopped"`) {
+		t.Errorf("tollgate did not log a clean stop (%v):\n%s", err, log)
+	}
+	for _, addr := range []string{simAddr, listen, adminListen} {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s still answers after the demo stopped", addr)
+		}
+	}
+}
