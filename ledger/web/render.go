@@ -81,7 +81,7 @@ func secure(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin") // "no-referrer" makes browsers send Origin: null on form posts
 		h.Set("Cache-Control", "no-store")
 		next.ServeHTTP(w, r)
 	})
