@@ -72,6 +72,9 @@ func (uncleanError) Error() string { return "the ledger does not reconcile: see 
 // its configuration through env, and returns the exit code.
 func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) int {
 	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" {
+		if len(args) > 1 && args[0] == "help" && args[1] == "config" {
+			return configCommand([]string{"--help"}, stdout, stderr)
+		}
 		if len(args) > 1 && args[0] == "help" {
 			return runCLI(ctx, append(args[1:], "--help"), stdout, stderr, env)
 		}

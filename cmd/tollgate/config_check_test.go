@@ -150,6 +150,9 @@ func TestConfigCommandHelp(t *testing.T) {
 			t.Errorf("tollgate config %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out.String(), errOut.String())
 		}
 	}
+	if r := runTollgate(t, nil, "help", "config"); r.code != exitOK || !strings.Contains(r.out, "Usage: tollgate config check") {
+		t.Errorf("tollgate help config: exit %d, %q %q", r.code, r.out, r.errOut)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
