@@ -2,7 +2,7 @@
 GO ?= go
 export CI_TEST_TIMEOUT ?= 15m
 
-.PHONY: build run test vet fuzz fuzz-e2e faults soak loadgen-test bench bench-ledger bench-meter clean
+.PHONY: build run test vet fuzz fuzz-e2e faults soak loadgen-test bench bench-ledger bench-meter screenshots clean
 
 build:
 	$(GO) build -o bin/tollgate ./cmd/tollgate
@@ -87,6 +87,13 @@ bench-meter:
 	$(GO) test -run '^$$' -bench 'EventDecode|BenchmarkDecode' -benchmem -count 2 ./meter/usage/ | tee bench-meter.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkMeter(Write|$$)' -benchtime $(METER_EVENTS)x -benchmem -count 2 -timeout 60m ./ledger/ | tee -a bench-meter.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkMeterLag' -benchtime 1x -count 2 -timeout 30m ./ledger/ | tee -a bench-meter.txt
+
+# PNGs of every console and portal page at laptop and phone widths, from
+# headless chromium against the whole stack with generated usage (not committed).
+SCREENSHOTS ?= screenshots
+screenshots:
+	TOLLGATE_SCREENSHOTS=$(abspath $(SCREENSHOTS)) $(GO) test -count=1 -run '^TestScreenshots$$' ./cmd/tollgate/
+	@echo "screenshots in $(SCREENSHOTS)/: $$(ls $(SCREENSHOTS)/*.png | wc -l) PNGs"
 
 clean:
 	rm -rf bin tollgate-data bench.txt bench-meter.txt

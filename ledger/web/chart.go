@@ -61,10 +61,10 @@ func (c chart) SVG() template.HTML {
 		for _, f := range []float64{0.5, 1} {
 			y := h - bottom - plotH*f
 			fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#ccc" stroke-dasharray="4 4"/>`, left, y, w, y)
-			fmt.Fprintf(&b, `<text x="%g" y="%.1f" font-size="12" text-anchor="end" fill="#333">%s</text>`, left-6, y+4, axisLabel(max*f))
+			fmt.Fprintf(&b, `<text x="%g" y="%.1f" font-size="14" text-anchor="end" fill="#333">%s</text>`, left-6, y+4, axisLabel(max*f))
 		}
 	}
-	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="12" text-anchor="end" fill="#333">0</text>`, left-6, h-bottom+4)
+	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="14" text-anchor="end" fill="#333">0</text>`, left-6, h-bottom+4)
 	n := len(c.Labels)
 	if n == 0 {
 		fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="14" text-anchor="middle" fill="#333">no usage in this period</text></svg>`, w/2, h/2)
@@ -72,7 +72,7 @@ func (c chart) SVG() template.HTML {
 	}
 	slot := (w - left) / float64(n)
 	barW := maxf(slot*0.7, 1)
-	every := 1 + n/12 // at most about 12 x labels
+	every := 1 + n/10 // at most about 10 x labels
 	for i, label := range c.Labels {
 		x := left + slot*float64(i) + (slot-barW)/2
 		y := h - bottom
@@ -87,7 +87,7 @@ func (c chart) SVG() template.HTML {
 				trimFloat(s.Values[i]), html.EscapeString(c.Unit))
 		}
 		if i%every == 0 {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%g" font-size="11" text-anchor="middle" fill="#333">%s</text>`,
+			fmt.Fprintf(&b, `<text x="%.1f" y="%g" font-size="13" text-anchor="middle" fill="#333">%s</text>`,
 				x+barW/2, h-bottom+16, html.EscapeString(shortDate(label)))
 		}
 	}
