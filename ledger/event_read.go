@@ -38,7 +38,7 @@ type RatedEvent struct {
 const selectEvents = `SELECT e.id, e.occurred_at, e.customer_id, e.key_id, e.provider, e.model, e.served_model,
   e.endpoint, e.stream, e.status, e.http_status, e.finish_reason, e.prompt_tokens, e.cached_tokens,
   e.cache_write_tokens, e.completion_tokens, e.reasoning_tokens, e.web_search_requests, e.usage_source,
-  e.ttft_ms, e.duration_ms, e.error, e.corrections, e.end_user, e.metadata, coalesce(e.price_id, 0), coalesce(e.override_id, 0), e.unpriced,
+  e.ttft_ms, e.duration_ms, e.error, e.corrections, e.end_user, e.metadata, e.deployment, e.attempt, coalesce(e.price_id, 0), coalesce(e.override_id, 0), e.unpriced,
   coalesce(r.currency, e.currency), e.cost_e12::text, e.discount_bp,
   (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001)::text,
   (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0))::text
@@ -54,7 +54,7 @@ func scanEvent(row pgx.Row) (RatedEvent, error) {
 		&e.Stream, &e.Status, &e.HTTPStatus, &e.FinishReason, &e.Usage.PromptTokens,
 		&e.Usage.CachedTokens, &e.Usage.CacheWriteTokens, &e.Usage.CompletionTokens,
 		&e.Usage.ReasoningTokens, &e.Usage.WebSearchRequests, &e.UsageSource, &e.TTFTMillis,
-		&e.DurationMillis, &e.Error, &e.Corrections, &e.EndUser, &e.Metadata, &r.PriceID, &r.OverrideID, &r.Unpriced, &r.Currency, &listCost, &r.DiscountBP,
+		&e.DurationMillis, &e.Error, &e.Corrections, &e.EndUser, &e.Metadata, &e.Deployment, &e.Attempt, &r.PriceID, &r.OverrideID, &r.Unpriced, &r.Currency, &listCost, &r.DiscountBP,
 		&charge, &cost)
 	if err != nil {
 		return RatedEvent{}, err
