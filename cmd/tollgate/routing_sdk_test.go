@@ -229,3 +229,35 @@ func TestRoutingSDKNoRetryAfterFirstByte(t *testing.T) {
 		t.Fatalf("%d attempts not charged", n)
 	}
 }
+
+// TestDeploymentsExampleValidates: examples/deployments.yaml loads and
+// validates, its deployments named and weighted as documented.
+func TestDeploymentsExampleValidates(t *testing.T) {
+	cfg, err := loadConfig("../../examples/deployments.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	smart := cfg.Models[0]
+	if len(smart.Deployments) != 2 || smart.Deployments[0].Name != "east/sim-pro" || smart.Deployments[0].Weight != 3 ||
+		smart.Deployments[1].Name != "west" || smart.Fallbacks[0] != "cheap" || len(cfg.Models[1].Deployments) != 1 {
+		t.Fatalf("models %+v", cfg.Models)
+	}
+}
+
+// TestRoutingSDKModelRetrieve: openai-go's models.retrieve finds a model of
+// the table, and gets a 404 for one that is not there.
+func TestRoutingSDKModelRetrieve(t *testing.T) {
+	s := routingStack(t)
+	oc := openai.NewClient(option.WithBaseURL(s.gateway+"/v1"), option.WithAPIKey(s.secret), option.WithMaxRetries(0))
+	m, err := oc.Models.Get(context.Background(), "smart")
+	if err != nil || m.ID != "smart" || m.OwnedBy != "east" {
+		t.Fatalf("%+v, %v", m, err)
+	}
+	var apiErr *openai.Error
+	if _, err := oc.Models.Get(context.Background(), "nope"); !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
+		t.Fatalf("unknown model: %v", err)
+	}
+}
