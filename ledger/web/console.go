@@ -22,21 +22,26 @@ type Console struct {
 	log      *slog.Logger
 	sess     *sessions
 	pages    templates
-	overview *overviewCache
+	overview *cache[overview]
+	recon    *cache[reconciliationData]
 	now      func() time.Time
 }
 
 // NewConsole returns the console over the admin API's handler (api.Admin's
-// Handler). overviewMaxAge is how long the overview's month figures are
-// reused before they are recomputed in the background (0: never reused).
-func NewConsole(admin http.Handler, overviewMaxAge time.Duration, log *slog.Logger) *Console {
+// Handler). maxAge is how long the figures that read the whole ledger
+// (the overview's month, the reconciliation of the last day) are reused
+// before they are recomputed in the background (0: never reused).
+func NewConsole(admin http.Handler, maxAge time.Duration, log *slog.Logger) *Console {
 	return &Console{admin: admin, log: log, sess: newSessions("tollgate_console", "/console/"),
 		pages:    parseTemplates("signin", "overview", "customers", "customer", "keys", "issued", "prices", "reconciliation", "dlq", "error"),
-		overview: newOverviewCache(overviewMaxAge), now: time.Now}
+		overview: newCache[overview](maxAge), recon: newCache[reconciliationData](maxAge), now: time.Now}
 }
 
-// Close waits for the overview's background refresh, if one is running.
-func (c *Console) Close() { c.overview.wait() }
+// Close waits for the background recomputations running, if any.
+func (c *Console) Close() {
+	c.overview.wait()
+	c.recon.wait()
+}
 
 // Routes adds GET / (a redirect to /console/) and everything under
 // /console/ to r.

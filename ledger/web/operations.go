@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -60,30 +61,48 @@ func (c *Console) addPrice(w http.ResponseWriter, r *http.Request) {
 type reconciliationData struct {
 	From, To string
 	Result   *ledger.Reconciliation
+	At       time.Time // when it was checked
+	Default  bool      // the last day's check (cached), not a range the operator chose
 }
 
-// reconciliationPage checks the ledger over a range (the last 24 hours
-// unless the form says otherwise).
+// reconciliationPage shows the reconciliation of the last 24 hours
+// (recomputed in the background like the overview), or, when the form
+// names a range, checks that range now.
 func (c *Console) reconciliationPage(w http.ResponseWriter, r *http.Request) {
-	now := c.now().UTC()
-	q := r.URL.Query()
-	d := reconciliationData{From: q.Get("from"), To: q.Get("to")}
-	if d.From == "" {
-		d.From = now.Add(-24 * time.Hour).Truncate(time.Hour).Format("2006-01-02T15:04")
-	}
-	if d.To == "" {
-		d.To = now.Add(time.Hour).Truncate(time.Hour).Format("2006-01-02T15:04")
-	}
-	from, err := parseFormTime("from", d.From)
-	var to time.Time
-	if err == nil {
-		to, err = parseFormTime("to", d.To)
-	}
-	if err == nil {
-		var rec ledger.Reconciliation
-		if rec, err = c.client(r).Reconcile(r.Context(), from, to); err == nil {
+	q, cl := r.URL.Query(), c.client(r)
+	check := func(ctx context.Context, from, to string) (*reconciliationData, error) {
+		d := &reconciliationData{From: from, To: to, At: time.Now()}
+		f, err := parseFormTime("from", from)
+		if err != nil {
+			return d, err
+		}
+		t, err := parseFormTime("to", to)
+		if err != nil {
+			return d, err
+		}
+		rec, err := cl.Reconcile(ctx, f, t)
+		if err == nil {
 			d.Result = &rec
 		}
+		return d, err
+	}
+	var d *reconciliationData
+	var err error
+	if q.Get("from") != "" || q.Get("to") != "" {
+		d, err = check(r.Context(), q.Get("from"), q.Get("to"))
+	} else {
+		d, err = c.recon.get(r.Context(), "", q.Get("fresh") != "", func(ctx context.Context) (*reconciliationData, error) {
+			now := time.Now().UTC()
+			d, err := check(ctx, now.Add(-24*time.Hour).Truncate(time.Hour).Format("2006-01-02T15:04"),
+				now.Add(time.Hour).Truncate(time.Hour).Format("2006-01-02T15:04"))
+			if d != nil {
+				d.Default = true
+			}
+			return d, err
+		})
+	}
+	if d == nil {
+		d = &reconciliationData{}
 	}
 	v := c.view(r, "reconciliation", "Reconciliation", d)
 	if err != nil {

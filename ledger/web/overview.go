@@ -5,7 +5,6 @@ import (
 	"math/big"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -138,58 +137,10 @@ func top(rows []ledger.UsageRow, n int) []ledger.UsageRow {
 	return out[:min(n, len(out))]
 }
 
-// overviewCache keeps the last overview for maxAge; an older one is still
-// shown while a fresh one is computed in the background (one at a time).
-type overviewCache struct {
-	maxAge     time.Duration
-	mu         sync.Mutex
-	last       *overview
-	refreshing bool
-	wg         sync.WaitGroup
-}
-
-func newOverviewCache(maxAge time.Duration) *overviewCache { return &overviewCache{maxAge: maxAge} }
-
-// get returns the cached overview when fresh enough, else a new one; fresh
-// forces a new one.
-func (oc *overviewCache) get(ctx context.Context, cl *api.Client, now time.Time, fresh bool) (*overview, error) {
-	oc.mu.Lock()
-	last := oc.last
-	switch {
-	case oc.maxAge <= 0 || fresh || last == nil || last.Month != monthStart(now).Format("2006-01"):
-		oc.mu.Unlock()
-		o, err := loadOverview(ctx, cl, now)
-		if err == nil {
-			oc.mu.Lock()
-			oc.last = o
-			oc.mu.Unlock()
-		}
-		return o, err
-	case now.Sub(last.At) > oc.maxAge && !oc.refreshing:
-		oc.refreshing = true
-		oc.wg.Add(1)
-		go func() {
-			defer oc.wg.Done()
-			rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			o, err := loadOverview(rctx, cl, time.Now())
-			oc.mu.Lock()
-			if err == nil {
-				oc.last = o
-			}
-			oc.refreshing = false
-			oc.mu.Unlock()
-		}()
-	}
-	oc.mu.Unlock()
-	return last, nil
-}
-
-// wait waits for a background refresh to end.
-func (oc *overviewCache) wait() { oc.wg.Wait() }
-
 func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
-	o, err := c.overview.get(r.Context(), c.client(r), c.now(), r.URL.Query().Get("fresh") != "")
+	now, cl := c.now(), c.client(r)
+	o, err := c.overview.get(r.Context(), monthStart(now).Format("2006-01"), r.URL.Query().Get("fresh") != "",
+		func(ctx context.Context) (*overview, error) { return loadOverview(ctx, cl, time.Now()) })
 	v := c.view(r, "overview", "Overview", o)
 	if err != nil {
 		v.Error, v.Data = errorText(err), &overview{SpendMonth: amounts{}, SpendToday: amounts{}}
