@@ -217,7 +217,13 @@ func (c *Cache) watch(ctx context.Context) {
 // and caughtUp once the initial values are in.
 func (c *Cache) follow(ctx context.Context, kv jetstream.KeyValue, rev *atomic.Uint64, apply func(jetstream.KeyValueEntry), caughtUp func()) {
 	for ctx.Err() == nil {
-		w, err := kv.WatchAll(ctx)
+		// Every message of the stream, in order, rather than the last
+		// per subject: the same values in a bucket of one value per
+		// entry (and the same end state in one with history), but a
+		// consumer the server creates at once, where the last per
+		// subject of a million subjects took it past the client's 5 s
+		// timeout on a loaded machine, attempt after attempt.
+		w, err := kv.WatchAll(ctx, jetstream.IncludeHistory())
 		if err != nil {
 			c.log.Warn("key cache: watch", "bucket", kv.Bucket(), "err", err)
 			select {
