@@ -98,7 +98,7 @@ func runKeys(ctx context.Context, cfg *config, out, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "full sync: %d key states in the bucket %.1f s after `tollgate admin` and `tollgate meter` started (%.0f keys/s)\n",
+	fmt.Fprintf(out, "full sync: %d entries in the bucket (the keys, and the sync lease's delete marker) %.1f s after `tollgate admin` and `tollgate meter` started (%.0f keys/s)\n",
 		n, time.Since(t0).Seconds(), float64(n)/time.Since(t0).Seconds())
 
 	// Each gateway's start-up sync and memory.
@@ -490,6 +490,9 @@ func (r *keysRun) propagation(ctx context.Context, out io.Writer) error {
 						seen[i] = time.Since(start)
 						return
 					}
+					// A millisecond between polls: a tight loop on every
+					// gateway would take the cores the change is applied on.
+					time.Sleep(time.Millisecond)
 				}
 			})
 		}
