@@ -42,5 +42,13 @@ func TestCLIDeadLetters(t *testing.T) {
 	// Sequence 0, which JetStream refuses as a bad request (it was an
 	// internal error), is refused before anything is sent.
 	s.tgFail(exitUsage, "sequences start at 1", "dlq", "replay", "--seq", "0")
+	// And by the admin API itself: a 400 naming the field, not a 500.
+	var apiErr struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	s.adminDo("POST", "/admin/v1/dlq/replay", `{"seqs":[0]}`, 400, &apiErr)
+	if !strings.Contains(apiErr.Error.Message, "sequences start at 1") {
+		t.Errorf("replay of sequence 0: %+v", apiErr)
+	}
 	s.tgFail(exitInvalid, "limit", "dlq", "list", "--limit", "0")
 }

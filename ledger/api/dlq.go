@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -64,6 +65,10 @@ func (a *Admin) replayDLQ(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := decodeOptional(r, &in); err != nil {
 		a.fail(w, r, err)
+		return
+	}
+	if slices.Contains(in.Seqs, 0) {
+		a.fail(w, r, &ledger.Error{Code: ledger.EInvalid, Message: "seqs: 0 is not a dead letter's sequence; sequences start at 1 (tollgate dlq list shows them)"})
 		return
 	}
 	n, err := d.Replay(r.Context(), in.Seqs)
