@@ -7,7 +7,9 @@ import (
 
 // ledgerTally sums the load customer's ledger events that occurred in
 // [from, to] (zero times: no bound), leaving out the events in exclude
-// (poison, checked one by one).
+// (poison, checked one by one). The attempts not charged (failed and
+// retried on another deployment, in usage_attempts) count as events:
+// upstream-sim saw each of them.
 func (s *stack) ledgerTally(ctx context.Context, from, to time.Time, exclude ...string) (tally, error) {
 	p, err := s.ledgerSplit(ctx, from, to, exclude)
 	return p.all, err
@@ -37,7 +39,12 @@ func (s *stack) ledgerSplit(ctx context.Context, from, to time.Time, exclude []s
 	rows, err := s.db.Query(ctx, `SELECT CASE WHEN status <> 'crashed' THEN 0 WHEN prompt_tokens = 0 AND completion_tokens = 0 THEN 2 ELSE 1 END,
 		count(*), coalesce(sum(prompt_tokens), 0)::bigint, coalesce(sum(cached_tokens), 0)::bigint,
 		coalesce(sum(completion_tokens), 0)::bigint, coalesce(sum(reasoning_tokens), 0)::bigint
-		FROM usage_events WHERE customer_id = $3 AND occurred_at >= $1 AND occurred_at <= $2 AND id <> ALL($4::uuid[])
+		FROM (SELECT id, status, prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens, customer_id, occurred_at
+		  FROM usage_events
+		  UNION ALL
+		  SELECT id, status, prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens, customer_id, occurred_at
+		  FROM usage_attempts) e
+		WHERE customer_id = $3 AND occurred_at >= $1 AND occurred_at <= $2 AND id <> ALL($4::uuid[])
 		GROUP BY 1`, from, to, s.customer, exclude)
 	if err != nil {
 		return p, err

@@ -29,6 +29,7 @@ const (
 	kUpDisconnect             // the upstream drops the connection mid-stream (cumulative usage)
 	kStatus                   // the upstream answers 429/500/503 before streaming
 	kLong                     // a long paced stream: 8-16 chunks, 60-120ms apart (kill phases)
+	kDeployed                 // model "smart", of two deployments (streamed or not)
 	numKinds
 )
 
@@ -40,7 +41,9 @@ var (
 	steadyMix = mix{kStream: 45, kStreamBare: 10, kUnary: 20, kCancel: 10, kError: 5, kStall: 1, kUpDisconnect: 5, kStatus: 4}
 	// crashMix keeps many streams in flight for a kill -9 of the gateway,
 	// with some of every other kind around them.
-	crashMix = mix{kLong: 80, kStream: 4, kUnary: 3, kCancel: 4, kError: 3, kStall: 1, kUpDisconnect: 3, kStatus: 2}
+	// deployMix sends everything to the model of two deployments.
+	deployMix = mix{kDeployed: 100}
+	crashMix  = mix{kLong: 80, kStream: 4, kUnary: 3, kCancel: 4, kError: 3, kStall: 1, kUpDisconnect: 3, kStatus: 2}
 )
 
 type mix map[kind]int

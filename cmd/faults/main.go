@@ -9,7 +9,10 @@
 // in flight and the moment a client has read [DONE] (crash-journal
 // recovery), and injects poison from the client, the upstream, foreign
 // publishers and the spool, with client disconnects, upstream errors,
-// upstream disconnects and stalls in the mix.
+// upstream disconnects and stalls in the mix; and sends a model of two
+// deployments traffic while one of them fails every request (its attempts
+// retried on the other, recorded not charged, the ledger held to
+// upstream-sim deployment by deployment).
 //
 // Afterwards every request upstream-sim saw must have exactly one event,
 // every request that completed must have its X-Request-Id in the ledger,

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -23,6 +25,11 @@ type phase struct {
 	// is then recorded from its crash journal, estimated. Only the request
 	// count can be exact; the tokens are bounded by the unbilled share.
 	kill bool
+	// before, when set, runs before the phase's load starts; verify, when
+	// set, checks the phase further, given upstream-sim's stats at its
+	// start and end, adding to the row's checks.
+	before func(ctx context.Context, s *stack) error
+	verify func(ctx context.Context, s *stack, rw *row, st0, st1 sim.Stats, from, to time.Time) error
 }
 
 // row is one line of the report.
@@ -77,6 +84,10 @@ var phases = []phase{
 	// moment a client has read a stream to its [DONE].
 	{name: "kill -9 gateway x3 (1)", share: 2, secs: 12, conc: 100, m: crashMix, at: 0.25, fault: killMidStream, kill: true},
 	{name: "kill -9 gateway x3 (2)", share: 2, secs: 12, conc: 100, m: crashMix, at: 0.25, fault: killMidStream, kill: true},
+	// A model of two deployments, one of which fails every request it
+	// gets (503): its attempts are retried on the other, recorded not
+	// charged; the ledger per deployment equals what each one served.
+	{name: "deployment east fails throughout", share: 1, secs: 6, m: deployMix, before: failEast, verify: checkDeployments},
 }
 
 func restartNATS(ctx context.Context, s *stack, _ *run, _ *row) error {

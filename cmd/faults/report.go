@@ -138,13 +138,20 @@ func (s *stack) report(ctx context.Context, rows []row, soak *run) bool {
 			r.OK, r.StreamError, r.Disconnected, r.Stalled, r.Canceled, r.Status, r.BadRequest)
 	}
 	fmt.Printf("     ledger events by status and usage_source (every customer): %s\n", strings.TrimSuffix(in.byStatus, "; "))
-	check("no event id twice", in.duplicateIDs == 0 && in.events == in.eventIDs,
-		fmt.Sprintf("%d ids stored more than once; %d events, %d dedupe keys", in.duplicateIDs, in.events, in.eventIDs))
+	check("no event id twice", in.duplicateIDs == 0 && in.events+in.attempts == in.eventIDs,
+		fmt.Sprintf("%d ids stored more than once; %d events and %d attempts not charged, %d dedupe keys", in.duplicateIDs, in.events,
+			in.attempts, in.eventIDs))
 	check("rollups = events", in.rollups == in.allEvents, fmt.Sprintf("usage_hourly %s; usage_events %s (every customer)", in.rollups, in.allEvents))
 	// The admin API reads the rollups: it must give the ledger's figures
 	// exactly. They cannot equal upstream-sim's (crashed estimates,
 	// poison): the ledger is held to upstream-sim by the checks above.
-	check("admin usage = ledger", in.admin == w.ledger, fmt.Sprintf("GET /admin/v1/usage %s", in.admin))
+	check("admin usage = ledger", in.admin == w.ledger.sub(in.loadAttempts), fmt.Sprintf("GET /admin/v1/usage %s (the ledger's "+
+		"attempts not charged, %d, are in no rollup)", in.admin, in.loadAttempts.requests))
+	for _, r := range rows {
+		for _, c := range r.checks {
+			check(r.name+": "+c.name, c.pass, c.detail)
+		}
+	}
 	check("reconciliation clean", in.reconClean, in.recon)
 	depth := spoolDepth(filepath.Join(s.gwData, "spool"))
 	check("gateway spool drained", depth == 0, fmt.Sprintf("%d events left", depth))

@@ -38,6 +38,8 @@ func requestBody(k kind, r *rand.Rand) (body []byte, stream bool, hangUpAfter in
 		md["sim_fault"] = fmt.Sprintf("disconnect_after:%d,cumulative_usage", r.IntN(chunks+1))
 	case kStatus:
 		md["sim_status"] = []string{"429", "500", "503"}[r.IntN(3)]
+	case kDeployed:
+		req["model"], stream = "smart", r.IntN(3) > 0
 	case kLong:
 		// 32-64 tokens, so that even sim-pro (half reasoning) has content
 		// for 16 chunks: 0.5-2s a stream.

@@ -26,6 +26,12 @@ func (s *stack) runPhase(ctx context.Context, ph phase, quota, conc int) (rw row
 	redeliveries := s.countRedeliveries(ctx)
 	dups0, _ := s.duplicatesRefused(ctx)
 	gwLog, logFrom := s.gw.log, logSize(s.gw.log)
+	if ph.before != nil {
+		if err := ph.before(ctx, s); err != nil {
+			rw.err = err
+			return rw
+		}
+	}
 	from := time.Now()
 	if ph.conc > 0 {
 		conc = ph.conc
@@ -62,6 +68,11 @@ func (s *stack) runPhase(ctx context.Context, ph phase, quota, conc int) (rw row
 	}
 	if err := s.measure(ctx, &rw, r, sim, from, to); err != nil && rw.err == nil {
 		rw.err = err
+	}
+	if ph.verify != nil {
+		if err := ph.verify(ctx, s, &rw, st0, st1, from, to); err != nil && rw.err == nil {
+			rw.err = err
+		}
 	}
 	dups1, _ := s.duplicatesRefused(ctx)
 	rw.redelivered, rw.dups = redeliveries(), dups1-dups0

@@ -76,8 +76,10 @@ func (s *stack) build(ctx context.Context) error {
 
 // writeConfig writes the config: upstream-sim as an OpenAI provider that
 // is cut off after 1s of silence, a model with cache and reasoning
-// (sim-pro) and one without (sim-small), prices, and a meter whose
-// unacknowledged events are redelivered after 5s.
+// (sim-pro) and one without (sim-small), a model "smart" of two
+// deployments, east and west (upstream-sim under /d/east and /d/west, so
+// that it counts each; failover with short cool-downs), prices, and a
+// meter whose unacknowledged events are redelivered after 5s.
 func (s *stack) writeConfig() error {
 	s.cfgPath = filepath.Join(s.root, "tollgate.yaml")
 	cfg := fmt.Sprintf(`providers:
@@ -87,13 +89,19 @@ func (s *stack) writeConfig() error {
     api_key: sim-key
     connect_timeout: 5s
     stall_timeout: 1s
+  - {name: east, type: openai, base_url: "http://%[1]s/d/east/v1", api_key: sim-key, connect_timeout: 5s, stall_timeout: 1s}
+  - {name: west, type: openai, base_url: "http://%[1]s/d/west/v1", api_key: sim-key, connect_timeout: 5s, stall_timeout: 1s}
 models:
   - {name: sim-pro, provider: sim}
   - {name: sim-small, provider: sim}
+  - name: smart
+    deployments: [{name: east, provider: east}, {name: west, provider: west}]
+retry: {max_attempts: 2, cooldown: 100ms, max_cooldown: 400ms}
 drain_timeout: 10s
 prices:
   - {model: sim-pro, currency: USD, input: "2.50", cached_input: "1.25", output: "10.00", effective_from: 2020-01-01T00:00:00Z}
   - {model: sim-small, currency: USD, input: "0.15", output: "0.60", effective_from: 2020-01-01T00:00:00Z}
+  - {model: smart, currency: USD, input: "1.00", output: "4.00", effective_from: 2020-01-01T00:00:00Z}
 meter:
   ack_wait: 5s
   batch_wait: 20ms

@@ -85,6 +85,8 @@ func (s *stack) duplicatesRefused(ctx context.Context) (int64, error) {
 // integrity is what the final checks found.
 type integrity struct {
 	duplicateIDs, events, eventIDs int64
+	attempts                       int64 // in usage_attempts (not charged), every customer's
+	loadAttempts                   tally // of those, the load customer's: in the ledger side, not in the rollups
 	allEvents                      tally // usage_events, every customer's (the foreign one's too)
 	rollups                        tally // from usage_hourly, all of it
 	admin                          tally // GET /admin/v1/usage?group_by=customer
@@ -98,8 +100,17 @@ type integrity struct {
 // ledger's reconciliation over the run.
 func (s *stack) checkIntegrity(ctx context.Context, from time.Time) (integrity, error) {
 	var in integrity
-	err := s.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM (SELECT id FROM usage_events GROUP BY id HAVING count(*) > 1) d),
-		(SELECT count(*) FROM usage_events), (SELECT count(*) FROM event_ids)`).Scan(&in.duplicateIDs, &in.events, &in.eventIDs)
+	err := s.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM (SELECT id FROM (SELECT id FROM usage_events UNION ALL SELECT id FROM usage_attempts) a
+		  GROUP BY id HAVING count(*) > 1) d),
+		(SELECT count(*) FROM usage_events), (SELECT count(*) FROM event_ids), (SELECT count(*) FROM usage_attempts)`,
+	).Scan(&in.duplicateIDs, &in.events, &in.eventIDs, &in.attempts)
+	if err != nil {
+		return in, err
+	}
+	err = s.db.QueryRow(ctx, `SELECT count(*), coalesce(sum(prompt_tokens), 0)::bigint, coalesce(sum(cached_tokens), 0)::bigint,
+		coalesce(sum(completion_tokens), 0)::bigint, coalesce(sum(reasoning_tokens), 0)::bigint FROM usage_attempts WHERE customer_id = $1`,
+		s.customer).Scan(&in.loadAttempts.requests, &in.loadAttempts.prompt, &in.loadAttempts.cached, &in.loadAttempts.completion,
+		&in.loadAttempts.reasoning)
 	if err != nil {
 		return in, err
 	}
