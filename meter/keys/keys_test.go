@@ -47,6 +47,24 @@ func (r *rig) syncer() *keys.Syncer {
 	return s
 }
 
+// customerWithKeys creates a customer and n keys of it in the ledger,
+// and returns the keys' secrets.
+func (r *rig) customerWithKeys(n int) []string {
+	r.t.Helper()
+	ctx := context.Background()
+	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	secrets := make([]string, n)
+	for i := range secrets {
+		if _, secrets[i], err = r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"}); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	return secrets
+}
+
 // cache starts a gateway's key cache; loader may be nil.
 func (r *rig) cache(loader keys.Loader) *keys.Cache {
 	c := keys.NewCache(r.open, loader, slog.Default())
@@ -273,18 +291,7 @@ func TestFullSyncReplacesAnotherDatabasesStates(t *testing.T) {
 	if _, err := b.Keys.Put(ctx, foreign, data); err != nil {
 		t.Fatal(err)
 	}
-	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secrets []string
-	for range 25 {
-		_, s, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		secrets = append(secrets, s)
-	}
+	secrets := r.customerWithKeys(25)
 	s := r.syncer()
 	eventually(t, 10*time.Second, "a full sync", func() bool { return s.FullSyncs() == 1 })
 	if _, err := b.Keys.Get(ctx, foreign); err == nil {
@@ -307,19 +314,7 @@ func TestFullSyncReplacesAnotherDatabasesStates(t *testing.T) {
 // TestFullSyncIntoAnEmptyBucket: the pipelined path publishes every key.
 func TestFullSyncIntoAnEmptyBucket(t *testing.T) {
 	r := newRig(t)
-	ctx := context.Background()
-	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secrets []string
-	for range 30 {
-		_, s, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		secrets = append(secrets, s)
-	}
+	secrets := r.customerWithKeys(30)
 	s := r.syncer()
 	eventually(t, 10*time.Second, "a full sync", func() bool { return s.FullSyncs() == 1 })
 	if got := s.Published(); got < 31 {
@@ -434,20 +429,10 @@ func TestCacheRatesAsTheLedgerCharges(t *testing.T) {
 
 // TestOneFullSyncAtATime: syncers started together on an unmarked bucket
 // (each meter and admin process runs one) sync it once between them,
-// under the lease; and a lease left by a process that died is taken over
-// once it expires.
+// under the lease.
 func TestOneFullSyncAtATime(t *testing.T) {
 	r := newRig(t)
-	ctx := context.Background()
-	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 200 {
-		if _, _, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.customerWithKeys(200)
 	syncers := []*keys.Syncer{r.syncer(), r.syncer(), r.syncer()}
 	total := func() (n int64) {
 		for _, s := range syncers {
@@ -462,6 +447,8 @@ func TestOneFullSyncAtATime(t *testing.T) {
 	}
 }
 
+// TestFullSyncTakesOverAnExpiredLease: a lease left by a process that
+// died is taken over once it expires, and released after the sync.
 func TestFullSyncTakesOverAnExpiredLease(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
@@ -475,14 +462,7 @@ func TestFullSyncTakesOverAnExpiredLease(t *testing.T) {
 	if _, err := b.Keys.Create(ctx, "_sync_lease", dead); err != nil {
 		t.Fatal(err)
 	}
-	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, secret, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	secret := r.customerWithKeys(1)[0]
 	start := time.Now()
 	s := r.syncer()
 	eventually(t, 10*time.Second, "a full sync", func() bool { return s.FullSyncs() == 1 })
