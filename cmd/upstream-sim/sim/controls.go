@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -51,6 +52,11 @@ type plan struct {
 	delay         time.Duration
 	status        int // sim_status, 0 when unset
 	fault         fault
+	// toolCall, when set (sim_tool_call), is the function an OpenAI
+	// answer calls instead of writing content: its arguments are
+	// {"text":"tok tok ..."}, one "tok " per content token, so the usage
+	// is unchanged; finish_reason "tool_calls".
+	toolCall string
 }
 
 // newPlan applies the controls in sp and h (the header wins) to the request
@@ -92,6 +98,19 @@ func newPlan(c codec, sp *spec, body []byte, h http.Header, now time.Time) (*pla
 	}
 	if v := get("sim_served_model", "X-Sim-Served-Model"); v != "" {
 		p.modelJSON, _ = json.Marshal(v) // a NUL goes out as \u0000, invalid UTF-8 as U+FFFD
+	}
+	if v := get("sim_tool_call", "X-Sim-Tool-Call"); v != "" {
+		switch {
+		case c.protocol() != OpenAI:
+			return nil, errors.New("sim_tool_call applies to Chat Completions only")
+		case v == "1" || v == "true":
+			p.toolCall = sp.toolName
+		default:
+			p.toolCall = v
+		}
+		if p.toolCall == "" {
+			p.toolCall = "tool"
+		}
 	}
 	if v := get("sim_status", "X-Sim-Status"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -52,6 +52,7 @@ type spec struct {
 	usage        Usage
 	capped       bool              // the length came from a cap: finish "length", "max_tokens", "MAX_TOKENS"
 	controls     map[string]string // sim_* controls from the body; headers win over them
+	toolName     string            // OpenAI: the first tool's function name, for sim_tool_call
 }
 
 // codec is one protocol's side of the simulator: request parsing, error

@@ -20,6 +20,19 @@
 //     stream without it is a 400; other methods are a 404).
 //   - GET /v1/models and GET /v1/models/{model}: sim-small, sim-cache,
 //     sim-reasoning, sim-pro; any other model name is accepted too.
+//   - POST /v1/responses: OpenAI's Responses API, streamed or not (see
+//     [ResponsesUsage]).
+//   - POST /v1/embeddings (OpenAI) and :embedContent / :batchEmbedContents
+//     (Gemini): deterministic vectors, billed by input words (see
+//     [EmbeddingTokens]).
+//   - POST /v1/completions: OpenAI's legacy completions, streamed or not
+//     (see [CompletionUsage]).
+//   - POST /v1/messages/count_tokens (Anthropic) and :countTokens
+//     (Gemini): the prompt's tokens, not counted in /stats.
+//   - Any of these under /d/{name}/ (e.g. /d/east/v1/chat/completions): a
+//     deployment of a gateway's, counted apart in Stats.ByDeployment and
+//     subject to its [Faults], set with POST /d/{name}/faults or
+//     [Server.SetFaults].
 //   - GET /stats: [Stats]; POST /stats/reset zeroes the counters.
 //
 // # Deterministic rules
@@ -126,6 +139,11 @@
 //   - sim_status / X-Sim-Status: respond with this HTTP status (400-599) and
 //     the protocol's error envelope, before anything else (it wins over
 //     faults). 429 and 503 also get Retry-After: 1.
+//   - sim_tool_call / X-Sim-Tool-Call (Chat Completions): answer with a
+//     call of this function ("1" or "true": the request's first tool)
+//     instead of content; its arguments are {"text":"tok tok …"}, one "tok "
+//     per content token, so the usage is as without it; finish_reason
+//     "tool_calls".
 //   - sim_fault / X-Sim-Fault: comma-separated fault modes, at most one of
 //     the first four. N is capped at the number of content chunks.
 //     Non-streamed requests honour only stall and stall_before.

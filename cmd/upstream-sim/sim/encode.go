@@ -1,6 +1,15 @@
 package sim
 
-import "strconv"
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s)
+	return append(b, q...)
+}
 
 // TokenText is the text of one content token: a completion with n content
 // tokens has the content TokenText repeated n times.
@@ -74,6 +83,9 @@ type openaiEncoder struct {
 
 // finishReason is the finish_reason of p.
 func (p *plan) finishReason() string {
+	if p.toolCall != "" {
+		return "tool_calls"
+	}
 	if p.capped {
 		return "length"
 	}
@@ -82,12 +94,27 @@ func (p *plan) finishReason() string {
 
 func (e *openaiEncoder) start(b []byte, u Usage) []byte {
 	e.sent = u
-	return e.end(append(append(b, e.prefix...), chunkRole...), e.cumulative(u))
+	b = append(b, e.prefix...)
+	if e.p.toolCall != "" { // the call's header, its arguments opened
+		b = append(b, `{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_`...)
+		b = append(b, e.p.id[len("chatcmpl-"):]...)
+		b = append(b, `","type":"function","function":{"name":`...)
+		b = appendJSONString(b, e.p.toolCall)
+		b = append(b, `,"arguments":"{\"text\":\""}}]},"finish_reason":null}]`...)
+		return e.end(b, e.cumulative(u))
+	}
+	return e.end(append(b, chunkRole...), e.cumulative(u))
 }
 
 func (e *openaiEncoder) content(b []byte, k int64, u Usage, _ bool) []byte {
 	e.sent = u
-	b = append(append(b, e.prefix...), chunkContent...)
+	b = append(b, e.prefix...)
+	if e.p.toolCall != "" {
+		b = append(b, `{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"`...)
+		b = appendTokens(b, k)
+		return e.end(append(b, `"}}]},"finish_reason":null}]`...), e.cumulative(u))
+	}
+	b = append(b, chunkContent...)
 	b = appendTokens(b, k)
 	return e.end(append(b, chunkContEnd...), e.cumulative(u))
 }
@@ -101,7 +128,12 @@ func (e *openaiEncoder) finish(st *streamer) error {
 	if p.fault.cumulative || p.fault.usageInFinish {
 		final = &p.usage
 	}
-	b := append(append(st.buf[:0], e.prefix...), chunkFinish...)
+	b := append(st.buf[:0], e.prefix...)
+	if p.toolCall != "" { // the arguments closed
+		b = append(b, `{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"}"}}]},"finish_reason":"`...)
+	} else {
+		b = append(b, chunkFinish...)
+	}
 	b = append(b, p.finishReason()...)
 	st.buf = e.end(append(b, `"}]`...), final)
 	if err := st.write(st.buf); err != nil {
@@ -156,9 +188,19 @@ func (e *openaiEncoder) end(b []byte, u *Usage) []byte {
 // appendCompletion appends the non-streamed chat.completion object of p.
 func appendCompletion(b []byte, p *plan) []byte {
 	b = appendHead(b, p, "chat.completion")
-	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
-	b = appendTokens(b, p.contentTokens)
-	b = append(b, `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
+	if p.toolCall != "" {
+		b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_`...)
+		b = append(b, p.id[len("chatcmpl-"):]...)
+		b = append(b, `","type":"function","function":{"name":`...)
+		b = appendJSONString(b, p.toolCall)
+		b = append(b, `,"arguments":"{\"text\":\"`...)
+		b = appendTokens(b, p.contentTokens)
+		b = append(b, `\"}"}}],"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
+	} else {
+		b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
+		b = appendTokens(b, p.contentTokens)
+		b = append(b, `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"`...)
+	}
 	b = append(b, p.finishReason()...)
 	b = append(b, `"}],"usage":`...)
 	b = appendUsage(b, p.reported(p.usage))

@@ -29,6 +29,11 @@ type chatRequest struct {
 	MaxTokens           *int64            `json:"max_tokens"`
 	MaxCompletionTokens *int64            `json:"max_completion_tokens"`
 	Metadata            map[string]string `json:"metadata"`
+	Tools               []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
 }
 
 type streamOptions struct {
@@ -77,6 +82,9 @@ func parseChat(body []byte) (*spec, error) {
 		stream:       req.Stream,
 		includeUsage: req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 		controls:     req.Metadata,
+	}
+	if len(req.Tools) > 0 {
+		sp.toolName = req.Tools[0].Function.Name
 	}
 	completion := int64(DefaultCompletionTokens)
 	switch {
@@ -198,8 +206,12 @@ func writeOpenAIError(w http.ResponseWriter, status int, typ, code, msg string) 
 	writeJSON(w, status, map[string]body{"error": {Message: msg, Type: typ, Code: c}})
 }
 
-// setRetryAfter sets Retry-After: 1 on a 429 or 503, as providers do.
+// setRetryAfter sets Retry-After: 1 on a 429 or 503, as providers do,
+// unless a deployment's knob set it already.
 func setRetryAfter(w http.ResponseWriter, status int) {
+	if w.Header().Get("Retry-After") != "" {
+		return
+	}
 	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}

@@ -54,6 +54,7 @@ func New(opts ...Option) *Server {
 	})
 	s.mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	s.mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	s.mux.HandleFunc("POST /v1/responses", s.handleResponses)
 	for _, prefix := range []string{"", "/anthropic"} {
 		s.mux.HandleFunc("POST "+prefix+"/v1/messages", func(w http.ResponseWriter, r *http.Request) {
 			s.serve(w, r, anthropicCodec{})
