@@ -206,7 +206,13 @@ func loadEvents(b *testing.B, dbURL, acme string, n int) {
 			b.Fatalf("%v\n%s", err, q)
 		}
 		if d := time.Since(t0); d > time.Second {
-			fmt.Fprintf(os.Stderr, "web bench: %s… took %s\n", strings.Join(strings.Fields(q), " ")[:60], d.Round(time.Second))
+			fmt.Fprintf(os.Stderr, "web bench: %s… took %s\n", firstWords(q), d.Round(time.Second))
 		}
 	}
+}
+
+// firstWords is the start of a statement, for the progress lines.
+func firstWords(q string) string {
+	s := strings.Join(strings.Fields(q), " ")
+	return s[:min(len(s), 60)]
 }
