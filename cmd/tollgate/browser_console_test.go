@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 type usageRows struct {
@@ -34,7 +36,8 @@ func (u usageRows) costs() []struct{ Cost, Currency string } {
 // against the whole stack: a wrong token cannot sign in; every page shows
 // the figures the admin API returns; a key issued in the console works on
 // the gateway, and once revoked in the console the gateway refuses it; a
-// statement downloaded from the console is the API's CSV.
+// statement downloaded from the console is the API's CSV; a dead letter
+// is listed and replayed.
 func TestBrowserConsole(t *testing.T) {
 	tab := browserTab(t)
 	s := newStack(t, nil)
@@ -48,6 +51,24 @@ func TestBrowserConsole(t *testing.T) {
 	s.adminDo("POST", "/admin/v1/customers/"+s.customerID+"/credits", `{"amount":"25","memo":"browser credit"}`, http.StatusCreated, nil)
 	cl := api.NewClient(s.admin, testAdminToken, nil)
 	ctx := context.Background()
+	// One poison message, which the meter sets aside as a dead letter.
+	js, err := jetstream.New(s.app.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "tollgate.usage.v1", []byte(`{"v":7,"id":"browser-poison"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var letters []usage.DeadLetter
+	for range 200 {
+		if letters, err = cl.DeadLetters(ctx, 100); err == nil && len(letters) == 1 {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if len(letters) != 1 {
+		t.Fatalf("dead letters = %v %v, want the poison", letters, err)
+	}
 
 	// A wrong token stays on the sign-in page with an error.
 	if loc := signInBrowser(t, tab, s.admin, "console", "token", "not-the-token"); !strings.HasSuffix(loc, "/console/signin") {
@@ -88,8 +109,8 @@ func TestBrowserConsole(t *testing.T) {
 			t.Errorf("top customers %q lack %s at %s", row, r.CustomerName, r.Cost)
 		}
 	}
-	if got := text(t, tab, "#dead-letters"); got != "0" {
-		t.Errorf("dead letters = %q, want 0 (the API lists none)", got)
+	if got := text(t, tab, "#dead-letters"); got != strconv.Itoa(len(letters)) {
+		t.Errorf("dead letters = %q, the API lists %d", got, len(letters))
 	}
 
 	// Customers and the customer's page: balances and usage are the API's.
@@ -148,9 +169,15 @@ func TestBrowserConsole(t *testing.T) {
 	if got := text(t, tab, "#reconciliation tr:first-child td"); got != strconv.FormatInt(rec.Events, 10) || !rec.Clean || !strings.Contains(text(t, tab, "#verdict"), "adds up") {
 		t.Errorf("reconciliation events = %q (clean shown: %q), the API's = %d clean %v", got, text(t, tab, "#verdict"), rec.Events, rec.Clean)
 	}
+	// Dead letters: the API's, and one replayed from the page.
 	page(t, tab, s.admin+"/console/dlq")
-	if !strings.Contains(text(t, tab, "#dlq"), "No dead letters") {
-		t.Errorf("dlq page = %q, the API lists none", text(t, tab, "#dlq"))
+	seq := strconv.FormatUint(letters[0].Seq, 10)
+	if row := text(t, tab, "#dlq"); !strings.Contains(row, seq) || !strings.Contains(row, letters[0].Reason) {
+		t.Errorf("dlq page %q lacks seq %s: %s", row, seq, letters[0].Reason)
+	}
+	navigate(t, tab, chromedp.Click(chromedp.CSS(`button[aria-label="Replay dead letter `+seq+`"]`)))
+	if n := text(t, tab, "p.notice"); n != "1 dead letters replayed." {
+		t.Errorf("after replaying, the notice is %q", n)
 	}
 
 	// A key issued in the console works on the gateway until it is revoked there.
