@@ -126,3 +126,28 @@ func TestCountTokensUnmetered(t *testing.T) {
 		t.Fatalf("the simulator counted %+v", s.Requests)
 	}
 }
+
+// TestResponsesFailover: the Responses API, a native route, fails over
+// between its model's deployments too, and is metered by upstream-sim's
+// rules.
+func TestResponsesFailover(t *testing.T) {
+	st := failoverStack(t, nil)
+	st.setFaults(t, "east", `{"fail_next":1,"status":500}`)
+	st.setFaults(t, "west", `{"fail_next":1,"status":429}`)
+	body := `{"model":"smart","input":"one two three","max_output_tokens":6,"stream":true}`
+	want, err := sim.ResponsesUsage([]byte(strings.Replace(body, "smart", "sim-small", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, out, id := readAll(t, st, "/v1/responses", body)
+	if status != 200 || !strings.Contains(out, "event: response.incomplete") {
+		t.Fatalf("%d %s", status, out)
+	}
+	e := st.sink.event(t, id)
+	if e.Deployment != "spare" || e.Attempt != 3 || e.Usage.PromptTokens != want.PromptTokens || e.Usage.CompletionTokens != want.CompletionTokens {
+		t.Fatalf("event %+v, want usage %+v", e, want)
+	}
+	if n := len(st.sink.eventsOf(id)); n != 3 {
+		t.Fatalf("%d attempts", n)
+	}
+}

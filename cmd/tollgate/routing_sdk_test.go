@@ -261,3 +261,31 @@ func TestRoutingSDKModelRetrieve(t *testing.T) {
 		t.Fatalf("unknown model: %v", err)
 	}
 }
+
+// TestRoutingSDKToolCall: a tool call answered by upstream-sim
+// (sim_tool_call) reaches openai-go's accumulator whole, streamed through
+// a model of several deployments, and is metered by the simulator's rules.
+func TestRoutingSDKToolCall(t *testing.T) {
+	s := routingStack(t)
+	oc := openai.NewClient(option.WithBaseURL(s.gateway+"/v1"), option.WithAPIKey(s.secret), option.WithMaxRetries(0))
+	var raw *http.Response
+	stream := oc.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "smart",
+		MaxTokens: openai.Int(4), Metadata: map[string]string{"sim_tool_call": "1"},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "lookup"})},
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("find it")}}, option.WithResponseInto(&raw))
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	calls := acc.Choices[0].Message.ToolCalls
+	if len(calls) != 1 || calls[0].Function.Name != "lookup" || calls[0].Function.Arguments != `{"text":"tok tok tok tok "}` ||
+		acc.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("accumulated %+v", acc.Choices)
+	}
+	if e := s.event(raw.Header.Get("X-Request-Id")); e.Usage.CompletionTokens != 4 || e.UsageSource != "upstream" || e.FinishReason != "tool_calls" {
+		t.Fatalf("event %+v", e.Event)
+	}
+}

@@ -63,6 +63,8 @@ type Chunk struct {
 			ReasoningContent string     `json:"reasoning_content"`
 			ToolCalls        []toolCall `json:"tool_calls"`
 		} `json:"message"`
+		// Text is a legacy completion's (POST /v1/completions) text.
+		Text         string `json:"text"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
 	// Usage is nil when the chunk carries none (absent or null).

@@ -31,6 +31,7 @@ func FuzzTaps(f *testing.F) {
 	}
 	f.Add([]byte("data: {\"usage\":{\"prompt_tokens\":1e99}}\n\n"))
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[null]}}],\"usage\":null}\n\n"))
+	f.Add([]byte("data: {\"object\":\"text_completion\",\"choices\":[{\"text\":\"tok \\u00e9\",\"index\":0,\"finish_reason\":null}]}\n\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r, rr tap.Report
 		var tp ChatTap

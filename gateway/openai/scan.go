@@ -35,7 +35,7 @@ type ChunkScan struct {
 	// delta.reasoning, message.content, message.reasoning_content; and its
 	// tool calls' function name and arguments, the delta's and the
 	// message's.
-	texts        [5]span
+	texts        [6]span
 	deltaCalls   [][2]span
 	messageCalls [][2]span
 }
@@ -53,6 +53,7 @@ const (
 	deltaReasoning
 	messageContent
 	messageReasoningContent
+	choiceText // a legacy completion's "text"
 )
 
 // ScanChunk reads the fields of a chat.completion.chunk that the gateway
@@ -203,7 +204,7 @@ func (s *ChunkScan) choices() bool {
 
 // choice reads one element of "choices" and adds its text to s.Output.
 func (s *ChunkScan) choice() bool {
-	s.texts, s.deltaCalls, s.messageCalls = [5]span{}, s.deltaCalls[:0], s.messageCalls[:0]
+	s.texts, s.deltaCalls, s.messageCalls = [6]span{}, s.deltaCalls[:0], s.messageCalls[:0]
 	ok := s.object(func(key []byte) (uint8, bool) {
 		switch string(key) {
 		case "delta":
@@ -217,13 +218,15 @@ func (s *ChunkScan) choice() bool {
 				s.FinishReason = fr
 			}
 			return 4, ok
+		case "text":
+			return 8, s.text(&s.texts[choiceText])
 		}
 		return 0, s.l.Skip()
 	})
 	if !ok {
 		return false
 	}
-	// ChatTap's order: the five texts, the delta's tool calls, the message's.
+	// ChatTap's order: the six texts, the delta's tool calls, the message's.
 	for i, t := range s.texts {
 		s.add(t)
 		if len(t.raw) > 0 && (i == deltaReasoningContent || i == deltaReasoning || i == messageReasoningContent) {

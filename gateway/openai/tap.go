@@ -34,6 +34,7 @@ func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 		r.AddReasoning(ch.Delta.Reasoning)
 		r.AddOutput(ch.Message.Content)
 		r.AddReasoning(ch.Message.ReasoningContent)
+		r.AddOutput(ch.Text)
 		for _, tc := range ch.Delta.ToolCalls {
 			r.AddOutput(tc.Function.Name)
 			r.AddOutput(tc.Function.Arguments)
