@@ -271,7 +271,7 @@ func TestRoutingSDKToolCall(t *testing.T) {
 	var raw *http.Response
 	stream := oc.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "smart",
 		MaxTokens: openai.Int(4), Metadata: map[string]string{"sim_tool_call": "1"},
-		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "lookup"})},
+		Tools:    []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "lookup"})},
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("find it")}}, option.WithResponseInto(&raw))
 	var acc openai.ChatCompletionAccumulator
 	for stream.Next() {
