@@ -67,7 +67,10 @@ func (s *Server) serveAttempts(w http.ResponseWriter, r *http.Request, attempts 
 		x.event.Attempt = i + 1
 		x.canRetry, x.retryUntil = i+1 < len(attempts), until
 		s.runAttempt(x, p, run)
-		if !x.retry {
+		x.wmu.Lock()
+		cut := x.cut // a shutdown answered the client meanwhile
+		x.wmu.Unlock()
+		if !x.retry || cut {
 			return
 		}
 		if s.metrics != nil {
