@@ -25,7 +25,7 @@ import (
 //
 //	smart         openai: east (weight 3), west (weight 1); falls back to cheap
 //	cheap         openai: spare
-//	claude-smart  anthropic: a-east, a-west
+//	claude-smart  anthropic: a-east (weight 1000, so first), a-west (weight 1)
 //	gemini-smart  gemini: g-east, g-west
 func routingStack(t *testing.T) *stack {
 	t.Helper()
@@ -47,7 +47,7 @@ func routingStack(t *testing.T) *stack {
 		c.Models = append(c.Models,
 			gateway.ModelConfig{Name: "smart", Deployments: []gateway.DeploymentConfig{dep("east", 3), dep("west", 1)}, Fallbacks: []string{"cheap"}},
 			gateway.ModelConfig{Name: "cheap", Deployments: []gateway.DeploymentConfig{dep("spare", 1)}},
-			gateway.ModelConfig{Name: "claude-smart", Deployments: []gateway.DeploymentConfig{dep("a-east", 1), dep("a-west", 1)}},
+			gateway.ModelConfig{Name: "claude-smart", Deployments: []gateway.DeploymentConfig{dep("a-east", 1000), dep("a-west", 1)}},
 			gateway.ModelConfig{Name: "gemini-smart", Deployments: []gateway.DeploymentConfig{dep("g-east", 1), dep("g-west", 1)}})
 		c.Retry.Cooldown = time.Hour // a deployment that failed stays out for the test
 	})
@@ -103,7 +103,8 @@ func TestRoutingSDKFailover(t *testing.T) {
 	}
 
 	// Anthropic: a-east fails throughout with 529 (overloaded); every
-	// request is served by a-west, and a-east sees at most one.
+	// request is served by a-west, and a-east, tried first by its weight
+	// (999 times in 1000), sees one: then it rests.
 	mustFaults(t, s, "a-east", sim.Faults{FailAll: true, Status: 529})
 	ac := anthropic.NewClient(aoption.WithBaseURL(s.gateway+"/anthropic"), aoption.WithAPIKey(s.secret), aoption.WithMaxRetries(0))
 	for range 4 {
