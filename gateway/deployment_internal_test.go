@@ -1,0 +1,144 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDeploymentHealthAndLimits(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d := newDeployment(DeploymentConfig{Name: "d", Weight: 1, MaxConcurrent: 1, RPMLimit: 2}, &ProviderConfig{})
+	d.now = func() time.Time { return now }
+	rc := RetryConfig{Cooldown: time.Second, MaxCooldown: 4 * time.Second}
+
+	d.acquire()
+	if d.available() {
+		t.Fatal("available at max_concurrent")
+	}
+	d.release(outcomeOK, 0, rc)
+	d.acquire()
+	d.release(outcomeNeutral, 0, rc)
+	if d.available() {
+		t.Fatal("available with 2 requests in the minute at rpm_limit 2")
+	}
+	now = now.Add(61 * time.Second)
+	if !d.available() {
+		t.Fatal("not available a minute later")
+	}
+	// Failures in a row: 1s, 2s, 4s, then capped at 4s; Retry-After wins when longer.
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
+		d.acquire()
+		d.release(outcomeFailed, 0, rc)
+		if got := d.availableAt().Sub(now); got != want {
+			t.Fatalf("failure %d: rests %v, want %v", i+1, got, want)
+		}
+		now = now.Add(want)
+	}
+	d.acquire()
+	d.release(outcomeFailed, 30*time.Second, rc)
+	if got := d.availableAt().Sub(now); got != 30*time.Second {
+		t.Fatalf("with Retry-After 30s: rests %v", got)
+	}
+	now = now.Add(30 * time.Second)
+	d.acquire()
+	d.release(outcomeOK, 0, rc)
+	d.acquire()
+	d.release(outcomeFailed, 0, rc)
+	if got := d.availableAt().Sub(now); got != time.Second {
+		t.Fatalf("after a success the run starts over: rests %v", got)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		h    http.Header
+		want time.Duration
+	}{
+		{http.Header{"Retry-After": {"7"}}, 7 * time.Second},
+		{http.Header{"Retry-After": {"1.5"}}, 1500 * time.Millisecond},
+		{http.Header{"Retry-After": {now.Add(90 * time.Second).Format(http.TimeFormat)}}, 90 * time.Second},
+		{http.Header{"Retry-After": {"soon"}}, 0},
+		{http.Header{"Retry-After": {"-3"}}, 0},
+		{http.Header{"Retry-After": {"NaN"}}, 0},
+		{http.Header{"Retry-After": {"1e9"}}, 24 * time.Hour},
+		{http.Header{"Retry-After-Ms": {"2500"}, "Retry-After": {"1"}}, 2500 * time.Millisecond},
+		{http.Header{}, 0},
+	} {
+		if got := retryAfter(c.h, now); got != c.want {
+			t.Errorf("%v: %v, want %v", c.h, got, c.want)
+		}
+	}
+}
+
+func TestPlanOrder(t *testing.T) {
+	cfg := Config{Providers: []ProviderConfig{{Name: "a", Type: "openai", BaseURL: "http://a/v1"}, {Name: "b", Type: "openai", BaseURL: "http://b/v1"},
+		{Name: "c", Type: "anthropic", BaseURL: "http://c/v1"}},
+		Models: []ModelConfig{
+			{Name: "m", Deployments: []DeploymentConfig{{Provider: "a"}, {Provider: "b"}}, Fallbacks: []string{"f", "m2"}},
+			{Name: "f", Provider: "c", Fallbacks: []string{"m"}},
+			{Name: "m2", Provider: "a", UpstreamModel: "other"}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := newRouter(cfg)
+	rt, _ := r.resolve("m")
+	rc := RetryConfig{Cooldown: time.Hour, MaxCooldown: time.Hour}
+	rt.deployments[0].acquire()
+	rt.deployments[0].release(outcomeFailed, 0, rc) // a/m rests
+	var names []string
+	for _, a := range r.plan(rt, nil) {
+		names = append(names, a.model+":"+a.dep.name)
+	}
+	want := "m:b/m f:c/f m2:a/other m:a/m" // the resting one last; f's fallback to m not again
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("plan %s, want %s", got, want)
+	}
+	only := r.plan(rt, func(_ string, d *deployment) bool { return d.provider.Type == "anthropic" })
+	if len(only) != 1 || only[0].dep.name != "c/f" {
+		t.Fatalf("filtered plan %v", only)
+	}
+	// "provider/model" naming a deployment of the table goes to it alone, priced as the table's model.
+	if rt, err := r.resolve("b/m"); err != nil || rt.model != "m" || len(rt.deployments) != 1 || rt.deployments[0].name != "b/m" {
+		t.Fatalf("b/m: %+v, %v", rt, err)
+	}
+}
+
+func TestDeploymentsConfig(t *testing.T) {
+	base := func() Config {
+		return Config{Providers: []ProviderConfig{{Name: "a", Type: "openai", BaseURL: "http://a/v1"}}}
+	}
+	for _, c := range []struct {
+		m    []ModelConfig
+		want string
+	}{
+		{[]ModelConfig{{Name: "m"}}, "provider (or deployments) is required"},
+		{[]ModelConfig{{Name: "m", Provider: "a", Deployments: []DeploymentConfig{{Provider: "a"}, {Provider: "a", Name: "x"}}}}, "not both"},
+		{[]ModelConfig{{Name: "m", Deployments: []DeploymentConfig{{Provider: "a"}, {Provider: "a"}}}}, `named "a/m" is already defined`},
+		{[]ModelConfig{{Name: "m", Deployments: []DeploymentConfig{{Provider: "z"}}}}, `provider "z" is not defined`},
+		{[]ModelConfig{{Name: "m", Deployments: []DeploymentConfig{{Provider: "a", Weight: -2}}}}, "weight must be a positive integer"},
+		{[]ModelConfig{{Name: "m", Provider: "a", Fallbacks: []string{"m"}}}, "fallbacks[0]"},
+		{[]ModelConfig{{Name: "m", Provider: "a", Fallbacks: []string{"nope"}}}, "fallbacks[0]"},
+	} {
+		cfg := base()
+		cfg.Models = c.m
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.m, err, c.want)
+		}
+	}
+	cfg := base()
+	cfg.Models = []ModelConfig{{Name: "m", Provider: "a", UpstreamModel: "u"}}
+	for range 2 { // validating twice (config check, then the gateway) changes nothing
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := cfg.Models[0].Deployments; len(d) != 1 || d[0].Name != "a/u" || d[0].Weight != 1 || d[0].UpstreamModel != "u" {
+		t.Fatalf("single form: %+v", d)
+	}
+	if cfg.Retry.MaxAttempts != 3 || cfg.Retry.Budget != 30*time.Second || cfg.Retry.Cooldown != 5*time.Second || cfg.Retry.MaxCooldown != 5*time.Minute {
+		t.Fatalf("retry defaults %+v", cfg.Retry)
+	}
+}
