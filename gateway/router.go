@@ -91,6 +91,12 @@ func (a attempt) route() route { return deploymentRoute(a.model, a.dep) }
 // only the deployments it accepts (a native route serves its provider
 // type only).
 func (r *router) plan(rt route, ok func(model string, d *deployment) bool) []attempt {
+	if len(rt.deployments) == 1 && len(rt.fallbacks) == 0 { // the common case, without the bookkeeping
+		if d := rt.deployments[0]; ok == nil || ok(rt.model, d) {
+			return []attempt{{model: rt.model, dep: d}}
+		}
+		return nil
+	}
 	var ready, resting []attempt
 	seen := map[string]bool{}
 	var add func(rt route)
