@@ -2,7 +2,7 @@
 GO ?= go
 export CI_TEST_TIMEOUT ?= 15m
 
-.PHONY: build run test vet fuzz fuzz-e2e faults soak loadgen-test bench bench-ledger bench-meter screenshots clean
+.PHONY: build run test vet fuzz fuzz-e2e faults soak loadgen-test bench bench-ledger bench-meter bench-shards screenshots clean
 
 build:
 	$(GO) build -o bin/tollgate ./cmd/tollgate
@@ -88,6 +88,22 @@ bench-meter:
 	$(GO) test -run '^$$' -bench 'BenchmarkMeter(Write|$$)' -benchtime $(METER_EVENTS)x -benchmem -count 2 -timeout 60m ./ledger/ | tee -a bench-meter.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkMeterLag' -benchtime 1x -count 2 -timeout 30m ./ledger/ | tee -a bench-meter.txt
 
+# Ingest past one Postgres (issue 16, docs/scaling.md), about 10 minutes:
+# cmd/shardbench starts two Postgres instances of its own (initdb in
+# temporary directories, own ports, as the postgres user) and a JetStream
+# server, and drains SHARD_EVENTS events per run through the meter workers
+# into 1 and 2 ledger shards, interleaved, SHARD_RUNS times each; then
+# again with each instance capped at SHARD_PG_CORES CPUs (a cgroup; needs
+# root). Everything it started is stopped and deleted, also on Ctrl-C.
+# SHARD_FLAGS adds flags (go run ./cmd/shardbench -h), e.g. -max-load 3.
+SHARD_EVENTS ?= 200000
+SHARD_RUNS ?= 3
+SHARD_PG_CORES ?= 0.4
+bench-shards:
+	$(GO) build -o bin/shardbench ./cmd/shardbench
+	./bin/shardbench -events $(SHARD_EVENTS) -runs $(SHARD_RUNS) $(SHARD_FLAGS) | tee bench-shards.txt
+	./bin/shardbench -events $(SHARD_EVENTS) -runs $(SHARD_RUNS) -pg-cores $(SHARD_PG_CORES) $(SHARD_FLAGS) | tee -a bench-shards.txt
+
 # PNGs of every console and portal page at laptop and phone widths, from
 # headless chromium against the whole stack with generated usage (not committed).
 SCREENSHOTS ?= screenshots
@@ -96,4 +112,4 @@ screenshots:
 	@echo "screenshots in $(SCREENSHOTS)/: $$(ls $(SCREENSHOTS)/*.png | wc -l) PNGs"
 
 clean:
-	rm -rf bin tollgate-data bench.txt bench-meter.txt
+	rm -rf bin tollgate-data bench.txt bench-meter.txt bench-shards.txt

@@ -65,7 +65,7 @@ type bench struct {
 	events, runs, workers, customers, models, batch int
 	shardCounts                                     []int
 	pgBin                                           string
-	maxLoad                                         float64
+	maxLoad, pgCores                                float64
 	loadWait                                        time.Duration
 	plan                                            plan
 
@@ -87,6 +87,7 @@ func parseFlags(args []string, out io.Writer) (*bench, error) {
 	fs.IntVar(&b.models, "models", 20, "priced models")
 	fs.IntVar(&b.batch, "batch", 0, "meter batch size (0: tollgate's default)")
 	fs.StringVar(&b.pgBin, "pgbin", "/usr/lib/postgresql/15/bin", "directory of the Postgres server binaries (initdb, postgres)")
+	fs.Float64Var(&b.pgCores, "pg-cores", 0, "cap each Postgres instance at this many CPUs with a cgroup, as if each shard had a machine of that size (0: no cap; needs root)")
 	fs.Float64Var(&b.maxLoad, "max-load", 0, "before each run, wait (up to -load-wait) for the 1-minute load average to fall to this (0: do not wait)")
 	fs.DurationVar(&b.loadWait, "load-wait", 2*time.Minute, "longest wait for -max-load before a run")
 	fs.Float64Var(&b.plan.target, "target", 1e6, "extrapolate to this many events/s")
@@ -121,6 +122,8 @@ func parseFlags(args []string, out io.Writer) (*bench, error) {
 		return fail("-models must be at least 1, not %d", b.models)
 	case b.batch < 0 || b.batch > 10000:
 		return fail("-batch must be between 0 and 10000, not %d", b.batch)
+	case b.pgCores < 0:
+		return fail("-pg-cores must not be negative, not %g", b.pgCores)
 	}
 	if _, err := extrapolate(summary{pgInstance: 1}, b.plan); err != nil {
 		return fail("extrapolation flags: %w", err)
@@ -151,12 +154,21 @@ func (b *bench) Run(ctx context.Context, w io.Writer) error {
 		if err := p.start(ctx); err != nil {
 			return err
 		}
+		if b.pgCores > 0 {
+			if err := p.limit(b.pgCores); err != nil {
+				return fmt.Errorf("%s: -pg-cores: %w", p.name, err)
+			}
+		}
 		logf("postgres %s on 127.0.0.1:%d (pid %d, %s)", p.name, p.port, p.pid(), p.dir)
 	}
 	logf("nats on %s (pid %d); %d CPUs; each run: %d events, %d workers per shard", b.nats.url, b.nats.pid(),
 		numCPU(), b.events, b.workers)
-	fmt.Fprintf(w, "shardbench: %d events per run, %d customers, %d models, %d meter workers per shard; %d CPUs shared by every process; started %s\n",
-		b.events, b.customers, b.models, b.workers, numCPU(), time.Now().UTC().Format(time.DateTime))
+	capped := "uncapped"
+	if b.pgCores > 0 {
+		capped = fmt.Sprintf("capped at %g CPUs each (cgroup)", b.pgCores)
+	}
+	fmt.Fprintf(w, "shardbench: %d events per run, %d customers, %d models, %d meter workers per shard; Postgres instances %s; %d CPUs shared by every process; started %s\n",
+		b.events, b.customers, b.models, b.workers, capped, numCPU(), time.Now().UTC().Format(time.DateTime))
 	var results []runResult
 	n := 0
 	for range b.runs {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -31,6 +32,7 @@ type pgInstance struct {
 	cred *syscall.Credential
 	cmd  *exec.Cmd
 	done chan struct{}
+	cap  *cpuCap // nil: uncapped
 }
 
 // newPG initdb's an instance in a new temporary directory. bin is the
@@ -163,10 +165,31 @@ func (p *pgInstance) stop() {
 	}
 }
 
-// destroy stops the server and removes its directory.
+// limit caps the instance's CPU at cores CPUs (see cpuCap): the
+// postmaster and its processes move into a control group of their own.
+func (p *pgInstance) limit(cores float64) error {
+	c, err := newCPUCap(fmt.Sprintf("tollgate-shardbench-%d-%s", os.Getpid(), p.name), cores)
+	if err != nil {
+		return err
+	}
+	p.cap = c
+	return c.add(p.pid())
+}
+
+// destroy stops the server, removes its control group (once its processes
+// are gone) and its directory.
 func (p *pgInstance) destroy() error {
 	p.stop()
-	return os.RemoveAll(p.dir)
+	var err error
+	if p.cap != nil {
+		for range 50 {
+			if err = p.cap.remove(); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return errors.Join(err, os.RemoveAll(p.dir))
 }
 
 // exec runs SQL on the instance's postgres database (CREATE DATABASE and

@@ -11,16 +11,31 @@ import (
 // perM converts CPU seconds spent on n events to seconds per million events.
 func perM(seconds float64, n int) float64 { return seconds * 1e6 / float64(n) }
 
+// allCPU is the CPU seconds of every measured process in a run's timed
+// span: this process, NATS and every process of the Postgres instances.
+func (r runResult) allCPU() float64 {
+	t := r.bench + r.nats
+	for _, s := range r.perShard {
+		t += s.pgInstance
+	}
+	return t
+}
+
 // printRun writes one run's line per shard and its totals.
 func printRun(w io.Writer, i int, r runResult) {
 	fmt.Fprintf(w, "run %d shards=%d events=%d: %.0f events/s in %.2fs; load %.2f→%.2f; machine busy %.0f%%, others %.0f%%; "+
-		"bench %.1f nats %.1f cpu_s/1M (publish side: nats %.1f cpu_s/1M at %.0f events/s)\n",
+		"bench %.1f nats %.1f all %.1f cpu_s/1M (publish side: nats %.1f cpu_s/1M at %.0f events/s)\n",
 		i, r.shards, r.events, r.rate(), r.elapsed.Seconds(), r.loadStart, r.loadEnd, 100*r.machineBusy, 100*r.others,
-		perM(r.bench, r.events), perM(r.nats, r.events), perM(r.natsPublish, r.events), r.publishRate)
+		perM(r.bench, r.events), perM(r.nats, r.events), perM(r.allCPU(), r.events), perM(r.natsPublish, r.events), r.publishRate)
 	for k, s := range r.perShard {
-		fmt.Fprintf(w, "  shard %d: %d events in %.2fs (%.0f events/s), %.0f events/batch; pg backends %.1f, pg instance %.1f cpu_s/1M; wal %.0f B/event\n",
+		throttled := ""
+		if s.throttled >= 0 {
+			throttled = fmt.Sprintf("; throttled in %.0f%% of periods", 100*s.throttled)
+		}
+		fmt.Fprintf(w, "  shard %d: %d events in %.2fs (%.0f events/s), %.0f events/batch; pg backends %.1f, pg instance %.1f cpu_s/1M (%.2f CPUs); wal %.0f B/event%s\n",
 			k, s.events, s.elapsed.Seconds(), float64(s.events)/s.elapsed.Seconds(), float64(s.events)/float64(max(s.batches, 1)),
-			perM(s.pgBackends, s.events), perM(s.pgInstance, s.events), float64(s.walBytes)/float64(s.events))
+			perM(s.pgBackends, s.events), perM(s.pgInstance, s.events), s.pgInstance/r.elapsed.Seconds(),
+			float64(s.walBytes)/float64(s.events), throttled)
 	}
 }
 
@@ -33,6 +48,7 @@ type summary struct {
 	// process (the meter workers); the NATS server draining, and
 	// publishing.
 	pgInstance, pgBackends, bench, nats, natsPublish float64
+	all                                              float64 // every measured process, per million events in all
 	walPerEvent                                      float64 // bytes, mean over shards and runs
 	others, load                                     [2]float64
 }
@@ -66,6 +82,7 @@ func summarize(runs []runResult) []summary {
 		s.bench += perM(r.bench, r.events)
 		s.nats += perM(r.nats, r.events)
 		s.natsPublish += perM(r.natsPublish, r.events)
+		s.all += perM(r.allCPU(), r.events)
 		var pgI, pgB, wal float64
 		for _, sh := range r.perShard {
 			pgI += perM(sh.pgInstance, sh.events)
@@ -85,6 +102,7 @@ func summarize(runs []runResult) []summary {
 		s.bench /= n
 		s.nats /= n
 		s.natsPublish /= n
+		s.all /= n
 		s.pgInstance /= n
 		s.pgBackends /= n
 		s.walPerEvent /= n
@@ -102,9 +120,9 @@ func printSummary(w io.Writer, sums []summary) {
 		for i, r := range s.rates {
 			rates[i] = fmt.Sprintf("%.0f", r)
 		}
-		fmt.Fprintf(w, "  shards=%d: %.0f events/s [%s] over %d runs; pg instance %.1f (backends %.1f); bench %.1f; nats drain %.1f + publish %.1f; wal %.0f B/event; others busy %.0f–%.0f%%; load at start %.2f–%.2f\n",
+		fmt.Fprintf(w, "  shards=%d: %.0f events/s [%s] over %d runs; pg instance %.1f (backends %.1f); bench %.1f; nats drain %.1f + publish %.1f; all processes %.1f; wal %.0f B/event; others busy %.0f–%.0f%%; load at start %.2f–%.2f\n",
 			s.shards, s.median(), strings.Join(rates, " "), len(s.rates), s.pgInstance, s.pgBackends, s.bench, s.nats, s.natsPublish,
-			s.walPerEvent, 100*s.others[0], 100*s.others[1], s.load[0], s.load[1])
+			s.all, s.walPerEvent, 100*s.others[0], 100*s.others[1], s.load[0], s.load[1])
 	}
 	if len(sums) > 1 && sums[0].median() > 0 {
 		for _, s := range sums[1:] {

@@ -29,6 +29,9 @@ type shardResult struct {
 	// (backends, WAL writer, checkpointer, autovacuum...).
 	pgBackends, pgInstance float64
 	walBytes               int64
+	// throttled is the share of the run's CFS periods in which the
+	// instance used up its -pg-cores quota (-1: not capped).
+	throttled float64
 }
 
 // runResult is one measured run.
@@ -269,7 +272,8 @@ type snapshot struct {
 	busy, total int64
 	pgTree      []int64
 	pgBackends  []map[int]int64
-	wal         []int64 // bytes: pg_current_wal_lsn
+	wal         []int64    // bytes: pg_current_wal_lsn
+	periods     [][2]int64 // CFS periods and throttled periods per capped instance
 }
 
 func (b *bench) snapshot(ctx context.Context, srs []*shardRun) (snapshot, error) {
@@ -298,6 +302,11 @@ func (b *bench) snapshot(ctx context.Context, srs []*shardRun) (snapshot, error)
 			return s, err
 		}
 		s.wal = append(s.wal, at)
+		var pt [2]int64
+		if sr.pg.cap != nil {
+			pt[0], pt[1] = sr.pg.cap.throttle()
+		}
+		s.periods = append(s.periods, pt)
 	}
 	s.busy, s.total = machineTicks()
 	return s, nil
@@ -316,7 +325,10 @@ func (b *bench) account(res *runResult, srs []*shardRun, before, after snapshot,
 		}
 		s := shardResult{events: sr.expect, elapsed: sr.cs.at.Sub(t0), batches: sr.cs.batches.Load(),
 			pgBackends: sec(backends), pgInstance: sec(after.pgTree[i] - before.pgTree[i]),
-			walBytes: after.wal[i] - before.wal[i]}
+			walBytes: after.wal[i] - before.wal[i], throttled: -1}
+		if p := after.periods[i][0] - before.periods[i][0]; sr.pg.cap != nil && p > 0 {
+			s.throttled = float64(after.periods[i][1]-before.periods[i][1]) / float64(p)
+		}
 		measured += s.pgInstance
 		res.perShard = append(res.perShard, s)
 	}

@@ -1,12 +1,24 @@
 package main
 
 import (
+	"context"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
+
+// TestMain lets the test binary serve as the benchmark's NATS process,
+// as the command does (startNATS re-executes its own binary).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "natsd" {
+		os.Exit(natsdMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
 
 func TestJumpHashMovesOnlyToTheNewShard(t *testing.T) {
 	const keys = 100_000
@@ -138,6 +150,12 @@ func TestSummarizeAndExtrapolate(t *testing.T) {
 	if got := sums[1].median(); got != 37_500 {
 		t.Errorf("2 shards median = %v, want 37500 (mean of 25000 and 50000)", got)
 	}
+	if sums[1].all != 45 {
+		t.Errorf("all processes: %v cpu_s/1M, want 10+5+30", sums[1].all)
+	}
+	if p, th := parseCPUStat("nr_periods 250\nnr_throttled 40\nthrottled_time 123\n"); p != 250 || th != 40 {
+		t.Errorf("cpu.stat: %d %d", p, th)
+	}
 	if sums[0].pgInstance != 30 || sums[1].pgInstance != 30 || sums[1].walPerEvent != 1000 || sums[1].bench != 10 {
 		t.Errorf("costs: %+v", sums[1])
 	}
@@ -168,6 +186,48 @@ func TestParseFlags(t *testing.T) {
 		var out strings.Builder
 		if _, err := parseFlags(args, &out); err == nil || !strings.Contains(out.String(), strings.TrimPrefix(args[0], "-")) {
 			t.Errorf("%v: err %v, output %q", args, err, out.String())
+		}
+	}
+}
+
+// TestShardedIngest runs the benchmark small: two Postgres instances of its
+// own, one and two shards; each run checks that every shard's ledger holds
+// exactly its customers' events, once, with rollups and a clean
+// reconciliation. It needs the Postgres server binaries (-pgbin's default,
+// or TOLLGATE_PGBIN); without them it skips, except under CI=true.
+func TestShardedIngest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two Postgres servers")
+	}
+	bin := "/usr/lib/postgresql/15/bin"
+	if v := os.Getenv("TOLLGATE_PGBIN"); v != "" {
+		bin = v
+	}
+	if _, err := os.Stat(filepath.Join(bin, "initdb")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no Postgres server binaries: %v", err)
+		}
+		t.Skipf("no Postgres server binaries: %v", err)
+	}
+	b := &bench{events: 3000, runs: 1, workers: 2, customers: 40, models: 5, shardCounts: []int{1, 2}, pgBin: bin,
+		plan: plan{target: 1e6, shardCores: 16, utilization: 0.5, natsReplicas: 3}}
+	var out strings.Builder
+	err := b.Run(context.Background(), &out)
+	if cerr := b.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"run 0 shards=1 events=3000", "run 1 shards=2 events=3000", "  shard 1: ",
+		"aggregate ingest at 2 shards / at 1", "extrapolation to 1000000 events/s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, p := range b.pgs {
+		if _, err := os.Stat(p.dir); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", p.dir, err)
 		}
 	}
 }
