@@ -63,6 +63,7 @@ func main() {
 // bench is the benchmark's settings and the servers it started.
 type bench struct {
 	events, runs, workers, customers, models, batch int
+	warmup                                          int
 	shardCounts                                     []int
 	pgBin                                           string
 	maxLoad, pgCores                                float64
@@ -82,6 +83,7 @@ func parseFlags(args []string, out io.Writer) (*bench, error) {
 	fs.IntVar(&b.events, "events", 200_000, "events per run, across all shards")
 	shards := fs.String("shards", "1,2", "shard counts to measure, each once per run, interleaved")
 	fs.IntVar(&b.runs, "runs", 3, "runs of each shard count")
+	fs.IntVar(&b.warmup, "warmup", 50_000, "events of one unreported run over the most shards first, to warm the new servers (0: none)")
 	fs.IntVar(&b.workers, "workers", 2, "meter workers per shard")
 	fs.IntVar(&b.customers, "customers", 1000, "customers, placed on shards by jump hash of their name")
 	fs.IntVar(&b.models, "models", 20, "priced models")
@@ -112,6 +114,8 @@ func parseFlags(args []string, out io.Writer) (*bench, error) {
 	switch {
 	case b.events < 1000:
 		return fail("-events must be at least 1000, not %d", b.events)
+	case b.warmup != 0 && b.warmup < 1000:
+		return fail("-warmup must be 0 or at least 1000, not %d", b.warmup)
 	case b.runs < 1:
 		return fail("-runs must be at least 1, not %d", b.runs)
 	case b.workers < 1 || b.workers > 32:
@@ -171,6 +175,17 @@ func (b *bench) Run(ctx context.Context, w io.Writer) error {
 		b.events, b.customers, b.models, b.workers, capped, numCPU(), time.Now().UTC().Format(time.DateTime))
 	var results []runResult
 	n := 0
+	if b.warmup > 0 {
+		logf("warm-up run: %d shard(s), %d events", most, b.warmup)
+		measured := b.events
+		b.events = b.warmup
+		_, err := b.run(ctx, n, most)
+		b.events = measured
+		if err != nil {
+			return fmt.Errorf("warm-up run: %w", err)
+		}
+		n++
+	}
 	for range b.runs {
 		for _, shards := range b.shardCounts {
 			if err := b.waitLoad(ctx); err != nil {
@@ -188,17 +203,12 @@ func (b *bench) Run(ctx context.Context, w io.Writer) error {
 	}
 	sums := summarize(results)
 	printSummary(w, sums)
-	last := sums[len(sums)-1]
-	for _, s := range sums {
-		if s.shards > last.shards {
-			last = s
-		}
-	}
-	e, err := extrapolate(last, b.plan)
+	costs := highest(sums)
+	e, err := extrapolate(costs, b.plan)
 	if err != nil {
 		return err
 	}
-	printEstimate(w, last, b.plan, e)
+	printEstimate(w, costs, b.plan, e)
 	return nil
 }
 

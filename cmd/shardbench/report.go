@@ -131,6 +131,25 @@ func printSummary(w io.Writer, sums []summary) {
 	}
 }
 
+// highest is the summaries' highest cost of each kind per event: the
+// extrapolation's conservative input (a shard's Postgres spends more per
+// event with more customers in it, whose events a batch's rollups
+// aggregate less).
+func highest(sums []summary) summary {
+	var h summary
+	for _, s := range sums {
+		h.shards = max(h.shards, s.shards)
+		h.pgInstance = max(h.pgInstance, s.pgInstance)
+		h.pgBackends = max(h.pgBackends, s.pgBackends)
+		h.bench = max(h.bench, s.bench)
+		h.nats = max(h.nats, s.nats)
+		h.natsPublish = max(h.natsPublish, s.natsPublish)
+		h.all = max(h.all, s.all)
+		h.walPerEvent = max(h.walPerEvent, s.walPerEvent)
+	}
+	return h
+}
+
 // plan is the extrapolation's assumptions: the target rate, and the
 // hardware each part is given.
 type plan struct {
@@ -187,7 +206,7 @@ func extrapolate(s summary, p plan) (estimate, error) {
 }
 
 func printEstimate(w io.Writer, s summary, p plan, e estimate) {
-	fmt.Fprintf(w, "\nextrapolation to %.0f events/s from the %d-shard runs' costs per event:\n", p.target, s.shards)
+	fmt.Fprintf(w, "\nextrapolation to %.0f events/s from the highest cost per event of each kind in the runs above:\n", p.target)
 	fmt.Fprintf(w, "  Postgres: %.1f cpu_s/1M → %.0f events/s per core at 100%%; a shard of %g cores at %.0f%% takes %.0f events/s\n",
 		s.pgInstance, e.eventsPerCore, p.shardCores, 100*p.utilization, e.perShard)
 	fmt.Fprintf(w, "  → %d shards (%.0f events/s each, %.1f MB/s of WAL each at %.0f B/event); %.0f Postgres cores in all\n",

@@ -159,6 +159,15 @@ func TestSummarizeAndExtrapolate(t *testing.T) {
 	if sums[0].pgInstance != 30 || sums[1].pgInstance != 30 || sums[1].walPerEvent != 1000 || sums[1].bench != 10 {
 		t.Errorf("costs: %+v", sums[1])
 	}
+	h := highest(sums)
+	if h.pgInstance != 30 || h.walPerEvent != 1000 || h.shards != 2 {
+		t.Errorf("highest: %+v", h)
+	}
+	sums[0].pgInstance = 31
+	if h := highest(sums); h.pgInstance != 31 {
+		t.Errorf("highest pg instance = %v, want 31", h.pgInstance)
+	}
+	sums[0].pgInstance = 30
 	p := plan{target: 1e6, shardCores: 16, utilization: 0.5, natsReplicas: 3}
 	e, err := extrapolate(sums[1], p)
 	if err != nil {
@@ -209,7 +218,7 @@ func TestShardedIngest(t *testing.T) {
 		}
 		t.Skipf("no Postgres server binaries: %v", err)
 	}
-	b := &bench{events: 3000, runs: 1, workers: 2, customers: 40, models: 5, shardCounts: []int{1, 2}, pgBin: bin,
+	b := &bench{events: 3000, runs: 1, warmup: 1000, workers: 2, customers: 40, models: 5, shardCounts: []int{1, 2}, pgBin: bin,
 		plan: plan{target: 1e6, shardCores: 16, utilization: 0.5, natsReplicas: 3}}
 	var out strings.Builder
 	err := b.Run(context.Background(), &out)
@@ -219,7 +228,7 @@ func TestShardedIngest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"run 0 shards=1 events=3000", "run 1 shards=2 events=3000", "  shard 1: ",
+	for _, want := range []string{"run 1 shards=1 events=3000", "run 2 shards=2 events=3000", "  shard 1: ",
 		"aggregate ingest at 2 shards / at 1", "extrapolation to 1000000 events/s"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
