@@ -32,10 +32,10 @@ func printRun(w io.Writer, i int, r runResult) {
 		if s.throttled >= 0 {
 			throttled = fmt.Sprintf("; throttled in %.0f%% of periods", 100*s.throttled)
 		}
-		fmt.Fprintf(w, "  shard %d: %d events in %.2fs (%.0f events/s), %.0f events/batch; pg backends %.1f, pg instance %.1f cpu_s/1M (%.2f CPUs); wal %.0f B/event%s\n",
+		fmt.Fprintf(w, "  shard %d: %d events in %.2fs (%.0f events/s), %.0f events/batch; pg backends %.1f, pg instance %.1f cpu_s/1M (%.2f CPUs); wal %.0f B/event; database +%.0f B/event%s\n",
 			k, s.events, s.elapsed.Seconds(), float64(s.events)/s.elapsed.Seconds(), float64(s.events)/float64(max(s.batches, 1)),
 			perM(s.pgBackends, s.events), perM(s.pgInstance, s.events), s.pgInstance/r.elapsed.Seconds(),
-			float64(s.walBytes)/float64(s.events), throttled)
+			float64(s.walBytes)/float64(s.events), float64(s.dbBytes)/float64(s.events), throttled)
 	}
 }
 
@@ -49,7 +49,7 @@ type summary struct {
 	// publishing.
 	pgInstance, pgBackends, bench, nats, natsPublish float64
 	all                                              float64 // every measured process, per million events in all
-	walPerEvent                                      float64 // bytes, mean over shards and runs
+	walPerEvent, dbPerEvent                          float64 // bytes, means over shards and runs
 	others, load                                     [2]float64
 }
 
@@ -83,16 +83,18 @@ func summarize(runs []runResult) []summary {
 		s.nats += perM(r.nats, r.events)
 		s.natsPublish += perM(r.natsPublish, r.events)
 		s.all += perM(r.allCPU(), r.events)
-		var pgI, pgB, wal float64
+		var pgI, pgB, wal, db float64
 		for _, sh := range r.perShard {
 			pgI += perM(sh.pgInstance, sh.events)
 			pgB += perM(sh.pgBackends, sh.events)
 			wal += float64(sh.walBytes) / float64(sh.events)
+			db += float64(sh.dbBytes) / float64(sh.events)
 		}
 		n := float64(len(r.perShard))
 		s.pgInstance += pgI / n
 		s.pgBackends += pgB / n
 		s.walPerEvent += wal / n
+		s.dbPerEvent += db / n
 		s.others = [2]float64{min(s.others[0], r.others), max(s.others[1], r.others)}
 		s.load = [2]float64{min(s.load[0], r.loadStart), max(s.load[1], r.loadStart)}
 	}
@@ -106,6 +108,7 @@ func summarize(runs []runResult) []summary {
 		s.pgInstance /= n
 		s.pgBackends /= n
 		s.walPerEvent /= n
+		s.dbPerEvent /= n
 		slices.Sort(s.rates)
 	}
 	return out
@@ -120,9 +123,9 @@ func printSummary(w io.Writer, sums []summary) {
 		for i, r := range s.rates {
 			rates[i] = fmt.Sprintf("%.0f", r)
 		}
-		fmt.Fprintf(w, "  shards=%d: %.0f events/s [%s] over %d runs; pg instance %.1f (backends %.1f); bench %.1f; nats drain %.1f + publish %.1f; all processes %.1f; wal %.0f B/event; others busy %.0f–%.0f%%; load at start %.2f–%.2f\n",
+		fmt.Fprintf(w, "  shards=%d: %.0f events/s [%s] over %d runs; pg instance %.1f (backends %.1f); bench %.1f; nats drain %.1f + publish %.1f; all processes %.1f; wal %.0f B/event; database +%.0f B/event; others busy %.0f–%.0f%%; load at start %.2f–%.2f\n",
 			s.shards, s.median(), strings.Join(rates, " "), len(s.rates), s.pgInstance, s.pgBackends, s.bench, s.nats, s.natsPublish,
-			s.all, s.walPerEvent, 100*s.others[0], 100*s.others[1], s.load[0], s.load[1])
+			s.all, s.walPerEvent, s.dbPerEvent, 100*s.others[0], 100*s.others[1], s.load[0], s.load[1])
 	}
 	if len(sums) > 1 && sums[0].median() > 0 {
 		for _, s := range sums[1:] {
@@ -146,6 +149,7 @@ func highest(sums []summary) summary {
 		h.natsPublish = max(h.natsPublish, s.natsPublish)
 		h.all = max(h.all, s.all)
 		h.walPerEvent = max(h.walPerEvent, s.walPerEvent)
+		h.dbPerEvent = max(h.dbPerEvent, s.dbPerEvent)
 	}
 	return h
 }
@@ -165,6 +169,7 @@ type estimate struct {
 	shards        int
 	atShard       float64 // events/s each shard gets at the target
 	walMBps       float64 // WAL each shard writes at the target, MB/s
+	diskTBPerDay  float64 // database growth of all shards at the target, TB a day
 	pgCores       float64 // Postgres cores in all
 	workerCores   float64
 	natsCores     float64
@@ -198,6 +203,7 @@ func extrapolate(s summary, p plan) (estimate, error) {
 	e.shards = int(math.Ceil(p.target / e.perShard))
 	e.atShard = p.target / float64(e.shards)
 	e.walMBps = e.atShard * s.walPerEvent / 1e6
+	e.diskTBPerDay = p.target * 86400 * s.dbPerEvent / 1e12
 	e.pgCores = p.target * s.pgInstance / 1e6 / p.utilization
 	e.workerCores = p.target * s.bench / 1e6 / p.utilization
 	e.natsCores = p.target * (s.nats + s.natsPublish) * p.natsReplicas / 1e6 / p.utilization
@@ -213,4 +219,5 @@ func printEstimate(w io.Writer, s summary, p plan, e estimate) {
 		e.shards, e.atShard, e.walMBps, s.walPerEvent, e.pgCores)
 	fmt.Fprintf(w, "  meter workers: %.1f cpu_s/1M → %.0f cores; NATS (R%.0f, drain %.1f + publish %.1f cpu_s/1M per replica) → %.0f cores; %.0f cores in all\n",
 		s.bench, e.workerCores, p.natsReplicas, s.nats, s.natsPublish, e.natsCores, e.totalCores)
+	fmt.Fprintf(w, "  the ledger grows by %.0f B/event: %.1f TB a day across the shards\n", s.dbPerEvent, e.diskTBPerDay)
 }

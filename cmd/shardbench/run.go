@@ -29,6 +29,7 @@ type shardResult struct {
 	// (backends, WAL writer, checkpointer, autovacuum...).
 	pgBackends, pgInstance float64
 	walBytes               int64
+	dbBytes                int64 // growth of the database on disk (pg_database_size)
 	// throttled is the share of the run's CFS periods in which the
 	// instance used up its -pg-cores quota (-1: not capped).
 	throttled float64
@@ -273,6 +274,7 @@ type snapshot struct {
 	pgTree      []int64
 	pgBackends  []map[int]int64
 	wal         []int64    // bytes: pg_current_wal_lsn
+	size        []int64    // bytes: pg_database_size
 	periods     [][2]int64 // CFS periods and throttled periods per capped instance
 }
 
@@ -294,9 +296,11 @@ func (b *bench) snapshot(ctx context.Context, srs []*shardRun) (snapshot, error)
 		}
 		s.pgBackends = append(s.pgBackends, m)
 		var lsn string
-		if err := sr.admin.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		var size int64
+		if err := sr.admin.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text, pg_database_size(current_database())`).Scan(&lsn, &size); err != nil {
 			return s, err
 		}
+		s.size = append(s.size, size)
 		at, err := parseLSN(lsn)
 		if err != nil {
 			return s, err
@@ -325,7 +329,7 @@ func (b *bench) account(res *runResult, srs []*shardRun, before, after snapshot,
 		}
 		s := shardResult{events: sr.expect, elapsed: sr.cs.at.Sub(t0), batches: sr.cs.batches.Load(),
 			pgBackends: sec(backends), pgInstance: sec(after.pgTree[i] - before.pgTree[i]),
-			walBytes: after.wal[i] - before.wal[i], throttled: -1}
+			walBytes: after.wal[i] - before.wal[i], dbBytes: after.size[i] - before.size[i], throttled: -1}
 		if p := after.periods[i][0] - before.periods[i][0]; sr.pg.cap != nil && p > 0 {
 			s.throttled = float64(after.periods[i][1]-before.periods[i][1]) / float64(p)
 		}

@@ -136,7 +136,7 @@ func TestSummarizeAndExtrapolate(t *testing.T) {
 			bench: 10, nats: 5, natsPublish: 7, loadStart: 1}
 		for _, p := range pg {
 			r.perShard = append(r.perShard, shardResult{events: 1_000_000 / len(pg), pgInstance: p / float64(len(pg)),
-				pgBackends: p / float64(len(pg)), walBytes: 1000 * 1_000_000 / int64(len(pg))})
+				pgBackends: p / float64(len(pg)), walBytes: 1000 * 1_000_000 / int64(len(pg)), dbBytes: 500 * 1_000_000 / int64(len(pg))})
 		}
 		return r
 	}
@@ -175,7 +175,7 @@ func TestSummarizeAndExtrapolate(t *testing.T) {
 	}
 	// 30 s/1M: 33,333 events/s per core; 8 usable cores: 266,667 per shard.
 	if e.shards != 4 || math.Abs(e.perShard-266_667) > 1 || e.atShard != 250_000 || e.walMBps != 250 ||
-		e.pgCores != 60 || e.workerCores != 20 || e.natsCores != 72 {
+		e.pgCores != 60 || e.workerCores != 20 || e.natsCores != 72 || e.diskTBPerDay != 43.2 {
 		t.Errorf("estimate: %+v", e)
 	}
 	for _, bad := range []plan{{0, 16, .5, 3}, {1e6, 0, .5, 3}, {1e6, 16, 0, 3}, {1e6, 16, 1.5, 3}, {1e6, 16, .5, 0}} {
