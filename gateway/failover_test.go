@@ -140,6 +140,10 @@ func TestFailoverBeforeFirstByteOnly(t *testing.T) {
 
 	// Dying after two content chunks: the client had bytes, so no retry:
 	// one attempt, charged, the stream ends in an error.
+	// First let the cool-downs of the failures above (1 ms, doubled per
+	// failure in a row) pass: while they last, the plan starts with the
+	// fallback model, whose deployment would serve the whole stream.
+	time.Sleep(50 * time.Millisecond)
 	for _, d := range []string{"east", "west"} {
 		st.setFaults(t, d, `{"die_next":1,"die_after":2}`)
 	}
