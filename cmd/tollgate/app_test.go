@@ -23,7 +23,7 @@ func TestAppStartsAndStopsInOrder(t *testing.T) {
 		names = append(names, st.name)
 	}
 	want := []string{"database", "embedded NATS", "NATS connection", "meter worker", "key sync", "key cache", "limit share", "spool",
-		"dead-letter spool", "spool republisher", "crash journal", "gateway", "admin listener"}
+		"dead-letter spool", "spool republisher", "crash journal", "gateway", "console", "admin listener"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("started %v, want %v", names, want)
 	}
