@@ -80,6 +80,9 @@ func TestBrowserConsole(t *testing.T) {
 	if loc := signInBrowser(t, tab, s.admin, "console", "token", testAdminToken); !strings.HasSuffix(loc, "/console/") {
 		t.Fatalf("after signing in the browser is at %s", loc)
 	}
+	// The first overview answers at once and reloads itself until its
+	// figures are computed (in the background).
+	do(t, tab, chromedp.WaitVisible(chromedp.CSS("#spend-month")))
 
 	// Overview: this month's and today's figures are the usage API's.
 	now := time.Now().UTC()
@@ -158,7 +161,7 @@ func TestBrowserConsole(t *testing.T) {
 	}
 
 	// Reconciliation over the page's own range is the API's.
-	page(t, tab, s.admin+"/console/reconciliation")
+	page(t, tab, s.admin+"/console/reconciliation?fresh=1")
 	from, to := run(t, tab, chromedp.Value(chromedp.CSS("#from"))), run(t, tab, chromedp.Value(chromedp.CSS("#to")))
 	f, _ := time.Parse("2006-01-02T15:04", from)
 	e, _ := time.Parse("2006-01-02T15:04", to)

@@ -107,7 +107,7 @@ func TestScreenshots(t *testing.T) {
 		{"console-customer", s.admin + "/console/customers/" + s.customerID},
 		{"console-keys", s.admin + "/console/keys?customer=" + s.customerID},
 		{"console-prices", s.admin + "/console/prices"},
-		{"console-reconciliation", s.admin + "/console/reconciliation"},
+		{"console-reconciliation", s.admin + "/console/reconciliation?fresh=1"},
 		{"console-dlq", s.admin + "/console/dlq"},
 	} {
 		snap(console, p.name, p.url)

@@ -27,21 +27,28 @@ type cache[T any] struct {
 func newCache[T any](maxAge time.Duration) *cache[T] { return &cache[T]{maxAge: maxAge} }
 
 // get returns the value for key, computing it with load when there is
-// none fresh enough; fresh forces load. maxAge 0 always loads.
-func (c *cache[T]) get(ctx context.Context, key string, fresh bool, load func(context.Context) (*T, error)) (*T, error) {
+// none fresh enough: a stale value is returned at once while a new one is
+// computed in the background. When there is no value for key yet, get
+// waits for load unless async, in which case it starts load in the
+// background and returns nil. fresh forces load (waiting); maxAge 0
+// always loads.
+func (c *cache[T]) get(ctx context.Context, key string, fresh, async bool, load func(context.Context) (*T, error)) (*T, error) {
 	c.mu.Lock()
-	last := c.last
+	defer c.mu.Unlock()
+	var last *T
+	if c.key == key {
+		last = c.last
+	}
 	switch {
-	case c.maxAge <= 0 || fresh || last == nil || c.key != key:
+	case c.maxAge <= 0 || fresh || (last == nil && !async):
 		c.mu.Unlock()
 		v, err := load(ctx)
+		c.mu.Lock()
 		if err == nil {
-			c.mu.Lock()
 			c.last, c.key, c.at = v, key, time.Now()
-			c.mu.Unlock()
 		}
 		return v, err
-	case time.Since(c.at) > c.maxAge && !c.refreshing:
+	case (last == nil || time.Since(c.at) > c.maxAge) && !c.refreshing:
 		c.refreshing = true
 		c.wg.Add(1)
 		go func() {
@@ -51,15 +58,32 @@ func (c *cache[T]) get(ctx context.Context, key string, fresh bool, load func(co
 			v, err := load(rctx)
 			c.mu.Lock()
 			if err == nil {
-				c.last, c.at = v, time.Now()
+				c.last, c.key, c.at = v, key, time.Now()
 			}
 			c.refreshing = false
 			c.mu.Unlock()
 		}()
 	}
-	c.mu.Unlock()
 	return last, nil
 }
 
 // wait waits for a background recomputation to end.
 func (c *cache[T]) wait() { c.wg.Wait() }
+
+// parallel runs the calls at once and returns the first error of the
+// first call that failed (in the order given), once all have returned: a
+// page's independent API calls take as long as the slowest.
+func parallel(calls ...func() error) error {
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Go(func() { errs[i] = call() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

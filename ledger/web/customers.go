@@ -47,14 +47,17 @@ func (c *Console) customersPage(w http.ResponseWriter, r *http.Request) {
 		d.Page, _ = strconv.Atoi(r.URL.Query().Get("page"))
 		d.Page = max(1, min(d.Page, (len(match)+customersPerPage-1)/customersPerPage))
 		from := min((d.Page-1)*customersPerPage, len(match))
-		for _, cu := range match[from:min(from+customersPerPage, len(match))] {
-			b, berr := cl.Balance(r.Context(), cu.ID)
-			if berr != nil {
-				err = berr
-				break
+		shown := match[from:min(from+customersPerPage, len(match))]
+		d.Items = make([]customerListItem, len(shown))
+		calls := make([]func() error, len(shown))
+		for i, cu := range shown {
+			calls[i] = func() (err error) {
+				d.Items[i].Customer = cu
+				d.Items[i].Balance, err = cl.Balance(r.Context(), cu.ID)
+				return err
 			}
-			d.Items = append(d.Items, customerListItem{cu, b})
 		}
+		err = parallel(calls...)
 		link := func(p int) string {
 			return "/console/customers?q=" + url.QueryEscape(q) + "&page=" + strconv.Itoa(p)
 		}
@@ -93,8 +96,7 @@ func (c *Console) customerPage(w http.ResponseWriter, r *http.Request) {
 	now := c.now()
 	ms := monthStart(now)
 	d := customerData{Periods: periods(now, 6), Month: ms.Format("2006-01")}
-	var err error
-	steps := []func() error{
+	err := parallel(
 		func() (e error) { d.Customer, e = cl.Customer(ctx, id); return },
 		func() (e error) { d.Balance, e = cl.Balance(ctx, id); return },
 		func() (e error) { d.Keys, e = cl.Keys(ctx, id); return },
@@ -107,13 +109,9 @@ func (c *Console) customerPage(w http.ResponseWriter, r *http.Request) {
 		func() (e error) {
 			d.ByDay, e = cl.UsageAll(ctx, ledger.UsageQuery{CustomerID: id, GroupBy: "day", From: ms, Limit: 1000})
 			return
-		},
-		func() (e error) { d.Usage, e = modelDayChart(r, cl, id, ms, d.ByModel, d.ByDay); return },
-	}
-	for _, step := range steps {
-		if err = step(); err != nil {
-			break
-		}
+		})
+	if err == nil {
+		d.Usage, err = modelDayChart(r, cl, id, ms, d.ByModel, d.ByDay)
 	}
 	slices.Reverse(d.Entries) // newest first
 	v := c.view(r, "customers", "Customer "+d.Customer.Name, d)

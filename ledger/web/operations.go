@@ -59,10 +59,11 @@ func (c *Console) addPrice(w http.ResponseWriter, r *http.Request) {
 }
 
 type reconciliationData struct {
-	From, To string
-	Result   *ledger.Reconciliation
-	At       time.Time // when it was checked
-	Default  bool      // the last day's check (cached), not a range the operator chose
+	From, To  string
+	Result    *ledger.Reconciliation
+	At        time.Time // when it was checked
+	Default   bool      // the last day's check (cached), not a range the operator chose
+	Computing bool      // the last day's check is running
 }
 
 // reconciliationPage shows the reconciliation of the last 24 hours
@@ -91,7 +92,7 @@ func (c *Console) reconciliationPage(w http.ResponseWriter, r *http.Request) {
 	if q.Get("from") != "" || q.Get("to") != "" {
 		d, err = check(r.Context(), q.Get("from"), q.Get("to"))
 	} else {
-		d, err = c.recon.get(r.Context(), "", q.Get("fresh") != "", func(ctx context.Context) (*reconciliationData, error) {
+		d, err = c.recon.get(r.Context(), "", q.Get("fresh") != "", true, func(ctx context.Context) (*reconciliationData, error) {
 			now := time.Now().UTC()
 			d, err := check(ctx, now.Add(-24*time.Hour).Truncate(time.Hour).Format("2006-01-02T15:04"),
 				now.Add(time.Hour).Truncate(time.Hour).Format("2006-01-02T15:04"))
@@ -101,10 +102,13 @@ func (c *Console) reconciliationPage(w http.ResponseWriter, r *http.Request) {
 			return d, err
 		})
 	}
-	if d == nil {
-		d = &reconciliationData{}
-	}
 	v := c.view(r, "reconciliation", "Reconciliation", d)
+	if d == nil && err == nil {
+		v.Refresh, v.Notice = 2, "Checking the last day (every event in it); this page reloads itself until the check is done."
+		v.Data = &reconciliationData{Computing: true}
+	} else if d == nil {
+		v.Data = &reconciliationData{}
+	}
 	if err != nil {
 		v.Error = errorText(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // overview is the console's first page: this month's and today's figures
@@ -28,6 +29,7 @@ type overview struct {
 	DeadLetters        int
 	DeadLettersMore    bool   // more than deadLetterCount
 	DeadLettersProblem string // why they could not be counted
+	Computing          bool   // the figures are not computed yet
 }
 
 // deadLetterCount is how many dead letters the overview counts at most.
@@ -37,7 +39,27 @@ const deadLetterCount = 1000
 func loadOverview(ctx context.Context, cl *api.Client, now time.Time) (*overview, error) {
 	ms, ds := monthStart(now), dayStart(now)
 	o := &overview{At: now, Month: ms.Format("2006-01"), Today: ds.Format("2006-01-02"), SpendMonth: amounts{}, SpendToday: amounts{}}
-	models, err := cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "model", From: ms, Limit: 1000})
+	var models, customers, today, days []ledger.UsageRow
+	var dl []usage.DeadLetter
+	var dlErr error
+	err := parallel(
+		func() (err error) {
+			models, err = cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "model", From: ms, Limit: 1000})
+			return err
+		},
+		func() (err error) {
+			customers, err = cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "customer", From: ms, Limit: 1000})
+			return err
+		},
+		func() (err error) {
+			today, err = cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "model", From: ds, Limit: 1000})
+			return err
+		},
+		func() (err error) {
+			days, err = cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "day", From: ms.AddDate(0, -1, 0), Limit: 1000})
+			return err
+		},
+		func() error { dl, dlErr = cl.DeadLetters(ctx, deadLetterCount+1); return nil })
 	if err != nil {
 		return nil, err
 	}
@@ -48,28 +70,15 @@ func loadOverview(ctx context.Context, cl *api.Client, now time.Time) (*overview
 		addTokens(&o.Tokens, r)
 	}
 	o.TopModels = top(models, 10)
-	customers, err := cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "customer", From: ms, Limit: 1000})
-	if err != nil {
-		return nil, err
-	}
 	o.TopCustomers = top(customers, 10)
-	today, err := cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "model", From: ds, Limit: 1000})
-	if err != nil {
-		return nil, err
-	}
 	for _, r := range today {
 		o.SpendToday.add(r.Currency, r.Cost)
 		o.RequestsToday += r.Requests
 	}
-	days, err := cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "day", From: ms.AddDate(0, -1, 0), Limit: 1000})
-	if err != nil {
-		return nil, err
-	}
 	o.Spend = spendChart("Spend per day, this month and the last", days)
-	dl, err := cl.DeadLetters(ctx, deadLetterCount+1)
 	switch {
-	case err != nil:
-		o.DeadLettersProblem = errorText(err)
+	case dlErr != nil:
+		o.DeadLettersProblem = errorText(dlErr)
 	case len(dl) > deadLetterCount:
 		o.DeadLetters, o.DeadLettersMore = deadLetterCount, true
 	default:
@@ -137,13 +146,23 @@ func top(rows []ledger.UsageRow, n int) []ledger.UsageRow {
 	return out[:min(n, len(out))]
 }
 
+// overviewPage shows the overview. The month's figures read every rollup
+// of the month: the first view after a start (or in a new month) answers
+// at once with a page that reloads itself every 2 seconds until they are
+// computed; later views show them at once and recompute them in the
+// background when older than the console's maxAge; ?fresh=1 waits for new
+// ones.
 func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
 	now, cl := c.now(), c.client(r)
-	o, err := c.overview.get(r.Context(), monthStart(now).Format("2006-01"), r.URL.Query().Get("fresh") != "",
+	o, err := c.overview.get(r.Context(), monthStart(now).Format("2006-01"), r.URL.Query().Get("fresh") != "", true,
 		func(ctx context.Context) (*overview, error) { return loadOverview(ctx, cl, time.Now()) })
 	v := c.view(r, "overview", "Overview", o)
-	if err != nil {
+	switch {
+	case err != nil:
 		v.Error, v.Data = errorText(err), &overview{SpendMonth: amounts{}, SpendToday: amounts{}}
+	case o == nil:
+		v.Refresh, v.Notice = 2, "Computing this month's figures from the ledger's rollups; this page reloads itself until they are ready."
+		v.Data = &overview{SpendMonth: amounts{}, SpendToday: amounts{}, Computing: true}
 	}
 	c.pages.render(w, c.log, http.StatusOK, "overview", v)
 }

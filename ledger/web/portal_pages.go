@@ -29,13 +29,12 @@ func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
 	d := usageData{Month: ms.Format("2006-01"), Spend: amounts{}}
 	from := url.QueryEscape(ms.Format(time.RFC3339))
 	var byModel, byDay ledger.UsagePage
-	err := p.getJSON(ctx, ss.secret, "/v1/balance", &d.Balance)
-	if err == nil {
-		err = p.getJSON(ctx, ss.secret, "/v1/usage?group_by=model&limit=1000&from="+from, &byModel)
-	}
-	if err == nil {
-		err = p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000&from="+from, &byDay)
-	}
+	err := parallel(
+		func() error { return p.getJSON(ctx, ss.secret, "/v1/balance", &d.Balance) },
+		func() error {
+			return p.getJSON(ctx, ss.secret, "/v1/usage?group_by=model&limit=1000&from="+from, &byModel)
+		},
+		func() error { return p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000&from="+from, &byDay) })
 	if err != nil {
 		p.refuse(w, r, "usage", "usage", "Usage", err)
 		return
@@ -52,16 +51,23 @@ func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
 		d.Usage.Labels = append(d.Usage.Labels, row.Period)
 		d.Usage.Unit = row.Currency
 	}
-	for _, m := range top(d.ByModel, chartModels) {
-		var rows ledger.UsagePage
-		if err := p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000&from="+from+"&model="+url.QueryEscape(m.Model), &rows); err != nil {
-			p.refuse(w, r, "usage", "usage", "Usage", err)
-			return
+	models := top(d.ByModel, chartModels)
+	perModel := make([]ledger.UsagePage, len(models))
+	calls := make([]func() error, len(models))
+	for i, m := range models {
+		calls[i] = func() error {
+			return p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000&from="+from+"&model="+url.QueryEscape(m.Model), &perModel[i])
 		}
+	}
+	if err := parallel(calls...); err != nil {
+		p.refuse(w, r, "usage", "usage", "Usage", err)
+		return
+	}
+	for i, m := range models {
 		s := series{Name: m.Model, Values: make([]float64, len(d.Usage.Labels))}
-		for _, row := range rows.Data {
-			if i, ok := idx[row.Period]; ok {
-				s.Values[i] += decimal(row.Cost)
+		for _, row := range perModel[i].Data {
+			if j, ok := idx[row.Period]; ok {
+				s.Values[j] += decimal(row.Cost)
 			}
 		}
 		d.Usage.Series = append(d.Usage.Series, s)

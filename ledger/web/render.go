@@ -28,7 +28,10 @@ type view struct {
 	Who    string // who is signed in ("" on the sign-in page)
 	Notice string // what the last write did
 	Error  string // why the last action failed
-	Data   any
+	// Refresh, when not 0, makes the page reload itself after that many
+	// seconds (a figure still being computed).
+	Refresh int
+	Data    any
 }
 
 // templates holds one parsed set per page: the layout plus the page.

@@ -29,17 +29,24 @@ func modelDayChart(r *http.Request, cl *api.Client, customerID string, from time
 		other[idx[d.Period]] += decimal(d.Cost)
 	}
 	models := top(byModel, chartModels)
-	for _, m := range models {
-		rows, err := cl.UsageAll(r.Context(), ledger.UsageQuery{CustomerID: customerID, Model: m.Model, GroupBy: "day", From: from, Limit: 1000})
-		if err != nil {
-			return chart{}, err
+	perModel := make([][]ledger.UsageRow, len(models))
+	calls := make([]func() error, len(models))
+	for i, m := range models {
+		calls[i] = func() (err error) {
+			perModel[i], err = cl.UsageAll(r.Context(), ledger.UsageQuery{CustomerID: customerID, Model: m.Model, GroupBy: "day", From: from, Limit: 1000})
+			return err
 		}
+	}
+	if err := parallel(calls...); err != nil {
+		return chart{}, err
+	}
+	for i, m := range models {
 		s := series{Name: m.Model, Values: make([]float64, len(c.Labels))}
-		for _, d := range rows {
-			if i, ok := idx[d.Period]; ok {
+		for _, d := range perModel[i] {
+			if j, ok := idx[d.Period]; ok {
 				v := decimal(d.Cost)
-				s.Values[i] += v
-				other[i] -= v
+				s.Values[j] += v
+				other[j] -= v
 			}
 		}
 		c.Series = append(c.Series, s)

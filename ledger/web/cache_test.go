@@ -1,0 +1,48 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestCache: a first asynchronous get starts the computation and returns
+// nothing; once it is done the value is served; a stale value is served
+// while the next is computed; fresh waits for a new one; a failed load
+// keeps the last value; another key is computed anew.
+func TestCache(t *testing.T) {
+	c := newCache[int](time.Hour)
+	ctx := context.Background()
+	calls := 0
+	load := func(context.Context) (*int, error) { calls++; v := calls; return &v, nil }
+	if v, err := c.get(ctx, "k", false, true, load); v != nil || err != nil {
+		t.Fatalf("first async get = %v %v, want nothing yet", v, err)
+	}
+	c.wait()
+	if v, _ := c.get(ctx, "k", false, true, load); v == nil || *v != 1 {
+		t.Fatalf("after the background load: %v, want 1", v)
+	}
+	if v, _ := c.get(ctx, "k", true, true, load); v == nil || *v != 2 {
+		t.Fatalf("fresh get = %v, want a new value 2", v)
+	}
+	c.mu.Lock()
+	c.at = time.Now().Add(-2 * time.Hour) // stale
+	c.mu.Unlock()
+	if v, _ := c.get(ctx, "k", false, true, load); v == nil || *v != 2 {
+		t.Fatalf("stale get = %v, want the stale 2 while 3 is computed", v)
+	}
+	c.wait()
+	if v, _ := c.get(ctx, "k", false, true, load); v == nil || *v != 3 {
+		t.Fatalf("after the refresh: %v, want 3", v)
+	}
+	if v, err := c.get(ctx, "k", true, true, func(context.Context) (*int, error) { return nil, errors.New("down") }); err == nil || v != nil {
+		t.Fatalf("failed load = %v %v, want its error", v, err)
+	}
+	if v, _ := c.get(ctx, "k", false, true, load); v == nil || *v != 3 {
+		t.Fatalf("after a failed load: %v, want the last value 3", v)
+	}
+	if v, _ := c.get(ctx, "other", false, false, load); v == nil || *v != 4 {
+		t.Fatalf("synchronous get of another key = %v, want 4", v)
+	}
+}
