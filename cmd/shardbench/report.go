@@ -32,9 +32,10 @@ func printRun(w io.Writer, i int, r runResult) {
 		if s.throttled >= 0 {
 			throttled = fmt.Sprintf("; throttled in %.0f%% of periods", 100*s.throttled)
 		}
-		fmt.Fprintf(w, "  shard %d: %d events in %.2fs (%.0f events/s), %.0f events/batch; pg backends %.1f, pg instance %.1f cpu_s/1M (%.2f CPUs); wal %.0f B/event; database +%.0f B/event%s\n",
+		fmt.Fprintf(w, "  shard %d: %d events in %.2fs (%.0f events/s), %.0f events/batch; pg backends %.1f, pg instance %.1f cpu_s/1M (%.2f CPUs); backends active %.2f, on CPU %.2f, waiting for a lock %.2f; wal %.0f B/event; database +%.0f B/event%s\n",
 			k, s.events, s.elapsed.Seconds(), float64(s.events)/s.elapsed.Seconds(), float64(s.events)/float64(max(s.batches, 1)),
 			perM(s.pgBackends, s.events), perM(s.pgInstance, s.events), s.pgInstance/r.elapsed.Seconds(),
+			s.waits.active, s.waits.onCPU, s.waits.waiting,
 			float64(s.walBytes)/float64(s.events), float64(s.dbBytes)/float64(s.events), throttled)
 	}
 }

@@ -30,6 +30,9 @@ type shardResult struct {
 	pgBackends, pgInstance float64
 	walBytes               int64
 	dbBytes                int64 // growth of the database on disk (pg_database_size)
+	// waits is what the database's backends were doing, sampled during
+	// the run (see sampleWaits).
+	waits waitSample
 	// throttled is the share of the run's CFS periods in which the
 	// instance used up its -pg-cores quota (-1: not capped).
 	throttled float64
@@ -128,6 +131,12 @@ func (b *bench) run(ctx context.Context, n, shards int) (res runResult, err erro
 		return res, err
 	}
 	wctx, stopWorkers := context.WithCancel(context.Background())
+	sctx, stopSampling := context.WithCancel(ctx)
+	samples := make([]chan waitSample, len(srs))
+	for i, sr := range srs {
+		samples[i] = make(chan waitSample, 1)
+		go func() { samples[i] <- sampleWaits(sctx, sr.pg.url(sr.db), 100*time.Millisecond) }()
+	}
 	var wg sync.WaitGroup
 	var werrs []error
 	var mu sync.Mutex
@@ -142,6 +151,10 @@ func (b *bench) run(ctx context.Context, n, shards int) (res runResult, err erro
 			if err != nil {
 				stopWorkers()
 				wg.Wait()
+				stopSampling()
+				for _, c := range samples {
+					<-c
+				}
 				return res, fmt.Errorf("shard %d: %w", sr.k, err)
 			}
 			wg.Go(func() {
@@ -172,6 +185,11 @@ func (b *bench) run(ctx context.Context, n, shards int) (res runResult, err erro
 			last = sr.cs.at
 		}
 	}
+	stopSampling()
+	waits := make([]waitSample, len(srs))
+	for i := range srs {
+		waits[i] = <-samples[i]
+	}
 	after, serr := b.snapshot(ctx, srs)
 	res.loadEnd = loadavg1()
 	stopWorkers()
@@ -181,6 +199,9 @@ func (b *bench) run(ctx context.Context, n, shards int) (res runResult, err erro
 	}
 	res.elapsed = last.Sub(t0)
 	b.account(&res, srs, before, after, t0)
+	for i := range res.perShard {
+		res.perShard[i].waits = waits[i]
+	}
 	return res, b.verify(ctx, srs)
 }
 
@@ -384,6 +405,52 @@ func (b *bench) verify(ctx context.Context, srs []*shardRun) error {
 		return fmt.Errorf("%d events set aside in the dead-letter stream", info.State.Msgs)
 	}
 	return nil
+}
+
+// waitSample is the mean number of the database's backends (other than
+// the sampler's) that were active, and of those, on CPU (no wait event)
+// and waiting for a lock (a row or a transaction: another writer's), over
+// a run's samples.
+type waitSample struct {
+	samples                int
+	active, onCPU, waiting float64
+}
+
+// sampleWaits samples pg_stat_activity of the database at url every
+// interval until ctx ends, on a connection of its own (its backend, a
+// short query every interval, counts in the instance's CPU).
+func sampleWaits(ctx context.Context, url string, every time.Duration) waitSample {
+	var w waitSample
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return w
+	}
+	defer conn.Close(context.Background())
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if w.samples > 0 {
+				n := float64(w.samples)
+				w.active, w.onCPU, w.waiting = w.active/n, w.onCPU/n, w.waiting/n
+			}
+			return w
+		case <-t.C:
+		}
+		var active, onCPU, waiting int
+		err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state = 'active'),
+				count(*) FILTER (WHERE state = 'active' AND wait_event IS NULL),
+				count(*) FILTER (WHERE state = 'active' AND wait_event_type = 'Lock')
+			FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&active, &onCPU, &waiting)
+		if err != nil {
+			continue // ctx ended mid-query: the loop ends at the select
+		}
+		w.samples++
+		w.active += float64(active)
+		w.onCPU += float64(onCPU)
+		w.waiting += float64(waiting)
+	}
 }
 
 // parseLSN reads a Postgres WAL location ("16/B374D848": the high and low
