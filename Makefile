@@ -88,7 +88,7 @@ bench-meter:
 	$(GO) test -run '^$$' -bench 'BenchmarkMeter(Write|$$)' -benchtime $(METER_EVENTS)x -benchmem -count 2 -timeout 60m ./ledger/ | tee -a bench-meter.txt
 	$(GO) test -run '^$$' -bench 'BenchmarkMeterLag' -benchtime 1x -count 2 -timeout 30m ./ledger/ | tee -a bench-meter.txt
 
-# Ingest past one Postgres (issue 16, docs/scaling.md), about 10 minutes:
+# Ingest past one Postgres (issue 16, docs/scaling.md), about 6 minutes:
 # cmd/shardbench starts two Postgres instances of its own (initdb in
 # temporary directories, own ports, as the postgres user) and a JetStream
 # server, and drains SHARD_EVENTS events per run through the meter workers
