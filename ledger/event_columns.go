@@ -81,6 +81,9 @@ const eventColumnList = `id, occurred_at, customer_id, key_id, provider, model, 
 // count), and a key whose spend crosses its limit, or a customer whose
 // balance crosses its credit limit, goes to the key outbox: the budget
 // states are pushed to the gateways as the meter commits, never polled.
+// A key's last_used_at moves only when it is a minute or more behind: a
+// busy key was updated by every batch, one new api_keys row version per
+// key per batch for a figure read at minute precision.
 const batchEffects = `RETURNING customer_id, key_id, model, currency, occurred_at, unpriced, prompt_tokens, cached_tokens,
     cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, cost_e12,
     cost_e12::numeric * (10000 - discount_bp) * 0.0001 AS charge_e12
@@ -99,7 +102,7 @@ const batchEffects = `RETURNING customer_id, key_id, model, currency, occurred_a
 ), used AS (
   UPDATE api_keys k SET last_used_at = u.at
   FROM (SELECT key_id, max(occurred_at) AS at FROM ins GROUP BY key_id) u
-  WHERE k.id = u.key_id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)
+  WHERE k.id = u.key_id AND (k.last_used_at IS NULL OR k.last_used_at < u.at - interval '1 minute')
 ), spend AS (
   SELECT i.key_id, d.day, d.month, k.daily_limit_micros::numeric * 1000000 AS daily_e12,
     k.monthly_limit_micros::numeric * 1000000 AS monthly_e12,

@@ -138,3 +138,35 @@ func TestPricesRejectBadInputAndConflicts(t *testing.T) {
 		}
 	}
 }
+
+// TestLastUsedAtMovesAtMinutePrecision: a key's last_used_at is set by its
+// first event, moves for an event a minute or more later, and is left
+// alone by events within the minute (each batch used to rewrite it).
+func TestLastUsedAtMovesAtMinutePrecision(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	lastUsed := func() time.Time {
+		t.Helper()
+		got, err := s.Key(ctx, k.ID)
+		if err != nil || got.LastUsedAt == nil {
+			t.Fatalf("key: %+v, %v", got, err)
+		}
+		return got.LastUsedAt.UTC()
+	}
+	t0 := time.Now().UTC().Truncate(time.Second)
+	for _, step := range []struct {
+		at, want time.Time
+	}{
+		{t0, t0},                       // the first use
+		{t0.Add(30 * time.Second), t0}, // within the minute: left alone
+		{t0.Add(-time.Hour), t0},       // an older event never moves it back
+		{t0.Add(61 * time.Second), t0.Add(61 * time.Second)}, // a minute later: moved
+	} {
+		if _, err := s.WriteEvents(ctx, []usage.Event{newEvent(c.ID, k.ID, "m", step.at, usage.Tokens{PromptTokens: 1})}); err != nil {
+			t.Fatal(err)
+		}
+		if got := lastUsed(); !got.Equal(step.want) {
+			t.Fatalf("after an event at %v: last_used_at %v, want %v", step.at, got, step.want)
+		}
+	}
+}
