@@ -22,9 +22,15 @@ type cache[T any] struct {
 	at         time.Time
 	refreshing bool
 	wg         sync.WaitGroup
+	// base is the background recomputations' context, ended by stop.
+	base context.Context
+	stop context.CancelFunc
 }
 
-func newCache[T any](maxAge time.Duration) *cache[T] { return &cache[T]{maxAge: maxAge} }
+func newCache[T any](maxAge time.Duration) *cache[T] {
+	base, stop := context.WithCancel(context.Background())
+	return &cache[T]{maxAge: maxAge, base: base, stop: stop}
+}
 
 // get returns the value for key, computing it with load when there is
 // none fresh enough: a stale value is returned at once while a new one is
@@ -53,7 +59,7 @@ func (c *cache[T]) get(ctx context.Context, key string, fresh, async bool, load 
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			rctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+			rctx, cancel := context.WithTimeout(c.base, refreshTimeout)
 			defer cancel()
 			v, err := load(rctx)
 			c.mu.Lock()
@@ -67,8 +73,12 @@ func (c *cache[T]) get(ctx context.Context, key string, fresh, async bool, load 
 	return last, nil
 }
 
-// wait waits for a background recomputation to end.
-func (c *cache[T]) wait() { c.wg.Wait() }
+// close cancels a background recomputation, if one runs, and waits for
+// it to end.
+func (c *cache[T]) close() {
+	c.stop()
+	c.wg.Wait()
+}
 
 // parallel runs the calls at once and returns the first error of the
 // first call that failed (in the order given), once all have returned: a

@@ -19,7 +19,7 @@ func TestCache(t *testing.T) {
 	if v, err := c.get(ctx, "k", false, true, load); v != nil || err != nil {
 		t.Fatalf("first async get = %v %v, want nothing yet", v, err)
 	}
-	c.wait()
+	c.wg.Wait()
 	if v, _ := c.get(ctx, "k", false, true, load); v == nil || *v != 1 {
 		t.Fatalf("after the background load: %v, want 1", v)
 	}
@@ -32,7 +32,7 @@ func TestCache(t *testing.T) {
 	if v, _ := c.get(ctx, "k", false, true, load); v == nil || *v != 2 {
 		t.Fatalf("stale get = %v, want the stale 2 while 3 is computed", v)
 	}
-	c.wait()
+	c.wg.Wait()
 	if v, _ := c.get(ctx, "k", false, true, load); v == nil || *v != 3 {
 		t.Fatalf("after the refresh: %v, want 3", v)
 	}
@@ -44,5 +44,24 @@ func TestCache(t *testing.T) {
 	}
 	if v, _ := c.get(ctx, "other", false, false, load); v == nil || *v != 4 {
 		t.Fatalf("synchronous get of another key = %v, want 4", v)
+	}
+}
+
+// TestCacheCloseCancelsTheRefresh: close ends a background recomputation
+// (it would otherwise hold the process's stop for up to refreshTimeout).
+func TestCacheCloseCancelsTheRefresh(t *testing.T) {
+	c := newCache[int](time.Hour)
+	started := make(chan struct{})
+	load := func(ctx context.Context) (*int, error) { close(started); <-ctx.Done(); return nil, ctx.Err() }
+	if _, err := c.get(context.Background(), "k", false, true, load); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	done := make(chan struct{})
+	go func() { c.close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("close did not end the background recomputation")
 	}
 }

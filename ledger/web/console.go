@@ -37,10 +37,11 @@ func NewConsole(admin http.Handler, maxAge time.Duration, log *slog.Logger) *Con
 		overview: newCache[overview](maxAge), recon: newCache[reconciliationData](maxAge), now: time.Now}
 }
 
-// Close waits for the background recomputations running, if any.
+// Close cancels the background recomputations running, if any, and
+// waits for them to end.
 func (c *Console) Close() {
-	c.overview.wait()
-	c.recon.wait()
+	c.overview.close()
+	c.recon.close()
 }
 
 // Routes adds GET / (a redirect to /console/) and everything under
