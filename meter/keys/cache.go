@@ -200,7 +200,7 @@ func (c *Cache) watch(ctx context.Context) {
 		var once sync.Once
 		wg.Go(func() { c.follow(ctx, f.kv, &c.revs[i], f.apply, func() { once.Do(func() { close(loaded[i]) }) }) })
 	}
-	go func() {
+	wg.Go(func() { // Loaded once every bucket's initial values are in
 		for _, ch := range loaded {
 			select {
 			case <-ch:
@@ -209,7 +209,7 @@ func (c *Cache) watch(ctx context.Context) {
 			}
 		}
 		close(c.loaded)
-	}()
+	})
 	wg.Wait()
 }
 
