@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -55,7 +54,7 @@ func (c *Console) Routes(r chi.Router) {
 		r.Get("/signin", c.signinPage)
 		r.Post("/signin", c.signin)
 		r.Group(func(r chi.Router) {
-			r.Use(c.authenticate)
+			r.Use(c.sess.require)
 			r.Post("/signout", c.signout)
 			r.Get("/", c.overviewPage)
 			r.Get("/customers", c.customersPage)
@@ -75,41 +74,16 @@ func (c *Console) Routes(r chi.Router) {
 	})
 }
 
-type consoleKey struct{}
-
-// authenticate lets a request with a live session through, with the
-// session in its context; others go to the sign-in page (GET) or are
-// refused (POST). A POST must carry the session's CSRF token and no
-// foreign Origin.
-func (c *Console) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ss := c.sess.get(r)
-		if ss == nil {
-			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
-				return
-			}
-			http.Error(w, "not signed in", http.StatusUnauthorized)
-			return
-		}
-		if r.Method == http.MethodPost && (!sameOrigin(r) || !validCSRF(r, ss)) {
-			http.Error(w, "refused: the form's CSRF token is missing or wrong; reload the page and try again", http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), consoleKey{}, ss)))
-	})
-}
-
 // client is the admin API client for the request's session: in-process,
 // with the token its operator signed in with.
 func (c *Console) client(r *http.Request) *api.Client {
-	ss := r.Context().Value(consoleKey{}).(*session)
+	ss := sessionOf(r)
 	return api.NewClient("http://admin.in-process", ss.secret, inProcess(c.admin))
 }
 
 // view is the layout's fields for a signed-in page.
 func (c *Console) view(r *http.Request, nav, title string, data any) view {
-	ss := r.Context().Value(consoleKey{}).(*session)
+	ss := sessionOf(r)
 	notice, failure := c.sess.popFlash(ss)
 	return view{App: "console", Title: title, Nav: nav, CSRF: ss.csrf, Who: "operator",
 		Notice: notice, Error: failure, Data: data}
@@ -165,7 +139,7 @@ func (c *Console) signout(w http.ResponseWriter, r *http.Request) {
 // done redirects after a write to path, leaving in the session what
 // happened (notice) or why it failed (err) for the next page to say.
 func (c *Console) done(w http.ResponseWriter, r *http.Request, path, notice string, err error) {
-	ss := r.Context().Value(consoleKey{}).(*session)
+	ss := sessionOf(r)
 	if err != nil {
 		c.sess.setFlash(ss, "", errorText(err))
 	} else {

@@ -43,34 +43,13 @@ func (p *Portal) Routes(r chi.Router) {
 		r.Get("/signin", p.signinPage)
 		r.Post("/signin", p.signin)
 		r.Group(func(r chi.Router) {
-			r.Use(p.authenticate)
+			r.Use(p.sess.require)
 			r.Post("/signout", p.signout)
 			r.Get("/", p.usagePage)
 			r.Get("/requests", p.requestsPage)
 			r.Get("/statements", p.statementsPage)
 			r.Get("/statements/{period}.csv", p.statementCSV)
 		})
-	})
-}
-
-type portalKey struct{}
-
-func (p *Portal) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ss := p.sess.get(r)
-		if ss == nil {
-			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/portal/signin", http.StatusSeeOther)
-				return
-			}
-			http.Error(w, "not signed in", http.StatusUnauthorized)
-			return
-		}
-		if r.Method == http.MethodPost && (!sameOrigin(r) || !validCSRF(r, ss)) {
-			http.Error(w, "refused: the form's CSRF token is missing or wrong; reload the page and try again", http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), portalKey{}, ss)))
 	})
 }
 
@@ -129,7 +108,7 @@ func (p *Portal) getJSON(ctx context.Context, secret, path string, out any) erro
 }
 
 func (p *Portal) view(r *http.Request, nav, title string, data any) view {
-	ss := r.Context().Value(portalKey{}).(*session)
+	ss := sessionOf(r)
 	return view{App: "portal", Title: title, Nav: nav, CSRF: ss.csrf, Who: ss.subject, Data: data}
 }
 

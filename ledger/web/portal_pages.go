@@ -24,7 +24,7 @@ type usageData struct {
 // usagePage shows the customer's balance and this month's usage by model
 // and by day, with the cost per day stacked by model.
 func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
-	ss, ctx := r.Context().Value(portalKey{}).(*session), r.Context()
+	ss, ctx := sessionOf(r), r.Context()
 	ms := monthStart(p.now())
 	d := usageData{Month: ms.Format("2006-01"), Spend: amounts{}}
 	from := url.QueryEscape(ms.Format(time.RFC3339))
@@ -82,7 +82,7 @@ type requestsData struct {
 
 // requestsPage lists the customer's requests, newest first, 50 a page.
 func (p *Portal) requestsPage(w http.ResponseWriter, r *http.Request) {
-	ss := r.Context().Value(portalKey{}).(*session)
+	ss := sessionOf(r)
 	path := "/v1/requests?limit=50"
 	if c := r.URL.Query().Get("cursor"); c != "" {
 		path += "&cursor=" + url.QueryEscape(c)
@@ -107,7 +107,7 @@ type statementsData struct {
 // statementsPage shows this month's statement so far and the months to
 // download.
 func (p *Portal) statementsPage(w http.ResponseWriter, r *http.Request) {
-	ss := r.Context().Value(portalKey{}).(*session)
+	ss := sessionOf(r)
 	now := p.now()
 	d := statementsData{Periods: periods(now, 12)}
 	if err := p.getJSON(r.Context(), ss.secret, "/v1/statements/"+d.Periods[0], &d.Current); err != nil {
@@ -119,7 +119,7 @@ func (p *Portal) statementsPage(w http.ResponseWriter, r *http.Request) {
 
 // statementCSV downloads a month's statement as the customer API's CSV.
 func (p *Portal) statementCSV(w http.ResponseWriter, r *http.Request) {
-	ss, period := r.Context().Value(portalKey{}).(*session), chi.URLParam(r, "period")
+	ss, period := sessionOf(r), chi.URLParam(r, "period")
 	if !periodPattern.MatchString(period) {
 		http.Error(w, "the period is YYYY-MM", http.StatusBadRequest)
 		return

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -134,3 +135,31 @@ func (s *sessions) popFlash(ss *session) (notice, failure string) {
 	ss.notice, ss.failure = "", ""
 	return notice, failure
 }
+
+type sessionKey struct{}
+
+// require lets a request with a live session through, with the session
+// in its context (sessionOf); others go to the sign-in page (GET) or are
+// refused (401). A POST must carry the session's CSRF token and no
+// foreign Origin (403).
+func (s *sessions) require(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ss := s.get(r)
+		if ss == nil {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, s.path+"signin", http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "not signed in", http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodPost && (!sameOrigin(r) || !validCSRF(r, ss)) {
+			http.Error(w, "refused: the form's CSRF token is missing or wrong; reload the page and try again", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, ss)))
+	})
+}
+
+// sessionOf is the session require put in r's context.
+func sessionOf(r *http.Request) *session { return r.Context().Value(sessionKey{}).(*session) }
