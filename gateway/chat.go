@@ -92,13 +92,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		chatErrors.WriteError(w, badRequest(err.Error()))
 		return
 	}
-	rt, err := s.routes.resolve(req.model)
-	if err != nil {
-		chatErrors.WriteError(w, modelNotFound(req.model))
-		return
-	}
-	if !allowedModel(keyOf(r), req.model, rt) {
-		chatErrors.WriteError(w, modelNotAllowed(req.model))
+	rt, ok := s.permittedRoute(w, r, req.model)
+	if !ok {
 		return
 	}
 	endUser := stringField(req.fields["safety_identifier"])
@@ -192,4 +187,20 @@ func (x *exchange) httpStatusOK() {
 		x.httpStatus = http.StatusOK
 	}
 	x.wmu.Unlock()
+}
+
+// permittedRoute resolves model for a request on an OpenAI endpoint and
+// checks the key may use it, answering 404 (model_not_found) or 403 in
+// OpenAI's envelope when not; ok=false then.
+func (s *Server) permittedRoute(w http.ResponseWriter, r *http.Request, model string) (rt route, ok bool) {
+	rt, err := s.routes.resolve(model)
+	if err != nil {
+		chatErrors.WriteError(w, modelNotFound(model))
+		return rt, false
+	}
+	if !allowedModel(keyOf(r), model, rt) {
+		chatErrors.WriteError(w, modelNotAllowed(model))
+		return rt, false
+	}
+	return rt, true
 }

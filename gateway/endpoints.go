@@ -43,13 +43,8 @@ func (s *Server) openAIRoute(w http.ResponseWriter, r *http.Request, required, e
 		chatErrors.WriteError(w, badRequest(err.Error()))
 		return
 	}
-	rt, err := s.routes.resolve(req.model)
-	if err != nil {
-		chatErrors.WriteError(w, modelNotFound(req.model))
-		return
-	}
-	if !allowedModel(keyOf(r), req.model, rt) {
-		chatErrors.WriteError(w, modelNotAllowed(req.model))
+	rt, ok := s.permittedRoute(w, r, req.model)
+	if !ok {
 		return
 	}
 	endUser = stringField(req.fields["user"])
