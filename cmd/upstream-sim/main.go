@@ -4,7 +4,10 @@
 //
 //	upstream-sim [-listen 127.0.0.1:9090] [-debug]
 //
-// The listen address defaults to $SIM_LISTEN, then 127.0.0.1:9090. SIGINT or
+// The listen address defaults to $SIM_LISTEN, then 127.0.0.1:9090. It serves
+// HTTP/1.1 and, on the same port, cleartext HTTP/2 to clients that open
+// with its preface (prior knowledge, h2c); GET /stats counts the model
+// requests that came over HTTP/2 (http2_requests). SIGINT or
 // SIGTERM shuts it down gracefully: in-flight requests get shutdownTimeout to
 // finish, then their connections are closed.
 package main
@@ -55,10 +58,14 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
 		Handler:           sim.New(sim.WithLogger(log)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Protocols:         &protocols,
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

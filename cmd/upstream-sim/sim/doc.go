@@ -219,6 +219,10 @@
 //     (stall_before, non-streamed stall), canceled before it opened: zero
 //     tokens.
 //
+// Stats.HTTP2Requests counts the requests that came over HTTP/2 (the
+// command serves cleartext HTTP/2 with prior knowledge beside HTTP/1.1), so
+// that a test or benchmark can tell how a gateway reached the simulator.
+//
 // # Example
 //
 //	curl -N localhost:9090/v1/chat/completions -H 'X-Sim-Chunks: 4' \

@@ -83,6 +83,9 @@ func New(opts ...Option) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 2 && !strings.HasPrefix(r.URL.Path, "/stats") {
+		s.stats.http2.Add(1)
+	}
 	if strings.HasPrefix(r.URL.Path, "/d/") {
 		s.serveDeployment(w, r)
 		return
@@ -94,6 +97,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Stats() Stats {
 	st := s.stats.snapshot()
 	st.ByDeployment = s.deps.snapshot()
+	st.HTTP2Requests = s.stats.http2.Load()
 	return st
 }
 

@@ -14,6 +14,10 @@ type Stats struct {
 	// ByDeployment counts the requests that came in under /d/{name}/, by
 	// name (see Faults); absent when none did.
 	ByDeployment map[string]Counts `json:"by_deployment,omitempty"`
+	// HTTP2Requests counts the requests (to any endpoint but /stats) that
+	// came in over HTTP/2, h2c or h2, whatever their outcome; the rest came
+	// over HTTP/1.x.
+	HTTP2Requests int64 `json:"http2_requests"`
 }
 
 // ProtocolStats holds the Counts of each protocol.
@@ -119,7 +123,8 @@ const (
 // counters is the concurrency-safe store behind Stats: one tally per
 // protocol, in the order of protocols.
 type counters struct {
-	p [len(protocols)]tally
+	p     [len(protocols)]tally
+	http2 atomic.Int64 // requests over HTTP/2 (see Stats.HTTP2Requests)
 }
 
 // tally is the counters of one protocol.
@@ -201,6 +206,7 @@ func (c *counters) reset() {
 	for i := range c.p {
 		c.p[i].reset()
 	}
+	c.http2.Store(0)
 }
 
 // reset zeroes t's counters but its in-flight gauge.
