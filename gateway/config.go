@@ -35,9 +35,21 @@ type ProviderConfig struct {
 	// (or an error event mid-stream) and the event is recorded as a
 	// timeout. Default 5m, for reasoning models that think before speaking.
 	StallTimeout time.Duration `yaml:"stall_timeout"`
+	// Protocol is how an http:// BaseURL is reached: "" (the default) is
+	// HTTP/1.1, one connection per open request; ProtocolH2C is HTTP/2
+	// over cleartext with prior knowledge (h2c, RFC 9113 section 3.3), every
+	// request a stream multiplexed on a few connections, for upstreams
+	// that serve it (vLLM behind an h2c-capable proxy, Envoy, an internal
+	// gateway). An https:// BaseURL negotiates HTTP/2 or HTTP/1.1 by
+	// itself (ALPN), so h2c is refused there.
+	Protocol string `yaml:"protocol"`
 
 	scrub *scrubber // what clients must not see of it
 }
+
+// ProtocolH2C is ProviderConfig.Protocol's value for cleartext HTTP/2 with
+// prior knowledge.
+const ProtocolH2C = "h2c"
 
 // ModelConfig maps a model name that clients send to where it is served:
 // one provider's model (Provider, UpstreamModel), or several Deployments
@@ -185,6 +197,12 @@ func (c *Config) Validate(types ...string) error {
 			return fmt.Errorf("%s: base_url %q is not an http(s) URL", where, p.BaseURL)
 		}
 		p.BaseURL = strings.TrimRight(p.BaseURL, "/")
+		switch {
+		case p.Protocol != "" && p.Protocol != ProtocolH2C:
+			return fmt.Errorf("%s: protocol %q is not known: give h2c (cleartext HTTP/2 with prior knowledge) or leave it out (HTTP/1.1, or HTTP/2 negotiated over https)", where, p.Protocol)
+		case p.Protocol == ProtocolH2C && u.Scheme != "http":
+			return fmt.Errorf("%s: protocol h2c needs an http:// base_url; over https:// HTTP/2 is negotiated by itself, so leave protocol out", where)
+		}
 		if p.APIKeyEnv != "" {
 			if p.APIKey = os.Getenv(p.APIKeyEnv); p.APIKey == "" {
 				return fmt.Errorf("%s: api_key_env names %s, which is not set", where, p.APIKeyEnv)

@@ -226,7 +226,7 @@ func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provi
 		if p.Auth != nil {
 			p.Auth(up.Header, d.provider.APIKey)
 		}
-		resp, err := s.client.Do(up)
+		resp, err := s.clientFor(d.provider).Do(up)
 		if err != nil {
 			env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
 				"the upstream could not be reached: "+s.scrubFor(d.provider.Name, unwrapURL(err))))

@@ -109,7 +109,8 @@ type Server struct {
 	log       *slog.Logger
 	providers map[string]*provider.Provider
 	routes    *router
-	client    *http.Client
+	client    *http.Client // HTTP/1.1 over http://, HTTP/2 or 1.1 (ALPN) over https://
+	h2c       *http.Client // cleartext HTTP/2 with prior knowledge (ProtocolH2C)
 	est       *tap.Estimator
 	hidden    *hiddenReasoning
 	limits    *limiter
@@ -145,6 +146,43 @@ const (
 	upstreamWriteBuffer = 1 << 10
 )
 
+// An HTTP/2 upstream connection carries many requests at once: one that
+// has received no frame for h2ReadIdle is pinged, and closed (failing its
+// requests, as broken streams) when no answer comes within h2PingTimeout.
+// h2StreamWindow, in bytes, is how much of one response the connection
+// takes in before the gateway reads it (the stream's flow-control window):
+// what a stream whose client reads slowly holds in memory, at most (over
+// HTTP/1.1 the kernel's socket buffer holds it).
+const (
+	h2ReadIdle     = 30 * time.Second
+	h2PingTimeout  = 15 * time.Second
+	h2StreamWindow = 512 << 10
+)
+
+// newH2CTransport returns the transport of the providers whose Protocol is
+// ProtocolH2C: HTTP/2 only, without TLS. net/http speaks cleartext HTTP/2
+// with prior knowledge only when HTTP/1 is off (with both, an http:// URL
+// gets HTTP/1.1), hence a transport of its own. Requests are streams on
+// shared connections: a new connection opens when those open have as many
+// streams as the server allows (SETTINGS_MAX_CONCURRENT_STREAMS).
+func newH2CTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr.Protocols = &p
+	tr.HTTP2 = &http.HTTP2Config{SendPingTimeout: h2ReadIdle, PingTimeout: h2PingTimeout, MaxReceiveBufferPerStream: h2StreamWindow}
+	tr.MaxIdleConnsPerHost = 1024
+	return tr
+}
+
+// clientFor returns the HTTP client that reaches provider p.
+func (s *Server) clientFor(p *ProviderConfig) *http.Client {
+	if p.Protocol == ProtocolH2C {
+		return s.h2c
+	}
+	return s.client
+}
+
 // New returns a Server for cfg, which it validates (see Config.Validate)
 // against the providers registered. It returns an error for an invalid
 // configuration.
@@ -177,7 +215,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, keys: d.Keys, sink: d.Sink, journal: d.Journal, log: d.Log, providers: providers,
-		routes: newRouter(cfg), client: &http.Client{Transport: tr}, est: est, hidden: newHiddenReasoning(), limits: newLimiter(d.Limits), rates: d.Rates,
+		routes: newRouter(cfg), client: &http.Client{Transport: tr}, h2c: &http.Client{Transport: newH2CTransport()}, est: est, hidden: newHiddenReasoning(), limits: newLimiter(d.Limits), rates: d.Rates,
 		drains: make(chan struct{}, cfg.MaxDrains), active: map[*exchange]struct{}{}}
 	if d.Metrics != nil {
 		s.metrics = newMetrics(cfg, d.Metrics)

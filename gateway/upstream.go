@@ -33,7 +33,7 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 		p.Auth(up.Header, rt.provider.APIKey)
 	}
 	connect := timerCancel(x, rt.provider.ConnectTimeout, errConnectTimeout)
-	resp, err := s.client.Do(up)
+	resp, err := s.clientFor(rt.provider).Do(up)
 	connect.Stop()
 	if err != nil {
 		switch cause := x.cause(); {

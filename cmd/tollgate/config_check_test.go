@@ -169,3 +169,44 @@ func TestConfigCommandHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigCheckProtocol: a provider's protocol is h2c or left out, and
+// h2c needs an http:// base URL; config check names the setting and its
+// line, and passes a valid h2c provider.
+func TestConfigCheckProtocol(t *testing.T) {
+	code, out, errOut := checkConfigText(t, `providers:
+  - {name: local, type: openai, base_url: http://127.0.0.1:9090/v1, protocol: h2c}
+models:
+  - {name: m, provider: local}
+`)
+	if code != exitOK || !strings.Contains(out, "is valid: 1 providers, 1 models") {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	code, _, got := checkConfigText(t, `providers:
+  - name: tls
+    type: openai
+    base_url: https://api.example.com/v1
+    protocol: h2c
+  - name: odd
+    type: openai
+    base_url: http://127.0.0.1:9090/v1
+    protocol: http3
+models:
+  - {name: a, provider: tls}
+  - {name: b, provider: odd}
+`)
+	want := []string{
+		`is not valid: 2 problems.`,
+		`  - providers[0] ("tls"): protocol h2c needs an http:// base_url; over https:// HTTP/2 is negotiated by itself, so leave protocol out (line 5).`,
+		`  - providers[1] ("odd"): protocol "http3" is not known: give h2c (cleartext HTTP/2 with prior knowledge) or leave it out (HTTP/1.1, or HTTP/2 negotiated over https) (line 9).`,
+	}
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if code != exitInvalid || len(lines) != len(want) {
+		t.Fatalf("exit %d, %d lines, want %d and %d:\n%s", code, len(lines), exitInvalid, len(want), got)
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("line %d: %q\nwant it to contain %q", i+1, lines[i], w)
+		}
+	}
+}
