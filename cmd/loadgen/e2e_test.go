@@ -13,18 +13,19 @@ import (
 	"time"
 )
 
-// TestEndToEnd builds upstream-sim and tollgate, starts the three targets
-// as processes (tollgate on a fresh Postgres database with embedded
-// JetStream), runs one short interleaved round on each, checks every
-// figure is there and every gateway request reached the ledger, then holds
-// a few idle streams open on the proxy and on tollgate.
+// TestEndToEnd builds upstream-sim and tollgate, starts the four targets
+// as processes (each tollgate on a fresh Postgres database with embedded
+// JetStream, tollgate-h2c reaching the simulator over cleartext HTTP/2),
+// runs one short interleaved round on each, checks every figure is there
+// and every gateway request reached its ledger, then holds a few idle
+// streams open on the proxy and on both gateways.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the whole stack")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg, err := parseFlags([]string{"-concurrency", "4", "-chunks", "20", "-duration", "1500ms",
+	cfg, err := parseFlags([]string{"-targets", "sim,proxy,tollgate,tollgate-h2c", "-concurrency", "4", "-chunks", "20", "-duration", "1500ms",
 		"-rounds", "1", "-warmup", "300ms", "-keep-logs=false"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -39,10 +40,13 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dbName := st.dbName
+	tg, th := st.gw(targetTollgate), st.gw(targetTollgateH2C)
+	if tg == nil || th == nil {
+		t.Fatalf("gateways %v", st.gws)
+	}
 	defer func() {
 		st.close()
-		for _, c := range []*child{st.sim, st.proxy, st.gateway} {
+		for _, c := range []*child{st.sim, st.proxy, tg.child, th.child} {
 			select {
 			case <-c.done:
 			default:
@@ -53,8 +57,13 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("temporary directory %s left behind", st.dir)
 		}
 	}()
-	if dbName == "" || st.key == "" || st.customerID == "" {
-		t.Fatalf("tollgate set-up incomplete: db %q key %q customer %q", dbName, st.key, st.customerID)
+	for _, g := range []*gatewayProc{tg, th} {
+		if g.dbName == "" || g.key == "" || g.customerID == "" || g.child == nil {
+			t.Fatalf("%s set-up incomplete: db %q key %q customer %q", g.target, g.dbName, g.key, g.customerID)
+		}
+	}
+	if tg.dbName == th.dbName {
+		t.Fatal("the two gateways share a database")
 	}
 
 	r := newRunner(cfg, st, &log)
@@ -62,8 +71,8 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 3 {
-		t.Fatalf("%d windows, want 3", len(all))
+	if len(all) != 4 {
+		t.Fatalf("%d windows, want 4", len(all))
 	}
 	for _, tg := range cfg.targets {
 		w := totals[tg]
@@ -80,24 +89,30 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("%s: no CPU time for its own process (%v)", tg, w.cpu)
 		}
 	}
-	tw := totals["tollgate"]
-	if tw.ledger != nil || !tw.ledgerOK || tw.ledgerN != r.expected || r.expected < tw.ok {
-		t.Errorf("ledger: %d of %d expected (%v)", tw.ledgerN, r.expected, tw.ledger)
+	for _, g := range []string{targetTollgate, targetTollgateH2C} {
+		tw := totals[g]
+		if tw.ledger != nil || !tw.ledgerOK || tw.ledgerN != r.expected[g] || r.expected[g] < tw.ok {
+			t.Errorf("%s ledger: %d of %d expected (%v)", g, tw.ledgerN, r.expected[g], tw.ledger)
+		}
+		if tw.cpuSpan < tw.elapsed {
+			t.Errorf("%s CPU window %v shorter than its load window %v", g, tw.cpuSpan, tw.elapsed)
+		}
 	}
-	if tw.cpuSpan < tw.elapsed {
-		t.Errorf("tollgate CPU window %v shorter than its load window %v", tw.cpuSpan, tw.elapsed)
+	// Every request of tollgate-h2c, and only those, reached the simulator over HTTP/2.
+	if n, _, err := simHTTP2(ctx, st.simURL); err != nil || n != r.expected[targetTollgateH2C] {
+		t.Errorf("the simulator saw %d requests over HTTP/2 (%v), want tollgate-h2c's %d", n, err, r.expected[targetTollgateH2C])
 	}
 
 	var out bytes.Buffer
 	printReport(&out, cfg, totals, all)
 	report := out.String()
 	for _, want := range []string{"chunks/s × proxy", "+TTFT p50 vs proxy", "CPU s/1M chunks", "pg db",
-		"Ledger: every tollgate request answered 200"} {
+		"Ledger (tollgate, upstream over HTTP/1.1): every request answered 200", "Ledger (tollgate-h2c, upstream over h2c): every request"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
 	}
-	for _, tg := range []string{"sim", "proxy", "tollgate"} {
+	for _, tg := range []string{"sim", "proxy", "tollgate", "tollgate-h2c"} {
 		if !regexp.MustCompile(`(?m)^ *` + tg + ` +\d`).MatchString(report) {
 			t.Errorf("report lacks a row for %s:\n%s", tg, report)
 		}
@@ -107,8 +122,8 @@ func TestEndToEnd(t *testing.T) {
 	// The same deployment, as an external one given by URL: no processes
 	// of loadgen's own, so no CPU figures, but the ledger is still checked.
 	xcfg, err := parseFlags([]string{"-targets", "sim,tollgate", "-concurrency", "2", "-chunks", "5",
-		"-requests", "20", "-rounds", "1", "-warmup", "0", "-sim-url", st.simURL, "-gateway-url", st.gatewayURL,
-		"-key", st.key, "-admin-url", st.adminURL, "-admin-token", st.adminToken, "-customer-id", st.customerID}, io.Discard)
+		"-requests", "20", "-rounds", "1", "-warmup", "0", "-sim-url", st.simURL, "-gateway-url", tg.url,
+		"-key", tg.key, "-admin-url", tg.adminURL, "-admin-token", st.adminToken, "-customer-id", tg.customerID}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +131,7 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if xst.sim != nil || xst.proxy != nil || xst.gateway != nil || xst.dbName != "" {
+	if xst.sim != nil || xst.proxy != nil || xst.gw(targetTollgate).child != nil || len(xst.dbNames()) != 0 {
 		t.Error("an external deployment must not start anything")
 	}
 	xr := newRunner(xcfg, xst, &log)
@@ -131,23 +146,34 @@ func TestEndToEnd(t *testing.T) {
 	if w := xtotals["tollgate"]; w.ok != 20 || !w.ledgerOK || len(w.cpu) != 1 || !measured || w.cpu["loadgen"] < 0 {
 		t.Errorf("external tollgate: %d ok of 20, ledger ok %v (%d, %v), cpu %v", w.ok, w.ledgerOK, w.ledgerN, w.ledger, w.cpu)
 	}
-	r.expected = xr.expected
+	r.expected[targetTollgate] = xr.expected[targetTollgate]
 
 	// Idle mode, briefly.
 	icfg := *cfg
-	icfg.targets = []string{"proxy", "tollgate"}
+	icfg.targets = []string{"proxy", "tollgate", "tollgate-h2c"}
 	icfg.streams, icfg.openParallel, icfg.openTimeout, icfg.idleSettle = 30, 10, 30*time.Second, 200*time.Millisecond
 	rs, err := runIdle(ctx, &icfg, st, &log, r.expected)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, ir := range rs {
-		if ir.open != 30 || ir.failed != 0 || ir.rss <= 0 || ir.fds < 60 || !ir.rt.ok || ir.rt.goroutines < 30 {
-			t.Errorf("idle %s: %d open, %d failed %v, RSS %d, fds %d, runtime %+v", ir.target, ir.open, ir.failed, ir.errs, ir.rss, ir.fds, ir.rt)
+		// Two descriptors per stream (client and upstream connections;
+		// the upstream ones may be the warm-up's, open before), but over
+		// h2c the streams share one upstream connection.
+		fdsOK := ir.fds >= 60
+		if ir.target == targetTollgateH2C {
+			added := ir.fds - ir.fdsBefore
+			fdsOK = added >= 30 && added <= 40
+		}
+		if ir.open != 30 || ir.failed != 0 || ir.rss <= 0 || !fdsOK || !ir.rt.ok || ir.rt.goroutines < 30 {
+			t.Errorf("idle %s: %d open, %d failed %v, RSS %d, fds %d (%d before), runtime %+v",
+				ir.target, ir.open, ir.failed, ir.errs, ir.rss, ir.fds, ir.fdsBefore, ir.rt)
 		}
 	}
-	if tg := rs[1]; !tg.verified {
-		t.Errorf("idle tollgate: ledger %d of %d (%v)", tg.ledgerN, tg.expect, tg.ledger)
+	for _, ir := range rs[1:] {
+		if !ir.verified || ir.upstream != upstreamMode(ir.target) {
+			t.Errorf("idle %s (upstream %s): ledger %d of %d (%v)", ir.target, ir.upstream, ir.ledgerN, ir.expect, ir.ledger)
+		}
 	}
 	out.Reset()
 	printIdle(&out, rs)

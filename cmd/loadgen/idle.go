@@ -20,6 +20,7 @@ import (
 // idleResult is what idle mode measured on one target.
 type idleResult struct {
 	target          string
+	upstream        string // how a tollgate target reaches the simulator: HTTP/1.1 or h2c
 	streams         int
 	open, failed    int64
 	errs            map[string]int64
@@ -91,28 +92,32 @@ func readGoRuntime(ctx context.Context, url string) goRuntime {
 // that waits sim_delay_ms = 10 minutes before its first content chunk, so
 // every stream stays open and silent after its opening frame; once all are
 // open it reads the target process's RSS, then abandons them. expected is
-// how many tollgate requests the ledger held before.
-func runIdle(ctx context.Context, cfg *config, st *stack, log io.Writer, expected int64) ([]*idleResult, error) {
+// how many requests each tollgate target's ledger held before (nil: none);
+// it is updated.
+func runIdle(ctx context.Context, cfg *config, st *stack, log io.Writer, expected map[string]int64) ([]*idleResult, error) {
 	body := requestBody(cfg.model, true, 1, cfg.promptWords, 600000)
+	if expected == nil {
+		expected = map[string]int64{}
+	}
 	var out []*idleResult
 	for _, t := range cfg.targets {
 		pid := st.pid(t)
-		key := ""
-		if t == "tollgate" {
-			key = st.key
-		}
+		key := st.key(t)
 		// Warm up with a few ordinary streams.
 		warm := &streamer{client: newClient(8, time.Minute), url: st.url(t) + "/v1/chat/completions", key: key,
 			body: requestBody(cfg.model, true, 10, cfg.promptWords, 0), stream: true, want: 10}
 		for range 20 {
-			if res := warm.do(ctx, nil); res.status == 200 && t == "tollgate" {
-				expected++
+			if res := warm.do(ctx, nil); res.status == 200 && isTollgate(t) {
+				expected[t]++
 			}
 		}
 		warm.client.CloseIdleConnections()
 		time.Sleep(500 * time.Millisecond)
 
 		res := &idleResult{target: t, streams: cfg.streams, errs: map[string]int64{}, openTime: newHist()}
+		if isTollgate(t) {
+			res.upstream = upstreamMode(t)
+		}
 		if pid > 0 {
 			res.rssBefore, _, _ = procMem(pid)
 			res.fdsBefore = fdCount(pid)
@@ -211,12 +216,9 @@ func runIdle(ctx context.Context, cfg *config, st *stack, log io.Writer, expecte
 			res.rss, res.hwm, _ = procMem(pid)
 			res.fds = fdCount(pid)
 		}
-		switch t {
-		case "tollgate":
-			if st.adminURL != "" {
-				res.rt = readGoRuntime(ctx, st.adminURL+"/metrics")
-			}
-		case "proxy":
+		if g := st.gw(t); g != nil && g.adminURL != "" {
+			res.rt = readGoRuntime(ctx, g.adminURL+"/metrics")
+		} else if t == "proxy" {
 			res.rt = readGoRuntime(ctx, st.proxyURL+memPath)
 		}
 		if p := st.pid("sim"); p > 0 {
@@ -236,19 +238,19 @@ func runIdle(ctx context.Context, cfg *config, st *stack, log io.Writer, expecte
 		<-launched
 		wg.Wait()
 		tr.CloseIdleConnections()
-		if t == "tollgate" {
-			expected += status200.Load()
-			res.expect = expected
+		if isTollgate(t) {
+			expected[t] += status200.Load()
+			res.expect = expected[t]
 			res.status5xx += status5xx.Load()
-			if st.canVerify() {
-				res.lag, res.ledgerN, res.ledger = st.waitLedger(ctx, expected, 2*time.Minute)
+			if st.canVerify(t) {
+				res.lag, res.ledgerN, res.ledger = st.waitLedger(ctx, t, expected[t], 2*time.Minute)
 				if res.ledger == nil && res.status5xx > 0 {
 					// Give the events of the failed requests time to land.
 					time.Sleep(2 * time.Second)
-					res.ledgerN, res.ledger = st.ledgerRequests(ctx)
+					res.ledgerN, res.ledger = st.ledgerRequests(ctx, t)
 				}
-				res.verified = res.ledger == nil && res.ledgerN >= expected && res.ledgerN <= expected+res.status5xx
-				expected = max(expected, res.ledgerN)
+				res.verified = res.ledger == nil && res.ledgerN >= expected[t] && res.ledgerN <= expected[t]+res.status5xx
+				expected[t] = max(expected[t], res.ledgerN)
 			}
 		}
 		// Wait for the target to let go of its connections.
@@ -268,7 +270,7 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 func printIdle(w io.Writer, rs []*idleResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tstreams\topen\tfailed\topen p50 ms\topen p99 ms\topen max ms\tRSS before MiB\tRSS open MiB\tpeak RSS MiB\tKiB/stream\tgoroutines\theap in use MiB\tstacks MiB\tfds\tsim RSS MiB\t")
+	fmt.Fprintln(tw, "target\tupstream\tstreams\topen\tfailed\topen p50 ms\topen p99 ms\topen max ms\tRSS before MiB\tRSS open MiB\tpeak RSS MiB\tKiB/stream\tgoroutines\theap in use MiB\tstacks MiB\tfds\tsim RSS MiB\t")
 	for _, r := range rs {
 		per := 0.0
 		if r.open > 0 {
@@ -278,8 +280,12 @@ func printIdle(w io.Writer, rs []*idleResult) {
 		if r.rt.ok {
 			gor, heap, stacks = fmt.Sprint(r.rt.goroutines), fmt.Sprintf("%.0f", mib(r.rt.heapInuse)), fmt.Sprintf("%.0f", mib(r.rt.stackInuse))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.1f\t%s\t%s\t%s\t%d\t%.0f\t\n",
-			r.target, r.streams, r.open, r.failed, ms(r.openTime.quantile(.5)), ms(r.openTime.quantile(.99)),
+		up := r.upstream
+		if up == "" {
+			up = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.1f\t%s\t%s\t%s\t%d\t%.0f\t\n",
+			r.target, up, r.streams, r.open, r.failed, ms(r.openTime.quantile(.5)), ms(r.openTime.quantile(.99)),
 			ms(r.openTime.quantile(1)), mib(r.rssBefore), mib(r.rss), mib(r.hwm), per, gor, heap, stacks, r.fds, mib(r.simRSS))
 	}
 	tw.Flush()
@@ -287,15 +293,15 @@ func printIdle(w io.Writer, rs []*idleResult) {
 		if len(r.errs) > 0 {
 			fmt.Fprintf(w, "%s: failures: %v\n", r.target, r.errs)
 		}
-		if r.target == "tollgate" {
+		if isTollgate(r.target) {
 			switch {
 			case r.verified:
-				fmt.Fprintf(w, "tollgate: the ledger holds every request answered 200 (%d, abandoned streams and warm-up included; %d answered 5xx or never opened, which may be recorded as upstream errors: ledger total %d), %.0f ms after the streams were released\n",
-					r.expect, r.status5xx, r.ledgerN, ms(r.lag))
+				fmt.Fprintf(w, "%s: the ledger holds every request answered 200 (%d, abandoned streams and warm-up included; %d answered 5xx or never opened, which may be recorded as upstream errors: ledger total %d), %.0f ms after the streams were released\n",
+					r.target, r.expect, r.status5xx, r.ledgerN, ms(r.lag))
 			case r.ledger != nil:
-				fmt.Fprintf(w, "tollgate: LEDGER CHECK FAILED: %v (expected %d)\n", r.ledger, r.expect)
+				fmt.Fprintf(w, "%s: LEDGER CHECK FAILED: %v (expected %d)\n", r.target, r.ledger, r.expect)
 			default:
-				fmt.Fprintf(w, "tollgate: LEDGER CHECK FAILED: ledger %d, expected %d to %d\n", r.ledgerN, r.expect, r.expect+r.status5xx)
+				fmt.Fprintf(w, "%s: LEDGER CHECK FAILED: ledger %d, expected %d to %d\n", r.target, r.ledgerN, r.expect, r.expect+r.status5xx)
 			}
 		}
 	}

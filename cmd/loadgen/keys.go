@@ -256,7 +256,7 @@ func (r *keysRun) roleEnv(name string) ([]string, string, string, error) {
 	cfgPath := filepath.Join(r.dir, "tollgate.yaml")
 	if _, err := os.Stat(cfgPath); err != nil {
 		// No upstream is called: the requests are GET /v1/models.
-		if err := os.WriteFile(cfgPath, []byte(tollgateConfig("http://127.0.0.1:9")), 0o644); err != nil {
+		if err := os.WriteFile(cfgPath, []byte(tollgateConfig("http://127.0.0.1:9", false)), 0o644); err != nil {
 			return nil, "", "", err
 		}
 	}
@@ -518,8 +518,7 @@ func (r *keysRun) propagation(ctx context.Context, out io.Writer) error {
 }
 
 func (r *keysRun) adminCall(ctx context.Context, method, path, body string, out any) error {
-	s := &stack{adminURL: r.adminURL, adminToken: r.token}
-	return s.admin(ctx, method, path, body, out)
+	return adminCall(ctx, r.adminURL, r.token, method, path, body, out)
 }
 
 // close stops the processes, drops the database and removes the run's

@@ -6,7 +6,11 @@
 //   - proxy: a bare httputil.ReverseProxy in front of it (FlushInterval -1),
 //     the floor any Go proxy can reach;
 //   - tollgate: `tollgate serve` with full metering (embedded JetStream, the
-//     meter worker and a fresh Postgres database);
+//     meter worker and a fresh Postgres database), reaching the simulator
+//     over HTTP/1.1;
+//   - tollgate-h2c (only when -targets names it): another `tollgate serve`,
+//     its own database, reaching the simulator over cleartext HTTP/2 (the
+//     provider's protocol: h2c);
 //
 // time to first token, gaps between content chunks, chunks/s and
 // requests/s (p50, p90, p99, max), errors, and the CPU time of each
@@ -33,10 +37,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -80,7 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	var targets string
 	fs.StringVar(&c.mode, "mode", "standard", "standard | short (10-chunk streams at full speed, ledger checked) | idle (N silent open streams, RSS) | keys (split mode with -keys keys: sync, memory, CPU, revocation latency)")
-	fs.StringVar(&targets, "targets", "", "comma-separated targets among sim, proxy, tollgate (default sim,proxy,tollgate; idle: proxy,tollgate)")
+	fs.StringVar(&targets, "targets", "", "comma-separated targets among sim, proxy, tollgate, tollgate-h2c (default sim,proxy,tollgate; idle: proxy,tollgate); tollgate-h2c is a second tollgate serve whose simulator provider has protocol: h2c (cleartext HTTP/2), tollgate's uses HTTP/1.1")
 	fs.IntVar(&c.concurrency, "concurrency", 100, "concurrent streams")
 	fs.IntVar(&c.chunks, "chunks", 200, "content chunks per stream (short mode: 10 unless set)")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "length of a round, shared by the targets in turn")
@@ -144,8 +150,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	seen := map[string]bool{}
 	for _, t := range strings.Split(targets, ",") {
 		t = strings.TrimSpace(t)
-		if t != "sim" && t != "proxy" && t != "tollgate" {
-			return nil, fmt.Errorf("-targets: unknown target %q (want sim, proxy, tollgate)", t)
+		if t != "sim" && t != "proxy" && !isTollgate(t) {
+			return nil, fmt.Errorf("-targets: unknown target %q (want sim, proxy, tollgate, tollgate-h2c)", t)
 		}
 		if !seen[t] {
 			seen[t] = true
@@ -226,6 +232,11 @@ func run(ctx context.Context, cfg *config, out, log io.Writer) error {
 
 	fmt.Fprintf(out, "loadgen %s\n", strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(out, "machine: %s; load average at start %s; RLIMIT_NOFILE %d (hard %d)\n", machineInfo(), loadAvg(), soft, hard)
+	for _, t := range cfg.targets {
+		if isTollgate(t) {
+			fmt.Fprintf(out, "%s: reaches the simulator over %s\n", t, upstreamMode(t))
+		}
+	}
 	if cfg.simBin != "" || cfg.tollgateBin != "" {
 		fmt.Fprintf(out, "code: prebuilt binaries -sim-bin %q -tollgate-bin %q\n", cfg.simBin, cfg.tollgateBin)
 	} else if rev := gitState(); rev != "" {
@@ -235,7 +246,7 @@ func run(ctx context.Context, cfg *config, out, log io.Writer) error {
 	case "idle":
 		fmt.Fprintf(out, "mode idle: %d streams per target held open (sim_delay_ms=600000 before the first content chunk), %d opened at a time\n\n",
 			cfg.streams, cfg.openParallel)
-		rs, err := runIdle(ctx, cfg, st, log, 0)
+		rs, err := runIdle(ctx, cfg, st, log, nil)
 		if err != nil {
 			return err
 		}
@@ -255,8 +266,39 @@ func run(ctx context.Context, cfg *config, out, log io.Writer) error {
 		}
 		printReport(out, cfg, totals, all)
 	}
+	if n, total, err := simHTTP2(ctx, st.simURL); err == nil {
+		fmt.Fprintf(out, "upstream-sim: %d of its %d model requests came over HTTP/2\n", n, total)
+	}
 	fmt.Fprintf(out, "load average at end %s\n", loadAvg())
 	return nil
+}
+
+// simHTTP2 reads from the simulator's /stats how many of its requests came
+// over HTTP/2, and how many model requests it served in all.
+func simHTTP2(ctx context.Context, simURL string) (http2, total int64, err error) {
+	if simURL == "" {
+		return 0, 0, errors.New("no simulator")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, simURL+"/stats", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		HTTP2    int64 `json:"http2_requests"`
+		Requests struct {
+			Total    int64 `json:"total"`
+			InFlight int64 `json:"in_flight"`
+		} `json:"requests"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, 0, err
+	}
+	return st.HTTP2, st.Requests.Total + st.Requests.InFlight, nil
 }
 
 // gitState names the commit the binaries were built from and how many

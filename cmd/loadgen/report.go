@@ -106,12 +106,20 @@ func printReport(out io.Writer, cfg *config, totals map[string]*window, all []*w
 		"tollgate windows run until the ledger shows every request, so they include the meter's tail;\n"+
 		"machine busy = all CPUs, any process; of which these = the processes above, as a share of all CPUs):\n\n")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "window\tsim\tproxy\ttollgate\tpg db\tpg bg\tloadgen\tall of these\tmachine busy\tof which these\tCPU window s\t")
+	procs := []string{"sim", "proxy"}
+	anyTollgate := false
+	for _, t := range cfg.targets {
+		if isTollgate(t) {
+			procs = append(procs, t)
+			anyTollgate = true
+		}
+	}
+	fmt.Fprintln(tw, "window\t"+strings.Join(procs, "\t")+"\tpg db\tpg bg\tloadgen\tall of these\tmachine busy\tof which these\tCPU window s\t")
 	for _, t := range cfg.targets {
 		w := totals[t]
 		var sum float64
 		row := []string{t}
-		for _, role := range []string{"sim", "proxy", "tollgate"} {
+		for _, role := range procs {
 			c, ok := w.cpu[role]
 			if !ok {
 				row = append(row, "-")
@@ -122,7 +130,7 @@ func printReport(out io.Writer, cfg *config, totals map[string]*window, all []*w
 		}
 		sum += w.pg.db + w.pg.bg + w.cpu["loadgen"]
 		pgdb, pgbg := "-", "-"
-		if totals["tollgate"] != nil {
+		if anyTollgate {
 			pgdb, pgbg = f(perMillion(w.pg.db, w.chunks), 2), f(perMillion(w.pg.bg, w.chunks), 2)
 		}
 		row = append(row, pgdb, pgbg, f(perMillion(w.cpu["loadgen"], w.chunks), 2), f(perMillion(sum, w.chunks), 2),
@@ -153,11 +161,15 @@ func printReport(out io.Writer, cfg *config, totals map[string]*window, all []*w
 			fmt.Fprintf(out, "\n%s errors: %s", t, strings.Join(kinds, "; "))
 		}
 	}
-	if w := totals["tollgate"]; w != nil {
+	for _, t := range cfg.targets {
+		w := totals[t]
+		if !isTollgate(t) {
+			continue
+		}
 		var lags []string
 		verified := true
 		for _, x := range all {
-			if x.target == "tollgate" {
+			if x.target == t {
 				lags = append(lags, fmt.Sprintf("%.0f", ms(x.lag)))
 				verified = verified && x.ledgerOK
 			}
@@ -165,12 +177,12 @@ func printReport(out io.Writer, cfg *config, totals map[string]*window, all []*w
 		fmt.Fprintln(out)
 		switch {
 		case w.ledger != nil:
-			fmt.Fprintf(out, "\nLEDGER CHECK FAILED: %v\n", w.ledger)
+			fmt.Fprintf(out, "\n%s: LEDGER CHECK FAILED: %v\n", t, w.ledger)
 		case verified && len(lags) > 0:
-			fmt.Fprintf(out, "\nLedger: every tollgate request answered 200 (warm-up included) is in the ledger (GET /admin/v1/usage?group_by=customer);\n"+
-				"time from each tollgate window's last response until the ledger showed all of them: %s ms\n", strings.Join(lags, ", "))
+			fmt.Fprintf(out, "\nLedger (%s, upstream over %s): every request answered 200 (warm-up included) is in the ledger (GET /admin/v1/usage?group_by=customer);\n"+
+				"time from each of its windows' last response until the ledger showed all of them: %s ms\n", t, upstreamMode(t), strings.Join(lags, ", "))
 		default:
-			fmt.Fprintf(out, "\nLedger: not verified (no admin access to the gateway)\n")
+			fmt.Fprintf(out, "\n%s: ledger not verified (no admin access to the gateway)\n", t)
 		}
 	}
 	fmt.Fprintln(out)

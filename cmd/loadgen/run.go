@@ -9,7 +9,7 @@ import (
 )
 
 // roles whose CPU time loadgen reads, in table order.
-var roles = []string{"sim", "proxy", "tollgate", "loadgen"}
+var roles = []string{"sim", "proxy", targetTollgate, targetTollgateH2C, "loadgen"}
 
 // snapshot is the CPU time of every process of the run at one instant.
 type snapshot struct {
@@ -97,18 +97,15 @@ type runner struct {
 	log      io.Writer
 	body     []byte
 	workers  []*worker
-	expected int64 // tollgate requests answered 200 so far: the ledger must show them all
+	expected map[string]int64 // by tollgate target, requests answered 200 so far: its ledger must show them all
 }
 
 func newRunner(cfg *config, st *stack, log io.Writer) *runner {
-	r := &runner{cfg: cfg, st: st, log: log,
+	r := &runner{cfg: cfg, st: st, log: log, expected: map[string]int64{},
 		body: requestBody(cfg.model, cfg.stream, cfg.chunks, cfg.promptWords, cfg.chunkDelayMs)}
 	clients := map[string]*streamer{}
 	for _, t := range cfg.targets {
-		key := ""
-		if t == "tollgate" {
-			key = st.key
-		}
+		key := st.key(t)
 		clients[t] = &streamer{client: newClient(cfg.concurrency, 2*time.Minute), url: st.url(t) + "/v1/chat/completions",
 			key: key, body: r.body, stream: cfg.stream, want: cfg.chunks}
 	}
@@ -144,8 +141,10 @@ func (r *runner) snap() snapshot {
 			s.cpu[role] = c
 		}
 	}
-	if r.st.dbName != "" {
-		s.pg = postgresCPU(r.st.dbName)
+	for _, name := range r.st.dbNames() {
+		pg := postgresCPU(name)
+		s.pg.db += pg.db
+		s.pg.bg = pg.bg
 	}
 	s.busy, s.total = machineCPU()
 	return s
@@ -209,11 +208,11 @@ func (r *runner) runWindow(ctx context.Context, target string, round int, d time
 		w.ttft.merge(wk.ttft)
 		w.gap.merge(wk.gap)
 	}
-	if target == "tollgate" {
-		r.expected += w.status
-		if r.st.canVerify() {
-			w.lag, w.ledgerN, w.ledger = r.st.waitLedger(ctx, r.expected, 2*time.Minute)
-			w.ledgerOK = w.ledger == nil && w.ledgerN == r.expected
+	if isTollgate(target) {
+		r.expected[target] += w.status
+		if r.st.canVerify(target) {
+			w.lag, w.ledgerN, w.ledger = r.st.waitLedger(ctx, target, r.expected[target], 2*time.Minute)
+			w.ledgerOK = w.ledger == nil && w.ledgerN == r.expected[target]
 		}
 	}
 	after := r.snap()
@@ -235,13 +234,13 @@ func (r *runner) runWindow(ctx context.Context, target string, round int, d time
 // windows by target, in the order of cfg.targets, and every window.
 func (r *runner) runRounds(ctx context.Context) (map[string]*window, []*window, error) {
 	cfg := r.cfg
-	if r.st.canVerify() && r.st.gateway == nil {
+	if g := r.st.gw(targetTollgate); g != nil && g.child == nil && r.st.canVerify(targetTollgate) {
 		// A running deployment: count from what its ledger already holds.
-		n, err := r.st.ledgerRequests(ctx)
+		n, err := r.st.ledgerRequests(ctx, targetTollgate)
 		if err != nil {
 			return nil, nil, fmt.Errorf("ledger: %w", err)
 		}
-		r.expected = n
+		r.expected[targetTollgate] = n
 	}
 	if cfg.warmup > 0 {
 		for _, t := range cfg.targets {
@@ -265,7 +264,7 @@ func (r *runner) runRounds(ctx context.Context) (map[string]*window, []*window, 
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
 			}
-			fmt.Fprintf(r.log, "round %d %-8s %7.0f req/s %9.0f chunks/s  TTFT p50 %7.3f ms p99 %7.3f ms  errors %d  machine busy %3.0f%%  load %s\n",
+			fmt.Fprintf(r.log, "round %d %-12s %7.0f req/s %9.0f chunks/s  TTFT p50 %7.3f ms p99 %7.3f ms  errors %d  machine busy %3.0f%%  load %s\n",
 				round+1, t, float64(w.reqs)/w.elapsed.Seconds(), float64(w.chunks)/w.elapsed.Seconds(),
 				ms(w.ttft.quantile(.5)), ms(w.ttft.quantile(.99)), w.reqs-w.ok, 100*w.busy, loadAvg())
 			totals[t].add(w)

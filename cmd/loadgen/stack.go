@@ -87,19 +87,50 @@ func (c *child) tail() string {
 }
 
 // stack is what the targets run on: the simulator, the bare proxy and
-// tollgate, started here or given by URL.
+// tollgate (one `tollgate serve` per tollgate target), started here or
+// given by URL.
 type stack struct {
-	dir                 string
-	sim, proxy, gateway *child
-	simURL, proxyURL    string
-	gatewayURL          string
-	adminURL            string
-	adminToken          string
-	key, customerID     string
-	dbBase, dbName      string
-	keepDir             bool
-	log                 io.Writer
+	dir              string
+	sim, proxy       *child
+	simURL, proxyURL string
+	// gws are the tollgate targets' gateways, by target name.
+	gws        map[string]*gatewayProc
+	adminToken string
+	dbBase     string
+	keepDir    bool
+	log        io.Writer
 }
+
+// gatewayProc is the gateway of one tollgate target: a `tollgate serve`
+// loadgen started (child set), or a running deployment given by URL.
+type gatewayProc struct {
+	target          string
+	child           *child
+	url, adminURL   string
+	key, customerID string
+	dbName          string // the run's database, when loadgen made one
+}
+
+// Tollgate targets: the same gateway, its simulator provider reached over
+// HTTP/1.1 or over cleartext HTTP/2 (the provider's protocol: h2c).
+const (
+	targetTollgate    = "tollgate"
+	targetTollgateH2C = "tollgate-h2c"
+)
+
+// isTollgate reports whether target is a tollgate target.
+func isTollgate(target string) bool { return target == targetTollgate || target == targetTollgateH2C }
+
+// upstreamMode says how a tollgate target reaches the simulator.
+func upstreamMode(target string) string {
+	if target == targetTollgateH2C {
+		return "h2c"
+	}
+	return "HTTP/1.1"
+}
+
+// gw is the gateway of a tollgate target, nil for the others.
+func (s *stack) gw(target string) *gatewayProc { return s.gws[target] }
 
 // pid of a target's process, 0 when loadgen did not start it.
 func (s *stack) pid(target string) int {
@@ -109,8 +140,10 @@ func (s *stack) pid(target string) int {
 		c = s.sim
 	case "proxy":
 		c = s.proxy
-	case "tollgate":
-		c = s.gateway
+	default:
+		if g := s.gw(target); g != nil {
+			c = g.child
+		}
 	}
 	if c == nil {
 		return 0
@@ -124,16 +157,37 @@ func (s *stack) url(target string) string {
 		return s.simURL
 	case "proxy":
 		return s.proxyURL
-	case "tollgate":
-		return s.gatewayURL
+	}
+	if g := s.gw(target); g != nil {
+		return g.url
 	}
 	return ""
 }
 
-// canVerify reports whether the ledger can be asked how many requests it
-// holds for the run's customer.
-func (s *stack) canVerify() bool {
-	return s.adminURL != "" && s.adminToken != "" && s.customerID != ""
+// key is the customer key a target's requests carry ("" but for tollgate).
+func (s *stack) key(target string) string {
+	if g := s.gw(target); g != nil {
+		return g.key
+	}
+	return ""
+}
+
+// canVerify reports whether the ledger of a tollgate target can be asked
+// how many requests it holds for the run's customer.
+func (s *stack) canVerify(target string) bool {
+	g := s.gw(target)
+	return g != nil && g.adminURL != "" && s.adminToken != "" && g.customerID != ""
+}
+
+// dbNames are the databases loadgen made, one per tollgate it started.
+func (s *stack) dbNames() []string {
+	var out []string
+	for _, g := range s.gws {
+		if g.dbName != "" {
+			out = append(out, g.dbName)
+		}
+	}
+	return out
 }
 
 // freeAddr returns a loopback address with a free port.
@@ -207,9 +261,8 @@ const childEnv = "LOADGEN_CHILD"
 
 // startStack starts what cfg's targets need. The caller must call close.
 func startStack(ctx context.Context, cfg *config, log io.Writer) (_ *stack, err error) {
-	s := &stack{log: log, keepDir: cfg.keepLogs, adminToken: cfg.adminToken,
-		gatewayURL: cfg.gatewayURL, adminURL: cfg.adminURL, key: cfg.key, customerID: cfg.customerID,
-		simURL: cfg.simURL}
+	s := &stack{log: log, keepDir: cfg.keepLogs, adminToken: cfg.adminToken, simURL: cfg.simURL,
+		gws: map[string]*gatewayProc{}, dbBase: cfg.databaseURL}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -223,10 +276,17 @@ func startStack(ctx context.Context, cfg *config, log io.Writer) (_ *stack, err 
 		need[t] = true
 	}
 	external := cfg.gatewayURL != ""
-	if need["tollgate"] && external && cfg.key == "" {
+	switch {
+	case need[targetTollgate] && external && cfg.key == "":
 		return nil, errors.New("-gateway-url needs -key")
+	case need[targetTollgateH2C] && external:
+		return nil, errors.New("-gateway-url is the tollgate target's; tollgate-h2c is started by loadgen only")
 	}
-	if (need["sim"] || need["proxy"] || (need["tollgate"] && !external)) && s.simURL == "" {
+	if external && need[targetTollgate] {
+		s.gws[targetTollgate] = &gatewayProc{target: targetTollgate, url: cfg.gatewayURL, adminURL: cfg.adminURL,
+			key: cfg.key, customerID: cfg.customerID}
+	}
+	if (need["sim"] || need["proxy"] || need[targetTollgateH2C] || (need[targetTollgate] && !external)) && s.simURL == "" {
 		bin := cfg.simBin
 		if bin == "" {
 			if bin, err = s.buildBin(ctx, "upstream-sim"); err != nil {
@@ -263,9 +323,11 @@ func startStack(ctx context.Context, cfg *config, log io.Writer) (_ *stack, err 
 			return nil, err
 		}
 	}
-	if need["tollgate"] && !external {
-		if err := s.startTollgate(ctx, cfg); err != nil {
-			return nil, err
+	for _, t := range cfg.targets {
+		if isTollgate(t) && s.gws[t] == nil {
+			if err := s.startTollgate(ctx, cfg, t); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return s, nil
@@ -281,15 +343,19 @@ func (s *stack) buildBin(ctx context.Context, name string) (string, error) {
 }
 
 // tollgateConfig is `tollgate serve`'s configuration: the simulator as an
-// OpenAI provider, the model sim-small priced as in examples/demo.yaml,
-// and a drain_timeout of 1s so that streams loadgen abandons (idle mode)
-// are finished quickly.
-func tollgateConfig(simURL string) string {
+// OpenAI provider (reached over cleartext HTTP/2 when h2c), the model
+// sim-small priced as in examples/demo.yaml, and a drain_timeout of 1s so
+// that streams loadgen abandons (idle mode) are finished quickly.
+func tollgateConfig(simURL string, h2c bool) string {
+	protocol := ""
+	if h2c {
+		protocol = "\n    protocol: h2c"
+	}
 	return fmt.Sprintf(`providers:
   - name: sim
     type: openai
     base_url: %s/v1
-    api_key: loadgen
+    api_key: loadgen%s
 models:
   - name: sim-small
     provider: sim
@@ -297,13 +363,14 @@ models:
 drain_timeout: 1s
 prices:
   - {model: sim-small, currency: USD, input: "0.15", cached_input: "0.075", cache_write: "0.15", output: "0.60", effective_from: 2026-01-01T00:00:00Z}
-`, simURL)
+`, simURL, protocol)
 }
 
-// startTollgate creates a fresh database, starts `tollgate serve` on it
-// (embedded JetStream in a temporary data directory) and creates a
-// customer and key through the admin API.
-func (s *stack) startTollgate(ctx context.Context, cfg *config) error {
+// startTollgate starts the gateway of a tollgate target: it creates a
+// fresh database, starts `tollgate serve` on it (embedded JetStream in a
+// temporary data directory) and creates a customer and key through the
+// admin API.
+func (s *stack) startTollgate(ctx context.Context, cfg *config, target string) error {
 	bin := cfg.tollgateBin
 	var err error
 	if bin == "" {
@@ -311,7 +378,8 @@ func (s *stack) startTollgate(ctx context.Context, cfg *config) error {
 			return err
 		}
 	}
-	s.dbBase = cfg.databaseURL
+	g := &gatewayProc{target: target}
+	s.gws[target] = g
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "tollgate_loadgen_" + hex.EncodeToString(b[:])
@@ -324,15 +392,15 @@ func (s *stack) startTollgate(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return fmt.Errorf("create database: %w", err)
 	}
-	s.dbName = name
+	g.dbName = name
 	u, err := url.Parse(s.dbBase)
 	if err != nil {
 		return err
 	}
 	u.Path = "/" + name
 
-	cfgPath := filepath.Join(s.dir, "tollgate.yaml")
-	if err := os.WriteFile(cfgPath, []byte(tollgateConfig(s.simURL)), 0o644); err != nil {
+	cfgPath := filepath.Join(s.dir, target+".yaml")
+	if err := os.WriteFile(cfgPath, []byte(tollgateConfig(s.simURL, target == targetTollgateH2C)), 0o644); err != nil {
 		return err
 	}
 	listen, err := freeAddr()
@@ -359,37 +427,37 @@ func (s *stack) startTollgate(ctx context.Context, cfg *config) error {
 		"TOLLGATE_ADMIN_TOKEN="+s.adminToken,
 		"TOLLGATE_LISTEN="+listen,
 		"TOLLGATE_ADMIN_LISTEN="+admin,
-		"TOLLGATE_DATA_DIR="+filepath.Join(s.dir, "tollgate-data"),
+		"TOLLGATE_DATA_DIR="+filepath.Join(s.dir, target+"-data"),
 		"TOLLGATE_SHUTDOWN_GRACE=5s",
 	)
-	if s.gateway, err = startChild("tollgate", s.dir, bin, []string{"serve", "--config", cfgPath}, env); err != nil {
+	if g.child, err = startChild(target, s.dir, bin, []string{"serve", "--config", cfgPath}, env); err != nil {
 		return err
 	}
-	s.gatewayURL, s.adminURL = "http://"+listen, "http://"+admin
-	if err := waitHTTP(ctx, s.gateway, s.adminURL+"/healthz", 60*time.Second); err != nil {
+	g.url, g.adminURL = "http://"+listen, "http://"+admin
+	if err := waitHTTP(ctx, g.child, g.adminURL+"/healthz", 60*time.Second); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, s.gateway, s.gatewayURL+"/healthz", 10*time.Second); err != nil {
+	if err := waitHTTP(ctx, g.child, g.url+"/healthz", 10*time.Second); err != nil {
 		return err
 	}
 	var c struct {
 		ID string `json:"id"`
 	}
-	if err := s.admin(ctx, "POST", "/admin/v1/customers", `{"name":"loadgen-`+hex.EncodeToString(b[:])+`"}`, &c); err != nil {
+	if err := adminCall(ctx, g.adminURL, s.adminToken, "POST", "/admin/v1/customers", `{"name":"loadgen-`+hex.EncodeToString(b[:])+`"}`, &c); err != nil {
 		return err
 	}
 	var k struct {
 		Key string `json:"key"`
 	}
-	if err := s.admin(ctx, "POST", "/admin/v1/customers/"+c.ID+"/keys", `{"name":"loadgen"}`, &k); err != nil {
+	if err := adminCall(ctx, g.adminURL, s.adminToken, "POST", "/admin/v1/customers/"+c.ID+"/keys", `{"name":"loadgen"}`, &k); err != nil {
 		return err
 	}
-	s.customerID, s.key = c.ID, k.Key
+	g.customerID, g.key = c.ID, k.Key
 	// The gateway's key snapshot refreshes every second.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		req, _ := http.NewRequestWithContext(ctx, "GET", s.gatewayURL+"/v1/models", nil)
-		req.Header.Set("Authorization", "Bearer "+s.key)
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+g.key)
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
@@ -404,13 +472,14 @@ func (s *stack) startTollgate(ctx context.Context, cfg *config) error {
 	}
 }
 
-// admin calls the admin API and decodes its JSON answer into out.
-func (s *stack) admin(ctx context.Context, method, path, body string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, s.adminURL+path, strings.NewReader(body))
+// adminCall calls the admin API at adminURL with token and decodes its
+// JSON answer into out.
+func adminCall(ctx context.Context, adminURL, token, method, path, body string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, adminURL+path, strings.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+s.adminToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -429,16 +498,18 @@ func (s *stack) admin(ctx context.Context, method, path, body string, out any) e
 	return nil
 }
 
-// ledgerRequests is how many requests of the run's customer the ledger
-// shows: GET /admin/v1/usage?group_by=customer (the hourly rollups, which
-// the meter worker updates in the transaction that inserts the events).
-func (s *stack) ledgerRequests(ctx context.Context) (int64, error) {
+// ledgerRequests is how many requests of the run's customer the ledger of
+// a tollgate target shows: GET /admin/v1/usage?group_by=customer (the
+// hourly rollups, which the meter worker updates in the transaction that
+// inserts the events).
+func (s *stack) ledgerRequests(ctx context.Context, target string) (int64, error) {
+	g := s.gw(target)
 	var page struct {
 		Data []struct {
 			Requests int64 `json:"requests"`
 		} `json:"data"`
 	}
-	if err := s.admin(ctx, "GET", "/admin/v1/usage?group_by=customer&customer_id="+s.customerID, "", &page); err != nil {
+	if err := adminCall(ctx, g.adminURL, s.adminToken, "GET", "/admin/v1/usage?group_by=customer&customer_id="+g.customerID, "", &page); err != nil {
 		return 0, err
 	}
 	var n int64
@@ -448,15 +519,15 @@ func (s *stack) ledgerRequests(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// waitLedger polls the ledger every 10ms until it shows at least want
-// requests; it returns the time that took, the count seen and an error at
-// the timeout.
-func (s *stack) waitLedger(ctx context.Context, want int64, timeout time.Duration) (time.Duration, int64, error) {
+// waitLedger polls the ledger of a tollgate target every 10ms until it
+// shows at least want requests; it returns the time that took, the count
+// seen and an error at the timeout.
+func (s *stack) waitLedger(ctx context.Context, target string, want int64, timeout time.Duration) (time.Duration, int64, error) {
 	start := time.Now()
 	var n int64
 	var err error
 	for {
-		n, err = s.ledgerRequests(ctx)
+		n, err = s.ledgerRequests(ctx, target)
 		if err == nil && n >= want {
 			return time.Since(start), n, nil
 		}
@@ -473,20 +544,22 @@ func (s *stack) waitLedger(ctx context.Context, want int64, timeout time.Duratio
 // close stops the children (tollgate first: it publishes what it holds),
 // drops the database and removes the temporary directory.
 func (s *stack) close() {
-	s.gateway.stop(20 * time.Second)
+	for _, g := range s.gws {
+		g.child.stop(20 * time.Second)
+	}
 	s.proxy.stop(5 * time.Second)
 	s.sim.stop(5 * time.Second)
-	if s.dbName != "" {
+	for _, name := range s.dbNames() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		if conn, err := pgx.Connect(ctx, s.dbBase); err == nil {
-			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+s.dbName+" WITH (FORCE)"); err != nil {
-				fmt.Fprintf(s.log, "drop database %s: %v\n", s.dbName, err)
+			if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+				fmt.Fprintf(s.log, "drop database %s: %v\n", name, err)
 			}
 			conn.Close(ctx)
 		} else {
-			fmt.Fprintf(s.log, "drop database %s: %v\n", s.dbName, err)
+			fmt.Fprintf(s.log, "drop database %s: %v\n", name, err)
 		}
+		cancel()
 	}
 	if s.dir != "" {
 		if s.keepDir {
