@@ -61,7 +61,8 @@ WITH input AS (
   ` + batchEffects + `
 ), counted AS (
   INSERT INTO ingest_counters (name, value)
-  SELECT 'duplicates', $36::bigint + (SELECT count(*) FROM input) - (SELECT count(*) FROM claimed)
+  SELECT 'duplicates', d FROM (SELECT $36::bigint + (SELECT count(*) FROM input) - (SELECT count(*) FROM claimed)) AS x(d)
+  WHERE d > 0
   ON CONFLICT (name) DO UPDATE SET value = ingest_counters.value + EXCLUDED.value
 )
 SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)`
