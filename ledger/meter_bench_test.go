@@ -140,6 +140,9 @@ func BenchmarkMeter(b *testing.B) {
 		wc.BatchSize = benchEnvInt(b, "TOLLGATE_BENCH_METER_BATCH", 0)
 		wc.MaxAckPending = max(wc.MaxAckPending, 4*wc.BatchSize)
 	}
+	if v := os.Getenv("TOLLGATE_BENCH_METER_LANES"); v != "" {
+		wc.WriteLanes = benchEnvInt(b, "TOLLGATE_BENCH_METER_LANES", 0)
+	}
 	for _, workers := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			benchmarkMeter(b, workers, wc)

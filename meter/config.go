@@ -18,6 +18,7 @@ const (
 	DefaultMaxDeliver      = 20
 	DefaultBatchSize       = 2000
 	DefaultBatchWait       = 50 * time.Millisecond
+	DefaultWriteLanes      = 2
 	DefaultPublishTimeout  = 2 * time.Second
 	DefaultSpoolMaxBytes   = 1 << 30
 )
@@ -45,6 +46,10 @@ type Config struct {
 	BatchSize int `yaml:"batch_size"`
 	// BatchWait caps how long a batch waits to fill. Default 50ms.
 	BatchWait time.Duration `yaml:"batch_wait"`
+	// WriteLanes is how many ledger transactions a worker runs at once,
+	// each for its own share of the customers. Default 2 (see
+	// WorkerConfig.WriteLanes).
+	WriteLanes int `yaml:"write_lanes"`
 	// PublishTimeout bounds the wait for a PubAck before spooling. Default 2s.
 	PublishTimeout time.Duration `yaml:"publish_timeout"`
 	// SpoolMaxBytes caps the local spool; at the cap the gateway answers 503.
@@ -76,6 +81,7 @@ func (c *Config) Validate() error {
 	def(&c.MaxAckPending, DefaultMaxAckPending)
 	def(&c.MaxDeliver, DefaultMaxDeliver)
 	def(&c.BatchSize, DefaultBatchSize)
+	def(&c.WriteLanes, DefaultWriteLanes)
 	defDur(&c.DuplicateWindow, DefaultDuplicateWindow)
 	defDur(&c.AckWait, DefaultAckWait)
 	defDur(&c.BatchWait, DefaultBatchWait)
@@ -94,6 +100,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("meter.replicas must be 1, 3 or 5, not %d", c.Replicas)
 	case c.BatchSize < 1 || c.BatchSize > 10000:
 		return fmt.Errorf("meter.batch_size must be between 1 and 10000, not %d", c.BatchSize)
+	case c.WriteLanes < 1 || c.WriteLanes > 16:
+		return fmt.Errorf("meter.write_lanes must be between 1 and 16, not %d", c.WriteLanes)
 	case c.MaxDeliver < 2:
 		return fmt.Errorf("meter.max_deliver must be at least 2, not %d", c.MaxDeliver)
 	case c.MaxAckPending < c.BatchSize:
@@ -113,7 +121,7 @@ func (c *Config) Stream() StreamConfig {
 
 // Worker returns the worker settings of c.
 func (c *Config) Worker() WorkerConfig {
-	return WorkerConfig{Stream: c.Stream(), BatchSize: c.BatchSize, BatchWait: c.BatchWait,
+	return WorkerConfig{Stream: c.Stream(), BatchSize: c.BatchSize, BatchWait: c.BatchWait, WriteLanes: c.WriteLanes,
 		AckWait: c.AckWait, MaxAckPending: c.MaxAckPending, MaxDeliver: c.MaxDeliver}
 }
 

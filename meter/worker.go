@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"sync"
 	"time"
@@ -33,8 +34,15 @@ type WorkerConfig struct {
 	// Durable is the durable consumer's name, shared by all workers so that
 	// adding workers adds throughput. Default "tollgate-meter".
 	Durable string
-	// BatchSize caps the events written in one transaction. Default 2000.
+	// BatchSize caps the events pulled at once. Default 2000.
 	BatchSize int
+	// WriteLanes is how many ledger transactions the worker runs at once.
+	// A pulled batch is split by customer (a hash of customer_id), each
+	// customer always in the same lane, so the lanes never wait on each
+	// other's rollup, balance or key rows; each lane writes its share in
+	// one transaction while the next batch is pulled and decoded. Default
+	// 2 (DefaultWriteLanes).
+	WriteLanes int
 	// BatchWait caps how long one pull waits for its batch to fill, and so
 	// the latency the worker adds. Default 50ms.
 	BatchWait time.Duration
@@ -64,6 +72,9 @@ func (c *WorkerConfig) defaults() {
 	}
 	if c.BatchWait <= 0 {
 		c.BatchWait = DefaultBatchWait
+	}
+	if c.WriteLanes <= 0 {
+		c.WriteLanes = DefaultWriteLanes
 	}
 	if c.AckWait <= 0 {
 		c.AckWait = DefaultAckWait
@@ -126,21 +137,50 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 // ack wait to be redelivered. Run returns when its goroutines have; the
 // error is non-nil only when the consumer cannot be read at all (it was
 // deleted, say).
+//
+// Three stages overlap: one goroutine pulls the next batch, Run decodes
+// and splits the last one into lanes, and each lane's goroutine writes
+// its share of the batch before (a lane is one transaction at a time).
 func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if w.cfg.Observer != nil {
 		wg.Go(func() { watchConsumer(ctx, w.cfg.Observer, w.cons, 5*time.Second) })
 	}
-	// One batch is pulled while the last is written.
+	lanes := make([]chan pending, w.cfg.WriteLanes)
+	for i := range lanes {
+		lanes[i] = make(chan pending, 1)
+		wg.Go(func() {
+			for p := range lanes[i] {
+				w.write(ctx, p)
+			}
+		})
+	}
 	batches := make(chan []jetstream.Msg, 1)
 	var fetchErr error
 	wg.Go(func() {
 		defer close(batches)
 		fetchErr = w.pull(ctx, batches)
 	})
+	seed := maphash.MakeSeed()
 	for b := range batches {
-		w.process(ctx, b)
+		parts := make([]pending, len(lanes))
+		for _, d := range w.decode(ctx, b) {
+			i := 0
+			if len(lanes) > 1 {
+				i = int(maphash.String(seed, d.event.CustomerID) % uint64(len(lanes)))
+			}
+			parts[i].events = append(parts[i].events, d.event)
+			parts[i].msgs = append(parts[i].msgs, d.msg)
+		}
+		for i, p := range parts {
+			if len(p.events) > 0 {
+				handOver(lanes[i], p, p.msgs, w.cfg.AckWait/3)
+			}
+		}
+	}
+	for _, l := range lanes {
+		close(l)
 	}
 	wg.Wait()
 	return fetchErr
@@ -163,7 +203,7 @@ func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
 			err = b.Error()
 		}
 		if len(msgs) > 0 {
-			w.handOver(out, msgs)
+			handOver(out, msgs, msgs, w.cfg.AckWait/3)
 		}
 		switch {
 		case err == nil, errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages):
@@ -190,16 +230,17 @@ func newBackoff(limit time.Duration) retry.Backoff {
 	return retry.WithCappedDuration(limit, retry.NewExponential(100*time.Millisecond))
 }
 
-// handOver sends a pulled batch to Run, keeping its messages' ack wait
-// from running out while Run is busy (retrying a batch through a Postgres
-// outage, say): a batch waiting here is not redelivered, and so cannot
-// reach MaxDeliver while nothing is wrong with it.
-func (w *Worker) handOver(out chan<- []jetstream.Msg, msgs []jetstream.Msg) {
-	t := time.NewTicker(w.cfg.AckWait / 3)
+// handOver sends v, which holds msgs, to the next stage, keeping the
+// messages' ack wait from running out (InProgress every `every`) while
+// that stage is busy (retrying a batch through a Postgres outage, say): a
+// batch waiting here is not redelivered, and so cannot reach MaxDeliver
+// while nothing is wrong with it.
+func handOver[T any](out chan<- T, v T, msgs []jetstream.Msg, every time.Duration) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
-		case out <- msgs:
+		case out <- v:
 			return
 		case <-t.C:
 			for _, m := range msgs {
@@ -227,11 +268,18 @@ func (p pending) without(i int) pending {
 	return pending{append(p.events[:i:i], p.events[i+1:]...), append(p.msgs[:i:i], p.msgs[i+1:]...)}
 }
 
-// process decodes, writes and acknowledges one batch. Messages that no
-// retry can store are set aside in the dead-letter stream with the
-// reason; nothing is silently dropped.
-func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
-	var first pending
+// decoded is one message and the event it holds.
+type decoded struct {
+	event usage.Event
+	msg   jetstream.Msg
+}
+
+// decode reads a pulled batch's events. Messages that no retry can store
+// (undecodable, invalid, or delivered more than MaxDeliver times) are set
+// aside in the dead-letter stream with the reason, not returned; nothing
+// is silently dropped.
+func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) []decoded {
+	out := make([]decoded, 0, len(msgs))
 	for _, m := range msgs {
 		if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
 			w.obs.Redelivered()
@@ -251,9 +299,15 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 			w.setAside(ctx, m, "undecodable or invalid usage event: "+err.Error())
 			continue
 		}
-		first.events = append(first.events, e)
-		first.msgs = append(first.msgs, m)
+		out = append(out, decoded{e, m})
 	}
+	return out
+}
+
+// write stores one lane's share of a batch and acknowledges it. A part
+// the store refuses as data is split until the refused events are found
+// and set aside; transient failures are retried.
+func (w *Worker) write(ctx context.Context, first pending) {
 	// A stack of parts to write: the batch, then the halves of any part
 	// the store refuses as data.
 	todo := []pending{first}
@@ -268,7 +322,7 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 			continue
 		}
 		start := time.Now()
-		n, err := w.write(ctx, p.events)
+		n, err := w.attempt(ctx, p.events)
 		var refused *usage.RefusedError
 		switch {
 		case err == nil:
@@ -325,11 +379,11 @@ func (w *Worker) process(ctx context.Context, msgs []jetstream.Msg) {
 	}
 }
 
-// write is one attempt to store events, bounded to a third of the ack
+// attempt is one attempt to store events, bounded to a third of the ack
 // wait so that a write hanging on a lost connection cannot outlive its
 // messages' ack wait. It is not cut short when ctx ends: a stopping
 // worker finishes the attempt in progress.
-func (w *Worker) write(ctx context.Context, events []usage.Event) (int, error) {
+func (w *Worker) attempt(ctx context.Context, events []usage.Event) (int, error) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.AckWait/3)
 	defer cancel()
 	return w.store.WriteEvents(actx, events)

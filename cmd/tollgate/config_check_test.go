@@ -67,12 +67,13 @@ meter:
   batch_size: lots
   replicas: 2
   max_deliver: 1
+  write_lanes: 17
 `)
 	if code != exitInvalid {
 		t.Fatalf("exit %d, want %d:\n%s", code, exitInvalid, got)
 	}
 	want := []string{
-		`is not valid: 14 problems.`,
+		`is not valid: 15 problems.`,
 		`  - providers[0] ("sim"): type "foo" is not one of openai, anthropic, gemini (line 3).`,
 		`  - providers[0] ("sim").connect_timeout: "5" is not a duration; write e.g. "30s"`,
 		`  - providers[1] ("sim2"): base_url "notaurl" is not an http(s) URL (line 8).`,
@@ -87,6 +88,7 @@ meter:
 		`  - meter.batch_size: "lots" is not a whole number; write e.g. 2000 (line 30).`,
 		`  - meter.replicas must be 1, 3 or 5, not 2 (line 31).`,
 		`  - meter.max_deliver must be at least 2, not 1 (line 32).`,
+		`  - meter.write_lanes must be between 1 and 16, not 17 (line 33).`,
 	}
 	lines := strings.Split(strings.TrimSpace(got), "\n")
 	if len(lines) != len(want) {
