@@ -61,7 +61,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 }
 
 // readers keeps SSE readers, with their buffers, from one stream to the
-// next (a new Reader allocates a 4 KiB buffer).
+// next (a new Reader allocates a 1 KiB buffer).
 var readers = sync.Pool{New: func() any { return sse.NewReader(nil) }}
 
 // chatWriter writes a chat.completion.chunk stream to the client through
