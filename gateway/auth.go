@@ -19,12 +19,64 @@ func keyOf(r *http.Request) *usage.KeyState {
 	return k
 }
 
-// steps are the middleware of a metered route, in order: authenticate the
-// key, admit the request while its usage can be metered, check the key's
-// budget and its rate and concurrency limits; each answers a refusal in
-// env, the route's error envelope.
+// steps are the middleware of a metered route: authenticate the key,
+// admit the request while its usage can be metered, check the key's budget
+// and its rate and concurrency limits (each answering a refusal in env, the
+// route's error envelope), then give the handler the headerFlusher writer.
+// They run as one middleware, and its checks in a function that has
+// returned before the handler runs: every frame under the handler stays on
+// the stack of a stream for its whole life, and a stream's handler
+// goroutine keeps an 8 KiB stack only while its deepest point stays under
+// it (see headerFlusher).
 func (s *Server) steps(env provider.Envelope) []func(http.Handler) http.Handler {
-	return []func(http.Handler) http.Handler{s.authenticate(env), s.admit(env), s.budget(env), s.limit(env), wrapWriter}
+	return []func(http.Handler) http.Handler{func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r, release := s.checkMetered(w, r, env)
+			if r == nil {
+				return
+			}
+			defer release()
+			next.ServeHTTP(newHeaderFlusher(w), r)
+		})
+	}}
+}
+
+// checkMetered runs the checks of steps, in order, and returns the request
+// carrying its key's state and the function that ends the request's count
+// against its key's limits; or, having answered a refusal, nil.
+//
+//go:noinline
+func (s *Server) checkMetered(w http.ResponseWriter, r *http.Request, env provider.Envelope) (*http.Request, func()) {
+	r = s.checkKey(w, r, env)
+	if r == nil {
+		return nil, nil
+	}
+	if a, ok := s.sink.(Admitter); ok {
+		// admit: refuse (503) while usage could not be metered: the sink
+		// cannot take more events (its spool is full or too old).
+		if err := a.Accepting(); err != nil {
+			env.WriteError(w, provider.Err(http.StatusServiceUnavailable, "service_unavailable", "metering_backlog",
+				"the gateway cannot meter more requests now: "+err.Error()))
+			return nil, nil
+		}
+	}
+	// budget: refuse (402) a key that may not spend now: its daily or
+	// monthly spend limit, or its customer's prepaid balance and credit,
+	// is spent.
+	if blocked := keyOf(r).BlockedAt(time.Now()); blocked != "" {
+		env.WriteError(w, provider.Err(http.StatusPaymentRequired, "insufficient_quota", "insufficient_quota", blocked))
+		return nil, nil
+	}
+	// limit: refuse (429, with Retry-After) a request over its key's
+	// max_concurrent, rpm_limit or tpm_limit, counted across the gateways
+	// that share counts; an admitted request is counted until it ends.
+	release, over := s.limits.admit(keyOf(r))
+	if over != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(int(over.retryAfter.Seconds())))
+		env.WriteError(w, provider.Err(http.StatusTooManyRequests, over.kind, "rate_limit_exceeded", over.message))
+		return nil, nil
+	}
+	return r, release
 }
 
 // authenticate accepts a customer key the way each protocol's SDKs send
@@ -33,30 +85,40 @@ func (s *Server) steps(env provider.Envelope) []func(http.Handler) http.Handler 
 func (s *Server) authenticate(env provider.Envelope) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			secret := s.customerKey(r)
-			if secret == "" {
-				hint := "send it as Authorization: Bearer <key>"
-				if h, ok := env.(provider.KeyHinter); ok {
-					hint = h.KeyHint()
-				}
-				env.WriteError(w, provider.Err(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
-					"missing API key: "+hint))
-				return
+			if r = s.checkKey(w, r, env); r != nil {
+				next.ServeHTTP(w, r)
 			}
-			k, ok := s.keys.LookupKey(secret)
-			if !ok {
-				env.WriteError(w, provider.Err(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
-					"incorrect or revoked API key"))
-				return
-			}
-			if k.ExpiredAt(time.Now()) {
-				env.WriteError(w, provider.Err(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
-					"this API key expired at "+k.ExpiresAt.UTC().Format(time.RFC3339)))
-				return
-			}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyStateKey{}, &k)))
 		})
 	}
+}
+
+// checkKey is authenticate's check: it returns the request carrying its
+// key's state, or, having answered 401, nil.
+//
+//go:noinline
+func (s *Server) checkKey(w http.ResponseWriter, r *http.Request, env provider.Envelope) *http.Request {
+	secret := s.customerKey(r)
+	if secret == "" {
+		hint := "send it as Authorization: Bearer <key>"
+		if h, ok := env.(provider.KeyHinter); ok {
+			hint = h.KeyHint()
+		}
+		env.WriteError(w, provider.Err(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+			"missing API key: "+hint))
+		return nil
+	}
+	k, ok := s.keys.LookupKey(secret)
+	if !ok {
+		env.WriteError(w, provider.Err(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+			"incorrect or revoked API key"))
+		return nil
+	}
+	if k.ExpiredAt(time.Now()) {
+		env.WriteError(w, provider.Err(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+			"this API key expired at "+k.ExpiresAt.UTC().Format(time.RFC3339)))
+		return nil
+	}
+	return r.WithContext(context.WithValue(r.Context(), keyStateKey{}, &k))
 }
 
 func (s *Server) customerKey(r *http.Request) string {
@@ -71,61 +133,4 @@ func (s *Server) customerKey(r *http.Request) string {
 		}
 	}
 	return ""
-}
-
-// admit refuses requests (503) while their usage could not be metered:
-// the sink cannot take more events (its spool is full or too old).
-func (s *Server) admit(env provider.Envelope) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if a, ok := s.sink.(Admitter); ok {
-				if err := a.Accepting(); err != nil {
-					env.WriteError(w, provider.Err(http.StatusServiceUnavailable, "service_unavailable", "metering_backlog",
-						"the gateway cannot meter more requests now: "+err.Error()))
-					return
-				}
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
-}
-
-// budget refuses (402) a key that may not spend now: its daily or monthly
-// spend limit, or its customer's prepaid balance and credit, is spent.
-func (s *Server) budget(env provider.Envelope) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if blocked := keyOf(r).BlockedAt(time.Now()); blocked != "" {
-				env.WriteError(w, provider.Err(http.StatusPaymentRequired, "insufficient_quota", "insufficient_quota", blocked))
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
-}
-
-// limit refuses (429, with Retry-After) a request over its key's
-// max_concurrent, rpm_limit or tpm_limit, counted across the gateways
-// that share counts; an admitted request is counted until it ends.
-func (s *Server) limit(env provider.Envelope) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			release, over := s.limits.admit(keyOf(r))
-			if over != nil {
-				w.Header().Set("Retry-After", strconv.Itoa(int(over.retryAfter.Seconds())))
-				env.WriteError(w, provider.Err(http.StatusTooManyRequests, over.kind, "rate_limit_exceeded", over.message))
-				return
-			}
-			defer release()
-			next.ServeHTTP(w, r)
-		})
-	}
-}
-
-// wrapWriter gives a metered route's handler the headerFlusher writer (see
-// headerFlusher).
-func wrapWriter(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(newHeaderFlusher(w), r)
-	})
 }

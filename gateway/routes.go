@@ -90,13 +90,22 @@ type requestIDKey struct{}
 // upstream request's usage event carries it as its id.
 func requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := uuid.NewV7()
-		if err != nil {
-			id = uuid.New()
-		}
-		w.Header().Set("X-Request-Id", id.String())
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id.String())))
+		next.ServeHTTP(w, withRequestID(w, r))
 	})
+}
+
+// withRequestID is requestID's work, in a frame of its own that is gone
+// before the handler runs (see steps).
+//
+//go:noinline
+func withRequestID(w http.ResponseWriter, r *http.Request) *http.Request {
+	id, err := uuid.NewV7()
+	if err != nil {
+		id = uuid.New()
+	}
+	s := id.String()
+	w.Header().Set("X-Request-Id", s)
+	return r.WithContext(context.WithValue(r.Context(), requestIDKey{}, s))
 }
 
 func requestIDOf(r *http.Request) string {

@@ -33,7 +33,12 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 		p.Auth(up.Header, rt.provider.APIKey)
 	}
 	connect := timerCancel(x, rt.provider.ConnectTimeout, errConnectTimeout)
-	resp, err := s.clientFor(rt.provider).Do(up)
+	// The round trip runs aside (see headerFlusher): net/http's client
+	// path is about 3 KiB deep, and made from here it would take a
+	// stream's handler past its 8 KiB stack for the stream's whole life.
+	var resp *http.Response
+	client := s.clientFor(rt.provider)
+	aside(func() { resp, err = client.Do(up) })
 	connect.Stop()
 	if err != nil {
 		switch cause := x.cause(); {
