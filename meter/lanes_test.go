@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
@@ -29,7 +30,7 @@ type laneWatch struct {
 	clash    string
 	order    map[string]int64 // customer → the last prompt_tokens written
 	outOfOrd string
-	second   chan struct{}
+	second   chan struct{} // nil: the first call is not held
 }
 
 func (l *laneWatch) WriteEvents(ctx context.Context, events []usage.Event) (int, error) {
@@ -49,11 +50,11 @@ func (l *laneWatch) WriteEvents(ctx context.Context, events []usage.Event) (int,
 		}
 	}
 	l.inFlight[call] = mine
-	if call == 2 {
+	if call == 2 && l.second != nil {
 		close(l.second)
 	}
 	l.mu.Unlock()
-	if call == 1 {
+	if call == 1 && l.second != nil {
 		select {
 		case <-l.second:
 		case <-time.After(10 * time.Second):
@@ -76,12 +77,13 @@ func (l *laneWatch) WriteEvents(ctx context.Context, events []usage.Event) (int,
 }
 
 // TestWorkerLanesKeepCustomersApart: a worker with three write lanes
-// writes a backlog of 40 customers' events in transactions that run at
-// once, never two at once for the same customer (so they cannot wait on
+// writes a backlog of 40 customers' events (two batches of 1,200, big
+// enough to be split, then one of 200, written whole once the lanes are
+// idle) in transactions that run at once, never two at once for the same customer (so they cannot wait on
 // each other's rollup and balance rows), each customer's events in the
 // order they were published, and every event exactly once.
 func TestWorkerLanesKeepCustomersApart(t *testing.T) {
-	const customers, perCustomer = 40, 30
+	const customers, perCustomer = 40, 65
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store := ledgertest.NewStore(t)
@@ -89,24 +91,10 @@ func TestWorkerLanesKeepCustomersApart(t *testing.T) {
 	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
-	ids := make([]string, customers)
-	for c := range ids {
-		ids[c] = uuid.NewString()
-	}
-	for i := range perCustomer {
-		for _, c := range ids {
-			e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: c, KeyID: c,
-				Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
-				UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: int64(i + 1), CompletionTokens: 1}}
-			if err := pub.Publish(ctx, &e); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	watch := &laneWatch{Store: store, inFlight: map[int]map[string]bool{}, order: map[string]int64{},
-		second: make(chan struct{})}
-	w, err := meter.NewWorker(ctx, js, watch, meter.WorkerConfig{BatchSize: 100, WriteLanes: 3})
+	ids := publishBacklog(t, js, customers, perCustomer)
+	watch := newLaneWatch(store)
+	watch.second = make(chan struct{})
+	w, err := meter.NewWorker(ctx, js, watch, meter.WorkerConfig{BatchSize: 1200, WriteLanes: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,4 +121,71 @@ func TestWorkerLanesKeepCustomersApart(t *testing.T) {
 	if watch.outOfOrd != "" {
 		t.Error(watch.outOfOrd)
 	}
+}
+
+// TestWorkerSmallBatchesWriteWhole: batches smaller than a backlog's are
+// written whole, one transaction at a time, even with several lanes, and
+// every event once, in order.
+func TestWorkerSmallBatchesWriteWhole(t *testing.T) {
+	const customers, perCustomer = 20, 10
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.Connect(t, metertest.NewServer(t))
+	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	ids := publishBacklog(t, js, customers, perCustomer)
+	watch := newLaneWatch(store)
+	w, err := meter.NewWorker(ctx, js, watch, meter.WorkerConfig{BatchSize: 30, WriteLanes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	for _, c := range ids {
+		waitUsage(t, store, c, perCustomer)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	watch.mu.Lock()
+	defer watch.mu.Unlock()
+	if watch.overlap {
+		t.Error("two transactions of small batches ran at once")
+	}
+	if watch.calls < customers*perCustomer/30 {
+		t.Errorf("%d transactions for %d events in batches of 30", watch.calls, customers*perCustomer)
+	}
+	if watch.outOfOrd != "" {
+		t.Error(watch.outOfOrd)
+	}
+}
+
+func newLaneWatch(s *ledger.Store) *laneWatch {
+	return &laneWatch{Store: s, inFlight: map[int]map[string]bool{}, order: map[string]int64{}}
+}
+
+// publishBacklog publishes perCustomer events for each of n new
+// customers, round robin, the i-th event of each with i prompt tokens,
+// and returns the customers' ids.
+func publishBacklog(t *testing.T, js jetstream.JetStream, n, perCustomer int) []string {
+	t.Helper()
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	ids := make([]string, n)
+	for c := range ids {
+		ids[c] = uuid.NewString()
+	}
+	for i := range perCustomer {
+		for _, c := range ids {
+			e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: c, KeyID: c,
+				Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
+				UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: int64(i + 1), CompletionTokens: 1}}
+			if err := pub.Publish(context.Background(), &e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return ids
 }
