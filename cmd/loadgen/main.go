@@ -11,6 +11,8 @@
 //   - tollgate-h2c (only when -targets names it): another `tollgate serve`,
 //     its own database, reaching the simulator over cleartext HTTP/2 (the
 //     provider's protocol: h2c);
+//   - tollgate-base (only when -targets names it): `tollgate serve` of
+//     another build (-base-tollgate-bin), to measure two builds in one run;
 //
 // time to first token, gaps between content chunks, chunks/s and
 // requests/s (p50, p90, p99, max), errors, and the CPU time of each
@@ -75,7 +77,7 @@ type config struct {
 	natsBin                          string
 
 	simURL, gatewayURL, adminURL, key, adminToken, customerID string
-	simBin, tollgateBin                                       string
+	simBin, tollgateBin, baseTollgateBin                      string
 	databaseURL                                               string
 	keepLogs                                                  bool
 }
@@ -86,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	var targets string
 	fs.StringVar(&c.mode, "mode", "standard", "standard | short (10-chunk streams at full speed, ledger checked) | idle (N silent open streams, RSS) | keys (split mode with -keys keys: sync, memory, CPU, revocation latency)")
-	fs.StringVar(&targets, "targets", "", "comma-separated targets among sim, proxy, tollgate, tollgate-h2c (default sim,proxy,tollgate; idle: proxy,tollgate); tollgate-h2c is a second tollgate serve whose simulator provider has protocol: h2c (cleartext HTTP/2), tollgate's uses HTTP/1.1")
+	fs.StringVar(&targets, "targets", "", "comma-separated targets among sim, proxy, tollgate, tollgate-h2c, tollgate-base (default sim,proxy,tollgate; idle: proxy,tollgate); tollgate-h2c is a second tollgate serve whose simulator provider has protocol: h2c (cleartext HTTP/2), tollgate's uses HTTP/1.1; tollgate-base runs -base-tollgate-bin")
 	fs.IntVar(&c.concurrency, "concurrency", 100, "concurrent streams")
 	fs.IntVar(&c.chunks, "chunks", 200, "content chunks per stream (short mode: 10 unless set)")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "length of a round, shared by the targets in turn")
@@ -114,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.customerID, "customer-id", "", "the customer of -key, to check the ledger")
 	fs.StringVar(&c.simBin, "sim-bin", "", "upstream-sim binary (default: go build ./cmd/upstream-sim)")
 	fs.StringVar(&c.tollgateBin, "tollgate-bin", "", "tollgate binary (default: go build ./cmd/tollgate)")
+	fs.StringVar(&c.baseTollgateBin, "base-tollgate-bin", "", "the tollgate binary of the target tollgate-base: another build, measured in the same run (required by that target)")
 	def := os.Getenv("TOLLGATE_TEST_DATABASE_URL")
 	if def == "" {
 		def = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
@@ -151,7 +154,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	for _, t := range strings.Split(targets, ",") {
 		t = strings.TrimSpace(t)
 		if t != "sim" && t != "proxy" && !isTollgate(t) {
-			return nil, fmt.Errorf("-targets: unknown target %q (want sim, proxy, tollgate, tollgate-h2c)", t)
+			return nil, fmt.Errorf("-targets: unknown target %q (want sim, proxy, tollgate, tollgate-h2c, tollgate-base)", t)
+		}
+		if t == targetTollgateBase && c.baseTollgateBin == "" {
+			return nil, errors.New("-targets: tollgate-base needs -base-tollgate-bin")
 		}
 		if !seen[t] {
 			seen[t] = true
@@ -238,7 +244,7 @@ func run(ctx context.Context, cfg *config, out, log io.Writer) error {
 		}
 	}
 	if cfg.simBin != "" || cfg.tollgateBin != "" {
-		fmt.Fprintf(out, "code: prebuilt binaries -sim-bin %q -tollgate-bin %q\n", cfg.simBin, cfg.tollgateBin)
+		fmt.Fprintf(out, "code: prebuilt binaries -sim-bin %q -tollgate-bin %q -base-tollgate-bin %q\n", cfg.simBin, cfg.tollgateBin, cfg.baseTollgateBin)
 	} else if rev := gitState(); rev != "" {
 		fmt.Fprintf(out, "code: built from the %s\n", rev)
 	}

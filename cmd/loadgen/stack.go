@@ -112,14 +112,19 @@ type gatewayProc struct {
 }
 
 // Tollgate targets: the same gateway, its simulator provider reached over
-// HTTP/1.1 or over cleartext HTTP/2 (the provider's protocol: h2c).
+// HTTP/1.1 or over cleartext HTTP/2 (the provider's protocol: h2c); and
+// tollgate-base, another build of it (-base-tollgate-bin, HTTP/1.1), to
+// compare two builds in one interleaved run.
 const (
-	targetTollgate    = "tollgate"
-	targetTollgateH2C = "tollgate-h2c"
+	targetTollgate     = "tollgate"
+	targetTollgateH2C  = "tollgate-h2c"
+	targetTollgateBase = "tollgate-base"
 )
 
 // isTollgate reports whether target is a tollgate target.
-func isTollgate(target string) bool { return target == targetTollgate || target == targetTollgateH2C }
+func isTollgate(target string) bool {
+	return target == targetTollgate || target == targetTollgateH2C || target == targetTollgateBase
+}
 
 // upstreamMode says how a tollgate target reaches the simulator.
 func upstreamMode(target string) string {
@@ -372,6 +377,9 @@ prices:
 // admin API.
 func (s *stack) startTollgate(ctx context.Context, cfg *config, target string) error {
 	bin := cfg.tollgateBin
+	if target == targetTollgateBase {
+		bin = cfg.baseTollgateBin
+	}
 	var err error
 	if bin == "" {
 		if bin, err = s.buildBin(ctx, "tollgate"); err != nil {

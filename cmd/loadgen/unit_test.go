@@ -198,7 +198,11 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || strings.Join(c.targets, ",") != "proxy,tollgate" || c.streams != 10000 {
 		t.Errorf("idle: %+v, %v", c, err)
 	}
-	for _, bad := range [][]string{{"-mode", "meter"}, {"-targets", "nginx"}, {"-concurrency", "0"}} {
+	c, err = parseFlags([]string{"-targets", "proxy,tollgate,tollgate-h2c,tollgate-base", "-base-tollgate-bin", "/x/tollgate"}, os.Stderr)
+	if err != nil || strings.Join(c.targets, ",") != "proxy,tollgate,tollgate-h2c,tollgate-base" || c.baseTollgateBin != "/x/tollgate" {
+		t.Errorf("tollgate targets: %+v, %v", c, err)
+	}
+	for _, bad := range [][]string{{"-mode", "meter"}, {"-targets", "nginx"}, {"-concurrency", "0"}, {"-targets", "tollgate-base"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
