@@ -4,15 +4,41 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"sync"
 )
 
-// bufSize is the size of the bufio.Reader a Reader reads through. Lines
-// longer than it are accumulated, so it bounds no line length. A stream
-// holds it for its whole life, idle or not: 1 KiB holds a few chat chunks
-// (about 200 bytes each); 4 KiB cost 30 MiB more at 10,000 idle streams,
-// and BenchmarkReaderReset read no faster with it (13.1–17.9 µs per
-// 57 KB stream at 1 KiB, 14.1–17.7 at 4 KiB, same run).
-const bufSize = 1 << 10
+// bufSize is the size of the bufio.Reader a Reader starts reading through.
+// Lines longer than it are accumulated, so it bounds no line length. A
+// stream holds it for its whole life, idle or not: 1 KiB holds a few chat
+// chunks (about 200 bytes each); 4 KiB for every stream cost 30 MiB more at
+// 10,000 idle streams, and a 1 KiB buffer for every stream cost a third of
+// the chunks per second at 100 unpaced streams (more flushes: see
+// Buffered). A Reader whose source had more at hand than the small buffer
+// holds (events arriving faster than they are relayed) moves to a buffer
+// of bigBufSize from a pool: a relay then takes more events per read and
+// sends them in one write.
+const (
+	bufSize    = 1 << 10
+	bigBufSize = 8 << 10
+)
+
+// prefixed reads pre, then src.
+type prefixed struct {
+	pre []byte
+	src io.Reader
+}
+
+func (p *prefixed) Read(b []byte) (int, error) {
+	if len(p.pre) > 0 {
+		n := copy(b, p.pre)
+		p.pre = p.pre[n:]
+		return n, nil
+	}
+	return p.src.Read(b)
+}
+
+// bigReaders holds bufio.Readers of bigBufSize between streams.
+var bigReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bigBufSize) }}
 
 // bom is the UTF-8 byte order mark, skipped at the start of a stream.
 const bom = "\xEF\xBB\xBF"
@@ -22,8 +48,12 @@ const bom = "\xEF\xBB\xBF"
 // while those buffers grow to the size of its largest event. A Reader is not
 // safe for concurrent use.
 type Reader struct {
-	br  *bufio.Reader
-	max int
+	br    *bufio.Reader // small, or a big one from bigReaders
+	small *bufio.Reader
+	src   io.Reader
+	full  bool     // the source filled small: move to a big buffer
+	pre   prefixed // what a big buffer reads: small's unread bytes, then src
+	max   int
 
 	rest    []byte // unparsed part of the last ReadSlice chunk, in br's buffer
 	partial bool   // rest does not end in '\n' (buffer full, end of input or error)
@@ -56,13 +86,20 @@ func newReader(src io.Reader, maxEvent, size int) *Reader {
 	if maxEvent <= 0 {
 		maxEvent = DefaultMaxEvent
 	}
-	return &Reader{br: bufio.NewReaderSize(src, size), max: maxEvent}
+	br := bufio.NewReaderSize(src, size)
+	return &Reader{br: br, small: br, src: src, max: maxEvent}
 }
 
 // Reset discards the Reader's state and makes it read a new stream from src,
 // keeping its buffers and maximum event size.
 func (r *Reader) Reset(src io.Reader) {
+	if r.br != r.small {
+		r.br.Reset(nil)
+		bigReaders.Put(r.br)
+		r.br = r.small
+	}
 	r.br.Reset(src)
+	r.src, r.full, r.pre = src, false, prefixed{}
 	r.rest, r.partial, r.err, r.fatal = nil, false, nil, nil
 	r.skipLF, r.started, r.long = false, false, r.long[:0]
 	r.clear()
@@ -209,7 +246,17 @@ func (r *Reader) line() ([]byte, error) {
 
 // read fills r.rest with the next chunk of input, up to and including '\n'.
 func (r *Reader) read() {
+	if r.full && r.br == r.small && r.small.Size() == bufSize {
+		// small's unread bytes stay in its buffer, untouched until Reset.
+		rest, _ := r.small.Peek(r.small.Buffered())
+		r.pre = prefixed{pre: rest, src: r.src}
+		r.br = bigReaders.Get().(*bufio.Reader)
+		r.br.Reset(&r.pre)
+	}
 	chunk, err := r.br.ReadSlice('\n')
+	if len(chunk)+r.br.Buffered() >= r.br.Size() {
+		r.full = true
+	}
 	if r.skipLF {
 		r.skipLF = false
 		if len(chunk) > 0 && chunk[0] == '\n' {
