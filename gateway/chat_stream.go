@@ -32,8 +32,10 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	var payloads [][]byte
 	x.armStall()
 	var readErr error
+	var ev sse.Event // one for the stream: its address escapes (a new one per event was a heap allocation each)
 	for {
-		ev, err := rd.Next()
+		var err error
+		ev, err = rd.Next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				readErr = err

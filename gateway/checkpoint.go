@@ -17,16 +17,17 @@ const (
 
 // checkpoint is an exchange's journaling state.
 type checkpoint struct {
-	at       time.Time // of the last checkpoint (or the start)
-	events   int       // upstream events since
-	outAt    int       // report.Output's length at the last checkpoint
-	reported bool      // the provider's usage report was journaled as of its last change
+	at       time.Duration // of the last checkpoint, since the exchange's start (0: the start)
+	events   int           // upstream events since
+	outAt    int           // report.Output's length at the last checkpoint
+	reported bool          // the provider's usage report was journaled as of its last change
 }
 
 // progress counts an upstream event and checkpoints when one is due.
 func (x *exchange) progress() {
 	x.ck.events++
-	if x.ck.events < checkpointEvents && time.Since(x.ck.at) < checkpointInterval {
+	// touch has just taken the time: the event's, since the start
+	if x.ck.events < checkpointEvents && time.Duration(x.lastEvent.Load())-x.ck.at < checkpointInterval {
 		return
 	}
 	x.checkpoint()
@@ -43,6 +44,6 @@ func (x *exchange) checkpoint() {
 		u := r.Usage
 		rep = &u
 	}
-	x.ck.at, x.ck.events, x.ck.outAt = time.Now(), 0, r.Output.Len()
+	x.ck.at, x.ck.events, x.ck.outAt = time.Since(x.start), 0, r.Output.Len()
 	x.s.journal.Checkpoint(x.event.ID, out, rep, r.ReasoningShown)
 }

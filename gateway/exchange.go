@@ -37,7 +37,7 @@ type exchange struct {
 	env        provider.Envelope
 
 	w          http.ResponseWriter
-	rc         *http.ResponseController
+	flushTo    func() error // w's flush (see flusherOf)
 	wmu        sync.Mutex
 	started    bool // the status line was written (under wmu)
 	streaming  bool // and it began an SSE stream
@@ -56,6 +56,10 @@ type exchange struct {
 	stopWatch  func() bool
 	stall      *time.Timer
 	stallAfter time.Duration
+	// lastEvent is when the upstream last sent something, in nanoseconds
+	// since start (see touch); stallOff says the stall timer is stopped.
+	lastEvent  atomic.Int64
+	stallOff   atomic.Bool
 	left       chan struct{} // closed when clientLeft has run
 	draining   bool          // holds a drain slot; written before left closes
 	drainTimer *time.Timer
@@ -82,7 +86,7 @@ func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, e
 	start := time.Now()
 	who := keyOf(r)
 	x := &exchange{s: s, key: who, start: start, stallAfter: rt.provider.StallTimeout, promptText: func() tap.Prompt { return tap.Prompt{} },
-		env: env, w: w, rc: http.NewResponseController(w), left: make(chan struct{}),
+		env: env, w: w, flushTo: flusherOf(w), left: make(chan struct{}),
 		event: &usage.Event{
 			Version: usage.SchemaVersion, ID: requestIDOf(r), Time: start.UTC(),
 			CustomerID: who.CustomerID, KeyID: who.KeyID, Provider: rt.provider.Name, Model: rt.model,
@@ -91,7 +95,7 @@ func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, e
 	if len(rt.deployments) > 0 {
 		x.event.Deployment = rt.deployments[0].name
 	}
-	x.ck.at = start
+	x.ck.at = 0
 	x.ctx, x.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
 	x.stopWatch = context.AfterFunc(r.Context(), x.clientLeft)
 	s.inflight.Add(1)
@@ -142,7 +146,7 @@ func (x *exchange) cutOff(drain time.Duration) {
 	switch {
 	case x.started && x.streaming && !x.clientGone.Load():
 		if _, err := x.w.Write(x.env.StreamError(e)); err == nil {
-			_ = x.rc.Flush()
+			_ = x.flushTo()
 		}
 	case !x.started && !x.clientGone.Load():
 		x.env.WriteError(x.w, e)
@@ -157,10 +161,34 @@ func (x *exchange) cutOff(drain time.Duration) {
 // armStall starts the stall timer: the upstream is cut off when nothing
 // arrives for StallTimeout. Call touch on every upstream event.
 func (x *exchange) armStall() {
-	x.stall = time.AfterFunc(x.stallAfter, func() { x.cancel(errStalled) })
+	x.touch()
+	var t *time.Timer
+	t = time.AfterFunc(x.stallAfter, func() { x.stallCheck(t) })
+	x.stall = t
 }
 
-func (x *exchange) touch() { x.stall.Reset(x.stallAfter) }
+// touch records that the upstream sent something. The stall timer is not
+// reset on every event (a timer reset cost more than the rest of an
+// event's bookkeeping): when it fires, stallCheck cuts the upstream off
+// only if nothing came for stallAfter, and otherwise sets it again for the
+// rest of that time.
+func (x *exchange) touch() { x.lastEvent.Store(int64(time.Since(x.start))) }
+
+// stallCheck runs when the stall timer t fires.
+func (x *exchange) stallCheck(t *time.Timer) {
+	if x.stallOff.Load() {
+		return
+	}
+	quiet := time.Since(x.start) - time.Duration(x.lastEvent.Load())
+	if quiet >= x.stallAfter {
+		x.cancel(errStalled)
+		return
+	}
+	t.Reset(x.stallAfter - quiet)
+	if x.stallOff.Load() { // finish stopped it meanwhile: do not keep x alive
+		t.Stop()
+	}
+}
 
 // cause is why the upstream context ended, or nil.
 func (x *exchange) cause() error { return context.Cause(x.ctx) }
@@ -176,6 +204,7 @@ func (x *exchange) finish() {
 		}
 	}
 	if x.stall != nil {
+		x.stallOff.Store(true)
 		x.stall.Stop()
 	}
 	x.wmu.Lock()

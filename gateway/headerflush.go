@@ -14,9 +14,9 @@ import "net/http"
 // go straight through.
 type headerFlusher struct {
 	http.ResponseWriter
-	rc       *http.ResponseController
-	buffered int  // bytes written while the header was held back
-	sent     bool // the header may have gone out
+	flushTo  func() error // the flush of the writer underneath (see flusherOf)
+	buffered int          // bytes written while the header was held back
+	sent     bool         // the header may have gone out
 }
 
 // bufferBeforeHeader is the size in bytes of net/http's response buffer
@@ -24,7 +24,25 @@ type headerFlusher struct {
 const bufferBeforeHeader = 2048
 
 func newHeaderFlusher(w http.ResponseWriter) *headerFlusher {
-	return &headerFlusher{ResponseWriter: w, rc: http.NewResponseController(w)}
+	return &headerFlusher{ResponseWriter: w, flushTo: flusherOf(w)}
+}
+
+// flusherOf finds the flush of w as http.ResponseController.Flush does
+// (FlushError, else Flush, through Unwrap), once: ResponseController
+// searches again on every call, once per event of a stream.
+func flusherOf(w http.ResponseWriter) func() error {
+	for {
+		switch t := w.(type) {
+		case interface{ FlushError() error }:
+			return t.FlushError
+		case http.Flusher:
+			return func() error { t.Flush(); return nil }
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return func() error { return http.ErrNotSupported }
+		}
+	}
 }
 
 func (h *headerFlusher) Write(p []byte) (int, error) {
@@ -42,11 +60,11 @@ func (h *headerFlusher) Write(p []byte) (int, error) {
 // FlushError flushes the response, as http.ResponseController.Flush does.
 func (h *headerFlusher) FlushError() error {
 	if h.sent {
-		return h.rc.Flush()
+		return h.flushTo()
 	}
 	h.sent = true
 	var err error
-	aside(func() { err = h.rc.Flush() })
+	aside(func() { err = h.flushTo() })
 	return err
 }
 

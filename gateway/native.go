@@ -131,8 +131,10 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		}
 		x.write(b)
 	}
+	var ev sse.Event // one for the stream (see relayChatStream)
 	for {
-		ev, err := rd.Next()
+		var err error
+		ev, err = rd.Next()
 		if errors.Is(err, io.EOF) {
 			x.markComplete() // every upstream byte is forwarded below
 			x.flush()

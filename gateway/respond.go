@@ -48,7 +48,7 @@ func (x *exchange) flush() {
 	if x.cut || x.clientGone.Load() {
 		return
 	}
-	if err := x.rc.Flush(); err != nil {
+	if err := x.flushTo(); err != nil {
 		x.clientGone.Store(true)
 	}
 }
