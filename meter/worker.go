@@ -173,23 +173,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		ds := w.decode(ctx, b)
 		whole := len(lanes) == 1 || len(ds) < splitAt
 		var after []chan struct{}
-		if whole || wasWhole {
+		if len(lanes) > 1 && (whole || wasWhole) {
 			// A batch written whole touches every lane's customers: it
 			// waits for the lanes to be idle, and the next batch for it.
 			after = inFlight
 		}
 		wasWhole = whole
 		inFlight = slices.DeleteFunc(slices.Clone(inFlight), isClosed)
-		parts := make([]pending, len(lanes))
-		for _, d := range ds {
-			i := 0
-			if !whole {
-				i = int(maphash.String(seed, d.event.CustomerID) % uint64(len(lanes)))
-			}
-			parts[i].events = append(parts[i].events, d.event)
-			parts[i].msgs = append(parts[i].msgs, d.msg)
-		}
-		for i, p := range parts {
+		for i, p := range split(ds, len(lanes), whole, seed) {
 			if len(p.events) > 0 {
 				p.done = make(chan struct{})
 				handOver(lanes[i], p, p.msgs, w.cfg.AckWait/3, after...)
@@ -283,6 +274,21 @@ func handOver[T any](out chan<- T, v T, msgs []jetstream.Msg, every time.Duratio
 			}
 		}
 	}
+}
+
+// split lays decoded events out in n parts, by a hash of their
+// customer_id under seed, or all in the first when whole.
+func split(ds []decoded, n int, whole bool, seed maphash.Seed) []pending {
+	parts := make([]pending, n)
+	for _, d := range ds {
+		i := 0
+		if !whole {
+			i = int(maphash.String(seed, d.event.CustomerID) % uint64(n))
+		}
+		parts[i].events = append(parts[i].events, d.event)
+		parts[i].msgs = append(parts[i].msgs, d.msg)
+	}
+	return parts
 }
 
 // isClosed reports whether c is closed (c is only ever closed, never sent on).
