@@ -19,7 +19,8 @@ import (
 // stack until its first event has been relayed and it waits for the next,
 // over HTTP/1.1 and h2c upstreams (an idle stream keeps its stack for its
 // whole life, see headerFlusher). The check runs in a child process with
-// the runtime's stack limit at 8 KiB: a goroutine that outgrows it
+// the runtime's stack limit at 8 KiB (streamStackLimit; 16 under the race
+// detector, whose instrumentation makes every frame bigger): a goroutine that outgrows it
 // crashes the child with the call that did. The gateway is mounted below
 // another router, as tollgate serve mounts it, and its connections are new
 // ones, as an idle stream's are.
@@ -53,7 +54,7 @@ func streamStackChild(t *testing.T) {
 	buf := make([]byte, 64<<10)
 	for i := range 4 {
 		if i == 2 { // after a warm-up: first uses of a type (encoding/json's caches) are deep once
-			debug.SetMaxStack(8 << 10)
+			debug.SetMaxStack(streamStackLimit)
 		}
 		delay := "10"
 		if i >= 2 {
