@@ -81,7 +81,8 @@ bench-ledger:
 # staging); events drained from JetStream into Postgres by 1, 2 and 4
 # workers; the end-to-end lag at 5,000 events/s for 30 s. Each twice.
 # METER_EVENTS events per throughput run; TOLLGATE_BENCH_METER_PROFILE=FILE
-# profiles the drains; TOLLGATE_BENCH_METER_BATCH overrides the batch size.
+# profiles the drains; TOLLGATE_BENCH_METER_BATCH overrides the batch size,
+# TOLLGATE_BENCH_METER_LANES the write lanes (meter.write_lanes).
 METER_EVENTS ?= 100000
 bench-meter:
 	$(GO) test -run '^$$' -bench 'EventDecode|BenchmarkDecode' -benchmem -count 2 ./meter/usage/ | tee bench-meter.txt

@@ -131,6 +131,8 @@ func benchEnvInt(b *testing.B, name string, def int) int {
 //     over the timed span; others_busy_%: the part of it not spent by the
 //     three processes above: the other tenants of a shared machine.
 //
+// TOLLGATE_BENCH_METER_BATCH=N and TOLLGATE_BENCH_METER_LANES=N override
+// the workers' batch size and write lanes (meter.WorkerConfig).
 // TOLLGATE_BENCH_METER_PROFILE=FILE writes a CPU profile of the timed span
 // alone (not the set-up and publishing that -cpuprofile would include) to
 // FILE.workersW.
