@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 // runNATSD serves JetStream until its standard input closes (the parent
 // test process ended), printing its client URL first.
 func runNATSD(dir string) {
-	s, err := meter.StartEmbedded(dir, "127.0.0.1:0", meter.SyncPolicy{})
+	s, err := meter.StartEmbedded(dir, "127.0.0.1:0", meter.SyncPolicy{}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

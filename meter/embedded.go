@@ -3,6 +3,7 @@ package meter
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"time"
@@ -71,9 +72,11 @@ func (e *Embedded) Stop(ctx context.Context) error {
 // StartEmbedded starts an in-process NATS server with JetStream, keeping its
 // data under dir and syncing it by sync (zero: DefaultSync). listen is
 // "host:port" to accept network clients, or "" for in-process clients only
-// (connect with nats.InProcessServer). It returns once the server is ready
-// for connections, or an error after 10 seconds.
-func StartEmbedded(dir, listen string, sync SyncPolicy) (*Embedded, error) {
+// (connect with nats.InProcessServer). The server's warnings and errors (a
+// store it cannot write, say) go to log at those levels, its notices at
+// debug level; log nil keeps it silent. It returns once the server is
+// ready for connections, or an error after 10 seconds.
+func StartEmbedded(dir, listen string, sync SyncPolicy, log *slog.Logger) (*Embedded, error) {
 	if sync == (SyncPolicy{}) {
 		sync = DefaultSync
 	}
@@ -82,7 +85,7 @@ func StartEmbedded(dir, listen string, sync SyncPolicy) (*Embedded, error) {
 		JetStream:    true,
 		StoreDir:     dir,
 		NoSigs:       true,
-		NoLog:        true,
+		NoLog:        log == nil,
 		SyncAlways:   sync.Always,
 		SyncInterval: sync.Interval,
 	}
@@ -105,10 +108,32 @@ func StartEmbedded(dir, listen string, sync SyncPolicy) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	if log != nil {
+		s.SetLogger(serverLog{log}, false, false)
+	}
 	s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
 		return nil, fmt.Errorf("embedded nats: not ready after 10s")
 	}
 	return &Embedded{s}, nil
+}
+
+// serverLog passes the embedded server's log lines to a slog.Logger,
+// tagged "nats": warnings and errors at their levels, notices, debug and
+// trace lines at debug level (its start-up banner is a dozen notices).
+type serverLog struct{ log *slog.Logger }
+
+func (l serverLog) Noticef(format string, v ...any) { l.at(slog.LevelDebug, format, v) }
+func (l serverLog) Warnf(format string, v ...any)   { l.at(slog.LevelWarn, format, v) }
+func (l serverLog) Fatalf(format string, v ...any)  { l.at(slog.LevelError, format, v) }
+func (l serverLog) Errorf(format string, v ...any)  { l.at(slog.LevelError, format, v) }
+func (l serverLog) Debugf(format string, v ...any)  { l.at(slog.LevelDebug, format, v) }
+func (l serverLog) Tracef(format string, v ...any)  { l.at(slog.LevelDebug, format, v) }
+
+func (l serverLog) at(level slog.Level, format string, v []any) {
+	ctx := context.Background()
+	if l.log.Enabled(ctx, level) {
+		l.log.Log(ctx, level, "nats: "+fmt.Sprintf(format, v...))
+	}
 }

@@ -24,7 +24,7 @@ func BenchmarkPublishSync(b *testing.B) {
 		}
 		for _, mode := range []string{"serial", "parallel"} {
 			b.Run(policy+"/"+mode, func(b *testing.B) {
-				s, err := meter.StartEmbedded(b.TempDir(), "127.0.0.1:0", sync)
+				s, err := meter.StartEmbedded(b.TempDir(), "127.0.0.1:0", sync, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -25,7 +25,7 @@ func natsdMain(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	ns, err := meter.StartEmbedded(*dir, *listen, meter.SyncPolicy{})
+	ns, err := meter.StartEmbedded(*dir, *listen, meter.SyncPolicy{}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "natsd:", err)
 		return 1

@@ -31,7 +31,7 @@ func natsdMain(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ns, err := meter.StartEmbedded(*dir, "127.0.0.1:0", meter.SyncPolicy{})
+	ns, err := meter.StartEmbedded(*dir, "127.0.0.1:0", meter.SyncPolicy{}, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "natsd:", err)
 		return 1

@@ -17,7 +17,7 @@ import (
 // natsOn starts a JetStream server on addr with its data in dir.
 func natsOn(t *testing.T, dir, addr string) *server.Server {
 	t.Helper()
-	ns, err := meter.StartEmbedded(dir, addr, meter.SyncPolicy{})
+	ns, err := meter.StartEmbedded(dir, addr, meter.SyncPolicy{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

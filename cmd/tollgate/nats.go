@@ -18,16 +18,32 @@ import (
 // syncing as sync says.
 func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetStream, error) {
 	var err error
+	// Reconnect for ever, and say so: a connection given up after nats.go's
+	// default 60 attempts would leave events in the spool, and the meter
+	// idle, until a restart.
+	opts := []nats.Option{nats.Name("tollgate"), nats.MaxReconnects(-1), nats.ReconnectWait(500 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			a.log.Warn("NATS: disconnected; reconnecting", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { a.log.Info("NATS: reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if err := nc.LastError(); err != nil {
+				a.log.Error("NATS: connection closed", "err", err)
+			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			a.log.Warn("NATS: asynchronous error", "err", err)
+		}),
+	}
 	switch {
 	case e.NATSURL != "":
-		a.nc, err = nats.Connect(e.NATSURL, nats.Name("tollgate"), nats.MaxReconnects(-1),
-			nats.RetryOnFailedConnect(true), nats.ReconnectWait(500*time.Millisecond))
+		a.nc, err = nats.Connect(e.NATSURL, append(opts, nats.RetryOnFailedConnect(true))...)
 	case r.all():
-		if a.ns, err = meter.StartEmbedded(filepath.Join(e.DataDir, "jetstream"), "", sync); err != nil {
+		if a.ns, err = meter.StartEmbedded(filepath.Join(e.DataDir, "jetstream"), "", sync, a.log); err != nil {
 			return nil, err
 		}
 		a.started("embedded NATS", 10*time.Second, a.ns.Stop)
-		a.nc, err = nats.Connect("", nats.InProcessServer(a.ns))
+		a.nc, err = nats.Connect("", append(opts, nats.InProcessServer(a.ns))...)
 	default:
 		return nil, errors.New("TOLLGATE_NATS_URL is required: only `tollgate serve` embeds JetStream")
 	}

@@ -16,7 +16,7 @@ import (
 // NewServer starts an embedded JetStream server on a random loopback port.
 func NewServer(t testing.TB) *server.Server {
 	t.Helper()
-	s, err := meter.StartEmbedded(t.TempDir(), "127.0.0.1:0", meter.SyncPolicy{})
+	s, err := meter.StartEmbedded(t.TempDir(), "127.0.0.1:0", meter.SyncPolicy{}, nil)
 	if err != nil {
 		t.Fatalf("metertest: %v", err)
 	}
