@@ -137,6 +137,14 @@ type Config struct {
 	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// IdleTimeout closes a keep-alive connection idle this long. Default 120s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConnections caps the client connections the gateway's listener
+	// holds at once; past it, a new connection waits in the kernel's accept
+	// queue until one closes. It keeps clients from taking every file
+	// descriptor of the process: JetStream's store, Postgres, the journal
+	// and the spool need theirs (out of descriptors, the embedded
+	// JetStream's store fails until a restart). Default 0: derived from the
+	// process's RLIMIT_NOFILE (see ConnectionCap).
+	MaxConnections int `yaml:"max_connections"`
 	// ShutdownDrain is how long a stream still running when a shutdown's
 	// grace period ends is read on, after its client got an error frame,
 	// for the provider's own usage. Default 5s.
@@ -164,6 +172,9 @@ func (c *Config) Validate(types ...string) error {
 	}
 	if c.MaxDrains <= 0 {
 		c.MaxDrains = 1024
+	}
+	if c.MaxConnections < 0 {
+		return fmt.Errorf("max_connections must be 0 (derived from the open-files limit) or more, not %d", c.MaxConnections)
 	}
 	if c.Retry.MaxAttempts <= 0 {
 		c.Retry.MaxAttempts = 3

@@ -225,7 +225,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 }
 
 // Start serves h (nil: Handler()) on addr, "host:port" (port 0 picks one),
-// and returns once it is listening. The listener bounds reading a request
+// and returns once it is listening. The listener holds at most
+// ConnectionCap(cfg) client connections at once, bounds reading a request
 // (ReadTimeout, and 10s for its headers) and keep-alive idleness
 // (IdleTimeout); responses stream unbounded.
 func (s *Server) Start(addr string, h http.Handler) error {
@@ -237,6 +238,9 @@ func (s *Server) Start(addr string, h http.Handler) error {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
 	s.addr = ln.Addr().String()
+	maxConns := ConnectionCap(s.cfg)
+	ln = limitListener(ln, maxConns)
+	s.log.Info("gateway: client connections capped", "max_connections", maxConns)
 	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.ReadTimeout,
 		IdleTimeout: s.cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	go func() {

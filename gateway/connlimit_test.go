@@ -1,0 +1,93 @@
+package gateway_test
+
+import (
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+)
+
+// TestMaxConnections: with max_connections 2, two open streams hold the
+// listener's two slots; a third client's connection waits (no answer
+// while both are open) and is served as soon as one of them ends, and
+// every request is metered.
+func TestMaxConnections(t *testing.T) {
+	st := newStack(t, func(c *gateway.Config) { c.MaxConnections = 2 })
+	body := `{"model":"sim-small","stream":true,"max_tokens":2,"messages":[{"role":"user","content":"hi"}],` +
+		`"metadata":{"sim_chunks":"2","sim_delay_ms":"%s"}}`
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	send := func(delay string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions", strings.NewReader(strings.Replace(body, "%s", delay, 1)))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		return client.Do(req)
+	}
+	var open []*http.Response
+	for range 2 {
+		resp, err := send("400")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream: %v %v", resp, err)
+		}
+		open = append(open, resp)
+	}
+	third := make(chan *http.Response, 1)
+	go func() {
+		resp, err := send("1")
+		if err != nil {
+			t.Error(err)
+		}
+		third <- resp
+	}()
+	select {
+	case resp := <-third:
+		t.Fatalf("a third connection was served while two streams held the cap: %v", resp.Status)
+	case <-time.After(250 * time.Millisecond):
+	}
+	open[0].Body.Close() // the client leaves: its connection closes, a slot frees
+	var resp *http.Response
+	select {
+	case resp = <-third:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the third connection was not served after a slot freed")
+	}
+	if resp == nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("third: %v", resp)
+	}
+	resp.Body.Close()
+	open[1].Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for st.sink.count() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events published, want 3", st.sink.count())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestConnectionCapFromOpenFiles: without max_connections, the cap is what
+// RLIMIT_NOFILE leaves after the reserve and the drains, halved over
+// HTTP/1.1 upstreams (two descriptors a stream), whole when every
+// provider is on h2c.
+func TestConnectionCapFromOpenFiles(t *testing.T) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Cur < 4096 || lim.Cur > 1<<30 {
+		t.Fatalf("RLIMIT_NOFILE %d: this test wants a limit between 4096 and 2^30 (the machine's is 20000)", lim.Cur)
+	}
+	cfg := gateway.Config{MaxDrains: 100, Providers: []gateway.ProviderConfig{{Name: "a"}, {Name: "b", Protocol: gateway.ProtocolH2C}}}
+	if got, want := gateway.ConnectionCap(cfg), (int(lim.Cur)-1024-100)/2; got != want {
+		t.Errorf("HTTP/1.1 and h2c providers: cap %d, want %d", got, want)
+	}
+	cfg.Providers = cfg.Providers[1:]
+	if got, want := gateway.ConnectionCap(cfg), int(lim.Cur)-1024-100; got != want {
+		t.Errorf("h2c providers only: cap %d, want %d", got, want)
+	}
+	cfg.MaxConnections = 7
+	if got := gateway.ConnectionCap(cfg); got != 7 {
+		t.Errorf("max_connections 7: cap %d", got)
+	}
+}
