@@ -83,35 +83,7 @@ func (l *laneWatch) WriteEvents(ctx context.Context, events []usage.Event) (int,
 // each other's rollup and balance rows), each customer's events in the
 // order they were published, and every event exactly once.
 func TestWorkerLanesKeepCustomersApart(t *testing.T) {
-	const customers, perCustomer = 40, 65
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store := ledgertest.NewStore(t)
-	js := metertest.Connect(t, metertest.NewServer(t))
-	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	ids := publishBacklog(t, js, customers, perCustomer)
-	watch := newLaneWatch(store)
-	watch.second = make(chan struct{})
-	w, err := meter.NewWorker(ctx, js, watch, meter.WorkerConfig{BatchSize: 1200, WriteLanes: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	for _, c := range ids {
-		waitUsage(t, store, c, perCustomer)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run = %v", err)
-	}
-	for _, c := range ids { // after the stop: nothing written twice
-		waitUsage(t, store, c, perCustomer)
-	}
-	watch.mu.Lock()
-	defer watch.mu.Unlock()
+	watch := drainBacklog(t, 40, 65, meter.WorkerConfig{BatchSize: 1200, WriteLanes: 3}, true)
 	if !watch.overlap {
 		t.Error("no two lanes ever wrote at once")
 	}
@@ -128,30 +100,7 @@ func TestWorkerLanesKeepCustomersApart(t *testing.T) {
 // every event once, in order.
 func TestWorkerSmallBatchesWriteWhole(t *testing.T) {
 	const customers, perCustomer = 20, 10
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store := ledgertest.NewStore(t)
-	js := metertest.Connect(t, metertest.NewServer(t))
-	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	ids := publishBacklog(t, js, customers, perCustomer)
-	watch := newLaneWatch(store)
-	w, err := meter.NewWorker(ctx, js, watch, meter.WorkerConfig{BatchSize: 30, WriteLanes: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	for _, c := range ids {
-		waitUsage(t, store, c, perCustomer)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run = %v", err)
-	}
-	watch.mu.Lock()
-	defer watch.mu.Unlock()
+	watch := drainBacklog(t, customers, perCustomer, meter.WorkerConfig{BatchSize: 30, WriteLanes: 3}, false)
 	if watch.overlap {
 		t.Error("two transactions of small batches ran at once")
 	}
@@ -163,8 +112,41 @@ func TestWorkerSmallBatchesWriteWhole(t *testing.T) {
 	}
 }
 
-func newLaneWatch(s *ledger.Store) *laneWatch {
-	return &laneWatch{Store: s, inFlight: map[int]map[string]bool{}, order: map[string]int64{}}
+// drainBacklog publishes a backlog (see publishBacklog), drains it with a
+// worker of cfg writing through a laneWatch (holding its first call for a
+// second when hold), checks that every customer's events are in the
+// ledger exactly once after the worker stopped, and returns the watch.
+func drainBacklog(t *testing.T, customers, perCustomer int, cfg meter.WorkerConfig, hold bool) *laneWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.Connect(t, metertest.NewServer(t))
+	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	ids := publishBacklog(t, js, customers, perCustomer)
+	watch := &laneWatch{Store: store, inFlight: map[int]map[string]bool{}, order: map[string]int64{}}
+	if hold {
+		watch.second = make(chan struct{})
+	}
+	w, err := meter.NewWorker(ctx, js, watch, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	for _, c := range ids {
+		waitUsage(t, store, c, int64(perCustomer))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	for _, c := range ids { // after the stop: nothing written twice
+		waitUsage(t, store, c, int64(perCustomer))
+	}
+	return watch // Run has returned: nothing writes to it now
 }
 
 // publishBacklog publishes perCustomer events for each of n new

@@ -171,7 +171,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	var inFlight []chan struct{} // the parts handed to the lanes and not yet written
 	for b := range batches {
 		ds := w.decode(ctx, b)
-		whole := len(lanes) == 1 || len(ds) < splitAt
+		whole := len(lanes) == 1 || len(ds.events) < splitAt
 		var after []chan struct{}
 		if len(lanes) > 1 && (whole || wasWhole) {
 			// A batch written whole touches every lane's customers: it
@@ -276,17 +276,19 @@ func handOver[T any](out chan<- T, v T, msgs []jetstream.Msg, every time.Duratio
 	}
 }
 
-// split lays decoded events out in n parts, by a hash of their
-// customer_id under seed, or all in the first when whole.
-func split(ds []decoded, n int, whole bool, seed maphash.Seed) []pending {
+// split lays a batch out in n parts, by a hash of its events'
+// customer_id under seed, or all of it in the first when whole (not
+// copied).
+func split(b pending, n int, whole bool, seed maphash.Seed) []pending {
 	parts := make([]pending, n)
-	for _, d := range ds {
-		i := 0
-		if !whole {
-			i = int(maphash.String(seed, d.event.CustomerID) % uint64(n))
-		}
-		parts[i].events = append(parts[i].events, d.event)
-		parts[i].msgs = append(parts[i].msgs, d.msg)
+	if whole {
+		parts[0] = b
+		return parts
+	}
+	for j := range b.events {
+		i := int(maphash.String(seed, b.events[j].CustomerID) % uint64(n))
+		parts[i].events = append(parts[i].events, b.events[j])
+		parts[i].msgs = append(parts[i].msgs, b.msgs[j])
 	}
 	return parts
 }
@@ -320,18 +322,12 @@ func (p pending) without(i int) pending {
 	return pending{events: append(p.events[:i:i], p.events[i+1:]...), msgs: append(p.msgs[:i:i], p.msgs[i+1:]...)}
 }
 
-// decoded is one message and the event it holds.
-type decoded struct {
-	event usage.Event
-	msg   jetstream.Msg
-}
-
 // decode reads a pulled batch's events. Messages that no retry can store
 // (undecodable, invalid, or delivered more than MaxDeliver times) are set
 // aside in the dead-letter stream with the reason, not returned; nothing
 // is silently dropped.
-func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) []decoded {
-	out := make([]decoded, 0, len(msgs))
+func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) pending {
+	out := pending{events: make([]usage.Event, 0, len(msgs)), msgs: make([]jetstream.Msg, 0, len(msgs))}
 	for _, m := range msgs {
 		if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
 			w.obs.Redelivered()
@@ -351,7 +347,8 @@ func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) []decoded {
 			w.setAside(ctx, m, "undecodable or invalid usage event: "+err.Error())
 			continue
 		}
-		out = append(out, decoded{e, m})
+		out.events = append(out.events, e)
+		out.msgs = append(out.msgs, m)
 	}
 	return out
 }
