@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
 	"github.com/tollgate-dev/tollgate/gateway"
@@ -76,18 +74,7 @@ func TestH2CUpstream(t *testing.T) {
 		Models: []gateway.ModelConfig{{Name: "fast", Provider: "sim-h2c", UpstreamModel: "sim-pro"},
 			{Name: "plain", Provider: "sim-h1", UpstreamModel: "sim-pro"}},
 	}
-	gw, err := gateway.New(cfg, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: sink})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Start("127.0.0.1:0", nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = gw.Stop(ctx)
-	})
+	gw := startGateway(t, cfg, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: sink})
 	st := &stack{gw: gw, url: "http://" + gw.Addr(), sim: up.Server, sink: sink}
 
 	stream := func(t *testing.T, model string, includeUsage bool, i int) (id, body string) {

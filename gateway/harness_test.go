@@ -189,7 +189,16 @@ func newStack(t *testing.T, edit func(*gateway.Config)) *stack {
 		edit(&cfg)
 	}
 	st := &stack{sim: up, sink: &memSink{}, journal: &memJournal{}}
-	gw, err := gateway.New(cfg, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: st.sink, Journal: st.journal})
+	st.gw = startGateway(t, cfg, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: st.sink, Journal: st.journal})
+	st.url = "http://" + st.gw.Addr()
+	return st
+}
+
+// startGateway starts a gateway of cfg and d on a free port, stopped when
+// the test ends.
+func startGateway(t *testing.T, cfg gateway.Config, d gateway.Deps) *gateway.Server {
+	t.Helper()
+	gw, err := gateway.New(cfg, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,8 +210,7 @@ func newStack(t *testing.T, edit func(*gateway.Config)) *stack {
 		defer cancel()
 		_ = gw.Stop(ctx)
 	})
-	st.gw, st.url = gw, "http://"+gw.Addr()
-	return st
+	return gw
 }
 
 // post sends body to path with the test key (as Bearer, unless header
