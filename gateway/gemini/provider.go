@@ -101,9 +101,7 @@ type Envelope struct{}
 
 // WriteError answers with e in Gemini's envelope.
 func (Envelope) WriteError(w http.ResponseWriter, e provider.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(e.Status)
-	_, _ = w.Write(append(errorObject(e), '\n'))
+	provider.WriteJSONError(w, e.Status, errorObject(e))
 }
 
 // StreamError is a data frame of Gemini's error object.

@@ -2,7 +2,7 @@
 // upstream protocols: each protocol package (gateway/openai,
 // gateway/anthropic, gateway/gemini) describes itself as one Provider
 // value, and the core, given those values, serves them without naming any.
-// It holds no behaviour of its own.
+// Its only behaviour is what every protocol shares: WriteJSONError.
 package provider
 
 import (
@@ -127,6 +127,16 @@ type Envelope interface {
 	// StreamError is an SSE event (its bytes, framing included) that ends a
 	// stream already under way with e, in the protocol's own shape.
 	StreamError(e Error) []byte
+}
+
+// WriteJSONError answers with status and body, one JSON error object, as
+// application/json with a newline after it: the WriteError of an Envelope
+// whose protocol answers errors with one JSON object. Write errors are
+// dropped: the client is gone.
+func WriteJSONError(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
 }
 
 // KeyHinter is implemented by an Envelope whose protocol's SDKs send the
