@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -28,32 +26,13 @@ type recorded struct {
 // missing folder or expectation is fatal: the tests are the point.
 func recordings(t testing.TB) []recorded {
 	t.Helper()
-	dir, err := fixture.Dir()
+	_, recs, err := fixture.Recordings("anthropic")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := fixture.LoadExpected(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := fixture.Streams(dir, "anthropic")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(names) == 0 {
-		t.Fatalf("no anthropic streams under %s", dir)
-	}
-	var out []recorded
-	for _, n := range names {
-		raw, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(n)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, ok := want[n]
-		if !ok {
-			t.Fatalf("%s: not in expected.json", n)
-		}
-		out = append(out, recorded{name: n, raw: raw, events: readEvents(t, raw), want: w})
+	out := make([]recorded, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, recorded{name: r.Name, raw: r.Raw, events: readEvents(t, r.Raw), want: r.Want})
 	}
 	return out
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestBody(t *testing.T) {
-	dir, _, _ := geminiFixtures(t)
+	dir, _ := geminiFixtures(t)
 	tests := []struct{ name, in, want string }{
 		{"recorded implicit caching", string(readFixture(t, dir, "gemini/NONSTREAM-unary-implicit-caching.json")),
 			`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gemini-test","choices":[{"index":0,

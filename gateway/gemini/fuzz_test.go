@@ -20,9 +20,9 @@ import (
 // encoding/json only; every chunk must be JSON; usage must stay a valid
 // event's.
 func FuzzTap(f *testing.F) {
-	dir, _, names := geminiFixtures(f)
-	for _, name := range names {
-		f.Add(readFixture(f, dir, name))
+	dir, recs := geminiFixtures(f)
+	for _, rec := range recs {
+		f.Add(rec.Raw)
 	}
 	f.Add(readFixture(f, dir, "gemini/NONSTREAM-unary-implicit-caching.json"))
 	f.Add([]byte("data: {\"error\":{\"code\":\"x\",\"message\":1}}\n\n{\n\n\"error\":[]}\n"))

@@ -14,26 +14,15 @@ import (
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
-// geminiFixtures returns the fixture folder, expected.json and the recorded
-// gemini/ streams (paths relative to the folder). Missing fixtures fail.
-func geminiFixtures(tb testing.TB) (string, map[string]fixture.Expected, []string) {
+// geminiFixtures returns the fixture folder and the recorded gemini/
+// streams with their expectations. Missing fixtures fail.
+func geminiFixtures(tb testing.TB) (string, []fixture.Recording) {
 	tb.Helper()
-	dir, err := fixture.Dir()
+	dir, recs, err := fixture.Recordings("gemini")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	exp, err := fixture.LoadExpected(dir)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	names, err := fixture.Streams(dir, "gemini")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if len(names) == 0 {
-		tb.Fatalf("no gemini streams under %s", dir)
-	}
-	return dir, exp, names
+	return dir, recs
 }
 
 func readFixture(tb testing.TB, dir, name string) []byte {

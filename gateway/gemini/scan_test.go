@@ -15,10 +15,10 @@ import (
 // streams.
 func fixtureChunks(tb testing.TB) [][]byte {
 	tb.Helper()
-	dir, _, names := geminiFixtures(tb)
+	_, recs := geminiFixtures(tb)
 	var out [][]byte
-	for _, name := range names {
-		events(tb, readFixture(tb, dir, name), func(ev *sse.Event) {
+	for _, rec := range recs {
+		events(tb, rec.Raw, func(ev *sse.Event) {
 			if ev.HasData {
 				out = append(out, bytes.Clone(ev.Data))
 			}
@@ -133,9 +133,9 @@ func TestScanFixtures(t *testing.T) {
 func TestScanFallback(t *testing.T) {
 	streams := [][]byte{[]byte("data: {\"candidates\":[{\"content\":{\"parts\":[{\"Text\":\"folded\"}]}}],\"usageMetadata\":{\"promptTokenCount\":3}}\n\n" +
 		"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"x\"}]},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":1.0e0}}\n\n")}
-	dir, _, names := geminiFixtures(t)
-	for _, name := range names {
-		streams = append(streams, readFixture(t, dir, name))
+	_, recs := geminiFixtures(t)
+	for _, rec := range recs {
+		streams = append(streams, rec.Raw)
 	}
 	for i, stream := range streams {
 		fast, slow := tapStream(t, stream), slowTapStream(t, stream)

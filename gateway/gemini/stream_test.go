@@ -107,10 +107,10 @@ func recordedText(t *testing.T, stream []byte) (text, thought string) {
 // chunks: valid JSON, content and reasoning_content exactly the recorded
 // text and thoughts, a role chunk first, and the same usage as Tap.
 func TestStreamFixtures(t *testing.T) {
-	dir, _, names := geminiFixtures(t)
-	for _, name := range names {
-		t.Run(name, func(t *testing.T) {
-			stream := readFixture(t, dir, name)
+	_, recs := geminiFixtures(t)
+	for _, rec := range recs {
+		t.Run(rec.Name, func(t *testing.T) {
+			stream := rec.Raw
 			payloads, r := translateStream(t, stream)
 			chunks := parseChunks(t, payloads)
 			var content, reasoning strings.Builder
@@ -157,7 +157,7 @@ func TestStreamFixtures(t *testing.T) {
 }
 
 func TestStreamToolCalls(t *testing.T) {
-	dir, _, _ := geminiFixtures(t)
+	dir, _ := geminiFixtures(t)
 	payloads, _ := translateStream(t, readFixture(t, dir, "gemini/gemini3-function-call-thoughts.sse"))
 	chunks := parseChunks(t, payloads)
 	if len(chunks) != 3 {

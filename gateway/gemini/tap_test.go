@@ -11,15 +11,12 @@ import (
 // TestTapFixtures replays every recorded Gemini stream through Tap and
 // checks the resolved usage against expected.json.
 func TestTapFixtures(t *testing.T) {
-	dir, exp, names := geminiFixtures(t)
+	_, recs := geminiFixtures(t)
 	est := estimator(t)
-	for _, name := range names {
-		t.Run(name, func(t *testing.T) {
-			want, ok := exp[name]
-			if !ok {
-				t.Fatalf("expected.json has no entry for %s", name)
-			}
-			r := tapStream(t, readFixture(t, dir, name))
+	for _, rec := range recs {
+		t.Run(rec.Name, func(t *testing.T) {
+			want := rec.Want // every stream has one: geminiFixtures fails otherwise
+			r := tapStream(t, rec.Raw)
 			got, source := r.Resolve(est, tap.Text(""))
 			if source != want.Source {
 				t.Fatalf("usage_source %q, want %q", source, want.Source)
@@ -46,7 +43,7 @@ func TestTapFixtures(t *testing.T) {
 
 // TestTapFixtureDetails checks what expected.json does not say.
 func TestTapFixtureDetails(t *testing.T) {
-	dir, _, _ := geminiFixtures(t)
+	dir, _ := geminiFixtures(t)
 	r := tapStream(t, readFixture(t, dir, "gemini/gemini3-function-call-thoughts.sse"))
 	if r.FinishReason != "tool_calls" || r.ServedModel != "gemini-3-pro-preview" || !strings.Contains(r.Output.String(), "get_country") {
 		t.Errorf("function call stream: finish %q, model %q, output %q", r.FinishReason, r.ServedModel, r.Output.String())
@@ -65,7 +62,7 @@ func TestTapFixtureDetails(t *testing.T) {
 // TestBodyUsageImplicitCaching checks cachedContentTokenCount on the one
 // recorded response that has it: a subset of prompt_tokens.
 func TestBodyUsageImplicitCaching(t *testing.T) {
-	dir, _, _ := geminiFixtures(t)
+	dir, _ := geminiFixtures(t)
 	var r tap.Report
 	if err := BodyUsage(readFixture(t, dir, "gemini/NONSTREAM-unary-implicit-caching.json"), &r); err != nil {
 		t.Fatal(err)
