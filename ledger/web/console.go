@@ -3,7 +3,6 @@ package web
 import (
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -23,6 +22,7 @@ type Console struct {
 	pages    templates
 	overview *cache[overview]
 	recon    *cache[reconciliationData]
+	in       *signinForm
 	now      func() time.Time
 }
 
@@ -31,9 +31,12 @@ type Console struct {
 // (the overview's month, the reconciliation of the last day) are reused
 // before they are recomputed in the background (0: never reused).
 func NewConsole(admin http.Handler, maxAge time.Duration, log *slog.Logger) *Console {
-	return &Console{admin: admin, log: log, sess: newSessions("tollgate_console", "/console/"),
+	c := &Console{admin: admin, log: log, sess: newSessions("tollgate_console", "/console/"),
 		pages:    parseTemplates("signin", "overview", "customers", "customer", "keys", "issued", "prices", "reconciliation", "dlq", "error"),
 		overview: newCache[overview](maxAge), recon: newCache[reconciliationData](maxAge), now: time.Now}
+	c.in = &signinForm{app: "console", form: signinData{Field: "token", Label: "Admin token"},
+		empty: "Enter the admin token (TOLLGATE_ADMIN_TOKEN).", sess: c.sess, pages: c.pages, log: log, check: c.checkToken}
+	return c
 }
 
 // Close cancels the background recomputations running, if any, and
@@ -51,11 +54,11 @@ func (c *Console) Routes(r chi.Router) {
 	r.Route("/console", func(r chi.Router) {
 		r.Use(secure)
 		r.Get("/static/style.css", style)
-		r.Get("/signin", c.signinPage)
-		r.Post("/signin", c.signin)
+		r.Get("/signin", c.in.page)
+		r.Post("/signin", c.in.signin)
 		r.Group(func(r chi.Router) {
 			r.Use(c.sess.require)
-			r.Post("/signout", c.signout)
+			r.Post("/signout", c.in.signout)
 			r.Get("/", c.overviewPage)
 			r.Get("/customers", c.customersPage)
 			r.Get("/customers/{id}", c.customerPage)
@@ -89,51 +92,19 @@ func (c *Console) view(r *http.Request, nav, title string, data any) view {
 		Notice: notice, Error: failure, Data: data}
 }
 
-func (c *Console) signinPage(w http.ResponseWriter, r *http.Request) {
-	if c.sess.get(r) != nil {
-		http.Redirect(w, r, "/console/", http.StatusSeeOther)
-		return
-	}
-	c.pages.render(w, c.log, http.StatusOK, "signin", view{App: "console", Title: "Sign in", Data: signinData{Field: "token", Label: "Admin token"}})
-}
-
-// signinData is the sign-in form: the password field's name and label.
-type signinData struct{ Field, Label string }
-
-// signin checks the token with the admin API itself: a token the API
-// refuses cannot sign in.
-func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
-	token := strings.TrimSpace(r.PostFormValue("token"))
-	fail := func(status int, msg string) {
-		c.pages.render(w, c.log, status, "signin", view{App: "console", Title: "Sign in", Error: msg,
-			Data: signinData{Field: "token", Label: "Admin token"}})
-	}
-	if !sameOrigin(r) {
-		fail(http.StatusForbidden, "refused: the form was posted from another site")
-		return
-	}
-	if token == "" {
-		fail(http.StatusUnauthorized, "Enter the admin token (TOLLGATE_ADMIN_TOKEN).")
-		return
-	}
+// checkToken checks the token with the admin API itself: a token the API
+// refuses cannot sign in (signinForm.check).
+func (c *Console) checkToken(r *http.Request, token string) (subject string, status int, msg string) {
 	cl := api.NewClient("http://admin.in-process", token, inProcess(c.admin))
 	// Any authenticated read would do: the price list of a model that
 	// cannot exist is a small one.
 	if _, err := cl.Prices(r.Context(), "(console sign-in)"); err != nil {
 		if ledger.ErrorCode(err) == ledger.EUnauthorized {
-			fail(http.StatusUnauthorized, "That is not the admin token.")
-		} else {
-			fail(http.StatusServiceUnavailable, "The admin API could not check the token: "+errorText(err))
+			return "", http.StatusUnauthorized, "That is not the admin token."
 		}
-		return
+		return "", http.StatusServiceUnavailable, "The admin API could not check the token: " + errorText(err)
 	}
-	c.sess.start(w, r, token, "operator")
-	http.Redirect(w, r, "/console/", http.StatusSeeOther)
-}
-
-func (c *Console) signout(w http.ResponseWriter, r *http.Request) {
-	c.sess.end(w, r)
-	http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
+	return "operator", 0, ""
 }
 
 // done redirects after a write to path, leaving in the session what

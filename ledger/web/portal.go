@@ -24,14 +24,18 @@ type Portal struct {
 	log   *slog.Logger
 	sess  *sessions
 	pages templates
+	in    *signinForm
 	now   func() time.Time
 }
 
 // NewPortal returns the portal over the customer API's routes (a router
 // holding api.Self's Routes).
 func NewPortal(self http.Handler, log *slog.Logger) *Portal {
-	return &Portal{self: self, log: log, sess: newSessions("tollgate_portal", "/portal/"),
+	p := &Portal{self: self, log: log, sess: newSessions("tollgate_portal", "/portal/"),
 		pages: parseTemplates("signin", "usage", "requests", "statements", "error"), now: time.Now}
+	p.in = &signinForm{app: "portal", form: signinData{Field: "key", Label: "API key"},
+		empty: "Enter one of your API keys (tg-…).", sess: p.sess, pages: p.pages, log: log, check: p.checkKey}
+	return p
 }
 
 // Routes adds everything under /portal/ to r.
@@ -40,11 +44,11 @@ func (p *Portal) Routes(r chi.Router) {
 	r.Route("/portal", func(r chi.Router) {
 		r.Use(secure)
 		r.Get("/static/style.css", style)
-		r.Get("/signin", p.signinPage)
-		r.Post("/signin", p.signin)
+		r.Get("/signin", p.in.page)
+		r.Post("/signin", p.in.signin)
 		r.Group(func(r chi.Router) {
 			r.Use(p.sess.require)
-			r.Post("/signout", p.signout)
+			r.Post("/signout", p.in.signout)
 			r.Get("/", p.usagePage)
 			r.Get("/requests", p.requestsPage)
 			r.Get("/statements", p.statementsPage)
@@ -112,47 +116,19 @@ func (p *Portal) view(r *http.Request, nav, title string, data any) view {
 	return view{App: "portal", Title: title, Nav: nav, CSRF: ss.csrf, Who: ss.subject, Data: data}
 }
 
-func (p *Portal) signinPage(w http.ResponseWriter, r *http.Request) {
-	if p.sess.get(r) != nil {
-		http.Redirect(w, r, "/portal/", http.StatusSeeOther)
-		return
-	}
-	p.pages.render(w, p.log, http.StatusOK, "signin", view{App: "portal", Title: "Sign in", Data: signinData{Field: "key", Label: "API key"}})
-}
-
-// signin checks the key with the customer API: a key it refuses (unknown,
-// revoked, expired) cannot sign in. The session is named for the key's
-// customer.
-func (p *Portal) signin(w http.ResponseWriter, r *http.Request) {
-	key := strings.TrimSpace(r.PostFormValue("key"))
-	fail := func(status int, msg string) {
-		p.pages.render(w, p.log, status, "signin", view{App: "portal", Title: "Sign in", Error: msg, Data: signinData{Field: "key", Label: "API key"}})
-	}
-	if !sameOrigin(r) {
-		fail(http.StatusForbidden, "refused: the form was posted from another site")
-		return
-	}
-	if key == "" {
-		fail(http.StatusUnauthorized, "Enter one of your API keys (tg-…).")
-		return
-	}
+// checkKey checks the key with the customer API: a key it refuses
+// (unknown, revoked, expired) cannot sign in. The session is named for the
+// key's customer (signinForm.check).
+func (p *Portal) checkKey(r *http.Request, key string) (subject string, status int, msg string) {
 	var st ledger.Statement
 	err := p.getJSON(r.Context(), key, "/v1/statements/"+p.now().UTC().Format("2006-01"), &st)
 	if err != nil {
 		if ae, ok := err.(*apiError); ok && ae.Status == http.StatusUnauthorized {
-			fail(http.StatusUnauthorized, "That key is unknown, revoked or expired.")
-		} else {
-			fail(http.StatusServiceUnavailable, "The customer API could not check the key: "+errorText(err))
+			return "", http.StatusUnauthorized, "That key is unknown, revoked or expired."
 		}
-		return
+		return "", http.StatusServiceUnavailable, "The customer API could not check the key: " + errorText(err)
 	}
-	p.sess.start(w, r, key, st.CustomerName)
-	http.Redirect(w, r, "/portal/", http.StatusSeeOther)
-}
-
-func (p *Portal) signout(w http.ResponseWriter, r *http.Request) {
-	p.sess.end(w, r)
-	http.Redirect(w, r, "/portal/signin", http.StatusSeeOther)
+	return st.CustomerName, 0, ""
 }
 
 // refuse answers a page whose API call failed: a key revoked since sign-in

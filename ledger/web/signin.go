@@ -1,0 +1,66 @@
+package web
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// signinForm is the sign-in of one app, the console or the portal: its
+// form, the form's checks, the session it starts, and signing out. Only
+// how the secret entered is checked differs between the apps.
+type signinForm struct {
+	app   string     // "console" or "portal": the layout's App; its pages are under /<app>/
+	form  signinData // the secret's field and label
+	empty string     // the message when the field is left empty
+	sess  *sessions
+	pages templates
+	log   *slog.Logger
+	// check asks the app's API whether secret may sign in. It returns the
+	// session's subject; or, refused, the HTTP status and the message to
+	// answer with (status 0: accepted).
+	check func(r *http.Request, secret string) (subject string, status int, msg string)
+}
+
+// signinData is the sign-in form: the password field's name and label.
+type signinData struct{ Field, Label string }
+
+// page is GET /<app>/signin: the form, or the app for a browser signed in.
+func (f *signinForm) page(w http.ResponseWriter, r *http.Request) {
+	if f.sess.get(r) != nil {
+		http.Redirect(w, r, "/"+f.app+"/", http.StatusSeeOther)
+		return
+	}
+	f.pages.render(w, f.log, http.StatusOK, "signin", view{App: f.app, Title: "Sign in", Data: f.form})
+}
+
+// signin is POST /<app>/signin: a form posted from this site with a secret
+// that check accepts starts a session; anything else shows the form again
+// with why.
+func (f *signinForm) signin(w http.ResponseWriter, r *http.Request) {
+	secret := strings.TrimSpace(r.PostFormValue(f.form.Field))
+	fail := func(status int, msg string) {
+		f.pages.render(w, f.log, status, "signin", view{App: f.app, Title: "Sign in", Error: msg, Data: f.form})
+	}
+	if !sameOrigin(r) {
+		fail(http.StatusForbidden, "refused: the form was posted from another site")
+		return
+	}
+	if secret == "" {
+		fail(http.StatusUnauthorized, f.empty)
+		return
+	}
+	subject, status, msg := f.check(r, secret)
+	if status != 0 {
+		fail(status, msg)
+		return
+	}
+	f.sess.start(w, r, secret, subject)
+	http.Redirect(w, r, "/"+f.app+"/", http.StatusSeeOther)
+}
+
+// signout is POST /<app>/signout: the session ends.
+func (f *signinForm) signout(w http.ResponseWriter, r *http.Request) {
+	f.sess.end(w, r)
+	http.Redirect(w, r, "/"+f.app+"/signin", http.StatusSeeOther)
+}
