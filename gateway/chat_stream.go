@@ -167,12 +167,19 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	if bytes.Equal(ev.Data, doneData) {
 		return true
 	}
-	if s := &c.scan; openai.ScanChunk(ev.Data, s) { // nearly every chunk: no usage, no error
+	if s := &c.scan; openai.ScanChunk(ev.Data, s) { // every chunk without an error, usage included
 		tp.Scanned(s, r)
 		if len(s.ID) > 0 {
 			c.setName(s.ID, s.Model, s.Created)
 		}
-		if !c.includeUsage && s.HasUsageNull() {
+		if s.UsageOnly() {
+			if c.includeUsage {
+				c.usage = append(c.usage[:0], ev.Data...) // sent by end, once durable
+			}
+			return false
+		}
+		// As below: usage rides only in the usage chunk.
+		if s.HasUsage() || !c.includeUsage && s.HasUsageNull() {
 			ev.Data = s.StripUsage(ev.Data)
 		}
 		c.send(*ev)

@@ -2,12 +2,13 @@ package openai
 
 import (
 	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // ChunkScan is what ScanChunk reads from a chat.completion.chunk: the same
-// fields ParseChunk decodes, for a chunk that carries no usage and no
-// error, without decoding it. Its byte slices point into the scanned input
+// fields ParseChunk decodes, for a chunk that carries no error, without
+// decoding it. Its byte slices point into the scanned input
 // (ID, Model, FinishReason) or into its own buffer (Output), valid until
 // the next scan. A ChunkScan is reused from chunk to chunk.
 type ChunkScan struct {
@@ -26,6 +27,14 @@ type ChunkScan struct {
 	// Reasoning is true when a choice shows reasoning text
 	// (reasoning_content or reasoning).
 	Reasoning bool
+	// Usage is the chunk's usage object, as Usage.Meter gives it, when
+	// HasUsage reports one (token counts; zero for a count absent or
+	// null).
+	Usage usage.Tokens
+	// total is the usage's total_tokens (read to be held to encoding/json,
+	// which fails on one that is not an integer; Meter does not use it).
+	total    int64
+	hasUsage bool
 	// usageFrom and usageTo delimit a top-level "usage":null member with
 	// one adjacent comma, when usageTo > 0.
 	usageFrom, usageTo int
@@ -58,17 +67,19 @@ const (
 
 // ScanChunk reads the fields of a chat.completion.chunk that the gateway
 // needs without decoding it, reusing s, and reports whether it could. It
-// cannot, and the chunk must go to ParseChunk, when the chunk carries a
-// usage object or an error (non-null), and for anything it does not read
-// exactly as encoding/json would: invalid JSON, a field of an unexpected
-// type, a repeated field it reads, a key with an escape, an upper-case or
-// a non-ASCII letter (encoding/json matches keys case-insensitively),
-// invalid UTF-8 in text, deep nesting, or an integer "created" beyond 18
-// digits. FuzzScanChunk checks that whenever it reads a chunk, ParseChunk
-// reads the same.
+// cannot, and the chunk must go to ParseChunk, when the chunk carries an
+// error (non-null), and for anything it does not read exactly as
+// encoding/json would: invalid JSON, a field of an unexpected type, a
+// repeated field it reads, a key with an escape, an upper-case or a
+// non-ASCII letter (encoding/json matches keys case-insensitively),
+// invalid UTF-8 in text, deep nesting, or an integer "created" or usage
+// count beyond 18 digits (a usage count must be an integer or null, as
+// encoding/json requires of Usage's fields). FuzzScanChunk checks that
+// whenever it reads a chunk, ParseChunk reads the same, usage included.
 func ScanChunk(data []byte, s *ChunkScan) bool {
 	s.ID, s.Model, s.Created, s.Choices, s.FinishReason = nil, nil, 0, 0, nil
 	s.Output, s.usageFrom, s.usageTo, s.Reasoning = s.Output[:0], 0, 0, false
+	s.Usage, s.total, s.hasUsage = usage.Tokens{}, 0, false
 	s.l = jsonscan.New(data)
 	l := &s.l
 	if !l.Lit("{") {
@@ -102,7 +113,7 @@ func ScanChunk(data []byte, s *ChunkScan) bool {
 			ok = s.choices()
 		case "usage":
 			bit = 16
-			ok = l.Lit("null")
+			ok = l.Lit("null") || s.usageObject()
 		case "error":
 			bit = 32
 			ok = l.Lit("null")
@@ -115,7 +126,7 @@ func ScanChunk(data []byte, s *ChunkScan) bool {
 		seen |= bit
 		valueEnd := l.Pos()
 		if l.Lit("}") {
-			if bit == 16 { // "usage":null is last: remove the comma before it
+			if bit == 16 { // "usage" is last: remove the comma before it
 				s.usageFrom, s.usageTo = lastComma(data, keyAt), valueEnd
 			}
 			break
@@ -123,7 +134,7 @@ func ScanChunk(data []byte, s *ChunkScan) bool {
 		if !l.Lit(",") {
 			return false
 		}
-		if bit == 16 { // remove "usage":null and the comma after it
+		if bit == 16 { // remove "usage" and the comma after it
 			s.usageFrom, s.usageTo = keyAt, l.Pos()
 		}
 	}
@@ -143,9 +154,9 @@ func lastComma(data []byte, i int) int {
 	return i
 }
 
-// StripUsage removes the top-level "usage":null member that the last
-// ScanChunk of data found, with one adjacent comma, in place, and returns
-// the shortened data (data itself when there was none).
+// StripUsage removes the top-level "usage" member (null or an object) that
+// the last ScanChunk of data found, with one adjacent comma, in place, and
+// returns the shortened data (data itself when there was none).
 func (s *ChunkScan) StripUsage(data []byte) []byte {
 	if s.usageTo == 0 {
 		return data
@@ -156,7 +167,62 @@ func (s *ChunkScan) StripUsage(data []byte) []byte {
 
 // HasUsageNull reports whether the scanned chunk has a top-level
 // "usage":null member.
-func (s *ChunkScan) HasUsageNull() bool { return s.usageTo > 0 }
+func (s *ChunkScan) HasUsageNull() bool { return s.usageTo > 0 && !s.hasUsage }
+
+// HasUsage reports whether the scanned chunk carries a usage object (then
+// s.Usage holds it), as a Chunk's Usage is not nil.
+func (s *ChunkScan) HasUsage() bool { return s.hasUsage }
+
+// UsageOnly reports whether the scanned chunk exists only to carry usage,
+// as Chunk.UsageOnly does: a usage object and no choices.
+func (s *ChunkScan) UsageOnly() bool { return s.hasUsage && s.Choices == 0 }
+
+// usageObject reads a "usage" object into s.Usage as encoding/json reads
+// it into Usage: each count an integer or null, each details object an
+// object or null, other members skipped.
+func (s *ChunkScan) usageObject() bool {
+	s.hasUsage = true
+	u := &s.Usage
+	return s.object(func(key []byte) (uint8, bool) {
+		switch string(key) {
+		case "prompt_tokens":
+			return 1, s.count(&u.PromptTokens)
+		case "completion_tokens":
+			return 2, s.count(&u.CompletionTokens)
+		case "total_tokens":
+			return 4, s.count(&s.total)
+		case "prompt_tokens_details":
+			return 8, s.l.Lit("null") || s.object(func(key []byte) (uint8, bool) {
+				switch string(key) {
+				case "cached_tokens":
+					return 1, s.count(&u.CachedTokens)
+				case "cache_write_tokens":
+					return 2, s.count(&u.CacheWriteTokens)
+				}
+				return 0, s.l.Skip()
+			})
+		case "completion_tokens_details":
+			return 16, s.l.Lit("null") || s.object(func(key []byte) (uint8, bool) {
+				if string(key) == "reasoning_tokens" {
+					return 1, s.count(&u.ReasoningTokens)
+				}
+				return 0, s.l.Skip()
+			})
+		}
+		return 0, s.l.Skip()
+	})
+}
+
+// count reads a token count: an integer of at most 18 digits, or null
+// (which leaves it zero, as encoding/json leaves a field it has not set).
+func (s *ChunkScan) count(dst *int64) bool {
+	if s.l.Lit("null") {
+		return true
+	}
+	n, ok := s.l.Int()
+	*dst = n
+	return ok
+}
 
 // key reads an object key and its colon. Keys that encoding/json might
 // match case-insensitively to a field (upper-case or non-ASCII letters)
@@ -334,7 +400,7 @@ func (s *ChunkScan) object(member func(key []byte) (bit uint8, ok bool)) bool {
 }
 
 // Scanned observes one chunk read by ScanChunk, recording in r what Chunk
-// records for the same chunk (a scanned chunk has no usage and no error).
+// records for the same chunk (a scanned chunk has no error).
 func (t *ChatTap) Scanned(s *ChunkScan, r *tap.Report) {
 	if len(s.Model) > 0 && string(s.Model) != r.ServedModel {
 		r.ServedModel = string(s.Model)
@@ -348,5 +414,9 @@ func (t *ChatTap) Scanned(s *ChunkScan, r *tap.Report) {
 	r.AddOutputBytes(s.Output)
 	if s.Reasoning {
 		r.ReasoningShown = true
+	}
+	if s.hasUsage {
+		r.SetUsage(s.Usage)
+		r.Final = r.Final || t.finished || s.Choices == 0
 	}
 }

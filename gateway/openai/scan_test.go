@@ -56,6 +56,18 @@ var scanSeeds = []string{
 	`{"Choices":[]}`, `{"choices":[],"choices":[]}`, `{"\u0069d":"x"}`, `{"id":"a\"b"}`, `{"created":1.5}`, `{"created":"1"}`,
 	`{"error":null,"choices":null}`, `{"error":{"message":"x"}}`, `null`, `[]`, `{"choices":[{"delta":{"content":5}}]}`,
 	"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}", `{"a":[1,2,{"b":[]}]} x`, `{"model":"m"}{}`,
+	// usage objects: what encoding/json reads into Usage, and what it refuses
+	`{"id":"c","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":100,"total_tokens":112,"prompt_tokens_details":{"cached_tokens":3,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":100,"audio_tokens":0}}}`,
+	`{"usage":{"prompt_tokens":1,"cost":0.003,"is_byok":false,"cost_details":{"x":null},"prompt_tokens_details":{"cache_write_tokens":2}},"choices":[{"finish_reason":"stop"}]}`,
+	`{"usage":{"prompt_tokens":null,"prompt_tokens_details":null,"completion_tokens_details":null}}`, `{"usage":{}}`,
+	`{"usage":{"prompt_tokens":-5,"completion_tokens":-0}}`, `{"usage":{"prompt_tokens":1.5}}`, `{"usage":{"prompt_tokens":1e3}}`,
+	`{"usage":{"prompt_tokens":"7"}}`, `{"usage":{"prompt_tokens":1,"prompt_tokens":2}}`, `{"usage":{"Prompt_tokens":1}}`,
+	`{"usage":{"prompt_tokens":123456789012345678}}`, `{"usage":{"prompt_tokens":1234567890123456789}}`,
+	`{"usage":{"prompt_tokens":99999999999999999999}}`, `{"usage":{"total_tokens":true}}`, `{"usage":[]}`, `{"usage":5}`,
+	`{"usage":{"prompt_tokens_details":[]}}`, `{"usage":{"prompt_tokens_details":{"cached_tokens":1},"prompt_tokens_details":null}}`,
+	`{"usage":{"completion_tokens_details":{"reasoning_tokens":01}}}`, `{"usage":{"prompt_tokens":1},"error":{"message":"x"}}`,
+	`{"usage":{"prompt_tokens":1}, "usage":null}`, `{"usage":{"prompt_tokens_details":{"cached_tokens":"1"}}}`,
+	`{"usage":{"prompt_tokens":1,"completion_tokens":2},"id":"c"}`, `{"usage":{"prompt_tokens":1}`, `{"usage":{"\u0070rompt_tokens":1}}`,
 }
 
 // FuzzScanChunk checks ScanChunk against encoding/json: whenever it reads
@@ -83,26 +95,34 @@ func checkScan(t *testing.T, data []byte) {
 	if err != nil {
 		t.Fatalf("%q: scanned, but encoding/json fails: %v", data, err)
 	}
-	if c.Usage != nil || c.Error != nil || string(s.ID) != c.ID || string(s.Model) != c.Model ||
-		s.Created != c.Created || s.Choices != len(c.Choices) || string(s.FinishReason) != c.FinishReason() {
+	if c.Error != nil || string(s.ID) != c.ID || string(s.Model) != c.Model ||
+		s.Created != c.Created || s.Choices != len(c.Choices) || string(s.FinishReason) != c.FinishReason() ||
+		s.HasUsage() != (c.Usage != nil) || s.UsageOnly() != c.UsageOnly() {
 		t.Fatalf("%q:\nscan %+v\njson %+v", data, s, c)
 	}
-	var fast, slow tap.Report
-	var fastTap, slowTap ChatTap
-	fastTap.Scanned(&s, &fast)
-	slowTap.Chunk(c, &slow)
-	if fast.Output.String() != slow.Output.String() || fast.ServedModel != slow.ServedModel ||
-		fast.FinishReason != slow.FinishReason || fastTap != slowTap || fast.Reported || fast.Final {
-		t.Fatalf("%q: tp differs:\nscan output %q model %q finish %q\njson output %q model %q finish %q",
-			data, fast.Output.String(), fast.ServedModel, fast.FinishReason,
-			slow.Output.String(), slow.ServedModel, slow.FinishReason)
+	if c.Usage != nil && (s.Usage != c.Usage.Meter() || s.total != c.Usage.TotalTokens) {
+		t.Fatalf("%q: usage differs:\nscan %+v total %d\njson %+v total %d", data, s.Usage, s.total, c.Usage.Meter(), c.Usage.TotalTokens)
+	}
+	for _, finished := range []bool{false, true} { // Final depends on a finish chunk before
+		var fast, slow tap.Report
+		fastTap, slowTap := ChatTap{finished: finished}, ChatTap{finished: finished}
+		fastTap.Scanned(&s, &fast)
+		slowTap.Chunk(c, &slow)
+		if fast.Output.String() != slow.Output.String() || fast.ServedModel != slow.ServedModel ||
+			fast.FinishReason != slow.FinishReason || fastTap != slowTap || fast.Usage != slow.Usage ||
+			fast.Reported != slow.Reported || fast.Final != slow.Final || fast.ReasoningShown != slow.ReasoningShown {
+			t.Fatalf("%q: tp differs:\nscan output %q model %q finish %q usage %+v reported %v final %v\n"+
+				"json output %q model %q finish %q usage %+v reported %v final %v",
+				data, fast.Output.String(), fast.ServedModel, fast.FinishReason, fast.Usage, fast.Reported, fast.Final,
+				slow.Output.String(), slow.ServedModel, slow.FinishReason, slow.Usage, slow.Reported, slow.Final)
+		}
 	}
 	want, err := sjson.DeleteBytes(bytes.Clone(data), "usage")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := s.StripUsage(bytes.Clone(data))
-	if s.HasUsageNull() != !bytes.Equal(want, data) || !sameJSON(got, want) {
+	if (s.HasUsageNull() || s.HasUsage()) != !bytes.Equal(want, data) || !sameJSON(got, want) {
 		t.Fatalf("%q: StripUsage %q, sjson %q", data, got, want)
 	}
 }
@@ -120,14 +140,15 @@ func TestScanChunkSeeds(t *testing.T) {
 }
 
 // TestScanChunkFixtures checks that the fast path applies: every recorded
-// chunk that carries neither usage nor an error is scanned, not decoded.
+// chunk that carries no error is scanned, not decoded, the usage chunks
+// included.
 func TestScanChunkFixtures(t *testing.T) {
 	var s ChunkScan
-	scanned, total := 0, 0
+	scanned, total, usages := 0, 0, 0
 	for _, data := range fixtureChunks(t) {
 		checkScan(t, data)
 		c, err := ParseChunk(data)
-		if err != nil || c.Usage != nil || c.Error != nil {
+		if err != nil || c.Error != nil {
 			continue
 		}
 		total++
@@ -136,9 +157,63 @@ func TestScanChunkFixtures(t *testing.T) {
 			continue
 		}
 		scanned++
+		if s.HasUsage() {
+			usages++
+		}
 	}
-	if total < 100 || scanned != total {
-		t.Fatalf("scanned %d of %d chunks without usage or error", scanned, total)
+	if total < 100 || scanned != total || usages < 5 {
+		t.Fatalf("scanned %d of %d chunks without an error, %d with usage", scanned, total, usages)
+	}
+}
+
+// TestChatTapFixtures replays every recorded Chat Completions stream
+// through ChatTap as the relay does (ScanChunk, and ParseChunk for what it
+// cannot read) and through ParseChunk alone: both must record the same,
+// and the usage expected.json gives.
+func TestChatTapFixtures(t *testing.T) {
+	_, recs, err := fixture.Recordings("openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		var fast, slow tap.Report
+		var fastTap, slowTap ChatTap
+		var s ChunkScan
+		rd := sse.NewReader(bytes.NewReader(rec.Raw))
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				break
+			}
+			if !ev.HasData || string(ev.Data) == "[DONE]" {
+				continue
+			}
+			if ScanChunk(ev.Data, &s) {
+				fastTap.Scanned(&s, &fast)
+			} else if c, err := ParseChunk(ev.Data); err == nil {
+				fastTap.Chunk(c, &fast)
+			}
+			if c, err := ParseChunk(ev.Data); err == nil {
+				slowTap.Chunk(c, &slow)
+			}
+		}
+		if fast.Usage != slow.Usage || fast.Reported != slow.Reported || fast.Final != slow.Final ||
+			fast.Output.String() != slow.Output.String() || fast.Error != slow.Error || fast.FinishReason != slow.FinishReason {
+			t.Errorf("%s: the scan records %+v, encoding/json %+v", rec.Name, fast.Usage, slow.Usage)
+		}
+		w := rec.Want
+		if w.Source != "upstream" {
+			if fast.Reported {
+				t.Errorf("%s: usage %+v reported, expected.json says %s", rec.Name, fast.Usage, w.Source)
+			}
+			continue
+		}
+		u := fast.Usage
+		if !fast.Reported || !fast.Final || u.PromptTokens != w.PromptTokens || u.CachedTokens != w.CachedTokens ||
+			u.CacheWriteTokens != w.CacheWriteTokens || u.CompletionTokens != w.CompletionTokens ||
+			u.ReasoningTokens != w.ReasoningTokens || u.Total() != w.TotalTokens {
+			t.Errorf("%s: recorded %+v (reported %v, final %v), expected.json %+v", rec.Name, u, fast.Reported, fast.Final, w)
+		}
 	}
 }
 
@@ -176,6 +251,36 @@ func BenchmarkChatTapScan(b *testing.B) {
 		tp.Scanned(&s, &r)
 		r.Output.Reset()
 	}
+}
+
+// BenchmarkUsageChunk reads an include_usage chunk (once per stream) with
+// encoding/json (ParseChunk) and with the scanner.
+func BenchmarkUsageChunk(b *testing.B) {
+	chunk := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":100,"total_tokens":112,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":100,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`)
+	b.Run("json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var tp ChatTap
+			var r tap.Report
+			c, err := ParseChunk(chunk)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tp.Chunk(c, &r)
+		}
+	})
+	b.Run("scan", func(b *testing.B) {
+		var s ChunkScan
+		b.ReportAllocs()
+		for b.Loop() {
+			var tp ChatTap
+			var r tap.Report
+			if !ScanChunk(chunk, &s) {
+				b.Fatal("not scanned")
+			}
+			tp.Scanned(&s, &r)
+		}
+	})
 }
 
 func BenchmarkStripUsage(b *testing.B) {
