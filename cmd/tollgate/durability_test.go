@@ -22,7 +22,7 @@ func natsOn(t *testing.T, dir, addr string) *server.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Shutdown)
-	return ns.Server
+	return ns.Server()
 }
 
 func freeAddr(t *testing.T) string {

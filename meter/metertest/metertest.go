@@ -1,9 +1,11 @@
 // Package metertest gives tests a real NATS server with JetStream, embedded
 // in the test process with its storage in the test's temporary directory,
-// shut down when the test ends.
+// shut down when the test ends; and, on it, the usage stream and running
+// meter workers.
 package metertest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -24,7 +26,7 @@ func NewServer(t testing.TB) *server.Server {
 		s.Shutdown()
 		s.WaitForShutdown()
 	})
-	return s.Server
+	return s.Server()
 }
 
 // Connect connects to s and returns a JetStream handle; the connection
@@ -41,4 +43,31 @@ func Connect(t testing.TB, s *server.Server) jetstream.JetStream {
 		t.Fatalf("metertest: jetstream: %v", err)
 	}
 	return js
+}
+
+// NewStream starts an embedded server (NewServer), connects to it
+// (Connect) and creates the usage stream with the default StreamConfig
+// (meter.EnsureStream): what a publisher or worker test starts from.
+func NewStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	js := Connect(t, NewServer(t))
+	if _, err := meter.EnsureStream(context.Background(), js, meter.StreamConfig{}); err != nil {
+		t.Fatalf("metertest: usage stream: %v", err)
+	}
+	return js
+}
+
+// StartWorker creates a meter worker of cfg on js, writing to store
+// (meter.NewWorker), and runs it until ctx ends. The channel receives what
+// Run returned, once. The test owns ctx: it cancels it, and waits on the
+// channel when it must know the worker has stopped.
+func StartWorker(t testing.TB, ctx context.Context, js jetstream.JetStream, store meter.Store, cfg meter.WorkerConfig) <-chan error {
+	t.Helper()
+	w, err := meter.NewWorker(ctx, js, store, cfg)
+	if err != nil {
+		t.Fatalf("metertest: worker: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	return done
 }
