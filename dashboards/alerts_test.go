@@ -47,7 +47,8 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"TollgateSpoolGrowing", "TollgateSpoolNotDraining", "TollgateMeterLagging",
-		"TollgateMeterStalled", "TollgateDeadLetters", "TollgateUnpricedEvents", "TollgateUpstreamErrors"} {
+		"TollgateMeterStalled", "TollgateDeadLetters", "TollgateUnpricedEvents", "TollgateUpstreamErrors",
+		"TollgateEmbeddedNATSRestarted"} {
 		if !alerts[want] {
 			t.Errorf("alerts.yml has no %s", want)
 		}

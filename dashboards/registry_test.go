@@ -2,6 +2,7 @@ package dashboards
 
 import (
 	"context"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -96,6 +97,12 @@ func buildRegistry(dir string) (exposed, error) {
 	defer spool.Close()
 	mm := metrics.NewMeter(rec)
 	mm.CollectSpool(spool)
+	ns, err := meter.StartEmbedded(filepath.Join(dir, "nats"), "", meter.SyncPolicy{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Shutdown()
+	mm.CollectEmbedded(ns)
 	metrics.NewLedger(rec)
 
 	// Types: from the series gathered (the Go and process collectors', and

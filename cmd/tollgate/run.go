@@ -88,6 +88,9 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		if js, err = a.connectNATS(e, r, mc.Sync()); err != nil {
 			return nil, err
 		}
+		if a.ns != nil {
+			mm.CollectEmbedded(a.ns)
+		}
 		// NATS may be down: the gateway then spools, and the worker waits.
 		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
 		if r.gateway || r.meter {

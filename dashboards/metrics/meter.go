@@ -98,6 +98,16 @@ func (m *Meter) CollectSpool(s *meter.Spool) {
 	g("spool_oldest_seconds", "Age of the oldest spooled event (0 when empty).", func() float64 { _, _, a := s.Stats(); return a.Seconds() })
 }
 
+// CollectEmbedded exposes how many times the embedded NATS server
+// restarted after one of its stores stopped taking writes
+// (tollgate_meter_embedded_nats_restarts_total; see meter.Embedded).
+func (m *Meter) CollectEmbedded(e *meter.Embedded) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "tollgate", Subsystem: "meter",
+		Name: "embedded_nats_restarts_total",
+		Help: "Restarts of the embedded NATS server after a JetStream store stopped taking writes."},
+		func() float64 { return float64(e.Restarts()) }))
+}
+
 // Published implements meter.Observer.
 func (m *Meter) Published(took time.Duration, err error) {
 	if err != nil {
