@@ -23,15 +23,8 @@ func TestPoisonGoesToDeadLetterAndReplays(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store := ledgertest.NewStore(t)
-	js := metertest.Connect(t, metertest.NewServer(t))
-	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	w, err := meter.NewWorker(ctx, js, store, meter.WorkerConfig{BatchSize: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go w.Run(ctx)
+	js := metertest.NewStream(t)
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchSize: 50})
 	c, _ := store.CreateCustomer(ctx, ledger.CustomerInput{Name: "c"})
 	k, _, _ := store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
 	if _, err := store.CreatePrice(ctx, ledger.PriceInput{Model: "huge", Currency: "USD", Input: "1", Output: "4000000000000",
@@ -99,18 +92,10 @@ func TestSeveralWorkersGiveExactTotals(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store := ledgertest.NewStore(t)
-	js := metertest.Connect(t, metertest.NewServer(t))
-	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
+	js := metertest.NewStream(t)
+	var workers []<-chan error
 	for range 3 {
-		w, err := meter.NewWorker(ctx, js, store, meter.WorkerConfig{BatchSize: 37})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = w.Run(ctx) }()
+		workers = append(workers, metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchSize: 37}))
 	}
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	customer, key := uuid.NewString(), uuid.NewString()
@@ -140,5 +125,7 @@ func TestSeveralWorkersGiveExactTotals(t *testing.T) {
 		t.Fatalf("usage = %+v, want %d prompt tokens", row, n*(n-1)/2)
 	}
 	cancel()
-	wg.Wait()
+	for _, done := range workers {
+		<-done
+	}
 }

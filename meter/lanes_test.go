@@ -121,21 +121,13 @@ func drainBacklog(t *testing.T, customers, perCustomer int, cfg meter.WorkerConf
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store := ledgertest.NewStore(t)
-	js := metertest.Connect(t, metertest.NewServer(t))
-	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	js := metertest.NewStream(t)
 	ids := publishBacklog(t, js, customers, perCustomer)
 	watch := &laneWatch{Store: store, inFlight: map[int]map[string]bool{}, order: map[string]int64{}}
 	if hold {
 		watch.second = make(chan struct{})
 	}
-	w, err := meter.NewWorker(ctx, js, watch, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	done := metertest.StartWorker(t, ctx, js, watch, cfg)
 	for _, c := range ids {
 		waitUsage(t, store, c, int64(perCustomer))
 	}

@@ -28,10 +28,7 @@ func TestWorkerIsolatesPoison(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store, url := ledgertest.NewStoreURL(t)
-	js := metertest.Connect(t, metertest.NewServer(t))
-	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	js := metertest.NewStream(t)
 	c, _ := store.CreateCustomer(ctx, ledger.CustomerInput{Name: "c"})
 	k, _, _ := store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
 	now := time.Now().UTC()
@@ -65,12 +62,7 @@ func TestWorkerIsolatesPoison(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w, err := meter.NewWorker(ctx, js, store, meter.WorkerConfig{BatchSize: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchSize: 50})
 
 	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
 	if err != nil {
@@ -126,18 +118,10 @@ func TestWorkerIsolatesPoison(t *testing.T) {
 func TestStoppingWorkerHandsBackEverything(t *testing.T) {
 	ctx := context.Background()
 	store := ledgertest.NewStore(t)
-	js := metertest.Connect(t, metertest.NewServer(t))
-	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	js := metertest.NewStream(t)
 	cfg := meter.WorkerConfig{BatchSize: 10, BatchWait: 20 * time.Millisecond, AckWait: 30 * time.Second}
-	first, err := meter.NewWorker(ctx, js, store, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- first.Run(wctx) }()
+	done := metertest.StartWorker(t, wctx, js, store, cfg) // the first worker
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	customer, key := uuid.NewString(), uuid.NewString()
 	const total = 400
@@ -169,13 +153,9 @@ func TestStoppingWorkerHandsBackEverything(t *testing.T) {
 	if err := <-pubDone; err != nil {
 		t.Fatal(err)
 	}
-	second, err := meter.NewWorker(ctx, js, store, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sctx, sstop := context.WithCancel(ctx)
 	defer sstop()
-	go func() { _ = second.Run(sctx) }()
+	metertest.StartWorker(t, sctx, js, store, cfg) // the second
 	start := time.Now()
 	for {
 		page, err := store.Usage(ctx, ledger.UsageQuery{CustomerID: customer})

@@ -72,10 +72,7 @@ func TestRepublisherDeadLettersWhatNATSRefuses(t *testing.T) {
 // reaches the dead-letter stream, even when NATS was down when it came.
 func TestDurablePublisherNeverOnlyLogs(t *testing.T) {
 	ctx := context.Background()
-	js := metertest.Connect(t, metertest.NewServer(t))
-	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	js := metertest.NewStream(t)
 	spool, dead := openSpool(t), openSpool(t)
 	var up atomic.Bool // NATS "down" at first
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)

@@ -39,16 +39,8 @@ func TestWorkerWritesEachEventOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store := ledgertest.NewStore(t)
-	js := metertest.Connect(t, metertest.NewServer(t))
-	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	w, err := meter.NewWorker(ctx, js, store, meter.WorkerConfig{BatchSize: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	js := metertest.NewStream(t)
+	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchSize: 7})
 
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	customer, key := uuid.NewString(), uuid.NewString()
