@@ -1,22 +1,19 @@
 package meter_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -127,24 +124,7 @@ func TestSpoolSurvivesKill9(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSpoolSurvivesKill9$")
-	cmd.Env = append(os.Environ(), "TOLLGATE_SPOOL_CHILD="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	acked := -1
-	for sc.Scan() && acked < 300 {
-		if v, ok := strings.CutPrefix(sc.Text(), "acked "); ok {
-			fmt.Sscan(v, &acked)
-		}
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
+	acked := metertest.KillChild(t, "TestSpoolSurvivesKill9", "TOLLGATE_SPOOL_CHILD="+dir, "acked ", 300)
 	s, err := meter.OpenSpool(dir, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -1,17 +1,15 @@
 package journal
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/meter/metertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -120,24 +118,7 @@ func TestJournalSurvivesKill9(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestJournalSurvivesKill9$")
-	cmd.Env = append(os.Environ(), "TOLLGATE_JOURNAL_CHILD="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	written := -1
-	for sc.Scan() && written < 3000 {
-		if v, ok := strings.CutPrefix(sc.Text(), "written "); ok {
-			fmt.Sscan(v, &written)
-		}
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
+	written := metertest.KillChild(t, "TestJournalSurvivesKill9", "TOLLGATE_JOURNAL_CHILD="+dir, "written ", 3000)
 	j, reqs, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,17 @@
 // Package metertest gives tests a real NATS server with JetStream, embedded
 // in the test process with its storage in the test's temporary directory,
 // shut down when the test ends; and, on it, the usage stream and running
-// meter workers.
+// meter workers. KillChild is for the tests of what must survive a crash.
 package metertest
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -70,4 +76,33 @@ func StartWorker(t testing.TB, ctx context.Context, js jetstream.JetStream, stor
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	return done
+}
+
+// KillChild runs the test named test again in a child process of the test
+// binary, with env ("NAME=value", which tells the child it is one) added
+// to its environment, and reads the child's standard output for lines
+// "<prefix>N", N being how far the child has got. Once N reaches upto, or
+// the output ends, it kills the child with SIGKILL and waits for it. It
+// returns the last N read, -1 when none.
+func KillChild(t testing.TB, test, env, prefix string, upto int) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	n := -1
+	for sc.Scan() && n < upto {
+		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			fmt.Sscan(v, &n)
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	return n
 }
