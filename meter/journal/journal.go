@@ -89,7 +89,7 @@ func Open(dir string) (*Journal, []Request, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	reqs, hidden, err := recoverSegments(dir, segs)
+	reqs, hidden, err := recoverSegments(dir, segs, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -334,7 +334,7 @@ func (j *Journal) compact() error {
 	}
 	j.mu.Unlock()
 	old := j.segNum
-	reqs, _, err := recoverSegments(j.dir, []uint64{old})
+	reqs, _, err := recoverSegments(j.dir, []uint64{old}, open)
 	if err != nil {
 		return err
 	}

@@ -218,3 +218,107 @@ func TestJournalKeepsHiddenReasoning(t *testing.T) {
 		t.Fatalf("recovered %v", got)
 	}
 }
+
+// TestJournalCompactionKeepsEachOpenKind: compaction reads only the open
+// requests' records; a request begun and not answered, one checkpointed
+// and one whose final event failed all come through compactions whole,
+// interleaved with ended requests, and no ended request comes back.
+func TestJournalCompactionKeepsEachOpenKind(t *testing.T) {
+	defer func(n int64) { maxSegment = n }(maxSegment)
+	maxSegment = 32 << 10
+	dir := t.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begun, streaming, failed := testEvent(100001), testEvent(100002), testEvent(100003)
+	for i := 1; i <= 2000; i++ {
+		e := testEvent(i)
+		j.Begin(e, bytes.Repeat([]byte("x"), 100))
+		j.Checkpoint(e.ID, "tok ", &usage.Tokens{PromptTokens: 1}, true)
+		switch i {
+		case 500:
+			j.Begin(begun, []byte(`{"begun":1}`))
+		case 700:
+			j.Begin(streaming, []byte(`{"streaming":1}`))
+		case 900:
+			j.Begin(failed, []byte(`{"failed":1}`))
+			j.Checkpoint(failed.ID, "f", nil, false)
+			final := *failed
+			final.Status, final.Usage = usage.StatusOK, usage.Tokens{PromptTokens: 9, CompletionTokens: 4}
+			j.Fail(&final)
+		}
+		if i >= 700 && i%100 == 0 {
+			j.Checkpoint(streaming.ID, "s", &usage.Tokens{CompletionTokens: int64(i)}, false)
+		}
+		j.End(e.ID)
+		if i%250 == 0 {
+			j.written(t)
+		}
+	}
+	j.Close()
+	if segs, _ := filepath.Glob(filepath.Join(dir, "*.journal")); len(segs) != 1 || strings.HasSuffix(segs[0], "00001.journal") {
+		t.Fatalf("segments %v: want one, compacted", segs)
+	}
+	_, reqs, err := Open(dir)
+	if err != nil || len(reqs) != 3 {
+		t.Fatalf("recovered %d requests (%v), want 3", len(reqs), err)
+	}
+	byID := map[string]Request{}
+	for _, r := range reqs {
+		byID[r.Event.ID] = r
+	}
+	if r := byID[begun.ID]; string(r.Body) != `{"begun":1}` || r.Checkpoints != 0 || r.Final != nil {
+		t.Errorf("begun: %+v", r)
+	}
+	if r := byID[streaming.ID]; string(r.Body) != `{"streaming":1}` || string(r.Output) != strings.Repeat("s", 14) ||
+		r.Reported == nil || r.Reported.CompletionTokens != 2000 || r.Final != nil {
+		t.Errorf("streaming: output %q reported %+v final %+v", r.Output, r.Reported, r.Final)
+	}
+	if r := byID[failed.ID]; string(r.Output) != "f" || r.Final == nil || r.Final.Usage.CompletionTokens != 4 {
+		t.Errorf("failed: output %q final %+v", r.Output, r.Final)
+	}
+}
+
+// BenchmarkCompactionRead reads a full segment of short requests, nearly
+// all ended, as compaction does: "all" decodes every request (as it did),
+// "open" only the open ones.
+func BenchmarkCompactionRead(b *testing.B) {
+	defer func(n int64) { maxSegment = n }(maxSegment)
+	maxSegment = 1 << 30 // one segment, as compaction finds it full
+	dir := b.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("x"), 400)
+	open := map[[16]byte]bool{}
+	for i := 1; i <= 10000; i++ {
+		e := testEvent(i)
+		j.Begin(e, body)
+		j.Checkpoint(e.ID, "tok tok tok tok tok tok tok tok tok tok ", &usage.Tokens{PromptTokens: 50, CompletionTokens: 10}, false)
+		if i%100 == 0 {
+			id, _ := parseID(e.ID)
+			open[id] = true
+			continue
+		}
+		j.End(e.ID)
+	}
+	if err := j.Close(); err != nil {
+		b.Fatal(err)
+	}
+	segs, err := segments(dir)
+	if err != nil || len(segs) != 1 {
+		b.Fatalf("segments %v (%v)", segs, err)
+	}
+	for name, only := range map[string]map[[16]byte]bool{"all": nil, "open": open} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				reqs, _, err := recoverSegments(dir, segs, only)
+				if err != nil || len(reqs) != 100 {
+					b.Fatalf("%d requests (%v)", len(reqs), err)
+				}
+			}
+		})
+	}
+}

@@ -182,12 +182,19 @@ func appendHidden(b, payload []byte) []byte {
 // recoverSegments reads the segments in order and returns the requests
 // begun and not ended, in the order they began. A torn or corrupt record
 // ends its segment's reading (a crash mid-write leaves one at the end).
-func recoverSegments(dir string, segs []uint64) ([]Request, map[string]float64, error) {
+// With only not nil, it reads the records of those requests alone (and
+// no hidden reasoning averages), skipping the others before decoding
+// them: compaction knows which requests are open, and in a full segment
+// nearly all of them have ended.
+func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool) ([]Request, map[string]float64, error) {
 	var hidden map[string]float64
 	byID := map[[16]byte]*Request{}
 	var order [][16]byte
 	for _, n := range segs {
 		err := scan(segPath(dir, n), func(kind uint8, id [16]byte, t time.Time, payload []byte) {
+			if only != nil && !only[id] {
+				return
+			}
 			r := byID[id]
 			switch kind {
 			case kindBegin:
