@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,15 +192,37 @@ func (e *Embedded) heal() {
 var errEmbeddedStopped = errors.New("embedded nats: stopped")
 
 // restart shuts the current server down and starts the next generation.
+// It refuses to while the process cannot open files, and it refuses a
+// server that came up without JetStream or without every stream and
+// consumer the old one held: a store whose metadata could not be read
+// (too many open files, say) is left out of the server, and a stream
+// created again in its place would start empty.
 func (e *Embedded) restart() error {
+	if err := canOpenFiles(restartSpareFiles); err != nil {
+		return fmt.Errorf("embedded nats: not restarted: %w", err)
+	}
 	e.mu.Lock()
 	old, gen := e.srv, e.gen+1
 	e.mu.Unlock()
+	var want server.JetStreamAccountStats
+	if acc := old.GlobalAccount(); acc != nil && old.JetStreamEnabled() {
+		want = acc.JetStreamUsage()
+	}
 	old.Shutdown()
 	old.WaitForShutdown()
 	s, err := e.start(gen)
 	if err != nil {
 		return err
+	}
+	var got server.JetStreamAccountStats
+	if acc := s.GlobalAccount(); acc != nil && s.JetStreamEnabled() {
+		got = acc.JetStreamUsage()
+	}
+	if !s.JetStreamEnabled() || got.Streams < want.Streams || got.Consumers < want.Consumers {
+		s.Shutdown()
+		s.WaitForShutdown()
+		return fmt.Errorf("embedded nats: the restarted server had JetStream %t, %d of %d streams, %d of %d consumers; shut down",
+			s.JetStreamEnabled(), got.Streams, want.Streams, got.Consumers, want.Consumers)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -209,6 +232,30 @@ func (e *Embedded) restart() error {
 	}
 	e.srv, e.gen = s, gen
 	e.restarts.Add(1)
+	return nil
+}
+
+// restartSpareFiles is how many files the process must be able to open
+// before the server is restarted: a store opens its metadata, index and
+// block files as it loads.
+const restartSpareFiles = 64
+
+// canOpenFiles opens n files (the null device) and closes them; it returns
+// the first open's error.
+func canOpenFiles(n int) error {
+	var fs []*os.File
+	defer func() {
+		for _, f := range fs {
+			f.Close()
+		}
+	}()
+	for range n {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return err
+		}
+		fs = append(fs, f)
+	}
 	return nil
 }
 
