@@ -69,11 +69,7 @@ func TestAnthropicStream(t *testing.T) {
 		m.Content[1].Type != "text" || m.Content[1].Text != st.text || m.Usage != *st.delta {
 		t.Errorf("message %+v", m)
 	}
-	stats := waitStats(t, s, 2)
-	if a := stats.ByProtocol.Anthropic; a.Requests.OK != 2 || a.Usage() != (sim.Usage{
-		PromptTokens: 30, CachedTokens: 14, CompletionTokens: 16, ReasoningTokens: 8}) || stats.Counts != a {
-		t.Errorf("stats %+v", stats)
-	}
+	checkSimProTwice(t, s, sim.Anthropic)
 }
 
 func TestAnthropicProfiles(t *testing.T) {

@@ -72,11 +72,7 @@ func TestGeminiStream(t *testing.T) {
 		c.Candidates[0].FinishReason != "MAX_TOKENS" || c.UsageMetadata.usage(t) != expected {
 		t.Errorf("response %s", data)
 	}
-	stats := waitStats(t, s, 2)
-	if g := stats.ByProtocol.Gemini; g.Requests.OK != 2 || g.Usage() != (sim.Usage{
-		PromptTokens: 30, CachedTokens: 14, CompletionTokens: 16, ReasoningTokens: 8}) || stats.Counts != g {
-		t.Errorf("stats %+v", stats)
-	}
+	checkSimProTwice(t, s, sim.Gemini)
 }
 
 func TestGeminiProfiles(t *testing.T) {

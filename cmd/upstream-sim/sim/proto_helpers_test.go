@@ -224,3 +224,16 @@ func (s gemStream) final(t *testing.T) sim.Usage {
 func gemPath(model string) string {
 	return "/v1beta/models/" + model + ":streamGenerateContent?alt=sse"
 }
+
+// checkSimProTwice waits for two requests on s and checks that both were
+// good requests of protocol p and nothing else, with sim-pro's usage of
+// the stream tests twice over (each: prompt 15, 7 of it cached; 8
+// completion tokens, 4 of them reasoning).
+func checkSimProTwice(t *testing.T, s *sim.Server, p sim.Protocol) {
+	t.Helper()
+	stats := waitStats(t, s, 2)
+	if c := stats.ByProtocol.Get(p); c.Requests.OK != 2 || c.Usage() != (sim.Usage{
+		PromptTokens: 30, CachedTokens: 14, CompletionTokens: 16, ReasoningTokens: 8}) || stats.Counts != c {
+		t.Errorf("stats %+v", stats)
+	}
+}
