@@ -40,20 +40,11 @@ func NewPortal(self http.Handler, log *slog.Logger) *Portal {
 
 // Routes adds everything under /portal/ to r.
 func (p *Portal) Routes(r chi.Router) {
-	r.Get("/portal", func(w http.ResponseWriter, req *http.Request) { http.Redirect(w, req, "/portal/", http.StatusFound) })
-	r.Route("/portal", func(r chi.Router) {
-		r.Use(secure)
-		r.Get("/static/style.css", style)
-		r.Get("/signin", p.in.page)
-		r.Post("/signin", p.in.signin)
-		r.Group(func(r chi.Router) {
-			r.Use(p.sess.require)
-			r.Post("/signout", p.in.signout)
-			r.Get("/", p.usagePage)
-			r.Get("/requests", p.requestsPage)
-			r.Get("/statements", p.statementsPage)
-			r.Get("/statements/{period}.csv", p.statementCSV)
-		})
+	p.in.mount(r, func(r chi.Router) {
+		r.Get("/", p.usagePage)
+		r.Get("/requests", p.requestsPage)
+		r.Get("/statements", p.statementsPage)
+		r.Get("/statements/{period}.csv", p.statementCSV)
 	})
 }
 

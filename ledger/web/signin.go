@@ -4,11 +4,14 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/go-chi/chi/v5"
 )
 
 // signinForm is the sign-in of one app, the console or the portal: its
-// form, the form's checks, the session it starts, and signing out. Only
-// how the secret entered is checked differs between the apps.
+// form, the form's checks, the session it starts, signing out, and the
+// routes around the app's pages. Only how the secret entered is checked
+// differs between the apps.
 type signinForm struct {
 	app   string     // "console" or "portal": the layout's App; its pages are under /<app>/
 	form  signinData // the secret's field and label
@@ -24,6 +27,26 @@ type signinForm struct {
 
 // signinData is the sign-in form: the password field's name and label.
 type signinData struct{ Field, Label string }
+
+// mount adds the app to r under /<app>/ (GET /<app> redirects there), every
+// answer with the security headers: its style sheet and sign-in open to
+// all, and signing out and the pages that pages adds (paths below /<app>)
+// to signed-in browsers only.
+func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
+	root := "/" + f.app
+	r.Get(root, func(w http.ResponseWriter, req *http.Request) { http.Redirect(w, req, root+"/", http.StatusFound) })
+	r.Route(root, func(r chi.Router) {
+		r.Use(secure)
+		r.Get("/static/style.css", style)
+		r.Get("/signin", f.page)
+		r.Post("/signin", f.signin)
+		r.Group(func(r chi.Router) {
+			r.Use(f.sess.require)
+			r.Post("/signout", f.signout)
+			pages(r)
+		})
+	})
+}
 
 // page is GET /<app>/signin: the form, or the app for a browser signed in.
 func (f *signinForm) page(w http.ResponseWriter, r *http.Request) {
