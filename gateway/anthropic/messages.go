@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/gateway/openai"
 )
 
 // message is a Messages API message; Content is a string or []block.
@@ -231,14 +233,7 @@ func image(url, field string) (block, error) {
 // toolUse translates one assistant tool call into a tool_use block. Its
 // arguments, a JSON string, must hold a JSON object ("" counts as {}).
 func toolUse(raw json.RawMessage, field string) (block, error) {
-	var c struct {
-		ID       string `json:"id"`
-		Type     string `json:"type"`
-		Function struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"function"`
-	}
+	var c openai.ToolCall // the request's tool call has the response's shape
 	if err := decode(raw, &c, field); err != nil {
 		return block{}, err
 	}
