@@ -168,9 +168,7 @@ func TestClientExportCutShort(t *testing.T) {
 func TestClientDeadLetters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	js := metertest.Connect(t, metertest.NewServer(t))
-	_, err := meter.EnsureStream(ctx, js, meter.StreamConfig{})
-	noErr(t, "EnsureStream", err)
+	js := metertest.NewStream(t)
 	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
 	noErr(t, "EnsureDLQ", err)
 	s := newServerWith(t, func(a *api.Admin) { a.SetDeadLetters(dlq) })
