@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // chatRequest is a client's chat completion request: the fields the gateway
@@ -38,32 +39,133 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 
 // parseOpenAIRequest checks the fields of an OpenAI request body the
 // gateway acts on, whatever the endpoint: model, stream, stream_options.
+// The fields' values are slices of body, which must not change after.
 func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 	r := &chatRequest{}
-	if err := json.Unmarshal(body, &r.fields); err != nil || r.fields == nil {
-		return nil, fmt.Errorf("the request body must be a JSON object: %v", jsonError(err))
+	var ok bool
+	if r.fields, ok = scanFields(body); !ok { // what it cannot read as encoding/json would
+		if err := json.Unmarshal(body, &r.fields); err != nil || r.fields == nil {
+			return nil, fmt.Errorf("the request body must be a JSON object: %v", jsonError(err))
+		}
 	}
-	if err := json.Unmarshal(r.fields["model"], &r.model); err != nil || r.model == "" {
+	if m := r.fields["model"]; len(m) >= 2 && m[0] == '"' && bytes.IndexByte(m, '\\') < 0 {
+		r.model = string(m[1 : len(m)-1]) // a string without escapes: its bytes (checked below)
+	} else if err := json.Unmarshal(m, &r.model); err != nil {
+		return nil, fmt.Errorf("model: must be a non-empty string")
+	}
+	if r.model == "" {
 		return nil, fmt.Errorf("model: must be a non-empty string")
 	}
 	if !utf8.Valid(r.fields["model"]) { // encoding/json would have replaced the bytes
 		return nil, fmt.Errorf("model: is not valid UTF-8")
 	}
-	if raw, ok := r.fields["stream"]; ok && !isNull(raw) {
+	switch raw, ok := r.fields["stream"]; {
+	case !ok || string(raw) == "false":
+	case string(raw) == "true":
+		r.stream = true
+	case !isNull(raw):
 		if err := json.Unmarshal(raw, &r.stream); err != nil {
 			return nil, fmt.Errorf("stream: must be a boolean")
 		}
 	}
 	if raw, ok := r.fields["stream_options"]; ok && !isNull(raw) {
-		var so struct {
-			IncludeUsage *bool `json:"include_usage"`
+		if r.includeUsage, ok = scanIncludeUsage(raw); !ok {
+			var so struct {
+				IncludeUsage *bool `json:"include_usage"`
+			}
+			if err := json.Unmarshal(raw, &so); err != nil {
+				return nil, fmt.Errorf("stream_options: must be an object with a boolean include_usage")
+			}
+			r.includeUsage = so.IncludeUsage != nil && *so.IncludeUsage
 		}
-		if err := json.Unmarshal(raw, &so); err != nil {
-			return nil, fmt.Errorf("stream_options: must be an object with a boolean include_usage")
-		}
-		r.includeUsage = so.IncludeUsage != nil && *so.IncludeUsage
 	}
 	return r, nil
+}
+
+// scanIncludeUsage reads stream_options.include_usage (true, false or
+// null, or absent: false) from raw, a valid JSON value, as encoding/json
+// reads it, and reports whether it could: not for what is not an object,
+// a repeated include_usage, one of another type, or a key encoding/json
+// might match to it case-insensitively (escaped, upper-case or non-ASCII).
+func scanIncludeUsage(raw []byte) (include, ok bool) {
+	l := jsonscan.New(raw)
+	if !l.Lit("{") {
+		return false, false
+	}
+	if l.Lit("}") {
+		return false, l.End()
+	}
+	seen := false
+	for {
+		key, escaped, ok := l.Span()
+		if !ok || escaped || !l.Lit(":") {
+			return false, false
+		}
+		for _, c := range key {
+			if c >= 'A' && c <= 'Z' || c >= 0x80 {
+				return false, false
+			}
+		}
+		if string(key) == "include_usage" {
+			if seen {
+				return false, false
+			}
+			seen = true
+			switch {
+			case l.Lit("true"):
+				include = true
+			case l.Lit("false"), l.Lit("null"):
+			default:
+				return false, false
+			}
+		} else if !l.Skip() {
+			return false, false
+		}
+		if l.Lit("}") {
+			return include, l.End()
+		}
+		if !l.Lit(",") {
+			return false, false
+		}
+	}
+}
+
+// scanFields reads a JSON object's members as encoding/json reads it into
+// a map[string]json.RawMessage (a repeated key keeps its last value), but
+// each value a slice of body rather than a copy, capacity-limited so that
+// an append to it cannot write into body. It reports false, for the caller
+// to use encoding/json, for anything else: not an object, invalid JSON, an
+// escaped key or one of invalid UTF-8 (encoding/json unescapes or replaces
+// them), nesting deeper than jsonscan.MaxDepth. FuzzScanFields holds it to
+// encoding/json.
+func scanFields(body []byte) (map[string]json.RawMessage, bool) {
+	l := jsonscan.New(body)
+	if !l.Lit("{") {
+		return nil, false
+	}
+	fields := make(map[string]json.RawMessage, 8)
+	if l.Lit("}") {
+		return fields, l.End()
+	}
+	for {
+		key, escaped, ok := l.Span()
+		if !ok || escaped || !l.Lit(":") {
+			return nil, false
+		}
+		l.WS()
+		start := l.Pos()
+		if !l.Skip() {
+			return nil, false
+		}
+		end := l.Pos()
+		fields[string(key)] = body[start:end:end]
+		if l.Lit("}") {
+			return fields, l.End()
+		}
+		if !l.Lit(",") {
+			return nil, false
+		}
+	}
 }
 
 // upstreamBody is the request as sent upstream: model replaced by the

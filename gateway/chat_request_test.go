@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestUpstreamBody checks the request sent upstream against what
@@ -58,5 +60,121 @@ func BenchmarkUpstreamBody(b *testing.B) {
 		if _, err := r.upstreamBody("sim-small"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+var requestSeeds = []string{
+	`{"model":"sim-small","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true},"max_tokens":200}`,
+	` { "messages" : [ ] , "model" : "a" , "n" : 2 } `, `{"model":"a","model":"b","messages":[]}`, `{}`, `null`, `[]`, `"x"`,
+	`{"model":"a\u00e9"}`, `{"model":"a\"b"}`, "{\"model\":\"a\xffb\"}", `{"model":""}`, `{"model":5}`, `{"model":null}`,
+	`{"\u006dodel":"a"}`, `{"Model":"a"}`, "{\"m\xffodel\":\"a\"}", `{"modèle":"a","model":"b"}`,
+	`{"model":"a","stream":"true"}`, `{"model":"a","stream":null}`, `{"model":"a","stream":false}`, `{"model":"a","stream":1}`,
+	`{"model":"a","stream_options":{"include_usage":true,"include_usage":false}}`, `{"model":"a","stream_options":[]}`,
+	`{"model":"a","x":[1,2.5e3,-0,true,false,null,{"y":"z"}]}`, `{"model":"a"} x`, `{"model":"a",}`, `{"model":"a"`,
+	`{"model":"a","deep":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`, `{"model":"a","n":01}`,
+	"{\"model\":\"a\",\"t\":\"\xff\"}", "{\"model\":\"a\u0001\"}", "\ufeff{\"model\":\"a\"}",
+	`{"model":"a","stream_options":{}}`, `{"model":"a","stream_options":{"include_usage":null}}`,
+	`{"model":"a","stream_options":{"x":[1],"include_usage":false}}`, `{"model":"a","stream_options":{"INCLUDE_USAGE":true}}`,
+	`{"model":"a","stream_options":{"include_usage":"true"}}`, `{"model":"a","stream_options":{"include_usage":1}}`,
+	`{"model":"a","stream_options":{"include_usag\u0065":true}}`, `{"model":"a","stream_options":5}`,
+	`{"model":"a","stream_options":{ "include_usage" : true , "y" : {} }}`, `{"model":"a","stream_options":{"include_usage":truex}}`,
+}
+
+// FuzzScanFields holds parseOpenAIRequest to its encoding/json reading
+// (parseOpenAIRequestJSON, the code it replaced): whenever scanFields reads
+// a body, encoding/json reads the same members; and the request parsed,
+// or the error, is the same either way.
+func FuzzScanFields(f *testing.F) {
+	for _, s := range requestSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkScanFields(t, body)
+	})
+}
+
+func TestScanFieldsSeeds(t *testing.T) {
+	for _, s := range requestSeeds {
+		checkScanFields(t, []byte(s))
+	}
+	if _, ok := scanFields([]byte(requestSeeds[0])); !ok {
+		t.Fatal("a plain request is not scanned")
+	}
+}
+
+func checkScanFields(t *testing.T, body []byte) {
+	t.Helper()
+	if fields, ok := scanFields(body); ok {
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal(body, &want); err != nil || want == nil {
+			t.Fatalf("%q: scanned, but encoding/json fails: %v", body, err)
+		}
+		if !reflect.DeepEqual(fields, want) {
+			t.Fatalf("%q:\nscan %q\njson %q", body, fields, want)
+		}
+		for k, v := range fields {
+			if cap(v) != len(v) {
+				t.Fatalf("%q: %s has room to append into the body", body, k)
+			}
+		}
+	}
+	got, gotErr := parseOpenAIRequest(body)
+	want, wantErr := parseOpenAIRequestJSON(body)
+	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+		t.Fatalf("%q: error %v, encoding/json %v", body, gotErr, wantErr)
+	}
+	if gotErr == nil && (got.model != want.model || got.stream != want.stream || got.includeUsage != want.includeUsage ||
+		!reflect.DeepEqual(got.fields, want.fields)) {
+		t.Fatalf("%q:\nscan %+v\njson %+v", body, got, want)
+	}
+}
+
+// parseOpenAIRequestJSON is parseOpenAIRequest as it was, with
+// encoding/json alone: the reference FuzzScanFields compares it with.
+func parseOpenAIRequestJSON(body []byte) (*chatRequest, error) {
+	r := &chatRequest{}
+	if err := json.Unmarshal(body, &r.fields); err != nil || r.fields == nil {
+		return nil, fmt.Errorf("the request body must be a JSON object: %v", jsonError(err))
+	}
+	if err := json.Unmarshal(r.fields["model"], &r.model); err != nil || r.model == "" {
+		return nil, fmt.Errorf("model: must be a non-empty string")
+	}
+	if !utf8.Valid(r.fields["model"]) {
+		return nil, fmt.Errorf("model: is not valid UTF-8")
+	}
+	if raw, ok := r.fields["stream"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &r.stream); err != nil {
+			return nil, fmt.Errorf("stream: must be a boolean")
+		}
+	}
+	if raw, ok := r.fields["stream_options"]; ok && !isNull(raw) {
+		var so struct {
+			IncludeUsage *bool `json:"include_usage"`
+		}
+		if err := json.Unmarshal(raw, &so); err != nil {
+			return nil, fmt.Errorf("stream_options: must be an object with a boolean include_usage")
+		}
+		r.includeUsage = so.IncludeUsage != nil && *so.IncludeUsage
+	}
+	return r, nil
+}
+
+// BenchmarkParseRequest parses loadgen's short-stream request with
+// encoding/json (as parseOpenAIRequest did) and with the scanner.
+func BenchmarkParseRequest(b *testing.B) {
+	body := []byte(`{"model":"sim-small","messages":[{"role":"user","content":"` + strings.Repeat("word ", 50) +
+		`"}],"stream":true,"stream_options":{"include_usage":true}}`)
+	for _, p := range []struct {
+		name  string
+		parse func([]byte) (*chatRequest, error)
+	}{{"json", parseOpenAIRequestJSON}, {"scan", parseOpenAIRequest}} {
+		b.Run(p.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.parse(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
