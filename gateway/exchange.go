@@ -315,11 +315,25 @@ func (x *exchange) settle() {
 	if e.Status == usage.StatusUpstreamError || e.Status == usage.StatusTimeout || e.Status == usage.StatusCutOff {
 		level = slog.LevelWarn
 	}
-	x.s.log.Log(x.ctx, level, "request", "request_id", e.ID, "customer_id", e.CustomerID, "key_id", e.KeyID,
-		"endpoint", e.Endpoint, "model", e.Model, "provider", e.Provider, "deployment", e.Deployment,
-		"attempt", e.Attempt, "retried", x.retry, "status", e.Status,
-		"http_status", e.HTTPStatus, "usage_source", e.UsageSource, "prompt_tokens", e.Usage.PromptTokens,
-		"completion_tokens", e.Usage.CompletionTokens, "ttft_ms", e.TTFTMillis, "duration_ms", e.DurationMillis)
+	logRequest(x.ctx, x.s.log, level, e, x.retry)
+}
+
+// logRequest writes a request's log line: its event's ids, route, status
+// and usage, and whether it was retried. The attributes are typed (status
+// and usage_source as strings): given as key-value pairs, each was boxed,
+// and the two named string types were encoded by the JSON handler with
+// encoding/json, once per request.
+func logRequest(ctx context.Context, log *slog.Logger, level slog.Level, e *usage.Event, retried bool) {
+	if !log.Enabled(ctx, level) {
+		return
+	}
+	log.LogAttrs(ctx, level, "request", slog.String("request_id", e.ID), slog.String("customer_id", e.CustomerID),
+		slog.String("key_id", e.KeyID), slog.String("endpoint", e.Endpoint), slog.String("model", e.Model),
+		slog.String("provider", e.Provider), slog.String("deployment", e.Deployment), slog.Int("attempt", e.Attempt),
+		slog.Bool("retried", retried), slog.String("status", string(e.Status)), slog.Int("http_status", e.HTTPStatus),
+		slog.String("usage_source", string(e.UsageSource)), slog.Int64("prompt_tokens", e.Usage.PromptTokens),
+		slog.Int64("completion_tokens", e.Usage.CompletionTokens), slog.Int64("ttft_ms", e.TTFTMillis),
+		slog.Int64("duration_ms", e.DurationMillis))
 }
 
 // markComplete is called before the response's last write: if the client
