@@ -176,15 +176,23 @@ func (r *chatRequest) upstreamBody(model string) ([]byte, error) {
 	fields := maps.Clone(r.fields)
 	fields["model"] = openai.AppendString(nil, model)
 	if r.stream {
-		so := map[string]json.RawMessage{}
-		if raw := r.fields["stream_options"]; !isNull(raw) {
-			_ = json.Unmarshal(raw, &so)
+		if raw := r.fields["stream_options"]; string(raw) == includeUsage {
+			fields["stream_options"] = raw // what the code below would write
+		} else {
+			so := map[string]json.RawMessage{}
+			if !isNull(raw) {
+				_ = json.Unmarshal(raw, &so)
+			}
+			so["include_usage"] = json.RawMessage("true")
+			fields["stream_options"] = appendObject(nil, so)
 		}
-		so["include_usage"] = json.RawMessage("true")
-		fields["stream_options"] = appendObject(nil, so)
 	}
 	return appendObject(nil, fields), nil
 }
+
+// includeUsage is the stream_options that upstreamBody sends, as clients
+// that ask for usage send it.
+const includeUsage = `{"include_usage":true}`
 
 // appendObject appends fields as a JSON object, keys sorted; the values are
 // valid JSON already (as encoding/json returned them), so they are copied,

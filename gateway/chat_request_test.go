@@ -3,10 +3,13 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate/gateway/openai"
 )
 
 // TestUpstreamBody checks the request sent upstream against what
@@ -44,6 +47,30 @@ func TestUpstreamBody(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", tc.in, got, tc.want)
 		}
 	}
+}
+
+// BenchmarkUpstreamBodyShort rewrites loadgen's short-stream request, as
+// upstreamBody did ("map") and does ("now").
+func BenchmarkUpstreamBodyShort(b *testing.B) {
+	r, err := parseChatRequest([]byte(`{"model":"sim-small","messages":[{"role":"user","content":"` +
+		strings.Repeat("word ", 50) + `"}],"stream":true,"stream_options":{"include_usage":true}}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("map", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = upstreamBodyMap(r, "sim-small")
+		}
+	})
+	b.Run("now", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := r.upstreamBody("sim-small"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // BenchmarkUpstreamBody rewrites a request with a 100 KB conversation.
@@ -127,6 +154,32 @@ func checkScanFields(t *testing.T, body []byte) {
 		!reflect.DeepEqual(got.fields, want.fields)) {
 		t.Fatalf("%q:\nscan %+v\njson %+v", body, got, want)
 	}
+	if gotErr == nil {
+		for _, stream := range []bool{false, true} {
+			got.stream, want.stream = stream, stream
+			g, _ := got.upstreamBody("up")
+			w := upstreamBodyMap(want, "up")
+			if string(g) != string(w) {
+				t.Fatalf("%q: upstream body\n%s\nwas\n%s", body, g, w)
+			}
+		}
+	}
+}
+
+// upstreamBodyMap is upstreamBody as it was, stream_options always
+// decoded and encoded again: the reference checkScanFields compares it with.
+func upstreamBodyMap(r *chatRequest, model string) []byte {
+	fields := maps.Clone(r.fields)
+	fields["model"] = openai.AppendString(nil, model)
+	if r.stream {
+		so := map[string]json.RawMessage{}
+		if raw := r.fields["stream_options"]; !isNull(raw) {
+			_ = json.Unmarshal(raw, &so)
+		}
+		so["include_usage"] = json.RawMessage("true")
+		fields["stream_options"] = appendObject(nil, so)
+	}
+	return appendObject(nil, fields)
 }
 
 // parseOpenAIRequestJSON is parseOpenAIRequest as it was, with
