@@ -13,10 +13,10 @@ const (
 	DefaultSubject         = "tollgate.usage.v1"
 	DefaultReplicas        = 1
 	DefaultDuplicateWindow = 10 * time.Minute
-	DefaultMaxAckPending   = 20000
+	DefaultMaxAckPending   = 24000
 	DefaultAckWait         = 30 * time.Second
 	DefaultMaxDeliver      = 20
-	DefaultBatchSize       = 2000
+	DefaultBatchSize       = 6000
 	DefaultBatchWait       = 50 * time.Millisecond
 	DefaultWriteLanes      = 2
 	DefaultPublishTimeout  = 2 * time.Second
@@ -32,7 +32,9 @@ type Config struct {
 	// Default 10m.
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
 	// MaxAckPending caps events delivered to workers and not yet
-	// acknowledged. Default 20000.
+	// acknowledged. Default 24000: four batches, so that a worker's pull
+	// of the next batch is not cut short while three are decoded, written
+	// and acknowledged.
 	MaxAckPending int `yaml:"max_ack_pending"`
 	// AckWait is how long an unacknowledged event waits before redelivery.
 	// Default 30s (extended while a worker retries a batch).
@@ -40,9 +42,11 @@ type Config struct {
 	// MaxDeliver caps deliveries of one event before it is set aside in the
 	// dead-letter stream. Default 20.
 	MaxDeliver int `yaml:"max_deliver"`
-	// BatchSize caps the events per ledger transaction. Default 2000: a
-	// backlog drains in bigger transactions, which cost Postgres and the worker
-	// less per event (BenchmarkMeter); BatchWait alone bounds the latency.
+	// BatchSize caps the events pulled at once, split across WriteLanes
+	// transactions. Default 6000: a backlog drains in bigger transactions,
+	// which cost Postgres less per event (BenchmarkMeter, one worker, with
+	// MaxAckPending 24000: 46,000 events/s at 2000, 53,000 at 6000; Postgres
+	// 21.3 against 17.9 µs per event); BatchWait alone bounds the latency.
 	BatchSize int `yaml:"batch_size"`
 	// BatchWait caps how long a batch waits to fill. Default 50ms.
 	BatchWait time.Duration `yaml:"batch_wait"`

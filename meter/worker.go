@@ -35,7 +35,7 @@ type WorkerConfig struct {
 	// Durable is the durable consumer's name, shared by all workers so that
 	// adding workers adds throughput. Default "tollgate-meter".
 	Durable string
-	// BatchSize caps the events pulled at once. Default 2000.
+	// BatchSize caps the events pulled at once. Default 6000 (DefaultBatchSize).
 	BatchSize int
 	// WriteLanes is how many ledger transactions the worker runs at once.
 	// A pulled batch of a backlog (splitAt events or more) is split by
@@ -52,7 +52,7 @@ type WorkerConfig struct {
 	// bounds each write attempt to a third of it.
 	AckWait time.Duration
 	// MaxAckPending caps the events delivered and not yet acknowledged
-	// across all workers. Default 20000.
+	// across all workers. Default 24000 (DefaultMaxAckPending).
 	MaxAckPending int
 	// MaxDeliver caps deliveries of one event (default 20): past it the
 	// event goes to the dead-letter stream rather than block the others.
