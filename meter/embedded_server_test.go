@@ -52,21 +52,8 @@ func TestEmbeddedRestartsWhenAStoreFails(t *testing.T) {
 
 func storeFailScenario(t *testing.T, dir string) {
 	logs := &lockedLines{}
-	e, err := meter.StartEmbedded(dir, "", meter.SyncPolicy{Interval: 20 * time.Millisecond},
+	e, js := startInProcess(t, dir, meter.SyncPolicy{Interval: 20 * time.Millisecond},
 		slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown()
-	nc, err := nats.Connect("", nats.InProcessServer(e), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "STOREFAIL", Subjects: []string{"storefail"},
 		Storage: jetstream.FileStorage}); err != nil {
@@ -184,20 +171,7 @@ func storeFailScenario(t *testing.T, dir string) {
 func TestWorkerResumesAfterEmbeddedRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e, err := meter.StartEmbedded(t.TempDir(), "", meter.SyncPolicy{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown()
-	nc, err := nats.Connect("", nats.InProcessServer(e), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, js := startInProcess(t, t.TempDir(), meter.SyncPolicy{}, nil)
 	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -236,6 +210,28 @@ func TestWorkerResumesAfterEmbeddedRestart(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v", err)
 	}
+}
+
+// startInProcess starts an embedded server in dir and connects to it in
+// process, reconnecting for ever as tollgate serve does; both end with the
+// test.
+func startInProcess(t *testing.T, dir string, sync meter.SyncPolicy, log *slog.Logger) (*meter.Embedded, jetstream.JetStream) {
+	t.Helper()
+	e, err := meter.StartEmbedded(dir, "", sync, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	nc, err := nats.Connect("", nats.InProcessServer(e), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, js
 }
 
 // lockedLines is an io.Writer safe for the server's goroutines.
