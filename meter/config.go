@@ -84,7 +84,9 @@ func (c *Config) Validate() error {
 	def(&c.Replicas, DefaultReplicas)
 	def(&c.MaxAckPending, DefaultMaxAckPending)
 	def(&c.MaxDeliver, DefaultMaxDeliver)
-	def(&c.BatchSize, DefaultBatchSize)
+	// A max_ack_pending set below the default batch (valid before the
+	// default rose from 2000) takes the batch down with it.
+	def(&c.BatchSize, min(DefaultBatchSize, max(c.MaxAckPending, 1)))
 	def(&c.WriteLanes, DefaultWriteLanes)
 	defDur(&c.DuplicateWindow, DefaultDuplicateWindow)
 	defDur(&c.AckWait, DefaultAckWait)

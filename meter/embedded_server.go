@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,11 +35,16 @@ const (
 // (stream.go, "will be DISABLED"): until then every event would go to the
 // gateway's spool and the ledger would stand still. The restart comes
 // embeddedRestartMin after the server logged the failure, then at doubling
-// intervals up to embeddedRestartMax while it keeps failing; clients
-// connected with nats.InProcessServer(e), or to ClientURL (the address is
-// kept across restarts), reconnect by themselves. Restarts counts them.
+// intervals up to embeddedRestartMax while it keeps failing. An attempt is
+// refused while the process cannot open files, and a new server that did
+// not load every stream and durable consumer of its store directory is
+// shut down again (embeddedStrictAttempts times at most: see restart).
+// Clients connected with nats.InProcessServer(e), or to ClientURL (the
+// address is kept across restarts), reconnect by themselves. Restarts
+// counts the restarts.
 type Embedded struct {
 	opts   func() *server.Options // fresh options for each start
+	dir    string                 // the store directory
 	log    *slog.Logger           // never nil
 	failed chan storeFailure      // capacity 1: the newest failure waits
 	quit   chan struct{}          // closed by Stop
@@ -91,6 +97,7 @@ func StartEmbedded(dir, listen string, sync SyncPolicy, log *slog.Logger) (*Embe
 		}
 	}
 	e := &Embedded{
+		dir:    dir,
 		log:    log,
 		failed: make(chan storeFailure, 1),
 		quit:   make(chan struct{}),
@@ -136,12 +143,24 @@ func (e *Embedded) start(gen uint64) (*server.Server, error) {
 	return s, nil
 }
 
-// storeFailed hands a failure to heal without waiting: one pending failure
-// is enough to restart for.
+// storeFailed hands a failure to heal without waiting. The channel holds
+// one: of two, the one of the newer server stays (a server's store logs its
+// failure once, so a newer server's must not give way to a stale one).
 func (e *Embedded) storeFailed(gen uint64, msg string) {
-	select {
-	case e.failed <- storeFailure{gen, msg}:
-	default:
+	f := storeFailure{gen, msg}
+	for {
+		select {
+		case e.failed <- f:
+			return
+		default:
+		}
+		select {
+		case old := <-e.failed:
+			if old.gen > f.gen {
+				f = old
+			}
+		default:
+		}
 	}
 }
 
@@ -168,6 +187,7 @@ func (e *Embedded) heal() {
 		}
 		e.log.Error("embedded NATS: a JetStream store stopped taking writes; restarting the server (events wait in the spool meanwhile)",
 			"err", f.msg, "in", wait)
+		attempt := 0
 		for {
 			select {
 			case <-e.quit:
@@ -175,7 +195,8 @@ func (e *Embedded) heal() {
 			case <-time.After(wait):
 			}
 			wait = min(2*wait, embeddedRestartMax)
-			err := e.restart()
+			err := e.restart(attempt >= embeddedStrictAttempts)
+			attempt++
 			if err == nil {
 				break
 			}
@@ -191,38 +212,49 @@ func (e *Embedded) heal() {
 
 var errEmbeddedStopped = errors.New("embedded nats: stopped")
 
+// embeddedStrictAttempts is how many restarts in a row may be refused for
+// a stream or consumer the new server did not load. Past them the server is
+// taken as it comes up, as a restart of the process would take it, and what
+// it lacks is logged: a store that can never load must not keep the
+// embedded server down, and every event with it.
+const embeddedStrictAttempts = 5
+
 // restart shuts the current server down and starts the next generation.
-// It refuses to while the process cannot open files, and it refuses a
-// server that came up without JetStream or without every stream and
-// consumer the old one held: a store whose metadata could not be read
-// (too many open files, say) is left out of the server, and a stream
-// created again in its place would start empty.
-func (e *Embedded) restart() error {
+// It refuses to while the process cannot open files. It refuses a server
+// that came up without JetStream, and, unless lenient, one that did not
+// load every stream and consumer its store directory holds: a store whose
+// metadata could not be read (too many open files, say) is left out of the
+// server, and a stream created again in its place would start empty.
+func (e *Embedded) restart(lenient bool) error {
 	if err := canOpenFiles(restartSpareFiles); err != nil {
 		return fmt.Errorf("embedded nats: not restarted: %w", err)
 	}
 	e.mu.Lock()
 	old, gen := e.srv, e.gen+1
 	e.mu.Unlock()
-	var want server.JetStreamAccountStats
-	if acc := old.GlobalAccount(); acc != nil && old.JetStreamEnabled() {
-		want = acc.JetStreamUsage()
-	}
 	old.Shutdown()
 	old.WaitForShutdown()
+	// Read once the old server is down: the directory holds all it stored.
+	want, err := storedNames(e.dir)
+	if err != nil {
+		return fmt.Errorf("embedded nats: not restarted: %w", err)
+	}
 	s, err := e.start(gen)
 	if err != nil {
 		return err
 	}
-	var got server.JetStreamAccountStats
-	if acc := s.GlobalAccount(); acc != nil && s.JetStreamEnabled() {
-		got = acc.JetStreamUsage()
-	}
-	if !s.JetStreamEnabled() || got.Streams < want.Streams || got.Consumers < want.Consumers {
+	missing, err := notLoaded(s, want)
+	if err != nil || (len(missing) > 0 && !lenient) {
 		s.Shutdown()
 		s.WaitForShutdown()
-		return fmt.Errorf("embedded nats: the restarted server had JetStream %t, %d of %d streams, %d of %d consumers; shut down",
-			s.JetStreamEnabled(), got.Streams, want.Streams, got.Consumers, want.Consumers)
+		if err == nil {
+			err = fmt.Errorf("not loaded: %s", strings.Join(missing, ", "))
+		}
+		return fmt.Errorf("embedded nats: the restarted server is shut down: %w", err)
+	}
+	if len(missing) > 0 {
+		e.log.Error("embedded NATS: restarted without some of its store after repeated attempts; they are left on disk",
+			"not_loaded", missing)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -233,6 +265,74 @@ func (e *Embedded) restart() error {
 	e.srv, e.gen = s, gen
 	e.restarts.Add(1)
 	return nil
+}
+
+// storedNames is the streams ("account/stream") and consumers
+// ("account/stream/consumer") a JetStream store directory holds, read from
+// the directories nats-server keeps them in:
+// <dir>/jetstream/<account>/streams/<stream>/obs/<consumer>. Consumers kept
+// only in memory (the ordered consumers of a key-value watch) have none.
+func storedNames(dir string) ([]string, error) {
+	var names []string
+	root := filepath.Join(dir, "jetstream")
+	accounts, err := readDirs(root)
+	for _, a := range accounts {
+		streams, serr := readDirs(filepath.Join(root, a, "streams"))
+		err = errors.Join(err, serr)
+		for _, st := range streams {
+			names = append(names, a+"/"+st)
+			consumers, cerr := readDirs(filepath.Join(root, a, "streams", st, "obs"))
+			err = errors.Join(err, cerr)
+			for _, c := range consumers {
+				names = append(names, a+"/"+st+"/"+c)
+			}
+		}
+	}
+	return names, err
+}
+
+// readDirs is the names of the directories in dir (none if dir does not
+// exist).
+func readDirs(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	var names []string
+	for _, en := range entries {
+		if en.IsDir() {
+			names = append(names, en.Name())
+		}
+	}
+	return names, err
+}
+
+// notLoaded is the names of want (as storedNames gives them) that s does not
+// hold, from its JetStream report; an error if JetStream is not running.
+func notLoaded(s *server.Server, want []string) ([]string, error) {
+	if !s.JetStreamEnabled() {
+		return nil, errors.New("JetStream did not start")
+	}
+	info, err := s.Jsz(&server.JSzOptions{Accounts: true, Streams: true, Consumer: true})
+	if err != nil {
+		return nil, err
+	}
+	has := map[string]bool{}
+	for _, a := range info.AccountDetails {
+		for _, st := range a.Streams {
+			has[a.Name+"/"+st.Name] = true
+			for _, c := range st.Consumer {
+				has[a.Name+"/"+st.Name+"/"+c.Name] = true
+			}
+		}
+	}
+	var missing []string
+	for _, n := range want {
+		if !has[n] {
+			missing = append(missing, n)
+		}
+	}
+	return missing, nil
 }
 
 // restartSpareFiles is how many files the process must be able to open

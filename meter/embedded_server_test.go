@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -195,7 +196,7 @@ func TestWorkerResumesAfterEmbeddedRestart(t *testing.T) {
 	}
 	publish(20)
 	waitUsage(t, store, customer, 20)
-	if err := e.Restart(); err != nil {
+	if err := e.Restart(false); err != nil {
 		t.Fatal(err)
 	}
 	publish(20)
@@ -209,6 +210,93 @@ func TestWorkerResumesAfterEmbeddedRestart(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v", err)
+	}
+}
+
+// TestRestartRefusesAServerThatDidNotLoadItsStore: a restarted server that
+// cannot read a stream's metadata comes up without it, and a stream created
+// again in its place would start empty. The restart refuses such a server,
+// again on a second attempt, while a key-value watch (an ordered consumer,
+// kept in memory and never restored) does not count; once the metadata is
+// readable the stream is back whole. Past embeddedStrictAttempts a restart
+// is lenient and takes the server as it comes up.
+func TestRestartRefusesAServerThatDidNotLoadItsStore(t *testing.T) {
+	dir := t.TempDir()
+	e, js := startInProcess(t, dir, meter.SyncPolicy{}, nil)
+	ctx := context.Background()
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "KEEP", Subjects: []string{"keep"}, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := js.Publish(ctx, "keep", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "worker", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "KEYS"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	meta := filepath.Join(dir, "jetstream", "$G", "streams", "KEEP", "meta.inf")
+	if err := os.Rename(meta, meta+".hidden"); err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		err := e.Restart(false)
+		if err == nil || !strings.Contains(err.Error(), "$G/KEEP") {
+			t.Fatalf("attempt %d with KEEP's metadata unreadable: %v, want a refusal naming $G/KEEP", attempt, err)
+		}
+		if strings.Contains(err.Error(), "KV_KEYS/") {
+			t.Fatalf("attempt %d counted the watch's ordered consumer: %v", attempt, err)
+		}
+	}
+	if err := os.Rename(meta+".hidden", meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Restart(false); err != nil {
+		t.Fatalf("restart with the store whole: %v", err)
+	}
+	info, err := waitStream(t, js, "KEEP")
+	if err != nil || info.State.Msgs != 5 {
+		t.Fatalf("KEEP after the restart: %+v, %v; want its 5 messages", info, err)
+	}
+
+	// Lenient: the server is taken without what it could not load.
+	if err := os.Rename(meta, meta+".hidden"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Restart(true); err != nil {
+		t.Fatalf("lenient restart: %v", err)
+	}
+	if e.Restarts() != 2 {
+		t.Fatalf("Restarts = %d, want 2", e.Restarts())
+	}
+}
+
+// waitStream waits for js's connection to come back and returns the
+// stream's info.
+func waitStream(t *testing.T, js jetstream.JetStream, name string) (*jetstream.StreamInfo, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		st, err := js.Stream(ctx, name)
+		if err == nil {
+			return st.Info(ctx)
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -1,5 +1,5 @@
 package meter
 
-// Restart restarts e's server as a failed store makes it, for tests of
-// its clients.
-func (e *Embedded) Restart() error { return e.restart() }
+// Restart restarts e's server as heal does after a store failed: refusing
+// a server that did not load all its store holds unless lenient.
+func (e *Embedded) Restart(lenient bool) error { return e.restart(lenient) }

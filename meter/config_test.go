@@ -1,0 +1,27 @@
+package meter_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/meter"
+)
+
+// TestConfigBatchDefaults: an empty meter section takes batches of 6000 and
+// 24000 pending acks; a config that set max_ack_pending below 6000 (valid
+// while the default batch was 2000) still starts, its batch taken down to
+// it; a batch set above max_ack_pending is refused.
+func TestConfigBatchDefaults(t *testing.T) {
+	var c meter.Config
+	if err := c.Validate(); err != nil || c.BatchSize != 6000 || c.MaxAckPending != 24000 {
+		t.Fatalf("defaults: batch %d, max_ack_pending %d, %v", c.BatchSize, c.MaxAckPending, err)
+	}
+	c = meter.Config{MaxAckPending: 5000}
+	if err := c.Validate(); err != nil || c.BatchSize != 5000 {
+		t.Fatalf("max_ack_pending 5000 alone: batch %d, %v; want 5000 and no error", c.BatchSize, err)
+	}
+	c = meter.Config{MaxAckPending: 5000, BatchSize: 6000}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "max_ack_pending (5000) must be at least meter.batch_size (6000)") {
+		t.Fatalf("batch above max_ack_pending: %v", err)
+	}
+}
