@@ -187,7 +187,7 @@ func (e *Embedded) heal() {
 		}
 		e.log.Error("embedded NATS: a JetStream store stopped taking writes; restarting the server (events wait in the spool meanwhile)",
 			"err", f.msg, "in", wait)
-		attempt := 0
+		refused := 0 // new servers shut down for what they did not load
 		for {
 			select {
 			case <-e.quit:
@@ -195,10 +195,12 @@ func (e *Embedded) heal() {
 			case <-time.After(wait):
 			}
 			wait = min(2*wait, embeddedRestartMax)
-			err := e.restart(attempt >= embeddedStrictAttempts)
-			attempt++
+			err := e.restart(refused >= embeddedStrictAttempts)
 			if err == nil {
 				break
+			}
+			if errors.Is(err, errNotLoaded) {
+				refused++
 			}
 			if errors.Is(err, errEmbeddedStopped) {
 				return
@@ -210,10 +212,14 @@ func (e *Embedded) heal() {
 	}
 }
 
-var errEmbeddedStopped = errors.New("embedded nats: stopped")
+var (
+	errEmbeddedStopped = errors.New("embedded nats: stopped")
+	errNotLoaded       = errors.New("not loaded")
+)
 
 // embeddedStrictAttempts is how many restarts in a row may be refused for
-// a stream or consumer the new server did not load. Past them the server is
+// a stream or consumer the new server did not load (attempts refused
+// before a server started, for want of files, do not count). Past them the server is
 // taken as it comes up, as a restart of the process would take it, and what
 // it lacks is logged: a store that can never load must not keep the
 // embedded server down, and every event with it.
@@ -248,7 +254,7 @@ func (e *Embedded) restart(lenient bool) error {
 		s.Shutdown()
 		s.WaitForShutdown()
 		if err == nil {
-			err = fmt.Errorf("not loaded: %s", strings.Join(missing, ", "))
+			err = fmt.Errorf("%w: %s", errNotLoaded, strings.Join(missing, ", "))
 		}
 		return fmt.Errorf("embedded nats: the restarted server is shut down: %w", err)
 	}
