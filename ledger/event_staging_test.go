@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -11,10 +12,12 @@ import (
 
 // A way WriteEvents was measured against (BenchmarkMeterWrite, write=copy)
 // and not taken: the batch copied (COPY, binary) into a temporary staging
-// table, then moved by one INSERT ... SELECT statement. With the UUIDs
-// parsed for both, three runs of 100,000 events gave no consistent
-// difference in throughput or in Postgres's CPU per event, and the array
-// statement needs no temporary table per connection.
+// table, then moved by one statement that does what the array statement
+// does (the same CTEs from batchEffects, usage_attempts, the duplicates
+// counter only when there are some). Issue 6, with 2,000-event batches and
+// the UUIDs parsed for both, found no consistent difference in throughput
+// or in Postgres's CPU per event; see BENCHMARKS.md for later runs. The
+// array statement needs no temporary table per connection.
 
 // WriteEventsStagedForTest is WriteEvents with each batch staged by COPY.
 func (s *Store) WriteEventsStagedForTest(ctx context.Context, events []usage.Event) (int, error) {
@@ -37,7 +40,7 @@ const stagingTable = `CREATE TEMP TABLE IF NOT EXISTS usage_staging (
     completion_tokens bigint, reasoning_tokens bigint, web_search_requests bigint, usage_source text,
     ttft_ms bigint, duration_ms bigint, error text, price_id bigint, override_id bigint,
     currency text, cost_e12 bigint, discount_bp integer, unpriced boolean, corrections text,
-    end_user text, metadata jsonb
+    end_user text, metadata jsonb, deployment text, attempt integer, charged boolean, request_id uuid
 ) ON COMMIT DELETE ROWS`
 
 // stagingColumns names the staging table's columns for COPY.
@@ -45,7 +48,8 @@ var stagingColumns = []string{"id", "occurred_at", "customer_id", "key_id", "pro
 	"served_model", "endpoint", "stream", "status", "http_status", "finish_reason", "prompt_tokens",
 	"cached_tokens", "cache_write_tokens", "completion_tokens", "reasoning_tokens",
 	"web_search_requests", "usage_source", "ttft_ms", "duration_ms", "error", "price_id",
-	"override_id", "currency", "cost_e12", "discount_bp", "unpriced", "corrections", "end_user", "metadata"}
+	"override_id", "currency", "cost_e12", "discount_bp", "unpriced", "corrections", "end_user", "metadata",
+	"deployment", "attempt", "charged", "request_id"}
 
 // writeStaged is writeBatch over the staging table: $1 is the duplicates
 // within the batch, $2 the events staged.
@@ -53,13 +57,22 @@ const writeStaged = `
 WITH claimed AS (
   INSERT INTO event_ids (id, occurred_at) SELECT id, occurred_at FROM usage_staging
   ON CONFLICT (id) DO NOTHING RETURNING id
+), attempts AS (
+  INSERT INTO usage_attempts (id, occurred_at, request_id, customer_id, key_id, provider, deployment, model,
+    endpoint, stream, attempt, status, http_status, prompt_tokens, cached_tokens, cache_write_tokens,
+    completion_tokens, reasoning_tokens, web_search_requests, usage_source, duration_ms, error, corrections)
+  SELECT id, occurred_at, request_id, customer_id, key_id, provider, deployment, model,
+    endpoint, stream, attempt, status, http_status, prompt_tokens, cached_tokens, cache_write_tokens,
+    completion_tokens, reasoning_tokens, web_search_requests, usage_source, duration_ms, error, corrections
+  FROM usage_staging JOIN claimed USING (id) WHERE NOT charged
 ), ins AS (
-  INSERT INTO usage_events (` + eventColumnList + `)
-  SELECT usage_staging.* FROM usage_staging JOIN claimed USING (id)
+  INSERT INTO usage_events (` + eventColumnList + `, deployment, attempt)
+  SELECT ` + eventColumnList + `, deployment, attempt FROM usage_staging JOIN claimed USING (id) WHERE charged
   ` + batchEffects + `
 ), counted AS (
   INSERT INTO ingest_counters (name, value)
-  SELECT 'duplicates', $1::bigint + $2::bigint - (SELECT count(*) FROM claimed)
+  SELECT 'duplicates', d FROM (SELECT $1::bigint + $2::bigint - (SELECT count(*) FROM claimed)) AS x(d)
+  WHERE d > 0
   ON CONFLICT (name) DO UPDATE SET value = ingest_counters.value + EXCLUDED.value
 )
 SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)`
@@ -70,15 +83,25 @@ type stagedRows struct {
 	events []usage.Event
 	rates  []usage.Rating
 	ids    [][3]pgtype.UUID // id, customer, key, parsed as for the array statement
-	keep   []int            // indexes of events and rates to stage
+	extra  []stagedExtra
+	keep   []int // indexes of events and rates to stage
 	i      int
 	row    []any
+}
+
+// stagedExtra is what an event adds to its row beyond its own fields, as
+// newEventColumns makes it.
+type stagedExtra struct {
+	attempt   int32
+	charged   bool
+	requestID pgtype.UUID // invalid (NULL) when none
 }
 
 // newStagedRows rates events. An id repeated within the batch keeps its
 // first occurrence and counts as a duplicate.
 func newStagedRows(events []usage.Event, p *pricing) (*stagedRows, int64, error) {
-	s := &stagedRows{events: events, rates: make([]usage.Rating, len(events)), ids: make([][3]pgtype.UUID, len(events)), keep: make([]int, 0, len(events)),
+	s := &stagedRows{events: events, rates: make([]usage.Rating, len(events)), ids: make([][3]pgtype.UUID, len(events)),
+		extra: make([]stagedExtra, len(events)), keep: make([]int, 0, len(events)),
 		i: -1, row: make([]any, len(stagingColumns))}
 	seen := make(map[string]struct{}, len(events))
 	var duplicates int64
@@ -97,6 +120,10 @@ func newStagedRows(events []usage.Event, p *pricing) (*stagedRows, int64, error)
 			return nil, 0, err
 		}
 		s.rates[i] = r
+		s.extra[i] = stagedExtra{attempt: int32(max(e.Attempt, 1)), charged: !e.NotCharged}
+		if u, err := uuid.Parse(e.RequestID); err == nil {
+			s.extra[i].requestID = pgtype.UUID{Bytes: u, Valid: true}
+		}
 		s.keep = append(s.keep, i)
 	}
 	return s, duplicates, nil
@@ -117,6 +144,8 @@ func (s *stagedRows) Values() ([]any, error) {
 	v[18], v[19], v[20], v[21] = &e.UsageSource, &e.TTFTMillis, &e.DurationMillis, &e.Error
 	v[22], v[23], v[24], v[25], v[26], v[27] = r.PriceID, r.OverrideID, &r.Currency, &r.CostE12, &r.DiscountBP, &r.Unpriced
 	v[28], v[29], v[30] = &e.Corrections, &e.EndUser, metadataJSON(e.Metadata)
+	x := &s.extra[k]
+	v[31], v[32], v[33], v[34] = &e.Deployment, &x.attempt, &x.charged, &x.requestID
 	return v, nil
 }
 

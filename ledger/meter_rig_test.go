@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -385,5 +386,50 @@ func (c *cpuMeter) stop(tb testing.TB) {
 		c.MachineBusy = float64(busy-c.busy) / float64(total-c.total)
 		// /proc/stat counts in USER_HZ too: seconds × 100 ticks.
 		c.Others = max(float64(busy-c.busy)-(c.Self+c.NATS+c.PG)*100, 0) / float64(total-c.total)
+	}
+}
+
+// TestStagedWriteMatchesArray holds the staged write that BenchmarkMeterWrite
+// measures against WriteEvents (write=copy) to the same ledger: the same
+// batch, with a duplicate and an attempt not charged, written each way into
+// its own database, leaves the same events, attempts, rollups, balances and
+// duplicate count.
+func TestStagedWriteMatchesArray(t *testing.T) {
+	ctx := context.Background()
+	sums := func(write func(context.Context, []usage.Event) (int, error), r *meterRig) []int64 {
+		t.Helper()
+		events := r.events(3, 400, time.Now().Add(-time.Hour), time.Second)
+		events[7] = events[6] // a duplicate within the batch
+		events[9].NotCharged, events[9].Attempt, events[9].Deployment = true, 1, "east"
+		events[9].RequestID = events[10].ID
+		n, err := write(ctx, events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.store.QueryInt64sForTest(ctx, `SELECT v FROM (VALUES
+		  (1, (SELECT count(*) FROM usage_events)),
+		  (2, (SELECT coalesce(sum(prompt_tokens + completion_tokens + cost_e12), 0)::bigint FROM usage_events)),
+		  (3, (SELECT count(*) FROM usage_attempts)),
+		  (4, (SELECT count(*) FROM usage_attempts WHERE request_id IS NOT NULL AND deployment = 'east')),
+		  (5, (SELECT count(*) FROM event_ids)),
+		  (6, (SELECT coalesce(sum(requests), 0)::bigint FROM usage_hourly)),
+		  (7, (SELECT coalesce(sum(cost_e12), 0)::bigint FROM usage_hourly)),
+		  (8, (SELECT coalesce(sum(charges_e12), 0)::bigint FROM customer_balances)),
+		  (9, (SELECT coalesce(sum(value), 0)::bigint FROM ingest_counters WHERE name = 'duplicates'))
+		) AS t(i, v) ORDER BY i`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]int64{int64(n)}, got...)
+	}
+	ra := newMeterRig(t, 50, 3, false)
+	array := sums(ra.store.WriteEvents, ra)
+	rs := newMeterRig(t, 50, 3, false)
+	staged := sums(rs.store.WriteEventsStagedForTest, rs)
+	if !slices.Equal(array, staged) {
+		t.Fatalf("written, events, their tokens and cost, attempts, attempts named, event ids, rollup requests, rollup cost, charges, duplicates:\narray  %v\nstaged %v", array, staged)
+	}
+	if array[3] != 1 || array[4] != 1 || array[9] != 1 {
+		t.Fatalf("the batch's attempt and duplicate were not written as meant: %v", array)
 	}
 }
