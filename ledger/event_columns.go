@@ -3,7 +3,6 @@ package ledger
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -24,51 +23,8 @@ const rollupAdd = `ON CONFLICT (customer_id, hour, key_id, model, currency) DO U
     cost_e12 = usage_hourly.cost_e12 + EXCLUDED.cost_e12,
     charge_e12 = usage_hourly.charge_e12 + EXCLUDED.charge_e12`
 
-// writeBatch stores a rated batch in one statement: it claims each id in
-// event_ids (the dedupe key across partitions), inserts only the events
-// whose ids were new, adds them to the hourly rollups and the customers'
-// balances, moves the keys' last-used times forward, and counts the
-// duplicates refused. Its result is the number of new events and how many
-// of them are unpriced. The batch comes as 35 arrays, one per column
-// (see eventColumns); writeStaged is the same from a staging table.
-//
-// An attempt not charged (usage.Event.NotCharged: failed before the
-// client's first byte and retried elsewhere) goes to usage_attempts
-// instead of usage_events, and so moves no rollup, balance or spend.
-const writeBatch = `
-WITH input AS (
-  SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
-    $7::text[], $8::text[], $9::boolean[], $10::text[], $11::integer[], $12::text[], $13::bigint[],
-    $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::text[],
-    $20::bigint[], $21::bigint[], $22::text[], $23::bigint[], $24::bigint[], $25::text[], $26::bigint[],
-    $27::integer[], $28::boolean[], $29::text[], $30::text[], $31::text[]::jsonb[], $32::text[], $33::integer[],
-    $34::boolean[], $35::uuid[])
-  AS t(` + eventColumnList + `, deployment, attempt, charged, request_id)
-), claimed AS (
-  INSERT INTO event_ids (id, occurred_at) SELECT id, occurred_at FROM input
-  ON CONFLICT (id) DO NOTHING RETURNING id
-), attempts AS (
-  INSERT INTO usage_attempts (id, occurred_at, request_id, customer_id, key_id, provider, deployment, model,
-    endpoint, stream, attempt, status, http_status, prompt_tokens, cached_tokens, cache_write_tokens,
-    completion_tokens, reasoning_tokens, web_search_requests, usage_source, duration_ms, error, corrections)
-  SELECT id, occurred_at, request_id, customer_id, key_id, provider, deployment, model,
-    endpoint, stream, attempt, status, http_status, prompt_tokens, cached_tokens, cache_write_tokens,
-    completion_tokens, reasoning_tokens, web_search_requests, usage_source, duration_ms, error, corrections
-  FROM input JOIN claimed USING (id) WHERE NOT charged
-), ins AS (
-  INSERT INTO usage_events (` + eventColumnList + `, deployment, attempt)
-  SELECT ` + eventColumnList + `, deployment, attempt FROM input JOIN claimed USING (id) WHERE charged
-  ` + batchEffects + `
-), counted AS (
-  INSERT INTO ingest_counters (name, value)
-  SELECT 'duplicates', d FROM (SELECT $36::bigint + (SELECT count(*) FROM input) - (SELECT count(*) FROM claimed)) AS x(d)
-  WHERE d > 0
-  ON CONFLICT (name) DO UPDATE SET value = ingest_counters.value + EXCLUDED.value
-)
-SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)`
-
 // eventColumnList is the columns of usage_events a batch writes, in the
-// order of eventColumns.args and of the staging table.
+// order of the staging table (stagingColumns).
 const eventColumnList = `id, occurred_at, customer_id, key_id, provider, model, served_model,
     endpoint, stream, status, http_status, finish_reason, prompt_tokens, cached_tokens,
     cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, usage_source,
@@ -133,109 +89,6 @@ const batchEffects = `RETURNING customer_id, key_id, model, currency, occurred_a
     ON a.customer_id = b.customer_id AND a.currency = b.currency
   WHERE b.balance_e12 <= -c.credit_limit_micros::numeric * 1000000
     AND b.balance_e12 + a.added > -c.credit_limit_micros::numeric * 1000000`
-
-// eventColumns is a batch of rated events laid out column by column.
-type eventColumns struct {
-	// The UUIDs parsed here: pgx has no binary encoding of a []string as
-	// uuid[], and its fallback (formatting the whole array into an error,
-	// then sending text) cost more than the rest of the batch's encoding.
-	id, customer, key                                                                   []pgtype.UUID
-	provider, model, served, endpoint, status, finish, source, errText, currency, fixes []string
-	endUser, deployment                                                                 []string
-	attempt                                                                             []int32
-	charged                                                                             []bool
-	requestID                                                                           []pgtype.UUID // invalid (NULL) when none
-	metadata                                                                            []*string     // JSON objects
-	at                                                                                  []time.Time
-	stream, unpriced                                                                    []bool
-	httpStatus, discount                                                                []int32
-	prompt, cached, cacheWrite, completion, reasoning, webSearch, ttft, duration, cost  []int64
-	priceID, overrideID                                                                 []*int64
-	duplicates                                                                          int64
-}
-
-// newEventColumns rates events and lays them out as columns. An id repeated
-// within the batch keeps its first occurrence and counts as a duplicate.
-func newEventColumns(events []usage.Event, p *pricing) (*eventColumns, error) {
-	n := len(events)
-	str := func() []string { return make([]string, 0, n) }
-	i64 := func() []int64 { return make([]int64, 0, n) }
-	ids := func() []pgtype.UUID { return make([]pgtype.UUID, 0, n) }
-	c := &eventColumns{id: ids(), customer: ids(), key: ids(), provider: str(), model: str(), served: str(),
-		endpoint: str(), status: str(), finish: str(), source: str(), errText: str(), currency: str(), fixes: str(),
-		endUser: str(), metadata: make([]*string, 0, n), deployment: str(), attempt: make([]int32, 0, n),
-		charged: make([]bool, 0, n), requestID: ids(),
-		at: make([]time.Time, 0, n), stream: make([]bool, 0, n), unpriced: make([]bool, 0, n),
-		httpStatus: make([]int32, 0, n), discount: make([]int32, 0, n),
-		prompt: i64(), cached: i64(), cacheWrite: i64(), completion: i64(), reasoning: i64(), webSearch: i64(),
-		ttft: i64(), duration: i64(), cost: i64(), priceID: make([]*int64, 0, n), overrideID: make([]*int64, 0, n)}
-	seen := make(map[string]struct{}, len(events))
-	for i := range events {
-		e := &events[i]
-		if _, dup := seen[e.ID]; dup {
-			c.duplicates++
-			continue
-		}
-		seen[e.ID] = struct{}{}
-		r, err := p.rate(e)
-		if err != nil {
-			return nil, err
-		}
-		id, customer, key, err := eventUUIDs(e)
-		if err != nil {
-			return nil, err
-		}
-		u := e.Usage
-		c.id = append(c.id, id)
-		c.at = append(c.at, e.Time.UTC())
-		c.customer = append(c.customer, customer)
-		c.key = append(c.key, key)
-		c.provider = append(c.provider, e.Provider)
-		c.model = append(c.model, e.Model)
-		c.served = append(c.served, e.ServedModel)
-		c.endpoint = append(c.endpoint, e.Endpoint)
-		c.stream = append(c.stream, e.Stream)
-		c.status = append(c.status, string(e.Status))
-		c.httpStatus = append(c.httpStatus, int32(e.HTTPStatus))
-		c.finish = append(c.finish, e.FinishReason)
-		c.prompt = append(c.prompt, u.PromptTokens)
-		c.cached = append(c.cached, u.CachedTokens)
-		c.cacheWrite = append(c.cacheWrite, u.CacheWriteTokens)
-		c.completion = append(c.completion, u.CompletionTokens)
-		c.reasoning = append(c.reasoning, u.ReasoningTokens)
-		c.webSearch = append(c.webSearch, u.WebSearchRequests)
-		c.source = append(c.source, string(e.UsageSource))
-		c.ttft = append(c.ttft, e.TTFTMillis)
-		c.duration = append(c.duration, e.DurationMillis)
-		c.errText = append(c.errText, e.Error)
-		c.priceID = append(c.priceID, r.PriceID)
-		c.overrideID = append(c.overrideID, r.OverrideID)
-		c.currency = append(c.currency, r.Currency)
-		c.cost = append(c.cost, r.CostE12)
-		c.discount = append(c.discount, r.DiscountBP)
-		c.unpriced = append(c.unpriced, r.Unpriced)
-		c.fixes = append(c.fixes, e.Corrections)
-		c.endUser = append(c.endUser, e.EndUser)
-		c.metadata = append(c.metadata, metadataJSON(e.Metadata))
-		c.deployment = append(c.deployment, e.Deployment)
-		c.attempt = append(c.attempt, int32(max(e.Attempt, 1)))
-		c.charged = append(c.charged, !e.NotCharged)
-		var rid pgtype.UUID
-		if u, err := uuid.Parse(e.RequestID); err == nil {
-			rid = pgtype.UUID{Bytes: u, Valid: true}
-		}
-		c.requestID = append(c.requestID, rid)
-	}
-	return c, nil
-}
-
-func (c *eventColumns) args() []any {
-	return []any{c.id, c.at, c.customer, c.key, c.provider, c.model, c.served, c.endpoint,
-		c.stream, c.status, c.httpStatus, c.finish, c.prompt, c.cached, c.cacheWrite,
-		c.completion, c.reasoning, c.webSearch, c.source, c.ttft, c.duration, c.errText,
-		c.priceID, c.overrideID, c.currency, c.cost, c.discount, c.unpriced, c.fixes, c.endUser, c.metadata,
-		c.deployment, c.attempt, c.charged, c.requestID, c.duplicates}
-}
 
 // eventUUIDs parses e's id, customer and key. An event whose UUIDs do not
 // parse is refused alone (the worker sets it aside), not with its batch.

@@ -24,23 +24,12 @@ import (
 // in its own period) with the price book and the customer's overrides in
 // force then (see pricing.rate).
 func (s *Store) WriteEvents(ctx context.Context, events []usage.Event) (int, error) {
-	return s.writeEvents(ctx, events, writeArrays)
+	return s.writeEvents(ctx, events, writeStaged)
 }
 
 // batchWrite sends a rated batch within tx, and returns how many events
 // were new and how many of those are unpriced.
 type batchWrite func(ctx context.Context, tx pgx.Tx, events []usage.Event, p *pricing) (n, unpriced int, err error)
-
-// writeArrays sends a rated batch as one statement of column arrays
-// (writeBatch).
-func writeArrays(ctx context.Context, tx pgx.Tx, events []usage.Event, p *pricing) (n, unpriced int, err error) {
-	cols, err := newEventColumns(events, p)
-	if err != nil {
-		return 0, 0, err
-	}
-	err = tx.QueryRow(ctx, writeBatch, cols.args()...).Scan(&n, &unpriced)
-	return n, unpriced, err
-}
 
 // writeEvents is WriteEvents with the batch sent by write.
 func (s *Store) writeEvents(ctx context.Context, events []usage.Event, write batchWrite) (int, error) {

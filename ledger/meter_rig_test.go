@@ -389,8 +389,9 @@ func (c *cpuMeter) stop(tb testing.TB) {
 	}
 }
 
-// TestStagedWriteMatchesArray holds the staged write that BenchmarkMeterWrite
-// measures against WriteEvents (write=copy) to the same ledger: the same
+// TestStagedWriteMatchesArray holds WriteEvents (staged by COPY) and the
+// array statement BenchmarkMeterWrite measures it against to the same
+// ledger: the same
 // batch, with a duplicate and an attempt not charged, written each way into
 // its own database, leaves the same events, attempts, rollups, balances and
 // duplicate count.
@@ -423,9 +424,9 @@ func TestStagedWriteMatchesArray(t *testing.T) {
 		return append([]int64{int64(n)}, got...)
 	}
 	ra := newMeterRig(t, 50, 3, false)
-	array := sums(ra.store.WriteEvents, ra)
+	array := sums(ra.store.WriteEventsArraysForTest, ra)
 	rs := newMeterRig(t, 50, 3, false)
-	staged := sums(rs.store.WriteEventsStagedForTest, rs)
+	staged := sums(rs.store.WriteEvents, rs)
 	if !slices.Equal(array, staged) {
 		t.Fatalf("written, events, their tokens and cost, attempts, attempts named, event ids, rollup requests, rollup cost, charges, duplicates:\narray  %v\nstaged %v", array, staged)
 	}

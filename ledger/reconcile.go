@@ -247,7 +247,7 @@ func (rec *Reconciliation) checkIDs(ctx context.Context, tx pgx.Tx) error {
 	return err
 }
 
-// checkBalances recomputes every balance row as insertEntry, writeBatch
+// checkBalances recomputes every balance row as insertEntry, stagedStatement
 // and rerateOne move it.
 func (rec *Reconciliation) checkBalances(ctx context.Context, tx pgx.Tx) error {
 	rows, err := tx.Query(ctx, `
