@@ -33,18 +33,9 @@ func writeArrays(ctx context.Context, tx pgx.Tx, events []usage.Event, p *pricin
 	return n, unpriced, err
 }
 
-// writeBatch stores a rated batch in one statement: it claims each id in
-// event_ids (the dedupe key across partitions), inserts only the events
-// whose ids were new, adds them to the hourly rollups and the customers'
-// balances, moves the keys' last-used times forward, and counts the
-// duplicates refused. Its result is the number of new events and how many
-// of them are unpriced. The batch comes as 35 arrays, one per column
-// (see eventColumns); writeStaged is the same from a staging table.
-//
-// An attempt not charged (usage.Event.NotCharged: failed before the
-// client's first byte and retried elsewhere) goes to usage_attempts
-// instead of usage_events, and so moves no rollup, balance or spend.
-const writeBatch = `
+// writeBatch is batchCTEs over the batch as 35 arrays, one per column (see
+// eventColumns); $36 is the duplicates within the batch.
+var writeBatch = `
 WITH input AS (
   SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::uuid[], $4::uuid[], $5::text[], $6::text[],
     $7::text[], $8::text[], $9::boolean[], $10::text[], $11::integer[], $12::text[], $13::bigint[],
@@ -53,28 +44,7 @@ WITH input AS (
     $27::integer[], $28::boolean[], $29::text[], $30::text[], $31::text[]::jsonb[], $32::text[], $33::integer[],
     $34::boolean[], $35::uuid[])
   AS t(` + eventColumnList + `, deployment, attempt, charged, request_id)
-), claimed AS (
-  INSERT INTO event_ids (id, occurred_at) SELECT id, occurred_at FROM input
-  ON CONFLICT (id) DO NOTHING RETURNING id
-), attempts AS (
-  INSERT INTO usage_attempts (id, occurred_at, request_id, customer_id, key_id, provider, deployment, model,
-    endpoint, stream, attempt, status, http_status, prompt_tokens, cached_tokens, cache_write_tokens,
-    completion_tokens, reasoning_tokens, web_search_requests, usage_source, duration_ms, error, corrections)
-  SELECT id, occurred_at, request_id, customer_id, key_id, provider, deployment, model,
-    endpoint, stream, attempt, status, http_status, prompt_tokens, cached_tokens, cache_write_tokens,
-    completion_tokens, reasoning_tokens, web_search_requests, usage_source, duration_ms, error, corrections
-  FROM input JOIN claimed USING (id) WHERE NOT charged
-), ins AS (
-  INSERT INTO usage_events (` + eventColumnList + `, deployment, attempt)
-  SELECT ` + eventColumnList + `, deployment, attempt FROM input JOIN claimed USING (id) WHERE charged
-  ` + batchEffects + `
-), counted AS (
-  INSERT INTO ingest_counters (name, value)
-  SELECT 'duplicates', d FROM (SELECT $36::bigint + (SELECT count(*) FROM input) - (SELECT count(*) FROM claimed)) AS x(d)
-  WHERE d > 0
-  ON CONFLICT (name) DO UPDATE SET value = ingest_counters.value + EXCLUDED.value
-)
-SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)`
+), ` + batchCTEs("input", "$36::bigint + (SELECT count(*) FROM input)")
 
 // eventColumns is a batch of rated events laid out column by column.
 type eventColumns struct {

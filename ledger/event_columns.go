@@ -23,6 +23,41 @@ const rollupAdd = `ON CONFLICT (customer_id, hour, key_id, model, currency) DO U
     cost_e12 = usage_hourly.cost_e12 + EXCLUDED.cost_e12,
     charge_e12 = usage_hourly.charge_e12 + EXCLUDED.charge_e12`
 
+// batchCTEs is the body of a batch statement after the CTE that names the
+// batch (source: a relation of eventColumnList plus deployment, attempt,
+// charged and request_id). It claims each id in event_ids (the dedupe key
+// across partitions), inserts the events whose ids were new (a charged one
+// into usage_events, an attempt not charged, failed before the client's
+// first byte and retried elsewhere, into usage_attempts, which moves no
+// rollup, balance or spend), applies batchEffects, and adds to the
+// duplicates counter when duplicates (an SQL expression: the batch's
+// events, its own duplicates included) exceeds what was claimed. Its
+// result is the number of new events and how many of them are unpriced.
+func batchCTEs(source, duplicates string) string {
+	return `claimed AS (
+  INSERT INTO event_ids (id, occurred_at) SELECT id, occurred_at FROM ` + source + `
+  ON CONFLICT (id) DO NOTHING RETURNING id
+), attempts AS (
+  INSERT INTO usage_attempts (id, occurred_at, request_id, customer_id, key_id, provider, deployment, model,
+    endpoint, stream, attempt, status, http_status, prompt_tokens, cached_tokens, cache_write_tokens,
+    completion_tokens, reasoning_tokens, web_search_requests, usage_source, duration_ms, error, corrections)
+  SELECT id, occurred_at, request_id, customer_id, key_id, provider, deployment, model,
+    endpoint, stream, attempt, status, http_status, prompt_tokens, cached_tokens, cache_write_tokens,
+    completion_tokens, reasoning_tokens, web_search_requests, usage_source, duration_ms, error, corrections
+  FROM ` + source + ` JOIN claimed USING (id) WHERE NOT charged
+), ins AS (
+  INSERT INTO usage_events (` + eventColumnList + `, deployment, attempt)
+  SELECT ` + eventColumnList + `, deployment, attempt FROM ` + source + ` JOIN claimed USING (id) WHERE charged
+  ` + batchEffects + `
+), counted AS (
+  INSERT INTO ingest_counters (name, value)
+  SELECT 'duplicates', d FROM (SELECT ` + duplicates + ` - (SELECT count(*) FROM claimed)) AS x(d)
+  WHERE d > 0
+  ON CONFLICT (name) DO UPDATE SET value = ingest_counters.value + EXCLUDED.value
+)
+SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)`
+}
+
 // eventColumnList is the columns of usage_events a batch writes, in the
 // order of the staging table (stagingColumns).
 const eventColumnList = `id, occurred_at, customer_id, key_id, provider, model, served_model,

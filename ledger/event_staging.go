@@ -52,31 +52,9 @@ var stagingColumns = []string{"id", "occurred_at", "customer_id", "key_id", "pro
 	"override_id", "currency", "cost_e12", "discount_bp", "unpriced", "corrections", "end_user", "metadata",
 	"deployment", "attempt", "charged", "request_id"}
 
-// stagedStatement writes the staged batch: $1 is the duplicates within
-// the batch, $2 the events staged.
-const stagedStatement = `
-WITH claimed AS (
-  INSERT INTO event_ids (id, occurred_at) SELECT id, occurred_at FROM usage_staging
-  ON CONFLICT (id) DO NOTHING RETURNING id
-), attempts AS (
-  INSERT INTO usage_attempts (id, occurred_at, request_id, customer_id, key_id, provider, deployment, model,
-    endpoint, stream, attempt, status, http_status, prompt_tokens, cached_tokens, cache_write_tokens,
-    completion_tokens, reasoning_tokens, web_search_requests, usage_source, duration_ms, error, corrections)
-  SELECT id, occurred_at, request_id, customer_id, key_id, provider, deployment, model,
-    endpoint, stream, attempt, status, http_status, prompt_tokens, cached_tokens, cache_write_tokens,
-    completion_tokens, reasoning_tokens, web_search_requests, usage_source, duration_ms, error, corrections
-  FROM usage_staging JOIN claimed USING (id) WHERE NOT charged
-), ins AS (
-  INSERT INTO usage_events (` + eventColumnList + `, deployment, attempt)
-  SELECT ` + eventColumnList + `, deployment, attempt FROM usage_staging JOIN claimed USING (id) WHERE charged
-  ` + batchEffects + `
-), counted AS (
-  INSERT INTO ingest_counters (name, value)
-  SELECT 'duplicates', d FROM (SELECT $1::bigint + $2::bigint - (SELECT count(*) FROM claimed)) AS x(d)
-  WHERE d > 0
-  ON CONFLICT (name) DO UPDATE SET value = ingest_counters.value + EXCLUDED.value
-)
-SELECT (SELECT count(*) FROM claimed), (SELECT count(*) FROM ins WHERE unpriced)`
+// stagedStatement writes the staged batch (batchCTEs): $1 is the
+// duplicates within the batch, $2 the events staged.
+var stagedStatement = `WITH ` + batchCTEs("usage_staging", "$1::bigint + $2::bigint")
 
 // stagedRows is a rated batch as COPY reads it. Values hands out pointers
 // into the events and ratings, so no value is copied into an interface.
