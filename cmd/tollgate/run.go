@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/dashboards/metrics"
@@ -30,6 +31,7 @@ func runRoles(ctx context.Context, log *slog.Logger, args []string, r roles) err
 	} else if err := cfg.Meter.Validate(); err != nil {
 		return err
 	}
+	setMemoryLimit(log, memlimit.FromCgroup)
 	a, err := start(ctx, log, loadEnv(), cfg, r)
 	if err != nil {
 		return err
