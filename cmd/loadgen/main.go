@@ -70,8 +70,11 @@ type config struct {
 
 	streams      int
 	openParallel int
-	openTimeout  time.Duration
-	idleSettle   time.Duration
+	// memoryLimit is GOMEMLIMIT in the environment of the bare proxy and of
+	// every tollgate target (not of loadgen or the simulator); empty: none.
+	memoryLimit string
+	openTimeout time.Duration
+	idleSettle  time.Duration
 
 	keys, gateways, keyRate, changes int
 	natsBin                          string
@@ -101,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.model, "model", "sim-small", "model to request")
 	fs.IntVar(&c.streams, "streams", 10000, "idle mode: streams to hold open")
 	fs.IntVar(&c.openParallel, "open-parallel", 200, "idle mode: streams being opened at once")
+	fs.StringVar(&c.memoryLimit, "memory-limit", "", "GOMEMLIMIT for the bare proxy and every tollgate target, the same for each (for example 450MiB; Go's syntax); default none")
 	fs.DurationVar(&c.openTimeout, "open-timeout", 3*time.Minute, "idle mode: how long to wait for every stream to open")
 	fs.DurationVar(&c.idleSettle, "idle-settle", 2*time.Second, "idle mode: wait between the last stream opening and reading RSS")
 	fs.IntVar(&c.keys, "keys", 10_000, "keys mode: active keys in the database")
@@ -175,6 +179,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("-duration must be positive")
 	case c.streams < 1 || c.openParallel < 1:
 		return nil, errors.New("-streams and -open-parallel must be at least 1")
+	case c.memoryLimit != "" && !validMemoryLimit(c.memoryLimit):
+		return nil, fmt.Errorf("-memory-limit %q: want a size in GOMEMLIMIT's syntax, such as 450MiB or 2GiB", c.memoryLimit)
 	}
 	return c, nil
 }
@@ -247,6 +253,9 @@ func run(ctx context.Context, cfg *config, out, log io.Writer) error {
 		fmt.Fprintf(out, "code: prebuilt binaries -sim-bin %q -tollgate-bin %q -base-tollgate-bin %q\n", cfg.simBin, cfg.tollgateBin, cfg.baseTollgateBin)
 	} else if rev := gitState(); rev != "" {
 		fmt.Fprintf(out, "code: built from the %s\n", rev)
+	}
+	if cfg.memoryLimit != "" {
+		fmt.Fprintf(out, "memory limit: GOMEMLIMIT=%s for the proxy and every tollgate target\n", cfg.memoryLimit)
 	}
 	switch cfg.mode {
 	case "idle":

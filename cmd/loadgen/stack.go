@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -99,6 +101,8 @@ type stack struct {
 	dbBase     string
 	keepDir    bool
 	log        io.Writer
+	// memoryLimit is the gateways' and the proxy's GOMEMLIMIT; empty: none.
+	memoryLimit string
 }
 
 // gatewayProc is the gateway of one tollgate target: a `tollgate serve`
@@ -267,7 +271,7 @@ const childEnv = "LOADGEN_CHILD"
 // startStack starts what cfg's targets need. The caller must call close.
 func startStack(ctx context.Context, cfg *config, log io.Writer) (_ *stack, err error) {
 	s := &stack{log: log, keepDir: cfg.keepLogs, adminToken: cfg.adminToken, simURL: cfg.simURL,
-		gws: map[string]*gatewayProc{}, dbBase: cfg.databaseURL}
+		gws: map[string]*gatewayProc{}, dbBase: cfg.databaseURL, memoryLimit: cfg.memoryLimit}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -319,7 +323,7 @@ func startStack(ctx context.Context, cfg *config, log io.Writer) (_ *stack, err 
 		if err != nil {
 			return nil, err
 		}
-		env := append(os.Environ(), childEnv+"=proxy")
+		env := s.withMemoryLimit(append(os.Environ(), childEnv+"=proxy"))
 		if s.proxy, err = startChild("proxy", s.dir, self, []string{"proxy", "-listen", addr, "-target", s.simURL}, env); err != nil {
 			return nil, err
 		}
@@ -438,6 +442,7 @@ func (s *stack) startTollgate(ctx context.Context, cfg *config, target string) e
 		"TOLLGATE_DATA_DIR="+filepath.Join(s.dir, target+"-data"),
 		"TOLLGATE_SHUTDOWN_GRACE=5s",
 	)
+	env = s.withMemoryLimit(env)
 	if g.child, err = startChild(target, s.dir, bin, []string{"serve", "--config", cfgPath}, env); err != nil {
 		return err
 	}
@@ -576,4 +581,29 @@ func (s *stack) close() {
 			_ = os.RemoveAll(s.dir)
 		}
 	}
+}
+
+// withMemoryLimit sets GOMEMLIMIT in env to the run's -memory-limit, when
+// it has one.
+func (s *stack) withMemoryLimit(env []string) []string {
+	if s.memoryLimit == "" {
+		return env
+	}
+	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GOMEMLIMIT=") })
+	return append(env, "GOMEMLIMIT="+s.memoryLimit)
+}
+
+// validMemoryLimit reports whether v is a size as GOMEMLIMIT takes it: a
+// number of bytes, or a number with one of the suffixes B, KiB, MiB, GiB
+// or TiB (runtime/debug: "the GOMEMLIMIT environment variable").
+func validMemoryLimit(v string) bool {
+	num := v
+	for _, suffix := range []string{"KiB", "MiB", "GiB", "TiB", "B"} {
+		if n, ok := strings.CutSuffix(v, suffix); ok {
+			num = n
+			break
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 63)
+	return err == nil && n > 0
 }

@@ -202,7 +202,16 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || strings.Join(c.targets, ",") != "proxy,tollgate,tollgate-h2c,tollgate-base" || c.baseTollgateBin != "/x/tollgate" {
 		t.Errorf("tollgate targets: %+v, %v", c, err)
 	}
-	for _, bad := range [][]string{{"-mode", "meter"}, {"-targets", "nginx"}, {"-concurrency", "0"}, {"-targets", "tollgate-base"}} {
+	c, err = parseFlags([]string{"-mode", "idle", "-memory-limit", "450MiB"}, os.Stderr)
+	if err != nil || c.memoryLimit != "450MiB" {
+		t.Errorf("memory limit: %+v, %v", c, err)
+	}
+	st := &stack{memoryLimit: "450MiB"}
+	if env := st.withMemoryLimit([]string{"A=1", "GOMEMLIMIT=1GiB"}); strings.Join(env, " ") != "A=1 GOMEMLIMIT=450MiB" {
+		t.Errorf("withMemoryLimit: %v", env)
+	}
+	for _, bad := range [][]string{{"-mode", "meter"}, {"-targets", "nginx"}, {"-concurrency", "0"}, {"-targets", "tollgate-base"},
+		{"-memory-limit", "450M"}, {"-memory-limit", "MiB"}, {"-memory-limit", "-1"}, {"-memory-limit", "0"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
