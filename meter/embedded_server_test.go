@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,7 +51,7 @@ func TestEmbeddedRestartsWhenAStoreFails(t *testing.T) {
 }
 
 func storeFailScenario(t *testing.T, dir string) {
-	logs := &lockedLines{}
+	logs := &metertest.LockedBuffer{}
 	e, js := startInProcess(t, dir, meter.SyncPolicy{Interval: 20 * time.Millisecond},
 		slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx := context.Background()
@@ -320,22 +319,4 @@ func startInProcess(t *testing.T, dir string, sync meter.SyncPolicy, log *slog.L
 		t.Fatal(err)
 	}
 	return e, js
-}
-
-// lockedLines is an io.Writer safe for the server's goroutines.
-type lockedLines struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,37 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
 )
-
-// lockedBuffer is a bytes.Buffer a process writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestRunDemoCtrlC runs scripts/run-demo.sh (what `make run` runs) with the
 // real binaries, waits for the demo to be up, then sends SIGINT to its
@@ -79,7 +60,7 @@ func TestRunDemoCtrlC(t *testing.T) {
 	cmd.Env = append(os.Environ(), "TOLLGATE_DATABASE_URL="+ledgertest.NewDatabase(t), "TOLLGATE_NATS_URL=",
 		"TOLLGATE_DATA_DIR="+dataDir, "TOLLGATE_LISTEN="+listen, "TOLLGATE_ADMIN_LISTEN="+adminListen,
 		"SIM_LISTEN="+simAddr, "TOLLGATE_ADMIN_TOKEN=run-demo-test")
-	var out lockedBuffer
+	var out metertest.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Its own process group, as a shell gives a foreground job.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
