@@ -146,13 +146,7 @@ func TestJournalSurvivesKill9(t *testing.T) {
 // TestJournalCompacts: as segments fill, the journal keeps only what is in
 // flight, merged, and recovery still sees every open request whole.
 func TestJournalCompacts(t *testing.T) {
-	defer func(n int64) { maxSegment = n }(maxSegment)
-	maxSegment = 64 << 10
-	dir := t.TempDir()
-	j, _, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, dir := openWithSegments(t, 64<<10)
 	long := testEvent(0) // open through every compaction
 	j.Begin(long, bytes.Repeat([]byte("b"), 1000))
 	var want strings.Builder
@@ -190,13 +184,7 @@ func TestJournalCompacts(t *testing.T) {
 // TestJournalKeepsHiddenReasoning: the averages a gateway journals survive
 // compaction and a restart.
 func TestJournalKeepsHiddenReasoning(t *testing.T) {
-	defer func(n int64) { maxSegment = n }(maxSegment)
-	maxSegment = 32 << 10
-	dir := t.TempDir()
-	j, _, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, dir := openWithSegments(t, 32<<10)
 	if j.RecoveredHiddenReasoning() != nil {
 		t.Fatal("averages from nowhere")
 	}
@@ -224,13 +212,7 @@ func TestJournalKeepsHiddenReasoning(t *testing.T) {
 // and one whose final event failed all come through compactions whole,
 // interleaved with ended requests, and no ended request comes back.
 func TestJournalCompactionKeepsEachOpenKind(t *testing.T) {
-	defer func(n int64) { maxSegment = n }(maxSegment)
-	maxSegment = 32 << 10
-	dir := t.TempDir()
-	j, _, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, dir := openWithSegments(t, 32<<10)
 	begun, streaming, failed := testEvent(100001), testEvent(100002), testEvent(100003)
 	for i := 1; i <= 2000; i++ {
 		e := testEvent(i)
@@ -284,13 +266,7 @@ func TestJournalCompactionKeepsEachOpenKind(t *testing.T) {
 // all ended, as compaction does: "all" decodes every request (as it did),
 // "open" only the open ones.
 func BenchmarkCompactionRead(b *testing.B) {
-	defer func(n int64) { maxSegment = n }(maxSegment)
-	maxSegment = 1 << 30 // one segment, as compaction finds it full
-	dir := b.TempDir()
-	j, _, err := Open(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
+	j, dir := openWithSegments(b, 1<<30) // one segment, as compaction finds it full
 	body := bytes.Repeat([]byte("x"), 400)
 	open := map[[16]byte]bool{}
 	for i := 1; i <= 10000; i++ {
@@ -321,4 +297,19 @@ func BenchmarkCompactionRead(b *testing.B) {
 			}
 		})
 	}
+}
+
+// openWithSegments opens a journal in a new directory whose segments are
+// compacted at size bytes (maxSegment, put back when the test ends).
+func openWithSegments(tb testing.TB, size int64) (*Journal, string) {
+	tb.Helper()
+	old := maxSegment
+	tb.Cleanup(func() { maxSegment = old })
+	maxSegment = size
+	dir := tb.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return j, dir
 }
