@@ -30,6 +30,7 @@ fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzRoundTrip ./gateway/sse/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzTaps ./gateway/openai/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzScanChunk ./gateway/openai/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzScanChunkTemplate ./gateway/openai/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzScanFields ./gateway/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzLexer ./meter/usage/jsonscan/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzTap ./gateway/anthropic/ -fuzzminimizetime 200x

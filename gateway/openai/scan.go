@@ -47,6 +47,9 @@ type ChunkScan struct {
 	texts        [6]span
 	deltaCalls   [][2]span
 	messageCalls [][2]span
+	// tmpl is the stream's chunk shape, for the next chunk's shortcut
+	// (scan_template.go).
+	tmpl template
 }
 
 // span is a JSON string's raw content in the input.
@@ -76,7 +79,23 @@ const (
 // count beyond 18 digits (a usage count must be an integer or null, as
 // encoding/json requires of Usage's fields). FuzzScanChunk checks that
 // whenever it reads a chunk, ParseChunk reads the same, usage included.
+//
+// A chunk that repeats the previous one's shape (see template) is read by
+// comparing it with that shape and lexing its text alone, to the same
+// fields; FuzzScanChunkTemplate holds the two ways to each other.
 func ScanChunk(data []byte, s *ChunkScan) bool {
+	if s.tmpl.read(data, s) {
+		return true
+	}
+	if !s.scan(data) {
+		return false
+	}
+	s.tmpl.keep(data, s)
+	return true
+}
+
+// scan is ScanChunk without the shortcut: it reads the whole chunk.
+func (s *ChunkScan) scan(data []byte) bool {
 	s.ID, s.Model, s.Created, s.Choices, s.FinishReason = nil, nil, 0, 0, nil
 	s.Output, s.usageFrom, s.usageTo, s.Reasoning = s.Output[:0], 0, 0, false
 	s.Usage, s.total, s.hasUsage = usage.Tokens{}, 0, false

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -299,6 +300,33 @@ func BenchmarkUsageChunk(b *testing.B) {
 	})
 }
 
+// BenchmarkScanChunkTemplate reads a stream's content chunk (the
+// simulator's shape) in full and by the previous chunk's template.
+func BenchmarkScanChunkTemplate(b *testing.B) {
+	chunk := []byte(`{"id":"chatcmpl-a27a2fd5df048e0d253c63ab","object":"chat.completion.chunk","created":1795687566,"model":"sim-small",` +
+		`"service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"tok "},"finish_reason":null}],"usage":null}`)
+	b.Run("full", func(b *testing.B) {
+		var s ChunkScan
+		b.SetBytes(int64(len(chunk)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if !s.scan(chunk) {
+				b.Fatal("not scanned")
+			}
+		}
+	})
+	b.Run("template", func(b *testing.B) {
+		var s ChunkScan
+		b.SetBytes(int64(len(chunk)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if !ScanChunk(chunk, &s) {
+				b.Fatal("not scanned")
+			}
+		}
+	})
+}
+
 func BenchmarkStripUsage(b *testing.B) {
 	chunk := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hello there "},"finish_reason":null}],"usage":null}`)
 	buf := make([]byte, len(chunk))
@@ -318,4 +346,86 @@ func BenchmarkStripUsage(b *testing.B) {
 			_, _ = sjson.DeleteBytes(buf, "usage")
 		}
 	})
+}
+
+// FuzzScanChunkTemplate checks ScanChunk's shortcut against its full scan:
+// a ChunkScan that has read prev reads the next chunk (mid spliced into
+// prev's text, or mid itself) exactly as a fresh ChunkScan does.
+func FuzzScanChunkTemplate(f *testing.F) {
+	chunks := fixtureChunks(f)
+	for i, c := range chunks {
+		f.Add(c, []byte(`"tok "`), true)
+		if i+1 < len(chunks) {
+			f.Add(c, chunks[i+1], false)
+		}
+	}
+	for _, mid := range []string{`""`, `null`, `"a\"b"`, `"\u00e9\ud800"`, `"x","content":"y"`, "\"\xff\"", `"a" `,
+		`"open`, `"a"}]}`, `1`, `"\n"`, "\"\x01\""} {
+		f.Add([]byte(scanSeeds[0]), []byte(mid), true)
+	}
+	f.Add([]byte(`{"choices":[{"delta":{"reasoning_content":""}}],"id":"x","usage":null}`), []byte(`"r"`), true)
+	f.Add([]byte(`{"usage":null,"choices":[{"finish_reason":"stop","message":{"content":"a\n"}}],"model":"m"}`), []byte(`"bb"`), true)
+	f.Fuzz(func(t *testing.T, prev, mid []byte, splice bool) {
+		var s ChunkScan
+		ScanChunk(prev, &s)
+		data := mid
+		if splice && s.tmpl.ok {
+			data = slices.Concat(s.tmpl.shape[:s.tmpl.from], mid, s.tmpl.shape[s.tmpl.from:])
+		}
+		checkTemplate(t, &s, data)
+	})
+}
+
+// checkTemplate reads data with s, which holds a template, and with a fresh
+// ChunkScan, and fails unless both read the same.
+func checkTemplate(t *testing.T, s *ChunkScan, data []byte) {
+	t.Helper()
+	var fresh ChunkScan
+	ok, want := ScanChunk(data, s), ScanChunk(data, &fresh)
+	if ok != want {
+		t.Fatalf("%q: read %v after a template, %v fresh", data, ok, want)
+	}
+	if !ok {
+		return
+	}
+	if string(s.ID) != string(fresh.ID) || string(s.Model) != string(fresh.Model) || s.Created != fresh.Created ||
+		s.Choices != fresh.Choices || string(s.FinishReason) != string(fresh.FinishReason) ||
+		string(s.Output) != string(fresh.Output) || s.Reasoning != fresh.Reasoning || s.Usage != fresh.Usage ||
+		s.total != fresh.total || s.hasUsage != fresh.hasUsage || s.usageFrom != fresh.usageFrom || s.usageTo != fresh.usageTo {
+		t.Fatalf("%q:\nafter a template %+v\nfresh %+v", data, s, &fresh)
+	}
+}
+
+// TestScanChunkTemplate shows the shortcut taken on a stream's content
+// chunks (the simulator's shape), with the fields a full scan gives.
+func TestScanChunkTemplate(t *testing.T) {
+	chunk := func(content string) []byte {
+		return []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":7,"model":"m","service_tier":"default",` +
+			`"system_fingerprint":null,"choices":[{"index":0,"delta":{"content":` + content + `},"finish_reason":null}],"usage":null}`)
+	}
+	var s ChunkScan
+	if !ScanChunk(chunk(`"a"`), &s) || !s.tmpl.ok {
+		t.Fatal("the first chunk did not become the template")
+	}
+	for _, c := range []string{`"tok "`, `""`, `"caf\u00e9 \"q\""`, `"` + strings.Repeat("x", 5000) + `"`} {
+		data := chunk(c)
+		var got ChunkScan
+		got.tmpl = s.tmpl
+		if !got.tmpl.read(data, &got) {
+			t.Fatalf("%s: not read by the template", c)
+		}
+		checkTemplate(t, &s, data)
+		stripped := s.StripUsage(bytes.Clone(data))
+		if !bytes.HasSuffix(stripped, []byte(`"finish_reason":null}]}`)) {
+			t.Errorf("%s: StripUsage after the template: %s", c, stripped)
+		}
+	}
+	for _, c := range []string{`null`, `"a","role":"assistant"`, `"unterminated`} {
+		var got ChunkScan
+		got.tmpl = s.tmpl
+		if got.tmpl.read(chunk(c), &got) {
+			t.Errorf("%s: read by the template", c)
+		}
+		checkTemplate(t, &s, chunk(c))
+	}
 }

@@ -26,6 +26,9 @@ type Lexer struct {
 // New returns a Lexer reading b from its start.
 func New(b []byte) Lexer { return Lexer{b: b} }
 
+// NewAt returns a Lexer reading b from offset i (0 ≤ i ≤ len(b)).
+func NewAt(b []byte, i int) Lexer { return Lexer{b: b, i: i} }
+
 // Pos is the offset of the next unread byte.
 func (l *Lexer) Pos() int { return l.i }
 
