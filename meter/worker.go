@@ -203,8 +203,9 @@ func (w *Worker) Run(ctx context.Context) error {
 // sent. Run reads out to its end.
 func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
 	backoff := newBackoff(5 * time.Second)
+	size := min(w.cfg.BatchSize, minPull)
 	for ctx.Err() == nil {
-		b, err := w.cons.Fetch(w.cfg.BatchSize, jetstream.FetchMaxWait(w.cfg.BatchWait))
+		b, err := w.cons.Fetch(size, jetstream.FetchMaxWait(w.cfg.BatchWait))
 		var msgs []jetstream.Msg
 		if err == nil {
 			for m := range b.Messages() {
@@ -212,6 +213,7 @@ func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
 			}
 			err = b.Error()
 		}
+		size = nextPull(size, len(msgs), w.cfg.BatchSize)
 		if len(msgs) > 0 {
 			handOver(out, msgs, msgs, w.cfg.AckWait/3)
 		}
@@ -232,6 +234,28 @@ func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
 		}
 	}
 	return nil
+}
+
+// minPull is the fewest events a pull asks for, when the last ones found
+// few (see nextPull).
+const minPull = 64
+
+// nextPull is the size of the next pull, after one that asked for asked
+// events and got got, for a worker whose batches are at most limit events:
+// twice what came while the pull waited, at least minPull, at most limit.
+// A pull that filled up (a backlog, or a rise in the rate) ends at once,
+// and the next asks for twice as many, so that a backlog reaches limit
+// batches within a few pulls. A pull that waited out BatchWait asked for
+// more than came, and so did not limit the batch: asking for limit instead
+// would have given the same batch. The size matters for what a pull costs:
+// nats.go makes two channels of the pull's size for each (about 190 KiB
+// for 6,000 events), which at 20 pulls a second of an idle worker were
+// 97% of the process's allocation.
+func nextPull(asked, got, limit int) int {
+	if got >= asked {
+		return min(2*asked, limit)
+	}
+	return min(limit, max(2*got, minPull))
 }
 
 // newBackoff is the meter's wait between retries: 100 ms, then twice as

@@ -94,3 +94,56 @@ func TestPublishRejectsInvalidEvents(t *testing.T) {
 		t.Fatal("an invalid event was published")
 	}
 }
+
+// batchSizes is a Store that records the size of each batch it is given
+// before writing it to the ledger.
+type batchSizes struct {
+	meter.Store
+	sizes chan int
+}
+
+func (b *batchSizes) WriteEvents(ctx context.Context, events []usage.Event) (int, error) {
+	b.sizes <- len(events)
+	return b.Store.WriteEvents(ctx, events)
+}
+
+// TestWorkerPullsGrowToTheBatchSize: a worker that starts on a backlog
+// pulls small batches first (see nextPull) and reaches its batch size,
+// and writes the whole backlog once.
+func TestWorkerPullsGrowToTheBatchSize(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ledgerStore := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	customer, key := uuid.NewString(), uuid.NewString()
+	const backlog = 3000
+	for range backlog {
+		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
+			Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
+			UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
+		if err := pub.Publish(ctx, &e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := &batchSizes{Store: ledgerStore, sizes: make(chan int, backlog)}
+	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchSize: 800, WriteLanes: 1})
+	row := waitUsage(t, ledgerStore, customer, backlog)
+	if row.PromptTokens != backlog {
+		t.Fatalf("usage = %+v, want %d prompt tokens", row, backlog)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	close(store.sizes)
+	var sizes []int
+	biggest := 0
+	for n := range store.sizes {
+		sizes = append(sizes, n)
+		biggest = max(biggest, n)
+	}
+	if sizes[0] > 64 || biggest != 800 {
+		t.Fatalf("batch sizes %v: want the first at most 64 and the biggest 800", sizes)
+	}
+}
