@@ -203,7 +203,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // sent. Run reads out to its end.
 func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
 	backoff := newBackoff(5 * time.Second)
-	size := min(w.cfg.BatchSize, minPull)
+	size := w.cfg.BatchSize // a worker may start on a backlog
 	for ctx.Err() == nil {
 		b, err := w.cons.Fetch(size, jetstream.FetchMaxWait(w.cfg.BatchWait))
 		var msgs []jetstream.Msg
@@ -241,11 +241,12 @@ func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
 const minPull = 64
 
 // nextPull is the size of the next pull, after one that asked for asked
-// events and got got, for a worker whose batches are at most limit events:
-// twice what came while the pull waited, at least minPull, at most limit.
-// A pull that filled up (a backlog, or a rise in the rate) ends at once,
-// and the next asks for twice as many, so that a backlog reaches limit
-// batches within a few pulls. A pull that waited out BatchWait asked for
+// events and got got, for a worker whose batches are at most limit events
+// (a worker's first pull asks for limit): twice what came while the pull
+// waited, at least minPull, at most limit. A pull that filled up (a
+// backlog, or a rise in the rate) ends at once, and the next asks for
+// twice as many, so that a backlog reaches limit batches within a few
+// pulls. A pull that waited out BatchWait asked for
 // more than came, and so did not limit the batch: asking for limit instead
 // would have given the same batch. The size matters for what a pull costs:
 // nats.go makes two channels of the pull's size for each (about 190 KiB

@@ -3,6 +3,7 @@ package meter_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -95,21 +96,26 @@ func TestPublishRejectsInvalidEvents(t *testing.T) {
 	}
 }
 
-// batchSizes is a Store that records the size of each batch it is given
-// before writing it to the ledger.
+// batchSizes is a Store that records the size of each batch it is given,
+// holding the first until gate is closed, before writing it to the ledger.
 type batchSizes struct {
 	meter.Store
 	sizes chan int
+	gate  chan struct{}
+	held  chan struct{} // closed when the first batch is held
 }
 
 func (b *batchSizes) WriteEvents(ctx context.Context, events []usage.Event) (int, error) {
-	b.sizes <- len(events)
+	if b.sizes <- len(events); len(b.sizes) == 1 {
+		close(b.held)
+		<-b.gate
+	}
 	return b.Store.WriteEvents(ctx, events)
 }
 
-// TestWorkerPullsGrowToTheBatchSize: a worker that starts on a backlog
-// pulls small batches first (see nextPull) and reaches its batch size,
-// and writes the whole backlog once.
+// TestWorkerPullsGrowToTheBatchSize: an idle worker pulls little at a time
+// (see nextPull); when a backlog builds, its pulls grow to its batch size;
+// and it writes the whole backlog once.
 func TestWorkerPullsGrowToTheBatchSize(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -117,8 +123,7 @@ func TestWorkerPullsGrowToTheBatchSize(t *testing.T) {
 	js := metertest.NewStream(t)
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	customer, key := uuid.NewString(), uuid.NewString()
-	const backlog = 3000
-	for range backlog {
+	publish := func() {
 		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
 			Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
 			UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
@@ -126,8 +131,16 @@ func TestWorkerPullsGrowToTheBatchSize(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store := &batchSizes{Store: ledgerStore, sizes: make(chan int, backlog)}
+	const backlog = 3000
+	store := &batchSizes{Store: ledgerStore, sizes: make(chan int, backlog), gate: make(chan struct{}), held: make(chan struct{})}
 	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchSize: 800, WriteLanes: 1})
+	time.Sleep(300 * time.Millisecond) // idle pulls
+	publish()
+	<-store.held // the first event's batch: the worker is busy while the backlog builds
+	for range backlog - 1 {
+		publish()
+	}
+	close(store.gate)
 	row := waitUsage(t, ledgerStore, customer, backlog)
 	if row.PromptTokens != backlog {
 		t.Fatalf("usage = %+v, want %d prompt tokens", row, backlog)
@@ -138,12 +151,10 @@ func TestWorkerPullsGrowToTheBatchSize(t *testing.T) {
 	}
 	close(store.sizes)
 	var sizes []int
-	biggest := 0
 	for n := range store.sizes {
 		sizes = append(sizes, n)
-		biggest = max(biggest, n)
 	}
-	if sizes[0] > 64 || biggest != 800 {
-		t.Fatalf("batch sizes %v: want the first at most 64 and the biggest 800", sizes)
+	if len(sizes) < 3 || sizes[1] > 64 || slices.Max(sizes) != 800 {
+		t.Fatalf("batch sizes %v: want the first after idleness at most 64 events, and the biggest 800", sizes)
 	}
 }
