@@ -246,12 +246,12 @@ const minPull = 64
 // waited, at least minPull, at most limit. A pull that filled up (a
 // backlog, or a rise in the rate) ends at once, and the next asks for
 // twice as many, so that a backlog reaches limit batches within a few
-// pulls. A pull that waited out BatchWait asked for
-// more than came, and so did not limit the batch: asking for limit instead
-// would have given the same batch. The size matters for what a pull costs:
-// nats.go makes two channels of the pull's size for each (about 190 KiB
-// for 6,000 events), which at 20 pulls a second of an idle worker were
-// 97% of the process's allocation.
+// pulls. A pull that waited out BatchWait asked for more than came, and so
+// did not limit the batch: asking for limit instead would have given the
+// same batch. The size matters for what a pull costs: nats.go makes two
+// channels of the pull's size for each (about 190 KiB for 6,000 events),
+// which at 20 pulls a second of an idle worker were 97% of the process's
+// allocation.
 func nextPull(asked, got, limit int) int {
 	if got >= asked {
 		return min(2*asked, limit)
