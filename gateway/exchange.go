@@ -41,6 +41,7 @@ type exchange struct {
 	wmu        sync.Mutex
 	started    bool // the status line was written (under wmu)
 	streaming  bool // and it began an SSE stream
+	tookOver   bool // its connection was offered to its takeover (under wmu)
 	cut        bool // a cut-off ended the response: nothing more is written
 	httpStatus int  // the status sent (under wmu)
 	cutTimer   *time.Timer

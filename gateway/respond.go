@@ -50,6 +50,15 @@ func (x *exchange) flush() {
 	}
 	if err := x.flushTo(); err != nil {
 		x.clientGone.Store(true)
+		return
+	}
+	if x.streaming && !x.tookOver {
+		// The stream's header and first events are out: its connection
+		// can leave net/http (see takeover).
+		x.tookOver = true
+		if t := takeoverOf(x.w); t != nil {
+			t.take()
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,8 +124,17 @@ type Server struct {
 	inflight sync.WaitGroup
 	metrics  *metrics
 
-	srv      *http.Server
-	addr     string
+	srv  *http.Server
+	addr string
+	// handback takes back the connections streams took (see takeover);
+	// streams counts the taken streams whose body has not ended, which
+	// http.Server.Shutdown does not wait for, and watchers their
+	// connections' watchers; stopping is set by Stop.
+	handback *handback
+	streams  sync.WaitGroup
+	watchers sync.WaitGroup
+	stopping atomic.Bool
+	taken    atomic.Int64 // streams that took their connections, ever
 	stopOnce sync.Once
 	stopErr  error
 	// background runs the periodic work of a started server (see
@@ -244,13 +254,16 @@ func (s *Server) Start(addr string, h http.Handler) error {
 	maxConns := ConnectionCap(s.cfg)
 	ln = limitListener(ln, maxConns)
 	s.log.Info("gateway: client connections capped", "max_connections", maxConns)
-	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.ReadTimeout,
+	s.handback = newHandback(ln.Addr(), s.cfg.IdleTimeout)
+	s.srv = &http.Server{Handler: s.takeovers(h), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.ReadTimeout,
 		IdleTimeout: s.cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
-	go func() {
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("gateway: http server", "addr", s.addr, "err", err)
-		}
-	}()
+	for _, l := range []net.Listener{ln, s.handback} {
+		go func() {
+			if err := s.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("gateway: http server", "addr", s.addr, "err", err)
+			}
+		}()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopBackground, s.backgroundDone = cancel, make(chan struct{})
 	go func() {
@@ -303,8 +316,13 @@ func (s *Server) Stop(ctx context.Context) error {
 		if s.srv == nil {
 			return
 		}
+		s.stopping.Store(true)
 		s.srv.SetKeepAlivesEnabled(false)
-		if err := s.srv.Shutdown(ctx); err != nil {
+		err := s.srv.Shutdown(ctx)
+		if err == nil {
+			err = waitUntil(ctx, &s.streams) // the streams that took their connections
+		}
+		if err != nil {
 			s.stopErr = err
 			n := s.CutOff()
 			s.log.Warn("shutdown grace period over: requests cut off", "requests", n, "drain", s.cfg.ShutdownDrain.String())
@@ -319,7 +337,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		// Every exchange commits its event as it ends; one that cannot
 		// (its sink hung) is left to the crash journal after a bound.
 		done := make(chan struct{})
-		go func() { s.inflight.Wait(); close(done) }()
+		go func() { s.inflight.Wait(); s.streams.Wait(); s.watchers.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(s.cfg.ShutdownDrain + 30*time.Second):
@@ -329,6 +347,18 @@ func (s *Server) Stop(ctx context.Context) error {
 		<-s.backgroundDone
 	})
 	return s.stopErr
+}
+
+// waitUntil waits for wg, or returns ctx's error when ctx ends first.
+func waitUntil(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // CutOff ends every request in flight now, as Stop does when its grace

@@ -1,0 +1,381 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// A stream's connection, taken from net/http.
+//
+// For as long as its handler runs, net/http keeps an HTTP/1.1 client
+// connection's 4 KiB read buffer, its 4 KiB write buffer, the response's
+// 2 KiB buffer, the handler's goroutine and a goroutine reading in the
+// background. An SSE stream's handler runs for the stream's whole life,
+// mostly waiting on its upstream. So a POST over HTTP/1.1 is served on a
+// goroutine of its own (the chain), and once its response is a stream whose
+// header and first events are out (see exchange.flush), the connection is
+// taken (Hijack): net/http's handler returns and its buffers go, the chain
+// writes the rest of the chunked body to the connection itself, from a
+// buffer held only between a write and its flush, and one goroutine waits
+// on the connection for the client's hang-up. When the chain returns, the
+// body's last chunk is written and the connection goes back to the server,
+// through a listener of its own (handback), as an idle keep-alive
+// connection whose next request net/http reads as usual.
+
+// errClientHungUp is the cause a taken stream's context ends with when its
+// client closed the connection (or a write to it failed).
+var errClientHungUp = errors.New("client closed the connection")
+
+// takeovers serves h, running every HTTP/1.1 POST on a goroutine of its own
+// whose stream may take its connection (see takeover). Other requests go
+// to h as they are.
+func (s *Server) takeovers(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hj, ok := w.(http.Hijacker)
+		if !ok || r.Method != http.MethodPost || r.ProtoMajor != 1 || r.ProtoMinor != 1 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		t := &takeover{s: s, w: w, hj: hj, flushTo: flusherOf(w), keepAlive: !r.Close, released: make(chan struct{})}
+		ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+		t.cancel, t.reqCtx = cancel, r.Context()
+		t.stopRelay = context.AfterFunc(t.reqCtx, t.relayCancel)
+		r2 := r.WithContext(ctx)
+		t.body = &takenBody{rc: r.Body}
+		r2.Body = t.body
+		go t.serve(h, r2)
+		<-t.released
+		if t.panicked != nil {
+			panic(t.panicked)
+		}
+	})
+}
+
+// takeover is the response writer of a request served by takeovers: net/http's
+// writer until the connection is taken, then the connection.
+type takeover struct {
+	s       *Server
+	w       http.ResponseWriter // net/http's; nil once taken
+	hj      http.Hijacker
+	flushTo func() error // w's flush
+	status  int          // the status written
+	// keepAlive: the client did not ask for the connection to close.
+	keepAlive bool
+	body      *takenBody
+	// cancel ends the chain's context; until the connection is taken,
+	// relayCancel does when net/http's (reqCtx) ends (the client left).
+	cancel    context.CancelCauseFunc
+	reqCtx    context.Context
+	stopRelay func() bool
+	// released is closed when net/http's handler may return: the chain
+	// returned (panicked, when it panicked), or its connection was taken.
+	released chan struct{}
+	panicked any
+
+	// Once taken (written by the chain alone).
+	taken  bool
+	tried  bool
+	conn   net.Conn
+	hdr    http.Header // Header() after the take: written to nothing
+	buf    *[]byte     // written, not yet flushed: a chunk's data after chunkHead bytes (from takenBufs)
+	failed error       // a write to conn failed
+	ended  chan struct{}
+
+	// The watcher's read (see watch), and the end, under mu.
+	mu      sync.Mutex
+	over    bool   // the chain ended the body
+	keep    bool   // and the connection may serve the client's next request
+	pending []byte // bytes of the client's next request, read already
+	readErr error
+	read    bool // the watcher's read returned
+}
+
+// takenBody is the request body the chain reads: net/http's, until the
+// connection is taken (the chain has read the body by then; net/http's
+// body holds its connection's buffers).
+type takenBody struct{ rc io.ReadCloser }
+
+func (b *takenBody) Read(p []byte) (int, error) { return b.rc.Read(p) }
+func (b *takenBody) Close() error               { return b.rc.Close() }
+
+func (t *takeover) relayCancel() { t.cancel(context.Cause(t.reqCtx)) }
+
+// serve runs the chain, then ends what it began: net/http's handler goes on
+// if the connection was not taken; otherwise the body's end is written and
+// the connection handed on.
+func (t *takeover) serve(h http.Handler, r *http.Request) {
+	defer func() {
+		p := recover()
+		if !t.taken {
+			t.stopRelay()
+			t.cancel(nil)
+			if p != nil && p != http.ErrAbortHandler { //nolint:errorlint // net/http compares it so
+				t.s.log.Error("gateway: panic serving a request", "method", r.Method, "path", r.URL.Path,
+					"panic", p, "stack", string(debug.Stack()))
+				p = http.ErrAbortHandler // logged: net/http closes the connection quietly
+			}
+			t.panicked = p
+			close(t.released)
+			return
+		}
+		t.cancel(nil)
+		if p != nil {
+			if p != http.ErrAbortHandler { //nolint:errorlint
+				t.s.log.Error("gateway: panic serving a stream", "method", r.Method, "path", r.URL.Path,
+					"panic", p, "stack", string(debug.Stack()))
+			}
+			t.end(false) // the client sees a broken body, not its end
+			return
+		}
+		t.end(true)
+	}()
+	h.ServeHTTP(t, r)
+}
+
+// take takes the connection from net/http, if the response is a chunked
+// stream that net/http has begun and the client is still there; it is
+// called once a stream's header and first events are flushed, by the
+// chain. Later writes go to the connection.
+func (t *takeover) take() {
+	if t.tried {
+		return
+	}
+	t.tried = true
+	h := t.w.Header()
+	if t.status != http.StatusOK || h.Get("Content-Length") != "" || h.Get("Transfer-Encoding") != "" {
+		return // net/http did not chunk this body
+	}
+	if !t.stopRelay() {
+		return // the client left: net/http's context ended
+	}
+	conn, rw, err := t.hj.Hijack()
+	if err != nil {
+		t.stopRelay = context.AfterFunc(t.reqCtx, t.relayCancel)
+		return
+	}
+	if n := rw.Reader.Buffered(); n > 0 { // a request the client sent ahead (pipelining)
+		b, _ := rw.Reader.Peek(n)
+		t.pending = append([]byte(nil), b...)
+	}
+	t.taken, t.conn, t.ended = true, conn, make(chan struct{})
+	t.w, t.hj, t.flushTo, t.reqCtx = nil, nil, nil, nil
+	t.body.rc = http.NoBody
+	t.s.streams.Add(1)
+	t.s.taken.Add(1)
+	t.s.watchers.Go(t.watch)
+	close(t.released)
+}
+
+// chunkHead is the room kept before a chunk's data for its size line: up
+// to 8 hex digits and CRLF.
+const chunkHead = 10
+
+// bodyEnd is a chunked body's last chunk, without trailers.
+var bodyEnd = []byte("0\r\n\r\n")
+
+// takenBufs holds the buffers of taken streams between a write and its
+// flush.
+var takenBufs = sync.Pool{New: func() any { b := make([]byte, chunkHead, 4<<10); return &b }}
+
+// Header is the response's header; once the connection is taken it is
+// sent already, and changes go nowhere.
+func (t *takeover) Header() http.Header {
+	if t.taken {
+		if t.hdr == nil {
+			t.hdr = http.Header{}
+		}
+		return t.hdr
+	}
+	return t.w.Header()
+}
+
+func (t *takeover) WriteHeader(code int) {
+	if t.taken {
+		return
+	}
+	if t.status == 0 && code >= 200 {
+		t.status = code
+	}
+	t.w.WriteHeader(code)
+}
+
+func (t *takeover) Write(p []byte) (int, error) {
+	if !t.taken {
+		if t.status == 0 {
+			t.status = http.StatusOK
+		}
+		return t.w.Write(p)
+	}
+	if t.failed != nil {
+		return 0, t.failed
+	}
+	if t.buf == nil {
+		t.buf = takenBufs.Get().(*[]byte)
+	}
+	*t.buf = append(*t.buf, p...)
+	return len(p), nil
+}
+
+// FlushError sends what was written: once taken, as one chunk. A failed
+// write ends the chain's context: the client is gone.
+func (t *takeover) FlushError() error {
+	if !t.taken {
+		return t.flushTo()
+	}
+	if t.failed != nil {
+		return t.failed
+	}
+	if t.buf == nil {
+		return nil
+	}
+	b := *t.buf
+	var sz [16]byte
+	size := strconv.AppendUint(sz[:0], uint64(len(b)-chunkHead), 16)
+	at := chunkHead - len(size) - 2
+	copy(b[at:], size)
+	b[chunkHead-2], b[chunkHead-1] = '\r', '\n'
+	b = append(b, '\r', '\n')
+	_, err := t.conn.Write(b[at:])
+	*t.buf = b
+	t.release()
+	if err != nil {
+		t.failed = err
+		t.cancel(errClientHungUp)
+	}
+	return err
+}
+
+// release returns the write buffer to takenBufs (one grown past
+// maxTakenBuf is dropped).
+func (t *takeover) release() {
+	if t.buf == nil {
+		return
+	}
+	if cap(*t.buf) <= maxTakenBuf {
+		*t.buf = (*t.buf)[:chunkHead]
+		takenBufs.Put(t.buf)
+	}
+	t.buf = nil
+}
+
+// maxTakenBuf is the largest write buffer takenBufs keeps, in bytes.
+const maxTakenBuf = 64 << 10
+
+// Unwrap is net/http's writer, for http.ResponseController; nil once taken.
+func (t *takeover) Unwrap() http.ResponseWriter { return t.w }
+
+// takeoverOf finds the takeover under w, or nil.
+func takeoverOf(w http.ResponseWriter) *takeover {
+	for w != nil {
+		switch u := w.(type) {
+		case *takeover:
+			return u
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = u.Unwrap()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// watch waits on a taken connection, as net/http's background read does:
+// a read that fails means the client hung up, and ends the chain's
+// context; bytes read are its next request, kept for the server. After
+// the body's end it hands the connection on (see handOn).
+func (t *takeover) watch() {
+	t.mu.Lock()
+	ahead := len(t.pending) > 0
+	t.mu.Unlock()
+	var n int
+	var err error
+	var b [1]byte
+	if !ahead {
+		n, err = t.conn.Read(b[:])
+	}
+	t.mu.Lock()
+	t.pending = append(t.pending, b[:n]...)
+	t.readErr, t.read = err, true
+	over := t.over
+	if over {
+		t.s.handback.busy(t)
+	}
+	t.mu.Unlock()
+	if !over {
+		if err != nil {
+			t.cancel(errClientHungUp)
+			return // the chain's end closes the connection
+		}
+		<-t.ended
+	}
+	t.handOn()
+}
+
+// end writes the body's end (when whole, and the client is there), and
+// leaves the connection to the watcher, which hands it on; or closes it.
+func (t *takeover) end(whole bool) {
+	if whole && t.failed == nil && t.FlushError() == nil {
+		if _, err := t.conn.Write(bodyEnd); err != nil {
+			t.failed = err
+		}
+	}
+	t.release()
+	t.s.streams.Done()
+	keep := whole && t.failed == nil && t.keepAlive && !t.s.stopping.Load()
+	t.mu.Lock()
+	t.over, t.keep = true, keep
+	read, readErr := t.read, t.readErr
+	if keep && !read {
+		t.s.handback.idle(t) // the watcher reads on, for IdleTimeout
+	}
+	t.mu.Unlock()
+	close(t.ended)
+	if !keep || read && readErr != nil {
+		_ = t.conn.Close() // a watcher still reading returns, and closes it again
+	}
+}
+
+// handOn gives the connection back to the server, once the body's end is
+// written and the client's next request has begun; or closes it (the
+// client hung up or stayed idle past IdleTimeout, the gateway is stopping,
+// the body did not end whole).
+func (t *takeover) handOn() {
+	t.mu.Lock()
+	pending, err, keep := t.pending, t.readErr, t.keep
+	t.mu.Unlock()
+	if err != nil || !keep || t.s.stopping.Load() {
+		_ = t.conn.Close()
+		return
+	}
+	_ = t.conn.SetReadDeadline(time.Time{})
+	var c net.Conn = t.conn
+	switch pc, ok := c.(*prefixConn); {
+	case ok: // taken before: one wrapper, whatever the requests on it
+		pc.pre = append(pending, pc.pre...) // pending was read first
+	case len(pending) > 0:
+		c = &prefixConn{Conn: t.conn, pre: pending}
+	}
+	t.s.handback.give(c)
+}
+
+// prefixConn is a connection whose first reads return pre.
+type prefixConn struct {
+	net.Conn
+	pre []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(p, c.pre)
+		c.pre = c.pre[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}

@@ -1,0 +1,264 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// rawChat is an HTTP/1.1 chat completion request as a client writes it,
+// with extra header lines.
+func rawChat(stream bool, maxTokens int, delayMs int, extra ...string) string {
+	body := fmt.Sprintf(`{"model":"sim-small","stream":%t,"max_tokens":%d,"messages":[{"role":"user","content":"hi"}],"metadata":{"sim_delay_ms":"%d"}}`,
+		stream, maxTokens, delayMs)
+	h := "POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer " + testKey +
+		"\r\nContent-Type: application/json\r\n"
+	for _, l := range extra {
+		h += l + "\r\n"
+	}
+	return h + fmt.Sprintf("Content-Length: %d\r\n\r\n%s", len(body), body)
+}
+
+// dialSend opens a connection to st's gateway, closed at the test's end,
+// and sends raw on it.
+func dialSend(t *testing.T, st *stack, raw string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", st.gw.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+	return conn, bufio.NewReader(conn)
+}
+
+// readStream reads one response from br, whole (its chunked body checked by
+// net/http), and returns it with its body.
+func readStream(t *testing.T, br *bufio.Reader) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("body: %v (read %q)", err, b)
+	}
+	return resp, string(b)
+}
+
+// TestTakenStreamKeepsItsConnection: a stream takes its connection from
+// net/http and gives it back at its end, so the client's next requests,
+// streamed or not, go on the same connection; every body is whole (its
+// chunks and its end as net/http's client reads them) and every event is
+// recorded.
+func TestTakenStreamKeepsItsConnection(t *testing.T) {
+	st := newStack(t, nil)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	t.Cleanup(client.CloseIdleConnections)
+	var addrs []string
+	var reused []bool
+	for i, stream := range []bool{true, false, true, true} {
+		body := fmt.Sprintf(`{"model":"sim-small","stream":%t,"max_tokens":%d,"messages":[{"role":"user","content":"hi"}]}`, stream, 5+i*400)
+		trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+			addrs, reused = append(addrs, ci.Conn.LocalAddr().String()), append(reused, ci.Reused)
+		}}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace),
+			http.MethodPost, st.url+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d %v %q", i, resp.StatusCode, err, b)
+		}
+		if stream && !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) {
+			t.Fatalf("request %d: the stream does not end with [DONE]: %q", i, b)
+		}
+		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+		if e.Status != usage.StatusOK || e.Usage.CompletionTokens != int64(5+i*400) {
+			t.Fatalf("request %d: event %+v", i, e)
+		}
+	}
+	for i := 1; i < len(addrs); i++ {
+		if addrs[i] != addrs[0] || !reused[i] {
+			t.Fatalf("connections %v, reused %v: want one connection for every request", addrs, reused)
+		}
+	}
+	if n := gateway.TakenStreams(st.gw); n != 3 {
+		t.Fatalf("%d streams took their connections, want 3", n)
+	}
+}
+
+// TestTakenStreamPipelined: requests a client sends before the stream
+// before them has ended (with it, and while it streams) are answered in
+// order on the same connection.
+func TestTakenStreamPipelined(t *testing.T) {
+	st := newStack(t, nil)
+	// Two sent together, the second in net/http's buffer when the first
+	// stream takes the connection.
+	conn, br := dialSend(t, st, rawChat(true, 3, 0)+rawChat(true, 4, 0))
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	for i := range 2 {
+		resp, body := readStream(t, br)
+		if resp.StatusCode != http.StatusOK || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+			t.Fatalf("response %d: %d %q", i, resp.StatusCode, body)
+		}
+	}
+	// A third, streamed slowly, and a fourth sent while it streams: the
+	// fourth's first byte is read by the third's watcher, and kept for
+	// the server.
+	if _, err := io.WriteString(conn, rawChat(true, 3, 100)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, 16)
+	if _, err := io.ReadFull(resp.Body, head); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, rawChat(false, 2, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(resp.Body); err != nil || !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) {
+		t.Fatalf("third: %v %q", err, b)
+	}
+	resp, body := readStream(t, br)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"chat.completion"`) {
+		t.Fatalf("fourth: %d %q", resp.StatusCode, body)
+	}
+	if n := gateway.TakenStreams(st.gw); n != 3 {
+		t.Fatalf("%d streams took their connections, want 3", n)
+	}
+	if got := st.sink.count(); got != 4 {
+		t.Fatalf("%d events, want 4", got)
+	}
+}
+
+// TestTakenStreamClientHangUp: a client that hangs up on a taken stream
+// while its upstream is silent is seen at once (not at the upstream's next
+// event): its event is recorded client_cancelled within drain_timeout.
+func TestTakenStreamClientHangUp(t *testing.T) {
+	st := newStack(t, func(c *gateway.Config) { c.DrainTimeout = 200 * time.Millisecond })
+	conn, br := dialSend(t, st, rawChat(true, 3, 8000)) // 8 s before each content chunk
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resp.Body.Read(make([]byte, 16)); err != nil { // the stream's first event
+		t.Fatal(err)
+	}
+	waitTaken(t, st.gw, 1)
+	hungUp := time.Now()
+	conn.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if took := time.Since(hungUp); took > 4*time.Second {
+		t.Fatalf("the event came %v after the hang-up: the hang-up was not seen", took)
+	}
+	if e.Status != usage.StatusClientCancelled {
+		t.Fatalf("event %+v, want client_cancelled", e)
+	}
+}
+
+// waitTaken waits until n streams of gw took their connections.
+func waitTaken(t *testing.T, gw *gateway.Server, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); gateway.TakenStreams(gw) < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d streams took their connections, want %d", gateway.TakenStreams(gw), n)
+		}
+	}
+}
+
+// readEOF reads conn until it ends, and fails unless the server closed it
+// within d.
+func readEOF(t *testing.T, r io.Reader, conn net.Conn, d time.Duration) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(d))
+	if b, err := io.ReadAll(r); err != nil || len(b) > 0 {
+		t.Fatalf("read %q, %v; want the server to close the connection within %v", b, err, d)
+	}
+}
+
+// TestTakenStreamConnectionClose: a client that asked for its connection
+// to close has it closed after the stream's end.
+func TestTakenStreamConnectionClose(t *testing.T) {
+	st := newStack(t, nil)
+	conn, br := dialSend(t, st, rawChat(true, 3, 0, "Connection: close"))
+	if resp, body := readStream(t, br); !strings.HasSuffix(body, "data: [DONE]\n\n") || !resp.Close {
+		t.Fatalf("%v %q", resp.Header, body)
+	}
+	readEOF(t, br, conn, 3*time.Second)
+	if gateway.TakenStreams(st.gw) != 1 {
+		t.Fatal("the stream did not take its connection")
+	}
+}
+
+// TestTakenConnectionIdleTimeout: a connection a stream took, idle after
+// it, closes after idle_timeout, as net/http closes its own.
+func TestTakenConnectionIdleTimeout(t *testing.T) {
+	st := newStack(t, func(c *gateway.Config) { c.IdleTimeout = 300 * time.Millisecond })
+	conn, br := dialSend(t, st, rawChat(true, 3, 0))
+	readStream(t, br)
+	idle := time.Now()
+	readEOF(t, br, conn, 5*time.Second)
+	if took := time.Since(idle); took < 250*time.Millisecond {
+		t.Fatalf("closed after %v idle, before idle_timeout", took)
+	}
+	waitTaken(t, st.gw, 1)
+}
+
+// TestStopWaitsForTakenStreams: Stop lets a stream that took its
+// connection finish within the grace period, its body whole, and closes
+// the connection after; a connection idle after its stream closes at once.
+func TestStopWaitsForTakenStreams(t *testing.T) {
+	st := newStack(t, nil)
+	idle, idleBr := dialSend(t, st, rawChat(true, 2, 0))
+	readStream(t, idleBr)
+
+	conn, br := dialSend(t, st, rawChat(true, 6, 80))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resp.Body.Read(make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	waitTaken(t, st.gw, 2)
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stopped <- st.gw.Stop(ctx)
+	}()
+	readEOF(t, idleBr, idle, 2*time.Second)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) {
+		t.Fatalf("the stream during Stop: %v %q", err, b)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop = %v, want nil: the stream ended within the grace period", err)
+	}
+	readEOF(t, br, conn, 2*time.Second)
+	if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Status != usage.StatusOK || e.Usage.CompletionTokens != 6 {
+		t.Fatalf("event %+v", e)
+	}
+}
