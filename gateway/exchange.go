@@ -36,12 +36,16 @@ type exchange struct {
 	promptText func() tap.Prompt // the request's prompt, for estimates
 	env        provider.Envelope
 
-	w          http.ResponseWriter
-	flushTo    func() error // w's flush (see flusherOf)
-	wmu        sync.Mutex
-	started    bool // the status line was written (under wmu)
-	streaming  bool // and it began an SSE stream
-	tookOver   bool // its connection was offered to its takeover (under wmu)
+	w         http.ResponseWriter
+	flushTo   func() error // w's flush (see flusherOf)
+	wmu       sync.Mutex
+	started   bool // the status line was written (under wmu)
+	streaming bool // and it began an SSE stream
+	// takeTimer moves the connection out of net/http (see takeOver); over
+	// says the exchange has finished, and no move may begin (both under
+	// wmu).
+	takeTimer  *time.Timer
+	over       bool
 	cut        bool // a cut-off ended the response: nothing more is written
 	httpStatus int  // the status sent (under wmu)
 	cutTimer   *time.Timer
@@ -212,6 +216,10 @@ func (x *exchange) finish() {
 	if x.cutTimer != nil {
 		x.cutTimer.Stop()
 	}
+	if x.takeTimer != nil {
+		x.takeTimer.Stop()
+	}
+	x.over = true
 	x.wmu.Unlock()
 	x.commit()
 	x.cancel(nil)

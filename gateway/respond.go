@@ -52,13 +52,28 @@ func (x *exchange) flush() {
 		x.clientGone.Store(true)
 		return
 	}
-	if x.streaming && !x.tookOver {
+	if x.streaming && x.takeTimer == nil && !x.over {
 		// The stream's header and first events are out: its connection
-		// can leave net/http (see takeover).
-		x.tookOver = true
-		if t := takeoverOf(x.w); t != nil {
-			t.take()
-		}
+		// can leave net/http (see takeover) once it has lasted takeAfter.
+		x.takeTimer = time.AfterFunc(takeAfter, x.takeOver)
+	}
+}
+
+// takeAfter is how long a stream runs before its connection leaves
+// net/http: a stream that ends sooner (most non-idle ones) never pays for
+// the move, in CPU or in a gap between its events.
+const takeAfter = 100 * time.Millisecond
+
+// takeOver moves a stream's connection out of net/http (see takeover),
+// unless the stream has ended, or its client has gone.
+func (x *exchange) takeOver() {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	if x.over || x.cut || x.clientGone.Load() {
+		return
+	}
+	if t := takeoverOf(x.w); t != nil {
+		t.take()
 	}
 }
 

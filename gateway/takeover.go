@@ -79,7 +79,9 @@ type takeover struct {
 	released chan struct{}
 	panicked any
 
-	// Once taken (written by the chain alone).
+	// The take (see take). Written by take and read by the writer's
+	// methods under the stream's exchange's wmu; the chain reads taken
+	// after its exchange has finished, when no take can begin.
 	taken  bool
 	tried  bool
 	conn   net.Conn
@@ -100,10 +102,29 @@ type takeover struct {
 // takenBody is the request body the chain reads: net/http's, until the
 // connection is taken (the chain has read the body by then; net/http's
 // body holds its connection's buffers).
-type takenBody struct{ rc io.ReadCloser }
+type takenBody struct {
+	mu sync.Mutex
+	rc io.ReadCloser
+}
 
-func (b *takenBody) Read(p []byte) (int, error) { return b.rc.Read(p) }
-func (b *takenBody) Close() error               { return b.rc.Close() }
+func (b *takenBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rc.Read(p)
+}
+
+func (b *takenBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rc.Close()
+}
+
+// drop lets net/http's body go.
+func (b *takenBody) drop() {
+	b.mu.Lock()
+	b.rc = http.NoBody
+	b.mu.Unlock()
+}
 
 func (t *takeover) relayCancel() { t.cancel(context.Cause(t.reqCtx)) }
 
@@ -140,9 +161,10 @@ func (t *takeover) serve(h http.Handler, r *http.Request) {
 }
 
 // take takes the connection from net/http, if the response is a chunked
-// stream that net/http has begun and the client is still there; it is
-// called once a stream's header and first events are flushed, by the
-// chain. Later writes go to the connection.
+// stream that net/http has begun and the client is still there. It is
+// called once, under the stream's exchange's wmu, by its takeOver (see
+// exchange.flush), after the stream's header and first events are out;
+// later writes go to the connection.
 func (t *takeover) take() {
 	if t.tried {
 		return
@@ -166,7 +188,7 @@ func (t *takeover) take() {
 	}
 	t.taken, t.conn, t.ended = true, conn, make(chan struct{})
 	t.w, t.hj, t.flushTo, t.reqCtx = nil, nil, nil, nil
-	t.body.rc = http.NoBody
+	t.body.drop()
 	t.s.streams.Add(1)
 	t.s.taken.Add(1)
 	t.s.watchers.Go(t.watch)

@@ -60,19 +60,23 @@ func readStream(t *testing.T, br *bufio.Reader) (*http.Response, string) {
 	return resp, string(b)
 }
 
-// TestTakenStreamKeepsItsConnection: a stream takes its connection from
-// net/http and gives it back at its end, so the client's next requests,
-// streamed or not, go on the same connection; every body is whole (its
-// chunks and its end as net/http's client reads them) and every event is
-// recorded.
+// TestTakenStreamKeepsItsConnection: a stream that lasts takes its
+// connection from net/http and gives it back at its end, so the client's
+// next requests, streamed or not, go on the same connection; every body is
+// whole (its chunks and its end as net/http's client reads them) and every
+// event is recorded. A stream over within 100 ms keeps net/http's.
 func TestTakenStreamKeepsItsConnection(t *testing.T) {
 	st := newStack(t, nil)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	t.Cleanup(client.CloseIdleConnections)
 	var addrs []string
 	var reused []bool
-	for i, stream := range []bool{true, false, true, true} {
-		body := fmt.Sprintf(`{"model":"sim-small","stream":%t,"max_tokens":%d,"messages":[{"role":"user","content":"hi"}]}`, stream, 5+i*400)
+	for i, r := range []struct {
+		stream  bool
+		delayMs int
+	}{{true, 60}, {false, 0}, {true, 0}, {true, 60}} {
+		body := fmt.Sprintf(`{"model":"sim-small","stream":%t,"max_tokens":%d,"messages":[{"role":"user","content":"hi"}],"metadata":{"sim_delay_ms":"%d"}}`,
+			r.stream, 3+i, r.delayMs)
 		trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
 			addrs, reused = append(addrs, ci.Conn.LocalAddr().String()), append(reused, ci.Reused)
 		}}
@@ -88,11 +92,11 @@ func TestTakenStreamKeepsItsConnection(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("request %d: %d %v %q", i, resp.StatusCode, err, b)
 		}
-		if stream && !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) {
+		if r.stream && !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) {
 			t.Fatalf("request %d: the stream does not end with [DONE]: %q", i, b)
 		}
 		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
-		if e.Status != usage.StatusOK || e.Usage.CompletionTokens != int64(5+i*400) {
+		if e.Status != usage.StatusOK || e.Usage.CompletionTokens != int64(3+i) {
 			t.Fatalf("request %d: event %+v", i, e)
 		}
 	}
@@ -101,8 +105,8 @@ func TestTakenStreamKeepsItsConnection(t *testing.T) {
 			t.Fatalf("connections %v, reused %v: want one connection for every request", addrs, reused)
 		}
 	}
-	if n := gateway.TakenStreams(st.gw); n != 3 {
-		t.Fatalf("%d streams took their connections, want 3", n)
+	if n := gateway.TakenStreams(st.gw); n != 2 {
+		t.Fatalf("%d streams took their connections, want the 2 that lasted", n)
 	}
 }
 
@@ -113,7 +117,7 @@ func TestTakenStreamPipelined(t *testing.T) {
 	st := newStack(t, nil)
 	// Two sent together, the second in net/http's buffer when the first
 	// stream takes the connection.
-	conn, br := dialSend(t, st, rawChat(true, 3, 0)+rawChat(true, 4, 0))
+	conn, br := dialSend(t, st, rawChat(true, 3, 60)+rawChat(true, 4, 60))
 	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 	for i := range 2 {
 		resp, body := readStream(t, br)
@@ -135,6 +139,7 @@ func TestTakenStreamPipelined(t *testing.T) {
 	if _, err := io.ReadFull(resp.Body, head); err != nil {
 		t.Fatal(err)
 	}
+	waitTaken(t, st.gw, 3)
 	if _, err := io.WriteString(conn, rawChat(false, 2, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -144,9 +149,6 @@ func TestTakenStreamPipelined(t *testing.T) {
 	resp, body := readStream(t, br)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"chat.completion"`) {
 		t.Fatalf("fourth: %d %q", resp.StatusCode, body)
-	}
-	if n := gateway.TakenStreams(st.gw); n != 3 {
-		t.Fatalf("%d streams took their connections, want 3", n)
 	}
 	if got := st.sink.count(); got != 4 {
 		t.Fatalf("%d events, want 4", got)
@@ -202,7 +204,7 @@ func readEOF(t *testing.T, r io.Reader, conn net.Conn, d time.Duration) {
 // to close has it closed after the stream's end.
 func TestTakenStreamConnectionClose(t *testing.T) {
 	st := newStack(t, nil)
-	conn, br := dialSend(t, st, rawChat(true, 3, 0, "Connection: close"))
+	conn, br := dialSend(t, st, rawChat(true, 3, 60, "Connection: close"))
 	if resp, body := readStream(t, br); !strings.HasSuffix(body, "data: [DONE]\n\n") || !resp.Close {
 		t.Fatalf("%v %q", resp.Header, body)
 	}
@@ -216,7 +218,7 @@ func TestTakenStreamConnectionClose(t *testing.T) {
 // it, closes after idle_timeout, as net/http closes its own.
 func TestTakenConnectionIdleTimeout(t *testing.T) {
 	st := newStack(t, func(c *gateway.Config) { c.IdleTimeout = 300 * time.Millisecond })
-	conn, br := dialSend(t, st, rawChat(true, 3, 0))
+	conn, br := dialSend(t, st, rawChat(true, 3, 60))
 	readStream(t, br)
 	idle := time.Now()
 	readEOF(t, br, conn, 5*time.Second)
@@ -231,7 +233,7 @@ func TestTakenConnectionIdleTimeout(t *testing.T) {
 // the connection after; a connection idle after its stream closes at once.
 func TestStopWaitsForTakenStreams(t *testing.T) {
 	st := newStack(t, nil)
-	idle, idleBr := dialSend(t, st, rawChat(true, 2, 0))
+	idle, idleBr := dialSend(t, st, rawChat(true, 2, 60))
 	readStream(t, idleBr)
 
 	conn, br := dialSend(t, st, rawChat(true, 6, 80))
