@@ -264,3 +264,24 @@ func TestStopWaitsForTakenStreams(t *testing.T) {
 		t.Fatalf("event %+v", e)
 	}
 }
+
+// TestTakenStreamBroken: a native stream whose upstream breaks after its
+// connection was taken ends broken for the client (no end of the chunked
+// body, the connection closed), as net/http aborts a handler, and its
+// event records the upstream's failure.
+func TestTakenStreamBroken(t *testing.T) {
+	st := newStack(t, nil)
+	resp := st.post(t, "/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":6,"stream":true,`+
+		`"messages":[{"role":"user","content":"hi"}],"metadata":{"user_id":"sim_delay_ms=60;sim_fault=disconnect_after:4"}}`)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Fatalf("the body ended whole: %q", b)
+	}
+	if gateway.TakenStreams(st.gw) != 1 {
+		t.Fatal("the stream did not take its connection")
+	}
+	if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Status != usage.StatusUpstreamError {
+		t.Fatalf("event %+v, want upstream_error", e)
+	}
+}
