@@ -20,8 +20,9 @@ import (
 // background. An SSE stream's handler runs for the stream's whole life,
 // mostly waiting on its upstream. So a POST over HTTP/1.1 is served on a
 // goroutine of its own (the chain), and once its response is a stream whose
-// header and first events are out (see exchange.flush), the connection is
-// taken (Hijack): net/http's handler returns and its buffers go, the chain
+// header and first events are out and that has lasted takeAfter (see
+// exchange.takeOver), the connection is taken (Hijack): net/http's handler
+// returns and its buffers go, the chain
 // writes the rest of the chunked body to the connection itself, from a
 // buffer held only between a write and its flush, and one goroutine waits
 // on the connection for the client's hang-up. When the chain returns, the
@@ -173,6 +174,11 @@ func (t *takeover) take() {
 	h := t.w.Header()
 	if t.status != http.StatusOK || h.Get("Content-Length") != "" || h.Get("Transfer-Encoding") != "" {
 		return // net/http did not chunk this body
+	}
+	// Events written since the last flush wait in net/http's response
+	// buffer, which Hijack drops: they go first.
+	if err := t.flushTo(); err != nil {
+		return // the client is gone
 	}
 	if !t.stopRelay() {
 		return // the client left: net/http's context ended

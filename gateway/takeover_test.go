@@ -285,3 +285,24 @@ func TestTakenStreamBroken(t *testing.T) {
 		t.Fatalf("event %+v, want upstream_error", e)
 	}
 }
+
+// TestTakenMidBurst: a stream taken while events it has written wait for
+// their flush (its upstream sends faster than the relay flushes) loses
+// none of them: every content chunk reaches the client, once.
+func TestTakenMidBurst(t *testing.T) {
+	st := newStack(t, nil)
+	const chunks = 60000
+	resp := st.post(t, "/v1/chat/completions", fmt.Sprintf(
+		`{"model":"sim-small","stream":true,"max_tokens":%d,"messages":[{"role":"user","content":"hi"}]}`, chunks))
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gateway.TakenStreams(st.gw) != 1 {
+		t.Fatalf("the stream did not take its connection (it lasted less than 100 ms?)")
+	}
+	if n := bytes.Count(b, []byte(`"content":"tok "`)); n != chunks {
+		t.Fatalf("%d content chunks reached the client, want %d", n, chunks)
+	}
+}
