@@ -23,7 +23,9 @@ import (
 // detector, whose instrumentation makes every frame bigger): a goroutine that outgrows it
 // crashes the child with the call that did. The gateway is mounted below
 // another router, as tollgate serve mounts it, and its connections are new
-// ones, as an idle stream's are.
+// ones, as an idle stream's are; and then served by Start, where streams
+// that last take their connections (the chain's goroutine and the
+// hang-up watcher held to the same limit).
 func TestStreamStack(t *testing.T) {
 	if os.Getenv("TOLLGATE_STACK_CHILD") != "" {
 		streamStackChild(t)
@@ -52,17 +54,23 @@ func streamStackChild(t *testing.T) {
 	t.Cleanup(srv.Close)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	buf := make([]byte, 64<<10)
-	for i := range 4 {
+	// Mounted below another router and served by net/http (srv), and as
+	// Start serves it, where a stream that lasts takes its connection and
+	// goes on in a goroutine of its own (st.url).
+	for i := range 6 {
 		if i == 2 { // after a warm-up: first uses of a type (encoding/json's caches) are deep once
 			debug.SetMaxStack(streamStackLimit)
 		}
-		delay := "10"
+		delay, url := "10", srv.URL
 		if i >= 2 {
 			delay = "3000"
 		}
+		if i >= 4 {
+			url = st.url
+		}
 		body := `{"model":"sim-small","stream":true,"stream_options":{"include_usage":true},"max_tokens":1,` +
 			`"metadata":{"sim_chunks":"1","sim_delay_ms":"` + delay + `"},"messages":[{"role":"user","content":"` + strings.Repeat("word ", 50) + `"}]}`
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+testKey)
 		resp, err := client.Do(req)
 		if err != nil {
@@ -80,6 +88,7 @@ func streamStackChild(t *testing.T) {
 		}
 		defer resp.Body.Close()
 	}
-	time.Sleep(300 * time.Millisecond) // both streams waiting for their next event
+	waitTaken(t, st.gw, 2)
+	time.Sleep(300 * time.Millisecond) // every stream waiting for its next event
 	debug.SetMaxStack(1 << 30)         // the end of a stream may go deeper (its usage decoded, its event published)
 }
