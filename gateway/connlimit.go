@@ -1,10 +1,10 @@
 package gateway
 
 import (
+	"errors"
 	"net"
+	"sync"
 	"syscall"
-
-	"golang.org/x/net/netutil"
 )
 
 // reservedFiles is the file descriptors ConnectionCap leaves to the rest
@@ -37,8 +37,62 @@ func ConnectionCap(cfg Config) int {
 	return max(64, (int(lim.Cur)-reservedFiles-cfg.MaxDrains)/perStream)
 }
 
-// limitListener caps ln at n connections at once (golang.org/x/net's
-// netutil.LimitListener: Accept waits while n are open).
+// limitListener caps ln at n connections at once: Accept waits while n
+// are open, as golang.org/x/net/netutil's LimitListener does. Its
+// connections keep their descriptor reachable (syscall.Conn), for the
+// hang-up poller of taken streams (see hangups).
 func limitListener(ln net.Listener, n int) net.Listener {
-	return netutil.LimitListener(ln, n)
+	return &capListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+type capListener struct {
+	net.Listener
+	slots chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+// Accept takes a slot, waiting while every slot is held, and then a
+// connection, which gives the slot back when it closes.
+func (l *capListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &capConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+// Close closes the listener, and ends an Accept waiting for a slot.
+func (l *capListener) Close() error {
+	err := l.Listener.Close()
+	l.once.Do(func() { close(l.done) })
+	return err
+}
+
+// capConn is a connection holding one of its listener's slots.
+type capConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *capConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// SyscallConn is the underlying connection's, or an error when it has
+// none.
+func (c *capConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }

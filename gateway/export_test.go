@@ -3,3 +3,14 @@ package gateway
 // TakenStreams is how many streams of s took their connections from
 // net/http (see takeover).
 func TakenStreams(s *Server) int64 { return s.taken.Load() }
+
+// PolledStreams is how many of them the hangups poller watched.
+func PolledStreams(s *Server) int64 { return s.polled.Load() }
+
+// PollHangups sets whether servers started from now on watch taken
+// connections with the poller, and returns the setting before.
+func PollHangups(on bool) bool {
+	was := pollHangups
+	pollHangups = on
+	return was
+}

@@ -48,7 +48,7 @@ func (h *handback) Close() error {
 		h.mu.Lock()
 		h.closed = true
 		for t := range h.waiting {
-			_ = t.conn.SetReadDeadline(longAgo)
+			t.stopWaiting()
 		}
 		h.mu.Unlock()
 	})
@@ -67,26 +67,29 @@ func (h *handback) give(c net.Conn) {
 	}
 }
 
-// idle starts t's wait for the client's next request: its read gets a
-// deadline idleFor away (now, once closed).
+// idle starts t's wait for the client's next request, for at most idleFor
+// (none, once closed). Called under t.mu.
 func (h *handback) idle(t *takeover) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		_ = t.conn.SetReadDeadline(longAgo)
+		t.stopWaiting()
 		return
 	}
 	if h.idleFor > 0 {
-		_ = t.conn.SetReadDeadline(time.Now().Add(h.idleFor))
+		t.waitFor(h.idleFor)
 	}
 	h.waiting[t] = struct{}{}
 }
 
-// busy ends t's wait.
+// busy ends t's wait. Called under t.mu.
 func (h *handback) busy(t *takeover) {
 	h.mu.Lock()
 	delete(h.waiting, t)
 	h.mu.Unlock()
+	if t.idleTimer != nil {
+		t.idleTimer.Stop()
+	}
 }
 
 // longAgo is a deadline in the past: a read waiting on it returns now.

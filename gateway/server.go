@@ -131,10 +131,12 @@ type Server struct {
 	// http.Server.Shutdown does not wait for, and watchers their
 	// connections' watchers; stopping is set by Stop.
 	handback *handback
+	hangups  *hangups // nil: each taken stream's connection has a goroutine reading it
 	streams  sync.WaitGroup
 	watchers sync.WaitGroup
 	stopping atomic.Bool
 	taken    atomic.Int64 // streams that took their connections, ever
+	polled   atomic.Int64 // of which watched by hangups
 	stopOnce sync.Once
 	stopErr  error
 	// background runs the periodic work of a started server (see
@@ -255,6 +257,18 @@ func (s *Server) Start(addr string, h http.Handler) error {
 	ln = limitListener(ln, maxConns)
 	s.log.Info("gateway: client connections capped", "max_connections", maxConns)
 	s.handback = newHandback(ln.Addr(), s.cfg.IdleTimeout)
+	if !pollHangups {
+		err = errors.New("turned off")
+	} else if s.hangups, err = newHangups(func(t *takeover, hungUp bool) {
+		var err error
+		if hungUp {
+			err = errClientHungUp
+		}
+		t.watched(nil, err)
+	}); err != nil {
+		s.log.Debug("gateway: no hang-up poller; a goroutine watches each taken stream", "err", err)
+		s.hangups = nil
+	}
 	s.srv = &http.Server{Handler: s.takeovers(h), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.ReadTimeout,
 		IdleTimeout: s.cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	for _, l := range []net.Listener{ln, s.handback} {
@@ -340,6 +354,9 @@ func (s *Server) Stop(ctx context.Context) error {
 		go func() { s.inflight.Wait(); s.streams.Wait(); s.watchers.Wait(); close(done) }()
 		select {
 		case <-done:
+			if s.hangups != nil {
+				s.hangups.stop()
+			}
 		case <-time.After(s.cfg.ShutdownDrain + 30*time.Second):
 			s.log.Error("shutdown: requests still unfinished; the crash journal keeps them for the next start")
 		}

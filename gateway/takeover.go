@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -29,6 +30,11 @@ import (
 // body's last chunk is written and the connection goes back to the server,
 // through a listener of its own (handback), as an idle keep-alive
 // connection whose next request net/http reads as usual.
+
+// pollHangups says a started server watches taken connections with one
+// epoll poller (hangups), where it can; tests turn it off to test the
+// goroutine that watches each connection otherwise.
+var pollHangups = true
 
 // errClientHungUp is the cause a taken stream's context ends with when its
 // client closed the connection (or a write to it failed).
@@ -89,15 +95,22 @@ type takeover struct {
 	hdr    http.Header // Header() after the take: written to nothing
 	buf    *[]byte     // written, not yet flushed: a chunk's data after chunkHead bytes (from takenBufs)
 	failed error       // a write to conn failed
-	ended  chan struct{}
+	// rc and watch are the connection's watch by the server's hangups,
+	// when it has one (watch > 0); otherwise a goroutine reads (watch).
+	rc    syscall.RawConn
+	watch uint64
+	// idleTimer ends a poller-watched connection's wait for the client's
+	// next request (under mu; a read deadline ends read1's).
+	idleTimer *time.Timer
 
-	// The watcher's read (see watch), and the end, under mu.
+	// What the watcher saw (see watched), and the end, under mu.
 	mu      sync.Mutex
 	over    bool   // the chain ended the body
 	keep    bool   // and the connection may serve the client's next request
 	pending []byte // bytes of the client's next request, read already
 	readErr error
-	read    bool // the watcher's read returned
+	read    bool // the watcher saw the client's next request begin, or an error
+	settled bool // the connection was closed or handed on
 }
 
 // takenBody is the request body the chain reads: net/http's, until the
@@ -192,12 +205,32 @@ func (t *takeover) take() {
 		b, _ := rw.Reader.Peek(n)
 		t.pending = append([]byte(nil), b...)
 	}
-	t.taken, t.conn, t.ended = true, conn, make(chan struct{})
+	t.taken, t.conn = true, conn
 	t.w, t.hj, t.flushTo, t.reqCtx = nil, nil, nil, nil
 	t.body.drop()
 	t.s.streams.Add(1)
 	t.s.taken.Add(1)
-	t.s.watchers.Go(t.watch)
+	if pc, ok := conn.(*prefixConn); ok && len(pc.pre) > 0 {
+		t.pending = append(t.pending, pc.pre...) // not read by net/http yet: kept in order
+		pc.pre = nil
+	}
+	t.mu.Lock()
+	t.read = len(t.pending) > 0
+	t.mu.Unlock()
+	switch sc, ok := conn.(syscall.Conn); {
+	case t.read: // the next request has begun: nothing to watch for
+	case ok && t.s.hangups != nil:
+		if rc, err := sc.SyscallConn(); err == nil {
+			if id, ok := t.s.hangups.add(t, rc); ok {
+				t.rc, t.watch = rc, id
+				t.s.polled.Add(1)
+				break
+			}
+		}
+		fallthrough
+	default:
+		t.s.watchers.Go(t.read1)
+	}
 	close(t.released)
 }
 
@@ -314,40 +347,50 @@ func takeoverOf(w http.ResponseWriter) *takeover {
 	return nil
 }
 
-// watch waits on a taken connection, as net/http's background read does:
-// a read that fails means the client hung up, and ends the chain's
-// context; bytes read are its next request, kept for the server. After
-// the body's end it hands the connection on (see handOn).
-func (t *takeover) watch() {
-	t.mu.Lock()
-	ahead := len(t.pending) > 0
-	t.mu.Unlock()
-	var n int
-	var err error
+// read1 waits on a taken connection with a read of one byte, as net/http's
+// background read does, where the server has no hangups poller.
+func (t *takeover) read1() {
 	var b [1]byte
-	if !ahead {
-		n, err = t.conn.Read(b[:])
-	}
+	n, err := t.conn.Read(b[:])
+	t.watched(b[:n], err)
+}
+
+// watched is what the watcher saw on a taken connection: bytes of the
+// client's next request (from read1; the poller leaves them in the socket),
+// or an error: the client hung up, stayed idle past IdleTimeout after the
+// stream, or the gateway is stopping. During the stream, a hang-up ends
+// the chain's context and bytes wait for the end; after it, the watcher
+// hands the connection on (or closes it).
+func (t *takeover) watched(b []byte, err error) {
 	t.mu.Lock()
-	t.pending = append(t.pending, b[:n]...)
+	if t.settled || t.read {
+		t.mu.Unlock()
+		return
+	}
+	t.pending = append(t.pending, b...)
 	t.readErr, t.read = err, true
-	over := t.over
+	over, keep := t.over, t.keep
 	if over {
+		t.settled = true
 		t.s.handback.busy(t)
 	}
 	t.mu.Unlock()
 	if !over {
 		if err != nil {
 			t.cancel(errClientHungUp)
-			return // the chain's end closes the connection
 		}
-		<-t.ended
+		return // the end hands on, or closes
+	}
+	if err != nil || !keep {
+		t.close()
+		return
 	}
 	t.handOn()
 }
 
-// end writes the body's end (when whole, and the client is there), and
-// leaves the connection to the watcher, which hands it on; or closes it.
+// end writes the body's end (when whole, and the client is there), then
+// hands the connection on if the client's next request has begun, closes
+// it if it may not serve one, or leaves it to the watcher.
 func (t *takeover) end(whole bool) {
 	if whole && t.failed == nil && t.FlushError() == nil {
 		if _, err := t.conn.Write(bodyEnd); err != nil {
@@ -360,28 +403,66 @@ func (t *takeover) end(whole bool) {
 	t.mu.Lock()
 	t.over, t.keep = true, keep
 	read, readErr := t.read, t.readErr
-	if keep && !read {
-		t.s.handback.idle(t) // the watcher reads on, for IdleTimeout
+	t.settled = read || !keep
+	if !t.settled {
+		t.s.handback.idle(t) // the watcher waits on, for IdleTimeout
 	}
 	t.mu.Unlock()
-	close(t.ended)
-	if !keep || read && readErr != nil {
-		_ = t.conn.Close() // a watcher still reading returns, and closes it again
+	switch {
+	case !read && keep:
+	case !keep || readErr != nil:
+		t.close()
+	default:
+		t.handOn()
 	}
 }
 
-// handOn gives the connection back to the server, once the body's end is
-// written and the client's next request has begun; or closes it (the
-// client hung up or stayed idle past IdleTimeout, the gateway is stopping,
-// the body did not end whole).
+// errIdle ends a taken connection's wait for the client's next request.
+var errIdle = errors.New("idle past idle_timeout, or the gateway is stopping")
+
+// waitFor bounds the wait for the client's next request to d.
+func (t *takeover) waitFor(d time.Duration) {
+	if t.watch != 0 {
+		t.idleTimer = time.AfterFunc(d, func() { t.watched(nil, errIdle) })
+		return
+	}
+	_ = t.conn.SetReadDeadline(time.Now().Add(d))
+}
+
+// stopWaiting ends the wait for the client's next request now.
+func (t *takeover) stopWaiting() {
+	if t.watch != 0 {
+		go t.watched(nil, errIdle)
+		return
+	}
+	_ = t.conn.SetReadDeadline(longAgo)
+}
+
+// close closes the connection (a goroutine still reading returns).
+func (t *takeover) close() {
+	t.unwatch()
+	_ = t.conn.Close()
+}
+
+// unwatch ends the poller's watch, if any.
+func (t *takeover) unwatch() {
+	if t.watch != 0 {
+		t.s.hangups.remove(t.watch, t.rc)
+	}
+}
+
+// handOn gives the connection back to the server, with the bytes of the
+// client's next request read already (the stream's end is written, and the
+// client may send another), unless the gateway is stopping.
 func (t *takeover) handOn() {
-	t.mu.Lock()
-	pending, err, keep := t.pending, t.readErr, t.keep
-	t.mu.Unlock()
-	if err != nil || !keep || t.s.stopping.Load() {
+	t.unwatch()
+	if t.s.stopping.Load() {
 		_ = t.conn.Close()
 		return
 	}
+	t.mu.Lock()
+	pending := t.pending
+	t.mu.Unlock()
 	_ = t.conn.SetReadDeadline(time.Time{})
 	var c net.Conn = t.conn
 	switch pc, ok := c.(*prefixConn); {
@@ -397,6 +478,14 @@ func (t *takeover) handOn() {
 type prefixConn struct {
 	net.Conn
 	pre []byte
+}
+
+// SyscallConn is the connection's (see capConn).
+func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) {

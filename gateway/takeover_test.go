@@ -66,6 +66,10 @@ func readStream(t *testing.T, br *bufio.Reader) (*http.Response, string) {
 // whole (its chunks and its end as net/http's client reads them) and every
 // event is recorded. A stream over within 100 ms keeps net/http's.
 func TestTakenStreamKeepsItsConnection(t *testing.T) {
+	bothWatchers(t, testTakenStreamKeepsItsConnection)
+}
+
+func testTakenStreamKeepsItsConnection(t *testing.T) {
 	st := newStack(t, nil)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	t.Cleanup(client.CloseIdleConnections)
@@ -108,12 +112,15 @@ func TestTakenStreamKeepsItsConnection(t *testing.T) {
 	if n := gateway.TakenStreams(st.gw); n != 2 {
 		t.Fatalf("%d streams took their connections, want the 2 that lasted", n)
 	}
+	checkWatcher(t, st.gw)
 }
 
 // TestTakenStreamPipelined: requests a client sends before the stream
 // before them has ended (with it, and while it streams) are answered in
 // order on the same connection.
-func TestTakenStreamPipelined(t *testing.T) {
+func TestTakenStreamPipelined(t *testing.T) { bothWatchers(t, testTakenStreamPipelined) }
+
+func testTakenStreamPipelined(t *testing.T) {
 	st := newStack(t, nil)
 	// Two sent together, the second in net/http's buffer when the first
 	// stream takes the connection.
@@ -158,7 +165,9 @@ func TestTakenStreamPipelined(t *testing.T) {
 // TestTakenStreamClientHangUp: a client that hangs up on a taken stream
 // while its upstream is silent is seen at once (not at the upstream's next
 // event): its event is recorded client_cancelled within drain_timeout.
-func TestTakenStreamClientHangUp(t *testing.T) {
+func TestTakenStreamClientHangUp(t *testing.T) { bothWatchers(t, testTakenStreamClientHangUp) }
+
+func testTakenStreamClientHangUp(t *testing.T) {
 	st := newStack(t, func(c *gateway.Config) { c.DrainTimeout = 200 * time.Millisecond })
 	conn, br := dialSend(t, st, rawChat(true, 3, 8000)) // 8 s before each content chunk
 	resp, err := http.ReadResponse(br, nil)
@@ -180,13 +189,42 @@ func TestTakenStreamClientHangUp(t *testing.T) {
 	}
 }
 
-// waitTaken waits until n streams of gw took their connections.
+// waitTaken waits until n streams of gw took their connections, and checks
+// which watcher watches them.
 func waitTaken(t *testing.T, gw *gateway.Server, n int64) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); gateway.TakenStreams(gw) < n; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d streams took their connections, want %d", gateway.TakenStreams(gw), n)
 		}
+	}
+	checkWatcher(t, gw)
+}
+
+// polling is what bothWatchers set for the test running.
+var polling = true
+
+// bothWatchers runs f with taken connections watched by the epoll poller,
+// then by a goroutine each.
+func bothWatchers(t *testing.T, f func(t *testing.T)) {
+	for _, poll := range []bool{true, false} {
+		name := map[bool]string{true: "poller", false: "goroutine"}[poll]
+		t.Run(name, func(t *testing.T) {
+			was := gateway.PollHangups(poll)
+			polling = poll
+			t.Cleanup(func() { gateway.PollHangups(was); polling = true })
+			f(t)
+		})
+	}
+}
+
+// checkWatcher fails unless gw's taken streams were watched as polling
+// says.
+func checkWatcher(t *testing.T, gw *gateway.Server) {
+	t.Helper()
+	taken, polled := gateway.TakenStreams(gw), gateway.PolledStreams(gw)
+	if polling && polled == 0 || !polling && polled != 0 {
+		t.Fatalf("%d streams taken, %d watched by the poller; polling %v", taken, polled, polling)
 	}
 }
 
@@ -202,7 +240,9 @@ func readEOF(t *testing.T, r io.Reader, conn net.Conn, d time.Duration) {
 
 // TestTakenStreamConnectionClose: a client that asked for its connection
 // to close has it closed after the stream's end.
-func TestTakenStreamConnectionClose(t *testing.T) {
+func TestTakenStreamConnectionClose(t *testing.T) { bothWatchers(t, testTakenStreamConnectionClose) }
+
+func testTakenStreamConnectionClose(t *testing.T) {
 	st := newStack(t, nil)
 	conn, br := dialSend(t, st, rawChat(true, 3, 60, "Connection: close"))
 	if resp, body := readStream(t, br); !strings.HasSuffix(body, "data: [DONE]\n\n") || !resp.Close {
@@ -212,11 +252,14 @@ func TestTakenStreamConnectionClose(t *testing.T) {
 	if gateway.TakenStreams(st.gw) != 1 {
 		t.Fatal("the stream did not take its connection")
 	}
+	checkWatcher(t, st.gw)
 }
 
 // TestTakenConnectionIdleTimeout: a connection a stream took, idle after
 // it, closes after idle_timeout, as net/http closes its own.
-func TestTakenConnectionIdleTimeout(t *testing.T) {
+func TestTakenConnectionIdleTimeout(t *testing.T) { bothWatchers(t, testTakenConnectionIdleTimeout) }
+
+func testTakenConnectionIdleTimeout(t *testing.T) {
 	st := newStack(t, func(c *gateway.Config) { c.IdleTimeout = 300 * time.Millisecond })
 	conn, br := dialSend(t, st, rawChat(true, 3, 60))
 	readStream(t, br)
@@ -231,7 +274,9 @@ func TestTakenConnectionIdleTimeout(t *testing.T) {
 // TestStopWaitsForTakenStreams: Stop lets a stream that took its
 // connection finish within the grace period, its body whole, and closes
 // the connection after; a connection idle after its stream closes at once.
-func TestStopWaitsForTakenStreams(t *testing.T) {
+func TestStopWaitsForTakenStreams(t *testing.T) { bothWatchers(t, testStopWaitsForTakenStreams) }
+
+func testStopWaitsForTakenStreams(t *testing.T) {
 	st := newStack(t, nil)
 	idle, idleBr := dialSend(t, st, rawChat(true, 2, 60))
 	readStream(t, idleBr)
@@ -269,7 +314,9 @@ func TestStopWaitsForTakenStreams(t *testing.T) {
 // connection was taken ends broken for the client (no end of the chunked
 // body, the connection closed), as net/http aborts a handler, and its
 // event records the upstream's failure.
-func TestTakenStreamBroken(t *testing.T) {
+func TestTakenStreamBroken(t *testing.T) { bothWatchers(t, testTakenStreamBroken) }
+
+func testTakenStreamBroken(t *testing.T) {
 	st := newStack(t, nil)
 	resp := st.post(t, "/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":6,"stream":true,`+
 		`"messages":[{"role":"user","content":"hi"}],"metadata":{"user_id":"sim_delay_ms=60;sim_fault=disconnect_after:4"}}`)
@@ -281,6 +328,7 @@ func TestTakenStreamBroken(t *testing.T) {
 	if gateway.TakenStreams(st.gw) != 1 {
 		t.Fatal("the stream did not take its connection")
 	}
+	checkWatcher(t, st.gw)
 	if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Status != usage.StatusUpstreamError {
 		t.Fatalf("event %+v, want upstream_error", e)
 	}
@@ -289,7 +337,9 @@ func TestTakenStreamBroken(t *testing.T) {
 // TestTakenMidBurst: a stream taken while events it has written wait for
 // their flush (its upstream sends faster than the relay flushes) loses
 // none of them: every content chunk reaches the client, once.
-func TestTakenMidBurst(t *testing.T) {
+func TestTakenMidBurst(t *testing.T) { bothWatchers(t, testTakenMidBurst) }
+
+func testTakenMidBurst(t *testing.T) {
 	st := newStack(t, nil)
 	const chunks = 60000
 	resp := st.post(t, "/v1/chat/completions", fmt.Sprintf(
@@ -302,6 +352,7 @@ func TestTakenMidBurst(t *testing.T) {
 	if gateway.TakenStreams(st.gw) != 1 {
 		t.Fatalf("the stream did not take its connection (it lasted less than 100 ms?)")
 	}
+	checkWatcher(t, st.gw)
 	if n := bytes.Count(b, []byte(`"content":"tok "`)); n != chunks {
 		t.Fatalf("%d content chunks reached the client, want %d", n, chunks)
 	}
