@@ -14,13 +14,14 @@ import (
 // for a connection already closed, whose descriptor a new one took, goes
 // nowhere.
 type hangups struct {
-	epfd int
-	wake [2]int // a pipe: writing to it ends run
-	mu   sync.Mutex
-	last uint64 // the last id given
-	regs map[uint64]*takeover
-	done chan struct{}
-	on   func(t *takeover, hungUp bool) // what an event does (see takeover.watched)
+	epfd    int
+	wake    [2]int // a pipe: writing to it ends run
+	mu      sync.Mutex
+	last    uint64 // the last id given
+	regs    map[uint64]*takeover
+	stopped bool // the descriptors are closed
+	done    chan struct{}
+	on      func(t *takeover, hungUp bool) // what an event does (see takeover.watched)
 }
 
 // Events a watched connection reports: readable (a request's bytes, or its
@@ -93,10 +94,12 @@ func (h *hangups) run() {
 // cannot (the caller watches some other way).
 func (h *hangups) add(t *takeover, rc syscall.RawConn) (id uint64, ok bool) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return 0, false
+	}
 	h.last++
 	id = h.last
-	h.regs[id] = t
-	h.mu.Unlock()
 	var err error
 	cerr := rc.Control(func(fd uintptr) {
 		ev := syscall.EpollEvent{Events: watchEvents}
@@ -104,11 +107,9 @@ func (h *hangups) add(t *takeover, rc syscall.RawConn) (id uint64, ok bool) {
 		err = syscall.EpollCtl(h.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev)
 	})
 	if cerr != nil || err != nil {
-		h.mu.Lock()
-		delete(h.regs, id)
-		h.mu.Unlock()
 		return 0, false
 	}
+	h.regs[id] = t
 	return id, true
 }
 
@@ -116,14 +117,19 @@ func (h *hangups) add(t *takeover, rc syscall.RawConn) (id uint64, ok bool) {
 // the server; an event already reported for it goes nowhere.
 func (h *hangups) remove(id uint64, rc syscall.RawConn) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	delete(h.regs, id)
-	h.mu.Unlock()
-	_ = rc.Control(func(fd uintptr) { _ = syscall.EpollCtl(h.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil) })
+	if !h.stopped {
+		_ = rc.Control(func(fd uintptr) { _ = syscall.EpollCtl(h.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil) })
+	}
 }
 
 // stop ends the poller and waits for it. Watches left go nowhere.
 func (h *hangups) stop() {
 	_, _ = syscall.Write(h.wake[1], []byte{0})
 	<-h.done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
 	h.closeFDs()
 }
