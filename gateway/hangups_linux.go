@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"os"
 	"sync"
 	"syscall"
 )
@@ -9,17 +10,19 @@ import (
 // hangups watches the connections of taken streams (see takeover) for the
 // client's hang-up, or the first bytes of its next request, with one epoll
 // instance and one goroutine for all of them: a goroutine blocked in a
-// read on each would cost a stack a stream. Each connection is watched
-// once (EPOLLONESHOT) under an id of its own, so that an event reported
-// for a connection already closed, whose descriptor a new one took, goes
-// nowhere.
+// read on each would cost a stack a stream. The epoll descriptor is itself
+// waited on through Go's netpoller (an os.File), so the goroutine wakes as
+// a network read's would, with no thread blocked in epoll_wait. Each
+// connection is watched once (EPOLLONESHOT) under an id of its own, so
+// that an event reported for a connection already closed, whose
+// descriptor a new one took, goes nowhere.
 type hangups struct {
 	epfd    int
-	wake    [2]int // a pipe: writing to it ends run
+	ep      *os.File // epfd, for the netpoller
 	mu      sync.Mutex
 	last    uint64 // the last id given
 	regs    map[uint64]*takeover
-	stopped bool // the descriptors are closed
+	stopped bool // epfd is closed
 	done    chan struct{}
 	on      func(t *takeover, hungUp bool) // what an event does (see takeover.watched)
 }
@@ -29,30 +32,25 @@ type hangups struct {
 const watchEvents = syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT
 
 // newHangups starts the poller; each event calls on, on a goroutine of its
-// own. It returns the epoll or pipe error when it cannot start.
+// own. It returns the epoll error when it cannot start.
 func newHangups(on func(t *takeover, hungUp bool)) (*hangups, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
-	h := &hangups{epfd: epfd, regs: map[uint64]*takeover{}, done: make(chan struct{}), on: on}
-	if err := syscall.Pipe2(h.wake[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
+	if err := syscall.SetNonblock(epfd, true); err != nil {
 		syscall.Close(epfd)
 		return nil, err
 	}
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN} // id 0: the pipe
-	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, h.wake[0], &ev); err != nil {
-		h.closeFDs()
+	h := &hangups{epfd: epfd, ep: os.NewFile(uintptr(epfd), "hangups"), regs: map[uint64]*takeover{},
+		done: make(chan struct{}), on: on}
+	rc, err := h.ep.SyscallConn()
+	if err != nil {
+		h.ep.Close()
 		return nil, err
 	}
-	go h.run()
+	go h.run(rc)
 	return h, nil
-}
-
-func (h *hangups) closeFDs() {
-	syscall.Close(h.wake[0])
-	syscall.Close(h.wake[1])
-	syscall.Close(h.epfd)
 }
 
 // setID and idOf put a watch's id in an event's 64 bits of user data.
@@ -61,26 +59,26 @@ func setID(ev *syscall.EpollEvent, id uint64) {
 }
 func idOf(ev *syscall.EpollEvent) uint64 { return uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32 }
 
-func (h *hangups) run() {
+// run waits for events, through the netpoller, until the descriptor
+// closes (stop).
+func (h *hangups) run(rc syscall.RawConn) {
 	defer close(h.done)
 	events := make([]syscall.EpollEvent, 128)
 	for {
-		n, err := syscall.EpollWait(h.epfd, events, -1)
-		if errors.Is(err, syscall.EINTR) {
-			continue
+		var n int
+		var werr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, werr = syscall.EpollWait(int(fd), events, 0)
+			return n != 0 || werr != nil // nothing ready: wait until the descriptor is
+		})
+		if err != nil || werr != nil && !errors.Is(werr, syscall.EINTR) {
+			return // closed
 		}
-		if err != nil {
-			return
-		}
-		for i := range events[:n] {
+		for i := range events[:max(n, 0)] {
 			ev := &events[i]
-			id := idOf(ev)
-			if id == 0 {
-				return // stop
-			}
 			h.mu.Lock()
-			t := h.regs[id]
-			delete(h.regs, id)
+			t := h.regs[idOf(ev)]
+			delete(h.regs, idOf(ev))
 			h.mu.Unlock()
 			if t != nil {
 				hungUp := ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0
@@ -126,10 +124,9 @@ func (h *hangups) remove(id uint64, rc syscall.RawConn) {
 
 // stop ends the poller and waits for it. Watches left go nowhere.
 func (h *hangups) stop() {
-	_, _ = syscall.Write(h.wake[1], []byte{0})
-	<-h.done
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.stopped = true
-	h.closeFDs()
+	h.ep.Close()
+	h.mu.Unlock()
+	<-h.done
 }
