@@ -8,10 +8,10 @@ import (
 
 // handback is a listener of the gateway's own, served by its http.Server
 // beside the real one: connections taken by streams (see takeover) come
-// back through it once their stream has ended and the client's next
-// request has begun, and net/http serves them as any new connection. It
-// holds, until then, the taken connections waiting idle for that request:
-// each waits at most idleFor, and Close ends the wait of all.
+// back through it once their stream has ended, and net/http serves them as
+// any new connection. Until the client's next request begins on one, it
+// is idle, and Close closes it (as http.Server.Shutdown closes its own idle
+// connections; it would wait 5 s for one it sees as new).
 type handback struct {
 	addr    net.Addr
 	idleFor time.Duration // a keep-alive connection's idle time; 0: no limit
@@ -19,14 +19,14 @@ type handback struct {
 	done    chan struct{}
 	once    sync.Once
 
-	mu      sync.Mutex
-	closed  bool
-	waiting map[*takeover]struct{}
+	mu     sync.Mutex
+	closed bool
+	idle   map[*prefixConn]struct{}
 }
 
 func newHandback(addr net.Addr, idleFor time.Duration) *handback {
 	return &handback{addr: addr, idleFor: idleFor, conns: make(chan net.Conn), done: make(chan struct{}),
-		waiting: map[*takeover]struct{}{}}
+		idle: map[*prefixConn]struct{}{}}
 }
 
 // Accept returns the next connection given back, or net.ErrClosed once
@@ -40,16 +40,16 @@ func (h *handback) Accept() (net.Conn, error) {
 	}
 }
 
-// Close stops Accept and ends every idle wait now (the gateway is
-// stopping: idle connections close, as net/http closes its own).
+// Close stops Accept, and closes the idle connections given back.
 func (h *handback) Close() error {
 	h.once.Do(func() {
 		close(h.done)
 		h.mu.Lock()
 		h.closed = true
-		for t := range h.waiting {
-			t.stopWaiting()
+		for c := range h.idle {
+			_ = c.Close()
 		}
+		clear(h.idle)
 		h.mu.Unlock()
 	})
 	return nil
@@ -59,37 +59,30 @@ func (h *handback) Close() error {
 func (h *handback) Addr() net.Addr { return h.addr }
 
 // give hands c to the server, or closes it when the listener is closed.
-func (h *handback) give(c net.Conn) {
+func (h *handback) give(c *prefixConn) {
+	if !c.begun.Load() {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		h.idle[c] = struct{}{}
+		h.mu.Unlock()
+	}
 	select {
 	case h.conns <- c:
 	case <-h.done:
+		h.busy(c)
 		_ = c.Close()
 	}
 }
 
-// idle starts t's wait for the client's next request, for at most idleFor
-// (none, once closed). Called under t.mu.
-func (h *handback) idle(t *takeover) {
+// busy takes c off the idle list: its next request has begun.
+func (h *handback) busy(c *prefixConn) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		t.stopWaiting()
-		return
-	}
-	if h.idleFor > 0 {
-		t.waitFor(h.idleFor)
-	}
-	h.waiting[t] = struct{}{}
-}
-
-// busy ends t's wait. Called under t.mu.
-func (h *handback) busy(t *takeover) {
-	h.mu.Lock()
-	delete(h.waiting, t)
+	delete(h.idle, c)
 	h.mu.Unlock()
-	if t.idleTimer != nil {
-		t.idleTimer.Stop()
-	}
 }
 
 // longAgo is a deadline in the past: a read waiting on it returns now.

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -96,21 +97,19 @@ type takeover struct {
 	buf    *[]byte     // written, not yet flushed: a chunk's data after chunkHead bytes (from takenBufs)
 	failed error       // a write to conn failed
 	// rc and watch are the connection's watch by the server's hangups,
-	// when it has one (watch > 0); otherwise a goroutine reads (watch).
-	rc    syscall.RawConn
-	watch uint64
-	// idleTimer ends a poller-watched connection's wait for the client's
-	// next request (under mu; a read deadline ends read1's).
-	idleTimer *time.Timer
+	// when it has one (watch > 0); otherwise read1 reads it, and closes
+	// read1Done when its read returns.
+	rc        syscall.RawConn
+	watch     uint64
+	read1Done chan struct{}
 
-	// What the watcher saw (see watched), and the end, under mu.
+	// What the watcher saw (see watched), under mu.
 	mu      sync.Mutex
-	over    bool   // the chain ended the body
-	keep    bool   // and the connection may serve the client's next request
+	over    bool   // the chain ended the body: what the watcher sees now is the end's
 	pending []byte // bytes of the client's next request, read already
-	readErr error
-	read    bool // the watcher saw the client's next request begin, or an error
-	settled bool // the connection was closed or handed on
+	readErr error  // a hang-up during the stream
+	read    bool   // the watcher saw the client's next request begin, or a hang-up
+	lateErr error  // read1's error after the end (its read aborted, or a hang-up)
 }
 
 // takenBody is the request body the chain reads: net/http's, until the
@@ -229,6 +228,7 @@ func (t *takeover) take() {
 		}
 		fallthrough
 	default:
+		t.read1Done = make(chan struct{})
 		t.s.watchers.Go(t.read1)
 	}
 	close(t.released)
@@ -350,47 +350,38 @@ func takeoverOf(w http.ResponseWriter) *takeover {
 // read1 waits on a taken connection with a read of one byte, as net/http's
 // background read does, where the server has no hangups poller.
 func (t *takeover) read1() {
+	defer close(t.read1Done)
 	var b [1]byte
 	n, err := t.conn.Read(b[:])
 	t.watched(b[:n], err)
 }
 
-// watched is what the watcher saw on a taken connection: bytes of the
-// client's next request (from read1; the poller leaves them in the socket),
-// or an error: the client hung up, stayed idle past IdleTimeout after the
-// stream, or the gateway is stopping. During the stream, a hang-up ends
-// the chain's context and bytes wait for the end; after it, the watcher
-// hands the connection on (or closes it).
+// watched is what the watcher saw on a taken connection during the
+// stream: bytes of the client's next request (from read1; the poller
+// leaves them in the socket), kept for the server, or an error, a hang-up,
+// which ends the chain's context. After the end, read1's error is the
+// end's to judge (it aborts the read).
 func (t *takeover) watched(b []byte, err error) {
 	t.mu.Lock()
-	if t.settled || t.read {
-		t.mu.Unlock()
-		return
-	}
 	t.pending = append(t.pending, b...)
-	t.readErr, t.read = err, true
-	over, keep := t.over, t.keep
-	if over {
-		t.settled = true
-		t.s.handback.busy(t)
+	hungUp := false
+	switch {
+	case t.over:
+		t.lateErr = err
+	case !t.read:
+		t.readErr, t.read = err, true
+		hungUp = err != nil
 	}
 	t.mu.Unlock()
-	if !over {
-		if err != nil {
-			t.cancel(errClientHungUp)
-		}
-		return // the end hands on, or closes
+	if hungUp {
+		t.cancel(errClientHungUp)
 	}
-	if err != nil || !keep {
-		t.close()
-		return
-	}
-	t.handOn()
 }
 
-// end writes the body's end (when whole, and the client is there), then
-// hands the connection on if the client's next request has begun, closes
-// it if it may not serve one, or leaves it to the watcher.
+// end writes the body's end (when whole, and the client is there), stops
+// the watcher, and gives the connection back to the server for the
+// client's next request, or closes it (the body did not end whole, the
+// client hung up or asked to close, the gateway is stopping).
 func (t *takeover) end(whole bool) {
 	if whole && t.failed == nil && t.FlushError() == nil {
 		if _, err := t.conn.Write(bodyEnd); err != nil {
@@ -399,52 +390,31 @@ func (t *takeover) end(whole bool) {
 	}
 	t.release()
 	t.s.streams.Done()
-	keep := whole && t.failed == nil && t.keepAlive && !t.s.stopping.Load()
 	t.mu.Lock()
-	t.over, t.keep = true, keep
-	read, readErr := t.read, t.readErr
-	t.settled = read || !keep
-	if !t.settled {
-		t.s.handback.idle(t) // the watcher waits on, for IdleTimeout
-	}
+	t.over = true
+	read, err := t.read, t.readErr
 	t.mu.Unlock()
-	switch {
-	case !read && keep:
-	case !keep || readErr != nil:
-		t.close()
-	default:
-		t.handOn()
-	}
-}
-
-// errIdle ends a taken connection's wait for the client's next request.
-var errIdle = errors.New("idle past idle_timeout, or the gateway is stopping")
-
-// waitFor bounds the wait for the client's next request to d.
-func (t *takeover) waitFor(d time.Duration) {
-	if t.watch != 0 {
-		t.idleTimer = time.AfterFunc(d, func() { t.watched(nil, errIdle) })
-		return
-	}
-	_ = t.conn.SetReadDeadline(time.Now().Add(d))
-}
-
-// stopWaiting ends the wait for the client's next request now.
-func (t *takeover) stopWaiting() {
-	if t.watch != 0 {
-		go t.watched(nil, errIdle)
-		return
-	}
-	_ = t.conn.SetReadDeadline(longAgo)
-}
-
-// close closes the connection (a goroutine still reading returns).
-func (t *takeover) close() {
 	t.unwatch()
-	_ = t.conn.Close()
+	if t.read1Done != nil && !read { // read1 still reads: abort it, as net/http aborts its own
+		_ = t.conn.SetReadDeadline(longAgo)
+		<-t.read1Done
+		t.mu.Lock()
+		late := t.lateErr
+		t.mu.Unlock()
+		var ne net.Error
+		if late != nil && !(errors.As(late, &ne) && ne.Timeout()) {
+			err = late // the client hung up meanwhile
+		}
+	}
+	if !whole || t.failed != nil || !t.keepAlive || t.s.stopping.Load() || err != nil {
+		_ = t.conn.Close()
+		return
+	}
+	t.handOn()
 }
 
-// unwatch ends the poller's watch, if any.
+// unwatch ends the poller's watch, if any; an event already reported for
+// it goes nowhere.
 func (t *takeover) unwatch() {
 	if t.watch != 0 {
 		t.s.hangups.remove(t.watch, t.rc)
@@ -452,32 +422,43 @@ func (t *takeover) unwatch() {
 }
 
 // handOn gives the connection back to the server, with the bytes of the
-// client's next request read already (the stream's end is written, and the
-// client may send another), unless the gateway is stopping.
+// client's next request read already. Until that request begins, the
+// connection may stay idle for IdleTimeout, as a keep-alive connection of
+// net/http's may (net/http gives a connection new to it
+// ReadHeaderTimeout).
 func (t *takeover) handOn() {
-	t.unwatch()
-	if t.s.stopping.Load() {
-		_ = t.conn.Close()
-		return
-	}
 	t.mu.Lock()
 	pending := t.pending
 	t.mu.Unlock()
 	_ = t.conn.SetReadDeadline(time.Time{})
-	var c net.Conn = t.conn
-	switch pc, ok := c.(*prefixConn); {
-	case ok: // taken before: one wrapper, whatever the requests on it
-		pc.pre = append(pending, pc.pre...) // pending was read first
-	case len(pending) > 0:
-		c = &prefixConn{Conn: t.conn, pre: pending}
+	pc, ok := t.conn.(*prefixConn)
+	if !ok {
+		pc = &prefixConn{Conn: t.conn, hb: t.s.handback}
 	}
-	t.s.handback.give(c)
+	pc.pre = append(pending, pc.pre...) // pending was read first
+	pc.idleUntil, pc.asked = time.Time{}, time.Time{}
+	if d := t.s.handback.idleFor; d > 0 {
+		pc.idleUntil = time.Now().Add(d)
+	}
+	pc.begun.Store(len(pc.pre) > 0)
+	t.s.handback.give(pc)
 }
 
-// prefixConn is a connection whose first reads return pre.
+// prefixConn is a connection a stream took and gave back: its first reads
+// return pre, and until the client's next request begins, the connection
+// is idle: a read deadline net/http sets is moved to idleUntil
+// (IdleTimeout), and put back, as late as it was waited, when the request
+// begins; and it is on hb's list of idle connections, which its Close
+// closes.
 type prefixConn struct {
 	net.Conn
-	pre []byte
+	hb        *handback
+	pre       []byte
+	idleUntil time.Time
+	begun     atomic.Bool // the next request's first byte was read
+	// asked is the deadline net/http set while idle, at askedAt (read and
+	// written by net/http's reading goroutine alone while idle).
+	asked, askedAt time.Time
 }
 
 // SyscallConn is the connection's (see capConn).
@@ -492,7 +473,33 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	if len(c.pre) > 0 {
 		n := copy(p, c.pre)
 		c.pre = c.pre[n:]
+		c.begin()
 		return n, nil
 	}
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.begin()
+	}
+	return n, err
+}
+
+// begin marks the client's next request begun: the connection is no
+// longer idle, and net/http's deadline applies from now.
+func (c *prefixConn) begin() {
+	if c.begun.Swap(true) {
+		return
+	}
+	c.hb.busy(c)
+	if !c.asked.IsZero() {
+		_ = c.Conn.SetReadDeadline(c.asked.Add(time.Since(c.askedAt)))
+	}
+}
+
+// SetReadDeadline sets d; while idle, idleUntil instead (see prefixConn).
+func (c *prefixConn) SetReadDeadline(d time.Time) error {
+	if c.begun.Load() || c.idleUntil.IsZero() {
+		return c.Conn.SetReadDeadline(d)
+	}
+	c.asked, c.askedAt = d, time.Now()
+	return c.Conn.SetReadDeadline(c.idleUntil)
 }
