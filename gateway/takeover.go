@@ -26,9 +26,10 @@ import (
 // exchange.takeOver), the connection is taken (Hijack): net/http's handler
 // returns and its buffers go, the chain
 // writes the rest of the chunked body to the connection itself, from a
-// buffer held only between a write and its flush, and one goroutine waits
-// on the connection for the client's hang-up. When the chain returns, the
-// body's last chunk is written and the connection goes back to the server,
+// buffer held only between a write and its flush, and the server's hangups
+// poller (or, without one, a goroutine reading a byte) watches the
+// connection for the client's hang-up. When the chain returns, the body's
+// last chunk is written and the connection goes back to the server,
 // through a listener of its own (handback), as an idle keep-alive
 // connection whose next request net/http reads as usual.
 
