@@ -257,17 +257,17 @@ func (s *Server) Start(addr string, h http.Handler) error {
 	ln = limitListener(ln, maxConns)
 	s.log.Info("gateway: client connections capped", "max_connections", maxConns)
 	s.handback = newHandback(ln.Addr(), s.cfg.IdleTimeout)
-	if !pollHangups {
-		err = errors.New("turned off")
-	} else if s.hangups, err = newHangups(func(t *takeover, hungUp bool) {
-		var err error
-		if hungUp {
-			err = errClientHungUp
+	if pollHangups {
+		if s.hangups, err = newHangups(func(t *takeover, hungUp bool) {
+			var err error
+			if hungUp {
+				err = errClientHungUp
+			}
+			t.watched(nil, err)
+		}); err != nil {
+			s.log.Debug("gateway: no hang-up poller; a goroutine watches each taken stream", "err", err)
+			s.hangups = nil
 		}
-		t.watched(nil, err)
-	}); err != nil {
-		s.log.Debug("gateway: no hang-up poller; a goroutine watches each taken stream", "err", err)
-		s.hangups = nil
 	}
 	s.srv = &http.Server{Handler: s.takeovers(h), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.ReadTimeout,
 		IdleTimeout: s.cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
