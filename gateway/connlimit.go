@@ -88,10 +88,13 @@ func (c *capConn) Close() error {
 	return err
 }
 
-// SyscallConn is the underlying connection's, or an error when it has
+// SyscallConn is the underlying connection's (see rawConnOf).
+func (c *capConn) SyscallConn() (syscall.RawConn, error) { return rawConnOf(c.Conn) }
+
+// rawConnOf is c's descriptor access, or errors.ErrUnsupported when c has
 // none.
-func (c *capConn) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
+func rawConnOf(c net.Conn) (syscall.RawConn, error) {
+	if sc, ok := c.(syscall.Conn); ok {
 		return sc.SyscallConn()
 	}
 	return nil, errors.ErrUnsupported

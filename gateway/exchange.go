@@ -41,10 +41,11 @@ type exchange struct {
 	wmu       sync.Mutex
 	started   bool // the status line was written (under wmu)
 	streaming bool // and it began an SSE stream
-	// takeTimer moves the connection out of net/http (see takeOver); over
-	// says the exchange has finished, and no move may begin (both under
-	// wmu).
+	// takeTimer moves the connection out of net/http (see takeOver),
+	// armed once (takeArmed) at the stream's first flush; over says the
+	// exchange has finished, and no move may begin (all under wmu).
 	takeTimer  *time.Timer
+	takeArmed  bool
 	over       bool
 	cut        bool // a cut-off ended the response: nothing more is written
 	httpStatus int  // the status sent (under wmu)

@@ -31,8 +31,9 @@ type hangups struct {
 // end), the client's half or full close, an error.
 const watchEvents = syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT
 
-// newHangups starts the poller; each event calls on, on a goroutine of its
-// own. It returns the epoll error when it cannot start.
+// newHangups starts the poller; each event calls on, on the poller's
+// goroutine (on must not block). It returns the epoll error when it cannot
+// start.
 func newHangups(on func(t *takeover, hungUp bool)) (*hangups, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
@@ -80,9 +81,8 @@ func (h *hangups) run(rc syscall.RawConn) {
 			t := h.regs[idOf(ev)]
 			delete(h.regs, idOf(ev))
 			h.mu.Unlock()
-			if t != nil {
-				hungUp := ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0
-				go h.on(t, hungUp)
+			if t != nil { // on only records it, and at most cancels a context
+				h.on(t, ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0)
 			}
 		}
 	}

@@ -52,10 +52,14 @@ func (x *exchange) flush() {
 		x.clientGone.Store(true)
 		return
 	}
-	if x.streaming && x.takeTimer == nil && !x.over {
+	if x.streaming && !x.takeArmed && !x.over {
 		// The stream's header and first events are out: its connection
 		// can leave net/http (see takeover) once it has lasted takeAfter.
-		x.takeTimer = time.AfterFunc(takeAfter, x.takeOver)
+		// A request served otherwise (HTTP/2) has none to take.
+		x.takeArmed = true
+		if t := takeoverOf(x.w); t != nil {
+			x.takeTimer = time.AfterFunc(takeAfter, func() { x.takeOver(t) })
+		}
 	}
 }
 
@@ -64,17 +68,15 @@ func (x *exchange) flush() {
 // the move, in CPU or in a gap between its events.
 const takeAfter = 100 * time.Millisecond
 
-// takeOver moves a stream's connection out of net/http (see takeover),
-// unless the stream has ended, or its client has gone.
-func (x *exchange) takeOver() {
+// takeOver moves a stream's connection out of net/http through t (see
+// takeover), unless the stream has ended, or its client has gone.
+func (x *exchange) takeOver(t *takeover) {
 	x.wmu.Lock()
 	defer x.wmu.Unlock()
 	if x.over || x.cut || x.clientGone.Load() {
 		return
 	}
-	if t := takeoverOf(x.w); t != nil {
-		t.take()
-	}
+	t.take()
 }
 
 // writeError answers with e in the route's envelope, unless a response

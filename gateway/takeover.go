@@ -217,22 +217,30 @@ func (t *takeover) take() {
 	t.mu.Lock()
 	t.read = len(t.pending) > 0
 	t.mu.Unlock()
-	switch sc, ok := conn.(syscall.Conn); {
-	case t.read: // the next request has begun: nothing to watch for
-	case ok && t.s.hangups != nil:
-		if rc, err := sc.SyscallConn(); err == nil {
-			if id, ok := t.s.hangups.add(t, rc); ok {
-				t.rc, t.watch = rc, id
-				t.s.polled.Add(1)
-				break
-			}
-		}
-		fallthrough
-	default:
+	if !t.read && !t.pollHangUps() {
 		t.read1Done = make(chan struct{})
 		t.s.watchers.Go(t.read1)
-	}
+	} // else the next request has begun: nothing to watch for
+
 	close(t.released)
+}
+
+// pollHangUps has the server's hangups poller watch the connection, and
+// reports whether it does.
+func (t *takeover) pollHangUps() bool {
+	if t.s.hangups == nil {
+		return false
+	}
+	rc, err := rawConnOf(t.conn)
+	if err != nil {
+		return false
+	}
+	id, ok := t.s.hangups.add(t, rc)
+	if ok {
+		t.rc, t.watch = rc, id
+		t.s.polled.Add(1)
+	}
+	return ok
 }
 
 // chunkHead is the room kept before a chunk's data for its size line: up
@@ -462,13 +470,8 @@ type prefixConn struct {
 	asked, askedAt time.Time
 }
 
-// SyscallConn is the connection's (see capConn).
-func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		return sc.SyscallConn()
-	}
-	return nil, errors.ErrUnsupported
-}
+// SyscallConn is the connection's (see rawConnOf).
+func (c *prefixConn) SyscallConn() (syscall.RawConn, error) { return rawConnOf(c.Conn) }
 
 func (c *prefixConn) Read(p []byte) (int, error) {
 	if len(c.pre) > 0 {
