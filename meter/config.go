@@ -19,6 +19,7 @@ const (
 	DefaultBatchSize       = 6000
 	DefaultBatchWait       = 50 * time.Millisecond
 	DefaultWriteLanes      = 2
+	DefaultTrimEvery       = time.Second
 	DefaultPublishTimeout  = 2 * time.Second
 	DefaultSpoolMaxBytes   = 1 << 30
 )

@@ -2,6 +2,7 @@ package meter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -38,15 +39,34 @@ func (c *StreamConfig) defaults() {
 }
 
 // EnsureStream creates the usage stream, or updates it to cfg if it exists.
-// Events are kept on file storage until the meter worker acknowledges them
-// (work-queue retention), so JetStream holds them while Postgres is down.
+// Events are kept on file storage until the meter has them in the ledger,
+// so JetStream holds them while Postgres is down.
+//
+// A new stream has limits retention with no limit: nothing removes an event
+// but the meter workers, which trim the stream below their durable
+// consumer's ack floor (Worker.Run), every event of it acknowledged. That
+// costs JetStream half the CPU per event of work-queue retention, which
+// removes each message as it is acknowledged and writes a tombstone to the
+// store for each (BENCHMARKS.md, "the usage stream's retention").
+// JetStream cannot change a stream's retention to or from work-queue, so a
+// stream made work-queue by an earlier version keeps it (the workers do not
+// trim it); docs/operations.md says how to move it.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	cfg.defaults()
+	retention := jetstream.LimitsPolicy
+	switch old, err := js.Stream(ctx, cfg.Name); {
+	case err == nil:
+		if old.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy {
+			retention = jetstream.WorkQueuePolicy
+		}
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, fmt.Errorf("usage stream %s: %w", cfg.Name, err)
+	}
 	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        cfg.Name,
 		Description: "Tollgate usage events, one per upstream request (schema v1)",
 		Subjects:    []string{cfg.Subject},
-		Retention:   jetstream.WorkQueuePolicy,
+		Retention:   retention,
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DuplicateWindow,

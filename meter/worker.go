@@ -57,6 +57,11 @@ type WorkerConfig struct {
 	// MaxDeliver caps deliveries of one event (default 20): past it the
 	// event goes to the dead-letter stream rather than block the others.
 	MaxDeliver int
+	// TrimEvery is how often the worker removes from the usage stream the
+	// events below the consumer's ack floor, all acknowledged (streams with
+	// limits retention; see EnsureStream). The stream holds up to about
+	// this long of events already in the ledger. Default 1s.
+	TrimEvery time.Duration
 	// Logger receives the worker's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Observer, when set, receives the worker's measurements.
@@ -86,6 +91,9 @@ func (c *WorkerConfig) defaults() {
 	if c.MaxDeliver <= 0 {
 		c.MaxDeliver = DefaultMaxDeliver
 	}
+	if c.TrimEvery <= 0 {
+		c.TrimEvery = DefaultTrimEvery
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -101,11 +109,12 @@ func (c *WorkerConfig) defaults() {
 // reason; a batch the Store refuses as data is split until the refused
 // events are found; only transient failures are retried.
 type Worker struct {
-	cfg   WorkerConfig
-	cons  jetstream.Consumer
-	store Store
-	dlq   *DLQ
-	obs   Observer
+	cfg    WorkerConfig
+	cons   jetstream.Consumer
+	stream jetstream.Stream // nil: a work-queue stream, not trimmed by the worker
+	store  Store
+	dlq    *DLQ
+	obs    Observer
 }
 
 // NewWorker creates (or updates) the durable consumer on the usage stream
@@ -113,6 +122,13 @@ type Worker struct {
 // stream must exist (see EnsureStream).
 func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg WorkerConfig) (*Worker, error) {
 	cfg.defaults()
+	stream, err := js.Stream(ctx, cfg.Stream.Name)
+	if err != nil {
+		return nil, fmt.Errorf("usage stream %s: %w", cfg.Stream.Name, err)
+	}
+	if stream.CachedInfo().Config.Retention != jetstream.LimitsPolicy {
+		stream = nil // JetStream removes each event as it is acknowledged
+	}
 	dlq, err := EnsureDLQ(ctx, js, cfg.Stream)
 	if err != nil {
 		return nil, err
@@ -128,7 +144,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
 	}
-	return &Worker{cfg: cfg, cons: cons, store: store, dlq: dlq, obs: observer(cfg.Observer)}, nil
+	return &Worker{cfg: cfg, cons: cons, stream: stream, store: store, dlq: dlq, obs: observer(cfg.Observer)}, nil
 }
 
 // Run moves events until ctx ends, then stops: the pull in progress ends
@@ -149,6 +165,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer wg.Wait()
 	if w.cfg.Observer != nil {
 		wg.Go(func() { watchConsumer(ctx, w.cfg.Observer, w.cons, 5*time.Second) })
+	}
+	if w.stream != nil {
+		wg.Go(func() { w.trim(ctx) })
 	}
 	lanes := make([]chan pending, w.cfg.WriteLanes)
 	for i := range lanes {

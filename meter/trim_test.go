@@ -1,0 +1,206 @@
+package meter_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// holdingStore is a Store that refuses, as a transient failure, every
+// batch holding the event held until release is closed, and records the
+// ids of the events of every batch it has written.
+type holdingStore struct {
+	meter.Store
+	held    string
+	release chan struct{}
+
+	mu       sync.Mutex
+	written  map[string]bool
+	refusals int
+}
+
+func (s *holdingStore) WriteEvents(ctx context.Context, events []usage.Event) (int, error) {
+	select {
+	case <-s.release:
+	default:
+		for _, e := range events {
+			if e.ID == s.held {
+				s.mu.Lock()
+				s.refusals++
+				s.mu.Unlock()
+				return 0, errors.New("held by the test")
+			}
+		}
+	}
+	n, err := s.Store.WriteEvents(ctx, events)
+	if err == nil {
+		s.mu.Lock()
+		for _, e := range events {
+			s.written[e.ID] = true
+		}
+		s.mu.Unlock()
+	}
+	return n, err
+}
+
+func (s *holdingStore) state() (written, refusals int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.written), s.refusals
+}
+
+// eventually polls cond every 20 ms until it holds, failing the test after
+// 20 s with what.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// publishEvents publishes n events, each for a customer of its own, and
+// returns their ids in publishing (stream) order.
+func publishEvents(t *testing.T, ctx context.Context, pub *meter.Publisher, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: uuid.NewString(),
+			KeyID: uuid.NewString(), Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions",
+			Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
+		if err := pub.Publish(ctx, &e); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = e.ID
+	}
+	return ids
+}
+
+// TestWorkerTrimsBelowTheAckFloor: the usage stream has limits retention,
+// and the workers remove from it exactly the events below the consumer's
+// ack floor: an event not yet in the ledger stays in the stream, however
+// many events after it are written, and once it is written the stream
+// empties.
+func TestWorkerTrimsBelowTheAckFloor(t *testing.T) {
+	ctx := context.Background()
+	js := metertest.NewStream(t)
+	stream, err := js.Stream(ctx, meter.DefaultStreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := stream.CachedInfo().Config.Retention; r != jetstream.LimitsPolicy {
+		t.Fatalf("usage stream retention %v, want limits", r)
+	}
+	info := func() jetstream.StreamState {
+		t.Helper()
+		si, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return si.State
+	}
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	store := &holdingStore{Store: ledgertest.NewStore(t), release: make(chan struct{}), written: map[string]bool{}}
+	close(store.release)
+	cfg := meter.WorkerConfig{TrimEvery: 50 * time.Millisecond, BatchSize: 2000}
+
+	// The first 300 events are written and trimmed.
+	first := publishEvents(t, ctx, pub, 300)
+	wctx, stop := context.WithCancel(ctx)
+	done := metertest.StartWorker(t, wctx, js, store, cfg)
+	eventually(t, "the stream trimmed after 300 events written", func() bool {
+		s := info()
+		return s.Msgs == 0 && s.FirstSeq == 301
+	})
+	if w, _ := store.state(); w != len(first) {
+		t.Fatalf("%d events written, want %d", w, len(first))
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// The next 2,000 wait in the stream for a fresh worker, whose first
+	// pull takes them all and splits them between its two write lanes by
+	// customer: the lane holding the first of them (stream sequence 301)
+	// fails until released, the other lane's events are written.
+	next := publishEvents(t, ctx, pub, 2000)
+	store.held, store.release = next[0], make(chan struct{})
+	wctx, stop = context.WithCancel(ctx)
+	defer stop()
+	done = metertest.StartWorker(t, wctx, js, store, cfg)
+	eventually(t, "the other lane written, the held one refused three times", func() bool {
+		w, r := store.state()
+		return w > len(first) && r >= 3
+	})
+	time.Sleep(5 * cfg.TrimEvery) // time for trims, were the worker to trim past the floor
+	s := info()
+	if s.FirstSeq != 301 || s.Msgs != 2000 {
+		t.Fatalf("stream first sequence %d with %d events while sequence 301 is not written; want 301 and 2000", s.FirstSeq, s.Msgs)
+	}
+	if m, err := stream.GetMsg(ctx, 301); err != nil || m.Header.Get("Nats-Msg-Id") != next[0] {
+		t.Fatalf("sequence 301: %v, %v; want the held event %s", m, err, next[0])
+	}
+
+	close(store.release)
+	eventually(t, "every event written and the stream empty", func() bool {
+		w, _ := store.state()
+		s := info()
+		return w == len(first)+len(next) && s.Msgs == 0 && s.FirstSeq == 2301
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWorkQueueStreamKept: a usage stream made with work-queue retention
+// (by versions before limits retention) cannot be changed to limits
+// (JetStream refuses): EnsureStream keeps it as it is, and the worker
+// writes its events, which JetStream removes as they are acknowledged.
+func TestWorkQueueStreamKept(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	js := metertest.Connect(t, metertest.NewServer(t))
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: meter.DefaultStreamName,
+		Subjects: []string{meter.DefaultSubject}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := meter.EnsureStream(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatalf("EnsureStream on a work-queue stream: %v", err)
+	}
+	si, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if si.Config.Retention != jetstream.WorkQueuePolicy || si.Config.Duplicates != meter.DefaultDuplicateWindow {
+		t.Fatalf("retention %v, duplicate window %v: want work-queue kept and the rest updated", si.Config.Retention, si.Config.Duplicates)
+	}
+	store := &holdingStore{Store: ledgertest.NewStore(t), release: make(chan struct{}), written: map[string]bool{}}
+	close(store.release)
+	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{TrimEvery: 50 * time.Millisecond})
+	ids := publishEvents(t, ctx, meter.NewPublisher(js, meter.StreamConfig{}, 0), 100)
+	eventually(t, "every event written and the work-queue stream empty", func() bool {
+		w, _ := store.state()
+		si, err := stream.Info(ctx)
+		return err == nil && w == len(ids) && si.State.Msgs == 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
