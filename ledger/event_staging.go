@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 
 	"github.com/google/uuid"
@@ -56,16 +57,13 @@ var stagingColumns = []string{"id", "occurred_at", "customer_id", "key_id", "pro
 // duplicates within the batch, $2 the events staged.
 var stagedStatement = `WITH ` + batchCTEs("usage_staging", "$1::bigint + $2::bigint")
 
-// stagedRows is a rated batch as COPY reads it. Values hands out pointers
-// into the events and ratings, so no value is copied into an interface.
+// stagedRows is a rated batch, ready for COPY (appendCopy).
 type stagedRows struct {
 	events []usage.Event
 	rates  []usage.Rating
 	ids    [][3]pgtype.UUID // id, customer, key, parsed as for the array statement
 	extra  []stagedExtra
 	keep   []int // indexes of events and rates to stage
-	i      int
-	row    []any
 }
 
 // stagedExtra is what an event adds to its row beyond its own fields, as
@@ -80,8 +78,7 @@ type stagedExtra struct {
 // first occurrence and counts as a duplicate.
 func newStagedRows(events []usage.Event, p *pricing) (*stagedRows, int64, error) {
 	s := &stagedRows{events: events, rates: make([]usage.Rating, len(events)), ids: make([][3]pgtype.UUID, len(events)),
-		extra: make([]stagedExtra, len(events)), keep: make([]int, 0, len(events)),
-		i: -1, row: make([]any, len(stagingColumns))}
+		extra: make([]stagedExtra, len(events)), keep: make([]int, 0, len(events))}
 	seen := make(map[string]struct{}, len(events))
 	var duplicates int64
 	for i := range events {
@@ -108,26 +105,6 @@ func newStagedRows(events []usage.Event, p *pricing) (*stagedRows, int64, error)
 	return s, duplicates, nil
 }
 
-func (s *stagedRows) Next() bool { s.i++; return s.i < len(s.keep) }
-
-func (s *stagedRows) Err() error { return nil }
-
-func (s *stagedRows) Values() ([]any, error) {
-	k := s.keep[s.i]
-	e, r, v := &s.events[k], &s.rates[k], s.row
-	u := &e.Usage
-	ids := &s.ids[k]
-	v[0], v[1], v[2], v[3], v[4], v[5], v[6] = &ids[0], &e.Time, &ids[1], &ids[2], &e.Provider, &e.Model, &e.ServedModel
-	v[7], v[8], v[9], v[10], v[11] = &e.Endpoint, &e.Stream, &e.Status, &e.HTTPStatus, &e.FinishReason
-	v[12], v[13], v[14], v[15], v[16], v[17] = &u.PromptTokens, &u.CachedTokens, &u.CacheWriteTokens, &u.CompletionTokens, &u.ReasoningTokens, &u.WebSearchRequests
-	v[18], v[19], v[20], v[21] = &e.UsageSource, &e.TTFTMillis, &e.DurationMillis, &e.Error
-	v[22], v[23], v[24], v[25], v[26], v[27] = r.PriceID, r.OverrideID, &r.Currency, &r.CostE12, &r.DiscountBP, &r.Unpriced
-	v[28], v[29], v[30] = &e.Corrections, &e.EndUser, metadataJSON(e.Metadata)
-	x := &s.extra[k]
-	v[31], v[32], v[33], v[34] = &e.Deployment, &x.attempt, &x.charged, &x.requestID
-	return v, nil
-}
-
 // writeStagedBatch copies the rated batch into the staging table and
 // writes it from there in one statement. It returns the events new and
 // how many of them are unpriced.
@@ -135,7 +112,13 @@ func writeStagedBatch(ctx context.Context, tx pgx.Tx, rows *stagedRows, duplicat
 	if _, err := tx.Exec(ctx, stagingTable); err != nil {
 		return 0, 0, err
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"usage_staging"}, stagingColumns, rows); err != nil {
+	buf := copyBufs.Get().(*[]byte)
+	*buf = rows.appendCopy((*buf)[:0])
+	_, err = tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(*buf), stagingCopy)
+	if cap(*buf) <= maxPooledCopy {
+		copyBufs.Put(buf)
+	}
+	if err != nil {
 		return 0, 0, err
 	}
 	err = tx.QueryRow(ctx, stagedStatement, duplicates, len(rows.keep)).Scan(&n, &unpriced)

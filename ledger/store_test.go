@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -168,5 +169,17 @@ func TestLastUsedAtMovesAtMinutePrecision(t *testing.T) {
 		if got := lastUsed(); !got.Equal(step.want) {
 			t.Fatalf("after an event at %v: last_used_at %v, want %v", step.at, got, step.want)
 		}
+	}
+}
+
+// TestStagingCopyMatchesPgx: Postgres reads the rows appendCopy sends as
+// it reads the same rows sent by pgx's CopyFrom, odd values included.
+func TestStagingCopyMatchesPgx(t *testing.T) {
+	ours, viaPGX, err := ledgertest.NewStore(t).StagingCopiesForTest(context.Background(), t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ours) != 204 || !slices.Equal(ours, viaPGX) {
+		t.Fatalf("%d rows copied by appendCopy, %d by pgx; want the same 204 rows\nours %.300q\npgx  %.300q", len(ours), len(viaPGX), ours, viaPGX)
 	}
 }
