@@ -47,7 +47,7 @@ func (c *StreamConfig) defaults() {
 // consumer's ack floor (Worker.Run), every event of it acknowledged. That
 // costs JetStream half the CPU per event of work-queue retention, which
 // removes each message as it is acknowledged and writes a tombstone to the
-// store for each (BENCHMARKS.md, "the usage stream's retention").
+// store for each (BENCHMARKS.md, "Issue 16, stop 25").
 // JetStream cannot change a stream's retention to or from work-queue, so a
 // stream made work-queue by an earlier version keeps it (the workers do not
 // trim it); docs/operations.md says how to move it.
