@@ -3,3 +3,7 @@ package meter
 // Restart restarts e's server as heal does after a store failed: refusing
 // a server that did not load all its store holds unless lenient.
 func (e *Embedded) Restart(lenient bool) error { return e.restart(lenient) }
+
+// Trimmable is trimmable: whether a server of this version has its usage
+// stream trimmed.
+var Trimmable = trimmable

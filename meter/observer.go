@@ -22,6 +22,9 @@ type Observer interface {
 	Redelivered()
 	// ConsumerPending is the durable consumer's backlog, sampled.
 	ConsumerPending(pending, ackPending uint64)
+	// TrimFailed is one failed or refused trim of the usage stream below
+	// the consumer's ack floor (the stream keeps the events meanwhile).
+	TrimFailed()
 }
 
 // nopObserver observes nothing.
@@ -32,6 +35,7 @@ func (nopObserver) BatchWritten(int, int, time.Duration) {}
 func (nopObserver) DeadLetter(string)                    {}
 func (nopObserver) Redelivered()                         {}
 func (nopObserver) ConsumerPending(uint64, uint64)       {}
+func (nopObserver) TrimFailed()                          {}
 
 func observer(o Observer) Observer {
 	if o == nil {

@@ -50,10 +50,15 @@ func (c *StreamConfig) defaults() {
 // store for each (BENCHMARKS.md, "Issue 16, stop 25").
 // JetStream cannot change a stream's retention to or from work-queue, so a
 // stream made work-queue by an earlier version keeps it (the workers do not
-// trim it); docs/operations.md says how to move it.
+// trim it); docs/operations.md says how to move it. On a NATS server older
+// than 2.9.15, where a trim could remove events not yet written (see
+// minTrimServer), a new stream is made work-queue as before.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (jetstream.Stream, error) {
 	cfg.defaults()
 	retention := jetstream.LimitsPolicy
+	if !trimmable(js.Conn().ConnectedServerVersion()) {
+		retention = jetstream.WorkQueuePolicy // see minTrimServer
+	}
 	switch old, err := js.Stream(ctx, cfg.Name); {
 	case err == nil:
 		if old.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy {

@@ -3,11 +3,16 @@ package meter_test
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
@@ -195,6 +200,97 @@ func TestWorkQueueStreamKept(t *testing.T) {
 	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{TrimEvery: 50 * time.Millisecond})
 	ids := publishEvents(t, ctx, meter.NewPublisher(js, meter.StreamConfig{}, 0), 100)
 	eventually(t, "every event written and the work-queue stream empty", func() bool {
+		w, _ := store.state()
+		si, err := stream.Info(ctx)
+		return err == nil && w == len(ids) && si.State.Msgs == 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWorkerStopsWhenItsConsumerIsDeleted: Run returns, with an error, once
+// its consumer is gone, trim and all, so that the service can make it anew.
+func TestWorkerStopsWhenItsConsumerIsDeleted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	js := metertest.NewStream(t)
+	done := metertest.StartWorker(t, ctx, js, ledgertest.NewStore(t), meter.WorkerConfig{TrimEvery: 20 * time.Millisecond})
+	time.Sleep(200 * time.Millisecond)
+	if err := js.DeleteConsumer(ctx, meter.DefaultStreamName, "tollgate-meter"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Run returned nil after its consumer was deleted; want the error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run has not returned 10 s after its consumer was deleted")
+	}
+}
+
+// TestServerVersionDecidesRetention runs the meter on the NATS server
+// installed on the machine (nats-server on PATH, else /usr/sbin/nats-server;
+// TOLLGATE_NATS_SERVER names another), started on a port and store of its
+// own. On a server older than 2.9.15, where a purge can make a consumer's
+// ack floor pass events not written (see minTrimServer), the usage stream
+// is made work-queue as before; on a newer one it has limits retention and
+// the worker trims it. Either way every event reaches the ledger and the
+// stream empties.
+func TestServerVersionDecidesRetention(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bin := os.Getenv("TOLLGATE_NATS_SERVER")
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("nats-server"); err != nil {
+			bin = "/usr/sbin/nats-server"
+		}
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("nats-server is not installed (apt-get install nats-server, or set TOLLGATE_NATS_SERVER): %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	srv := exec.Command(bin, "-a", "127.0.0.1", "-p", port, "-js", "-sd", t.TempDir())
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	var nc *nats.Conn
+	eventually(t, "the nats-server started answers", func() bool {
+		nc, err = nats.Connect("nats://127.0.0.1:" + port)
+		return err == nil
+	})
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := meter.EnsureStream(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := nc.ConnectedServerVersion()
+	want := jetstream.WorkQueuePolicy
+	if meter.Trimmable(version) {
+		want = jetstream.LimitsPolicy
+	}
+	if got := stream.CachedInfo().Config.Retention; got != want {
+		t.Fatalf("nats-server %s: usage stream retention %v, want %v", version, got, want)
+	}
+	t.Logf("nats-server %s: retention %v", version, want)
+	store := &holdingStore{Store: ledgertest.NewStore(t), release: make(chan struct{}), written: map[string]bool{}}
+	close(store.release)
+	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{TrimEvery: 50 * time.Millisecond})
+	ids := publishEvents(t, ctx, meter.NewPublisher(js, meter.StreamConfig{}, 0), 200)
+	eventually(t, "every event written and the stream empty", func() bool {
 		w, _ := store.state()
 		si, err := stream.Info(ctx)
 		return err == nil && w == len(ids) && si.State.Msgs == 0

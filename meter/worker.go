@@ -126,8 +126,13 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 	if err != nil {
 		return nil, fmt.Errorf("usage stream %s: %w", cfg.Stream.Name, err)
 	}
-	if stream.CachedInfo().Config.Retention != jetstream.LimitsPolicy {
+	switch version := js.Conn().ConnectedServerVersion(); {
+	case stream.CachedInfo().Config.Retention != jetstream.LimitsPolicy:
 		stream = nil // JetStream removes each event as it is acknowledged
+	case !trimmable(version):
+		cfg.Logger.Error("meter: the usage stream has limits retention on a NATS server older than 2.9.15, where trimming it could lose events: it is not trimmed and keeps every event; upgrade the server",
+			"stream", cfg.Stream.Name, "server_version", version)
+		stream = nil
 	}
 	dlq, err := EnsureDLQ(ctx, js, cfg.Stream)
 	if err != nil {
@@ -163,11 +168,15 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// The consumer's watch and the stream's trim end with the pull (the
+	// consumer may be gone) or with ctx.
+	hctx, stopHelpers := context.WithCancel(ctx)
+	defer stopHelpers()
 	if w.cfg.Observer != nil {
-		wg.Go(func() { watchConsumer(ctx, w.cfg.Observer, w.cons, 5*time.Second) })
+		wg.Go(func() { watchConsumer(hctx, w.cfg.Observer, w.cons, 5*time.Second) })
 	}
 	if w.stream != nil {
-		wg.Go(func() { w.trim(ctx) })
+		wg.Go(func() { w.trim(hctx) })
 	}
 	lanes := make([]chan pending, w.cfg.WriteLanes)
 	for i := range lanes {
@@ -183,6 +192,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	var fetchErr error
 	wg.Go(func() {
 		defer close(batches)
+		defer stopHelpers()
 		fetchErr = w.pull(ctx, batches)
 	})
 	seed := maphash.MakeSeed()

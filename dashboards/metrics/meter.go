@@ -46,6 +46,7 @@ type Meter struct {
 	deadLetters    *prometheus.CounterVec
 	pending        prometheus.Gauge
 	ackPending     prometheus.Gauge
+	trimFailures   prometheus.Counter
 	reg            prometheus.Registerer
 	spoolCollected bool
 }
@@ -73,13 +74,15 @@ func NewMeter(reg prometheus.Registerer) *Meter {
 			[]string{"reason"}),
 		pending:    prometheus.NewGauge(prometheus.GaugeOpts(o("consumer_pending", "Events in the usage stream not yet delivered to a worker."))),
 		ackPending: prometheus.NewGauge(prometheus.GaugeOpts(o("consumer_ack_pending", "Events delivered and not yet acknowledged."))),
-		reg:        reg,
+		trimFailures: prometheus.NewCounter(prometheus.CounterOpts(o("trim_failures_total",
+			"Failed or refused trims of the usage stream below the meter's ack floor (the stream keeps its events meanwhile)."))),
+		reg: reg,
 	}
 	for _, r := range DeadLetterReasons {
 		m.deadLetters.WithLabelValues(r)
 	}
 	reg.MustRegister(m.publish, m.publishFailed, m.batchSize, m.write, m.written, m.duplicates, m.redeliveries,
-		m.deadLetters, m.pending, m.ackPending)
+		m.deadLetters, m.pending, m.ackPending, m.trimFailures)
 	return m
 }
 
@@ -136,3 +139,6 @@ func (m *Meter) ConsumerPending(pending, ackPending uint64) {
 	m.pending.Set(float64(pending))
 	m.ackPending.Set(float64(ackPending))
 }
+
+// TrimFailed implements meter.Observer.
+func (m *Meter) TrimFailed() { m.trimFailures.Inc() }
