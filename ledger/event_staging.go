@@ -3,6 +3,8 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"math"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -88,6 +90,10 @@ func newStagedRows(events []usage.Event, p *pricing) (*stagedRows, int64, error)
 			continue
 		}
 		seen[e.ID] = struct{}{}
+		if e.HTTPStatus < math.MinInt32 || e.HTTPStatus > math.MaxInt32 || e.Attempt > math.MaxInt32 {
+			// Validate bounds both far tighter; WriteEvents' callers need not.
+			return nil, 0, &usage.RefusedError{ID: e.ID, Reason: fmt.Sprintf("http_status %d or attempt %d is out of range", e.HTTPStatus, e.Attempt)}
+		}
 		r, err := p.rate(e)
 		if err != nil {
 			return nil, 0, err
@@ -115,11 +121,13 @@ func writeStagedBatch(ctx context.Context, tx pgx.Tx, rows *stagedRows, duplicat
 	buf := copyBufs.Get().(*[]byte)
 	*buf = rows.appendCopy((*buf)[:0])
 	_, err = tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(*buf), stagingCopy)
+	if err != nil {
+		// Not pooled: on some errors pgconn returns before its goroutine
+		// sending the buffer has stopped reading it.
+		return 0, 0, err
+	}
 	if cap(*buf) <= maxPooledCopy {
 		copyBufs.Put(buf)
-	}
-	if err != nil {
-		return 0, 0, err
 	}
 	err = tx.QueryRow(ctx, stagedStatement, duplicates, len(rows.keep)).Scan(&n, &unpriced)
 	return n, unpriced, err

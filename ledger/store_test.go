@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -181,5 +182,19 @@ func TestStagingCopyMatchesPgx(t *testing.T) {
 	}
 	if len(ours) != 204 || !slices.Equal(ours, viaPGX) {
 		t.Fatalf("%d rows copied by appendCopy, %d by pgx; want the same 204 rows\nours %.300q\npgx  %.300q", len(ours), len(viaPGX), ours, viaPGX)
+	}
+}
+
+// TestWriteEventsRefusesOutOfRangeStatus: an http_status no integer column
+// holds is refused with its event's id (the worker sets that one aside),
+// not sent truncated.
+func TestWriteEventsRefusesOutOfRangeStatus(t *testing.T) {
+	e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: uuid.NewString(), KeyID: uuid.NewString(),
+		Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK, HTTPStatus: 1 << 40,
+		UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
+	_, err := ledgertest.NewStore(t).WriteEvents(context.Background(), []usage.Event{e})
+	var refused *usage.RefusedError
+	if !errors.As(err, &refused) || refused.ID != e.ID {
+		t.Fatalf("WriteEvents = %v, want the event %s refused", err, e.ID)
 	}
 }
