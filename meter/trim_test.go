@@ -26,20 +26,23 @@ import (
 // ids of the events of every batch it has written.
 type holdingStore struct {
 	meter.Store
-	held    string
-	release chan struct{}
 
 	mu       sync.Mutex
+	held     string
+	release  chan struct{}
 	written  map[string]bool
 	refusals int
 }
 
 func (s *holdingStore) WriteEvents(ctx context.Context, events []usage.Event) (int, error) {
+	s.mu.Lock()
+	held, release := s.held, s.release
+	s.mu.Unlock()
 	select {
-	case <-s.release:
+	case <-release:
 	default:
 		for _, e := range events {
-			if e.ID == s.held {
+			if e.ID == held {
 				s.mu.Lock()
 				s.refusals++
 				s.mu.Unlock()
@@ -97,9 +100,17 @@ func publishEvents(t *testing.T, ctx context.Context, pub *meter.Publisher, n in
 // TestWorkerTrimsBelowTheAckFloor: the usage stream has limits retention,
 // and the workers remove from it exactly the events below the consumer's
 // ack floor: an event not yet in the ledger stays in the stream, however
-// many events after it are written, and once it is written the stream
-// empties.
+// many events after it are written (by the other write lane of one worker,
+// or by another worker sharing the consumer, both trimming), and once it is
+// written the stream empties.
 func TestWorkerTrimsBelowTheAckFloor(t *testing.T) {
+	t.Run("one worker", func(t *testing.T) { testTrimsBelowTheAckFloor(t, 1, 2000) })
+	t.Run("two workers", func(t *testing.T) { testTrimsBelowTheAckFloor(t, 2, 500) })
+}
+
+// testTrimsBelowTheAckFloor runs TestWorkerTrimsBelowTheAckFloor with
+// workers workers pulling at most batch events at once.
+func testTrimsBelowTheAckFloor(t *testing.T, workers, batch int) {
 	ctx := context.Background()
 	js := metertest.NewStream(t)
 	stream, err := js.Stream(ctx, meter.DefaultStreamName)
@@ -120,7 +131,7 @@ func TestWorkerTrimsBelowTheAckFloor(t *testing.T) {
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	store := &holdingStore{Store: ledgertest.NewStore(t), release: make(chan struct{}), written: map[string]bool{}}
 	close(store.release)
-	cfg := meter.WorkerConfig{TrimEvery: 50 * time.Millisecond, BatchSize: 2000}
+	cfg := meter.WorkerConfig{TrimEvery: 50 * time.Millisecond, BatchSize: batch}
 
 	// The first 300 events are written and trimmed.
 	first := publishEvents(t, ctx, pub, 300)
@@ -138,15 +149,21 @@ func TestWorkerTrimsBelowTheAckFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The next 2,000 wait in the stream for a fresh worker, whose first
-	// pull takes them all and splits them between its two write lanes by
-	// customer: the lane holding the first of them (stream sequence 301)
-	// fails until released, the other lane's events are written.
+	// The next 2,000 wait in the stream for fresh workers. One worker's
+	// first pull takes them all and splits them between its two write
+	// lanes by customer; two workers share them, 500 at a time. The part
+	// holding the first of them (stream sequence 301) fails until
+	// released; the other lane's, or the other worker's, events are written.
 	next := publishEvents(t, ctx, pub, 2000)
+	store.mu.Lock()
 	store.held, store.release = next[0], make(chan struct{})
+	store.mu.Unlock()
 	wctx, stop = context.WithCancel(ctx)
 	defer stop()
-	done = metertest.StartWorker(t, wctx, js, store, cfg)
+	dones := make([]<-chan error, workers)
+	for i := range dones {
+		dones[i] = metertest.StartWorker(t, wctx, js, store, cfg)
+	}
 	eventually(t, "the other lane written, the held one refused three times", func() bool {
 		w, r := store.state()
 		return w > len(first) && r >= 3
@@ -167,8 +184,10 @@ func TestWorkerTrimsBelowTheAckFloor(t *testing.T) {
 		return w == len(first)+len(next) && s.Msgs == 0 && s.FirstSeq == 2301
 	})
 	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	for _, done := range dones {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
