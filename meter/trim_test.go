@@ -3,6 +3,7 @@ package meter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -253,7 +254,8 @@ func TestWorkerStopsWhenItsConsumerIsDeleted(t *testing.T) {
 // TestServerVersionDecidesRetention runs the meter on the NATS server
 // installed on the machine (nats-server on PATH, else /usr/sbin/nats-server;
 // TOLLGATE_NATS_SERVER names another), started on a port and store of its
-// own. On a server older than 2.9.15, where a purge can make a consumer's
+// own; without one it skips, and under CI it fails (.ci/run installs
+// Debian's). On a server older than 2.9.15, where a purge can make a consumer's
 // ack floor pass events not written (see minTrimServer), the usage stream
 // is made work-queue as before; on a newer one it has limits retention and
 // the worker trims it. Either way every event reaches the ledger and the
@@ -269,7 +271,11 @@ func TestServerVersionDecidesRetention(t *testing.T) {
 		}
 	}
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("nats-server is not installed (apt-get install nats-server, or set TOLLGATE_NATS_SERVER): %v", err)
+		msg := fmt.Sprintf("nats-server is not installed (apt-get install nats-server, or set TOLLGATE_NATS_SERVER): %v", err)
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
