@@ -132,7 +132,10 @@ func testTrimsBelowTheAckFloor(t *testing.T, workers, batch int) {
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	store := &holdingStore{Store: ledgertest.NewStore(t), release: make(chan struct{}), written: map[string]bool{}}
 	close(store.release)
-	cfg := meter.WorkerConfig{TrimEvery: 50 * time.Millisecond, BatchSize: batch}
+	// A pull waits up to 2 s to fill, so that a slow machine (or -race)
+	// still pulls the backlog below whole: a part of fewer than splitAt
+	// events is written whole, the held event's with the rest.
+	cfg := meter.WorkerConfig{TrimEvery: 50 * time.Millisecond, BatchSize: batch, BatchWait: 2 * time.Second}
 
 	// The first 300 events are written and trimmed.
 	first := publishEvents(t, ctx, pub, 300)
