@@ -111,7 +111,7 @@ func (c *WorkerConfig) defaults() {
 type Worker struct {
 	cfg    WorkerConfig
 	cons   jetstream.Consumer
-	stream jetstream.Stream // nil: a work-queue stream, not trimmed by the worker
+	stream jetstream.Stream // the stream the worker trims; nil: not trimmed (work-queue, or a server older than 2.9.15)
 	store  Store
 	dlq    *DLQ
 	obs    Observer
