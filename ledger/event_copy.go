@@ -15,8 +15,9 @@ import (
 // through its type map (pgtype.Map.Encode: a plan looked up per value, the
 // value passed as an interface): a fifth of the meter worker's CPU in its
 // profile. appendCopy writes the same bytes for the staging table's column
-// types, about ten times faster (BenchmarkStagingEncode), and
-// TestCopyMatchesPgx holds the two to the same rows in Postgres.
+// types (TestAppendCopyIsPgxBytes), read by Postgres as the same rows
+// (TestStagingCopyMatchesPgx), at about 60 ns per event against pgx's
+// 2,400 and without allocating (BenchmarkStagingEncode, BENCHMARKS.md).
 //
 // The format: https://www.postgresql.org/docs/15/sql-copy.html, "Binary
 // Format". A header (signature, flags, extension length), then per row the
@@ -43,7 +44,8 @@ const pgEpoch = 946_684_800 * 1_000_000
 
 // appendCopy appends the rows to b in COPY's binary format, the columns in
 // stagingColumns' order, as pgx's CopyFrom would encode them. Every value
-// fits its column: Validate bounds http_status and attempt, and the time.
+// fits its column: newStagedRows refuses an http_status or attempt beyond
+// int4, and Validate bounds the time to years 2000-9999.
 func (s *stagedRows) appendCopy(b []byte) []byte {
 	b = append(b, copyHeader...)
 	for _, k := range s.keep {

@@ -49,24 +49,15 @@ func (s *pgxRows) Values() ([]any, error) {
 	return v, nil
 }
 
-// ratedRows makes a staged batch of events with the ratings given (no
-// price book read), as newStagedRows would from the same ratings.
+// ratedRows makes a staged batch of events with the ratings given, index
+// for index (no price book read), through newStagedRows.
 func ratedRows(events []usage.Event, rates []usage.Rating) (*stagedRows, error) {
-	s := &stagedRows{events: events, rates: rates, ids: make([][3]pgtype.UUID, len(events)),
-		extra: make([]stagedExtra, len(events))}
+	byID := make(map[string]usage.Rating, len(events))
 	for i := range events {
-		e := &events[i]
-		var err error
-		if s.ids[i][0], s.ids[i][1], s.ids[i][2], err = eventUUIDs(e); err != nil {
-			return nil, err
-		}
-		s.extra[i] = stagedExtra{attempt: int32(max(e.Attempt, 1)), charged: !e.NotCharged}
-		if u, err := uuid.Parse(e.RequestID); err == nil {
-			s.extra[i].requestID = pgtype.UUID{Bytes: u, Valid: true}
-		}
-		s.keep = append(s.keep, i)
+		byID[events[i].ID] = rates[i]
 	}
-	return s, nil
+	rows, _, err := newStagedRows(events, func(e *usage.Event) (usage.Rating, error) { return byID[e.ID], nil })
+	return rows, err
 }
 
 // StagingCopiesForTest copies oddBatch into the staging table twice in

@@ -27,7 +27,7 @@ import (
 // writeStaged sends a rated batch through the staging table; it is
 // WriteEvents' batchWrite.
 func writeStaged(ctx context.Context, tx pgx.Tx, events []usage.Event, p *pricing) (n, unpriced int, err error) {
-	rows, dups, err := newStagedRows(events, p)
+	rows, dups, err := newStagedRows(events, p.rate)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -76,9 +76,10 @@ type stagedExtra struct {
 	requestID pgtype.UUID // invalid (NULL) when none
 }
 
-// newStagedRows rates events. An id repeated within the batch keeps its
-// first occurrence and counts as a duplicate.
-func newStagedRows(events []usage.Event, p *pricing) (*stagedRows, int64, error) {
+// newStagedRows rates events with rate (the batch's pricing.rate). An id
+// repeated within the batch keeps its first occurrence and counts as a
+// duplicate. An http_status or attempt no int4 column holds is refused.
+func newStagedRows(events []usage.Event, rate func(*usage.Event) (usage.Rating, error)) (*stagedRows, int64, error) {
 	s := &stagedRows{events: events, rates: make([]usage.Rating, len(events)), ids: make([][3]pgtype.UUID, len(events)),
 		extra: make([]stagedExtra, len(events)), keep: make([]int, 0, len(events))}
 	seen := make(map[string]struct{}, len(events))
@@ -94,7 +95,7 @@ func newStagedRows(events []usage.Event, p *pricing) (*stagedRows, int64, error)
 			// Validate bounds both far tighter; WriteEvents' callers need not.
 			return nil, 0, &usage.RefusedError{ID: e.ID, Reason: fmt.Sprintf("http_status %d or attempt %d is out of range", e.HTTPStatus, e.Attempt)}
 		}
-		r, err := p.rate(e)
+		r, err := rate(e)
 		if err != nil {
 			return nil, 0, err
 		}

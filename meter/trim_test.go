@@ -218,19 +218,7 @@ func TestWorkQueueStreamKept(t *testing.T) {
 	if si.Config.Retention != jetstream.WorkQueuePolicy || si.Config.Duplicates != meter.DefaultDuplicateWindow {
 		t.Fatalf("retention %v, duplicate window %v: want work-queue kept and the rest updated", si.Config.Retention, si.Config.Duplicates)
 	}
-	store := &holdingStore{Store: ledgertest.NewStore(t), release: make(chan struct{}), written: map[string]bool{}}
-	close(store.release)
-	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{TrimEvery: 50 * time.Millisecond})
-	ids := publishEvents(t, ctx, meter.NewPublisher(js, meter.StreamConfig{}, 0), 100)
-	eventually(t, "every event written and the work-queue stream empty", func() bool {
-		w, _ := store.state()
-		si, err := stream.Info(ctx)
-		return err == nil && w == len(ids) && si.State.Msgs == 0
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	drainToEmpty(t, js, stream, 100)
 }
 
 // TestWorkerStopsWhenItsConsumerIsDeleted: Run returns, with an error, once
@@ -314,14 +302,25 @@ func TestServerVersionDecidesRetention(t *testing.T) {
 		t.Fatalf("nats-server %s: usage stream retention %v, want %v", version, got, want)
 	}
 	t.Logf("nats-server %s: retention %v", version, want)
+	drainToEmpty(t, js, stream, 200)
+}
+
+// drainToEmpty runs a worker (trimming every 50 ms) on js, publishes n
+// events, and waits until all are in the ledger and the stream holds none
+// (removed by JetStream on a work-queue stream, trimmed otherwise); then
+// stops the worker.
+func drainToEmpty(t *testing.T, js jetstream.JetStream, stream jetstream.Stream, n int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	store := &holdingStore{Store: ledgertest.NewStore(t), release: make(chan struct{}), written: map[string]bool{}}
 	close(store.release)
 	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{TrimEvery: 50 * time.Millisecond})
-	ids := publishEvents(t, ctx, meter.NewPublisher(js, meter.StreamConfig{}, 0), 200)
+	publishEvents(t, ctx, meter.NewPublisher(js, meter.StreamConfig{}, 0), n)
 	eventually(t, "every event written and the stream empty", func() bool {
 		w, _ := store.state()
 		si, err := stream.Info(ctx)
-		return err == nil && w == len(ids) && si.State.Msgs == 0
+		return err == nil && w == n && si.State.Msgs == 0
 	})
 	cancel()
 	if err := <-done; err != nil {
