@@ -235,16 +235,29 @@ func (st *stack) post(t *testing.T, path, body string, header ...string) *http.R
 // simStats is what upstream-sim has billed, by its /stats.
 func (st *stack) simStats(t *testing.T) sim.Stats {
 	t.Helper()
-	resp, err := http.Get(st.sim.URL + "/stats")
-	if err != nil {
-		t.Fatal(err)
+	// The simulator tallies a request when its handler returns, which can
+	// be after the client has read the last byte the gateway relayed: wait
+	// for the requests in flight to end, so the figures are final.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get(st.sim.URL + "/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s sim.Stats
+		err = json.NewDecoder(resp.Body).Decode(&s)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Requests.InFlight == 0 {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the simulator still has %d requests in flight after 5 s: %+v", s.Requests.InFlight, s)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
-	defer resp.Body.Close()
-	var s sim.Stats
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // lines reads an SSE body line by line, in the background, into a channel
