@@ -151,7 +151,7 @@ func TestRoutingSDKFailover(t *testing.T) {
 
 	// The ground truth: what each deployment served (every request it
 	// ended) equals the ledger's attempts on it, and their tokens.
-	want := s.sim.Stats().ByDeployment
+	want := s.simStats().ByDeployment
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		got := usageByDeployment(s)
@@ -221,7 +221,7 @@ func TestRoutingSDKNoRetryAfterFirstByte(t *testing.T) {
 	if e.Attempt != 1 || e.Status != "upstream_error" || chunks == 0 {
 		t.Fatalf("event %+v after %d chunks", e.Event, chunks)
 	}
-	st := s.sim.Stats().ByDeployment
+	st := s.simStats().ByDeployment
 	if died := st["east"].Requests.Disconnected + st["west"].Requests.Disconnected + st["spare"].Requests.Disconnected; died != 1 {
 		t.Fatalf("%d upstream requests died, want 1 (no retry)", died)
 	}

@@ -194,6 +194,24 @@ func (s *stack) event(id string) ledger.RatedEvent {
 	}
 }
 
+// simStats is what the simulator has billed once its requests in flight
+// have ended: it tallies a request when its handler returns, which can be
+// after the client has read the last byte the gateway relayed.
+func (s *stack) simStats() sim.Stats {
+	s.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := s.sim.Stats()
+		if st.Requests.InFlight == 0 {
+			return st
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the simulator still has %d requests in flight after 5 s", st.Requests.InFlight)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // post sends a raw request to the LLM API with the stack's key.
 func (s *stack) post(path, body string) *http.Response {
 	s.t.Helper()
