@@ -134,6 +134,8 @@ type Server struct {
 	hangups  *hangups // nil: each taken stream's connection has a goroutine reading it
 	streams  sync.WaitGroup
 	watchers sync.WaitGroup
+	// chains runs the HTTP/1.1 POSTs' chains (see takeovers).
+	chains   workers
 	stopping atomic.Bool
 	taken    atomic.Int64 // streams that took their connections, ever
 	polled   atomic.Int64 // of which watched by hangups
@@ -357,8 +359,11 @@ func (s *Server) Stop(ctx context.Context) error {
 			if s.hangups != nil {
 				s.hangups.stop()
 			}
+			s.chains.stop()
+			s.chains.wait()
 		case <-time.After(s.cfg.ShutdownDrain + 30*time.Second):
 			s.log.Error("shutdown: requests still unfinished; the crash journal keeps them for the next start")
+			s.chains.stop() // the unfinished chains' goroutines end with them
 		}
 		s.stopBackground()
 		<-s.backgroundDone

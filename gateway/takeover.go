@@ -43,7 +43,7 @@ var pollHangups = true
 var errClientHungUp = errors.New("client closed the connection")
 
 // takeovers serves h, running every HTTP/1.1 POST on a goroutine of its own
-// whose stream may take its connection (see takeover). Other requests go
+// (one of s.chains') whose stream may take its connection (see takeover). Other requests go
 // to h as they are.
 func (s *Server) takeovers(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -59,7 +59,7 @@ func (s *Server) takeovers(h http.Handler) http.Handler {
 		r2 := r.WithContext(ctx)
 		t.body = &takenBody{rc: r.Body}
 		r2.Body = t.body
-		go t.serve(h, r2)
+		s.chains.do(func() { t.serve(h, r2) })
 		<-t.released
 		if t.panicked != nil {
 			panic(t.panicked)

@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"sync"
+	"time"
+)
+
+// Limits of the idle chain goroutines the server keeps (see workers).
+const (
+	maxIdleWorkers  = 1024
+	workerIdleLimit = time.Minute
+)
+
+// workers runs each HTTP/1.1 POST's chain (see takeovers) on a goroutine
+// kept between requests, instead of a new one per request.
+//
+// A new goroutine starts with a small stack, and a request's chain (chi's
+// routing, the handler, the request's log line) grows it several times,
+// each time copying it: in a CPU profile of 100 concurrent short streams
+// (BENCHMARKS.md, stop 26) runtime.copystack took 5% of the process, one
+// growth after another for every request. A kept goroutine has the stack
+// its last request grew, which the collector halves at most once a cycle
+// while it waits.
+//
+// Idle goroutines wait most recently used first; at most maxIdleWorkers
+// wait, and one that waited over workerIdleLimit exits when another comes
+// back. The zero value is ready to use; stop ends the idle ones, and wait
+// waits for every one to return.
+type workers struct {
+	mu      sync.Mutex
+	idle    []*worker // oldest first
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// worker is one kept goroutine: it runs the functions sent on run, until
+// run is closed.
+type worker struct {
+	run   chan func()
+	since time.Time // when it began to wait
+}
+
+// do runs f on an idle goroutine, or on a new one when none waits, and
+// returns without waiting for f.
+func (ws *workers) do(f func()) {
+	ws.mu.Lock()
+	if n := len(ws.idle); n > 0 {
+		w := ws.idle[n-1]
+		ws.idle[n-1] = nil
+		ws.idle = ws.idle[:n-1]
+		ws.mu.Unlock()
+		w.run <- f
+		return
+	}
+	ws.wg.Add(1)
+	ws.mu.Unlock()
+	go ws.loop(&worker{run: make(chan func(), 1)}, f)
+}
+
+// loop runs f, then each function sent to w, until w is not kept.
+func (ws *workers) loop(w *worker, f func()) {
+	defer ws.wg.Done()
+	for {
+		f()
+		if !ws.keep(w) {
+			return
+		}
+		var ok bool
+		if f, ok = <-w.run; !ok {
+			return
+		}
+	}
+}
+
+// keep puts w back among the idle, unless the server stopped or enough
+// wait; it ends the oldest idle one if that waited over workerIdleLimit.
+func (ws *workers) keep(w *worker) bool {
+	now := time.Now()
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.stopped || len(ws.idle) >= maxIdleWorkers {
+		return false
+	}
+	if len(ws.idle) > 0 && now.Sub(ws.idle[0].since) > workerIdleLimit {
+		close(ws.idle[0].run)
+		ws.idle[0] = nil
+		ws.idle = ws.idle[1:]
+	}
+	w.since = now
+	ws.idle = append(ws.idle, w)
+	return true
+}
+
+// stop ends the idle goroutines, and every busy one once its function
+// returns. A function done after stop runs on a goroutine of its own.
+func (ws *workers) stop() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.stopped = true
+	for _, w := range ws.idle {
+		close(w.run)
+	}
+	ws.idle = nil
+}
+
+// wait waits for every goroutine to return (after stop).
+func (ws *workers) wait() { ws.wg.Wait() }

@@ -1,0 +1,133 @@
+package gateway
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestWorkersReuseGoroutines: functions done one after another run on one
+// kept goroutine; at most maxIdleWorkers wait; stop ends the idle ones,
+// and wait returns once the busy ones' functions have returned; a function
+// done after stop still runs.
+func TestWorkersReuseGoroutines(t *testing.T) {
+	var ws workers
+	var first *worker
+	for i := range 100 {
+		done := make(chan struct{})
+		ws.do(func() { close(done) })
+		<-done
+		waitIdle(t, &ws, 1)
+		ws.mu.Lock()
+		w := ws.idle[0]
+		ws.mu.Unlock()
+		if first == nil {
+			first = w
+		} else if w != first {
+			t.Fatalf("run %d ran on a new goroutine, not the kept one", i)
+		}
+	}
+
+	// Concurrent functions each take a goroutine; all come back to wait.
+	const n = 50
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	var started atomic.Int64
+	for range n {
+		wg.Add(1)
+		ws.do(func() { defer wg.Done(); started.Add(1); <-release })
+	}
+	for started.Load() < n {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	waitIdle(t, &ws, n)
+
+	// A busy function holds wait until it returns.
+	busy := make(chan struct{})
+	var finished atomic.Bool
+	ws.do(func() { <-busy; finished.Store(true) })
+	ws.stop()
+	if got := idleCount(&ws); got != 0 {
+		t.Fatalf("%d idle after stop", got)
+	}
+	waited := make(chan struct{})
+	go func() { ws.wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("wait returned while a function ran")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(busy)
+	<-waited
+	if !finished.Load() {
+		t.Fatal("wait returned before the busy function did")
+	}
+
+	ran := make(chan struct{})
+	ws.do(func() { close(ran) })
+	<-ran
+	ws.wait()
+	if got := idleCount(&ws); got != 0 {
+		t.Fatalf("a goroutine after stop was kept: %d idle", got)
+	}
+}
+
+// TestWorkersBounded: no more than maxIdleWorkers wait, and the oldest,
+// idle past workerIdleLimit, ends when another comes back.
+func TestWorkersBounded(t *testing.T) {
+	var ws workers
+	defer func() { ws.stop(); ws.wait() }()
+	n := maxIdleWorkers + 10
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		ws.do(func() { defer wg.Done(); <-release })
+	}
+	close(release)
+	wg.Wait()
+	waitIdle(t, &ws, maxIdleWorkers)
+	time.Sleep(20 * time.Millisecond)
+	if got := idleCount(&ws); got != maxIdleWorkers {
+		t.Fatalf("%d idle, want the cap %d", got, maxIdleWorkers)
+	}
+
+	// Age the oldest past the limit: the next to come back ends it.
+	ws.mu.Lock()
+	oldest := ws.idle[0]
+	oldest.since = time.Now().Add(-2 * workerIdleLimit)
+	ws.mu.Unlock()
+	done := make(chan struct{})
+	ws.do(func() { close(done) }) // takes the newest; it comes back
+	<-done
+	waitIdle(t, &ws, maxIdleWorkers-1)
+	ws.mu.Lock()
+	for _, w := range ws.idle {
+		if w == oldest {
+			t.Error("the worker idle past the limit is still kept")
+		}
+	}
+	ws.mu.Unlock()
+}
+
+func idleCount(ws *workers) int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return len(ws.idle)
+}
+
+// waitIdle waits until n goroutines wait (a function's goroutine comes
+// back just after the function returns).
+func waitIdle(t *testing.T, ws *workers, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for idleCount(ws) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle, want %d", idleCount(ws), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
