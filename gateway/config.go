@@ -135,6 +135,13 @@ type Config struct {
 	// client (a slow client cannot hold a connection open by sending
 	// slowly); streaming the response is not bounded by it. Default 60s.
 	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds each write of a response to the client: a client
+	// that does not take the next bytes within it (it stopped reading, and
+	// the connection's buffers are full) is taken as gone, as if it had
+	// disconnected: the upstream is read on for its usage (DrainTimeout),
+	// and the connection is closed. A stream may last any time while its
+	// client reads. Default 60s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// IdleTimeout closes a keep-alive connection idle this long. Default 120s.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxConnections caps the client connections the gateway's listener
@@ -163,6 +170,9 @@ func (c *Config) Validate(types ...string) error {
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 120 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 60 * time.Second
 	}
 	if c.ShutdownDrain <= 0 {
 		c.ShutdownDrain = 5 * time.Second

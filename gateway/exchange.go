@@ -50,6 +50,11 @@ type exchange struct {
 	cut        bool // a cut-off ended the response: nothing more is written
 	httpStatus int  // the status sent (under wmu)
 	cutTimer   *time.Timer
+	// writeDeadlineAt is when (since start) the client connection's write
+	// deadline was last moved on, if writeDeadlineSet (see
+	// armWriteDeadline; under wmu).
+	writeDeadlineAt  time.Duration
+	writeDeadlineSet bool
 
 	clientGone atomic.Bool
 	// complete is set before the response's last write: a client that
@@ -149,6 +154,7 @@ func (x *exchange) cutOff(drain time.Duration) {
 	}
 	e := provider.Err(http.StatusServiceUnavailable, "server_error", "server_shutdown",
 		"the gateway is shutting down and ended this response before the provider finished; retry it")
+	x.armWriteDeadline()
 	switch {
 	case x.started && x.streaming && !x.clientGone.Load():
 		if _, err := x.w.Write(x.env.StreamError(e)); err == nil {

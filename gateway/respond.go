@@ -36,6 +36,7 @@ func (x *exchange) write(b []byte) {
 	if x.cut || x.clientGone.Load() {
 		return
 	}
+	x.armWriteDeadline()
 	if _, err := x.w.Write(b); err != nil {
 		x.clientGone.Store(true)
 	}
@@ -48,6 +49,7 @@ func (x *exchange) flush() {
 	if x.cut || x.clientGone.Load() {
 		return
 	}
+	x.armWriteDeadline()
 	if err := x.flushTo(); err != nil {
 		x.clientGone.Store(true)
 		return
@@ -88,6 +90,7 @@ func (x *exchange) writeError(e provider.Error) {
 	if x.cut || x.started || x.clientGone.Load() {
 		return
 	}
+	x.armWriteDeadline()
 	x.env.WriteError(x.w, e)
 	x.started, x.httpStatus = true, e.Status
 }

@@ -419,6 +419,7 @@ func (t *takeover) end(whole bool) {
 		_ = t.conn.Close()
 		return
 	}
+	_ = t.conn.SetWriteDeadline(time.Time{}) // the stream's (see armWriteDeadline)
 	t.handOn()
 }
 

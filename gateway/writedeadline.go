@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"net/http"
+	"time"
+)
+
+// A client that stops reading its response.
+//
+// A write to a client blocks once the connection's buffers are full, and
+// it is made under the exchange's wmu by the goroutine that relays the
+// upstream: a client that opens a stream and then reads nothing would hold
+// the relay, and so the request's usage event, for as long as it kept the
+// connection open. Every write to the client therefore has a deadline,
+// WriteTimeout after the write began, up to a second more (the deadline is
+// moved on at most once a second, as setting it costs more than the rest
+// of a chunk's bookkeeping): a write that misses it fails, the client is
+// taken as gone,
+// the upstream is read on for its usage as after a disconnect (see
+// clientLeft), and the connection is closed.
+
+// writeDeadlineEvery is how often, at most, a stream's write deadline is
+// moved on.
+const writeDeadlineEvery = time.Second
+
+// armWriteDeadline moves the client connection's write deadline to
+// WriteTimeout from now, unless it was moved less than writeDeadlineEvery
+// ago. Call it under wmu before writing to the client.
+func (x *exchange) armWriteDeadline() {
+	now := time.Since(x.start)
+	if x.writeDeadlineSet && now-x.writeDeadlineAt < writeDeadlineEvery {
+		return
+	}
+	x.writeDeadlineSet, x.writeDeadlineAt = true, now
+	_ = http.NewResponseController(x.w).SetWriteDeadline(time.Now().Add(x.s.cfg.WriteTimeout + writeDeadlineEvery))
+}
+
+// SetWriteDeadline sets the deadline of the client connection's writes:
+// net/http's until the connection is taken, then the connection's own.
+func (t *takeover) SetWriteDeadline(d time.Time) error {
+	if t.taken {
+		return t.conn.SetWriteDeadline(d)
+	}
+	return http.NewResponseController(t.w).SetWriteDeadline(d)
+}

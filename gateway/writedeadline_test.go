@@ -1,0 +1,96 @@
+package gateway_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestClientThatStopsReading: a client that sends a streaming request and
+// then reads nothing more (the attack: hold the relay, and so the usage
+// event, for as long as the connection stays open) is taken as gone once a
+// write to it has waited WriteTimeout: the upstream is read on to its end,
+// the event holds every token the simulator billed as client_cancelled,
+// and the gateway closes the connection. The client's receive buffer is
+// small and the response (100,000 chunks, about 18 MB) far larger than
+// what the kernel buffers.
+func TestClientThatStopsReading(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		readHeaders bool // the client reads the response's header, then stops
+	}{{"reads the header, then nothing", true}, {"reads nothing", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStack(t, func(c *gateway.Config) { c.WriteTimeout = 300 * time.Millisecond })
+			before := st.simStats(t)
+			const n = 100000
+			body := fmt.Sprintf(`{"model":"sim-small","stream":true,"max_tokens":%d,"messages":[{"role":"user","content":"hi"}],"metadata":{"sim_chunks":"%d"}}`, n, n)
+			d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+				return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+			}}
+			conn, err := d.Dial("tcp", st.gw.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+				testKey, len(body), body)
+
+			var id string
+			if tc.readHeaders {
+				resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 512), nil)
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("response %v: %v", resp, err)
+				}
+				id = resp.Header.Get("X-Request-Id")
+				if id == "" {
+					t.Fatal("no X-Request-Id")
+				}
+			}
+			// Read nothing more: the event must come anyway.
+			var e usage.Event
+			if id != "" {
+				e = st.sink.event(t, id)
+			} else {
+				deadline := time.Now().Add(10 * time.Second)
+				for st.sink.count() == 0 {
+					if time.Now().After(deadline) {
+						t.Fatal("no event while the client read nothing")
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				st.sink.mu.Lock()
+				e = st.sink.events[0]
+				st.sink.mu.Unlock()
+			}
+			billed := st.simStats(t).Usage()
+			billed.CompletionTokens -= before.Usage().CompletionTokens
+			billed.PromptTokens -= before.Usage().PromptTokens
+			if e.Status != usage.StatusClientCancelled || e.UsageSource != usage.SourceUpstream ||
+				e.Usage.CompletionTokens != n || e.Usage.CompletionTokens != billed.CompletionTokens || e.Usage.PromptTokens != billed.PromptTokens {
+				t.Fatalf("event %+v; the simulator billed %+v", e, billed)
+			}
+
+			// The gateway closed the connection: what the kernel holds
+			// drains, then the read ends (not by the test's deadline).
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err = io.Copy(io.Discard, conn)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal("the gateway kept the connection of a client that stopped reading open")
+			}
+			if !strings.Contains(fmt.Sprint(err), "reset") && err != nil {
+				t.Fatalf("reading the rest: %v", err)
+			}
+		})
+	}
+}
