@@ -79,6 +79,7 @@ func (x *exchange) takeOver(t *takeover) {
 		return
 	}
 	t.take()
+	x.writeDeadlineSet = false // net/http's Hijack cleared the connection's deadlines
 }
 
 // writeError answers with e in the route's envelope, unless a response

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"syscall"
@@ -92,5 +93,71 @@ func TestClientThatStopsReading(t *testing.T) {
 				t.Fatalf("reading the rest: %v", err)
 			}
 		})
+	}
+}
+
+// TestClientThatStopsReadingLater: the same once the stream has left
+// net/http (see takeover): the client reads the stream's first events,
+// the upstream pauses past takeAfter, then sends 20 MB of events and its
+// usage, and the client reads nothing more. The event holds the upstream's
+// usage as client_cancelled, and the connection is closed.
+func TestClientThatStopsReadingLater(t *testing.T) {
+	const chunks = 120000
+	chunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok tok tok tok tok tok tok tok tok tok tok tok tok tok tok tok "},"finish_reason":null}]}` + "\n\n"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, chunk)
+		w.(http.Flusher).Flush()
+		time.Sleep(400 * time.Millisecond) // past takeAfter: the gateway takes the connection
+		bw := bufio.NewWriterSize(w, 64<<10)
+		for range chunks {
+			if _, err := bw.WriteString(chunk); err != nil {
+				return
+			}
+		}
+		fmt.Fprintf(bw, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":%d,"total_tokens":%d}}`+"\n\ndata: [DONE]\n\n",
+			16*(chunks+1), 16*(chunks+1)+7)
+		_ = bw.Flush()
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.WriteTimeout = 300 * time.Millisecond
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "flood", Type: "openai", BaseURL: up.URL})
+	})
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conn, err := d.Dial("tcp", st.gw.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"model":"flood/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		testKey, len(body), body)
+	br := bufio.NewReaderSize(conn, 512)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("response %v: %v", resp, err)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	// Read the first event, then wait out the takeover: read nothing more.
+	if _, err := br.ReadString('}'); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if taken := gateway.TakenStreams(st.gw); taken != 1 {
+		t.Fatalf("%d streams took their connections, want this one", taken)
+	}
+
+	e := st.sink.event(t, id)
+	if e.Status != usage.StatusClientCancelled || e.UsageSource != usage.SourceUpstream ||
+		e.Usage.CompletionTokens != 16*(chunks+1) || e.Usage.PromptTokens != 7 {
+		t.Fatalf("event %+v", e)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.Copy(io.Discard, br)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the gateway kept the connection of a client that stopped reading open")
 	}
 }
