@@ -36,16 +36,7 @@ func TestClientThatStopsReading(t *testing.T) {
 			before := st.simStats(t)
 			const n = 100000
 			body := fmt.Sprintf(`{"model":"sim-small","stream":true,"max_tokens":%d,"messages":[{"role":"user","content":"hi"}],"metadata":{"sim_chunks":"%d"}}`, n, n)
-			d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-				return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-			}}
-			conn, err := d.Dial("tcp", st.gw.Addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-				testKey, len(body), body)
+			conn := postUnread(t, st, body)
 
 			var id string
 			if tc.readHeaders {
@@ -85,7 +76,7 @@ func TestClientThatStopsReading(t *testing.T) {
 			// The gateway closed the connection: what the kernel holds
 			// drains, then the read ends (not by the test's deadline).
 			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			_, err = io.Copy(io.Discard, conn)
+			_, err := io.Copy(io.Discard, conn)
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				t.Fatal("the gateway kept the connection of a client that stopped reading open")
 			}
@@ -124,17 +115,7 @@ func TestClientThatStopsReadingLater(t *testing.T) {
 		c.WriteTimeout = 300 * time.Millisecond
 		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "flood", Type: "openai", BaseURL: up.URL})
 	})
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-	}}
-	conn, err := d.Dial("tcp", st.gw.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	body := `{"model":"flood/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
-	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		testKey, len(body), body)
+	conn := postUnread(t, st, `{"model":"flood/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	br := bufio.NewReaderSize(conn, 512)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != http.StatusOK {
@@ -160,4 +141,22 @@ func TestClientThatStopsReadingLater(t *testing.T) {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatal("the gateway kept the connection of a client that stopped reading open")
 	}
+}
+
+// postUnread sends body to /v1/chat/completions over a connection of its
+// own whose receive buffer is 4 KiB, and returns the connection (closed
+// when the test ends), from which nothing has been read.
+func postUnread(t *testing.T, st *stack, body string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conn, err := d.Dial("tcp", st.gw.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		testKey, len(body), body)
+	return conn
 }
