@@ -43,8 +43,8 @@ var pollHangups = true
 var errClientHungUp = errors.New("client closed the connection")
 
 // takeovers serves h, running every HTTP/1.1 POST on a goroutine of its own
-// (one of s.chains') whose stream may take its connection (see takeover). Other requests go
-// to h as they are.
+// (one of s.chains') whose stream may take its connection (see takeover).
+// Other requests go to h as they are.
 func (s *Server) takeovers(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hj, ok := w.(http.Hijacker)
