@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -55,6 +56,9 @@ type exchange struct {
 	// armWriteDeadline; under wmu).
 	writeDeadlineAt  time.Duration
 	writeDeadlineSet bool
+	// stoppedReading says a write to the client missed its deadline (under
+	// wmu).
+	stoppedReading bool
 
 	clientGone atomic.Bool
 	// complete is set before the response's last write: a client that
@@ -293,6 +297,7 @@ func (x *exchange) settle() {
 	if e.HTTPStatus == 0 {
 		e.HTTPStatus = x.httpStatus
 	}
+	stoppedReading := x.stoppedReading
 	x.wmu.Unlock()
 	if r.ServedModel != "" {
 		e.ServedModel = r.ServedModel
@@ -313,7 +318,11 @@ func (x *exchange) settle() {
 		e.Status, e.Error = usage.StatusUpstreamError, x.s.scrubFor(e.Provider, r.Error)
 	case x.clientGone.Load() && !x.complete.Load():
 		e.Status = usage.StatusClientCancelled
-		if cause != nil && e.Error == "" {
+		switch {
+		case e.Error != "":
+		case stoppedReading:
+			e.Error = fmt.Sprintf("the client took none of the response for write_timeout (%s): taken as gone", x.s.cfg.WriteTimeout)
+		case cause != nil:
 			e.Error = cause.Error()
 		}
 	}

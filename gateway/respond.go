@@ -38,7 +38,7 @@ func (x *exchange) write(b []byte) {
 	}
 	x.armWriteDeadline()
 	if _, err := x.w.Write(b); err != nil {
-		x.clientGone.Store(true)
+		x.writeFailed(err)
 	}
 }
 
@@ -51,7 +51,7 @@ func (x *exchange) flush() {
 	}
 	x.armWriteDeadline()
 	if err := x.flushTo(); err != nil {
-		x.clientGone.Store(true)
+		x.writeFailed(err)
 		return
 	}
 	if x.streaming && !x.takeArmed && !x.over {

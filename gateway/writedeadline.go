@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -33,6 +35,16 @@ func (x *exchange) armWriteDeadline() {
 	}
 	x.writeDeadlineSet, x.writeDeadlineAt = true, now
 	_ = http.NewResponseController(x.w).SetWriteDeadline(time.Now().Add(x.s.cfg.WriteTimeout + writeDeadlineEvery))
+}
+
+// writeFailed records that a write to the client failed, err: the client
+// is gone, and if the write missed its deadline, it stopped reading. Call
+// it under wmu.
+func (x *exchange) writeFailed(err error) {
+	x.clientGone.Store(true)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		x.stoppedReading = true
+	}
 }
 
 // SetWriteDeadline sets the deadline of the client connection's writes:

@@ -68,7 +68,7 @@ func TestClientThatStopsReading(t *testing.T) {
 			billed := st.simStats(t).Usage()
 			billed.CompletionTokens -= before.Usage().CompletionTokens
 			billed.PromptTokens -= before.Usage().PromptTokens
-			if e.Status != usage.StatusClientCancelled || e.UsageSource != usage.SourceUpstream ||
+			if e.Status != usage.StatusClientCancelled || e.UsageSource != usage.SourceUpstream || !strings.Contains(e.Error, "write_timeout (300ms)") ||
 				e.Usage.CompletionTokens != n || e.Usage.CompletionTokens != billed.CompletionTokens || e.Usage.PromptTokens != billed.PromptTokens {
 				t.Fatalf("event %+v; the simulator billed %+v", e, billed)
 			}
@@ -132,7 +132,7 @@ func TestClientThatStopsReadingLater(t *testing.T) {
 	}
 
 	e := st.sink.event(t, id)
-	if e.Status != usage.StatusClientCancelled || e.UsageSource != usage.SourceUpstream ||
+	if e.Status != usage.StatusClientCancelled || e.UsageSource != usage.SourceUpstream || !strings.Contains(e.Error, "write_timeout") ||
 		e.Usage.CompletionTokens != 16*(chunks+1) || e.Usage.PromptTokens != 7 {
 		t.Fatalf("event %+v", e)
 	}
