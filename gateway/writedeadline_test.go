@@ -160,3 +160,55 @@ func postUnread(t *testing.T, st *stack, body string) net.Conn {
 		testKey, len(body), body)
 	return conn
 }
+
+// TestClientThatStopsReadingDrainBounded: a client that stops reading
+// before its stream leaves net/http, while the upstream goes on sending
+// slowly without end, is taken as gone as after a disconnect: the
+// upstream is read on for at most DrainTimeout, then cut off, and the
+// event is recorded.
+func TestClientThatStopsReadingDrainBounded(t *testing.T) {
+	chunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok tok tok tok tok tok tok tok tok tok tok tok tok tok tok tok "},"finish_reason":null}]}` + "\n\n"
+	upDone := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(upDone)
+		w.Header().Set("Content-Type", "text/event-stream")
+		bw := bufio.NewWriterSize(w, 64<<10)
+		for range 120000 { // 20 MB at once: the client's connection fills
+			if _, err := bw.WriteString(chunk); err != nil {
+				return
+			}
+		}
+		_ = bw.Flush()
+		for { // then a chunk every 50 ms, without end
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := fmt.Fprint(w, chunk); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.WriteTimeout = 300 * time.Millisecond
+		c.DrainTimeout = time.Second
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "endless", Type: "openai", BaseURL: up.URL})
+	})
+	conn := postUnread(t, st, `{"model":"endless/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 512), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("response %v: %v", resp, err)
+	}
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Status != usage.StatusClientCancelled || !strings.Contains(e.Error, "write_timeout") || e.Usage.CompletionTokens < 16*120000 {
+		t.Fatalf("event %+v", e)
+	}
+	select {
+	case <-upDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream is still being read after the drain timeout")
+	}
+}
