@@ -16,7 +16,8 @@
 // compacted as they fill: the requests still open are rewritten, merged,
 // into the next segment, and the older segments removed.
 //
-// It imports only the standard library and the usage contract.
+// It imports only the standard library, the usage contract and
+// github.com/google/uuid.
 package journal
 
 import (
@@ -51,21 +52,33 @@ var maxSegment int64 = 8 << 20
 // written to.
 const syncInterval = time.Second
 
+// CheckpointDelay is the longest a checkpoint waits in memory before the
+// writer writes it (with whatever else is buffered by then). A begin, an
+// end or a failed event wakes the writer at once; a checkpoint does not:
+// streams checkpoint every few chunks, and a wake-up of the writer and a
+// write per checkpoint were the most frequent work the gateway did beside
+// the relay itself at 100 paced streams (BENCHMARKS.md, "Stop 27").
+const CheckpointDelay = 10 * time.Millisecond
+
 // Journal is the crash journal of one gateway process. Its methods are
 // safe for concurrent use and never block on the disk.
 type Journal struct {
 	dir string
 
-	mu      sync.Mutex
-	buf     []byte             // records not yet written
-	open    map[[16]byte]uint8 // requests begun and not ended: their kind (begun or failed)
-	closed  bool
-	werr    error // the writer's last error, reported by Close
-	wake    chan struct{}
-	done    chan struct{}
-	seg     *os.File
-	segNum  uint64
-	segSize int64
+	mu     sync.Mutex
+	buf    []byte             // records not yet written
+	open   map[[16]byte]uint8 // requests begun and not ended: their kind (begun or failed)
+	closed bool
+	werr   error // the writer's last error, reported by Close
+	wake   chan struct{}
+	done   chan struct{}
+	// lazy fires CheckpointDelay after the first checkpoint buffered since
+	// the last write (lazyArmed), to wake the writer for it.
+	lazy      *time.Timer
+	lazyArmed bool
+	seg       *os.File
+	segNum    uint64
+	segSize   int64
 	// older holds the segments of an earlier process, kept until Release.
 	older []uint64
 	// hidden is the last hidden reasoning averages journaled (or
@@ -94,7 +107,8 @@ func Open(dir string) (*Journal, []Request, error) {
 		return nil, nil, err
 	}
 	j := &Journal{dir: dir, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}), older: segs,
-		recovered: hidden}
+		recovered: hidden, lazy: time.NewTimer(time.Hour)}
+	j.lazy.Stop()
 	if hidden != nil {
 		j.hidden, _ = json.Marshal(hidden)
 	}
@@ -153,7 +167,8 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 // Checkpoint journals a request's progress: output is the text it
 // streamed since its last checkpoint; reported, when not nil, is the
 // provider's latest usage report; reasoningShown says the stream showed
-// its reasoning as text (so none of it is hidden).
+// its reasoning as text (so none of it is hidden). The record is written
+// within CheckpointDelay, or sooner with the next begin, end or failure.
 func (j *Journal) Checkpoint(id string, output string, reported *usage.Tokens, reasoningShown bool) {
 	key, ok := parseID(id)
 	if !ok {
@@ -170,7 +185,11 @@ func (j *Journal) Checkpoint(id string, output string, reported *usage.Tokens, r
 	start := j.startRecord(kindCheckpoint, key, time.Now())
 	j.buf = appendProgress(j.buf, reported, reasoningShown)
 	j.buf = append(j.buf, output...)
-	j.endRecord(start)
+	finishRecord(j.buf[start:])
+	if !j.lazyArmed {
+		j.lazyArmed = true
+		j.lazy.Reset(CheckpointDelay)
+	}
 }
 
 // End journals that a request's final event is durable: it is no longer
@@ -274,11 +293,13 @@ func (j *Journal) signal() {
 	}
 }
 
-// writer writes the buffer whenever records arrive (group writes: what
-// arrives during one write goes in the next), fsyncs the segment every
-// syncInterval while it changes, and compacts as segments fill.
+// writer writes the buffer whenever records arrive, and checkpoints
+// within CheckpointDelay (group writes: what arrives during one write goes
+// in the next), fsyncs the segment every syncInterval while it changes,
+// and compacts as segments fill.
 func (j *Journal) writer() {
 	defer close(j.done)
+	defer j.lazy.Stop()
 	tick := time.NewTicker(syncInterval)
 	defer tick.Stop()
 	var out []byte
@@ -286,6 +307,7 @@ func (j *Journal) writer() {
 	for {
 		select {
 		case <-j.wake:
+		case <-j.lazy.C:
 		case <-tick.C:
 			if dirty {
 				if err := j.seg.Sync(); err != nil {
@@ -297,6 +319,10 @@ func (j *Journal) writer() {
 		}
 		j.mu.Lock()
 		out, j.buf = j.buf, out[:0]
+		if j.lazyArmed {
+			j.lazyArmed = false
+			j.lazy.Stop() // what it was armed for is written now
+		}
 		closed := j.closed
 		j.mu.Unlock()
 		if len(out) > 0 {

@@ -93,6 +93,44 @@ func TestJournalRecoversWhatDidNotEnd(t *testing.T) {
 	}
 }
 
+// TestJournalWritesALoneCheckpoint: a checkpoint wakes no writer (streams
+// checkpoint every few chunks), yet one that no other record follows is
+// written within CheckpointDelay: a stream that goes quiet, then dies with
+// its process, still has its output journaled.
+func TestJournalWritesALoneCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	e := testEvent(1)
+	j.Begin(e, []byte("{}"))
+	j.written(t)
+	took := time.Now()
+	j.Checkpoint(e.ID, "tok tok ", nil, false)
+	j.mu.Lock()
+	buffered := len(j.buf)
+	j.mu.Unlock()
+	if buffered == 0 {
+		t.Fatal("the checkpoint was written at once: it should wait for the writer's next write")
+	}
+	for {
+		reqs, _, err := recoverSegments(dir, []uint64{j.segNum}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reqs) == 1 && string(reqs[0].Output) == "tok tok " {
+			t.Logf("written %v after the checkpoint", time.Since(took).Round(time.Millisecond))
+			return
+		}
+		if time.Since(took) > 2*time.Second {
+			t.Fatalf("checkpoint not in the segment 2s after it was taken (CheckpointDelay %v): %+v", CheckpointDelay, reqs)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestJournalSurvivesKill9: a child process journals requests (beginning,
 // checkpointing and ending them) and is killed with SIGKILL: no fsync ran
 // for them, yet every request it had journaled and not ended is recovered,
