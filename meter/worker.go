@@ -234,7 +234,11 @@ func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
 	backoff := newBackoff(5 * time.Second)
 	size := w.cfg.BatchSize // a worker may start on a backlog
 	for ctx.Err() == nil {
-		b, err := w.cons.Fetch(size, jetstream.FetchMaxWait(w.cfg.BatchWait))
+		maxWait := w.cfg.BatchWait
+		if size == idlePull {
+			maxWait = max(idlePullWait, maxWait)
+		}
+		b, err := w.cons.Fetch(size, jetstream.FetchMaxWait(maxWait))
 		var msgs []jetstream.Msg
 		if err == nil {
 			for m := range b.Messages() {
@@ -265,24 +269,40 @@ func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
 	return nil
 }
 
-// minPull is the fewest events a pull asks for, when the last ones found
-// few (see nextPull).
+// minPull is the fewest events a pull asks for, when the last one found
+// some but fewer than it asked for.
 const minPull = 64
+
+// An idle worker's pull, after one that found nothing, asks for idlePull
+// event and waits up to idlePullWait (or BatchWait, if longer) for it: it
+// ends as soon as an event comes, and so adds no latency to the first event
+// after idleness, and an idle worker pulls 4 times a second instead of once
+// every BatchWait (20). Those pulls, with their round trips through the
+// JetStream server, were a third of an idle `tollgate serve`'s CPU
+// (BENCHMARKS.md, "Stop 27"). A stopping worker lets its pull end, so an
+// idle one stops within idlePullWait.
+const (
+	idlePull     = 1
+	idlePullWait = 250 * time.Millisecond
+)
 
 // nextPull is the size of the next pull, after one that asked for asked
 // events and got got, for a worker whose batches are at most limit events
-// (a worker's first pull asks for limit): twice what came while the pull
-// waited, at least minPull, at most limit. A pull that filled up (a
-// backlog, or a rise in the rate) ends at once, and the next asks for
-// twice as many, so that a backlog reaches limit batches within a few
-// pulls. A pull that waited out BatchWait asked for more than came, and so
-// did not limit the batch: asking for limit instead would have given the
-// same batch. The size matters for what a pull costs: nats.go makes two
-// channels of the pull's size for each (about 190 KiB for 6,000 events),
-// which at 20 pulls a second of an idle worker were 97% of the process's
-// allocation.
+// (a worker's first pull asks for limit): idlePull after a pull that found
+// nothing; otherwise twice what came while the pull waited, at least
+// minPull, at most limit. A pull that filled up (a backlog, or a rise in
+// the rate) ends at once, and the next asks for twice as many, so that a
+// backlog reaches limit batches within a few pulls. A pull that waited out
+// BatchWait asked for more than came, and so did not limit the batch:
+// asking for limit instead would have given the same batch. The size
+// matters for what a pull costs: nats.go makes two channels of the pull's
+// size for each (about 190 KiB for 6,000 events), which at 20 pulls a
+// second of an idle worker were 97% of the process's allocation.
 func nextPull(asked, got, limit int) int {
-	if got >= asked {
+	switch {
+	case got == 0:
+		return idlePull
+	case got >= asked:
 		return min(2*asked, limit)
 	}
 	return min(limit, max(2*got, minPull))

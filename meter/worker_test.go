@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
@@ -156,5 +158,55 @@ func TestWorkerPullsGrowToTheBatchSize(t *testing.T) {
 	}
 	if len(sizes) < 3 || sizes[1] > 64 || slices.Max(sizes) != 800 {
 		t.Fatalf("batch sizes %v: want the first after idleness at most 64 events, and the biggest 800", sizes)
+	}
+}
+
+// TestIdleWorkerPullsOneEventAtATime: an idle worker's pulls ask for one
+// event and wait up to 250 ms for it, so that it pulls 4 times a second, not
+// once every BatchWait (20 times); such a pull ends when an event comes,
+// and that event is written.
+func TestIdleWorkerPullsOneEventAtATime(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	// Pull requests are messages on the JetStream API subject; the worker's
+	// own connection sees them (NATS echoes a connection's publishes).
+	var pulls, ofOne atomic.Int64
+	sub, err := js.Conn().Subscribe("$JS.API.CONSUMER.MSG.NEXT.>", func(m *nats.Msg) {
+		var req struct {
+			Batch int `json:"batch"`
+		}
+		if json.Unmarshal(m.Data, &req) == nil && req.Batch == 1 {
+			ofOne.Add(1)
+		}
+		pulls.Add(1)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchWait: 50 * time.Millisecond})
+	const idle = 2 * time.Second
+	time.Sleep(idle)
+	n, one := pulls.Load(), ofOne.Load()
+	// The first pull asks for the batch size; every later one for 1.
+	if n > int64(idle/(250*time.Millisecond))+2 || n < 4 || one != n-1 {
+		t.Fatalf("an idle worker made %d pulls in %v, %d of them for one event: want at most %d, all but the first for one",
+			n, idle, one, idle/(250*time.Millisecond)+2)
+	}
+	customer := uuid.NewString()
+	e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: uuid.NewString(),
+		Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
+		UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 3}}
+	if err := meter.NewPublisher(js, meter.StreamConfig{}, 0).Publish(ctx, &e); err != nil {
+		t.Fatal(err)
+	}
+	if row := waitUsage(t, store, customer, 1); row.PromptTokens != 3 {
+		t.Fatalf("usage = %+v, want 3 prompt tokens", row)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
 	}
 }
