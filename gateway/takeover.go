@@ -447,6 +447,7 @@ func (t *takeover) handOn() {
 	}
 	pc.pre = append(pending, pc.pre...) // pending was read first
 	pc.idleUntil, pc.asked = time.Time{}, time.Time{}
+	pc.shift.Store(0)
 	if d := t.s.handback.idleFor; d > 0 {
 		pc.idleUntil = time.Now().Add(d)
 	}
@@ -459,7 +460,11 @@ func (t *takeover) handOn() {
 // is idle: a read deadline net/http sets is moved to idleUntil
 // (IdleTimeout), and put back, as late as it was waited, when the request
 // begins; and it is on hb's list of idle connections, which its Close
-// closes.
+// closes. net/http reckons every deadline of that request (the header's,
+// then the whole request's, ReadTimeout) from when it began to read the
+// connection, at the hand-back: so the deadlines it sets once the request
+// has begun are moved on by the time waited too, until it clears the
+// deadline.
 type prefixConn struct {
 	net.Conn
 	hb        *handback
@@ -469,6 +474,9 @@ type prefixConn struct {
 	// asked is the deadline net/http set while idle, at askedAt (read and
 	// written by net/http's reading goroutine alone while idle).
 	asked, askedAt time.Time
+	// shift is how long the connection waited idle, added to each deadline
+	// set once the request has begun, until a zero deadline (0: none).
+	shift atomic.Int64
 }
 
 // SyscallConn is the connection's (see rawConnOf).
@@ -496,13 +504,21 @@ func (c *prefixConn) begin() {
 	}
 	c.hb.busy(c)
 	if !c.asked.IsZero() {
-		_ = c.Conn.SetReadDeadline(c.asked.Add(time.Since(c.askedAt)))
+		waited := time.Since(c.askedAt)
+		c.shift.Store(int64(max(waited, 1)))
+		_ = c.Conn.SetReadDeadline(c.asked.Add(waited))
 	}
 }
 
-// SetReadDeadline sets d; while idle, idleUntil instead (see prefixConn).
+// SetReadDeadline sets d; while idle, idleUntil instead; once the request
+// has begun, d moved on by the time waited (see prefixConn).
 func (c *prefixConn) SetReadDeadline(d time.Time) error {
 	if c.begun.Load() || c.idleUntil.IsZero() {
+		if d.IsZero() {
+			c.shift.Store(0)
+		} else if shift := c.shift.Load(); shift > 0 {
+			d = d.Add(time.Duration(shift))
+		}
 		return c.Conn.SetReadDeadline(d)
 	}
 	c.asked, c.askedAt = d, time.Now()

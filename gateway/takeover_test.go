@@ -357,3 +357,36 @@ func testTakenMidBurst(t *testing.T) {
 		t.Fatalf("%d content chunks reached the client, want %d", n, chunks)
 	}
 }
+
+// TestTakenConnectionsNextRequestHasItsWholeReadTimeout: net/http reckons
+// a request's deadlines from when it began reading the connection, which
+// for a connection a stream took and gave back is the hand-back. A client
+// that stays idle longer than read_timeout (within idle_timeout) and then
+// sends a request whose body does not arrive with its header still gets
+// the whole read_timeout for it, as on a connection never taken.
+func TestTakenConnectionsNextRequestHasItsWholeReadTimeout(t *testing.T) {
+	st := newStack(t, func(c *gateway.Config) {
+		c.ReadTimeout = time.Second
+		c.IdleTimeout = 30 * time.Second
+	})
+	conn, br := dialSend(t, st, rawChat(true, 3, 60)) // lasts past takeAfter: taken
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	resp, body := readStream(t, br)
+	if resp.StatusCode != http.StatusOK || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Fatalf("stream: %d %q", resp.StatusCode, body)
+	}
+	waitTaken(t, st.gw, 1)
+	time.Sleep(1500 * time.Millisecond) // idle: longer than read_timeout, far less than idle_timeout
+
+	msg := strings.Repeat("lorem ipsum ", 2000) // a 24 KB history: the body comes after the header
+	b := `{"model":"sim-small","max_tokens":2,"messages":[{"role":"user","content":"` + msg + `"}]}`
+	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer " + testKey +
+		"\r\nContent-Type: application/json\r\n" + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(b))
+	if _, err := io.WriteString(conn, head+b); err != nil {
+		t.Fatal(err)
+	}
+	resp, got := readStream(t, br)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a request sent 1.5s after a taken stream, on a connection kept alive: %d %s", resp.StatusCode, got)
+	}
+}
