@@ -16,6 +16,10 @@ import (
 
 var doneData = []byte("[DONE]")
 
+// errorChunk starts the error payload a translator makes of an upstream
+// error (anthropic.Stream, gemini.Stream).
+var errorChunk = []byte(`{"error":`)
+
 // relayChatStream relays an upstream stream to a chat completions client,
 // event by event, flushed whenever the next event has not arrived yet (so
 // events that arrive together leave in one write, and none waits). With tr
@@ -46,6 +50,9 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		if tr != nil {
 			payloads = tr.Event(&ev, &x.report, payloads[:0])
 			for _, p := range payloads {
+				if bytes.HasPrefix(p, errorChunk) { // an upstream error, which may echo its key or address
+					p = s.scrubBytes(x.event.Provider, p)
+				}
 				out.data(p)
 			}
 		} else if out.passOpenAI(&ev, &tp) {
@@ -205,8 +212,10 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	}
 	// Usage rides only in the usage chunk, as OpenAI sends it: a usage
 	// report on another chunk is removed (the usage chunk will carry it),
-	// and so is "usage":null when the client did not ask for usage.
-	if (ch.Usage != nil || !c.includeUsage) && bytes.Contains(ev.Data, usageKey) {
+	// and so is "usage":null when the client did not ask for usage. The
+	// member goes under whatever key encoding/json read it from ("Usage",
+	// "us\u0061ge"), as a client's decoder may read it the same way.
+	if ch.Usage != nil || !c.includeUsage {
 		if stripped, err := jsonscan.DeleteMember(ev.Data, "usage"); err == nil {
 			ev.Data = stripped
 		}
@@ -214,8 +223,6 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	c.send(*ev)
 	return false
 }
-
-var usageKey = []byte(`"usage"`)
 
 // end finishes the stream: an error when the upstream stalled or broke;
 // then the event is made durable; then the usage chunk when asked for,

@@ -1,6 +1,10 @@
 package jsonscan
 
-import "errors"
+import (
+	"bytes"
+	"errors"
+	"strings"
+)
 
 // ErrNotObject is returned by SetMember for input that is not one valid
 // JSON object.
@@ -70,10 +74,13 @@ func appendKey(dst []byte, key string) []byte {
 	return append(dst, '"', ':')
 }
 
-// DeleteMember returns obj, a JSON object, without its top-level members
-// named key (compared byte for byte with the raw key): obj itself when it
-// has none; otherwise its other members' bytes as they were, separated by
-// commas. It returns ErrNotObject when obj is not one valid JSON object.
+// DeleteMember returns obj, a JSON object, without every top-level member
+// that encoding/json would decode into a struct field named key: whose
+// key, unescaped, is key under Unicode case folding (strings.EqualFold,
+// the rule encoding/json applies when no key matches exactly; so
+// "Usage" and "us\u0061ge" go with "usage"). It returns obj itself when
+// it has none; otherwise its other members' bytes as they were, separated
+// by commas. It returns ErrNotObject when obj is not one valid JSON object.
 func DeleteMember(obj []byte, key string) ([]byte, error) {
 	l := New(obj)
 	if !l.Lit("{") {
@@ -89,11 +96,14 @@ func DeleteMember(obj []byte, key string) ([]byte, error) {
 		for {
 			l.WS()
 			from := l.i
-			raw, ok := l.key()
+			raw, escaped, ok := l.rawKey()
 			if !ok || !l.Lit(":") || !l.Skip() {
 				return nil, ErrNotObject
 			}
-			drop := string(raw) == key
+			if escaped {
+				raw = Unquote(nil, raw)
+			}
+			drop := strings.EqualFold(string(raw), key)
 			if drop {
 				drops++
 			}
@@ -132,20 +142,25 @@ func DeleteMember(obj []byte, key string) ([]byte, error) {
 // matches no key compared) when it holds escapes. It takes any bytes
 // encoding/json takes, invalid UTF-8 included.
 func (l *Lexer) key() ([]byte, bool) {
+	raw, escaped, ok := l.rawKey()
+	if escaped {
+		return nil, ok
+	}
+	return raw, ok
+}
+
+// rawKey consumes an object key and returns its raw content (between the
+// quotes, escapes as they are) and whether it holds escapes.
+func (l *Lexer) rawKey() (raw []byte, escaped, ok bool) {
 	if l.Peek() != '"' {
-		return nil, false
+		return nil, false, false
 	}
 	start := l.i + 1
 	if !l.skipString() {
-		return nil, false
+		return nil, false, false
 	}
-	raw := l.b[start : l.i-1]
-	for _, c := range raw {
-		if c == '\\' {
-			return nil, true
-		}
-	}
-	return raw, true
+	raw = l.b[start : l.i-1]
+	return raw, bytes.IndexByte(raw, '\\') >= 0, true
 }
 
 // Member returns the raw value of obj's top-level member key (compared
@@ -183,4 +198,48 @@ func Member(obj []byte, key string) (value []byte, ok bool, err error) {
 		return nil, false, ErrNotObject
 	}
 	return value, ok, nil
+}
+
+// AmbiguousKey reports a top-level member of obj, a JSON object, that
+// encoding/json would decode into a struct field named one of names but
+// that is not exactly that name once (another case, an escape, or a
+// repeat): the key as it reads unescaped, and true. A reader that takes
+// names with encoding/json while obj travels on as it is (to an upstream
+// whose parser matches keys exactly, as most do) refuses such a body:
+// otherwise the two would read different values. It returns "", false
+// when there is none, or when obj is not a valid JSON object (left to the
+// caller's decoder to refuse).
+func AmbiguousKey(obj []byte, names ...string) (string, bool) {
+	l := New(obj)
+	if !l.Lit("{") || l.Lit("}") {
+		return "", false
+	}
+	var seen uint64 // bit i: names[i] read once, exactly
+	for {
+		raw, escaped, ok := l.rawKey()
+		if !ok || !l.Lit(":") || !l.Skip() {
+			return "", false
+		}
+		key := raw
+		if escaped {
+			key = Unquote(nil, raw)
+		}
+		for i, name := range names {
+			if !strings.EqualFold(string(key), name) {
+				continue
+			}
+			if escaped || string(raw) != name || i < 64 && seen&(1<<i) != 0 {
+				return string(key), true
+			}
+			if i < 64 {
+				seen |= 1 << i
+			}
+		}
+		if l.Lit("}") {
+			return "", false
+		}
+		if !l.Lit(",") {
+			return "", false
+		}
+	}
 }

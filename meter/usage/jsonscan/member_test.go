@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"strings"
 	"testing"
 )
 
@@ -69,6 +70,11 @@ func TestDeleteMember(t *testing.T) {
 		{` { "usage" : 1 , "b" : 2 } `, ` { "b" : 2 } `},
 		{`{"a":1}`, `{"a":1}`},
 		{`{"usage":1,"a":{"usage":2},"usage":3}`, `{"a":{"usage":2}}`},
+		// what encoding/json would read into a field "usage" goes too
+		{`{"Usage":1,"b":2}`, `{"b":2}`},
+		{`{"us\u0061ge":1,"b":2}`, `{"b":2}`},
+		{`{"USAGE":1,"u\u017fage":2,"b":3}`, `{"b":3}`}, // ſ folds to s
+		{`{"usages":1,"usag":2}`, `{"usages":1,"usag":2}`},
 	} {
 		got, err := DeleteMember([]byte(tt.in), "usage")
 		if err != nil || string(got) != tt.want {
@@ -78,8 +84,9 @@ func TestDeleteMember(t *testing.T) {
 }
 
 // FuzzDeleteMember checks DeleteMember against encoding/json: it accepts
-// exactly the valid JSON objects, and the result decodes to the input's
-// members without "usage".
+// exactly the valid JSON objects; the result decodes to the input's
+// members without "usage"; and nothing in it decodes into a struct field
+// "usage".
 func FuzzDeleteMember(f *testing.F) {
 	for _, s := range append(seeds, `{"usage":{"x":1},"n":1}`, `{"n":{"usage":1}}`) {
 		f.Add([]byte(s))
@@ -98,7 +105,17 @@ func FuzzDeleteMember(f *testing.F) {
 		if err := json.Unmarshal(got, &have); err != nil {
 			t.Fatalf("%q became %q: %v", b, got, err)
 		}
-		delete(want, "usage")
+		var field struct {
+			Usage json.RawMessage `json:"usage"`
+		}
+		if err := json.Unmarshal(got, &field); err != nil || field.Usage != nil {
+			t.Fatalf("%q became %q, which still decodes into a usage field: %s (%v)", b, got, field.Usage, err)
+		}
+		for k := range want {
+			if strings.EqualFold(k, "usage") {
+				delete(want, k)
+			}
+		}
 		if len(have) != len(want) {
 			t.Fatalf("%q became %q: %d members, want %d", b, got, len(have), len(want))
 		}
@@ -161,6 +178,55 @@ func FuzzMember(f *testing.F) {
 		}
 		if ok && !json.Valid(got) {
 			t.Fatalf("%q: Member = %q, not JSON", b, got)
+		}
+	})
+}
+
+func TestAmbiguousKey(t *testing.T) {
+	for _, tt := range []struct {
+		in, want string
+		bad      bool
+	}{
+		{`{"model":"m","stream":true}`, "", false},
+		{`{"model":"m","stream":true,"Stream":false}`, "Stream", true},
+		{`{"STREAM":true,"model":"m"}`, "STREAM", true},
+		{`{"model":"m","str\u0065am":true}`, "stream", true},
+		{`{"model":"m","model":"n"}`, "model", true},
+		{`{"model":"m","a":{"Stream":1},"streams":true}`, "", false},
+		{`{"model":"m","ſtream":true}`, "ſtream", true}, // ſ folds to s
+		{`{}`, "", false},
+		{`not json`, "", false},
+	} {
+		got, bad := AmbiguousKey([]byte(tt.in), "model", "stream")
+		if got != tt.want || bad != tt.bad {
+			t.Errorf("AmbiguousKey(%s) = %q, %v; want %q, %v", tt.in, got, bad, tt.want, tt.bad)
+		}
+	}
+}
+
+// FuzzAmbiguousKey checks AmbiguousKey against encoding/json: a valid
+// object it passes decodes, into a struct field "stream", the value of its
+// one exact "stream" member, or leaves it unset when there is none.
+func FuzzAmbiguousKey(f *testing.F) {
+	for _, s := range append(seeds, `{"stream":true,"Stream":false}`, `{"str\u0065am":1}`, `{"stream":1}`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, bad := AmbiguousKey(b, "stream"); bad {
+			return
+		}
+		var field struct {
+			Stream json.RawMessage `json:"stream"`
+		}
+		if json.Unmarshal(b, &field) != nil || depth(b) > MaxDepth {
+			return
+		}
+		exact, ok, err := Member(b, "stream")
+		if err != nil {
+			t.Fatalf("%q: Member: %v", b, err)
+		}
+		if ok != (field.Stream != nil) || ok && !bytes.Equal(compact(exact), compact(field.Stream)) {
+			t.Fatalf("%q passed: encoding/json reads stream %s, the exact member is %s (%v)", b, field.Stream, exact, ok)
 		}
 	})
 }
