@@ -94,6 +94,11 @@ func (s *Server) passBody(x *exchange, resp *http.Response, bodyUsage func([]byt
 	}
 	if err := bodyUsage(body, &x.report); err != nil {
 		x.report.Error = "unreadable upstream body: " + err.Error()
+		if r := &x.report; !r.Reported && r.Output.Len() == 0 {
+			// The body is relayed, so it is billed: its prompt and its
+			// bytes as output are estimated, never nothing.
+			r.AddOutputBytes(body)
+		}
 	}
 	x.firstByte()
 	x.markComplete()

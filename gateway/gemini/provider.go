@@ -2,6 +2,7 @@ package gemini
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -76,6 +77,13 @@ func readGenerate(r *http.Request, body []byte) (provider.Call, error) {
 	}
 	stream := method == "streamGenerateContent"
 	alt := r.URL.Query().Get("alt")
+	// alt is Google's response format for every REST API (json, sse, media,
+	// proto); the gateway meters JSON bodies and SSE streams only, so it
+	// refuses a format whose usage it could not read.
+	if !(alt == "" || alt == "json" || alt == "sse" && stream) {
+		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			fmt.Sprintf("alt=%q is not served here: use alt=json (the default), or alt=sse with streamGenerateContent", alt))
+	}
 	return provider.Call{Model: model, Stream: stream, SSE: stream && alt == "sse",
 		Endpoint: "/gemini/v1beta/models/{model}:" + method,
 		Upstream: func(upstream string) (string, []byte, error) {

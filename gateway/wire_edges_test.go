@@ -1,0 +1,198 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestGeminiAltTheGatewayCannotMeterIsRefused: alt is Google's response
+// format for every REST API (json, sse, media, proto). A format whose
+// usage the gateway could not read (a protobuf body, say) is refused
+// before any upstream call: served, it would have been billed nothing.
+func TestGeminiAltTheGatewayCannotMeterIsRefused(t *testing.T) {
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write([]byte("\x0a\x1c\x0a\x16\x0a\x14\x0a\x12the whole answer.\x10\x01"))
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "gp", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "gm-k"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "gem", Provider: "gp", UpstreamModel: "gemini-2.5-pro"})
+	})
+	body := `{"contents":[{"role":"user","parts":[{"text":"hello"}]}]}`
+	for _, path := range []string{
+		"/gemini/v1beta/models/gem:generateContent?alt=proto",
+		"/gemini/v1beta/models/gem:streamGenerateContent?alt=media",
+		"/gemini/v1beta/models/gem:generateContent?alt=sse",
+	} {
+		resp := st.post(t, path, body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "alt=") {
+			t.Errorf("%s: %d %s, want 400 naming alt", path, resp.StatusCode, b)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the upstream was called %d times", n)
+	}
+}
+
+// TestUnreadableBodyIsBilledAnEstimate: a 200 body the gateway cannot read
+// the usage of is relayed, and so billed: its prompt and its bytes are
+// estimated, never nothing.
+func TestUnreadableBodyIsBilledAnEstimate(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `the whole answer, in no format the gateway reads`)
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "gp", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "gm-k"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "gem", Provider: "gp", UpstreamModel: "gemini-2.5-pro"})
+	})
+	resp := st.post(t, "/gemini/v1beta/models/gem:generateContent",
+		`{"contents":[{"role":"user","parts":[{"text":"write me a long essay about metering"}]}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "the whole answer") {
+		t.Fatalf("client: %d %s", resp.StatusCode, b)
+	}
+	if e.UsageSource != usage.SourceEstimated || e.Usage.PromptTokens == 0 || e.Usage.CompletionTokens == 0 || e.Error == "" {
+		t.Fatalf("event: source %s, usage %+v, error %q: want an estimate of both, and the error", e.UsageSource, e.Usage, e.Error)
+	}
+}
+
+// TestAmbiguousStreamOrModelKeyIsRefused: the native routes send the
+// client's body upstream as it is, and read model and stream from it with
+// encoding/json, which also takes "Stream" or "str\u0065am". An upstream
+// that reads keys exactly (most non-Go servers) would then stream while
+// the gateway expects one JSON body, which it could not meter. Such a body
+// is refused before any upstream call.
+func TestAmbiguousStreamOrModelKeyIsRefused(t *testing.T) {
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, "not expected", http.StatusTeapot)
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "oai", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-oai-123456789"},
+			gateway.ProviderConfig{Name: "ant", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant-123456789"})
+	})
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/responses", `{"model":"oai/m","input":"hi","stream":true,"Stream":false}`},
+		{"/v1/responses", `{"model":"oai/m","input":"hi","str\u0065am":true}`},
+		{"/anthropic/v1/messages", `{"model":"ant/m","max_tokens":9,"messages":[{"role":"user","content":"hi"}],"stream":true,"STREAM":false}`},
+		{"/anthropic/v1/messages", `{"model":"ant/m","Model":"ant/n","max_tokens":9,"messages":[]}`},
+	} {
+		resp := st.post(t, tc.path, tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "ambiguous") {
+			t.Errorf("%s %s: %d %s, want 400 naming the ambiguous member", tc.path, tc.body, resp.StatusCode, b)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the upstream was called %d times", n)
+	}
+}
+
+// TestTranslatedStreamErrorsAreScrubbed: a mid-stream upstream error that
+// echoes the provider's key and address is scrubbed on chat completions
+// translated from Anthropic or Gemini, as on the pass-through routes.
+func TestTranslatedStreamErrorsAreScrubbed(t *testing.T) {
+	const secret = "sk-live-0123456789abcdef"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		leak := "bad key " + r.Header.Get("X-Api-Key") + r.Header.Get("X-Goog-Api-Key") + " at http://" + r.Host + "/v1"
+		if strings.Contains(r.URL.Path, "/messages") {
+			fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n")
+			fmt.Fprint(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\""+leak+"\"}}\n\n")
+			return
+		}
+		fmt.Fprint(w, `data: {"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"}}]}`+"\r\n\r\n")
+		fmt.Fprint(w, `data: {"error":{"code":500,"message":"`+leak+`","status":"INTERNAL"}}`+"\r\n\r\n")
+	}))
+	defer up.Close()
+	host := strings.TrimPrefix(up.URL, "http://")
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "ant", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: secret},
+			gateway.ProviderConfig{Name: "gem", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: secret})
+	})
+	for _, model := range []string{"ant/claude-x", "gem/gemini-x"} {
+		resp := st.post(t, "/v1/chat/completions", `{"model":"`+model+`","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), secret) || strings.Contains(string(b), host) {
+			t.Errorf("%s: the client sees the provider's key or address:\n%s", model, b)
+		}
+		if !strings.Contains(string(b), "[redacted]") || !strings.Contains(string(b), "[upstream]") {
+			t.Errorf("%s: no scrubbed error reached the client:\n%s", model, b)
+		}
+	}
+}
+
+// TestUsageUnderAnotherSpellingIsStripped: a chunk whose usage member is
+// spelled so that encoding/json still reads it ("Usage", "us\u0061ge") is
+// metered, and the member is removed from what the client gets: usage
+// rides only in the usage chunk, and only when the client asked for it.
+func TestUsageUnderAnotherSpellingIsStripped(t *testing.T) {
+	for _, key := range []string{`"us\u0061ge"`, `"Usage"`} {
+		for _, include := range []bool{false, true} {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\n")
+				fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],`+key+`:{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8}}`+"\n\n")
+				fmt.Fprint(w, "data: [DONE]\n\n")
+			}))
+			st := newStack(t, func(c *gateway.Config) {
+				c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "u", Type: "openai", BaseURL: up.URL})
+			})
+			opts := ""
+			if include {
+				opts = `"stream_options":{"include_usage":true},`
+			}
+			resp := st.post(t, "/v1/chat/completions", `{"model":"u/m","stream":true,`+opts+`"messages":[{"role":"user","content":"hi"}]}`)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			up.Close()
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			if e.Usage.PromptTokens != 7 {
+				t.Fatalf("%s: event usage %+v: want the upstream's 7 prompt tokens", key, e.Usage)
+			}
+			withUsage := 0
+			for _, line := range strings.Split(string(b), "\n") {
+				data, ok := strings.CutPrefix(line, "data: ")
+				if !ok || data == "[DONE]" {
+					continue
+				}
+				var chunk struct {
+					Usage json.RawMessage `json:"usage"`
+				}
+				if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+					t.Fatalf("%s: chunk %s: %v", key, data, err)
+				}
+				if chunk.Usage != nil && string(chunk.Usage) != "null" {
+					withUsage++
+				}
+			}
+			if want := map[bool]int{false: 0, true: 1}[include]; withUsage != want {
+				t.Errorf("%s, include_usage %v: %d chunks carry usage, want %d:\n%s", key, include, withUsage, want, b)
+			}
+		}
+	}
+}
