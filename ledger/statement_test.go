@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
 
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -286,5 +287,68 @@ func TestStatementErrors(t *testing.T) {
 	}
 	if _, err := b.s.Statement(b.ctx, "nope", "2026-01"); ledger.ErrorCode(err) != ledger.EInvalid {
 		t.Errorf("malformed customer id: %v, want invalid", err)
+	}
+}
+
+// TestStatementMonthsAreUTCWhateverTheServerZone: initdb takes the
+// server's TimeZone from the host. With it at Asia/Kolkata (UTC+05:30), an
+// event of 2026-02-01 00:10 UTC still belongs to February's statement, and
+// its usage to the UTC hour 00:00: the ledger's sessions run in UTC.
+func TestStatementMonthsAreUTCWhateverTheServerZone(t *testing.T) {
+	ctx := context.Background()
+	url := ledgertest.NewDatabase(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var db string
+	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` SET timezone = 'Asia/Kolkata'`); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	s, err := ledger.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	feb := time.Date(2026, 2, 1, 0, 10, 0, 0, time.UTC)
+	if _, err := s.WriteEvents(ctx, []usage.Event{newEvent(c.ID, k.ID, "m", feb, usage.Tokens{PromptTokens: 1_000_000})}); err != nil {
+		t.Fatal(err)
+	}
+	janSt, err := s.Statement(ctx, c.ID, "2026-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	febSt, err := s.Statement(ctx, c.ID, "2026-02")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(janSt.Sections) != 0 || len(febSt.Sections) != 1 || febSt.Sections[0].Total != "1.00" {
+		t.Fatalf("January statement %+v, February statement %+v: want the 1.00 USD event in February only", janSt.Sections, febSt.Sections)
+	}
+	page, err := s.Usage(ctx, ledger.UsageQuery{CustomerID: c.ID, From: feb.Truncate(time.Hour), To: feb.Add(time.Hour), GroupBy: "hour"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Data) != 1 || page.Data[0].Requests != 1 {
+		t.Fatalf("usage of February's first UTC hour: %+v", page.Data)
 	}
 }

@@ -36,12 +36,16 @@ type Store struct {
 
 // Open connects to the database at url, creating the database first when it
 // does not exist (connecting to the server's "postgres" database to do so).
-// It does not apply migrations; call Migrate.
+// It does not apply migrations; call Migrate. Its sessions run in UTC,
+// whatever the server's or the url's TimeZone: the ledger's hours, days and
+// statement months are UTC ones, and Postgres truncates a timestamptz to
+// the hour or month in the session's zone.
 func Open(ctx context.Context, url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
 	if err := createDatabase(ctx, cfg.ConnConfig); err != nil {
 		return nil, err
 	}
