@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,5 +197,33 @@ func TestWriteEventsRefusesOutOfRangeStatus(t *testing.T) {
 	var refused *usage.RefusedError
 	if !errors.As(err, &refused) || refused.ID != e.ID {
 		t.Fatalf("WriteEvents = %v, want the event %s refused", err, e.ID)
+	}
+}
+
+// TestBatchRepeatsAnIDInAnotherCase: an id repeated in one batch with its
+// hex digits in another case is one UUID (Validate takes both spellings):
+// it is stored once, and the repeat counts as a duplicate.
+func TestBatchRepeatsAnIDInAnotherCase(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	at := time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC)
+	e1 := newEvent(c.ID, k.ID, "m", at, usage.Tokens{PromptTokens: 10})
+	e1.ID = "0190aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee"
+	e2 := e1
+	e2.ID = strings.ToUpper(e1.ID)
+	e2.Time = at.Add(time.Second) // a republish stamped a moment later
+	if err := e2.Validate(); err != nil {
+		t.Fatalf("upper-case id refused by Validate: %v", err)
+	}
+	n, err := s.WriteEvents(ctx, []usage.Event{e1, e2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.Usage(ctx, ledger.UsageQuery{CustomerID: c.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || len(page.Data) != 1 || page.Data[0].Requests != 1 || page.Data[0].PromptTokens != 10 {
+		t.Fatalf("WriteEvents = %d new; usage = %+v; want one event stored once", n, page.Data)
 	}
 }
