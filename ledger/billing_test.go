@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,5 +177,47 @@ func TestLargeDiscountedChargeIsExact(t *testing.T) {
 	b, err := s.Balance(ctx, c.ID)
 	if err != nil || b.Charges != got.Charge {
 		t.Fatalf("balance charges %s, want %s (%v)", b.Charges, got.Charge, err)
+	}
+}
+
+// TestConcurrentReratesChargeOnce: two re-ratings of the same range at
+// once (a retry after a client timeout, two operators) charge the
+// difference once: re-rating is idempotent, at the same time too.
+func TestConcurrentReratesChargeOnce(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	at := time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC)
+	var evs []usage.Event
+	for i := range 500 {
+		evs = append(evs, newEvent(c.ID, k.ID, "m", at.Add(time.Duration(i)*time.Second), usage.Tokens{PromptTokens: 1000}))
+	}
+	if _, err := s.WriteEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	// The price comes after the fact: every event is unpriced, then re-rated.
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: at.Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	results := make([]ledger.RerateResult, 2)
+	for i := range results {
+		wg.Go(func() {
+			<-start
+			var err error
+			if results[i], err = s.Rerate(ctx, at.Add(-time.Hour), at.Add(time.Hour), nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	b, err := s.Balance(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 500 events × 1,000 tokens × USD 1 per million tokens = USD 0.5.
+	if b.Charges != "0.5" || results[0].Adjusted+results[1].Adjusted != 500 {
+		t.Fatalf("after two concurrent re-ratings: balance %+v, results %+v: want charges of 0.5, 500 events adjusted once", b, results)
 	}
 }

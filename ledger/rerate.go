@@ -36,7 +36,8 @@ const rerateBatch = 2000
 // changing an event: each event whose charge changes gets a rerate entry
 // with the difference (effective at the event's time, so it lands in the
 // event's period), and the rollups and balances move with it in the same
-// transaction. Re-rating again changes nothing more: it is idempotent.
+// transaction. Re-rating again changes nothing more: it is idempotent,
+// and runs at the same time take their batches in turn.
 // progress, when not nil, is called after each batch.
 func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(RerateResult)) (RerateResult, error) {
 	var res RerateResult
@@ -47,6 +48,14 @@ func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(Re
 	for {
 		n := 0
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			// One re-rating batch at a time, whatever the ranges: a batch
+			// reads each event's charge so far (its rerate entries
+			// included) after the lock, so it sees what another run has
+			// committed, and two runs at once (a retry after a timeout, two
+			// operators) charge a difference once, not twice.
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('rerate'))`); err != nil {
+				return err
+			}
 			evs, err := rerateLoad(ctx, tx, afterT, afterID, from, to)
 			if err != nil || len(evs) == 0 {
 				return err
