@@ -57,7 +57,10 @@ func dbError(err error, what string) error {
 		switch pg.Code {
 		case "23505":
 			return errorf(EConflict, "%s already exists", what)
-		case "23503", "23514", "22P02", "22007", "22008":
+		case "23503", "23514", "22P02", "22007", "22008",
+			"22021", // character_not_in_repertoire: a NUL byte in text
+			"22P05", // untranslatable_character
+			"22003": // numeric_value_out_of_range
 			return errorf(EInvalid, "%s is invalid: %s", what, pg.Message)
 		}
 	}

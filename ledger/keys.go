@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -103,8 +104,12 @@ type limits struct {
 }
 
 func checkCount(field string, v *int64) error {
-	if v != nil && (*v <= 0 || *v > 1<<40) {
-		return errorf(EInvalid, "%s: %d is not a positive count", field, *v)
+	limit := int64(1 << 40)
+	if field == "max_concurrent" {
+		limit = math.MaxInt32 // an integer column
+	}
+	if v != nil && (*v <= 0 || *v > limit) {
+		return errorf(EInvalid, "%s: %d is not a positive count of at most %d", field, *v, limit)
 	}
 	return nil
 }

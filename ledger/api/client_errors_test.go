@@ -206,3 +206,28 @@ func TestClientDeadLetters(t *testing.T) {
 		t.Fatalf("replayed %d, then all %d, %d left; want 1, 1, 0", n, all, len(left))
 	}
 }
+
+// TestInputTheDatabaseCannotStoreIsInvalid: a NUL byte in text (Postgres
+// refuses it) or a count past its column is refused as invalid (400),
+// never answered as an internal error.
+func TestInputTheDatabaseCannotStoreIsInvalid(t *testing.T) {
+	s := newServer(t)
+	cust, _, _ := s.customer(`{"name":"acme"}`)
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/admin/v1/customers", `{"name":"a\u0000b"}`},
+		{"GET", "/admin/v1/customers?name=a%00b", ""},
+		{"GET", "/admin/v1/prices?model=a%00b", ""},
+		{"POST", "/admin/v1/customers/" + cust + "/keys", `{"name":"k\u0000"}`},
+		{"POST", "/admin/v1/customers/" + cust + "/keys", `{"name":"k","max_concurrent":3000000000}`},
+		{"POST", "/admin/v1/customers/" + cust + "/credits", `{"amount":"10","memo":"top-up\u0000"}`},
+		{"POST", "/admin/v1/prices", `{"model":"m\u0000","currency":"USD","input":"1","output":"1","effective_from":"2026-01-01T00:00:00Z"}`},
+	} {
+		status, body, err := send(c.method, s.admin+c.path, adminToken, c.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status != http.StatusBadRequest || !strings.Contains(string(body), `"invalid"`) {
+			t.Errorf("%s %s %s = %d %s, want 400 invalid", c.method, c.path, c.body, status, body)
+		}
+	}
+}
