@@ -65,6 +65,28 @@ func (d *DurablePublisher) Publish(ctx context.Context, e *usage.Event) error {
 	return nil
 }
 
+// PublishBehindSpool is Publish for an event that must not overtake what
+// the spool holds: while the spool is not empty, e is appended to it, and
+// the republisher sends it after the events before it. The gateway records
+// the requests a crash left in flight this way: the real event of such a
+// request may have been spooled (NATS down) just before the crash, and it
+// must reach the stream first, since the ledger keeps the first event of
+// an id and JetStream drops a later one with the same Nats-Msg-Id. Errors
+// are Publish's.
+func (d *DurablePublisher) PublishBehindSpool(ctx context.Context, e *usage.Event) error {
+	if n, _, _ := d.spool.Stats(); n == 0 {
+		return d.Publish(ctx, e)
+	}
+	e.Normalize()
+	if err := e.Validate(); err != nil {
+		return d.setAside(e, "the gateway made an invalid usage event: "+err.Error())
+	}
+	if err := d.spool.Append(e); err != nil {
+		return fmt.Errorf("spool refused event %s: %w", e.ID, err)
+	}
+	return nil
+}
+
 // deadRecord is a dead letter kept in the dead-letter spool until the
 // dead-letter stream takes it.
 type deadRecord struct {

@@ -200,3 +200,51 @@ func streamEvents(t *testing.T, js jetstream.JetStream, stream string, n int) []
 	}
 	return out
 }
+
+// TestPublishBehindSpoolKeepsTheRealEventFirst: after a crash, a request's
+// real event may sit in the spool (NATS was down when it ended) while the
+// crash journal makes an estimate of the same id. The estimate, published
+// behind the spool, reaches the stream after the real event, which the
+// stream then keeps (it drops a later message of the same id).
+func TestPublishBehindSpoolKeepsTheRealEventFirst(t *testing.T) {
+	ctx := context.Background()
+	js := metertest.NewStream(t)
+	spool, dead := openSpool(t), openSpool(t)
+	real := testEvent(1)
+	real.Usage = usage.Tokens{PromptTokens: 100, CompletionTokens: 900}
+	if err := spool.Append(real); err != nil {
+		t.Fatal(err)
+	}
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	connected := func() bool { return true }
+	d := meter.NewDurablePublisher(pub, spool, dead, connected, 0, slog.Default(), nil)
+	estimate := testEvent(1)
+	estimate.ID = real.ID
+	estimate.Status, estimate.UsageSource = usage.StatusCrashed, usage.SourceEstimated
+	estimate.Usage = usage.Tokens{PromptTokens: 90, CompletionTokens: 400}
+	other := testEvent(2) // a crashed request with no spooled event
+	for _, e := range []*usage.Event{estimate, other} {
+		if err := d.PublishBehindSpool(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _, _ := spool.Stats(); n != 3 {
+		t.Fatalf("spool holds %d events, want 3: the estimates behind the real event", n)
+	}
+	r := meter.NewRepublisher(spool, dead, pub, js, meter.StreamConfig{}, connected, 20*time.Millisecond, slog.Default())
+	r.Start()
+	defer r.Stop(ctx)
+	waitFor(t, func() bool { n, _, _ := spool.Stats(); return n == 0 })
+	got := streamEvents(t, js, "TOLLGATE_USAGE", 2)
+	if got[0].ID != real.ID || got[0].Usage != real.Usage || got[1].ID != other.ID {
+		t.Fatalf("stream holds %s %+v then %s; want the real event of %s, then %s", got[0].ID, got[0].Usage, got[1].ID, real.ID, other.ID)
+	}
+	// With the spool empty, it publishes at once.
+	last := testEvent(3)
+	if err := d.PublishBehindSpool(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := spool.Stats(); n != 0 {
+		t.Fatalf("spool holds %d with nothing before: want the event published at once", n)
+	}
+}

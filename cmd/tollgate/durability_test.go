@@ -4,13 +4,16 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/journal"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -125,5 +128,56 @@ func TestSpoolSurvivesGatewayRestart(t *testing.T) {
 	e := s.event(id)
 	if e.Status != usage.StatusCutOff || e.Usage.CompletionTokens <= 0 {
 		t.Fatalf("cut-off stream's event = %+v, want cut_off with what was produced", e.Event)
+	}
+}
+
+// TestCrashEstimateDoesNotOvertakeASpooledEvent: a request whose real event
+// was spooled (NATS down) just before a crash, and whose end the crash
+// journal had not yet recorded, is in both. At the next start the
+// journal's estimate goes behind the spool, so the ledger keeps the real
+// event (it keeps the first of an id), not the estimate.
+func TestCrashEstimateDoesNotOvertakeASpooledEvent(t *testing.T) {
+	s := newStack(t, nil)
+	code, id := s.chatAs(s.secret)
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	seen := s.event(id).Event
+	if err := s.app.close(); err != nil {
+		t.Fatal(err)
+	}
+	s.app = nil
+	// What the crashed process left: the request begun and checkpointed in
+	// the journal, and its real event in the spool.
+	real := seen
+	real.ID = uuid.Must(uuid.NewV7()).String()
+	real.RequestID, real.Time = "", time.Now().UTC()
+	real.Status, real.UsageSource = usage.StatusOK, usage.SourceUpstream
+	real.Usage = usage.Tokens{PromptTokens: 100, CompletionTokens: 900}
+	j, _, err := journal.Open(filepath.Join(s.env.DataDir, "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	begun := real
+	begun.Status, begun.UsageSource, begun.Usage = "", usage.SourceEstimated, usage.Tokens{}
+	j.Begin(&begun, []byte(`{"model":"sim-pro","messages":[{"role":"user","content":"hello"}]}`))
+	j.Checkpoint(real.ID, "some of the output", nil, false)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := meter.OpenSpool(filepath.Join(s.env.DataDir, "spool"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Append(&real); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.restart()
+	got := s.event(real.ID)
+	if got.Status != usage.StatusOK || got.Usage != real.Usage {
+		t.Fatalf("the ledger holds %s %+v for the request, want the spooled real event (ok, %+v)", got.Status, got.Usage, real.Usage)
 	}
 }

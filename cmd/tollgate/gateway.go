@@ -97,7 +97,9 @@ func (a *app) recover(ctx context.Context, crashed []journal.Request) error {
 	}
 	events := a.gw.Recover(crashed)
 	for i := range events {
-		if err := a.sink.Publish(ctx, &events[i]); err != nil {
+		// Behind the spool: a request's real event, spooled just before the
+		// crash, goes first, and the ledger keeps it rather than this estimate.
+		if err := a.sink.PublishBehindSpool(ctx, &events[i]); err != nil {
 			return fmt.Errorf("recover the requests in flight at the last crash: %w", err)
 		}
 	}

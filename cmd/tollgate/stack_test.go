@@ -42,7 +42,9 @@ type stack struct {
 // and configuration (the same database, data directory and NATS).
 func (s *stack) restart() {
 	s.t.Helper()
-	if err := s.app.close(); err != nil {
+	if s.app == nil {
+		// closed already (a test changing the data directory between)
+	} else if err := s.app.close(); err != nil {
 		s.t.Logf("close before restart: %v", err)
 	}
 	s.app = nil
