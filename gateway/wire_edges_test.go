@@ -196,3 +196,29 @@ func TestUsageUnderAnotherSpellingIsStripped(t *testing.T) {
 		}
 	}
 }
+
+// TestAmbiguousModelOnOpenAIBodiesIsRefused: /v1/embeddings and
+// /v1/completions send the client's body upstream with model set to the
+// deployment's; a second member an upstream may read as the model
+// ("Model": Go's encoding/json matches keys without regard to case) would
+// be served past allowed_models and billed as the model the gateway read.
+// Such a body is refused before any upstream call.
+func TestAmbiguousModelOnOpenAIBodiesIsRefused(t *testing.T) {
+	st := newStack(t, nil)
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/embeddings", `{"model":"sim-small","Model":"sim-pro","input":"hi"}`},
+		{"/v1/embeddings", `{"model":"sim-small","mod\u0065l":"sim-pro","input":"hi"}`},
+		{"/v1/completions", `{"model":"sim-small","MODEL":"sim-pro","prompt":"hi"}`},
+		{"/v1/completions", `{"model":"sim-small","prompt":"hi","stream":true,"Stream":false}`},
+	} {
+		resp := st.post(t, tc.path, tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "ambiguous") {
+			t.Errorf("%s %s: %d %s, want 400 naming the ambiguous member", tc.path, tc.body, resp.StatusCode, b)
+		}
+	}
+	if n := st.simStats(t).Requests.Total; n != 0 {
+		t.Fatalf("the upstream was called %d times", n)
+	}
+}
