@@ -32,13 +32,8 @@ func (s *Server) openAIRoute(w http.ResponseWriter, r *http.Request, required, e
 		return
 	}
 	ok = false
-	if key, bad := jsonscan.AmbiguousKey(body, "model", "stream"); bad {
-		// These bodies go upstream as the client sent them, model set: an
-		// upstream that matches keys without regard to case (Go's
-		// encoding/json does) would read "Model" where the gateway checked,
-		// routed and billed "model".
-		chatErrors.WriteError(w, badRequest(fmt.Sprintf(
-			"the request body's member %q is ambiguous: send model and stream once each, spelled exactly so", key)))
+	if err := provider.CheckPassedBody(body, "model", "stream"); err != nil {
+		chatErrors.WriteError(w, badRequest(err.Error()))
 		return
 	}
 	req, err := parseOpenAIRequest(body)

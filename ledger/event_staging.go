@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -78,30 +77,31 @@ type stagedExtra struct {
 }
 
 // newStagedRows rates events with rate (the batch's pricing.rate). An id
-// repeated within the batch (in either case: it is one UUID) keeps its
-// first occurrence and counts as a duplicate. An http_status or attempt no int4 column holds is refused.
+// repeated within the batch (the same UUID, whatever the case of its text)
+// keeps its first occurrence and counts as a duplicate. An http_status or
+// attempt no int4 column holds is refused.
 func newStagedRows(events []usage.Event, rate func(*usage.Event) (usage.Rating, error)) (*stagedRows, int64, error) {
 	s := &stagedRows{events: events, rates: make([]usage.Rating, len(events)), ids: make([][3]pgtype.UUID, len(events)),
 		extra: make([]stagedExtra, len(events)), keep: make([]int, 0, len(events))}
-	seen := make(map[string]struct{}, len(events))
+	seen := make(map[[16]byte]struct{}, len(events))
 	var duplicates int64
 	for i := range events {
 		e := &events[i]
-		id := strings.ToLower(e.ID) // one UUID, whatever the case of its hex digits (no copy when lower already)
-		if _, dup := seen[id]; dup {
+		var err error
+		if s.ids[i][0], s.ids[i][1], s.ids[i][2], err = eventUUIDs(e); err != nil {
+			return nil, 0, err
+		}
+		if _, dup := seen[s.ids[i][0].Bytes]; dup {
 			duplicates++
 			continue
 		}
-		seen[id] = struct{}{}
+		seen[s.ids[i][0].Bytes] = struct{}{}
 		if e.HTTPStatus < math.MinInt32 || e.HTTPStatus > math.MaxInt32 || e.Attempt > math.MaxInt32 {
 			// Validate bounds both far tighter; WriteEvents' callers need not.
 			return nil, 0, &usage.RefusedError{ID: e.ID, Reason: fmt.Sprintf("http_status %d or attempt %d is out of range", e.HTTPStatus, e.Attempt)}
 		}
 		r, err := rate(e)
 		if err != nil {
-			return nil, 0, err
-		}
-		if s.ids[i][0], s.ids[i][1], s.ids[i][2], err = eventUUIDs(e); err != nil {
 			return nil, 0, err
 		}
 		s.rates[i] = r

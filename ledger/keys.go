@@ -103,13 +103,18 @@ type limits struct {
 	models                         []string
 }
 
-func checkCount(field string, v *int64) error {
-	limit := int64(1 << 40)
-	if field == "max_concurrent" {
-		limit = math.MaxInt32 // an integer column
-	}
-	if v != nil && (*v <= 0 || *v > limit) {
-		return errorf(EInvalid, "%s: %d is not a positive count of at most %d", field, *v, limit)
+// checkCounts checks a key's count limits, each nil when not set: a
+// positive count, at most what its column holds (max_concurrent is an
+// integer column).
+func checkCounts(rpm, tpm, concurrent *int64) error {
+	for _, c := range []struct {
+		name  string
+		v     *int64
+		limit int64
+	}{{"rpm_limit", rpm, 1 << 40}, {"tpm_limit", tpm, 1 << 40}, {"max_concurrent", concurrent, math.MaxInt32}} {
+		if c.v != nil && (*c.v <= 0 || *c.v > c.limit) {
+			return errorf(EInvalid, "%s: %d is not a positive count of at most %d", c.name, *c.v, c.limit)
+		}
 	}
 	return nil
 }
@@ -135,13 +140,8 @@ func newLimits(in KeyInput) (limits, error) {
 	if l.monthly, err = optionalMicros("monthly_limit", in.MonthlyLimit); err != nil {
 		return l, err
 	}
-	for _, c := range []struct {
-		name string
-		v    *int64
-	}{{"rpm_limit", in.RPMLimit}, {"tpm_limit", in.TPMLimit}, {"max_concurrent", in.MaxConcurrent}} {
-		if err := checkCount(c.name, c.v); err != nil {
-			return l, err
-		}
+	if err := checkCounts(in.RPMLimit, in.TPMLimit, in.MaxConcurrent); err != nil {
+		return l, err
 	}
 	l.rpm, l.tpm, l.conc, l.expires = in.RPMLimit, in.TPMLimit, in.MaxConcurrent, in.ExpiresAt
 	l.models, err = checkModels(in.AllowedModels)
@@ -221,13 +221,8 @@ func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, e
 	if err != nil {
 		return Key{}, err
 	}
-	for _, c := range []struct {
-		name string
-		v    *int64
-	}{{"rpm_limit", p.RPMLimit.Value}, {"tpm_limit", p.TPMLimit.Value}, {"max_concurrent", p.MaxConcurrent.Value}} {
-		if err := checkCount(c.name, c.v); err != nil {
-			return Key{}, err
-		}
+	if err := checkCounts(p.RPMLimit.Value, p.TPMLimit.Value, p.MaxConcurrent.Value); err != nil {
+		return Key{}, err
 	}
 	models := []string{}
 	if p.AllowedModels.Value != nil {

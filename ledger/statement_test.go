@@ -317,14 +317,7 @@ func TestStatementMonthsAreUTCWhateverTheServerZone(t *testing.T) {
 	if _, err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "ci"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, k := newCustomer(t, s)
 	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: jan}); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,13 @@ func newEvent(customer, key, model string, at time.Time, u usage.Tokens) usage.E
 func setup(t *testing.T) (*ledger.Store, ledger.Customer, ledger.Key) {
 	t.Helper()
 	s := ledgertest.NewStore(t)
+	c, k := newCustomer(t, s)
+	return s, c, k
+}
+
+// newCustomer creates customer "acme" in s, with key "ci".
+func newCustomer(t *testing.T, s *ledger.Store) (ledger.Customer, ledger.Key) {
+	t.Helper()
 	ctx := context.Background()
 	c, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
 	if err != nil {
@@ -36,7 +43,7 @@ func setup(t *testing.T) (*ledger.Store, ledger.Customer, ledger.Key) {
 	if len(secret) != 46 || secret[:3] != "tg-" || k.Prefix != secret[:11] {
 		t.Fatalf("secret %q prefix %q: want tg- and 43 base64url characters", secret, k.Prefix)
 	}
-	return s, c, k
+	return c, k
 }
 
 func TestWriteEventsRatesByEffectiveDateAndIsIdempotent(t *testing.T) {

@@ -41,28 +41,7 @@ func NewDurablePublisher(pub *Publisher, spool, dead *Spool, connected func() bo
 // is durable (see DurablePublisher). It returns an error only when the
 // spool refuses it too (full, or its disk failing).
 func (d *DurablePublisher) Publish(ctx context.Context, e *usage.Event) error {
-	e.Normalize()
-	if err := e.Validate(); err != nil {
-		return d.setAside(e, "the gateway made an invalid usage event: "+err.Error())
-	}
-	if d.connected() {
-		start := time.Now()
-		err := d.pub.Publish(ctx, e)
-		d.obs.Published(time.Since(start), err)
-		switch {
-		case err == nil:
-			return nil
-		case Permanent(err):
-			return d.setAside(e, "NATS refused the usage event: "+err.Error())
-		}
-		d.log.Warn("usage event spooled: publish failed", "request_id", e.ID, "customer_id", e.CustomerID, "err", err)
-	} else {
-		d.obs.Published(0, errNotConnected)
-	}
-	if err := d.spool.Append(e); err != nil {
-		return fmt.Errorf("publish failed and spool refused event %s: %w", e.ID, err)
-	}
-	return nil
+	return d.publish(ctx, e, false)
 }
 
 // PublishBehindSpool is Publish for an event that must not overtake what
@@ -74,15 +53,37 @@ func (d *DurablePublisher) Publish(ctx context.Context, e *usage.Event) error {
 // an id and JetStream drops a later one with the same Nats-Msg-Id. Errors
 // are Publish's.
 func (d *DurablePublisher) PublishBehindSpool(ctx context.Context, e *usage.Event) error {
-	if n, _, _ := d.spool.Stats(); n == 0 {
-		return d.Publish(ctx, e)
-	}
+	return d.publish(ctx, e, true)
+}
+
+func (d *DurablePublisher) publish(ctx context.Context, e *usage.Event, behindSpool bool) error {
 	e.Normalize()
 	if err := e.Validate(); err != nil {
 		return d.setAside(e, "the gateway made an invalid usage event: "+err.Error())
 	}
+	spooled := false
+	if behindSpool {
+		n, _, _ := d.spool.Stats()
+		spooled = n > 0
+	}
+	switch {
+	case spooled: // goes behind them
+	case d.connected():
+		start := time.Now()
+		err := d.pub.Publish(ctx, e)
+		d.obs.Published(time.Since(start), err)
+		switch {
+		case err == nil:
+			return nil
+		case Permanent(err):
+			return d.setAside(e, "NATS refused the usage event: "+err.Error())
+		}
+		d.log.Warn("usage event spooled: publish failed", "request_id", e.ID, "customer_id", e.CustomerID, "err", err)
+	default:
+		d.obs.Published(0, errNotConnected)
+	}
 	if err := d.spool.Append(e); err != nil {
-		return fmt.Errorf("spool refused event %s: %w", e.ID, err)
+		return fmt.Errorf("event %s neither published nor spooled: %w", e.ID, err)
 	}
 	return nil
 }

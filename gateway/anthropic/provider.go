@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"unicode/utf8"
 
@@ -74,11 +73,8 @@ func readCountTokens(r *http.Request, body []byte) (provider.Call, error) {
 // anthropic-beta headers go upstream with it; a string metadata.user_id
 // names the end user.
 func readMessages(r *http.Request, body []byte) (provider.Call, error) {
-	if key, bad := jsonscan.AmbiguousKey(body, "model", "stream"); bad {
-		// The body goes upstream as it is; an upstream that reads keys
-		// exactly would read another model or stream flag than ours.
-		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
-			fmt.Sprintf("the request body's member %q is ambiguous: send model and stream once each, spelled exactly so", key))
+	if err := provider.CheckPassedBody(body, "model", "stream"); err != nil {
+		return provider.Call{}, err
 	}
 	var req struct {
 		Model  string `json:"model"`

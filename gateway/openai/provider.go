@@ -2,7 +2,6 @@ package openai
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -45,11 +44,8 @@ func Auth(h http.Header, apiKey string) {
 // model and an optional boolean stream. A string safety_identifier, else
 // user, names the end user, and metadata tags the request.
 func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
-	if key, bad := jsonscan.AmbiguousKey(body, "model", "stream"); bad {
-		// The body goes upstream as it is; an upstream that reads keys
-		// exactly would read another model or stream flag than ours.
-		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
-			fmt.Sprintf("the request body's member %q is ambiguous: send model and stream once each, spelled exactly so", key))
+	if err := provider.CheckPassedBody(body, "model", "stream"); err != nil {
+		return provider.Call{}, err
 	}
 	var req struct {
 		Model  string `json:"model"`

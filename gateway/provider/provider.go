@@ -2,14 +2,17 @@
 // upstream protocols: each protocol package (gateway/openai,
 // gateway/anthropic, gateway/gemini) describes itself as one Provider
 // value, and the core, given those values, serves them without naming any.
-// Its only behaviour is what every protocol shares: WriteJSONError.
+// Its only behaviour is what every protocol shares: WriteJSONError, and
+// CheckPassedBody.
 package provider
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // Provider is one upstream wire protocol, registered once with the
@@ -187,6 +190,20 @@ type Call struct {
 	// Header holds client headers to pass upstream as they are
 	// (anthropic-version, anthropic-beta, say).
 	Header http.Header
+}
+
+// CheckPassedBody refuses a request body that goes upstream as the client
+// sent it (only its model set) when a member named one of names is
+// ambiguous (jsonscan.AmbiguousKey: another case, an escape, a repeat):
+// an upstream's parser could read another model or stream flag than the
+// gateway checked, routed and billed. It returns nil, or a 400 Error
+// naming the member.
+func CheckPassedBody(body []byte, names ...string) error {
+	if key, bad := jsonscan.AmbiguousKey(body, names...); bad {
+		return Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			fmt.Sprintf("the request body's member %q is ambiguous: send each of %v once, spelled exactly so", key, names))
+	}
+	return nil
 }
 
 // Err is a convenience: an Error with the given status, type, code and message.

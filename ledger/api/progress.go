@@ -80,12 +80,12 @@ func (p *Progress) Finish() {
 
 func (p *Progress) report(end string) {
 	elapsed := p.now().Sub(p.start)
-	rate := 0.0
-	if s := elapsed.Seconds(); s > 0 {
-		rate = float64(p.bytes) / s
+	var rate int64 // bytes per second
+	if ms := elapsed.Milliseconds(); ms > 0 {
+		rate = p.bytes * 1000 / ms
 	}
 	line := fmt.Sprintf("%s, %s in %s (%s/s)", byteSize(p.bytes), plural(p.Rows(), "row"),
-		elapsed.Round(100*time.Millisecond), byteSize(int64(rate)))
+		elapsed.Round(100*time.Millisecond), byteSize(rate))
 	if p.tty {
 		fmt.Fprintf(p.out, "\r\033[K%s%s", line, end)
 	} else {
@@ -99,12 +99,13 @@ func byteSize(n int64) string {
 	if n < unit {
 		return fmt.Sprintf("%d B", n)
 	}
-	v, exp := float64(n)/unit, 0
-	for v >= unit && exp < 4 {
-		v /= unit
+	div, exp := int64(unit), 0
+	for n/div >= unit && exp < 4 {
+		div *= unit
 		exp++
 	}
-	return fmt.Sprintf("%.1f %cB", v, "kMGTP"[exp])
+	tenths := (n/div)*10 + (n%div*10+div/2)/div // n/div to one decimal, rounded half up
+	return fmt.Sprintf("%d.%d %cB", tenths/10, tenths%10, "kMGTP"[exp])
 }
 
 // plural renders "1 row", "2 rows".

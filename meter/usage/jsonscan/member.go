@@ -96,14 +96,11 @@ func DeleteMember(obj []byte, key string) ([]byte, error) {
 		for {
 			l.WS()
 			from := l.i
-			raw, escaped, ok := l.rawKey()
+			text, _, ok := l.keyText()
 			if !ok || !l.Lit(":") || !l.Skip() {
 				return nil, ErrNotObject
 			}
-			if escaped {
-				raw = Unquote(nil, raw)
-			}
-			drop := strings.EqualFold(string(raw), key)
+			drop := strings.EqualFold(string(text), key)
 			if drop {
 				drops++
 			}
@@ -147,6 +144,16 @@ func (l *Lexer) key() ([]byte, bool) {
 		return nil, ok
 	}
 	return raw, ok
+}
+
+// keyText consumes an object key and returns its text (unescaped) and its
+// raw content (between the quotes, escapes as they are).
+func (l *Lexer) keyText() (text, raw []byte, ok bool) {
+	raw, escaped, ok := l.rawKey()
+	if escaped {
+		return Unquote(nil, raw), raw, ok
+	}
+	return raw, raw, ok
 }
 
 // rawKey consumes an object key and returns its raw content (between the
@@ -214,26 +221,20 @@ func AmbiguousKey(obj []byte, names ...string) (string, bool) {
 	if !l.Lit("{") || l.Lit("}") {
 		return "", false
 	}
-	var seen uint64 // bit i: names[i] read once, exactly
+	var seen uint64 // bit i: names[i] read once, exactly (repeats are found for the first 64 names)
 	for {
-		raw, escaped, ok := l.rawKey()
+		text, raw, ok := l.keyText()
 		if !ok || !l.Lit(":") || !l.Skip() {
 			return "", false
 		}
-		key := raw
-		if escaped {
-			key = Unquote(nil, raw)
-		}
 		for i, name := range names {
-			if !strings.EqualFold(string(key), name) {
+			if !strings.EqualFold(string(text), name) {
 				continue
 			}
-			if escaped || string(raw) != name || i < 64 && seen&(1<<i) != 0 {
-				return string(key), true
+			if string(raw) != name || seen&(1<<i) != 0 {
+				return string(text), true
 			}
-			if i < 64 {
-				seen |= 1 << i
-			}
+			seen |= 1 << i
 		}
 		if l.Lit("}") {
 			return "", false
