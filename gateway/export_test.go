@@ -14,3 +14,6 @@ func PollHangups(on bool) bool {
 	pollHangups = on
 	return was
 }
+
+// TakeAfter is how long a stream runs before its connection is taken.
+const TakeAfter = takeAfter
