@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // prepared is one attempt with its upstream request: the path below the
@@ -17,17 +20,28 @@ type prepared struct {
 	body []byte
 }
 
-// prepareAttempts plans the attempts of a request routed as rt (see
-// router.plan; ok filters the deployments) and prepares each one's
+// prepareAttempts plans the attempts of a request by key routed as rt
+// (see router.plan; ok filters the deployments) and prepares each one's
 // upstream request with prep, for its provider and upstream model. An
 // attempt prep refuses is dropped; when it refuses them all, its error for
 // the first is returned (the client's fault: a field no provider of the
-// route can take). It returns at most RetryConfig.MaxAttempts attempts.
-func (s *Server) prepareAttempts(rt route, ok func(string, *deployment) bool,
+// route can take). An attempt whose model key could not be held to its
+// spend limits (foreignCurrency) is dropped too; when every attempt is,
+// the error is a provider.Error, 402. It returns at most
+// RetryConfig.MaxAttempts attempts.
+func (s *Server) prepareAttempts(key *usage.KeyState, rt route, ok func(string, *deployment) bool,
 	prep func(a attempt) (path string, body []byte, err error)) ([]prepared, error) {
 	var out []prepared
 	var first error
 	for _, a := range s.routes.plan(rt, ok) {
+		if cur := s.foreignCurrency(key, a.model); cur != "" {
+			if first == nil {
+				first = provider.Err(http.StatusPaymentRequired, "insufficient_quota", "currency_mismatch",
+					fmt.Sprintf("the model %q is priced in %s, and this API key's spend limits are in %s: "+
+						"with no exchange rate, its charges could not be held to them", a.model, cur, key.Currency))
+			}
+			continue
+		}
 		path, body, err := prep(a)
 		if err != nil {
 			if first == nil {
@@ -47,6 +61,33 @@ func (s *Server) prepareAttempts(rt route, ok func(string, *deployment) bool,
 		return nil, first
 	}
 	return out, nil
+}
+
+// foreignCurrency returns the currency a request by key for model would
+// be charged in when the key's spend is limited (usage.KeyState.
+// SpendLimited) and that currency is not its customer's, so that no limit
+// could count the charge; else "". The charge's currency is that of the
+// price in force now, or of the customer's custom price, as the gateway's
+// Rater holds them; an unpriced model is charged nothing and passes.
+func (s *Server) foreignCurrency(key *usage.KeyState, model string) string {
+	if key == nil || !key.SpendLimited || key.Currency == "" || s.rates == nil {
+		return ""
+	}
+	r, ok := s.rates.Rate(&usage.Event{CustomerID: key.CustomerID, Model: model, Time: time.Now()})
+	if !ok || r.Unpriced || r.Currency == key.Currency {
+		return ""
+	}
+	return r.Currency
+}
+
+// attemptsError is the refusal of a request prepareAttempts found no
+// attempt for: its provider.Error, else 400 with err's message.
+func attemptsError(err error) provider.Error {
+	var pe provider.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return badRequest(err.Error())
 }
 
 // serveAttempts serves a request by its attempts, in order, each one an

@@ -106,7 +106,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := keyOf(r)
-	attempts, err := s.prepareAttempts(rt, func(model string, d *deployment) bool {
+	attempts, err := s.prepareAttempts(key, rt, func(model string, d *deployment) bool {
 		return allowedModel(key, model, deploymentRoute(model, d))
 	}, func(a attempt) (string, []byte, error) {
 		if tr := s.providers[a.dep.provider.Type].Chat; tr != nil {
@@ -116,7 +116,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return "/chat/completions", b, err
 	})
 	if err != nil {
-		chatErrors.WriteError(w, badRequest(err.Error()))
+		chatErrors.WriteError(w, attemptsError(err))
 		return
 	}
 	messages := req.fields["messages"] // not req: a stream keeps only what an estimate needs

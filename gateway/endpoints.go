@@ -57,7 +57,7 @@ func (s *Server) openAIRoute(w http.ResponseWriter, r *http.Request, required, e
 		return
 	}
 	key := keyOf(r)
-	attempts, err = s.prepareAttempts(rt, func(model string, d *deployment) bool {
+	attempts, err = s.prepareAttempts(key, rt, func(model string, d *deployment) bool {
 		p := s.providers[d.provider.Type]
 		return p != nil && serves(p) && allowedModel(key, model, deploymentRoute(model, d))
 	}, func(a attempt) (string, []byte, error) {
@@ -69,7 +69,7 @@ func (s *Server) openAIRoute(w http.ResponseWriter, r *http.Request, required, e
 		return
 	}
 	if err != nil {
-		chatErrors.WriteError(w, badRequest(err.Error()))
+		chatErrors.WriteError(w, attemptsError(err))
 		return
 	}
 	return body, req, endUser, tags, attempts, true

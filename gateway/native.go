@@ -58,11 +58,11 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 			return
 		}
 		key := keyOf(r)
-		attempts, err := s.prepareAttempts(route, func(model string, d *deployment) bool {
+		attempts, err := s.prepareAttempts(key, route, func(model string, d *deployment) bool {
 			return d.provider.Type == p.Type && allowedModel(key, model, deploymentRoute(model, d))
 		}, func(a attempt) (string, []byte, error) { return call.Upstream(a.dep.upstream) })
 		if err != nil {
-			env.WriteError(w, badRequest(err.Error()))
+			env.WriteError(w, attemptsError(err))
 			return
 		}
 		s.serveAttempts(w, r, attempts, call.Endpoint, call.Stream, env, func(x *exchange, at prepared) {

@@ -27,12 +27,14 @@ SELECT k.id::text, k.customer_id::text, k.secret_hash, k.revoked_at IS NOT NULL,
   coalesce(k.rpm_limit, 0), coalesce(k.tpm_limit, 0), coalesce(k.max_concurrent, 0), k.allowed_models,
   coalesce(sp.day_start = d.day AND sp.day_e12 >= k.daily_limit_micros::numeric * 1000000, false),
   coalesce(sp.month_start = d.month AND sp.month_e12 >= k.monthly_limit_micros::numeric * 1000000, false),
-  d.day, d.month, d.version
+  d.day, d.month, d.version,
+  k.daily_limit_micros IS NOT NULL OR k.monthly_limit_micros IS NOT NULL, c.currency
 FROM (SELECT date_trunc('day', t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS day,
         date_trunc('month', t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS month,
         (extract(epoch FROM t) * 1000000000)::bigint AS version
       FROM (SELECT clock_timestamp() AS t) n) d
 CROSS JOIN api_keys k
+JOIN customers c ON c.id = k.customer_id
 LEFT JOIN key_spend sp ON sp.key_id = k.id
 `
 
@@ -43,7 +45,8 @@ const customerStateQuery = `
 SELECT c.id::text, c.currency,
   c.credit_limit_micros IS NOT NULL
     AND coalesce(b.credits_e12 - b.charges_e12, 0) <= -c.credit_limit_micros::numeric * 1000000,
-  (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint
+  (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint,
+  c.credit_limit_micros IS NOT NULL
 FROM customers c
 LEFT JOIN customer_balances b ON b.customer_id = c.id AND b.currency = c.currency
 `
@@ -61,7 +64,7 @@ func queryKeyStates(ctx context.Context, q pgx.Tx, where string, args ...any) ([
 		var dayOut, monthOut bool
 		var day, month time.Time
 		err := r.Scan(&s.KeyID, &s.CustomerID, &hash, &s.Revoked, &s.ExpiresAt, &s.RPMLimit, &s.TPMLimit,
-			&s.MaxConcurrent, &s.AllowedModels, &dayOut, &monthOut, &day, &month, &s.Version)
+			&s.MaxConcurrent, &s.AllowedModels, &dayOut, &monthOut, &day, &month, &s.Version, &s.SpendLimited, &s.Currency)
 		c.Hash = hex.EncodeToString(hash)
 		if len(s.AllowedModels) == 0 {
 			s.AllowedModels = nil
@@ -91,7 +94,7 @@ func queryCustomerStates(ctx context.Context, q pgx.Tx, where string, args ...an
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (usage.CustomerChange, error) {
 		var c usage.CustomerChange
 		var blocked bool
-		err := r.Scan(&c.CustomerID, &c.State.Currency, &blocked, &c.State.Version)
+		err := r.Scan(&c.CustomerID, &c.State.Currency, &blocked, &c.State.Version, &c.State.CreditLimited)
 		if blocked {
 			c.State.Blocked = blockedCredit
 		}
@@ -311,16 +314,22 @@ func (s *Store) AllKeyStates(ctx context.Context, publish func(context.Context, 
 	return nil
 }
 
+// stateFormat numbers the shape of the published states; it goes up when
+// a field the gateways act on is added (2: a key's spend_limited and
+// currency), so that the first syncer of a new release republishes every
+// state rather than leaving older ones without the field.
+const stateFormat = "2"
+
 // KeySyncEpoch returns the identity of this database's key states (a
-// UUID made by the migration): a bucket marked with another one, or with
-// none, needs a full sync.
+// UUID made by the migration) and of their format ("<uuid>/<format>"): a
+// bucket marked with another one, or with none, needs a full sync.
 func (s *Store) KeySyncEpoch(ctx context.Context) (string, error) {
 	var epoch string
 	err := s.pool.QueryRow(ctx, `SELECT epoch::text FROM key_sync_epoch LIMIT 1`).Scan(&epoch)
 	if err != nil {
 		return "", fmt.Errorf("key sync epoch: %w", err)
 	}
-	return epoch, nil
+	return epoch + "/" + stateFormat, nil
 }
 
 // ListenKeyChanges holds a connection listening for commits to the key

@@ -145,8 +145,23 @@ func TestKeyStateLooksUpOneKey(t *testing.T) {
 	}
 	st, cu, ok, err := s.KeyState(ctx, usage.KeyHash(secret))
 	if err != nil || !ok || st.KeyID != k.ID || st.CustomerID != c.ID || st.TPMLimit != 1000 || st.MaxConcurrent != 2 ||
-		st.ExpiresAt == nil || !st.ExpiresAt.Equal(exp) || st.Version == 0 || cu.Currency != "USD" || cu.Blocked != "" {
+		st.ExpiresAt == nil || !st.ExpiresAt.Equal(exp) || st.Version == 0 || cu.Currency != "USD" || cu.Blocked != "" ||
+		st.Currency != "USD" || st.SpendLimited || cu.CreditLimited {
 		t.Fatalf("KeyState = %+v, %+v, %v, %v", st, cu, ok, err)
+	}
+	// A spend limit, and the customer's credit limit, are what the
+	// gateway needs to refuse a model priced in another currency.
+	eur, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "eur", Currency: "EUR", CreditLimit: new("0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, eurSecret, err := s.CreateKey(ctx, eur.ID, ledger.KeyInput{Name: "y", DailyLimit: new("1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, cu, ok, err := s.KeyState(ctx, usage.KeyHash(eurSecret)); err != nil || !ok || st.Currency != "EUR" || !st.SpendLimited ||
+		cu.Currency != "EUR" || !cu.CreditLimited {
+		t.Fatalf("limited EUR key: KeyState = %+v, %+v, %v, %v", st, cu, ok, err)
 	}
 	for _, h := range []string{usage.KeyHash("tg-nope"), "zz", ""} {
 		if _, _, ok, err := s.KeyState(ctx, h); ok || err != nil {

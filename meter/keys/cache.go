@@ -73,10 +73,11 @@ type Cache struct {
 // customer is one customer's budget state and overrides, shared by its
 // keys.
 type customer struct {
-	id        string
-	blocked   string
-	overrides []usage.Override
-	version   int64
+	id            string
+	blocked       string
+	creditLimited bool
+	overrides     []usage.Override
+	version       int64
 }
 
 // NewCache returns a Cache over the buckets open returns (EnsureBuckets,
@@ -301,6 +302,7 @@ func (c *Cache) setCustomer(id string, s usage.CustomerState) {
 	cu := c.customerLocked(id)
 	if cu.version < s.Version {
 		cu.blocked, cu.overrides, cu.version = s.Blocked, s.Overrides, s.Version
+		cu.creditLimited = s.CreditLimited
 	}
 }
 
@@ -338,7 +340,8 @@ func (c *Cache) Rate(e *usage.Event) (usage.Rating, bool) {
 }
 
 // LookupKey returns the state of an active key secret, with its
-// customer's budget state folded into Blocked, or ok=false for an unknown
+// customer's budget state folded into Blocked and SpendLimited, or
+// ok=false for an unknown
 // or revoked one. A key the cache does not know is looked up in the
 // Loader (at most missRate a second overall, once per key at a time, and
 // not again within negativeTTL when the source does not know it either).

@@ -24,7 +24,7 @@ type table struct {
 
 	customers   []*customer // by number; a few per thousand keys
 	customerNum map[string]uint32
-	strs        interned[string]   // blocked reasons; 0 is ""
+	strs        interned[string]   // blocked reasons and currencies; 0 is ""
 	lists       interned[[]string] // allowed-model lists; 0 is nil (every model)
 }
 
@@ -39,7 +39,9 @@ type row struct {
 	version      int64
 	customer     uint32 // index in table.customers
 	blocked      uint32 // index in table.strs
+	currency     uint32 // index in table.strs
 	models       uint32 // index in table.lists
+	spendLimited bool   // a daily or monthly spend limit
 	revoked      bool   // a tombstone: only version is set
 }
 
@@ -136,7 +138,8 @@ func (t *table) row(s usage.KeyState) row {
 	}
 	id, _ := uuid.Parse(s.KeyID)
 	r := row{keyID: id, customer: t.customer(s.CustomerID), rpm: s.RPMLimit, tpm: s.TPMLimit, conc: s.MaxConcurrent,
-		blocked: t.strs.number(s.Blocked, s.Blocked), version: s.Version}
+		blocked: t.strs.number(s.Blocked, s.Blocked), version: s.Version, spendLimited: s.SpendLimited,
+		currency: t.strs.number(s.Currency, s.Currency)}
 	if len(s.AllowedModels) > 0 {
 		r.models = t.lists.number(strings.Join(s.AllowedModels, "\x00")+"\x00", s.AllowedModels)
 	}
@@ -150,11 +153,12 @@ func (t *table) row(s usage.KeyState) row {
 }
 
 // state returns a live row as a KeyState, with its customer's budget
-// state folded into Blocked.
+// state folded into Blocked and its credit limit into SpendLimited.
 func (t *table) state(r *row) usage.KeyState {
 	cu := t.customers[r.customer]
 	s := usage.KeyState{KeyID: uuid.UUID(r.keyID).String(), CustomerID: cu.id, RPMLimit: r.rpm, TPMLimit: r.tpm,
-		MaxConcurrent: r.conc, AllowedModels: t.lists.value(r.models), Blocked: t.strs.value(r.blocked), Version: r.version}
+		MaxConcurrent: r.conc, AllowedModels: t.lists.value(r.models), Blocked: t.strs.value(r.blocked), Version: r.version,
+		SpendLimited: r.spendLimited || cu.creditLimited, Currency: t.strs.value(r.currency)}
 	if r.expires != 0 {
 		t := time.Unix(0, r.expires)
 		s.ExpiresAt = &t

@@ -28,6 +28,7 @@ func TestTableRoundTrip(t *testing.T) {
 			AllowedModels: []string{"gpt-4o", "anthropic/*"}, Version: 7},
 		{KeyID: uuid.NewString(), CustomerID: "c2", Blocked: "rate_limited", BlockedUntil: &until, AllowedModels: []string{"gpt-4o", "anthropic/*"}, Version: 2},
 		{KeyID: uuid.NewString(), CustomerID: "c3", AllowedModels: []string{"gpt-4o"}, Version: 3},
+		{KeyID: uuid.NewString(), CustomerID: "c3", SpendLimited: true, Currency: "EUR", Version: 4},
 	}
 	for i, s := range states {
 		c.setKey(sha256.Sum256([]byte(strconv.Itoa(i))), s)
@@ -43,6 +44,14 @@ func TestTableRoundTrip(t *testing.T) {
 	}
 	if n := len(c.keys.lists.vals); n != 3 { // nil, and two distinct lists
 		t.Errorf("interned model lists: %d, want 3", n)
+	}
+	// A customer's credit limit makes each of its keys' spend limited.
+	c.setCustomer("c1", usage.CustomerState{Currency: "USD", CreditLimited: true, Version: 1})
+	if got, _ := c.LookupKey("0"); !got.SpendLimited {
+		t.Error("a key of a customer with a credit limit is not SpendLimited")
+	}
+	if got, _ := c.LookupKey("2"); got.SpendLimited {
+		t.Error("another customer's credit limit made a key SpendLimited")
 	}
 
 	h0 := sha256.Sum256([]byte("0"))

@@ -31,6 +31,16 @@ type KeyState struct {
 	// (the start of the next UTC day or month).
 	Blocked      string     `json:"blocked,omitempty"`
 	BlockedUntil *time.Time `json:"blocked_until,omitempty"`
+	// SpendLimited reports that the key's spend is limited: the ledger
+	// sets it for a key with a daily or monthly spend limit, and the
+	// gateway's cache folds in its customer's credit limit. A limit is
+	// held only on charges in the customer's currency (there are no
+	// exchange rates), so a limited key is refused a model priced in
+	// another one.
+	SpendLimited bool `json:"spend_limited,omitempty"`
+	// Currency is the key's customer's currency (ISO 4217), in which its
+	// spend limits and its customer's credit limit are counted.
+	Currency string `json:"currency,omitempty"`
 	// Revoked marks a revoked key's last state: kept in the bucket so that
 	// no older state can bring the key back; gateways forget the key.
 	Revoked bool `json:"revoked,omitempty"`
@@ -48,6 +58,9 @@ type CustomerState struct {
 	Blocked string `json:"blocked,omitempty"`
 	// Currency is the customer's currency (ISO 4217).
 	Currency string `json:"currency,omitempty"`
+	// CreditLimited reports that the customer has a credit limit (its
+	// prepaid balance may not go below minus that limit).
+	CreditLimited bool `json:"credit_limited,omitempty"`
 	// Overrides are the customer's own terms (custom prices, discounts),
 	// for showing callers what a request costs them.
 	Overrides []Override `json:"overrides,omitempty"`
