@@ -153,12 +153,20 @@ func testTrimsBelowTheAckFloor(t *testing.T, workers, batch int) {
 		t.Fatal(err)
 	}
 
-	// The next 2,000 wait in the stream for fresh workers. One worker's
-	// first pull takes them all and splits them between its two write
-	// lanes by customer; two workers share them, 500 at a time. The part
+	// The next events wait in the stream for fresh workers. One worker's
+	// first pull takes 2,000 and splits them between its two write lanes
+	// by customer; two workers share 3,000, 500 at a time. The part
 	// holding the first of them (stream sequence 301) fails until
-	// released; the other lane's, or the other worker's, events are written.
-	next := publishEvents(t, ctx, pub, 2000)
+	// released; the other lane's, or the other worker's, events are
+	// written. (A worker whose write is stuck holds up to four batches:
+	// the one it writes, and one at each hand-over of its pipeline. With
+	// 2,000 events the worker that pulled first could hold them all before
+	// the other's first pull, on a busy machine.)
+	n := 2000
+	if workers > 1 {
+		n = 3000
+	}
+	next := publishEvents(t, ctx, pub, n)
 	store.mu.Lock()
 	store.held, store.release = next[0], make(chan struct{})
 	store.mu.Unlock()
@@ -174,8 +182,8 @@ func testTrimsBelowTheAckFloor(t *testing.T, workers, batch int) {
 	})
 	time.Sleep(5 * cfg.TrimEvery) // time for trims, were the worker to trim past the floor
 	s := info()
-	if s.FirstSeq != 301 || s.Msgs != 2000 {
-		t.Fatalf("stream first sequence %d with %d events while sequence 301 is not written; want 301 and 2000", s.FirstSeq, s.Msgs)
+	if s.FirstSeq != 301 || s.Msgs != uint64(n) {
+		t.Fatalf("stream first sequence %d with %d events while sequence 301 is not written; want 301 and %d", s.FirstSeq, s.Msgs, n)
 	}
 	if m, err := stream.GetMsg(ctx, 301); err != nil || m.Header.Get("Nats-Msg-Id") != next[0] {
 		t.Fatalf("sequence 301: %v, %v; want the held event %s", m, err, next[0])
@@ -185,7 +193,7 @@ func testTrimsBelowTheAckFloor(t *testing.T, workers, batch int) {
 	eventually(t, "every event written and the stream empty", func() bool {
 		w, _ := store.state()
 		s := info()
-		return w == len(first)+len(next) && s.Msgs == 0 && s.FirstSeq == 2301
+		return w == len(first)+len(next) && s.Msgs == 0 && s.FirstSeq == uint64(301+n)
 	})
 	stop()
 	for _, done := range dones {

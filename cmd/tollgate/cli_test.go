@@ -58,6 +58,14 @@ func TestCLICustomersAndKeys(t *testing.T) {
 	if len(rows) != 1 || rows[0][0] != keyID || rows[0][len(rows[0])-1] != "active" || strings.Contains(rows[0][2], secret) {
 		t.Fatalf("keys list: %q", rows)
 	}
+	// sim-pro is priced in USD: a EUR customer's limited key is refused
+	// it (402 currency_mismatch) until the customer has a price in EUR.
+	s.refreshKeys()
+	if code, errCode := s.chatCode(secret); code != http.StatusPaymentRequired || errCode != "currency_mismatch" {
+		t.Fatalf("chat with the new key, USD-priced model: %d %q, want 402 currency_mismatch", code, errCode)
+	}
+	s.tgOK("overrides", "create", "--customer", id, "--model", "sim-pro", "--currency", "EUR",
+		"--input", "2", "--output", "8", "--effective-from", "2026-01-01")
 	s.refreshKeys()
 	if code, _ := s.chatAs(secret); code != http.StatusOK {
 		t.Fatalf("chat with the new key: %d", code)
