@@ -54,17 +54,35 @@ func (x *exchange) withCost(obj []byte) []byte {
 	if charge == "" {
 		return obj
 	}
-	u, ok, err := jsonscan.Member(obj, "usage")
-	if err != nil || !ok || len(u) == 0 || u[0] != '{' {
+	return setUsageCost(obj, charge)
+}
+
+// setUsageCost returns obj, a JSON object, with "cost": charge set in its
+// "usage" object, in one copy; obj unchanged when it has no usage object
+// or is not valid JSON. A repeated "usage" member (a hostile upstream's)
+// is set in two copies, every one of them to the last's value with the
+// cost, so that no reader of either finds another.
+func setUsageCost(obj []byte, charge string) []byte {
+	start, end, n, err := jsonscan.MemberSpan(obj, "usage")
+	if err != nil || n == 0 || obj[start] != '{' {
 		return obj
 	}
-	u, err = jsonscan.SetMember(u, "cost", []byte(charge))
+	if n > 1 {
+		u, err := jsonscan.SetMember(obj[start:end], "cost", []byte(charge))
+		if err != nil {
+			return obj
+		}
+		if out, err := jsonscan.SetMember(obj, "usage", u); err == nil {
+			return out
+		}
+		return obj
+	}
+	// One copy: obj up to the usage object, the object with its cost, the rest.
+	out := make([]byte, 0, len(obj)+len(charge)+len(`,"cost":`))
+	out = append(out, obj[:start]...)
+	out, err = jsonscan.AppendSetMember(out, obj[start:end], "cost", []byte(charge))
 	if err != nil {
 		return obj
 	}
-	out, err := jsonscan.SetMember(obj, "usage", u)
-	if err != nil {
-		return obj
-	}
-	return out
+	return append(out, obj[end:]...)
 }

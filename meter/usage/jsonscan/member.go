@@ -17,21 +17,27 @@ var ErrNotObject = errors.New("jsonscan: not a JSON object")
 // of obj are kept as they are. It returns ErrNotObject when obj is not one
 // valid JSON object (nested no deeper than MaxDepth).
 func SetMember(obj []byte, key string, value []byte) ([]byte, error) {
+	return AppendSetMember(make([]byte, 0, len(obj)+len(value)+len(key)+4), obj, key, value)
+}
+
+// AppendSetMember is SetMember appending the result to dst: it returns
+// dst unchanged, with ErrNotObject, when obj is not one valid JSON object.
+func AppendSetMember(dst, obj []byte, key string, value []byte) ([]byte, error) {
 	l := New(obj)
 	if !l.Lit("{") {
-		return nil, ErrNotObject
+		return dst, ErrNotObject
 	}
 	var spans [][2]int // the value spans to replace
 	empty := l.Lit("}")
 	for !empty {
 		raw, ok := l.key()
 		if !ok || !l.Lit(":") {
-			return nil, ErrNotObject
+			return dst, ErrNotObject
 		}
 		l.WS()
 		start := l.i
 		if !l.Skip() {
-			return nil, ErrNotObject
+			return dst, ErrNotObject
 		}
 		if string(raw) == key {
 			spans = append(spans, [2]int{start, l.i})
@@ -40,14 +46,14 @@ func SetMember(obj []byte, key string, value []byte) ([]byte, error) {
 			break
 		}
 		if !l.Lit(",") {
-			return nil, ErrNotObject
+			return dst, ErrNotObject
 		}
 	}
 	end := l.i // just past the closing brace
 	if !l.End() {
-		return nil, ErrNotObject
+		return dst, ErrNotObject
 	}
-	out := make([]byte, 0, len(obj)+len(value)+len(key)+4)
+	out := dst
 	if len(spans) == 0 {
 		out = append(out, obj[:end-1]...)
 		if !empty {
@@ -175,36 +181,48 @@ func (l *Lexer) rawKey() (raw []byte, escaped, ok bool) {
 // when there is none. It returns ErrNotObject when obj is not one valid
 // JSON object.
 func Member(obj []byte, key string) (value []byte, ok bool, err error) {
+	start, end, n, err := MemberSpan(obj, key)
+	if n == 0 || err != nil {
+		return nil, false, err
+	}
+	return obj[start:end], true, nil
+}
+
+// MemberSpan is Member's value as its position in obj, obj[start:end],
+// and n, the number of top-level members named key (0: none, and start
+// and end are 0).
+func MemberSpan(obj []byte, key string) (start, end, n int, err error) {
 	l := New(obj)
 	if !l.Lit("{") {
-		return nil, false, ErrNotObject
+		return 0, 0, 0, ErrNotObject
 	}
 	if !l.Lit("}") {
 		for {
 			raw, good := l.key()
 			if !good || !l.Lit(":") {
-				return nil, false, ErrNotObject
+				return 0, 0, 0, ErrNotObject
 			}
 			l.WS()
-			start := l.i
+			at := l.i
 			if !l.Skip() {
-				return nil, false, ErrNotObject
+				return 0, 0, 0, ErrNotObject
 			}
 			if string(raw) == key {
-				value, ok = obj[start:l.i], true
+				start, end = at, l.i
+				n++
 			}
 			if l.Lit("}") {
 				break
 			}
 			if !l.Lit(",") {
-				return nil, false, ErrNotObject
+				return 0, 0, 0, ErrNotObject
 			}
 		}
 	}
 	if !l.End() {
-		return nil, false, ErrNotObject
+		return 0, 0, 0, ErrNotObject
 	}
-	return value, ok, nil
+	return start, end, n, nil
 }
 
 // AmbiguousKey reports a top-level member of obj, a JSON object, that
