@@ -42,6 +42,8 @@ fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzSetMember ./meter/usage/jsonscan/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzDeleteMember ./meter/usage/jsonscan/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzPending ./gateway/sse/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzAppendJSON ./meter/usage/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzSetUsageCost ./gateway/
 
 # The whole event path fuzzed (gateway, JetStream, meter, ledger): its
 # seeds run in make test; fuzzing it builds cmd/tollgate's tests, client

@@ -2,7 +2,6 @@ package meter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -42,7 +41,7 @@ func (p *Publisher) Publish(ctx context.Context, e *usage.Event) error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
-	data, err := json.Marshal(e)
+	data, err := e.AppendJSON(make([]byte, 0, 512))
 	if err != nil {
 		return fmt.Errorf("encode event %s: %w", e.ID, err)
 	}

@@ -3,7 +3,6 @@ package meter
 import (
 	"bufio"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -150,7 +149,7 @@ func (s *Spool) openSegment(n uint64) error {
 // Append writes e to the spool and returns once it is on disk (fsync'd).
 // It returns ErrSpoolFull when the spool is at its cap.
 func (s *Spool) Append(e *usage.Event) error {
-	data, err := json.Marshal(e)
+	data, err := e.AppendJSON(nil)
 	if err != nil {
 		return fmt.Errorf("spool: encode event %s: %w", e.ID, err)
 	}

@@ -124,9 +124,9 @@ func counts(u *usage.Tokens) [6]*int64 {
 }
 
 func encodeEvent(e *usage.Event) []byte {
-	b, err := json.Marshal(e)
-	if err != nil { // an Event always encodes; keep its id at least
-		b, _ = json.Marshal(usage.Event{ID: e.ID})
+	b, err := e.AppendJSON(make([]byte, 0, 512))
+	if err != nil { // a time json cannot hold: keep the id at least
+		b, _ = (&usage.Event{ID: e.ID}).AppendJSON(nil)
 	}
 	return b
 }
