@@ -26,19 +26,17 @@ type prepared struct {
 // attempt prep refuses is dropped; when it refuses them all, its error for
 // the first is returned (the client's fault: a field no provider of the
 // route can take). An attempt whose model key could not be held to its
-// spend limits (foreignCurrency) is dropped too; when every attempt is,
-// the error is a provider.Error, 402. It returns at most
+// spend limits (checkCurrency) is dropped too; when every attempt is, the
+// error is checkCurrency's provider.Error. It returns at most
 // RetryConfig.MaxAttempts attempts.
 func (s *Server) prepareAttempts(key *usage.KeyState, rt route, ok func(string, *deployment) bool,
 	prep func(a attempt) (path string, body []byte, err error)) ([]prepared, error) {
 	var out []prepared
 	var first error
 	for _, a := range s.routes.plan(rt, ok) {
-		if cur := s.foreignCurrency(key, a.model); cur != "" {
+		if refusal := s.checkCurrency(key, a.model); refusal != nil {
 			if first == nil {
-				first = provider.Err(http.StatusPaymentRequired, "insufficient_quota", "currency_mismatch",
-					fmt.Sprintf("the model %q is priced in %s, and this API key's spend limits are in %s: "+
-						"with no exchange rate, its charges could not be held to them", a.model, cur, key.Currency))
+				first = *refusal
 			}
 			continue
 		}
@@ -63,21 +61,32 @@ func (s *Server) prepareAttempts(key *usage.KeyState, rt route, ok func(string, 
 	return out, nil
 }
 
-// foreignCurrency returns the currency a request by key for model would
-// be charged in when the key's spend is limited (usage.KeyState.
-// SpendLimited) and that currency is not its customer's, so that no limit
-// could count the charge; else "". The charge's currency is that of the
-// price in force now, or of the customer's custom price, as the gateway's
-// Rater holds them; an unpriced model is charged nothing and passes.
-func (s *Server) foreignCurrency(key *usage.KeyState, model string) string {
+// checkCurrency refuses a request by key for model when the key's spend
+// is limited (usage.KeyState.SpendLimited) and the request would be
+// charged in a currency that is not its customer's, so that no limit could
+// count the charge: 402 currency_mismatch. The charge's currency is that
+// of the price in force now, or of the customer's custom price, as the
+// gateway's Rater holds them; an unpriced model is charged nothing and
+// passes. While the Rater cannot rate (its price book not loaded yet: NATS
+// was down when the gateway started), a limited key is refused with 503
+// rather than served unchecked.
+func (s *Server) checkCurrency(key *usage.KeyState, model string) *provider.Error {
 	if key == nil || !key.SpendLimited || key.Currency == "" || s.rates == nil {
-		return ""
+		return nil
 	}
 	r, ok := s.rates.Rate(&usage.Event{CustomerID: key.CustomerID, Model: model, Time: time.Now()})
-	if !ok || r.Unpriced || r.Currency == key.Currency {
-		return ""
+	switch {
+	case !ok:
+		e := provider.Err(http.StatusServiceUnavailable, "service_unavailable", "prices_unavailable",
+			"this API key has spend limits, and the gateway cannot read the price book to hold them now; retry shortly")
+		return &e
+	case r.Unpriced || r.Currency == key.Currency:
+		return nil
 	}
-	return r.Currency
+	e := provider.Err(http.StatusPaymentRequired, "insufficient_quota", "currency_mismatch",
+		fmt.Sprintf("the model %q is priced in %s, and this API key's spend limits are in %s: "+
+			"with no exchange rate, its charges could not be held to them", model, r.Currency, key.Currency))
+	return &e
 }
 
 // attemptsError is the refusal of a request prepareAttempts found no

@@ -314,22 +314,16 @@ func (s *Store) AllKeyStates(ctx context.Context, publish func(context.Context, 
 	return nil
 }
 
-// stateFormat numbers the shape of the published states; it goes up when
-// a field the gateways act on is added (2: a key's spend_limited and
-// currency), so that the first syncer of a new release republishes every
-// state rather than leaving older ones without the field.
-const stateFormat = "2"
-
 // KeySyncEpoch returns the identity of this database's key states (a
-// UUID made by the migration) and of their format ("<uuid>/<format>"): a
-// bucket marked with another one, or with none, needs a full sync.
+// UUID made by the migration): a bucket marked with another one, or with
+// none, needs a full sync.
 func (s *Store) KeySyncEpoch(ctx context.Context) (string, error) {
 	var epoch string
 	err := s.pool.QueryRow(ctx, `SELECT epoch::text FROM key_sync_epoch LIMIT 1`).Scan(&epoch)
 	if err != nil {
 		return "", fmt.Errorf("key sync epoch: %w", err)
 	}
-	return epoch + "/" + stateFormat, nil
+	return epoch, nil
 }
 
 // ListenKeyChanges holds a connection listening for commits to the key

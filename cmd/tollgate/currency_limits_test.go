@@ -5,6 +5,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tollgate-dev/tollgate/meter/keys"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // chatCode sends s.chatAs's request with key and returns the status and
@@ -114,5 +119,79 @@ func TestCurrencyRefusalFallsOverToAModelInTheCustomersCurrency(t *testing.T) {
 	}
 	if n := s.sim.Stats().ByDeployment["east"].Requests.Total + s.sim.Stats().ByDeployment["west"].Requests.Total; n != 0 {
 		t.Fatalf("the USD-priced deployments saw %d requests, want 0", n)
+	}
+}
+
+// TestCurrencyCheckOnAGatewayStartedDuringANATSOutage: a gateway that
+// starts while NATS is down checks keys in the ledger but has no price
+// book, so it cannot tell a charge's currency: a limited key is refused
+// (503 prices_unavailable) before any upstream call, not served
+// unchecked. (Found by a review: every model looked unpriced.)
+func TestCurrencyCheckOnAGatewayStartedDuringANATSOutage(t *testing.T) {
+	natsDir, addr := t.TempDir(), freeAddr(t)
+	ns := natsOn(t, natsDir, addr)
+	s := newStackEnv(t, nil, func(e *env) { e.NATSURL = "nats://" + addr })
+	_, _, limited := s.customer(`{"name":"euro","currency":"EUR"}`, `{"name":"small","daily_limit":"0.0004"}`)
+	s.refreshKeys()
+	if code, errCode := s.chatCode(limited); code != http.StatusPaymentRequired || errCode != "currency_mismatch" {
+		t.Fatalf("loaded gateway: %d %q, want 402 currency_mismatch", code, errCode)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	g := s.gatewayOnly() // its key cache cannot load: keys are checked in the ledger
+	before := s.simStats().Requests.Total
+	if code, errCode, _ := chatOn(t, g, limited); code != http.StatusServiceUnavailable || errCode != "prices_unavailable" {
+		t.Errorf("limited key on a gateway without its price book: %d %q, want 503 prices_unavailable", code, errCode)
+	}
+	if n := s.simStats().Requests.Total - before; n != 0 {
+		t.Errorf("the upstream saw %d requests of the refused key", n)
+	}
+}
+
+// TestKeyStatesOfAnOlderReleaseAreReadAgain: during a rolling upgrade a
+// meter or admin process of the release before publishes a changed key's
+// state without currency and spend_limited. The gateway reads such a
+// state again from the ledger, so the currency rule still holds. (Found
+// by a review.)
+func TestKeyStatesOfAnOlderReleaseAreReadAgain(t *testing.T) {
+	s := newStack(t, nil)
+	_, _, limited := s.customer(`{"name":"euro","currency":"EUR"}`, `{"name":"small","daily_limit":"0.0004"}`)
+	prepaid, _, prepaidKey := s.customer(`{"name":"euro-prepaid","currency":"EUR","credit_limit":"0"}`, `{"name":"k"}`)
+	s.adminDo("POST", "/admin/v1/customers/"+prepaid+"/credits", `{"amount":"0.0005"}`, http.StatusCreated, nil)
+	s.refreshKeys()
+	ctx := t.Context()
+	js, err := jetstream.New(s.app.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := keys.EnsureBuckets(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{limited, prepaidKey} {
+		st, cu, ok, err := s.store.KeyState(ctx, usage.KeyHash(secret))
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		st.Currency, st.SpendLimited, st.Version = "", false, st.Version+1 // the older shape, published later
+		data, _ := json.Marshal(st)
+		if _, err := b.Keys.Put(ctx, usage.KeyHash(secret), data); err != nil {
+			t.Fatal(err)
+		}
+		cu.CreditLimited, cu.Version = false, cu.Version+1
+		data, _ = json.Marshal(cu)
+		if _, err := b.Customers.Put(ctx, st.CustomerID, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.refreshKeys()
+	before := s.simStats().Requests.Total
+	for name, k := range map[string]string{"daily-limited EUR key": limited, "prepaid EUR customer's key": prepaidKey} {
+		if code, errCode := s.chatCode(k); code != http.StatusPaymentRequired || errCode != "currency_mismatch" {
+			t.Errorf("%s, USD-priced model, its state in the older shape: %d %q, want 402 currency_mismatch", name, code, errCode)
+		}
+	}
+	if n := s.simStats().Requests.Total - before; n != 0 {
+		t.Errorf("the upstream served %d requests of limited EUR keys on a USD-priced model", n)
 	}
 }

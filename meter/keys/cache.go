@@ -324,10 +324,15 @@ func (c *Cache) applyPrices(e jetstream.KeyValueEntry) {
 
 // Rate rates a request's event as the ledger will (usage.RateEvent), with
 // the price book and the customer's overrides the cache holds; ok=false
-// when it cannot (the cost then stays unshown, never guessed). A price
+// when it cannot (the cost then stays unshown, never guessed), and until
+// the buckets' values at start are loaded (Loaded): an empty price book
+// would call every model unpriced. A price
 // changed in the meantime makes the ledger's charge differ: the ledger's
 // is the one billed.
 func (c *Cache) Rate(e *usage.Event) (usage.Rating, bool) {
+	if !c.Loaded() {
+		return usage.Rating{}, false
+	}
 	c.mu.RLock()
 	prices := c.prices[e.Model].Versions
 	var overrides []usage.Override
@@ -341,10 +346,11 @@ func (c *Cache) Rate(e *usage.Event) (usage.Rating, bool) {
 
 // LookupKey returns the state of an active key secret, with its
 // customer's budget state folded into Blocked and SpendLimited, or
-// ok=false for an unknown
-// or revoked one. A key the cache does not know is looked up in the
-// Loader (at most missRate a second overall, once per key at a time, and
-// not again within negativeTTL when the source does not know it either).
+// ok=false for an unknown or revoked one. A key the cache does not know,
+// or holds as an older release published it (without Currency), is looked
+// up in the Loader (at most missRate a second overall, once per key at a
+// time, and not again within negativeTTL when the source does not know it
+// either).
 func (c *Cache) LookupKey(secret string) (usage.KeyState, bool) {
 	h := hashOf(secret)
 	c.mu.RLock()
@@ -360,6 +366,13 @@ func (c *Cache) LookupKey(secret string) (usage.KeyState, bool) {
 		return c.miss(h)
 	case revoked:
 		return usage.KeyState{}, false
+	case s.Currency == "":
+		// Published by a release before Currency and SpendLimited (a
+		// syncer not yet upgraded): read from the source, whose newer
+		// state then replaces it; as it is when the source cannot say.
+		if fresh, ok := c.miss(h); ok {
+			return fresh, true
+		}
 	}
 	return s, true
 }

@@ -311,6 +311,34 @@ func TestFullSyncReplacesAnotherDatabasesStates(t *testing.T) {
 	}
 }
 
+// TestFullSyncOfAnOlderFormat: a bucket marked by this database's full
+// sync of an older release (a mark without the states' format) is synced
+// in full again, so that every state gains the fields added since.
+func TestFullSyncOfAnOlderFormat(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	b, err := r.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := r.store.KeySyncEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := json.Marshal(map[string]any{"epoch": epoch, "synced_at": time.Now().UTC()})
+	if _, err := b.Keys.Put(ctx, "_sync", old); err != nil {
+		t.Fatal(err)
+	}
+	r.customerWithKeys(3)
+	s := r.syncer()
+	eventually(t, 10*time.Second, "a full sync", func() bool { return s.FullSyncs() == 1 })
+	s2 := r.syncer()
+	time.Sleep(200 * time.Millisecond)
+	if s2.FullSyncs() != 0 {
+		t.Fatal("a bucket marked with the current format was synced in full again")
+	}
+}
+
 // TestFullSyncIntoAnEmptyBucket: the pipelined path publishes every key.
 func TestFullSyncIntoAnEmptyBucket(t *testing.T) {
 	r := newRig(t)

@@ -311,7 +311,22 @@ func (s *Syncer) publish(ctx context.Context, c usage.Changes) error {
 type mark struct {
 	Epoch    string    `json:"epoch"`
 	SyncedAt time.Time `json:"synced_at"`
+	// Format is the stateFormat of the full sync that wrote the mark
+	// (absent: 1).
+	Format int `json:"format,omitempty"`
 }
+
+// stateFormat numbers the shape of the published states. It goes up when
+// a field the gateways act on is added (2: a key's spend_limited and
+// currency, a customer's credit_limited), so that the first syncer of a
+// new release publishes every state again, rather than leaving older ones
+// without the field. It is a member of the mark of its own, not a part of
+// the epoch: a syncer of the release before reads only the epoch, and so
+// does not take a newer release's mark for another database's and sync
+// in full in turn, undoing the newer sync while both run (a rolling
+// upgrade). What such a syncer still publishes, a changed key's state in
+// the old shape, the gateways read again from the ledger (Cache.LookupKey).
+const stateFormat = 2
 
 // checkMark syncs every state when the bucket's mark is missing or names
 // another source, under the full sync's lease: errSyncElsewhere when
@@ -351,7 +366,7 @@ func (s *Syncer) marked(ctx context.Context, epoch string) (bool, error) {
 		return false, fmt.Errorf("key sync: read the mark: %w", err)
 	}
 	var m mark
-	return json.Unmarshal(e.Value(), &m) == nil && m.Epoch == epoch, nil
+	return json.Unmarshal(e.Value(), &m) == nil && m.Epoch == epoch && m.Format >= stateFormat, nil
 }
 
 // fullSync publishes every state and marks the bucket with epoch. The
@@ -389,7 +404,7 @@ func (s *Syncer) fullSync(ctx context.Context, epoch string) error {
 			return err
 		}
 	}
-	data, _ := json.Marshal(mark{Epoch: epoch, SyncedAt: time.Now().UTC()})
+	data, _ := json.Marshal(mark{Epoch: epoch, SyncedAt: time.Now().UTC(), Format: stateFormat})
 	if _, err := s.b.Keys.Put(ctx, syncMark, data); err != nil {
 		return fmt.Errorf("key sync: write the mark: %w", err)
 	}
