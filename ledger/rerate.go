@@ -26,6 +26,9 @@ type RerateResult struct {
 	// CurrencyConflicts is how many would change currency: those need a
 	// manual adjustment and are left alone.
 	CurrencyConflicts int `json:"currency_conflicts"`
+	// Refunded is how many were refunded in full (RefundEvent): a refund
+	// is final, so they are left alone.
+	Refunded int `json:"refunded"`
 }
 
 // rerateBatch is how many events one re-rating transaction covers.
@@ -103,15 +106,18 @@ type rerateEvent struct {
 	currency string          // "" while unpriced
 	charge   decimal.Decimal // e12 units, after discounts and earlier re-ratings
 	unpriced bool            // unpriced when stored and never priced since
+	refunded bool            // refunded in full (RefundEvent)
 }
 
 func rerateLoad(ctx context.Context, tx pgx.Tx, afterT time.Time, afterID string, from, to time.Time) ([]rerateEvent, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT e.id, e.occurred_at, e.customer_id, e.key_id, e.model, e.prompt_tokens, e.cached_tokens,
+		SELECT e.id, e.occurred_at, e.customer_id, e.key_id, e.model, e.status, e.prompt_tokens, e.cached_tokens,
 		  e.cache_write_tokens, e.completion_tokens, e.reasoning_tokens, e.web_search_requests,
 		  coalesce(r.currency, e.currency),
 		  (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0))::text,
-		  e.unpriced AND r.currency IS NULL
+		  e.unpriced AND r.currency IS NULL,
+		  EXISTS (SELECT 1 FROM ledger_entries f WHERE f.event_id = e.id AND f.kind = 'refund'
+		    AND NOT EXISTS (SELECT 1 FROM ledger_entries x WHERE x.reverses = f.id))
 		FROM usage_events e
 		LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount FROM ledger_entries
 		  WHERE event_id = e.id AND kind = 'rerate') r ON true
@@ -124,8 +130,8 @@ func rerateLoad(ctx context.Context, tx pgx.Tx, afterT time.Time, afterID string
 		var r rerateEvent
 		var charge string
 		u := &r.e.Usage
-		err := row.Scan(&r.e.ID, &r.e.Time, &r.e.CustomerID, &r.e.KeyID, &r.e.Model, &u.PromptTokens, &u.CachedTokens,
-			&u.CacheWriteTokens, &u.CompletionTokens, &u.ReasoningTokens, &u.WebSearchRequests, &r.currency, &charge, &r.unpriced)
+		err := row.Scan(&r.e.ID, &r.e.Time, &r.e.CustomerID, &r.e.KeyID, &r.e.Model, &r.e.Status, &u.PromptTokens, &u.CachedTokens,
+			&u.CacheWriteTokens, &u.CompletionTokens, &u.ReasoningTokens, &u.WebSearchRequests, &r.currency, &charge, &r.unpriced, &r.refunded)
 		if err == nil {
 			r.charge, err = decimal.NewFromString(charge)
 		}
@@ -139,6 +145,12 @@ func chargeOf(cost int64, discountBP int32) decimal.Decimal {
 }
 
 func rerateOne(ctx context.Context, tx pgx.Tx, p *pricing, ev *rerateEvent, res *RerateResult) error {
+	if ev.refunded {
+		// Its charge was given back whole: a new price neither credits
+		// the customer again nor bills an event it was told was free.
+		res.Refunded++
+		return nil
+	}
 	r, err := p.rate(&ev.e)
 	switch {
 	case err != nil:

@@ -125,8 +125,8 @@ func RoundMinor(exact decimal.Decimal, code string) decimal.Decimal {
 // ENotFound for an unknown customer.
 func (s *Store) Statement(ctx context.Context, customerID, period string) (Statement, error) {
 	from, err := time.Parse("2006-01", period)
-	if err != nil {
-		return Statement{}, errorf(EInvalid, "period: %q is not a month (YYYY-MM, e.g. 2026-01)", period)
+	if err != nil || from.Year() < 1 || from.Year() > 9998 {
+		return Statement{}, errorf(EInvalid, "period: %q is not a month (YYYY-MM, e.g. 2026-01) of the years 0001 to 9998", period)
 	}
 	c, err := s.Customer(ctx, customerID)
 	if err != nil {

@@ -66,7 +66,7 @@ func eventCommands() []*command {
 				return c.show(r, err, func() {
 					c.fields("Examined", strconv.Itoa(r.Examined), "Adjusted", strconv.Itoa(r.Adjusted),
 						"Newly priced", strconv.Itoa(r.Priced), "Still unpriced", strconv.Itoa(r.StillUnpriced),
-						"Currency conflicts", strconv.Itoa(r.CurrencyConflicts))
+						"Currency conflicts", strconv.Itoa(r.CurrencyConflicts), "Refunded (left alone)", strconv.Itoa(r.Refunded))
 				})
 			}
 		},

@@ -139,20 +139,31 @@ func decode(r *http.Request, v any) error {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // never after a 200: a value JSON cannot hold is the server's fault
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error: the answer cannot be encoded"}}`)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(append(b, '\n'))
 }
 
-// parseTime accepts RFC 3339 timestamps and YYYY-MM-DD dates (UTC midnight).
+// parseTime accepts RFC 3339 timestamps and YYYY-MM-DD dates (UTC
+// midnight) of the years 0001 to 9998: Postgres has no year 0, and a range
+// or period rounded up from late 9999 would end in a year JSON cannot hold.
 func parseTime(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t, err = time.Parse(time.DateOnly, s)
 	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
+	if err == nil {
+		if y := t.UTC().Year(); y < 1 || y > 9998 {
+			return time.Time{}, &ledger.Error{Code: ledger.EInvalid,
+				Message: fmt.Sprintf("%s: %q is outside the years 0001 to 9998", field, s)}
+		}
 		return t, nil
 	}
 	return time.Time{}, &ledger.Error{Code: ledger.EInvalid,

@@ -14,7 +14,8 @@ import (
 
 // TestEntriesReconcileWithBalance: after credits, adjustments, usage, a
 // refund, a reversal and a re-rating (which both changes charges and
-// prices an unpriced event), the listed entries, rerate entries included,
+// prices an unpriced event, and leaves the refunded event alone), the
+// listed entries, rerate entries included,
 // add up to the balance with the events' charges as first rated, and the
 // other entries with the usage's cost:
 //
@@ -50,8 +51,8 @@ func TestEntriesReconcileWithBalance(t *testing.T) {
 	s.adm("POST", "/admin/v1/prices", `{"model":"new-model","currency":"USD","input":"3","output":"15","effective_from":"2026-01-01T00:00:00Z"}`, http.StatusCreated, nil)
 	var rr ledger.RerateResult
 	s.adm("POST", "/admin/v1/rerate", `{"from":"2026-01-01","to":"2026-02-01"}`, http.StatusOK, &rr)
-	if rr.Adjusted != 4 || rr.Priced != 1 {
-		t.Fatalf("rerate = %+v, want 4 adjusted, 1 priced", rr)
+	if rr.Adjusted != 3 || rr.Priced != 1 || rr.Refunded != 1 {
+		t.Fatalf("rerate = %+v, want 3 adjusted, 1 priced, 1 refunded (left alone)", rr)
 	}
 
 	var entries struct{ Data []ledger.Entry }
@@ -68,13 +69,13 @@ func TestEntriesReconcileWithBalance(t *testing.T) {
 			sumNotRerate = sumNotRerate.Add(dec(t, e.Amount))
 		}
 	}
-	if kinds[ledger.KindCredit] != 1 || kinds[ledger.KindAdjustment] != 2 || kinds[ledger.KindRefund] != 2 || kinds[ledger.KindRerate] != 4 {
-		t.Fatalf("entries by kind = %v, want 1 credit, 2 adjustments, 2 refunds, 4 rerate", kinds)
+	if kinds[ledger.KindCredit] != 1 || kinds[ledger.KindAdjustment] != 2 || kinds[ledger.KindRefund] != 2 || kinds[ledger.KindRerate] != 3 {
+		t.Fatalf("entries by kind = %v, want 1 credit, 2 adjustments, 2 refunds, 3 rerate", kinds)
 	}
 	var window struct{ Data []ledger.Entry }
 	s.adm("GET", base+"/entries?from=2026-01-01&to=2026-02-01", "", http.StatusOK, &window)
-	if n := countKind(window.Data, ledger.KindRerate); n != 4 {
-		t.Errorf("entries of January: %d rerate entries, want 4 (effective at their events' times)", n)
+	if n := countKind(window.Data, ledger.KindRerate); n != 3 {
+		t.Errorf("entries of January: %d rerate entries, want 3 (effective at their events' times)", n)
 	}
 
 	charges, costs := decimal.Zero, decimal.Zero
@@ -94,9 +95,9 @@ func TestEntriesReconcileWithBalance(t *testing.T) {
 	balance := dec(t, b.Balance)
 
 	// credit 100 − 2.5 + 1.25 − 1.25 (reversed) + refund 0.006
-	// + rerate (3 × 0.0006 − 0.0105) − charges as first rated (3 × 0.006).
-	if !balance.Equal(dec(t, "97.4793")) {
-		t.Errorf("balance = %s, want 97.4793", balance)
+	// + rerate (2 × 0.0006 − 0.0105) − charges as first rated (3 × 0.006).
+	if !balance.Equal(dec(t, "97.4787")) {
+		t.Errorf("balance = %s, want 97.4787", balance)
 	}
 	if got := sumAll.Sub(charges); !got.Equal(balance) {
 		t.Errorf("Σ entries %s − Σ charges as rated %s = %s, balance %s", sumAll, charges, got, balance)
@@ -104,8 +105,8 @@ func TestEntriesReconcileWithBalance(t *testing.T) {
 	if got := sumNotRerate.Sub(usageCost); !got.Equal(balance) {
 		t.Errorf("Σ non-rerate entries %s − Σ usage cost %s = %s, balance %s", sumNotRerate, usageCost, got, balance)
 	}
-	if !costs.Equal(usageCost) || !usageCost.Equal(dec(t, "0.0267")) {
-		t.Errorf("Σ events' cost %s, usage cost %s: want both 0.0267 (3 × 0.0054 + 0.0105)", costs, usageCost)
+	if !costs.Equal(usageCost) || !usageCost.Equal(dec(t, "0.0273")) {
+		t.Errorf("Σ events' cost %s, usage cost %s: want both 0.0273 (the refunded 0.006 + 2 × 0.0054 + 0.0105)", costs, usageCost)
 	}
 }
 

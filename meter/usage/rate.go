@@ -154,8 +154,11 @@ type Rating struct {
 // RateEvent rates e at its time with its model's price versions (sorted
 // by EffectiveFrom) and its customer's overrides. An event with no price
 // in force, from the book or a custom override, is unpriced: cost 0,
-// never guessed. It returns a RefusedError when the cost cannot be
-// computed (see Rate): no retry can fix it.
+// never guessed. A failed event with no usage at all (its upstream
+// refused, failed or was not reached before answering) is charged no
+// request fee either: it costs 0, as docs/billing.md says. It returns a
+// RefusedError when the cost cannot be computed (see Rate): no retry can
+// fix it.
 func RateEvent(e *Event, prices []Price, overrides []Override) (Rating, error) {
 	var r Rating
 	base, hasBase := PriceAt(prices, e.Time)
@@ -172,6 +175,9 @@ func RateEvent(e *Event, prices []Price, overrides []Override) (Rating, error) {
 		return r, nil
 	case ov != nil:
 		r.OverrideID, r.DiscountBP = &ov.ID, int32(ov.DiscountBP)
+	}
+	if e.Status != StatusOK && e.Status != "" && e.Usage == (Tokens{}) {
+		price.RequestFeeMicros = 0
 	}
 	cost, err := Rate(e.Usage, price)
 	if err != nil {
