@@ -44,14 +44,16 @@ func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
 		addTokens(&d.Tokens, row)
 		d.Spend.add(row.Currency, row.Cost)
 	}
-	d.Usage = chart{Title: "Cost per day by model", Labels: nil}
+	var chartModelsRows, chartDays []ledger.UsageRow
+	d.Usage, chartModelsRows, chartDays = oneCurrency(d.ByModel, d.ByDay)
 	idx := map[string]int{}
-	for _, row := range d.ByDay {
-		idx[row.Period] = len(d.Usage.Labels)
-		d.Usage.Labels = append(d.Usage.Labels, row.Period)
-		d.Usage.Unit = row.Currency
+	for _, row := range chartDays {
+		if _, ok := idx[row.Period]; !ok {
+			idx[row.Period] = len(d.Usage.Labels)
+			d.Usage.Labels = append(d.Usage.Labels, row.Period)
+		}
 	}
-	models := top(d.ByModel, chartModels)
+	models := top(chartModelsRows, chartModels)
 	perModel := make([]ledger.UsagePage, len(models))
 	calls := make([]func() error, len(models))
 	for i, m := range models {
@@ -66,7 +68,7 @@ func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
 	for i, m := range models {
 		s := series{Name: m.Model, Values: make([]float64, len(d.Usage.Labels))}
 		for _, row := range perModel[i].Data {
-			if j, ok := idx[row.Period]; ok {
+			if j, ok := idx[row.Period]; ok && row.Currency == d.Usage.Unit {
 				s.Values[j] += decimal(row.Cost)
 			}
 		}

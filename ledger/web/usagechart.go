@@ -2,6 +2,8 @@ package web
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -13,15 +15,12 @@ import (
 // usage query grouped by day, and the rest as "other" (the day's total,
 // byDay, less theirs).
 func modelDayChart(r *http.Request, cl *api.Client, customerID string, from time.Time, byModel, byDay []ledger.UsageRow) (chart, error) {
-	c := chart{Title: "Cost per day by model"}
+	c, byModel, byDay := oneCurrency(byModel, byDay)
 	idx := map[string]int{}
 	for _, d := range byDay {
 		if _, ok := idx[d.Period]; !ok {
 			idx[d.Period] = len(c.Labels)
 			c.Labels = append(c.Labels, d.Period)
-		}
-		if c.Unit == "" {
-			c.Unit = d.Currency
 		}
 	}
 	other := make([]float64, len(c.Labels))
@@ -43,7 +42,7 @@ func modelDayChart(r *http.Request, cl *api.Client, customerID string, from time
 	for i, m := range models {
 		s := series{Name: m.Model, Values: make([]float64, len(c.Labels))}
 		for _, d := range perModel[i] {
-			if j, ok := idx[d.Period]; ok {
+			if j, ok := idx[d.Period]; ok && d.Currency == c.Unit {
 				v := decimal(d.Cost)
 				s.Values[j] += v
 				other[j] -= v
@@ -58,4 +57,45 @@ func modelDayChart(r *http.Request, cl *api.Client, customerID string, from time
 		c.Series = append(c.Series, series{Name: "other", Values: other})
 	}
 	return c, nil
+}
+
+// oneCurrency is the start of a cost-per-day-by-model chart and the rows
+// it charts: a customer charged in more than one currency (a custom price
+// in another) has its costs charted in the one it was charged most in (by
+// number of models, then requests), never summed across currencies into
+// one bar; the title names the currencies left out, which the tables
+// show. Unpriced rows (no currency) cost nothing and are left out too.
+func oneCurrency(byModel, byDay []ledger.UsageRow) (chart, []ledger.UsageRow, []ledger.UsageRow) {
+	weight := map[string][2]int64{}
+	var order []string
+	for _, m := range byModel {
+		if m.Currency == "" {
+			continue
+		}
+		w, seen := weight[m.Currency]
+		if !seen {
+			order = append(order, m.Currency)
+		}
+		weight[m.Currency] = [2]int64{w[0] + 1, w[1] + m.Requests}
+	}
+	c := chart{Title: "Cost per day by model"}
+	for _, cur := range order {
+		if w, best := weight[cur], weight[c.Unit]; c.Unit == "" || w[0] > best[0] || w[0] == best[0] && w[1] > best[1] {
+			c.Unit = cur
+		}
+	}
+	if len(order) > 1 {
+		var left []string
+		for _, cur := range order {
+			if cur != c.Unit {
+				left = append(left, cur)
+			}
+		}
+		slices.Sort(left)
+		c.Title += ", in " + c.Unit + " (charges in " + strings.Join(left, ", ") + " are in the tables)"
+	}
+	keep := func(rows []ledger.UsageRow) []ledger.UsageRow {
+		return slices.DeleteFunc(slices.Clone(rows), func(r ledger.UsageRow) bool { return r.Currency != c.Unit })
+	}
+	return c, keep(byModel), keep(byDay)
 }
