@@ -43,6 +43,7 @@ fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzDeleteMember ./meter/usage/jsonscan/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzPending ./gateway/sse/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzAppendJSON ./meter/usage/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzAppendString ./meter/usage/jsonscan/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzSetUsageCost ./gateway/
 
 # The whole event path fuzzed (gateway, JetStream, meter, ledger): its

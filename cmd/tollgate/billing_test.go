@@ -15,6 +15,25 @@ import (
 // status and the request id.
 func (s *stack) chatAs(key string) (int, string) {
 	s.t.Helper()
+	status, code, id := s.chat(key)
+	if status == http.StatusPaymentRequired && code != "insufficient_quota" {
+		s.t.Fatalf("402 with code %q, want insufficient_quota", code)
+	}
+	return status, id
+}
+
+// chatCode is chatAs's request, returning the status and the error's code
+// ("" when none), whatever they are.
+func (s *stack) chatCode(key string) (int, string) {
+	s.t.Helper()
+	status, code, _ := s.chat(key)
+	return status, code
+}
+
+// chat sends a short sim-pro chat completion with key and returns the
+// status, the error's code ("" when none) and the X-Request-Id.
+func (s *stack) chat(key string) (status int, code, requestID string) {
+	s.t.Helper()
 	req, _ := http.NewRequest("POST", s.gateway+"/v1/chat/completions",
 		strings.NewReader(`{"model":"sim-pro","max_tokens":24,"messages":[{"role":"user","content":"Say hello to the ledger"}]}`))
 	req.Header.Set("Authorization", "Bearer "+key)
@@ -29,10 +48,7 @@ func (s *stack) chatAs(key string) (int, string) {
 		} `json:"error"`
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&body)
-	if resp.StatusCode == http.StatusPaymentRequired && body.Error.Code != "insufficient_quota" {
-		s.t.Fatalf("402 with code %q, want insufficient_quota", body.Error.Code)
-	}
-	return resp.StatusCode, resp.Header.Get("X-Request-Id")
+	return resp.StatusCode, body.Error.Code, resp.Header.Get("X-Request-Id")
 }
 
 // customer makes a customer and a key through the admin API.

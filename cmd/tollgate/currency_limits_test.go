@@ -12,27 +12,6 @@ import (
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
-// chatCode sends s.chatAs's request with key and returns the status and
-// the error's code ("" when none).
-func (s *stack) chatCode(key string) (int, string) {
-	s.t.Helper()
-	req, _ := http.NewRequest("POST", s.gateway+"/v1/chat/completions",
-		strings.NewReader(`{"model":"sim-pro","max_tokens":24,"messages":[{"role":"user","content":"Say hello to the ledger"}]}`))
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	return resp.StatusCode, body.Error.Code
-}
-
 // TestSpendLimitsHoldOnlyInTheCustomersCurrency: a spend limit counts
 // charges in its customer's currency, and there are no exchange rates. A
 // key with a daily limit, or a key of a customer with a credit limit, is

@@ -3,7 +3,8 @@ package usage
 import (
 	"slices"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // AppendJSON appends e to dst as JSON, byte for byte what json.Marshal(e)
@@ -43,9 +44,9 @@ func (e *Event) AppendJSON(dst []byte) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, k)
+			b = jsonscan.AppendStringHTML(b, k)
 			b = append(b, ':')
-			b = appendJSONString(b, e.Metadata[k])
+			b = jsonscan.AppendStringHTML(b, e.Metadata[k])
 		}
 		b = append(b, '}')
 	}
@@ -82,7 +83,7 @@ func (e *Event) AppendJSON(dst []byte) ([]byte, error) {
 }
 
 func appendStringMember(b []byte, key, s string) []byte {
-	return appendJSONString(append(b, key...), s)
+	return jsonscan.AppendStringHTML(append(b, key...), s)
 }
 
 func appendOptionalString(b []byte, key, s string) []byte {
@@ -94,60 +95,4 @@ func appendOptionalString(b []byte, key, s string) []byte {
 
 func appendIntMember(b []byte, key string, n int64) []byte {
 	return strconv.AppendInt(append(b, key...), n, 10)
-}
-
-// appendJSONString appends s as a JSON string as encoding/json writes it
-// (its encodeState.string with HTML escaping, Go 1.22 and later): `"` and
-// `\` escaped, \b \f \n \r \t by name, other control characters and < > &
-// as \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029 as \u2028 and
-// \u2029.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(append(b, s[start:]...), '"')
 }
