@@ -211,6 +211,25 @@ func (s *Spool) writer() {
 	}
 }
 
+// torn undoes a failed commit, whose records none was acknowledged: a
+// write that failed part-way (a full disk) leaves a torn record, and the
+// segment's reader stops at the first bad record, so a record appended
+// after it, acknowledged, would never be read. The segment is cut back to
+// its last whole record; when that fails too, later records go to a new
+// segment (the reader stops at the torn tail, after every acknowledged
+// record). It returns err.
+func (s *Spool) torn(err error) error {
+	if terr := s.seg.Truncate(s.segSize); terr == nil {
+		if serr := s.seg.Sync(); serr == nil {
+			return err
+		}
+	}
+	if oerr := s.openSegment(s.segNum + 1); oerr != nil {
+		return fmt.Errorf("%w; and a new segment: %v", err, oerr)
+	}
+	return err
+}
+
 func (s *Spool) commit(batch []spoolWrite) error {
 	if s.segSize >= maxSegment {
 		if err := s.openSegment(s.segNum + 1); err != nil {
@@ -222,10 +241,10 @@ func (s *Spool) commit(batch []spoolWrite) error {
 		buf = append(buf, w.rec...)
 	}
 	if _, err := s.seg.Write(buf); err != nil {
-		return fmt.Errorf("spool: write: %w", err)
+		return s.torn(fmt.Errorf("spool: write: %w", err))
 	}
 	if err := s.seg.Sync(); err != nil {
-		return fmt.Errorf("spool: fsync: %w", err)
+		return s.torn(fmt.Errorf("spool: fsync: %w", err))
 	}
 	s.mu.Lock()
 	s.segSize += int64(len(buf))
