@@ -304,6 +304,7 @@ func (j *Journal) writer() {
 	defer tick.Stop()
 	var out []byte
 	dirty := false
+	retrying := false // a write failed: its records wait in buf, retried every tick
 	for {
 		select {
 		case <-j.wake:
@@ -315,7 +316,9 @@ func (j *Journal) writer() {
 				}
 				dirty = false
 			}
-			continue
+			if !retrying {
+				continue
+			}
 		}
 		j.mu.Lock()
 		out, j.buf = j.buf, out[:0]
@@ -326,11 +329,24 @@ func (j *Journal) writer() {
 		closed := j.closed
 		j.mu.Unlock()
 		if len(out) > 0 {
+			if retrying {
+				// Cut what a failed write left: the reader stops at the
+				// first bad record, which would hide every later one.
+				_ = j.seg.Truncate(j.segSize)
+			}
 			if _, err := j.seg.Write(out); err != nil {
 				j.fail(err)
+				_ = j.seg.Truncate(j.segSize)
+				j.mu.Lock()
+				if len(out)+len(j.buf) <= maxRetained { // kept whole and in order, for the next try
+					j.buf = append(out, j.buf...)
+				}
+				j.mu.Unlock()
+				out, retrying = nil, true
+			} else {
+				j.segSize += int64(len(out))
+				dirty, retrying = true, false
 			}
-			j.segSize += int64(len(out))
-			dirty = true
 		}
 		if j.segSize >= maxSegment {
 			if err := j.compact(); err != nil {
@@ -342,6 +358,11 @@ func (j *Journal) writer() {
 		}
 	}
 }
+
+// maxRetained bounds the records a journal keeps in memory while its
+// writes fail (a full disk), in bytes; past it, what failed is dropped
+// (and the error kept for Close), rather than the process's memory.
+const maxRetained = 256 << 20
 
 func (j *Journal) fail(err error) {
 	j.mu.Lock()
