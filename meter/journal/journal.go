@@ -184,6 +184,15 @@ func (j *Journal) Checkpoint(id string, output string, reported *usage.Tokens, r
 	}
 	start := j.startRecord(kindCheckpoint, key, time.Now())
 	j.buf = appendProgress(j.buf, reported, reasoningShown)
+	if skipped := len(output) - MaxOutput; skipped > 0 {
+		// One checkpoint keeps at most MaxOutput of the output (and the
+		// length of the rest), as compaction does: a record beyond the
+		// reader's bound would end its segment there, hiding the records
+		// after it (one large upstream event can be 8 MiB).
+		j.buf[len(j.buf)-1-countsLen(reported)] |= flagSkipped
+		j.buf = binary.BigEndian.AppendUint64(j.buf, uint64(skipped))
+		output = output[:MaxOutput]
+	}
 	j.buf = append(j.buf, output...)
 	finishRecord(j.buf[start:])
 	if !j.lazyArmed {
