@@ -22,7 +22,7 @@ func TestAppStartsAndStopsInOrder(t *testing.T) {
 	for _, st := range s.app.stops {
 		names = append(names, st.name)
 	}
-	want := []string{"database", "embedded NATS", "NATS connection", "meter worker", "key sync", "key cache", "limit share", "spool",
+	want := []string{"database", "data directory lock", "embedded NATS", "NATS connection", "meter worker", "key sync", "key cache", "limit share", "spool",
 		"dead-letter spool", "spool republisher", "crash journal", "gateway", "console", "admin listener"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("started %v, want %v", names, want)

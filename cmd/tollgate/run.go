@@ -85,6 +85,13 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 			return nil, fmt.Errorf("seed price %s: %w", p.Model, err)
 		}
 	}
+	if r.gateway || (r.meter && e.NATSURL == "") { // the crash journal and spools, or the embedded JetStream's store
+		release, err := lockDataDir(e.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		a.started("data directory lock", time.Second, func(context.Context) error { return release() })
+	}
 	var js jetstream.JetStream
 	if r.gateway || r.meter || (r.admin && e.NATSURL != "") {
 		if js, err = a.connectNATS(e, r, mc.Sync()); err != nil {

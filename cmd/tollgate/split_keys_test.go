@@ -154,3 +154,27 @@ func eventuallyStatus(t *testing.T, base, key string, status int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestASecondGatewayOnOneDataDirectoryIsRefused: a gateway whose data
+// directory another process holds does not start (it would recover the
+// other's requests in flight as crashed and delete its journal and spool
+// segments); once the holder closes, it starts. (Found by a review.)
+func TestASecondGatewayOnOneDataDirectoryIsRefused(t *testing.T) {
+	s := newStack(t, nil)
+	e := s.env
+	e.Listen, e.AdminListen = "127.0.0.1:0", "127.0.0.1:0" // s.env.DataDir: s's own
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, r := range []roles{{gateway: true}, {gateway: true, meter: true, admin: true}} {
+		if a, err := start(ctx, s.log, e, s.cfg, r); err == nil {
+			_ = a.close()
+			t.Fatalf("%+v started on a data directory in use", r)
+		} else if !strings.Contains(err.Error(), "is in use by another tollgate process") {
+			t.Fatalf("start %+v: %v, want the data directory in use", r, err)
+		}
+	}
+	s.restart() // closes the holder: the directory is free again
+	if code, _ := s.chatAs(s.secret); code != http.StatusOK {
+		t.Fatalf("after a restart on the same directory: %d", code)
+	}
+}

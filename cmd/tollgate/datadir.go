@@ -1,0 +1,41 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// lockDataDir takes an exclusive lock (flock) on dir's LOCK file, making
+// dir when missing, held until release is called or the process ends. Two
+// processes on one data directory would each take the other's crash
+// journal for a crashed process's (recovering its requests in flight as
+// crashed, and deleting the segment it writes) and drain each other's
+// spool segments away: a second process is refused at start instead. It
+// returns an error naming the holder's pid when dir is in use.
+func lockDataDir(dir string) (release func() error, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	path := filepath.Join(dir, "LOCK")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory: lock %s: %w", path, err)
+		}
+		holder, _ := os.ReadFile(path)
+		return nil, fmt.Errorf("data directory %s is in use by another tollgate process (pid %s): each gateway needs a "+
+			"data directory of its own (TOLLGATE_DATA_DIR)", dir, strings.TrimSpace(string(holder)))
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f.Close, nil
+}
