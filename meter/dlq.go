@@ -35,6 +35,7 @@ func EnsureDLQ(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (*
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: DLQStream, Description: "Tollgate usage events set aside by the meter worker, with the reason",
 		Subjects: []string{DLQSubject}, Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+		Duplicates: cfg.DuplicateWindow, // a dead letter sent again (put's msgID) is dropped within it
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter stream: %w", err)
@@ -49,8 +50,12 @@ const maxDeadLetter = 512 << 10
 
 // put sets data (a usage event message, with its event id when known)
 // aside with reason, waiting for the PubAck. Data beyond maxDeadLetter is
-// cut, and the reason says so.
-func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason string) error {
+// cut, and the reason says so. msgID names this setting aside (its
+// source: a usage stream message, a spool record), so that sending it
+// again (a redelivery, a drain resumed from an older cursor after a kill)
+// is dropped by the stream's duplicate window rather than set aside twice;
+// a replayed event set aside again comes from a new source, and is kept.
+func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason, msgID string) error {
 	msg := nats.NewMsg(DLQSubject)
 	if len(data) > maxDeadLetter {
 		reason += fmt.Sprintf(" (the message's %d bytes are cut to its first %d here)", len(data), maxDeadLetter)
@@ -60,6 +65,9 @@ func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason string) erro
 	msg.Header.Set(HeaderReason, reason)
 	if eventID != "" {
 		msg.Header.Set("Tollgate-Event-Id", eventID)
+	}
+	if msgID != "" {
+		msg.Header.Set(nats.MsgIdHdr, msgID)
 	}
 	_, err := d.js.PublishMsg(ctx, msg)
 	return err

@@ -2,6 +2,8 @@ package meter
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"sync"
@@ -128,11 +130,11 @@ func (r *Republisher) sendEvent(ctx context.Context, data []byte) error {
 		err = e.Validate()
 	}
 	if err != nil {
-		return r.deadLetter(ctx, data, e.ID, "a spooled record is not a valid usage event: "+err.Error())
+		return r.deadLetter(ctx, data, e.ID, "a spooled record is not a valid usage event: "+err.Error(), data)
 	}
 	err = r.pub.Publish(ctx, &e)
 	if Permanent(err) {
-		return r.deadLetter(ctx, data, e.ID, "NATS refused the spooled usage event: "+err.Error())
+		return r.deadLetter(ctx, data, e.ID, "NATS refused the spooled usage event: "+err.Error(), data)
 	}
 	return err
 }
@@ -141,12 +143,15 @@ func (r *Republisher) sendEvent(ctx context.Context, data []byte) error {
 func (r *Republisher) sendDead(ctx context.Context, data []byte) error {
 	var d deadRecord
 	if err := json.Unmarshal(data, &d); err != nil {
-		return r.deadLetter(ctx, data, "", "an unreadable record of the dead-letter spool")
+		return r.deadLetter(ctx, data, "", "an unreadable record of the dead-letter spool", data)
 	}
-	return r.deadLetter(ctx, d.Data, d.EventID, d.Reason)
+	return r.deadLetter(ctx, d.Data, d.EventID, d.Reason, data)
 }
 
-func (r *Republisher) deadLetter(ctx context.Context, data []byte, id, reason string) error {
+// deadLetter sets data aside; record is the spool record it came from,
+// whose hash names it (DLQ.put's msgID), so that a drain resumed from an
+// older cursor after a kill does not set it aside twice.
+func (r *Republisher) deadLetter(ctx context.Context, data []byte, id, reason string, record []byte) error {
 	r.dlqMu.Lock()
 	defer r.dlqMu.Unlock()
 	if r.dlq == nil {
@@ -156,5 +161,6 @@ func (r *Republisher) deadLetter(ctx context.Context, data []byte, id, reason st
 		}
 		r.dlq = dlq
 	}
-	return r.dlq.put(ctx, data, id, reason)
+	sum := sha256.Sum256(append([]byte(reason+"\x00"), record...))
+	return r.dlq.put(ctx, data, id, reason, "dlq-spool-"+hex.EncodeToString(sum[:16]))
 }

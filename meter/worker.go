@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -527,8 +528,12 @@ func indexOf(events []usage.Event, id string) int {
 func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 	w.cfg.Logger.Error("meter: usage event set aside in the dead-letter stream", "reason", reason,
 		"event_id", m.Headers().Get(nats.MsgIdHdr))
+	var msgID string // the usage stream message's: a redelivery of it is set aside once
+	if meta, err := m.Metadata(); err == nil {
+		msgID = "dlq-" + meta.Stream + "-" + strconv.FormatUint(meta.Sequence.Stream, 10)
+	}
 	err := retry.Do(ctx, newBackoff(5*time.Second), func(ctx context.Context) error {
-		err := w.dlq.put(ctx, m.Data(), m.Headers().Get(nats.MsgIdHdr), reason)
+		err := w.dlq.put(ctx, m.Data(), m.Headers().Get(nats.MsgIdHdr), reason, msgID)
 		if err != nil && ctx.Err() == nil {
 			w.cfg.Logger.Warn("meter: dead-letter stream unreachable; retrying", "err", err)
 		}
