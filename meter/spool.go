@@ -90,7 +90,7 @@ func OpenSpool(dir string, maxBytes int64) (*Spool, error) {
 		if n == cur.Segment {
 			from = cur.Offset
 		}
-		err := scanSegment(s.segPath(n), from, func(_ []byte, _ int64) error {
+		err := scanSegment(s.segPath(n), from, -1, func(_ []byte, _ int64) error {
 			s.count++
 			return nil
 		})
@@ -288,7 +288,7 @@ func (s *Spool) Close() error {
 // scanSegment calls fn for each complete, intact record of the segment at
 // or after offset from, with the offset just past the record. A torn or
 // corrupt tail ends the scan.
-func scanSegment(path string, from int64, fn func(data []byte, next int64) error) error {
+func scanSegment(path string, from, limit int64, fn func(data []byte, next int64) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
@@ -311,6 +311,9 @@ func scanSegment(path string, from int64, fn func(data []byte, next int64) error
 		data := make([]byte, n)
 		if _, err := io.ReadFull(r, data); err != nil || crc32.Checksum(data, crcTable) != binary.BigEndian.Uint32(hdr[4:]) {
 			return nil // a torn or corrupt tail
+		}
+		if limit >= 0 && off+8+int64(n) > limit {
+			return nil // not committed (yet, or ever: a failed write being cut back)
 		}
 		off += 8 + int64(n)
 		if err := fn(data, off); err != nil {

@@ -73,7 +73,7 @@ func (s *Spool) Drain(ctx context.Context, send func(ctx context.Context, data [
 		return 0, err
 	}
 	s.mu.Lock()
-	active := s.segNum
+	active, committed := s.segNum, s.segSize // the active segment is read up to its fsync'd records only
 	s.mu.Unlock()
 	sent := 0
 	for _, n := range segs {
@@ -85,7 +85,11 @@ func (s *Spool) Drain(ctx context.Context, send func(ctx context.Context, data [
 			from = cur.Offset
 		}
 		sinceSave := 0
-		err := scanSegment(s.segPath(n), from, func(data []byte, next int64) error {
+		limit := int64(-1)
+		if n == active {
+			limit = committed
+		}
+		err := scanSegment(s.segPath(n), from, limit, func(data []byte, next int64) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
