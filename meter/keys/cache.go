@@ -293,16 +293,27 @@ func (c *Cache) applyCustomer(e jetstream.KeyValueEntry) {
 		c.log.Warn("key cache: unreadable customer state", "err", err)
 		return
 	}
-	c.setCustomer(e.Key(), s)
+	var shape struct {
+		CreditLimited *bool `json:"credit_limited"`
+	}
+	_ = json.Unmarshal(e.Value(), &shape)
+	c.setCustomer(e.Key(), s, shape.CreditLimited != nil)
 }
 
-func (c *Cache) setCustomer(id string, s usage.CustomerState) {
+// setCustomer applies a customer's state unless the one held is newer. A
+// state without credit_limited (withCredit false: published by a release
+// before it, during a rolling upgrade) keeps the credit limit the cache
+// knew: it can neither lift the currency rule from the customer's keys
+// nor, until a state that says so, put it back.
+func (c *Cache) setCustomer(id string, s usage.CustomerState, withCredit bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cu := c.customerLocked(id)
 	if cu.version < s.Version {
 		cu.blocked, cu.overrides, cu.version = s.Blocked, s.Overrides, s.Version
-		cu.creditLimited = s.CreditLimited
+		if withCredit {
+			cu.creditLimited = s.CreditLimited
+		}
 	}
 }
 
@@ -412,7 +423,7 @@ func (c *Cache) miss(h [32]byte) (usage.KeyState, bool) {
 			c.mu.Unlock()
 			return nil, nil
 		}
-		c.setCustomer(k.CustomerID, cu)
+		c.setCustomer(k.CustomerID, cu, true)
 		c.setKey(h, k)
 		return true, nil
 	})

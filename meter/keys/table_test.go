@@ -46,7 +46,7 @@ func TestTableRoundTrip(t *testing.T) {
 		t.Errorf("interned model lists: %d, want 3", n)
 	}
 	// A customer's credit limit makes each of its keys' spend limited.
-	c.setCustomer("c1", usage.CustomerState{Currency: "USD", CreditLimited: true, Version: 1})
+	c.setCustomer("c1", usage.CustomerState{Currency: "USD", CreditLimited: true, Version: 1}, true)
 	if got, _ := c.LookupKey("0"); !got.SpendLimited {
 		t.Error("a key of a customer with a credit limit is not SpendLimited")
 	}

@@ -59,8 +59,10 @@ type CustomerState struct {
 	// Currency is the customer's currency (ISO 4217).
 	Currency string `json:"currency,omitempty"`
 	// CreditLimited reports that the customer has a credit limit (its
-	// prepaid balance may not go below minus that limit).
-	CreditLimited bool `json:"credit_limited,omitempty"`
+	// prepaid balance may not go below minus that limit). It is always
+	// written, so that a gateway can tell a state without it (published by
+	// an older release) from one that says false.
+	CreditLimited bool `json:"credit_limited"`
 	// Overrides are the customer's own terms (custom prices, discounts),
 	// for showing callers what a request costs them.
 	Overrides []Override `json:"overrides,omitempty"`
