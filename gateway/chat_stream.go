@@ -214,8 +214,9 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	// report on another chunk is removed (the usage chunk will carry it),
 	// and so is "usage":null when the client did not ask for usage. The
 	// member goes under whatever key encoding/json read it from ("Usage",
-	// "us\u0061ge"), as a client's decoder may read it the same way.
-	if ch.Usage != nil || !c.includeUsage {
+	// "us\u0061ge"), as a client's decoder may read it the same way; a
+	// chunk that could not spell it so is not parsed again.
+	if (ch.Usage != nil || !c.includeUsage) && jsonscan.MayHaveMember(ev.Data, "usage") {
 		if stripped, err := jsonscan.DeleteMember(ev.Data, "usage"); err == nil {
 			ev.Data = stripped
 		}

@@ -141,6 +141,34 @@ func DeleteMember(obj []byte, key string) ([]byte, error) {
 	return append(out, obj[members[len(members)-1].to:]...), nil
 }
 
+// MayHaveMember reports whether obj could hold a member DeleteMember(obj,
+// key) deletes, for key of ASCII letters: false only when no run of obj's
+// bytes could spell key, in any letter case, through a \u escape, or with
+// a letter's non-ASCII case-fold partner (U+017F for s, U+212A for k). It
+// reads obj once, without parsing, so that a caller skips DeleteMember's
+// parse on the chunks (nearly all) that hold no such member.
+func MayHaveMember(obj []byte, key string) bool {
+	if bytes.Contains(obj, []byte(`\u`)) ||
+		strings.ContainsAny(key, "sS") && bytes.Contains(obj, []byte("\u017f")) ||
+		strings.ContainsAny(key, "kK") && bytes.Contains(obj, []byte("\u212a")) {
+		return true
+	}
+	first := key[0] | 0x20
+	for i := 0; i+len(key) <= len(obj); i++ {
+		if obj[i]|0x20 != first {
+			continue
+		}
+		j := 1
+		for j < len(key) && obj[i+j]|0x20 == key[j]|0x20 {
+			j++
+		}
+		if j == len(key) {
+			return true
+		}
+	}
+	return false
+}
+
 // key consumes an object key and returns its raw content, or nil (which
 // matches no key compared) when it holds escapes. It takes any bytes
 // encoding/json takes, invalid UTF-8 included.

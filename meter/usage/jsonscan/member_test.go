@@ -101,6 +101,9 @@ func FuzzDeleteMember(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if !bytes.Equal(got, b) && !MayHaveMember(b, "usage") {
+			t.Fatalf("%q: DeleteMember deleted a member MayHaveMember says it cannot hold", b)
+		}
 		var have map[string]json.RawMessage
 		if err := json.Unmarshal(got, &have); err != nil {
 			t.Fatalf("%q became %q: %v", b, got, err)
@@ -227,6 +230,43 @@ func FuzzAmbiguousKey(f *testing.F) {
 		}
 		if ok != (field.Stream != nil) || ok && !bytes.Equal(compact(exact), compact(field.Stream)) {
 			t.Fatalf("%q passed: encoding/json reads stream %s, the exact member is %s (%v)", b, field.Stream, exact, ok)
+		}
+	})
+}
+
+func TestMayHaveMember(t *testing.T) {
+	for _, tt := range []struct {
+		obj  string
+		want bool
+	}{
+		{`{"usage":null}`, true},
+		{`{"USAGE":1}`, true},
+		{`{"us\u0061ge":1}`, true},
+		{`{"uſage":1}`, true},
+		{`{"id":"c","choices":[{"delta":{"content":"line\n\"quoted\""}}]}`, false},
+		{`{"id":"c","choices":[{"delta":{"content":"usag"}}]}`, false},
+	} {
+		if got := MayHaveMember([]byte(tt.obj), "usage"); got != tt.want {
+			t.Errorf("MayHaveMember(%s) = %v, want %v", tt.obj, got, tt.want)
+		}
+	}
+}
+
+// BenchmarkStripUsage compares what a chat chunk without usage costs the
+// relay when the client did not ask for usage: MayHaveMember's read
+// against DeleteMember's parse, which it spares.
+func BenchmarkStripUsage(b *testing.B) {
+	chunk := []byte(`{"id":"chatcmpl-0197a3c2","object":"chat.completion.chunk","created":1764000000,"model":"gpt-4o-2024-08-06",` +
+		`"system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}]}`)
+	b.Run("may_have_member", func(b *testing.B) {
+		for b.Loop() {
+			_ = MayHaveMember(chunk, "usage")
+		}
+	})
+	b.Run("delete_member", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = DeleteMember(chunk, "usage")
 		}
 	})
 }
