@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -14,44 +13,6 @@ import (
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
 )
-
-// smallDisk mounts a tmpfs of size bytes on a temporary directory (a real
-// file system that runs out of space), unmounted when the test ends. A
-// test that cannot mount one (it needs CAP_SYS_ADMIN, as root in CI has)
-// fails under CI=true and is skipped, saying so, elsewhere.
-func smallDisk(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(size)); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("cannot mount a tmpfs to fill (needs CAP_SYS_ADMIN): %v", err)
-		}
-		t.Skipf("cannot mount a tmpfs to fill (needs CAP_SYS_ADMIN; run as root, or under CI=true to fail): %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
-// fillDisk writes a filler file in dir until the file system is full, and
-// returns its path: removing it frees the disk again.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 512)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling the disk: %v", err)
-			}
-			return path
-		}
-	}
-}
 
 // TestSpoolAfterADiskFull: NATS is unreachable, so the
 // gateway spools; the disk fills up (the spool itself filling it is the
@@ -63,7 +24,7 @@ func fillDisk(t *testing.T, dir string) string {
 // segment.)
 func TestSpoolAfterADiskFull(t *testing.T) {
 	ctx := context.Background()
-	disk := smallDisk(t, 256<<10)
+	disk := metertest.SmallDisk(t, 256<<10)
 	dir := filepath.Join(disk, "spool")
 	s, err := meter.OpenSpool(dir, 0)
 	if err != nil {
@@ -77,7 +38,7 @@ func TestSpoolAfterADiskFull(t *testing.T) {
 		}
 		acked = append(acked, e.ID)
 	}
-	filler := fillDisk(t, disk)
+	filler := metertest.FillDisk(t, disk)
 	var failed error
 	for i := 3; failed == nil && i < 1000; i++ {
 		e := testEvent(i)

@@ -2,14 +2,12 @@ package journal
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/meter/metertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -22,14 +20,7 @@ import (
 // (Found by a review: the failed write's records were dropped and its torn
 // record hid every later one.)
 func TestJournalAfterADiskFull(t *testing.T) {
-	disk := t.TempDir()
-	if err := syscall.Mount("tmpfs", disk, "tmpfs", 0, "size="+strconv.Itoa(256<<10)); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("cannot mount a tmpfs to fill (needs CAP_SYS_ADMIN): %v", err)
-		}
-		t.Skipf("cannot mount a tmpfs to fill (needs CAP_SYS_ADMIN; run as root, or under CI=true to fail): %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(disk, syscall.MNT_DETACH) })
+	disk := metertest.SmallDisk(t, 256<<10)
 	dir := filepath.Join(disk, "journal")
 	j, _, err := Open(dir)
 	if err != nil {
@@ -41,20 +32,7 @@ func TestJournalAfterADiskFull(t *testing.T) {
 	j.written(t)
 
 	// The disk fills up.
-	filler := filepath.Join(disk, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := f.Write(make([]byte, 512)); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	f.Close()
+	filler := metertest.FillDisk(t, disk)
 	// A request ends; NATS and the spool refused its final event, so the
 	// gateway journals it with Fail.
 	failed := testEvent(2)

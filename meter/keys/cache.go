@@ -288,16 +288,18 @@ func (c *Cache) applyCustomer(e jetstream.KeyValueEntry) {
 	if e.Operation() != jetstream.KeyValuePut {
 		return
 	}
-	var s usage.CustomerState
+	var s struct {
+		usage.CustomerState
+		CreditLimited *bool `json:"credit_limited"` // nil: an older release's state, without it
+	}
 	if err := json.Unmarshal(e.Value(), &s); err != nil {
 		c.log.Warn("key cache: unreadable customer state", "err", err)
 		return
 	}
-	var shape struct {
-		CreditLimited *bool `json:"credit_limited"`
+	if s.CreditLimited != nil {
+		s.CustomerState.CreditLimited = *s.CreditLimited
 	}
-	_ = json.Unmarshal(e.Value(), &shape)
-	c.setCustomer(e.Key(), s, shape.CreditLimited != nil)
+	c.setCustomer(e.Key(), s.CustomerState, s.CreditLimited != nil)
 }
 
 // setCustomer applies a customer's state unless the one held is newer. A
