@@ -4,18 +4,20 @@ import (
 	"fmt"
 	"html"
 	"html/template"
-	"math/big"
 	"strings"
+
+	"github.com/shopspring/decimal"
 )
 
 // palette is the Okabe-Ito colour set, told apart by colour-blind readers
 // too; series beyond it reuse it.
 var palette = []string{"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"}
 
-// series is one stacked layer of a bar chart: a name and one value per bar.
+// series is one stacked layer of a bar chart: a name and one value per
+// bar, exact (costs are summed as the decimal strings the API gives).
 type series struct {
 	Name   string
-	Values []float64
+	Values []decimal.Decimal
 }
 
 // chart is a stacked bar chart rendered as inline SVG: one bar per label,
@@ -27,73 +29,78 @@ type chart struct {
 	Unit   string // what the values count ("USD", "tokens"), for the axis and tooltips
 }
 
-// decimal returns a decimal string's value as a float64, for drawing only
-// (the page shows the exact string); 0 when it is not a number.
-func decimal(s string) float64 {
-	r, ok := new(big.Rat).SetString(s)
-	if !ok {
-		return 0
+// amount returns a decimal string's value (an API amount), or 0 when it
+// is not a number.
+func amount(s string) decimal.Decimal {
+	d, err := decimal.NewFromString(s)
+	if err != nil {
+		return decimal.Zero
 	}
-	f, _ := r.Float64()
-	return f
+	return d
 }
 
 // SVG renders the chart. Geometry is in a 720×260 view box that scales to
-// the page's width; every bar segment has a <title> with its exact figure.
+// the page's width, in tenths of a unit computed from the exact values;
+// every bar segment has a <title> with its exact figure.
 func (c chart) SVG() template.HTML {
-	const w, h, left, bottom, top = 720.0, 260.0, 64.0, 28.0, 12.0
-	var max float64
+	const w, h, left, bottom, top = 720, 260, 64, 28, 12
+	const plotH = h - bottom - top
+	peak := decimal.Zero
 	for i := range c.Labels {
-		var sum float64
+		sum := decimal.Zero
 		for _, s := range c.Series {
 			if i < len(s.Values) {
-				sum += s.Values[i]
+				sum = sum.Add(s.Values[i])
 			}
 		}
-		max = maxf(max, sum)
+		peak = decimal.Max(peak, sum)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %g %g" role="img" aria-label="%s">`, w, h, html.EscapeString(c.Title))
+	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" role="img" aria-label="%s">`, w, h, html.EscapeString(c.Title))
 	fmt.Fprintf(&b, `<title>%s</title>`, html.EscapeString(c.Title))
-	plotH := h - bottom - top
-	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="#555"/>`, left, h-bottom, w, h-bottom)
-	if max > 0 {
-		for _, f := range []float64{0.5, 1} {
-			y := h - bottom - plotH*f
-			fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#ccc" stroke-dasharray="4 4"/>`, left, y, w, y)
-			fmt.Fprintf(&b, `<text x="%g" y="%.1f" font-size="14" text-anchor="end" fill="#333">%s</text>`, left-6, y+4, axisLabel(max*f))
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#555"/>`, left, h-bottom, w, h-bottom)
+	if peak.IsPositive() {
+		for _, f := range []decimal.Decimal{decimal.New(5, -1), decimal.New(1, 0)} {
+			y := decimal.New(h-bottom, 0).Sub(decimal.New(plotH, 0).Mul(f)).StringFixed(1)
+			fmt.Fprintf(&b, `<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="#ccc" stroke-dasharray="4 4"/>`, left, y, w, y)
+			fmt.Fprintf(&b, `<text x="%d" y="%s" font-size="14" text-anchor="end" fill="#333">%s</text>`, left-6,
+				decimal.RequireFromString(y).Add(decimal.New(4, 0)).StringFixed(1), axisLabel(peak.Mul(f)))
 		}
 	}
-	fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="14" text-anchor="end" fill="#333">0</text>`, left-6, h-bottom+4)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="14" text-anchor="end" fill="#333">0</text>`, left-6, h-bottom+4)
 	n := len(c.Labels)
 	if n == 0 {
-		fmt.Fprintf(&b, `<text x="%g" y="%g" font-size="14" text-anchor="middle" fill="#333">no usage in this period</text></svg>`, w/2, h/2)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="14" text-anchor="middle" fill="#333">no usage in this period</text></svg>`, w/2, h/2)
 		return template.HTML(b.String())
 	}
-	slot := (w - left) / float64(n)
-	barW := maxf(slot*0.7, 1)
+	// Horizontal geometry in tenths of a unit: slot, bar width, x.
+	slot := (w - left) * 10 / n
+	barW := max(slot*7/10, 10)
 	every := 1 + n/10 // at most about 10 x labels
 	for i, label := range c.Labels {
-		x := left + slot*float64(i) + (slot-barW)/2
-		y := h - bottom
+		x := left*10 + slot*i + (slot-barW)/2
+		y := decimal.New(h-bottom, 0)
 		for si, s := range c.Series {
-			if i >= len(s.Values) || s.Values[i] <= 0 || max == 0 {
+			if i >= len(s.Values) || !s.Values[i].IsPositive() || !peak.IsPositive() {
 				continue
 			}
-			bh := plotH * s.Values[i] / max
-			y -= bh
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %s %s</title></rect>`,
-				x, y, barW, bh, palette[si%len(palette)], html.EscapeString(label), html.EscapeString(s.Name),
-				trimFloat(s.Values[i]), html.EscapeString(c.Unit))
+			bh := decimal.New(plotH, 0).Mul(s.Values[i]).DivRound(peak, 1)
+			y = y.Sub(bh)
+			fmt.Fprintf(&b, `<rect x="%s" y="%s" width="%s" height="%s" fill="%s"><title>%s %s: %s %s</title></rect>`,
+				tenths(x), y.StringFixed(1), tenths(barW), bh.StringFixed(1), palette[si%len(palette)], html.EscapeString(label),
+				html.EscapeString(s.Name), s.Values[i].String(), html.EscapeString(c.Unit))
 		}
 		if i%every == 0 {
-			fmt.Fprintf(&b, `<text x="%.1f" y="%g" font-size="13" text-anchor="middle" fill="#333">%s</text>`,
-				x+barW/2, h-bottom+16, html.EscapeString(shortDate(label)))
+			fmt.Fprintf(&b, `<text x="%s" y="%d" font-size="13" text-anchor="middle" fill="#333">%s</text>`,
+				tenths(x+barW/2), h-bottom+16, html.EscapeString(shortDate(label)))
 		}
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }
+
+// tenths formats n tenths of a unit ("123.4").
+func tenths(n int) string { return decimal.New(int64(n), -1).StringFixed(1) }
 
 // Legend is the series' names with their colours.
 func (c chart) Legend() []legendItem {
@@ -106,13 +113,6 @@ func (c chart) Legend() []legendItem {
 
 type legendItem struct{ Name, Colour string }
 
-func maxf(a, b float64) float64 {
-	if a > b {
-		return a
-	}
-	return b
-}
-
 // shortDate turns "2026-01-31" into "01-31"; other labels stay.
 func shortDate(s string) string {
 	if len(s) == 10 && s[4] == '-' {
@@ -121,29 +121,19 @@ func shortDate(s string) string {
 	return s
 }
 
-func trimFloat(f float64) string {
-	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.6f", f), "0"), ".")
-}
-
-// axisLabel formats an axis value compactly: 1.2k, 3.4M.
-func axisLabel(f float64) string {
-	switch {
-	case f >= 1e9:
-		return trimFloat(roundTo(f/1e9, 1)) + "G"
-	case f >= 1e6:
-		return trimFloat(roundTo(f/1e6, 1)) + "M"
-	case f >= 1e3:
-		return trimFloat(roundTo(f/1e3, 1)) + "k"
-	case f >= 1:
-		return trimFloat(roundTo(f, 2))
+// axisLabel formats an axis value compactly, rounded half up: 1.2k, 3.4M,
+// 12.35, 0.0003.
+func axisLabel(d decimal.Decimal) string {
+	for _, u := range []struct {
+		exp    int32
+		suffix string
+	}{{9, "G"}, {6, "M"}, {3, "k"}} {
+		if d.GreaterThanOrEqual(decimal.New(1, u.exp)) {
+			return d.Shift(-u.exp).Round(1).String() + u.suffix
+		}
 	}
-	return trimFloat(roundTo(f, 4))
-}
-
-func roundTo(f float64, places int) float64 {
-	p := 1.0
-	for range places {
-		p *= 10
+	if d.GreaterThanOrEqual(decimal.New(1, 0)) {
+		return d.Round(2).String()
 	}
-	return float64(int64(f*p+0.5)) / p
+	return d.Round(4).String()
 }

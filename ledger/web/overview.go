@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shopspring/decimal"
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/api"
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -106,11 +107,12 @@ func spendChart(title string, days []ledger.UsageRow) chart {
 		}
 	}
 	for i := range c.Series {
-		c.Series[i].Values = make([]float64, len(c.Labels))
+		c.Series[i].Values = make([]decimal.Decimal, len(c.Labels))
 	}
 	for _, r := range days {
 		if r.Currency != "" {
-			c.Series[cur[r.Currency]].Values[idx[r.Period]] += decimal(r.Cost)
+			v := &c.Series[cur[r.Currency]].Values[idx[r.Period]]
+			*v = v.Add(amount(r.Cost))
 		}
 	}
 	if len(c.Series) == 1 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/shopspring/decimal"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 )
@@ -66,10 +67,10 @@ func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i, m := range models {
-		s := series{Name: m.Model, Values: make([]float64, len(d.Usage.Labels))}
+		s := series{Name: m.Model, Values: make([]decimal.Decimal, len(d.Usage.Labels))}
 		for _, row := range perModel[i].Data {
 			if j, ok := idx[row.Period]; ok && row.Currency == d.Usage.Unit {
-				s.Values[j] += decimal(row.Cost)
+				s.Values[j] = s.Values[j].Add(amount(row.Cost))
 			}
 		}
 		d.Usage.Series = append(d.Usage.Series, s)

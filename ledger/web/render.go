@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shopspring/decimal"
 )
 
 //go:embed assets
@@ -50,7 +52,7 @@ var funcs = template.FuncMap{
 	},
 	"join":  strings.Join,
 	"nonce": randomToken,
-	"pct":   func(bp int) string { return strconv.FormatFloat(float64(bp)/100, 'f', -1, 64) + "%" },
+	"pct":   func(bp int) string { return decimal.New(int64(bp), -2).String() + "%" },
 	"rows":  func(label string, rows any) map[string]any { return map[string]any{"Label": label, "Rows": rows} },
 }
 

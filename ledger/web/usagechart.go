@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shopspring/decimal"
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/api"
 )
@@ -23,9 +24,9 @@ func modelDayChart(r *http.Request, cl *api.Client, customerID string, from time
 			c.Labels = append(c.Labels, d.Period)
 		}
 	}
-	other := make([]float64, len(c.Labels))
+	other := make([]decimal.Decimal, len(c.Labels))
 	for _, d := range byDay {
-		other[idx[d.Period]] += decimal(d.Cost)
+		other[idx[d.Period]] = other[idx[d.Period]].Add(amount(d.Cost))
 	}
 	models := top(byModel, chartModels)
 	perModel := make([][]ledger.UsageRow, len(models))
@@ -40,19 +41,19 @@ func modelDayChart(r *http.Request, cl *api.Client, customerID string, from time
 		return chart{}, err
 	}
 	for i, m := range models {
-		s := series{Name: m.Model, Values: make([]float64, len(c.Labels))}
+		s := series{Name: m.Model, Values: make([]decimal.Decimal, len(c.Labels))}
 		for _, d := range perModel[i] {
 			if j, ok := idx[d.Period]; ok && d.Currency == c.Unit {
-				v := decimal(d.Cost)
-				s.Values[j] += v
-				other[j] -= v
+				v := amount(d.Cost)
+				s.Values[j] = s.Values[j].Add(v)
+				other[j] = other[j].Sub(v)
 			}
 		}
 		c.Series = append(c.Series, s)
 	}
 	if len(byModel) > len(models) {
 		for i := range other {
-			other[i] = max(other[i], 0)
+			other[i] = decimal.Max(other[i], decimal.Zero)
 		}
 		c.Series = append(c.Series, series{Name: "other", Values: other})
 	}

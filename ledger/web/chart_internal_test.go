@@ -1,0 +1,40 @@
+package web
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/shopspring/decimal"
+)
+
+// TestChartShowsExactAmounts: a bar's tooltip shows the amount exactly as
+// the API gave it (a float with six places showed 0.0002625 as 0.000263),
+// and the geometry and axis come from the exact sums.
+func TestChartShowsExactAmounts(t *testing.T) {
+	c := chart{Title: "t", Labels: []string{"2026-01-01", "2026-01-02"}, Unit: "USD", Series: []series{
+		{Name: "a", Values: []decimal.Decimal{amount("0.0002625"), amount("0.1")}},
+		{Name: "b", Values: []decimal.Decimal{amount("0.0997375"), amount("0")}},
+	}}
+	svg := string(c.SVG())
+	for _, want := range []string{
+		"2026-01-01 a: 0.0002625 USD", "2026-01-01 b: 0.0997375 USD", "2026-01-02 a: 0.1 USD",
+		`height="220.0"`,              // a whole bar of the peak, 0.1: the plot's height
+		`>0.1</text>`, `>0.05</text>`, // the axis at the peak and its half
+		`y="231.4" width="229.6" height="0.6"`, // 0.0002625 of 0.1 is 0.5775 of 220 units: 0.6
+	} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the chart lacks %q:\n%s", want, svg)
+		}
+	}
+	if strings.Contains(svg, "2026-01-02 b:") {
+		t.Error("a zero value drew a segment")
+	}
+}
+
+func TestAxisLabel(t *testing.T) {
+	for in, want := range map[string]string{"1234": "1.2k", "3450000": "3.5M", "2000000000": "2G", "12.345": "12.35", "0.00026": "0.0003", "0": "0"} {
+		if got := axisLabel(amount(in)); got != want {
+			t.Errorf("axisLabel(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
