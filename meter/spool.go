@@ -44,6 +44,10 @@ type Spool struct {
 	seg     *os.File
 	segNum  uint64
 	segSize int64
+	// tornTail: a failed write's record could be neither cut nor left
+	// behind for a new segment; the writer's next commit tries again
+	// first, and fails until it can (see torn).
+	tornTail bool
 	// size and count are the bytes and events not yet published; oldest
 	// is the time of the oldest unpublished append (zero when empty).
 	size, count int64
@@ -225,12 +229,21 @@ func (s *Spool) torn(err error) error {
 		}
 	}
 	if oerr := s.openSegment(s.segNum + 1); oerr != nil {
+		s.tornTail = true // cut (or left) before the next commit, which fails until then
 		return fmt.Errorf("%w; and a new segment: %v", err, oerr)
 	}
 	return err
 }
 
 func (s *Spool) commit(batch []spoolWrite) error {
+	if s.tornTail {
+		if err := s.seg.Truncate(s.segSize); err != nil {
+			if oerr := s.openSegment(s.segNum + 1); oerr != nil {
+				return fmt.Errorf("spool: a failed write's torn record is still in segment %d: %w", s.segNum, err)
+			}
+		}
+		s.tornTail = false
+	}
 	if s.segSize >= maxSegment {
 		if err := s.openSegment(s.segNum + 1); err != nil {
 			return err
