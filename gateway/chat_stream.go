@@ -36,6 +36,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	var payloads [][]byte
 	x.armStall()
 	var readErr error
+	done := false
 	var ev sse.Event // one for the stream: its address escapes (a new one per event was a heap allocation each)
 	for {
 		var err error
@@ -56,6 +57,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 				out.data(p)
 			}
 		} else if out.passOpenAI(&ev, &tp) {
+			done = true
 			break // [DONE]
 		}
 		x.progress()
@@ -67,6 +69,9 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		}
 	}
 	out.end(readErr)
+	if done {
+		x.readToEnd(resp.Body)
+	}
 }
 
 // readers keeps SSE readers, with their buffers, from one stream to the

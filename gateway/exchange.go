@@ -20,6 +20,7 @@ var (
 	errConnectTimeout = errors.New("upstream did not answer within connect_timeout")
 	errStalled        = errors.New("upstream sent nothing within stall_timeout")
 	errDrainTimeout   = errors.New("client gone; upstream usage did not arrive within drain_timeout")
+	errBodyNotEnded   = errors.New("upstream body did not end soon after [DONE]")
 	errDrainsFull     = errors.New("client gone; max_drains streams were already draining")
 	errShutdown       = errors.New("cut off: the gateway shut down and its grace period ran out")
 )

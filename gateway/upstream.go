@@ -61,6 +61,28 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	return resp
 }
 
+// readToEnd reads an upstream body on to its end once its stream has
+// ended with [DONE] and the client has had its own end: net/http puts an
+// HTTP/1.1 connection back in its pool only when its response body was read
+// to the end, and closes it otherwise. An upstream sends the body's end (the
+// last chunk of the chunked encoding) once its handler returns, just after
+// [DONE] and often in a packet of its own, so without this about half of
+// the streams cost a new upstream connection (12 of 23 reused, measured
+// one stream at a time against upstream-sim). It reads at most
+// afterDoneBytes, for at most afterDoneWait; an upstream that sends more,
+// or holds the body open, has its connection closed, as before.
+func (x *exchange) readToEnd(body io.Reader) {
+	t := timerCancel(x, afterDoneWait, errBodyNotEnded)
+	_, _ = io.CopyN(io.Discard, body, afterDoneBytes)
+	t.Stop()
+}
+
+// afterDoneWait (a duration) and afterDoneBytes bound readToEnd.
+const (
+	afterDoneWait  = 10 * time.Millisecond
+	afterDoneBytes = 4 << 10
+)
+
 // unwrapURL is a transport error's message without the URL net/http puts
 // in front of it (`Post "http://...": dial tcp ...`); the address in the
 // rest is scrubbed by the caller.
