@@ -60,7 +60,8 @@ const envUsage = `Environment:
 `
 
 func main() {
-	log, err := newLogger(os.Stderr, os.Getenv("TOLLGATE_LOG_LEVEL"))
+	logs := newLogBuffer(os.Stderr)
+	log, err := newLogger(logs, os.Getenv("TOLLGATE_LOG_LEVEL"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tollgate:", err)
 		os.Exit(2)
@@ -68,6 +69,11 @@ func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, fullUsage())
 		os.Exit(2)
+	}
+	// Every way out below writes the buffered log lines first.
+	exit := func(code int) {
+		_ = logs.Stop()
+		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -86,18 +92,20 @@ func main() {
 	case "demo":
 		err = demo(ctx, args)
 	case "config":
-		os.Exit(configCommand(args, os.Stdout, os.Stderr))
+		exit(configCommand(args, os.Stdout, os.Stderr))
 	default:
 		// help, --help and the admin commands (customers, keys, ...);
 		// runCLI also reports unknown commands, with exit code 2.
 		code := runCLI(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 		stop()
-		os.Exit(code)
+		exit(code)
 	}
 	if err != nil {
+		_ = logs.Stop() // the log's lines before the error that ends the process
 		fmt.Fprintf(os.Stderr, "tollgate %s: %v\n", cmd, err)
-		os.Exit(1)
+		exit(1)
 	}
+	exit(0)
 }
 
 // configFlag parses --config FILE from args.
