@@ -58,9 +58,11 @@ func (s *Spool) writeCursor(c spoolCursor) error {
 // spooled, advancing the cursor as it goes (durably, every 256 records and
 // at the end) and deleting segments it has finished. It stops at the first
 // record send returns an error for, and returns how many it sent. A record
-// sent whose cursor advance was lost to a crash is sent again later: for
-// events, with the same id, which JetStream and the ledger drop. Drains
-// run one at a time.
+// sent whose cursor advance was lost to a crash, or to a cursor write that
+// failed, is sent again later: for events, with the same id, which
+// JetStream and the ledger drop. Stats counts a record as sent only once
+// the cursor past it is durable, so that the records sent again are not
+// counted off twice. Drains run one at a time.
 func (s *Spool) Drain(ctx context.Context, send func(ctx context.Context, data []byte) error) (int, error) {
 	s.drainMu.Lock()
 	defer s.drainMu.Unlock()
@@ -76,6 +78,16 @@ func (s *Spool) Drain(ctx context.Context, send func(ctx context.Context, data [
 	active, committed := s.segNum, s.segSize // the active segment is read up to its fsync'd records only
 	s.mu.Unlock()
 	sent := 0
+	// Sent since the cursor was last saved: counted off Stats on the save.
+	var unsaved, unsavedBytes int64
+	save := func(c spoolCursor) error {
+		if err := s.writeCursor(c); err != nil {
+			return err
+		}
+		s.sentOn(unsaved, unsavedBytes)
+		unsaved, unsavedBytes = 0, 0
+		return nil
+	}
 	for _, n := range segs {
 		if n < cur.Segment {
 			continue
@@ -98,20 +110,15 @@ func (s *Spool) Drain(ctx context.Context, send func(ctx context.Context, data [
 			}
 			sent++
 			cur = spoolCursor{Segment: n, Offset: next}
-			s.mu.Lock()
-			s.count--
-			s.size -= 8 + int64(len(data))
-			if s.count == 0 {
-				s.oldest = time.Time{}
-			}
-			s.mu.Unlock()
+			unsaved++
+			unsavedBytes += 8 + int64(len(data))
 			if sinceSave++; sinceSave == 256 {
 				sinceSave = 0
-				return s.writeCursor(cur)
+				return save(cur)
 			}
 			return nil
 		})
-		if werr := s.writeCursor(cur); err == nil {
+		if werr := save(cur); err == nil {
 			err = werr
 		}
 		if err != nil {
@@ -125,5 +132,17 @@ func (s *Spool) Drain(ctx context.Context, send func(ctx context.Context, data [
 			cur = spoolCursor{Segment: n + 1}
 		}
 	}
-	return sent, s.writeCursor(cur)
+	return sent, save(cur)
+}
+
+// sentOn counts events records, of size bytes in all, off Stats: their
+// cursor is durably past them.
+func (s *Spool) sentOn(events, size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count -= events
+	s.size -= size
+	if s.count == 0 {
+		s.oldest = time.Time{}
+	}
 }

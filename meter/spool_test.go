@@ -145,3 +145,67 @@ func TestSpoolSurvivesKill9(t *testing.T) {
 	}
 	t.Logf("%d acknowledged appends before SIGKILL, %d recovered", acked+1, len(seen))
 }
+
+// TestSpoolCountsWhatItCouldNotSaveAsUnsent: a drain whose cursor cannot be
+// saved (here cursor.tmp is a directory; a full disk does the same) sends
+// its records again on the next drain. Stats must count each record off
+// once, when the cursor past it is durable: counted off on every send, the
+// count went below the records left, to 0 or less, and the republisher,
+// which drains only a spool that counts events, left the rest unsent.
+func TestSpoolCountsWhatItCouldNotSaveAsUnsent(t *testing.T) {
+	dir := t.TempDir()
+	s, err := meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 300 {
+		if err := s.Append(testEvent(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, size, _ := s.Stats()
+	if err := os.Mkdir(filepath.Join(dir, "cursor.tmp"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sent := map[int64]int{}
+	send := func(limit int) func(context.Context, []byte) error {
+		n := 0
+		return func(_ context.Context, data []byte) error {
+			if n == limit {
+				return errors.New("nats down")
+			}
+			n++
+			e, _ := usage.Decode(data)
+			sent[e.Usage.PromptTokens]++
+			return nil
+		}
+	}
+	if n, err := s.Drain(context.Background(), send(-1)); n != 256 || err == nil {
+		t.Fatalf("Drain with an unwritable cursor = %d, %v: want 256 sent, then the cursor's error", n, err)
+	}
+	if n, b, _ := s.Stats(); n != 300 || b != size {
+		t.Fatalf("after a drain whose cursor was not saved: %d events, %d bytes; want all 300 (%d bytes), to be sent again", n, b, size)
+	}
+	// Sent again in part (NATS went down again after 100), still unsaved.
+	if n, err := s.Drain(context.Background(), send(100)); n != 100 || err == nil {
+		t.Fatalf("second Drain = %d, %v", n, err)
+	}
+	if n, _, _ := s.Stats(); n != 300 {
+		t.Fatalf("after a second unsaved drain: %d events, want 300", n)
+	}
+	if err := os.Remove(filepath.Join(dir, "cursor.tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Drain(context.Background(), send(-1)); n != 300 || err != nil {
+		t.Fatalf("Drain once the cursor can be saved = %d, %v; want all 300", n, err)
+	}
+	if n, b, age := s.Stats(); n != 0 || b != 0 || age != 0 {
+		t.Fatalf("drained spool: %d events, %d bytes, oldest %v; want none", n, b, age)
+	}
+	for i := range int64(300) {
+		if sent[i] == 0 {
+			t.Fatalf("event %d was never sent", i)
+		}
+	}
+}
