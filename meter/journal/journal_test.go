@@ -300,6 +300,67 @@ func TestJournalCompactionKeepsEachOpenKind(t *testing.T) {
 	}
 }
 
+// TestJournalCompactionCrashCountsOutputOnce: compaction writes the open
+// requests of a segment, merged, into the next one, fsyncs it and then
+// removes the old one. A crash between the two leaves both, and recovery
+// read each request's output from the old segment's checkpoints and again
+// from the new one's merged checkpoint: billed twice. Recovery now lets
+// the copy replace what came before it.
+func TestJournalCompactionCrashCountsOutputOnce(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, other := testEvent(1), testEvent(2)
+	j.Begin(e, []byte(`{"a":1}`))
+	j.Checkpoint(e.ID, "tok tok ", &usage.Tokens{PromptTokens: 7, CompletionTokens: 2}, false)
+	j.Checkpoint(e.ID, "tok ", nil, false)
+	j.Begin(other, []byte(`{"b":2}`))
+	final := *other
+	final.Usage = usage.Tokens{PromptTokens: 5, CompletionTokens: 3}
+	j.Fail(&final)
+	if err := j.Close(); err != nil { // the writer is stopped: compact runs alone
+		t.Fatal(err)
+	}
+	oldPath := segPath(dir, j.segNum)
+	old, err := os.ReadFile(oldPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.compact(); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: the old segment is still there beside the new one.
+	if err := os.WriteFile(oldPath, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if segs, _ := segments(dir); len(segs) != 2 {
+		t.Fatalf("segments %v, want the old one and its compacted copy", segs)
+	}
+	j2, reqs, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	if len(reqs) != 2 {
+		t.Fatalf("recovered %d requests, want 2", len(reqs))
+	}
+	byID := map[string]Request{}
+	for _, r := range reqs {
+		byID[r.Event.ID] = r
+	}
+	r := byID[e.ID]
+	if string(r.Output) != "tok tok tok " || r.OutputLen != 12 || string(r.Body) != `{"a":1}` ||
+		r.Reported == nil || r.Reported.CompletionTokens != 2 {
+		t.Errorf("streaming request: output %q (%d bytes), body %q, reported %+v; want its 12 bytes of output once",
+			r.Output, r.OutputLen, r.Body, r.Reported)
+	}
+	if f := byID[other.ID].Final; f == nil || f.Usage.CompletionTokens != 3 {
+		t.Errorf("failed request: final %+v, want its final event", f)
+	}
+}
+
 // BenchmarkCompactionRead reads a full segment of short requests, nearly
 // all ended, as compaction does: "all" decodes every request (as it did),
 // "open" only the open ones.

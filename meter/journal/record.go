@@ -210,10 +210,18 @@ func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool) ([]Reque
 					return
 				}
 				rest := payload[4+evLen:]
-				if r == nil {
+				switch {
+				case r == nil:
 					r = &Request{}
 					byID[id] = r
 					order = append(order, id)
+				default:
+					// Begun again without an end between: compaction's copy of
+					// the request, in the segment after this one, beside which
+					// a crash left the segment it was made from. The copy's
+					// checkpoint holds all the output the request had, so
+					// what came before it is dropped, not added twice.
+					*r = Request{}
 				}
 				r.Event, r.BodyLen, r.Body = e, int(binary.BigEndian.Uint32(rest)), append([]byte(nil), rest[4:]...)
 				r.Began, r.Last = t, t
