@@ -44,9 +44,11 @@ const (
 // newLogger. Its Stop writes what it holds and ends its flushing
 // goroutine; a process killed outright loses at most the last
 // logFlushInterval of INFO lines (never a usage event: those are in the
-// crash journal and the ledger).
+// crash journal and the ledger). Its Sync writes the buffer out and no
+// more: w is wrapped so that its own Sync (os.Stderr's is an fsync, or
+// EINVAL on a pipe) is not called at every WARN line.
 func newLogBuffer(w io.Writer) *zapcore.BufferedWriteSyncer {
-	return &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(w), Size: logBufferSize, FlushInterval: logFlushInterval}
+	return &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(struct{ io.Writer }{w}), Size: logBufferSize, FlushInterval: logFlushInterval}
 }
 
 // flushAtWarn writes a buffered log out after each line at WARN or above,
