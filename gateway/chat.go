@@ -86,6 +86,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := parseChatRequest(body)
 	if err == nil {
+		err = req.checkPassedKeys(body)
+	}
+	if err == nil {
 		err = checkModel(req.model)
 	}
 	if err != nil {
@@ -159,6 +162,8 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 			var tp openai.ChatTap
 			tp.Chunk(c, &x.report)
 			x.report.Final = x.report.Reported
+		} else {
+			x.unreadableBody(body, err)
 		}
 	}
 	ct := resp.Header.Get("Content-Type")

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
@@ -80,6 +81,27 @@ func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 		}
 	}
 	return r, nil
+}
+
+// checkPassedKeys refuses body, parsed into r, when one of the members the
+// gateway acts on (model, stream, stream_options, and stream_options'
+// include_usage) is not sent once and spelled exactly
+// (provider.CheckPassedBody): the gateway reads them by their exact keys,
+// while the other members go upstream as they are, to upstreams that may
+// match keys as encoding/json does (any case, ſ for s). "Stream":true would
+// make such an upstream stream an answer the gateway takes for a JSON
+// body, and a later "ſtream_options" or "include_uſage" would turn off the
+// usage report the gateway asks for.
+func (r *chatRequest) checkPassedKeys(body []byte) error {
+	if err := provider.CheckPassedBody(body, "model", "stream", "stream_options"); err != nil {
+		return err
+	}
+	if raw := r.fields["stream_options"]; len(raw) > 0 && raw[0] == '{' {
+		if err := provider.CheckPassedBody(raw, "include_usage"); err != nil {
+			return fmt.Errorf("stream_options: %w", err)
+		}
+	}
+	return nil
 }
 
 // scanIncludeUsage reads stream_options.include_usage (true, false or

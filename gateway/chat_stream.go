@@ -61,6 +61,10 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 			break // [DONE]
 		}
 		x.progress()
+		if x.report.Ended {
+			done = true
+			break // the provider's own end (Anthropic's message_stop)
+		}
 		if !rd.Buffered() {
 			out.flush() // the next event is not here yet: send what we have
 		}
@@ -191,6 +195,9 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 			return false
 		}
 		// As below: usage rides only in the usage chunk.
+		if s.HasUsage() {
+			c.usage = c.usage[:0] // a later report: end makes the usage chunk from the event
+		}
 		if s.HasUsage() || !c.includeUsage && s.HasUsageNull() {
 			ev.Data = s.StripUsage(ev.Data)
 		}
@@ -220,7 +227,12 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	// and so is "usage":null when the client did not ask for usage. The
 	// member goes under whatever key encoding/json read it from ("Usage",
 	// "us\u0061ge"), as a client's decoder may read it the same way; a
-	// chunk that could not spell it so is not parsed again.
+	// chunk that could not spell it so is not parsed again. A report on it
+	// is later than a usage chunk held: end makes the usage chunk from the
+	// event instead.
+	if ch.Usage != nil {
+		c.usage = c.usage[:0]
+	}
 	if (ch.Usage != nil || !c.includeUsage) && jsonscan.MayHaveMember(ev.Data, "usage") {
 		if stripped, err := jsonscan.DeleteMember(ev.Data, "usage"); err == nil {
 			ev.Data = stripped

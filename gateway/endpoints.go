@@ -32,11 +32,10 @@ func (s *Server) openAIRoute(w http.ResponseWriter, r *http.Request, required, e
 		return
 	}
 	ok = false
-	if err := provider.CheckPassedBody(body, "model", "stream"); err != nil {
-		chatErrors.WriteError(w, badRequest(err.Error()))
-		return
-	}
 	req, err := parseOpenAIRequest(body)
+	if err == nil {
+		err = req.checkPassedKeys(body)
+	}
 	if err == nil && isNull(req.fields[required]) {
 		err = fmt.Errorf("%s: is required", required)
 	}

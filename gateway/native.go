@@ -93,12 +93,7 @@ func (s *Server) passBody(x *exchange, resp *http.Response, bodyUsage func([]byt
 		return
 	}
 	if err := bodyUsage(body, &x.report); err != nil {
-		x.report.Error = "unreadable upstream body: " + err.Error()
-		if r := &x.report; !r.Reported && r.Output.Len() == 0 {
-			// The body is relayed, so it is billed: its prompt and its
-			// bytes as output are estimated, never nothing.
-			r.AddOutputBytes(body)
-		}
+		x.unreadableBody(body, err)
 	}
 	x.firstByte()
 	x.markComplete()
@@ -109,6 +104,16 @@ func (s *Server) passBody(x *exchange, resp *http.Response, bodyUsage func([]byt
 		x.setCostHeaders(h)
 	}) {
 		x.write(body)
+	}
+}
+
+// unreadableBody records that the upstream body x relays whole could not
+// be read for its usage (err): the body is relayed, so it is billed, its
+// prompt and its bytes as output estimated, never nothing.
+func (x *exchange) unreadableBody(body []byte, err error) {
+	x.report.Error = "unreadable upstream body: " + err.Error()
+	if r := &x.report; !r.Reported && r.Output.Len() == 0 {
+		r.AddOutputBytes(body)
 	}
 }
 
@@ -185,6 +190,13 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			continue
 		}
 		forward(chunk)
+		if x.report.Ended { // the provider's own end: what follows is not read
+			x.markComplete()
+			x.flush()
+			x.commit()
+			x.readToEnd(resp.Body)
+			return
+		}
 		if !rd.Buffered() {
 			x.flush()
 		}

@@ -62,7 +62,8 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 }
 
 // readToEnd reads an upstream body on to its end once its stream has
-// ended with [DONE] and the client has had its own end: net/http puts an
+// ended ([DONE], or the provider's own end: tap.Report.Ended) and the
+// client has had its own end: net/http puts an
 // HTTP/1.1 connection back in its pool only when its response body was read
 // to the end, and closes it otherwise. An upstream sends the body's end (the
 // last chunk of the chunked encoding) once its handler returns, just after

@@ -117,6 +117,8 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 			t.merge(e.Usage, r)
 			r.Reported, r.Final = true, true
 		}
+	case "message_stop":
+		r.Ended = true
 	case "content_block_start":
 		b := &e.ContentBlock
 		switch b.Type {

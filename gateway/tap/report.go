@@ -25,6 +25,10 @@ type Report struct {
 	// message_delta, Gemini's chunk with a finishReason, the Responses API's
 	// response.completed (or failed/incomplete with usage).
 	Final bool
+	// Ended is true once the provider's stream said it is over: Anthropic's
+	// message_stop. The relay reads nothing after it, so that an upstream
+	// that holds its body open after its end does not hold the client.
+	Ended bool
 	// FinishReason is the finish reason in OpenAI's terms: "stop", "length",
 	// "tool_calls", "content_filter" (or "error" for a stream that failed).
 	FinishReason string
