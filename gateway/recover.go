@@ -61,7 +61,15 @@ func (s *Server) Recover(reqs []journal.Request) []usage.Event {
 		prompt := func() tap.Prompt { return s.promptOf(e.Endpoint, r) }
 		e.Usage, e.UsageSource = rep.Resolve(s.est, prompt)
 		if kept := len(r.Output); r.OutputLen > kept && kept > 0 {
-			e.Usage.CompletionTokens = e.Usage.CompletionTokens * int64(r.OutputLen) / int64(kept)
+			// The journal kept kept bytes of the output's OutputLen: the
+			// tokenizer's count of them is scaled to the whole. The
+			// provider's own count covers the whole already, and is not.
+			scaled := s.est.Count(string(r.Output)) * int64(r.OutputLen) / int64(kept)
+			var reported int64
+			if r.Reported != nil {
+				reported = r.Reported.CompletionTokens
+			}
+			e.Usage.CompletionTokens = max(reported, scaled)
 		}
 		if !r.ReasoningShown && e.Usage.ReasoningTokens == 0 && hidden > 0 {
 			e.Usage.CompletionTokens += hidden
