@@ -94,15 +94,13 @@ func OpenSpool(dir string, maxBytes int64) (*Spool, error) {
 		if n == cur.Segment {
 			from = cur.Offset
 		}
-		err := scanSegment(s.segPath(n), from, -1, func(_ []byte, _ int64) error {
+		err := scanSegment(s.segPath(n), from, -1, func(data []byte, _ int64) error {
 			s.count++
+			s.size += 8 + int64(len(data)) // as Drain counts it off; a torn tail is not waiting
 			return nil
 		})
 		if err != nil {
 			return nil, err
-		}
-		if st, err := os.Stat(s.segPath(n)); err == nil {
-			s.size += st.Size() - from
 		}
 		s.segNum = n
 	}
@@ -146,7 +144,9 @@ func (s *Spool) openSegment(n uint64) error {
 		s.seg.Close()
 	}
 	st, _ := f.Stat()
+	s.mu.Lock() // Drain reads segNum and segSize under it
 	s.seg, s.segNum, s.segSize = f, n, st.Size()
+	s.mu.Unlock()
 	return syncDir(s.dir)
 }
 
