@@ -28,6 +28,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -102,7 +103,17 @@ func Open(dir string) (*Journal, []Request, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	reqs, hidden, err := recoverSegments(dir, segs, nil)
+	if tmps, _ := filepath.Glob(filepath.Join(dir, "*"+compactingSuffix)); len(tmps) > 0 {
+		for _, t := range tmps { // a compaction a crash cut short: its segment stands
+			_ = os.Remove(t)
+		}
+	}
+	gone, err := replaced(dir, segs)
+	if err != nil {
+		return nil, nil, err
+	}
+	live := slices.DeleteFunc(slices.Clone(segs), func(n uint64) bool { return gone[n] })
+	reqs, hidden, err := recoverSegments(dir, live, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -312,6 +323,7 @@ func (j *Journal) writer() {
 	tick := time.NewTicker(syncInterval)
 	defer tick.Stop()
 	var out []byte
+	var compactAt int64 // after a compaction failed: the size to try again at
 	dirty := false
 	retrying := false // a write failed: its records wait in buf, retried every tick
 	for {
@@ -357,9 +369,12 @@ func (j *Journal) writer() {
 				dirty, retrying = true, false
 			}
 		}
-		if j.segSize >= maxSegment {
+		if j.segSize >= max(maxSegment, compactAt) {
 			if err := j.compact(); err != nil {
 				j.fail(err)
+				compactAt = j.segSize + maxSegment/4
+			} else {
+				compactAt = 0
 			}
 		}
 		if closed {
@@ -379,9 +394,20 @@ func (j *Journal) fail(err error) {
 	j.mu.Unlock()
 }
 
+// compactingSuffix names a segment compaction is writing, until it is
+// complete and renamed into place.
+const compactingSuffix = ".compacting"
+
 // compact starts a new segment holding the open requests of the current
 // one, merged (a begin, one checkpoint, a failed event), and removes the
-// current segment. Records buffered meanwhile go after them.
+// current segment. Records buffered meanwhile go after them. The new
+// segment is written under another name, fsync'd, and renamed into place
+// only then, opening with a record that names the segment it replaces: a
+// crash or a full disk mid-way leaves the current segment whole and in
+// use, and a crash after the rename leaves a segment recovery knows
+// replaces the old one (see replaced). When it fails, the journal carries
+// on in the current segment, and compaction is tried again once that has
+// grown by another quarter of maxSegment.
 func (j *Journal) compact() error {
 	j.mu.Lock()
 	open := make(map[[16]byte]bool, len(j.open))
@@ -397,7 +423,7 @@ func (j *Journal) compact() error {
 	j.mu.Lock()
 	hidden := j.hidden
 	j.mu.Unlock()
-	var keep []byte
+	keep := appendCompacted(nil, old)
 	if hidden != nil {
 		keep = appendHidden(keep, hidden)
 	}
@@ -406,15 +432,25 @@ func (j *Journal) compact() error {
 			keep = appendRequest(keep, &reqs[i])
 		}
 	}
-	if err := j.openSegment(old + 1); err != nil {
+	next := segPath(j.dir, old+1)
+	f, err := os.OpenFile(next+compactingSuffix, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
 		return err
 	}
-	if _, err := j.seg.Write(keep); err != nil {
+	if _, err = f.Write(keep); err == nil {
+		if err = f.Sync(); err == nil {
+			err = os.Rename(next+compactingSuffix, next)
+		}
+	}
+	if err != nil {
+		f.Close()
+		_ = os.Remove(next + compactingSuffix)
 		return err
 	}
-	j.segSize = int64(len(keep))
-	if err := j.seg.Sync(); err != nil {
-		return err
+	j.seg.Close()
+	j.seg, j.segNum, j.segSize = f, old+1, int64(len(keep))
+	if err := syncDir(j.dir); err != nil {
+		return err // the old segment stays: the new one replaces it in recovery
 	}
 	return os.Remove(segPath(j.dir, old))
 }

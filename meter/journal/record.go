@@ -51,6 +51,9 @@ const (
 	kindEnd        uint8 = 3
 	kindFail       uint8 = 4
 	kindHidden     uint8 = 5 // the hidden reasoning averages, by model (JSON)
+	// kindCompacted opens a segment compaction wrote: its payload is the
+	// number of the segment it replaces (uint64), which recovery skips.
+	kindCompacted uint8 = 6
 )
 
 // A record is [length uint32][crc32c uint32][data]: data is [kind uint8]
@@ -177,6 +180,40 @@ func appendHidden(b, payload []byte) []byte {
 	b = append(b, payload...)
 	finishRecord(b[start:])
 	return b
+}
+
+// appendCompacted appends the record that opens a segment compaction made
+// from segment old.
+func appendCompacted(b []byte, old uint64) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, kindCompacted)
+	b = append(b, make([]byte, 16)...)
+	b = binary.BigEndian.AppendUint64(b, uint64(time.Now().UnixNano()))
+	b = binary.BigEndian.AppendUint64(b, old)
+	finishRecord(b[start:])
+	return b
+}
+
+// replaced returns the segments of segs that a later segment of segs
+// replaces: a segment compaction made opens with a kindCompacted record
+// naming the one it was made from, and is complete (it is renamed into
+// place only once written and fsync'd), so a crash before that one was
+// removed leaves both, and only the later one counts.
+func replaced(dir string, segs []uint64) (map[uint64]bool, error) {
+	out := map[uint64]bool{}
+	for _, n := range segs {
+		first := true
+		err := scan(segPath(dir, n), func(kind uint8, _ [16]byte, _ time.Time, payload []byte) {
+			if first && kind == kindCompacted && len(payload) == 8 {
+				out[binary.BigEndian.Uint64(payload)] = true
+			}
+			first = false
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // recoverSegments reads the segments in order and returns the requests
