@@ -31,27 +31,30 @@ func (s *Spool) readCursor() (spoolCursor, error) {
 	return c, nil
 }
 
-// writeCursor replaces the cursor atomically and durably.
-func (s *Spool) writeCursor(c spoolCursor) error {
+// writeCursor replaces the cursor atomically and durably. It reports
+// whether the new cursor took the old one's place, which a later
+// readCursor sees, even when it returns the error of the directory's
+// fsync that follows.
+func (s *Spool) writeCursor(c spoolCursor) (replaced bool, err error) {
 	b, _ := json.Marshal(c)
 	tmp := filepath.Join(s.dir, "cursor.tmp")
 	f, err := os.Create(tmp)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if _, err := f.Write(b); err != nil {
 		f.Close()
-		return err
+		return false, err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return err
+		return false, err
 	}
 	f.Close()
 	if err := os.Rename(tmp, filepath.Join(s.dir, "cursor")); err != nil {
-		return err
+		return false, err
 	}
-	return syncDir(s.dir)
+	return true, syncDir(s.dir)
 }
 
 // Drain hands the records not yet sent on to send, in the order they were
@@ -81,12 +84,12 @@ func (s *Spool) Drain(ctx context.Context, send func(ctx context.Context, data [
 	// Sent since the cursor was last saved: counted off Stats on the save.
 	var unsaved, unsavedBytes int64
 	save := func(c spoolCursor) error {
-		if err := s.writeCursor(c); err != nil {
-			return err
+		replaced, err := s.writeCursor(c)
+		if replaced { // the next drain starts past them, whatever the error
+			s.sentOn(unsaved, unsavedBytes)
+			unsaved, unsavedBytes = 0, 0
 		}
-		s.sentOn(unsaved, unsavedBytes)
-		unsaved, unsavedBytes = 0, 0
-		return nil
+		return err
 	}
 	for _, n := range segs {
 		if n < cur.Segment {
