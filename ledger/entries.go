@@ -58,6 +58,9 @@ type EntryInput struct {
 // the two race; otherwise EConflict.
 func (s *Store) AddEntry(ctx context.Context, customerID, kind string, in EntryInput) (Entry, error) {
 	micros, err := parseSignedMicros("amount", in.Amount)
+	if err == nil {
+		err = checkYear("effective_at", &in.EffectiveAt)
+	}
 	switch {
 	case err != nil:
 		return Entry{}, err
@@ -150,7 +153,10 @@ func (s *Store) entryByKey(ctx context.Context, key string) (Entry, error) {
 // Reverse records a refund entry that reverses entry id (a credit granted
 // by mistake, say): the same amount, negated, in its currency, once: a
 // second reversal of the entry is the first one. It returns ENotFound for
-// an unknown entry and EConflict for one that is itself a reversal.
+// an unknown entry and EConflict for one that is itself a reversal, or a
+// rerate entry: that is part of its event's charge, which RefundEvent and
+// Rerate compute from the event and its rerate entries alone, so a
+// reversal of it beside them would give the customer the correction twice.
 func (s *Store) Reverse(ctx context.Context, id int64, memo string) (Entry, error) {
 	orig, err := scanEntry(s.pool.QueryRow(ctx, `SELECT `+entryColumns+` FROM ledger_entries WHERE id = $1`, id))
 	if err != nil {
@@ -158,6 +164,10 @@ func (s *Store) Reverse(ctx context.Context, id int64, memo string) (Entry, erro
 	}
 	if orig.Reverses != 0 {
 		return Entry{}, errorf(EConflict, "entry %d is itself a reversal", id)
+	}
+	if orig.Kind == KindRerate {
+		return Entry{}, errorf(EConflict, "entry %d re-rates event %s and is part of its charge: refund the event "+
+			"(POST /admin/v1/events/%s/refund) or re-rate it again instead", id, orig.EventID, orig.EventID)
 	}
 	amount, _ := decimal.NewFromString(orig.Amount)
 	return s.insertEntry(ctx, newEntry{customerID: orig.CustomerID, kind: KindRefund, amountE12: amount.Shift(12).Neg(),

@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -65,4 +66,22 @@ func dbError(err error, what string) error {
 		}
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// checkYear refuses t, the value of an input's field, when it falls, in
+// UTC, outside the years 0001 to 9998, as the API's query times are
+// refused: Postgres has no year 0, and a time in 9999 or later is stored
+// but cannot be written as JSON (encoding/json's time.Time stops at 9999),
+// so it would break every answer and every key sync it is in, and a
+// credit dated there would count in the balance and be listed by no entry
+// list, statement or export. A nil or zero t is not checked. It returns an
+// EInvalid *Error naming the field.
+func checkYear(field string, t *time.Time) error {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	if y := t.UTC().Year(); y < 1 || y > 9998 {
+		return errorf(EInvalid, "%s: %s is outside the years 0001 to 9998 (UTC)", field, t.Format(time.RFC3339))
+	}
+	return nil
 }

@@ -143,6 +143,9 @@ func newLimits(in KeyInput) (limits, error) {
 	if err := checkCounts(in.RPMLimit, in.TPMLimit, in.MaxConcurrent); err != nil {
 		return l, err
 	}
+	if err := checkYear("expires_at", in.ExpiresAt); err != nil {
+		return l, err
+	}
 	l.rpm, l.tpm, l.conc, l.expires = in.RPMLimit, in.TPMLimit, in.MaxConcurrent, in.ExpiresAt
 	l.models, err = checkModels(in.AllowedModels)
 	return l, err
@@ -222,6 +225,9 @@ func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, e
 		return Key{}, err
 	}
 	if err := checkCounts(p.RPMLimit.Value, p.TPMLimit.Value, p.MaxConcurrent.Value); err != nil {
+		return Key{}, err
+	}
+	if err := checkYear("expires_at", p.ExpiresAt.Value); err != nil {
 		return Key{}, err
 	}
 	models := []string{}

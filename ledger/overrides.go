@@ -42,6 +42,12 @@ func (in OverrideInput) override(customerID string) (Override, error) {
 	if in.EffectiveFrom.IsZero() {
 		return o, errorf(EInvalid, "effective_from is required")
 	}
+	if err := checkYear("effective_from", &in.EffectiveFrom); err != nil {
+		return o, err
+	}
+	if err := checkYear("effective_to", in.EffectiveTo); err != nil {
+		return o, err
+	}
 	if in.EffectiveTo != nil {
 		if !in.EffectiveTo.After(in.EffectiveFrom) {
 			return o, errorf(EInvalid, "effective_to must be after effective_from")

@@ -43,6 +43,12 @@ func (in PriceInput) Price() (Price, error) {
 	if in.EffectiveFrom.IsZero() {
 		return Price{}, errorf(EInvalid, "effective_from is required (RFC 3339, e.g. 2026-01-01T00:00:00Z)")
 	}
+	if err := checkYear("effective_from", &in.EffectiveFrom); err != nil {
+		return Price{}, err
+	}
+	if err := checkYear("effective_to", in.EffectiveTo); err != nil {
+		return Price{}, err
+	}
 	if in.EffectiveTo != nil {
 		to := in.EffectiveTo.UTC()
 		if !to.After(p.EffectiveFrom) {

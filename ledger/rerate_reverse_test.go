@@ -1,0 +1,57 @@
+package ledger_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestARerateEntryCannotBeReversed: an event first stored unpriced is
+// priced by re-rating (a rerate entry of −charge). The rerate entry could
+// be reversed (POST /entries/{id}/reverse), which gave the charge back;
+// RefundEvent, which computes what the event was charged from its rerate
+// entries but not their reversals, then gave it back a second time: the
+// customer was credited for usage it consumed. Reverse now refuses a
+// rerate entry (409), and the refund gives the charge back once.
+func TestARerateEntryCannotBeReversed(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	at := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	e := newEvent(c.ID, k.ID, "late-priced", at, usage.Tokens{PromptTokens: 1_000_000})
+	if _, err := s.WriteEvents(ctx, []usage.Event{e}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "late-priced", Currency: "USD", Input: "10", Output: "10",
+		EffectiveFrom: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Rerate(ctx, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), nil); err != nil {
+		t.Fatal(err)
+	}
+	es, err := s.Entries(ctx, c.ID, time.Time{}, time.Time{})
+	if err != nil || len(es) != 1 || es[0].Kind != ledger.KindRerate {
+		t.Fatalf("entries = %+v, %v; want one rerate entry", es, err)
+	}
+	b, _ := s.Balance(ctx, c.ID)
+	if b.Balance != "-10" {
+		t.Fatalf("balance after pricing = %s, want -10", b.Balance)
+	}
+	// Undo the re-rating's charge (refused), then refund the event.
+	if _, err := s.Reverse(ctx, es[0].ID, "undo re-rating"); ledger.ErrorCode(err) != ledger.EConflict {
+		t.Fatalf("Reverse(rerate entry) = %v, want a conflict", err)
+	}
+	ref, err := s.RefundEvent(ctx, e.ID, "goodwill")
+	if err != nil {
+		t.Fatalf("RefundEvent = %v", err)
+	}
+	b, _ = s.Balance(ctx, c.ID)
+	if bal, _ := decimal.NewFromString(b.Balance); !bal.IsZero() {
+		t.Errorf("after reversing the rerate entry (+10) and refunding the event (+%s), balance = %s: "+
+			"a 10 USD event was given back %s USD", ref.Amount, b.Balance, decimal.RequireFromString(b.Balance).Add(decimal.NewFromInt(10)))
+	}
+}
