@@ -202,22 +202,9 @@ func TestATornCompactionCopyLosesNoOutput(t *testing.T) {
 	e := testEvent(1)
 	j.Begin(e, []byte(`{"a":1}`))
 	j.Checkpoint(e.ID, strings.Repeat("tok ", 20000), &usage.Tokens{PromptTokens: 7, CompletionTokens: 20000}, false)
-	if err := j.Close(); err != nil { // the writer is stopped: compact runs alone
-		t.Fatal(err)
-	}
-	oldPath := segPath(dir, j.segNum)
-	old, err := os.ReadFile(oldPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.compact(); err != nil {
-		t.Fatal(err)
-	}
 	// The kill -9 mid-write: the old segment is still there, and the copy,
 	// still under its compacting name, stops inside its checkpoint record.
-	if err := os.WriteFile(oldPath, old, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	compactLeavingTheOld(t, j)
 	newPath := segPath(dir, j.segNum)
 	st, err := os.Stat(newPath)
 	if err != nil {

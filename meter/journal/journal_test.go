@@ -320,21 +320,7 @@ func TestJournalCompactionCrashCountsOutputOnce(t *testing.T) {
 	final := *other
 	final.Usage = usage.Tokens{PromptTokens: 5, CompletionTokens: 3}
 	j.Fail(&final)
-	if err := j.Close(); err != nil { // the writer is stopped: compact runs alone
-		t.Fatal(err)
-	}
-	oldPath := segPath(dir, j.segNum)
-	old, err := os.ReadFile(oldPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.compact(); err != nil {
-		t.Fatal(err)
-	}
-	// The crash: the old segment is still there beside the new one.
-	if err := os.WriteFile(oldPath, old, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	compactLeavingTheOld(t, j) // the crash: the old segment is still there beside the new one
 	if segs, _ := segments(dir); len(segs) != 2 {
 		t.Fatalf("segments %v, want the old one and its compacted copy", segs)
 	}
@@ -411,4 +397,25 @@ func openWithSegments(tb testing.TB, size int64) (*Journal, string) {
 		tb.Fatal(err)
 	}
 	return j, dir
+}
+
+// compactLeavingTheOld closes j (its writer stopped, compact runs alone),
+// compacts its segment, and puts the old segment back, as a crash between
+// the new segment's rename and the old one's removal leaves them.
+func compactLeavingTheOld(t *testing.T, j *Journal) {
+	t.Helper()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	oldPath := segPath(j.dir, j.segNum)
+	old, err := os.ReadFile(oldPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.compact(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(oldPath, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
