@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -179,7 +180,8 @@ func (s *Store) Reverse(ctx context.Context, id int64, memo string) (Entry, erro
 // (its cost: after discounts and any re-rating), in the currency it was
 // charged in, once per event: a second refund of the event is the first
 // one. It returns ENotFound for an unknown event and EConflict for one
-// charged nothing, or whose cost changed (by re-rating) since its refund.
+// charged nothing, whose cost changed (by re-rating) since its refund, or
+// whose refund was reversed (a replay of it would move no money).
 func (s *Store) RefundEvent(ctx context.Context, eventID, memo string) (Entry, error) {
 	var id, customer, charge, cur string // id as stored: one key per event, however its id was spelled
 	err := s.pool.QueryRow(ctx, `
@@ -199,6 +201,17 @@ func (s *Store) RefundEvent(ctx context.Context, eventID, memo string) (Entry, e
 		effectiveAt: s.now(), eventID: id, key: refundKeyPrefix + id, memo: strings.TrimSpace(memo)})
 	if err == nil && e.Kind != KindRefund {
 		return Entry{}, errorf(EConflict, "event %s: idempotency clash", eventID)
+	}
+	if err == nil { // the event's refund, new or the first one: answered as it stands
+		var reversal int64
+		rerr := s.pool.QueryRow(ctx, `SELECT id FROM ledger_entries WHERE reverses = $1`, e.ID).Scan(&reversal)
+		switch {
+		case rerr == nil:
+			return Entry{}, errorf(EConflict, "event %s was refunded by entry %d, which entry %d reversed: an event is refunded once",
+				eventID, e.ID, reversal)
+		case !errors.Is(rerr, pgx.ErrNoRows):
+			return Entry{}, dbError(rerr, "entry")
+		}
 	}
 	return e, err
 }

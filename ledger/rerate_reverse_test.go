@@ -55,3 +55,46 @@ func TestARerateEntryCannotBeReversed(t *testing.T) {
 			"a 10 USD event was given back %s USD", ref.Amount, b.Balance, decimal.RequireFromString(b.Balance).Add(decimal.NewFromInt(10)))
 	}
 }
+
+// TestARefundReversedIsNotReplayed: an event refunded, its refund entry
+// reversed, then refunded again, got the first refund back (201) as the
+// replay of the event's one refund, and no money moved: the operator saw
+// a refund that was not there. The second refund is now a conflict that
+// names the reversal, and the balance is the event's charge.
+func TestARefundReversedIsNotReplayed(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "priced", Currency: "USD", Input: "10", Output: "10",
+		EffectiveFrom: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	e := newEvent(c.ID, k.ID, "priced", time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC), usage.Tokens{PromptTokens: 1_000_000})
+	if _, err := s.WriteEvents(ctx, []usage.Event{e}); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := s.RefundEvent(ctx, e.ID, "goodwill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reverse(ctx, ref.ID, "refunded by mistake"); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := s.RefundEvent(ctx, e.ID, "goodwill, again"); ledger.ErrorCode(err) != ledger.EConflict {
+		t.Fatalf("a second refund after the first was reversed = %+v, %v; want a conflict", again, err)
+	}
+	if b, _ := s.Balance(ctx, c.ID); b.Balance != "-10" {
+		t.Fatalf("balance = %s, want -10 (charged, refunded, refund reversed)", b.Balance)
+	}
+	// A refund replayed while it stands is still the first one.
+	e2 := newEvent(c.ID, k.ID, "priced", time.Date(2026, 3, 10, 13, 0, 0, 0, time.UTC), usage.Tokens{PromptTokens: 1_000_000})
+	if _, err := s.WriteEvents(ctx, []usage.Event{e2}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.RefundEvent(ctx, e2.ID, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := s.RefundEvent(ctx, e2.ID, "one"); err != nil || again.ID != first.ID {
+		t.Fatalf("replayed refund = %+v, %v; want entry %d", again, err, first.ID)
+	}
+}
