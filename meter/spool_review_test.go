@@ -63,10 +63,10 @@ func TestSpoolTornTailIsNotCountedAsUnsentBytes(t *testing.T) {
 // (openSegment, from commit once a segment is full, or from torn), setting
 // segNum and segSize, while Drain reads the pair as "the active segment,
 // read up to its fsync'd size": they were set without s.mu, a data race
-// that go test -race ./meter/ reports here. A new segNum with the old
-// segment's 64 MiB size would let a drain read records of the new segment
-// whose appends have not returned, the window TestSpoolTornWhileDraining
-// closed.
+// that go test -race ./meter/ (make race, part of make test) reports here.
+// A new segNum with the old segment's 64 MiB size would let a drain read
+// records of the new segment whose appends have not returned, the window
+// TestSpoolTornWhileDraining closed.
 func TestSpoolRotationDuringADrain(t *testing.T) {
 	s, err := meter.OpenSpool(t.TempDir(), 0)
 	if err != nil {
