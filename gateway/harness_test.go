@@ -108,7 +108,7 @@ func (m *memSink) count() int {
 type memJournal struct {
 	mu        sync.Mutex
 	calls     []string // "begin id", "checkpoint id output", "end id", "fail id"
-	hidden    map[string]float64
+	hidden    map[string]int64
 	reasoning map[string]int64 // by request id, at Begin
 }
 
@@ -138,7 +138,7 @@ func (j *memJournal) Checkpoint(id, output string, _ *usage.Tokens, _ bool) {
 }
 func (j *memJournal) End(id string)       { j.add("end " + id) }
 func (j *memJournal) Fail(e *usage.Event) { j.add("fail " + e.ID) }
-func (j *memJournal) HiddenReasoning(avg map[string]float64) {
+func (j *memJournal) HiddenReasoning(avg map[string]int64) {
 	j.mu.Lock()
 	j.hidden = avg
 	j.mu.Unlock()

@@ -16,18 +16,19 @@ import (
 // estimated as this average (see Server.Recover); nothing else uses it.
 type hiddenReasoning struct {
 	mu      sync.Mutex
-	avg     map[string]float64
-	changed bool // since the last snapshot
+	avg     map[string]int64 // tokens
+	changed bool             // since the last snapshot
 }
 
-// hiddenWeight is the weight of each new request in the average (1/8:
-// about the last 8 requests of the model count).
-const hiddenWeight = 1.0 / 8
+// hiddenShift weights each new request in the average, in integer
+// tokens: a += (x-a)>>hiddenShift, a weight of 1/8 (about the last 8
+// requests of the model count).
+const hiddenShift = 3
 
 // maxModels bounds the models learned (names come from clients).
 const maxModels = 4096
 
-func newHiddenReasoning() *hiddenReasoning { return &hiddenReasoning{avg: map[string]float64{}} }
+func newHiddenReasoning() *hiddenReasoning { return &hiddenReasoning{avg: map[string]int64{}} }
 
 // observe learns from a settled event and its report.
 func (h *hiddenReasoning) observe(e *usage.Event, r *tap.Report) {
@@ -39,16 +40,16 @@ func (h *hiddenReasoning) observe(e *usage.Event, r *tap.Report) {
 	a, ok := h.avg[e.Model]
 	switch {
 	case ok:
-		h.avg[e.Model] = a + (float64(e.Usage.ReasoningTokens)-a)*hiddenWeight
+		h.avg[e.Model] = a + (e.Usage.ReasoningTokens-a)>>hiddenShift
 	case len(h.avg) < maxModels:
-		h.avg[e.Model] = float64(e.Usage.ReasoningTokens)
+		h.avg[e.Model] = e.Usage.ReasoningTokens
 	}
 	h.changed = true
 }
 
 // seed takes the averages an earlier process learnt (from the crash
 // journal), for the models this one has not seen yet.
-func (h *hiddenReasoning) seed(avg map[string]float64) {
+func (h *hiddenReasoning) seed(avg map[string]int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for m, a := range avg {
@@ -60,7 +61,7 @@ func (h *hiddenReasoning) seed(avg map[string]float64) {
 
 // snapshot returns a copy of the averages when they changed since the
 // last snapshot, or nil.
-func (h *hiddenReasoning) snapshot() map[string]float64 {
+func (h *hiddenReasoning) snapshot() map[string]int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.changed {
@@ -74,5 +75,5 @@ func (h *hiddenReasoning) snapshot() map[string]float64 {
 func (h *hiddenReasoning) expected(model string) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return int64(h.avg[model] + 0.5)
+	return h.avg[model]
 }

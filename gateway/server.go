@@ -71,7 +71,7 @@ type Journal interface {
 	Fail(e *usage.Event)
 	// HiddenReasoning records the averages of the reasoning each model
 	// spends without showing it, in tokens by model (see Recover).
-	HiddenReasoning(avg map[string]float64)
+	HiddenReasoning(avg map[string]int64)
 }
 
 // Deps are what a Server is built from.
@@ -93,7 +93,7 @@ type Deps struct {
 	Rates Rater
 	// HiddenReasoning seeds the averages of the reasoning each model hides
 	// (tokens, by model) with what an earlier process journaled.
-	HiddenReasoning map[string]float64
+	HiddenReasoning map[string]int64
 	// Log receives the per-request lines and failures.
 	Log *slog.Logger
 	// Metrics, when set, registers the gateway's Prometheus series.
@@ -403,4 +403,4 @@ func (noJournal) Begin(*usage.Event, []byte)                     {}
 func (noJournal) Checkpoint(string, string, *usage.Tokens, bool) {}
 func (noJournal) End(string)                                     {}
 func (noJournal) Fail(*usage.Event)                              {}
-func (noJournal) HiddenReasoning(map[string]float64)             {}
+func (noJournal) HiddenReasoning(map[string]int64)             {}

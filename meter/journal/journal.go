@@ -86,7 +86,7 @@ type Journal struct {
 	// recovered), kept through compaction.
 	hidden []byte
 	// recovered are the averages an earlier process left.
-	recovered map[string]float64
+	recovered map[string]int64
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -251,7 +251,7 @@ func (j *Journal) Fail(e *usage.Event) {
 // model spends without showing it (tokens, by model), so that a process
 // that restarts, and crashes again before it has learnt them anew, still
 // estimates it. It replaces the averages journaled before.
-func (j *Journal) HiddenReasoning(avg map[string]float64) {
+func (j *Journal) HiddenReasoning(avg map[string]int64) {
 	b, err := json.Marshal(avg)
 	if err != nil {
 		return
@@ -269,7 +269,7 @@ func (j *Journal) HiddenReasoning(avg map[string]float64) {
 
 // RecoveredHiddenReasoning is the last hidden reasoning averages an
 // earlier process journaled (nil when none).
-func (j *Journal) RecoveredHiddenReasoning() map[string]float64 { return j.recovered }
+func (j *Journal) RecoveredHiddenReasoning() map[string]int64 { return j.recovered }
 
 // Open reports the requests in flight.
 func (j *Journal) Open() int {

@@ -226,8 +226,8 @@ func TestJournalKeepsHiddenReasoning(t *testing.T) {
 	if j.RecoveredHiddenReasoning() != nil {
 		t.Fatal("averages from nowhere")
 	}
-	j.HiddenReasoning(map[string]float64{"sim-pro": 3})
-	j.HiddenReasoning(map[string]float64{"sim-pro": 11.5, "o3": 250})
+	j.HiddenReasoning(map[string]int64{"sim-pro": 3})
+	j.HiddenReasoning(map[string]int64{"sim-pro": 11, "o3": 250})
 	for i := range 2000 { // several compactions
 		e := testEvent(i)
 		j.Begin(e, []byte("{}"))
@@ -240,8 +240,21 @@ func TestJournalKeepsHiddenReasoning(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j2.Close()
-	if got := j2.RecoveredHiddenReasoning(); got["sim-pro"] != 11.5 || got["o3"] != 250 || len(got) != 2 {
+	if got := j2.RecoveredHiddenReasoning(); got["sim-pro"] != 11 || got["o3"] != 250 || len(got) != 2 {
 		t.Fatalf("recovered %v", got)
+	}
+}
+
+// TestDecodeHiddenOfAnEarlierRelease: releases before stop 29 journaled
+// fractional averages; their whole part is read, a tiny one written with
+// an exponent is skipped, and what is not JSON is refused.
+func TestDecodeHiddenOfAnEarlierRelease(t *testing.T) {
+	m, ok := decodeHidden([]byte(`{"sim-pro":11.5,"o3":250,"tiny":5e-07,"neg":-2.75}`))
+	if !ok || m["sim-pro"] != 11 || m["o3"] != 250 || m["neg"] != -2 || len(m) != 3 {
+		t.Fatalf("decodeHidden = %v, %v", m, ok)
+	}
+	if _, ok := decodeHidden([]byte(`{"sim-pro":`)); ok {
+		t.Fatal("a torn record was read")
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -223,8 +225,8 @@ func replaced(dir string, segs []uint64) (map[uint64]bool, error) {
 // no hidden reasoning averages), skipping the others before decoding
 // them: compaction knows which requests are open, and in a full segment
 // nearly all of them have ended.
-func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool) ([]Request, map[string]float64, error) {
-	var hidden map[string]float64
+func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool) ([]Request, map[string]int64, error) {
+	var hidden map[string]int64
 	byID := map[[16]byte]*Request{}
 	var order [][16]byte
 	for _, n := range segs {
@@ -301,8 +303,7 @@ func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool) ([]Reque
 			case kindEnd:
 				delete(byID, id)
 			case kindHidden:
-				var m map[string]float64
-				if json.Unmarshal(payload, &m) == nil {
+				if m, ok := decodeHidden(payload); ok {
 					hidden = m
 				}
 			}
@@ -364,4 +365,22 @@ func parseID(s string) ([16]byte, bool) {
 	}
 	id, err := uuid.Parse(s)
 	return id, err == nil
+}
+
+// decodeHidden reads a hidden reasoning record: tokens by model, as JSON
+// integers. Releases before stop 29 wrote fractional averages (11.5):
+// their whole part is taken, without floating point.
+func decodeHidden(payload []byte) (map[string]int64, bool) {
+	var raw map[string]json.Number
+	if json.Unmarshal(payload, &raw) != nil {
+		return nil, false
+	}
+	m := make(map[string]int64, len(raw))
+	for model, n := range raw {
+		whole, _, _ := strings.Cut(n.String(), ".")
+		if v, err := strconv.ParseInt(whole, 10, 64); err == nil {
+			m[model] = v // an exponent (5e-07, written for a tiny average) is skipped
+		}
+	}
+	return m, true
 }
