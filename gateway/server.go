@@ -403,4 +403,4 @@ func (noJournal) Begin(*usage.Event, []byte)                     {}
 func (noJournal) Checkpoint(string, string, *usage.Tokens, bool) {}
 func (noJournal) End(string)                                     {}
 func (noJournal) Fail(*usage.Event)                              {}
-func (noJournal) HiddenReasoning(map[string]int64)             {}
+func (noJournal) HiddenReasoning(map[string]int64)               {}
