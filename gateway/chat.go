@@ -134,6 +134,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		defer resp.Body.Close()
 		tr := s.providers[p.dep.provider.Type].Chat
 		switch {
+		case req.stream && jsonAnswer(resp.Header):
+			s.relayAnswerAsStream(x, resp, tr, req.includeUsage, req.model)
 		case req.stream && tr == nil:
 			s.relayChatStream(x, resp, req.includeUsage, req.model, nil)
 		case req.stream:

@@ -153,6 +153,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer resp.Body.Close()
+		if req.stream && jsonAnswer(resp.Header) {
+			s.relayAnswerAsStream(x, resp, nil, req.includeUsage, req.model)
+			return
+		}
 		if req.stream {
 			s.relayChatStream(x, resp, req.includeUsage, req.model, nil)
 			return

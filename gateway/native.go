@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -74,8 +75,12 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 				return
 			}
 			defer resp.Body.Close()
+			if call.SSE && jsonAnswer(resp.Header) {
+				s.passBody(x, resp, rt.BodyUsage) // a whole body, not the stream asked for
+				return
+			}
 			if call.SSE {
-				s.passThrough(x, at.route(), resp, rt.NewTap())
+				s.passThrough(x, at.route(), resp, rt.NewTap(), rt.BodyUsage)
 				return
 			}
 			s.passBody(x, resp, rt.BodyUsage)
@@ -122,8 +127,10 @@ func (x *exchange) unreadableBody(body []byte, err error) {
 // while the tap reads the usage from the same events. The event is made
 // durable before the bytes of the event that completes the usage (the
 // provider's final report) are sent, so that a client that saw the usage
-// was metered.
-func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp provider.StreamTap) {
+// was metered. A body with no SSE event in it at all (a whole answer,
+// whatever its Content-Type said) is billed from bodyUsage, as passBody
+// bills it, or estimated from its bytes: it is relayed, so never free.
+func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp provider.StreamTap, bodyUsage func([]byte, *tap.Report) error) {
 	x.armStall()
 	src := &recorder{r: resp.Body}
 	rd := readers.Get().(*sse.Reader)
@@ -142,14 +149,26 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		x.write(b)
 	}
 	var ev sse.Event // one for the stream (see relayChatStream)
+	// Until the first data event, the bytes forwarded are kept (noData):
+	// a body with none is an answer that is not SSE, billed at its end.
+	sawData, noData := false, []byte(nil)
 	for {
 		var err error
 		ev, err = rd.Next()
 		if errors.Is(err, io.EOF) {
 			x.markComplete() // every upstream byte is forwarded below
 			x.flush()
+			rest := src.take(src.n)
+			if !sawData {
+				noData = append(noData, rest...)
+				if !x.report.Reported && x.report.Output.Len() == 0 && len(bytes.TrimSpace(noData)) > 0 {
+					if err := bodyUsage(noData, &x.report); err != nil {
+						x.unreadableBody(noData, err)
+					}
+				}
+			}
 			x.commit()
-			forward(src.take(src.n))
+			forward(rest)
 			x.flush()
 			return
 		}
@@ -176,6 +195,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		tp.Event(&ev, &x.report)
 		x.progress()
 		chunk := src.take(src.n - rd.Pending())
+		if sawData = sawData || ev.HasData; !sawData && len(noData) < maxNoData {
+			noData = append(noData, chunk...)
+		}
 		if x.report.Error != hadError {
 			chunk = s.scrubBytes(rt.provider.Name, chunk)
 		}
@@ -202,6 +224,10 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		}
 	}
 }
+
+// maxNoData bounds the bytes passThrough keeps of a body with no data
+// event in it, as readBody bounds a whole body.
+const maxNoData = 64 << 20
 
 // recorder keeps the bytes a Reader reads from the upstream until they are
 // taken to be forwarded, so that they go out event by event, unchanged.

@@ -1,0 +1,82 @@
+package gateway
+
+import (
+	"bytes"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
+)
+
+// jsonAnswer reports whether an upstream response is a whole JSON body
+// (Content-Type application/json, or a +json type), which an upstream may
+// send to a stream request it did not stream: it is then billed from the
+// body's usage, as a non-streamed answer is, and not read as SSE (which
+// would find no events in it, and bill nothing for what the client gets).
+func jsonAnswer(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// relayAnswerAsStream answers a chat (or legacy completions) stream
+// request whose upstream answered with a whole body: the body's usage is
+// tapped (translated by tr unless the upstream speaks OpenAI), and the
+// client gets the stream it asked for, the answer as one chunk, then the
+// usage chunk when asked for, and [DONE], the event durable before that
+// end. A body that is SSE after all (mislabelled) is relayed as a stream.
+// A body that cannot be read as an answer is still billed, estimated
+// from its bytes, and the client gets an error event in its place.
+func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provider.Chat, includeUsage bool, model string) {
+	body, err := s.readBody(x, resp.Body)
+	if t := bytes.TrimLeft(body, " \t\r\n"); err == nil && len(t) > 0 && t[0] != '{' && t[0] != '[' {
+		// SSE under a JSON type: read as the stream it is (from the bytes
+		// read, so no longer as they arrive).
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		var cs provider.ChunkStream
+		if tr != nil {
+			cs = tr.NewStream("chatcmpl-"+x.event.ID, model, x.start.Unix())
+		}
+		s.relayChatStream(x, resp, includeUsage, model, cs)
+		return
+	}
+	if err == nil && tr != nil {
+		body, err = tr.Body(body, "chatcmpl-"+x.event.ID, model, x.start.Unix(), &x.report)
+	}
+	if err != nil {
+		status, eventStatus := x.failure()
+		x.fail(status, eventStatus, err)
+		return
+	}
+	var chunk []byte
+	c, err := openai.ParseChunk(body)
+	if err == nil && tr == nil {
+		var tp openai.ChatTap
+		tp.Chunk(c, &x.report)
+		x.report.Final = x.report.Reported
+	}
+	if err == nil && c.Error != nil {
+		chunk = s.scrubBytes(x.event.Provider, body) // an error object under a 200: relayed as the error event it is
+		x.report.Error, x.report.FinishReason = "upstream error body: "+string(chunk), "error"
+	} else if err == nil {
+		chunk, err = openai.AnswerAsChunk(body)
+	}
+	if err != nil {
+		x.unreadableBody(body, err)
+		chunk = openai.ErrorPayload("upstream_error", "upstream_error",
+			"the upstream answered the stream request with a body that is not an answer: "+err.Error())
+	}
+	out := newChatWriter(x, resp.Header, includeUsage, "chatcmpl-"+x.event.ID, model, x.start.Unix())
+	defer out.release()
+	if c != nil && c.ID != "" {
+		out.id, out.model, out.created = c.ID, c.Model, c.Created
+	}
+	out.data(chunk)
+	out.end(nil)
+}

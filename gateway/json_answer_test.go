@@ -1,0 +1,194 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// jsonUpstream answers every request with body under contentType, whatever
+// the request asked for (as an upstream that ignores "stream" does).
+func jsonUpstream(t *testing.T, contentType, body string) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if contentType != "" {
+			w.Header().Set("Content-Type", contentType)
+		} else {
+			w.Header()["Content-Type"] = nil // no Content-Type at all, not one sniffed
+		}
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+// streamChunks reads a chat stream's data payloads, up to and with [DONE].
+func streamChunks(t *testing.T, resp *http.Response) []string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if d, ok := strings.CutPrefix(l, "data: "); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+const openAIAnswer = `{"id":"chatcmpl-x","object":"chat.completion","created":1700000000,"model":"gpt-x",
+ "choices":[{"index":0,"message":{"role":"assistant","content":"the whole answer"},"finish_reason":"stop"}],
+ "usage":{"prompt_tokens":21,"completion_tokens":340,"total_tokens":361,"prompt_tokens_details":{"cached_tokens":5},
+  "completion_tokens_details":{"reasoning_tokens":100}}}`
+
+// TestStreamAnsweredWithABody: an OpenAI-compatible upstream that answers
+// a stream request with a whole chat.completion body (it ignored
+// "stream":true) was read as SSE: no events, an empty stream to the client
+// and an event billed no completion tokens. The body is now billed from its
+// usage, and the client gets the stream it asked for: the answer as one
+// chunk, the usage chunk, [DONE].
+func TestStreamAnsweredWithABody(t *testing.T) {
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8"} {
+		up := jsonUpstream(t, ct, openAIAnswer)
+		st := newStack(t, oneUpstream(up.URL))
+		resp := st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+		if got := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || got != "text/event-stream" {
+			t.Fatalf("%s: %d %s, want 200 text/event-stream", ct, resp.StatusCode, got)
+		}
+		id := resp.Header.Get("X-Request-Id")
+		chunks := streamChunks(t, resp)
+		if len(chunks) != 3 || chunks[2] != "[DONE]" {
+			t.Fatalf("%s: chunks %q, want the answer, the usage chunk and [DONE]", ct, chunks)
+		}
+		var c struct {
+			Object  string `json:"object"`
+			Choices []struct {
+				Delta struct{ Content string } `json:"delta"`
+			} `json:"choices"`
+			Usage *json.RawMessage `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(chunks[0]), &c); err != nil || c.Object != "chat.completion.chunk" ||
+			len(c.Choices) != 1 || c.Choices[0].Delta.Content != "the whole answer" || c.Usage != nil {
+			t.Fatalf("%s: first chunk %s (%v): want the answer as a chunk's delta, without usage", ct, chunks[0], err)
+		}
+		var u struct {
+			Usage struct {
+				CompletionTokens int64 `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(chunks[1]), &u); err != nil || u.Usage.CompletionTokens != 340 {
+			t.Fatalf("%s: usage chunk %s (%v): want 340 completion tokens", ct, chunks[1], err)
+		}
+		e := st.sink.event(t, id)
+		want := usage.Tokens{PromptTokens: 21, CachedTokens: 5, CompletionTokens: 340, ReasoningTokens: 100}
+		if e.Usage != want || e.UsageSource != usage.SourceUpstream || e.Status != usage.StatusOK {
+			t.Fatalf("%s: event %+v %s %s, want %+v from the provider, ok", ct, e.Usage, e.UsageSource, e.Status, want)
+		}
+	}
+}
+
+// TestLegacyCompletionStreamAnsweredWithABody: the same on /v1/completions,
+// whose answer and chunks are both text_completion objects.
+func TestLegacyCompletionStreamAnsweredWithABody(t *testing.T) {
+	up := jsonUpstream(t, "application/json", `{"id":"cmpl-x","object":"text_completion","created":1,"model":"m",
+		"choices":[{"index":0,"text":"once upon a time","finish_reason":"length"}],"usage":{"prompt_tokens":4,"completion_tokens":77,"total_tokens":81}}`)
+	st := newStack(t, oneUpstream(up.URL))
+	resp := st.post(t, "/v1/completions", `{"model":"m","stream":true,"prompt":"tell me"}`)
+	id := resp.Header.Get("X-Request-Id")
+	chunks := streamChunks(t, resp)
+	if len(chunks) != 2 || !strings.Contains(chunks[0], `"text":"once upon a time"`) || strings.Contains(chunks[0], "usage") || chunks[1] != "[DONE]" {
+		t.Fatalf("chunks %q: want the answer without usage (not asked for), then [DONE]", chunks)
+	}
+	if e := st.sink.event(t, id); e.Usage.CompletionTokens != 77 || e.Usage.PromptTokens != 4 || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("event %+v %s, want 4 + 77 from the provider", e.Usage, e.UsageSource)
+	}
+}
+
+// TestStreamAnsweredWithAnErrorBody: a 200 whose JSON body is an error
+// object reaches the stream's client as the error event it is, and the
+// event records the error.
+func TestStreamAnsweredWithAnErrorBody(t *testing.T) {
+	up := jsonUpstream(t, "application/json", `{"error":{"message":"overloaded, key sk-up-123456789","type":"server_error"}}`)
+	st := newStack(t, oneUpstream(up.URL))
+	resp := st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	id := resp.Header.Get("X-Request-Id")
+	chunks := streamChunks(t, resp)
+	if len(chunks) != 2 || !strings.Contains(chunks[0], `"error"`) || strings.Contains(chunks[0], "sk-up-123456789") {
+		t.Fatalf("chunks %q: want the error, scrubbed of the provider's key, then [DONE]", chunks)
+	}
+	if e := st.sink.event(t, id); e.Error == "" || strings.Contains(e.Error, "sk-up-123456789") {
+		t.Fatalf("event error %q: want the upstream's error, scrubbed", e.Error)
+	}
+}
+
+// TestSSEUnderAJSONType: a stream mislabelled application/json is still
+// read as the stream it is, and billed from its usage chunk.
+func TestSSEUnderAJSONType(t *testing.T) {
+	up := jsonUpstream(t, "application/json",
+		"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hello\"},\"finish_reason\":\"stop\"}]}\n\n"+
+			"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":9,\"total_tokens\":12}}\n\n"+
+			"data: [DONE]\n\n")
+	st := newStack(t, oneUpstream(up.URL))
+	resp := st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	id := resp.Header.Get("X-Request-Id")
+	chunks := streamChunks(t, resp)
+	if len(chunks) != 2 || !strings.Contains(chunks[0], "hello") || chunks[1] != "[DONE]" {
+		t.Fatalf("chunks %q", chunks)
+	}
+	if e := st.sink.event(t, id); e.Usage.CompletionTokens != 9 || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("event %+v %s, want 9 completion tokens from the provider", e.Usage, e.UsageSource)
+	}
+}
+
+const anthropicAnswer = `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x",
+ "content":[{"type":"text","text":"the whole answer"}],"stop_reason":"end_turn",
+ "usage":{"input_tokens":12,"cache_read_input_tokens":30,"cache_creation_input_tokens":8,"output_tokens":250}}`
+
+// TestAnthropicStreamAnsweredWithABody: Anthropic, translated to chat
+// completions and on its native /anthropic/v1/messages, answering a stream request
+// with a whole message. Natively, the bytes reach the client unchanged and
+// were billed nothing, whether labelled JSON or not labelled at all; they
+// are now billed from the message's usage. Translated, the client gets
+// the stream it asked for.
+func TestAnthropicStreamAnsweredWithABody(t *testing.T) {
+	want := usage.Tokens{PromptTokens: 50, CachedTokens: 30, CacheWriteTokens: 8, CompletionTokens: 250}
+	for _, ct := range []string{"application/json", "", "text/event-stream"} {
+		up := jsonUpstream(t, ct, anthropicAnswer)
+		st := newStack(t, func(c *gateway.Config) {
+			c.Providers = []gateway.ProviderConfig{{Name: "a", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant-123456789",
+				StallTimeout: 2 * time.Second}}
+			c.Models = []gateway.ModelConfig{{Name: "m", Provider: "a"}}
+		})
+		resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","stream":true,"max_tokens":300,"messages":[{"role":"user","content":"hi"}]}`)
+		id := resp.Header.Get("X-Request-Id")
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "the whole answer") {
+			t.Fatalf("native, %q: %d %s", ct, resp.StatusCode, b)
+		}
+		if e := st.sink.event(t, id); e.Usage != want || e.UsageSource != usage.SourceUpstream {
+			t.Errorf("native, %q: event %+v %s, want %+v from the provider", ct, e.Usage, e.UsageSource, want)
+		}
+		if ct != "application/json" {
+			continue
+		}
+		resp = st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		id = resp.Header.Get("X-Request-Id")
+		chunks := streamChunks(t, resp)
+		if len(chunks) != 2 || !strings.Contains(chunks[0], `"delta":{`) || !strings.Contains(chunks[0], "the whole answer") {
+			t.Fatalf("translated: chunks %q", chunks)
+		}
+		if e := st.sink.event(t, id); e.Usage != want || e.UsageSource != usage.SourceUpstream {
+			t.Errorf("translated: event %+v %s, want %+v from the provider", e.Usage, e.UsageSource, want)
+		}
+	}
+}
