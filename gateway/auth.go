@@ -69,8 +69,10 @@ func (s *Server) checkMetered(w http.ResponseWriter, r *http.Request, env provid
 	}
 	// limit: refuse (429, with Retry-After) a request over its key's
 	// max_concurrent, rpm_limit or tpm_limit, counted across the gateways
-	// that share counts; an admitted request is counted until it ends.
-	release, over := s.limits.admit(keyOf(r))
+	// that share counts; an admitted request is counted until it ends, and
+	// holds its prompt's estimate (its body's bytes / 4) against the
+	// tpm_limit until then.
+	release, over := s.limits.admit(keyOf(r), r.ContentLength/4)
 	if over != nil {
 		w.Header().Set("Retry-After", strconv.Itoa(int(over.retryAfter.Seconds())))
 		env.WriteError(w, provider.Err(http.StatusTooManyRequests, over.kind, "rate_limit_exceeded", over.message))

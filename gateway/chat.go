@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
@@ -49,13 +50,18 @@ func modelNotAllowed(model string) provider.Error {
 
 // allowedModel reports whether key k may use the model asked for, routed
 // as rt: its allowed_models is empty, or names the model as asked or as
-// routed, or its provider as "provider/*".
+// routed, or rt's deployment as "provider/upstream model" (the name a
+// client may ask for it by), or its provider as "provider/*".
 func allowedModel(k *usage.KeyState, asked string, rt route) bool {
 	if k == nil || len(k.AllowedModels) == 0 {
 		return true
 	}
+	p := rt.provider.Name
 	for _, m := range k.AllowedModels {
-		if m == asked || m == rt.model || m == rt.provider.Name+"/*" {
+		if m == asked || m == rt.model {
+			return true
+		}
+		if rest, ok := strings.CutPrefix(m, p); ok && len(rest) > 1 && rest[0] == '/' && (rest[1:] == "*" || rest[1:] == rt.upstream) {
 			return true
 		}
 	}

@@ -44,6 +44,7 @@ type limiter struct {
 	now   func() time.Time
 	mu    sync.Mutex
 	keys  map[string]*keyCounts
+	seq   uint64 // the last LimitCounts.Seq given (l.mu)
 }
 
 // keyCounts are one key's counts on this gateway.
@@ -69,8 +70,12 @@ type refusal struct {
 }
 
 // admit counts a request of k starting now and returns its release (call
-// it once the request ends), or the limit it is over.
-func (l *limiter) admit(k *usage.KeyState) (release func(), over *refusal) {
+// it once the request ends), or the limit it is over. Under a tpm_limit,
+// the request holds estimate tokens (at least 1: its prompt's estimate)
+// in the minute from its admission to its release, so that requests sent
+// together do not each find the minute empty; its real tokens are counted
+// by tokens as it settles, and the estimate given back by release.
+func (l *limiter) admit(k *usage.KeyState, estimate int64) (release func(), over *refusal) {
 	if !limited(k) {
 		return func() {}, nil
 	}
@@ -95,6 +100,11 @@ func (l *limiter) admit(k *usage.KeyState) (release func(), over *refusal) {
 	}
 	c.bucket(now)
 	c.req[now%window]++
+	held := int64(0)
+	if k.TPMLimit > 0 {
+		held = max(estimate, 1)
+		c.tok[now%window] += held
+	}
 	c.open++
 	c.lastTouch = now
 	l.publish(k.KeyID, c, now) // unlocks
@@ -109,6 +119,9 @@ func (l *limiter) admit(k *usage.KeyState) (release func(), over *refusal) {
 				return
 			}
 			c.open--
+			if i := now % window; held > 0 && c.sec[i] == now { // still in the minute
+				c.tok[i] -= held
+			}
 			l.publish(id, c, l.now().Unix())
 		})
 	}, nil
@@ -132,7 +145,8 @@ func (l *limiter) publish(keyID string, c *keyCounts, now int64) {
 		return
 	}
 	req, tok := c.sums(now)
-	counts := []LimitCounts{{KeyID: keyID, Requests: req, Tokens: tok, Open: c.open}}
+	l.seq++
+	counts := []LimitCounts{{KeyID: keyID, Requests: req, Tokens: tok, Open: c.open, Seq: l.seq}}
 	l.mu.Unlock()
 	l.share.Publish(counts)
 }
@@ -198,7 +212,8 @@ func (l *limiter) snapshot() []LimitCounts {
 			continue
 		}
 		req, tok := c.sums(now)
-		out = append(out, LimitCounts{KeyID: id, Requests: req, Tokens: tok, Open: c.open})
+		l.seq++
+		out = append(out, LimitCounts{KeyID: id, Requests: req, Tokens: tok, Open: c.open, Seq: l.seq})
 	}
 	return out
 }

@@ -25,13 +25,17 @@ type route struct {
 // router resolves model names: first the config's model table, then a
 // "provider/model" prefix naming a configured provider.
 type router struct {
-	models    map[string]route
+	models map[string]route
+	// named are the table's deployments by "provider/upstream model": the
+	// route of the first model of the table (in the config's order) with
+	// that deployment, so that such a name always resolves the same.
+	named     map[string]route
 	providers map[string]*ProviderConfig
 	retry     RetryConfig
 }
 
 func newRouter(cfg Config) *router {
-	r := &router{models: map[string]route{}, providers: map[string]*ProviderConfig{}, retry: cfg.Retry}
+	r := &router{models: map[string]route{}, named: map[string]route{}, providers: map[string]*ProviderConfig{}, retry: cfg.Retry}
 	for i := range cfg.Providers {
 		p := &cfg.Providers[i]
 		p.scrub = newScrubber(p)
@@ -44,29 +48,31 @@ func newRouter(cfg Config) *router {
 		}
 		rt.provider, rt.upstream = rt.deployments[0].provider, rt.deployments[0].upstream
 		r.models[m.Name] = rt
+		for _, d := range rt.deployments {
+			if name := d.provider.Name + "/" + d.upstream; r.named[name].deployments == nil {
+				r.named[name] = deploymentRoute(m.Name, d)
+			}
+		}
 	}
 	return r
 }
 
 // resolve returns the route for a requested model name, or errNoRoute.
-// "provider/model" that names a model of the table (its first deployment)
-// is recorded under the table's name, so that it is priced the same, and
-// goes to that deployment alone.
+// "provider/model" that names a deployment of the table is recorded under
+// the name of the first model of the table (in the config's order) with
+// that deployment, so that it is priced the same, and goes to that
+// deployment alone.
 func (r *router) resolve(name string) (route, error) {
 	if rt, ok := r.models[name]; ok {
+		return rt, nil
+	}
+	if rt, ok := r.named[name]; ok {
 		return rt, nil
 	}
 	prov, upstream, ok := strings.Cut(name, "/")
 	p := r.providers[prov]
 	if !ok || p == nil || upstream == "" {
 		return route{}, errNoRoute
-	}
-	for _, rt := range r.models {
-		for _, d := range rt.deployments {
-			if d.provider == p && d.upstream == upstream {
-				return route{model: rt.model, provider: p, upstream: upstream, deployments: []*deployment{d}}, nil
-			}
-		}
 	}
 	d := newDeployment(DeploymentConfig{Name: name, Provider: prov, UpstreamModel: upstream, Weight: 1}, p)
 	return route{model: name, provider: p, upstream: upstream, deployments: []*deployment{d}}, nil

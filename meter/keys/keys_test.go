@@ -387,6 +387,18 @@ func TestShareAddsTheOtherGateways(t *testing.T) {
 		r, _, o := shares[2].Others("k")
 		return r == 10 && o == 1
 	})
+	// Counts read in one order and published in the other: the later
+	// reading (the higher Seq) stands, whichever arrived last.
+	shares[0].Publish([]usage.LimitCounts{{KeyID: "k", Open: 2, Seq: 11}})
+	shares[0].Publish([]usage.LimitCounts{{KeyID: "k", Open: 1, Seq: 10}})
+	shares[0].Publish([]usage.LimitCounts{{KeyID: "marker", Open: 1, Seq: 12}})
+	eventually(t, time.Second, "the marker", func() bool {
+		_, _, o := shares[2].Others("marker")
+		return o == 1
+	})
+	if _, _, o := shares[2].Others("k"); o != 2 {
+		t.Fatalf("open %d after readings 11 (open 2) then 10 (open 1) arrived: want 2, the later reading", o)
+	}
 }
 
 // TestCacheRatesAsTheLedgerCharges: with the price book and a customer's

@@ -83,6 +83,9 @@ func (s *Share) receive(m *nats.Msg) {
 			g = map[string]remote{}
 			s.others[c.KeyID] = g
 		}
+		if old, ok := g[msg.Gateway]; ok && c.Seq != 0 && c.Seq < old.Seq {
+			continue // read before the counts already heard, published after them
+		}
 		g[msg.Gateway] = remote{c, now}
 	}
 	if now.Sub(s.swept) > shareTTL {

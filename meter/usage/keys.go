@@ -130,4 +130,9 @@ type LimitCounts struct {
 	Requests int64 `json:"r"`
 	Tokens   int64 `json:"t"`
 	Open     int64 `json:"o"`
+	// Seq orders one gateway's counts: it grows with each reading of
+	// them, and a receiver keeps a key's counts of the highest Seq it has
+	// heard from that gateway, as publications read in one order may
+	// reach NATS in another. 0 (an earlier release) is not ordered.
+	Seq uint64 `json:"s,omitempty"`
 }

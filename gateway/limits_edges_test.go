@@ -1,0 +1,118 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// Spend control and routing edges found by review (each failed before its fix).
+
+// A key whose allowed_models names a model the way clients may ask for it,
+// "provider/model", passes the allowlist check of permittedRoute (it
+// compares the name as asked) and is then refused by the per-deployment
+// filter of prepareAttempts (which compares only the table's name): the
+// client gets 400 "no route" for a model its key was explicitly allowed.
+func TestAllowedModelsNamedProviderSlashModel(t *testing.T) {
+	st := newStack(t, nil)
+	keyState := usage.KeyState{CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000a1",
+		AllowedModels: []string{"sim/sim-small"}}
+	gw := startGateway(t, gateway.Config{
+		Providers: []gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: st.sim.URL + "/v1"}},
+		Models:    []gateway.ModelConfig{{Name: "sim-small", Provider: "sim"}},
+	}, gateway.Deps{Providers: providers(), Keys: keys{extra: map[string]usage.KeyState{"tg-pm": keyState}},
+		Sink: st.sink, Journal: st.journal})
+	st.url = "http://" + gw.Addr()
+	resp := st.post(t, "/v1/chat/completions", `{"model":"sim/sim-small","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`,
+		"Authorization", "Bearer tg-pm")
+	code, body := answer(t, resp)
+	if code != http.StatusOK {
+		t.Fatalf("model %q with allowed_models [%q]: %d %s; want 200 (the key names exactly this model)",
+			"sim/sim-small", "sim/sim-small", code, body)
+	}
+}
+
+// Two models of the table served by the same deployment (aliases, a common
+// config: both go to provider sim, upstream model sim-small). A request
+// for "sim/sim-small" is resolved by router.resolve iterating a Go map, so
+// which table model it becomes (the model it is recorded and priced under,
+// and the one allowed_models is checked against) changes from request to
+// request.
+func TestProviderSlashModelResolvesToOneTableModel(t *testing.T) {
+	st := newStack(t, nil)
+	narrow := usage.KeyState{CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000a2",
+		AllowedModels: []string{"alias-a"}}
+	gw := startGateway(t, gateway.Config{
+		Providers: []gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: st.sim.URL + "/v1"}},
+		Models: []gateway.ModelConfig{{Name: "alias-a", Provider: "sim", UpstreamModel: "sim-small"},
+			{Name: "alias-b", Provider: "sim", UpstreamModel: "sim-small"}},
+	}, gateway.Deps{Providers: providers(), Keys: keys{extra: map[string]usage.KeyState{"tg-narrow": narrow}},
+		Sink: st.sink, Journal: st.journal})
+	st.url = "http://" + gw.Addr()
+
+	models := map[string]int{}
+	codes := map[int]int{}
+	for range 40 {
+		resp := st.post(t, "/v1/chat/completions", `{"model":"sim/sim-small","max_tokens":1,"messages":[{"role":"user","content":"x"}]}`)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		models[st.sink.event(t, resp.Header.Get("X-Request-Id")).Model]++
+
+		resp = st.post(t, "/v1/chat/completions", `{"model":"sim/sim-small","max_tokens":1,"messages":[{"role":"user","content":"x"}]}`,
+			"Authorization", "Bearer tg-narrow")
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	if len(models) != 1 {
+		t.Errorf("40 identical requests for sim/sim-small were recorded (and priced) under %v; want one model", models)
+	}
+	if len(codes) != 1 {
+		t.Errorf("40 identical requests for sim/sim-small with allowed_models [alias-a] were answered %v; want one answer", codes)
+	}
+}
+
+// tpm_limit: docs/pricing-and-budgets.md says "A tokens-per-minute limit
+// admits a request while the minute's tokens are under the limit, so one
+// request can take the minute past it; the next is refused." Tokens are
+// only counted when a request settles, and nothing is reserved at
+// admission, so a key holding only a tpm_limit admits any number of
+// requests sent in parallel: each sees the minute's tokens at 0.
+func TestTPMLimitHoldsAgainstParallelRequests(t *testing.T) {
+	st := newKeyStack(t, map[string]usage.KeyState{
+		"tg-tpm": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000a3", TPMLimit: 10},
+	})
+	const n = 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	var tokens int64
+	for range n {
+		wg.Go(func() {
+			resp := st.post(t, "/v1/chat/completions", `{"model":"sim-small","stream":true,"max_tokens":8,`+
+				`"messages":[{"role":"user","content":"tell me a long story please"}],"metadata":{"sim_delay_ms":"100"}}`,
+				"Authorization", "Bearer tg-tpm")
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(b), "[DONE]") {
+				e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+				mu.Lock()
+				admitted++
+				tokens += e.Usage.Total()
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// Each request uses more than the whole limit (10 tokens): by the
+	// documented rule, one request may take the minute past it, no more.
+	if admitted > 1 {
+		t.Fatalf("tpm_limit 10: %d of %d parallel requests admitted, %d tokens in the minute; want at most 1 request",
+			admitted, n, tokens)
+	}
+}
