@@ -250,12 +250,15 @@ func jsonError(err error) string {
 }
 
 // chatPromptText is the prompt of a chat request's messages array: the
-// text of its string contents and text parts (joined by spaces, which add
-// no tokens of their own), and how many messages it holds, for estimating
-// its prompt_tokens when the provider reports none.
-func chatPromptText(messages json.RawMessage) tap.Prompt {
+// text of its string contents and text parts and of its assistant
+// messages' tool calls (joined by spaces, which add no tokens of their
+// own), then the JSON of its tool definitions (defs: "tools", and the
+// older "functions"), and how many messages it holds, for estimating its
+// prompt_tokens when the provider reports none.
+func chatPromptText(messages json.RawMessage, defs ...json.RawMessage) tap.Prompt {
 	var msgs []struct {
-		Content json.RawMessage `json:"content"`
+		Content   json.RawMessage `json:"content"`
+		ToolCalls []toolCallText  `json:"tool_calls"`
 	}
 	_ = json.Unmarshal(messages, &msgs)
 	var b strings.Builder
@@ -269,6 +272,10 @@ func chatPromptText(messages json.RawMessage) tap.Prompt {
 		b.WriteString(s)
 	}
 	for _, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			add(tc.Function.Name)
+			add(tc.Function.Arguments)
+		}
 		var text string
 		if json.Unmarshal(m.Content, &text) == nil {
 			add(text)
@@ -282,5 +289,19 @@ func chatPromptText(messages json.RawMessage) tap.Prompt {
 			add(p.Text)
 		}
 	}
+	for _, d := range defs {
+		if len(d) > 0 && string(d) != "null" {
+			add(string(d)) // the definitions reach the model as text, in the provider's own form
+		}
+	}
 	return tap.Prompt{Text: b.String(), Messages: len(msgs)}
+}
+
+// toolCallText is what an estimate counts of an assistant message's tool
+// call: its function's name and arguments.
+type toolCallText struct {
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }

@@ -68,7 +68,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		if !rd.Buffered() {
 			out.flush() // the next event is not here yet: send what we have
 		}
-		if x.clientGone.Load() && x.report.Final {
+		if x.clientGone.Load() && x.report.Final && !x.report.Cumulative {
 			break // nobody to send to, and the usage is known
 		}
 	}
@@ -275,7 +275,11 @@ func (c *chatWriter) end(readErr error) {
 		if len(c.usage) > 0 {
 			c.data(x.withCost(c.usage))
 		} else {
-			c.data(x.withCost(openai.AppendUsageChunk(nil, c.id, c.model, c.created, x.event.Usage)))
+			object := "chat.completion.chunk"
+			if x.event.Endpoint == "/v1/completions" {
+				object = "text_completion" // the legacy stream's chunks, its usage chunk too
+			}
+			c.data(x.withCost(openai.AppendUsageChunk(nil, object, c.id, c.model, c.created, x.event.Usage)))
 		}
 	}
 	if !c.doneSent {

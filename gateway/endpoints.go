@@ -91,7 +91,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	input := req.fields["input"]
 	s.serveAttempts(w, r, attempts, "/v1/embeddings", false, chatErrors, func(x *exchange, p prepared) {
 		x.event.EndUser, x.event.Metadata = endUser, tags
-		x.promptText = func() tap.Prompt { return tap.Prompt{Text: inputText(input)} }
+		x.promptText = func() tap.Prompt { return inputPrompt(input) }
 		x.begin(body)
 		resp := s.callUpstream(x, p.route(), p.path, p.body, nil)
 		if resp == nil {
@@ -146,7 +146,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	prompt := req.fields["prompt"]
 	s.serveAttempts(w, r, attempts, "/v1/completions", req.stream, chatErrors, func(x *exchange, p prepared) {
 		x.event.EndUser, x.event.Metadata = endUser, tags
-		x.promptText = func() tap.Prompt { return tap.Prompt{Text: inputText(prompt)} }
+		x.promptText = func() tap.Prompt { return inputPrompt(prompt) }
 		x.begin(body)
 		resp := s.callUpstream(x, p.route(), p.path, p.body, nil)
 		if resp == nil {
@@ -165,16 +165,30 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// inputText is the text of an embeddings input or a completions prompt:
-// a string, or an array of strings (token arrays have no text).
-func inputText(raw json.RawMessage) string {
+// inputPrompt is what an estimate counts of an embeddings input or a
+// completions prompt: its text (a string, or an array of strings), or the
+// number of token ids it holds (an array of tokens, or of token arrays,
+// which OpenAI's API takes as already tokenized input).
+func inputPrompt(raw json.RawMessage) tap.Prompt {
 	var one string
 	if json.Unmarshal(raw, &one) == nil {
-		return one
+		return tap.Prompt{Text: one}
 	}
 	var many []string
-	_ = json.Unmarshal(raw, &many)
-	return strings.Join(many, "\n")
+	if json.Unmarshal(raw, &many) == nil {
+		return tap.Prompt{Text: strings.Join(many, "\n")}
+	}
+	var ids []int64
+	if json.Unmarshal(raw, &ids) == nil {
+		return tap.Prompt{Tokens: int64(len(ids))}
+	}
+	var arrays [][]int64
+	_ = json.Unmarshal(raw, &arrays)
+	n := int64(0)
+	for _, a := range arrays {
+		n += int64(len(a))
+	}
+	return tap.Prompt{Tokens: n}
 }
 
 // countTokens serves a provider's token-counting endpoint c: routed to the

@@ -137,26 +137,36 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 	rd.Reset(src)
 	defer func() { rd.Reset(nil); readers.Put(rd) }()
 	started := false
-	forward := func(b []byte) {
-		if len(b) == 0 {
-			return
-		}
+	start := func() { // the response's headers, before its first bytes or a commit
 		if !started {
 			started = true
 			x.respond(http.StatusOK, true, func(h http.Header) { copyHeader(h, resp) })
 			x.firstByte()
 		}
+	}
+	forward := func(b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		start()
 		x.write(b)
 	}
 	var ev sse.Event // one for the stream (see relayChatStream)
 	// Until the first data event, the bytes forwarded are kept (noData):
 	// a body with none is an answer that is not SSE, billed at its end.
 	sawData, noData := false, []byte(nil)
+	// held is the last chunk of a Cumulative stream once its report looks
+	// final: it is final only if the stream ends after it, so it is sent
+	// when the next chunk comes or, at the end, once the event is durable.
+	var held []byte
 	for {
 		var err error
 		ev, err = rd.Next()
 		if errors.Is(err, io.EOF) {
 			x.markComplete() // every upstream byte is forwarded below
+			if len(held) > 0 && !x.clientGone.Load() {
+				start() // the headers (and the time to first byte) before the event is made durable
+			}
 			x.flush()
 			rest := src.take(src.n)
 			if !sawData {
@@ -168,6 +178,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				}
 			}
 			x.commit()
+			forward(held)
 			forward(rest)
 			x.flush()
 			return
@@ -179,7 +190,12 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				return
 			}
 			if x.report.Error == "" {
-				x.report.Error = "upstream stream broke: " + s.scrubFor(rt.provider.Name, err.Error())
+				switch cause := x.cause(); {
+				case errors.Is(cause, errStalled):
+					x.report.Error = cause.Error()
+				case cause == nil: // not our own cancellation (the client gone, a drain's end)
+					x.report.Error = "upstream stream broke: " + s.scrubFor(rt.provider.Name, err.Error())
+				}
 			}
 			if x.clientGone.Load() {
 				return
@@ -188,6 +204,8 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			// abort, so the client sees a broken stream, not a clean end.
 			// The deferred finish still commits the event.
 			x.commit()
+			forward(held)
+			x.flush()
 			panic(http.ErrAbortHandler)
 		}
 		x.touch()
@@ -201,12 +219,19 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		if x.report.Error != hadError {
 			chunk = s.scrubBytes(rt.provider.Name, chunk)
 		}
-		if x.report.Final && !x.committed {
+		switch {
+		case x.report.Final && x.report.Cumulative && !x.clientGone.Load():
+			forward(held) // not the last after all
+			held, chunk = append(held[:0], chunk...), nil
+		case x.report.Final && !x.report.Cumulative && !x.committed:
+			if !x.clientGone.Load() && len(chunk) > 0 {
+				start() // the headers (and the time to first byte) before the event is made durable
+			}
 			x.flush()  // what is written goes now: the commit holds back only the rest
 			x.commit() // durable before the client sees the final usage
 		}
 		if x.clientGone.Load() {
-			if x.report.Final {
+			if x.report.Final && !x.report.Cumulative {
 				return // nobody to send to, and the usage is known
 			}
 			continue

@@ -94,7 +94,7 @@ func (s *Server) promptOf(endpoint string, r *journal.Request) tap.Prompt {
 		if err != nil {
 			return tap.Prompt{}
 		}
-		return chatPromptText(req.fields["messages"])
+		return chatPromptText(req.fields["messages"], req.fields["tools"], req.fields["functions"])
 	}
 	for _, p := range s.providers {
 		for _, rt := range p.Routes {

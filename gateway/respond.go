@@ -42,11 +42,12 @@ func (x *exchange) write(b []byte) {
 	}
 }
 
-// flush sends what write wrote.
+// flush sends what write wrote; before respond it does nothing (net/http
+// would send a 200 with headers of its own choosing).
 func (x *exchange) flush() {
 	x.wmu.Lock()
 	defer x.wmu.Unlock()
-	if x.cut || x.clientGone.Load() {
+	if x.cut || x.clientGone.Load() || !x.started {
 		return
 	}
 	x.armWriteDeadline()

@@ -158,6 +158,7 @@ func (t *Tap) observe(resp *response, r *tap.Report) {
 	if u := resp.UsageMetadata; u != nil {
 		r.SetUsage(u.meter())
 		r.Final = r.Final || t.finished
+		r.Cumulative = true // a later chunk's usageMetadata replaces this one
 	}
 	if desc, _ := errorOf(resp.Error); desc != "" {
 		r.Error, r.FinishReason = desc, "error"

@@ -137,11 +137,15 @@ func AppendUsage(dst []byte, u usage.Tokens) []byte {
 }
 
 // AppendUsageChunk appends OpenAI's include_usage chunk, with "choices":[]
-// and the usage, to dst.
-func AppendUsageChunk(dst []byte, id, model string, created int64, u usage.Tokens) []byte {
+// and the usage, to dst. object is the stream's chunk object:
+// "chat.completion.chunk", or "text_completion" on the legacy completions
+// endpoint, whose chunks are that.
+func AppendUsageChunk(dst []byte, object, id, model string, created int64, u usage.Tokens) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = AppendString(dst, id)
-	dst = append(dst, `,"object":"chat.completion.chunk","created":`...)
+	dst = append(dst, `,"object":`...)
+	dst = AppendString(dst, object)
+	dst = append(dst, `,"created":`...)
 	dst = strconv.AppendInt(dst, created, 10)
 	dst = append(dst, `,"model":`...)
 	dst = AppendString(dst, model)

@@ -73,13 +73,37 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	}
 }
 
-// ResponsesBody reads the usage of a non-streamed Responses API response.
+// ResponsesBody reads the usage of a non-streamed Responses API response,
+// and its output (message text, reasoning summaries, function calls' names
+// and arguments) for an estimate when it carries no usage.
 func ResponsesBody(body []byte, r *tap.Report) error {
-	var resp responseObject
+	var resp struct {
+		responseObject
+		Output []struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+			Content   []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			Summary []struct {
+				Text string `json:"text"`
+			} `json:"summary"`
+		} `json:"output"`
+	}
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return err
 	}
-	observeResponse(&resp, r)
+	for _, o := range resp.Output {
+		for _, c := range o.Content {
+			r.AddOutput(c.Text)
+		}
+		for _, c := range o.Summary {
+			r.AddReasoning(c.Text)
+		}
+		r.AddOutput(o.Name)
+		r.AddOutput(o.Arguments)
+	}
+	observeResponse(&resp.responseObject, r)
 	r.Final = r.Reported
 	return nil
 }

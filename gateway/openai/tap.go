@@ -9,8 +9,10 @@ import (
 // Upstreams put the usage in a last chunk with "choices":[] (OpenAI with
 // include_usage), in the finish chunk, in a chunk after the finish chunk
 // whose choices are not empty, or repeated and cumulative in every chunk;
-// some send none. The last report wins; it is final once it arrives in a
-// choices-less chunk, in the finish chunk or after it.
+// some send none. The last report wins; it is final once it arrives in the
+// finish chunk or after it, or in a choices-less chunk after output (a
+// choices-less report before any output counts the prompt only: the
+// stream may yet break before its final report).
 type ChatTap struct {
 	finished bool
 }
@@ -46,6 +48,6 @@ func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 	}
 	if c.Usage != nil {
 		r.SetUsage(c.Usage.Meter())
-		r.Final = r.Final || t.finished || len(c.Choices) == 0 || c.Error != nil
+		r.Final = r.Final || t.finished || len(c.Choices) == 0 && r.Output.Len() > 0 || c.Error != nil
 	}
 }

@@ -21,10 +21,16 @@ type Report struct {
 	// Reported is true once the provider reported any usage at all.
 	Reported bool
 	// Final is true once the provider's final usage report arrived: OpenAI's
-	// usage chunk (or usage on/after the finish chunk), Anthropic's
+	// usage chunk after output (or usage on/after the finish chunk), Anthropic's
 	// message_delta, Gemini's chunk with a finishReason, the Responses API's
 	// response.completed (or failed/incomplete with usage).
 	Final bool
+	// Cumulative is set by a tap whose provider reports usage on every
+	// chunk, counting all so far, and may send more after a final report
+	// (Gemini: Vertex AI puts a finishReason on every chunk): its relay
+	// reads the stream to its end and makes the event durable there, not
+	// at Final, so that the last report is the one billed.
+	Cumulative bool
 	// Ended is true once the provider's stream said it is over: Anthropic's
 	// message_stop. The relay reads nothing after it, so that an upstream
 	// that holds its body open after its end does not hold the client.

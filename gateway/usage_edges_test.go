@@ -1,0 +1,424 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/gateway/fixture"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// oneProviderStack is a gateway whose model "m" goes to a provider of type typ at url.
+func oneProviderStack(t *testing.T, typ, url string) *stack {
+	t.Helper()
+	base := url + "/v1"
+	if typ == "gemini" {
+		base = url + "/v1beta"
+	}
+	return newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{{Name: "up", Type: typ, BaseURL: base, APIKey: "sk-up-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "up"}}
+	})
+}
+
+// r1Do posts body to path and returns the event and what the client read.
+func doRequest(t *testing.T, st *stack, path, body string, header ...string) (usage.Event, string) {
+	t.Helper()
+	resp := st.post(t, path, body, header...)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	return st.sink.event(t, resp.Header.Get("X-Request-Id")), string(b)
+}
+
+// TestGeminiNativeFinishReasonOnEveryChunk: Vertex AI sends
+// finishReason "STOP" on every chunk of a stream (see the recorded
+// fixtures/gemini/vertex-error-mid-stream.sse), while usageMetadata is
+// cumulative on every chunk: the last one is the bill. The native
+// pass-through commits the event at the first chunk whose report is
+// "final" and never updates it, so later (larger) cumulative usage is
+// forwarded to the client but not billed.
+func TestGeminiNativeFinishReasonOnEveryChunk(t *testing.T) {
+	chunk := func(text string, cand int) string {
+		return `data: {"candidates": [{"content": {"parts": [{"text": "` + text + `"}],"role": "model"},"finishReason": "STOP","index": 0}],` +
+			`"usageMetadata": {"promptTokenCount": 5,"candidatesTokenCount": ` + strconv.Itoa(cand) + `,"totalTokenCount": ` + strconv.Itoa(5+cand) + `},"modelVersion": "gemini-2.5-pro"}` + "\r\n\r\n"
+	}
+	body := chunk("First ", 1) + chunk("Second ", 2) + chunk("Third and last, a much longer chunk.", 40)
+	up := jsonUpstream(t, "text/event-stream", body)
+	st := oneProviderStack(t, "gemini", up.URL)
+	e, got := doRequest(t, st, "/gemini/v1beta/models/m:streamGenerateContent?alt=sse",
+		`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "x-goog-api-key", testKey)
+	if !strings.Contains(got, `"candidatesTokenCount": 40`) {
+		t.Fatalf("the client did not get the last chunk:\n%s", got)
+	}
+	if e.Usage.CompletionTokens != 40 || e.Usage.PromptTokens != 5 || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("billed %+v (%s); the client was sent the final cumulative usage of 40 completion tokens", e.Usage, e.UsageSource)
+	}
+}
+
+// TestGeminiNativeSingleChunkStream: a stream whose first event carries
+// the final usage (the recorded vertex-flex-tier-stream.sse is one chunk
+// with finishReason and usageMetadata) is committed before anything was
+// forwarded: passThrough flushes the ResponseWriter before it has written
+// the response header, so net/http sends a bare 200 with a sniffed
+// text/plain Content-Type (the upstream's text/event-stream and the
+// gateway's headers are lost), and the event records http_status 0 and no
+// ttft.
+func TestGeminiNativeSingleChunkStream(t *testing.T) {
+	body := `data: {"candidates": [{"content": {"role": "model","parts": [{"text": "Hi"}]},"finishReason": "STOP"}],` +
+		`"usageMetadata": {"promptTokenCount": 5,"candidatesTokenCount": 1,"totalTokenCount": 106,"thoughtsTokenCount": 100},"modelVersion": "gemini-2.5-pro"}` + "\r\n\r\n"
+	up := jsonUpstream(t, "text/event-stream", body)
+	st := oneProviderStack(t, "gemini", up.URL)
+	resp := st.post(t, "/gemini/v1beta/models/m:streamGenerateContent?alt=sse",
+		`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "x-goog-api-key", testKey)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	ct := resp.Header.Get("Content-Type")
+	if ct != "text/event-stream" || e.HTTPStatus != http.StatusOK || e.TTFTMillis == 0 {
+		t.Fatalf("client got Content-Type %q; event http_status=%d ttft_ms=%d usage %+v; body:\n%s",
+			ct, e.HTTPStatus, e.TTFTMillis, e.Usage, b)
+	}
+}
+
+// replayFixtures serves the recorded fixture named by the request (the model in
+// the body, or the Gemini path's model, with "~" for "/"), in uneven writes.
+func replayFixtures(t *testing.T, dir string) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model string `json:"model"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &req)
+		if _, rest, ok := strings.Cut(r.URL.Path, "/models/"); ok {
+			req.Model, _, _ = strings.Cut(rest, ":")
+		}
+		b, err := os.ReadFile(filepath.Join(dir, strings.ReplaceAll(req.Model, "~", "/")))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for n := 7; len(b) > 0; n = n*3%101 + 1 {
+			n = min(n, len(b))
+			_, _ = w.Write(b[:n])
+			_ = rc.Flush()
+			b = b[n:]
+		}
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+func fixtureDir(t *testing.T) string {
+	dir, err := fixture.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestTranslatedChatConformance replays the recorded Anthropic and Gemini
+// streams through /v1/chat/completions (translated), which the
+// conformance test does not cover, and holds the event, and the usage chunk
+// the client got, to expected.json.
+func TestTranslatedChatConformance(t *testing.T) {
+	dir := fixtureDir(t)
+	expected, err := fixture.LoadExpected(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := replayFixtures(t, dir)
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "ra", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k-123456789"},
+			gateway.ProviderConfig{Name: "rg", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "k-123456789"})
+	})
+	for folder, prov := range map[string]string{"anthropic": "ra", "gemini": "rg"} {
+		streams, err := fixture.Streams(dir, folder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range streams {
+			want := expected[name]
+			t.Run(name, func(t *testing.T) {
+				model := prov + "/" + strings.ReplaceAll(name, "/", "~")
+				resp := st.post(t, "/v1/chat/completions", `{"model":"`+model+`","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+				if e.UsageSource != want.Source {
+					t.Fatalf("usage_source %s (%+v), want %s", e.UsageSource, e.Usage, want.Source)
+				}
+				if want.Source != usage.SourceUpstream {
+					return
+				}
+				w := usage.Tokens{PromptTokens: want.PromptTokens, CachedTokens: want.CachedTokens, CacheWriteTokens: want.CacheWriteTokens,
+					CompletionTokens: want.CompletionTokens, ReasoningTokens: want.ReasoningTokens, WebSearchRequests: want.WebSearchRequests}
+				if e.Usage != w {
+					t.Fatalf("usage %+v, want %+v", e.Usage, w)
+				}
+				if !strings.Contains(string(b), fmt.Sprintf(`"prompt_tokens":%d,"completion_tokens":%d`, w.PromptTokens, w.CompletionTokens)) {
+					t.Fatalf("the client's usage chunk differs:\n%s", b)
+				}
+			})
+		}
+	}
+}
+
+// dribbleUpstream serves body one byte per write, each flushed.
+func dribbleUpstream(t *testing.T, body string) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for i := 0; i < len(body); i++ {
+			_, _ = io.WriteString(w, body[i:i+1])
+			_ = rc.Flush()
+		}
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+// TestOpenAIFramingOddities: framing variants of one stream all bill the
+// same usage.
+func TestOpenAIFramingOddities(t *testing.T) {
+	long := strings.Repeat("x", 20000)
+	c1 := `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"` + long + `"},"finish_reason":null}]}`
+	c2 := `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`
+	c3 := `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":22,"total_tokens":33,"prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":7}}}`
+	split := func(s string) string { // multi-line data at a JSON comma
+		i := strings.Index(s, `,"model"`)
+		return s[:i] + "\ndata:" + s[i:]
+	}
+	for name, body := range map[string]string{
+		"CR only":            "data: " + c1 + "\r\rdata: " + c2 + "\r\rdata: " + c3 + "\r\rdata: [DONE]\r\r",
+		"CRLF and BOM":       "\xEF\xBB\xBFdata: " + c1 + "\r\n\r\ndata: " + c2 + "\r\n\r\n: keep-alive\r\n\r\ndata: " + c3 + "\r\n\r\ndata: [DONE]\r\n\r\n",
+		"no space, no final": "data:" + c1 + "\n\ndata:" + c2 + "\n\ndata:" + c3,
+		"multi-line data":    "data: " + split(c1) + "\n\ndata: " + split(c2) + "\n\ndata: " + split(c3) + "\n\n",
+		"id retry event":     "id: 1\nretry: 10\ndata: " + c1 + "\n\nevent: message\ndata: " + c2 + "\n\nid: 3\ndata: " + c3 + "\n\ndata: [DONE]\n\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := dribbleUpstream(t, body)
+			st := newStack(t, oneUpstream(up.URL))
+			e, got := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+			want := usage.Tokens{PromptTokens: 11, CachedTokens: 3, CompletionTokens: 22, ReasoningTokens: 7}
+			if e.Usage != want || e.UsageSource != usage.SourceUpstream {
+				t.Fatalf("billed %+v (%s), want %+v", e.Usage, e.UsageSource, want)
+			}
+			if !strings.Contains(got, `"completion_tokens":22`) || !strings.Contains(got, long) {
+				t.Fatalf("client got:\n%.500s", got)
+			}
+		})
+	}
+}
+
+// TestResponsesBodyWithoutUsageBillsItsOutput: a non-streamed Responses
+// API answer that carries no usage (an OpenAI-compatible server that omits
+// it) is relayed to the client whole, but ResponsesBody never adds the
+// output text to the report, so the estimate bills 0 completion tokens
+// for it. Every other body tap (chat, Anthropic, Gemini) adds its text.
+func TestResponsesBodyWithoutUsageBillsItsOutput(t *testing.T) {
+	answer := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 40)
+	body := `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"m",` +
+		`"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"` + answer + `","annotations":[]}]}]}`
+	up := jsonUpstream(t, "application/json", body)
+	st := oneProviderStack(t, "openai", up.URL)
+	e, got := doRequest(t, st, "/v1/responses", `{"model":"m","input":"write it"}`)
+	if !strings.Contains(got, answer) {
+		t.Fatalf("client got %s", got)
+	}
+	if e.UsageSource != usage.SourceEstimated || e.Usage.CompletionTokens < 300 {
+		t.Fatalf("billed %+v (%s) for an answer of about 400 tokens", e.Usage, e.UsageSource)
+	}
+}
+
+// TestLeadingUsageChunkIsNotFinal: an upstream that reports the prompt's
+// usage first, in a choices-less chunk (completion 0), then streams content
+// and breaks before its final usage chunk. ChatTap marks any report on a
+// choices-less chunk final, so the event says usage_source "upstream" with
+// 0 completion tokens, though the client was sent the whole answer; the
+// report was not final (the finish chunk never came) and the streamed output
+// should have been estimated ("partial").
+func TestLeadingUsageChunkIsNotFinal(t *testing.T) {
+	answer := strings.Repeat("lorem ipsum dolor sit amet ", 30)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":0,"total_tokens":10}}`+"\n\n")
+		for _, word := range strings.SplitAfter(answer, " ") {
+			_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"`+word+`"},"finish_reason":null}]}`+"\n\n")
+		}
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the connection breaks before the finish and usage chunks
+	}))
+	t.Cleanup(up.Close)
+	st := newStack(t, oneUpstream(up.URL))
+	resp := st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if !strings.Contains(string(b), "amet") {
+		t.Fatalf("client got:\n%s", b)
+	}
+	if e.Usage.CompletionTokens < 100 || e.UsageSource != usage.SourcePartial {
+		t.Fatalf("billed %+v (%s, status %s) for ~150 tokens streamed to the client", e.Usage, e.UsageSource, e.Status)
+	}
+}
+
+// TestAnthropicNativeFramingByteForByte: the native route forwards the
+// upstream's bytes unchanged and bills the same usage whatever the framing.
+func TestAnthropicNativeFramingByteForByte(t *testing.T) {
+	long := strings.Repeat("y", 12000)
+	evs := []string{
+		`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[],"usage":{"input_tokens":5,"cache_read_input_tokens":100,"cache_creation_input_tokens":7,"output_tokens":1}}}`,
+		`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + long + `"}}`,
+		`: ping`,
+		`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3000}}`,
+		`event: message_stop` + "\n" + `data: {"type":"message_stop"}`,
+	}
+	for name, sep := range map[string][2]string{"LF": {"\n", "\n\n"}, "CR": {"\r", "\r\r"}, "CRLF": {"\r\n", "\r\n\r\n"}} {
+		t.Run(name, func(t *testing.T) {
+			var b strings.Builder
+			b.WriteString("\xEF\xBB\xBF")
+			for _, ev := range evs {
+				b.WriteString(strings.ReplaceAll(ev, "\n", sep[0]) + sep[1])
+			}
+			up := dribbleUpstream(t, b.String())
+			st := oneProviderStack(t, "anthropic", up.URL)
+			e, got := doRequest(t, st, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+			want := usage.Tokens{PromptTokens: 112, CachedTokens: 100, CacheWriteTokens: 7, CompletionTokens: 3000}
+			if e.Usage != want || e.UsageSource != usage.SourceUpstream {
+				t.Fatalf("billed %+v (%s), want %+v", e.Usage, e.UsageSource, want)
+			}
+			if got != b.String() {
+				t.Fatalf("the client got %d bytes, the upstream sent %d", len(got), b.Len())
+			}
+		})
+	}
+}
+
+// TestTokenArrayInputIsEstimated: OpenAI's embeddings (and legacy
+// completions) take input as arrays of token ids. When the upstream reports
+// no usage the gateway estimates the input from its text, and a token
+// array has none (inputText): 1000 input tokens are billed as 0.
+func TestTokenArrayInputIsEstimated(t *testing.T) {
+	up := jsonUpstream(t, "application/json", `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"m"}`)
+	st := oneProviderStack(t, "openai", up.URL)
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = strconv.Itoa(1000 + i)
+	}
+	e, _ := doRequest(t, st, "/v1/embeddings", `{"model":"m","input":[[`+strings.Join(ids, ",")+`]]}`)
+	if e.Usage.PromptTokens < 1000 {
+		t.Fatalf("billed %+v (%s) for an input of 1000 token ids", e.Usage, e.UsageSource)
+	}
+}
+
+// TestChatEstimateCountsTools: with no usage from the upstream the
+// prompt is estimated, but chatPromptText reads only the messages' text:
+// the request's tool definitions (often thousands of tokens) and the
+// assistant messages' tool call arguments are not counted. The native
+// Anthropic and Gemini estimates do count tools.
+func TestChatEstimateCountsTools(t *testing.T) {
+	up := jsonUpstream(t, "text/event-stream",
+		`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	st := oneProviderStack(t, "openai", up.URL)
+	desc := strings.Repeat("Looks up the weather forecast for a city and a date range. ", 40) // ~480 tokens
+	args := strings.Repeat(`{\"city\":\"Paris\",\"days\":[1,2,3,4,5,6,7]}`, 20)               // ~400 tokens
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"weather","arguments":"` + args + `"}}]},` +
+		`{"role":"tool","tool_call_id":"call_1","content":"sunny"}],` +
+		`"tools":[{"type":"function","function":{"name":"weather","description":"` + desc + `","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]}`
+	e, _ := doRequest(t, st, "/v1/chat/completions", body)
+	if e.UsageSource != usage.SourceEstimated || e.Usage.PromptTokens < 500 {
+		t.Fatalf("estimated prompt %d tokens (%s) for a request with ~900 tokens of tools and tool calls", e.Usage.PromptTokens, e.UsageSource)
+	}
+}
+
+// TestNativeCancelBeforeOutputBillsThePrompt: a client gives up on a
+// native Gemini stream before its first chunk (a thinking model is slow to
+// start); the upstream has answered 200 and is working. When drain_timeout
+// ends the drain, passThrough records the cancelled read as
+// "upstream stream broke: context canceled" (r.Error), so the event is an
+// upstream_error and Resolve bills nothing (no usage, an error, no
+// output), though the provider bills the prompt. The chat relay, in the
+// same case, keeps r.Error empty (end: readErr with a cause) and bills an
+// estimated prompt as client_cancelled.
+func TestNativeCancelBeforeOutputBillsThePrompt(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	t.Cleanup(up.Close)
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{{Name: "up", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "k-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "up"}}
+		c.DrainTimeout = 300 * time.Millisecond
+	})
+	prompt := strings.Repeat("Tell me everything about the history of Rome. ", 50)
+	for _, tc := range []struct{ name, path, body string }{
+		{"chat", "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + prompt + `"}]}`},
+		{"native", "/gemini/v1beta/models/m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"` + prompt + `"}]}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, st.url+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			n := st.sink.count()
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+			for deadline := time.Now().Add(10 * time.Second); st.sink.count() == n; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("no event")
+				}
+			}
+			st.sink.mu.Lock()
+			e := st.sink.events[n]
+			st.sink.mu.Unlock()
+			if e.Status != usage.StatusClientCancelled || e.Usage.PromptTokens < 400 {
+				t.Fatalf("event status %s (%q), usage %+v (%s); want client_cancelled with the prompt (~500 tokens) estimated",
+					e.Status, e.Error, e.Usage, e.UsageSource)
+			}
+		})
+	}
+}
+
+// TestLegacyCompletionsUsageChunkShape: on POST /v1/completions, when the
+// upstream's usage rides on its finish chunk (not a choices-less chunk),
+// the gateway synthesizes the client's usage chunk with
+// AppendUsageChunk, which writes a chat completion chunk
+// ("object":"chat.completion.chunk", id "chatcmpl-…" when the upstream
+// named none) into a text_completion stream.
+func TestLegacyCompletionsUsageChunkShape(t *testing.T) {
+	up := jsonUpstream(t, "text/event-stream",
+		`data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"hello","logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":1,"total_tokens":5}}`+"\n\ndata: [DONE]\n\n")
+	st := oneProviderStack(t, "openai", up.URL)
+	e, got := doRequest(t, st, "/v1/completions", `{"model":"m","prompt":"say hello","stream":true,"stream_options":{"include_usage":true}}`)
+	if e.Usage.PromptTokens != 4 || e.Usage.CompletionTokens != 1 {
+		t.Fatalf("billed %+v", e.Usage)
+	}
+	if strings.Contains(got, `"chat.completion.chunk"`) {
+		t.Fatalf("a legacy completions client got a chat completion chunk:\n%s", got)
+	}
+}
