@@ -136,7 +136,14 @@ func (c *Console) statementCSV(w http.ResponseWriter, r *http.Request) {
 	}
 	var buf strings.Builder
 	if _, err := c.client(r).WriteStatement(r.Context(), id, period, "csv", &buf); err != nil {
-		http.Error(w, errorText(err), http.StatusBadGateway)
+		status := http.StatusBadGateway
+		switch ledger.ErrorCode(err) {
+		case ledger.ENotFound:
+			status = http.StatusNotFound
+		case ledger.EInvalid:
+			status = http.StatusBadRequest
+		}
+		http.Error(w, errorText(err), status)
 		return
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")

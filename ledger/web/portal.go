@@ -123,7 +123,8 @@ func (p *Portal) checkKey(r *http.Request, key string) (subject string, status i
 }
 
 // refuse answers a page whose API call failed: a key revoked since sign-in
-// ends the session.
+// ends the session; input the API refused keeps its 4xx status; anything
+// else is the API's failure, 502.
 func (p *Portal) refuse(w http.ResponseWriter, r *http.Request, name, nav, title string, err error) {
 	if ae, ok := err.(*apiError); ok && ae.Status == http.StatusUnauthorized {
 		p.sess.end(w, r)
@@ -132,5 +133,9 @@ func (p *Portal) refuse(w http.ResponseWriter, r *http.Request, name, nav, title
 	}
 	v := p.view(r, nav, title, nil)
 	v.Error = errorText(err)
-	p.pages.render(w, p.log, http.StatusBadGateway, "error", v)
+	status := http.StatusBadGateway
+	if ae, ok := err.(*apiError); ok && ae.Status >= 400 && ae.Status < 500 {
+		status = ae.Status // the customer's own input was refused (a bad cursor or period): said as such
+	}
+	p.pages.render(w, p.log, status, "error", v)
 }

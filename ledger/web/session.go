@@ -19,6 +19,12 @@ const sessionTTL = 8 * time.Hour
 // oldest.
 const maxSessions = 10000
 
+// maxSubjectSessions bounds the sessions of one subject (one customer on
+// the portal, the operator on the console): signing in beyond it drops
+// that subject's oldest, so that no one subject fills the store and signs
+// the others out.
+const maxSubjectSessions = 100
+
 // session is one signed-in browser: the credential it signed in with
 // (kept here, never sent to the browser), its CSRF token and its expiry.
 type session struct {
@@ -54,15 +60,27 @@ func (s *sessions) start(w http.ResponseWriter, r *http.Request, secret, subject
 	now := s.now()
 	ss := &session{id: randomToken(), csrf: randomToken(), secret: secret, subject: subject, expires: now.Add(sessionTTL)}
 	s.mu.Lock()
-	var oldest *session
+	var oldest, oldestOwn *session
+	own := 0
 	for id, o := range s.m {
-		if !now.Before(o.expires) {
+		switch {
+		case !now.Before(o.expires):
 			delete(s.m, id)
-		} else if oldest == nil || o.expires.Before(oldest.expires) {
+			continue
+		case oldest == nil || o.expires.Before(oldest.expires):
 			oldest = o
 		}
+		if o.subject == subject {
+			own++
+			if oldestOwn == nil || o.expires.Before(oldestOwn.expires) {
+				oldestOwn = o
+			}
+		}
 	}
-	if len(s.m) >= maxSessions && oldest != nil {
+	switch {
+	case own >= maxSubjectSessions:
+		delete(s.m, oldestOwn.id)
+	case len(s.m) >= maxSessions && oldest != nil:
 		delete(s.m, oldest.id)
 	}
 	s.m[ss.id] = ss

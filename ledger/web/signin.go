@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -36,7 +37,7 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 	root := "/" + f.app
 	r.Get(root, func(w http.ResponseWriter, req *http.Request) { http.Redirect(w, req, root+"/", http.StatusFound) })
 	r.Route(root, func(r chi.Router) {
-		r.Use(secure)
+		r.Use(secure, limitBody)
 		r.Get("/static/style.css", style)
 		r.Get("/signin", f.page)
 		r.Post("/signin", f.signin)
@@ -61,10 +62,19 @@ func (f *signinForm) page(w http.ResponseWriter, r *http.Request) {
 // that check accepts starts a session; anything else shows the form again
 // with why.
 func (f *signinForm) signin(w http.ResponseWriter, r *http.Request) {
-	secret := strings.TrimSpace(r.PostFormValue(f.form.Field))
 	fail := func(status int, msg string) {
 		f.pages.render(w, f.log, status, "signin", view{App: f.app, Title: "Sign in", Error: msg, Data: f.form})
 	}
+	if err := parseForm(r); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			fail(http.StatusRequestEntityTooLarge, "refused: the form is larger than a sign-in form can be")
+			return
+		}
+		fail(http.StatusBadRequest, "refused: the form could not be read: "+err.Error())
+		return
+	}
+	secret := strings.TrimSpace(r.PostFormValue(f.form.Field))
 	if !sameOrigin(r) {
 		fail(http.StatusForbidden, "refused: the form was posted from another site")
 		return
@@ -86,4 +96,31 @@ func (f *signinForm) signin(w http.ResponseWriter, r *http.Request) {
 func (f *signinForm) signout(w http.ResponseWriter, r *http.Request) {
 	f.sess.end(w, r)
 	http.Redirect(w, r, "/"+f.app+"/signin", http.StatusSeeOther)
+}
+
+// maxFormBytes bounds a form's body: the console's and portal's forms are
+// a few hundred bytes (the sign-in form is open to anyone, on the LLM
+// listener, where nothing else bounds a body).
+const maxFormBytes = 64 << 10
+
+// limitBody bounds every request body of an app at maxFormBytes: reading
+// past it fails with *http.MaxBytesError.
+func limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// parseForm reads a posted form, URL-encoded or multipart, within the
+// body's bound (limitBody), returning the error that stopped it.
+func parseForm(r *http.Request) error {
+	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/form-data") {
+		err := r.ParseMultipartForm(maxFormBytes)
+		if r.MultipartForm != nil {
+			_ = r.MultipartForm.RemoveAll()
+		}
+		return err
+	}
+	return r.ParseForm()
 }

@@ -1,0 +1,162 @@
+package web_test
+
+// Edges of the portal's and console's server side found by a hostile review. Each test
+// here failed before its fix; see the comment on each.
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger/web"
+)
+
+// stubSelf stands in for the customer API: every key in keys is a valid
+// key of the customer it maps to; any other key is refused with 401.
+func stubSelf(keys map[string]string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, ok := keys[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		w.Header().Set("Content-Type", "application/json")
+		if !ok {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":{"message":"bad key","code":"invalid_api_key"}}`)
+			return
+		}
+		_, _ = fmt.Fprintf(w, `{"customer_name":%q,"sections":[],"unpriced":[]}`, name)
+	})
+}
+
+func portalOver(self http.Handler) http.Handler {
+	r := chi.NewRouter()
+	web.NewPortal(self, slog.New(slog.DiscardHandler)).Routes(r)
+	return r
+}
+
+// signInTo posts the portal's sign-in form to h and returns the session
+// cookie, failing unless the sign-in succeeds.
+func signInTo(t *testing.T, h http.Handler, key string) *http.Cookie {
+	t.Helper()
+	req := httptest.NewRequest("POST", "/portal/signin", strings.NewReader(url.Values{"key": {key}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusSeeOther || len(rec.Result().Cookies()) == 0 {
+		t.Fatalf("sign in = %d %s, want 303 with a cookie", rec.Code, rec.Body)
+	}
+	return rec.Result().Cookies()[0]
+}
+
+// signedIn reports whether cookie is a live portal session: GET
+// /portal/signin redirects a signed-in browser to the portal.
+func signedIn(h http.Handler, cookie *http.Cookie) bool {
+	req := httptest.NewRequest("GET", "/portal/signin", nil)
+	req.AddCookie(cookie)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code == http.StatusSeeOther
+}
+
+// TestPortalCustomerEvictsOtherCustomersSessions: the portal's
+// session store holds at most 10000 sessions for all customers together
+// and drops the oldest beyond that, with no bound per customer. Any one
+// customer holding a key can script 10000 sign-ins (sign-in needs no CSRF
+// token, only the key) and so sign every other customer out of the
+// portal, again and again. One customer's actions must not end another
+// customer's session.
+func TestPortalCustomerEvictsOtherCustomersSessions(t *testing.T) {
+	h := portalOver(stubSelf(map[string]string{"tg-victim": "victim", "tg-attacker": "attacker"}))
+	victim := signInTo(t, h, "tg-victim")
+	if !signedIn(h, victim) {
+		t.Fatal("the victim's session is not live right after sign-in")
+	}
+	for range 10000 {
+		signInTo(t, h, "tg-attacker")
+	}
+	if !signedIn(h, victim) {
+		t.Errorf("another customer's 10000 sign-ins ended the victim's portal session")
+	}
+}
+
+// countingReader is an endless body of 'a's that counts what is read.
+type countingReader struct{ n int64 }
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestPortalSigninBodyUnbounded: POST /portal/signin is open to
+// anyone on the LLM listener and parses its form with
+// r.PostFormValue, with no http.MaxBytesReader: a multipart body is read to
+// its end (32 MiB kept in memory, the rest spooled to temporary files), so
+// an anonymous client makes the server buffer tens of MiB per request. (The
+// chat routes cap bodies at MaxRequestBytes; the admin listener at 8 MiB.)
+// A sign-in form is a few hundred bytes: the portal should stop reading
+// well before 1 MiB and answer 413.
+func TestPortalSigninBodyUnbounded(t *testing.T) {
+	h := portalOver(stubSelf(map[string]string{}))
+	const size = 64 << 20
+	var head bytes.Buffer
+	mw := multipart.NewWriter(&head)
+	_ = mw.WriteField("key", "tg-nope")
+	if _, err := mw.CreateFormFile("padding", "padding.bin"); err != nil {
+		t.Fatal(err)
+	}
+	tail := "\r\n--" + mw.Boundary() + "--\r\n"
+	filler := &countingReader{}
+	body := io.MultiReader(bytes.NewReader(head.Bytes()), io.LimitReader(filler, size), strings.NewReader(tail))
+	req := httptest.NewRequest("POST", "/portal/signin", body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if read := filler.n; read > 1<<20 {
+		t.Errorf("an anonymous POST /portal/signin made the server read %d MiB of body (answered %d); want it cut off below 1 MiB with 413",
+			read>>20, rec.Code)
+	}
+}
+
+// TestPortalBadInputAnswers5xx: input a customer controls that
+// the customer API refuses as invalid (400) is answered 502 Bad Gateway by
+// the portal (Portal.refuse answers every non-401 API error 502): a forged
+// or mangled ?cursor= on /portal/requests, and a period that passes the
+// portal's YYYY-MM pattern but is outside the API's years (0000-01). Bad
+// input must get a 4xx.
+func TestPortalBadInputAnswers5xx(t *testing.T) {
+	g := newRig(t)
+	_, key, _ := g.customer("alpha", "m", 1)
+	c := g.browser()
+	g.signIn(c, "portal", "key", key)
+	for _, p := range []string{"/portal/requests?cursor=garbage", "/portal/statements/0000-01.csv"} {
+		if status, _, _ := g.do(c, "GET", p, nil); status >= 500 {
+			t.Errorf("GET %s = %d, want a 4xx for bad input", p, status)
+		}
+	}
+}
+
+// TestConsoleStatementCSVBadCustomer5xx: the console's statement
+// download answers 502 for a customer id that is not a UUID (the API says
+// 400) and for one that does not exist (the API says 404): Console.statementCSV
+// maps every API error to 502. The customer page answers 404 for both.
+func TestConsoleStatementCSVBadCustomer5xx(t *testing.T) {
+	g := newRig(t)
+	c := g.browser()
+	g.signIn(c, "console", "token", adminToken)
+	for _, id := range []string{"nope", "00000000-0000-0000-0000-000000000000"} {
+		p := "/console/customers/" + id + "/statements/2026-01.csv"
+		if status, body, _ := g.do(c, "GET", p, nil); status >= 500 {
+			t.Errorf("GET %s = %d %q, want 404 (or 400)", p, status, body)
+		}
+	}
+}
