@@ -93,9 +93,14 @@ func (s *Store) insertEntry(ctx context.Context, n newEntry) (Entry, error) {
 			return n.replay(e)
 		}
 	}
-	amountE12 := n.amountE12
 	var e Entry
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if n.before != nil {
+			if err := n.before(ctx, tx, &n); err != nil {
+				return err
+			}
+		}
+		amountE12 := n.amountE12
 		row := tx.QueryRow(ctx, `
 			INSERT INTO ledger_entries (customer_id, kind, amount_e12, currency, effective_at, event_id,
 			  reverses, idempotency_key, memo)
@@ -183,22 +188,24 @@ func (s *Store) Reverse(ctx context.Context, id int64, memo string) (Entry, erro
 // charged nothing, whose cost changed (by re-rating) since its refund, or
 // whose refund was reversed (a replay of it would move no money).
 func (s *Store) RefundEvent(ctx context.Context, eventID, memo string) (Entry, error) {
-	var id, customer, charge, cur string // id as stored: one key per event, however its id was spelled
-	err := s.pool.QueryRow(ctx, `
-		SELECT e.id::text, e.customer_id::text, (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0))::text,
-		  coalesce(r.currency, e.currency)
-		FROM usage_events e LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount
-		  FROM ledger_entries WHERE event_id = e.id AND kind = 'rerate') r ON true
-		WHERE e.id = $1`, eventID).Scan(&id, &customer, &charge, &cur)
+	id, customer, amount, cur, err := eventCharge(ctx, s.pool, eventID)
 	if err != nil {
-		return Entry{}, dbError(err, "event "+eventID)
-	}
-	amount, _ := decimal.NewFromString(charge)
-	if !amount.IsPositive() {
-		return Entry{}, errorf(EConflict, "event %s was charged nothing", eventID)
+		return Entry{}, err
 	}
 	e, err := s.insertEntry(ctx, newEntry{customerID: customer, kind: KindRefund, amountE12: amount, currency: cur,
-		effectiveAt: s.now(), eventID: id, key: refundKeyPrefix + id, memo: strings.TrimSpace(memo)})
+		effectiveAt: s.now(), eventID: id, key: refundKeyPrefix + id, memo: strings.TrimSpace(memo),
+		before: func(ctx context.Context, tx pgx.Tx, n *newEntry) error {
+			// Under the rerate lock, the charge again: a re-rating that
+			// committed since the read above changed what is given back,
+			// and one that comes after sees this refund and leaves the
+			// event alone.
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('rerate'))`); err != nil {
+				return err
+			}
+			var err error
+			_, _, n.amountE12, n.currency, err = eventCharge(ctx, tx, id)
+			return err
+		}})
 	if err == nil && e.Kind != KindRefund {
 		return Entry{}, errorf(EConflict, "event %s: idempotency clash", eventID)
 	}
@@ -214,6 +221,30 @@ func (s *Store) RefundEvent(ctx context.Context, eventID, memo string) (Entry, e
 		}
 	}
 	return e, err
+}
+
+// eventCharge reads what event eventID is charged now (its cost after
+// discount and re-rating, e12 units, positive) and in what currency, with
+// its id as stored and its customer's. It returns ENotFound for an unknown
+// event and EConflict for one charged nothing.
+func eventCharge(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, eventID string) (id, customer string, amount decimal.Decimal, currency string, err error) {
+	var charge string
+	err = q.QueryRow(ctx, `
+		SELECT e.id::text, e.customer_id::text, (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0))::text,
+		  coalesce(r.currency, e.currency)
+		FROM usage_events e LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount
+		  FROM ledger_entries WHERE event_id = e.id AND kind = 'rerate') r ON true
+		WHERE e.id = $1`, eventID).Scan(&id, &customer, &charge, &currency)
+	if err != nil {
+		return "", "", decimal.Decimal{}, "", dbError(err, "event "+eventID)
+	}
+	amount, _ = decimal.NewFromString(charge)
+	if !amount.IsPositive() {
+		return "", "", decimal.Decimal{}, "", errorf(EConflict, "event %s was charged nothing", eventID)
+	}
+	return id, customer, amount, currency, nil
 }
 
 // Entries lists a customer's entries effective in [from, to) (a zero to:

@@ -1,9 +1,11 @@
 package ledger
 
 import (
+	"context"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
 )
 
@@ -30,6 +32,10 @@ type newEntry struct {
 	// must then repeat the memo and any effective_at too. The ledger's own
 	// keys (a refund, a reversal) identify the entry by themselves.
 	strict bool
+	// before, when set, runs first in the entry's transaction and may
+	// refuse the entry or set its amount and currency there (RefundEvent
+	// reads the event's charge under the rerate lock).
+	before func(ctx context.Context, tx pgx.Tx, n *newEntry) error
 }
 
 // replay answers n with e, the entry first made with n's idempotency key,

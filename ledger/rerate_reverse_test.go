@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
 
 	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -96,5 +98,63 @@ func TestARefundReversedIsNotReplayed(t *testing.T) {
 	}
 	if again, err := s.RefundEvent(ctx, e2.ID, "one"); err != nil || again.ID != first.ID {
 		t.Fatalf("replayed refund = %+v, %v; want entry %d", again, err, first.ID)
+	}
+}
+
+// TestARefundWaitsForARerateInProgress: a refund read the event's charge
+// outside any lock, so a re-rating batch that committed between that read
+// and the refund's insert (it saw no refund yet, and lowered the charge)
+// left the refund giving back the old, higher charge. Here a connection
+// plays the re-rating batch: it holds the rerate lock and writes a rerate
+// entry of +4 USD (the charge 10 → 6) while the refund starts; the refund
+// must give back 6, what the event is charged once the batch commits.
+func TestARefundWaitsForARerateInProgress(t *testing.T) {
+	s, url := ledgertest.NewStoreURL(t)
+	c, k := newCustomer(t, s)
+	ctx := context.Background()
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "priced", Currency: "USD", Input: "10", Output: "10",
+		EffectiveFrom: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	e := newEvent(c.ID, k.ID, "priced", time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC), usage.Tokens{PromptTokens: 1_000_000})
+	if _, err := s.WriteEvents(ctx, []usage.Event{e}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('rerate'))`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO ledger_entries (customer_id, kind, amount_e12, currency, effective_at, event_id)
+		VALUES ($1, 'rerate', 4000000000000, 'USD', $2, $3)`, c.ID, e.Time, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		e   ledger.Entry
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ref, err := s.RefundEvent(ctx, e.ID, "goodwill")
+		done <- result{ref, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the refund has read the charge (and, unlocked, written its entry)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.e.Amount != "6" {
+		t.Fatalf("refund of %s USD; the event is charged 6 USD once the re-rating in progress commits", r.e.Amount)
 	}
 }
