@@ -171,3 +171,39 @@ func TestUsageChunkMatchesTheEvent(t *testing.T) {
 		t.Fatalf("event: %+v (%s); the client was told otherwise:\n%s", e.Usage, e.UsageSource, b)
 	}
 }
+
+// TestResponsesStreamEndsAtItsLastEvent: a Responses API upstream that
+// sends response.completed and then holds its body open held the client's
+// stream until stall_timeout, and the finished answer became a timeout.
+// response.completed is the stream's last event: the relay ends there.
+func TestResponsesStreamEndsAtItsLastEvent(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			`event: response.created` + "\n" + `data: {"type":"response.created","response":{"id":"resp_1","status":"in_progress","model":"m"}}`,
+			`event: response.output_text.delta` + "\n" + `data: {"type":"response.output_text.delta","delta":"hi"}`,
+			`event: response.completed` + "\n" + `data: {"type":"response.completed","response":{"id":"resp_1","status":"completed","model":"m",` +
+				`"usage":{"input_tokens":5,"output_tokens":7,"total_tokens":12}}}`,
+		} {
+			_, _ = io.WriteString(w, ev+"\n\n")
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the body is not ended
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{{Name: "o", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-up-123456789",
+			StallTimeout: 2 * time.Second}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "o"}}
+	})
+	t0 := time.Now()
+	resp := st.post(t, "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	waited := time.Since(t0)
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if err != nil || waited > time.Second || e.Status != usage.StatusOK || e.Usage.CompletionTokens != 7 {
+		t.Fatalf("the stream ended %v after the request (response.completed was sent at once): %v; event %s %q %+v; the client read:\n%s",
+			waited.Round(time.Millisecond), err, e.Status, e.Error, e.Usage, b)
+	}
+}

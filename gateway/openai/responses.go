@@ -71,6 +71,10 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	if ev.Response != nil {
 		observeResponse(ev.Response, r)
 	}
+	switch ev.Type {
+	case "response.completed", "response.incomplete", "response.failed":
+		r.Ended = true // the stream's last event: nothing follows it
+	}
 }
 
 // ResponsesBody reads the usage of a non-streamed Responses API response,

@@ -32,7 +32,8 @@ type Report struct {
 	// at Final, so that the last report is the one billed.
 	Cumulative bool
 	// Ended is true once the provider's stream said it is over: Anthropic's
-	// message_stop. The relay reads nothing after it, so that an upstream
+	// message_stop, the Responses API's response.completed (or
+	// response.incomplete, response.failed). The relay reads nothing after it, so that an upstream
 	// that holds its body open after its end does not hold the client.
 	Ended bool
 	// FinishReason is the finish reason in OpenAI's terms: "stop", "length",
