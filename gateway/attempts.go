@@ -62,14 +62,14 @@ func (s *Server) prepareAttempts(key *usage.KeyState, rt route, ok func(string, 
 }
 
 // checkCurrency refuses a request by key for model when the key's spend
-// is limited (usage.KeyState.SpendLimited) and the request would be
-// charged in a currency that is not its customer's, so that no limit could
-// count the charge: 402 currency_mismatch. The charge's currency is that
-// of the price in force now, or of the customer's custom price, as the
-// gateway's Rater holds them; an unpriced model is charged nothing and
-// passes. While the Rater cannot rate (its price book not loaded yet: NATS
-// was down when the gateway started), a limited key is refused with 503
-// rather than served unchecked.
+// is limited (usage.KeyState.SpendLimited) and no limit could count the
+// request's charge: it would be in a currency that is not its customer's
+// (402 currency_mismatch), or the model has no price in force, so it would
+// be stored at cost 0 until re-rated (402 unpriced_model). The charge's
+// currency is that of the price in force now, or of the customer's custom
+// price, as the gateway's Rater holds them. While the Rater cannot rate
+// (its price book not loaded yet: NATS was down when the gateway started),
+// a limited key is refused with 503 rather than served unchecked.
 func (s *Server) checkCurrency(key *usage.KeyState, model string) *provider.Error {
 	if key == nil || !key.SpendLimited || key.Currency == "" || s.rates == nil {
 		return nil
@@ -80,7 +80,12 @@ func (s *Server) checkCurrency(key *usage.KeyState, model string) *provider.Erro
 		e := provider.Err(http.StatusServiceUnavailable, "service_unavailable", "prices_unavailable",
 			"this API key has spend limits, and the gateway cannot read the price book to hold them now; retry shortly")
 		return &e
-	case r.Unpriced || r.Currency == key.Currency:
+	case r.Unpriced:
+		e := provider.Err(http.StatusPaymentRequired, "insufficient_quota", "unpriced_model",
+			fmt.Sprintf("the model %q has no price in force, and this API key has spend limits: "+
+				"its charges could not be held to them", model))
+		return &e
+	case r.Currency == key.Currency:
 		return nil
 	}
 	e := provider.Err(http.StatusPaymentRequired, "insufficient_quota", "currency_mismatch",
