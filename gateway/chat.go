@@ -157,12 +157,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // translated. The event is durable before the body is sent.
 func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Chat, model string) {
 	body, err := s.readBody(x, resp.Body)
-	if err == nil && tr != nil {
-		body, err = tr.Body(body, "chatcmpl-"+x.event.ID, model, x.start.Unix(), &x.report)
-	}
-	if err != nil {
-		status, eventStatus := x.failure()
-		x.fail(status, eventStatus, err)
+	body, ok := x.translateBody(body, err, tr, model)
+	if !ok {
 		return
 	}
 	if tr == nil {
@@ -190,6 +186,22 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 	}) {
 		x.write(body)
 	}
+}
+
+// translateBody translates a chat answer's body, read with err, into
+// OpenAI's shape by tr (nil when the upstream speaks OpenAI), its usage
+// into x.report. On a read or translation error it fails the exchange and
+// returns false.
+func (x *exchange) translateBody(body []byte, err error, tr provider.Chat, model string) ([]byte, bool) {
+	if err == nil && tr != nil {
+		body, err = tr.Body(body, "chatcmpl-"+x.event.ID, model, x.start.Unix(), &x.report)
+	}
+	if err != nil {
+		status, eventStatus := x.failure()
+		x.fail(status, eventStatus, err)
+		return nil, false
+	}
+	return body, true
 }
 
 // httpStatusOK records, before the event is committed, that the response

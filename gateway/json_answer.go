@@ -46,12 +46,8 @@ func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provid
 		s.relayChatStream(x, resp, includeUsage, model, cs)
 		return
 	}
-	if err == nil && tr != nil {
-		body, err = tr.Body(body, "chatcmpl-"+x.event.ID, model, x.start.Unix(), &x.report)
-	}
-	if err != nil {
-		status, eventStatus := x.failure()
-		x.fail(status, eventStatus, err)
+	body, ok := x.translateBody(body, err, tr, model)
+	if !ok {
 		return
 	}
 	var chunk []byte

@@ -34,8 +34,14 @@ func (s *stack) chatCode(key string) (int, string) {
 // status, the error's code ("" when none) and the X-Request-Id.
 func (s *stack) chat(key string) (status int, code, requestID string) {
 	s.t.Helper()
+	return s.chatModel(key, "sim-pro")
+}
+
+// chatModel is chat for another model.
+func (s *stack) chatModel(key, model string) (status int, code, requestID string) {
+	s.t.Helper()
 	req, _ := http.NewRequest("POST", s.gateway+"/v1/chat/completions",
-		strings.NewReader(`{"model":"sim-pro","max_tokens":24,"messages":[{"role":"user","content":"Say hello to the ledger"}]}`))
+		strings.NewReader(`{"model":"`+model+`","max_tokens":24,"messages":[{"role":"user","content":"Say hello to the ledger"}]}`))
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

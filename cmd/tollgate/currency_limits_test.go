@@ -80,31 +80,14 @@ func TestSpendLimitsRefuseAnUnpricedModel(t *testing.T) {
 	_, _, limited := s.customer(`{"name":"capped"}`, `{"name":"small","daily_limit":"1"}`)
 	_, _, free := s.customer(`{"name":"open"}`, `{"name":"k"}`)
 	s.refreshKeys()
-	ask := func(key string) (int, string, string) {
-		req, _ := http.NewRequest("POST", s.gateway+"/v1/chat/completions",
-			strings.NewReader(`{"model":"sim/sim-unpriced","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body struct {
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body.Error.Code, resp.Header.Get("X-Request-Id")
-	}
 	before := s.sim.Stats().Requests.Total
-	if code, errCode, _ := ask(limited); code != http.StatusPaymentRequired || errCode != "unpriced_model" {
+	if code, errCode, _ := s.chatModel(limited, "sim/sim-unpriced"); code != http.StatusPaymentRequired || errCode != "unpriced_model" {
 		t.Fatalf("a key with a daily limit, an unpriced model: %d %q, want 402 unpriced_model", code, errCode)
 	}
 	if n := s.sim.Stats().Requests.Total - before; n != 0 {
 		t.Fatalf("the upstream saw %d requests of the refused key", n)
 	}
-	code, _, id := ask(free)
+	code, _, id := s.chatModel(free, "sim/sim-unpriced")
 	if code != http.StatusOK {
 		t.Fatalf("a key without limits, an unpriced model: %d, want 200", code)
 	}
