@@ -257,8 +257,9 @@ func jsonError(err error) string {
 // prompt_tokens when the provider reports none.
 func chatPromptText(messages json.RawMessage, defs ...json.RawMessage) tap.Prompt {
 	var msgs []struct {
-		Content   json.RawMessage `json:"content"`
-		ToolCalls []toolCallText  `json:"tool_calls"`
+		Content      json.RawMessage `json:"content"`
+		ToolCalls    []toolCallText  `json:"tool_calls"`
+		FunctionCall *functionText   `json:"function_call"` // deprecated
 	}
 	_ = json.Unmarshal(messages, &msgs)
 	var b strings.Builder
@@ -275,6 +276,10 @@ func chatPromptText(messages json.RawMessage, defs ...json.RawMessage) tap.Promp
 		for _, tc := range m.ToolCalls {
 			add(tc.Function.Name)
 			add(tc.Function.Arguments)
+		}
+		if f := m.FunctionCall; f != nil {
+			add(f.Name)
+			add(f.Arguments)
 		}
 		var text string
 		if json.Unmarshal(m.Content, &text) == nil {
@@ -300,8 +305,12 @@ func chatPromptText(messages json.RawMessage, defs ...json.RawMessage) tap.Promp
 // toolCallText is what an estimate counts of an assistant message's tool
 // call: its function's name and arguments.
 type toolCallText struct {
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
+	Function functionText `json:"function"`
+}
+
+// functionText is a function call's name and arguments: a tool call's
+// function, or an assistant message's deprecated function_call.
+type functionText struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }

@@ -32,7 +32,7 @@ func oneProviderStack(t *testing.T, typ, url string) *stack {
 	})
 }
 
-// r1Do posts body to path and returns the event and what the client read.
+// doRequest posts body to path and returns the event and what the client read.
 func doRequest(t *testing.T, st *stack, path, body string, header ...string) (usage.Event, string) {
 	t.Helper()
 	resp := st.post(t, path, body, header...)
@@ -347,6 +347,53 @@ func TestChatEstimateCountsTools(t *testing.T) {
 	if e.UsageSource != usage.SourceEstimated || e.Usage.PromptTokens < 500 {
 		t.Fatalf("estimated prompt %d tokens (%s) for a request with ~900 tokens of tools and tool calls", e.Usage.PromptTokens, e.UsageSource)
 	}
+}
+
+// TestEstimateCountsFunctionCallsAndRefusals: with no usage from the
+// upstream, the output is estimated from what the client got; a legacy
+// function_call (the answer to "functions") and a refusal are output as
+// content is, streamed or not, and an assistant message's function_call
+// is prompt. Neither the taps nor ScanChunk read them, and billed 0.
+func TestEstimateCountsFunctionCallsAndRefusals(t *testing.T) {
+	long := strings.Repeat("lorem ipsum dolor sit amet ", 40) // ~220 tokens
+	chunk := func(delta, finish string) string {
+		return `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":` +
+			delta + `,"finish_reason":` + finish + `}]}` + "\n\n"
+	}
+	for _, tc := range []struct{ name, contentType, answer, body string }{
+		{"streamed function_call", "text/event-stream",
+			chunk(`{"role":"assistant","function_call":{"name":"essay","arguments":""}}`, "null") +
+				chunk(`{"function_call":{"arguments":"{\"text\":\"`+long+`\"}"}}`, "null") +
+				chunk(`{}`, `"function_call"`) + "data: [DONE]\n\n",
+			`{"model":"m","stream":true,"functions":[{"name":"essay"}],"messages":[{"role":"user","content":"hi"}]}`},
+		{"streamed refusal", "text/event-stream",
+			chunk(`{"role":"assistant","refusal":"`+long+`"}`, "null") + chunk(`{}`, `"stop"`) + "data: [DONE]\n\n",
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		{"a body's function_call", "application/json",
+			`{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant",` +
+				`"content":null,"function_call":{"name":"essay","arguments":"{\"text\":\"` + long + `\"}"}},"finish_reason":"function_call"}]}`,
+			`{"model":"m","functions":[{"name":"essay"}],"messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := oneProviderStack(t, "openai", jsonUpstream(t, tc.contentType, tc.answer).URL)
+			e, got := doRequest(t, st, "/v1/chat/completions", tc.body)
+			if !strings.Contains(got, "lorem ipsum") {
+				t.Fatalf("the client got %s", got)
+			}
+			if e.UsageSource != usage.SourceEstimated || e.Usage.CompletionTokens < 150 {
+				t.Fatalf("billed %+v (%s) for ~220 tokens of output", e.Usage, e.UsageSource)
+			}
+		})
+	}
+	t.Run("prompt", func(t *testing.T) {
+		st := oneProviderStack(t, "openai", jsonUpstream(t, "text/event-stream", chunk(`{"content":"ok"}`, `"stop"`)+"data: [DONE]\n\n").URL)
+		e, _ := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"},`+
+			`{"role":"assistant","content":null,"function_call":{"name":"essay","arguments":"{\"text\":\"`+long+`\"}"}},`+
+			`{"role":"function","name":"essay","content":"done"}]}`)
+		if e.Usage.PromptTokens < 150 {
+			t.Fatalf("estimated prompt %+v (%s) for ~220 tokens of an assistant's function_call", e.Usage, e.UsageSource)
+		}
+	})
 }
 
 // TestNativeCancelBeforeOutputBillsThePrompt: a client gives up on a

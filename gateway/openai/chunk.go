@@ -56,11 +56,15 @@ type Chunk struct {
 			Content          string     `json:"content"`
 			ReasoningContent string     `json:"reasoning_content"`
 			Reasoning        string     `json:"reasoning"`
+			Refusal          string     `json:"refusal"`
+			FunctionCall     *function  `json:"function_call"`
 			ToolCalls        []toolCall `json:"tool_calls"`
 		} `json:"delta"`
 		Message struct {
 			Content          string     `json:"content"`
 			ReasoningContent string     `json:"reasoning_content"`
+			Refusal          string     `json:"refusal"`
+			FunctionCall     *function  `json:"function_call"`
 			ToolCalls        []toolCall `json:"tool_calls"`
 		} `json:"message"`
 		// Text is a legacy completion's (POST /v1/completions) text.
@@ -73,11 +77,16 @@ type Chunk struct {
 	Error json.RawMessage `json:"error"`
 }
 
+// function is a tool call's function, or the deprecated "function_call"
+// of a delta or message (the answer to a request's "functions"): the
+// model's output, like content.
+type function struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
 type toolCall struct {
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
+	Function function `json:"function"`
 }
 
 // ParseChunk decodes the fields the gateway needs from a chunk's JSON. It

@@ -44,7 +44,7 @@ type ChunkScan struct {
 	// delta.reasoning, message.content, message.reasoning_content; and its
 	// tool calls' function name and arguments, the delta's and the
 	// message's.
-	texts        [6]span
+	texts        [textFields]span
 	deltaCalls   [][2]span
 	messageCalls [][2]span
 	// tmpl is the stream's chunk shape, for the next chunk's shortcut
@@ -66,6 +66,13 @@ const (
 	messageContent
 	messageReasoningContent
 	choiceText // a legacy completion's "text"
+	deltaRefusal
+	messageRefusal
+	deltaFunctionName // the deprecated "function_call"
+	deltaFunctionArguments
+	messageFunctionName
+	messageFunctionArguments
+	textFields
 )
 
 // ScanChunk reads the fields of a chat.completion.chunk that the gateway
@@ -289,7 +296,7 @@ func (s *ChunkScan) choices() bool {
 
 // choice reads one element of "choices" and adds its text to s.Output.
 func (s *ChunkScan) choice() bool {
-	s.texts, s.deltaCalls, s.messageCalls = [6]span{}, s.deltaCalls[:0], s.messageCalls[:0]
+	s.texts, s.deltaCalls, s.messageCalls = [textFields]span{}, s.deltaCalls[:0], s.messageCalls[:0]
 	ok := s.object(func(key []byte) (uint8, bool) {
 		switch string(key) {
 		case "delta":
@@ -311,7 +318,7 @@ func (s *ChunkScan) choice() bool {
 	if !ok {
 		return false
 	}
-	// ChatTap's order: the six texts, the delta's tool calls, the message's.
+	// ChatTap's order: the texts, the delta's tool calls, the message's.
 	for i, t := range s.texts {
 		s.add(t)
 		if len(t.raw) > 0 && (i == deltaReasoningContent || i == deltaReasoning || i == messageReasoningContent) {
@@ -341,9 +348,9 @@ func (s *ChunkScan) message(isDelta bool) bool {
 	if s.l.Lit("null") {
 		return true
 	}
-	content, reasoningContent, calls := deltaContent, deltaReasoningContent, &s.deltaCalls
+	content, reasoningContent, refusal, fn, calls := deltaContent, deltaReasoningContent, deltaRefusal, deltaFunctionName, &s.deltaCalls
 	if !isDelta {
-		content, reasoningContent, calls = messageContent, messageReasoningContent, &s.messageCalls
+		content, reasoningContent, refusal, fn, calls = messageContent, messageReasoningContent, messageRefusal, messageFunctionName, &s.messageCalls
 	}
 	return s.object(func(key []byte) (uint8, bool) {
 		switch k := string(key); {
@@ -355,6 +362,10 @@ func (s *ChunkScan) message(isDelta bool) bool {
 			return 4, s.text(&s.texts[deltaReasoning])
 		case k == "tool_calls":
 			return 8, s.toolCalls(calls)
+		case k == "refusal":
+			return 16, s.text(&s.texts[refusal])
+		case k == "function_call":
+			return 32, s.l.Lit("null") || s.function(&s.texts[fn], &s.texts[fn+1])
 		}
 		return 0, s.l.Skip()
 	})
@@ -375,15 +386,21 @@ func (s *ChunkScan) toolCall(c *[2]span) bool {
 		if string(key) != "function" {
 			return 0, s.l.Skip()
 		}
-		return 1, s.l.Lit("null") || s.object(func(key []byte) (uint8, bool) {
-			switch string(key) {
-			case "name":
-				return 1, s.text(&c[0])
-			case "arguments":
-				return 2, s.text(&c[1])
-			}
-			return 0, s.l.Skip()
-		})
+		return 1, s.l.Lit("null") || s.function(&c[0], &c[1])
+	})
+}
+
+// function reads a function object (a tool call's, or a function_call):
+// its name and arguments.
+func (s *ChunkScan) function(name, arguments *span) bool {
+	return s.object(func(key []byte) (uint8, bool) {
+		switch string(key) {
+		case "name":
+			return 1, s.text(name)
+		case "arguments":
+			return 2, s.text(arguments)
+		}
+		return 0, s.l.Skip()
 	})
 }
 

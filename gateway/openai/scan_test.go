@@ -71,6 +71,10 @@ var scanSeeds = []string{
 	`{"usage":{"prompt_tokens":1}, "usage":null}`, `{"usage":{"prompt_tokens_details":{"cached_tokens":"1"}}}`,
 	`{"usage":{"prompt_tokens":1,"completion_tokens":2},"id":"c"}`, `{"usage":{"prompt_tokens":1}`, `{"usage":{"\u0070rompt_tokens":1}}`,
 	`{"":1e700}`, `{"usage":null,"x":-1e700}`, // numbers beyond float64 (found by the fuzzer in CI)
+	// the deprecated function_call and a refusal: output, like content
+	`{"choices":[{"delta":{"function_call":{"name":"f","arguments":"{\"a\":1}"},"refusal":"no","content":null}}]}`,
+	`{"choices":[{"message":{"refusal":"I can't","function_call":null,"tool_calls":[{"function":{"name":"g"}}]},"delta":{"function_call":{"arguments":null}}}]}`,
+	`{"choices":[{"delta":{"function_call":{"name":"f","name":"g"}}}]}`, `{"choices":[{"delta":{"refusal":1}}]}`,
 }
 
 // FuzzScanChunk checks ScanChunk against encoding/json: whenever it reads

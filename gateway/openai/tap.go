@@ -37,6 +37,14 @@ func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 		r.AddOutput(ch.Message.Content)
 		r.AddReasoning(ch.Message.ReasoningContent)
 		r.AddOutput(ch.Text)
+		r.AddOutput(ch.Delta.Refusal)
+		r.AddOutput(ch.Message.Refusal)
+		for _, f := range [2]*function{ch.Delta.FunctionCall, ch.Message.FunctionCall} {
+			if f != nil {
+				r.AddOutput(f.Name)
+				r.AddOutput(f.Arguments)
+			}
+		}
 		for _, tc := range ch.Delta.ToolCalls {
 			r.AddOutput(tc.Function.Name)
 			r.AddOutput(tc.Function.Arguments)
