@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -72,6 +74,9 @@ func (s *Server) checkMetered(w http.ResponseWriter, r *http.Request, env provid
 	// that share counts; an admitted request is counted until it ends, and
 	// holds its prompt's estimate (its body's bytes / 4) against the
 	// tpm_limit until then.
+	if r.ContentLength < 0 && keyOf(r).TPMLimit > 0 && !s.bufferBody(w, r, env) {
+		return nil, nil
+	}
 	release, over := s.limits.admit(keyOf(r), r.ContentLength/4)
 	if over != nil {
 		w.Header().Set("Retry-After", strconv.Itoa(int(over.retryAfter.Seconds())))
@@ -79,6 +84,20 @@ func (s *Server) checkMetered(w http.ResponseWriter, r *http.Request, env provid
 		return nil, nil
 	}
 	return r, release
+}
+
+// bufferBody reads a request body sent without a length (chunked, or
+// HTTP/2 without content-length) into memory, up to MaxRequestBytes, and
+// sets r.ContentLength, so that the request holds its estimate against a
+// tpm_limit from its admission: unknown, it would hold nothing, and
+// requests sent together would each find the minute empty. It reports
+// false once it has answered 413 or 400 in env.
+func (s *Server) bufferBody(w http.ResponseWriter, r *http.Request, env provider.Envelope) bool {
+	body, ok := s.readRequest(w, r, env)
+	if ok {
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	}
+	return ok
 }
 
 // authenticate accepts a customer key the way each protocol's SDKs send

@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"encoding/json"
 	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +126,38 @@ func TestCountTokensUnmetered(t *testing.T) {
 	}
 	if s := st.simStats(t); s.Requests.Total != 0 {
 		t.Fatalf("the simulator counted %+v", s.Requests)
+	}
+}
+
+// TestCountTokensHoldsTheKeysChecks: token counting is not metered, but
+// it calls the upstream on the operator's credentials, so it goes through
+// the key's checks as the provider's other routes do: Anthropic's
+// count_tokens (a route of its own) was behind authentication only, and a
+// blocked key or one over its rpm_limit was served; Gemini's :countTokens
+// (under the model's route) was not.
+func TestCountTokensHoldsTheKeysChecks(t *testing.T) {
+	st := newKeyStack(t, map[string]usage.KeyState{
+		"tg-blocked":        {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000c6", Blocked: "the monthly spend limit is reached"},
+		"tg-rpm1-anthropic": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000c7", RPMLimit: 1},
+		"tg-rpm1-gemini":    {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000c8", RPMLimit: 1},
+	})
+	for _, tc := range []struct{ name, path, body, header string }{
+		{"anthropic", "/anthropic/v1/messages/count_tokens", `{"model":"claude-sim","messages":[{"role":"user","content":"hello"}]}`, "X-Api-Key"},
+		{"gemini", "/gemini/v1beta/models/gemini-sim:countTokens", `{"contents":[{"parts":[{"text":"hello"}]}]}`, "X-Goog-Api-Key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if status, body := answer(t, st.post(t, tc.path, tc.body, tc.header, "tg-blocked")); status != http.StatusPaymentRequired {
+				t.Errorf("a blocked key: %d %s, want 402", status, body)
+			}
+			var statuses []int
+			for range 2 {
+				status, _ := answer(t, st.post(t, tc.path, tc.body, tc.header, "tg-rpm1-"+tc.name))
+				statuses = append(statuses, status)
+			}
+			if !slices.Equal(statuses, []int{http.StatusOK, http.StatusTooManyRequests}) {
+				t.Errorf("rpm_limit 1, two calls in the minute: %v, want [200 429]", statuses)
+			}
+		})
 	}
 }
 

@@ -18,9 +18,11 @@ func newKeyStack(t *testing.T, extra map[string]usage.KeyState) *stack {
 	st := newStack(t, nil)
 	gw, err := gateway.New(gateway.Config{
 		Providers: []gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: st.sim.URL + "/v1"},
-			{Name: "sim-anthropic", Type: "anthropic", BaseURL: st.sim.URL + "/v1"}},
+			{Name: "sim-anthropic", Type: "anthropic", BaseURL: st.sim.URL + "/v1"},
+			{Name: "sim-gemini", Type: "gemini", BaseURL: st.sim.URL + "/v1beta"}},
 		Models: []gateway.ModelConfig{{Name: "sim-pro", Provider: "sim"}, {Name: "sim-small", Provider: "sim"},
-			{Name: "claude-sim", Provider: "sim-anthropic", UpstreamModel: "sim-pro"}},
+			{Name: "claude-sim", Provider: "sim-anthropic", UpstreamModel: "sim-pro"},
+			{Name: "gemini-sim", Provider: "sim-gemini", UpstreamModel: "sim-pro"}},
 	}, gateway.Deps{Providers: providers(), Keys: keys{extra: extra}, Sink: st.sink, Journal: st.journal})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -80,39 +81,58 @@ func TestProviderSlashModelResolvesToOneTableModel(t *testing.T) {
 // tpm_limit: docs/pricing-and-budgets.md says "A tokens-per-minute limit
 // admits a request while the minute's tokens are under the limit, so one
 // request can take the minute past it; the next is refused." Tokens are
-// only counted when a request settles, and nothing is reserved at
-// admission, so a key holding only a tpm_limit admits any number of
-// requests sent in parallel: each sees the minute's tokens at 0.
+// only counted when a request settles, so a request holds its prompt's
+// estimate (its body's bytes / 4) from admission: else a key holding only
+// a tpm_limit admits any number of requests sent in parallel, each seeing
+// the minute's tokens at 0. A body sent chunked (no Content-Length, as a
+// client streaming its body or an HTTP/2 client may) has no length to
+// estimate from at admission, and held nothing.
 func TestTPMLimitHoldsAgainstParallelRequests(t *testing.T) {
-	st := newKeyStack(t, map[string]usage.KeyState{
-		"tg-tpm": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000a3", TPMLimit: 10},
-	})
-	const n = 8
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	admitted := 0
-	var tokens int64
-	for range n {
-		wg.Go(func() {
-			resp := st.post(t, "/v1/chat/completions", `{"model":"sim-small","stream":true,"max_tokens":8,`+
-				`"messages":[{"role":"user","content":"tell me a long story please"}],"metadata":{"sim_delay_ms":"100"}}`,
-				"Authorization", "Bearer tg-tpm")
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && strings.Contains(string(b), "[DONE]") {
-				e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
-				mu.Lock()
-				admitted++
-				tokens += e.Usage.Total()
-				mu.Unlock()
+	body := `{"model":"sim-small","stream":true,"max_tokens":8,` +
+		`"messages":[{"role":"user","content":"tell me a long story please"}],"metadata":{"sim_delay_ms":"100"}}`
+	for i, tc := range []struct {
+		name string
+		body func() io.Reader
+	}{
+		{"with a Content-Length", func() io.Reader { return strings.NewReader(body) }},
+		{"chunked", func() io.Reader { return io.MultiReader(strings.NewReader(body)) }}, // its length hidden from net/http
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newKeyStack(t, map[string]usage.KeyState{
+				"tg-tpm": {CustomerID: testCustomer, KeyID: fmt.Sprintf("0197a3c2-0000-7000-8000-0000000000b%d", i), TPMLimit: 10},
+			})
+			const n = 8
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			admitted := 0
+			var tokens int64
+			for range n {
+				wg.Go(func() {
+					req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions", tc.body())
+					req.Header.Set("Authorization", "Bearer tg-tpm")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK && strings.Contains(string(b), "[DONE]") {
+						e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+						mu.Lock()
+						admitted++
+						tokens += e.Usage.Total()
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			// Each request uses more than the whole limit (10 tokens): by the
+			// documented rule, one request may take the minute past it, no more.
+			if admitted > 1 {
+				t.Fatalf("tpm_limit 10: %d of %d parallel requests admitted, %d tokens in the minute; want at most 1 request",
+					admitted, n, tokens)
 			}
 		})
-	}
-	wg.Wait()
-	// Each request uses more than the whole limit (10 tokens): by the
-	// documented rule, one request may take the minute past it, no more.
-	if admitted > 1 {
-		t.Fatalf("tpm_limit 10: %d of %d parallel requests admitted, %d tokens in the minute; want at most 1 request",
-			admitted, n, tokens)
 	}
 }

@@ -38,7 +38,7 @@ func (s *Server) Handler() http.Handler {
 	for _, p := range s.providers {
 		for _, c := range p.Counters {
 			if c.Pattern != "" {
-				r.With(s.authenticate(p.Errors)).Post(c.Pattern, s.countTokens(p, c, p.Errors))
+				r.With(s.steps(p.Errors)...).Post(c.Pattern, s.countTokens(p, c, p.Errors))
 			}
 		}
 		for i := range p.Routes {
