@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -219,5 +220,42 @@ func TestConcurrentReratesChargeOnce(t *testing.T) {
 	// 500 events × 1,000 tokens × USD 1 per million tokens = USD 0.5.
 	if b.Charges != "0.5" || results[0].Adjusted+results[1].Adjusted != 500 {
 		t.Fatalf("after two concurrent re-ratings: balance %+v, results %+v: want charges of 0.5, 500 events adjusted once", b, results)
+	}
+}
+
+// TestOverridesApplyWhateverTheCaseOfTheCustomerID: Validate takes a
+// customer_id in upper case, and the ledger stores and bills it as the
+// same customer (a uuid column), but its overrides were keyed by
+// Postgres' lower-case text and looked up by the event's own spelling:
+// the customer's discount was skipped and the event charged list price.
+func TestOverridesApplyWhateverTheCaseOfTheCustomerID(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateOverride(ctx, c.ID, ledger.OverrideInput{DiscountPercent: "50", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	at := jan.AddDate(0, 1, 0)
+	lower := newEvent(c.ID, k.ID, "m", at, usage.Tokens{PromptTokens: 1_000_000})
+	upper := newEvent(strings.ToUpper(c.ID), k.ID, "m", at, usage.Tokens{PromptTokens: 1_000_000})
+	for _, e := range []usage.Event{lower, upper} {
+		if err := e.Validate(); err != nil {
+			t.Fatalf("the event is invalid: %v", err)
+		}
+		if _, err := s.WriteEvents(ctx, []usage.Event{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range []usage.Event{lower, upper} {
+		bp, err := s.QueryInt64ForTest(ctx, `SELECT discount_bp FROM usage_events WHERE id = '`+e.ID+`'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bp != 5000 {
+			t.Errorf("event with customer_id %q: discount_bp = %d, want 5000 (the customer's 50%% discount)", e.CustomerID, bp)
+		}
 	}
 }

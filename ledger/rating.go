@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"strings"
+
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -15,5 +17,7 @@ type pricing struct {
 // price in force is unpriced, never dropped, never guessed; one whose cost
 // cannot be computed is refused (the worker sets it aside).
 func (p *pricing) rate(e *usage.Event) (usage.Rating, error) {
-	return usage.RateEvent(e, p.book[e.Model], p.overrides[e.CustomerID])
+	// overrides are keyed by the customer id as Postgres writes it: in
+	// lower case, as Normalize leaves it (ToLower copies nothing then).
+	return usage.RateEvent(e, p.book[e.Model], p.overrides[strings.ToLower(e.CustomerID)])
 }

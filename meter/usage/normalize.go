@@ -81,9 +81,16 @@ const (
 //     ("metadata_cleaned", "metadata_truncated"), and only the first
 //     MaxMetadataPairs keys in byte order are kept ("metadata_truncated").
 //
-// It does not touch ids, time, version, status or usage source: those
-// come from the gateway, and Validate refuses them when malformed.
+// It does not change ids, time, version, status or usage source: those
+// come from the gateway, and Validate refuses them when malformed. A UUID
+// (id, customer_id, key_id, request_id) in upper case is written in lower
+// case, its canonical text form, as Postgres writes it: the same id, so
+// not a correction, and the one spelling maps keyed by it (the customer's
+// overrides, its worker lane) find.
 func (e *Event) Normalize() bool {
+	for _, id := range []*string{&e.ID, &e.CustomerID, &e.KeyID, &e.RequestID} {
+		*id = strings.ToLower(*id) // no copy when it has no upper case
+	}
 	origCorrections := e.Corrections
 	var fixes []string
 	fix := func(code string) {

@@ -30,6 +30,15 @@ func TestNormalize(t *testing.T) {
 			e.Usage = usage.Tokens{PromptTokens: 10, CachedTokens: 4, CompletionTokens: 5, ReasoningTokens: 2}
 		},
 			func(t *testing.T, e *usage.Event) {}, ""},
+		{"ids in upper case are written in lower case, not corrected", func(e *usage.Event) {
+			e.ID, e.CustomerID, e.KeyID = strings.ToUpper(e.ID), strings.ToUpper(e.CustomerID), strings.ToUpper(e.KeyID)
+			e.RequestID = "0197A3C2-ABCD-7EF0-8123-456789ABCDEF"
+		}, func(t *testing.T, e *usage.Event) {
+			want := validEvent()
+			if e.ID != want.ID || e.CustomerID != want.CustomerID || e.KeyID != want.KeyID || e.RequestID != "0197a3c2-abcd-7ef0-8123-456789abcdef" {
+				t.Errorf("ids %s %s %s %s, want them in lower case", e.ID, e.CustomerID, e.KeyID, e.RequestID)
+			}
+		}, ""},
 		{"cached over prompt is billed as prompt", func(e *usage.Event) { e.Usage = usage.Tokens{PromptTokens: 10, CachedTokens: 1_000_000} },
 			func(t *testing.T, e *usage.Event) {
 				if e.Usage.CachedTokens != 10 || e.Usage.PromptTokens != 10 {
