@@ -36,8 +36,28 @@ func (s *Store) writeEvents(ctx context.Context, events []usage.Event, write bat
 	if len(events) == 0 {
 		return 0, nil
 	}
+	n, err := s.writeBatch(ctx, events, write)
+	if isCode(err, "23514") {
+		// "no partition of relation found for row" (or a check the data
+		// fails): a partition this Store made is gone (the database was
+		// restored to an earlier point, a partition dropped), and its cache
+		// does not know. Not the data's fault: the batch's partitions are
+		// made again and it is written once more; a second failure is the
+		// data's.
+		s.forgetPartitions(events)
+		n, err = s.writeBatch(ctx, events, write)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("write %d events: %w", len(events), batchError(err))
+	}
+	return n, nil
+}
+
+// writeBatch makes the batch's partitions and writes it by write in one
+// transaction.
+func (s *Store) writeBatch(ctx context.Context, events []usage.Event, write batchWrite) (int, error) {
 	if err := s.ensurePartitions(ctx, events); err != nil {
-		return 0, batchError(err)
+		return 0, err
 	}
 	var n, unpriced int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -54,10 +74,7 @@ func (s *Store) writeEvents(ctx context.Context, events []usage.Event, write bat
 	if err == nil && s.obs != nil && unpriced > 0 {
 		s.obs.Unpriced(unpriced)
 	}
-	if err != nil {
-		return 0, fmt.Errorf("write %d events: %w", len(events), batchError(err))
-	}
-	return n, nil
+	return n, err
 }
 
 // batchError classifies an error of writing a batch for the meter worker
@@ -114,6 +131,14 @@ func loadPricing(ctx context.Context, tx pgx.Tx, events []usage.Event) (*pricing
 		p.overrides[o.CustomerID] = append(p.overrides[o.CustomerID], o.terms())
 	}
 	return p, nil
+}
+
+// forgetPartitions drops the months of events from the cache of
+// partitions made, so that ensurePartitions makes them again.
+func (s *Store) forgetPartitions(events []usage.Event) {
+	for i := range events {
+		s.partitions.Delete(events[i].Time.UTC().Format("2006_01"))
+	}
 }
 
 // ensurePartitions creates the monthly partitions the batch needs (in its

@@ -59,3 +59,33 @@ func TestWriteEventsKeepsCorrections(t *testing.T) {
 		t.Fatalf("stored corrected events = %d, %v; want 1", n, err)
 	}
 }
+
+// TestALostPartitionIsMadeAgain: the Store caches the months whose
+// partition it made. When the partition goes away under a running worker
+// (docs/operations.md: restore Postgres to an earlier point and let the
+// workers replay what JetStream holds), the insert fails with 23514 "no
+// partition of relation found for row", which batchError calls data: the
+// worker dead-lettered every event of that month one by one, though a
+// restarted worker stores them.
+func TestALostPartitionIsMadeAgain(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	at := time.Date(2030, 5, 10, 12, 0, 0, 0, time.UTC)
+	if _, err := s.WriteEvents(ctx, []usage.Event{newEvent(c.ID, k.ID, "m", at, usage.Tokens{PromptTokens: 1})}); err != nil {
+		t.Fatal(err)
+	}
+	// The database is restored to a point before May 2030's partition
+	// existed (here: the partition is dropped; event_ids keeps its row, as
+	// it would not after a real restore, which does not matter here).
+	if err := s.ExecForTest(ctx, `DROP TABLE usage_events_2030_05`); err != nil {
+		t.Fatal(err)
+	}
+	e := newEvent(c.ID, k.ID, "m", at.Add(time.Hour), usage.Tokens{PromptTokens: 2})
+	n, err := s.WriteEvents(ctx, []usage.Event{e})
+	if errors.Is(err, usage.ErrBatchRefused) {
+		t.Fatalf("a good event refused as data (the worker dead-letters it): %v", err)
+	}
+	if err != nil || n != 1 {
+		t.Fatalf("WriteEvents = %d, %v; want 1 new", n, err)
+	}
+}
