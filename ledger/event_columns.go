@@ -70,9 +70,13 @@ const eventColumnList = `id, occurred_at, customer_id, key_id, provider, model, 
 // what they return, and the rollups, balances and keys they move. A key
 // with a daily or monthly limit has its spend of the current UTC day and
 // month moved (key_spend; a late event of an earlier period does not
-// count), and a key whose spend crosses its limit, or a customer whose
-// balance crosses its credit limit, goes to the key outbox: the budget
-// states are pushed to the gateways as the meter commits, never polled.
+// count, nor does a batch whose transaction began on a day before the
+// row's: a worker that began before midnight and commits after one that
+// began after it never takes the row back a day, throwing the new day's
+// spend away), and a key whose spend crosses its limit, or a customer
+// whose balance crosses its credit limit, goes to the key outbox: the
+// budget states are pushed to the gateways as the meter commits, never
+// polled.
 // A key's last_used_at moves only when it is a minute or more behind: a
 // busy key was updated by every batch, one new api_keys row version per
 // key per batch for a figure read at minute precision.
@@ -108,9 +112,12 @@ const batchEffects = `RETURNING customer_id, key_id, model, currency, occurred_a
   INSERT INTO key_spend (key_id, day_start, day_e12, month_start, month_e12)
   SELECT key_id, day, day_add, month, month_add FROM spend ORDER BY key_id
   ON CONFLICT (key_id) DO UPDATE SET
-    day_e12 = CASE WHEN key_spend.day_start = EXCLUDED.day_start THEN key_spend.day_e12 ELSE 0 END + EXCLUDED.day_e12,
-    month_e12 = CASE WHEN key_spend.month_start = EXCLUDED.month_start THEN key_spend.month_e12 ELSE 0 END + EXCLUDED.month_e12,
-    day_start = EXCLUDED.day_start, month_start = EXCLUDED.month_start
+    day_e12 = CASE WHEN key_spend.day_start = EXCLUDED.day_start THEN key_spend.day_e12 + EXCLUDED.day_e12
+      WHEN key_spend.day_start > EXCLUDED.day_start THEN key_spend.day_e12 ELSE EXCLUDED.day_e12 END,
+    month_e12 = CASE WHEN key_spend.month_start = EXCLUDED.month_start THEN key_spend.month_e12 + EXCLUDED.month_e12
+      WHEN key_spend.month_start > EXCLUDED.month_start THEN key_spend.month_e12 ELSE EXCLUDED.month_e12 END,
+    day_start = greatest(key_spend.day_start, EXCLUDED.day_start),
+    month_start = greatest(key_spend.month_start, EXCLUDED.month_start)
   RETURNING key_id, day_e12, month_e12
 ), flipped AS (
   INSERT INTO key_outbox (kind, ref)

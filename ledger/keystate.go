@@ -358,7 +358,9 @@ const spendPeriods = `(SELECT date_trunc('day', now() AT TIME ZONE 'UTC') AT TIM
 
 // recomputeKeySpend sets the key_spend of the given keys that have a
 // daily or monthly limit from their hourly rollups (after a limit is set,
-// or their charges re-rated), within tx.
+// or their charges re-rated), within tx. A row already on a later day
+// (written by a transaction that began after this one's midnight) is
+// left as it is: this one's periods are over.
 func recomputeKeySpend(ctx context.Context, tx pgx.Tx, keyIDs []string) error {
 	_, err := tx.Exec(ctx, `
 		INSERT INTO key_spend (key_id, day_start, day_e12, month_start, month_e12)
@@ -371,7 +373,8 @@ func recomputeKeySpend(ctx context.Context, tx pgx.Tx, keyIDs []string) error {
 		WHERE k.id = ANY($1::uuid[]) AND (k.daily_limit_micros IS NOT NULL OR k.monthly_limit_micros IS NOT NULL)
 		GROUP BY k.id, d.day, d.month ORDER BY k.id
 		ON CONFLICT (key_id) DO UPDATE SET day_start = EXCLUDED.day_start, day_e12 = EXCLUDED.day_e12,
-		  month_start = EXCLUDED.month_start, month_e12 = EXCLUDED.month_e12`, keyIDs)
+		  month_start = EXCLUDED.month_start, month_e12 = EXCLUDED.month_e12
+		WHERE key_spend.day_start <= EXCLUDED.day_start`, keyIDs)
 	if err != nil {
 		return fmt.Errorf("key spend: %w", err)
 	}

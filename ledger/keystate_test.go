@@ -270,3 +270,65 @@ func TestKeyPatchValidates(t *testing.T) {
 		t.Fatalf("patching an unknown key: %v; want not found", err)
 	}
 }
+
+// TestKeySpendNeverGoesBackADay: two meter workers write batches of the
+// same key across UTC midnight. Worker B's transaction starts at
+// 00:00:00.01 (now() is the new day) and commits first; worker A's started
+// at 23:59:59.99 (now() is the old day) and commits after it. The key_spend
+// upsert compared day_start for equality only: A saw B's row as "another
+// day", threw B's committed spend of the new day away and moved day_start
+// back to the old day; the next batch of the new day then reset it again.
+// B's charges never counted toward the key's daily (or monthly, at a month
+// boundary) limit, and the key overspent it.
+//
+// The test puts key_spend in the state B leaves it (its day is tomorrow,
+// relative to this transaction's now()) and writes A's batch.
+func TestKeySpendNeverGoesBackADay(t *testing.T) {
+	s, c, _ := setup(t)
+	ctx := context.Background()
+	limit := "100"
+	k, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "limited", DailyLimit: &limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	// Worker B (its now() already tomorrow) committed 60 USD of tomorrow's spend.
+	if err := s.ExecForTest(ctx, `INSERT INTO key_spend (key_id, day_start, day_e12, month_start, month_e12)
+		VALUES ('`+k.ID+`', date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 day', 60000000000000,
+		        date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', 60000000000000)`); err != nil {
+		t.Fatal(err)
+	}
+	// Worker A (its now() still today) commits an event of today: 1 USD.
+	e := newEvent(c.ID, k.ID, "m", now, usage.Tokens{PromptTokens: 1_000_000})
+	if _, err := s.WriteEvents(ctx, []usage.Event{e}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(after string) {
+		t.Helper()
+		ahead, err := s.QueryInt64ForTest(ctx, `SELECT count(*) FROM key_spend WHERE key_id = '`+k.ID+
+			`' AND day_start > date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dayUSD, err := s.QueryInt64ForTest(ctx, `SELECT (day_e12 / 1000000000000)::bigint FROM key_spend WHERE key_id = '`+k.ID+`'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ahead != 1 || dayUSD < 60 {
+			t.Fatalf("key_spend after %s: row still on the later day: %v, day spend = %d USD; want the later day kept with its 60 USD",
+				after, ahead == 1, dayUSD)
+		}
+	}
+	check("a batch whose now() is a day behind the row")
+	// A limit set by a transaction still on the earlier day recomputes
+	// the spend of its own (earlier) day: it leaves the later row alone.
+	raised := "200"
+	if _, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{DailyLimit: ledger.Optional[string]{Set: true, Value: &raised}}); err != nil {
+		t.Fatal(err)
+	}
+	check("a limit change whose now() is a day behind the row")
+}
