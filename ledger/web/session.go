@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
@@ -171,12 +173,33 @@ func (s *sessions) require(next http.Handler) http.Handler {
 			http.Error(w, "not signed in", http.StatusUnauthorized)
 			return
 		}
+		if r.Method == http.MethodPost && !formRead(w, r) {
+			return
+		}
 		if r.Method == http.MethodPost && (!sameOrigin(r) || !validCSRF(r, ss)) {
 			http.Error(w, "refused: the form's CSRF token is missing or wrong; reload the page and try again", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, ss)))
 	})
+}
+
+// formRead reads a posted form within its bound (limitBody), answering
+// 413 when the body is larger and 400 when it cannot be read, and reports
+// whether it could: a form cut off at the bound is not taken for one
+// without its CSRF token.
+func formRead(w http.ResponseWriter, r *http.Request) bool {
+	err := parseForm(r)
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &tooBig):
+		http.Error(w, fmt.Sprintf("refused: the form is larger than %d KiB", tooBig.Limit>>10), http.StatusRequestEntityTooLarge)
+	default:
+		http.Error(w, "refused: the form could not be read: "+err.Error(), http.StatusBadRequest)
+	}
+	return false
 }
 
 // sessionOf is the session require put in r's context.
