@@ -166,7 +166,16 @@ func TestRevokedKeyStopsWithinTwoSeconds(t *testing.T) {
 	if code, _ := s.chatAs(key); code != http.StatusOK {
 		t.Fatalf("before revocation: %d", code)
 	}
-	s.adminDo("POST", "/admin/v1/keys/"+keyID+"/revoke", "", http.StatusOK, nil)
+	req, _ := http.NewRequest("POST", s.admin+"/admin/v1/keys/"+keyID+"/revoke", nil)
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if p := resp.Header.Get("Tollgate-Propagation"); resp.StatusCode != http.StatusOK || p != "done" {
+		t.Fatalf("revoke: %d, Tollgate-Propagation %q; want 200, done (NATS is up)", resp.StatusCode, p)
+	}
 	revoked := time.Now()
 	for {
 		code, _ := s.chatAs(key)

@@ -231,3 +231,22 @@ func TestInputTheDatabaseCannotStoreIsInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestPropagationOffWithoutNATS: an admin API that publishes key changes
+// to no gateway (it runs without NATS) says so on every key change, so
+// that an operator looking for "pending" or "done" learns why neither
+// comes: the header was absent.
+func TestPropagationOffWithoutNATS(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	c, err := s.client().CreateCustomer(ctx, ledger.CustomerInput{Name: "c"})
+	noErr(t, "CreateCustomer", err)
+	req, _ := http.NewRequest("POST", s.admin+"/admin/v1/customers/"+c.ID+"/keys", strings.NewReader(`{"name":"k"}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	noErr(t, "POST keys", err)
+	resp.Body.Close()
+	if p := resp.Header.Get(api.PropagationHeader); resp.StatusCode != http.StatusCreated || p != "off" {
+		t.Fatalf("a key created: %d, %s %q; want 201, off", resp.StatusCode, api.PropagationHeader, p)
+	}
+}

@@ -17,11 +17,14 @@ type KeySync interface {
 // revocation waits for its publication to the gateways.
 const propagationTimeout = 2 * time.Second
 
-// PropagationHeader is set to "pending" on the answer to a key's
-// creation, change or revocation when it could not be published to the
-// gateways within propagationTimeout (NATS unreachable, say): the change
-// is committed and goes out once it can; a new key works meanwhile, being
-// checked against the ledger, but a revocation or a limit waits for it.
+// PropagationHeader is on the answer to a key's creation, change or
+// revocation: "done" once it is published to the gateways; "pending" when
+// it could not be within propagationTimeout (NATS unreachable, say): the
+// change is committed and goes out once it can; a new key works
+// meanwhile, being checked against the ledger, but a revocation or a limit
+// waits for it; "off" when this admin API publishes nothing (it runs
+// without NATS): gateways learn of the change only from a process that
+// does, or, for a new key, by checking the ledger.
 const PropagationHeader = "Tollgate-Propagation"
 
 // SetKeySync makes key changes wait for their publication to the gateways
@@ -31,7 +34,11 @@ func (a *Admin) SetKeySync(s KeySync) { a.sync = s }
 
 // propagate waits for the key outbox change seq to reach the gateways.
 func (a *Admin) propagate(w http.ResponseWriter, r *http.Request, seq int64) {
-	if a.sync == nil || seq == 0 {
+	if seq == 0 {
+		return
+	}
+	if a.sync == nil {
+		w.Header().Set(PropagationHeader, "off")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), propagationTimeout)
