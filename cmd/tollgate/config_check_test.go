@@ -30,6 +30,25 @@ func TestConfigCheckValid(t *testing.T) {
 	}
 }
 
+// TestConfigCheckTheGuidesFile: the file docs/configuration.md shows,
+// every setting annotated, is a valid configuration as it stands (it
+// named providers it did not define, and put h2c on an https:// URL).
+func TestConfigCheckTheGuidesFile(t *testing.T) {
+	guide, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(guide), "## The file\n\n```yaml\n")
+	file, _, closed := strings.Cut(rest, "\n```")
+	if !ok || !closed {
+		t.Fatal("docs/configuration.md has no yaml block under \"## The file\"")
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-guide-123456789")
+	if code, out, errOut := checkConfigText(t, file); code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+}
+
 // TestConfigCheckEveryProblem: one run lists every problem of a file, the
 // decoder's and each validator's, one sentence each, in the file's order,
 // naming the setting as the file spells it and its line, never a Go type
