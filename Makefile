@@ -15,6 +15,9 @@ vet:
 	$(GO) vet ./...
 	@$(GO) mod tidy -diff >/dev/null || ($(GO) mod tidy -diff; echo 'go.mod/go.sum: run go mod tidy'; exit 1)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1)
+	# the binaries build for macOS and Windows too (Unix-only code sits behind build tags)
+	GOOS=darwin $(GO) build -o /dev/null ./cmd/tollgate
+	GOOS=windows $(GO) build -o /dev/null ./cmd/tollgate
 
 # Needs Postgres on 127.0.0.1:5432 (or TOLLGATE_TEST_DATABASE_URL) and the
 # recorded streams in ../shared/fixtures (or TOLLGATE_FIXTURES).

@@ -24,17 +24,14 @@ func ConnectionCap(cfg Config) int {
 	if cfg.MaxConnections > 0 {
 		return cfg.MaxConnections
 	}
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur > 1<<30 {
-		lim.Cur = 1 << 20
-	}
+	files := openFilesLimit()
 	perStream := 1
 	for _, p := range cfg.Providers {
 		if p.Protocol != ProtocolH2C {
 			perStream = 2
 		}
 	}
-	return max(64, (int(lim.Cur)-reservedFiles-cfg.MaxDrains)/perStream)
+	return max(64, (files-reservedFiles-cfg.MaxDrains)/perStream)
 }
 
 // limitListener caps ln at n connections at once: Accept waits while n

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // lockDataDir takes an exclusive lock (flock) on dir's LOCK file, making
@@ -26,9 +24,9 @@ func lockDataDir(dir string) (release func() error, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if busy, err := tryLock(f); err != nil || busy {
 		_ = f.Close()
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
+		if err != nil {
 			return nil, fmt.Errorf("data directory: lock %s: %w", path, err)
 		}
 		holder, _ := os.ReadFile(path)
