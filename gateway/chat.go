@@ -142,10 +142,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case req.stream && jsonAnswer(resp.Header):
 			s.relayAnswerAsStream(x, resp, tr, req.includeUsage, req.model)
-		case req.stream && tr == nil:
-			s.relayChatStream(x, resp, req.includeUsage, req.model, nil)
 		case req.stream:
-			s.relayChatStream(x, resp, req.includeUsage, req.model, tr.NewStream("chatcmpl-"+x.event.ID, req.model, x.start.Unix()))
+			s.relayChatStream(x, resp, req.includeUsage, req.model, tr)
 		default:
 			s.relayChatBody(x, resp, tr, req.model)
 		}

@@ -20,18 +20,39 @@ var doneData = []byte("[DONE]")
 // error (anthropic.Stream, gemini.Stream).
 var errorChunk = []byte(`{"error":`)
 
+// relayBodyInStream answers by relayAnswerAsStream a stream whose first
+// lines (other, as rd read them) are no SSE fields but a JSON body: the
+// body is those lines and what rd has not read. It is a function of its
+// own so that relayChatStream's frame, kept for a stream's life, does not
+// hold what this rare case needs (see headerFlusher).
+//
+//go:noinline
+func (s *Server) relayBodyInStream(x *exchange, resp *http.Response, rd *sse.Reader, other []byte, chat provider.Chat, includeUsage bool, model string) {
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(append(bytes.Clone(other), '\n')), rd.Rest()), resp.Body}
+	s.relayAnswerAsStream(x, resp, chat, includeUsage, model)
+}
+
 // relayChatStream relays an upstream stream to a chat completions client,
 // event by event, flushed whenever the next event has not arrived yet (so
-// events that arrive together leave in one write, and none waits). With tr
-// nil the upstream speaks OpenAI and its chunks pass through; otherwise tr
-// translates them. After the client goes away it reads on until the
-// provider's final usage, [DONE] or the end.
-func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage bool, model string, tr provider.ChunkStream) {
+// events that arrive together leave in one write, and none waits). With
+// chat nil the upstream speaks OpenAI and its chunks pass through;
+// otherwise chat's stream translates them. After the client goes away it
+// reads on until the provider's final usage, [DONE] or the end. A body
+// that is a whole JSON answer, whatever its Content-Type says (its first
+// line starts with '{' or '[', which no SSE field does), is answered by
+// relayAnswerAsStream: as an SSE stream it would hold no event, and what
+// the client got would be billed nothing.
+func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage bool, model string, chat provider.Chat) {
+	var tr provider.ChunkStream
+	if chat != nil {
+		tr = chat.NewStream("chatcmpl-"+x.event.ID, model, x.start.Unix())
+	}
 	out := newChatWriter(x, resp.Header, includeUsage, "chatcmpl-"+x.event.ID, model, x.start.Unix())
 	defer out.release()
 	rd := readers.Get().(*sse.Reader)
 	rd.Reset(resp.Body)
 	defer func() { rd.Reset(nil); readers.Put(rd) }()
+	first := true
 	var tp openai.ChatTap
 	var payloads [][]byte
 	x.armStall()
@@ -48,6 +69,11 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 			break
 		}
 		x.touch()
+		if first && !ev.HasData && jsonStart(ev.Other) {
+			s.relayBodyInStream(x, resp, rd, ev.Other, chat, includeUsage, model)
+			return
+		}
+		first = false
 		if tr != nil {
 			payloads = tr.Event(&ev, &x.report, payloads[:0])
 			for _, p := range payloads {

@@ -25,6 +25,20 @@ func jsonAnswer(h http.Header) bool {
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
+// jsonStart reports whether b, past leading JSON whitespace, starts a
+// JSON object or array.
+func jsonStart(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
+}
+
+// readCloser reads from one reader and closes another (a body read in
+// part, then on).
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
 // relayAnswerAsStream answers a chat (or legacy completions) stream
 // request whose upstream answered with a whole body: the body's usage is
 // tapped (translated by tr unless the upstream speaks OpenAI), and the
@@ -35,15 +49,11 @@ func jsonAnswer(h http.Header) bool {
 // from its bytes, and the client gets an error event in its place.
 func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provider.Chat, includeUsage bool, model string) {
 	body, err := s.readBody(x, resp.Body)
-	if t := bytes.TrimLeft(body, " \t\r\n"); err == nil && len(t) > 0 && t[0] != '{' && t[0] != '[' {
+	if err == nil && len(bytes.TrimLeft(body, " \t\r\n")) > 0 && !jsonStart(body) {
 		// SSE under a JSON type: read as the stream it is (from the bytes
 		// read, so no longer as they arrive).
 		resp.Body = io.NopCloser(bytes.NewReader(body))
-		var cs provider.ChunkStream
-		if tr != nil {
-			cs = tr.NewStream("chatcmpl-"+x.event.ID, model, x.start.Unix())
-		}
-		s.relayChatStream(x, resp, includeUsage, model, cs)
+		s.relayChatStream(x, resp, includeUsage, model, tr)
 		return
 	}
 	body, ok := x.translateBody(body, err, tr, model)

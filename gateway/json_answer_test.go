@@ -113,6 +113,49 @@ func TestLegacyCompletionStreamAnsweredWithABody(t *testing.T) {
 	}
 }
 
+// TestStreamAnsweredWithAnUnlabelledBody: docs/billing.md, "An upstream
+// that does not stream": a body with no SSE event in it, whatever its
+// Content-Type, is billed from its usage and the client still gets a
+// stream. Only an application/json label was recognised: an
+// OpenAI-compatible upstream sending its whole answer as
+// text/event-stream, text/plain or with no Content-Type had the raw JSON
+// written into the client's stream, was billed an estimate of the prompt
+// and 0 completion tokens, and an error body was recorded as status ok.
+func TestStreamAnsweredWithAnUnlabelledBody(t *testing.T) {
+	for _, ct := range []string{"text/event-stream", "", "text/plain"} {
+		t.Run("answer "+ct, func(t *testing.T) {
+			st := newStack(t, oneUpstream(jsonUpstream(t, ct, openAIAnswer).URL))
+			e, got := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			want := usage.Tokens{PromptTokens: 21, CachedTokens: 5, CompletionTokens: 340, ReasoningTokens: 100}
+			if e.Usage != want || e.UsageSource != usage.SourceUpstream {
+				t.Errorf("billed %+v (%s), want %+v from the body's usage", e.Usage, e.UsageSource, want)
+			}
+			for _, l := range strings.Split(strings.TrimSpace(got), "\n") {
+				if l != "" && !strings.HasPrefix(l, "data: ") {
+					t.Errorf("the client's stream has a line that is not SSE: %q", l)
+					break
+				}
+			}
+		})
+		t.Run("pretty-printed legacy completion "+ct, func(t *testing.T) {
+			st := newStack(t, oneUpstream(jsonUpstream(t, ct, "\n{\n  \"id\": \"cmpl-x\",\n  \"object\": \"text_completion\",\n"+
+				"  \"choices\": [{\"index\": 0, \"text\": \"once\", \"finish_reason\": \"length\"}],\n\n"+
+				"  \"usage\": {\"prompt_tokens\": 4, \"completion_tokens\": 77, \"total_tokens\": 81}\n}\n").URL))
+			e, got := doRequest(t, st, "/v1/completions", `{"model":"m","stream":true,"prompt":"tell me"}`)
+			if e.Usage.PromptTokens != 4 || e.Usage.CompletionTokens != 77 || !strings.Contains(got, `"text":"once"`) {
+				t.Errorf("billed %+v (%s), want 4 + 77; the client got %s", e.Usage, e.UsageSource, got)
+			}
+		})
+		t.Run("error "+ct, func(t *testing.T) {
+			st := newStack(t, oneUpstream(jsonUpstream(t, ct, `{"error":{"message":"quota","type":"insufficient_quota","code":"insufficient_quota"}}`).URL))
+			e, got := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			if e.Status == usage.StatusOK || e.Error == "" || e.Usage.PromptTokens != 0 {
+				t.Errorf("an error body was recorded as status %s, error %q, billed %+v (%s); the client got:\n%s", e.Status, e.Error, e.Usage, e.UsageSource, got)
+			}
+		})
+	}
+}
+
 // TestStreamAnsweredWithAnErrorBody: a 200 whose JSON body is an error
 // object reaches the stream's client as the error event it is, and the
 // event records the error.
@@ -158,7 +201,7 @@ const anthropicAnswer = `{"id":"msg_1","type":"message","role":"assistant","mode
 // with a whole message. Natively, the bytes reach the client unchanged and
 // were billed nothing, whether labelled JSON or not labelled at all; they
 // are now billed from the message's usage. Translated, the client gets
-// the stream it asked for.
+// the stream it asked for, whatever the body's Content-Type.
 func TestAnthropicStreamAnsweredWithABody(t *testing.T) {
 	want := usage.Tokens{PromptTokens: 50, CachedTokens: 30, CacheWriteTokens: 8, CompletionTokens: 250}
 	for _, ct := range []string{"application/json", "", "text/event-stream"} {
@@ -177,9 +220,6 @@ func TestAnthropicStreamAnsweredWithABody(t *testing.T) {
 		}
 		if e := st.sink.event(t, id); e.Usage != want || e.UsageSource != usage.SourceUpstream {
 			t.Errorf("native, %q: event %+v %s, want %+v from the provider", ct, e.Usage, e.UsageSource, want)
-		}
-		if ct != "application/json" {
-			continue
 		}
 		resp = st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 		id = resp.Header.Get("X-Request-Id")

@@ -3,7 +3,9 @@ package sse
 import (
 	"bytes"
 	"io"
+	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // byteCounter counts the bytes a Reader takes from its source.
@@ -71,4 +73,31 @@ func FuzzPending(f *testing.F) {
 			checkPending(t, in, c)
 		}
 	})
+}
+
+// TestRestReadsWhatNextHasNot: after some events, Rest gives the input
+// not yet returned in one, byte for byte, whether it is held in the
+// small buffer, a big one, a long line being accumulated, or not yet read.
+func TestRestReadsWhatNextHasNot(t *testing.T) {
+	long := strings.Repeat("x", 3000) // longer than the small buffer
+	for _, tc := range []struct{ name, first, rest string }{
+		{"held", "data: a\n\n", "{\"id\": 1,\n\n \"b\": 2}\n"},
+		{"a long rest", "data: a\n\n", "{\"t\":\"" + long + "\"}\n" + long},
+		{"after a long event", "data: " + long + "\n\n", "{}"},
+		{"nothing", "data: a\n\n", ""},
+	} {
+		for _, src := range []func(string) io.Reader{
+			func(s string) io.Reader { return strings.NewReader(s) },
+			func(s string) io.Reader { return iotest.OneByteReader(strings.NewReader(s)) },
+		} {
+			r := NewReader(src(tc.first + tc.rest))
+			if _, err := r.Next(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(r.Rest())
+			if err != nil || string(got) != tc.rest {
+				t.Fatalf("%s: Rest read %q, %v; want %q", tc.name, got, err, tc.rest)
+			}
+		}
+	}
 }

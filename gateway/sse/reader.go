@@ -285,6 +285,16 @@ func (r *Reader) finish(line []byte) []byte {
 	return line
 }
 
+// Rest returns a reader of the input read from the source and not yet
+// returned in an event, then of the rest of the source: for a relay that
+// finds the stream is no SSE after all, and reads it whole. The Reader
+// must not be used again before Reset, nor Reset before the returned
+// reader is done with.
+func (r *Reader) Rest() io.Reader {
+	held := append(bytes.Clone(r.long), r.rest...)
+	return io.MultiReader(bytes.NewReader(held), r.br)
+}
+
 // Pending is the number of bytes read from the source and not yet
 // returned in an event: a relay that counts the bytes it hands the Reader
 // forwards, after each event, all but the last Pending of them, and so
