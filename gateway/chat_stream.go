@@ -127,8 +127,8 @@ type chatWriter struct {
 	id, model string
 	created   int64
 	buf       []byte
-	unflushed bool // written since the last flush
-	scan      openai.ChunkScan
+	unflushed bool              // written since the last flush
+	scan      *openai.ChunkScan // its own, kept with it in the pool: copied by value, it took a stream's stack past 8 KiB
 }
 
 // newChatWriter writes to x's client. id, model and created name the
@@ -142,7 +142,7 @@ func newChatWriter(x *exchange, upstream http.Header, includeUsage bool, id, mod
 	return c
 }
 
-var chatWriters = sync.Pool{New: func() any { return new(chatWriter) }}
+var chatWriters = sync.Pool{New: func() any { return &chatWriter{scan: new(openai.ChunkScan)} }}
 
 // release returns c to the pool; it must not be used after.
 func (c *chatWriter) release() {
@@ -209,7 +209,7 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	if bytes.Equal(ev.Data, doneData) {
 		return true
 	}
-	if s := &c.scan; openai.ScanChunk(ev.Data, s) { // every chunk without an error, usage included
+	if s := c.scan; openai.ScanChunk(ev.Data, s) { // every chunk without an error, usage included
 		tp.Scanned(s, r)
 		if len(s.ID) > 0 {
 			c.setName(s.ID, s.Model, s.Created)
