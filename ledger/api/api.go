@@ -5,13 +5,11 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -107,35 +105,6 @@ func (a *Admin) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	writeError(w, code, err.Error())
-}
-
-// decodeOptional is decode for a body that may be empty.
-func decodeOptional(r *http.Request, v any) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil || len(bytes.TrimSpace(b)) == 0 {
-		return nil
-	}
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	return decode(r, v)
-}
-
-// decode reads a JSON body into v, refusing unknown fields. Its EInvalid
-// error names the field at fault first when there is one.
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		return nil
-	}
-	msg := "request body: " + err.Error()
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		msg = fmt.Sprintf("%s: a JSON %s is not a %s", te.Field, te.Value, te.Type)
-	} else if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		msg = strings.Trim(f, `"`) + ": not a field of this request body"
-	}
-	return &ledger.Error{Code: ledger.EInvalid, Message: msg}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

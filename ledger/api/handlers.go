@@ -1,8 +1,6 @@
 package api
 
 import (
-	"encoding/json"
-	"fmt"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -44,28 +42,15 @@ func (a *Admin) getCustomer(w http.ResponseWriter, r *http.Request) {
 
 // patchCustomer applies {"name"?, "credit_limit"? (string, or null to remove)}.
 func (a *Admin) patchCustomer(w http.ResponseWriter, r *http.Request) {
-	var raw map[string]json.RawMessage
-	if err := decode(r, &raw); err != nil {
+	var in struct {
+		Name        ledger.Optional[string] `json:"name"`
+		CreditLimit ledger.Optional[string] `json:"credit_limit"`
+	}
+	if err := decode(r, &in); err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	var p ledger.CustomerPatch
-	for k, v := range raw {
-		var err error
-		switch k {
-		case "name":
-			err = json.Unmarshal(v, &p.Name)
-		case "credit_limit":
-			p.SetCreditLimit = true
-			err = json.Unmarshal(v, &p.CreditLimit)
-		default:
-			err = fmt.Errorf("unknown field %q", k)
-		}
-		if err != nil {
-			a.fail(w, r, &ledger.Error{Code: ledger.EInvalid, Message: k + ": " + err.Error()})
-			return
-		}
-	}
+	p := ledger.CustomerPatch{Name: in.Name.Value, SetCreditLimit: in.CreditLimit.Set, CreditLimit: in.CreditLimit.Value}
 	c, err := a.store.UpdateCustomer(r.Context(), chi.URLParam(r, "id"), p)
 	if err != nil {
 		a.fail(w, r, err)
