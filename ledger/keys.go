@@ -40,7 +40,8 @@ type Key struct {
 	Change int64 `json:"-"`
 }
 
-// KeyInput is a new key: a name and optional limits (see Key).
+// KeyInput is a new key: a name (required, not blank) and optional limits
+// (see Key).
 type KeyInput struct {
 	Name          string     `json:"name"`
 	DailyLimit    *string    `json:"daily_limit,omitempty"`
@@ -155,8 +156,12 @@ func newLimits(in KeyInput) (limits, error) {
 // secret: "tg-" followed by 32 random bytes in unpadded base64url. The secret
 // is returned only here; the ledger keeps its SHA-256 hash. The change goes
 // to the key outbox in the same transaction (Key.Change). It returns
-// ENotFound when the customer does not exist, EInvalid for a bad limit.
+// ENotFound when the customer does not exist, EInvalid for an empty name
+// (as UpdateKey does) or a bad limit.
 func (s *Store) CreateKey(ctx context.Context, customerID string, in KeyInput) (Key, string, error) {
+	if strings.TrimSpace(in.Name) == "" {
+		return Key{}, "", errorf(EInvalid, "name must not be empty")
+	}
 	l, err := newLimits(in)
 	if err != nil {
 		return Key{}, "", err

@@ -271,6 +271,24 @@ func TestKeyPatchValidates(t *testing.T) {
 	}
 }
 
+// TestCreateKeyNeedsAName: a key is created with a name, as the API's
+// KeyCreate schema requires and as UpdateKey keeps it: an empty or blank
+// one is refused with UpdateKey's message, and no key is made.
+func TestCreateKeyNeedsAName(t *testing.T) {
+	s, c, _ := setup(t)
+	ctx := context.Background()
+	for _, name := range []string{"", "  "} {
+		_, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: name, RPMLimit: new(int64(5))})
+		if ledger.ErrorCode(err) != ledger.EInvalid || err.Error() != "name must not be empty" {
+			t.Errorf("CreateKey(name %q) = %v; want invalid: name must not be empty", name, err)
+		}
+	}
+	ks, err := s.Keys(ctx, c.ID)
+	if err != nil || len(ks) != 1 {
+		t.Fatalf("Keys = %d keys, %v; want only setup's", len(ks), err)
+	}
+}
+
 // TestKeySpendNeverGoesBackADay: two meter workers write batches of the
 // same key across UTC midnight. Worker B's transaction starts at
 // 00:00:00.01 (now() is the new day) and commits first; worker A's started

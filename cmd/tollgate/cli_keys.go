@@ -73,16 +73,16 @@ func keyCommands() []*command {
 	limitArgs := "[--daily-limit AMOUNT] [--monthly-limit AMOUNT] [--rpm-limit N] [--tpm-limit N] [--max-concurrent N] " +
 		"[--expires-at TIME] [--allowed-models LIST]"
 	return []*command{{
-		name: "keys create", args: "--customer CUSTOMER_ID [--name NAME] " + limitArgs,
+		name: "keys create", args: "--customer CUSTOMER_ID --name NAME " + limitArgs,
 		summary: "create an API key, working on every gateway when this returns; its secret is shown this once (POST /admin/v1/customers/{id}/keys)",
 		example: "tollgate keys create --customer 0197a3c2-… --name production --daily-limit 5 --rpm-limit 600 " +
 			"--allowed-models 'gpt-4o-mini,anthropic/*'",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			customer := fs.String("customer", "", "customer id (required)")
-			name := fs.String("name", "", "key name, for people")
+			name := fs.String("name", "", "key name, for people (required)")
 			lf := newKeyLimitFlags(fs)
 			return func(c *cli, _ []string) error {
-				if err := requireFlags("customer", *customer); err != nil {
+				if err := requireFlags("customer", *customer, "name", *name); err != nil {
 					return err
 				}
 				in, err := lf.input(*name)

@@ -51,12 +51,15 @@ func TestCLIKeyLimits(t *testing.T) {
 		{"keys", "update", keyID, "--rpm-limit", "0"},
 		{"keys", "update", keyID, "--allowed-models", "a", "--all-models"},
 		{"keys", "update", keyID, "--expires-at", "soon"},
-		{"keys", "create", "--customer", s.customerID, "--max-concurrent", "-1"},
+		{"keys", "create", "--customer", s.customerID, "--name", "n", "--max-concurrent", "-1"},
 	} {
 		if r := s.tg(args...); r.code != exitUsage {
 			t.Errorf("%q: exit %d, want %d (usage): %s", args, r.code, exitUsage, r.errOut)
 		}
 	}
+	// A key needs a name, as the API's KeyCreate does.
+	s.tgFail(exitUsage, "--name is required", "keys", "create", "--customer", s.customerID)
+	s.tgFail(exitUsage, "--name is required", "keys", "create", "--customer", s.customerID, "--name", " ")
 	if r := s.tg("keys", "update", keyID, "--daily-limit", "-3"); r.code != exitInvalid {
 		t.Errorf("a negative daily limit: exit %d, want %d (invalid)", r.code, exitInvalid)
 	}

@@ -63,6 +63,8 @@ func TestClientAccounts(t *testing.T) {
 		t.Fatalf("UpdateCustomer (renamed, no limit) = %+v, Balance = %+v", up, b)
 	}
 
+	_, err = c.CreateKey(ctx, cu.ID, ledger.KeyInput{}) // KeyCreate requires a name, as PATCH keeps one
+	wantCode(t, "CreateKey without a name", err, ledger.EInvalid, "name must not be empty")
 	k, err := c.CreateKey(ctx, cu.ID, ledger.KeyInput{Name: "ci"})
 	noErr(t, "CreateKey", err)
 	if !strings.HasPrefix(k.Secret, ledger.KeyPrefix) || k.CustomerID != cu.ID || k.Name != "ci" {
