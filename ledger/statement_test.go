@@ -337,7 +337,7 @@ func TestStatementMonthsAreUTCWhateverTheServerZone(t *testing.T) {
 	if len(janSt.Sections) != 0 || len(febSt.Sections) != 1 || febSt.Sections[0].Total != "1.00" {
 		t.Fatalf("January statement %+v, February statement %+v: want the 1.00 USD event in February only", janSt.Sections, febSt.Sections)
 	}
-	page, err := s.Usage(ctx, ledger.UsageQuery{CustomerID: c.ID, From: feb.Truncate(time.Hour), To: feb.Add(time.Hour), GroupBy: "hour"})
+	page, err := s.Usage(ctx, ledger.UsageQuery{CustomerID: c.ID, From: feb.Truncate(time.Hour), To: feb.Truncate(time.Hour).Add(time.Hour), GroupBy: "hour"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,8 +34,11 @@ var usageGroups = map[string][2]string{
 // the range (bound it by customer and time: it reads every event it
 // covers).
 // Filters are optional except where noted; CustomerID and KeyID, when set,
-// are UUIDs. From and To bound the hour of the events ([From, To), whole
-// hours, UTC). GroupBy is "model" (the default), "key", "customer",
+// are UUIDs. From and To bound the events' times, [From, To): exactly
+// when the query reads the events (group by end_user, deployment or
+// provider, or an EndUser filter); otherwise the rollups hold whole UTC
+// hours, so From and To must be whole hours (EInvalid otherwise: a range
+// widened to whole hours would count usage outside it). GroupBy is "model" (the default), "key", "customer",
 // "hour", "day", "month", "end_user", "deployment" or "provider"; the last
 // two read the events and also the attempts not charged (failed and
 // retried elsewhere: the operator's cost, counted in NotChargedRequests
@@ -149,7 +152,7 @@ const usageFromAttempts = `(` + chargedEvents + `
     a.web_search_requests, 0::numeric, a.deployment, a.provider, 1
   FROM usage_attempts a
   WHERE ($1 = '' OR a.customer_id = NULLIF($1, '')::uuid) AND $9 = ''
-    AND a.occurred_at >= date_trunc('hour', $4::timestamptz) AND date_trunc('hour', a.occurred_at) < $5) AS usage_hourly`
+    AND a.occurred_at >= $4 AND a.occurred_at < $5) AS usage_hourly`
 
 // chargedEvents is usage_hourly's shape computed from the events, with
 // each event's deployment and provider.
@@ -162,7 +165,7 @@ const chargedEvents = `SELECT e.customer_id, date_trunc('hour', e.occurred_at) A
   FROM usage_events e LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount
     FROM ledger_entries WHERE event_id = e.id AND kind = 'rerate') r ON true
   WHERE ($1 = '' OR e.customer_id = NULLIF($1, '')::uuid) AND ($9 = '' OR e.end_user = $9)
-    AND e.occurred_at >= date_trunc('hour', $4::timestamptz) AND date_trunc('hour', e.occurred_at) < $5`
+    AND e.occurred_at >= $4 AND e.occurred_at < $5`
 
 // Usage sums usage per group. It returns EInvalid for an unknown grouping,
 // a customer or key id that is not a UUID, an empty time range, a limit
@@ -196,6 +199,12 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	afterGroup, afterCurrency, err := decodeCursor(q.Cursor, q.GroupBy)
 	if err != nil {
 		return UsagePage{}, err
+	}
+	fromEvents := q.GroupBy == "end_user" || q.GroupBy == "deployment" || q.GroupBy == "provider" || q.EndUser != ""
+	if !fromEvents {
+		if err := wholeHours(q.GroupBy, q.From, q.To); err != nil {
+			return UsagePage{}, err
+		}
 	}
 	from, to := q.From, q.To
 	if from.IsZero() {
@@ -259,6 +268,23 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(q.GroupBy + "\x00" + last.Group + "\x00" + last.Currency))
 	}
 	return page, nil
+}
+
+// wholeHours refuses a bound of a rollup query that is not a whole UTC
+// hour: the rollups cannot tell the minutes of an hour apart, and
+// widening the range to whole hours would count usage outside it.
+func wholeHours(groupBy string, from, to time.Time) error {
+	for _, b := range []struct {
+		name string
+		t    time.Time
+	}{{"from", from}, {"to", to}} {
+		if !b.t.IsZero() && !b.t.Truncate(time.Hour).Equal(b.t) {
+			return errorf(EInvalid, "%s: usage by %s is summed per UTC hour, so %s must be a whole UTC hour (like %s); "+
+				"group by end_user, deployment or provider, or filter by end_user, for exact times",
+				b.name, groupBy, b.name, b.t.UTC().Truncate(time.Hour).Format(time.RFC3339))
+		}
+	}
+	return nil
 }
 
 // nameCustomers sets the CustomerName of rows grouped by customer.

@@ -41,7 +41,7 @@ func TestClientReports(t *testing.T) {
 	if len(page.Data) != 1 || page.NextCursor == "" || len(rows) != 2 || names[a] != "alpha" || names[b] != "beta" {
 		t.Fatalf("Usage = %+v, UsageAll = %+v", page, rows)
 	}
-	day, err := c.Usage(ctx, ledger.UsageQuery{CustomerID: a, GroupBy: "day", From: at.Truncate(24 * time.Hour), To: at.Add(24 * time.Hour)})
+	day, err := c.Usage(ctx, ledger.UsageQuery{CustomerID: a, GroupBy: "day", From: at.Truncate(24 * time.Hour), To: at.Truncate(24*time.Hour).AddDate(0, 0, 1)})
 	noErr(t, "Usage by day", err)
 	if len(day.Data) != 1 || day.Data[0].Requests != 2 || day.Data[0].UnpricedRequests != 1 || day.Data[0].CustomerName != "" ||
 		dec(t, day.Data[0].Cost).String() != "0.001" {

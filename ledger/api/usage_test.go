@@ -152,3 +152,78 @@ func TestUsageOneRowPerGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageRangeIsExactOrWholeHours: a usage query read from the events
+// (by end user, deployment or provider, or filtered by end user) counts
+// exactly the events in [from, to), on the admin and the customer API;
+// one read from the hourly rollups refuses a bound that is not a whole
+// UTC hour rather than widen the range to the hour and count usage
+// outside it.
+func TestUsageRangeIsExactOrWholeHours(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	cust, key, secret := s.customer(`{"name":"acme"}`)
+	hour := time.Date(2026, 1, 10, 21, 0, 0, 0, time.UTC)
+	for _, at := range []time.Duration{10 * time.Minute, 30*time.Minute + 30*time.Second, 45 * time.Minute} {
+		e := event(cust, key, "m", hour.Add(at), usage.Tokens{PromptTokens: 1})
+		e.EndUser = "alice"
+		s.write(e)
+	}
+	total := func(base, auth, query string) int64 {
+		var n int64
+		for _, r := range s.usageRows(base, auth, query) {
+			n += r.Requests
+		}
+		return n
+	}
+	q := func(from, to time.Time) string {
+		return "from=" + url.QueryEscape(from.Format(time.RFC3339)) + "&to=" + url.QueryEscape(to.Format(time.RFC3339))
+	}
+	minute := q(hour.Add(30*time.Minute), hour.Add(31*time.Minute)) // 21:30 to 21:31: one event
+	admin, mine := s.admin+"/admin/v1/usage", s.llm+"/v1/usage"
+	for _, g := range []string{"group_by=end_user", "group_by=model&end_user=alice", "group_by=hour&end_user=alice"} {
+		if n := total(admin, adminToken, g+"&"+minute); n != 1 {
+			t.Errorf("admin usage?%s&%s = %d requests, want the 1 of 21:30", g, minute, n)
+		}
+		if n := total(mine, secret, g+"&"+minute); n != 1 {
+			t.Errorf("customer usage?%s&%s = %d requests, want the 1 of 21:30", g, minute, n)
+		}
+	}
+	for _, g := range []string{"group_by=deployment", "group_by=provider"} {
+		if n := total(admin, adminToken, g+"&"+minute); n != 1 {
+			t.Errorf("admin usage?%s&%s = %d requests, want the 1 of 21:30", g, minute, n)
+		}
+	}
+
+	whole := q(hour, hour.Add(time.Hour))
+	ist := time.FixedZone("IST", 5*3600+1800)
+	for _, g := range groupings {
+		if n := total(admin, adminToken, "group_by="+g+"&"+whole); n != 3 {
+			t.Errorf("admin usage?group_by=%s&%s = %d requests, want 3", g, whole, n)
+		}
+		for _, tc := range []struct{ query, field string }{
+			{minute, "from"},
+			{q(hour, hour.Add(31*time.Minute)), "to"},
+			{q(hour.In(ist), hour.Add(time.Hour)), ""}, // 21:00 UTC is 02:30 IST: whole
+			{q(time.Date(2026, 1, 11, 0, 0, 0, 0, ist), hour.Add(4*time.Hour)), "from"},
+		} {
+			query := "group_by=" + g + "&" + tc.query
+			for _, api := range []struct{ base, auth string }{{admin, adminToken}, {mine, secret}} {
+				if api.base == mine && g == "customer" {
+					continue // not a grouping of the customer API
+				}
+				status, body, err := send("GET", api.base+"?"+query, api.auth, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.field == "" {
+					if status != http.StatusOK {
+						t.Errorf("%s?%s = %d %s, want 200", api.base, query, status, body)
+					}
+					continue
+				}
+				invalid(t, api.base+"?"+query, status, body, tc.field+": usage by "+g+" is summed per UTC hour")
+			}
+		}
+	}
+}
