@@ -7,10 +7,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // TestIdempotencyKeyRace: requests racing with one idempotency key, some
@@ -136,5 +138,37 @@ func TestIdempotencyKeyReuse(t *testing.T) {
 	s.adm("GET", "/admin/v1/customers/"+cust+"/balance", "", http.StatusOK, &b)
 	if b.Balance != "5" {
 		t.Errorf("balance = %s, want 5 (one credit)", b.Balance)
+	}
+}
+
+// TestRefundAndReversalAreIdempotentByTheirTarget: as README and
+// docs/billing.md say, a refund and a reversal take no idempotency_key
+// (400 naming it) and are made once per event or entry: a second one,
+// whatever its memo, answers 201 with the first entry, and the balance
+// moves once.
+func TestRefundAndReversalAreIdempotentByTheirTarget(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	cust, key, _ := s.customer(`{"name":"acme"}`)
+	s.adm("POST", "/admin/v1/prices", `{"model":"m","currency":"USD","input":"10","output":"10","effective_from":"2026-01-01T00:00:00Z"}`, http.StatusCreated, nil)
+	e := event(cust, key, "m", time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC), usage.Tokens{PromptTokens: 1_000_000})
+	s.write(e) // $10
+	var credit ledger.Entry
+	s.adm("POST", "/admin/v1/customers/"+cust+"/credits", `{"amount":"3"}`, http.StatusCreated, &credit)
+
+	for _, path := range []string{"/admin/v1/events/" + e.ID + "/refund", fmt.Sprintf("/admin/v1/entries/%d/reverse", credit.ID)} {
+		status, body, _ := send("POST", s.admin+path, adminToken, `{"idempotency_key":"r1"}`)
+		invalid(t, path+" with an idempotency_key", status, body, "idempotency_key")
+		var first, second ledger.Entry
+		s.adm("POST", path, `{"memo":"outage"}`, http.StatusCreated, &first)
+		s.adm("POST", path, `{"memo":"a different memo"}`, http.StatusCreated, &second)
+		if first != second || second.Memo != "outage" {
+			t.Errorf("POST %s again = %+v, want the first entry %+v", path, second, first)
+		}
+	}
+	var b ledger.Balance
+	s.adm("GET", "/admin/v1/customers/"+cust+"/balance", "", http.StatusOK, &b)
+	if b.Balance != "0" { // −10 charged + 3 credited + 10 refunded − 3 reversed
+		t.Errorf("balance = %s, want 0 (one refund, one reversal)", b.Balance)
 	}
 }
