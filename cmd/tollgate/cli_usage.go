@@ -24,7 +24,7 @@ func eventCommands() []*command {
 			endUser := fs.String("end-user", "", "only this end user (the request's user, safety_identifier or X-Tollgate-End-User)")
 			from := fs.String("from", "", "from this time, RFC 3339 or YYYY-MM-DD (inclusive): a whole UTC hour, except by end user, deployment or provider")
 			to := fs.String("to", "", "until this time (exclusive): a whole UTC hour, except by end user, deployment or provider")
-			groupBy := fs.String("group-by", "model", "model, key, customer, hour, day, month or end_user")
+			groupBy := fs.String("group-by", "model", "model, key, customer, hour, day, month, end_user, deployment or provider")
 			limit := fs.Int("limit", 0, "groups per page (server default 100, at most 1000)")
 			all := fs.Bool("all", false, "follow next_cursor and show every page")
 			cursor := fs.String("cursor", "", "continue from a previous page's next_cursor")
