@@ -66,6 +66,21 @@ func groupUsage(noun string, cmds []*command) string {
 // commandUsage is `tollgate customers create --help`: synopsis, flags
 // (those of fs) and examples.
 func commandUsage(cmd *command, fs *flag.FlagSet) string {
+	return fmt.Sprintf("Usage: tollgate %s %s\n\n%s.\n\nFlags:\n%s\nExample:\n  %s\n\n%s",
+		cmd.name, cmd.args, upperFirst(cmd.summary), flagsUsage(fs), cmd.example, exitCodesHelp)
+}
+
+// serverUsageOf is `tollgate serve --help` (or that of another of
+// serverCommands, fs's name): synopsis, what it does, its flags (those of
+// fs) and the environment.
+func serverUsageOf(fs *flag.FlagSet) string {
+	cmd := serverCommands[fs.Name()]
+	return fmt.Sprintf("Usage: tollgate %s %s\n\n%s.\n\nFlags:\n%s  --help\n      this help\n\n%s",
+		fs.Name(), cmd.args, upperFirst(cmd.summary), flagsUsage(fs), envUsage)
+}
+
+// flagsUsage lists fs's flags, each with its usage and its default.
+func flagsUsage(fs *flag.FlagSet) string {
 	var flags strings.Builder
 	fs.VisitAll(func(f *flag.Flag) {
 		kind, usage := flag.UnquoteUsage(f)
@@ -75,8 +90,7 @@ func commandUsage(cmd *command, fs *flag.FlagSet) string {
 		}
 		flags.WriteString("\n")
 	})
-	return fmt.Sprintf("Usage: tollgate %s %s\n\n%s.\n\nFlags:\n%s\nExample:\n  %s\n\n%s",
-		cmd.name, cmd.args, upperFirst(cmd.summary), flags.String(), cmd.example, exitCodesHelp)
+	return flags.String()
 }
 
 func upperFirst(s string) string {

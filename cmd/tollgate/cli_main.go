@@ -76,6 +76,11 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, env fu
 			return configCommand([]string{"--help"}, stdout, stderr)
 		}
 		if len(args) > 1 && args[0] == "help" {
+			if _, ok := serverCommands[args[1]]; ok {
+				// Its --help prints its usage and returns before it does anything.
+				_ = runServer(ctx, nil, args[1], []string{"--help"}, stdout)
+				return exitOK
+			}
 			return runCLI(ctx, append(args[1:], "--help"), stdout, stderr, env)
 		}
 		fmt.Fprint(stdout, fullUsage())

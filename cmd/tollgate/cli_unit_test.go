@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"flag"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -94,5 +97,52 @@ func TestCLIReconcileUnclean(t *testing.T) {
 		if r.code != exitUnclean || !strings.Contains(r.out, "c1") || !strings.Contains(r.errOut, "does not reconcile") {
 			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.out, r.errOut)
 		}
+	}
+}
+
+// TestServerCommandsHelp: serve, gateway, meter, admin, migrate and demo
+// take --help and -h as the admin commands do: their usage (what they do,
+// their flags, the environment) on stdout, exit 0, without touching the
+// database or a server; they used to print "flag: help requested" and
+// exit 1. `tollgate help serve` shows the same. A bad flag or a stray
+// argument is a usage error: one line pointing to --help, exit 2.
+func TestServerCommandsHelp(t *testing.T) {
+	t.Setenv("TOLLGATE_DATABASE_URL", "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	t.Setenv("TOLLGATE_ADMIN_URL", "http://127.0.0.1:1")
+	flags := map[string][]string{"serve": {"--config"}, "gateway": {"--config"}, "meter": {"--config"}, "admin": {"--config"},
+		"migrate": {"--down-to"}, "demo": {"--admin-url", "--gateway-url", "--model", "--customer"}}
+	if len(flags) != len(serverCommands) {
+		t.Fatalf("the test knows %d server commands, there are %d", len(flags), len(serverCommands))
+	}
+	for name, want := range flags {
+		for _, help := range []string{"--help", "-h"} {
+			var out, stderr bytes.Buffer
+			err := runServer(t.Context(), slog.New(slog.DiscardHandler), name, []string{help}, &out)
+			if code := serverExit(name, err, &stderr); code != exitOK || stderr.Len() != 0 ||
+				!strings.HasPrefix(out.String(), "Usage: tollgate "+name+" ") || !strings.Contains(out.String(), "TOLLGATE_DATABASE_URL") {
+				t.Fatalf("tollgate %s %s: exit %d, stderr %q, stdout:\n%s", name, help, code, stderr.String(), out.String())
+			}
+			for _, f := range want {
+				if !strings.Contains(out.String(), "\n  "+f) {
+					t.Errorf("tollgate %s %s does not show %s:\n%s", name, help, f, out.String())
+				}
+			}
+		}
+		if r := runTollgate(t, nil, "help", name); r.code != exitOK || !strings.HasPrefix(r.out, "Usage: tollgate "+name+" ") {
+			t.Errorf("tollgate help %s: exit %d, stderr %q, stdout:\n%s", name, r.code, r.errOut, r.out)
+		}
+		for _, bad := range [][]string{{"--bogus"}, {"stray"}} {
+			var out, stderr bytes.Buffer
+			err := runServer(t.Context(), slog.New(slog.DiscardHandler), name, bad, &out)
+			if code := serverExit(name, err, &stderr); code != exitUsage || out.Len() != 0 || strings.Count(stderr.String(), "\n") != 1 ||
+				!strings.Contains(stderr.String(), "run 'tollgate "+name+" --help'") {
+				t.Errorf("tollgate %s %s: exit %d, stdout %q, stderr %q; want exit 2 and one line", name, bad[0], code, out.String(), stderr.String())
+			}
+		}
+	}
+	var stderr bytes.Buffer
+	err := runServer(t.Context(), slog.New(slog.DiscardHandler), "gateway", nil, io.Discard)
+	if code := serverExit("gateway", err, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "--config FILE is required") {
+		t.Errorf("tollgate gateway without --config: exit %d, stderr %q", code, stderr.String())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -12,14 +13,14 @@ import (
 )
 
 // demo seeds a running server with a demo customer (reused across runs)
-// and a fresh API key, and prints curl commands that use them.
-func demo(ctx context.Context, args []string) error {
+// and a fresh API key, and prints curl commands that use them on stdout.
+func demo(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	adminURL := fs.String("admin-url", "http://127.0.0.1:8081", "admin API base URL")
 	gatewayURL := fs.String("gateway-url", "http://127.0.0.1:8080", "LLM API base URL")
 	model := fs.String("model", "sim-pro", "model for the example request")
 	name := fs.String("customer", "demo", "demo customer name")
-	if err := fs.Parse(args); err != nil {
+	if err := parseServerFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	token := os.Getenv("TOLLGATE_ADMIN_TOKEN")
@@ -45,7 +46,7 @@ func demo(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf(`
+	fmt.Fprintf(stdout, `
 Tollgate is running. Demo customer %s, new API key %s
 
 Stream a chat completion through the gateway (usage is metered whether or not you ask for it):

@@ -18,10 +18,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -41,6 +45,8 @@ Usage:
                                    check a configuration file and explain what is wrong
   tollgate NOUN VERB [flags]       administer a running server through its admin API
                                    (customers, keys, prices, credits, usage...: see below)
+Each command's --help (or 'tollgate help COMMAND') shows its flags and exits 0; a bad flag
+or argument exits 2.
 `
 
 // envUsage documents the environment.
@@ -78,45 +84,106 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd, args := os.Args[1], os.Args[2:]
-	switch cmd {
-	case "serve":
-		err = runRoles(ctx, log, args, roles{gateway: true, meter: true, admin: true})
-	case "gateway":
-		err = runRoles(ctx, log, args, roles{gateway: true})
-	case "meter":
-		err = runRoles(ctx, log, args, roles{meter: true})
-	case "admin":
-		err = runRoles(ctx, log, args, roles{admin: true})
-	case "migrate":
-		err = migrate(ctx, log, args)
-	case "demo":
-		err = demo(ctx, args)
-	case "config":
-		exit(configCommand(args, os.Stdout, os.Stderr))
-	default:
-		// help, --help and the admin commands (customers, keys, ...);
-		// runCLI also reports unknown commands, with exit code 2.
-		code := runCLI(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
-		stop()
-		exit(code)
-	}
-	if err != nil {
+	if _, ok := serverCommands[cmd]; ok {
+		err = runServer(ctx, log, cmd, args, os.Stdout)
 		_ = logs.Stop() // the log's lines before the error that ends the process
-		fmt.Fprintf(os.Stderr, "tollgate %s: %v\n", cmd, err)
-		exit(1)
+		exit(serverExit(cmd, err, os.Stderr))
 	}
-	exit(0)
+	if cmd == "config" {
+		exit(configCommand(args, os.Stdout, os.Stderr))
+	}
+	// help, --help and the admin commands (customers, keys, ...);
+	// runCLI also reports unknown commands, with exit code 2.
+	code := runCLI(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	exit(code)
 }
 
-// configFlag parses --config FILE from args.
-func configFlag(name string, args []string, required bool) (string, error) {
+// serverCommand is a command that runs or sets up a server (serve,
+// gateway, meter, admin, migrate, demo), as its --help describes it.
+type serverCommand struct {
+	args    string // synopsis of its flags
+	summary string // what it does, for --help
+}
+
+// serverCommands are the commands runServer runs, by name.
+var serverCommands = map[string]serverCommand{
+	"serve": {"--config FILE", "run the gateway, the meter worker and the admin API in one process; " +
+		"applies the migrations first, and embeds JetStream when TOLLGATE_NATS_URL is empty"},
+	"gateway": {"--config FILE", "run only the LLM API (needs TOLLGATE_NATS_URL and a migrated database)"},
+	"meter":   {"[--config FILE]", "run only the meter worker (needs TOLLGATE_NATS_URL and a migrated database)"},
+	"admin":   {"[--config FILE]", "run only the admin API (needs a migrated database)"},
+	"migrate": {"[--down-to N]", "apply the database migrations and exit; with --down-to N, roll back to version N instead"},
+	"demo": {"[--admin-url URL] [--gateway-url URL] [--model MODEL] [--customer NAME]",
+		"create a demo customer (reused across runs) and a new API key on a running server, and print curl commands to try it"},
+}
+
+// runServer runs the server command cmd (one of serverCommands) with its
+// arguments; --help prints its usage on stdout and returns flag.ErrHelp.
+func runServer(ctx context.Context, log *slog.Logger, cmd string, args []string, stdout io.Writer) error {
+	switch cmd {
+	case "serve":
+		return runRoles(ctx, log, cmd, args, stdout, roles{gateway: true, meter: true, admin: true})
+	case "gateway":
+		return runRoles(ctx, log, cmd, args, stdout, roles{gateway: true})
+	case "meter":
+		return runRoles(ctx, log, cmd, args, stdout, roles{meter: true})
+	case "admin":
+		return runRoles(ctx, log, cmd, args, stdout, roles{admin: true})
+	case "migrate":
+		return migrate(ctx, log, args, stdout)
+	case "demo":
+		return demo(ctx, args, stdout)
+	}
+	return usagef("unknown command %q", cmd)
+}
+
+// serverExit reports how the server command cmd ended, on stderr in one
+// line, and returns its exit code: 0 when it succeeded or showed its
+// --help; 2 (exitUsage) for a bad flag or argument, with a pointer to
+// --help; 1 otherwise.
+func serverExit(cmd string, err error, stderr io.Writer) int {
+	var ue *usageError
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "tollgate %s: %s; run 'tollgate %s --help'.\n", cmd, strings.TrimRight(ue.msg, "."), cmd)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "tollgate %s: %v\n", cmd, err)
+	return exitError
+}
+
+// parseServerFlags parses the server command's flags in fs (named after
+// the command) from args. --help or -h prints the command's usage on
+// stdout and returns flag.ErrHelp; a bad flag, or an argument that is not
+// a flag, is a *usageError. The flag package itself prints nothing.
+func parseServerFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, serverUsageOf(fs))
+		return err
+	case err != nil:
+		return &usageError{msg: err.Error()}
+	case fs.NArg() > 0:
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// configFlag parses --config FILE (required or not) from the arguments of
+// the server command name.
+func configFlag(name string, args []string, required bool, stdout io.Writer) (string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	path := fs.String("config", "", "YAML configuration file (providers, models, seed prices)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseServerFlags(fs, args, stdout); err != nil {
 		return "", err
 	}
 	if required && *path == "" {
-		return "", fmt.Errorf("--config FILE is required")
+		return "", usagef("--config FILE is required")
 	}
 	return *path, nil
 }

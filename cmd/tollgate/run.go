@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -18,11 +19,15 @@ import (
 	"github.com/tollgate-dev/tollgate/meter/keys"
 )
 
-func runRoles(ctx context.Context, log *slog.Logger, args []string, r roles) error {
-	path, err := configFlag("tollgate", args, r.gateway)
+// runRoles is the server command name (serve, gateway, meter or admin):
+// it reads its flags and the environment, starts roles r, and stops them
+// when ctx is done.
+func runRoles(ctx context.Context, log *slog.Logger, name string, args []string, stdout io.Writer, r roles) error {
+	path, err := configFlag(name, args, r.gateway, stdout)
 	if err != nil {
 		return err
 	}
+	e := loadEnv()
 	cfg := &fileConfig{}
 	if path != "" {
 		if cfg, err = loadConfig(path); err != nil {
@@ -32,7 +37,7 @@ func runRoles(ctx context.Context, log *slog.Logger, args []string, r roles) err
 		return err
 	}
 	setMemoryLimit(log, memlimit.FromCgroup)
-	a, err := start(ctx, log, loadEnv(), cfg, r)
+	a, err := start(ctx, log, e, cfg, r)
 	if err != nil {
 		return err
 	}
@@ -157,10 +162,10 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 
 // migrate applies every pending migration or, with --down-to N, rolls
 // back to version N (an upgrade's undo; read the release's migrations first).
-func migrate(ctx context.Context, log *slog.Logger, args []string) error {
+func migrate(ctx context.Context, log *slog.Logger, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	downTo := fs.Int64("down-to", -1, "roll back to this migration version (0 removes every table)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseServerFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	s, err := ledger.Open(ctx, loadEnv().DatabaseURL)
