@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway"
@@ -32,33 +34,53 @@ type env struct {
 	// before they are cut off (TOLLGATE_SHUTDOWN_GRACE, default 30s).
 	ShutdownGrace time.Duration
 	// Pprof serves net/http/pprof under /debug/pprof/ on the admin listener
-	// (TOLLGATE_PPROF=1; off by default: profiles reveal request data).
+	// (TOLLGATE_PPROF=1 or true; off by default: profiles reveal request data).
 	Pprof bool
 }
 
-func loadEnv() env {
+// envError is a variable of the environment with a value the process
+// cannot use: like a bad TOLLGATE_LOG_LEVEL, it stops the command before it
+// does anything, with exit code 2 (exitUsage).
+type envError struct{ msg string }
+
+func (e *envError) Error() string { return e.msg }
+
+// loadEnv reads the environment's part of the configuration. A value that
+// cannot be used is an *envError naming the variable and what it wants,
+// never replaced by the default without a word: TOLLGATE_SHUTDOWN_GRACE
+// must be a Go duration of 0 or more ("30s", "1m30s"), TOLLGATE_PPROF a
+// boolean as strconv.ParseBool reads it (1, t, true, 0, f, false, any case).
+func loadEnv() (env, error) {
 	get := func(name, def string) string {
 		if v := os.Getenv(name); v != "" {
 			return v
 		}
 		return def
 	}
-	return env{
-		DatabaseURL: get("TOLLGATE_DATABASE_URL", ledger.DefaultDatabaseURL),
-		NATSURL:     os.Getenv("TOLLGATE_NATS_URL"),
-		AdminToken:  os.Getenv("TOLLGATE_ADMIN_TOKEN"),
-		Listen:      get("TOLLGATE_LISTEN", ":8080"),
-		AdminListen: get("TOLLGATE_ADMIN_LISTEN", ":8081"),
-		DataDir:     get("TOLLGATE_DATA_DIR", "./tollgate-data"),
-		ShutdownGrace: func() time.Duration {
-			d, err := time.ParseDuration(get("TOLLGATE_SHUTDOWN_GRACE", "30s"))
-			if err != nil || d < 0 {
-				return 30 * time.Second
-			}
-			return d
-		}(),
-		Pprof: os.Getenv("TOLLGATE_PPROF") == "1",
+	e := env{
+		DatabaseURL:   get("TOLLGATE_DATABASE_URL", ledger.DefaultDatabaseURL),
+		NATSURL:       os.Getenv("TOLLGATE_NATS_URL"),
+		AdminToken:    os.Getenv("TOLLGATE_ADMIN_TOKEN"),
+		Listen:        get("TOLLGATE_LISTEN", ":8080"),
+		AdminListen:   get("TOLLGATE_ADMIN_LISTEN", ":8081"),
+		DataDir:       get("TOLLGATE_DATA_DIR", "./tollgate-data"),
+		ShutdownGrace: 30 * time.Second,
 	}
+	if v := os.Getenv("TOLLGATE_SHUTDOWN_GRACE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return env{}, &envError{fmt.Sprintf("TOLLGATE_SHUTDOWN_GRACE=%q: want a duration of 0 or more, such as 30s or 1m30s", v)}
+		}
+		e.ShutdownGrace = d
+	}
+	if v := os.Getenv("TOLLGATE_PPROF"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return env{}, &envError{fmt.Sprintf("TOLLGATE_PPROF=%q: want 1 or true (on), 0 or false (off)", v)}
+		}
+		e.Pprof = on
+	}
+	return e, nil
 }
 
 // loadConfig reads and validates the config file and fills in defaults.

@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // checkConfigText runs `tollgate config check` on a file holding text.
@@ -228,6 +232,79 @@ models:
 	for i, w := range want {
 		if !strings.Contains(lines[i], w) {
 			t.Errorf("line %d: %q\nwant it to contain %q", i+1, lines[i], w)
+		}
+	}
+}
+
+// TestShutdownGraceNotSilentlyDefaulted: docs/configuration.md lists
+// TOLLGATE_SHUTDOWN_GRACE (default 30s) beside TOLLGATE_LOG_LEVEL, whose bad
+// value stops the process with a message naming it. A TOLLGATE_SHUTDOWN_GRACE
+// that is not a Go duration ("5", "5 s", "-1s") was instead replaced by 30s
+// without a word: `TOLLGATE_SHUTDOWN_GRACE=5 tollgate admin` logged
+// "shutting down ... grace: 30s" on SIGTERM. An operator who shortened the
+// grace for a rolling restart (docs/operations.md, "Upgrades") waited six
+// times longer than asked, or was cut off later than planned. The value
+// must be refused (or at least not silently become the default).
+func TestShutdownGraceNotSilentlyDefaulted(t *testing.T) {
+	for _, v := range []string{"5", "5 s", "-1s"} {
+		t.Setenv("TOLLGATE_SHUTDOWN_GRACE", v)
+		if e, err := loadEnv(); err == nil || e.ShutdownGrace == 30*time.Second {
+			t.Errorf("TOLLGATE_SHUTDOWN_GRACE=%q: loadEnv = %v, %v; took it silently as the default; want it refused", v, e.ShutdownGrace, err)
+		}
+	}
+}
+
+// TestEnvValuesAreReadOrRefused: TOLLGATE_SHUTDOWN_GRACE and TOLLGATE_PPROF
+// are read when they make sense (any Go duration of 0 or more; the boolean
+// spellings of strconv.ParseBool, so TOLLGATE_PPROF=true turns profiles on
+// as =1 does) and otherwise refused as a bad TOLLGATE_LOG_LEVEL is: one
+// line naming the variable and what it wants, exit code 2.
+func TestEnvValuesAreReadOrRefused(t *testing.T) {
+	for _, tc := range []struct {
+		grace, pprof string
+		want         env
+		err          string // in the error, when refused
+	}{
+		{"", "", env{ShutdownGrace: 30 * time.Second}, ""},
+		{"0s", "1", env{ShutdownGrace: 0, Pprof: true}, ""},
+		{"1m30s", "true", env{ShutdownGrace: 90 * time.Second, Pprof: true}, ""},
+		{"", "TRUE", env{ShutdownGrace: 30 * time.Second, Pprof: true}, ""},
+		{"", "false", env{ShutdownGrace: 30 * time.Second}, ""},
+		{"", "0", env{ShutdownGrace: 30 * time.Second}, ""},
+		{"5", "", env{}, `TOLLGATE_SHUTDOWN_GRACE="5": want a duration`},
+		{"-1s", "", env{}, `TOLLGATE_SHUTDOWN_GRACE="-1s": want a duration of 0 or more`},
+		{"", "yes please", env{}, `TOLLGATE_PPROF="yes please": want 1 or true`},
+		{"", "on", env{}, `TOLLGATE_PPROF="on"`},
+	} {
+		t.Setenv("TOLLGATE_SHUTDOWN_GRACE", tc.grace)
+		t.Setenv("TOLLGATE_PPROF", tc.pprof)
+		e, err := loadEnv()
+		if tc.err == "" {
+			if err != nil || e.ShutdownGrace != tc.want.ShutdownGrace || e.Pprof != tc.want.Pprof {
+				t.Errorf("grace %q, pprof %q: loadEnv = grace %v, pprof %v, %v; want %v, %v",
+					tc.grace, tc.pprof, e.ShutdownGrace, e.Pprof, err, tc.want.ShutdownGrace, tc.want.Pprof)
+			}
+			continue
+		}
+		var ee *envError
+		if !errors.As(err, &ee) || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("grace %q, pprof %q: loadEnv error %v; want an envError with %q", tc.grace, tc.pprof, err, tc.err)
+			continue
+		}
+		var stderr bytes.Buffer
+		if code := serverExit("admin", err, &stderr); code != exitUsage ||
+			stderr.String() != "tollgate admin: "+err.Error()+"\n" {
+			t.Errorf("grace %q, pprof %q: exit %d, stderr %q; want exit 2 and the error in one line", tc.grace, tc.pprof, code, stderr.String())
+		}
+	}
+	// A server command refuses it before it opens the database.
+	t.Setenv("TOLLGATE_SHUTDOWN_GRACE", "5")
+	t.Setenv("TOLLGATE_PPROF", "")
+	t.Setenv("TOLLGATE_DATABASE_URL", "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	for _, cmd := range []string{"admin", "migrate"} {
+		var ee *envError
+		if err := runServer(t.Context(), slog.New(slog.DiscardHandler), cmd, nil, io.Discard); !errors.As(err, &ee) {
+			t.Errorf("tollgate %s with TOLLGATE_SHUTDOWN_GRACE=5: %v; want it refused before the database is opened", cmd, err)
 		}
 	}
 }

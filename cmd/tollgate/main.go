@@ -13,7 +13,8 @@
 //
 // Environment: TOLLGATE_DATABASE_URL, TOLLGATE_NATS_URL, TOLLGATE_ADMIN_TOKEN, TOLLGATE_ADMIN_URL,
 // TOLLGATE_LISTEN (default :8080), TOLLGATE_ADMIN_LISTEN (default :8081),
-// TOLLGATE_DATA_DIR (default ./tollgate-data).
+// TOLLGATE_DATA_DIR (default ./tollgate-data), TOLLGATE_SHUTDOWN_GRACE (default 30s),
+// TOLLGATE_PPROF, TOLLGATE_LOG_LEVEL; a value one of the last three cannot use is refused (exit 2).
 package main
 
 import (
@@ -60,9 +61,13 @@ const envUsage = `Environment:
   TOLLGATE_ADMIN_LISTEN   admin API, /metrics, /healthz and /readyz address (default :8081;
                           every role serves the last three there)
   TOLLGATE_DATA_DIR       local data: the usage spool and embedded JetStream (default ./tollgate-data)
-  TOLLGATE_SHUTDOWN_GRACE how long streams may finish after SIGTERM (default 30s)
+  TOLLGATE_SHUTDOWN_GRACE how long streams may finish after SIGTERM: a Go duration, 0 or more
+                          (default 30s)
+  TOLLGATE_PPROF          1 or true serves net/http/pprof under /debug/pprof/ on the admin
+                          listener, without authentication (default off)
   TOLLGATE_LOG_LEVEL      debug, info, warn or error (default info; at warn only
                           failed requests are logged)
+A bad TOLLGATE_SHUTDOWN_GRACE, TOLLGATE_PPROF or TOLLGATE_LOG_LEVEL stops the command (exit code 2).
 `
 
 func main() {
@@ -141,14 +146,19 @@ func runServer(ctx context.Context, log *slog.Logger, cmd string, args []string,
 // serverExit reports how the server command cmd ended, on stderr in one
 // line, and returns its exit code: 0 when it succeeded or showed its
 // --help; 2 (exitUsage) for a bad flag or argument, with a pointer to
-// --help; 1 otherwise.
+// --help, and for an unusable environment variable, as for a bad
+// TOLLGATE_LOG_LEVEL; 1 otherwise.
 func serverExit(cmd string, err error, stderr io.Writer) int {
 	var ue *usageError
+	var ee *envError
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "tollgate %s: %s; run 'tollgate %s --help'.\n", cmd, strings.TrimRight(ue.msg, "."), cmd)
+		return exitUsage
+	case errors.As(err, &ee):
+		fmt.Fprintf(stderr, "tollgate %s: %v\n", cmd, err)
 		return exitUsage
 	}
 	fmt.Fprintf(stderr, "tollgate %s: %v\n", cmd, err)

@@ -27,7 +27,10 @@ func runRoles(ctx context.Context, log *slog.Logger, name string, args []string,
 	if err != nil {
 		return err
 	}
-	e := loadEnv()
+	e, err := loadEnv()
+	if err != nil {
+		return err
+	}
 	cfg := &fileConfig{}
 	if path != "" {
 		if cfg, err = loadConfig(path); err != nil {
@@ -168,7 +171,11 @@ func migrate(ctx context.Context, log *slog.Logger, args []string, stdout io.Wri
 	if err := parseServerFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	s, err := ledger.Open(ctx, loadEnv().DatabaseURL)
+	e, err := loadEnv()
+	if err != nil {
+		return err
+	}
+	s, err := ledger.Open(ctx, e.DatabaseURL)
 	if err != nil {
 		return err
 	}
