@@ -36,8 +36,11 @@ func TestMigrationsUpAndDown(t *testing.T) {
 	if _, err := s.WriteEvents(ctx, []usage.Event{e}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MigrateDown(ctx, 1); err != nil {
-		t.Fatal(err)
+	if from, n, err := s.MigrateDown(ctx, 1); err != nil || from != int64(all) || n != all-1 {
+		t.Fatalf("MigrateDown(1) = %d, %d, %v; want from %d, %d rolled back", from, n, err, all, all-1)
+	}
+	if from, n, err := s.MigrateDown(ctx, 5); err != nil || from != 1 || n != 0 {
+		t.Fatalf("MigrateDown(5) at version 1 = %d, %d, %v; want nothing done", from, n, err)
 	}
 	if err := s.ExecForTest(ctx, `SELECT 1 FROM usage_events WHERE id = '`+e.ID+`' AND prompt_tokens = 7`); err != nil {
 		t.Fatal(err)
@@ -53,7 +56,7 @@ func TestMigrationsUpAndDown(t *testing.T) {
 	if err != nil || len(page.Data) != 1 || page.Data[0].Requests != 1 {
 		t.Fatalf("rollups rebuilt by the migration = %+v, %v", page, err)
 	}
-	if err := s.MigrateDown(ctx, 0); err != nil {
+	if _, _, err := s.MigrateDown(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.ExecForTest(ctx, `SELECT 1 FROM customers`); err == nil {

@@ -135,16 +135,26 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 func (s *Store) Close() { s.pool.Close() }
 
 // MigrateDown rolls migrations back to version (0 removes every table).
-// It is for operators undoing an upgrade, and for tests.
-func (s *Store) MigrateDown(ctx context.Context, version int64) error {
+// It is for operators undoing an upgrade, and for tests. It returns the
+// version the database was at and how many migrations it rolled back:
+// none when version is not below the database's (goose's DownTo then does
+// nothing, without an error). A negative version is refused.
+func (s *Store) MigrateDown(ctx context.Context, version int64) (from int64, rolledBack int, err error) {
+	if version < 0 {
+		return 0, 0, errorf(EInvalid, "migrate down to %d: the version must be 0 or more", version)
+	}
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
 	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
 	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
+		return 0, 0, fmt.Errorf("migrations: %w", err)
 	}
-	if _, err := p.DownTo(ctx, version); err != nil {
-		return fmt.Errorf("migrate down to %d: %w", version, err)
+	if from, err = p.GetDBVersion(ctx); err != nil {
+		return 0, 0, fmt.Errorf("migrate down to %d: the database's version: %w", version, err)
 	}
-	return nil
+	res, err := p.DownTo(ctx, version)
+	if err != nil {
+		return from, len(res), fmt.Errorf("migrate down to %d: %w", version, err)
+	}
+	return from, len(res), nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"io"
 	"log/slog"
@@ -12,6 +13,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 )
 
 // TestCLIHelp: tollgate --help lists every command, the environment and the
@@ -97,6 +102,73 @@ func TestCLIReconcileUnclean(t *testing.T) {
 		if r.code != exitUnclean || !strings.Contains(r.out, "c1") || !strings.Contains(r.errOut, "does not reconcile") {
 			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.out, r.errOut)
 		}
+	}
+}
+
+// TestMigrateDownToNegativeIsRefused: `tollgate migrate --down-to N`
+// rolls back (docs/operations.md, "Upgrades" step 4; `tollgate --help`:
+// "migrate [--down-to N] ... (or roll back to N)"). The flag's default, -1,
+// doubled as "not given", so an operator's `--down-to -1` (a typo, or a
+// script's unset variable arithmetic) was silently taken as a plain
+// `tollgate migrate` and applied every pending migration: the opposite of
+// what was asked, logged as "migrations applied". It must be refused as bad
+// usage (exit 2) before the database is touched. Here the database is
+// unreachable, so code that opens it first fails on the connection
+// instead, not on the flag.
+func TestMigrateDownToNegativeIsRefused(t *testing.T) {
+	t.Setenv("TOLLGATE_DATABASE_URL", "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, v := range []string{"-1", "-5", "two"} {
+		err := migrate(ctx, slog.New(slog.DiscardHandler), []string{"--down-to", v}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "down-to") {
+			t.Fatalf("migrate --down-to %s = %v; want a usage error naming --down-to, before any database access", v, err)
+		}
+		var stderr bytes.Buffer
+		if code := serverExit("migrate", err, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "run 'tollgate migrate --help'") {
+			t.Fatalf("migrate --down-to %s: exit %d, stderr %q; want exit 2 and a pointer to --help", v, code, stderr.String())
+		}
+	}
+}
+
+// TestMigrateDownToNotBelowRollsNothingBack: `tollgate migrate --down-to N`
+// with N not below the database's version does nothing (as goose's DownTo:
+// no error, so that an undo run twice is not a failure), and says so in a
+// warning naming both versions, where it used to log "migrations rolled
+// back to_version N". Below it, it rolls back and says how many.
+func TestMigrateDownToNotBelowRollsNothingBack(t *testing.T) {
+	url := ledgertest.NewDatabase(t)
+	t.Setenv("TOLLGATE_DATABASE_URL", url)
+	ctx := t.Context()
+	run := func(args ...string) string {
+		t.Helper()
+		var logs bytes.Buffer
+		if err := migrate(ctx, slog.New(slog.NewJSONHandler(&logs, nil)), args, io.Discard); err != nil {
+			t.Fatalf("migrate %v: %v", args, err)
+		}
+		return logs.String()
+	}
+	run()
+	s, err := ledger.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, to := range []string{"99", "6"} {
+		logs := run("--down-to", to)
+		if strings.Contains(logs, "migrations rolled back") || !strings.Contains(logs, `"level":"WARN","msg":"nothing rolled back`) ||
+			!strings.Contains(logs, `"version":6,"to_version":`+to) {
+			t.Fatalf("migrate --down-to %s at version 6 logged:\n%s\nwant a warning that nothing was rolled back", to, logs)
+		}
+		if err := s.CheckMigrated(ctx); err != nil {
+			t.Fatalf("after migrate --down-to %s: %v", to, err)
+		}
+	}
+	if logs := run("--down-to", "4"); !strings.Contains(logs, `"msg":"migrations rolled back","count":2,"from_version":6,"to_version":4`) {
+		t.Fatalf("migrate --down-to 4 at version 6 logged:\n%s", logs)
+	}
+	if err := s.CheckMigrated(ctx); err == nil || !strings.Contains(err.Error(), "at migration 4") {
+		t.Fatalf("after migrate --down-to 4: %v", err)
 	}
 }
 

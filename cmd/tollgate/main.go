@@ -39,7 +39,7 @@ Usage:
   tollgate gateway --config FILE   run only the LLM API (needs TOLLGATE_NATS_URL)
   tollgate meter                   run only the meter worker (needs TOLLGATE_NATS_URL)
   tollgate admin                   run only the admin API
-  tollgate migrate [--down-to N]   apply the database migrations and exit (or roll back to N)
+  tollgate migrate [--down-to N]   apply the database migrations and exit (or roll back to N, 0 or more)
   tollgate demo                    create a demo customer and key on a running server,
                                    and print curl commands to try it
   tollgate config check --config FILE
@@ -118,7 +118,8 @@ var serverCommands = map[string]serverCommand{
 	"gateway": {"--config FILE", "run only the LLM API (needs TOLLGATE_NATS_URL and a migrated database)"},
 	"meter":   {"[--config FILE]", "run only the meter worker (needs TOLLGATE_NATS_URL and a migrated database)"},
 	"admin":   {"[--config FILE]", "run only the admin API (needs a migrated database)"},
-	"migrate": {"[--down-to N]", "apply the database migrations and exit; with --down-to N, roll back to version N instead"},
+	"migrate": {"[--down-to N]", "apply the database migrations and exit; with --down-to N, roll back to version N instead " +
+		"(N must be 0 or more and below the database's version, or nothing is rolled back)"},
 	"demo": {"[--admin-url URL] [--gateway-url URL] [--model MODEL] [--customer NAME]",
 		"create a demo customer (reused across runs) and a new API key on a running server, and print curl commands to try it"},
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -164,10 +166,21 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 }
 
 // migrate applies every pending migration or, with --down-to N, rolls
-// back to version N (an upgrade's undo; read the release's migrations first).
+// back to version N (an upgrade's undo; read the release's migrations
+// first). A negative N is a usage error, caught before the database is
+// opened; an N not below the database's version rolls nothing back, as
+// goose's DownTo, and says so in a warning rather than claiming a rollback.
 func migrate(ctx context.Context, log *slog.Logger, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	downTo := fs.Int64("down-to", -1, "roll back to this migration version (0 removes every table)")
+	downTo := int64(-1) // not given
+	fs.Func("down-to", "roll back to migration version `N`, 0 or more (0 removes every table)", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return errors.New("want a migration version, 0 or more")
+		}
+		downTo = n
+		return nil
+	})
 	if err := parseServerFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -180,11 +193,16 @@ func migrate(ctx context.Context, log *slog.Logger, args []string, stdout io.Wri
 		return err
 	}
 	defer s.Close()
-	if *downTo >= 0 {
-		if err := s.MigrateDown(ctx, *downTo); err != nil {
+	if downTo >= 0 {
+		from, n, err := s.MigrateDown(ctx, downTo)
+		if err != nil {
 			return err
 		}
-		log.Info("migrations rolled back", "to_version", *downTo)
+		if n == 0 {
+			log.Warn("nothing rolled back: the database's version is not above --down-to", "version", from, "to_version", downTo)
+			return nil
+		}
+		log.Info("migrations rolled back", "count", n, "from_version", from, "to_version", downTo)
 		return nil
 	}
 	n, err := s.Migrate(ctx)
