@@ -123,14 +123,23 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, env fu
 	case len(pos) > cmd.nargs:
 		err = usagef("unexpected argument %q", pos[cmd.nargs])
 	}
-	if u, perr := url.Parse(*adminURL); err == nil && (perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
-		err = usagef("--admin-url: %q is not an http(s) URL like %s", *adminURL, defaultAdminURL)
+	if err == nil {
+		err = checkAdminURL(*adminURL)
 	}
 	if err == nil {
 		c.api = api.NewClient(*adminURL, orDefault(*token, env("TOLLGATE_ADMIN_TOKEN")), nil)
 		err = action(c, pos)
 	}
 	return c.fail(cmd, err)
+}
+
+// checkAdminURL returns a usage error when adminURL (--admin-url or
+// TOLLGATE_ADMIN_URL) is not an http(s) URL with a host.
+func checkAdminURL(adminURL string) error {
+	if u, err := url.Parse(adminURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usagef("--admin-url: %q is not an http(s) URL like %s", adminURL, defaultAdminURL)
+	}
+	return nil
 }
 
 // fail prints err on stderr in one line and returns its exit code.

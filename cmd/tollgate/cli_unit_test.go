@@ -218,3 +218,47 @@ func TestServerCommandsHelp(t *testing.T) {
 		t.Errorf("tollgate gateway without --config: exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+// TestDemoHonoursAdminURLEnv: `tollgate demo` sends its requests to
+// TOLLGATE_ADMIN_URL, as the admin commands do, and --admin-url wins over
+// it; it used to go to 127.0.0.1:8081 whatever the environment said. A
+// TOLLGATE_ADMIN_URL that is not an http(s) URL is a usage error, as for
+// the admin commands. The server stands in for the admin API.
+func TestDemoHonoursAdminURLEnv(t *testing.T) {
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.Method+" "+r.URL.Path)
+		switch {
+		case r.URL.Path == "/healthz":
+		case r.Method == "GET" && r.URL.Path == "/admin/v1/customers":
+			w.Write([]byte(`{"data":[{"id":"c-demo","name":"demo"}]}`))
+		case r.Method == "POST" && r.URL.Path == "/admin/v1/customers/c-demo/keys":
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(`{"id":"k1","customer_id":"c-demo","key":"tg-demo-secret"}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := demo(ctx, nil, &out, env(map[string]string{"TOLLGATE_ADMIN_URL": srv.URL, "TOLLGATE_ADMIN_TOKEN": "t"})); err != nil {
+		t.Fatalf("demo with TOLLGATE_ADMIN_URL=%s: %v (requests %v)", srv.URL, err, paths)
+	}
+	if !strings.Contains(out.String(), "tg-demo-secret") || !strings.Contains(out.String(), srv.URL+"/admin/v1/usage?customer_id=c-demo") {
+		t.Fatalf("demo printed:\n%s", out.String())
+	}
+	paths = nil
+	out.Reset()
+	if err := demo(ctx, []string{"--admin-url", srv.URL}, &out, env(map[string]string{"TOLLGATE_ADMIN_URL": "http://127.0.0.1:1"})); err != nil ||
+		len(paths) == 0 {
+		t.Fatalf("demo --admin-url %s beside another TOLLGATE_ADMIN_URL: %v (requests %v)", srv.URL, err, paths)
+	}
+	err := demo(ctx, nil, io.Discard, env(map[string]string{"TOLLGATE_ADMIN_URL": "127.0.0.1:8081"}))
+	var stderr bytes.Buffer
+	if code := serverExit("demo", err, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "not an http(s) URL") {
+		t.Fatalf("demo with TOLLGATE_ADMIN_URL=127.0.0.1:8081: exit %d, stderr %q", code, stderr.String())
+	}
+}

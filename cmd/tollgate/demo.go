@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -14,16 +13,21 @@ import (
 
 // demo seeds a running server with a demo customer (reused across runs)
 // and a fresh API key, and prints curl commands that use them on stdout.
-func demo(ctx context.Context, args []string, stdout io.Writer) error {
+// It reads TOLLGATE_ADMIN_URL and TOLLGATE_ADMIN_TOKEN through getenv, as
+// the admin commands do: --admin-url wins over TOLLGATE_ADMIN_URL.
+func demo(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	adminURL := fs.String("admin-url", "http://127.0.0.1:8081", "admin API base URL")
+	adminURL := fs.String("admin-url", orDefault(getenv("TOLLGATE_ADMIN_URL"), defaultAdminURL), "admin API base URL (env TOLLGATE_ADMIN_URL)")
 	gatewayURL := fs.String("gateway-url", "http://127.0.0.1:8080", "LLM API base URL")
 	model := fs.String("model", "sim-pro", "model for the example request")
 	name := fs.String("customer", "demo", "demo customer name")
 	if err := parseServerFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	token := os.Getenv("TOLLGATE_ADMIN_TOKEN")
+	if err := checkAdminURL(*adminURL); err != nil {
+		return err
+	}
+	token := getenv("TOLLGATE_ADMIN_TOKEN")
 	c := api.NewClient(*adminURL, token, nil)
 	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
 		return err

@@ -139,7 +139,7 @@ func runServer(ctx context.Context, log *slog.Logger, cmd string, args []string,
 	case "migrate":
 		return migrate(ctx, log, args, stdout)
 	case "demo":
-		return demo(ctx, args, stdout)
+		return demo(ctx, args, stdout, os.Getenv)
 	}
 	return usagef("unknown command %q", cmd)
 }
