@@ -63,10 +63,16 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// uncleanError makes reconcile exit with exitUnclean after printing its result.
-type uncleanError struct{}
+// uncleanError makes reconcile exit with exitUnclean after printing its
+// result: as tables, or as JSON when json is set.
+type uncleanError struct{ json bool }
 
-func (uncleanError) Error() string { return "the ledger does not reconcile: see the differences above" }
+func (e uncleanError) Error() string {
+	if e.json {
+		return `the ledger does not reconcile: "clean" is false in the JSON on stdout`
+	}
+	return "the ledger does not reconcile: see the differences above"
+}
 
 // runCLI runs the admin command in args (without the program name), reading
 // its configuration through env, and returns the exit code.
@@ -169,7 +175,7 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.As(err, &ne):
 		return exitUnreachable
-	case errors.Is(err, uncleanError{}):
+	case errors.As(err, new(uncleanError)):
 		return exitUnclean
 	}
 	switch ledger.ErrorCode(err) {

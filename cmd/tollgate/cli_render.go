@@ -53,7 +53,10 @@ func statementRows(lines []ledger.StatementLine) [][]string {
 	return rows
 }
 
-// showReconciliation renders what reconcile found, the differences last.
+// showReconciliation renders what reconcile found, the differences last:
+// the counts of events and ids that do not add up, then each rollup row's
+// figures that differ from its events (requests, tokens, charge: both
+// values, one line per figure), the balances and the unpriced models.
 func (c *cli) showReconciliation(r ledger.Reconciliation) {
 	n := func(v int64) string { return strconv.FormatInt(v, 10) }
 	clean := "yes"
@@ -61,18 +64,44 @@ func (c *cli) showReconciliation(r ledger.Reconciliation) {
 		clean = "NO"
 	}
 	c.fields("Range", ts(&r.From)+" to "+ts(&r.To), "Clean", clean,
-		"Events", n(r.Events), "Event ids", n(r.EventIDs), "Events without id", n(r.EventsWithoutID),
-		"Ids without event", n(r.IDsWithoutEvent), "Duplicate ids", n(r.DuplicateIDs),
+		"Events", n(r.Events), "Attempts (not charged)", n(r.Attempts), "Event ids", n(r.EventIDs),
+		"Events without id", n(r.EventsWithoutID), "Ids without event", n(r.IDsWithoutEvent), "Duplicate ids", n(r.DuplicateIDs),
 		"Rollup mismatches", n(r.RollupMismatchCount), "Balance mismatches", strconv.Itoa(len(r.BalanceMismatches)),
 		"Unpriced events", n(r.UnpricedEvents), "Duplicates rejected", n(r.DuplicatesRejected))
-	if len(r.RollupMismatches) > 0 {
-		fmt.Fprintln(c.stdout, "\nRollup rows that differ from their events:")
-		rows := make([][]string, len(r.RollupMismatches))
-		for i, m := range r.RollupMismatches {
-			rows[i] = []string{ts(&m.Hour), m.CustomerID, m.KeyID, m.Model, strings.Join(m.Fields, ","),
-				m.Events.Charge, m.Rollup.Charge, m.Currency}
+	var counts []string
+	if r.Events+r.Attempts != r.EventIDs {
+		counts = append(counts, fmt.Sprintf("events (%d) + attempts (%d) = %d, but there are %d event ids",
+			r.Events, r.Attempts, r.Events+r.Attempts, r.EventIDs))
+	}
+	for _, d := range []struct {
+		v    int64
+		what string
+	}{{r.EventsWithoutID, "events without an event id"}, {r.IDsWithoutEvent, "event ids without an event"},
+		{r.DuplicateIDs, "ids stored as more than one event"}} {
+		if d.v != 0 {
+			counts = append(counts, fmt.Sprintf("%s: %d", d.what, d.v))
 		}
-		c.table([]string{"HOUR", "CUSTOMER", "KEY", "MODEL", "FIELDS", "EVENTS CHARGE", "ROLLUP CHARGE", "CURRENCY"}, rows)
+	}
+	if len(counts) > 0 {
+		fmt.Fprintln(c.stdout, "\nEvent counts that do not add up:")
+		for _, l := range counts {
+			fmt.Fprintf(c.stdout, "  %s\n", l)
+		}
+	}
+	if len(r.RollupMismatches) > 0 {
+		listed := ""
+		if int64(len(r.RollupMismatches)) < r.RollupMismatchCount {
+			listed = fmt.Sprintf(" (the first %d of %d)", len(r.RollupMismatches), r.RollupMismatchCount)
+		}
+		fmt.Fprintf(c.stdout, "\nRollup rows that differ from their events%s, a line per figure that differs:\n", listed)
+		var rows [][]string
+		for _, m := range r.RollupMismatches {
+			for _, f := range m.Fields {
+				rows = append(rows, []string{ts(&m.Hour), m.CustomerID, m.KeyID, m.Model, m.Currency, f,
+					rollupFigure(m.Events, f), rollupFigure(m.Rollup, f)})
+			}
+		}
+		c.table([]string{"HOUR", "CUSTOMER", "KEY", "MODEL", "CURRENCY", "FIGURE", "EVENTS", "ROLLUP"}, rows)
 	}
 	if len(r.BalanceMismatches) > 0 {
 		fmt.Fprintln(c.stdout, "\nBalances that differ from the ledger:")
@@ -90,4 +119,33 @@ func (c *cli) showReconciliation(r ledger.Reconciliation) {
 		}
 		c.table([]string{"MODEL", "EVENTS"}, rows)
 	}
+}
+
+// rollupFigure is the figure of f that a RollupMismatch's Fields names
+// ("requests", "prompt_tokens", ..., "charge"), "?" for a name it does not know.
+func rollupFigure(f ledger.RollupFigures, name string) string {
+	var v int64
+	switch name {
+	case "charge":
+		return dash(f.Charge)
+	case "requests":
+		v = f.Requests
+	case "unpriced_requests":
+		v = f.UnpricedRequests
+	case "prompt_tokens":
+		v = f.PromptTokens
+	case "cached_tokens":
+		v = f.CachedTokens
+	case "cache_write_tokens":
+		v = f.CacheWriteTokens
+	case "completion_tokens":
+		v = f.CompletionTokens
+	case "reasoning_tokens":
+		v = f.ReasoningTokens
+	case "web_search_requests":
+		v = f.WebSearchRequests
+	default:
+		return "?"
+	}
+	return strconv.FormatInt(v, 10)
 }

@@ -82,14 +82,22 @@ func TestCLIExportInterrupted(t *testing.T) {
 
 // TestCLIReconcileUnclean: reconcile prints what it found and exits 8 when
 // the ledger is not clean. The server stands in for the reconciliation
-// route: the real ledger cannot be made inconsistent through its API.
+// route: the real ledger cannot be made inconsistent through its API. The
+// tables show the figures that differ, counts as well as charges (a rollup
+// row whose request count differs, with the same charge, used to show only
+// the two equal charges), and the event counts that do not add up; with
+// --json, stderr points to the JSON, not to differences "above".
 func TestCLIReconcileUnclean(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/admin/v1/reconciliation" || r.URL.Query().Get("from") == "" || r.URL.Query().Get("to") == "" {
 			http.NotFound(w, r)
 			return
 		}
-		w.Write([]byte(`{"clean":false,"events":3,"balance_mismatches":[{"customer_id":"c1","currency":"USD",` +
+		w.Write([]byte(`{"clean":false,"events":3,"attempts":1,"event_ids":5,"ids_without_event":1,` +
+			`"rollup_mismatch_count":2,"rollup_mismatches":[{"customer_id":"c2","hour":"2026-01-01T10:00:00Z","key_id":"k2",` +
+			`"model":"sim-pro","currency":"USD","fields":["requests","completion_tokens"],` +
+			`"events":{"requests":3,"completion_tokens":40,"charge":"0.5"},"rollup":{"requests":2,"completion_tokens":17,"charge":"0.5"}}],` +
+			`"balance_mismatches":[{"customer_id":"c1","currency":"USD",` +
 			`"expected":{"credits":"1","charges":"0.5"},"stored":{"credits":"1","charges":"0.4"}}]}`))
 	}))
 	defer srv.Close()
@@ -101,6 +109,27 @@ func TestCLIReconcileUnclean(t *testing.T) {
 		r := runTollgate(t, nil, args...)
 		if r.code != exitUnclean || !strings.Contains(r.out, "c1") || !strings.Contains(r.errOut, "does not reconcile") {
 			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.out, r.errOut)
+		}
+		if json {
+			if strings.Contains(r.errOut, "above") || !strings.Contains(r.errOut, "JSON") {
+				t.Errorf("%v: stderr %q; want it to point to the JSON", args, r.errOut)
+			}
+			continue
+		}
+		if !strings.Contains(r.errOut, "see the differences above") || field(t, r.out, "Attempts (not charged)") != "1" {
+			t.Errorf("%v: stderr %q, stdout:\n%s", args, r.errOut, r.out)
+		}
+		for _, want := range []string{"events (3) + attempts (1) = 4, but there are 5 event ids", "event ids without an event: 1",
+			"(the first 1 of 2)"} {
+			if !strings.Contains(r.out, want) {
+				t.Errorf("%v: no %q in:\n%s", args, want, r.out)
+			}
+		}
+		_, table, _ := strings.Cut(r.out, "a line per figure that differs:\n")
+		rows := tableRows(t, table, "HOUR")
+		if len(rows) < 2 || !slices.Equal(rows[0][4:], []string{"USD", "requests", "3", "2"}) ||
+			!slices.Equal(rows[1][4:], []string{"USD", "completion_tokens", "40", "17"}) {
+			t.Errorf("%v: rollup rows %q; want each differing figure with both values", args, rows)
 		}
 	}
 }

@@ -97,7 +97,7 @@ func eventCommands() []*command {
 					return err
 				}
 				if !r.Clean {
-					return uncleanError{}
+					return uncleanError{json: c.json}
 				}
 				return nil
 			}
