@@ -130,7 +130,7 @@ WITH grouped AS (
 SELECT g, currency, requests, unpriced, prompt, cached, cache_write, completion, reasoning, web, charge::text,
   not_charged
 FROM shown
-WHERE ($6 = '' AND $7 = '') OR (g, currency) > ($6, $7)
+WHERE $6::text IS NULL OR (g, currency) > ($6, $7::text)
 ORDER BY g, currency LIMIT $8`
 
 // usageFromEvents is usage_hourly's shape computed from the events, for
@@ -200,6 +200,10 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	if err != nil {
 		return UsagePage{}, err
 	}
+	var after [2]any // NULL: the first page (a page may end on the group "" in currency "")
+	if q.Cursor != "" {
+		after = [2]any{afterGroup, afterCurrency}
+	}
 	fromEvents := q.GroupBy == "end_user" || q.GroupBy == "deployment" || q.GroupBy == "provider" || q.EndUser != ""
 	if !fromEvents {
 		if err := wholeHours(q.GroupBy, q.From, q.To); err != nil {
@@ -213,7 +217,7 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	if to.IsZero() {
 		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	source, args := usageRollups, []any{q.CustomerID, q.KeyID, q.Model, from, to, afterGroup, afterCurrency, q.Limit + 1}
+	source, args := usageRollups, []any{q.CustomerID, q.KeyID, q.Model, from, to, after[0], after[1], q.Limit + 1}
 	switch {
 	case q.GroupBy == "deployment" || q.GroupBy == "provider":
 		source, args = usageFromAttempts, append(args, q.EndUser)

@@ -227,3 +227,45 @@ func TestUsageRangeIsExactOrWholeHours(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageCursorAfterTheEmptyGroup: a usage page that ends with the
+// group "" in currency "" (events with no end user, all of an unpriced
+// model) returns a cursor that decodes to ("", ""), which Usage read as
+// "no cursor": the next page was the first page again, and a client
+// following next_cursor (Client.UsageAll) never ended.
+func TestUsageCursorAfterTheEmptyGroup(t *testing.T) {
+	s := newServer(t)
+	cust, keyID, secret := s.customer(`{"name":"acme"}`)
+	at := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	tok := usage.Tokens{PromptTokens: 10, CompletionTokens: 5}
+	noUser := event(cust, keyID, "unpriced-model", at, tok)
+	alice := event(cust, keyID, "unpriced-model", at, tok)
+	alice.EndUser = "alice"
+	s.write(noUser, alice)
+
+	for _, base := range []string{
+		s.admin + "/admin/v1/usage?customer_id=" + cust + "&",
+		s.llm + "/v1/usage?",
+	} {
+		auth := adminToken
+		if base[:len(s.llm)] == s.llm {
+			auth = secret
+		}
+		var groups []string
+		cursor := ""
+		for i := 0; i < 5; i++ {
+			var page ledger.UsagePage
+			s.call("GET", base+"group_by=end_user&limit=1&cursor="+url.QueryEscape(cursor), auth, "", http.StatusOK, &page)
+			for _, r := range page.Data {
+				groups = append(groups, r.Group+"/"+r.Currency)
+			}
+			if cursor = page.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if len(groups) != 2 {
+			t.Errorf("%s group_by=end_user limit=1, following next_cursor: groups %q (5 pages, still a cursor: %v); want 2 groups \"\" and \"alice\", then no cursor",
+				base, groups, cursor != "")
+		}
+	}
+}
