@@ -231,11 +231,25 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 		return false
 	}
 	ch, err := openai.ParseChunk(ev.Data)
+	lenient := err != nil
+	if lenient {
+		ch, err = openai.ParseChunkLenient(ev.Data) // a field of another type: what reaches the client is counted
+	}
 	if err != nil {
-		c.send(*ev) // not ours to judge: pass it on untouched
+		c.send(*ev) // no JSON object: not ours to judge, pass it on untouched
 		return false
 	}
 	tp.Chunk(ch, r)
+	if ch.UnreadableUsage {
+		// No report (the usage is estimated), and not the client's: a usage
+		// chunk is dropped, a usage member stripped.
+		if len(ch.Choices) == 0 {
+			return false
+		}
+		if stripped, err := jsonscan.DeleteMember(ev.Data, "usage"); err == nil {
+			ev.Data = stripped
+		}
+	}
 	if ch.ID != "" {
 		c.id, c.model, c.created = ch.ID, ch.Model, ch.Created
 	}
@@ -243,8 +257,10 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 		ev.Data = c.x.s.scrubBytes(c.x.event.Provider, ev.Data)
 	}
 	if ch.UsageOnly() {
-		if c.includeUsage {
+		if c.includeUsage && !lenient {
 			c.usage = append(c.usage[:0], ev.Data...) // sent by end, once durable
+		} else {
+			c.usage = c.usage[:0] // end makes it from the event: the client's SDK would not read this one either
 		}
 		return false
 	}

@@ -469,3 +469,60 @@ func TestLegacyCompletionsUsageChunkShape(t *testing.T) {
 		t.Fatalf("a legacy completions client got a chat completion chunk:\n%s", got)
 	}
 }
+
+// loremAnswer is about 150 o200k tokens of output.
+var loremAnswer = strings.Repeat("lorem ipsum dolor sit amet ", 30)
+
+// TestChunksOfOtherFieldTypesAreCounted: a chunk that ScanChunk does not
+// take and ParseChunk (encoding/json into int64/string fields) cannot
+// decode was forwarded to the client untouched and not tapped at all: its
+// text was not added to the estimate. An OpenAI-compatible server
+// that writes "created" as a float (Python's time.time()) or streams
+// delta.content as an array of parts (Mistral's reasoning models) has its
+// whole answer sent to the client and billed 0 completion tokens.
+func TestChunksOfOtherFieldTypesAreCounted(t *testing.T) {
+	for name, body := range map[string]string{
+		"float created": `data: {"id":"c","object":"chat.completion.chunk","created":1700000000.5,"model":"m","choices":[{"index":0,"delta":{"content":"` + loremAnswer + `"},"finish_reason":null}]}` + "\n\n" +
+			`data: {"id":"c","object":"chat.completion.chunk","created":1700000000.5,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n",
+		"content parts": `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":[{"type":"text","text":"` + loremAnswer + `"}]},"finish_reason":null}]}` + "\n\n" +
+			`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := jsonUpstream(t, "text/event-stream", body)
+			st := newStack(t, oneUpstream(up.URL))
+			e, got := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			if !strings.Contains(got, "amet") {
+				t.Fatalf("client got %s", got)
+			}
+			if e.Usage.CompletionTokens < 100 {
+				t.Fatalf("billed %+v (%s) for ~150 tokens of output sent to the client", e.Usage, e.UsageSource)
+			}
+		})
+	}
+}
+
+// TestUsageChunkOfOtherCountTypes: a usage chunk whose counts
+// encoding/json cannot read as int64 (integral floats, 11.0) was forwarded
+// verbatim as soon as it arrived: a client that did not ask for usage gets
+// a usage chunk (invariant 7: the usage chunk only when asked), one that
+// asked gets two usage chunks with different figures (the upstream's,
+// before the event was durable, against invariant 2b, then the gateway's
+// estimate), and the upstream's own report (11 and 150) is not billed.
+func TestUsageChunkOfOtherCountTypes(t *testing.T) {
+	body := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"` + loremAnswer + `"},"finish_reason":null}]}` + "\n\n" +
+		`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
+		`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":11.0,"completion_tokens":150.0,"total_tokens":161.0}}` + "\n\ndata: [DONE]\n\n"
+	up := jsonUpstream(t, "text/event-stream", body)
+	st := newStack(t, oneUpstream(up.URL))
+	_, got := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if strings.Contains(got, `"usage"`) {
+		t.Errorf("a client that did not ask for usage got a usage chunk:\n%s", strings.ReplaceAll(got, loremAnswer, "…"))
+	}
+	e, got := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	if n := strings.Count(got, `"usage"`); n != 1 {
+		t.Errorf("a client that asked for usage got %d usage chunks:\n%s", n, strings.ReplaceAll(got, loremAnswer, "…"))
+	}
+	if e.Usage.PromptTokens != 11 || e.Usage.CompletionTokens != 150 {
+		t.Errorf("billed %+v (%s); the upstream reported 11 prompt and 150 completion tokens", e.Usage, e.UsageSource)
+	}
+}

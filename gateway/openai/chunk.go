@@ -75,6 +75,9 @@ type Chunk struct {
 	Usage *Usage `json:"usage"`
 	// Error is set on an error frame: `data: {"error": {...}}`.
 	Error json.RawMessage `json:"error"`
+	// UnreadableUsage is set by ParseChunkLenient on a chunk whose usage
+	// object it could not read (Usage is then nil).
+	UnreadableUsage bool `json:"-"`
 }
 
 // function is a tool call's function, or the deprecated "function_call"

@@ -1,0 +1,194 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ParseChunkLenient reads a chunk that ParseChunk refuses for the type of
+// a field, as OpenAI-compatible servers write them, so that what reaches
+// the client is still counted: "created" as a float (Python's
+// time.time()), a text ("content", "reasoning_content", "reasoning",
+// "refusal", "text") as an array of parts ({"type":"text","text":…}, as
+// Mistral's reasoning models stream it), a tool call's "arguments" as an
+// object, and token counts written as integral floats (11.0, 1.5e2) or as
+// quoted integers. A field of another type is left out. A usage object
+// with a count that still cannot be read (a fraction, a negative, a
+// string that is no integer, beyond int64) is no report: Usage is nil and
+// UnreadableUsage is set, so that the writer withholds it from the client
+// and the usage is estimated. It returns an error only for data that is
+// not a JSON object.
+func ParseChunkLenient(data []byte) (*Chunk, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("a chunk is a JSON object")
+	}
+	var unreadable bool
+	if created, ok := m["created"].(json.Number); ok {
+		if f, err := created.Float64(); err == nil && !math.IsInf(f, 0) && math.Abs(f) < 1<<62 {
+			m["created"] = int64(f)
+		}
+	}
+	if choices, ok := m["choices"].([]any); ok {
+		for _, c := range choices {
+			if c, ok := c.(map[string]any); ok {
+				leniencies(c, "text")
+				for _, k := range [2]string{"delta", "message"} {
+					if msg, ok := c[k].(map[string]any); ok {
+						leniencies(msg, "content", "reasoning_content", "reasoning", "refusal")
+						leniencyCalls(msg)
+					}
+				}
+			}
+		}
+	}
+	if u, ok := m["usage"].(map[string]any); ok {
+		if !leniencyCounts(u) {
+			delete(m, "usage")
+			unreadable = true
+		}
+	}
+	fixed, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	c := new(Chunk)
+	if err := json.Unmarshal(fixed, c); err != nil {
+		// A field of a type not made right above: read what can be.
+		c = new(Chunk)
+		_ = json.Unmarshal(fixed, c)
+	}
+	if len(c.Error) > 0 && bytes.Equal(c.Error, []byte("null")) {
+		c.Error = nil
+	}
+	c.UnreadableUsage = unreadable
+	return c, nil
+}
+
+// leniencies makes each of obj's text fields a string: an array of parts
+// becomes their texts joined; another type is dropped.
+func leniencies(obj map[string]any, keys ...string) {
+	for _, k := range keys {
+		switch v := obj[k].(type) {
+		case nil, string:
+		case []any:
+			var b strings.Builder
+			for _, p := range v {
+				switch p := p.(type) {
+				case string:
+					b.WriteString(p)
+				case map[string]any:
+					if t, ok := p["text"].(string); ok {
+						b.WriteString(t)
+					}
+				}
+			}
+			obj[k] = b.String()
+		default:
+			delete(obj, k)
+		}
+	}
+}
+
+// leniencyCalls makes the names and arguments of a delta's or message's
+// tool calls and function_call strings: arguments given as JSON (an
+// object) become its text.
+func leniencyCalls(msg map[string]any) {
+	fix := func(f map[string]any) {
+		if _, ok := f["name"].(string); !ok {
+			delete(f, "name")
+		}
+		switch a := f["arguments"].(type) {
+		case nil, string:
+		default:
+			if b, err := json.Marshal(a); err == nil {
+				f["arguments"] = string(b)
+			} else {
+				delete(f, "arguments")
+			}
+		}
+	}
+	if f, ok := msg["function_call"].(map[string]any); ok {
+		fix(f)
+	}
+	if calls, ok := msg["tool_calls"].([]any); ok {
+		for _, tc := range calls {
+			if tc, ok := tc.(map[string]any); ok {
+				if f, ok := tc["function"].(map[string]any); ok {
+					fix(f)
+				}
+			}
+		}
+	}
+}
+
+// leniencyCounts makes usage's counts (and its details' counts) integers,
+// and reports false when one cannot be read as a count of 0 or more.
+func leniencyCounts(u map[string]any) bool {
+	ok := true
+	for k, v := range u {
+		switch v := v.(type) {
+		case nil:
+		case map[string]any:
+			if k == "prompt_tokens_details" || k == "completion_tokens_details" {
+				ok = leniencyCounts(v) && ok
+			}
+		case json.Number, string:
+			n, good := count(v)
+			if !good {
+				if isCountField(k) {
+					ok = false
+				}
+				delete(u, k)
+				continue
+			}
+			u[k] = n
+		default:
+			if isCountField(k) {
+				ok = false
+			}
+			delete(u, k)
+		}
+	}
+	return ok
+}
+
+// isCountField reports whether k is a count the gateway reads from a
+// usage object or its details.
+func isCountField(k string) bool {
+	switch k {
+	case "prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens":
+		return true
+	}
+	return false
+}
+
+// count reads v (a JSON number, or a string holding one) as a whole
+// number of 0 or more within int64.
+func count(v any) (int64, bool) {
+	var s string
+	switch v := v.(type) {
+	case json.Number:
+		s = string(v)
+	case string:
+		s = strings.TrimSpace(v)
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, n >= 0
+	}
+	// 11.0, 1.5e2: exact up to 2^53, past which no provider counts.
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f != math.Trunc(f) || f < 0 || f > 1<<53 {
+		return 0, false
+	}
+	return int64(f), true
+}
