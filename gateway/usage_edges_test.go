@@ -279,6 +279,60 @@ func TestLeadingUsageChunkIsNotFinal(t *testing.T) {
 	}
 }
 
+// streamedAnswer is about 150 o200k tokens of output.
+var streamedAnswer = strings.Repeat("lorem ipsum dolor sit amet ", 30)
+
+// TestGeminiCountsInEveryProto3JSONForm: Google's APIs speak the proto3
+// JSON mapping, under which an int32 such as usageMetadata.promptTokenCount
+// may be written as a number in any form (11, 11.0, 1.1e1) or as a string
+// ("11"), and parsers must accept them all: they are billed as sent, on the
+// native route and on /v1/chat/completions alike. A count that still cannot
+// be read is no usage report: the stream is estimated, never billed zero
+// as the provider's figure.
+func TestGeminiCountsInEveryProto3JSONForm(t *testing.T) {
+	for name, c := range map[string]struct {
+		usageMetadata string
+		source        usage.Source
+	}{
+		"quoted":     {`{"promptTokenCount":"11","candidatesTokenCount":"150","totalTokenCount":"161"}`, usage.SourceUpstream},
+		"exponent":   {`{"promptTokenCount":1.1e1,"candidatesTokenCount":1.5e2,"totalTokenCount":161}`, usage.SourceUpstream},
+		"fraction":   {`{"promptTokenCount":11.0,"candidatesTokenCount":150.00,"totalTokenCount":161}`, usage.SourceUpstream},
+		"letters":    {`{"promptTokenCount":"11","candidatesTokenCount":"abc"}`, usage.SourceEstimated},
+		"fractional": {`{"promptTokenCount":11,"candidatesTokenCount":1.5}`, usage.SourceEstimated},
+		"negative":   {`{"promptTokenCount":11,"candidatesTokenCount":-150}`, usage.SourceEstimated},
+		"too large":  {`{"promptTokenCount":11,"candidatesTokenCount":1e19}`, usage.SourceEstimated},
+	} {
+		t.Run(name, func(t *testing.T) {
+			body := `data: {"candidates":[{"content":{"parts":[{"text":"` + streamedAnswer + `"}],"role":"model"},"index":0}],"modelVersion":"gemini-2.5-pro"}` + "\r\n\r\n" +
+				`data: {"candidates":[{"content":{"parts":[{"text":""}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":` + c.usageMetadata + `,"modelVersion":"gemini-2.5-pro"}` + "\r\n\r\n"
+			up := jsonUpstream(t, "text/event-stream", body)
+			st := oneProviderStack(t, "gemini", up.URL)
+			for _, path := range []string{"native", "chat"} {
+				var e usage.Event
+				var got string
+				if path == "native" {
+					e, got = doRequest(t, st, "/gemini/v1beta/models/m:streamGenerateContent?alt=sse",
+						`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "x-goog-api-key", testKey)
+				} else {
+					e, got = doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+				}
+				if !strings.Contains(got, "amet") {
+					t.Fatalf("%s: client got %s", path, got)
+				}
+				if e.UsageSource != c.source {
+					t.Errorf("%s: billed %+v as %q for usageMetadata %s; want %q", path, e.Usage, e.UsageSource, c.usageMetadata, c.source)
+				}
+				switch {
+				case c.source == usage.SourceUpstream && (e.Usage.PromptTokens != 11 || e.Usage.CompletionTokens != 150):
+					t.Errorf("%s: billed %+v for usageMetadata %s; want prompt 11, completion 150", path, e.Usage, c.usageMetadata)
+				case c.source != usage.SourceUpstream && e.Usage.CompletionTokens < 100:
+					t.Errorf("%s: billed %+v (%s) for ~150 tokens streamed", path, e.Usage, e.UsageSource)
+				}
+			}
+		})
+	}
+}
+
 // TestAnthropicNativeFramingByteForByte: the native route forwards the
 // upstream's bytes unchanged and bills the same usage whatever the framing.
 func TestAnthropicNativeFramingByteForByte(t *testing.T) {

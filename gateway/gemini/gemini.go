@@ -35,6 +35,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -75,27 +76,63 @@ type functionCall struct {
 	Args json.RawMessage `json:"args"`
 }
 
-// usageMetadata is UsageMetadata. Counts are int32 in Google's protos.
+// usageMetadata is UsageMetadata. Counts are int32 in Google's protos,
+// which proto3's JSON mapping lets a server write as a number in any form
+// (150, 150.0, 1.5e2) or as a string ("150"); see count.
 type usageMetadata struct {
-	PromptTokenCount        int64 `json:"promptTokenCount"`
-	CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
-	CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
-	ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
-	ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
-	TotalTokenCount         int64 `json:"totalTokenCount"`
+	PromptTokenCount        count `json:"promptTokenCount"`
+	CachedContentTokenCount count `json:"cachedContentTokenCount"`
+	CandidatesTokenCount    count `json:"candidatesTokenCount"`
+	ToolUsePromptTokenCount count `json:"toolUsePromptTokenCount"`
+	ThoughtsTokenCount      count `json:"thoughtsTokenCount"`
+	TotalTokenCount         count `json:"totalTokenCount"`
+}
+
+// count is one token count of usageMetadata, read by tap.ParseCount: an
+// integral number however written, or a string holding one; null leaves
+// it as it was (absent, 0). Any other value, a negative or fractional
+// number, or one beyond int64, is unreadable, held as -1.
+type count int64
+
+// unreadable is a count's value when it could not be read.
+const unreadable count = -1
+
+func (c *count) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	*c = countOf(b)
+	return nil
+}
+
+// countOf reads one count's JSON value, as the scanner and encoding/json
+// both do.
+func countOf(raw []byte) count {
+	if n, ok := tap.ParseCount(raw); ok {
+		return count(n)
+	}
+	return unreadable
+}
+
+// readable reports whether every count that is billed could be read. A
+// usageMetadata with one that could not is no usage report at all: billing
+// its other counts, or zero for it, would pass a figure Google never sent
+// for the provider's (totalTokenCount is not billed, so it does not count).
+func (u *usageMetadata) readable() bool {
+	return u.PromptTokenCount >= 0 && u.CachedContentTokenCount >= 0 && u.CandidatesTokenCount >= 0 &&
+		u.ToolUsePromptTokenCount >= 0 && u.ThoughtsTokenCount >= 0
 }
 
 // meter normalizes u: prompt = promptTokenCount (cache reads included) +
 // toolUsePromptTokenCount; cached = cachedContentTokenCount; completion =
 // candidatesTokenCount + thoughtsTokenCount; reasoning = thoughtsTokenCount.
-// Negative counts (never sent by Google) are taken as zero so that the event
-// stays valid, and sums saturate instead of overflowing.
+// Only a readable u is metered; sums saturate instead of overflowing.
 func (u *usageMetadata) meter() usage.Tokens {
 	return usage.Tokens{
-		PromptTokens:     sum(u.PromptTokenCount, u.ToolUsePromptTokenCount),
-		CachedTokens:     max(u.CachedContentTokenCount, 0),
-		CompletionTokens: sum(u.CandidatesTokenCount, u.ThoughtsTokenCount),
-		ReasoningTokens:  max(u.ThoughtsTokenCount, 0),
+		PromptTokens:     sum(int64(u.PromptTokenCount), int64(u.ToolUsePromptTokenCount)),
+		CachedTokens:     max(int64(u.CachedContentTokenCount), 0),
+		CompletionTokens: sum(int64(u.CandidatesTokenCount), int64(u.ThoughtsTokenCount)),
+		ReasoningTokens:  max(int64(u.ThoughtsTokenCount), 0),
 	}
 }
 

@@ -20,8 +20,9 @@ import (
 //     non-ASCII byte, a key that equals one of the object's field names
 //     except for case (encoding/json matches keys case-insensitively), or
 //     a field name twice;
-//   - a value of the wrong type, a string with invalid UTF-8 (encoding/json
-//     replaces it), or a count that is not an integer of at most 18 digits;
+//   - a value of the wrong type, or a string with invalid UTF-8
+//     (encoding/json replaces it); a count of any kind is read, by countOf
+//     when it is not a plain integer;
 //   - an "error" member: errors are rare and go to encoding/json whole.
 //
 // FuzzScan checks that whenever the scanner reads a chunk, decode reads
@@ -85,7 +86,7 @@ func (s *scanner) response(data []byte, resp *response) bool {
 			resp.UsageMetadata = &s.usage
 			return s.object(usageFields, func(field int) bool {
 				u := &s.usage
-				return s.count([...]*int64{&u.PromptTokenCount, &u.CachedContentTokenCount, &u.CandidatesTokenCount,
+				return s.count([...]*count{&u.PromptTokenCount, &u.CachedContentTokenCount, &u.CandidatesTokenCount,
 					&u.ToolUsePromptTokenCount, &u.ThoughtsTokenCount, &u.TotalTokenCount}[field])
 			})
 		case 3:
@@ -347,12 +348,22 @@ var knownReasons = []string{"STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "BLOCK
 	"SPII", "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION", "OTHER", "LANGUAGE",
 	"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "FINISH_REASON_UNSPECIFIED"}
 
-// count reads a token count into dst, or null.
-func (s *scanner) count(dst *int64) bool {
+// count reads a token count into dst, or null (which leaves dst as it
+// is). The common case, a plain integer, is read in place; any other value
+// goes to countOf, as encoding/json's decoding of a count does.
+func (s *scanner) count(dst *count) bool {
 	if s.l.Lit("null") {
 		return true
 	}
-	n, ok := s.l.Int()
-	*dst = n
-	return ok
+	start := s.l.Pos()
+	if n, ok := s.l.Int(); ok && n >= 0 {
+		*dst = count(n)
+		return true
+	}
+	s.l = jsonscan.NewAt(s.data, start)
+	if !s.l.Skip() {
+		return false
+	}
+	*dst = countOf(s.data[start:s.l.Pos()])
+	return true
 }

@@ -44,6 +44,31 @@ var scanSeeds = []string{
 	`{"candidates":[{"content":{"parts":[{"text":"a","text":"b"}]}}]}`, `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","Name":"g"}}]}}]}`,
 	`{"candidates":[1]}`, `{"candidates":{}}`, `{"candidates":[{"content":{"parts":[1]}}]}`, `{"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`,
 	`{"candidates":[]} x`, `{"candidates":[],}`, `{"a":1}{}`, `{"responseId":"\x", "candidates":[]}`,
+	lenientCounts, `{"usageMetadata":{"promptTokenCount":"1\u0031","candidatesTokenCount":-5,"totalTokenCount":1.5}}`,
+	`{"usageMetadata":{"promptTokenCount":"abc","candidatesTokenCount":9223372036854775808,"thoughtsTokenCount":[1],"totalTokenCount":{"a":1}}}`,
+	`{"usageMetadata":{"promptTokenCount":true,"candidatesTokenCount":1e999999999,"thoughtsTokenCount":0e999,"toolUsePromptTokenCount":"\xff"}}`,
+	`{"usageMetadata":{"promptTokenCount":-,"candidatesTokenCount":1}}`, `{"usageMetadata":{"promptTokenCount":"1}}`,
+}
+
+// lenientCounts has a count in every form proto3 JSON allows for an int32.
+const lenientCounts = `{"usageMetadata":{"promptTokenCount":"11","cachedContentTokenCount":1.0,"candidatesTokenCount":1.5e2,` +
+	`"toolUsePromptTokenCount":"2e0","thoughtsTokenCount":7,"totalTokenCount":9223372036854775807}}`
+
+// TestScanLenientCounts checks that the scanner itself reads counts
+// written as strings, in exponent form or as integral fractions, as
+// decode does.
+func TestScanLenientCounts(t *testing.T) {
+	var s scanner
+	if !checkScan(t, &s, []byte(lenientCounts)) {
+		t.Fatal("not scanned")
+	}
+	var r response
+	s.response([]byte(lenientCounts), &r)
+	want := usageMetadata{PromptTokenCount: 11, CachedContentTokenCount: 1, CandidatesTokenCount: 150,
+		ToolUsePromptTokenCount: 2, ThoughtsTokenCount: 7, TotalTokenCount: 9223372036854775807}
+	if r.UsageMetadata == nil || *r.UsageMetadata != want {
+		t.Errorf("scanned %s", dump(&r))
+	}
 }
 
 // FuzzScan checks the scanner against encoding/json: whenever it reads a

@@ -19,7 +19,11 @@ const maxRaw = 32 << 10
 //   - usageMetadata (on every chunk, cumulative) replaces r.Usage as a whole,
 //     normalized as described in the package documentation; r.Reported is
 //     set by any usageMetadata, and r.Final by usageMetadata on a chunk whose
-//     candidate has a finishReason, or on a later chunk. A prompt blocked
+//     candidate has a finishReason, or on a later chunk. Counts are read
+//     leniently (see count); a usageMetadata with a billed count that still
+//     cannot be read ("abc", 1.5, -3) is ignored, as if the chunk had none:
+//     it neither replaces the last report nor makes it final, so such a
+//     stream resolves as partial, or estimated. A prompt blocked
 //     outright (promptFeedback.blockReason, no candidates) counts as
 //     finished, with finish reason "content_filter".
 //   - finishReason sets r.FinishReason (see finishReason); modelVersion sets
@@ -156,9 +160,11 @@ func (t *Tap) observe(resp *response, r *tap.Report) {
 		}
 	}
 	if u := resp.UsageMetadata; u != nil {
-		r.SetUsage(u.meter())
-		r.Final = r.Final || t.finished
 		r.Cumulative = true // a later chunk's usageMetadata replaces this one
+		if u.readable() {
+			r.SetUsage(u.meter())
+			r.Final = r.Final || t.finished
+		}
 	}
 	if desc, _ := errorOf(resp.Error); desc != "" {
 		r.Error, r.FinishReason = desc, "error"

@@ -103,9 +103,15 @@ func TestTap(t *testing.T) {
 		{"unknown finish reason",
 			"data: {" + fin + `"MALFORMED_FUNCTION_CALL"}],"usageMetadata":{"promptTokenCount":1}}` + "\n\n",
 			usage.Tokens{PromptTokens: 1}, true, true, "stop", ""},
-		{"negative counts are zero",
-			"data: {" + fin + `"STOP"}],"usageMetadata":{"promptTokenCount":-1,"candidatesTokenCount":-5,"thoughtsTokenCount":9223372036854775807,"toolUsePromptTokenCount":3}}` + "\n\n",
+		{"sums saturate",
+			"data: {" + fin + `"STOP"}],"usageMetadata":{"promptTokenCount":0,"candidatesTokenCount":5,"thoughtsTokenCount":9223372036854775807,"toolUsePromptTokenCount":3}}` + "\n\n",
 			usage.Tokens{PromptTokens: 3, CompletionTokens: 9223372036854775807, ReasoningTokens: 9223372036854775807}, true, true, "stop", ""},
+		{"counts as proto3 JSON may write them: strings, exponents, integral fractions",
+			"data: {" + fin + `"STOP"}],"usageMetadata":{"promptTokenCount":"11","cachedContentTokenCount":"1e1","candidatesTokenCount":1.5e2,"thoughtsTokenCount":20.0,"toolUsePromptTokenCount":-0,"totalTokenCount":"x"}}` + "\n\n",
+			usage.Tokens{PromptTokens: 11, CachedTokens: 10, CompletionTokens: 170, ReasoningTokens: 20}, true, true, "stop", ""},
+		{"a negative count is no report",
+			"data: {" + fin + `"STOP"}],"usageMetadata":{"promptTokenCount":-1,"candidatesTokenCount":5}}` + "\n\n",
+			usage.Tokens{}, false, false, "stop", ""},
 		{"error data frame",
 			"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}]}\n\n" +
 				`data: {"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}` + "\n\n",
@@ -137,6 +143,14 @@ func TestTap(t *testing.T) {
 		{"garbage and [DONE] are ignored",
 			"data: not json\n\ndata: [DONE]\n\n: keep-alive\n\nevent: ping\ndata: {\"usageMetadata\":\"wrong type\",\"modelVersion\":\"m\"}\n\n",
 			usage.Tokens{}, false, false, "", ""},
+	}
+	for _, bad := range []string{`1.5`, `"abc"`, `"1.5"`, `-3`, `"-3"`, `" 4"`, `9223372036854775808`, `1e19`, `true`, `{}`, `[1]`} {
+		tt := tests[0]
+		tt.name = "unreadable count " + bad + " is no report: the last one stands, not final"
+		tt.stream = "data: {\"usageMetadata\":{\"promptTokenCount\":4,\"candidatesTokenCount\":1}}\n\n" +
+			"data: {" + fin + `"STOP"}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":` + bad + `}}` + "\n\n"
+		tt.want, tt.reported, tt.final, tt.finish, tt.err = usage.Tokens{PromptTokens: 4, CompletionTokens: 1}, true, false, "stop", ""
+		tests = append(tests, tt)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
