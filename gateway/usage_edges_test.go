@@ -365,6 +365,52 @@ func TestAnthropicNativeFramingByteForByte(t *testing.T) {
 	}
 }
 
+// TestAnthropicUnreadableFinalUsageIsNotUpstream: Anthropic's
+// message_delta usage is cumulative and overrides message_start's
+// (output_tokens 1 there). Integral floats are read as integers, and a
+// field of the wrong type elsewhere in message_delta does not lose its
+// usage; but a final report that cannot be read (a negative or fractional
+// count, a usage that is not an object) is not the provider's figure: the
+// stream resolves as partial, its streamed output estimated, never as
+// message_start's placeholder billed "upstream".
+func TestAnthropicUnreadableFinalUsageIsNotUpstream(t *testing.T) {
+	for name, c := range map[string]struct {
+		delta  string
+		source usage.Source
+	}{
+		"negative":            {`"delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":-150}`, usage.SourcePartial},
+		"fractional":          {`"delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":150.5}`, usage.SourcePartial},
+		"not an object":       {`"delta":{"stop_reason":"end_turn"},"usage":[150]`, usage.SourcePartial},
+		"integral float":      {`"delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":150.0}`, usage.SourceUpstream},
+		"float elsewhere":     {`"index":0.5,"delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":150}`, usage.SourceUpstream},
+		"wrong type in delta": {`"delta":{"stop_reason":1},"usage":{"output_tokens":"150"}`, usage.SourceUpstream},
+	} {
+		t.Run(name, func(t *testing.T) {
+			body := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude\",\"content\":[],\"usage\":{\"input_tokens\":20,\"output_tokens\":1}}}\n\n" +
+				"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"" + streamedAnswer + "\"}}\n\n" +
+				"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+				"event: message_delta\ndata: {\"type\":\"message_delta\"," + c.delta + "}\n\n" +
+				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+			up := jsonUpstream(t, "text/event-stream", body)
+			st := oneProviderStack(t, "anthropic", up.URL)
+			for _, path := range []string{"native", "chat"} {
+				var e usage.Event
+				if path == "native" {
+					e, _ = doRequest(t, st, "/anthropic/v1/messages", `{"model":"m","max_tokens":1000,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+				} else {
+					e, _ = doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+				}
+				if e.UsageSource != c.source || e.Usage.PromptTokens != 20 || e.Usage.CompletionTokens < 100 ||
+					c.source == usage.SourceUpstream && e.Usage.CompletionTokens != 150 {
+					t.Errorf("%s: billed %+v as %q for message_delta {%s}; want prompt 20, ~150 completion, %q",
+						path, e.Usage, e.UsageSource, c.delta, c.source)
+				}
+			}
+		})
+	}
+}
+
 // TestTokenArrayInputIsEstimated: OpenAI's embeddings (and legacy
 // completions) take input as arrays of token ids. When the upstream reports
 // no usage the gateway estimates the input from its text, and a token

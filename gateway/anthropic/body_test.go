@@ -69,8 +69,14 @@ func TestBodyEdges(t *testing.T) {
 	if _, err := (Chat{}).Body([]byte(`[`), "c", "m", 1, &r); err == nil || r.Error != "" {
 		t.Errorf("invalid body: err %v, report error %q", err, r.Error)
 	}
-	if err := BodyUsage([]byte(`{"usage":{"input_tokens":"x"}}`), &r); err == nil || r.Reported {
-		t.Errorf("BodyUsage accepted a malformed usage: %v", err)
+	r = tap.Report{}
+	if err := BodyUsage([]byte(`{"usage":{"input_tokens":"x"},"content":[{"type":"text","text":"hi"}]}`), &r); err != nil || r.Reported || r.Final || r.Output.String() != "hi" {
+		t.Errorf("BodyUsage took an unreadable usage as reported (%v, %v) or failed: %v", r.Reported, r.Final, err)
+	}
+	r = tap.Report{}
+	if err := BodyUsage([]byte(`{"usage":{"input_tokens":"12","output_tokens":3.0}}`), &r); err != nil || !r.Final ||
+		r.Usage != (usage.Tokens{PromptTokens: 12, CompletionTokens: 3}) {
+		t.Errorf("BodyUsage read %+v (final %v, %v) from lenient counts", r.Usage, r.Final, err)
 	}
 }
 

@@ -20,6 +20,7 @@ package anthropic
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 
@@ -32,11 +33,15 @@ import (
 // with "stream": true sends it, event by event (see Event). The zero value
 // is ready; a Tap serves one stream and is not safe for concurrent use.
 type Tap struct {
-	top   counts // the latest figure of every top-level usage field
+	top   counts // the latest readable figure of every top-level usage field
 	iter  counts // the sum over usage.iterations[], when one was sent
 	hasIt bool
-	ev    wireEvent // the event being decoded, reused
-	buf   []byte    // fastDelta's scratch space
+	// unread has a bit set for each figure (see the field constants) whose
+	// latest report could not be read: a report is the provider's figures
+	// only while it is 0.
+	unread uint8
+	ev     wireEvent // the event being decoded, reused
+	buf    []byte    // fastDelta's scratch space
 }
 
 // counts are Anthropic's raw usage figures, in tokens (webSearch counts
@@ -44,6 +49,18 @@ type Tap struct {
 type counts struct {
 	input, cacheWrite, cacheRead, output, thinking, webSearch int64
 }
+
+// Bits of Tap.unread: one per top-level figure, and one for iterations[].
+const (
+	fInput = 1 << iota
+	fCacheWrite
+	fCacheRead
+	fOutput
+	fThinking
+	fWebSearch
+	fIterations
+	fTop = fInput | fCacheWrite | fCacheRead | fOutput | fThinking | fWebSearch
+)
 
 // Event taps one upstream SSE event into r (it keeps none of ev's bytes):
 //
@@ -54,6 +71,14 @@ type counts struct {
 //     send only output_tokens); it sets Final (a message_delta without
 //     usage, which Anthropic never sends, does not). delta.stop_reason becomes
 //     r.FinishReason (see finishReason).
+//   - Counts are read leniently (see count). A figure that still cannot be
+//     read (negative, fractional, a string of letters, a usage that is not
+//     an object) keeps its last readable value, but the report is not the
+//     provider's until a later report carries that figure readably:
+//     message_start does not set Reported and message_delta does not set
+//     Final, so such a stream resolves as partial (its output estimated)
+//     or estimated. A field of the wrong type elsewhere in message_start or
+//     message_delta is skipped without losing the usage the event carries.
 //   - error (the SSE event type or the data's "type"): r.Error is set, and
 //     r.FinishReason becomes "error" unless a stop reason arrived. It may
 //     come before any message_start.
@@ -81,7 +106,7 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 	}
 	t.ev = wireEvent{}
 	e := &t.ev
-	if json.Unmarshal(ev.Data, e) != nil {
+	if !decodeEvent(ev.Data, e) {
 		// Malformed or of an unexpected shape: skipped, unless it says it is
 		// an error.
 		var head struct{ Type string }
@@ -106,7 +131,9 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 			}
 			if m.Usage != nil {
 				t.merge(m.Usage, r)
-				r.SetUsage(r.Usage)
+				if t.unread == 0 {
+					r.SetUsage(r.Usage)
+				}
 			}
 		}
 	case "message_delta":
@@ -115,7 +142,9 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 		}
 		if e.Usage != nil {
 			t.merge(e.Usage, r)
-			r.Reported, r.Final = true, true
+			if t.unread == 0 {
+				r.Reported, r.Final = true, true
+			}
 		}
 	case "message_stop":
 		r.Ended = true
@@ -135,25 +164,38 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 	return e, false
 }
 
-// merge lays u over the figures seen so far and renormalizes r.Usage.
+// merge lays u over the figures seen so far and renormalizes r.Usage from
+// the readable ones; t.unread says which figures u left unknown.
 func (t *Tap) merge(u *wireUsage, r *tap.Report) {
-	set(&t.top.input, u.InputTokens)
-	set(&t.top.cacheWrite, u.CacheCreationInputTokens)
-	set(&t.top.cacheRead, u.CacheReadInputTokens)
-	set(&t.top.output, u.OutputTokens)
+	if u.garbled {
+		t.unread |= fTop
+		return
+	}
+	t.set(fInput, &t.top.input, u.InputTokens)
+	t.set(fCacheWrite, &t.top.cacheWrite, u.CacheCreationInputTokens)
+	t.set(fCacheRead, &t.top.cacheRead, u.CacheReadInputTokens)
+	t.set(fOutput, &t.top.output, u.OutputTokens)
 	if d := u.OutputTokensDetails; d != nil {
-		set(&t.top.thinking, d.ThinkingTokens)
+		t.set(fThinking, &t.top.thinking, d.ThinkingTokens)
 	}
 	if s := u.ServerToolUse; s != nil {
-		set(&t.top.webSearch, s.WebSearchRequests)
+		t.set(fWebSearch, &t.top.webSearch, s.WebSearchRequests)
 	}
 	if len(u.Iterations) > 0 {
-		t.iter, t.hasIt = counts{}, true
+		var sum counts
+		ok := true
 		for _, it := range u.Iterations {
-			t.iter.input = add(t.iter.input, it.InputTokens)
-			t.iter.cacheWrite = add(t.iter.cacheWrite, it.CacheCreationInputTokens)
-			t.iter.cacheRead = add(t.iter.cacheRead, it.CacheReadInputTokens)
-			t.iter.output = add(t.iter.output, it.OutputTokens)
+			ok = ok && it.InputTokens >= 0 && it.CacheCreationInputTokens >= 0 && it.CacheReadInputTokens >= 0 && it.OutputTokens >= 0
+			sum.input = add(sum.input, int64(it.InputTokens))
+			sum.cacheWrite = add(sum.cacheWrite, int64(it.CacheCreationInputTokens))
+			sum.cacheRead = add(sum.cacheRead, int64(it.CacheReadInputTokens))
+			sum.output = add(sum.output, int64(it.OutputTokens))
+		}
+		if ok {
+			t.iter, t.hasIt = sum, true
+			t.unread &^= fIterations
+		} else {
+			t.unread |= fIterations
 		}
 	}
 	r.Usage = t.normalized()
@@ -181,11 +223,16 @@ func (t *Tap) normalized() usage.Tokens {
 	}
 }
 
-// set overrides *dst with v when the field was sent. A negative figure is
-// malformed and ignored (the ledger refuses negative counts).
-func set(dst *int64, v *int64) {
-	if v != nil && *v >= 0 {
-		*dst = *v
+// set overrides *dst with v when the field was sent and could be read,
+// and records in t.unread whether it could.
+func (t *Tap) set(field uint8, dst *int64, v *count) {
+	switch {
+	case v == nil: // not sent: the earlier figure stands, known or not
+	case *v < 0:
+		t.unread |= field
+	default:
+		*dst = int64(*v)
+		t.unread &^= field
 	}
 }
 
@@ -232,9 +279,11 @@ func finishReason(stop string) string {
 
 // BodyUsage taps the usage of a whole non-streamed Messages response into r:
 // the same rules as a stream's message_delta, with Reported and Final set
-// when the response has usage. An error body ({"type":"error",...}) sets
-// r.Error. The text, thinking and tool calls go to r.AddOutput. It returns
-// an error, and leaves r alone, when body is not a JSON object of that shape.
+// when the response has usage that could be read (else it is estimated).
+// An error body ({"type":"error",...}) sets r.Error. The text, thinking
+// and tool calls go to r.AddOutput. A field of the wrong type is skipped,
+// as in a stream's message_delta. It returns an error, and leaves r alone,
+// when body is not a JSON object.
 func BodyUsage(body []byte, r *tap.Report) error {
 	_, err := bodyUsage(body, r)
 	return err
@@ -244,7 +293,17 @@ func BodyUsage(body []byte, r *tap.Report) error {
 func bodyUsage(body []byte, r *tap.Report) (*wireMessage, error) {
 	m := new(wireMessage)
 	if err := json.Unmarshal(body, m); err != nil {
-		return nil, fmt.Errorf("anthropic response: %w", err)
+		// A field of the wrong type in a response object is skipped, the
+		// rest kept (see decodeEvent); anything else is no response.
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) || kindOf(body) != '{' {
+			return nil, fmt.Errorf("anthropic response: %w", err)
+		}
+		var probe struct {
+			Usage json.RawMessage `json:"usage"`
+		}
+		_ = json.Unmarshal(body, &probe)
+		m.Usage = recheckUsage(probe.Usage, m.Usage)
 	}
 	if m.Type == "error" || m.Error != nil {
 		typ, msg := m.Error.info()
@@ -260,7 +319,9 @@ func bodyUsage(body []byte, r *tap.Report) (*wireMessage, error) {
 	if m.Usage != nil {
 		var t Tap
 		t.merge(m.Usage, r)
-		r.Reported, r.Final = true, true
+		if t.unread == 0 {
+			r.Reported, r.Final = true, true
+		}
 	}
 	for _, b := range m.Content {
 		switch b.Type {
@@ -274,4 +335,37 @@ func bodyUsage(body []byte, r *tap.Report) (*wireMessage, error) {
 		}
 	}
 	return m, nil
+}
+
+// decodeEvent decodes one event's data into e, which must be zero, and
+// reports whether it could. encoding/json checks the syntax of the whole
+// value first and skips a field of the wrong type (a float index, a
+// number for a string) but still decodes the rest: the usage of
+// message_start and message_delta is kept then (see recheckUsage), as
+// losing it would bill message_start's placeholder output (or nothing) as
+// final. Other events with a field of the wrong type are dropped, as
+// before.
+func decodeEvent(data []byte, e *wireEvent) bool {
+	err := json.Unmarshal(data, e)
+	if err == nil {
+		return true
+	}
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || e.Type != "message_start" && e.Type != "message_delta" {
+		*e = wireEvent{}
+		return false
+	}
+	var probe struct {
+		Usage   json.RawMessage `json:"usage"`
+		Message struct {
+			Usage json.RawMessage `json:"usage"`
+		} `json:"message"`
+	}
+	_ = json.Unmarshal(data, &probe) // a type error here too leaves the raw values decoded
+	if e.Type == "message_delta" {
+		e.Usage = recheckUsage(probe.Usage, e.Usage)
+	} else if e.Message != nil {
+		e.Message.Usage = recheckUsage(probe.Message.Usage, e.Message.Usage)
+	}
+	return true
 }

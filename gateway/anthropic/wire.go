@@ -99,27 +99,107 @@ func (d *wireDelta) output() string {
 
 // wireUsage is the usage object of message_start, message_delta and a
 // whole response. A nil field was not sent: the earlier figure stands.
+// Counts are read leniently and never fail the decoding (see count). A
+// usage, or an object in it, of the wrong type does (encoding/json skips
+// it): see recheck, which marks what could not be read.
 type wireUsage struct {
-	InputTokens              *int64 `json:"input_tokens"`
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	OutputTokensDetails      *struct {
-		ThinkingTokens *int64 `json:"thinking_tokens"`
-	} `json:"output_tokens_details"`
-	ServerToolUse *struct {
-		WebSearchRequests *int64 `json:"web_search_requests"`
-	} `json:"server_tool_use"`
-	Iterations []wireIteration `json:"iterations"`
+	InputTokens              *count          `json:"input_tokens"`
+	CacheCreationInputTokens *count          `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *count          `json:"cache_read_input_tokens"`
+	OutputTokens             *count          `json:"output_tokens"`
+	OutputTokensDetails      *outputDetails  `json:"output_tokens_details"`
+	ServerToolUse            *serverToolUse  `json:"server_tool_use"`
+	Iterations               []wireIteration `json:"iterations"`
+	garbled                  bool            // not an object: nothing in it could be read
+}
+
+// outputDetails is usage.output_tokens_details.
+type outputDetails struct {
+	ThinkingTokens *count `json:"thinking_tokens"`
+}
+
+// serverToolUse is usage.server_tool_use.
+type serverToolUse struct {
+	WebSearchRequests *count `json:"web_search_requests"`
 }
 
 // wireIteration is one billed sampling iteration of usage.iterations[]
-// (server-side compaction): type "compaction" or "message".
+// (server-side compaction): type "compaction" or "message". A count that
+// is absent or null is 0.
 type wireIteration struct {
-	InputTokens              int64 `json:"input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
+	InputTokens              count `json:"input_tokens"`
+	CacheCreationInputTokens count `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     count `json:"cache_read_input_tokens"`
+	OutputTokens             count `json:"output_tokens"`
+}
+
+// recheckUsage is called when decoding the event or response whose usage
+// is raw met a value of the wrong type somewhere (rarely: it decodes raw
+// again). It marks in u, which encoding/json decoded from raw, what was
+// skipped: a usage that is not an object is garbled, an
+// output_tokens_details or server_tool_use that is not an object leaves
+// its count unreadable, and so does an iterations that is not an array of
+// objects. u may be nil (none decoded, or none sent); recheckUsage returns
+// the usage to use.
+func recheckUsage(raw json.RawMessage, u *wireUsage) *wireUsage {
+	switch kindOf(raw) {
+	case 0, 'n':
+		return u
+	case '{':
+	default:
+		return &wireUsage{garbled: true}
+	}
+	if u == nil {
+		u = new(wireUsage)
+	}
+	var in struct {
+		OutputTokensDetails json.RawMessage `json:"output_tokens_details"`
+		ServerToolUse       json.RawMessage `json:"server_tool_use"`
+		Iterations          json.RawMessage `json:"iterations"`
+	}
+	_ = json.Unmarshal(raw, &in)
+	if k := kindOf(in.OutputTokensDetails); k != 0 && k != 'n' && k != '{' {
+		u.OutputTokensDetails = &outputDetails{ThinkingTokens: unreadable()}
+	}
+	if k := kindOf(in.ServerToolUse); k != 0 && k != 'n' && k != '{' {
+		u.ServerToolUse = &serverToolUse{WebSearchRequests: unreadable()}
+	}
+	if k := kindOf(in.Iterations); k != 0 && k != 'n' {
+		var elems []json.RawMessage
+		ok := k == '[' && json.Unmarshal(in.Iterations, &elems) == nil
+		for _, e := range elems {
+			ok = ok && (kindOf(e) == '{' || kindOf(e) == 'n')
+		}
+		if !ok {
+			u.Iterations = []wireIteration{{InputTokens: -1}}
+		}
+	}
+	return u
+}
+
+// count is a token (or request) count of a usage object, read by
+// tap.ParseCount: an integral number however written (150, 150.0, 1.5e2)
+// or a string holding one. Any other value, including a negative or
+// fractional number, is unreadable, held as -1. Null is absent (a nil
+// *count), or 0 in an iteration.
+type count int64
+
+func (c *count) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	n, ok := tap.ParseCount(b)
+	if !ok {
+		n = -1
+	}
+	*c = count(n)
+	return nil
+}
+
+// unreadable returns a new unreadable count.
+func unreadable() *count {
+	c := count(-1)
+	return &c
 }
 
 // wireError is the error object of an error event or error response, such
