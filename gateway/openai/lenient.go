@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"strconv"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // ParseChunkLenient reads a chunk that ParseChunk refuses for the type of
@@ -172,23 +173,14 @@ func isCountField(k string) bool {
 	return false
 }
 
-// count reads v (a JSON number, or a string holding one) as a whole
-// number of 0 or more within int64.
+// count reads v (a JSON number, or a string holding one) as a count, as
+// tap.ParseCount does.
 func count(v any) (int64, bool) {
-	var s string
 	switch v := v.(type) {
 	case json.Number:
-		s = string(v)
+		return tap.ParseCount([]byte(v))
 	case string:
-		s = strings.TrimSpace(v)
+		return tap.ParseCount([]byte(v))
 	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return n, n >= 0
-	}
-	// 11.0, 1.5e2: exact up to 2^53, past which no provider counts.
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f != math.Trunc(f) || f < 0 || f > 1<<53 {
-		return 0, false
-	}
-	return int64(f), true
+	return 0, false
 }
