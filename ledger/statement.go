@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,8 +19,8 @@ import (
 // Rounding rule: every line is exact (1e-12 units and the four decimals of
 // a discount, nothing dropped). Each section's exact total, the sum of its
 // lines, is rounded once, half to even (banker's rounding), to the
-// currency's minor unit (ISO 4217 via golang.org/x/text/currency: USD 2
-// decimals, JPY 0, KWD 3; a code it does not know: 2), and a "rounding"
+// currency's minor unit from ISO 4217 (see MinorUnit: USD 2 decimals,
+// JPY 0, KWD 3, IQD 3, IDR 2; a code it does not know: 2), and a "rounding"
 // line of rounded − exact (never more than half a minor unit either way)
 // closes the section, so that its lines sum exactly to Total.
 type Statement struct {
@@ -97,14 +98,36 @@ const (
 )
 
 // MinorUnit returns the decimals of currency code's minor unit and the
-// rounding increment in minor units (1 for nearly all), by ISO 4217; a
-// code unknown to it gets 2 and 1.
+// rounding increment in minor units (1 for nearly all), by ISO 4217: from
+// isoMinorUnit where golang.org/x/text/currency's standard rounding (CLDR's
+// digits, not ISO's) differs, else from x/text; a code unknown to both gets
+// 2 and 1.
 func MinorUnit(code string) (scale, increment int) {
+	if d, ok := isoMinorUnit[strings.ToUpper(code)]; ok {
+		return d, 1
+	}
 	u, err := currency.ParseISO(code)
 	if err != nil {
 		return 2, 1
 	}
 	return currency.Standard.Rounding(u)
+}
+
+// isoMinorUnit is ISO 4217's minor unit for the current codes where
+// golang.org/x/text/currency's standard rounding disagrees with it (x/text
+// follows CLDR, which gives 0 decimals to currencies whose minor unit is
+// not used in practice, and does not know UYW). Source: ISO 4217 "List
+// one: current currency & funds code list", published by SIX Financial
+// Information (the ISO 4217 maintenance agency), column "Minor unit".
+var isoMinorUnit = map[string]int{
+	// Iraqi Dinar: x/text 0.
+	"IQD": 3,
+	// x/text 0.
+	"AFN": 2, "ALL": 2, "AMD": 2, "COP": 2, "GYD": 2, "IDR": 2, "IRR": 2,
+	"KPW": 2, "LAK": 2, "LBP": 2, "MGA": 2, "MMK": 2, "MNT": 2, "MUR": 2,
+	"PKR": 2, "RSD": 2, "SOS": 2, "SYP": 2, "TZS": 2, "UZS": 2, "YER": 2,
+	// Unidad Previsional (Uruguay): unknown to x/text.
+	"UYW": 4,
 }
 
 // RoundMinor rounds an exact amount half to even to the minor unit of

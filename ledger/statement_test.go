@@ -140,6 +140,28 @@ func TestStatementRoundsOnceHalfToEven(t *testing.T) {
 	}
 }
 
+// TestStatementRoundsToTheISO4217MinorUnit: docs/billing.md rounds a
+// statement's total to the currency's minor unit from ISO 4217.
+// golang.org/x/text/currency's standard rounding is CLDR's digits, which
+// differ from ISO 4217 for IQD (ISO 3), IDR, COP, PKR, RSD and others
+// (ISO 2; CLDR 0), and it does not know UYW (ISO 4).
+func TestStatementRoundsToTheISO4217MinorUnit(t *testing.T) {
+	for code, iso := range map[string]int{"IQD": 3, "IDR": 2, "COP": 2, "PKR": 2, "RSD": 2, "UYW": 4,
+		"AFN": 2, "MUR": 2, "TZS": 2, "USD": 2, "JPY": 0, "KWD": 3, "CLF": 4, "iqd": 3} {
+		if got, _ := ledger.MinorUnit(code); got != iso {
+			t.Errorf("MinorUnit(%s) = %d, ISO 4217 minor unit is %d", code, got, iso)
+		}
+	}
+	// A statement in IQD: 0.125 is billed as 0.125, not 0.
+	b := newBilling(t, nil)
+	b.price("iqd-model", "IQD", "0", "0", "0.125")
+	b.write(b.event("iqd-model", jan.Add(time.Hour), usage.Tokens{}))
+	st := b.statement("2026-01")
+	if len(st.Sections) != 1 || st.Sections[0].Total != "0.125" || st.Sections[0].MinorUnit != 3 {
+		t.Errorf("IQD statement: %+v; want total 0.125 at ISO 4217's 3 decimals", st.Sections)
+	}
+}
+
 func TestStatementDiscountEntriesAndBalances(t *testing.T) {
 	b := newBilling(t, nil)
 	b.s.UseClockForTest(func() time.Time { return jan.Add(20 * 24 * time.Hour) })
