@@ -2,12 +2,17 @@ package ledger_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
 	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -257,5 +262,77 @@ func TestOverridesApplyWhateverTheCaseOfTheCustomerID(t *testing.T) {
 		if bp != 5000 {
 			t.Errorf("event with customer_id %q: discount_bp = %d, want 5000 (the customer's 50%% discount)", e.CustomerID, bp)
 		}
+	}
+}
+
+// rollupAmounts is a customer's usage_hourly list cost and charge in a
+// currency, in currency units.
+func rollupAmounts(t *testing.T, conn *pgx.Conn, customer, currency string) (list, charge decimal.Decimal) {
+	t.Helper()
+	var l, c string
+	if err := conn.QueryRow(context.Background(), `SELECT (coalesce(sum(cost_e12), 0) / 1e12)::text,
+		(coalesce(sum(charge_e12), 0) / 1e12)::text FROM usage_hourly WHERE customer_id = $1 AND currency = $2`,
+		customer, currency).Scan(&l, &c); err != nil {
+		t.Fatal(err)
+	}
+	return dec(t, l), dec(t, c)
+}
+
+// TestRerateMovesTheRollupsListCost: re-rating a priced event moves
+// usage_hourly.cost_e12 (the list cost the Billing dashboard's "Top
+// customers" panel shows) by the list cost's difference, as well as
+// charge_e12, even when the charge does not move (a 100% discount); and
+// reconciliation compares the rollups' list cost with the events' (as
+// first rated) plus their rerate entries'. (Found by a review: after a
+// price correction, the rollup said list 10, charge 1, with no discount,
+// and reconciliation did not look.)
+func TestRerateMovesTheRollupsListCost(t *testing.T) {
+	s, url := ledgertest.NewStoreURL(t)
+	ctx := context.Background()
+	b, free := newBilling(t, s), newBilling(t, s)
+	if _, err := s.CreateOverride(ctx, free.c.ID, ledger.OverrideInput{DiscountPercent: "100", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	b.price("m", "USD", "0", "10", "") // 10 per million output tokens, from January
+	b.write(b.event("m", jan.Add(20*24*time.Hour), usage.Tokens{CompletionTokens: 1_000_000}))
+	free.write(free.event("m", jan.Add(20*24*time.Hour), usage.Tokens{CompletionTokens: 1_000_000}))
+	// The book was wrong from the 10th: 1, not 10.
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "0", Output: "1",
+		EffectiveFrom: jan.Add(9 * 24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Rerate(ctx, jan, feb, nil)
+	if err != nil || res.Adjusted != 2 {
+		t.Fatalf("Rerate = %+v, %v; want both events adjusted (the free one's list cost moves)", res, err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, c := range []struct {
+		who          *billing
+		list, charge string
+	}{{b, "1", "1"}, {free, "1", "0"}} {
+		list, charge := rollupAmounts(t, conn, c.who.c.ID, "USD")
+		if !list.Equal(dec(t, c.list)) || !charge.Equal(dec(t, c.charge)) {
+			t.Errorf("usage_hourly of %s after re-rating: list cost %s, charge %s; want %s, %s",
+				c.who.c.Name, list, charge, c.list, c.charge)
+		}
+	}
+	if again, err := s.Rerate(ctx, jan, feb, nil); err != nil || again.Adjusted != 0 {
+		t.Errorf("re-rating again = %+v, %v; want nothing adjusted", again, err)
+	}
+	rec, err := s.Reconcile(ctx, jan, feb)
+	if err != nil || !rec.Clean {
+		t.Fatalf("reconciliation after re-rating = %+v, %v; want clean", rec, err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE usage_hourly SET cost_e12 = cost_e12 * 1000 WHERE customer_id = $1`, b.c.ID); err != nil {
+		t.Fatal(err)
+	}
+	rec, err = s.Reconcile(ctx, jan, feb)
+	if err != nil || rec.Clean || rec.RollupMismatchCount != 1 || !slices.Equal(rec.RollupMismatches[0].Fields, []string{"list_cost"}) ||
+		rec.RollupMismatches[0].Events.ListCost != "1" || rec.RollupMismatches[0].Rollup.ListCost != "1000" {
+		t.Errorf("reconciliation with usage_hourly.cost_e12 × 1000 = %+v, %v; want one list_cost mismatch, 1 against 1000", rec, err)
 	}
 }

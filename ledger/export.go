@@ -25,11 +25,13 @@ import (
 //   - list_cost (before discount) and charge = list_cost × (10000 −
 //     discount_bp) / 10000, as first rated: the event. (An event's cost,
 //     what the customer is charged for it, is its charge less the amounts
-//     of its rerate entries.)
+//     of its rerate entries.) A rerate entry's list_cost is the change it
+//     made to its event's list cost.
 //
 // Money (list_cost, charge, amount) is an exact decimal string in currency
 // units, never rounded. A period's charges are the sum of its events'
-// charges less the sum of its rerate entries' amounts. A text cell (model,
+// charges less the sum of its rerate entries' amounts; its list cost, the
+// sum of the events' and the rerate entries' list_cost. A text cell (model,
 // memo, …) that starts with = + - @, tab or carriage return is prefixed
 // with ' (see csvText).
 var ExportColumns = []string{"record", "time", "event_id", "entry_id", "customer_id", "key_id", "model",
@@ -52,7 +54,7 @@ const exportCopy = `COPY (
   UNION ALL
   SELECT 'entry', to_char(l.effective_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), l.event_id,
     l.id, l.customer_id, l.key_id, %[8]s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    l.price_id, NULL, NULL, %[9]s, NULL, NULL, NULL, %[10]s,
+    l.price_id, NULL, NULL, %[9]s, trim_scale(l.cost_e12 * 0.000000000001)::text, NULL, NULL, %[10]s,
     trim_scale(l.amount_e12 * 0.000000000001)::text, %[11]s, l.reverses
   FROM ledger_entries l WHERE l.effective_at >= %[1]s AND l.effective_at < %[2]s
 ) TO STDOUT WITH (FORMAT csv, HEADER)`

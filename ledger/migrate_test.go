@@ -2,8 +2,11 @@ package ledger_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
@@ -62,4 +65,73 @@ func TestMigrationsUpAndDown(t *testing.T) {
 	if err := s.ExecForTest(ctx, `SELECT 1 FROM customers`); err == nil {
 		t.Fatal("tables remain after migrating down to 0")
 	}
+}
+
+// TestMigrationGivesEarlierRerateEntriesAListCost: rerate entries made
+// before migration 7 carry no list-cost change, and the rollups they
+// touched kept a stale list cost (re-rating a priced event did not move
+// it). The migration gives them what can be known (the entry that first
+// priced an event: its charge; the others: 0) and recomputes those rollup
+// rows, so that reconciliation, which now compares list costs, is clean;
+// re-rating again then brings the list costs to the price book.
+func TestMigrationGivesEarlierRerateEntriesAListCost(t *testing.T) {
+	s, url := ledgertest.NewStoreURL(t)
+	ctx := context.Background()
+	b, d := newBilling(t, s), newBilling(t, s)
+	if _, err := s.CreateOverride(ctx, d.c.ID, ledger.OverrideInput{DiscountPercent: "50", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	at, million := jan.Add(20*24*time.Hour), usage.Tokens{CompletionTokens: 1_000_000}
+	b.price("m", "USD", "0", "10", "")
+	b.write(b.event("m", at, million), b.event("u", at, million)) // u: unpriced
+	d.write(d.event("u", at, million))
+	b.price("u", "USD", "0", "4", "")
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "0", Output: "1",
+		EffectiveFrom: jan.Add(9 * 24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Rerate(ctx, jan, feb, nil); err != nil {
+		t.Fatal(err)
+	}
+	// As the ledger stood before migration 7: no list-cost change on the
+	// entries, and the re-rated priced event's list cost stale (10, not 1).
+	if err := s.MigrateDown(ctx, 6); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE usage_hourly SET cost_e12 = 10e12 WHERE model = 'm'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	listCosts := func(when string, want map[string]string) {
+		t.Helper()
+		for who, w := range want {
+			c, model, _ := strings.Cut(who, "/")
+			id := map[string]string{"b": b.c.ID, "d": d.c.ID}[c]
+			var list string
+			if err := conn.QueryRow(ctx, `SELECT (sum(cost_e12) / 1e12)::text FROM usage_hourly
+				WHERE customer_id = $1 AND model = $2 AND currency = 'USD'`, id, model).Scan(&list); err != nil {
+				t.Fatal(err)
+			}
+			if !dec(t, list).Equal(dec(t, w)) {
+				t.Errorf("%s: list cost of %s %s, want %s", when, who, list, w)
+			}
+		}
+		if rec, err := s.Reconcile(ctx, jan, feb); err != nil || !rec.Clean {
+			t.Errorf("%s: reconciliation %+v, %v; want clean", when, rec, err)
+		}
+	}
+	// Undiscounted, first priced: exact; discounted, first priced: its
+	// charge; re-rated when priced: as it was.
+	listCosts("after the migration", map[string]string{"b/m": "10", "b/u": "4", "d/u": "2"})
+	if res, err := s.Rerate(ctx, jan, feb, nil); err != nil || res.Adjusted != 2 {
+		t.Errorf("re-rating after the migration = %+v, %v; want the two list costs corrected", res, err)
+	}
+	listCosts("re-rated after the migration", map[string]string{"b/m": "1", "b/u": "4", "d/u": "4"})
 }

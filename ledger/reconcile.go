@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
 )
 
 // Reconciliation is what Reconcile found. Clean is true when the ledger
@@ -63,8 +64,9 @@ type RollupMismatch struct {
 	Rollup     RollupFigures `json:"rollup"`
 }
 
-// RollupFigures are a rollup row's counts and its charge (after discounts
-// and re-rating), a decimal string in currency units; zero when absent.
+// RollupFigures are a rollup row's counts, its list cost (before
+// discounts) and its charge (after discounts), both after re-rating and
+// decimal strings in currency units; zero when absent.
 type RollupFigures struct {
 	Requests          int64  `json:"requests"`
 	UnpricedRequests  int64  `json:"unpriced_requests"`
@@ -74,6 +76,7 @@ type RollupFigures struct {
 	CompletionTokens  int64  `json:"completion_tokens"`
 	ReasoningTokens   int64  `json:"reasoning_tokens"`
 	WebSearchRequests int64  `json:"web_search_requests"`
+	ListCost          string `json:"list_cost"`
 	Charge            string `json:"charge"`
 }
 
@@ -103,7 +106,7 @@ type UnpricedModel struct {
 // Reconcile checks the ledger over [from, to), widened to whole hours, in
 // one repeatable-read snapshot: the hourly rollups against the events and
 // rerate entries (every rollup row, per customer, hour, key, model and
-// currency: requests, each token class and the charge); the events against
+// currency: requests, each token class, the list cost and the charge); the events against
 // their dedupe keys; the balances against the entries and events (all
 // time); and it counts unpriced events and rejected duplicates. It returns
 // EInvalid when from is not before to. It reads every event in range:
@@ -130,23 +133,29 @@ func (s *Store) Reconcile(ctx context.Context, from, to time.Time) (Reconciliati
 	return rec, nil
 }
 
-// figures lists a rollup's figures in SQL, for side p ("ev" or "ro").
-func figures(p string) string {
+// figures lists a rollup's figures in SQL, for side p ("ev" or "ro"): to
+// compare, or with text, to scan (the amounts as exact text).
+func figures(p string, text bool) string {
 	f := ""
 	for _, c := range []string{"requests", "unpriced_requests", "prompt_tokens", "cached_tokens", "cache_write_tokens",
 		"completion_tokens", "reasoning_tokens", "web_search_requests"} {
 		f += "coalesce(" + p + "." + c + ", 0)::bigint, "
 	}
-	return f + "coalesce(" + p + ".charge_e12, 0)"
+	cast := ""
+	if text {
+		cast = "::text"
+	}
+	return f + "coalesce(" + p + ".cost_e12, 0)" + cast + ", coalesce(" + p + ".charge_e12, 0)" + cast
 }
 
 // checkRollups recomputes each rollup row from the events in range: an
 // event first priced by re-rating counts in its rerate entry's currency,
-// and rerate entries (amount = −Δcharge) move the charge.
+// and its rerate entries move the charge (amount = −Δcharge) and the list
+// cost (cost_e12 = Δlist cost: an event's cost_e12 is as first rated).
 func (rec *Reconciliation) checkRollups(ctx context.Context, tx pgx.Tx) error {
 	rows, err := tx.Query(ctx, `
 		WITH rr AS (
-		  SELECT event_id, max(currency) AS currency, sum(amount_e12) AS amount FROM ledger_entries
+		  SELECT event_id, max(currency) AS currency, sum(amount_e12) AS amount, sum(cost_e12) AS cost FROM ledger_entries
 		  WHERE kind = 'rerate' AND effective_at >= $1 AND effective_at < $2 GROUP BY event_id
 		), ev AS (
 		  SELECT e.customer_id, date_trunc('hour', e.occurred_at) AS hour, e.key_id, e.model,
@@ -155,53 +164,55 @@ func (rec *Reconciliation) checkRollups(ctx context.Context, tx pgx.Tx) error {
 		    sum(e.prompt_tokens) AS prompt_tokens, sum(e.cached_tokens) AS cached_tokens,
 		    sum(e.cache_write_tokens) AS cache_write_tokens, sum(e.completion_tokens) AS completion_tokens,
 		    sum(e.reasoning_tokens) AS reasoning_tokens, sum(e.web_search_requests) AS web_search_requests,
+		    sum(e.cost_e12) + coalesce(sum(rr.cost), 0) AS cost_e12,
 		    sum(e.cost_e12::numeric * (10000 - e.discount_bp)) * 0.0001 - coalesce(sum(rr.amount), 0) AS charge_e12
 		  FROM usage_events e LEFT JOIN rr ON rr.event_id = e.id
 		  WHERE e.occurred_at >= $1 AND e.occurred_at < $2 GROUP BY 1, 2, 3, 4, 5
 		), ro AS (
 		  SELECT * FROM usage_hourly WHERE hour >= $1 AND hour < $2
 		)
-		SELECT customer_id::text, hour, key_id::text, model, currency, `+figures("ev")+`::text, `+figures("ro")+`::text
+		SELECT customer_id::text, hour, key_id::text, model, currency, `+figures("ev", true)+`, `+figures("ro", true)+`
 		FROM ev FULL JOIN ro USING (customer_id, hour, key_id, model, currency)
-		WHERE (`+figures("ev")+`) <> (`+figures("ro")+`)
+		WHERE (`+figures("ev", false)+`) <> (`+figures("ro", false)+`)
 		ORDER BY customer_id, hour, key_id, model, currency`, rec.From, rec.To)
 	if err != nil {
 		return err
 	}
 	var m RollupMismatch
 	var ev, ro RollupFigures
-	var evCharge, roCharge string
+	var evCost, evCharge, roCost, roCharge string
 	dest := append(append([]any{&m.CustomerID, &m.Hour, &m.KeyID, &m.Model, &m.Currency},
-		ev.scanDest(&evCharge)...), ro.scanDest(&roCharge)...)
+		ev.scanDest(&evCost, &evCharge)...), ro.scanDest(&roCost, &roCharge)...)
 	_, err = pgx.ForEachRow(rows, dest, func() error {
 		rec.RollupMismatchCount++
 		if len(rec.RollupMismatches) >= MaxListed {
 			return nil
 		}
-		a, err := e12(evCharge)
-		if err != nil {
-			return err
+		var amounts [4]decimal.Decimal
+		for i, t := range []string{evCost, evCharge, roCost, roCharge} {
+			d, err := e12(t)
+			if err != nil {
+				return err
+			}
+			amounts[i] = d
 		}
-		b, err := e12(roCharge)
-		if err != nil {
-			return err
-		}
-		ev.Charge, ro.Charge = a.String(), b.String()
+		ev.ListCost, ev.Charge, ro.ListCost, ro.Charge = amounts[0].String(), amounts[1].String(), amounts[2].String(), amounts[3].String()
 		mm := m
-		mm.Hour, mm.Events, mm.Rollup, mm.Fields = m.Hour.UTC(), ev, ro, ev.diff(ro, a.Equal(b))
+		mm.Hour, mm.Events, mm.Rollup = m.Hour.UTC(), ev, ro
+		mm.Fields = ev.diff(ro, amounts[0].Equal(amounts[2]), amounts[1].Equal(amounts[3]))
 		rec.RollupMismatches = append(rec.RollupMismatches, mm)
 		return nil
 	})
 	return err
 }
 
-func (f *RollupFigures) scanDest(charge *string) []any {
+func (f *RollupFigures) scanDest(cost, charge *string) []any {
 	return []any{&f.Requests, &f.UnpricedRequests, &f.PromptTokens, &f.CachedTokens, &f.CacheWriteTokens,
-		&f.CompletionTokens, &f.ReasoningTokens, &f.WebSearchRequests, charge}
+		&f.CompletionTokens, &f.ReasoningTokens, &f.WebSearchRequests, cost, charge}
 }
 
 // diff names the figures of f and g that differ.
-func (f RollupFigures) diff(g RollupFigures, sameCharge bool) []string {
+func (f RollupFigures) diff(g RollupFigures, sameListCost, sameCharge bool) []string {
 	var out []string
 	for _, c := range []struct {
 		name string
@@ -214,6 +225,9 @@ func (f RollupFigures) diff(g RollupFigures, sameCharge bool) []string {
 		if c.a != c.b {
 			out = append(out, c.name)
 		}
+	}
+	if !sameListCost {
+		out = append(out, "list_cost")
 	}
 	if !sameCharge {
 		out = append(out, "charge")

@@ -17,7 +17,8 @@ import (
 type RerateResult struct {
 	// Examined is how many events of the period were looked at.
 	Examined int `json:"examined"`
-	// Adjusted is how many got a rerate entry (their charge changed).
+	// Adjusted is how many got a rerate entry (their charge or their list
+	// cost changed).
 	Adjusted int `json:"adjusted"`
 	// Priced is how many of those were unpriced until now.
 	Priced int `json:"priced"`
@@ -36,10 +37,11 @@ const rerateBatch = 2000
 
 // Rerate re-rates the events in [from, to) with the price book and
 // overrides as they are now (after, say, a missing price was added), never
-// changing an event: each event whose charge changes gets a rerate entry
-// with the difference (effective at the event's time, so it lands in the
-// event's period), and the rollups and balances move with it in the same
-// transaction. Re-rating again changes nothing more: it is idempotent,
+// changing an event: each event whose charge or list cost (before
+// discount) changes gets a rerate entry with the differences (amount:
+// minus the charge's, cost_e12: the list cost's; effective at the event's
+// time, so it lands in the event's period), and the rollups (charge_e12
+// and cost_e12) and balances move with it in the same transaction. Re-rating again changes nothing more: it is idempotent,
 // and runs at the same time take their batches in turn.
 // progress, when not nil, is called after each batch.
 func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(RerateResult)) (RerateResult, error) {
@@ -105,6 +107,7 @@ type rerateEvent struct {
 	e        usage.Event
 	currency string          // "" while unpriced
 	charge   decimal.Decimal // e12 units, after discounts and earlier re-ratings
+	cost     decimal.Decimal // list cost, e12 units, after earlier re-ratings
 	unpriced bool            // unpriced when stored and never priced since
 	refunded bool            // refunded in full (RefundEvent)
 }
@@ -115,11 +118,11 @@ func rerateLoad(ctx context.Context, tx pgx.Tx, afterT time.Time, afterID string
 		  e.cache_write_tokens, e.completion_tokens, e.reasoning_tokens, e.web_search_requests,
 		  coalesce(r.currency, e.currency),
 		  (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0))::text,
-		  e.unpriced AND r.currency IS NULL,
+		  (e.cost_e12 + coalesce(r.cost, 0))::text, e.unpriced AND r.currency IS NULL,
 		  EXISTS (SELECT 1 FROM ledger_entries f WHERE f.event_id = e.id AND f.kind = 'refund'
 		    AND NOT EXISTS (SELECT 1 FROM ledger_entries x WHERE x.reverses = f.id))
 		FROM usage_events e
-		LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount FROM ledger_entries
+		LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount, sum(cost_e12) AS cost FROM ledger_entries
 		  WHERE event_id = e.id AND kind = 'rerate') r ON true
 		WHERE (e.occurred_at, e.id) > ($1, $2::uuid) AND e.occurred_at >= $3 AND e.occurred_at < $4
 		ORDER BY e.occurred_at, e.id LIMIT $5`, afterT, afterID, from, to, rerateBatch)
@@ -128,12 +131,16 @@ func rerateLoad(ctx context.Context, tx pgx.Tx, afterT time.Time, afterID string
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (rerateEvent, error) {
 		var r rerateEvent
-		var charge string
+		var charge, cost string
 		u := &r.e.Usage
 		err := row.Scan(&r.e.ID, &r.e.Time, &r.e.CustomerID, &r.e.KeyID, &r.e.Model, &r.e.Status, &u.PromptTokens, &u.CachedTokens,
-			&u.CacheWriteTokens, &u.CompletionTokens, &u.ReasoningTokens, &u.WebSearchRequests, &r.currency, &charge, &r.unpriced, &r.refunded)
+			&u.CacheWriteTokens, &u.CompletionTokens, &u.ReasoningTokens, &u.WebSearchRequests, &r.currency, &charge, &cost,
+			&r.unpriced, &r.refunded)
 		if err == nil {
 			r.charge, err = decimal.NewFromString(charge)
+		}
+		if err == nil {
+			r.cost, err = decimal.NewFromString(cost)
 		}
 		return r, err
 	})
@@ -163,21 +170,27 @@ func rerateOne(ctx context.Context, tx pgx.Tx, p *pricing, ev *rerateEvent, res 
 		return nil
 	}
 	charge := chargeOf(r.CostE12, r.DiscountBP)
-	delta := charge.Sub(ev.charge)
-	if delta.IsZero() && ev.currency != "" {
+	// The list cost moves too (the Billing dashboard's list cost, and
+	// reconciliation, read usage_hourly.cost_e12), even where the charge
+	// does not (a 100% discount).
+	delta, costDelta := charge.Sub(ev.charge), decimal.New(r.CostE12, 0).Sub(ev.cost)
+	if delta.IsZero() && costDelta.IsZero() && ev.currency != "" {
 		return nil
 	}
 	res.Adjusted++
 	hour := ev.e.Time.UTC().Truncate(time.Hour)
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO ledger_entries (customer_id, kind, amount_e12, currency, effective_at, event_id, key_id, model, price_id, memo)
-		VALUES ($1, 'rerate', $2, $3, $4, $5, $6, $7, $8, 're-rated')`,
-		ev.e.CustomerID, delta.Neg().String(), r.Currency, ev.e.Time, ev.e.ID, ev.e.KeyID, ev.e.Model, r.PriceID); err != nil {
+		INSERT INTO ledger_entries (customer_id, kind, amount_e12, cost_e12, currency, effective_at, event_id, key_id, model,
+		  price_id, memo)
+		VALUES ($1, 'rerate', $2, $3, $4, $5, $6, $7, $8, $9, 're-rated')`,
+		ev.e.CustomerID, delta.Neg().String(), costDelta.String(), r.Currency, ev.e.Time, ev.e.ID, ev.e.KeyID, ev.e.Model,
+		r.PriceID); err != nil {
 		return err
 	}
 	if ev.unpriced {
 		// First priced: the event's counts move from the unpriced row to
-		// its currency's row.
+		// its currency's row (an unpriced event's list cost is 0, so
+		// costDelta is r.CostE12).
 		res.Priced++
 		u := ev.e.Usage
 		for _, m := range []struct {
@@ -196,9 +209,9 @@ func rerateOne(ctx context.Context, tx pgx.Tx, p *pricing, ev *rerateEvent, res 
 			}
 		}
 	} else if _, err := tx.Exec(ctx, `
-		UPDATE usage_hourly SET charge_e12 = charge_e12 + $6
+		UPDATE usage_hourly SET charge_e12 = charge_e12 + $6, cost_e12 = cost_e12 + $7
 		WHERE customer_id = $1 AND hour = $2 AND key_id = $3 AND model = $4 AND currency = $5`,
-		ev.e.CustomerID, hour, ev.e.KeyID, ev.e.Model, r.Currency, delta.String()); err != nil {
+		ev.e.CustomerID, hour, ev.e.KeyID, ev.e.Model, r.Currency, delta.String(), costDelta.String()); err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, `
