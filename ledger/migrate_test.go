@@ -95,7 +95,7 @@ func TestMigrationGivesEarlierRerateEntriesAListCost(t *testing.T) {
 	}
 	// As the ledger stood before migration 7: no list-cost change on the
 	// entries, and the re-rated priced event's list cost stale (10, not 1).
-	if err := s.MigrateDown(ctx, 6); err != nil {
+	if _, _, err := s.MigrateDown(ctx, 6); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pgx.Connect(ctx, url)
