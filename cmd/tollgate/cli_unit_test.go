@@ -4,19 +4,23 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+	"github.com/tollgate-dev/tollgate/migrations"
 )
 
 // TestCLIHelp: tollgate --help lists every command, the environment and the
@@ -183,21 +187,28 @@ func TestMigrateDownToNotBelowRollsNothingBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for _, to := range []string{"99", "6"} {
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := len(files)
+	for _, to := range []string{"99", strconv.Itoa(latest)} {
 		logs := run("--down-to", to)
 		if strings.Contains(logs, "migrations rolled back") || !strings.Contains(logs, `"level":"WARN","msg":"nothing rolled back`) ||
-			!strings.Contains(logs, `"version":6,"to_version":`+to) {
-			t.Fatalf("migrate --down-to %s at version 6 logged:\n%s\nwant a warning that nothing was rolled back", to, logs)
+			!strings.Contains(logs, fmt.Sprintf(`"version":%d,"to_version":%s`, latest, to)) {
+			t.Fatalf("migrate --down-to %s at version %d logged:\n%s\nwant a warning that nothing was rolled back", to, latest, logs)
 		}
 		if err := s.CheckMigrated(ctx); err != nil {
 			t.Fatalf("after migrate --down-to %s: %v", to, err)
 		}
 	}
-	if logs := run("--down-to", "4"); !strings.Contains(logs, `"msg":"migrations rolled back","count":2,"from_version":6,"to_version":4`) {
-		t.Fatalf("migrate --down-to 4 at version 6 logged:\n%s", logs)
+	to := latest - 2
+	want := fmt.Sprintf(`"msg":"migrations rolled back","count":2,"from_version":%d,"to_version":%d`, latest, to)
+	if logs := run("--down-to", strconv.Itoa(to)); !strings.Contains(logs, want) {
+		t.Fatalf("migrate --down-to %d at version %d logged:\n%s", to, latest, logs)
 	}
-	if err := s.CheckMigrated(ctx); err == nil || !strings.Contains(err.Error(), "at migration 4") {
-		t.Fatalf("after migrate --down-to 4: %v", err)
+	if err := s.CheckMigrated(ctx); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("at migration %d", to)) {
+		t.Fatalf("after migrate --down-to %d: %v", to, err)
 	}
 }
 
