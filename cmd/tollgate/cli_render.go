@@ -122,12 +122,14 @@ func (c *cli) showReconciliation(r ledger.Reconciliation) {
 }
 
 // rollupFigure is the figure of f that a RollupMismatch's Fields names
-// ("requests", "prompt_tokens", ..., "charge"), "?" for a name it does not know.
+// ("requests", "prompt_tokens", ..., "list_cost", "charge"), "?" for a name it does not know.
 func rollupFigure(f ledger.RollupFigures, name string) string {
 	var v int64
 	switch name {
 	case "charge":
 		return dash(f.Charge)
+	case "list_cost":
+		return dash(f.ListCost)
 	case "requests":
 		v = f.Requests
 	case "unpriced_requests":

@@ -99,8 +99,9 @@ func TestCLIReconcileUnclean(t *testing.T) {
 		}
 		w.Write([]byte(`{"clean":false,"events":3,"attempts":1,"event_ids":5,"ids_without_event":1,` +
 			`"rollup_mismatch_count":2,"rollup_mismatches":[{"customer_id":"c2","hour":"2026-01-01T10:00:00Z","key_id":"k2",` +
-			`"model":"sim-pro","currency":"USD","fields":["requests","completion_tokens"],` +
-			`"events":{"requests":3,"completion_tokens":40,"charge":"0.5"},"rollup":{"requests":2,"completion_tokens":17,"charge":"0.5"}}],` +
+			`"model":"sim-pro","currency":"USD","fields":["requests","completion_tokens","list_cost"],` +
+			`"events":{"requests":3,"completion_tokens":40,"list_cost":"0.6","charge":"0.5"},` +
+			`"rollup":{"requests":2,"completion_tokens":17,"list_cost":"0.5","charge":"0.5"}}],` +
 			`"balance_mismatches":[{"customer_id":"c1","currency":"USD",` +
 			`"expected":{"credits":"1","charges":"0.5"},"stored":{"credits":"1","charges":"0.4"}}]}`))
 	}))
@@ -131,8 +132,9 @@ func TestCLIReconcileUnclean(t *testing.T) {
 		}
 		_, table, _ := strings.Cut(r.out, "a line per figure that differs:\n")
 		rows := tableRows(t, table, "HOUR")
-		if len(rows) < 2 || !slices.Equal(rows[0][4:], []string{"USD", "requests", "3", "2"}) ||
-			!slices.Equal(rows[1][4:], []string{"USD", "completion_tokens", "40", "17"}) {
+		if len(rows) < 3 || !slices.Equal(rows[0][4:], []string{"USD", "requests", "3", "2"}) ||
+			!slices.Equal(rows[1][4:], []string{"USD", "completion_tokens", "40", "17"}) ||
+			!slices.Equal(rows[2][4:], []string{"USD", "list_cost", "0.6", "0.5"}) {
 			t.Errorf("%v: rollup rows %q; want each differing figure with both values", args, rows)
 		}
 	}
