@@ -284,7 +284,7 @@ func wholeHours(groupBy string, from, to time.Time) error {
 	}{{"from", from}, {"to", to}} {
 		if !b.t.IsZero() && !b.t.Truncate(time.Hour).Equal(b.t) {
 			return errorf(EInvalid, "%s: usage by %s is summed per UTC hour, so %s must be a whole UTC hour (like %s); "+
-				"group by end_user, deployment or provider, or filter by end_user, for exact times",
+				"group by end_user (or, on the admin API, deployment or provider), or filter by end_user, for exact times",
 				b.name, groupBy, b.name, b.t.UTC().Truncate(time.Hour).Format(time.RFC3339))
 		}
 	}

@@ -23,8 +23,8 @@ const propagationTimeout = 2 * time.Second
 // change is committed and goes out once it can; a new key works
 // meanwhile, being checked against the ledger, but a revocation or a limit
 // waits for it; "off" when this admin API publishes nothing (it runs
-// without NATS): gateways learn of the change only from a process that
-// does, or, for a new key, by checking the ledger.
+// without NATS): a meter's key syncer publishes the change from the
+// ledger's key outbox (within milliseconds while a meter runs).
 const PropagationHeader = "Tollgate-Propagation"
 
 // SetKeySync makes key changes wait for their publication to the gateways
