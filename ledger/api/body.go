@@ -32,7 +32,10 @@ func decode(r *http.Request, v any) error {
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		if err = dec.Decode(v); err == nil {
-			return nil
+			if _, end := dec.Token(); end == io.EOF {
+				return nil
+			}
+			return &ledger.Error{Code: ledger.EInvalid, Message: "request body: must be one JSON object, with nothing after it"}
 		}
 	}
 	return &ledger.Error{Code: ledger.EInvalid, Message: bodyError(b, reflect.TypeOf(v), err)}

@@ -35,6 +35,8 @@ func TestBodyErrorsSayWhatTheFieldMustBe(t *testing.T) {
 		{"POST", keys, `{"name":"k","allowed_models":["gpt-4o",1]}`, "allowed_models: must be an array of strings"},
 		{"POST", keys, `{"name":"k","nmae":"x"}`, "nmae: not a field of this request body"},
 		{"POST", keys, `["k"]`, "request body: must be a JSON object"},
+		{"POST", keys, `{"name":"k"} {"name":"k2"}`, "request body: must be one JSON object, with nothing after it"},
+		{"POST", keys, `{"name":"k"} trailing`, "request body: must be one JSON object, with nothing after it"},
 		{"POST", "/admin/v1/customers", `{"name":"b","credit_limit":10}`, `credit_limit: must be a decimal string, like "10.50"`},
 		{"PATCH", c, `{"credit_limit":10}`, `credit_limit: must be a decimal string, like "10.50"`},
 		{"PATCH", c, `{"name":["x"]}`, "name: must be a string"},
