@@ -243,7 +243,7 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	if ch.UnreadableUsage {
 		// No report (the usage is estimated), and not the client's: a usage
 		// chunk is dropped, a usage member stripped.
-		if len(ch.Choices) == 0 {
+		if len(ch.Choices) == 0 && ch.Error == nil {
 			return false
 		}
 		if stripped, err := jsonscan.DeleteMember(ev.Data, "usage"); err == nil {

@@ -626,3 +626,33 @@ func TestUsageChunkOfOtherCountTypes(t *testing.T) {
 		t.Errorf("billed %+v (%s); the upstream reported 11 prompt and 150 completion tokens", e.Usage, e.UsageSource)
 	}
 }
+
+// TestUnreadableUsageUnderAnotherCase: a usage chunk whose member is
+// spelled "Usage", with an unreadable (fractional) prompt count:
+// ParseChunkLenient vetted only m["usage"], so the struct decode (which
+// matches keys case-insensitively) read prompt_tokens as 0, and the event
+// was billed 0 prompt tokens as the upstream's own figures.
+func TestUnreadableUsageUnderAnotherCase(t *testing.T) {
+	body := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"` + loremAnswer + `"},"finish_reason":"stop"}]}` + "\n\n" +
+		`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"Usage":{"prompt_tokens":5000.5,"completion_tokens":150}}` + "\n\ndata: [DONE]\n\n"
+	up := jsonUpstream(t, "text/event-stream", body)
+	st := newStack(t, oneUpstream(up.URL))
+	e, _ := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"`+strings.Repeat("word ", 200)+`"}]}`)
+	if e.UsageSource == usage.SourceUpstream && e.Usage.PromptTokens == 0 {
+		t.Fatalf("billed %+v (%s): an unreadable prompt count was billed as 0 from the upstream", e.Usage, e.UsageSource)
+	}
+}
+
+// TestAnErrorFrameWithUnreadableUsageReachesTheClient: an error frame
+// that carries an unreadable usage and no choices was dropped as a usage
+// chunk: the client never saw the upstream's error, and got a normal end.
+func TestAnErrorFrameWithUnreadableUsageReachesTheClient(t *testing.T) {
+	body := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"partial"},"finish_reason":null}]}` + "\n\n" +
+		`data: {"error":{"message":"upstream overloaded","type":"server_error"},"usage":{"prompt_tokens":"n/a","completion_tokens":3}}` + "\n\ndata: [DONE]\n\n"
+	up := jsonUpstream(t, "text/event-stream", body)
+	st := newStack(t, oneUpstream(up.URL))
+	_, got := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if !strings.Contains(got, "upstream overloaded") {
+		t.Fatalf("the upstream's error frame never reached the client:\n%s", got)
+	}
+}

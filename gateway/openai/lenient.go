@@ -52,10 +52,27 @@ func ParseChunkLenient(data []byte) (*Chunk, error) {
 			}
 		}
 	}
-	if u, ok := m["usage"].(map[string]any); ok {
-		if !leniencyCounts(u) {
-			delete(m, "usage")
+	// The usage member as encoding/json finds it: under any key that
+	// folds to "usage" ("Usage", "ſsage"); one with a count that cannot be
+	// read makes the whole report unreadable.
+	var usageKeys []string
+	for k := range m {
+		if strings.EqualFold(k, "usage") {
+			usageKeys = append(usageKeys, k)
+		}
+	}
+	for _, k := range usageKeys {
+		switch u := m[k].(type) {
+		case nil:
+		case map[string]any:
+			unreadable = !leniencyCounts(u) || unreadable
+		default:
 			unreadable = true
+		}
+	}
+	if unreadable {
+		for _, k := range usageKeys {
+			delete(m, k)
 		}
 	}
 	fixed, err := json.Marshal(m)
@@ -64,9 +81,13 @@ func ParseChunkLenient(data []byte) (*Chunk, error) {
 	}
 	c := new(Chunk)
 	if err := json.Unmarshal(fixed, c); err != nil {
-		// A field of a type not made right above: read what can be.
+		// A field of a type not made right above: read what can be, and
+		// take no usage from it (a count may have been left at 0).
 		c = new(Chunk)
 		_ = json.Unmarshal(fixed, c)
+		if c.Usage != nil || len(usageKeys) > 0 {
+			c.Usage, unreadable = nil, true
+		}
 	}
 	if len(c.Error) > 0 && bytes.Equal(c.Error, []byte("null")) {
 		c.Error = nil
@@ -140,7 +161,7 @@ func leniencyCounts(u map[string]any) bool {
 		switch v := v.(type) {
 		case nil:
 		case map[string]any:
-			if k == "prompt_tokens_details" || k == "completion_tokens_details" {
+			if strings.EqualFold(k, "prompt_tokens_details") || strings.EqualFold(k, "completion_tokens_details") {
 				ok = leniencyCounts(v) && ok
 			}
 		case json.Number, string:
@@ -166,9 +187,10 @@ func leniencyCounts(u map[string]any) bool {
 // isCountField reports whether k is a count the gateway reads from a
 // usage object or its details.
 func isCountField(k string) bool {
-	switch k {
-	case "prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens":
-		return true
+	for _, name := range [...]string{"prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "cache_write_tokens", "reasoning_tokens"} {
+		if strings.EqualFold(k, name) { // as encoding/json matches it to a field
+			return true
+		}
 	}
 	return false
 }

@@ -26,6 +26,10 @@ func TestParseChunkLenient(t *testing.T) {
 		{name: "beyond float precision", data: `{"choices":[],"usage":{"prompt_tokens":1e400}}`, unreadable: true},
 		{name: "a word", data: `{"choices":[],"usage":{"completion_tokens_details":{"reasoning_tokens":"many"}}}`, unreadable: true},
 		{name: "a count of another type", data: `{"choices":[],"usage":{"prompt_tokens":[1]}}`, unreadable: true},
+		{name: "usage under another case", data: `{"choices":[],"Usage":{"prompt_tokens":10.5,"completion_tokens":7}}`, unreadable: true},
+		{name: "a count under another case", data: `{"choices":[],"usage":{"Prompt_Tokens":10.5,"completion_tokens":7}}`, unreadable: true},
+		{name: "details under another case", data: `{"choices":[],"usage":{"prompt_tokens":9.0,"Completion_Tokens_Details":{"reasoning_tokens":"x"}}}`, unreadable: true},
+		{name: "usage of another type", data: `{"choices":[],"usage":"lots"}`, unreadable: true},
 		{name: "an unknown member", data: `{"choices":[],"usage":{"prompt_tokens":1.0,"cost":0.25}}`, usage: &usage.Tokens{PromptTokens: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
