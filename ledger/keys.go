@@ -147,6 +147,11 @@ func newLimits(in KeyInput) (limits, error) {
 	if err := checkYear("expires_at", in.ExpiresAt); err != nil {
 		return l, err
 	}
+	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
+		// A new key that has expired could never be used: a mistyped year, say.
+		return l, errorf(EInvalid, "expires_at: %s is not in the future; a new key must be usable",
+			in.ExpiresAt.UTC().Format(time.RFC3339))
+	}
 	l.rpm, l.tpm, l.conc, l.expires = in.RPMLimit, in.TPMLimit, in.MaxConcurrent, in.ExpiresAt
 	l.models, err = checkModels(in.AllowedModels)
 	return l, err
@@ -157,7 +162,7 @@ func newLimits(in KeyInput) (limits, error) {
 // is returned only here; the ledger keeps its SHA-256 hash. The change goes
 // to the key outbox in the same transaction (Key.Change). It returns
 // ENotFound when the customer does not exist, EInvalid for an empty name
-// (as UpdateKey does) or a bad limit.
+// (as UpdateKey does), a bad limit or an expires_at not in the future.
 func (s *Store) CreateKey(ctx context.Context, customerID string, in KeyInput) (Key, string, error) {
 	if strings.TrimSpace(in.Name) == "" {
 		return Key{}, "", errorf(EInvalid, "name must not be empty")

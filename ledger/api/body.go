@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -73,6 +74,15 @@ func bodyError(body []byte, t reflect.Type, err error) string {
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		return strings.Trim(f, `"`) + ": not a field of this request body"
+	}
+	var se *json.SyntaxError
+	switch {
+	case errors.Is(err, io.EOF) && len(bytes.TrimSpace(body)) == 0:
+		return "request body: empty; it must be a JSON object"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "request body: not valid JSON: it ends before its object does"
+	case errors.As(err, &se):
+		return fmt.Sprintf("request body: not valid JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
 	}
 	return "request body: " + err.Error()
 }

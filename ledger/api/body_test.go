@@ -23,6 +23,7 @@ func TestBodyErrorsSayWhatTheFieldMustBe(t *testing.T) {
 	for _, tc := range []struct{ method, path, body, want string }{
 		{"POST", keys, `{"name":"k","expires_at":"2027-01-01"}`, "expires_at: " + rfc3339},
 		{"POST", keys, `{"name":"k","expires_at":"2027-13-01T00:00:00Z"}`, "expires_at: " + rfc3339},
+		{"POST", keys, `{"name":"k","expires_at":"2020-01-01T00:00:00Z"}`, "expires_at: 2020-01-01T00:00:00Z is not in the future; a new key must be usable"},
 		{"POST", keys, `{"name":"k","expires_at":1798761600}`, "expires_at: " + rfc3339},
 		{"PATCH", k, `{"expires_at":"tomorrow"}`, "expires_at: " + rfc3339},
 		{"POST", keys, `{"name":"k","rpm_limit":"5"}`, "rpm_limit: must be an integer"},
@@ -37,6 +38,9 @@ func TestBodyErrorsSayWhatTheFieldMustBe(t *testing.T) {
 		{"POST", keys, `["k"]`, "request body: must be a JSON object"},
 		{"POST", keys, `{"name":"k"} {"name":"k2"}`, "request body: must be one JSON object, with nothing after it"},
 		{"POST", keys, `{"name":"k"} trailing`, "request body: must be one JSON object, with nothing after it"},
+		{"POST", keys, ``, "request body: empty; it must be a JSON object"},
+		{"POST", keys, `{"name":"k"`, "request body: not valid JSON: it ends before its object does"},
+		{"POST", keys, `not json`, "request body: not valid JSON at byte 2: invalid character 'o' in literal null (expecting 'u')"},
 		{"POST", "/admin/v1/customers", `{"name":"b","credit_limit":10}`, `credit_limit: must be a decimal string, like "10.50"`},
 		{"PATCH", c, `{"credit_limit":10}`, `credit_limit: must be a decimal string, like "10.50"`},
 		{"PATCH", c, `{"name":["x"]}`, "name: must be a string"},
