@@ -27,6 +27,9 @@ func ParseMicros(field, s string) (int64, error) {
 
 // parseSignedMicros is ParseMicros allowing a sign.
 func parseSignedMicros(field, s string) (int64, error) {
+	if strings.TrimSpace(s) == "" {
+		return 0, errorf(EInvalid, "%s: is required, a decimal string like \"10.50\"", field)
+	}
 	d, err := decimal.NewFromString(strings.TrimSpace(s))
 	if err != nil {
 		return 0, errorf(EInvalid, "%s: %q is not a decimal number", field, s)

@@ -112,7 +112,7 @@ var (
 	leadingKey   = regexp.MustCompile(`^([a-z_]+)\b`)
 	meterKey     = regexp.MustCompile(`^meter\.([a-z_]+)`)
 	// missingAmount is ledger.ParseMicros' word for an amount left out.
-	missingAmount = regexp.MustCompile(`^([a-z_]+): "" is not a decimal number$`)
+	missingAmount = regexp.MustCompile(`^([a-z_]+): is required, a decimal string`)
 	lineNumber    = regexp.MustCompile(`\(line (\d+)`)
 	// nestedProblem is a list inside an entry: "deployments[0] (name): ".
 	nestedProblem = regexp.MustCompile(`^([a-z_]+\[\d+\])(?: \(.*?\))?: `)

@@ -46,6 +46,7 @@ func TestBodyErrorsSayWhatTheFieldMustBe(t *testing.T) {
 		{"PATCH", c, `{"name":["x"]}`, "name: must be a string"},
 		{"PATCH", c, `{"nmae":"x"}`, "nmae: not a field of this request body"},
 		{"POST", c + "/credits", `{"amount":"5","effective_at":"2026-01-01"}`, "effective_at: " + rfc3339},
+		{"POST", c + "/credits", `{}`, `amount: is required, a decimal string like "10.50"`},
 		{"POST", c + "/overrides", `{"model":"m","price":{"currency":"USD","input":1,"output":"1"},"effective_from":"2026-01-01T00:00:00Z"}`,
 			`price.input: must be a decimal string, like "10.50"`},
 		{"POST", c + "/overrides", `{"discount_percent":"10","effective_from":"2026-01-01"}`, "effective_from: " + rfc3339},
