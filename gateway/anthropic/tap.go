@@ -225,7 +225,7 @@ func (t *Tap) normalized() usage.Tokens {
 
 // set overrides *dst with v when the field was sent and could be read,
 // and records in t.unread whether it could.
-func (t *Tap) set(field uint8, dst *int64, v *count) {
+func (t *Tap) set(field uint8, dst *int64, v *tap.Count) {
 	switch {
 	case v == nil: // not sent: the earlier figure stands, known or not
 	case *v < 0:

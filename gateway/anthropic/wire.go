@@ -99,14 +99,14 @@ func (d *wireDelta) output() string {
 
 // wireUsage is the usage object of message_start, message_delta and a
 // whole response. A nil field was not sent: the earlier figure stands.
-// Counts are read leniently and never fail the decoding (see count). A
+// Counts are read leniently and never fail the decoding (see tap.Count). A
 // usage, or an object in it, of the wrong type does (encoding/json skips
 // it): see recheck, which marks what could not be read.
 type wireUsage struct {
-	InputTokens              *count          `json:"input_tokens"`
-	CacheCreationInputTokens *count          `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *count          `json:"cache_read_input_tokens"`
-	OutputTokens             *count          `json:"output_tokens"`
+	InputTokens              *tap.Count      `json:"input_tokens"`
+	CacheCreationInputTokens *tap.Count      `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *tap.Count      `json:"cache_read_input_tokens"`
+	OutputTokens             *tap.Count      `json:"output_tokens"`
 	OutputTokensDetails      *outputDetails  `json:"output_tokens_details"`
 	ServerToolUse            *serverToolUse  `json:"server_tool_use"`
 	Iterations               []wireIteration `json:"iterations"`
@@ -115,22 +115,22 @@ type wireUsage struct {
 
 // outputDetails is usage.output_tokens_details.
 type outputDetails struct {
-	ThinkingTokens *count `json:"thinking_tokens"`
+	ThinkingTokens *tap.Count `json:"thinking_tokens"`
 }
 
 // serverToolUse is usage.server_tool_use.
 type serverToolUse struct {
-	WebSearchRequests *count `json:"web_search_requests"`
+	WebSearchRequests *tap.Count `json:"web_search_requests"`
 }
 
 // wireIteration is one billed sampling iteration of usage.iterations[]
 // (server-side compaction): type "compaction" or "message". A count that
 // is absent or null is 0.
 type wireIteration struct {
-	InputTokens              count `json:"input_tokens"`
-	CacheCreationInputTokens count `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     count `json:"cache_read_input_tokens"`
-	OutputTokens             count `json:"output_tokens"`
+	InputTokens              tap.Count `json:"input_tokens"`
+	CacheCreationInputTokens tap.Count `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     tap.Count `json:"cache_read_input_tokens"`
+	OutputTokens             tap.Count `json:"output_tokens"`
 }
 
 // recheckUsage is called when decoding the event or response whose usage
@@ -177,28 +177,9 @@ func recheckUsage(raw json.RawMessage, u *wireUsage) *wireUsage {
 	return u
 }
 
-// count is a token (or request) count of a usage object, read by
-// tap.ParseCount: an integral number however written (150, 150.0, 1.5e2)
-// or a string holding one. Any other value, including a negative or
-// fractional number, is unreadable, held as -1. Null is absent (a nil
-// *count), or 0 in an iteration.
-type count int64
-
-func (c *count) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	n, ok := tap.ParseCount(b)
-	if !ok {
-		n = -1
-	}
-	*c = count(n)
-	return nil
-}
-
 // unreadable returns a new unreadable count.
-func unreadable() *count {
-	c := count(-1)
+func unreadable() *tap.Count {
+	c := tap.Unreadable
 	return &c
 }
 

@@ -80,38 +80,12 @@ type functionCall struct {
 // which proto3's JSON mapping lets a server write as a number in any form
 // (150, 150.0, 1.5e2) or as a string ("150"); see count.
 type usageMetadata struct {
-	PromptTokenCount        count `json:"promptTokenCount"`
-	CachedContentTokenCount count `json:"cachedContentTokenCount"`
-	CandidatesTokenCount    count `json:"candidatesTokenCount"`
-	ToolUsePromptTokenCount count `json:"toolUsePromptTokenCount"`
-	ThoughtsTokenCount      count `json:"thoughtsTokenCount"`
-	TotalTokenCount         count `json:"totalTokenCount"`
-}
-
-// count is one token count of usageMetadata, read by tap.ParseCount: an
-// integral number however written, or a string holding one; null leaves
-// it as it was (absent, 0). Any other value, a negative or fractional
-// number, or one beyond int64, is unreadable, held as -1.
-type count int64
-
-// unreadable is a count's value when it could not be read.
-const unreadable count = -1
-
-func (c *count) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	*c = countOf(b)
-	return nil
-}
-
-// countOf reads one count's JSON value, as the scanner and encoding/json
-// both do.
-func countOf(raw []byte) count {
-	if n, ok := tap.ParseCount(raw); ok {
-		return count(n)
-	}
-	return unreadable
+	PromptTokenCount        tap.Count `json:"promptTokenCount"`
+	CachedContentTokenCount tap.Count `json:"cachedContentTokenCount"`
+	CandidatesTokenCount    tap.Count `json:"candidatesTokenCount"`
+	ToolUsePromptTokenCount tap.Count `json:"toolUsePromptTokenCount"`
+	ThoughtsTokenCount      tap.Count `json:"thoughtsTokenCount"`
+	TotalTokenCount         tap.Count `json:"totalTokenCount"`
 }
 
 // readable reports whether every count that is billed could be read. A

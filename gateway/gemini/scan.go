@@ -3,6 +3,7 @@ package gemini
 import (
 	"bytes"
 
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
@@ -21,7 +22,7 @@ import (
 //     except for case (encoding/json matches keys case-insensitively), or
 //     a field name twice;
 //   - a value of the wrong type, or a string with invalid UTF-8
-//     (encoding/json replaces it); a count of any kind is read, by countOf
+//     (encoding/json replaces it); a count of any kind is read, by tap.CountOf
 //     when it is not a plain integer;
 //   - an "error" member: errors are rare and go to encoding/json whole.
 //
@@ -86,7 +87,7 @@ func (s *scanner) response(data []byte, resp *response) bool {
 			resp.UsageMetadata = &s.usage
 			return s.object(usageFields, func(field int) bool {
 				u := &s.usage
-				return s.count([...]*count{&u.PromptTokenCount, &u.CachedContentTokenCount, &u.CandidatesTokenCount,
+				return s.count([...]*tap.Count{&u.PromptTokenCount, &u.CachedContentTokenCount, &u.CandidatesTokenCount,
 					&u.ToolUsePromptTokenCount, &u.ThoughtsTokenCount, &u.TotalTokenCount}[field])
 			})
 		case 3:
@@ -350,20 +351,20 @@ var knownReasons = []string{"STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "BLOCK
 
 // count reads a token count into dst, or null (which leaves dst as it
 // is). The common case, a plain integer, is read in place; any other value
-// goes to countOf, as encoding/json's decoding of a count does.
-func (s *scanner) count(dst *count) bool {
+// goes to tap.CountOf, as encoding/json's decoding of a count does.
+func (s *scanner) count(dst *tap.Count) bool {
 	if s.l.Lit("null") {
 		return true
 	}
 	start := s.l.Pos()
 	if n, ok := s.l.Int(); ok && n >= 0 {
-		*dst = count(n)
+		*dst = tap.Count(n)
 		return true
 	}
 	s.l = jsonscan.NewAt(s.data, start)
 	if !s.l.Skip() {
 		return false
 	}
-	*dst = countOf(s.data[start:s.l.Pos()])
+	*dst = tap.CountOf(s.data[start:s.l.Pos()])
 	return true
 }

@@ -36,6 +36,33 @@ func ParseCount(raw []byte) (int64, bool) {
 	return integral(raw)
 }
 
+// Count is a token (or request) count of a provider's usage object, read
+// by ParseCount when decoded with encoding/json: an integral number
+// however written (150, 150.0, 1.5e2) or a string holding one. Any other
+// value (a negative or fractional number, one beyond int64, another kind)
+// is held as Unreadable. JSON null leaves it as it was: absent.
+type Count int64
+
+// Unreadable is a Count whose JSON value could not be read as a count.
+const Unreadable Count = -1
+
+// UnmarshalJSON reads b by ParseCount; it never fails.
+func (c *Count) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	*c = CountOf(b)
+	return nil
+}
+
+// CountOf reads one count's JSON value, Unreadable when ParseCount cannot.
+func CountOf(raw []byte) Count {
+	if n, ok := ParseCount(raw); ok {
+		return Count(n)
+	}
+	return Unreadable
+}
+
 // integral reads b, which must be exactly a JSON number, as a non-negative
 // integer that fits an int64.
 func integral(b []byte) (int64, bool) {
