@@ -304,3 +304,17 @@ func TestDemoHonoursAdminURLEnv(t *testing.T) {
 		t.Fatalf("demo with TOLLGATE_ADMIN_URL=127.0.0.1:8081: exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+// TestHelpWhateverTheLogLevel: a bad TOLLGATE_LOG_LEVEL stops every
+// command (exit 2), but help is shown whatever the environment holds, as
+// `tollgate --help` promises (exit 0): asksHelp tells main so.
+func TestHelpWhateverTheLogLevel(t *testing.T) {
+	for args, want := range map[string]bool{
+		"--help": true, "help serve": true, "serve --help": true, "keys create -h": true, "usage -help": true,
+		"serve --config x.yaml": false, "keys list": false, "": false, "keys create -- --help": false,
+	} {
+		if got := asksHelp(strings.Fields(args)); got != want {
+			t.Errorf("asksHelp(%q) = %v, want %v", args, got, want)
+		}
+	}
+}

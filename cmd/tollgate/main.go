@@ -73,9 +73,12 @@ A bad TOLLGATE_SHUTDOWN_GRACE, TOLLGATE_PPROF or TOLLGATE_LOG_LEVEL stops the co
 func main() {
 	logs := newLogBuffer(os.Stderr)
 	log, err := newLogger(logs, os.Getenv("TOLLGATE_LOG_LEVEL"))
-	if err != nil {
+	if err != nil && !asksHelp(os.Args[1:]) {
 		fmt.Fprintln(os.Stderr, "tollgate:", err)
 		os.Exit(2)
+	}
+	if err != nil { // help logs nothing: it is shown whatever the level says
+		log, _ = newLogger(logs, "")
 	}
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, fullUsage())
@@ -102,6 +105,24 @@ func main() {
 	code := runCLI(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	exit(code)
+}
+
+// asksHelp reports whether args (the program name left out) ask only for
+// help: "help …", or a -h, -help or --help flag, which every command
+// answers with its usage and exit 0, whatever the environment holds.
+func asksHelp(args []string) bool {
+	if len(args) > 0 && args[0] == "help" {
+		return true
+	}
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
 }
 
 // serverCommand is a command that runs or sets up a server (serve,
