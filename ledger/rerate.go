@@ -41,8 +41,9 @@ const rerateBatch = 2000
 // discount) changes gets a rerate entry with the differences (amount:
 // minus the charge's, cost_e12: the list cost's; effective at the event's
 // time, so it lands in the event's period), and the rollups (charge_e12
-// and cost_e12) and balances move with it in the same transaction. Re-rating again changes nothing more: it is idempotent,
-// and runs at the same time take their batches in turn.
+// and cost_e12) and balances move with it in the same transaction.
+// Re-rating again changes nothing more: it is idempotent, and runs at the
+// same time take their batches in turn.
 // progress, when not nil, is called after each batch.
 func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(RerateResult)) (RerateResult, error) {
 	var res RerateResult

@@ -38,8 +38,8 @@ var usageGroups = map[string][2]string{
 // when the query reads the events (group by end_user, deployment or
 // provider, or an EndUser filter); otherwise the rollups hold whole UTC
 // hours, so From and To must be whole hours (EInvalid otherwise: a range
-// widened to whole hours would count usage outside it). GroupBy is "model" (the default), "key", "customer",
-// "hour", "day", "month", "end_user", "deployment" or "provider"; the last
+// widened to whole hours would count usage outside it). GroupBy is
+// "model" (the default), "key", "customer", "hour", "day", "month", "end_user", "deployment" or "provider"; the last
 // two read the events and also the attempts not charged (failed and
 // retried elsewhere: the operator's cost, counted in NotChargedRequests
 // and at no charge), so that a provider's invoice can be reconciled
@@ -204,8 +204,14 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	if q.Cursor != "" {
 		after = [2]any{afterGroup, afterCurrency}
 	}
-	fromEvents := q.GroupBy == "end_user" || q.GroupBy == "deployment" || q.GroupBy == "provider" || q.EndUser != ""
-	if !fromEvents {
+	source := usageRollups
+	switch {
+	case q.GroupBy == "deployment" || q.GroupBy == "provider":
+		source = usageFromAttempts
+	case q.GroupBy == "end_user" || q.EndUser != "":
+		source = usageFromEvents
+	}
+	if source == usageRollups { // the events are read exactly; the rollups hold whole hours
 		if err := wholeHours(q.GroupBy, q.From, q.To); err != nil {
 			return UsagePage{}, err
 		}
@@ -217,12 +223,9 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	if to.IsZero() {
 		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
-	source, args := usageRollups, []any{q.CustomerID, q.KeyID, q.Model, from, to, after[0], after[1], q.Limit + 1}
-	switch {
-	case q.GroupBy == "deployment" || q.GroupBy == "provider":
-		source, args = usageFromAttempts, append(args, q.EndUser)
-	case q.GroupBy == "end_user" || q.EndUser != "":
-		source, args = usageFromEvents, append(args, q.EndUser)
+	args := []any{q.CustomerID, q.KeyID, q.Model, from, to, after[0], after[1], q.Limit + 1}
+	if source != usageRollups {
+		args = append(args, q.EndUser)
 	}
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(usageSQL, group[0], group[1], source), args...)
 	if err != nil {
