@@ -39,8 +39,8 @@ var usageGroups = map[string][2]string{
 // provider, or an EndUser filter); otherwise the rollups hold whole UTC
 // hours, so From and To must be whole hours (EInvalid otherwise: a range
 // widened to whole hours would count usage outside it). GroupBy is
-// "model" (the default), "key", "customer", "hour", "day", "month", "end_user", "deployment" or "provider"; the last
-// two read the events and also the attempts not charged (failed and
+// "model" (the default), "key", "customer", "hour", "day", "month",
+// "end_user", "deployment" or "provider"; the last two read the events and also the attempts not charged (failed and
 // retried elsewhere: the operator's cost, counted in NotChargedRequests
 // and at no charge), so that a provider's invoice can be reconciled
 // deployment by deployment. EndUser filters by the end user
