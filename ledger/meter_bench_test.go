@@ -132,7 +132,9 @@ func benchEnvInt(b *testing.B, name string, def int) int {
 //     three processes above: the other tenants of a shared machine.
 //
 // TOLLGATE_BENCH_METER_BATCH=N and TOLLGATE_BENCH_METER_LANES=N override
-// the workers' batch size and write lanes (meter.WorkerConfig).
+// the workers' batch size and write lanes (meter.WorkerConfig), and
+// TOLLGATE_BENCH_METER_PENDING=N and TOLLGATE_BENCH_METER_WAIT_MS=N their
+// MaxAckPending and BatchWait (in milliseconds).
 // TOLLGATE_BENCH_METER_PROFILE=FILE writes a CPU profile of the timed span
 // alone (not the set-up and publishing that -cpuprofile would include) to
 // FILE.workersW.
@@ -144,6 +146,12 @@ func BenchmarkMeter(b *testing.B) {
 	}
 	if v := os.Getenv("TOLLGATE_BENCH_METER_LANES"); v != "" {
 		wc.WriteLanes = benchEnvInt(b, "TOLLGATE_BENCH_METER_LANES", 0)
+	}
+	if v := os.Getenv("TOLLGATE_BENCH_METER_PENDING"); v != "" {
+		wc.MaxAckPending = benchEnvInt(b, "TOLLGATE_BENCH_METER_PENDING", 0)
+	}
+	if v := os.Getenv("TOLLGATE_BENCH_METER_WAIT_MS"); v != "" {
+		wc.BatchWait = time.Duration(benchEnvInt(b, "TOLLGATE_BENCH_METER_WAIT_MS", 0)) * time.Millisecond
 	}
 	for _, workers := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
