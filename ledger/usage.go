@@ -37,8 +37,11 @@ var usageGroups = map[string][2]string{
 // are UUIDs. From and To bound the events' times, [From, To): exactly
 // when the query reads the events (group by end_user, deployment or
 // provider, or an EndUser filter); otherwise the rollups hold whole UTC
-// hours, so From and To must be whole hours (EInvalid otherwise: a range
-// widened to whole hours would count usage outside it). GroupBy is
+// hours, so a From or To within an hour is counted from that hour's
+// events, for one customer's usage (CustomerID set); across customers
+// they must be whole hours (EInvalid otherwise: a range widened to whole
+// hours would count usage outside it, and reading every customer's
+// events of an hour is not indexed). GroupBy is
 // "model" (the default), "key", "customer", "hour", "day", "month",
 // "end_user", "deployment" or "provider"; the last two read the events and also the attempts not charged (failed and
 // retried elsewhere: the operator's cost, counted in NotChargedRequests
@@ -143,6 +146,19 @@ const usageFromEvents = `(` + chargedEvents + `) AS usage_hourly`
 // of the rollups' requests is an attempt not charged).
 const usageRollups = `(SELECT *, 0 AS not_charged FROM usage_hourly) AS usage_hourly`
 
+// usageMixed is the rollups of the whole hours of the range, [$10, $11),
+// and the events of its parts within an hour, [$4, $10) and [$11, $5)
+// (empty when the bound is whole), for a rollup grouping whose from or to
+// is not a whole hour; $9 is the end user filter of chargedEvents, ”.
+const usageMixed = `(SELECT customer_id, hour, key_id, model, currency, requests, unpriced_requests, prompt_tokens,
+    cached_tokens, cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, charge_e12,
+    0 AS not_charged
+  FROM usage_hourly WHERE hour >= $10 AND hour < $11
+  UNION ALL
+  SELECT customer_id, hour, key_id, model, currency, requests, unpriced_requests, prompt_tokens, cached_tokens,
+    cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, charge_e12, not_charged
+  FROM (` + chargedEvents + ` AND (e.occurred_at < $10 OR e.occurred_at >= $11)) AS edges) AS usage_hourly`
+
 // usageFromAttempts is usageFromEvents with the attempts not charged
 // added, at no charge, for the groupings by deployment and provider.
 const usageFromAttempts = `(` + chargedEvents + `
@@ -211,11 +227,6 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	case q.GroupBy == "end_user" || q.EndUser != "":
 		source = usageFromEvents
 	}
-	if source == usageRollups { // the events are read exactly; the rollups hold whole hours
-		if err := wholeHours(q.GroupBy, q.From, q.To); err != nil {
-			return UsagePage{}, err
-		}
-	}
 	from, to := q.From, q.To
 	if from.IsZero() {
 		from = time.Unix(0, 0)
@@ -224,7 +235,21 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
 	args := []any{q.CustomerID, q.KeyID, q.Model, from, to, after[0], after[1], q.Limit + 1}
-	if source != usageRollups {
+	if source == usageRollups && (!wholeHour(from) || !wholeHour(to)) {
+		// The rollups hold whole hours: a bound within an hour is counted
+		// from that hour's events, for one customer's (an index reads
+		// them); across customers it would read every event of the hour.
+		if q.CustomerID == "" {
+			return UsagePage{}, notWholeHours(q.GroupBy, from, to)
+		}
+		source = usageMixed
+		inner := [2]time.Time{from.Truncate(time.Hour), to.Truncate(time.Hour)}
+		if !wholeHour(from) {
+			inner[0] = inner[0].Add(time.Hour)
+		}
+		inner[1] = later(inner[0], inner[1]) // within one hour: no whole hour, every event read
+		args = append(args, "", inner[0], inner[1])
+	} else if source != usageRollups {
 		args = append(args, q.EndUser)
 	}
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(usageSQL, group[0], group[1], source), args...)
@@ -277,21 +302,30 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	return page, nil
 }
 
-// wholeHours refuses a bound of a rollup query that is not a whole UTC
-// hour: the rollups cannot tell the minutes of an hour apart, and
-// widening the range to whole hours would count usage outside it.
-func wholeHours(groupBy string, from, to time.Time) error {
-	for _, b := range []struct {
-		name string
-		t    time.Time
-	}{{"from", from}, {"to", to}} {
-		if !b.t.IsZero() && !b.t.Truncate(time.Hour).Equal(b.t) {
-			return errorf(EInvalid, "%s: usage by %s is summed per UTC hour, so %s must be a whole UTC hour (like %s); "+
-				"group by end_user (or, on the admin API, deployment or provider), or filter by end_user, for exact times",
-				b.name, groupBy, b.name, b.t.UTC().Truncate(time.Hour).Format(time.RFC3339))
-		}
+// wholeHour reports whether t is a whole UTC hour.
+func wholeHour(t time.Time) bool { return t.Truncate(time.Hour).Equal(t) }
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
-	return nil
+	return b
+}
+
+// notWholeHours is the refusal of a rollup query across customers whose
+// from or to is not a whole UTC hour: the rollups cannot tell the minutes
+// of an hour apart, widening the range to whole hours would count usage
+// outside it, and the hour's events of every customer are not indexed by
+// time alone.
+func notWholeHours(groupBy string, from, to time.Time) error {
+	name, t := "from", from
+	if wholeHour(from) {
+		name, t = "to", to
+	}
+	return errorf(EInvalid, "%s: usage by %s across customers is summed per UTC hour, so %s must be a whole UTC hour (like %s); "+
+		"filter by customer_id, group by end_user (or deployment or provider), or filter by end_user, for exact times",
+		name, groupBy, name, t.UTC().Truncate(time.Hour).Format(time.RFC3339))
 }
 
 // nameCustomers sets the CustomerName of rows grouped by customer.

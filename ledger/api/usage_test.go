@@ -155,10 +155,12 @@ func TestUsageOneRowPerGroup(t *testing.T) {
 
 // TestUsageRangeIsExactOrWholeHours: a usage query read from the events
 // (by end user, deployment or provider, or filtered by end user) counts
-// exactly the events in [from, to), on the admin and the customer API;
-// one read from the hourly rollups refuses a bound that is not a whole
-// UTC hour rather than widen the range to the hour and count usage
-// outside it.
+// exactly the events in [from, to), on the admin and the customer API.
+// One read from the hourly rollups counts exactly too for one customer
+// (the customer API's, or the admin API's with customer_id): the whole
+// hours from the rollups, the parts of an hour from the events. Across
+// customers it refuses a bound that is not a whole UTC hour rather than
+// widen the range to the hour and count usage outside it.
 func TestUsageRangeIsExactOrWholeHours(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
@@ -168,6 +170,10 @@ func TestUsageRangeIsExactOrWholeHours(t *testing.T) {
 		e := event(cust, key, "m", hour.Add(at), usage.Tokens{PromptTokens: 1})
 		e.EndUser = "alice"
 		s.write(e)
+	}
+	// Two more in the next hours, without an end user: 22:20 and 23:05.
+	for _, at := range []time.Duration{80 * time.Minute, 125 * time.Minute} {
+		s.write(event(cust, key, "m", hour.Add(at), usage.Tokens{PromptTokens: 1}))
 	}
 	total := func(base, auth, query string) int64 {
 		var n int64
@@ -201,28 +207,39 @@ func TestUsageRangeIsExactOrWholeHours(t *testing.T) {
 		if n := total(admin, adminToken, "group_by="+g+"&"+whole); n != 3 {
 			t.Errorf("admin usage?group_by=%s&%s = %d requests, want 3", g, whole, n)
 		}
-		for _, tc := range []struct{ query, field string }{
-			{minute, "from"},
-			{q(hour, hour.Add(31*time.Minute)), "to"},
-			{q(hour.In(ist), hour.Add(time.Hour)), ""}, // 21:00 UTC is 02:30 IST: whole
-			{q(time.Date(2026, 1, 11, 0, 0, 0, 0, ist), hour.Add(4*time.Hour)), "from"},
+		for _, tc := range []struct {
+			query, field string // field: the bound within an hour ("" when both are whole)
+			want         int64
+		}{
+			{minute, "from", 1},
+			{q(hour, hour.Add(31*time.Minute)), "to", 2},
+			{q(hour.In(ist), hour.Add(time.Hour)), "", 3}, // 21:00 UTC is 02:30 IST: whole
+			{q(time.Date(2026, 1, 11, 0, 0, 0, 0, ist), hour.Add(4*time.Hour)), "from", 5},
+			{q(hour.Add(40*time.Minute), hour.Add(2*time.Hour)), "from", 2},                    // 21:45 (events), 22:20 (rollups)
+			{q(hour.Add(40*time.Minute), hour.Add(130*time.Minute)), "from", 3},                // and 23:05 (events)
+			{q(hour.Add(-20*time.Minute), hour.Add(125*time.Minute)), "from", 4},               // 23:05 is the end: not counted
+			{q(hour.Add(time.Hour), hour.Add(2*time.Hour+5*time.Minute+time.Second)), "to", 2}, // 22:20, 23:05
 		} {
 			query := "group_by=" + g + "&" + tc.query
-			for _, api := range []struct{ base, auth string }{{admin, adminToken}, {mine, secret}} {
+			for _, api := range []struct{ base, auth, filter string }{
+				{admin, adminToken, ""}, {admin, adminToken, "&customer_id=" + cust}, {mine, secret, ""},
+			} {
 				if api.base == mine && g == "customer" {
 					continue // not a grouping of the customer API
 				}
-				status, body, err := send("GET", api.base+"?"+query, api.auth, "")
+				status, body, err := send("GET", api.base+"?"+query+api.filter, api.auth, "")
 				if err != nil {
 					t.Fatal(err)
 				}
-				if tc.field == "" {
+				if tc.field == "" || api.base == mine || api.filter != "" {
 					if status != http.StatusOK {
-						t.Errorf("%s?%s = %d %s, want 200", api.base, query, status, body)
+						t.Errorf("%s?%s%s = %d %s, want 200", api.base, query, api.filter, status, body)
+					} else if n := total(api.base, api.auth, query+api.filter); n != tc.want {
+						t.Errorf("%s?%s%s = %d requests, want %d", api.base, query, api.filter, n, tc.want)
 					}
 					continue
 				}
-				invalid(t, api.base+"?"+query, status, body, tc.field+": usage by "+g+" is summed per UTC hour")
+				invalid(t, api.base+"?"+query, status, body, tc.field+": usage by "+g+" across customers is summed per UTC hour")
 			}
 		}
 	}
