@@ -298,6 +298,22 @@ func TestDemoHonoursAdminURLEnv(t *testing.T) {
 		len(paths) == 0 {
 		t.Fatalf("demo --admin-url %s beside another TOLLGATE_ADMIN_URL: %v (requests %v)", srv.URL, err, paths)
 	}
+	// The LLM API printed is where TOLLGATE_LISTEN puts `tollgate serve`
+	// (it printed :8080 whatever the environment said), or --gateway-url.
+	for listen, want := range map[string]string{"": "http://127.0.0.1:8080", ":9090": "http://127.0.0.1:9090",
+		"0.0.0.0:9091": "http://127.0.0.1:9091", "[::]:9092": "http://[::1]:9092", "gw.internal:80": "http://gw.internal:80"} {
+		out.Reset()
+		if err := demo(ctx, nil, &out, env(map[string]string{"TOLLGATE_ADMIN_URL": srv.URL, "TOLLGATE_LISTEN": listen})); err != nil ||
+			!strings.Contains(out.String(), "curl -N "+want+"/v1/chat/completions") {
+			t.Fatalf("demo with TOLLGATE_LISTEN=%q: %v, printed:\n%s\nwant the LLM API at %s", listen, err, out.String(), want)
+		}
+	}
+	out.Reset()
+	if err := demo(ctx, []string{"--gateway-url", "https://llm.example"}, &out,
+		env(map[string]string{"TOLLGATE_ADMIN_URL": srv.URL, "TOLLGATE_LISTEN": ":9090"})); err != nil ||
+		!strings.Contains(out.String(), "curl -N https://llm.example/v1/chat/completions") {
+		t.Fatalf("demo --gateway-url beside TOLLGATE_LISTEN: %v, printed:\n%s", err, out.String())
+	}
 	err := demo(ctx, nil, io.Discard, env(map[string]string{"TOLLGATE_ADMIN_URL": "127.0.0.1:8081"}))
 	var stderr bytes.Buffer
 	if code := serverExit("demo", err, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "not an http(s) URL") {

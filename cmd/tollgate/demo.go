@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -14,11 +15,13 @@ import (
 // demo seeds a running server with a demo customer (reused across runs)
 // and a fresh API key, and prints curl commands that use them on stdout.
 // It reads TOLLGATE_ADMIN_URL and TOLLGATE_ADMIN_TOKEN through getenv, as
-// the admin commands do: --admin-url wins over TOLLGATE_ADMIN_URL.
+// the admin commands do: --admin-url wins over TOLLGATE_ADMIN_URL. The
+// LLM API it prints is --gateway-url, else the address TOLLGATE_LISTEN
+// gives `tollgate serve` (listenURL).
 func demo(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	adminURL := fs.String("admin-url", orDefault(getenv("TOLLGATE_ADMIN_URL"), defaultAdminURL), "admin API base URL (env TOLLGATE_ADMIN_URL)")
-	gatewayURL := fs.String("gateway-url", "http://127.0.0.1:8080", "LLM API base URL")
+	gatewayURL := fs.String("gateway-url", listenURL(orDefault(getenv("TOLLGATE_LISTEN"), ":8080")), "LLM API base URL (default: TOLLGATE_LISTEN's)")
 	model := fs.String("model", "sim-pro", "model for the example request")
 	name := fs.String("customer", "demo", "demo customer name")
 	if err := parseServerFlags(fs, args, stdout); err != nil {
@@ -65,4 +68,23 @@ Then see what it cost, from the ledger:
 
 `, customerID, key.Secret, *gatewayURL, key.Secret, *model, *adminURL, customerID, token)
 	return nil
+}
+
+// listenURL is the base URL a client on this machine reaches a listen
+// address at (TOLLGATE_LISTEN's syntax, net.Listen's): ":9090" and
+// "0.0.0.0:9090" are http://127.0.0.1:9090, "[::]:9090" http://[::1]:9090,
+// and a named host is kept. An address that does not split is returned
+// after "http://" as it is, for the request to fail on.
+func listenURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "http://" + listen
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
