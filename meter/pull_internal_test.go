@@ -1,9 +1,6 @@
 package meter
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
 func TestNextPull(t *testing.T) {
 	for _, c := range []struct{ asked, got, limit, want int }{
@@ -23,28 +20,6 @@ func TestNextPull(t *testing.T) {
 	} {
 		if got := nextPull(c.asked, c.got, c.limit); got != c.want {
 			t.Errorf("nextPull(%d, %d, %d) = %d, want %d", c.asked, c.got, c.limit, got, c.want)
-		}
-	}
-}
-
-func TestPullWait(t *testing.T) {
-	const batchWait = 50 * time.Millisecond
-	for _, c := range []struct {
-		size    int
-		pending uint64
-		wait    time.Duration
-		want    time.Duration
-	}{
-		{idlePull, 0, batchWait, idlePullWait},          // idle: one event, waited for longer
-		{idlePull, 0, time.Second, time.Second},         // BatchWait longer than that
-		{6000, 0, batchWait, batchWait},                 // nothing known to be stored
-		{6000, 5999, batchWait, batchWait},              // not enough stored to fill it
-		{6000, 6000, batchWait, backlogPullWait},        // a backlog fills it: waits for delivery only
-		{64, 1 << 40, batchWait, backlogPullWait},       // any size
-		{6000, 90000, 2 * time.Second, 2 * time.Second}, // BatchWait longer than that
-	} {
-		if got := pullWait(c.size, c.pending, c.wait); got != c.want {
-			t.Errorf("pullWait(%d, %d, %v) = %v, want %v", c.size, c.pending, c.wait, got, c.want)
 		}
 	}
 }

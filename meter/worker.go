@@ -46,8 +46,7 @@ type WorkerConfig struct {
 	// batch is pulled and decoded. Default 2 (DefaultWriteLanes).
 	WriteLanes int
 	// BatchWait caps how long one pull waits for its batch to fill, and so
-	// the latency the worker adds. Default 50ms. A pull that events already
-	// stored can fill (a backlog) waits up to 250 ms instead (see pullWait).
+	// the latency the worker adds. Default 50ms.
 	BatchWait time.Duration
 	// AckWait is how long JetStream waits for an ack before redelivering.
 	// Default 30s; the worker extends it while it retries a batch, and
@@ -228,16 +227,19 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // pull fetches batches into out until ctx ends. Each pull is left to end
-// on its own (it lasts at most pullWait once the server answers), never
+// on its own (it lasts at most BatchWait once the server answers), never
 // abandoned, so that no message is delivered to a worker that has stopped
 // reading: a stopping worker writes or hands back every message it was
 // sent. Run reads out to its end.
 func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
 	backoff := newBackoff(5 * time.Second)
 	size := w.cfg.BatchSize // a worker may start on a backlog
-	var pending uint64      // events stored and not yet delivered, as the last pull's last event said
 	for ctx.Err() == nil {
-		b, err := w.cons.Fetch(size, jetstream.FetchMaxWait(pullWait(size, pending, w.cfg.BatchWait)))
+		maxWait := w.cfg.BatchWait
+		if size == idlePull {
+			maxWait = max(idlePullWait, maxWait)
+		}
+		b, err := w.cons.Fetch(size, jetstream.FetchMaxWait(maxWait))
 		var msgs []jetstream.Msg
 		if err == nil {
 			for m := range b.Messages() {
@@ -245,12 +247,8 @@ func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
 			}
 			err = b.Error()
 		}
-		size, pending = nextPull(size, len(msgs), w.cfg.BatchSize), 0
+		size = nextPull(size, len(msgs), w.cfg.BatchSize)
 		if len(msgs) > 0 {
-			if md, err := msgs[len(msgs)-1].Metadata(); err == nil {
-				pending = md.NumPending
-				size = max(size, int(min(pending, uint64(w.cfg.BatchSize))))
-			}
 			handOver(out, msgs, msgs, w.cfg.AckWait/3)
 		}
 		switch {
@@ -288,32 +286,6 @@ const (
 	idlePull     = 1
 	idlePullWait = 250 * time.Millisecond
 )
-
-// A pull that stored events alone can fill (a backlog: the last event
-// delivered said at least as many were still to come) waits up to
-// backlogPullWait, or BatchWait if longer, instead of BatchWait. It ends
-// as soon as it is full, so the wait only bounds it; with BatchWait alone
-// a backlog's pulls of 6,000 events were cut short by the time the server
-// takes to deliver them, at 1,800-2,400 events a write lane's transaction
-// instead of 2,900-3,000, and Postgres spends more per event in smaller
-// transactions (BENCHMARKS.md, "Stop 31"). Other workers of the same
-// consumer may take the backlog's last events first: the pull then holds
-// what it has for up to backlogPullWait, at a backlog's end only. The wait
-// is idlePullWait's, so a stopping worker still stops within it.
-const backlogPullWait = idlePullWait
-
-// pullWait is how long a pull of size events waits to fill, for a worker
-// whose last pull said pending events were stored and not yet delivered,
-// and whose batches wait batchWait.
-func pullWait(size int, pending uint64, batchWait time.Duration) time.Duration {
-	switch {
-	case size == idlePull:
-		return max(idlePullWait, batchWait)
-	case pending >= uint64(size):
-		return max(backlogPullWait, batchWait)
-	}
-	return batchWait
-}
 
 // nextPull is the size of the next pull, after one that asked for asked
 // events and got got, for a worker whose batches are at most limit events

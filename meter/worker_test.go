@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -209,63 +208,5 @@ func TestIdleWorkerPullsOneEventAtATime(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v", err)
-	}
-}
-
-// sizeLog records the size of every batch written.
-type sizeLog struct {
-	meter.Store
-	mu    sync.Mutex
-	sizes []int
-}
-
-func (s *sizeLog) WriteEvents(ctx context.Context, events []usage.Event) (int, error) {
-	s.mu.Lock()
-	s.sizes = append(s.sizes, len(events))
-	s.mu.Unlock()
-	return s.Store.WriteEvents(ctx, events)
-}
-
-// TestWorkerBacklogPullsFill: a worker that starts on a backlog fills its
-// pulls to the batch size, though the server takes longer than BatchWait
-// to deliver that many: each event delivered says how many are still
-// stored, and a pull that those alone can fill waits for them.
-func TestWorkerBacklogPullsFill(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ledgerStore := ledgertest.NewStore(t)
-	js := metertest.NewStream(t)
-	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
-	customer, key := uuid.NewString(), uuid.NewString()
-	const backlog, batch = 6000, 1000
-	for range backlog {
-		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
-			Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
-			UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
-		if err := pub.Publish(ctx, &e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	store := &sizeLog{Store: ledgerStore}
-	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchSize: batch, BatchWait: time.Millisecond, WriteLanes: 1})
-	if row := waitUsage(t, ledgerStore, customer, backlog); row.PromptTokens != backlog {
-		t.Fatalf("usage = %+v, want %d prompt tokens", row, backlog)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run = %v", err)
-	}
-	store.mu.Lock()
-	defer store.mu.Unlock()
-	// The first pull waits BatchWait (nothing is known of a backlog yet);
-	// every later one but the last is full.
-	full := 0
-	for _, n := range store.sizes {
-		if n == batch {
-			full++
-		}
-	}
-	if full < backlog/batch-2 {
-		t.Fatalf("batch sizes %v: want at least %d of %d events", store.sizes, backlog/batch-2, batch)
 	}
 }
