@@ -227,7 +227,10 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	case q.GroupBy == "end_user" || q.EndUser != "":
 		source = usageFromEvents
 	}
-	from, to := q.From, q.To
+	// Stored times are whole microseconds, and pgx drops a bound's
+	// nanoseconds: rounded up to the microsecond, [from, to) holds the
+	// same stored times as the bounds given.
+	from, to := ceilMicrosecond(q.From), ceilMicrosecond(q.To)
 	if from.IsZero() {
 		from = time.Unix(0, 0)
 	}
@@ -300,6 +303,14 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 		page.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(q.GroupBy + "\x00" + last.Group + "\x00" + last.Currency))
 	}
 	return page, nil
+}
+
+// ceilMicrosecond is t rounded up to a whole microsecond.
+func ceilMicrosecond(t time.Time) time.Time {
+	if r := t.Truncate(time.Microsecond); !r.Equal(t) {
+		return r.Add(time.Microsecond)
+	}
+	return t
 }
 
 // wholeHour reports whether t is a whole UTC hour.

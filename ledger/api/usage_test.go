@@ -286,3 +286,55 @@ func TestUsageCursorAfterTheEmptyGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageWithinAnHourIsExactToTheNanosecond: the API takes RFC 3339
+// times with any fraction of a second, but Postgres keeps microseconds and
+// pgx truncated a bound: from=21:00:00.000000001Z counted the event of
+// 21:00:00Z, before from, and to=22:00:00.000000001Z left out the event of
+// 22:00:00Z, before to, for the rollup groupings (their parts of an hour
+// read from the events) and the groupings read from the events alike.
+// (Found by review.)
+func TestUsageWithinAnHourIsExactToTheNanosecond(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	cust, key, secret := s.customer(`{"name":"acme"}`)
+	hour := time.Date(2026, 1, 10, 21, 0, 0, 0, time.UTC)
+	for _, at := range []time.Time{hour, hour.Add(30 * time.Minute), hour.Add(time.Hour)} {
+		s.write(event(cust, key, "m", at, usage.Tokens{PromptTokens: 1}))
+	}
+	q := func(from, to time.Time) string {
+		return "from=" + url.QueryEscape(from.Format(time.RFC3339Nano)) + "&to=" + url.QueryEscape(to.Format(time.RFC3339Nano))
+	}
+	for _, tc := range []struct {
+		query string
+		want  int64
+	}{
+		{q(hour.Add(time.Nanosecond), hour.Add(time.Hour)), 1},                 // 21:30 only: 21:00 is before from
+		{q(hour.Add(30*time.Minute), hour.Add(time.Hour+time.Nanosecond)), 2},  // 21:30 and 22:00, before to
+		{q(hour.Add(-time.Hour), hour.Add(time.Hour+999*time.Nanosecond)), 3},  // all three
+		{q(hour.Add(time.Nanosecond), hour.Add(time.Hour+time.Nanosecond)), 2}, // 21:30, 22:00
+	} {
+		for _, g := range []string{"model", "hour", "end_user"} {
+			for _, api := range []struct{ base, auth, filter string }{
+				{s.admin + "/admin/v1/usage", adminToken, "&customer_id=" + cust}, {s.llm + "/v1/usage", secret, ""},
+			} {
+				query := "group_by=" + g + "&" + tc.query + api.filter
+				status, body, err := send("GET", api.base+"?"+query, api.auth, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if status != http.StatusOK {
+					t.Errorf("%s?%s = %d %s, want 200", api.base, query, status, body)
+					continue
+				}
+				var n int64
+				for _, r := range s.usageRows(api.base, api.auth, query) {
+					n += r.Requests
+				}
+				if n != tc.want {
+					t.Errorf("%s?%s = %d requests (%s), want %d", api.base, query, n, body, tc.want)
+				}
+			}
+		}
+	}
+}
