@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -134,4 +135,52 @@ func TestMigrationGivesEarlierRerateEntriesAListCost(t *testing.T) {
 		t.Errorf("re-rating after the migration = %+v, %v; want the two list costs corrected", res, err)
 	}
 	listCosts("re-rated after the migration", map[string]string{"b/m": "1", "b/u": "4", "d/u": "4"})
+}
+
+// TestOpenExistingDoesNotCreate: `tollgate migrate --down-to N` on a
+// database URL that names no database (a typo, the wrong server) used to
+// create an empty database and report nothing rolled back. OpenExisting,
+// which it uses, refuses a missing database and leaves the server as it
+// was; Open, which serve and migrate use, still creates it.
+func TestOpenExistingDoesNotCreate(t *testing.T) {
+	ctx := context.Background()
+	dbURL := ledgertest.NewDatabase(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	admin, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	exists := func() bool {
+		var n int
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	if _, err := admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := ledger.OpenExisting(ctx, dbURL); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("OpenExisting of a missing database = %v, want an error saying it does not exist", err)
+	}
+	if exists() {
+		t.Fatalf("OpenExisting created database %s", name)
+	}
+	s, err := ledger.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if !exists() {
+		t.Fatalf("Open did not create database %s", name)
+	}
 }

@@ -40,14 +40,23 @@ type Store struct {
 // whatever the server's or the url's TimeZone: the ledger's hours, days and
 // statement months are UTC ones, and Postgres truncates a timestamptz to
 // the hour or month in the session's zone.
-func Open(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string) (*Store, error) { return open(ctx, url, true) }
+
+// OpenExisting is Open without creating the database: a missing one is an
+// error (Postgres's 3D000, "database … does not exist"), for commands that
+// only make sense on a ledger that is there, such as a rollback.
+func OpenExisting(ctx context.Context, url string) (*Store, error) { return open(ctx, url, false) }
+
+func open(ctx context.Context, url string, create bool) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
-	if err := createDatabase(ctx, cfg.ConnConfig); err != nil {
-		return nil, err
+	if create {
+		if err := createDatabase(ctx, cfg.ConnConfig); err != nil {
+			return nil, err
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
@@ -211,6 +214,35 @@ func TestMigrateDownToNotBelowRollsNothingBack(t *testing.T) {
 	}
 	if err := s.CheckMigrated(ctx); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("at migration %d", to)) {
 		t.Fatalf("after migrate --down-to %d: %v", to, err)
+	}
+
+	// A rollback of a database that is not there fails and creates
+	// nothing; it used to create an empty database and warn that nothing
+	// was rolled back.
+	missing := url + "_missing"
+	if i := strings.Index(url, "?"); i >= 0 {
+		missing = url[:i] + "_missing" + url[i:]
+	}
+	t.Setenv("TOLLGATE_DATABASE_URL", missing)
+	t.Cleanup(func() { // only when this test fails: the database it should not have made
+		u, err := neturl.Parse(missing)
+		if err != nil {
+			return
+		}
+		name := strings.TrimPrefix(u.Path, "/")
+		u.Path = "/postgres"
+		if admin, err := pgx.Connect(context.Background(), u.String()); err == nil {
+			admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+			admin.Close(context.Background())
+		}
+	})
+	err = migrate(ctx, slog.New(slog.DiscardHandler), []string{"--down-to", "0"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("migrate --down-to 0 on a missing database = %v, want an error saying it does not exist", err)
+	}
+	if s, err := ledger.OpenExisting(ctx, missing); err == nil {
+		s.Close()
+		t.Fatalf("migrate --down-to 0 created the missing database %s", missing)
 	}
 }
 

@@ -188,7 +188,11 @@ func migrate(ctx context.Context, log *slog.Logger, args []string, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	s, err := ledger.Open(ctx, e.DatabaseURL)
+	open := ledger.Open
+	if downTo >= 0 {
+		open = ledger.OpenExisting // a rollback of a database that is not there is a mistake, not a new database
+	}
+	s, err := open(ctx, e.DatabaseURL)
 	if err != nil {
 		return err
 	}
