@@ -13,7 +13,9 @@ const configUsage = `Usage: tollgate config check --config FILE   (or: tollgate 
 
 Loads FILE as serve, gateway, meter and admin would, and lists every problem
 in it, one sentence each, naming the setting (models[1] ("gpt-x").provider)
-and its line. Exit codes: 0 valid, 2 bad invocation, 5 not valid (or unreadable).
+and its line; then the TOLLGATE_* variables of the environment it runs in
+(TOLLGATE_LISTEN, TOLLGATE_DATABASE_URL, TOLLGATE_SHUTDOWN_GRACE, ...).
+Exit codes: 0 valid, 2 bad invocation, 5 not valid (or unreadable).
 docs/configuration.md describes every setting; examples/demo.yaml is a complete file.
 `
 
@@ -76,6 +78,13 @@ func configCheck(args []string, stdout, stderr io.Writer) int {
 		path, len(cfg.Providers), len(cfg.Models), len(cfg.Prices), cfg.Meter.Replicas, cfg.Meter.BatchSize, cfg.Meter.SpoolMaxBytes)
 	if len(cfg.Providers) == 0 {
 		fmt.Fprintln(stdout, "Note: it defines no provider, so a gateway started with it routes no model (fine for a meter or admin process).")
+	}
+	if problems := envProblems(); len(problems) > 0 {
+		fmt.Fprintf(stderr, "The environment is not valid: %d %s.\n", len(problems), plural(len(problems), "problem", "problems"))
+		for _, p := range problems {
+			fmt.Fprintf(stderr, "  - %s\n", p)
+		}
+		return exitInvalid
 	}
 	return exitOK
 }

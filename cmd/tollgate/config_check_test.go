@@ -307,4 +307,31 @@ func TestEnvValuesAreReadOrRefused(t *testing.T) {
 			t.Errorf("tollgate %s with TOLLGATE_SHUTDOWN_GRACE=5: %v; want it refused before the database is opened", cmd, err)
 		}
 	}
+
+	// `tollgate config check` says so too, with every other variable a
+	// process could not use; it used to call the file valid and exit 0.
+	t.Setenv("TOLLGATE_LISTEN", "nope")
+	t.Setenv("TOLLGATE_ADMIN_LISTEN", ":99999")
+	t.Setenv("TOLLGATE_DATABASE_URL", "postgres://u:hunter2@db:port/ledger")
+	var out, errOut bytes.Buffer
+	code := configCheck([]string{"--config", "../../examples/demo.yaml"}, &out, &errOut)
+	for _, want := range []string{"The environment is not valid: 4 problems.", `TOLLGATE_SHUTDOWN_GRACE="5": want a duration`,
+		`TOLLGATE_LISTEN="nope": want host:port`, `TOLLGATE_ADMIN_LISTEN=":99999": want host:port`, "TOLLGATE_DATABASE_URL: cannot parse"} {
+		if code != exitInvalid || !strings.Contains(errOut.String(), want) {
+			t.Errorf("config check with a bad environment: exit %d, stderr:\n%s\nwant exit 5 and %q", code, errOut.String(), want)
+		}
+	}
+	if strings.Contains(errOut.String(), "hunter2") {
+		t.Errorf("config check printed the database password:\n%s", errOut.String())
+	}
+	for _, v := range []string{"TOLLGATE_SHUTDOWN_GRACE", "TOLLGATE_DATABASE_URL"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("TOLLGATE_LISTEN", "127.0.0.1:http")
+	t.Setenv("TOLLGATE_ADMIN_LISTEN", "[::1]:0")
+	out.Reset()
+	errOut.Reset()
+	if code := configCheck([]string{"--config", "../../examples/demo.yaml"}, &out, &errOut); code != exitOK || errOut.Len() > 0 {
+		t.Errorf("config check with a good environment: exit %d, stderr %q; want 0", code, errOut.String())
+	}
 }

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// envProblems lists what in the environment a process started now could
+// not use, one sentence each naming the variable: the values loadEnv
+// refuses (TOLLGATE_SHUTDOWN_GRACE, TOLLGATE_PPROF), a listen address that
+// is not host:port with a port from 0 to 65535 or a service name (TOLLGATE_LISTEN,
+// TOLLGATE_ADMIN_LISTEN), and a TOLLGATE_DATABASE_URL pgx cannot parse
+// (its message hides a password). TOLLGATE_LOG_LEVEL is checked before any
+// command runs.
+func envProblems() []string {
+	var problems []string
+	if _, err := loadEnv(); err != nil {
+		var ee *envError
+		if !errors.As(err, &ee) {
+			return []string{err.Error()}
+		}
+		problems = append(problems, ee.msg)
+	}
+	for _, name := range []string{"TOLLGATE_LISTEN", "TOLLGATE_ADMIN_LISTEN"} {
+		addr := os.Getenv(name)
+		if addr == "" {
+			continue // the default
+		}
+		_, port, err := net.SplitHostPort(addr)
+		if err == nil {
+			_, err = net.LookupPort("tcp", port) // a number up to 65535, or a service name (/etc/services)
+		}
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s=%q: want host:port or :port, such as :8080 or 127.0.0.1:8080", name, addr))
+		}
+	}
+	if u := os.Getenv("TOLLGATE_DATABASE_URL"); u != "" {
+		if _, err := pgx.ParseConfig(u); err != nil {
+			problems = append(problems, fmt.Sprintf("TOLLGATE_DATABASE_URL: %v", err))
+		}
+	}
+	return problems
+}
