@@ -97,10 +97,14 @@ func orZero(s string) string {
 
 // checkCurrency returns EInvalid, naming the field currency, unless c (the
 // upper-cased raw) is three letters that golang.org/x/text/currency knows
-// as an ISO 4217 code.
+// as an ISO 4217 code, or that isoMinorUnit lists (UYW, which x/text does
+// not know).
 func checkCurrency(c, raw string) error {
 	if len(c) != 3 || strings.Trim(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
 		return errorf(EInvalid, "currency: %q is not a three-letter ISO 4217 code", raw)
+	}
+	if _, ok := isoMinorUnit[c]; ok {
+		return nil
 	}
 	if _, err := currency.ParseISO(c); err != nil {
 		return errorf(EInvalid, "currency: %q is not a known ISO 4217 code", raw)

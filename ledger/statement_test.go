@@ -160,6 +160,22 @@ func TestStatementRoundsToTheISO4217MinorUnit(t *testing.T) {
 	if len(st.Sections) != 1 || st.Sections[0].Total != "0.125" || st.Sections[0].MinorUnit != 3 {
 		t.Errorf("IQD statement: %+v; want total 0.125 at ISO 4217's 3 decimals", st.Sections)
 	}
+	// UYW has a minor unit, so it is a currency prices and customers may
+	// use: it was refused as "not a known ISO 4217 code", x/text not
+	// knowing it. 0.12345 is billed as 0.1234 (half to even, 4 decimals).
+	u := newBilling(t, nil)
+	if _, err := u.s.CreateCustomer(u.ctx, ledger.CustomerInput{Name: "montevideo", Currency: "uyw"}); err != nil {
+		t.Fatalf("a customer billed in UYW: %v", err)
+	}
+	u.price("uyw-model", "UYW", "0", "0", "0.12345")
+	u.write(u.event("uyw-model", jan.Add(time.Hour), usage.Tokens{}))
+	if st := u.statement("2026-01"); len(st.Sections) != 1 || st.Sections[0].Currency != "UYW" ||
+		st.Sections[0].Total != "0.1234" || st.Sections[0].MinorUnit != 4 {
+		t.Errorf("UYW statement: %+v; want total 0.1234 at ISO 4217's 4 decimals", st.Sections)
+	}
+	if _, err := u.s.CreateCustomer(u.ctx, ledger.CustomerInput{Name: "nowhere", Currency: "XYZ"}); ledger.ErrorCode(err) != ledger.EInvalid {
+		t.Errorf("a customer in XYZ: %v; want EInvalid", err)
+	}
 }
 
 func TestStatementDiscountEntriesAndBalances(t *testing.T) {
