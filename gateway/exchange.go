@@ -329,6 +329,7 @@ func (x *exchange) settle() {
 	}
 	if x.responded {
 		e.Usage, e.UsageSource = r.Resolve(x.s.est, x.promptText)
+		x.addHiddenReasoning()
 	} else { // refused or unreachable: nothing was produced, nothing is billed
 		e.Usage, e.UsageSource = usage.Tokens{}, usage.SourceEstimated
 	}
@@ -342,6 +343,35 @@ func (x *exchange) settle() {
 		level = slog.LevelWarn
 	}
 	logRequest(x.ctx, x.s.log, level, e, x.retry)
+}
+
+// addHiddenReasoning adds to an event whose usage the provider did not
+// report in full (cancelled, stalled, broken, cut off), after output began,
+// the reasoning its model is seen to spend unseen (hiddenReasoning's
+// average), as Recover does for a crash: OpenAI's reasoning models report
+// reasoning_tokens only in the final usage and stream none of it, yet the
+// reasoning is spent, and billed, before the first output token. Without
+// it such a stream was billed 0 reasoning tokens. Nothing is added when
+// the stream showed its reasoning (counted in the estimate already), the
+// provider reported some, or no output came (the reasoning may not be
+// over).
+func (x *exchange) addHiddenReasoning() {
+	e, r := x.event, &x.report
+	if e.UsageSource == usage.SourceUpstream || r.ReasoningShown || e.Usage.ReasoningTokens > 0 || r.Output.Len() == 0 {
+		return
+	}
+	if hidden := x.s.hidden.expected(e.Model); hidden > 0 {
+		e.Usage.CompletionTokens += hidden
+		e.Usage.ReasoningTokens = hidden
+		note := fmt.Sprintf("%d reasoning tokens the model hides estimated from its recent average", hidden)
+		switch {
+		case e.Status == usage.StatusOK: // no error to tell; usage_source says it is estimated
+		case e.Error == "":
+			e.Error = note
+		default:
+			e.Error += "; " + note
+		}
+	}
 }
 
 // logRequest writes a request's log line: its event's ids, route, status
