@@ -72,13 +72,16 @@ func oneUpstream(url string) func(*gateway.Config) {
 // a packet of its own. The gateway stops relaying at [DONE], and net/http
 // keeps a connection for the next request only if its body was read to the
 // end; so the gateway reads on to it, and streams one after another share
-// one upstream connection instead of dialing one each.
+// one upstream connection instead of dialing one each. (The gateway waits
+// afterDoneWait, 10 ms, for the end, so on a machine loaded enough to delay
+// the upstream's 2 ms by more than that a stream may dial again: up to 3 of
+// 10 are allowed; without the reading on, every stream dials.)
 func TestStreamsKeepTheirUpstreamConnection(t *testing.T) {
 	up, conns := connCountingUpstream(t, func(http.ResponseWriter, *http.Request) { time.Sleep(2 * time.Millisecond) })
 	st := newStack(t, oneUpstream(up.URL))
-	streamThrough(t, st, 5)
-	if n := conns.Load(); n != 1 {
-		t.Fatalf("5 streams one after another opened %d upstream connections, want 1", n)
+	streamThrough(t, st, 10)
+	if n := conns.Load(); n > 3 {
+		t.Fatalf("10 streams one after another opened %d upstream connections, want 1 (at most 3 on a loaded machine)", n)
 	}
 }
 
@@ -105,8 +108,8 @@ func TestWhatFollowsDoneIsNotRelayed(t *testing.T) {
 		_, _ = io.WriteString(w, extra)
 	})
 	st := newStack(t, oneUpstream(up.URL))
-	streamThrough(t, st, 3) // checks the usage of each, and the end of its body
-	if n := conns.Load(); n != 1 {
-		t.Fatalf("3 streams opened %d upstream connections, want 1", n)
+	streamThrough(t, st, 6) // checks the usage of each, and the end of its body
+	if n := conns.Load(); n > 2 {
+		t.Fatalf("6 streams opened %d upstream connections, want 1 (at most 2 on a loaded machine: see TestStreamsKeepTheirUpstreamConnection)", n)
 	}
 }
