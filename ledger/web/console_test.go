@@ -6,6 +6,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 )
@@ -141,4 +144,43 @@ func between(s, from, to string) string {
 	}
 	v, _, _ := strings.Cut(after, to)
 	return v
+}
+
+// TestConsoleReconciliationListsWhatDiffers: the reconciliation page
+// counted rollup and balance mismatches but listed only unpriced models,
+// so an operator saw "1 rollup mismatch" and had to go to the admin API to
+// learn which row. It now lists each: the rollup row (hour, customer, key,
+// model, currency, the figures that differ, events against rollup) and
+// the balance (ledger against stored).
+func TestConsoleReconciliationListsWhatDiffers(t *testing.T) {
+	g := newRig(t)
+	cust, _, _ := g.customer("drift-co", "m1", 3)
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, g.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	// A rollup row and a balance changed behind the ledger's back.
+	if _, err := db.Exec(ctx, `UPDATE usage_hourly SET requests = requests + 1 WHERE customer_id = $1`, cust.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO customer_balances (customer_id, currency, charges_e12) VALUES ($1, 'USD', 2000000000000)
+		ON CONFLICT (customer_id, currency) DO UPDATE SET charges_e12 = customer_balances.charges_e12 + 2000000000000`, cust.ID); err != nil {
+		t.Fatal(err)
+	}
+	c := g.browser()
+	g.signIn(c, "console", "token", adminToken)
+	now := time.Now().UTC()
+	status, body, _ := g.do(c, "GET", "/console/reconciliation?from="+now.Add(-3*time.Hour).Format("2006-01-02T15:04")+
+		"&to="+now.Add(2*time.Hour).Format("2006-01-02T15:04"), nil)
+	if status != http.StatusOK || !strings.Contains(body, "does not add up") {
+		t.Fatalf("GET /console/reconciliation = %d, want 200 and a ledger that does not add up:\n%s", status, body)
+	}
+	for _, want := range []string{`id="rollup-mismatches"`, `<a href="/console/customers/` + cust.ID + `">`, "<td>m1</td>",
+		"<td>requests</td>", `<td class="n">3 / 4</td>`, `id="balance-mismatches"`, "<td>USD</td>", `<td class="n">0 / 2</td>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the reconciliation page lacks %q:\n%s", want, body)
+		}
+	}
 }

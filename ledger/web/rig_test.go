@@ -30,6 +30,7 @@ const adminToken = "web-test-admin-token"
 type rig struct {
 	t     *testing.T
 	store *ledger.Store
+	dbURL string // the database's, for tests that set up what no API makes
 	api   *api.Client
 	url   string
 }
@@ -45,7 +46,7 @@ func (k ledgerKeys) LookupKey(secret string) (usage.KeyState, bool) {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	store := ledgertest.NewStore(t)
+	store, dbURL := ledgertest.NewStoreURL(t)
 	log := slog.New(slog.DiscardHandler)
 	adm, err := api.NewAdmin(store, adminToken, log)
 	if err != nil {
@@ -62,7 +63,7 @@ func newRig(t *testing.T) *rig {
 	srv, adminSrv := httptest.NewServer(r), httptest.NewServer(admin)
 	t.Cleanup(srv.Close)
 	t.Cleanup(adminSrv.Close)
-	return &rig{t: t, store: store, url: srv.URL, api: api.NewClient(adminSrv.URL, adminToken, nil)}
+	return &rig{t: t, store: store, dbURL: dbURL, url: srv.URL, api: api.NewClient(adminSrv.URL, adminToken, nil)}
 }
 
 // customer makes a customer with a key and n events of model at now, and
