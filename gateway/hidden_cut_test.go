@@ -1,0 +1,84 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// cancelAfter posts body to path on st with the stack's key, reads the
+// response until want shows, then hangs up; it returns the request's event.
+func cancelAfter(t *testing.T, st *stack, path, body, want string) usage.Event {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, st.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	until(t, lines(resp.Body), want)
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	resp.Body.Close()
+	return st.sink.event(t, id)
+}
+
+// TestCutGeminiStreamThatReportedNoThoughtsBillsNoHiddenReasoning: Gemini
+// reports its usage, cumulative, on every chunk, thoughtsTokenCount
+// included: the thinking is done before the first candidate, so a report
+// after output that names no thoughts says the request spent none (a
+// thinkingBudget of 0, or a prompt the model did not think about). When
+// such a stream is cut short (the client left, drain_timeout ended it),
+// addHiddenReasoning still adds the model's average of hidden thinking
+// (learnt from other requests, of other customers, that did think),
+// because it tests ReasoningTokens > 0 rather than whether the provider's
+// report already covers the reasoning: the customer is billed 300
+// reasoning tokens the provider never spent nor billed.
+func TestCutGeminiStreamThatReportedNoThoughtsBillsNoHiddenReasoning(t *testing.T) {
+	const chunk = `data: {"candidates":[{"content":{"role":"model","parts":[{"text":"word "}]},"index":0}],` +
+		`"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":5,"totalTokenCount":17},"modelVersion":"m"}` + "\n\n"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		if strings.Contains(string(body), "complete") {
+			io.WriteString(w, `data: {"candidates":[{"content":{"role":"model","parts":[{"text":"word word"}]},"finishReason":"STOP","index":0}],`+
+				`"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":10,"thoughtsTokenCount":300,"totalTokenCount":322},"modelVersion":"m"}`+"\n\n")
+			return
+		}
+		io.WriteString(w, strings.Repeat(chunk, 3))
+		w.(http.Flusher).Flush()
+		select { // then nothing, until the gateway gives up its drain
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	t.Cleanup(up.Close)
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{{Name: "up", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "k-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "up"}}
+		c.DrainTimeout = 200 * time.Millisecond
+	})
+	const path = "/gemini/v1beta/models/m:streamGenerateContent?alt=sse"
+	if e, _ := doRequest(t, st, path, `{"contents":[{"role":"user","parts":[{"text":"complete"}]}]}`); e.Usage.ReasoningTokens != 300 {
+		t.Fatalf("the completed stream billed %+v (%s), want its 300 reasoning tokens", e.Usage, e.UsageSource)
+	}
+	e := cancelAfter(t, st, path, `{"contents":[{"role":"user","parts":[{"text":"cut"}]}]}`, `word `)
+	if e.UsageSource != usage.SourcePartial {
+		t.Fatalf("cut stream: %s usage %+v, want partial (the provider reported)", e.UsageSource, e.Usage)
+	}
+	if e.Usage.ReasoningTokens != 0 || e.Usage.CompletionTokens > 10 {
+		t.Fatalf("cut stream: %s (%q), %s usage %+v; the provider's own cumulative report (5 candidates, no thoughts) "+
+			"covers everything spent, yet the model's average hidden reasoning was added", e.Status, e.Error, e.UsageSource, e.Usage)
+	}
+}
