@@ -366,3 +366,22 @@ func TestHelpWhateverTheLogLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoListenURLIsAURL: listenURL joins TOLLGATE_LISTEN's host and port
+// into a URL as they are, but a listen address is net.Listen's syntax, not
+// a URL's: a service name port (config check accepts "127.0.0.1:http" as
+// good, and serve listens on port 80) gives "http://127.0.0.1:http", which
+// curl and net/url refuse; an IPv6 zone's "%" must be "%25" in a URL.
+func TestDemoListenURLIsAURL(t *testing.T) {
+	for listen, want := range map[string]string{
+		"127.0.0.1:http":    "http://127.0.0.1:80",
+		":https":            "http://127.0.0.1:443",
+		"[fe80::1%lo]:9090": "http://[fe80::1%25lo]:9090",
+	} {
+		got := listenURL(listen)
+		_, err := neturl.Parse(got)
+		if got != want || err != nil {
+			t.Errorf("listenURL(%q) = %q (url.Parse: %v), want %q", listen, got, err, want)
+		}
+	}
+}
