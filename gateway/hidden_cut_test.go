@@ -82,3 +82,58 @@ func TestCutGeminiStreamThatReportedNoThoughtsBillsNoHiddenReasoning(t *testing.
 			"covers everything spent, yet the model's average hidden reasoning was added", e.Status, e.Error, e.UsageSource, e.Usage)
 	}
 }
+
+// TestCutResponsesStreamWithReasoningSummaryBillsHiddenReasoning: on the
+// Responses API a reasoning model streams, at most, a summary of its
+// reasoning (reasoning.summary "auto"): a few dozen tokens standing for the
+// hundreds it spent and the provider bills. The tap counts the summary as
+// shown reasoning (ReasoningShown), so addHiddenReasoning adds nothing for
+// a stream cut short after output: a customer who asks for a summary, and
+// leaves mid-answer from an upstream that gives no usage within
+// drain_timeout, is billed the summary's handful of tokens instead of the
+// model's 300 hidden reasoning tokens that the same request without a
+// summary is billed.
+func TestCutResponsesStreamWithReasoningSummaryBillsHiddenReasoning(t *testing.T) {
+	ev := func(typ, rest string) string {
+		return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\"" + rest + "}\n\n"
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, ev("response.created", `,"response":{"id":"resp_1","status":"in_progress","model":"o-m"}`))
+		if strings.Contains(string(body), "summary") {
+			io.WriteString(w, ev("response.reasoning_summary_text.delta", `,"delta":"Thinking briefly."`))
+		}
+		io.WriteString(w, strings.Repeat(ev("response.output_text.delta", `,"delta":"word "`), 10))
+		if strings.Contains(string(body), "complete") {
+			io.WriteString(w, ev("response.completed", `,"response":{"id":"resp_1","status":"completed","model":"o-m",`+
+				`"usage":{"input_tokens":12,"output_tokens":310,"output_tokens_details":{"reasoning_tokens":300},"total_tokens":322}}`))
+			return
+		}
+		w.(http.Flusher).Flush()
+		select { // then nothing, until the gateway gives up its drain
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	t.Cleanup(up.Close)
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{{Name: "up", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-up-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "o-m", Provider: "up"}}
+		c.DrainTimeout = 200 * time.Millisecond
+	})
+	if e, _ := doRequest(t, st, "/v1/responses", `{"model":"o-m","stream":true,"input":"complete"}`); e.Usage.ReasoningTokens != 300 {
+		t.Fatalf("the completed stream billed %+v (%s), want its 300 reasoning tokens", e.Usage, e.UsageSource)
+	}
+	plain := cancelAfter(t, st, "/v1/responses", `{"model":"o-m","stream":true,"input":"cut"}`, `word `)
+	summary := cancelAfter(t, st, "/v1/responses",
+		`{"model":"o-m","stream":true,"input":"cut","reasoning":{"effort":"high","summary":"auto"}}`, `word `)
+	if plain.Usage.ReasoningTokens != 300 {
+		t.Fatalf("cut stream without a summary: %s %+v, want the 300 hidden reasoning tokens", plain.UsageSource, plain.Usage)
+	}
+	if summary.Usage.ReasoningTokens < 300 || summary.Usage.CompletionTokens < plain.Usage.CompletionTokens {
+		t.Fatalf("cut stream with a reasoning summary: %s (%q), %s usage %+v; the same stream without one bills %+v: "+
+			"asking for a summary escapes the hidden reasoning", summary.Status, summary.Error, summary.UsageSource, summary.Usage, plain.Usage)
+	}
+}
