@@ -345,19 +345,22 @@ func (x *exchange) settle() {
 	logRequest(x.ctx, x.s.log, level, e, x.retry)
 }
 
-// addHiddenReasoning adds to an event whose usage the provider did not
-// report in full (cancelled, stalled, broken, cut off), after output began,
-// the reasoning its model is seen to spend unseen (hiddenReasoning's
-// average), as Recover does for a crash: OpenAI's reasoning models report
-// reasoning_tokens only in the final usage and stream none of it, yet the
-// reasoning is spent, and billed, before the first output token. Without
-// it such a stream was billed 0 reasoning tokens. Nothing is added when
-// the stream showed its reasoning (counted in the estimate already), the
-// provider reported some, or no output came (the reasoning may not be
-// over).
+// addHiddenReasoning adds to an event whose usage the provider never
+// reported (cancelled, stalled, broken, cut off before its final report),
+// after output began, the reasoning its model is seen to spend unseen
+// (hiddenReasoning's average), as Recover does for a crash: OpenAI's
+// reasoning models report reasoning_tokens only in the final usage and
+// stream none of it (a Responses API summary stands for it, and does not
+// count as showing it), yet the reasoning is spent, and billed, before the
+// first output token. Without it such a stream was billed 0 reasoning
+// tokens. Nothing is added when the stream showed its reasoning (counted
+// in the estimate already), when the provider reported any usage (a
+// report so far, as Gemini's cumulative one, covers the reasoning spent:
+// none when it names none), or when no output came (the reasoning may not
+// be over).
 func (x *exchange) addHiddenReasoning() {
 	e, r := x.event, &x.report
-	if e.UsageSource == usage.SourceUpstream || r.ReasoningShown || e.Usage.ReasoningTokens > 0 || r.Output.Len() == 0 {
+	if e.UsageSource != usage.SourceEstimated || r.Reported || r.ReasoningShown || r.Output.Len() == 0 {
 		return
 	}
 	if hidden := x.s.hidden.expected(e.Model); hidden > 0 {

@@ -58,29 +58,47 @@ func loadEnv() (env, error) {
 		return def
 	}
 	e := env{
-		DatabaseURL:   get("TOLLGATE_DATABASE_URL", ledger.DefaultDatabaseURL),
-		NATSURL:       os.Getenv("TOLLGATE_NATS_URL"),
-		AdminToken:    os.Getenv("TOLLGATE_ADMIN_TOKEN"),
-		Listen:        get("TOLLGATE_LISTEN", ":8080"),
-		AdminListen:   get("TOLLGATE_ADMIN_LISTEN", ":8081"),
-		DataDir:       get("TOLLGATE_DATA_DIR", "./tollgate-data"),
-		ShutdownGrace: 30 * time.Second,
+		DatabaseURL: get("TOLLGATE_DATABASE_URL", ledger.DefaultDatabaseURL),
+		NATSURL:     os.Getenv("TOLLGATE_NATS_URL"),
+		AdminToken:  os.Getenv("TOLLGATE_ADMIN_TOKEN"),
+		Listen:      get("TOLLGATE_LISTEN", ":8080"),
+		AdminListen: get("TOLLGATE_ADMIN_LISTEN", ":8081"),
+		DataDir:     get("TOLLGATE_DATA_DIR", "./tollgate-data"),
 	}
-	if v := os.Getenv("TOLLGATE_SHUTDOWN_GRACE"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return env{}, &envError{fmt.Sprintf("TOLLGATE_SHUTDOWN_GRACE=%q: want a duration of 0 or more, such as 30s or 1m30s", v)}
-		}
-		e.ShutdownGrace = d
+	var err error
+	if e.ShutdownGrace, err = shutdownGrace(os.Getenv("TOLLGATE_SHUTDOWN_GRACE")); err != nil {
+		return env{}, err
 	}
-	if v := os.Getenv("TOLLGATE_PPROF"); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return env{}, &envError{fmt.Sprintf("TOLLGATE_PPROF=%q: want 1 or true (on), 0 or false (off)", v)}
-		}
-		e.Pprof = on
+	if e.Pprof, err = pprofOn(os.Getenv("TOLLGATE_PPROF")); err != nil {
+		return env{}, err
 	}
 	return e, nil
+}
+
+// shutdownGrace reads TOLLGATE_SHUTDOWN_GRACE's value v: 30s when empty,
+// else a Go duration of 0 or more, or an *envError.
+func shutdownGrace(v string) (time.Duration, error) {
+	if v == "" {
+		return 30 * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, &envError{fmt.Sprintf("TOLLGATE_SHUTDOWN_GRACE=%q: want a duration of 0 or more, such as 30s or 1m30s", v)}
+	}
+	return d, nil
+}
+
+// pprofOn reads TOLLGATE_PPROF's value v: off when empty, else a boolean
+// as strconv.ParseBool reads it, or an *envError.
+func pprofOn(v string) (bool, error) {
+	if v == "" {
+		return false, nil
+	}
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, &envError{fmt.Sprintf("TOLLGATE_PPROF=%q: want 1 or true (on), 0 or false (off)", v)}
+	}
+	return on, nil
 }
 
 // loadConfig reads and validates the config file and fills in defaults.

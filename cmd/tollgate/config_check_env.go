@@ -1,29 +1,27 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // envProblems lists what in the environment a process started now could
 // not use, one sentence each naming the variable: the values loadEnv
-// refuses (TOLLGATE_SHUTDOWN_GRACE, TOLLGATE_PPROF), a listen address that
+// refuses (TOLLGATE_SHUTDOWN_GRACE, TOLLGATE_PPROF), each one, a listen address that
 // is not host:port with a port from 0 to 65535 or a service name (TOLLGATE_LISTEN,
-// TOLLGATE_ADMIN_LISTEN), and a TOLLGATE_DATABASE_URL pgx cannot parse
-// (its message hides a password). TOLLGATE_LOG_LEVEL is checked before any
+// TOLLGATE_ADMIN_LISTEN), and a TOLLGATE_DATABASE_URL pgxpool cannot
+// parse, as ledger.Open parses it (its message hides a password). TOLLGATE_LOG_LEVEL is checked before any
 // command runs.
 func envProblems() []string {
 	var problems []string
-	if _, err := loadEnv(); err != nil {
-		var ee *envError
-		if !errors.As(err, &ee) {
-			return []string{err.Error()}
-		}
-		problems = append(problems, ee.msg)
+	if _, err := shutdownGrace(os.Getenv("TOLLGATE_SHUTDOWN_GRACE")); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if _, err := pprofOn(os.Getenv("TOLLGATE_PPROF")); err != nil {
+		problems = append(problems, err.Error())
 	}
 	for _, name := range []string{"TOLLGATE_LISTEN", "TOLLGATE_ADMIN_LISTEN"} {
 		addr := os.Getenv(name)
@@ -39,7 +37,7 @@ func envProblems() []string {
 		}
 	}
 	if u := os.Getenv("TOLLGATE_DATABASE_URL"); u != "" {
-		if _, err := pgx.ParseConfig(u); err != nil {
+		if _, err := pgxpool.ParseConfig(u); err != nil { // as ledger.Open parses it, pool_* settings too
 			problems = append(problems, fmt.Sprintf("TOLLGATE_DATABASE_URL: %v", err))
 		}
 	}

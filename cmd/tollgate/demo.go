@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -73,8 +75,10 @@ Then see what it cost, from the ledger:
 // listenURL is the base URL a client on this machine reaches a listen
 // address at (TOLLGATE_LISTEN's syntax, net.Listen's): ":9090" and
 // "0.0.0.0:9090" are http://127.0.0.1:9090, "[::]:9090" http://[::1]:9090,
-// and a named host is kept. An address that does not split is returned
-// after "http://" as it is, for the request to fail on.
+// a named host is kept, a service name port is its number (":http" is
+// 80), and an IPv6 zone is escaped as a URL needs ("%25"). An address
+// that does not split is returned after "http://" as it is, for the
+// request to fail on.
 func listenURL(listen string) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
@@ -86,5 +90,8 @@ func listenURL(listen string) string {
 	case "::":
 		host = "::1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	if n, err := net.LookupPort("tcp", port); err == nil {
+		port = strconv.Itoa(n)
+	}
+	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}).String()
 }

@@ -63,8 +63,13 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	switch {
 	case ev.Type == "error":
 		r.Error, r.FinishReason = "upstream error event: "+string(data), "error"
+	case strings.HasSuffix(ev.Type, ".delta") && strings.Contains(ev.Type, "reasoning_summary"):
+		// A summary is a few tokens standing for the reasoning, not the
+		// reasoning: counted as output, it leaves the reasoning hidden
+		// (tap.Report.ReasoningShown), as it is.
+		r.AddOutput(ev.Delta)
 	case strings.HasSuffix(ev.Type, ".delta") && strings.Contains(ev.Type, "reasoning"):
-		r.AddReasoning(ev.Delta)
+		r.AddReasoning(ev.Delta) // response.reasoning_text.delta: the reasoning itself
 	case strings.HasSuffix(ev.Type, ".delta") && !strings.Contains(ev.Type, "audio"):
 		r.AddOutput(ev.Delta)
 	}
@@ -78,12 +83,14 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 }
 
 // ResponsesBody reads the usage of a non-streamed Responses API response,
-// and its output (message text, reasoning summaries, function calls' names
-// and arguments) for an estimate when it carries no usage.
+// and its output (message text, reasoning summaries, a reasoning item's own
+// text, function calls' names and arguments) for an estimate when it
+// carries no usage.
 func ResponsesBody(body []byte, r *tap.Report) error {
 	var resp struct {
 		responseObject
 		Output []struct {
+			Type      string `json:"type"`
 			Name      string `json:"name"`
 			Arguments string `json:"arguments"`
 			Content   []struct {
@@ -99,10 +106,14 @@ func ResponsesBody(body []byte, r *tap.Report) error {
 	}
 	for _, o := range resp.Output {
 		for _, c := range o.Content {
-			r.AddOutput(c.Text)
+			if o.Type == "reasoning" {
+				r.AddReasoning(c.Text) // the reasoning's own text (open models)
+			} else {
+				r.AddOutput(c.Text)
+			}
 		}
 		for _, c := range o.Summary {
-			r.AddReasoning(c.Text)
+			r.AddOutput(c.Text) // a summary: the reasoning stays hidden (see Event)
 		}
 		r.AddOutput(o.Name)
 		r.AddOutput(o.Arguments)
