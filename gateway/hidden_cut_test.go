@@ -39,11 +39,11 @@ func cancelAfter(t *testing.T, st *stack, path, body, want string) usage.Event {
 // after output that names no thoughts says the request spent none (a
 // thinkingBudget of 0, or a prompt the model did not think about). When
 // such a stream is cut short (the client left, drain_timeout ended it),
-// addHiddenReasoning still adds the model's average of hidden thinking
-// (learnt from other requests, of other customers, that did think),
-// because it tests ReasoningTokens > 0 rather than whether the provider's
-// report already covers the reasoning: the customer is billed 300
-// reasoning tokens the provider never spent nor billed.
+// addHiddenReasoning added the model's average of hidden thinking (learnt
+// from other requests, of other customers, that did think), because it
+// tested ReasoningTokens > 0 rather than whether the provider had
+// reported: the customer was billed 300 reasoning tokens the provider
+// never spent nor billed. (Found by review.)
 func TestCutGeminiStreamThatReportedNoThoughtsBillsNoHiddenReasoning(t *testing.T) {
 	const chunk = `data: {"candidates":[{"content":{"role":"model","parts":[{"text":"word "}]},"index":0}],` +
 		`"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":5,"totalTokenCount":17},"modelVersion":"m"}` + "\n\n"
@@ -86,13 +86,13 @@ func TestCutGeminiStreamThatReportedNoThoughtsBillsNoHiddenReasoning(t *testing.
 // TestCutResponsesStreamWithReasoningSummaryBillsHiddenReasoning: on the
 // Responses API a reasoning model streams, at most, a summary of its
 // reasoning (reasoning.summary "auto"): a few dozen tokens standing for the
-// hundreds it spent and the provider bills. The tap counts the summary as
-// shown reasoning (ReasoningShown), so addHiddenReasoning adds nothing for
-// a stream cut short after output: a customer who asks for a summary, and
-// leaves mid-answer from an upstream that gives no usage within
-// drain_timeout, is billed the summary's handful of tokens instead of the
+// hundreds it spent and the provider bills. The tap counted the summary as
+// shown reasoning (ReasoningShown), so addHiddenReasoning added nothing
+// for a stream cut short after output: a customer who asked for a summary,
+// and left mid-answer from an upstream that gave no usage within
+// drain_timeout, was billed the summary's handful of tokens instead of the
 // model's 300 hidden reasoning tokens that the same request without a
-// summary is billed.
+// summary is billed. (Found by review.)
 func TestCutResponsesStreamWithReasoningSummaryBillsHiddenReasoning(t *testing.T) {
 	ev := func(typ, rest string) string {
 		return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\"" + rest + "}\n\n"
