@@ -367,11 +367,12 @@ func TestHelpWhateverTheLogLevel(t *testing.T) {
 	}
 }
 
-// TestDemoListenURLIsAURL: listenURL joins TOLLGATE_LISTEN's host and port
-// into a URL as they are, but a listen address is net.Listen's syntax, not
-// a URL's: a service name port (config check accepts "127.0.0.1:http" as
-// good, and serve listens on port 80) gives "http://127.0.0.1:http", which
-// curl and net/url refuse; an IPv6 zone's "%" must be "%25" in a URL.
+// TestDemoListenURLIsAURL: listenURL joined TOLLGATE_LISTEN's host and
+// port into a URL as they were, but a listen address is net.Listen's
+// syntax, not a URL's: a service name port (config check accepts
+// "127.0.0.1:http" as good, and serve listens on port 80) gave
+// "http://127.0.0.1:http", which curl and net/url refuse; an IPv6 zone's
+// "%" must be "%25" in a URL.
 func TestDemoListenURLIsAURL(t *testing.T) {
 	for listen, want := range map[string]string{
 		"127.0.0.1:http":    "http://127.0.0.1:80",

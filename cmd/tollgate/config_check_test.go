@@ -336,13 +336,13 @@ func TestEnvValuesAreReadOrRefused(t *testing.T) {
 	}
 }
 
-// TestConfigCheckEnvDatabaseURLAsServeParsesIt: config check parses
+// TestConfigCheckEnvDatabaseURLAsServeParsesIt: config check parsed
 // TOLLGATE_DATABASE_URL with pgx.ParseConfig, but serve, migrate and the
 // rest open it with ledger.Open, which parses it with pgxpool.ParseConfig:
 // the pool's own settings (pool_max_conns, pool_min_conns,
-// pool_max_conn_lifetime, ...) are not checked, so a URL that every
+// pool_max_conn_lifetime, ...) were not checked, so a URL that every
 // command refuses ("parse database url: cannot parse ... invalid
-// pool_max_conns") is called valid, exit 0.
+// pool_max_conns") was called valid, exit 0. (Found by review.)
 func TestConfigCheckEnvDatabaseURLAsServeParsesIt(t *testing.T) {
 	for _, u := range []string{
 		"postgres://u@db/ledger?pool_max_conns=abc",
@@ -359,10 +359,10 @@ func TestConfigCheckEnvDatabaseURLAsServeParsesIt(t *testing.T) {
 	}
 }
 
-// TestConfigCheckEnvListsEveryProblem: the commit says config check
-// "lists each such variable", but envProblems takes loadEnv's first error
-// only: with both TOLLGATE_SHUTDOWN_GRACE and TOLLGATE_PPROF bad, only the
-// first is named, and the second shows up only after the first is fixed.
+// TestConfigCheckEnvListsEveryProblem: config check lists each bad
+// variable; it took loadEnv's first error only, so with both
+// TOLLGATE_SHUTDOWN_GRACE and TOLLGATE_PPROF bad only the first was named,
+// and the second showed up only after the first was fixed.
 func TestConfigCheckEnvListsEveryProblem(t *testing.T) {
 	t.Setenv("TOLLGATE_SHUTDOWN_GRACE", "5")
 	t.Setenv("TOLLGATE_PPROF", "yes")
