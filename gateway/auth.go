@@ -74,16 +74,30 @@ func (s *Server) checkMetered(w http.ResponseWriter, r *http.Request, env provid
 	// that share counts; an admitted request is counted until it ends, and
 	// holds its prompt's estimate (its body's bytes / 4) against the
 	// tpm_limit until then.
-	if r.ContentLength < 0 && keyOf(r).TPMLimit > 0 && !s.bufferBody(w, r, env) {
-		return nil, nil
+	if r.ContentLength < 0 && keyOf(r).TPMLimit > 0 {
+		leave, over := s.limits.enterBuffering(keyOf(r)) // at most max_concurrent such bodies read at once
+		if over != nil {
+			refuseOverLimit(w, env, over)
+			return nil, nil
+		}
+		ok := s.bufferBody(w, r, env)
+		leave()
+		if !ok {
+			return nil, nil
+		}
 	}
 	release, over := s.limits.admit(keyOf(r), r.ContentLength/4)
 	if over != nil {
-		w.Header().Set("Retry-After", strconv.Itoa(int(over.retryAfter.Seconds())))
-		env.WriteError(w, provider.Err(http.StatusTooManyRequests, over.kind, "rate_limit_exceeded", over.message))
+		refuseOverLimit(w, env, over)
 		return nil, nil
 	}
 	return r, release
+}
+
+// refuseOverLimit answers 429 for a request over a limit, with Retry-After.
+func refuseOverLimit(w http.ResponseWriter, env provider.Envelope, over *refusal) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(over.retryAfter.Seconds())))
+	env.WriteError(w, provider.Err(http.StatusTooManyRequests, over.kind, "rate_limit_exceeded", over.message))
 }
 
 // bufferBody reads a request body sent without a length (chunked, or

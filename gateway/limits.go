@@ -45,6 +45,9 @@ type limiter struct {
 	mu    sync.Mutex
 	keys  map[string]*keyCounts
 	seq   uint64 // the last LimitCounts.Seq given (l.mu)
+	// buffering counts, per key, the bodies being read before admission
+	// (enterBuffering), on this gateway only (l.mu).
+	buffering map[string]int64
 }
 
 // keyCounts are one key's counts on this gateway.
@@ -56,7 +59,42 @@ type keyCounts struct {
 }
 
 func newLimiter(share LimitShare) *limiter {
-	return &limiter{share: share, now: time.Now, keys: map[string]*keyCounts{}}
+	return &limiter{share: share, now: time.Now, keys: map[string]*keyCounts{}, buffering: map[string]int64{}}
+}
+
+// enterBuffering counts a body of k read into memory before its request is
+// admitted (a chunked body under a tpm_limit, whose estimate admission
+// needs), and returns its leave; or, when k's max_concurrent bodies are
+// being read already, a refusal. A request is counted against
+// max_concurrent only from its admission, so without this a key limited
+// to one request at a time could have any number of bodies, each up to
+// max_request_bytes, read at once. Keys without max_concurrent are not
+// counted (their bodies are bounded as every request's are).
+func (l *limiter) enterBuffering(k *usage.KeyState) (leave func(), over *refusal) {
+	if k.MaxConcurrent <= 0 {
+		return func() {}, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	open := int64(0)
+	if c := l.keys[k.KeyID]; c != nil {
+		open = c.open
+	}
+	if open+l.buffering[k.KeyID] >= k.MaxConcurrent { // its requests open here, and its bodies being read
+		return nil, &refusal{"concurrency", "this API key has reached its limit of concurrent requests", time.Second}
+	}
+	l.buffering[k.KeyID]++
+	id := k.KeyID
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.buffering[id]--; l.buffering[id] <= 0 {
+				delete(l.buffering, id)
+			}
+		})
+	}, nil
 }
 
 // limited reports whether k has any limit the limiter enforces.

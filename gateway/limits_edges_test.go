@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -134,5 +135,54 @@ func TestTPMLimitHoldsAgainstParallelRequests(t *testing.T) {
 					admitted, n, tokens)
 			}
 		})
+	}
+}
+
+// TestChunkedBodiesCountAgainstMaxConcurrent: under a tpm_limit a body sent
+// chunked is read into memory before admission (its estimate needs its
+// length), and max_concurrent counted a request only from its admission:
+// a key limited to one request at a time could have any number of bodies,
+// each up to max_request_bytes, held in the gateway's memory at once. Now
+// a second body of the key is refused (429) while the first is being
+// read.
+func TestChunkedBodiesCountAgainstMaxConcurrent(t *testing.T) {
+	st := newKeyStack(t, map[string]usage.KeyState{
+		"tg-one": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000c1", TPMLimit: 1_000_000, MaxConcurrent: 1},
+	})
+	body := `{"model":"sim-small","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
+	// The first body: half sent, then held open.
+	pr, pw := io.Pipe()
+	first := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions", pr)
+		req.Header.Set("Authorization", "Bearer tg-one")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	if _, err := io.WriteString(pw, body[:20]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the gateway is reading it
+	// The second, whole but chunked (its length hidden from net/http).
+	req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions", io.MultiReader(strings.NewReader(body)))
+	req.Header.Set("Authorization", "Bearer tg-one")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, got := answer(t, resp)
+	if status != http.StatusTooManyRequests || !strings.Contains(got, "concurrent") || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a second chunked body while the first is read: %d %s; want 429 (concurrency) with Retry-After", status, got)
+	}
+	// The first completes once its body does.
+	io.WriteString(pw, body[20:])
+	pw.Close()
+	if code := <-first; code != http.StatusOK {
+		t.Fatalf("the first request = %d, want 200", code)
 	}
 }
