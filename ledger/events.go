@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -162,4 +163,42 @@ func (s *Store) ensurePartitions(ctx context.Context, events []usage.Event) erro
 		s.partitions.Store(key, true)
 	}
 	return nil
+}
+
+// StoredIDs returns which of ids (event ids, any case) the ledger holds:
+// charged events and attempts not charged alike, as event_ids records
+// them, keyed by the id as given. Ids that are not UUIDs are not stored.
+// It is meter.StoredChecker's method: a worker asks it before setting
+// aside an event delivered too many times.
+func (s *Store) StoredIDs(ctx context.Context, ids []string) (map[string]bool, error) {
+	var parsed []uuid.UUID
+	byID := map[uuid.UUID][]string{}
+	for _, id := range ids {
+		u, err := uuid.Parse(id)
+		if err != nil {
+			continue
+		}
+		if byID[u] == nil {
+			parsed = append(parsed, u)
+		}
+		byID[u] = append(byID[u], id)
+	}
+	out := map[string]bool{}
+	if len(parsed) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id FROM event_ids WHERE id = ANY($1::uuid[])`, parsed)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range stored {
+		for _, id := range byID[u] {
+			out[id] = true
+		}
+	}
+	return out, nil
 }

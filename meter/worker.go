@@ -30,6 +30,17 @@ type Store interface {
 	WriteEvents(ctx context.Context, events []usage.Event) (int, error)
 }
 
+// StoredChecker is a Store that can say which events it holds already:
+// given event ids, it returns those it has stored (ids that are not UUIDs
+// are not stored). A worker whose Store is one asks it about an event
+// delivered more than MaxDeliver times before setting it aside: one the
+// ledger holds (a worker that crashed, or lost its acks, after its commit)
+// is acknowledged instead, so that the dead-letter stream holds only what
+// the ledger does not.
+type StoredChecker interface {
+	StoredIDs(ctx context.Context, ids []string) (map[string]bool, error)
+}
+
 // WorkerConfig configures a Worker. Zero fields take the defaults named.
 type WorkerConfig struct {
 	Stream StreamConfig
@@ -407,6 +418,12 @@ func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) pending {
 		if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
 			w.obs.Redelivered()
 			if md.NumDelivered > uint64(w.cfg.MaxDeliver) {
+				if w.storedAlready(ctx, m) {
+					w.cfg.Logger.Warn("meter: an event delivered more than max_deliver times is in the ledger already; acknowledged",
+						"event_id", m.Headers().Get(nats.MsgIdHdr), "deliveries", md.NumDelivered)
+					_ = m.Ack()
+					continue
+				}
 				w.obs.DeadLetter("max_deliver")
 				w.setAside(ctx, m, fmt.Sprintf("delivered %d times without being written", md.NumDelivered))
 				continue
@@ -525,6 +542,25 @@ func indexOf(events []usage.Event, id string) int {
 
 // setAside moves m to the dead-letter stream, retrying until it is there
 // (or ctx ends, leaving m to be redelivered), then acknowledges it.
+// storedAlready reports whether the Store holds m's event already (see
+// StoredChecker); false when it cannot say: the message cannot be decoded,
+// the Store is not a StoredChecker, or the check fails within 5 seconds.
+func (w *Worker) storedAlready(ctx context.Context, m jetstream.Msg) bool {
+	sc, ok := w.store.(StoredChecker)
+	if !ok {
+		return false
+	}
+	e, err := usage.Decode(m.Data())
+	if err != nil {
+		return false
+	}
+	e.Normalize()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	stored, err := sc.StoredIDs(ctx, []string{e.ID})
+	return err == nil && stored[e.ID]
+}
+
 func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 	w.cfg.Logger.Error("meter: usage event set aside in the dead-letter stream", "reason", reason,
 		"event_id", m.Headers().Get(nats.MsgIdHdr))
