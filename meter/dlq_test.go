@@ -2,6 +2,7 @@ package meter_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -218,8 +219,67 @@ func TestMaxDeliverChecksTheLedger(t *testing.T) {
 	if err != nil || len(page.Data) != 1 || page.Data[0].Requests != 1 || page.Data[0].PromptTokens != 7 {
 		t.Fatalf("usage = %+v, %v; want the billed event once", page.Data, err)
 	}
-	stored, err := store.StoredIDs(ctx, []string{billed.ID, strings.ToUpper(billed.ID), lost.ID, "not-a-uuid"})
+	stored, err := store.StoredIDs(ctx, []string{billed.ID, strings.ToUpper(billed.ID), lost.ID, "not-a-uuid", ""})
 	if err != nil || !stored[billed.ID] || !stored[strings.ToUpper(billed.ID)] || stored[lost.ID] || len(stored) != 2 {
 		t.Fatalf("StoredIDs = %v, %v; want the billed event's id, in either case, alone", stored, err)
+	}
+}
+
+// failingCheck is a ledger whose StoredIDs fails, as with Postgres down.
+type failingCheck struct{ *ledger.Store }
+
+func (failingCheck) StoredIDs(context.Context, []string) (map[string]bool, error) {
+	return nil, errors.New("connection refused")
+}
+
+// TestMaxDeliverSetsAsideWhenTheLedgerCannotSay: when the ledger cannot
+// answer, events past MaxDeliver are set aside as before (a replay of a
+// stored one is dropped by the ledger), none acknowledged unwritten.
+func TestMaxDeliverSetsAsideWhenTheLedgerCannotSay(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	ids := map[string]bool{}
+	for range 3 {
+		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: uuid.NewString(), KeyID: uuid.NewString(),
+			Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
+		if err := pub.Publish(ctx, &e); err != nil {
+			t.Fatal(err)
+		}
+		ids[e.ID] = true
+	}
+	cfg := meter.WorkerConfig{MaxDeliver: 1}
+	if _, err := meter.NewWorker(ctx, js, store, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cons.Fetch(3, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range b.Messages() {
+		_ = m.Nak()
+	}
+	metertest.StartWorker(t, ctx, js, failingCheck{store}, cfg)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var letters []usage.DeadLetter
+	for deadline := time.Now().Add(10 * time.Second); len(letters) < 3 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		letters, _ = dlq.List(ctx, 10)
+	}
+	if len(letters) != 3 {
+		t.Fatalf("dead letters %+v; want the 3 events, the ledger unable to say whether it holds them", letters)
+	}
+	for _, l := range letters {
+		if !ids[l.EventID] {
+			t.Fatalf("dead letter %+v is none of the events published", l)
+		}
 	}
 }

@@ -414,18 +414,12 @@ func (p pending) without(i int) pending {
 // is silently dropped.
 func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) pending {
 	out := pending{events: make([]usage.Event, 0, len(msgs)), msgs: make([]jetstream.Msg, 0, len(msgs))}
+	var overDelivered []jetstream.Msg
 	for _, m := range msgs {
 		if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
 			w.obs.Redelivered()
 			if md.NumDelivered > uint64(w.cfg.MaxDeliver) {
-				if w.storedAlready(ctx, m) {
-					w.cfg.Logger.Warn("meter: an event delivered more than max_deliver times is in the ledger already; acknowledged",
-						"event_id", m.Headers().Get(nats.MsgIdHdr), "deliveries", md.NumDelivered)
-					_ = m.Ack()
-					continue
-				}
-				w.obs.DeadLetter("max_deliver")
-				w.setAside(ctx, m, fmt.Sprintf("delivered %d times without being written", md.NumDelivered))
+				overDelivered = append(overDelivered, m)
 				continue
 			}
 		}
@@ -442,7 +436,31 @@ func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) pending {
 		out.events = append(out.events, e)
 		out.msgs = append(out.msgs, m)
 	}
+	if len(overDelivered) > 0 {
+		w.setAsideOverDelivered(ctx, overDelivered)
+	}
 	return out
+}
+
+// setAsideOverDelivered sets aside the messages delivered more than
+// MaxDeliver times, but for the events the ledger holds already, which it
+// acknowledges: one question to the Store for them all (storedAlready).
+func (w *Worker) setAsideOverDelivered(ctx context.Context, msgs []jetstream.Msg) {
+	stored := w.storedAlready(ctx, msgs)
+	for i, m := range msgs {
+		var delivered uint64
+		if md, err := m.Metadata(); err == nil {
+			delivered = md.NumDelivered
+		}
+		if stored[i] {
+			w.cfg.Logger.Warn("meter: an event delivered more than max_deliver times is in the ledger already; acknowledged",
+				"event_id", m.Headers().Get(nats.MsgIdHdr), "deliveries", delivered)
+			_ = m.Ack()
+			continue
+		}
+		w.obs.DeadLetter("max_deliver")
+		w.setAside(ctx, m, fmt.Sprintf("delivered %d times without being written", delivered))
+	}
 }
 
 // write stores one lane's share of a batch and acknowledges it. A part
@@ -542,23 +560,34 @@ func indexOf(events []usage.Event, id string) int {
 
 // setAside moves m to the dead-letter stream, retrying until it is there
 // (or ctx ends, leaving m to be redelivered), then acknowledges it.
-// storedAlready reports whether the Store holds m's event already (see
-// StoredChecker); false when it cannot say: the message cannot be decoded,
-// the Store is not a StoredChecker, or the check fails within 5 seconds.
-func (w *Worker) storedAlready(ctx context.Context, m jetstream.Msg) bool {
+// storedAlready reports, for each of msgs, whether the Store holds its
+// event already (see StoredChecker), in one call bounded by 5 seconds;
+// false where it cannot say: the message cannot be decoded, the Store is
+// not a StoredChecker, or the check fails (set aside then, as before: a
+// replay of a stored event is dropped by the ledger).
+func (w *Worker) storedAlready(ctx context.Context, msgs []jetstream.Msg) []bool {
+	out := make([]bool, len(msgs))
 	sc, ok := w.store.(StoredChecker)
 	if !ok {
-		return false
+		return out
 	}
-	e, err := usage.Decode(m.Data())
-	if err != nil {
-		return false
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		if e, err := usage.Decode(m.Data()); err == nil {
+			e.Normalize()
+			ids[i] = e.ID
+		}
 	}
-	e.Normalize()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	stored, err := sc.StoredIDs(ctx, []string{e.ID})
-	return err == nil && stored[e.ID]
+	stored, err := sc.StoredIDs(ctx, ids)
+	if err != nil {
+		return out
+	}
+	for i, id := range ids {
+		out[i] = id != "" && stored[id]
+	}
+	return out
 }
 
 func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
