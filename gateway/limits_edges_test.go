@@ -186,3 +186,52 @@ func TestChunkedBodiesCountAgainstMaxConcurrent(t *testing.T) {
 		t.Fatalf("the first request = %d, want 200", code)
 	}
 }
+
+// TestRequestWithLengthCountsChunkedBodiesBeingRead: a chunked body read
+// before admission counts against max_concurrent only in enterBuffering;
+// admit, which a request with a Content-Length goes straight to, looks at
+// the key's open requests alone. So with max_concurrent 1, while one
+// chunked body is being read, a request with a length is admitted (its
+// body then read too: two bodies and requests where the docs promise at
+// most one), and the chunked one, once its whole body is in memory, is
+// refused 429 after all: not "before its body is read".
+func TestRequestWithLengthCountsChunkedBodiesBeingRead(t *testing.T) {
+	st := newKeyStack(t, map[string]usage.KeyState{
+		"tg-one": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000c2", TPMLimit: 1_000_000, MaxConcurrent: 1},
+	})
+	body := `{"model":"sim-small","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
+	pr, pw := io.Pipe()
+	first := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions", pr)
+		req.Header.Set("Authorization", "Bearer tg-one")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	if _, err := io.WriteString(pw, body[:20]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the gateway is reading the chunked body
+	// A second request, with a Content-Length, while the first body is read.
+	req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer tg-one")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, got := answer(t, resp)
+	io.WriteString(pw, body[20:])
+	pw.Close()
+	firstCode := <-first
+	if status != http.StatusTooManyRequests {
+		t.Errorf("a request with a length while a chunked body of the key (max_concurrent 1) is read: %d %s; want 429 concurrency", status, got)
+	}
+	if firstCode != http.StatusOK {
+		t.Errorf("the chunked request, refused after its whole body was read: %d; want 200 (or 429 before its body is read)", firstCode)
+	}
+}
