@@ -1,0 +1,158 @@
+package meter_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// handBackOnce fetches n events from the worker's consumer and hands them
+// back (Nak), so that their next delivery is their second.
+func handBackOnce(t *testing.T, ctx context.Context, js jetstream.JetStream, n int) jetstream.Consumer {
+	t.Helper()
+	cons, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cons.Fetch(n, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	handed := 0
+	for m := range b.Messages() {
+		if err := m.Nak(); err != nil {
+			t.Fatal(err)
+		}
+		handed++
+	}
+	if handed != n {
+		t.Fatalf("fetched %d events, want %d", handed, n)
+	}
+	return cons
+}
+
+// TestMaxDeliverDoesNotAckAnInvalidIDThatParsesToAStoredOne: storedAlready
+// asks the ledger about the event's id as decoded, before Validate, and
+// StoredIDs parses it with uuid.Parse, which takes "{uuid}", "urn:uuid:…"
+// and 32 bare hex digits as the same UUID. An event whose id is one of
+// those spellings of a stored event's id is not in the ledger (Validate
+// refuses its id: no worker could ever write it), and may be another
+// customer's, other tokens; past max_deliver it was acknowledged as
+// "in the ledger already", dropped without a dead letter.
+func TestMaxDeliverDoesNotAckAnInvalidIDThatParsesToAStoredOne(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	billed := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: uuid.NewString(), KeyID: uuid.NewString(),
+		Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 7}}
+	if n, err := store.WriteEvents(ctx, []usage.Event{billed}); err != nil || n != 1 {
+		t.Fatalf("WriteEvents = %d, %v", n, err)
+	}
+	cfg := meter.WorkerConfig{MaxDeliver: 1}
+	if _, err := meter.NewWorker(ctx, js, store, cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Another customer's event, its id the billed one's in braces.
+	other := billed
+	other.ID = "{" + billed.ID + "}"
+	other.CustomerID, other.KeyID = uuid.NewString(), uuid.NewString()
+	other.Usage.PromptTokens = 999
+	data, err := json.Marshal(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	if err := pub.PublishData(ctx, other.ID, data); err != nil {
+		t.Fatal(err)
+	}
+	cons := handBackOnce(t, ctx, js, 1)
+	metertest.StartWorker(t, ctx, js, store, cfg)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var letters []usage.DeadLetter
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		info, err := cons.Info(ctx)
+		if letters, _ = dlq.List(ctx, 10); err == nil && info.NumAckPending == 0 && info.NumPending == 0 && len(letters) > 0 {
+			break
+		}
+	}
+	if len(letters) != 1 || letters[0].EventID != other.ID {
+		t.Fatalf("dead letters %+v; want the event with id %q (not in the ledger: its id is no valid event id), set aside, not acknowledged as the stored %s",
+			letters, other.ID, billed.ID)
+	}
+}
+
+// hungStore is a Store whose Postgres hangs for the check (a network
+// partition, a stopped server): StoredIDs answers only when its context ends.
+type hungStore struct{}
+
+func (hungStore) WriteEvents(ctx context.Context, events []usage.Event) (int, error) {
+	return len(events), nil
+}
+
+func (hungStore) StoredIDs(ctx context.Context, ids []string) (map[string]bool, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+var _ meter.StoredChecker = hungStore{}
+
+// TestMaxDeliverCheckDoesNotStallTheBatch: decode asks the ledger about
+// each event past max_deliver one at a time, each with 5 s to answer, in
+// the worker's one decode loop, before the batch reaches handOver (which
+// alone keeps its ack wait from running out). With Postgres hanging, a
+// batch holding k such events stalls the worker for 5k s (a batch is up to
+// 6,000 events: over 8 hours), nothing is pulled or written meanwhile, and
+// the batch's ack wait runs out, every event in it, good ones too, being
+// redelivered (on towards max_deliver). Four such events, with a 6 s ack
+// wait, must be set aside within it.
+func TestMaxDeliverCheckDoesNotStallTheBatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	js := metertest.NewStream(t)
+	cfg := meter.WorkerConfig{MaxDeliver: 1, AckWait: 6 * time.Second}
+	if _, err := meter.NewWorker(ctx, js, hungStore{}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	ids := map[string]bool{}
+	for range 4 {
+		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: uuid.NewString(), KeyID: uuid.NewString(),
+			Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
+		if err := pub.Publish(ctx, &e); err != nil {
+			t.Fatal(err)
+		}
+		ids[e.ID] = true
+	}
+	cons := handBackOnce(t, ctx, js, 4)
+	start := time.Now()
+	metertest.StartWorker(t, ctx, js, hungStore{}, cfg)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for deadline := start.Add(cfg.AckWait); time.Now().Before(deadline) && len(got) < len(ids); time.Sleep(50 * time.Millisecond) {
+		letters, _ := dlq.List(ctx, 100)
+		for _, l := range letters {
+			got[l.EventID] = true
+		}
+	}
+	info, _ := cons.Info(ctx)
+	if len(got) < len(ids) {
+		t.Fatalf("after %v (the ack wait), %d of %d events past max_deliver set aside (consumer: %d redelivered, %d ack pending); want all: the ledger check of a hung Postgres stalls the worker 5 s per event",
+			time.Since(start).Round(time.Second), len(got), len(ids), info.NumRedelivered, info.NumAckPending)
+	}
+}
