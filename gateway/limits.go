@@ -126,7 +126,7 @@ func (l *limiter) admit(k *usage.KeyState, estimate int64) (release func(), over
 	c := l.counts(k.KeyID)
 	req, tok := c.sums(now)
 	switch {
-	case k.MaxConcurrent > 0 && c.open+oopen >= k.MaxConcurrent:
+	case k.MaxConcurrent > 0 && c.open+oopen+l.buffering[k.KeyID] >= k.MaxConcurrent: // bodies being read count (enterBuffering)
 		l.mu.Unlock()
 		return nil, &refusal{"concurrency", "this API key has reached its limit of concurrent requests", time.Second}
 	case k.RPMLimit > 0 && req+oreq >= k.RPMLimit:

@@ -188,13 +188,12 @@ func TestChunkedBodiesCountAgainstMaxConcurrent(t *testing.T) {
 }
 
 // TestRequestWithLengthCountsChunkedBodiesBeingRead: a chunked body read
-// before admission counts against max_concurrent only in enterBuffering;
-// admit, which a request with a Content-Length goes straight to, looks at
+// before admission counted against max_concurrent only in enterBuffering;
+// admit, which a request with a Content-Length goes straight to, looked at
 // the key's open requests alone. So with max_concurrent 1, while one
-// chunked body is being read, a request with a length is admitted (its
+// chunked body was being read, a request with a length was admitted (its
 // body then read too: two bodies and requests where the docs promise at
-// most one), and the chunked one, once its whole body is in memory, is
-// refused 429 after all: not "before its body is read".
+// most one). Admission now counts the bodies being read. (Found by review.)
 func TestRequestWithLengthCountsChunkedBodiesBeingRead(t *testing.T) {
 	st := newKeyStack(t, map[string]usage.KeyState{
 		"tg-one": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000c2", TPMLimit: 1_000_000, MaxConcurrent: 1},

@@ -41,7 +41,7 @@ func handBackOnce(t *testing.T, ctx context.Context, js jetstream.JetStream, n i
 }
 
 // TestMaxDeliverDoesNotAckAnInvalidIDThatParsesToAStoredOne: storedAlready
-// asks the ledger about the event's id as decoded, before Validate, and
+// asked the ledger about the event's id as decoded, before Validate, and
 // StoredIDs parses it with uuid.Parse, which takes "{uuid}", "urn:uuid:…"
 // and 32 bare hex digits as the same UUID. An event whose id is one of
 // those spellings of a stored event's id is not in the ledger (Validate
@@ -109,15 +109,15 @@ func (hungStore) StoredIDs(ctx context.Context, ids []string) (map[string]bool, 
 
 var _ meter.StoredChecker = hungStore{}
 
-// TestMaxDeliverCheckDoesNotStallTheBatch: decode asks the ledger about
+// TestMaxDeliverCheckDoesNotStallTheBatch: decode asked the ledger about
 // each event past max_deliver one at a time, each with 5 s to answer, in
 // the worker's one decode loop, before the batch reaches handOver (which
 // alone keeps its ack wait from running out). With Postgres hanging, a
-// batch holding k such events stalls the worker for 5k s (a batch is up to
-// 6,000 events: over 8 hours), nothing is pulled or written meanwhile, and
-// the batch's ack wait runs out, every event in it, good ones too, being
+// batch holding k such events stalled the worker for 5k s (a batch is up
+// to 6,000 events: over 8 hours), nothing pulled or written meanwhile, and
+// the batch's ack wait ran out, every event in it, good ones too, being
 // redelivered (on towards max_deliver). Four such events, with a 6 s ack
-// wait, must be set aside within it.
+// wait, must be set aside within it: one question, 5 s at most, for all.
 func TestMaxDeliverCheckDoesNotStallTheBatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -562,8 +562,8 @@ func indexOf(events []usage.Event, id string) int {
 // (or ctx ends, leaving m to be redelivered), then acknowledges it.
 // storedAlready reports, for each of msgs, whether the Store holds its
 // event already (see StoredChecker), in one call bounded by 5 seconds;
-// false where it cannot say: the message cannot be decoded, the Store is
-// not a StoredChecker, or the check fails (set aside then, as before: a
+// false where it cannot say: the message cannot be decoded or is not a
+// valid event, the Store is not a StoredChecker, or the check fails (set aside then, as before: a
 // replay of a stored event is dropped by the ledger).
 func (w *Worker) storedAlready(ctx context.Context, msgs []jetstream.Msg) []bool {
 	out := make([]bool, len(msgs))
@@ -573,9 +573,12 @@ func (w *Worker) storedAlready(ctx context.Context, msgs []jetstream.Msg) []bool
 	}
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
+		// Only a valid event can be in the ledger: an invalid one's id may
+		// parse to a stored event's UUID ("{…}", "urn:uuid:…").
 		if e, err := usage.Decode(m.Data()); err == nil {
-			e.Normalize()
-			ids[i] = e.ID
+			if e.Normalize(); e.Validate() == nil {
+				ids[i] = e.ID
+			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
