@@ -14,7 +14,8 @@ import (
 )
 
 // cancelAfter posts body to path on st with the stack's key, reads the
-// response until want shows, then hangs up; it returns the request's event.
+// response until want shows (not at all when want is ""), then hangs up;
+// it returns the request's event.
 func cancelAfter(t *testing.T, st *stack, path, body, want string) usage.Event {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -26,11 +27,75 @@ func cancelAfter(t *testing.T, st *stack, path, body, want string) usage.Event {
 		t.Fatal(err)
 	}
 	id := resp.Header.Get("X-Request-Id")
-	until(t, lines(resp.Body), want)
+	if want != "" {
+		until(t, lines(resp.Body), want)
+	}
 	time.Sleep(50 * time.Millisecond)
 	cancel()
 	resp.Body.Close()
 	return st.sink.event(t, id)
+}
+
+// holdOpen keeps an upstream handler's response open, sending nothing,
+// until its request ends (the gateway gave up on it) or d has passed.
+func holdOpen(r *http.Request, d time.Duration) {
+	select {
+	case <-r.Context().Done():
+	case <-time.After(d):
+	}
+}
+
+// TestCancelledReasoningStreamBillsHiddenReasoning: OpenAI's reasoning
+// models stream no reasoning and report reasoning_tokens only in the final
+// usage chunk. A client that disconnects mid-answer, from an upstream that
+// then gives no usage before drain_timeout, was billed an estimate with 0
+// reasoning tokens, though the provider bills the reasoning it spent
+// before the first output token. It is now estimated as for a crash: the
+// model's recent average of unseen reasoning (here 300, learnt from a
+// stream that completed). A stream cancelled before any output adds none.
+func TestCancelledReasoningStreamBillsHiddenReasoning(t *testing.T) {
+	const chunk = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"o-m","choices":[{"index":0,"delta":{"content":"word "},"finish_reason":null}]}` + "\n\n"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		switch {
+		case strings.Contains(string(body), "complete"):
+			io.WriteString(w, strings.Repeat(chunk, 10)+
+				`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"o-m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":310,"total_tokens":322,"completion_tokens_details":{"reasoning_tokens":300}}}`+"\n\ndata: [DONE]\n\n")
+			return
+		case strings.Contains(string(body), "output"):
+			io.WriteString(w, strings.Repeat(chunk, 10))
+			w.(http.Flusher).Flush()
+		}
+		if strings.Contains(string(body), "none yet") {
+			holdOpen(r, 300*time.Millisecond) // no output at all, then the end of the body
+			return
+		}
+		holdOpen(r, 5*time.Second) // then nothing: no usage, until the gateway gives up its drain
+	}))
+	t.Cleanup(up.Close)
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{{Name: "up", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-up-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "o-m", Provider: "up"}}
+		c.DrainTimeout = 200 * time.Millisecond
+	})
+	if e, _ := doRequest(t, st, "/v1/chat/completions", `{"model":"o-m","stream":true,"messages":[{"role":"user","content":"complete"}]}`); e.Usage.ReasoningTokens != 300 {
+		t.Fatalf("the completed stream billed %+v, want its 300 reasoning tokens", e.Usage)
+	}
+	cancelled := func(content, want string) usage.Event {
+		return cancelAfter(t, st, "/v1/chat/completions", `{"model":"o-m","stream":true,"messages":[{"role":"user","content":"`+content+`"}]}`, want)
+	}
+	e := cancelled("output", `"content":"word "`)
+	if e.Status != usage.StatusClientCancelled || e.UsageSource != usage.SourceEstimated || e.Usage.ReasoningTokens != 300 ||
+		e.Usage.CompletionTokens < 300+10 || !strings.Contains(e.Error, "300 reasoning tokens the model hides") {
+		t.Fatalf("cancelled after output: %s (%q), %s usage %+v; want client_cancelled, estimated, 300 reasoning tokens within completion",
+			e.Status, e.Error, e.UsageSource, e.Usage)
+	}
+	if e := cancelled("none yet", ""); e.Usage.ReasoningTokens != 0 || e.Usage.CompletionTokens != 0 {
+		t.Fatalf("no output: %s, usage %+v; want no reasoning added", e.Status, e.Usage)
+	}
 }
 
 // TestCutGeminiStreamThatReportedNoThoughtsBillsNoHiddenReasoning: Gemini
@@ -58,10 +123,7 @@ func TestCutGeminiStreamThatReportedNoThoughtsBillsNoHiddenReasoning(t *testing.
 		}
 		io.WriteString(w, strings.Repeat(chunk, 3))
 		w.(http.Flusher).Flush()
-		select { // then nothing, until the gateway gives up its drain
-		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
-		}
+		holdOpen(r, 5*time.Second) // then nothing, until the gateway gives up its drain
 	}))
 	t.Cleanup(up.Close)
 	st := newStack(t, func(c *gateway.Config) {
@@ -112,10 +174,7 @@ func TestCutResponsesStreamWithReasoningSummaryBillsHiddenReasoning(t *testing.T
 			return
 		}
 		w.(http.Flusher).Flush()
-		select { // then nothing, until the gateway gives up its drain
-		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
-		}
+		holdOpen(r, 5*time.Second) // then nothing, until the gateway gives up its drain
 	}))
 	t.Cleanup(up.Close)
 	st := newStack(t, func(c *gateway.Config) {

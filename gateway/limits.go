@@ -81,7 +81,7 @@ func (l *limiter) enterBuffering(k *usage.KeyState) (leave func(), over *refusal
 		open = c.open
 	}
 	if open+l.buffering[k.KeyID] >= k.MaxConcurrent { // its requests open here, and its bodies being read
-		return nil, &refusal{"concurrency", "this API key has reached its limit of concurrent requests", time.Second}
+		return nil, overConcurrency
 	}
 	l.buffering[k.KeyID]++
 	id := k.KeyID
@@ -107,6 +107,10 @@ type refusal struct {
 	retryAfter time.Duration
 }
 
+// overConcurrency is the refusal of a request over its key's
+// max_concurrent: try again in a second.
+var overConcurrency = &refusal{"concurrency", "this API key has reached its limit of concurrent requests", time.Second}
+
 // admit counts a request of k starting now and returns its release (call
 // it once the request ends), or the limit it is over. Under a tpm_limit,
 // the request holds estimate tokens (at least 1: its prompt's estimate)
@@ -128,7 +132,7 @@ func (l *limiter) admit(k *usage.KeyState, estimate int64) (release func(), over
 	switch {
 	case k.MaxConcurrent > 0 && c.open+oopen+l.buffering[k.KeyID] >= k.MaxConcurrent: // bodies being read count (enterBuffering)
 		l.mu.Unlock()
-		return nil, &refusal{"concurrency", "this API key has reached its limit of concurrent requests", time.Second}
+		return nil, overConcurrency
 	case k.RPMLimit > 0 && req+oreq >= k.RPMLimit:
 		l.mu.Unlock()
 		return nil, &refusal{"requests", "this API key has reached its limit of requests per minute", c.retryAfter(now, c.req[:])}

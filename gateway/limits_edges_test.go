@@ -143,94 +143,49 @@ func TestTPMLimitHoldsAgainstParallelRequests(t *testing.T) {
 // length), and max_concurrent counted a request only from its admission:
 // a key limited to one request at a time could have any number of bodies,
 // each up to max_request_bytes, held in the gateway's memory at once. Now
-// a second body of the key is refused (429) while the first is being
-// read.
+// a body being read counts: while one is, a second chunked body of the
+// key, or a request with a Content-Length (found by review: admission
+// looked at the key's open requests alone), is refused, 429 concurrency.
 func TestChunkedBodiesCountAgainstMaxConcurrent(t *testing.T) {
-	st := newKeyStack(t, map[string]usage.KeyState{
-		"tg-one": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000c1", TPMLimit: 1_000_000, MaxConcurrent: 1},
-	})
 	body := `{"model":"sim-small","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
-	// The first body: half sent, then held open.
-	pr, pw := io.Pipe()
-	first := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions", pr)
-		req.Header.Set("Authorization", "Bearer tg-one")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			first <- 0
-			return
-		}
-		resp.Body.Close()
-		first <- resp.StatusCode
-	}()
-	if _, err := io.WriteString(pw, body[:20]); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond) // the gateway is reading it
-	// The second, whole but chunked (its length hidden from net/http).
-	req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions", io.MultiReader(strings.NewReader(body)))
-	req.Header.Set("Authorization", "Bearer tg-one")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	status, got := answer(t, resp)
-	if status != http.StatusTooManyRequests || !strings.Contains(got, "concurrent") || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("a second chunked body while the first is read: %d %s; want 429 (concurrency) with Retry-After", status, got)
-	}
-	// The first completes once its body does.
-	io.WriteString(pw, body[20:])
-	pw.Close()
-	if code := <-first; code != http.StatusOK {
-		t.Fatalf("the first request = %d, want 200", code)
-	}
-}
-
-// TestRequestWithLengthCountsChunkedBodiesBeingRead: a chunked body read
-// before admission counted against max_concurrent only in enterBuffering;
-// admit, which a request with a Content-Length goes straight to, looked at
-// the key's open requests alone. So with max_concurrent 1, while one
-// chunked body was being read, a request with a length was admitted (its
-// body then read too: two bodies and requests where the docs promise at
-// most one). Admission now counts the bodies being read. (Found by review.)
-func TestRequestWithLengthCountsChunkedBodiesBeingRead(t *testing.T) {
-	st := newKeyStack(t, map[string]usage.KeyState{
-		"tg-one": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000c2", TPMLimit: 1_000_000, MaxConcurrent: 1},
-	})
-	body := `{"model":"sim-small","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
-	pr, pw := io.Pipe()
-	first := make(chan int, 1)
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions", pr)
-		req.Header.Set("Authorization", "Bearer tg-one")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			first <- 0
-			return
-		}
-		resp.Body.Close()
-		first <- resp.StatusCode
-	}()
-	if _, err := io.WriteString(pw, body[:20]); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond) // the gateway is reading the chunked body
-	// A second request, with a Content-Length, while the first body is read.
-	req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer tg-one")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	status, got := answer(t, resp)
-	io.WriteString(pw, body[20:])
-	pw.Close()
-	firstCode := <-first
-	if status != http.StatusTooManyRequests {
-		t.Errorf("a request with a length while a chunked body of the key (max_concurrent 1) is read: %d %s; want 429 concurrency", status, got)
-	}
-	if firstCode != http.StatusOK {
-		t.Errorf("the chunked request, refused after its whole body was read: %d; want 200 (or 429 before its body is read)", firstCode)
+	for i, tc := range []struct {
+		name   string
+		second func() io.Reader
+	}{
+		{"chunked", func() io.Reader { return io.MultiReader(strings.NewReader(body)) }}, // its length hidden from net/http
+		{"with a length", func() io.Reader { return strings.NewReader(body) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newKeyStack(t, map[string]usage.KeyState{
+				"tg-one": {CustomerID: testCustomer, KeyID: fmt.Sprintf("0197a3c2-0000-7000-8000-0000000000c%d", i), TPMLimit: 1_000_000, MaxConcurrent: 1},
+			})
+			post := func(r io.Reader) (int, string, http.Header) {
+				req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions", r)
+				req.Header.Set("Authorization", "Bearer tg-one")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return 0, err.Error(), nil
+				}
+				status, got := answer(t, resp)
+				return status, got, resp.Header
+			}
+			// The first body: half sent, then held open while the gateway reads it.
+			pr, pw := io.Pipe()
+			first := make(chan int, 1)
+			go func() { status, _, _ := post(pr); first <- status }()
+			if _, err := io.WriteString(pw, body[:20]); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			status, got, h := post(tc.second())
+			io.WriteString(pw, body[20:])
+			pw.Close()
+			if status != http.StatusTooManyRequests || !strings.Contains(got, "concurrent") || h.Get("Retry-After") == "" {
+				t.Errorf("a second request while a chunked body of the key (max_concurrent 1) is read: %d %s; want 429 (concurrency) with Retry-After", status, got)
+			}
+			if code := <-first; code != http.StatusOK {
+				t.Errorf("the first request = %d, want 200 once its body is whole", code)
+			}
+		})
 	}
 }

@@ -510,10 +510,7 @@ func TestNativeCancelBeforeOutputBillsThePrompt(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
-		}
+		holdOpen(r, 5*time.Second)
 	}))
 	t.Cleanup(up.Close)
 	st := newStack(t, func(c *gateway.Config) {

@@ -41,10 +41,10 @@ var usageGroups = map[string][2]string{
 // events, for one customer's usage (CustomerID set); across customers
 // they must be whole hours (EInvalid otherwise: a range widened to whole
 // hours would count usage outside it, and reading every customer's
-// events of an hour is not indexed). GroupBy is
-// "model" (the default), "key", "customer", "hour", "day", "month",
-// "end_user", "deployment" or "provider"; the last two read the events and also the attempts not charged (failed and
-// retried elsewhere: the operator's cost, counted in NotChargedRequests
+// events of an hour is not indexed). GroupBy is "model" (the default),
+// "key", "customer", "hour", "day", "month", "end_user", "deployment" or
+// "provider"; the last two read the events and also the attempts not
+// charged (failed and retried elsewhere: the operator's cost, counted in NotChargedRequests
 // and at no charge), so that a provider's invoice can be reconciled
 // deployment by deployment. EndUser filters by the end user
 // the client named ("" matches every event). Limit (0: the default, 100; at most 1000) and
@@ -149,7 +149,7 @@ const usageRollups = `(SELECT *, 0 AS not_charged FROM usage_hourly) AS usage_ho
 // usageMixed is the rollups of the whole hours of the range, [$10, $11),
 // and the events of its parts within an hour, [$4, $10) and [$11, $5)
 // (empty when the bound is whole), for a rollup grouping whose from or to
-// is not a whole hour; $9 is the end user filter of chargedEvents, ”.
+// is not a whole hour; $9 is chargedEvents' end user filter, given empty.
 const usageMixed = `(SELECT customer_id, hour, key_id, model, currency, requests, unpriced_requests, prompt_tokens,
     cached_tokens, cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, charge_e12,
     0 AS not_charged
@@ -250,7 +250,9 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 		if !wholeHour(from) {
 			inner[0] = inner[0].Add(time.Hour)
 		}
-		inner[1] = later(inner[0], inner[1]) // within one hour: no whole hour, every event read
+		if inner[1].Before(inner[0]) { // within one hour: no whole hour, every event read
+			inner[1] = inner[0]
+		}
 		args = append(args, "", inner[0], inner[1])
 	} else if source != usageRollups {
 		args = append(args, q.EndUser)
@@ -315,14 +317,6 @@ func ceilMicrosecond(t time.Time) time.Time {
 
 // wholeHour reports whether t is a whole UTC hour.
 func wholeHour(t time.Time) bool { return t.Truncate(time.Hour).Equal(t) }
-
-// later is the later of a and b.
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
 
 // notWholeHours is the refusal of a rollup query across customers whose
 // from or to is not a whole UTC hour: the rollups cannot tell the minutes

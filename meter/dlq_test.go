@@ -2,14 +2,12 @@ package meter_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
@@ -142,144 +140,5 @@ func TestSeveralWorkersGiveExactTotals(t *testing.T) {
 	cancel()
 	for _, done := range workers {
 		<-done
-	}
-}
-
-// The ledger store tells a worker which events it holds.
-var _ meter.StoredChecker = (*ledger.Store)(nil)
-
-// TestMaxDeliverChecksTheLedger: an event delivered more than MaxDeliver
-// times was set aside "without being written" whether or not the ledger
-// held it: a worker that crashed (or lost its acks) after its commit,
-// again and again, left billed events in the dead-letter stream, for an
-// operator to chase. The worker now asks the ledger first: an event it
-// holds is acknowledged; one it does not is set aside as before.
-func TestMaxDeliverChecksTheLedger(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store := ledgertest.NewStore(t)
-	js := metertest.NewStream(t)
-	customer, key := uuid.NewString(), uuid.NewString()
-	event := func(prompt int64) usage.Event {
-		return usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
-			Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream,
-			Usage: usage.Tokens{PromptTokens: prompt}}
-	}
-	billed, lost := event(7), event(11)
-	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
-	for _, e := range []usage.Event{billed, lost} {
-		if err := pub.Publish(ctx, &e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The first is in the ledger already, as after a commit whose acks were lost.
-	if n, err := store.WriteEvents(ctx, []usage.Event{billed}); err != nil || n != 1 {
-		t.Fatalf("WriteEvents = %d, %v", n, err)
-	}
-	// Both are delivered once and handed back, so the worker's delivery is
-	// their second, past MaxDeliver 1.
-	cfg := meter.WorkerConfig{MaxDeliver: 1}
-	if _, err := meter.NewWorker(ctx, js, store, cfg); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := cons.Fetch(2, jetstream.FetchMaxWait(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	handed := 0
-	for m := range b.Messages() {
-		if err := m.Nak(); err != nil {
-			t.Fatal(err)
-		}
-		handed++
-	}
-	if handed != 2 {
-		t.Fatalf("fetched %d events, want 2", handed)
-	}
-	metertest.StartWorker(t, ctx, js, store, cfg)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var letters []usage.DeadLetter
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		info, err := cons.Info(ctx)
-		if letters, _ = dlq.List(ctx, 10); err == nil && info.NumAckPending == 0 && info.NumPending == 0 && len(letters) > 0 {
-			break
-		}
-	}
-	if len(letters) != 1 || letters[0].EventID != lost.ID || !strings.Contains(letters[0].Reason, "delivered 2 times") {
-		t.Fatalf("dead letters %+v; want the one event the ledger does not hold (%s), not the billed one (%s)", letters, lost.ID, billed.ID)
-	}
-	page, err := store.Usage(ctx, ledger.UsageQuery{CustomerID: customer})
-	if err != nil || len(page.Data) != 1 || page.Data[0].Requests != 1 || page.Data[0].PromptTokens != 7 {
-		t.Fatalf("usage = %+v, %v; want the billed event once", page.Data, err)
-	}
-	stored, err := store.StoredIDs(ctx, []string{billed.ID, strings.ToUpper(billed.ID), lost.ID, "not-a-uuid", ""})
-	if err != nil || !stored[billed.ID] || !stored[strings.ToUpper(billed.ID)] || stored[lost.ID] || len(stored) != 2 {
-		t.Fatalf("StoredIDs = %v, %v; want the billed event's id, in either case, alone", stored, err)
-	}
-}
-
-// failingCheck is a ledger whose StoredIDs fails, as with Postgres down.
-type failingCheck struct{ *ledger.Store }
-
-func (failingCheck) StoredIDs(context.Context, []string) (map[string]bool, error) {
-	return nil, errors.New("connection refused")
-}
-
-// TestMaxDeliverSetsAsideWhenTheLedgerCannotSay: when the ledger cannot
-// answer, events past MaxDeliver are set aside as before (a replay of a
-// stored one is dropped by the ledger), none acknowledged unwritten.
-func TestMaxDeliverSetsAsideWhenTheLedgerCannotSay(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store := ledgertest.NewStore(t)
-	js := metertest.NewStream(t)
-	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
-	ids := map[string]bool{}
-	for range 3 {
-		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: uuid.NewString(), KeyID: uuid.NewString(),
-			Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
-		if err := pub.Publish(ctx, &e); err != nil {
-			t.Fatal(err)
-		}
-		ids[e.ID] = true
-	}
-	cfg := meter.WorkerConfig{MaxDeliver: 1}
-	if _, err := meter.NewWorker(ctx, js, store, cfg); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := cons.Fetch(3, jetstream.FetchMaxWait(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for m := range b.Messages() {
-		_ = m.Nak()
-	}
-	metertest.StartWorker(t, ctx, js, failingCheck{store}, cfg)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var letters []usage.DeadLetter
-	for deadline := time.Now().Add(10 * time.Second); len(letters) < 3 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		letters, _ = dlq.List(ctx, 10)
-	}
-	if len(letters) != 3 {
-		t.Fatalf("dead letters %+v; want the 3 events, the ledger unable to say whether it holds them", letters)
-	}
-	for _, l := range letters {
-		if !ids[l.EventID] {
-			t.Fatalf("dead letter %+v is none of the events published", l)
-		}
 	}
 }

@@ -558,13 +558,12 @@ func indexOf(events []usage.Event, id string) int {
 	return -1
 }
 
-// setAside moves m to the dead-letter stream, retrying until it is there
-// (or ctx ends, leaving m to be redelivered), then acknowledges it.
 // storedAlready reports, for each of msgs, whether the Store holds its
 // event already (see StoredChecker), in one call bounded by 5 seconds;
 // false where it cannot say: the message cannot be decoded or is not a
-// valid event, the Store is not a StoredChecker, or the check fails (set aside then, as before: a
-// replay of a stored event is dropped by the ledger).
+// valid event, the Store is not a StoredChecker, or the check fails (set
+// aside then, as before: a replay of a stored event is dropped by the
+// ledger).
 func (w *Worker) storedAlready(ctx context.Context, msgs []jetstream.Msg) []bool {
 	out := make([]bool, len(msgs))
 	sc, ok := w.store.(StoredChecker)
@@ -593,6 +592,8 @@ func (w *Worker) storedAlready(ctx context.Context, msgs []jetstream.Msg) []bool
 	return out
 }
 
+// setAside moves m to the dead-letter stream, retrying until it is there
+// (or ctx ends, leaving m to be redelivered), then acknowledges it.
 func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 	w.cfg.Logger.Error("meter: usage event set aside in the dead-letter stream", "reason", reason,
 		"event_id", m.Headers().Get(nats.MsgIdHdr))

@@ -9,12 +9,12 @@ import (
 )
 
 // envProblems lists what in the environment a process started now could
-// not use, one sentence each naming the variable: the values loadEnv
-// refuses (TOLLGATE_SHUTDOWN_GRACE, TOLLGATE_PPROF), each one, a listen address that
-// is not host:port with a port from 0 to 65535 or a service name (TOLLGATE_LISTEN,
-// TOLLGATE_ADMIN_LISTEN), and a TOLLGATE_DATABASE_URL pgxpool cannot
-// parse, as ledger.Open parses it (its message hides a password). TOLLGATE_LOG_LEVEL is checked before any
-// command runs.
+// not use, one sentence each naming the variable: each value loadEnv
+// refuses (TOLLGATE_SHUTDOWN_GRACE, TOLLGATE_PPROF), a listen address
+// (TOLLGATE_LISTEN, TOLLGATE_ADMIN_LISTEN) that is not host:port with a
+// port from 0 to 65535 or a service name, and a TOLLGATE_DATABASE_URL
+// pgxpool cannot parse as ledger.Open parses it (its message hides a
+// password). TOLLGATE_LOG_LEVEL is checked before any command runs.
 func envProblems() []string {
 	var problems []string
 	if _, err := shutdownGrace(os.Getenv("TOLLGATE_SHUTDOWN_GRACE")); err != nil {

@@ -63,13 +63,15 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	switch {
 	case ev.Type == "error":
 		r.Error, r.FinishReason = "upstream error event: "+string(data), "error"
-	case strings.HasSuffix(ev.Type, ".delta") && strings.Contains(ev.Type, "reasoning_summary"):
-		// A summary is a few tokens standing for the reasoning, not the
-		// reasoning: counted as output, it leaves the reasoning hidden
-		// (tap.Report.ReasoningShown), as it is.
-		r.AddOutput(ev.Delta)
 	case strings.HasSuffix(ev.Type, ".delta") && strings.Contains(ev.Type, "reasoning"):
-		r.AddReasoning(ev.Delta) // response.reasoning_text.delta: the reasoning itself
+		if strings.Contains(ev.Type, "reasoning_summary") {
+			// A summary is a few tokens standing for the reasoning, not the
+			// reasoning: counted as output, it leaves the reasoning hidden
+			// (tap.Report.ReasoningShown), as it is.
+			r.AddOutput(ev.Delta)
+		} else {
+			r.AddReasoning(ev.Delta) // response.reasoning_text.delta: the reasoning itself
+		}
 	case strings.HasSuffix(ev.Type, ".delta") && !strings.Contains(ev.Type, "audio"):
 		r.AddOutput(ev.Delta)
 	}

@@ -3,12 +3,14 @@ package meter_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
@@ -38,6 +40,77 @@ func handBackOnce(t *testing.T, ctx context.Context, js jetstream.JetStream, n i
 		t.Fatalf("fetched %d events, want %d", handed, n)
 	}
 	return cons
+}
+
+// deadLettersOnceDrained waits (up to 10 s) for the consumer to have no
+// event pending or unacknowledged and the dead-letter stream some letter,
+// and returns the letters.
+func deadLettersOnceDrained(t *testing.T, ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer) []usage.DeadLetter {
+	t.Helper()
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var letters []usage.DeadLetter
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		info, err := cons.Info(ctx)
+		if letters, _ = dlq.List(ctx, 10); err == nil && info.NumAckPending == 0 && info.NumPending == 0 && len(letters) > 0 {
+			break
+		}
+	}
+	return letters
+}
+
+// The ledger store tells a worker which events it holds.
+var _ meter.StoredChecker = (*ledger.Store)(nil)
+
+// TestMaxDeliverChecksTheLedger: an event delivered more than MaxDeliver
+// times was set aside "without being written" whether or not the ledger
+// held it: a worker that crashed (or lost its acks) after its commit,
+// again and again, left billed events in the dead-letter stream, for an
+// operator to chase. The worker now asks the ledger first: an event it
+// holds is acknowledged; one it does not is set aside as before (and so
+// are all when the ledger cannot answer: TestMaxDeliverCheckDoesNotStallTheBatch).
+func TestMaxDeliverChecksTheLedger(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	customer, key := uuid.NewString(), uuid.NewString()
+	event := func(prompt int64) usage.Event {
+		return usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
+			Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream,
+			Usage: usage.Tokens{PromptTokens: prompt}}
+	}
+	billed, lost := event(7), event(11)
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	for _, e := range []usage.Event{billed, lost} {
+		if err := pub.Publish(ctx, &e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first is in the ledger already, as after a commit whose acks were lost.
+	if n, err := store.WriteEvents(ctx, []usage.Event{billed}); err != nil || n != 1 {
+		t.Fatalf("WriteEvents = %d, %v", n, err)
+	}
+	cfg := meter.WorkerConfig{MaxDeliver: 1}
+	if _, err := meter.NewWorker(ctx, js, store, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cons := handBackOnce(t, ctx, js, 2) // the worker's delivery is their second, past MaxDeliver 1
+	metertest.StartWorker(t, ctx, js, store, cfg)
+	letters := deadLettersOnceDrained(t, ctx, js, cons)
+	if len(letters) != 1 || letters[0].EventID != lost.ID || !strings.Contains(letters[0].Reason, "delivered 2 times") {
+		t.Fatalf("dead letters %+v; want the one event the ledger does not hold (%s), not the billed one (%s)", letters, lost.ID, billed.ID)
+	}
+	page, err := store.Usage(ctx, ledger.UsageQuery{CustomerID: customer})
+	if err != nil || len(page.Data) != 1 || page.Data[0].Requests != 1 || page.Data[0].PromptTokens != 7 {
+		t.Fatalf("usage = %+v, %v; want the billed event once", page.Data, err)
+	}
+	stored, err := store.StoredIDs(ctx, []string{billed.ID, strings.ToUpper(billed.ID), lost.ID, "not-a-uuid", ""})
+	if err != nil || !stored[billed.ID] || !stored[strings.ToUpper(billed.ID)] || stored[lost.ID] || len(stored) != 2 {
+		t.Fatalf("StoredIDs = %v, %v; want the billed event's id, in either case, alone", stored, err)
+	}
 }
 
 // TestMaxDeliverDoesNotAckAnInvalidIDThatParsesToAStoredOne: storedAlready
@@ -77,17 +150,7 @@ func TestMaxDeliverDoesNotAckAnInvalidIDThatParsesToAStoredOne(t *testing.T) {
 	}
 	cons := handBackOnce(t, ctx, js, 1)
 	metertest.StartWorker(t, ctx, js, store, cfg)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var letters []usage.DeadLetter
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		info, err := cons.Info(ctx)
-		if letters, _ = dlq.List(ctx, 10); err == nil && info.NumAckPending == 0 && info.NumPending == 0 && len(letters) > 0 {
-			break
-		}
-	}
+	letters := deadLettersOnceDrained(t, ctx, js, cons)
 	if len(letters) != 1 || letters[0].EventID != other.ID {
 		t.Fatalf("dead letters %+v; want the event with id %q (not in the ledger: its id is no valid event id), set aside, not acknowledged as the stored %s",
 			letters, other.ID, billed.ID)
