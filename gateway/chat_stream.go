@@ -32,6 +32,12 @@ func (s *Server) relayBodyInStream(x *exchange, resp *http.Response, rd *sse.Rea
 	s.relayAnswerAsStream(x, resp, chat, includeUsage, model)
 }
 
+// errNoData ends a stream whose upstream closed it cleanly before any data
+// event (no chunk, no [DONE]): nothing was served, so it is an upstream
+// error (502 when nothing was sent yet, a failover's next attempt when
+// there is one), not a completion with an estimated prompt.
+var errNoData = errors.New("the upstream stream ended before any data")
+
 // relayChatStream relays an upstream stream to a chat completions client,
 // event by event, flushed whenever the next event has not arrived yet (so
 // events that arrive together leave in one write, and none waits). With
@@ -57,18 +63,22 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	var payloads [][]byte
 	x.armStall()
 	var readErr error
-	done := false
+	done, sawData := false, false
 	var ev sse.Event // one for the stream: its address escapes (a new one per event was a heap allocation each)
 	for {
 		var err error
 		ev, err = rd.Next()
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
+			switch {
+			case !errors.Is(err, io.EOF):
 				readErr = err
+			case !sawData:
+				readErr = errNoData
 			}
 			break
 		}
 		x.touch()
+		sawData = sawData || ev.HasData
 		if first && !ev.HasData && jsonStart(ev.Other) {
 			s.relayBodyInStream(x, resp, rd, ev.Other, chat, includeUsage, model)
 			return

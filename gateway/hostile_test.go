@@ -120,3 +120,52 @@ func TestHostileUpstreamFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUpstreamEmptyStreamIsAnError: an upstream that answers 200 with an
+// event stream and closes it cleanly before any data (no chunk, no
+// [DONE]; at most a comment) served nothing. It was recorded as a
+// completed request with an estimated prompt, and the chat client got an
+// empty stream ending in [DONE]; now the client gets 502 (or, after a
+// comment, an error frame) and the event is an upstream error with no
+// output, on the chat route and on the native ones.
+func TestUpstreamEmptyStreamIsAnError(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		if strings.HasPrefix(r.URL.Path, "/comment/") {
+			_, _ = io.WriteString(w, ": keep-alive\n\n")
+		}
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{
+			{Name: "o", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-o-123456789"},
+			{Name: "oc", Type: "openai", BaseURL: up.URL + "/comment/v1", APIKey: "sk-o-123456789"},
+			{Name: "a", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant-123456789"},
+			{Name: "g", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "gm-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "o"}, {Name: "mc", Provider: "oc"}, {Name: "claude-m", Provider: "a"}, {Name: "gemini-m", Provider: "g"}}
+	})
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+	}{
+		{"chat", "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusBadGateway},
+		{"chat after a comment", "/v1/chat/completions", `{"model":"mc","stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusOK},
+		{"anthropic as chat", "/v1/chat/completions", `{"model":"claude-m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusBadGateway},
+		{"anthropic native", "/anthropic/v1/messages", `{"model":"claude-m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusBadGateway},
+		{"gemini native", "/gemini/v1beta/models/gemini-m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, http.StatusBadGateway},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := st.post(t, tc.path, tc.body)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			if resp.StatusCode != tc.status || !strings.Contains(string(b), "ended before any data") {
+				t.Errorf("client got %d %q; want %d and the reason", resp.StatusCode, b, tc.status)
+			}
+			if e.Status != usage.StatusUpstreamError || !strings.Contains(e.Error, "ended before any data") || e.Usage.CompletionTokens != 0 {
+				t.Errorf("event %s %q %+v; want an upstream error with no output", e.Status, e.Error, e.Usage)
+			}
+		})
+	}
+}

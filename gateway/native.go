@@ -9,6 +9,7 @@ import (
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // native serves one of a provider's own routes: the client speaks the
@@ -163,12 +164,16 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		var err error
 		ev, err = rd.Next()
 		if errors.Is(err, io.EOF) {
+			rest := src.take(src.n)
+			if !sawData && !started && len(bytes.TrimSpace(noData)) == 0 && len(bytes.TrimSpace(rest)) == 0 && !x.clientGone.Load() {
+				x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errNoData) // an empty body: nothing served
+				return
+			}
 			x.markComplete() // every upstream byte is forwarded below
 			if len(held) > 0 && !x.clientGone.Load() {
 				start() // the headers (and the time to first byte) before the event is made durable
 			}
 			x.flush()
-			rest := src.take(src.n)
 			if !sawData {
 				noData = append(noData, rest...)
 				if !x.report.Reported && x.report.Output.Len() == 0 && len(bytes.TrimSpace(noData)) > 0 {
