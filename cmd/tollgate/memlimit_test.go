@@ -12,14 +12,15 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
-// withoutMemoryLimit runs the test with the runtime's limit unset and
-// neither GOMEMLIMIT nor AUTOMEMLIMIT in the environment, and puts the
-// limit back after.
+// withoutMemoryLimit runs the test with the runtime's limit unset, GOGC at
+// the runtime's default and none of GOMEMLIMIT, AUTOMEMLIMIT and GOGC in
+// the environment, and puts the limit and GOGC back after.
 func withoutMemoryLimit(t *testing.T) {
 	t.Helper()
 	before := debug.SetMemoryLimit(math.MaxInt64)
-	t.Cleanup(func() { debug.SetMemoryLimit(before) })
-	for _, k := range []string{"GOMEMLIMIT", "AUTOMEMLIMIT"} {
+	gogc := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetMemoryLimit(before); debug.SetGCPercent(gogc) })
+	for _, k := range []string{"GOMEMLIMIT", "AUTOMEMLIMIT", "GOGC"} {
 		t.Setenv(k, "") // restored after the test
 		os.Unsetenv(k)
 	}
@@ -33,8 +34,30 @@ func TestMemoryLimitFollowsTheContainer(t *testing.T) {
 	if want := int64(900 << 20); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("a 1000 MiB container: limit %d, runtime's %d; want %d (90%%)", got, debug.SetMemoryLimit(-1), want)
 	}
-	if !strings.Contains(logs.String(), "mib=900") || !strings.Contains(logs.String(), "source=container") {
+	if !strings.Contains(logs.String(), "mib=900") || !strings.Contains(logs.String(), "source=container") ||
+		!strings.Contains(logs.String(), "gogc=200") {
 		t.Errorf("log: %s", logs.String())
+	}
+	if got := gcPercent(); got != 200 {
+		t.Errorf("GOGC under a limit: %d, want 200", got)
+	}
+}
+
+// gcPercent reads the runtime's GOGC.
+func gcPercent() int {
+	v := debug.SetGCPercent(100)
+	debug.SetGCPercent(v)
+	return v
+}
+
+func TestGOGCInTheEnvironmentWins(t *testing.T) {
+	withoutMemoryLimit(t)
+	t.Setenv("GOGC", "150")
+	debug.SetGCPercent(150) // as the runtime reads it at start
+	var logs bytes.Buffer
+	setMemoryLimit(slog.New(slog.NewTextHandler(&logs, nil)), memlimit.Limit(1000<<20))
+	if got := gcPercent(); got != 150 || !strings.Contains(logs.String(), "gogc=150") {
+		t.Fatalf("GOGC=150 under a limit: runtime's %d; log: %s", got, logs.String())
 	}
 }
 
@@ -43,6 +66,9 @@ func TestMemoryLimitNoneWithoutAContainerLimit(t *testing.T) {
 	none := func() (uint64, error) { return 0, memlimit.ErrNoLimit }
 	if got := setMemoryLimit(slog.New(slog.DiscardHandler), none); got != 0 || debug.SetMemoryLimit(-1) != math.MaxInt64 {
 		t.Fatalf("no container limit: %d, runtime's %d; want none", got, debug.SetMemoryLimit(-1))
+	}
+	if got := gcPercent(); got != 100 {
+		t.Fatalf("GOGC with no limit: %d, want the runtime's 100", got)
 	}
 	broken := func() (uint64, error) { return 0, os.ErrPermission }
 	var logs bytes.Buffer
