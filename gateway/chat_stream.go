@@ -35,7 +35,8 @@ func (s *Server) relayBodyInStream(x *exchange, resp *http.Response, rd *sse.Rea
 // errNoData ends a stream whose upstream closed it cleanly before any data
 // event (no chunk, no [DONE]): nothing was served, so it is an upstream
 // error (502 when nothing was sent yet, a failover's next attempt when
-// there is one), not a completion with an estimated prompt.
+// there is one) that bills nothing, not a completion with an estimated
+// prompt.
 var errNoData = errors.New("the upstream stream ended before any data")
 
 // relayChatStream relays an upstream stream to a chat completions client,
@@ -306,6 +307,9 @@ func (c *chatWriter) end(readErr error) {
 			x.fail(http.StatusGatewayTimeout, usage.StatusTimeout, cause)
 			return
 		case readErr != nil:
+			if readErr == errNoData {
+				x.report.Error = readErr.Error() // it produced nothing: nothing is billed (tap.Report.Resolve)
+			}
 			x.fail(http.StatusBadGateway, usage.StatusUpstreamError, readErr)
 			return
 		}

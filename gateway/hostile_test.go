@@ -127,7 +127,9 @@ func TestHostileUpstreamFigures(t *testing.T) {
 // completed request with an estimated prompt, and the chat client got an
 // empty stream ending in [DONE]; now the client gets 502 (or, after a
 // comment, an error frame) and the event is an upstream error with no
-// output, on the chat route and on the native ones.
+// output (nor, when nothing reached the client, a prompt: an upstream that
+// failed without producing anything bills nothing), on the chat route and
+// on the native ones.
 func TestUpstreamEmptyStreamIsAnError(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -163,8 +165,12 @@ func TestUpstreamEmptyStreamIsAnError(t *testing.T) {
 			if resp.StatusCode != tc.status || !strings.Contains(string(b), "ended before any data") {
 				t.Errorf("client got %d %q; want %d and the reason", resp.StatusCode, b, tc.status)
 			}
-			if e.Status != usage.StatusUpstreamError || !strings.Contains(e.Error, "ended before any data") || e.Usage.CompletionTokens != 0 {
-				t.Errorf("event %s %q %+v; want an upstream error with no output", e.Status, e.Error, e.Usage)
+			billed := e.Usage.CompletionTokens
+			if tc.status == http.StatusBadGateway {
+				billed += e.Usage.PromptTokens // nothing reached the client: nothing is billed
+			}
+			if e.Status != usage.StatusUpstreamError || !strings.Contains(e.Error, "ended before any data") || billed != 0 {
+				t.Errorf("event %s %q %+v; want an upstream error billing nothing", e.Status, e.Error, e.Usage)
 			}
 		})
 	}

@@ -166,7 +166,8 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		if errors.Is(err, io.EOF) {
 			rest := src.take(src.n)
 			if !sawData && !started && len(bytes.TrimSpace(noData)) == 0 && len(bytes.TrimSpace(rest)) == 0 && !x.clientGone.Load() {
-				x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errNoData) // an empty body: nothing served
+				x.report.Error = errNoData.Error() // an empty body: nothing served, nothing billed
+				x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errNoData)
 				return
 			}
 			x.markComplete() // every upstream byte is forwarded below
