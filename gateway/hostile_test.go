@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/gateway"
@@ -173,5 +174,81 @@ func TestUpstreamEmptyStreamIsAnError(t *testing.T) {
 				t.Errorf("event %s %q %+v; want an upstream error billing nothing", e.Status, e.Error, e.Usage)
 			}
 		})
+	}
+}
+
+// TestUpstreamWhitespaceStreamIsAnError: a 200 event stream of nothing but
+// blank and whitespace lines is as empty as one with no bytes (the native
+// routes already read it so): on the chat route the client gets 502, or
+// the next deployment's answer, not a 200 stream that starts with the
+// upstream's stray spaces and ends in an error frame.
+func TestUpstreamWhitespaceStreamIsAnError(t *testing.T) {
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		if strings.HasPrefix(r.URL.Path, "/flip/") && calls.Add(1) > 1 {
+			_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hello"},"finish_reason":null}]}`+"\n\ndata: [DONE]\n\n")
+			return
+		}
+		_, _ = io.WriteString(w, "\n  \n\t\r\n")
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{
+			{Name: "o", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-o-123456789"},
+			{Name: "f1", Type: "openai", BaseURL: up.URL + "/flip/v1", APIKey: "sk-o-123456789"},
+			{Name: "f2", Type: "openai", BaseURL: up.URL + "/flip/v1", APIKey: "sk-o-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "o"}, {Name: "two", Deployments: []gateway.DeploymentConfig{
+			{Name: "d1", Provider: "f1"}, {Name: "d2", Provider: "f2"}}}}
+	})
+	resp := st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if resp.StatusCode != http.StatusBadGateway || e.Status != usage.StatusUpstreamError || e.Usage.Total() != 0 {
+		t.Errorf("whitespace stream: client got %d %q, event %s %+v; want 502 and an upstream error billing nothing",
+			resp.StatusCode, b, e.Status, e.Usage)
+	}
+	resp = st.post(t, "/v1/chat/completions", `{"model":"two","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	id := resp.Header.Get("X-Request-Id")
+	st.sink.event(t, id)
+	if evs := st.sink.eventsOf(id); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "hello") || len(evs) != 2 {
+		t.Errorf("whitespace stream then a good one: client got %d %q, %d events; want the second deployment's answer, two events",
+			resp.StatusCode, b, len(evs))
+	}
+}
+
+// TestNativeCommentOnlyStreamBillsNoOutput: a native stream that is only a
+// keep-alive comment before a clean end produced nothing, as on the chat
+// route (which bills it nothing): it is an upstream error naming the empty
+// stream, and the comment is not billed as output.
+func TestNativeCommentOnlyStreamBillsNoOutput(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, ": keep-alive\n\n")
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{
+			{Name: "o", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-o-123456789"},
+			{Name: "a", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "o"}, {Name: "claude-m", Provider: "a"}}
+	})
+	for _, tc := range []struct{ path, body string }{
+		{"/anthropic/v1/messages", `{"model":"claude-m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/responses", `{"model":"m","stream":true,"input":"hi"}`},
+	} {
+		resp := st.post(t, tc.path, tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+		if e.Status != usage.StatusUpstreamError || !strings.Contains(e.Error, "ended before any data") || e.Usage.CompletionTokens != 0 {
+			t.Errorf("%s: client got %d %q; event %s %q %+v; want an upstream error for the empty stream, no output billed",
+				tc.path, resp.StatusCode, b, e.Status, e.Error, e.Usage)
+		}
 	}
 }
