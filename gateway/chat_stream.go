@@ -79,6 +79,9 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 			break
 		}
 		x.touch()
+		if blankEvent(&ev) {
+			continue // whitespace lines: nothing to relay, nor a reason to begin the response
+		}
 		sawData = sawData || ev.HasData
 		if first && !ev.HasData && jsonStart(ev.Other) {
 			s.relayBodyInStream(x, resp, rd, ev.Other, chat, includeUsage, model)
@@ -113,6 +116,13 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	if done {
 		x.readToEnd(resp.Body)
 	}
+}
+
+// blankEvent reports that ev is only blank or whitespace lines (which the
+// reader returns as Other): no event at all, as the native routes read it.
+func blankEvent(ev *sse.Event) bool {
+	return !ev.HasData && !ev.HasComment && !ev.HasID && len(ev.Type) == 0 && len(ev.Retry) == 0 &&
+		len(bytes.TrimSpace(ev.Other)) == 0
 }
 
 // readers keeps SSE readers, with their buffers, from one stream to the
