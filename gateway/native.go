@@ -165,10 +165,18 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		ev, err = rd.Next()
 		if errors.Is(err, io.EOF) {
 			rest := src.take(src.n)
-			if !sawData && !started && len(bytes.TrimSpace(noData)) == 0 && len(bytes.TrimSpace(rest)) == 0 && !x.clientGone.Load() {
-				x.report.Error = errNoData.Error() // an empty body: nothing served, nothing billed
-				x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errNoData)
-				return
+			if !sawData && len(bytes.TrimSpace(noData)) == 0 && len(bytes.TrimSpace(rest)) == 0 && !x.clientGone.Load() {
+				x.report.Error = errNoData.Error() // an empty body, or only comments: nothing served, nothing billed
+				if !started {
+					x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errNoData)
+					return
+				}
+				// Comments were forwarded, and the protocol has no error
+				// frame of ours: abort, so the client sees a broken stream,
+				// not a clean end. The deferred finish commits the event.
+				x.commit()
+				x.flush()
+				panic(http.ErrAbortHandler)
 			}
 			x.markComplete() // every upstream byte is forwarded below
 			if len(held) > 0 && !x.clientGone.Load() {
@@ -219,7 +227,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		tp.Event(&ev, &x.report)
 		x.progress()
 		chunk := src.take(src.n - rd.Pending())
-		if sawData = sawData || ev.HasData; !sawData && len(noData) < maxNoData {
+		// A comment is SSE, not part of a body that is not: it is not kept.
+		comment := ev.HasComment && len(ev.Other) == 0 && len(ev.Type) == 0 && !ev.HasID && len(ev.Retry) == 0
+		if sawData = sawData || ev.HasData; !sawData && !comment && len(noData) < maxNoData {
 			noData = append(noData, chunk...)
 		}
 		if x.report.Error != hadError {
