@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -251,4 +253,58 @@ func TestNativeCommentOnlyStreamBillsNoOutput(t *testing.T) {
 				tc.path, resp.StatusCode, b, e.Status, e.Error, e.Usage)
 		}
 	}
+}
+
+// TestEmptyStreamAfterTheClientLeft: an upstream that closes its stream
+// before any data after the client left is an upstream error that bills
+// nothing (an upstream error is named before a client that left), the same
+// on the chat route and on the native ones.
+func TestEmptyStreamAfterTheClientLeft(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		time.Sleep(300 * time.Millisecond) // the client leaves meanwhile
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{
+			{Name: "o", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-o-123456789"},
+			{Name: "a", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "o"}, {Name: "claude-m", Provider: "a"}}
+	})
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		{"/anthropic/v1/messages", `{"model":"claude-m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, st.url+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("%s: answered %d before the client left", tc.path, resp.StatusCode)
+		}
+		cancel()
+		e := st.sink.eventAt(t, tc.path)
+		if e.Status != usage.StatusUpstreamError || !strings.Contains(e.Error, "ended before any data") || e.Usage.Total() != 0 {
+			t.Errorf("%s: event %s %q %+v; want an upstream error for the empty stream, billing nothing", tc.path, e.Status, e.Error, e.Usage)
+		}
+	}
+}
+
+// eventAt waits for the event of the one request to endpoint.
+func (m *memSink) eventAt(t *testing.T, endpoint string) usage.Event {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		m.mu.Lock()
+		for _, e := range m.events {
+			if e.Endpoint == endpoint {
+				m.mu.Unlock()
+				return e
+			}
+		}
+		m.mu.Unlock()
+	}
+	t.Fatalf("no event for %s", endpoint)
+	return usage.Event{}
 }
