@@ -165,15 +165,18 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		ev, err = rd.Next()
 		if errors.Is(err, io.EOF) {
 			rest := src.take(src.n)
-			if !sawData && len(bytes.TrimSpace(noData)) == 0 && len(bytes.TrimSpace(rest)) == 0 && !x.clientGone.Load() {
+			if !sawData && len(bytes.TrimSpace(noData)) == 0 && len(bytes.TrimSpace(rest)) == 0 {
 				x.report.Error = errNoData.Error() // an empty body, or only comments: nothing served, nothing billed
+				if x.clientGone.Load() {
+					return // as on the chat route: an upstream error, named before the client that left
+				}
 				if !started {
 					x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errNoData)
 					return
 				}
 				// Comments were forwarded, and the protocol has no error
 				// frame of ours: abort, so the client sees a broken stream,
-				// not a clean end. The deferred finish commits the event.
+				// not a clean end, the event durable first.
 				x.commit()
 				x.flush()
 				panic(http.ErrAbortHandler)
