@@ -314,12 +314,11 @@ func (c *chatWriter) end(readErr error) {
 	if !c.started && !x.clientGone.Load() {
 		switch {
 		case errors.Is(cause, errStalled):
+			x.failedBeforeOutput(cause)
 			x.fail(http.StatusGatewayTimeout, usage.StatusTimeout, cause)
 			return
 		case readErr != nil:
-			if readErr == errNoData {
-				x.report.Error = readErr.Error() // it produced nothing: nothing is billed (tap.Report.Resolve)
-			}
+			x.failedBeforeOutput(readErr)
 			x.fail(http.StatusBadGateway, usage.StatusUpstreamError, readErr)
 			return
 		}

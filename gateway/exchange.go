@@ -395,6 +395,17 @@ func logRequest(ctx context.Context, log *slog.Logger, level slog.Level, e *usag
 		slog.Int64("duration_ms", e.DurationMillis))
 }
 
+// failedBeforeOutput records, when nothing else has, that the upstream's
+// stream failed with err before anything reached the client: an upstream
+// that failed without producing anything bills nothing (tap.Report.Resolve
+// then resolves no usage), unless it reported usage before it failed, as
+// Anthropic's message_start does.
+func (x *exchange) failedBeforeOutput(err error) {
+	if x.report.Error == "" {
+		x.report.Error = "upstream failed before any output: " + x.s.scrubFor(x.event.Provider, err.Error())
+	}
+}
+
 // markComplete is called before the response's last write: if the client
 // is still there, its hanging up from now on is not a cancellation.
 func (x *exchange) markComplete() {

@@ -308,3 +308,57 @@ func (m *memSink) eventAt(t *testing.T, endpoint string) usage.Event {
 	t.Fatalf("no event for %s", endpoint)
 	return usage.Event{}
 }
+
+// TestUpstreamFailureBeforeAnyEventBillsNothing: an upstream that answers
+// 200 and then breaks its stream, or stalls, before any event produced
+// nothing; the client got 502 or 504, and the event billed an estimated
+// prompt where the README says such a failure bills nothing.
+func TestUpstreamFailureBeforeAnyEventBillsNothing(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		if strings.HasPrefix(r.URL.Path, "/stall/") {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		panic(http.ErrAbortHandler) // the connection closes mid-body
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{
+			{Name: "o", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-o-123456789"},
+			{Name: "os", Type: "openai", BaseURL: up.URL + "/stall/v1", APIKey: "sk-o-123456789", StallTimeout: 200 * time.Millisecond},
+			{Name: "a", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant-123456789"},
+			{Name: "g", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "gm-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "o"}, {Name: "ms", Provider: "os"},
+			{Name: "claude-m", Provider: "a"}, {Name: "gemini-m", Provider: "g"}}
+	})
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		event            usage.Status
+	}{
+		{"chat, broken", "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusBadGateway, usage.StatusUpstreamError},
+		{"chat, stalled", "/v1/chat/completions", `{"model":"ms","stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusGatewayTimeout, usage.StatusTimeout},
+		{"anthropic as chat, broken", "/v1/chat/completions", `{"model":"claude-m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusBadGateway, usage.StatusUpstreamError},
+		{"anthropic native, broken", "/anthropic/v1/messages", `{"model":"claude-m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, http.StatusBadGateway, usage.StatusUpstreamError},
+		{"gemini native, broken", "/gemini/v1beta/models/gemini-m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, http.StatusBadGateway, usage.StatusUpstreamError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := st.post(t, tc.path, tc.body)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			if resp.StatusCode != tc.status {
+				t.Errorf("client got %d %q; want %d", resp.StatusCode, b, tc.status)
+			}
+			if e.Status != tc.event || e.Usage.PromptTokens+e.Usage.CompletionTokens != 0 {
+				t.Errorf("event %s %q %+v; want %s billing nothing", e.Status, e.Error, e.Usage, tc.event)
+			}
+		})
+	}
+}

@@ -203,6 +203,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		if err != nil {
 			if !started && !x.clientGone.Load() {
 				status, eventStatus := x.failure()
+				x.failedBeforeOutput(err)
 				x.fail(status, eventStatus, err)
 				return
 			}
