@@ -3,7 +3,9 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/csv"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -175,4 +177,31 @@ func TestCSVTextCellsCannotRunAsFormulas(t *testing.T) {
 	// The finance export.
 	b = s.adm("GET", "/admin/v1/export?from=2026-03-01&to=2026-04-01", "", http.StatusOK, nil)
 	check("ledger export CSV", b, "-1", "10")
+}
+
+// TestLongIndexedTextIsInvalid: an idempotency key, or the model of a
+// price or an override, too long for Postgres's unique index on it (about
+// 2.7 kB once compressed) is bad input, a 400 naming the field, not a 500
+// from "index row size exceeds btree maximum". (Found by a review.)
+func TestLongIndexedTextIsInvalid(t *testing.T) {
+	s := newServer(t)
+	cust, _, _ := s.customer(`{"name":"acme"}`)
+	random := func(n int) string {
+		b := make([]byte, n/2)
+		_, _ = rand.Read(b)
+		return hex.EncodeToString(b)
+	}
+	for _, c := range []struct{ path, body, field string }{
+		{"/admin/v1/customers/" + cust + "/credits", `{"amount":"1","idempotency_key":"` + random(10000) + `"}`, "idempotency_key"},
+		{"/admin/v1/customers/" + cust + "/adjustments", `{"amount":"1","idempotency_key":"` + random(10000) + `"}`, "idempotency_key"},
+		{"/admin/v1/prices", `{"model":"` + random(10000) + `","currency":"USD","input":"1","output":"1","effective_from":"2026-01-01T00:00:00Z"}`, "model"},
+		{"/admin/v1/customers/" + cust + "/overrides", `{"model":"` + random(10000) + `","discount_percent":"5","effective_from":"2026-01-01T00:00:00Z"}`, "model"},
+		{"/admin/v1/customers/" + cust + "/overrides", `{"model":"` + random(10000) + `","price":{"currency":"USD","input":"1","output":"1"},"effective_from":"2026-01-01T00:00:00Z"}`, "model"},
+	} {
+		status, body, err := send("POST", s.admin+c.path, adminToken, c.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		invalid(t, "POST "+c.path+" with a 10 kB "+c.field, status, body, c.field)
+	}
 }
