@@ -36,6 +36,11 @@ type Entry struct {
 	CreatedAt      time.Time `json:"created_at"`
 }
 
+// MaxIdempotencyKeyLen is the longest idempotency key of a credit or an
+// adjustment, in bytes: keys are unique through a btree index, whose rows
+// Postgres limits to about 2.7 kB, so a longer key would be refused there.
+const MaxIdempotencyKeyLen = 255
+
 // EntryInput is a credit or adjustment as an operator states it: Amount is
 // a decimal string in the customer's currency with at most six decimal
 // places (positive for a credit; either sign for an adjustment).
@@ -71,6 +76,8 @@ func (s *Store) AddEntry(ctx context.Context, customerID, kind string, in EntryI
 		return Entry{}, errorf(EInvalid, "amount: a credit must be positive, got %q", in.Amount)
 	case micros == 0:
 		return Entry{}, errorf(EInvalid, "amount: an adjustment must not be zero")
+	case len(in.IdempotencyKey) > MaxIdempotencyKeyLen:
+		return Entry{}, errorf(EInvalid, "idempotency_key: is longer than %d bytes", MaxIdempotencyKeyLen)
 	case strings.HasPrefix(in.IdempotencyKey, refundKeyPrefix) || strings.HasPrefix(in.IdempotencyKey, reverseKeyPrefix):
 		return Entry{}, errorf(EInvalid, "idempotency_key: %q starts with %s or %s, which the ledger keeps for refunds and reversals",
 			in.IdempotencyKey, refundKeyPrefix, reverseKeyPrefix)

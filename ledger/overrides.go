@@ -39,6 +39,9 @@ type OverrideInput struct {
 
 func (in OverrideInput) override(customerID string) (Override, error) {
 	o := Override{CustomerID: customerID, Model: strings.TrimSpace(in.Model), EffectiveFrom: in.EffectiveFrom.UTC()}
+	if err := usage.CheckString(o.Model, usage.MaxModelLen); err != nil { // no event's model is longer
+		return o, errorf(EInvalid, "model: %v", err)
+	}
 	if in.EffectiveFrom.IsZero() {
 		return o, errorf(EInvalid, "effective_from is required")
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/text/currency"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // PriceInput is a new price version as an operator states it: decimal
@@ -36,6 +38,9 @@ func (in PriceInput) Price() (Price, error) {
 		EffectiveFrom: in.EffectiveFrom.UTC()}
 	if p.Model == "" {
 		return Price{}, errorf(EInvalid, "model is required")
+	}
+	if err := usage.CheckString(p.Model, usage.MaxModelLen); err != nil { // no event's model is longer
+		return Price{}, errorf(EInvalid, "model: %v", err)
 	}
 	if err := checkCurrency(p.Currency, in.Currency); err != nil {
 		return Price{}, err
