@@ -105,3 +105,23 @@ func TestACreditInYear9999IsRefused(t *testing.T) {
 		t.Errorf("balance = %s after refused credits, want 0", bal.Balance)
 	}
 }
+
+// TestExportAndReconcileFromTheFirstDay: the API takes times of the years
+// 0001 to 9998, so from=0001-01-01 ("from the beginning") is a valid
+// bound of an export or a reconciliation. It is Go's zero time, which the
+// ledger took for a missing bound: both answered 400 "from and to are
+// required" to a request that gave both. (Found by a review.)
+func TestExportAndReconcileFromTheFirstDay(t *testing.T) {
+	s := newServer(t)
+	for _, path := range []string{"/admin/v1/export", "/admin/v1/reconciliation"} {
+		for _, from := range []string{"0001-01-01", "0001-01-01T00:00:00Z"} {
+			status, body, err := send("GET", s.admin+path+"?from="+from+"&to=2027-01-01", adminToken, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status != http.StatusOK {
+				t.Errorf("GET %s?from=%s&to=2027-01-01 = %d %s, want 200", path, from, status, body)
+			}
+		}
+	}
+}
