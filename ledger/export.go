@@ -75,7 +75,9 @@ const progressEvery = 10_000
 // before to, and an error after a partial write when w or the database
 // fails mid-stream.
 func (s *Store) ExportLines(ctx context.Context, from, to time.Time, w io.Writer, progress ...func(rows int64)) (rows int64, err error) {
-	if from.IsZero() || to.IsZero() || !from.Before(to) {
+	// A zero from is a bound: the first instant of the year 0001, the
+	// earliest the API takes (from=0001-01-01), not a missing one.
+	if to.IsZero() || !from.Before(to) {
 		return 0, errorf(EInvalid, "from and to are required, with from before to")
 	}
 	conn, err := s.pool.Acquire(ctx)

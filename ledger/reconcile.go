@@ -112,7 +112,9 @@ type UnpricedModel struct {
 // EInvalid when from is not before to. It reads every event in range:
 // run it off-peak, or against a replica, on large ranges.
 func (s *Store) Reconcile(ctx context.Context, from, to time.Time) (Reconciliation, error) {
-	if from.IsZero() || to.IsZero() || !from.Before(to) {
+	// A zero from is a bound: the first instant of the year 0001, the
+	// earliest the API takes (from=0001-01-01), not a missing one.
+	if to.IsZero() || !from.Before(to) {
 		return Reconciliation{}, errorf(EInvalid, "from and to are required, with from before to")
 	}
 	rec := Reconciliation{From: from.UTC().Truncate(time.Hour), To: to.UTC().Add(time.Hour - 1).Truncate(time.Hour),
