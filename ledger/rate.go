@@ -16,7 +16,7 @@ type Price = usage.Price
 // ParseMicros converts a decimal amount, such as "2.50", into integer
 // micro-units ("2.50" → 2500000). It returns an EInvalid error naming field
 // for a malformed, negative or over-precise (more than six decimal places)
-// value.
+// value, and for exponent notation ("1e6").
 func ParseMicros(field, s string) (int64, error) {
 	m, err := parseSignedMicros(field, s)
 	if err == nil && m < 0 {
@@ -29,6 +29,11 @@ func ParseMicros(field, s string) (int64, error) {
 func parseSignedMicros(field, s string) (int64, error) {
 	if strings.TrimSpace(s) == "" {
 		return 0, errorf(EInvalid, "%s: is required, a decimal string like \"10.50\"", field)
+	}
+	if strings.ContainsAny(s, "eE") {
+		// decimal reads "1e6" as a million: a typo away from "16" or "1.6"
+		// in an amount of money, so only plain notation is taken.
+		return 0, errorf(EInvalid, "%s: %q is in exponent notation; write the number out, like \"1000000\"", field, s)
 	}
 	d, err := decimal.NewFromString(strings.TrimSpace(s))
 	if err != nil {

@@ -91,7 +91,8 @@ func TestParseMicros(t *testing.T) {
 			t.Errorf("ParseMicros(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "abc", "-1", "0.0000001", "1e30", "NaN"} {
+	// Exponent notation is refused, not read: "1e6" would be a million.
+	for _, in := range []string{"", "abc", "-1", "0.0000001", "1e30", "NaN", "1e2", "1E2", "2.5e-1", "1e-6"} {
 		if _, err := ParseMicros("input", in); ErrorCode(err) != EInvalid {
 			t.Errorf("ParseMicros(%q) error = %v, want EInvalid", in, err)
 		}
