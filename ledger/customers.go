@@ -78,6 +78,9 @@ func (s *Store) CreateCustomer(ctx context.Context, in CustomerInput) (Customer,
 	if name == "" {
 		return Customer{}, errorf(EInvalid, "name is required")
 	}
+	if err := checkText("name", name, MaxNameLen); err != nil {
+		return Customer{}, err
+	}
 	if err := checkCurrency(currency, in.Currency); err != nil {
 		return Customer{}, err
 	}
@@ -115,6 +118,11 @@ func (s *Store) UpdateCustomer(ctx context.Context, id string, p CustomerPatch) 
 	if p.Name != nil && strings.TrimSpace(*p.Name) == "" {
 		return Customer{}, errorf(EInvalid, "name must not be empty")
 	}
+	if p.Name != nil {
+		if err := checkText("name", strings.TrimSpace(*p.Name), MaxNameLen); err != nil {
+			return Customer{}, err
+		}
+	}
 	limit, err := optionalMicros("credit_limit", p.CreditLimit)
 	if err != nil {
 		return Customer{}, err
@@ -144,6 +152,9 @@ func (s *Store) Customer(ctx context.Context, id string) (Customer, error) {
 // Customers lists customers, oldest first; name, when not empty, keeps only
 // those with exactly that name.
 func (s *Store) Customers(ctx context.Context, name string) ([]Customer, error) {
+	if err := checkText("name", name, MaxNameLen); err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, `SELECT `+customerColumns+` FROM customers
 		WHERE $1 = '' OR name = $1 ORDER BY created_at, id`, name)
 	if err != nil {

@@ -67,6 +67,9 @@ func (s *Store) AddEntry(ctx context.Context, customerID, kind string, in EntryI
 	if err == nil {
 		err = checkYear("effective_at", &in.EffectiveAt)
 	}
+	if err == nil {
+		err = checkText("idempotency_key", in.IdempotencyKey, MaxIdempotencyKeyLen)
+	}
 	switch {
 	case err != nil:
 		return Entry{}, err
@@ -76,8 +79,6 @@ func (s *Store) AddEntry(ctx context.Context, customerID, kind string, in EntryI
 		return Entry{}, errorf(EInvalid, "amount: a credit must be positive, got %q", in.Amount)
 	case micros == 0:
 		return Entry{}, errorf(EInvalid, "amount: an adjustment must not be zero")
-	case len(in.IdempotencyKey) > MaxIdempotencyKeyLen:
-		return Entry{}, errorf(EInvalid, "idempotency_key: is longer than %d bytes", MaxIdempotencyKeyLen)
 	case strings.HasPrefix(in.IdempotencyKey, refundKeyPrefix) || strings.HasPrefix(in.IdempotencyKey, reverseKeyPrefix):
 		return Entry{}, errorf(EInvalid, "idempotency_key: %q starts with %s or %s, which the ledger keeps for refunds and reversals",
 			in.IdempotencyKey, refundKeyPrefix, reverseKeyPrefix)
@@ -95,6 +96,9 @@ func (s *Store) AddEntry(ctx context.Context, customerID, kind string, in EntryI
 // n.key: a retry, or a request that lost the race to insert the same key,
 // gets the entry made first, or EConflict when it asked for another.
 func (s *Store) insertEntry(ctx context.Context, n newEntry) (Entry, error) {
+	if err := checkText("memo", n.memo, MaxMemoLen); err != nil {
+		return Entry{}, err
+	}
 	if n.key != "" {
 		if e, err := s.entryByKey(ctx, n.key); err == nil {
 			return n.replay(e)

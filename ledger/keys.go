@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // Key is a customer's API key, as listed: the secret itself is never stored,
@@ -124,7 +126,7 @@ func checkModels(models []string) ([]string, error) {
 	out := []string{}
 	for _, m := range models {
 		m = strings.TrimSpace(m)
-		if m == "" || len(m) > 256 {
+		if m == "" || usage.CheckString(m, usage.MaxModelLen) != nil {
 			return nil, errorf(EInvalid, "allowed_models: %q is not a model name or provider/*", m)
 		}
 		out = append(out, m)
@@ -166,6 +168,9 @@ func newLimits(in KeyInput) (limits, error) {
 func (s *Store) CreateKey(ctx context.Context, customerID string, in KeyInput) (Key, string, error) {
 	if strings.TrimSpace(in.Name) == "" {
 		return Key{}, "", errorf(EInvalid, "name must not be empty")
+	}
+	if err := checkText("name", strings.TrimSpace(in.Name), MaxNameLen); err != nil {
+		return Key{}, "", err
 	}
 	l, err := newLimits(in)
 	if err != nil {
@@ -225,6 +230,11 @@ func scanKey(row pgx.Row) (Key, error) {
 func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, error) {
 	if p.Name.Set && (p.Name.Value == nil || strings.TrimSpace(*p.Name.Value) == "") {
 		return Key{}, errorf(EInvalid, "name must not be empty")
+	}
+	if p.Name.Set {
+		if err := checkText("name", strings.TrimSpace(*p.Name.Value), MaxNameLen); err != nil {
+			return Key{}, err
+		}
 	}
 	daily, err := optionalMicros("daily_limit", p.DailyLimit.Value)
 	if err != nil {

@@ -205,3 +205,38 @@ func TestLongIndexedTextIsInvalid(t *testing.T) {
 		invalid(t, "POST "+c.path+" with a 10 kB "+c.field, status, body, c.field)
 	}
 }
+
+// TestTextFieldsNameTheField: a NUL byte, invalid UTF-8 or an overlong
+// text in a name, memo, idempotency key or allowed model is refused with
+// a 400 that names that field. Before, a NUL was refused by Postgres with
+// "customer <id> is invalid: invalid byte sequence", naming neither, and a
+// 900 kB memo (shown on the customer's statement) or 100 kB name was
+// stored. (Found by a review.)
+func TestTextFieldsNameTheField(t *testing.T) {
+	s := newServer(t)
+	cust, keyID, _ := s.customer(`{"name":"acme"}`)
+	long := func(n int) string { return strings.Repeat("x", n) }
+	for _, c := range []struct{ method, path, body, field string }{
+		{"POST", "/admin/v1/customers", `{"name":"a\u0000b"}`, "name"},
+		{"POST", "/admin/v1/customers", `{"name":"` + long(ledger.MaxNameLen+1) + `"}`, "name"},
+		{"PATCH", "/admin/v1/customers/" + cust, `{"name":"a\u0000b"}`, "name"},
+		{"GET", "/admin/v1/customers?name=a%00b", "", "name"},
+		{"GET", "/admin/v1/customers?name=a%ffb", "", "name"},
+		{"POST", "/admin/v1/customers/" + cust + "/keys", `{"name":"k\u0000"}`, "name"},
+		{"POST", "/admin/v1/customers/" + cust + "/keys", `{"name":"` + long(ledger.MaxNameLen+1) + `"}`, "name"},
+		{"PATCH", "/admin/v1/keys/" + keyID, `{"name":"k\u0000"}`, "name"},
+		{"POST", "/admin/v1/customers/" + cust + "/keys", `{"name":"k","allowed_models":["m\u0000"]}`, "allowed_models"},
+		{"POST", "/admin/v1/customers/" + cust + "/credits", `{"amount":"10","memo":"top-up\u0000"}`, "memo"},
+		{"POST", "/admin/v1/customers/" + cust + "/credits", `{"amount":"10","memo":"` + long(ledger.MaxMemoLen+1) + `"}`, "memo"},
+		{"POST", "/admin/v1/customers/" + cust + "/credits", `{"amount":"10","idempotency_key":"k\u0000"}`, "idempotency_key"},
+	} {
+		status, body, err := send(c.method, s.admin+c.path, adminToken, c.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		invalid(t, c.method+" "+c.path+" "+c.body[:min(len(c.body), 60)], status, body, c.field)
+	}
+	// At the limits, the texts are taken.
+	s.adm("POST", "/admin/v1/customers", `{"name":"`+long(ledger.MaxNameLen)+`"}`, http.StatusCreated, nil)
+	s.adm("POST", "/admin/v1/customers/"+cust+"/credits", `{"amount":"10","memo":"`+long(ledger.MaxMemoLen)+`"}`, http.StatusCreated, nil)
+}
