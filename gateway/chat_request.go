@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -242,9 +243,16 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
 }
 
+// jsonError says why a request body is not a JSON object, in the
+// client's terms: a body of another JSON type is named by its type
+// ("got a JSON array"), never by the Go type it was decoded into.
 func jsonError(err error) string {
-	if err == nil {
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
 		return "got null"
+	case errors.As(err, &te) && te.Field == "" && te.Value != "":
+		return "got a JSON " + strings.Fields(te.Value)[0]
 	}
 	return err.Error()
 }

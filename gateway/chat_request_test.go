@@ -231,3 +231,26 @@ func BenchmarkParseRequest(b *testing.B) {
 		})
 	}
 }
+
+// TestRequestBodyNotAnObjectNamesItsJSONType: a body that is JSON but not an
+// object (`[]`, a string, a number) was refused with encoding/json's own
+// words, "json: cannot unmarshal array into Go value of type
+// map[string]json.RawMessage": the client is told the JSON type it sent.
+func TestRequestBodyNotAnObjectNamesItsJSONType(t *testing.T) {
+	for body, want := range map[string]string{
+		`[]`:     "got a JSON array",
+		` "hi" `: "got a JSON string",
+		`1.5`:    "got a JSON number",
+		`true`:   "got a JSON bool",
+		`null`:   "got null",
+		`{"a":`:  "unexpected end of JSON input",
+	} {
+		_, err := parseChatRequest([]byte(body))
+		if err == nil || err.Error() != "the request body must be a JSON object: "+want {
+			t.Errorf("%s: error %v; want %q", body, err, want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "Go value") || strings.Contains(err.Error(), "map[")) {
+			t.Errorf("%s: error %q names a Go type", body, err)
+		}
+	}
+}

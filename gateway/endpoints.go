@@ -224,7 +224,7 @@ func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provi
 		}
 		if len(plan) == 0 {
 			env.WriteError(w, provider.Err(http.StatusNotFound, "invalid_request_error", "model_not_found",
-				"model "+call.Model+" is not served by a "+p.Type+" provider here"))
+				fmt.Sprintf("the model %q is not served by a provider of type %s here", call.Model, p.Type)))
 			return
 		}
 		d := plan[0].dep

@@ -64,6 +64,13 @@ func TestEmbeddings(t *testing.T) {
 	if status, body, _ = readAll(t, st, "/v1/embeddings", `{"model":"sim-small"}`); status != 400 || !strings.Contains(body, "input") {
 		t.Fatalf("%d %s", status, body)
 	}
+	// A native route's model served by another provider type: 404 in
+	// that protocol's envelope, naming the model and the type (it read
+	// "model sim-small is not served by a anthropic provider here").
+	status, body, _ = readAll(t, st, "/anthropic/v1/messages", `{"model":"sim-small","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+	if want := `the model \"sim-small\" is not served by a provider of type anthropic here`; status != 404 || !strings.Contains(body, want) {
+		t.Fatalf("%d %s; want 404 with %s", status, body, want)
+	}
 	time.Sleep(20 * time.Millisecond)
 	if st.sink.count() != n {
 		t.Fatal("a refused request was metered")

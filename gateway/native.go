@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -47,7 +48,7 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 		route, err := s.routes.resolve(call.Model)
 		if err != nil || !route.serves(p.Type) {
 			env.WriteError(w, provider.Err(http.StatusNotFound, "invalid_request_error", "model_not_found",
-				"model "+call.Model+" is not served by a "+p.Type+" provider here"))
+				fmt.Sprintf("the model %q is not served by a provider of type %s here", call.Model, p.Type)))
 			return
 		}
 		if !allowedModel(keyOf(r), call.Model, route) {
