@@ -336,6 +336,39 @@ func TestEnvValuesAreReadOrRefused(t *testing.T) {
 	}
 }
 
+// TestAdminTokenRequiredBeforeAnythingStarts: `tollgate serve` without
+// TOLLGATE_ADMIN_TOKEN opened the database, applied the migrations, started
+// the embedded JetStream and the gateway's listener, logged a WARN "NATS:
+// disconnected; reconnecting" while tearing them down, and only then said
+// "the admin token is empty", exit 1. A missing required variable is refused
+// as a bad TOLLGATE_SHUTDOWN_GRACE is: before the database, exit code 2, one
+// line naming the variable. The roles without the admin API do not need it.
+func TestAdminTokenRequiredBeforeAnythingStarts(t *testing.T) {
+	t.Setenv("TOLLGATE_ADMIN_TOKEN", "")
+	t.Setenv("TOLLGATE_DATABASE_URL", "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	for _, tc := range []struct {
+		cmd  string
+		args []string
+	}{{"serve", []string{"--config", "../../examples/demo.yaml"}}, {"admin", nil}} {
+		err := runServer(t.Context(), slog.New(slog.DiscardHandler), tc.cmd, tc.args, io.Discard)
+		var ee *envError
+		if !errors.As(err, &ee) || !strings.Contains(err.Error(), "TOLLGATE_ADMIN_TOKEN is not set") {
+			t.Errorf("tollgate %s without TOLLGATE_ADMIN_TOKEN: %v; want it refused before the database is opened", tc.cmd, err)
+			continue
+		}
+		var stderr bytes.Buffer
+		if code := serverExit(tc.cmd, err, &stderr); code != exitUsage || strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("tollgate %s without TOLLGATE_ADMIN_TOKEN: exit %d, stderr %q; want exit 2 and one line", tc.cmd, code, stderr.String())
+		}
+	}
+	// meter has no admin API: it goes on, to the database it cannot reach.
+	err := runServer(t.Context(), slog.New(slog.DiscardHandler), "meter", nil, io.Discard)
+	var ee *envError
+	if err == nil || errors.As(err, &ee) {
+		t.Errorf("tollgate meter without TOLLGATE_ADMIN_TOKEN: %v; want the database error, not the token", err)
+	}
+}
+
 // TestConfigCheckEnvDatabaseURLAsServeParsesIt: config check parsed
 // TOLLGATE_DATABASE_URL with pgx.ParseConfig, but serve, migrate and the
 // rest open it with ledger.Open, which parses it with pgxpool.ParseConfig:

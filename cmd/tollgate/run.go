@@ -33,6 +33,9 @@ func runRoles(ctx context.Context, log *slog.Logger, name string, args []string,
 	if err != nil {
 		return err
 	}
+	if r.admin && e.AdminToken == "" { // before the database, the migrations and the embedded NATS
+		return &envError{"TOLLGATE_ADMIN_TOKEN is not set: `tollgate " + name + "` runs the admin API and needs its bearer token"}
+	}
 	cfg := &fileConfig{}
 	if path != "" {
 		if cfg, err = loadConfig(path); err != nil {
