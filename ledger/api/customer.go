@@ -1,8 +1,10 @@
 package api
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,12 +60,21 @@ func (c *Self) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// selfGroupings are the group_by values of GET /v1/usage: the admin API's
+// but customer, deployment and provider.
+var selfGroupings = []string{"model", "key", "hour", "day", "month", "end_user"}
+
 // usage serves GET /v1/usage: the admin usage query, pinned to the key's
 // customer (customer_id may not be given, and key_id filters within it).
 func (c *Self) usage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if g := q.Get("group_by"); q.Has("customer_id") || g == "customer" || g == "deployment" || g == "provider" {
+	switch g := q.Get("group_by"); {
+	case q.Has("customer_id") || g == "customer" || g == "deployment" || g == "provider":
 		writeError(w, ledger.EInvalid, "customer_id and group_by=customer, deployment or provider are not available here: this API shows your own usage")
+		return
+	case g != "" && !slices.Contains(selfGroupings, g):
+		// The ledger's own message would list the admin-only groupings too.
+		writeError(w, ledger.EInvalid, fmt.Sprintf("group_by: %q is not one of %s", g, strings.Join(selfGroupings, ", ")))
 		return
 	}
 	q.Set("customer_id", r.Context().Value(selfKey{}).(string))

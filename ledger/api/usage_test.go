@@ -3,6 +3,7 @@ package api_test
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,6 +200,16 @@ func TestUsageRangeIsExactOrWholeHours(t *testing.T) {
 		if n := total(admin, adminToken, g+"&"+minute); n != 1 {
 			t.Errorf("admin usage?%s&%s = %d requests, want the 1 of 21:30", g, minute, n)
 		}
+	}
+	// An unknown grouping on the customer API lists only what it serves:
+	// the ledger's message offered customer, deployment and provider,
+	// which this API then refused.
+	body := s.call("GET", mine+"?group_by=bogus", secret, "", http.StatusBadRequest, nil)
+	if want := `group_by: \"bogus\" is not one of model, key, hour, day, month, end_user"`; !strings.Contains(string(body), want) {
+		t.Errorf("customer usage?group_by=bogus: %s; want %s", body, want)
+	}
+	for _, g := range []string{"model", "key", "hour", "day", "month", "end_user"} {
+		s.call("GET", mine+"?group_by="+g, secret, "", http.StatusOK, nil)
 	}
 
 	whole := q(hour, hour.Add(time.Hour))
