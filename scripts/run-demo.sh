@@ -64,7 +64,12 @@ fi
 echo "Logs: $TOLLGATE_DATA_DIR/tollgate.log and upstream-sim.log. Ctrl-C stops everything."
 status=0
 wait -n "${pids[@]}" || status=$?
-# Only a process that ended on its own gets here (Ctrl-C runs interrupted).
+# tollgate and upstream-sim exit 0 only when told to stop (SIGINT or
+# SIGTERM): a Ctrl-C that reached them before this shell, which then may
+# not run its INT trap (bash's wait for a child that handled SIGINT). That
+# is a stop as Ctrl-C asks for, not a process ending on its own.
+[ "$status" = 0 ] && interrupted
+# Only a process that ended on its own gets here.
 echo "a demo process exited on its own (status $status); the last lines of $TOLLGATE_DATA_DIR/tollgate.log:" >&2
 tail -n 20 "$TOLLGATE_DATA_DIR/tollgate.log" >&2
 exit 1
