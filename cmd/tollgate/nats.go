@@ -22,7 +22,10 @@ func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetS
 	// default 60 attempts would leave events in the spool, and the meter
 	// idle, until a restart.
 	opts := []nats.Option{nats.Name("tollgate"), nats.MaxReconnects(-1), nats.ReconnectWait(500 * time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() { // closed on purpose (shutdown): not reconnecting; ClosedHandler reports an error
+				return
+			}
 			a.log.Warn("NATS: disconnected; reconnecting", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { a.log.Info("NATS: reconnected", "url", nc.ConnectedUrlRedacted()) }),

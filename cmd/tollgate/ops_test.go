@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -136,5 +140,30 @@ func TestNoSecretReachesTheLogs(t *testing.T) {
 	}
 	if requests < 4 || failed < 2 {
 		t.Fatalf("%d request log lines (%d failed), want one per upstream request (4, 2 failed)", requests, failed)
+	}
+}
+
+// TestNATSCloseIsNotADisconnectWarning: every clean stop of `tollgate serve`
+// logged WARN "NATS: disconnected; reconnecting" with "err":null just before
+// "tollgate stopped": nats.go calls the disconnect handler when the
+// connection is closed on purpose too. An operator reading the log (or an
+// alert on WARN lines) saw a NATS outage at every restart. A closed
+// connection is not reconnecting: nothing is logged for it.
+func TestNATSCloseIsNotADisconnectWarning(t *testing.T) {
+	logs := &metertest.LockedBuffer{}
+	a := &app{log: slog.New(slog.NewJSONHandler(logs, nil)), grace: time.Second}
+	if _, err := a.connectNATS(env{DataDir: t.TempDir()}, roles{gateway: true, meter: true, admin: true}, meter.DefaultSync); err != nil {
+		t.Fatal(err)
+	}
+	nc := a.nc
+	if err := a.close(); err != nil {
+		t.Fatal(err)
+	}
+	if !nc.IsClosed() {
+		t.Fatal("the NATS connection is not closed")
+	}
+	time.Sleep(300 * time.Millisecond) // nats.go runs its handlers on a goroutine of its own
+	if strings.Contains(logs.String(), "disconnected") {
+		t.Errorf("closing the NATS connection logged a disconnect:\n%s", logs.String())
 	}
 }
