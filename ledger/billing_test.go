@@ -125,6 +125,15 @@ func TestOverridesAndPromotions(t *testing.T) {
 		EffectiveFrom: jan.AddDate(0, 2, 0)}); err != nil {
 		t.Fatal(err)
 	}
+	// An overlapping discount for every model says so; it read `for model ""`.
+	_, err := s.CreateOverride(ctx, c.ID, ledger.OverrideInput{DiscountPercent: "5", EffectiveFrom: jan.AddDate(0, 3, 0)})
+	if ledger.ErrorCode(err) != ledger.EConflict || !strings.HasSuffix(err.Error(), "for every model") {
+		t.Fatalf("overlapping discount for every model: %v; want a conflict ending \"for every model\"", err)
+	}
+	_, err = s.CreateOverride(ctx, c.ID, ledger.OverrideInput{Model: "m", DiscountPercent: "5", EffectiveFrom: jan.AddDate(0, 3, 0)})
+	if ledger.ErrorCode(err) != ledger.EConflict || !strings.HasSuffix(err.Error(), `for model "m"`) {
+		t.Fatalf("overlapping override for m: %v; want a conflict ending with the model", err)
+	}
 	u := usage.Tokens{PromptTokens: 1000, CompletionTokens: 300, ReasoningTokens: 100, WebSearchRequests: 2}
 	cases := []struct {
 		at                 time.Time

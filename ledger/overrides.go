@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -103,7 +104,11 @@ func (s *Store) CreateOverride(ctx context.Context, customerID string, in Overri
 		}
 		for _, e := range existing {
 			if windowsOverlap(e.EffectiveFrom, e.EffectiveTo, o.EffectiveFrom, o.EffectiveTo) {
-				return errorf(EConflict, "override overlaps override %d of customer %s for model %q", e.ID, customerID, o.Model)
+				scope := fmt.Sprintf("model %q", o.Model)
+				if o.Model == "" {
+					scope = "every model"
+				}
+				return errorf(EConflict, "override overlaps override %d of customer %s for %s", e.ID, customerID, scope)
 			}
 		}
 		c := o.Custom
