@@ -84,17 +84,25 @@ func (m *memSink) Publish(_ context.Context, e *usage.Event) error {
 // event waits for the event of request id.
 func (m *memSink) event(t *testing.T, id string) usage.Event {
 	t.Helper()
+	return m.eventWhere(t, "request "+id, func(e *usage.Event) bool { return e.ID == id })
+}
+
+// eventWhere waits up to 10 seconds for the first event match takes; what
+// names it in the failure.
+func (m *memSink) eventWhere(t *testing.T, what string, match func(*usage.Event) bool) usage.Event {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		m.mu.Lock()
-		for _, e := range m.events {
-			if e.ID == id {
+		for i := range m.events {
+			if match(&m.events[i]) {
+				e := m.events[i]
 				m.mu.Unlock()
 				return e
 			}
 		}
 		m.mu.Unlock()
 	}
-	t.Fatalf("no event for request %s", id)
+	t.Fatalf("no event for %s", what)
 	return usage.Event{}
 }
 

@@ -295,18 +295,7 @@ func TestEmptyStreamAfterTheClientLeft(t *testing.T) {
 // eventAt waits for the event of the one request to endpoint.
 func (m *memSink) eventAt(t *testing.T, endpoint string) usage.Event {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		m.mu.Lock()
-		for _, e := range m.events {
-			if e.Endpoint == endpoint {
-				m.mu.Unlock()
-				return e
-			}
-		}
-		m.mu.Unlock()
-	}
-	t.Fatalf("no event for %s", endpoint)
-	return usage.Event{}
+	return m.eventWhere(t, endpoint, func(e *usage.Event) bool { return e.Endpoint == endpoint })
 }
 
 // TestUpstreamFailureBeforeAnyEventBillsNothing: an upstream that answers
