@@ -24,16 +24,10 @@ func envProblems() []string {
 		problems = append(problems, err.Error())
 	}
 	for _, name := range []string{"TOLLGATE_LISTEN", "TOLLGATE_ADMIN_LISTEN"} {
-		addr := os.Getenv(name)
-		if addr == "" {
-			continue // the default
-		}
-		_, port, err := net.SplitHostPort(addr)
-		if err == nil {
-			_, err = net.LookupPort("tcp", port) // a number up to 65535, or a service name (/etc/services)
-		}
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s=%q: want host:port or :port, such as :8080 or 127.0.0.1:8080", name, addr))
+		if addr := os.Getenv(name); addr != "" { // else the default
+			if err := listenAddress(name, addr); err != nil {
+				problems = append(problems, err.Error())
+			}
 		}
 	}
 	if u := os.Getenv("TOLLGATE_DATABASE_URL"); u != "" {
@@ -42,4 +36,17 @@ func envProblems() []string {
 		}
 	}
 	return problems
+}
+
+// listenAddress returns an *envError naming variable name when addr is
+// not host:port with a port from 0 to 65535 or a service name.
+func listenAddress(name, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port) // a number up to 65535, or a service name (/etc/services)
+	}
+	if err != nil {
+		return &envError{fmt.Sprintf("%s=%q: want host:port or :port, such as :8080 or 127.0.0.1:8080", name, addr)}
+	}
+	return nil
 }

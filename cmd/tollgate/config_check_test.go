@@ -369,6 +369,42 @@ func TestAdminTokenRequiredBeforeAnythingStarts(t *testing.T) {
 	}
 }
 
+// TestBadListenAddressBeforeAnythingStarts: serve with TOLLGATE_LISTEN=nope
+// opened the database, applied the migrations and started the embedded
+// NATS before its listener failed (exit 1); now the address is refused
+// first, as config check refuses it, with exit code 2. A meter (no LLM
+// listener) does not care about TOLLGATE_LISTEN.
+func TestBadListenAddressBeforeAnythingStarts(t *testing.T) {
+	t.Setenv("TOLLGATE_ADMIN_TOKEN", "t")
+	t.Setenv("TOLLGATE_DATABASE_URL", "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	for _, tc := range []struct{ cmd, variable string }{
+		{"serve", "TOLLGATE_LISTEN"}, {"serve", "TOLLGATE_ADMIN_LISTEN"}, {"meter", "TOLLGATE_ADMIN_LISTEN"}} {
+		t.Setenv("TOLLGATE_LISTEN", ":0")
+		t.Setenv("TOLLGATE_ADMIN_LISTEN", ":0")
+		t.Setenv(tc.variable, "nope")
+		var args []string
+		if tc.cmd == "serve" {
+			args = []string{"--config", "../../examples/demo.yaml"}
+		}
+		err := runServer(t.Context(), slog.New(slog.DiscardHandler), tc.cmd, args, io.Discard)
+		var ee *envError
+		if !errors.As(err, &ee) || !strings.Contains(err.Error(), tc.variable+`="nope"`) {
+			t.Errorf("tollgate %s with %s=nope: %v; want it refused before the database is opened", tc.cmd, tc.variable, err)
+			continue
+		}
+		if code := serverExit(tc.cmd, err, io.Discard); code != exitUsage {
+			t.Errorf("tollgate %s with %s=nope: exit %d, want %d", tc.cmd, tc.variable, code, exitUsage)
+		}
+	}
+	t.Setenv("TOLLGATE_LISTEN", "nope")
+	t.Setenv("TOLLGATE_ADMIN_LISTEN", ":0")
+	err := runServer(t.Context(), slog.New(slog.DiscardHandler), "meter", nil, io.Discard)
+	var ee *envError
+	if err == nil || errors.As(err, &ee) {
+		t.Errorf("tollgate meter with TOLLGATE_LISTEN=nope: %v; want the database error: it has no LLM listener", err)
+	}
+}
+
 // TestConfigCheckEnvDatabaseURLAsServeParsesIt: config check parsed
 // TOLLGATE_DATABASE_URL with pgx.ParseConfig, but serve, migrate and the
 // rest open it with ledger.Open, which parses it with pgxpool.ParseConfig:

@@ -36,6 +36,14 @@ func runRoles(ctx context.Context, log *slog.Logger, name string, args []string,
 	if r.admin && e.AdminToken == "" { // before the database, the migrations and the embedded NATS
 		return &envError{"TOLLGATE_ADMIN_TOKEN is not set: `tollgate " + name + "` runs the admin API and needs its bearer token"}
 	}
+	// The addresses too: a bad one was found only when its listener opened,
+	// after the migrations. Every role serves the admin listener (/metrics).
+	if err := listenAddress("TOLLGATE_ADMIN_LISTEN", e.AdminListen); err != nil {
+		return err
+	}
+	if err := listenAddress("TOLLGATE_LISTEN", e.Listen); r.gateway && err != nil {
+		return err
+	}
 	cfg := &fileConfig{}
 	if path != "" {
 		if cfg, err = loadConfig(path); err != nil {
