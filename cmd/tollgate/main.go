@@ -68,7 +68,7 @@ const envUsage = `Environment:
   TOLLGATE_LOG_LEVEL      debug, info, warn or error (default info; at warn only
                           failed requests are logged)
 A bad TOLLGATE_SHUTDOWN_GRACE, TOLLGATE_PPROF or TOLLGATE_LOG_LEVEL stops the command (exit code 2),
-as does an empty TOLLGATE_ADMIN_TOKEN for serve and admin.
+as do an empty TOLLGATE_ADMIN_TOKEN for serve and admin and a listen address that is not host:port.
 `
 
 func main() {
