@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -187,5 +188,54 @@ func TestChunkedBodiesCountAgainstMaxConcurrent(t *testing.T) {
 				t.Errorf("the first request = %d, want 200 once its body is whole", code)
 			}
 		})
+	}
+}
+
+// The Responses API's background mode ("background": true) answers at once
+// with a queued response, no usage in it, and runs the model afterwards on
+// the operator's upstream account: the gateway meters only the queued
+// answer (an estimate of the prompt, no output), so the generation is never
+// billed and no spend limit, credit limit, tpm_limit or max_concurrent
+// holds it (its request ended when the queued answer came). A key could
+// have the upstream generate without bound, unbilled. Such a request is
+// refused (400) before any upstream call; so is a background flag spelled
+// ambiguously.
+func TestResponsesBackgroundModeRefused(t *testing.T) {
+	var mu sync.Mutex
+	var upstreamBodies []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		upstreamBodies = append(upstreamBodies, string(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"resp_1","object":"response","status":"queued","background":true,"model":"sim-small","output":[],"usage":null}`)
+	}))
+	t.Cleanup(up.Close)
+	st := newStack(t, nil)
+	gw := startGateway(t, gateway.Config{
+		Providers: []gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: up.URL + "/v1"}},
+		Models:    []gateway.ModelConfig{{Name: "sim-small", Provider: "sim"}},
+	}, gateway.Deps{Providers: providers(), Keys: keys{extra: map[string]usage.KeyState{
+		"tg-capped": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000e1", MaxConcurrent: 1, TPMLimit: 1000},
+	}}, Sink: st.sink, Journal: st.journal})
+	st.url = "http://" + gw.Addr()
+	for _, body := range []string{
+		`{"model":"sim-small","input":"write a novel","max_output_tokens":100000,"background":true}`,
+		`{"model":"sim-small","input":"write a novel","stream":true,"background":true}`,
+		`{"model":"sim-small","input":"write a novel","background":false,"background":true}`,
+		`{"model":"sim-small","input":"write a novel","Background":true}`,
+		`{"model":"sim-small","input":"write a novel","backgroun\u0064":true}`,
+	} {
+		resp := st.post(t, "/v1/responses", body, "Authorization", "Bearer tg-capped")
+		code, got := answer(t, resp)
+		if code != http.StatusBadRequest {
+			t.Errorf("%s: %d %.200s; want 400 (a background response runs unmetered)", body, code, got)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(upstreamBodies) != 0 {
+		t.Errorf("the upstream got %d background requests: %q", len(upstreamBodies), upstreamBodies)
 	}
 }

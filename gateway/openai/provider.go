@@ -42,14 +42,19 @@ func Auth(h http.Header, apiKey string) {
 
 // readResponses reads a Responses API request: a JSON object with a string
 // model and an optional boolean stream. A string safety_identifier, else
-// user, names the end user, and metadata tags the request.
+// user, names the end user, and metadata tags the request. Background mode
+// ("background": true) is refused: the upstream answers at once with a
+// queued response without usage and generates afterwards, out of the
+// gateway's sight, so the generation would be neither billed nor held by
+// the key's spend, token or concurrency limits.
 func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
-	if err := provider.CheckPassedBody(body, "model", "stream"); err != nil {
+	if err := provider.CheckPassedBody(body, "model", "stream", "background"); err != nil {
 		return provider.Call{}, err
 	}
 	var req struct {
-		Model  string `json:"model"`
-		Stream bool   `json:"stream"`
+		Model      string `json:"model"`
+		Stream     bool   `json:"stream"`
+		Background bool   `json:"background"`
 	}
 	var raw struct {
 		Model            json.RawMessage `json:"model"`
@@ -64,6 +69,10 @@ func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
 			"the request body must be a JSON object with a string model and a boolean stream")
+	}
+	if req.Background {
+		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			"background responses are not served here: their generation runs after the answer, where it could not be metered")
 	}
 	endUser, _ := raw.SafetyIdentifier.(string)
 	if endUser == "" {
