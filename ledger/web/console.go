@@ -85,17 +85,17 @@ func (c *Console) view(r *http.Request, nav, title string, data any) view {
 
 // checkToken checks the token with the admin API itself: a token the API
 // refuses cannot sign in (signinForm.check).
-func (c *Console) checkToken(r *http.Request, token string) (subject string, status int, msg string) {
+func (c *Console) checkToken(r *http.Request, token string) (subject, who string, status int, msg string) {
 	cl := api.NewClient("http://admin.in-process", token, inProcess(c.admin))
 	// Any authenticated read would do: the price list of a model that
 	// cannot exist is a small one.
 	if _, err := cl.Prices(r.Context(), "(console sign-in)"); err != nil {
 		if ledger.ErrorCode(err) == ledger.EUnauthorized {
-			return "", http.StatusUnauthorized, "That is not the admin token."
+			return "", "", http.StatusUnauthorized, "That is not the admin token."
 		}
-		return "", http.StatusServiceUnavailable, "The admin API could not check the token: " + errorText(err)
+		return "", "", http.StatusServiceUnavailable, "The admin API could not check the token: " + errorText(err)
 	}
-	return "operator", 0, ""
+	return "operator", "operator", 0, ""
 }
 
 // done redirects after a write to path, leaving in the session what

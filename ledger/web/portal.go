@@ -104,22 +104,26 @@ func (p *Portal) getJSON(ctx context.Context, secret, path string, out any) erro
 
 func (p *Portal) view(r *http.Request, nav, title string, data any) view {
 	ss := sessionOf(r)
-	return view{App: "portal", Title: title, Nav: nav, CSRF: ss.csrf, Who: ss.subject, Data: data}
+	return view{App: "portal", Title: title, Nav: nav, CSRF: ss.csrf, Who: ss.who, Data: data}
 }
 
 // checkKey checks the key with the customer API: a key it refuses
 // (unknown, revoked, expired) cannot sign in. The session is named for the
-// key's customer (signinForm.check).
-func (p *Portal) checkKey(r *http.Request, key string) (subject string, status int, msg string) {
+// key's customer: its id is the subject (names are not unique), its name
+// is shown (signinForm.check).
+func (p *Portal) checkKey(r *http.Request, key string) (subject, who string, status int, msg string) {
 	var st ledger.Statement
 	err := p.getJSON(r.Context(), key, "/v1/statements/"+p.now().UTC().Format("2006-01"), &st)
 	if err != nil {
 		if ae, ok := err.(*apiError); ok && ae.Status == http.StatusUnauthorized {
-			return "", http.StatusUnauthorized, "That key is unknown, revoked or expired."
+			return "", "", http.StatusUnauthorized, "That key is unknown, revoked or expired."
 		}
-		return "", http.StatusServiceUnavailable, "The customer API could not check the key: " + errorText(err)
+		return "", "", http.StatusServiceUnavailable, "The customer API could not check the key: " + errorText(err)
 	}
-	return st.CustomerName, 0, ""
+	if st.CustomerID == "" {
+		return "", "", http.StatusServiceUnavailable, "The customer API did not say whose key it is."
+	}
+	return st.CustomerID, st.CustomerName, 0, ""
 }
 
 // refuse answers a page whose API call failed: a key revoked since sign-in

@@ -22,17 +22,28 @@ import (
 )
 
 // stubSelf stands in for the customer API: every key in keys is a valid
-// key of the customer it maps to; any other key is refused with 401.
+// key of the customer it maps to (named so, with the id "id-" + name); any
+// other key is refused with 401.
 func stubSelf(keys map[string]string) http.Handler {
+	customers := map[string][2]string{}
+	for k, name := range keys {
+		customers[k] = [2]string{"id-" + name, name}
+	}
+	return stubSelfCustomers(customers)
+}
+
+// stubSelfCustomers is stubSelf with each key's customer given as its id
+// and name.
+func stubSelfCustomers(keys map[string][2]string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, ok := keys[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		cu, ok := keys[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
 		w.Header().Set("Content-Type", "application/json")
 		if !ok {
 			w.WriteHeader(http.StatusUnauthorized)
 			_, _ = io.WriteString(w, `{"error":{"message":"bad key","code":"invalid_api_key"}}`)
 			return
 		}
-		_, _ = fmt.Fprintf(w, `{"customer_name":%q,"sections":[],"unpriced":[]}`, name)
+		_, _ = fmt.Fprintf(w, `{"customer_id":%q,"customer_name":%q,"sections":[],"unpriced":[]}`, cu[0], cu[1])
 	})
 }
 
@@ -84,6 +95,27 @@ func TestPortalCustomerEvictsOtherCustomersSessions(t *testing.T) {
 	}
 	if !signedIn(h, victim) {
 		t.Errorf("another customer's 10000 sign-ins ended the victim's portal session")
+	}
+}
+
+// TestPortalSameNameCustomerEvictsSessions: the portal bounds each
+// customer's sessions at 100, dropping that customer's oldest beyond it,
+// but it counts them by the session's subject, which Portal.checkKey set
+// to the customer's name, not its id. Customer names are not unique: a
+// customer given the same name as another (or named so by its own
+// signup) signs the other out of the portal with 100 sign-ins, again and
+// again. Sessions must be counted per customer id.
+func TestPortalSameNameCustomerEvictsSessions(t *testing.T) {
+	h := portalOver(stubSelfCustomers(map[string][2]string{
+		"tg-victim": {"11111111-1111-1111-1111-111111111111", "Acme"},
+		"tg-other":  {"22222222-2222-2222-2222-222222222222", "Acme"},
+	}))
+	victim := signInTo(t, h, "tg-victim")
+	for range 100 {
+		signInTo(t, h, "tg-other")
+	}
+	if !signedIn(h, victim) {
+		t.Errorf("100 sign-ins by another customer of the same name ended the victim's portal session")
 	}
 }
 

@@ -33,6 +33,7 @@ type session struct {
 	id, csrf string
 	secret   string // the admin token (console) or the API key (portal)
 	subject  string // who signed in: "operator", or the customer's id
+	who      string // the name the pages show for subject
 	expires  time.Time
 	// notice and failure are what the last write did, said once by the
 	// next page (guarded by sessions.mu).
@@ -58,9 +59,9 @@ func randomToken() string {
 }
 
 // start makes a session for secret and sets its cookie on w.
-func (s *sessions) start(w http.ResponseWriter, r *http.Request, secret, subject string) *session {
+func (s *sessions) start(w http.ResponseWriter, r *http.Request, secret, subject, who string) *session {
 	now := s.now()
-	ss := &session{id: randomToken(), csrf: randomToken(), secret: secret, subject: subject, expires: now.Add(sessionTTL)}
+	ss := &session{id: randomToken(), csrf: randomToken(), secret: secret, subject: subject, who: who, expires: now.Add(sessionTTL)}
 	s.mu.Lock()
 	var oldest, oldestOwn *session
 	own := 0

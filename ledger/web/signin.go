@@ -21,9 +21,10 @@ type signinForm struct {
 	pages templates
 	log   *slog.Logger
 	// check asks the app's API whether secret may sign in. It returns the
-	// session's subject; or, refused, the HTTP status and the message to
-	// answer with (status 0: accepted).
-	check func(r *http.Request, secret string) (subject string, status int, msg string)
+	// session's subject (whose sessions are counted together: a unique id)
+	// and the name its pages show; or, refused, the HTTP status and the
+	// message to answer with (status 0: accepted).
+	check func(r *http.Request, secret string) (subject, who string, status int, msg string)
 }
 
 // signinData is the sign-in form: the password field's name and label.
@@ -83,12 +84,12 @@ func (f *signinForm) signin(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusUnauthorized, f.empty)
 		return
 	}
-	subject, status, msg := f.check(r, secret)
+	subject, who, status, msg := f.check(r, secret)
 	if status != 0 {
 		fail(status, msg)
 		return
 	}
-	f.sess.start(w, r, secret, subject)
+	f.sess.start(w, r, secret, subject, who)
 	http.Redirect(w, r, "/"+f.app+"/", http.StatusSeeOther)
 }
 
