@@ -226,3 +226,30 @@ func TestConsoleStatementCSVBadCustomer5xx(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionCookieSecureBehindTLSProxy: docs/console.md says the
+// listeners speak plain HTTP and are put behind a TLS-terminating proxy
+// when they leave the host, yet the session cookie was Secure only when
+// r.TLS was set, which it never is there: the portal's cookie, on the
+// internet-facing LLM listener, went out without Secure, so a browser
+// sends it over any plain-HTTP request to the host (a redirecting port
+// 80, a link an attacker on the network injects). A request the proxy
+// marks X-Forwarded-Proto: https came over TLS and gets a Secure cookie;
+// a spoofed header can only make the cookie stricter.
+func TestSessionCookieSecureBehindTLSProxy(t *testing.T) {
+	h := portalOver(stubSelf(map[string]string{"tg-a": "a"}))
+	for _, proto := range []string{"https", "HTTPS", "https, http"} {
+		req := httptest.NewRequest("POST", "/portal/signin", strings.NewReader(url.Values{"key": {"tg-a"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-Proto", proto)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		cs := rec.Result().Cookies()
+		if rec.Code != http.StatusSeeOther || len(cs) == 0 || !cs[0].Secure {
+			t.Errorf("sign in behind a TLS proxy (X-Forwarded-Proto: %s) = %d, cookie %v, want a Secure cookie", proto, rec.Code, rec.Header().Get("Set-Cookie"))
+		}
+	}
+	if c := signInTo(t, h, "tg-a"); c.Secure {
+		t.Errorf("sign in over plain HTTP set a Secure cookie, which the browser would drop")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -89,8 +90,21 @@ func (s *sessions) start(w http.ResponseWriter, r *http.Request, secret, subject
 	s.m[ss.id] = ss
 	s.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: ss.id, Path: s.path, Expires: ss.expires,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)})
 	return ss
+}
+
+// overTLS reports whether the browser's request came over TLS: to this
+// server, or to the TLS-terminating proxy in front of it, which says so
+// in X-Forwarded-Proto (its first value is the client's side). A client
+// that sends the header itself only makes its cookie Secure, which a
+// browser on plain HTTP then drops: it weakens nothing.
+func overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(proto), "https")
 }
 
 // get returns the request's live session, or nil.
@@ -120,7 +134,7 @@ func (s *sessions) end(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}
 	http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: "", Path: s.path, MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)})
 }
 
 // validCSRF reports whether the POSTed form carries the session's CSRF
