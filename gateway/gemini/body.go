@@ -55,13 +55,13 @@ func (Chat) Body(body []byte, id, model string, created int64, r *tap.Report) ([
 		return nil, errors.New(r.Error)
 	}
 	out := completion{ID: id, Object: "chat.completion", Created: created, Model: model, Choices: []choiceOut{}}
+	at := make(map[int]int) // candidate index → position in out.Choices (no scan per candidate)
 	choice := func(i int) *choiceOut {
 		i = max(i, 0)
-		for k := range out.Choices {
-			if out.Choices[k].Index == i {
-				return &out.Choices[k]
-			}
+		if k, ok := at[i]; ok {
+			return &out.Choices[k]
 		}
+		at[i] = len(out.Choices)
 		out.Choices = append(out.Choices, choiceOut{Index: i})
 		return &out.Choices[len(out.Choices)-1]
 	}

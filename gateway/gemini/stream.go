@@ -32,6 +32,10 @@ type Stream struct {
 	tap     Tap
 	prefix  []byte // the chunk up to the choice index
 	choices []choiceState
+	// at maps a candidate index to its state in choices: an upstream may
+	// send any number of candidates, and a scan of choices for each made
+	// a stream quadratic in them.
+	at map[int]int
 }
 
 // choiceState is what a Stream remembers of one candidate (one choice).
@@ -123,11 +127,13 @@ func (s *Stream) translate(resp *response, dst [][]byte) [][]byte {
 // choice returns the state of the choice for candidate index i.
 func (s *Stream) choice(i int) *choiceState {
 	i = max(i, 0)
-	for k := range s.choices {
-		if s.choices[k].index == i {
-			return &s.choices[k]
-		}
+	if k, ok := s.at[i]; ok {
+		return &s.choices[k]
 	}
+	if s.at == nil {
+		s.at = make(map[int]int)
+	}
+	s.at[i] = len(s.choices)
 	s.choices = append(s.choices, choiceState{index: i})
 	return &s.choices[len(s.choices)-1]
 }
