@@ -99,6 +99,9 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		} else if out.passOpenAI(&ev, &tp) {
 			done = true
 			break // [DONE]
+		} else if out.broken != nil {
+			readErr = out.broken
+			break
 		}
 		x.progress()
 		if x.report.Ended {
@@ -147,6 +150,9 @@ type chatWriter struct {
 	// id, model and created of the last chunk, for a synthesized usage chunk.
 	id, model string
 	created   int64
+	// broken is set by passOpenAI on a chunk it could not meter: the
+	// stream ends there as an upstream that broke.
+	broken    error
 	buf       []byte
 	unflushed bool              // written since the last flush
 	scan      *openai.ChunkScan // its own, kept with it in the pool: copied by value, it took a stream's stack past 8 KiB
@@ -255,6 +261,10 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	lenient := err != nil
 	if lenient {
 		ch, err = openai.ParseChunkLenient(ev.Data) // a field of another type: what reaches the client is counted
+	}
+	if errors.Is(err, openai.ErrTooComplex) {
+		c.broken = err // not decoded, so not counted: the stream ends as broken
+		return false
 	}
 	if err != nil {
 		c.send(*ev) // no JSON object: not ours to judge, pass it on untouched

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -349,5 +350,38 @@ func TestUpstreamFailureBeforeAnyEventBillsNothing(t *testing.T) {
 				t.Errorf("event %s %q %+v; want %s billing nothing", e.Status, e.Error, e.Usage, tc.event)
 			}
 		})
+	}
+}
+
+// TestChunkOfManyTinyChoicesIsBounded: a chunk the fast scanner leaves to
+// encoding/json ("created" as a text) with 1.5 million empty choices
+// (4.5 MB, under the SSE reader's cap) was decoded twice, strictly then
+// leniently, into 208-byte choices and a map each: gigabytes of heap for
+// megabytes received. It is not decoded: the stream ends as broken, the
+// client gets an error frame and the event is an upstream error.
+func TestChunkOfManyTinyChoicesIsBounded(t *testing.T) {
+	hostile := `data: {"id":"c","created":"x","choices":[` + strings.Repeat(`{},`, 1500000) + `{}]}` + "\n\n"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\n")
+		fmt.Fprint(w, hostile)
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "evil", Type: "openai", BaseURL: up.URL})
+	})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	resp := st.post(t, "/v1/chat/completions", `{"model":"evil/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 400<<20 {
+		t.Errorf("%d MB allocated for a %d-byte chunk", alloc>>20, len(hostile))
+	}
+	if e.Status != usage.StatusUpstreamError || !strings.Contains(string(b), `"upstream_error"`) || !strings.Contains(string(b), "hi") {
+		t.Fatalf("event %s %q; client got %d %.300s", e.Status, e.Error, resp.StatusCode, b)
 	}
 }

@@ -93,8 +93,12 @@ type toolCall struct {
 }
 
 // ParseChunk decodes the fields the gateway needs from a chunk's JSON. It
-// returns an error for input that is not a JSON object.
+// returns an error for input that is not a JSON object, and ErrTooComplex
+// for one of more choices or tool calls than it decodes.
 func ParseChunk(data []byte) (*Chunk, error) {
+	if tooComplex(data) {
+		return nil, ErrTooComplex
+	}
 	c := new(Chunk)
 	if err := json.Unmarshal(data, c); err != nil {
 		return nil, err

@@ -22,8 +22,12 @@ import (
 // string that is no integer, beyond int64) is no report: Usage is nil and
 // UnreadableUsage is set, so that the writer withholds it from the client
 // and the usage is estimated. It returns an error only for data that is
-// not a JSON object.
+// not a JSON object, and ErrTooComplex for one of more JSON values than
+// it decodes.
 func ParseChunkLenient(data []byte) (*Chunk, error) {
+	if values(data, maxLenientValues) > maxLenientValues {
+		return nil, ErrTooComplex // each becomes a map, a slice or an interface: tens of bytes of heap
+	}
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	var m map[string]any
