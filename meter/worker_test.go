@@ -135,7 +135,10 @@ func TestWorkerPullsGrowToTheBatchSize(t *testing.T) {
 	}
 	const backlog = 3000
 	store := &batchSizes{Store: ledgerStore, sizes: make(chan int, backlog), gate: make(chan struct{}), held: make(chan struct{})}
-	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchSize: 800, WriteLanes: 1})
+	// BatchWait well past the time a loaded machine (-race, CI) takes to
+	// deliver 800 stored events: with the default 50 ms, pulls of the
+	// backlog were cut at 592-723 events there and never reached 800.
+	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchSize: 800, WriteLanes: 1, BatchWait: time.Second})
 	time.Sleep(300 * time.Millisecond) // idle pulls
 	publish()
 	<-store.held // the first event's batch: the worker is busy while the backlog builds
