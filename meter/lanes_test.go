@@ -83,7 +83,11 @@ func (l *laneWatch) WriteEvents(ctx context.Context, events []usage.Event) (int,
 // each other's rollup and balance rows), each customer's events in the
 // order they were published, and every event exactly once.
 func TestWorkerLanesKeepCustomersApart(t *testing.T) {
-	watch := drainBacklog(t, 40, 65, meter.WorkerConfig{BatchSize: 1200, WriteLanes: 3}, true)
+	// BatchWait well past what a loaded machine (-race, CI) takes to
+	// deliver 1,200 stored events: with the default 50 ms a first pull cut
+	// short of 1,000 was written whole, no second transaction came, and the
+	// held first one waited out the 10 s that waitUsage allows.
+	watch := drainBacklog(t, 40, 65, meter.WorkerConfig{BatchSize: 1200, WriteLanes: 3, BatchWait: time.Second}, true)
 	if !watch.overlap {
 		t.Error("no two lanes ever wrote at once")
 	}
