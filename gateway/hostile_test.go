@@ -125,6 +125,26 @@ func TestHostileUpstreamFigures(t *testing.T) {
 	}
 }
 
+// everyType configures one upstream at url as a provider of each type,
+// with a model each (m: openai "o", claude-m: anthropic "a", gemini-m:
+// gemini "g"), and extra openai providers of their own, each serving the
+// model of the provider's name with its first letter dropped and "m"
+// before it ("oc" serves "mc").
+func everyType(url string, extra ...gateway.ProviderConfig) func(*gateway.Config) {
+	return func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{
+			{Name: "o", Type: "openai", BaseURL: url + "/v1", APIKey: "sk-o-123456789"},
+			{Name: "a", Type: "anthropic", BaseURL: url + "/v1", APIKey: "sk-ant-123456789"},
+			{Name: "g", Type: "gemini", BaseURL: url + "/v1beta", APIKey: "gm-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "o"}, {Name: "claude-m", Provider: "a"}, {Name: "gemini-m", Provider: "g"}}
+		for _, p := range extra {
+			p.APIKey = "sk-o-123456789"
+			c.Providers = append(c.Providers, p)
+			c.Models = append(c.Models, gateway.ModelConfig{Name: "m" + p.Name[1:], Provider: p.Name})
+		}
+	}
+}
+
 // TestUpstreamEmptyStreamIsAnError: an upstream that answers 200 with an
 // event stream and closes it cleanly before any data (no chunk, no
 // [DONE]; at most a comment) served nothing. It was recorded as a
@@ -143,14 +163,7 @@ func TestUpstreamEmptyStreamIsAnError(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	st := newStack(t, func(c *gateway.Config) {
-		c.Providers = []gateway.ProviderConfig{
-			{Name: "o", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-o-123456789"},
-			{Name: "oc", Type: "openai", BaseURL: up.URL + "/comment/v1", APIKey: "sk-o-123456789"},
-			{Name: "a", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant-123456789"},
-			{Name: "g", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "gm-123456789"}}
-		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "o"}, {Name: "mc", Provider: "oc"}, {Name: "claude-m", Provider: "a"}, {Name: "gemini-m", Provider: "g"}}
-	})
+	st := newStack(t, everyType(up.URL, gateway.ProviderConfig{Name: "oc", Type: "openai", BaseURL: up.URL + "/comment/v1"}))
 	for _, tc := range []struct {
 		name, path, body string
 		status           int
@@ -318,15 +331,8 @@ func TestUpstreamFailureBeforeAnyEventBillsNothing(t *testing.T) {
 		panic(http.ErrAbortHandler) // the connection closes mid-body
 	}))
 	defer up.Close()
-	st := newStack(t, func(c *gateway.Config) {
-		c.Providers = []gateway.ProviderConfig{
-			{Name: "o", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-o-123456789"},
-			{Name: "os", Type: "openai", BaseURL: up.URL + "/stall/v1", APIKey: "sk-o-123456789", StallTimeout: 200 * time.Millisecond},
-			{Name: "a", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant-123456789"},
-			{Name: "g", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "gm-123456789"}}
-		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "o"}, {Name: "ms", Provider: "os"},
-			{Name: "claude-m", Provider: "a"}, {Name: "gemini-m", Provider: "g"}}
-	})
+	st := newStack(t, everyType(up.URL, gateway.ProviderConfig{Name: "os", Type: "openai", BaseURL: up.URL + "/stall/v1",
+		StallTimeout: 200 * time.Millisecond}))
 	for _, tc := range []struct {
 		name, path, body string
 		status           int
