@@ -35,6 +35,13 @@ type ProviderConfig struct {
 	// (or an error event mid-stream) and the event is recorded as a
 	// timeout. Default 5m, for reasoning models that think before speaking.
 	StallTimeout time.Duration `yaml:"stall_timeout"`
+	// RequestTimeout bounds a whole upstream request, from the client's
+	// request to the answer's end, however busy the upstream keeps it: an
+	// upstream that sends keep-alive comments, blank lines or output without
+	// end is cut off there as it is at a stall (504 before the first
+	// event, an error event mid-stream; the event a timeout billing what
+	// was relayed). Default 1h.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// Protocol is how an http:// BaseURL is reached: "" (the default) is
 	// HTTP/1.1, one connection per open request; ProtocolH2C is HTTP/2
 	// over cleartext with prior knowledge (h2c, RFC 9113 section 3.3), every
@@ -234,6 +241,9 @@ func (c *Config) Validate(types ...string) error {
 		}
 		if p.StallTimeout <= 0 {
 			p.StallTimeout = 5 * time.Minute
+		}
+		if p.RequestTimeout <= 0 {
+			p.RequestTimeout = time.Hour
 		}
 	}
 	models := map[string]bool{}

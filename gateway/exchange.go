@@ -19,11 +19,19 @@ import (
 var (
 	errConnectTimeout = errors.New("upstream did not answer within connect_timeout")
 	errStalled        = errors.New("upstream sent nothing within stall_timeout")
+	errRequestTimeout = timeoutError("upstream request ran past request_timeout")
 	errDrainTimeout   = errors.New("client gone; upstream usage did not arrive within drain_timeout")
 	errBodyNotEnded   = errors.New("upstream body did not end soon after [DONE]")
 	errDrainsFull     = errors.New("client gone; max_drains streams were already draining")
 	errShutdown       = errors.New("cut off: the gateway shut down and its grace period ran out")
 )
+
+// timeoutError is a cause that ends an upstream request as a stall does
+// (errors.Is it errStalled): a 504, or an error event, and a timeout event.
+type timeoutError string
+
+func (e timeoutError) Error() string        { return string(e) }
+func (e timeoutError) Is(target error) bool { return target == errStalled }
 
 // exchange is one upstream request in flight: its context, which outlives
 // the client's by at most DrainTimeout, the usage report its tap fills in,
@@ -72,6 +80,7 @@ type exchange struct {
 	stopWatch  func() bool
 	stall      *time.Timer
 	stallAfter time.Duration
+	endBy      time.Duration // request_timeout: the most time since start
 	// lastEvent is when the upstream last sent something, in nanoseconds
 	// since start (see touch); stallOff says the stall timer is stopped.
 	lastEvent  atomic.Int64
@@ -101,7 +110,7 @@ type exchange struct {
 func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, endpoint string, stream bool, env provider.Envelope) *exchange {
 	start := time.Now()
 	who := keyOf(r)
-	x := &exchange{s: s, key: who, start: start, stallAfter: rt.provider.StallTimeout, promptText: func() tap.Prompt { return tap.Prompt{} },
+	x := &exchange{s: s, key: who, start: start, stallAfter: rt.provider.StallTimeout, endBy: rt.provider.RequestTimeout, promptText: func() tap.Prompt { return tap.Prompt{} },
 		env: env, w: w, flushTo: flusherOf(w), left: make(chan struct{}),
 		event: &usage.Event{
 			Version: usage.SchemaVersion, ID: requestIDOf(r), Time: start.UTC(),
@@ -180,7 +189,7 @@ func (x *exchange) cutOff(drain time.Duration) {
 func (x *exchange) armStall() {
 	x.touch()
 	var t *time.Timer
-	t = time.AfterFunc(x.stallAfter, func() { x.stallCheck(t) })
+	t = time.AfterFunc(x.nextCheck(time.Since(x.start), 0), func() { x.stallCheck(t) })
 	x.stall = t
 }
 
@@ -196,15 +205,31 @@ func (x *exchange) stallCheck(t *time.Timer) {
 	if x.stallOff.Load() {
 		return
 	}
-	quiet := time.Since(x.start) - time.Duration(x.lastEvent.Load())
+	elapsed := time.Since(x.start)
+	if x.endBy > 0 && elapsed >= x.endBy {
+		x.cancel(errRequestTimeout)
+		return
+	}
+	quiet := elapsed - time.Duration(x.lastEvent.Load())
 	if quiet >= x.stallAfter {
 		x.cancel(errStalled)
 		return
 	}
-	t.Reset(x.stallAfter - quiet)
+	t.Reset(x.nextCheck(elapsed, quiet))
 	if x.stallOff.Load() { // finish stopped it meanwhile: do not keep x alive
 		t.Stop()
 	}
+}
+
+// nextCheck is how long from now the stall timer is set for, elapsed
+// since start and quiet since the last event: when the stall would be
+// reached, or request_timeout if that comes first.
+func (x *exchange) nextCheck(elapsed, quiet time.Duration) time.Duration {
+	d := x.stallAfter - quiet
+	if x.endBy > 0 {
+		d = min(d, x.endBy-elapsed)
+	}
+	return d
 }
 
 // cause is why the upstream context ended, or nil.

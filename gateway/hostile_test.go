@@ -391,3 +391,66 @@ func TestChunkOfManyTinyChoicesIsBounded(t *testing.T) {
 		t.Fatalf("event %s %q; client got %d %.300s", e.Status, e.Error, resp.StatusCode, b)
 	}
 }
+
+// TestKeepAlivesForeverEndAtRequestTimeout: an upstream that answered one
+// chunk and then kept its stream open with keep-alive comments never
+// stalled (every comment is a sign of life), so the stream never ended:
+// the client waited for ever, the key's max_concurrent slot stayed taken,
+// and the tokens relayed were never metered. request_timeout ends it as a
+// timeout: an error event to the chat client, a broken stream to a native
+// one, and an event that bills what was relayed.
+func TestKeepAlivesForeverEndAtRequestTimeout(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if strings.Contains(r.URL.Path, "messages") {
+			fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"claude-m\",\"usage\":{\"input_tokens\":7,\"output_tokens\":1}}}\n\n")
+			fmt.Fprint(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hello there\"}}\n\n")
+		} else {
+			fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hello there"}}]}`+"\n\n")
+		}
+		for {
+			fmt.Fprint(w, ": keep-alive\n\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		everyType(up.URL)(c)
+		for i := range c.Providers {
+			c.Providers[i].StallTimeout, c.Providers[i].RequestTimeout = time.Minute, 500*time.Millisecond
+		}
+	})
+	for _, tc := range []struct{ name, path, body, want string }{
+		{"chat", "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, `"upstream_timeout"`},
+		{"anthropic native", "/anthropic/v1/messages", `{"model":"claude-m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "hello there"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, st.url+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body) // a native stream ends broken: its error is expected
+			resp.Body.Close()
+			if ctx.Err() != nil {
+				t.Fatalf("the stream did not end within 30 s (got %.200s)", b)
+			}
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			if !strings.Contains(string(b), tc.want) {
+				t.Errorf("client got %d %.300s; want it to hold %s", resp.StatusCode, b, tc.want)
+			}
+			if e.Status != usage.StatusTimeout || !strings.Contains(e.Error, "request_timeout") || e.Usage.CompletionTokens == 0 {
+				t.Errorf("event %s %q %+v; want a timeout at request_timeout billing the output relayed", e.Status, e.Error, e.Usage)
+			}
+		})
+	}
+}
