@@ -98,6 +98,12 @@ func (a *Admin) authenticate(next http.Handler) http.Handler {
 // fail answers err: a ledger error with its code's status (errors.go),
 // anything else as an internal error, logged.
 func (a *Admin) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if cause := context.Cause(r.Context()); cause != nil && errors.Is(err, context.DeadlineExceeded) {
+		var le *ledger.Error
+		if errors.As(cause, &le) { // a deadline of the route's own (the customer API's)
+			err = le
+		}
+	}
 	code := ledger.ErrorCode(err)
 	if errorStatus(code) == 0 || code == ledger.EInternal {
 		a.log.Error("admin api", "method", r.Method, "path", r.URL.Path, "err", err)

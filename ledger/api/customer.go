@@ -1,11 +1,13 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -21,7 +23,37 @@ type Self struct {
 	keys KeyLookup
 	// reads serves the queries, as the admin API does.
 	reads *Admin
+
+	// QueryTimeout bounds each request's reads; 0 means SelfQueryTimeout.
+	// QueueTimeout bounds a request's wait for one of its customer's
+	// SelfQueriesPerCustomer slots; 0 means SelfQueueTimeout.
+	QueryTimeout, QueueTimeout time.Duration
+
+	mu    sync.Mutex
+	slots map[string]*customerSlots // by customer id, while any request of theirs is here
 }
+
+// customerSlots are the requests of one customer being answered (sem)
+// and the requests holding them or waiting for one (users).
+type customerSlots struct {
+	sem   chan struct{}
+	users int
+}
+
+// The customer API's reads are bounded per customer, since any key holder
+// can ask for them and they share the ledger database with the meter
+// workers, and a pool of a few connections (4 on up to 4 CPUs: pgxpool's
+// default) with the other customers: at
+// most SelfQueriesPerCustomer are answered at once, the others waiting
+// their turn (as the portal's parallel reads of a page do) for up to
+// SelfQueueTimeout, then answered 429 rate_limit_exceeded (Retry-After 1
+// s); and each is cut off after SelfQueryTimeout (503 unavailable, asking
+// for a narrower range).
+const (
+	SelfQueriesPerCustomer = 2
+	SelfQueueTimeout       = 10 * time.Second
+	SelfQueryTimeout       = 30 * time.Second
+)
 
 // KeyLookup authenticates customer API keys (the gateway's key cache).
 type KeyLookup interface {
@@ -32,7 +64,7 @@ type KeyLookup interface {
 
 // NewSelf returns the customer API, authenticating keys with keys.
 func NewSelf(store *ledger.Store, keys KeyLookup, log *slog.Logger) *Self {
-	return &Self{keys: keys, reads: &Admin{store: store, log: log}}
+	return &Self{keys: keys, reads: &Admin{store: store, log: log}, slots: map[string]*customerSlots{}}
 }
 
 // Routes adds GET /v1/usage, GET /v1/balance, GET /v1/requests, GET
@@ -56,8 +88,66 @@ func (c *Self) authenticate(next http.Handler) http.Handler {
 			writeEnvelope(w, http.StatusUnauthorized, "invalid_api_key", "incorrect, revoked or missing API key (Authorization: Bearer tg-…)")
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(contextWith(r, selfKey{}, customer)))
+		slots, ok := c.begin(r.Context(), customer)
+		defer c.end(customer, slots, ok)
+		if !ok {
+			w.Header().Set("Retry-After", "1")
+			writeEnvelope(w, http.StatusTooManyRequests, "rate_limit_exceeded",
+				fmt.Sprintf("%d requests of this customer to the usage API are being answered; retry when one has ended", SelfQueriesPerCustomer))
+			return
+		}
+		limit := c.QueryTimeout
+		if limit <= 0 {
+			limit = SelfQueryTimeout
+		}
+		ctx, cancel := context.WithTimeoutCause(contextWith(r, selfKey{}, customer), limit, &ledger.Error{Code: ledger.EUnavailable,
+			Message: fmt.Sprintf("the query did not finish within %s: ask for a narrower range (from, to) or a coarser group_by", limit)})
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// begin waits for one of customer's slots, for up to the queue timeout or
+// until ctx ends; ok says it has one. end gives it back (with the ok
+// begin returned), whatever begin returned.
+func (c *Self) begin(ctx context.Context, customer string) (slots *customerSlots, ok bool) {
+	c.mu.Lock()
+	slots = c.slots[customer]
+	if slots == nil {
+		slots = &customerSlots{sem: make(chan struct{}, SelfQueriesPerCustomer)}
+		c.slots[customer] = slots
+	}
+	slots.users++
+	c.mu.Unlock()
+	select {
+	case slots.sem <- struct{}{}:
+		return slots, true
+	default:
+	}
+	wait := c.QueueTimeout
+	if wait <= 0 {
+		wait = SelfQueueTimeout
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case slots.sem <- struct{}{}:
+		return slots, true
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return slots, false
+}
+
+func (c *Self) end(customer string, slots *customerSlots, ok bool) {
+	if ok {
+		<-slots.sem
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if slots.users--; slots.users == 0 {
+		delete(c.slots, customer)
+	}
 }
 
 // selfGroupings are the group_by values of GET /v1/usage: the admin API's

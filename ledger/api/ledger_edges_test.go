@@ -7,13 +7,21 @@ import (
 	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -239,4 +247,121 @@ func TestTextFieldsNameTheField(t *testing.T) {
 	// At the limits, the texts are taken.
 	s.adm("POST", "/admin/v1/customers", `{"name":"`+long(ledger.MaxNameLen)+`"}`, http.StatusCreated, nil)
 	s.adm("POST", "/admin/v1/customers/"+cust+"/credits", `{"amount":"10","memo":"`+long(ledger.MaxMemoLen)+`"}`, http.StatusCreated, nil)
+}
+
+// TestCustomerReadsBoundedPerCustomer: any key holder can ask the
+// customer API for reads that share the ledger database with the meter
+// workers (a group_by=end_user over all time reads every event of theirs),
+// as many at once as they like and for as long as they take. A customer
+// now has at most api.SelfQueriesPerCustomer requests answered at once;
+// the next wait their turn (the portal reads a page's parts in parallel),
+// then get 429, without holding up another customer; and a read cut off at
+// the query timeout is a 503 that says what to do, not a 500.
+func TestCustomerReadsBoundedPerCustomer(t *testing.T) {
+	ctx := context.Background()
+	store, url := ledgertest.NewStoreURL(t)
+	log := slog.New(slog.DiscardHandler)
+	adm, err := api.NewAdmin(store, adminToken, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := httptest.NewServer(adm.Handler())
+	t.Cleanup(a.Close)
+	selfAt := func(query, queue time.Duration) string { // with a pool of its own
+		store, err := ledger.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(store.Close)
+		self := api.NewSelf(store, ledgerKeys{store}, log)
+		self.QueryTimeout, self.QueueTimeout = query, queue
+		r := chi.NewRouter()
+		self.Routes(r)
+		l := httptest.NewServer(r)
+		t.Cleanup(l.Close)
+		return l.URL
+	}
+	patient := selfAt(time.Minute, time.Minute)
+	impatient := selfAt(time.Minute, 200*time.Millisecond)
+	hasty := selfAt(300*time.Millisecond, time.Minute)
+	s := &server{t: t, store: store, admin: a.URL, llm: patient}
+	_, _, secret := s.customer(`{"name":"a","currency":"USD"}`)
+	_, _, other := s.customer(`{"name":"b","currency":"USD"}`)
+
+	// The rollups are locked: every usage read waits until the end.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE usage_hourly IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	waitingOnTheLock := func(want int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			var n int
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'usage_hourly'::regclass`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d usage reads waiting on the lock, want %d", n, want)
+			}
+		}
+	}
+	// Twice the customer's slots on the patient server, and its slots on
+	// the impatient one: half of the first wait their turn.
+	answered := make(chan int, 3*api.SelfQueriesPerCustomer+1)
+	get := func(base, secret string) {
+		status, _, _ := send("GET", base+"/v1/usage?group_by=day", secret, "")
+		answered <- status
+	}
+	for range 2 * api.SelfQueriesPerCustomer {
+		go get(patient, secret)
+	}
+	for range api.SelfQueriesPerCustomer {
+		go get(impatient, secret)
+	}
+	waitingOnTheLock(2 * api.SelfQueriesPerCustomer)
+	req, _ := http.NewRequest("GET", impatient+"/v1/balance", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e apiError
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" ||
+		json.Unmarshal(b, &e) != nil || e.Error.Code != "rate_limit_exceeded" {
+		t.Errorf("a request beyond the customer's %d that waited its turn in vain = %d (Retry-After %q) %s, want 429 rate_limit_exceeded",
+			api.SelfQueriesPerCustomer, resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	// Another customer is not held up: its read waits on the lock too.
+	go get(impatient, other)
+	waitingOnTheLock(2*api.SelfQueriesPerCustomer + 1)
+	// A read past the query timeout.
+	status, b, err := send("GET", hasty+"/v1/usage?group_by=day", secret, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != http.StatusServiceUnavailable || json.Unmarshal(b, &e) != nil || e.Error.Code != ledger.EUnavailable ||
+		!strings.Contains(e.Error.Message, "narrower range") {
+		t.Errorf("a read past the query timeout = %d %s, want 503 unavailable asking for a narrower range", status, b)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3*api.SelfQueriesPerCustomer + 1 {
+		if status := <-answered; status != http.StatusOK {
+			t.Errorf("a read held up by the lock or its turn ended %d, want 200 once the lock was gone", status)
+		}
+	}
 }
