@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -299,8 +300,11 @@ func (s *Spool) Close() error {
 }
 
 // scanSegment calls fn for each complete, intact record of the segment at
-// or after offset from, with the offset just past the record. A torn or
-// corrupt tail ends the scan.
+// or after offset from (and ending at or before limit, when limit >= 0),
+// with the offset just past the record. A torn or corrupt tail ends the
+// scan. A bad record with intact records after it (bytes damaged on disk:
+// a crash tears only the tail) is skipped, with a warning, and the scan
+// resumes at the next intact record: those were acknowledged.
 func scanSegment(path string, from, limit int64, fn func(data []byte, next int64) error) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -318,12 +322,26 @@ func scanSegment(path string, from, limit int64, fn func(data []byte, next int64
 			return nil // end, or a torn header
 		}
 		n := binary.BigEndian.Uint32(hdr[:])
-		if n > maxRecord {
-			return nil
+		var data []byte
+		ok := n <= maxRecord
+		if ok {
+			data = make([]byte, n)
+			_, err := io.ReadFull(r, data)
+			ok = err == nil && crc32.Checksum(data, crcTable) == binary.BigEndian.Uint32(hdr[4:])
 		}
-		data := make([]byte, n)
-		if _, err := io.ReadFull(r, data); err != nil || crc32.Checksum(data, crcTable) != binary.BigEndian.Uint32(hdr[4:]) {
-			return nil // a torn or corrupt tail
+		if !ok {
+			next, err := resync(f, off, limit)
+			if err != nil || next < 0 {
+				return err // a torn or corrupt tail
+			}
+			slog.Warn("spool: a corrupt record skipped; the records after it are kept",
+				"segment", path, "offset", off, "skipped_bytes", next-off)
+			if _, err := f.Seek(next, io.SeekStart); err != nil {
+				return fmt.Errorf("spool: %w", err)
+			}
+			r.Reset(f)
+			off = next
+			continue
 		}
 		if limit >= 0 && off+8+int64(n) > limit {
 			return nil // not committed (yet, or ever: a failed write being cut back)
@@ -333,6 +351,37 @@ func scanSegment(path string, from, limit int64, fn func(data []byte, next int64
 			return err
 		}
 	}
+}
+
+// resync returns the offset of the first intact, non-empty record of f
+// after the bad one at off (within limit, when limit >= 0), or -1 when
+// there is none: the bad record is the segment's tail.
+func resync(f *os.File, off, limit int64) (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return -1, fmt.Errorf("spool: %w", err)
+	}
+	end := st.Size()
+	if limit >= 0 && limit < end {
+		end = limit
+	}
+	if end <= off+1 {
+		return -1, nil
+	}
+	rest := make([]byte, end-off)
+	if _, err := f.ReadAt(rest, off); err != nil && err != io.EOF {
+		return -1, fmt.Errorf("spool: %w", err)
+	}
+	for i := 1; i+8 <= len(rest); i++ {
+		n := int(binary.BigEndian.Uint32(rest[i:]))
+		if n == 0 || n > maxRecord || i+8+n > len(rest) {
+			continue
+		}
+		if crc32.Checksum(rest[i+8:i+8+n], crcTable) == binary.BigEndian.Uint32(rest[i+4:]) {
+			return off + int64(i), nil
+		}
+	}
+	return -1, nil
 }
 
 func syncDir(dir string) error {

@@ -2,11 +2,14 @@ package meter_test
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // TestSpoolTornTailIsNotCountedAsUnsentBytes: a kill -9 mid-write leaves
@@ -92,4 +95,67 @@ func TestSpoolRotationDuringADrain(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestSpoolCorruptRecordMidSegmentKeepsTheRecordsAfterIt: a flipped byte
+// inside a record in the middle of a segment (bit rot, a bad sector: not a
+// crash, which tears only the tail) ended the segment's scan there, both
+// in OpenSpool's count and in Drain, which then removed the segment as
+// finished: every acknowledged record after the bad one was dropped
+// without a word. The bad record cannot be sent; the records after it must
+// be.
+func TestSpoolCorruptRecordMidSegmentKeepsTheRecordsAfterIt(t *testing.T) {
+	dir := t.TempDir()
+	s, err := meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := s.Append(testEvent(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	b, err := os.ReadFile(segs[len(segs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flip a byte in the data of the 4th record, and one in the length of
+	// the 7th.
+	var at []int
+	for off := 0; off < len(b); off += 8 + int(binary.BigEndian.Uint32(b[off:])) {
+		at = append(at, off)
+	}
+	b[at[3]+20] ^= 0xff
+	b[at[6]+1] ^= 0x40
+	if err := os.WriteFile(segs[len(segs)-1], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	s2, err := meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if n, _, _ := s2.Stats(); n != 8 {
+		t.Errorf("after the restart: %d events waiting, want 8 (10, 2 of them corrupt)", n)
+	}
+	var got []int64
+	if _, err := s2.Drain(context.Background(), func(_ context.Context, data []byte) error {
+		e, _ := usage.Decode(data)
+		got = append(got, e.Usage.PromptTokens)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{0, 1, 2, 4, 5, 7, 8, 9}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("drained %v, want %v", got, want)
+	}
+	if n, b, _ := s2.Stats(); n != 0 || b != 0 {
+		t.Errorf("drained spool: %d events, %d bytes; want none", n, b)
+	}
 }
