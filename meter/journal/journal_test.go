@@ -432,3 +432,48 @@ func compactLeavingTheOld(t *testing.T, j *Journal) {
 		t.Fatal(err)
 	}
 }
+
+// TestJournalCorruptRecordMidSegmentKeepsTheRecordsAfterIt: a damaged
+// byte in a record in the middle of a segment (bit rot, a bad sector: a
+// crash tears only the tail) ended the segment's reading, as a torn tail
+// does, without a word: every request begun after it was lost to
+// recovery, and its usage never billed. Only the damaged record's request
+// may be lost.
+func TestJournalCorruptRecordMidSegmentKeepsTheRecordsAfterIt(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		j.Begin(testEvent(i), []byte(`{"model":"sim-pro","messages":[{"role":"user","content":"hello"}]}`))
+		j.written(t)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.journal"))
+	path := segs[len(segs)-1]
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The 2nd record (request 2's begin): a flipped byte in its body.
+	second := 8 + (int(b[0])<<24 | int(b[1])<<16 | int(b[2])<<8 | int(b[3]))
+	b[second+60] ^= 0xff
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j2, reqs, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	var got []int64
+	for _, r := range reqs {
+		got = append(got, r.Event.Usage.PromptTokens)
+	}
+	if fmt.Sprint(got) != "[1 3 4]" {
+		t.Fatalf("recovered requests %v, want [1 3 4]", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -322,7 +323,11 @@ func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool) ([]Reque
 	return out, hidden, nil
 }
 
-// scan calls fn for each intact record of the file at path.
+// scan calls fn for each intact record of the file at path. A torn or
+// corrupt tail ends it; a bad record with intact records after it (bytes
+// damaged on disk, or a block a power loss did not write: a crash of the
+// process tears only the tail) is skipped, with a warning, and the scan
+// resumes at the next intact record.
 func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []byte)) error {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
@@ -335,23 +340,67 @@ func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []b
 	r := bufio.NewReaderSize(f, 64<<10)
 	var hdr [8]byte
 	var data []byte
+	off := int64(0)
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return nil // the end, or a torn header
 		}
 		n := binary.BigEndian.Uint32(hdr[:])
-		if n < headerLen-8 || n > MaxBody+MaxOutput+64<<10 {
-			return nil // corrupt: nothing after it can be trusted
+		ok := n >= headerLen-8 && n <= maxRecord
+		if ok {
+			data = append(data[:0], make([]byte, n)...)
+			_, err := io.ReadFull(r, data)
+			ok = err == nil && crc32.Checksum(data, crcTable) == binary.BigEndian.Uint32(hdr[4:])
 		}
-		data = append(data[:0], make([]byte, n)...)
-		if _, err := io.ReadFull(r, data); err != nil || crc32.Checksum(data, crcTable) != binary.BigEndian.Uint32(hdr[4:]) {
-			return nil // a torn or corrupt tail
+		if !ok {
+			next, err := resync(f, off)
+			if err != nil || next < 0 {
+				return err // a torn or corrupt tail
+			}
+			slog.Warn("journal: a corrupt record skipped; the records after it are kept",
+				"segment", path, "offset", off, "skipped_bytes", next-off)
+			if _, err := f.Seek(next, io.SeekStart); err != nil {
+				return fmt.Errorf("journal: %w", err)
+			}
+			r.Reset(f)
+			off = next
+			continue
 		}
+		off += 8 + int64(n)
 		var id [16]byte
 		copy(id[:], data[1:17])
 		t := time.Unix(0, int64(binary.BigEndian.Uint64(data[17:25]))).UTC()
 		fn(data[0], id, t, data[25:])
 	}
+}
+
+// maxRecord bounds a record's length: a longer one is corrupt.
+const maxRecord = MaxBody + MaxOutput + 64<<10
+
+// resync returns the offset of the first intact record of f after the bad
+// one at off, or -1 when there is none: the bad record is the file's tail.
+func resync(f *os.File, off int64) (int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return -1, fmt.Errorf("journal: %w", err)
+	}
+	if st.Size() <= off+1 {
+		return -1, nil
+	}
+	rest := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(rest, off); err != nil && err != io.EOF {
+		return -1, fmt.Errorf("journal: %w", err)
+	}
+	for i := 1; i+8 <= len(rest); i++ {
+		n := int(binary.BigEndian.Uint32(rest[i:]))
+		if n < headerLen-8 || n > maxRecord || i+8+n > len(rest) {
+			continue
+		}
+		if crc32.Checksum(rest[i+8:i+8+n], crcTable) == binary.BigEndian.Uint32(rest[i+4:]) {
+			return off + int64(i), nil
+		}
+	}
+	return -1, nil
 }
 
 // parseID parses a UUID in its canonical text form (8-4-4-4-12 hex
