@@ -108,6 +108,11 @@ func OpenSpool(dir string, maxBytes int64) (*Spool, error) {
 	if s.count > 0 {
 		s.oldest = time.Now() // unknown across restarts: age counts from now
 	}
+	if s.segNum < cur.Segment {
+		// The cursor's segment is gone (segments removed by hand): new
+		// records go after it, or Drain would skip them.
+		s.segNum = cur.Segment
+	}
 	if err := s.openSegment(s.segNum + 1); err != nil {
 		return nil, err
 	}

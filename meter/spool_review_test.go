@@ -159,3 +159,29 @@ func TestSpoolCorruptRecordMidSegmentKeepsTheRecordsAfterIt(t *testing.T) {
 		t.Errorf("drained spool: %d events, %d bytes; want none", n, b)
 	}
 }
+
+// TestSpoolCursorAheadOfEverySegment: a spool directory whose cursor names
+// a segment later than any on disk (its segments removed by hand, or lost,
+// the cursor kept) opened its new segment numbered from 1, behind the
+// cursor: Drain skips a segment before the cursor's, so every event
+// appended from then on stayed on disk, never sent, and Stats did not
+// count them after a restart either.
+func TestSpoolCursorAheadOfEverySegment(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cursor"), []byte(`{"segment":7,"offset":1234}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 3 {
+		if err := s.Append(testEvent(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sent, err := s.Drain(context.Background(), func(context.Context, []byte) error { return nil }); sent != 3 || err != nil {
+		t.Fatalf("Drain = %d, %v; want 3 sent", sent, err)
+	}
+}
