@@ -166,12 +166,12 @@ func (s *Spool) Append(e *usage.Event) error {
 	return s.AppendRecord(data)
 }
 
-// AppendRecord writes one record (any bytes up to 16 MiB) to the spool and
+// AppendRecord writes one record (1 byte to 16 MiB) to the spool and
 // returns once it is on disk (fsync'd). It returns ErrSpoolFull when the
 // spool is at its cap.
 func (s *Spool) AppendRecord(data []byte) error {
-	if len(data) > maxRecord {
-		return fmt.Errorf("spool: a record of %d bytes is over the limit of %d", len(data), maxRecord)
+	if len(data) == 0 || len(data) > maxRecord {
+		return fmt.Errorf("spool: a record of %d bytes: records are 1 byte to %d", len(data), maxRecord)
 	}
 	rec := make([]byte, 8+len(data))
 	binary.BigEndian.PutUint32(rec, uint32(len(data)))
@@ -328,7 +328,7 @@ func scanSegment(path string, from, limit int64, fn func(data []byte, next int64
 		}
 		n := binary.BigEndian.Uint32(hdr[:])
 		var data []byte
-		ok := n <= maxRecord
+		ok := n > 0 && n <= maxRecord // zeros (a power loss's unwritten block) are no record
 		if ok {
 			data = make([]byte, n)
 			_, err := io.ReadFull(r, data)
