@@ -58,7 +58,8 @@ type Admitter interface {
 type Journal interface {
 	// Begin records the start of a request: its event as known then (with
 	// a rough prompt estimate and the reasoning it is expected to hide)
-	// and its body.
+	// and its body. The request goes upstream when it returns: the record
+	// must survive the process's death by then (written, not fsync'd).
 	Begin(e *usage.Event, body []byte)
 	// Checkpoint records progress: output streamed since the last
 	// checkpoint, the provider's usage report so far (nil when none), and

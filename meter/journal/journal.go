@@ -62,7 +62,8 @@ const syncInterval = time.Second
 const CheckpointDelay = 10 * time.Millisecond
 
 // Journal is the crash journal of one gateway process. Its methods are
-// safe for concurrent use and never block on the disk.
+// safe for concurrent use and never wait for an fsync of their own; only
+// Begin waits, for its record's write (see Begin).
 type Journal struct {
 	dir string
 
@@ -87,6 +88,12 @@ type Journal struct {
 	hidden []byte
 	// recovered are the averages an earlier process left.
 	recovered map[string]int64
+
+	// taken counts the batches the writer has taken from buf, flushed is
+	// the last of them whose write is done (or failed), and wrote is
+	// broadcast then: Begin waits on it for the batch holding its record.
+	taken, flushed uint64
+	wrote          sync.Cond
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -120,6 +127,7 @@ func Open(dir string) (*Journal, []Request, error) {
 	j := &Journal{dir: dir, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}), older: segs,
 		recovered: hidden, lazy: time.NewTimer(time.Hour)}
 	j.lazy.Stop()
+	j.wrote.L = &j.mu
 	if hidden != nil {
 		j.hidden, _ = json.Marshal(hidden)
 	}
@@ -154,6 +162,14 @@ func (j *Journal) Release() error {
 // (at most MaxBody of it is kept). The event's Usage may carry a rough
 // prompt estimate, and its ReasoningTokens the reasoning the model is
 // expected to spend without showing it (see Request).
+//
+// It returns once the record is written (handed to the kernel, where it
+// survives the death of the process; not fsync'd), or its write failed:
+// a request goes upstream right after, and one the upstream serves while
+// its begin is still in this process's buffer is lost to a kill -9, its
+// usage never billed. It waits for the writer's next write (behind the
+// periodic fsync or a compaction the writer may be busy with), never for
+// an fsync of its own.
 func (j *Journal) Begin(e *usage.Event, body []byte) {
 	id, ok := parseID(e.ID)
 	if !ok {
@@ -173,6 +189,9 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 	j.buf = binary.BigEndian.AppendUint32(j.buf, uint32(len(body)))
 	j.buf = append(j.buf, kept...)
 	j.endRecord(start)
+	for batch := j.taken + 1; j.flushed < batch && !j.closed; {
+		j.wrote.Wait()
+	}
 }
 
 // Checkpoint journals a request's progress: output is the text it
@@ -289,6 +308,7 @@ func (j *Journal) Close() error {
 		return nil
 	}
 	j.closed = true
+	j.wrote.Broadcast()
 	j.mu.Unlock()
 	j.signal()
 	<-j.done
@@ -343,6 +363,8 @@ func (j *Journal) writer() {
 		}
 		j.mu.Lock()
 		out, j.buf = j.buf, out[:0]
+		j.taken++
+		batch := j.taken
 		if j.lazyArmed {
 			j.lazyArmed = false
 			j.lazy.Stop() // what it was armed for is written now
@@ -369,6 +391,10 @@ func (j *Journal) writer() {
 				dirty, retrying = true, false
 			}
 		}
+		j.mu.Lock()
+		j.flushed = batch // written, or kept in buf for a retry Begin does not wait for
+		j.wrote.Broadcast()
+		j.mu.Unlock()
 		if j.segSize >= max(maxSegment, compactAt) {
 			if err := j.compact(); err != nil {
 				j.fail(err)

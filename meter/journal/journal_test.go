@@ -477,3 +477,35 @@ func TestJournalCorruptRecordMidSegmentKeepsTheRecordsAfterIt(t *testing.T) {
 		t.Fatalf("recovered requests %v, want [1 3 4]", got)
 	}
 }
+
+// TestJournalBeginIsWrittenWhenItReturns: the gateway sends a request
+// upstream as soon as Begin returns. Begin only buffered the record, for
+// the writer goroutine to write a moment later, so a kill -9 in between
+// lost a request the upstream had already served: nothing of it in the
+// journal, no crashed event, its usage never billed (the fault suite's
+// kill -9 phase found the ledger one event short). What the file holds
+// when Begin returns is what a kill -9 then leaves.
+func TestJournalBeginIsWrittenWhenItReturns(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	body := []byte(`{"model":"sim-pro","messages":[{"role":"user","content":"hello"}]}`)
+	for i := range 200 {
+		e := testEvent(i)
+		j.Begin(e, body)
+		segs, err := segments(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs, _, err := recoverSegments(dir, segs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reqs) != i+1 || reqs[i].Event.ID != e.ID {
+			t.Fatalf("Begin of request %d returned; the journal's files hold %d requests begun, want %d", i, len(reqs), i+1)
+		}
+	}
+}
