@@ -7,8 +7,11 @@
 package provider
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
@@ -198,8 +201,18 @@ type Call struct {
 // an upstream's parser could read another model or stream flag than the
 // gateway checked, routed and billed. It returns nil, or a 400 Error
 // naming the member.
+//
+// jsonscan.AmbiguousKey gives up (reporting nothing) on a body nested
+// deeper than jsonscan.MaxDepth, which encoding/json, and so the gateway's
+// own reading of the body, accepts: such a body is checked again with
+// encoding/json's tokenizer, or a deep member (a JSON schema, say) before
+// "background":true,"Background":false would hide the ambiguity.
 func CheckPassedBody(body []byte, names ...string) error {
-	if key, bad := jsonscan.AmbiguousKey(body, names...); bad {
+	key, bad := jsonscan.AmbiguousKey(body, names...)
+	if !bad && nestedDeeper(body, jsonscan.MaxDepth) {
+		key, bad = ambiguousKeyDecoded(body, names...)
+	}
+	if bad {
 		return Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
 			fmt.Sprintf("the request body's member %q is ambiguous: send each of %v once, spelled exactly so", key, names))
 	}
@@ -212,3 +225,64 @@ func Err(status int, typ, code, msg string) Error {
 }
 
 func (e Error) Error() string { return e.Message }
+
+// nestedDeeper reports whether body, read as JSON, nests arrays or
+// objects more than depth deep (strings skipped, validity not checked).
+func nestedDeeper(body []byte, depth int) bool {
+	d, inString := 0, false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case inString && c == '\\':
+			i++
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if d++; d > depth {
+				return true
+			}
+		case c == ']' || c == '}':
+			d--
+		}
+	}
+	return false
+}
+
+// ambiguousKeyDecoded is jsonscan.AmbiguousKey by encoding/json's
+// tokenizer, which follows any nesting encoding/json accepts: a top-level
+// member of obj that encoding/json would match to one of names (without
+// regard to case, after unescaping) but that is not exactly that name
+// once. It reports nothing for what is not a valid JSON object (the
+// caller's decoder refuses it).
+func ambiguousKeyDecoded(obj []byte, names ...string) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	seen := make([]bool, len(names))
+	for dec.More() {
+		from := dec.InputOffset()
+		t, err := dec.Token()
+		text, isKey := t.(string)
+		if err != nil || !isKey {
+			return "", false
+		}
+		raw := bytes.TrimLeft(obj[from:dec.InputOffset()], " \t\r\n,")
+		for i, name := range names {
+			if !strings.EqualFold(text, name) {
+				continue
+			}
+			if string(raw) != `"`+name+`"` || seen[i] {
+				return text, true
+			}
+			seen[i] = true
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,62 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+)
+
+// deep is a JSON value nested n arrays deep: deeper than the gateway's
+// fast scanners follow (jsonscan.MaxDepth), well within what
+// encoding/json, and so the gateway's fallback parse, accepts.
+func deep(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+
+// TestAmbiguousKeyBehindDeepNestingIsRefused: the check that refuses a
+// body whose model, stream, stream_options, include_usage or background
+// is spelled twice or otherwise than exactly gave up, and let the body
+// through, when a member before it was nested deeper than its scanner
+// follows (a deep JSON schema, say), while the gateway's own parse
+// (encoding/json) read the body all the same. A first member
+// "background":true then "Background":false was read as false by the
+// gateway and as true by an upstream that matches keys exactly: a
+// background response, generated out of the gateway's sight and never
+// billed. Such a body is refused, whatever its nesting.
+func TestAmbiguousKeyBehindDeepNestingIsRefused(t *testing.T) {
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, "not expected", http.StatusTeapot)
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "oai", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-oai-123456789"},
+			gateway.ProviderConfig{Name: "ant", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant-123456789"})
+	})
+	d := deep(80)
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/responses", `{"tools":` + d + `,"model":"oai/m","input":"hi","background":true,"Background":false}`},
+		{"/v1/responses", `{"tools":` + d + `,"model":"oai/m","input":"hi","stream":true,"Stream":false}`},
+		{"/anthropic/v1/messages", `{"tools":` + d + `,"model":"ant/m","max_tokens":9,"messages":[],"stream":true,"STREAM":false}`},
+		{"/anthropic/v1/messages", `{"tools":` + d + `,"model":"ant/m","Model":"ant/n","max_tokens":9,"messages":[]}`},
+		{"/v1/chat/completions", `{"tools":` + d + `,"model":"oai/m","stream":true,"\u017ftream_options":{"include_usage":false},"messages":[]}`},
+		{"/v1/chat/completions", `{"model":"oai/m","stream":true,"stream_options":{"x":` + d + `,"include_usage":true,"Include_usage":false},"messages":[]}`},
+		{"/v1/completions", `{"x":` + d + `,"model":"oai/m","MODEL":"oai/n","prompt":"hi"}`},
+		{"/v1/embeddings", `{"x":` + d + `,"model":"oai/m","mod\u0065l":"oai/n","input":"hi"}`},
+	} {
+		resp := st.post(t, tc.path, tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "ambiguous") {
+			t.Errorf("%s %.200s: %d %s, want 400 naming the ambiguous member", tc.path, strings.ReplaceAll(tc.body, d, "<deep>"), resp.StatusCode, b)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the upstream was called %d times", n)
+	}
+}
