@@ -156,9 +156,13 @@ func (s *Server) checkKey(w http.ResponseWriter, r *http.Request, env provider.E
 	return r.WithContext(context.WithValue(r.Context(), keyStateKey{}, &k))
 }
 
+// customerKey is the key the request sends: "Authorization: Bearer
+// <key>" (the scheme in any case, as RFC 9110 section 11.1 has it:
+// clients that send "bearer" were told their key was missing), else the
+// first provider's own way that finds one.
 func (s *Server) customerKey(r *http.Request) string {
-	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return strings.TrimSpace(v)
+	if v := r.Header.Get("Authorization"); len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
+		return strings.TrimSpace(v[len("Bearer "):])
 	}
 	for _, p := range s.providers {
 		if p.ClientKey != nil {

@@ -60,3 +60,19 @@ func TestAmbiguousKeyBehindDeepNestingIsRefused(t *testing.T) {
 		t.Fatalf("the upstream was called %d times", n)
 	}
 }
+
+// TestBearerSchemeInAnyCase: the Authorization scheme is case-insensitive
+// (RFC 9110, section 11.1); a client that sent "bearer <key>" was told
+// its key was missing.
+func TestBearerSchemeInAnyCase(t *testing.T) {
+	st := newStack(t, nil)
+	for _, scheme := range []string{"Bearer ", "bearer ", "BEARER  "} {
+		resp := st.post(t, "/v1/chat/completions", `{"model":"sim-pro","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`,
+			"Authorization", scheme+testKey)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%q: %d %s", scheme, resp.StatusCode, b)
+		}
+	}
+}
