@@ -134,9 +134,15 @@ func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, e
 }
 
 // begin journals the request, with its body, just before it goes upstream.
+// The journaled event is within the event's bounds, as the event will be
+// (usage.Event.Normalize): the client's end user and tags, from a body of
+// up to max_request_bytes, went into the begin record whole, and a record
+// of a few MiB is one the journal's scan takes for corrupt after a crash,
+// losing that request and every one journaled after it.
 func (x *exchange) begin(body []byte) {
 	e := *x.event
 	e.Usage = usage.Tokens{PromptTokens: int64(len(body) / 4), ReasoningTokens: x.s.hidden.expected(e.Model)}
+	e.Normalize()
 	x.s.journal.Begin(&e, body)
 }
 

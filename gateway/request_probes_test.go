@@ -1,14 +1,19 @@
 package gateway_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/journal"
 )
 
 // deep is a JSON value nested n arrays deep: deeper than the gateway's
@@ -73,6 +78,79 @@ func TestBearerSchemeInAnyCase(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("%q: %d %s", scheme, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestHugeAttributionDoesNotHideJournaledRequests: a request body's user
+// and metadata (the end user and tags, cut to their bounds when the event
+// is made) went into the crash journal's begin record whole. A body of a
+// few MiB of them (under max_request_bytes) made a record larger than the
+// journal's scan takes for sane, so that after a crash the scan stopped
+// there: that request, and every request journaled after it, was never
+// recovered, and never billed. The journal gets them cut, as the event
+// will have them.
+func TestHugeAttributionDoesNotHideJournaledRequests(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := journal.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	st := newStack(t, nil)
+	gw := startGateway(t, gateway.Config{Providers: []gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: st.sim.URL + "/v1"}},
+		Models: []gateway.ModelConfig{{Name: "sim-small", Provider: "sim"}}},
+		gateway.Deps{Providers: providers(), Keys: keys{}, Sink: st.sink, Journal: j})
+	st.url = "http://" + gw.Addr()
+	var tags strings.Builder
+	tags.WriteString(`{"sim_delay_ms":"100"`)
+	for i := range 3000 {
+		fmt.Fprintf(&tags, `,"tag%d":"%s"`, i, strings.Repeat("v", 500))
+	}
+	tags.WriteString("}")
+	huge := `{"model":"sim-small","stream":true,"max_tokens":20,"user":"` + strings.Repeat("u", 2<<20) + `",` +
+		`"messages":[{"role":"user","content":"hi"}],"metadata":` + tags.String() + `}`
+	normal := `{"model":"sim-small","stream":true,"max_tokens":20,"messages":[{"role":"user","content":"hi"}],"metadata":{"sim_delay_ms":"100"}}`
+	var ids []string
+	for _, body := range []string{huge, normal} {
+		resp := st.post(t, "/v1/chat/completions", body)
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d", resp.StatusCode)
+		}
+		until(t, lines(resp.Body), `"content":"tok `) // in flight, journaled
+		ids = append(ids, resp.Header.Get("X-Request-Id"))
+	}
+	var reqs []journal.Request
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		snap := t.TempDir() // the journal as a kill -9 would leave it
+		files, _ := filepath.Glob(filepath.Join(dir, "*.journal"))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(snap, filepath.Base(f)), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, reqs, err = journal.Open(snap); err != nil {
+			t.Fatal(err)
+		}
+		if len(reqs) >= 2 {
+			break
+		}
+	}
+	got := map[string]bool{}
+	for _, e := range gw.Recover(reqs) {
+		got[e.ID] = true
+		if err := e.Validate(); err != nil {
+			t.Errorf("recovered %s: %v", e.ID, err)
+		}
+	}
+	for _, id := range ids {
+		if !got[id] {
+			t.Errorf("request %s, in flight at the crash, not recovered (recovered %d requests)", id, len(reqs))
 		}
 	}
 }
