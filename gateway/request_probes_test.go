@@ -154,3 +154,52 @@ func TestHugeAttributionDoesNotHideJournaledRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestDeepBodiesReachTheUpstream: a request nested deeper than the
+// gateway's fast scanner reads (a deep JSON schema in its tools) was
+// refused with 400 "jsonscan: not a JSON object" on the routes that set
+// the model on the client's body (Anthropic's messages, Responses,
+// embeddings), though it is one. It goes upstream with its model set.
+func TestDeepBodiesReachTheUpstream(t *testing.T) {
+	var got atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.Store(string(b))
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/messages"):
+			io.WriteString(w, `{"type":"message","role":"assistant","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3,"output_tokens":1}}`)
+		case strings.HasSuffix(r.URL.Path, "/responses"):
+			io.WriteString(w, `{"object":"response","status":"completed","output":[],"usage":{"input_tokens":3,"output_tokens":1}}`)
+		default:
+			io.WriteString(w, `{"object":"list","data":[],"usage":{"prompt_tokens":3,"total_tokens":3}}`)
+		}
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "oai", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-oai-123456789"},
+			gateway.ProviderConfig{Name: "ant", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant-123456789"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "deep-a", Provider: "ant", UpstreamModel: "claude-x"},
+			gateway.ModelConfig{Name: "deep-o", Provider: "oai", UpstreamModel: "gpt-x"})
+	})
+	d := deep(80)
+	for _, tc := range []struct{ path, body, want string }{
+		{"/anthropic/v1/messages", `{"tools":` + d + `,"model":"deep-a","max_tokens":9,"messages":[]}`, `"model":"claude-x"`},
+		{"/v1/responses", `{"tools":` + d + `,"model":"deep-o","input":"hi"}`, `"model":"gpt-x"`},
+		{"/v1/embeddings", `{"x":` + d + `,"model":"deep-o","input":"hi"}`, `"model":"gpt-x"`},
+	} {
+		resp := st.post(t, tc.path, tc.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		sent, _ := got.Load().(string)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(sent, tc.want) || !strings.Contains(sent, d) {
+			t.Errorf("%s: %d %s; the upstream got %.100s", tc.path, resp.StatusCode, b, sent)
+			continue
+		}
+		if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Usage.PromptTokens != 3 {
+			t.Errorf("%s: event usage %+v", tc.path, e.Usage)
+		}
+		got.Store("")
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
-	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // Provider is Anthropic's Messages API, as the gateway registers it:
@@ -106,7 +105,7 @@ func readMessages(r *http.Request, body []byte) (provider.Call, error) {
 	return provider.Call{Model: req.Model, Stream: req.Stream, SSE: req.Stream, Endpoint: "/anthropic/v1/messages", Header: h,
 		EndUser: endUser,
 		Upstream: func(model string) (string, []byte, error) {
-			b, err := jsonscan.SetMember(body, "model", openai.AppendString(nil, model))
+			b, err := provider.SetMember(body, "model", openai.AppendString(nil, model))
 			return "/messages", b, err
 		}}, nil
 }

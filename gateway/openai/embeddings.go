@@ -6,7 +6,6 @@ import (
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage"
-	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // Embeddings is OpenAI's embeddings API (POST /embeddings below the base
@@ -19,7 +18,7 @@ var _ provider.Embeddings = Embeddings{}
 
 // Request sets the upstream model on the client's body.
 func (Embeddings) Request(body []byte, upstreamModel string) (string, []byte, error) {
-	b, err := jsonscan.SetMember(body, "model", AppendString(nil, upstreamModel))
+	b, err := provider.SetMember(body, "model", AppendString(nil, upstreamModel))
 	return "/embeddings", b, err
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
-	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // Provider is OpenAI and every OpenAI-compatible API, as the gateway
@@ -81,7 +80,7 @@ func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 	return provider.Call{Model: req.Model, Stream: req.Stream, SSE: req.Stream, Endpoint: "/v1/responses",
 		EndUser: endUser, Metadata: raw.Metadata,
 		Upstream: func(model string) (string, []byte, error) {
-			b, err := jsonscan.SetMember(body, "model", AppendString(nil, model))
+			b, err := provider.SetMember(body, "model", AppendString(nil, model))
 			return "/responses", b, err
 		}}, nil
 }

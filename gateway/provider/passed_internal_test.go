@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
@@ -28,6 +29,35 @@ func TestAmbiguousKeyDecodedAgrees(t *testing.T) {
 		gotKey, got := ambiguousKeyDecoded([]byte(body), names...)
 		if got != want || gotKey != wantKey {
 			t.Errorf("%s: decoded %q %v, jsonscan %q %v", body, gotKey, got, wantKey, want)
+		}
+	}
+}
+
+// TestSetMemberDeep: SetMember sets a member of an object nested deeper
+// than jsonscan reads as jsonscan.SetMember would have, bytes around it
+// kept.
+func TestSetMemberDeep(t *testing.T) {
+	d := strings.Repeat("[", 80) + strings.Repeat("]", 80)
+	for _, tc := range []struct{ in, want string }{
+		{`{"x":` + d + `,"model":"a"}`, `{"x":` + d + `,"model":"B"}`},
+		{`{ "model" : "a" , "x":` + d + ` , "model":[1] }`, `{ "model" : "B" , "x":` + d + ` , "model":"B" }`},
+		{`{"x":` + d + `,"Model":"a"}`, `{"x":` + d + `,"Model":"a","model":"B"}`},
+		{`{"x":` + d + ` }`, `{"x":` + d + ` ,"model":"B"}`},
+	} {
+		got, err := SetMember([]byte(tc.in), "model", []byte(`"B"`))
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%s: %s %v, want %s", tc.in, got, err, tc.want)
+		}
+	}
+	for _, in := range []string{`{"x":` + d, `[` + d + `]`, `{"x":` + d + `} x`} {
+		if _, err := SetMember([]byte(in), "model", []byte(`"B"`)); err == nil {
+			t.Errorf("%s: no error", in)
+		}
+	}
+	for _, in := range []string{`{}`, `{"model":"a"}`, `{"a":1}`} {
+		want, _ := jsonscan.SetMember([]byte(in), "model", []byte(`"B"`))
+		if got, err := SetMember([]byte(in), "model", []byte(`"B"`)); err != nil || string(got) != string(want) {
+			t.Errorf("%s: %s %v, want %s", in, got, err, want)
 		}
 	}
 }

@@ -286,3 +286,58 @@ func ambiguousKeyDecoded(obj []byte, names ...string) (string, bool) {
 	}
 	return "", false
 }
+
+// SetMember is jsonscan.SetMember (obj with every top-level member named
+// key, byte for byte, set to value, or value added as its last member),
+// for any JSON object encoding/json reads: jsonscan's scanner refuses
+// objects nested deeper than jsonscan.MaxDepth, which the gateway reads
+// (with encoding/json) and the providers take, so that a request with a
+// deep JSON schema was refused, as "not a JSON object", on the routes
+// that set the model on the client's body. Those are done with
+// encoding/json's tokenizer.
+func SetMember(obj []byte, key string, value []byte) ([]byte, error) {
+	b, err := jsonscan.SetMember(obj, key, value)
+	if err == nil || !nestedDeeper(obj, jsonscan.MaxDepth) || !json.Valid(obj) {
+		return b, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, jsonscan.ErrNotObject
+	}
+	var spans [][2]int64
+	members := 0
+	for ; dec.More(); members++ {
+		from := dec.InputOffset()
+		if _, err := dec.Token(); err != nil {
+			return nil, jsonscan.ErrNotObject
+		}
+		raw := bytes.TrimLeft(obj[from:dec.InputOffset()], " \t\r\n,")
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, jsonscan.ErrNotObject
+		}
+		if string(raw) == `"`+key+`"` {
+			end := dec.InputOffset()
+			spans = append(spans, [2]int64{end - int64(len(v)), end})
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, jsonscan.ErrNotObject
+	}
+	closing := dec.InputOffset() - 1
+	out := make([]byte, 0, len(obj)+len(key)+len(value)+4)
+	at := int64(0)
+	for _, s := range spans {
+		out = append(append(out, obj[at:s[0]]...), value...)
+		at = s[1]
+	}
+	if len(spans) == 0 {
+		out = append(out, obj[:closing]...)
+		if members > 0 {
+			out = append(out, ',')
+		}
+		out = append(append(append(append(out, '"'), key...), `":`...), value...)
+		at = closing
+	}
+	return append(out, obj[at:]...), nil
+}
