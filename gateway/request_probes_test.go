@@ -203,3 +203,31 @@ func TestDeepBodiesReachTheUpstream(t *testing.T) {
 		got.Store("")
 	}
 }
+
+// TestGeminiModelWithAColonIsRefused: on Gemini's native routes the model
+// is in the path, and ":" separates its method. A model holding an
+// escaped colon ("%3A") put two methods in the upstream's path: a request
+// the gateway took for an unmetered countTokens went upstream as
+// ".../models/m:generateContent:countTokens", and one it took for
+// generateContent as ".../models/m:streamGenerateContent:generateContent",
+// for the upstream to pick its method. Such a model is refused before
+// any upstream call.
+func TestGeminiModelWithAColonIsRefused(t *testing.T) {
+	st := newStack(t, nil)
+	body := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
+	for _, path := range []string{
+		"/gemini/v1beta/models/sim-gemini%2Fsim-pro:generateContent%3AcountTokens",
+		"/gemini/v1beta/models/sim-gemini%2Fsim-pro%3AgenerateContent:countTokens",
+		"/gemini/v1beta/models/sim-gemini%2Fsim-pro%3AstreamGenerateContent:generateContent",
+	} {
+		resp := st.post(t, path, body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"status":"NOT_FOUND"`) {
+			t.Errorf("%s: %d %s, want 404 in Gemini's envelope", path, resp.StatusCode, b)
+		}
+	}
+	if n := st.simStats(t).Requests.Total; n != 0 {
+		t.Fatalf("upstream-sim saw %d requests, want none", n)
+	}
+}

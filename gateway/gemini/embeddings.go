@@ -116,12 +116,14 @@ func (Embeddings) Body(body []byte, model string, _ *tap.Report) ([]byte, error)
 
 // readCountTokens reads POST /gemini/v1beta/models/{model}:countTokens,
 // passed through to the upstream's /models/{model}:countTokens with its
-// body unchanged.
+// body unchanged. A model holding ":" (escaped, as
+// "m%3AgenerateContent:countTokens") is refused: the upstream's path would
+// name two methods, and this route is not metered.
 func readCountTokens(r *http.Request, body []byte) (provider.Call, error) {
 	p := strings.TrimSuffix(strings.TrimPrefix(r.URL.EscapedPath(), routePrefix), ":countTokens")
 	rest, ok := strings.CutPrefix(strings.TrimPrefix(p, "/"), "models/")
 	model, err := url.PathUnescape(rest)
-	if !ok || err != nil || model == "" {
+	if !ok || err != nil || model == "" || strings.Contains(model, ":") {
 		return provider.Call{}, provider.Err(http.StatusNotFound, "invalid_request_error", "not_found",
 			"expected /gemini/v1beta/models/{model}:countTokens")
 	}

@@ -12,7 +12,10 @@ import (
 // "streamGenerateContent" or "generateContent", as Google's REST paths
 // name them (POST /v1beta/{model=models/*}:generateContent). p is the
 // escaped path (url.URL.EscapedPath): model is returned unescaped. ok is
-// false for any other method, an empty model, or a model containing "/".
+// false for any other method, an empty model, a model that begins or ends
+// with "/", or one holding ":" (an escaped one, "%3A"): the colon separates
+// the method, and a model "m:countTokens" would put two methods in the
+// upstream's path, one of which the gateway does not meter.
 func ModelFromPath(p string) (model, method string, ok bool) {
 	p, _, _ = strings.Cut(p, "?")
 	rest, found := strings.CutPrefix(strings.TrimPrefix(p, "/"), "models/")
@@ -29,7 +32,7 @@ func ModelFromPath(p string) (model, method string, ok bool) {
 	}
 	model, err := url.PathUnescape(model)
 	// A "/" is allowed: "provider/model" names route like everywhere else.
-	if err != nil || model == "" || strings.HasPrefix(model, "/") || strings.HasSuffix(model, "/") {
+	if err != nil || model == "" || strings.HasPrefix(model, "/") || strings.HasSuffix(model, "/") || strings.Contains(model, ":") {
 		return "", "", false
 	}
 	return model, method, true

@@ -19,6 +19,8 @@ func TestModelFromPath(t *testing.T) {
 		{"models/a/:generateContent", "", "", false},
 		{"models/a%zz:generateContent", "", "", false},
 		{"tunedModels/x:generateContent", "", "", false},
+		{"models/a%3AcountTokens:generateContent", "", "", false},
+		{"models/p%2Fa%3AstreamGenerateContent:generateContent", "", "", false},
 		{"", "", "", false},
 	}
 	for _, tt := range tests {
