@@ -162,7 +162,9 @@ func (s *Server) checkKey(w http.ResponseWriter, r *http.Request, env provider.E
 // first provider's own way that finds one.
 func (s *Server) customerKey(r *http.Request) string {
 	if v := r.Header.Get("Authorization"); len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
-		return strings.TrimSpace(v[len("Bearer "):])
+		if k := strings.TrimSpace(v[len("Bearer "):]); k != "" {
+			return k
+		}
 	}
 	for _, p := range s.providers {
 		if p.ClientKey != nil {
