@@ -231,3 +231,27 @@ func TestGeminiModelWithAColonIsRefused(t *testing.T) {
 		t.Fatalf("upstream-sim saw %d requests, want none", n)
 	}
 }
+
+// TestGeminiEmbeddingsEscapeAColon: /v1/embeddings on a Gemini provider
+// put the model in the upstream's path with its colons as they are, so
+// that a "provider/m:generateContent" model named two methods there
+// (".../models/m:generateContent:embedContent"); it is escaped, as the
+// chat translation escapes it.
+func TestGeminiEmbeddingsEscapeAColon(t *testing.T) {
+	var path atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path.Store(r.URL.EscapedPath())
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"embedding":{"values":[0.5]}}`)
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "gp", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "gm-k"})
+	})
+	resp := st.post(t, "/v1/embeddings", `{"model":"gp/m:generateContent","input":"hi"}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if p, _ := path.Load().(string); p != "/v1beta/models/m%3AgenerateContent:embedContent" {
+		t.Fatalf("%d %s; the upstream path was %q", resp.StatusCode, b, p)
+	}
+}

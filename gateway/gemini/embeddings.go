@@ -52,7 +52,9 @@ func (Embeddings) Request(body []byte, upstreamModel string) (string, []byte, er
 	if err := json.Unmarshal(body, &req); err != nil {
 		return "", nil, fmt.Errorf("the request body must be a JSON object: %w", err)
 	}
-	base := "/models/" + url.PathEscape(upstreamModel)
+	// ":" escaped, as Chat.Request escapes it: unescaped, a model
+	// "m:generateContent" would put two methods in the path.
+	base := "/models/" + strings.ReplaceAll(url.PathEscape(upstreamModel), ":", "%3A")
 	var one string
 	if json.Unmarshal(req.Input, &one) == nil {
 		b, err := json.Marshal(embedContent{Content: textContent(one), OutputDimensionality: req.Dimensions})
