@@ -159,18 +159,18 @@ func (s *Server) checkKey(w http.ResponseWriter, r *http.Request, env provider.E
 // customerKey is the key the request sends: "Authorization: Bearer
 // <key>" (the scheme in any case, as RFC 9110 section 11.1 has it:
 // clients that send "bearer" were told their key was missing), else the
-// first provider's own way that finds one.
+// first provider's own way that finds one, in the order the providers
+// were registered: a request sending two (x-api-key and x-goog-api-key)
+// was authenticated by either, by the random order of a map.
 func (s *Server) customerKey(r *http.Request) string {
 	if v := r.Header.Get("Authorization"); len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
 		if k := strings.TrimSpace(v[len("Bearer "):]); k != "" {
 			return k
 		}
 	}
-	for _, p := range s.providers {
-		if p.ClientKey != nil {
-			if k := p.ClientKey(r); k != "" {
-				return strings.TrimSpace(k)
-			}
+	for _, key := range s.clientKeys {
+		if k := key(r); k != "" {
+			return strings.TrimSpace(k)
 		}
 	}
 	return ""

@@ -255,3 +255,23 @@ func TestGeminiEmbeddingsEscapeAColon(t *testing.T) {
 		t.Fatalf("%d %s; the upstream path was %q", resp.StatusCode, b, p)
 	}
 }
+
+// TestKeyHeadersReadInAFixedOrder: a request that sends a key in two of
+// the providers' ways (x-api-key and x-goog-api-key) was authenticated
+// by either, in the random order of a map: the same request got 401 or
+// 200, and with two valid keys was billed to either customer. The ways
+// are tried in the providers' order, the same every time.
+func TestKeyHeadersReadInAFixedOrder(t *testing.T) {
+	st := newStack(t, nil)
+	statuses := map[int]int{}
+	for range 30 {
+		resp := st.post(t, "/v1/chat/completions", `{"model":"sim-pro","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`,
+			"x-api-key", "tg-unknown", "x-goog-api-key", testKey)
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		statuses[resp.StatusCode]++
+	}
+	if len(statuses) != 1 || statuses[http.StatusUnauthorized] != 30 {
+		t.Fatalf("statuses %v: want the same answer every time, 401 (x-api-key, Anthropic's, comes first)", statuses)
+	}
+}

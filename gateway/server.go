@@ -110,13 +110,17 @@ type Server struct {
 	journal   Journal
 	log       *slog.Logger
 	providers map[string]*provider.Provider
-	routes    *router
-	client    *http.Client // HTTP/1.1 over http://, HTTP/2 or 1.1 (ALPN) over https://
-	h2c       *http.Client // cleartext HTTP/2 with prior knowledge (ProtocolH2C)
-	est       *tap.Estimator
-	hidden    *hiddenReasoning
-	limits    *limiter
-	rates     Rater // nil: no cost shown
+	// clientKeys are the providers' ClientKey, in the order of
+	// Deps.Providers: customerKey tries them in that order, the same for
+	// every request (not in the providers map's random order).
+	clientKeys []func(*http.Request) string
+	routes     *router
+	client     *http.Client // HTTP/1.1 over http://, HTTP/2 or 1.1 (ALPN) over https://
+	h2c        *http.Client // cleartext HTTP/2 with prior knowledge (ProtocolH2C)
+	est        *tap.Estimator
+	hidden     *hiddenReasoning
+	limits     *limiter
+	rates      Rater // nil: no cost shown
 	// drains holds a token per stream being read after its client left.
 	drains chan struct{}
 	mu     sync.Mutex
@@ -235,6 +239,11 @@ func New(cfg Config, d Deps) (*Server, error) {
 	s := &Server{cfg: cfg, keys: d.Keys, sink: d.Sink, journal: d.Journal, log: d.Log, providers: providers,
 		routes: newRouter(cfg), client: &http.Client{Transport: tr}, h2c: &http.Client{Transport: newH2CTransport()}, est: est, hidden: newHiddenReasoning(), limits: newLimiter(d.Limits), rates: d.Rates,
 		drains: make(chan struct{}, cfg.MaxDrains), active: map[*exchange]struct{}{}}
+	for i := range d.Providers {
+		if ck := d.Providers[i].ClientKey; ck != nil && providers[d.Providers[i].Type] == &d.Providers[i] {
+			s.clientKeys = append(s.clientKeys, ck)
+		}
+	}
 	if d.Metrics != nil {
 		s.metrics = newMetrics(cfg, d.Metrics)
 	}
