@@ -197,19 +197,20 @@ type Call struct {
 
 // CheckPassedBody refuses a request body that goes upstream as the client
 // sent it (only its model set) when a member named one of names is
-// ambiguous (jsonscan.AmbiguousKey: another case, an escape, a repeat):
-// an upstream's parser could read another model or stream flag than the
-// gateway checked, routed and billed. It returns nil, or a 400 Error
-// naming the member.
+// ambiguous (as jsonscan.AmbiguousKey finds them: another case, an escape,
+// a repeat): an upstream's parser could read another model or stream flag
+// than the gateway checked, routed and billed. It returns nil, or a 400
+// Error naming the member.
 //
-// jsonscan.AmbiguousKey gives up (reporting nothing) on a body nested
-// deeper than jsonscan.MaxDepth, which encoding/json, and so the gateway's
-// own reading of the body, accepts: such a body is checked again with
-// encoding/json's tokenizer, or a deep member (a JSON schema, say) before
-// "background":true,"Background":false would hide the ambiguity.
+// jsonscan's scanner gives up (jsonscan.AmbiguousKey then reports
+// nothing) on a body nested deeper than jsonscan.MaxDepth, which
+// encoding/json, and so the gateway's own reading of the body, accepts: a
+// deep member (a JSON schema, say) before "background":true,
+// "Background":false hid the ambiguity. A body the scanner cannot read to
+// its end is checked again with encoding/json's tokenizer.
 func CheckPassedBody(body []byte, names ...string) error {
-	key, bad := jsonscan.AmbiguousKey(body, names...)
-	if !bad && nestedDeeper(body, jsonscan.MaxDepth) {
+	key, bad, scanned := ambiguousKey(body, names...)
+	if !bad && !scanned {
 		key, bad = ambiguousKeyDecoded(body, names...)
 	}
 	if bad {
@@ -219,43 +220,52 @@ func CheckPassedBody(body []byte, names ...string) error {
 	return nil
 }
 
-// Err is a convenience: an Error with the given status, type, code and message.
-func Err(status int, typ, code, msg string) Error {
-	return Error{Status: status, Type: typ, Code: code, Message: msg}
-}
-
-func (e Error) Error() string { return e.Message }
-
-// nestedDeeper reports whether body, read as JSON, nests arrays or
-// objects more than depth deep (strings skipped, validity not checked).
-func nestedDeeper(body []byte, depth int) bool {
-	d, inString := 0, false
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		switch {
-		case inString && c == '\\':
-			i++
-		case inString:
-			inString = c != '"'
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			if d++; d > depth {
-				return true
+// ambiguousKey is jsonscan.AmbiguousKey, which it follows, also reporting
+// whether it read obj to its end (scanned): when it did not (nesting
+// deeper than jsonscan.MaxDepth, invalid JSON or UTF-8), and found
+// nothing before, obj may still hold an ambiguous member.
+func ambiguousKey(obj []byte, names ...string) (key string, bad, scanned bool) {
+	l := jsonscan.New(obj)
+	if !l.Lit("{") {
+		return "", false, false
+	}
+	if l.Lit("}") {
+		return "", false, l.End()
+	}
+	var seen uint64 // bit i: names[i] read once, exactly (repeats are found for the first 64 names)
+	for {
+		raw, escaped, ok := l.Span()
+		if !ok || !l.Lit(":") || !l.Skip() {
+			return "", false, false
+		}
+		text := raw
+		if escaped {
+			text = jsonscan.Unquote(nil, raw)
+		}
+		for i, name := range names {
+			if !strings.EqualFold(string(text), name) {
+				continue
 			}
-		case c == ']' || c == '}':
-			d--
+			if escaped || string(raw) != name || seen&(1<<i) != 0 {
+				return string(text), true, true
+			}
+			seen |= 1 << i
+		}
+		if l.Lit("}") {
+			return "", false, l.End()
+		}
+		if !l.Lit(",") {
+			return "", false, false
 		}
 	}
-	return false
 }
 
-// ambiguousKeyDecoded is jsonscan.AmbiguousKey by encoding/json's
-// tokenizer, which follows any nesting encoding/json accepts: a top-level
-// member of obj that encoding/json would match to one of names (without
-// regard to case, after unescaping) but that is not exactly that name
-// once. It reports nothing for what is not a valid JSON object (the
-// caller's decoder refuses it).
+// ambiguousKeyDecoded is ambiguousKey by encoding/json's tokenizer, which
+// follows any nesting encoding/json accepts: a top-level member of obj
+// that encoding/json would match to one of names (without regard to case,
+// after unescaping) but that is not exactly that name once. It reports
+// nothing for what is not a valid JSON object (the caller's decoder
+// refuses it).
 func ambiguousKeyDecoded(obj []byte, names ...string) (string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(obj))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
@@ -287,6 +297,13 @@ func ambiguousKeyDecoded(obj []byte, names ...string) (string, bool) {
 	return "", false
 }
 
+// Err is a convenience: an Error with the given status, type, code and message.
+func Err(status int, typ, code, msg string) Error {
+	return Error{Status: status, Type: typ, Code: code, Message: msg}
+}
+
+func (e Error) Error() string { return e.Message }
+
 // SetMember is jsonscan.SetMember (obj with every top-level member named
 // key, byte for byte, set to value, or value added as its last member),
 // for any JSON object encoding/json reads: jsonscan's scanner refuses
@@ -297,7 +314,7 @@ func ambiguousKeyDecoded(obj []byte, names ...string) (string, bool) {
 // encoding/json's tokenizer.
 func SetMember(obj []byte, key string, value []byte) ([]byte, error) {
 	b, err := jsonscan.SetMember(obj, key, value)
-	if err == nil || !nestedDeeper(obj, jsonscan.MaxDepth) || !json.Valid(obj) {
+	if err == nil || !json.Valid(obj) {
 		return b, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(obj))
