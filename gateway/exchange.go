@@ -18,6 +18,7 @@ import (
 // Why an upstream request was cut short, as context causes.
 var (
 	errConnectTimeout = errors.New("upstream did not answer within connect_timeout")
+	errAnswerTimeout  = errors.New("upstream did not answer within stall_timeout (a non-streamed answer's headers come with its whole body)")
 	errStalled        = errors.New("upstream sent nothing within stall_timeout")
 	errRequestTimeout = timeoutError("upstream request ran past request_timeout")
 	errDrainTimeout   = errors.New("client gone; upstream usage did not arrive within drain_timeout")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/meter/journal"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // deep is a JSON value nested n arrays deep: deeper than the gateway's
@@ -273,5 +274,45 @@ func TestKeyHeadersReadInAFixedOrder(t *testing.T) {
 	}
 	if len(statuses) != 1 || statuses[http.StatusUnauthorized] != 30 {
 		t.Fatalf("statuses %v: want the same answer every time, 401 (x-api-key, Anthropic's, comes first)", statuses)
+	}
+}
+
+// TestSlowWholeAnswerIsServedAndBilled: a non-streamed answer's headers
+// come with its body, once the provider has generated all of it. The
+// gateway waited for them only connect_timeout (30s by default), so every
+// non-streamed answer that took longer was cut off with 504 and billed
+// nothing, though the provider generated (and billed) it; a client could
+// pick that with stream:false and a large max_tokens. A whole answer gets
+// stall_timeout; a stream's headers are still held to connect_timeout.
+func TestSlowWholeAnswerIsServedAndBilled(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), `"stream":true`) {
+			holdOpen(r, 10*time.Second) // no headers
+			return
+		}
+		time.Sleep(1500 * time.Millisecond) // generating the whole answer
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"a long answer"},`+
+			`"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":5000,"total_tokens":5010}}`)
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{{Name: "up", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k-123456789",
+			ConnectTimeout: time.Second, StallTimeout: time.Minute}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "up"}}
+	})
+	resp := st.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"write a lot"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if resp.StatusCode != http.StatusOK || e.Status != usage.StatusOK || e.Usage.CompletionTokens != 5000 {
+		t.Fatalf("%d %s; event %s %q %+v: want the answer, billed 5000 completion tokens", resp.StatusCode, b, e.Status, e.Error, e.Usage)
+	}
+	resp = st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); resp.StatusCode != http.StatusGatewayTimeout || e.Status != usage.StatusTimeout {
+		t.Fatalf("stream without headers: %d %s, event %s; want 504 after connect_timeout", resp.StatusCode, b, e.Status)
 	}
 }

@@ -32,7 +32,17 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	if p := s.providers[rt.provider.Type]; p != nil && p.Auth != nil {
 		p.Auth(up.Header, rt.provider.APIKey)
 	}
-	connect := timerCancel(x, rt.provider.ConnectTimeout, errConnectTimeout)
+	// A streamed answer's headers come before its first token; a whole
+	// answer's come with its body, once the provider has generated all of
+	// it: bounded by connect_timeout (30s), every non-streamed answer
+	// longer than that was cut off, 504, and billed nothing, though the
+	// provider went on to generate (and bill) it. A whole answer gets
+	// stall_timeout, the bound on an upstream's silence, if that is longer.
+	wait, waitCause := rt.provider.ConnectTimeout, errConnectTimeout
+	if !x.event.Stream && rt.provider.StallTimeout > wait {
+		wait, waitCause = rt.provider.StallTimeout, errAnswerTimeout
+	}
+	connect := timerCancel(x, wait, waitCause)
 	// The round trip runs aside (see headerFlusher): net/http's client
 	// path is about 3 KiB deep, and made from here it would take a
 	// stream's handler past its 8 KiB stack for the stream's whole life.
@@ -42,7 +52,7 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	connect.Stop()
 	if err != nil {
 		switch cause := x.cause(); {
-		case errors.Is(cause, errConnectTimeout):
+		case errors.Is(cause, errConnectTimeout), errors.Is(cause, errAnswerTimeout):
 			x.fail(http.StatusGatewayTimeout, usage.StatusTimeout, cause)
 		case x.clientGone.Load():
 			x.event.Error = "client gone before the upstream answered"
