@@ -599,7 +599,12 @@ func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 		"event_id", m.Headers().Get(nats.MsgIdHdr))
 	var msgID string // the usage stream message's: a redelivery of it is set aside once
 	if meta, err := m.Metadata(); err == nil {
-		msgID = "dlq-" + meta.Stream + "-" + strconv.FormatUint(meta.Sequence.Stream, 10)
+		// The stream's sequence and the message's time: a stream deleted
+		// and made again numbers its messages from 1 again, and a sequence
+		// alone would name a new message as one set aside before, which
+		// the dead-letter stream would drop as a resend.
+		msgID = "dlq-" + meta.Stream + "-" + strconv.FormatUint(meta.Sequence.Stream, 10) +
+			"-" + strconv.FormatInt(meta.Timestamp.UnixNano(), 10)
 	}
 	err := retry.Do(ctx, newBackoff(5*time.Second), func(ctx context.Context) error {
 		err := w.dlq.put(ctx, m.Data(), m.Headers().Get(nats.MsgIdHdr), reason, msgID)
