@@ -24,7 +24,8 @@ const (
 // DLQ is the dead-letter stream of the usage pipeline.
 type DLQ struct {
 	js      jetstream.JetStream
-	subject string // where replayed events go
+	cfg     StreamConfig // the usage stream's: its subject is where replayed events go
+	subject string       // where replayed events go
 }
 
 // EnsureDLQ creates (or updates) the dead-letter stream: file storage,
@@ -32,15 +33,24 @@ type DLQ struct {
 // stream's subject, where Replay sends events back.
 func EnsureDLQ(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (*DLQ, error) {
 	cfg.defaults()
+	if err := ensureDLQStream(ctx, js, cfg); err != nil {
+		return nil, err
+	}
+	return &DLQ{js: js, cfg: cfg, subject: cfg.Subject}, nil
+}
+
+// ensureDLQStream creates (or updates) the dead-letter stream for the
+// usage stream of cfg (defaults applied).
+func ensureDLQStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: DLQStream, Description: "Tollgate usage events set aside by the meter worker, with the reason",
 		Subjects: []string{DLQSubject}, Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
 		Duplicates: cfg.DuplicateWindow, // a dead letter sent again (put's msgID) is dropped within it
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dead-letter stream: %w", err)
+		return fmt.Errorf("dead-letter stream: %w", err)
 	}
-	return &DLQ{js: js, subject: cfg.Subject}, nil
+	return nil
 }
 
 // maxDeadLetter is the most of a message's data a dead letter keeps: a
@@ -55,6 +65,10 @@ const maxDeadLetter = 512 << 10
 // again (a redelivery, a drain resumed from an older cursor after a kill)
 // is dropped by the stream's duplicate window rather than set aside twice;
 // a replayed event set aside again comes from a new source, and is kept.
+// When no stream takes the dead-letter subject (an operator deleted the
+// dead-letter stream), put makes the stream again and publishes once more:
+// without it every dead letter would wait, and the events behind it too,
+// until the worker was restarted.
 func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason, msgID string) error {
 	msg := nats.NewMsg(DLQSubject)
 	if len(data) > maxDeadLetter {
@@ -70,6 +84,12 @@ func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason, msgID strin
 		msg.Header.Set(nats.MsgIdHdr, msgID)
 	}
 	_, err := d.js.PublishMsg(ctx, msg)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		if err := ensureDLQStream(ctx, d.js, d.cfg); err != nil {
+			return err
+		}
+		_, err = d.js.PublishMsg(ctx, msg)
+	}
 	return err
 }
 

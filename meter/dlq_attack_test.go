@@ -1,0 +1,109 @@
+package meter_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// waitLetters waits up to 10 s for the dead-letter stream to hold want
+// letters and returns what it holds then.
+func waitLetters(t *testing.T, ctx context.Context, dlq *meter.DLQ, want int) []usage.DeadLetter {
+	t.Helper()
+	var letters []usage.DeadLetter
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var err error
+		if letters, err = dlq.List(ctx, 100); err == nil && len(letters) >= want {
+			break
+		}
+	}
+	return letters
+}
+
+// TestDeadLetterSurvivesAUsageStreamMadeAgain: a dead letter's message id
+// was "dlq-<stream>-<sequence>", and a usage stream deleted and made again
+// (an operator's `nats stream rm`, a JetStream store lost; the workers make
+// it again) numbers its messages from 1 again. A poison message at a
+// sequence already set aside within the dead-letter stream's duplicate
+// window was dropped by it as a resend, and acknowledged: lost, in neither
+// the ledger nor the dead-letter stream.
+func TestDeadLetterSurvivesAUsageStreamMadeAgain(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := metertest.StartWorker(t, wctx, js, store, meter.WorkerConfig{})
+	if _, err := js.Publish(ctx, meter.DefaultSubject, []byte(`{"v":99,"first":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if letters := waitLetters(t, ctx, dlq, 1); len(letters) != 1 {
+		t.Fatalf("dead letters %+v, want the first poison", letters)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, meter.DefaultStreamName); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+	second := `{"v":99,"second":true}` // sequence 1 again
+	if _, err := js.Publish(ctx, meter.DefaultSubject, []byte(second)); err != nil {
+		t.Fatal(err)
+	}
+	letters := waitLetters(t, ctx, dlq, 2)
+	if len(letters) != 2 || letters[1].Data != second {
+		t.Fatalf("dead letters %+v; want both poisons, the second (%s) too", letters, second)
+	}
+}
+
+// TestWorkerMakesTheDeadLetterStreamAgain: with the dead-letter stream
+// gone (deleted by an operator), a poison message was retried forever in
+// the worker's decode stage, and no event behind it reached the ledger.
+func TestWorkerMakesTheDeadLetterStreamAgain(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+	if err := js.DeleteStream(ctx, meter.DLQStream); err != nil {
+		t.Fatal(err)
+	}
+	customer, key := uuid.NewString(), uuid.NewString()
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	good := func() {
+		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
+			Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
+		if err := pub.Publish(ctx, &e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good()
+	if _, err := js.Publish(ctx, meter.DefaultSubject, []byte(`{"v":99}`)); err != nil {
+		t.Fatal(err)
+	}
+	good()
+	waitUsage(t, store, customer, 2)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if letters := waitLetters(t, ctx, dlq, 1); len(letters) != 1 || letters[0].Data != `{"v":99}` {
+		t.Fatalf("dead letters %+v, want the poison", letters)
+	}
+}
