@@ -2,11 +2,15 @@ package meter_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
@@ -105,5 +109,47 @@ func TestWorkerMakesTheDeadLetterStreamAgain(t *testing.T) {
 	}
 	if letters := waitLetters(t, ctx, dlq, 1); len(letters) != 1 || letters[0].Data != `{"v":99}` {
 		t.Fatalf("dead letters %+v, want the poison", letters)
+	}
+}
+
+// TestEventTimeIsBoundedInUTC: Validate bounded an event's year in the
+// time's own offset, so "9999-12-31T23:00:00-05:00" (10000-01-01T04:00Z)
+// passed, and was stored; from then on the customer's request log could
+// not be encoded (encoding/json refuses years beyond 9999), the API
+// answering 500 for every page holding it. Such an event is set aside
+// with the reason; the customer's log stays readable.
+func TestEventTimeIsBoundedInUTC(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+	customer, key := uuid.NewString(), uuid.NewString()
+	raw := func(at string) []byte {
+		return fmt.Appendf(nil, `{"v":1,"id":%q,"time":%q,"customer_id":%q,"key_id":%q,"provider":"p","model":"m",`+
+			`"endpoint":"/v1/chat/completions","stream":true,"status":"ok","http_status":200,"usage":{"prompt_tokens":1},"usage_source":"upstream"}`,
+			uuid.NewString(), at, customer, key)
+	}
+	far := raw("9999-12-31T23:00:00-05:00")
+	for _, m := range [][]byte{far, raw("2000-01-01T00:30:00+01:00"), raw(time.Now().UTC().Format(time.RFC3339Nano))} {
+		if _, err := js.Publish(ctx, meter.DefaultSubject, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	letters := waitLetters(t, ctx, dlq, 2)
+	if len(letters) != 2 || letters[0].Data != string(far) || !strings.Contains(letters[0].Reason, "out of range") {
+		t.Fatalf("dead letters %+v; want the events outside the years 2000-9999 UTC, with the reason", letters)
+	}
+	waitUsage(t, store, customer, 1)
+	page, err := store.Requests(ctx, ledger.RequestQuery{CustomerID: customer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := json.Marshal(page); err != nil {
+		t.Fatalf("the customer's request log cannot be encoded: %v", err)
 	}
 }

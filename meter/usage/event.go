@@ -198,8 +198,10 @@ func (e *Event) Validate() error {
 		return bad("id %q is not a UUID", clip(e.ID))
 	case e.Time.IsZero():
 		return bad("time is zero")
-	case e.Time.Year() < 2000 || e.Time.Year() > 9999:
-		return bad("time %s is out of range", e.Time.Format(time.RFC3339))
+	case e.Time.UTC().Year() < 2000 || e.Time.UTC().Year() > 9999:
+		// In UTC, as it is stored: "9999-12-31T23:00:00-05:00" is in
+		// 10000, which encoding/json cannot write back.
+		return bad("time %s is out of range (years 2000-9999 UTC)", e.Time.Format(time.RFC3339))
 	case !isUUID(e.CustomerID):
 		return bad("customer_id %q is not a UUID", clip(e.CustomerID))
 	case !isUUID(e.KeyID):
