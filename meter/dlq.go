@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,9 +59,17 @@ func ensureDLQStream(ctx context.Context, js jetstream.JetStream, cfg StreamConf
 // under NATS' default max_payload of 1 MiB.
 const maxDeadLetter = 512 << 10
 
+// maxDeadLetterEventID is the most of a message's event id (its
+// Nats-Msg-Id) a dead letter keeps in its Tollgate-Event-Id header: an
+// event id is a UUID, 36 bytes, and JetStream refuses a message whose
+// headers pass 64 KiB, which a publisher's own outsized id, copied beside
+// the reason, would.
+const maxDeadLetterEventID = 256
+
 // put sets data (a usage event message, with its event id when known)
-// aside with reason, waiting for the PubAck. Data beyond maxDeadLetter is
-// cut, and the reason says so. msgID names this setting aside (its
+// aside with reason, waiting for the PubAck. Data beyond maxDeadLetter,
+// and an event id beyond maxDeadLetterEventID, are cut, and the reason
+// says so. msgID names this setting aside (its
 // source: a usage stream message, a spool record), so that sending it
 // again (a redelivery, a drain resumed from an older cursor after a kill)
 // is dropped by the stream's duplicate window rather than set aside twice;
@@ -76,6 +85,10 @@ func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason, msgID strin
 		data = data[:maxDeadLetter]
 	}
 	msg.Data = data
+	if len(eventID) > maxDeadLetterEventID {
+		reason += fmt.Sprintf(" (its %d-byte message id is cut to its first %d in Tollgate-Event-Id)", len(eventID), maxDeadLetterEventID)
+		eventID = strings.ToValidUTF8(eventID[:maxDeadLetterEventID], "")
+	}
 	msg.Header.Set(HeaderReason, reason)
 	if eventID != "" {
 		msg.Header.Set("Tollgate-Event-Id", eventID)

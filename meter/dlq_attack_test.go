@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
@@ -151,5 +152,41 @@ func TestEventTimeIsBoundedInUTC(t *testing.T) {
 	}
 	if _, err := json.Marshal(page); err != nil {
 		t.Fatalf("the customer's request log cannot be encoded: %v", err)
+	}
+}
+
+// TestDeadLetterOfAnOutsizedMessageIDIsKept: a message whose Nats-Msg-Id
+// (copied into the dead letter's Tollgate-Event-Id) and data together
+// passed the server's max_payload could never be set aside: setAside
+// retried it forever in the decode stage, and no event behind it reached
+// the ledger.
+func TestDeadLetterOfAnOutsizedMessageIDIsKept(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+	// The longest message id JetStream takes (its headers are at most 64 KiB).
+	msg := nats.NewMsg(meter.DefaultSubject)
+	msg.Data = []byte("xxx not an event")
+	for n := 64 << 10; ; n-- {
+		msg.Header.Set(nats.MsgIdHdr, strings.Repeat("i", n))
+		if _, err := js.PublishMsg(ctx, msg); err == nil {
+			break
+		}
+	}
+	customer := uuid.NewString()
+	e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: uuid.NewString(),
+		Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
+	if err := meter.NewPublisher(js, meter.StreamConfig{}, 0).Publish(ctx, &e); err != nil {
+		t.Fatal(err)
+	}
+	waitUsage(t, store, customer, 1)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if letters := waitLetters(t, ctx, dlq, 1); len(letters) != 1 || !strings.HasPrefix(letters[0].Data, "xxx") {
+		t.Fatalf("%d dead letters; want the outsized message", len(letters))
 	}
 }
