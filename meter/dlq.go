@@ -20,6 +20,11 @@ const (
 	DLQSubject = "tollgate.usage.dlq"
 	// HeaderReason says why a message was set aside.
 	HeaderReason = "Tollgate-Reason"
+	// HeaderEventID is the event id (text, a UUID for a valid event) of a
+	// dead letter, and of a replayed one back on the usage stream, whose
+	// Nats-Msg-Id is then not the event id: a replay set aside again keeps
+	// the event's id.
+	HeaderEventID = "Tollgate-Event-Id"
 )
 
 // DLQ is the dead-letter stream of the usage pipeline.
@@ -91,7 +96,7 @@ func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason, msgID strin
 	}
 	msg.Header.Set(HeaderReason, reason)
 	if eventID != "" {
-		msg.Header.Set("Tollgate-Event-Id", eventID)
+		msg.Header.Set(HeaderEventID, eventID)
 	}
 	if msgID != "" {
 		msg.Header.Set(nats.MsgIdHdr, msgID)
@@ -129,7 +134,7 @@ func (d *DLQ) List(ctx context.Context, limit int) ([]usage.DeadLetter, error) {
 			return out, err
 		}
 		out = append(out, usage.DeadLetter{Seq: m.Sequence, Time: m.Time, Reason: m.Header.Get(HeaderReason),
-			EventID: m.Header.Get("Tollgate-Event-Id"), Data: string(m.Data)})
+			EventID: m.Header.Get(HeaderEventID), Data: string(m.Data)})
 	}
 	return out, nil
 }
@@ -180,10 +185,12 @@ func (d *DLQ) Replay(ctx context.Context, seqs []uint64) (int, error) {
 		}
 		msg := nats.NewMsg(d.subject)
 		msg.Data = m.Data
-		if id := m.Header.Get("Tollgate-Event-Id"); id != "" {
+		if id := m.Header.Get(HeaderEventID); id != "" {
 			// A new Nats-Msg-Id, so JetStream's window does not drop the
-			// replay; the ledger's key still holds.
+			// replay; the ledger's key still holds. The event id goes
+			// along, for a dead letter of the replay to name the event.
 			msg.Header.Set(nats.MsgIdHdr, id+"-replay-"+strconv.FormatUint(seq, 10))
+			msg.Header.Set(HeaderEventID, id)
 		}
 		if _, err := d.js.PublishMsg(ctx, msg); err != nil {
 			return n, fmt.Errorf("replay dead letter %d: %w", seq, err)

@@ -190,3 +190,64 @@ func TestDeadLetterOfAnOutsizedMessageIDIsKept(t *testing.T) {
 		t.Fatalf("%d dead letters; want the outsized message", len(letters))
 	}
 }
+
+// TestReplayKeepsTheEventID: a dead letter replayed went back to the usage
+// stream with the Nats-Msg-Id "<event id>-replay-<seq>"; set aside again
+// (the cause not fixed yet), its dead letter named that as its event id,
+// and each replay added a suffix, so the operator's list no longer showed
+// which event it was. And a replay of an event the ledger holds already
+// (set aside when the ledger could not be asked) charges nothing again.
+func TestReplayKeepsTheEventID(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	customer := uuid.NewString()
+	billed := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: uuid.NewString(),
+		Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 5}}
+	if n, err := store.WriteEvents(ctx, []usage.Event{billed}); err != nil || n != 1 {
+		t.Fatalf("WriteEvents = %d, %v", n, err)
+	}
+	data, err := json.Marshal(billed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Set aside by a worker that could not ask the ledger (TestMaxDeliverCheckDoesNotStallTheBatch).
+	letter := nats.NewMsg(meter.DLQSubject)
+	letter.Data = data
+	letter.Header.Set(meter.HeaderReason, "delivered 21 times without being written")
+	letter.Header.Set("Tollgate-Event-Id", billed.ID)
+	if _, err := js.PublishMsg(ctx, letter); err != nil {
+		t.Fatal(err)
+	}
+	poisonID := uuid.NewString()
+	poison := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	if err := poison.PublishData(ctx, poisonID, []byte(`{"v":99}`)); err != nil {
+		t.Fatal(err)
+	}
+	letters := waitLetters(t, ctx, dlq, 2)
+	if len(letters) != 2 || letters[1].EventID != poisonID {
+		t.Fatalf("dead letters %+v; want the billed event's and the poison's", letters)
+	}
+	for round := range 2 {
+		if n, err := dlq.Replay(ctx, nil); err != nil || n != len(letters) {
+			t.Fatalf("replay %d = %d, %v", round, n, err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if letters, err = dlq.List(ctx, 10); err == nil && len(letters) == 1 {
+				break
+			}
+		}
+		if len(letters) != 1 || letters[0].EventID != poisonID {
+			t.Fatalf("after replay %d: dead letters %+v; want the poison alone, as event %s", round, letters, poisonID)
+		}
+	}
+	if row := waitUsage(t, store, customer, 1); row.PromptTokens != 5 {
+		t.Fatalf("usage %+v; want the billed event once", row)
+	}
+}

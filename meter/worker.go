@@ -454,7 +454,7 @@ func (w *Worker) setAsideOverDelivered(ctx context.Context, msgs []jetstream.Msg
 		}
 		if stored[i] {
 			w.cfg.Logger.Warn("meter: an event delivered more than max_deliver times is in the ledger already; acknowledged",
-				"event_id", m.Headers().Get(nats.MsgIdHdr), "deliveries", delivered)
+				"event_id", eventID(m), "deliveries", delivered)
 			_ = m.Ack()
 			continue
 		}
@@ -596,7 +596,7 @@ func (w *Worker) storedAlready(ctx context.Context, msgs []jetstream.Msg) []bool
 // (or ctx ends, leaving m to be redelivered), then acknowledges it.
 func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 	w.cfg.Logger.Error("meter: usage event set aside in the dead-letter stream", "reason", reason,
-		"event_id", m.Headers().Get(nats.MsgIdHdr))
+		"event_id", eventID(m))
 	var msgID string // the usage stream message's: a redelivery of it is set aside once
 	if meta, err := m.Metadata(); err == nil {
 		// The stream's sequence and the message's time: a stream deleted
@@ -607,7 +607,7 @@ func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 			"-" + strconv.FormatInt(meta.Timestamp.UnixNano(), 10)
 	}
 	err := retry.Do(ctx, newBackoff(5*time.Second), func(ctx context.Context) error {
-		err := w.dlq.put(ctx, m.Data(), m.Headers().Get(nats.MsgIdHdr), reason, msgID)
+		err := w.dlq.put(ctx, m.Data(), eventID(m), reason, msgID)
 		if err != nil && ctx.Err() == nil {
 			w.cfg.Logger.Warn("meter: dead-letter stream unreachable; retrying", "err", err)
 		}
@@ -618,4 +618,13 @@ func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 		return
 	}
 	_ = m.Ack()
+}
+
+// eventID is the event id m's headers give: HeaderEventID on a replayed
+// dead letter, else its Nats-Msg-Id, which a publisher sets to the event id.
+func eventID(m jetstream.Msg) string {
+	if id := m.Headers().Get(HeaderEventID); id != "" {
+		return id
+	}
+	return m.Headers().Get(nats.MsgIdHdr)
 }
