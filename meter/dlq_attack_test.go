@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
@@ -249,5 +250,52 @@ func TestReplayKeepsTheEventID(t *testing.T) {
 	}
 	if row := waitUsage(t, store, customer, 1); row.PromptTokens != 5 {
 		t.Fatalf("usage %+v; want the billed event once", row)
+	}
+}
+
+// lostAck is a delivered message whose acknowledgment never reaches
+// JetStream (the worker crashed right after the dead letter's PubAck).
+type lostAck struct{ jetstream.Msg }
+
+func (lostAck) Ack() error { return nil }
+
+// TestPoisonRedeliveredIsSetAsideOnce: a poison message set aside whose
+// acknowledgment was lost is delivered again, to another worker; the
+// dead-letter stream still holds it once.
+func TestPoisonRedeliveredIsSetAsideOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	cfg := meter.WorkerConfig{AckWait: time.Second}
+	first, err := meter.NewWorker(ctx, js, store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, meter.DefaultSubject, []byte(`{"v":99}`)); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range b.Messages() {
+		meter.SetAside(first, ctx, lostAck{m}, "undecodable (the first worker)")
+	}
+	metertest.StartWorker(t, ctx, js, store, cfg) // gets the redelivery once the ack wait is out
+	letters := deadLettersOnceDrained(t, ctx, js, cons)
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.AckFloor.Stream != 1 { // the first delivery's ack was lost: only the redelivery's moves it
+		t.Fatalf("the poison's redelivery was not acknowledged: ack floor %+v", info.AckFloor)
+	}
+	if len(letters) != 1 {
+		t.Fatalf("dead letters %+v; want the poison once", letters)
 	}
 }

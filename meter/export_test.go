@@ -7,3 +7,6 @@ func (e *Embedded) Restart(lenient bool) error { return e.restart(lenient) }
 // Trimmable is trimmable: whether a server of this version has its usage
 // stream trimmed.
 var Trimmable = trimmable
+
+// SetAside is (*Worker).setAside: m to the dead-letter stream with reason, then acknowledged.
+var SetAside = (*Worker).setAside
