@@ -142,9 +142,9 @@ func (s *Store) forgetPartitions(events []usage.Event) {
 	}
 }
 
-// ensurePartitions creates the monthly partitions the batch needs (in its
-// own transaction, so that workers racing to create one do not abort their
-// batches).
+// ensurePartitions creates the monthly partitions the batch needs (in
+// transactions of their own, so that workers racing to create one do not
+// abort their batches).
 func (s *Store) ensurePartitions(ctx context.Context, events []usage.Event) error {
 	for i := range events {
 		t := events[i].Time.UTC()
@@ -154,15 +154,43 @@ func (s *Store) ensurePartitions(ctx context.Context, events []usage.Event) erro
 			continue
 		}
 		name := "usage_events_" + month.Format("2006_01")
-		_, err := s.pool.Exec(ctx, fmt.Sprintf(
-			`CREATE TABLE IF NOT EXISTS %s PARTITION OF usage_events FOR VALUES FROM ('%s') TO ('%s')`,
-			pgx.Identifier{name}.Sanitize(), month.Format(time.RFC3339), month.AddDate(0, 1, 0).Format(time.RFC3339)))
-		if err != nil && !isCode(err, "42P07") { // duplicate_table: another worker made it
+		if err := s.makePartition(ctx, name, month, month.AddDate(0, 1, 0)); err != nil {
 			return fmt.Errorf("create partition %s: %w", name, err)
 		}
 		s.partitions.Store(key, true)
 	}
 	return nil
+}
+
+// makePartition makes name the partition of usage_events for [from, to),
+// unless it is one already. It is made as a table of its own and then
+// attached: CREATE TABLE … PARTITION OF would take an ACCESS EXCLUSIVE
+// lock on usage_events, and so wait for every open read of it (an export,
+// pg_dump's whole backup), every other read and write of the events
+// queued behind it meanwhile. ATTACH PARTITION takes SHARE UPDATE
+// EXCLUSIVE, which neither reads nor writes conflict with; it gives the
+// new table the parent's indexes and row triggers (append-only). Makers
+// of one partition, in any process, take turns on an advisory lock, so
+// that the second finds the partition the first made.
+func (s *Store) makePartition(ctx context.Context, name string, from, to time.Time) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('tollgate partition ' || $1))`, name); err != nil {
+			return err
+		}
+		var attached bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits
+			WHERE inhrelid = to_regclass($1) AND inhparent = 'usage_events'::regclass)`, name).Scan(&attached); err != nil || attached {
+			return err
+		}
+		table := pgx.Identifier{name}.Sanitize()
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+
+			` (LIKE usage_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, fmt.Sprintf(`ALTER TABLE usage_events ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`,
+			table, from.Format(time.RFC3339), to.Format(time.RFC3339)))
+		return err
+	})
 }
 
 // StoredIDs returns which of ids (event ids, any case) the ledger holds:

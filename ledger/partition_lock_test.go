@@ -1,0 +1,120 @@
+package ledger_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestANewMonthDoesNotWaitForReaders: a month's partition was made by
+// CREATE TABLE … PARTITION OF, which takes an ACCESS EXCLUSIVE lock on
+// usage_events: it waited for every open read of the events (an export, a
+// reconciliation, pg_dump, which holds its lock for the whole backup), and
+// while it waited every other write and read of usage_events queued behind
+// it. At the first event of a month, a nightly backup or a finance export
+// stalled the whole meter, and the admin API's reads, until it ended. The
+// partition is now made apart and attached (ATTACH PARTITION takes SHARE
+// UPDATE EXCLUSIVE, which neither readers nor writers conflict with).
+func TestANewMonthDoesNotWaitForReaders(t *testing.T) {
+	ctx := context.Background()
+	s, url := ledgertest.NewStoreURL(t)
+	customer, key := uuid.NewString(), uuid.NewString()
+	event := func(at time.Time) usage.Event {
+		return usage.Event{Version: 1, ID: uuid.NewString(), Time: at, CustomerID: customer, KeyID: key,
+			Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
+	}
+	now := time.Now().UTC()
+	if _, err := s.WriteEvents(ctx, []usage.Event{event(now)}); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close(ctx)
+	tx, err := reader.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) // unblocks a write left waiting by a failure
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM usage_events`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("count = %d, %v", n, err)
+	}
+	// And by its indexes, as the API's queries read.
+	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM usage_events WHERE customer_id = $1 AND occurred_at > $2`,
+		customer, now.Add(-time.Hour)).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("count = %d, %v", n, err)
+	}
+	// The read is open, as an export's or a backup's is. A new month's
+	// first event, then this month's next.
+	watch, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(ctx)
+	for _, at := range []time.Time{now.AddDate(0, 2, 0), now} {
+		done := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, time.Minute) // a guard against hanging; the test fails on the first lock wait
+			defer cancel()
+			_, err := s.WriteEvents(wctx, []usage.Event{event(at)})
+			done <- err
+		}()
+	wait:
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("write of %s with a read open: %v", at.Format("2006-01"), err)
+				}
+				break wait
+			case <-time.After(20 * time.Millisecond):
+			}
+			var waiting string
+			if err := watch.QueryRow(ctx, `SELECT coalesce(string_agg(query, '; '), '') FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if waiting != "" {
+				t.Fatalf("the write of an event of %s waits for a lock the open read holds: %s", at.Format("2006-01"), waiting)
+			}
+		}
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The partition made so is one like any other: the parent's indexes,
+	// and append-only.
+	part := "usage_events_" + now.AddDate(0, 2, 0).Format("2006_01")
+	var parentIdx, partIdx int
+	if err := watch.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_indexes WHERE tablename = 'usage_events'),
+		(SELECT count(*) FROM pg_indexes WHERE tablename = $1)`, part).Scan(&parentIdx, &partIdx); err != nil {
+		t.Fatal(err)
+	}
+	if parentIdx == 0 || partIdx != parentIdx {
+		t.Errorf("%s has %d indexes, usage_events %d", part, partIdx, parentIdx)
+	}
+	if _, err := watch.Exec(ctx, `UPDATE `+part+` SET model = 'x'`); err == nil {
+		t.Errorf("an event in %s was updated: the ledger is append-only", part)
+	}
+	if _, err := watch.Exec(ctx, `DELETE FROM usage_events WHERE occurred_at >= $1`, now.AddDate(0, 1, 0)); err == nil {
+		t.Errorf("an event in %s was deleted: the ledger is append-only", part)
+	}
+	if _, err := s.WriteEvents(ctx, []usage.Event{event(now.AddDate(0, 2, 0))}); err != nil {
+		t.Fatal(err)
+	}
+	var stored int
+	if err := watch.QueryRow(ctx, `SELECT count(*) FROM `+part).Scan(&stored); err != nil || stored != 2 {
+		t.Errorf("%s holds %d events (%v), want 2", part, stored, err)
+	}
+}
