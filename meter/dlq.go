@@ -125,16 +125,19 @@ func (d *DLQ) List(ctx context.Context, limit int) ([]usage.DeadLetter, error) {
 	if info.State.Msgs == 0 {
 		return out, nil
 	}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && len(out) < limit; seq++ {
-		m, err := s.GetMsg(ctx, seq)
+	// Each request asks for the next letter present at or after seq, so
+	// that the letters replayed (deleted) between them cost nothing.
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && len(out) < limit; {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(DLQSubject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
+			break
 		}
 		if err != nil {
 			return out, err
 		}
 		out = append(out, usage.DeadLetter{Seq: m.Sequence, Time: m.Time, Reason: m.Header.Get(HeaderReason),
 			EventID: m.Header.Get(HeaderEventID), Data: string(m.Data)})
+		seq = m.Sequence + 1
 	}
 	return out, nil
 }

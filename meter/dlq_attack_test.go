@@ -299,3 +299,53 @@ func TestPoisonRedeliveredIsSetAsideOnce(t *testing.T) {
 		t.Fatalf("dead letters %+v; want the poison once", letters)
 	}
 }
+
+// TestListingDeadLettersSkipsTheReplayed: List asked JetStream for every
+// sequence between the dead-letter stream's first and last, one request
+// each, the replayed (deleted) ones too: one old letter left behind a
+// large replayed backlog made every `tollgate dlq list`, console page and
+// replay walk the whole backlog again, a request per letter ever set
+// aside. It now asks for the next letter present each time.
+func TestListingDeadLettersSkipsTheReplayed(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	js := metertest.NewStream(t)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const replayed = 500
+	for i := range replayed + 2 {
+		if _, err := js.Publish(ctx, meter.DLQSubject, fmt.Appendf(nil, "letter %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := js.Stream(ctx, meter.DLQStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(2); seq <= replayed+1; seq++ { // as a replay removes them
+		if err := s.DeleteMsg(ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := js.AccountInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	letters, err := dlq.List(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := js.AccountInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(letters) != 2 || letters[0].Data != "letter 0" || letters[1].Data != fmt.Sprintf("letter %d", replayed+1) {
+		t.Fatalf("letters %+v; want the first and the last", letters)
+	}
+	// The account's API request count, this List's and the AccountInfo's.
+	if calls := after.API.Total - before.API.Total; calls > 10 {
+		t.Fatalf("listing 2 dead letters took %d JetStream API requests; want a few, not one per replayed letter", calls)
+	}
+}
