@@ -154,7 +154,8 @@ func (s *Store) ensurePartitions(ctx context.Context, events []usage.Event) erro
 			continue
 		}
 		name := "usage_events_" + month.Format("2006_01")
-		if err := s.makePartition(ctx, name, month, month.AddDate(0, 1, 0)); err != nil {
+		err := s.makePartition(ctx, name, month, month.AddDate(0, 1, 0))
+		if err != nil && !isCode(err, "42P07") { // duplicate_table: made meanwhile by a worker of an earlier version
 			return fmt.Errorf("create partition %s: %w", name, err)
 		}
 		s.partitions.Store(key, true)
@@ -163,28 +164,30 @@ func (s *Store) ensurePartitions(ctx context.Context, events []usage.Event) erro
 }
 
 // makePartition makes name the partition of usage_events for [from, to),
-// unless it is one already. It is made as a table of its own and then
-// attached: CREATE TABLE … PARTITION OF would take an ACCESS EXCLUSIVE
-// lock on usage_events, and so wait for every open read of it (an export,
-// pg_dump's whole backup), every other read and write of the events
-// queued behind it meanwhile. ATTACH PARTITION takes SHARE UPDATE
+// unless a table of that name exists. It is made as a table of its own
+// and then attached, in one transaction: CREATE TABLE … PARTITION OF
+// would take an ACCESS EXCLUSIVE lock on usage_events, and so wait for
+// every open read of it (an export, pg_dump's whole backup), every other
+// read and write of the events queued behind it meanwhile. ATTACH PARTITION takes SHARE UPDATE
 // EXCLUSIVE, which neither reads nor writes conflict with; it gives the
 // new table the parent's indexes and row triggers (append-only). Makers
 // of one partition, in any process, take turns on an advisory lock, so
-// that the second finds the partition the first made.
+// that the second finds the table the first made.
 func (s *Store) makePartition(ctx context.Context, name string, from, to time.Time) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('tollgate partition ' || $1))`, name); err != nil {
 			return err
 		}
-		var attached bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits
-			WHERE inhrelid = to_regclass($1) AND inhparent = 'usage_events'::regclass)`, name).Scan(&attached); err != nil || attached {
+		// A table of that name is the partition, or one an operator
+		// detached to archive its month: left as it is (a late event of
+		// an archived month then finds no partition, and is set aside),
+		// as CREATE TABLE IF NOT EXISTS … PARTITION OF left it.
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil || exists {
 			return err
 		}
 		table := pgx.Identifier{name}.Sanitize()
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+
-			` (LIKE usage_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`); err != nil {
+		if _, err := tx.Exec(ctx, `CREATE TABLE `+table+` (LIKE usage_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, fmt.Sprintf(`ALTER TABLE usage_events ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`,

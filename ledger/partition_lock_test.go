@@ -2,12 +2,14 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
@@ -116,5 +118,44 @@ func TestANewMonthDoesNotWaitForReaders(t *testing.T) {
 	var stored int
 	if err := watch.QueryRow(ctx, `SELECT count(*) FROM `+part).Scan(&stored); err != nil || stored != 2 {
 		t.Errorf("%s holds %d events (%v), want 2", part, stored, err)
+	}
+}
+
+// TestADetachedMonthStaysDetached: a month's partition an operator
+// detached to archive it (docs/operations.md, "Backups") is not attached
+// again by a late event of that month: the event finds no partition and
+// is refused as data (the worker sets it aside), as before partitions were
+// made apart and attached.
+func TestADetachedMonthStaysDetached(t *testing.T) {
+	ctx := context.Background()
+	s, url := ledgertest.NewStoreURL(t)
+	at := time.Date(2031, 3, 10, 0, 0, 0, 0, time.UTC)
+	event := usage.Event{Version: 1, ID: uuid.NewString(), Time: at, CustomerID: uuid.NewString(), KeyID: uuid.NewString(),
+		Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
+	if _, err := s.WriteEvents(ctx, []usage.Event{event}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `ALTER TABLE usage_events DETACH PARTITION usage_events_2031_03`); err != nil {
+		t.Fatal(err)
+	}
+	// A Store that never made the partition (another process, a restart).
+	other, err := ledger.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	late := event
+	late.ID = uuid.NewString()
+	if _, err := other.WriteEvents(ctx, []usage.Event{late}); !errors.Is(err, usage.ErrBatchRefused) {
+		t.Fatalf("WriteEvents of a detached month's event = %v; want it refused as data", err)
+	}
+	var attached bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = 'usage_events_2031_03'::regclass)`).Scan(&attached); err != nil || attached {
+		t.Fatalf("the detached partition is attached again (%v)", err)
 	}
 }
