@@ -45,7 +45,7 @@ const pgEpoch = 946_684_800 * 1_000_000
 // appendCopy appends the rows to b in COPY's binary format, the columns in
 // stagingColumns' order, as pgx's CopyFrom would encode them. Every value
 // fits its column: newStagedRows refuses an http_status or attempt beyond
-// int4, and Validate bounds the time to years 2000-9999.
+// int4, and Validate bounds the time to years 2000-9998 (UTC).
 func (s *stagedRows) appendCopy(b []byte) []byte {
 	b = append(b, copyHeader...)
 	for _, k := range s.keep {

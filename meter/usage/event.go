@@ -198,10 +198,12 @@ func (e *Event) Validate() error {
 		return bad("id %q is not a UUID", clip(e.ID))
 	case e.Time.IsZero():
 		return bad("time is zero")
-	case e.Time.UTC().Year() < 2000 || e.Time.UTC().Year() > 9999:
+	case e.Time.UTC().Year() < 2000 || e.Time.UTC().Year() > 9998:
 		// In UTC, as it is stored: "9999-12-31T23:00:00-05:00" is in
-		// 10000, which encoding/json cannot write back.
-		return bad("time %s is out of range (years 2000-9999 UTC)", e.Time.Format(time.RFC3339))
+		// 10000, which encoding/json cannot write back. And the ledger's
+		// lists end where its API's times do, at 9999 (ledger.checkYear):
+		// an event of 9999 would be charged and listed nowhere.
+		return bad("time %s is out of range (years 2000-9998 UTC)", e.Time.Format(time.RFC3339))
 	case !isUUID(e.CustomerID):
 		return bad("customer_id %q is not a UUID", clip(e.CustomerID))
 	case !isUUID(e.KeyID):
