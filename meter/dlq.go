@@ -190,9 +190,13 @@ func (d *DLQ) Replay(ctx context.Context, seqs []uint64) (int, error) {
 		msg.Data = m.Data
 		if id := m.Header.Get(HeaderEventID); id != "" {
 			// A new Nats-Msg-Id, so JetStream's window does not drop the
-			// replay; the ledger's key still holds. The event id goes
-			// along, for a dead letter of the replay to name the event.
-			msg.Header.Set(nats.MsgIdHdr, id+"-replay-"+strconv.FormatUint(seq, 10))
+			// replay; the ledger's key still holds. It names this dead
+			// letter by its sequence and time (a dead-letter stream made
+			// again numbers from 1 again), so that only a replay of this
+			// same letter again (a crash before its removal) is dropped.
+			// The event id goes along, for a dead letter of the replay to
+			// name the event.
+			msg.Header.Set(nats.MsgIdHdr, id+"-replay-"+strconv.FormatUint(seq, 10)+"-"+strconv.FormatInt(m.Time.UnixNano(), 10))
 			msg.Header.Set(HeaderEventID, id)
 		}
 		if _, err := d.js.PublishMsg(ctx, msg); err != nil {

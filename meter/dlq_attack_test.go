@@ -351,3 +351,55 @@ func TestListingDeadLettersSkipsTheReplayed(t *testing.T) {
 		t.Fatalf("listing 2 dead letters took %d JetStream API requests; want a few, not one per replayed letter", calls)
 	}
 }
+
+// TestReplayAfterTheDeadLetterStreamIsMadeAgain: a replay's message id was
+// "<event id>-replay-<dead-letter sequence>". A dead-letter stream made
+// again (deleted by hand, then made by the next dead letter) numbers its
+// letters from 1 again, so a letter of the same event replayed within the
+// usage stream's duplicate window of an earlier replay had that earlier
+// replay's id: JetStream dropped it as a resend, Replay counted it
+// replayed and removed the letter, and the event was in neither the
+// ledger nor the dead-letter stream.
+func TestReplayAfterTheDeadLetterStreamIsMadeAgain(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.NewString()
+	poison := func(body string) {
+		msg := nats.NewMsg(meter.DefaultSubject)
+		msg.Data = []byte(body)
+		msg.Header.Set(meter.HeaderEventID, id)
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poison(`{"v":99,"first":true}`)
+	if letters := waitLetters(t, ctx, dlq, 1); len(letters) != 1 || letters[0].Seq != 1 {
+		t.Fatalf("dead letters %+v", letters)
+	}
+	if n, err := dlq.Replay(ctx, []uint64{1}); err != nil || n != 1 {
+		t.Fatalf("Replay = %d, %v", n, err)
+	}
+	waitLetters(t, ctx, dlq, 1) // set aside again, as the cause is not fixed
+	if err := js.DeleteStream(ctx, meter.DLQStream); err != nil {
+		t.Fatal(err)
+	}
+	poison(`{"v":99,"second":true}`) // the same event's id again, into a DLQ made again
+	letters := waitLetters(t, ctx, dlq, 1)
+	if len(letters) != 1 || letters[0].Seq != 1 {
+		t.Fatalf("dead letters %+v; want one at sequence 1 of the stream made again", letters)
+	}
+	if n, err := dlq.Replay(ctx, []uint64{1}); err != nil || n != 1 {
+		t.Fatalf("Replay = %d, %v", n, err)
+	}
+	// Not fixed, so set aside once more: it must not have vanished.
+	if letters := waitLetters(t, ctx, dlq, 1); len(letters) != 1 || letters[0].Data != `{"v":99,"second":true}` {
+		t.Fatalf("after the replay, dead letters %+v: the replayed event is in neither the ledger nor the dead-letter stream", letters)
+	}
+}
