@@ -81,7 +81,10 @@ type selfKey struct{}
 
 func (c *Self) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		secret := r.Header.Get("Authorization")
+		if len(secret) > len("Bearer ") && strings.EqualFold(secret[:len("Bearer ")], "Bearer ") {
+			secret = secret[len("Bearer "):] // the scheme in any case (RFC 9110, section 11.1)
+		}
 		k, ok := c.keys.LookupKey(strings.TrimSpace(secret))
 		customer := k.CustomerID
 		if !ok || k.ExpiredAt(time.Now()) {

@@ -365,3 +365,26 @@ func TestCustomerReadsBoundedPerCustomer(t *testing.T) {
 		}
 	}
 }
+
+// TestCustomerAPIBearerInAnyCase: the authentication scheme is
+// case-insensitive (RFC 9110, section 11.1); the LLM routes read
+// "bearer <key>", and the customer API answered it 401.
+func TestCustomerAPIBearerInAnyCase(t *testing.T) {
+	s := newServer(t)
+	_, _, secret := s.customer(`{"name":"acme"}`)
+	for _, scheme := range []string{"Bearer ", "bearer ", "BEARER "} {
+		req, _ := http.NewRequest("GET", s.llm+"/v1/balance", nil)
+		req.Header.Set("Authorization", scheme+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("Authorization: %s<key> = %d, want 200", scheme, resp.StatusCode)
+		}
+	}
+	if status, _, _ := send("GET", s.llm+"/v1/balance", "x"+secret, ""); status != http.StatusUnauthorized {
+		t.Errorf("a wrong key = %d, want 401", status)
+	}
+}
