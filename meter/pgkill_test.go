@@ -61,7 +61,9 @@ func TestWorkerSurvivesKilledBackends(t *testing.T) {
 		defer close(killed)
 		for i := 0; kctx.Err() == nil; i++ {
 			var n int64
-			if err := admin.QueryRow(kctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+			// Not kctx: a query its end cut off would close admin, which
+			// the test reads the ledger with after the kills.
+			if err := admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
 				FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, dbName).Scan(&n); err == nil {
 				kills.Add(n)
 			}
