@@ -86,7 +86,10 @@ func (a *Admin) Handler() http.Handler {
 
 func (a *Admin) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got := r.Header.Get("Authorization")
+		if len(got) > len("Bearer ") && strings.EqualFold(got[:len("Bearer ")], "Bearer ") {
+			got = got[len("Bearer "):] // the scheme in any case (RFC 9110, section 11.1), as the customer API reads it
+		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1 {
 			writeError(w, ledger.EUnauthorized, "missing or wrong admin token (Authorization: Bearer $TOLLGATE_ADMIN_TOKEN)")
 			return

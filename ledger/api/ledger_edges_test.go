@@ -388,3 +388,34 @@ func TestCustomerAPIBearerInAnyCase(t *testing.T) {
 		t.Errorf("a wrong key = %d, want 401", status)
 	}
 }
+
+// TestAdminAPIBearerInAnyCase: the admin API read only "Bearer <token>",
+// answering "bearer <token>" 401 while the LLM routes and the customer
+// API take the scheme in any case (RFC 9110, section 11.1).
+func TestAdminAPIBearerInAnyCase(t *testing.T) {
+	s := newServer(t)
+	for _, scheme := range []string{"Bearer ", "bearer ", "BEARER "} {
+		req, _ := http.NewRequest("GET", s.admin+"/admin/v1/customers", nil)
+		req.Header.Set("Authorization", scheme+adminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("Authorization: %s<token> = %d, want 200", scheme, resp.StatusCode)
+		}
+	}
+	for _, auth := range []string{"Basic " + adminToken, "Bearer x" + adminToken, "bearer " + adminToken + "x", ""} {
+		req, _ := http.NewRequest("GET", s.admin+"/admin/v1/customers", nil)
+		req.Header.Set("Authorization", auth)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("Authorization: %q = %d, want 401", auth, resp.StatusCode)
+		}
+	}
+}
