@@ -448,6 +448,10 @@ func TestKeepAlivesForeverEndAtRequestTimeout(t *testing.T) {
 			if !strings.Contains(string(b), tc.want) {
 				t.Errorf("client got %d %.300s; want it to hold %s", resp.StatusCode, b, tc.want)
 			}
+			// The upstream never went silent: the error event does not say it stalled.
+			if tc.name == "chat" && (strings.Contains(string(b), "stalled") || !strings.Contains(string(b), "request_timeout")) {
+				t.Errorf("client got %.300s; want an error naming request_timeout, not a stall", b)
+			}
 			if e.Status != usage.StatusTimeout || !strings.Contains(e.Error, "request_timeout") || e.Usage.CompletionTokens == 0 {
 				t.Errorf("event %s %q %+v; want a timeout at request_timeout billing the output relayed", e.Status, e.Error, e.Usage)
 			}
