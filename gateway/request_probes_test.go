@@ -227,6 +227,10 @@ func TestGeminiModelWithAColonIsRefused(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"status":"NOT_FOUND"`) {
 			t.Errorf("%s: %d %s, want 404 in Gemini's envelope", path, resp.StatusCode, b)
 		}
+		// The answer says why, not only which paths exist.
+		if !strings.Contains(string(b), "colon") {
+			t.Errorf("%s: %s, want a message naming the colon in the model", path, b)
+		}
 	}
 	if n := st.simStats(t).Requests.Total; n != 0 {
 		t.Fatalf("upstream-sim saw %d requests, want none", n)

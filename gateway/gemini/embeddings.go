@@ -126,8 +126,7 @@ func readCountTokens(r *http.Request, body []byte) (provider.Call, error) {
 	rest, ok := strings.CutPrefix(strings.TrimPrefix(p, "/"), "models/")
 	model, err := url.PathUnescape(rest)
 	if !ok || err != nil || model == "" || strings.Contains(model, ":") {
-		return provider.Call{}, provider.Err(http.StatusNotFound, "invalid_request_error", "not_found",
-			"expected /gemini/v1beta/models/{model}:countTokens")
+		return provider.Call{}, pathNotFound(r, "/gemini/v1beta/models/{model}:countTokens")
 	}
 	if !json.Valid(body) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request", "the request body is not valid JSON")

@@ -68,8 +68,7 @@ const routePrefix = "/gemini/v1beta/"
 func readGenerate(r *http.Request, body []byte) (provider.Call, error) {
 	model, method, ok := ModelFromPath(strings.TrimPrefix(r.URL.EscapedPath(), routePrefix))
 	if !ok {
-		return provider.Call{}, provider.Err(http.StatusNotFound, "invalid_request_error", "not_found",
-			"expected /gemini/v1beta/models/{model}:streamGenerateContent or :generateContent")
+		return provider.Call{}, pathNotFound(r, "/gemini/v1beta/models/{model}:streamGenerateContent or :generateContent")
 	}
 	if !json.Valid(body) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
@@ -157,4 +156,16 @@ func Status(status int) string {
 		return "INVALID_ARGUMENT"
 	}
 	return "INTERNAL"
+}
+
+// pathNotFound is the 404 of a native path that names no model and method
+// the gateway serves (want: the paths it does serve). A model holding a
+// colon (sent escaped, "%3A") is named as the reason: the colon separates
+// the method, and such a model would put two methods in the upstream's path.
+func pathNotFound(r *http.Request, want string) error {
+	msg := "expected " + want
+	if p, err := url.PathUnescape(r.URL.EscapedPath()); err == nil && strings.Count(p, ":") > 1 {
+		msg = "a model name may not hold a colon (%3A), which separates the method; " + msg
+	}
+	return provider.Err(http.StatusNotFound, "invalid_request_error", "not_found", msg)
 }
