@@ -114,6 +114,11 @@ func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason, msgID strin
 // List returns up to limit dead letters, oldest first.
 func (d *DLQ) List(ctx context.Context, limit int) ([]usage.DeadLetter, error) {
 	s, err := d.js.Stream(ctx, DLQStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// Deleted by hand, and not yet made again by a dead letter (put):
+		// it holds none.
+		return []usage.DeadLetter{}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +166,12 @@ func (e *NoDeadLetterError) NotFound() bool { return true }
 // none is replayed.
 func (d *DLQ) Replay(ctx context.Context, seqs []uint64) (int, error) {
 	s, err := d.js.Stream(ctx, DLQStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) { // deleted by hand: no dead letters (List)
+		if len(seqs) > 0 {
+			return 0, &NoDeadLetterError{Seq: slices.Min(seqs)}
+		}
+		return 0, nil
+	}
 	if err != nil {
 		return 0, err
 	}

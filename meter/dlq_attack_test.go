@@ -3,6 +3,7 @@ package meter_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -401,5 +402,32 @@ func TestReplayAfterTheDeadLetterStreamIsMadeAgain(t *testing.T) {
 	// Not fixed, so set aside once more: it must not have vanished.
 	if letters := waitLetters(t, ctx, dlq, 1); len(letters) != 1 || letters[0].Data != `{"v":99,"second":true}` {
 		t.Fatalf("after the replay, dead letters %+v: the replayed event is in neither the ledger nor the dead-letter stream", letters)
+	}
+}
+
+// TestDeadLettersOfADeletedStream: with the dead-letter stream deleted by
+// hand (it is made again by the next dead letter), `tollgate dlq list` and
+// `dlq replay` answered 500 "internal error" from NATS' "stream not
+// found". No stream holds no dead letters: the list is empty, a replay of
+// all replays none, and a replay of a sequence is that letter not found.
+func TestDeadLettersOfADeletedStream(t *testing.T) {
+	ctx := context.Background()
+	js := metertest.NewStream(t)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, meter.DLQStream); err != nil {
+		t.Fatal(err)
+	}
+	if letters, err := dlq.List(ctx, 100); err != nil || len(letters) != 0 {
+		t.Errorf("List = %+v, %v; want none, no error", letters, err)
+	}
+	if n, err := dlq.Replay(ctx, nil); err != nil || n != 0 {
+		t.Errorf("Replay(all) = %d, %v; want 0, no error", n, err)
+	}
+	var nf *meter.NoDeadLetterError
+	if _, err := dlq.Replay(ctx, []uint64{3}); !errors.As(err, &nf) || nf.Seq != 3 {
+		t.Errorf("Replay(3) = %v; want dead letter 3 not found", err)
 	}
 }
