@@ -35,7 +35,10 @@ func dlqCommands() []*command {
 			seqs := fs.String("seq", "", "comma-separated sequences, as dlq list shows them")
 			all := fs.Bool("all", false, "replay every dead letter")
 			return func(c *cli, _ []string) error {
-				if (*seqs == "") == !*all {
+				if *seqs != "" && *all {
+					return usagef("give --seq or --all, not both")
+				}
+				if *seqs == "" && !*all {
 					return usagef("give --seq or --all")
 				}
 				var replay []uint64

@@ -35,6 +35,7 @@ func TestCLIDeadLetters(t *testing.T) {
 		t.Fatalf("dlq replay: %s", got)
 	}
 	s.tgFail(exitUsage, "give --seq or --all", "dlq", "replay")
+	s.tgFail(exitUsage, "not both", "dlq", "replay", "--seq", "1", "--all")
 	s.tgFail(exitUsage, "names no sequence", "dlq", "replay", "--seq", ",")
 	// An unknown sequence is not found (it was an internal error), and
 	// nothing is replayed.
