@@ -2,14 +2,12 @@ package meter_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
@@ -114,61 +112,5 @@ func waitConsumer(t *testing.T, cons jetstream.Consumer, what string, ok func(*j
 			t.Fatalf("%s: consumer still at %+v", what, ci)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// crashedWrites is the real ledger, counting the WriteEvents calls that
-// held crashed events.
-type crashedWrites struct {
-	*ledger.Store
-	calls atomic.Int64
-}
-
-func (c *crashedWrites) WriteEvents(ctx context.Context, events []usage.Event) (int, error) {
-	for i := range events {
-		if events[i].Status == usage.StatusCrashed {
-			c.calls.Add(1)
-			break
-		}
-	}
-	return c.Store.WriteEvents(ctx, events)
-}
-
-// TestWorkerReleasesARunOfCrashedEstimatesTogether: a gateway that
-// recovers many requests after a crash publishes their estimates one
-// after the other. Each waits for the events before it (see the test
-// above), but a run of estimates goes together once the events before the
-// first are acknowledged: all of them reach the ledger, in a few writes,
-// not one per check of the ack floor.
-func TestWorkerReleasesARunOfCrashedEstimatesTogether(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store := &crashedWrites{Store: ledgertest.NewStore(t)}
-	js := metertest.NewStream(t)
-	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
-	customer, key := uuid.NewString(), uuid.NewString()
-	const n = 40
-	for i := range n {
-		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
-			Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
-			UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1, CompletionTokens: 1}}
-		if i >= 2 {
-			e.Status, e.UsageSource = usage.StatusCrashed, usage.SourceEstimated
-		}
-		if err := pub.Publish(ctx, &e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
-	row := waitUsage(t, store.Store, customer, n)
-	if row.PromptTokens != n {
-		t.Fatalf("usage = %+v, want %d prompt tokens", row, n)
-	}
-	if c := store.calls.Load(); c > 3 {
-		t.Fatalf("the %d estimates took %d writes: released one at a time", n-2, c)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run = %v", err)
 	}
 }
