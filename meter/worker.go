@@ -176,10 +176,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 // the last one, and the lanes' goroutines write the one before (a lane is
 // one transaction at a time). A batch of splitAt events or more (a
 // backlog) is split between the lanes by customer; a smaller one is
-// written whole, once the lanes are idle. A crashed event (a gateway's
-// estimate after a crash) is held out of the batches until every event
-// before it in the stream is acknowledged, so that a request's exact event
-// reaches the ledger before its estimate (see estimates).
+// written whole, once the lanes are idle.
 func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -212,27 +209,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	seed := maphash.MakeSeed()
 	wasWhole := false
-	var inFlight []chan struct{}                               // the parts handed to the lanes and not yet written
-	est := estimates{every: min(time.Second, w.cfg.AckWait/3)} // crashed events waiting for those before them
-	defer func() { handBack(est.msgs) }()
-	for {
-		var ds pending
-		select {
-		case b, ok := <-batches:
-			if !ok {
-				for _, l := range lanes {
-					close(l)
-				}
-				wg.Wait()
-				return fetchErr
-			}
-			ds = est.hold(w.decode(ctx, b))
-		case <-est.recheck():
-			ds = w.release(ctx, &est)
-		}
-		if len(ds.events) == 0 {
-			continue
-		}
+	var inFlight []chan struct{} // the parts handed to the lanes and not yet written
+	for b := range batches {
+		ds := w.decode(ctx, b)
 		whole := len(lanes) == 1 || len(ds.events) < splitAt
 		var after []chan struct{}
 		if len(lanes) > 1 && (whole || wasWhole) {
@@ -251,6 +230,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 	}
+	for _, l := range lanes {
+		close(l)
+	}
+	wg.Wait()
+	return fetchErr
 }
 
 // pull fetches batches into out until ctx ends. Each pull is left to end
