@@ -53,12 +53,13 @@ func setMemoryLimit(log *slog.Logger, provider memlimit.Provider) int64 {
 const gcPercentUnderLimit = 200
 
 // setGCPercent sets GOGC to gcPercentUnderLimit unless GOGC is in the
-// environment, which wins (GOGC=100 is the runtime's default); it returns
+// environment, which wins (GOGC=100 is the runtime's default; an empty one
+// is no setting, as the runtime reads it); it returns
 // the GOGC in force. Only setMemoryLimit calls it, once a limit is set:
 // without one a higher GOGC would let the heap grow unbounded by anything
 // but the machine.
 func setGCPercent() string {
-	if v, ok := os.LookupEnv("GOGC"); ok {
+	if v := os.Getenv("GOGC"); v != "" {
 		return v
 	}
 	debug.SetGCPercent(gcPercentUnderLimit)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"math"
 	"os"
@@ -58,6 +59,19 @@ func TestGOGCInTheEnvironmentWins(t *testing.T) {
 	setMemoryLimit(slog.New(slog.NewTextHandler(&logs, nil)), memlimit.Limit(1000<<20))
 	if got := gcPercent(); got != 150 || !strings.Contains(logs.String(), "gogc=150") {
 		t.Fatalf("GOGC=150 under a limit: runtime's %d; log: %s", got, logs.String())
+	}
+}
+
+// TestEmptyGOGCIsNoSetting: an empty GOGC counted as set, so the runtime
+// stayed at its 100 (it reads an empty GOGC as none) and the log showed
+// "gogc=" with no value.
+func TestEmptyGOGCIsNoSetting(t *testing.T) {
+	withoutMemoryLimit(t)
+	t.Setenv("GOGC", "")
+	var logs bytes.Buffer
+	setMemoryLimit(slog.New(slog.NewTextHandler(&logs, nil)), memlimit.Limit(1000<<20))
+	if got := gcPercent(); got != gcPercentUnderLimit || !strings.Contains(logs.String(), fmt.Sprintf("gogc=%d", gcPercentUnderLimit)) {
+		t.Fatalf("GOGC= under a limit: runtime's %d; log: %s", got, logs.String())
 	}
 }
 

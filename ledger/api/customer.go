@@ -96,7 +96,7 @@ func (c *Self) authenticate(next http.Handler) http.Handler {
 		if !ok {
 			w.Header().Set("Retry-After", "1")
 			writeEnvelope(w, http.StatusTooManyRequests, "rate_limit_exceeded",
-				fmt.Sprintf("%d requests of this customer to the usage API are being answered; retry when one has ended", SelfQueriesPerCustomer))
+				fmt.Sprintf("%d requests of this customer to the customer API are being answered; retry when one has ended", SelfQueriesPerCustomer))
 			return
 		}
 		limit := c.QueryTimeout
