@@ -298,6 +298,30 @@ func TestServerCommandsHelp(t *testing.T) {
 // it; it used to go to 127.0.0.1:8081 whatever the environment said. A
 // TOLLGATE_ADMIN_URL that is not an http(s) URL is a usage error, as for
 // the admin commands. The server stands in for the admin API.
+// TestDemoExitsAsTheAdminCommandsDo: tollgate demo is an admin API client,
+// but a wrong admin token (or a refused request) ended it with exit 1,
+// where every admin command exits 6 (unauthorized).
+func TestDemoExitsAsTheAdminCommandsDo(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":{"code":"unauthorized","type":"unauthorized","message":"wrong admin token"}}`))
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := demo(ctx, nil, io.Discard, func(k string) string {
+		return map[string]string{"TOLLGATE_ADMIN_URL": srv.URL, "TOLLGATE_ADMIN_TOKEN": "wrong"}[k]
+	})
+	var stderr bytes.Buffer
+	if code := serverExit("demo", err, &stderr); code != exitUnauthorized || !strings.Contains(stderr.String(), "wrong admin token") {
+		t.Fatalf("demo with a wrong token: exit %d, %q; want %d naming the refusal", code, stderr.String(), exitUnauthorized)
+	}
+}
+
 func TestDemoHonoursAdminURLEnv(t *testing.T) {
 	var paths []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -185,6 +185,9 @@ func serverExit(cmd string, err error, stderr io.Writer) int {
 		return exitUsage
 	}
 	fmt.Fprintf(stderr, "tollgate %s: %v\n", cmd, err)
+	if cmd == "demo" { // an admin API client: its refusals exit as the admin commands' do
+		return exitCode(err)
+	}
 	return exitError
 }
 
