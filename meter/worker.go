@@ -124,9 +124,13 @@ type Worker struct {
 	cfg    WorkerConfig
 	cons   jetstream.Consumer
 	stream jetstream.Stream // the stream the worker trims; nil: not trimmed (work-queue, or a server older than 2.9.15)
-	store  Store
-	dlq    *DLQ
-	obs    Observer
+	// usage is the usage stream, whose duplicate window is dupWindow (see
+	// estimates).
+	usage     jetstream.Stream
+	dupWindow time.Duration
+	store     Store
+	dlq       *DLQ
+	obs       Observer
 }
 
 // NewWorker creates (or updates) the durable consumer on the usage stream
@@ -138,6 +142,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 	if err != nil {
 		return nil, fmt.Errorf("usage stream %s: %w", cfg.Stream.Name, err)
 	}
+	usageStream, dupWindow := stream, stream.CachedInfo().Config.Duplicates
 	switch version := js.Conn().ConnectedServerVersion(); {
 	case stream.CachedInfo().Config.Retention != jetstream.LimitsPolicy:
 		stream = nil // JetStream removes each event as it is acknowledged
@@ -161,7 +166,8 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
 	}
-	return &Worker{cfg: cfg, cons: cons, stream: stream, store: store, dlq: dlq, obs: observer(cfg.Observer)}, nil
+	return &Worker{cfg: cfg, cons: cons, stream: stream, usage: usageStream, dupWindow: dupWindow, store: store, dlq: dlq,
+		obs: observer(cfg.Observer)}, nil
 }
 
 // Run moves events until ctx ends, then stops: the pull in progress ends
@@ -176,7 +182,12 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 // the last one, and the lanes' goroutines write the one before (a lane is
 // one transaction at a time). A batch of splitAt events or more (a
 // backlog) is split between the lanes by customer; a smaller one is
-// written whole, once the lanes are idle.
+// written whole, once the lanes are idle. A crashed event (a gateway's
+// estimate after a crash) is written at once unless an event stored more
+// than the stream's duplicate window before it is not acknowledged yet:
+// then it is held out of the batches until that is so, so that a
+// request's exact event reaches the ledger before its estimate (see
+// estimates).
 func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -209,9 +220,31 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	seed := maphash.MakeSeed()
 	wasWhole := false
-	var inFlight []chan struct{} // the parts handed to the lanes and not yet written
-	for b := range batches {
-		ds := w.decode(ctx, b)
+	var inFlight []chan struct{}                               // the parts handed to the lanes and not yet written
+	est := estimates{every: min(time.Second, w.cfg.AckWait/3)} // crashed events waiting for those before them
+	defer func() { handBack(est.msgs) }()
+	for {
+		var ds pending
+		select {
+		case b, ok := <-batches:
+			if !ok {
+				for _, l := range lanes {
+					close(l)
+				}
+				wg.Wait()
+				return fetchErr
+			}
+			d := w.decode(ctx, b)
+			if ds = est.hold(d); len(ds.events) < len(d.events) { // crashed events came: those that may, go now
+				r := w.release(ctx, &est)
+				ds.events, ds.msgs = append(ds.events, r.events...), append(ds.msgs, r.msgs...)
+			}
+		case <-est.recheck():
+			ds = w.release(ctx, &est)
+		}
+		if len(ds.events) == 0 {
+			continue
+		}
 		whole := len(lanes) == 1 || len(ds.events) < splitAt
 		var after []chan struct{}
 		if len(lanes) > 1 && (whole || wasWhole) {
@@ -230,11 +263,6 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 	}
-	for _, l := range lanes {
-		close(l)
-	}
-	wg.Wait()
-	return fetchErr
 }
 
 // pull fetches batches into out until ctx ends. Each pull is left to end

@@ -1,0 +1,123 @@
+package meter
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// A crashed event is the gateway's estimate of a request it recovered from
+// its crash journal after a crash (status crashed). The request's exact
+// event, when it was made durable but the journal missed its end, has the
+// same id and is before the estimate in the stream: the gateway publishes
+// the estimate after a restart, behind its spool (DurablePublisher.
+// PublishBehindSpool). JetStream drops the estimate as a duplicate when
+// the exact event was stored within the stream's duplicate window before
+// it; so an estimate a worker is delivered has no exact event, or one
+// stored more than the window before it. The ledger keeps the first event
+// of an id it commits, so the estimate must not be committed before that
+// exact event, which may be with another worker (waiting out a Postgres
+// outage, or dead, its events coming back after the ack wait).
+//
+// A worker therefore writes an estimate at once when every event stored
+// more than the duplicate window before it is acknowledged (the first
+// event not acknowledged, just above the consumer's ack floor, is younger
+// than that): then any exact event is in the ledger already, and the
+// estimate is dropped as its duplicate. That is so but after a backlog
+// older than the window, when the estimate is held out of the batches,
+// kept from redelivery (InProgress), its condition checked again every
+// `every`, and handed back when the worker stops. A run of held estimates
+// goes together once the events before the first are acknowledged.
+
+// estimates are the crashed events a worker holds, with their stream
+// sequences and times, index for index.
+type estimates struct {
+	pending
+	seqs  []uint64
+	times []time.Time
+	every time.Duration // how often a held estimate's condition is checked
+	timer *time.Timer   // set while events are held
+}
+
+// hold moves the crashed events of p into e, and returns the others.
+func (e *estimates) hold(p pending) pending {
+	out := pending{events: p.events[:0:0], msgs: p.msgs[:0:0]}
+	for i := range p.events {
+		if p.events[i].Status == usage.StatusCrashed {
+			if md, err := p.msgs[i].Metadata(); err == nil {
+				e.events = append(e.events, p.events[i])
+				e.msgs = append(e.msgs, p.msgs[i])
+				e.seqs = append(e.seqs, md.Sequence.Stream)
+				e.times = append(e.times, md.Timestamp)
+				continue
+			}
+		}
+		out.events = append(out.events, p.events[i])
+		out.msgs = append(out.msgs, p.msgs[i])
+	}
+	if len(out.events) == len(p.events) {
+		return p
+	}
+	return out
+}
+
+// recheck fires when the held events' condition is to be checked again;
+// never while none is held.
+func (e *estimates) recheck() <-chan time.Time {
+	if e.timer == nil {
+		return nil
+	}
+	return e.timer.C
+}
+
+// release returns the held events that may be written now (see
+// estimates), keeping the others from redelivery and arming e's timer for
+// them. Without an answer from JetStream it releases none.
+func (w *Worker) release(ctx context.Context, e *estimates) pending {
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+	var out pending
+	if info, err := w.cons.Info(ctx); err == nil {
+		sort.Sort(bySeq{e})
+		next := info.AckFloor.Stream + 1 // the first event not acknowledged
+		n := 0
+		for n < len(e.seqs) && e.seqs[n] <= next {
+			next = max(next, e.seqs[n]+1)
+			n++
+		}
+		if n < len(e.seqs) {
+			// The first event not acknowledged, and the estimates stored
+			// within the duplicate window after it.
+			if m, err := w.usage.GetMsg(ctx, info.AckFloor.Stream+1); err == nil {
+				for n < len(e.seqs) && !e.times[n].After(m.Time.Add(w.dupWindow)) {
+					n++
+				}
+			}
+		}
+		out = pending{events: e.events[:n:n], msgs: e.msgs[:n:n]}
+		e.events, e.msgs, e.seqs, e.times = e.events[n:], e.msgs[n:], e.seqs[n:], e.times[n:]
+	}
+	for _, m := range e.msgs {
+		_ = m.InProgress()
+	}
+	if len(e.events) > 0 {
+		e.timer = time.NewTimer(e.every)
+	}
+	return out
+}
+
+// bySeq sorts held events by their stream sequence.
+type bySeq struct{ *estimates }
+
+func (s bySeq) Len() int           { return len(s.seqs) }
+func (s bySeq) Less(i, j int) bool { return s.seqs[i] < s.seqs[j] }
+func (s bySeq) Swap(i, j int) {
+	s.seqs[i], s.seqs[j] = s.seqs[j], s.seqs[i]
+	s.times[i], s.times[j] = s.times[j], s.times[i]
+	s.events[i], s.events[j] = s.events[j], s.events[i]
+	s.msgs[i], s.msgs[j] = s.msgs[j], s.msgs[i]
+}
