@@ -209,7 +209,7 @@ type Call struct {
 // "Background":false hid the ambiguity. A body the scanner cannot read to
 // its end is checked again with encoding/json's tokenizer.
 func CheckPassedBody(body []byte, names ...string) error {
-	key, bad, scanned := ambiguousKey(body, names...)
+	key, bad, scanned := jsonscan.AmbiguousKey(body, names...)
 	if !bad && !scanned {
 		key, bad = ambiguousKeyDecoded(body, names...)
 	}
@@ -220,47 +220,7 @@ func CheckPassedBody(body []byte, names ...string) error {
 	return nil
 }
 
-// ambiguousKey is jsonscan.AmbiguousKey, which it follows, also reporting
-// whether it read obj to its end (scanned): when it did not (nesting
-// deeper than jsonscan.MaxDepth, invalid JSON or UTF-8), and found
-// nothing before, obj may still hold an ambiguous member.
-func ambiguousKey(obj []byte, names ...string) (key string, bad, scanned bool) {
-	l := jsonscan.New(obj)
-	if !l.Lit("{") {
-		return "", false, false
-	}
-	if l.Lit("}") {
-		return "", false, l.End()
-	}
-	var seen uint64 // bit i: names[i] read once, exactly (repeats are found for the first 64 names)
-	for {
-		raw, escaped, ok := l.Span()
-		if !ok || !l.Lit(":") || !l.Skip() {
-			return "", false, false
-		}
-		text := raw
-		if escaped {
-			text = jsonscan.Unquote(nil, raw)
-		}
-		for i, name := range names {
-			if !strings.EqualFold(string(text), name) {
-				continue
-			}
-			if escaped || string(raw) != name || seen&(1<<i) != 0 {
-				return string(text), true, true
-			}
-			seen |= 1 << i
-		}
-		if l.Lit("}") {
-			return "", false, l.End()
-		}
-		if !l.Lit(",") {
-			return "", false, false
-		}
-	}
-}
-
-// ambiguousKeyDecoded is ambiguousKey by encoding/json's tokenizer, which
+// ambiguousKeyDecoded is jsonscan.AmbiguousKey by encoding/json's tokenizer, which
 // follows any nesting encoding/json accepts: a top-level member of obj
 // that encoding/json would match to one of names (without regard to case,
 // after unescaping) but that is not exactly that name once. It reports

@@ -256,37 +256,42 @@ func MemberSpan(obj []byte, key string) (start, end, n int, err error) {
 // AmbiguousKey reports a top-level member of obj, a JSON object, that
 // encoding/json would decode into a struct field named one of names but
 // that is not exactly that name once (another case, an escape, or a
-// repeat): the key as it reads unescaped, and true. A reader that takes
-// names with encoding/json while obj travels on as it is (to an upstream
-// whose parser matches keys exactly, as most do) refuses such a body:
-// otherwise the two would read different values. It returns "", false
-// when there is none, or when obj is not a valid JSON object (left to the
-// caller's decoder to refuse).
-func AmbiguousKey(obj []byte, names ...string) (string, bool) {
+// repeat): the key as it reads unescaped, and bad true. A reader that
+// takes names with encoding/json while obj travels on as it is (to an
+// upstream whose parser matches keys exactly, as most do) refuses such a
+// body: otherwise the two would read different values. scanned reports
+// that obj was read to its end: with bad false and scanned false, obj is
+// not a JSON object the scanner reads (invalid JSON or UTF-8, or nesting
+// deeper than MaxDepth, which encoding/json accepts), and may still hold
+// an ambiguous member after where the scan stopped.
+func AmbiguousKey(obj []byte, names ...string) (key string, bad, scanned bool) {
 	l := New(obj)
-	if !l.Lit("{") || l.Lit("}") {
-		return "", false
+	if !l.Lit("{") {
+		return "", false, false
+	}
+	if l.Lit("}") {
+		return "", false, l.End()
 	}
 	var seen uint64 // bit i: names[i] read once, exactly (repeats are found for the first 64 names)
 	for {
 		text, raw, ok := l.keyText()
 		if !ok || !l.Lit(":") || !l.Skip() {
-			return "", false
+			return "", false, false
 		}
 		for i, name := range names {
 			if !strings.EqualFold(string(text), name) {
 				continue
 			}
 			if string(raw) != name || seen&(1<<i) != 0 {
-				return string(text), true
+				return string(text), true, true
 			}
 			seen |= 1 << i
 		}
 		if l.Lit("}") {
-			return "", false
+			return "", false, l.End()
 		}
 		if !l.Lit(",") {
-			return "", false
+			return "", false, false
 		}
 	}
 }

@@ -200,7 +200,7 @@ func TestAmbiguousKey(t *testing.T) {
 		{`{}`, "", false},
 		{`not json`, "", false},
 	} {
-		got, bad := AmbiguousKey([]byte(tt.in), "model", "stream")
+		got, bad, _ := AmbiguousKey([]byte(tt.in), "model", "stream")
 		if got != tt.want || bad != tt.bad {
 			t.Errorf("AmbiguousKey(%s) = %q, %v; want %q, %v", tt.in, got, bad, tt.want, tt.bad)
 		}
@@ -215,7 +215,7 @@ func FuzzAmbiguousKey(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, bad := AmbiguousKey(b, "stream"); bad {
+		if _, bad, _ := AmbiguousKey(b, "stream"); bad {
 			return
 		}
 		var field struct {
