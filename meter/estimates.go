@@ -41,8 +41,12 @@ type estimates struct {
 	timer *time.Timer   // set while events are held
 }
 
-// hold moves the crashed events of p into e, and returns the others.
+// hold moves the crashed events of p into e, and returns the others (p
+// itself, not copied, when it has none: the common case).
 func (e *estimates) hold(p pending) pending {
+	if !hasCrashed(p.events) {
+		return p
+	}
 	out := pending{events: p.events[:0:0], msgs: p.msgs[:0:0]}
 	for i := range p.events {
 		if p.events[i].Status == usage.StatusCrashed {
@@ -57,10 +61,16 @@ func (e *estimates) hold(p pending) pending {
 		out.events = append(out.events, p.events[i])
 		out.msgs = append(out.msgs, p.msgs[i])
 	}
-	if len(out.events) == len(p.events) {
-		return p
-	}
 	return out
+}
+
+func hasCrashed(events []usage.Event) bool {
+	for i := range events {
+		if events[i].Status == usage.StatusCrashed {
+			return true
+		}
+	}
+	return false
 }
 
 // recheck fires when the held events' condition is to be checked again;
