@@ -336,11 +336,8 @@ func (c *chatWriter) end(readErr error) {
 	switch {
 	case errors.Is(cause, errStalled):
 		x.report.Error = cause.Error()
-		what := "the upstream provider stalled: "
-		if errors.Is(cause, errRequestTimeout) { // still streaming, or sending keep-alives: not a stall
-			what = "the upstream request took too long: "
-		}
-		c.data(openai.ErrorPayload("upstream_error", "upstream_timeout", what+cause.Error()))
+		// The cause says which bound: stall_timeout, or request_timeout.
+		c.data(openai.ErrorPayload("upstream_error", "upstream_timeout", "upstream timeout: "+cause.Error()))
 	case readErr != nil && cause == nil:
 		x.report.Error = "upstream stream broke: " + x.s.scrubFor(x.event.Provider, readErr.Error())
 		c.data(openai.ErrorPayload("upstream_error", "upstream_error", x.report.Error))
