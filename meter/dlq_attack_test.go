@@ -83,11 +83,7 @@ func TestDeadLetterSurvivesAUsageStreamMadeAgain(t *testing.T) {
 // gone (deleted by an operator), a poison message was retried forever in
 // the worker's decode stage, and no event behind it reached the ledger.
 func TestWorkerMakesTheDeadLetterStreamAgain(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store := ledgertest.NewStore(t)
-	js := metertest.NewStream(t)
-	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+	ctx, store, js := meteredWorker(t)
 	if err := js.DeleteStream(ctx, meter.DLQStream); err != nil {
 		t.Fatal(err)
 	}
@@ -124,11 +120,7 @@ func TestWorkerMakesTheDeadLetterStreamAgain(t *testing.T) {
 // end at 9999 (as the admin API's times do). Such events are set aside
 // with the reason; the customer's log stays readable and complete.
 func TestEventTimeIsBoundedInUTC(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store := ledgertest.NewStore(t)
-	js := metertest.NewStream(t)
-	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+	ctx, store, js := meteredWorker(t)
 	customer, key := uuid.NewString(), uuid.NewString()
 	raw := func(at string) []byte {
 		return fmt.Appendf(nil, `{"v":1,"id":%q,"time":%q,"customer_id":%q,"key_id":%q,"provider":"p","model":"m",`+
@@ -165,11 +157,7 @@ func TestEventTimeIsBoundedInUTC(t *testing.T) {
 // retried it forever in the decode stage, and no event behind it reached
 // the ledger.
 func TestDeadLetterOfAnOutsizedMessageIDIsKept(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store := ledgertest.NewStore(t)
-	js := metertest.NewStream(t)
-	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+	ctx, store, js := meteredWorker(t)
 	// The longest message id JetStream takes (its headers are at most 64 KiB).
 	msg := nats.NewMsg(meter.DefaultSubject)
 	msg.Data = []byte("xxx not an event")
@@ -202,11 +190,7 @@ func TestDeadLetterOfAnOutsizedMessageIDIsKept(t *testing.T) {
 // which event it was. And a replay of an event the ledger holds already
 // (set aside when the ledger could not be asked) charges nothing again.
 func TestReplayKeepsTheEventID(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store := ledgertest.NewStore(t)
-	js := metertest.NewStream(t)
-	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+	ctx, store, js := meteredWorker(t)
 	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -362,11 +346,7 @@ func TestListingDeadLettersSkipsTheReplayed(t *testing.T) {
 // replayed and removed the letter, and the event was in neither the
 // ledger nor the dead-letter stream.
 func TestReplayAfterTheDeadLetterStreamIsMadeAgain(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store := ledgertest.NewStore(t)
-	js := metertest.NewStream(t)
-	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+	ctx, _, js := meteredWorker(t)
 	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -430,4 +410,16 @@ func TestDeadLettersOfADeletedStream(t *testing.T) {
 	if _, err := dlq.Replay(ctx, []uint64{3}); !errors.As(err, &nf) || nf.Seq != 3 {
 		t.Errorf("Replay(3) = %v; want dead letter 3 not found", err)
 	}
+}
+
+// meteredWorker is a usage stream of the test's own and a worker writing
+// it to a ledger of its own, with the default configuration, until the
+// test ends (ctx).
+func meteredWorker(t *testing.T) (context.Context, *ledger.Store, jetstream.JetStream) {
+	t.Helper()
+	ctx := t.Context()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+	return ctx, store, js
 }
