@@ -152,20 +152,31 @@ type chatWriter struct {
 	created   int64
 	// broken is set by passOpenAI on a chunk it could not meter: the
 	// stream ends there as an upstream that broke.
-	broken    error
-	buf       []byte
-	unflushed bool              // written since the last flush
-	scan      *openai.ChunkScan // its own, kept with it in the pool: copied by value, it took a stream's stack past 8 KiB
+	broken error
+	// batch holds the events sent since the last flush (from batches,
+	// only while it holds some): the client's writer gets them in one
+	// write per flush, not one per event.
+	batch *[]byte
+	scan  *openai.ChunkScan // its own, kept with it in the pool: copied by value, it took a stream's stack past 8 KiB
 }
+
+// maxBatch is the most a chatWriter holds before it writes, in bytes,
+// when the upstream keeps events coming faster than the stream flushes.
+const maxBatch = 32 << 10
+
+// batches holds the chatWriters' batch buffers (*[]byte): a stream holds
+// one only between an event and the flush that sends it, so an idle stream
+// holds none.
+var batches = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // newChatWriter writes to x's client. id, model and created name the
 // stream's chunks until the upstream's own chunks name them. It comes from
 // a pool, with the buffers of an earlier stream: release returns it.
 func newChatWriter(x *exchange, upstream http.Header, includeUsage bool, id, model string, created int64) *chatWriter {
 	c := chatWriters.Get().(*chatWriter)
-	buf, scan, held := c.buf, c.scan, c.usage
+	scan, held := c.scan, c.usage
 	*c = chatWriter{x: x, upstream: upstream, includeUsage: includeUsage, id: id, model: model, created: created,
-		buf: buf[:0], scan: scan, usage: held[:0]}
+		scan: scan, usage: held[:0]}
 	return c
 }
 
@@ -173,8 +184,9 @@ var chatWriters = sync.Pool{New: func() any { return &chatWriter{scan: new(opena
 
 // release returns c to the pool; it must not be used after.
 func (c *chatWriter) release() {
-	buf, scan, held := c.buf, c.scan, c.usage
-	*c = chatWriter{buf: buf[:0], scan: scan, usage: held[:0]}
+	c.putBatch()
+	scan, held := c.scan, c.usage
+	*c = chatWriter{scan: scan, usage: held[:0]}
 	chatWriters.Put(c)
 }
 
@@ -206,17 +218,39 @@ func (c *chatWriter) send(ev sse.Event) {
 	if ev.HasData {
 		x.firstByte()
 	}
-	c.buf = sse.AppendEvent(c.buf[:0], ev)
-	x.write(c.buf)
-	c.unflushed = true
+	if c.batch == nil {
+		c.batch = batches.Get().(*[]byte)
+	}
+	*c.batch = sse.AppendEvent(*c.batch, ev)
+	if len(*c.batch) >= maxBatch {
+		x.write(*c.batch)
+		*c.batch = (*c.batch)[:0]
+	}
 }
 
 // flush sends what send wrote to the client.
 func (c *chatWriter) flush() {
-	if c.unflushed {
-		c.unflushed = false
-		c.x.flush()
+	if c.batch == nil {
+		return
 	}
+	if len(*c.batch) > 0 {
+		c.x.write(*c.batch)
+	}
+	c.putBatch()
+	c.x.flush()
+}
+
+// putBatch returns the batch buffer to batches (one grown past maxBatch
+// twice over is dropped).
+func (c *chatWriter) putBatch() {
+	if c.batch == nil {
+		return
+	}
+	if cap(*c.batch) <= 2*maxBatch {
+		*c.batch = (*c.batch)[:0]
+		batches.Put(c.batch)
+	}
+	c.batch = nil
 }
 
 func (c *chatWriter) data(p []byte) { c.send(sse.Event{Data: p, HasData: true}) }
