@@ -9,10 +9,11 @@
 // ended, for the gateway to record as crashed with its usage estimated
 // from what the journal holds.
 //
-// Writes cost no fsync per request: records are appended to an in-memory
-// buffer and written by one goroutine in group writes, which survive the
-// death of the process (the kernel holds them); the segment is fsync'd
-// every second, which bounds what a power loss can take. Segments are
+// Writes cost no fsync per request: a request's begin is written by Begin
+// itself, and every other record is appended to an in-memory buffer and
+// written by one goroutine in group writes; both survive the death of the
+// process (the kernel holds them). The segment is fsync'd every second,
+// which bounds what a power loss can take. Segments are
 // compacted as they fill: the requests still open are rewritten, merged,
 // into the next segment, and the older segments removed.
 //
@@ -67,6 +68,11 @@ const CheckpointDelay = 10 * time.Millisecond
 type Journal struct {
 	dir string
 
+	// fmu guards the segment (seg, segNum, segSize, dirty): writes to it,
+	// its fsync and its compaction. It is never taken under mu.
+	fmu   sync.Mutex
+	dirty bool // written since the last fsync
+
 	mu     sync.Mutex
 	buf    []byte             // records not yet written
 	open   map[[16]byte]uint8 // requests begun and not ended: their kind (begun or failed)
@@ -88,12 +94,6 @@ type Journal struct {
 	hidden []byte
 	// recovered are the averages an earlier process left.
 	recovered map[string]int64
-
-	// taken counts the batches the writer has taken from buf, flushed is
-	// the last of them whose write is done (or failed), and wrote is
-	// broadcast then: Begin waits on it for the batch holding its record.
-	taken, flushed uint64
-	wrote          sync.Cond
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -127,7 +127,6 @@ func Open(dir string) (*Journal, []Request, error) {
 	j := &Journal{dir: dir, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}), older: segs,
 		recovered: hidden, lazy: time.NewTimer(time.Hour)}
 	j.lazy.Stop()
-	j.wrote.L = &j.mu
 	if hidden != nil {
 		j.hidden, _ = json.Marshal(hidden)
 	}
@@ -164,12 +163,15 @@ func (j *Journal) Release() error {
 // expected to spend without showing it (see Request).
 //
 // It returns once the record is written (handed to the kernel, where it
-// survives the death of the process; not fsync'd), or its write failed:
-// a request goes upstream right after, and one the upstream serves while
-// its begin is still in this process's buffer is lost to a kill -9, its
-// usage never billed. It waits for the writer's next write (behind the
-// periodic fsync or a compaction the writer may be busy with), never for
-// an fsync of its own.
+// survives the death of the process; not fsync'd), or its write failed
+// (the writer then retries it): a request goes upstream right after, and
+// one the upstream serves while its begin is still in this process's
+// buffer is lost to a kill -9, its usage never billed. It writes the
+// record itself, on the caller's goroutine: handed to the writer
+// goroutine, at 100 paced streams a begin waited 2 to 30 ms for that
+// goroutine to be scheduled, twice (BENCHMARKS.md, "Stop 34"). It may
+// wait behind the periodic fsync or a compaction, never for an fsync of
+// its own.
 func (j *Journal) Begin(e *usage.Event, body []byte) {
 	id, ok := parseID(e.ID)
 	if !ok {
@@ -177,21 +179,54 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 	}
 	ev := encodeEvent(e)
 	kept := body[:min(len(body), MaxBody)]
+	rec := appendHeader(make([]byte, 0, headerLen+8+len(ev)+len(kept)), kindBegin, id, time.Now())
+	rec = binary.BigEndian.AppendUint32(rec, uint32(len(ev)))
+	rec = append(rec, ev...)
+	rec = binary.BigEndian.AppendUint32(rec, uint32(len(body)))
+	rec = append(rec, kept...)
+	finishRecord(rec)
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	if j.closed {
+		j.mu.Unlock()
 		return
 	}
+	// Open before written: a compaction that begins in between finds no
+	// record of it in the segment it replaces, and the record goes to the
+	// new one (compact holds fmu throughout).
 	j.open[id] = kindBegin
-	start := j.startRecord(kindBegin, id, time.Now())
-	j.buf = binary.BigEndian.AppendUint32(j.buf, uint32(len(ev)))
-	j.buf = append(j.buf, ev...)
-	j.buf = binary.BigEndian.AppendUint32(j.buf, uint32(len(body)))
-	j.buf = append(j.buf, kept...)
-	j.endRecord(start)
-	for batch := j.taken + 1; j.flushed < batch && !j.closed; {
-		j.wrote.Wait()
+	j.mu.Unlock()
+	j.fmu.Lock()
+	err := j.writeSegment(rec)
+	full := j.segSize >= maxSegment
+	j.fmu.Unlock()
+	if full {
+		j.signal() // the writer compacts
 	}
+	if err != nil {
+		j.fail(err)
+		j.mu.Lock()
+		if !j.closed && len(rec)+len(j.buf) <= maxRetained {
+			j.buf = append(j.buf, rec...) // the writer tries again
+			j.signal()
+		}
+		j.mu.Unlock()
+	}
+}
+
+// writeSegment appends records to the segment; a failed write is cut off
+// again (the reader stops at the first bad record, which would hide every
+// later one). Call it under fmu.
+func (j *Journal) writeSegment(b []byte) error {
+	if j.seg == nil {
+		return os.ErrClosed
+	}
+	if _, err := j.seg.Write(b); err != nil {
+		_ = j.seg.Truncate(j.segSize)
+		return err
+	}
+	j.segSize += int64(len(b))
+	j.dirty = true
+	return nil
 }
 
 // Checkpoint journals a request's progress: output is the text it
@@ -308,13 +343,14 @@ func (j *Journal) Close() error {
 		return nil
 	}
 	j.closed = true
-	j.wrote.Broadcast()
 	j.mu.Unlock()
 	j.signal()
 	<-j.done
+	j.fmu.Lock()
+	defer j.fmu.Unlock()
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	err := j.werr
+	j.mu.Unlock()
 	if j.seg != nil {
 		if serr := j.seg.Sync(); err == nil {
 			err = serr
@@ -322,6 +358,7 @@ func (j *Journal) Close() error {
 		if cerr := j.seg.Close(); err == nil {
 			err = cerr
 		}
+		j.seg = nil
 	}
 	return err
 }
@@ -344,42 +381,36 @@ func (j *Journal) writer() {
 	defer tick.Stop()
 	var out []byte
 	var compactAt int64 // after a compaction failed: the size to try again at
-	dirty := false
-	retrying := false // a write failed: its records wait in buf, retried every tick
+	retrying := false   // a write failed: its records wait in buf, retried every tick
 	for {
 		select {
 		case <-j.wake:
 		case <-j.lazy.C:
 		case <-tick.C:
-			if dirty {
+			j.fmu.Lock()
+			if j.dirty {
 				if err := j.seg.Sync(); err != nil {
 					j.fail(err)
 				}
-				dirty = false
+				j.dirty = false
 			}
+			j.fmu.Unlock()
 			if !retrying {
 				continue
 			}
 		}
 		j.mu.Lock()
 		out, j.buf = j.buf, out[:0]
-		j.taken++
-		batch := j.taken
 		if j.lazyArmed {
 			j.lazyArmed = false
 			j.lazy.Stop() // what it was armed for is written now
 		}
 		closed := j.closed
 		j.mu.Unlock()
+		j.fmu.Lock()
 		if len(out) > 0 {
-			if retrying {
-				// Cut what a failed write left: the reader stops at the
-				// first bad record, which would hide every later one.
-				_ = j.seg.Truncate(j.segSize)
-			}
-			if _, err := j.seg.Write(out); err != nil {
+			if err := j.writeSegment(out); err != nil {
 				j.fail(err)
-				_ = j.seg.Truncate(j.segSize)
 				j.mu.Lock()
 				if len(out)+len(j.buf) <= maxRetained { // kept whole and in order, for the next try
 					j.buf = append(out, j.buf...)
@@ -387,14 +418,9 @@ func (j *Journal) writer() {
 				j.mu.Unlock()
 				out, retrying = nil, true
 			} else {
-				j.segSize += int64(len(out))
-				dirty, retrying = true, false
+				retrying = false
 			}
 		}
-		j.mu.Lock()
-		j.flushed = batch // written, or kept in buf for a retry Begin does not wait for
-		j.wrote.Broadcast()
-		j.mu.Unlock()
 		if j.segSize >= max(maxSegment, compactAt) {
 			if err := j.compact(); err != nil {
 				j.fail(err)
@@ -403,6 +429,7 @@ func (j *Journal) writer() {
 				compactAt = 0
 			}
 		}
+		j.fmu.Unlock()
 		if closed {
 			return
 		}
@@ -434,6 +461,9 @@ const compactingSuffix = ".compacting"
 // replaces the old one (see replaced). When it fails, the journal carries
 // on in the current segment, and compaction is tried again once that has
 // grown by another quarter of maxSegment.
+//
+// Call it under fmu: a Begin's record goes either into the segment read
+// here, its request open by then, or into the new one.
 func (j *Journal) compact() error {
 	j.mu.Lock()
 	open := make(map[[16]byte]bool, len(j.open))

@@ -90,10 +90,16 @@ func countsLen(reported *usage.Tokens) int {
 // and returns where it starts; endRecord fills them in.
 func (j *Journal) startRecord(kind uint8, id [16]byte, t time.Time) int {
 	start := len(j.buf)
-	j.buf = append(j.buf, 0, 0, 0, 0, 0, 0, 0, 0, kind)
-	j.buf = append(j.buf, id[:]...)
-	j.buf = binary.BigEndian.AppendUint64(j.buf, uint64(t.UnixNano()))
+	j.buf = appendHeader(j.buf, kind, id, t)
 	return start
+}
+
+// appendHeader appends a record's header to b, with a placeholder length
+// and crc that finishRecord fills in.
+func appendHeader(b []byte, kind uint8, id [16]byte, t time.Time) []byte {
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, kind)
+	b = append(b, id[:]...)
+	return binary.BigEndian.AppendUint64(b, uint64(t.UnixNano()))
 }
 
 func (j *Journal) endRecord(start int) {
