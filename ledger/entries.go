@@ -275,6 +275,7 @@ func (s *Store) Entries(ctx context.Context, customerID string, from, to time.Ti
 	if !from.Before(to) {
 		return nil, errorf(EInvalid, "from must be before to")
 	}
+	from, to = ceilMicrosecond(from), ceilMicrosecond(to) // the stored times of [from, to): see Store.Usage
 	if _, err := s.Customer(ctx, customerID); err != nil {
 		return nil, err
 	}

@@ -80,6 +80,9 @@ func (s *Store) ExportLines(ctx context.Context, from, to time.Time, w io.Writer
 	if to.IsZero() || !from.Before(to) {
 		return 0, errorf(EInvalid, "from and to are required, with from before to")
 	}
+	// Stored times are whole microseconds: bounds rounded up to one hold
+	// the same stored times as [from, to) (see Store.Usage).
+	from, to = ceilMicrosecond(from), ceilMicrosecond(to)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("export: %w", err)
@@ -99,8 +102,9 @@ func (s *Store) ExportLines(ctx context.Context, from, to time.Time, w io.Writer
 	return tag.RowsAffected(), nil
 }
 
-// sqlTime is t as a SQL timestamptz literal; it is made from a time.Time,
-// never from user text, so it cannot inject.
+// sqlTime is t as a SQL timestamptz literal, to the microsecond (t is
+// whole microseconds: ExportLines rounds its bounds up); it is made from a
+// time.Time, never from user text, so it cannot inject.
 func sqlTime(t time.Time) string {
 	return "'" + t.UTC().Format("2006-01-02T15:04:05.999999Z07:00") + "'::timestamptz"
 }

@@ -50,6 +50,9 @@ func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(Re
 	if !from.Before(to) {
 		return res, errorf(EInvalid, "from must be before to")
 	}
+	// Stored times are whole microseconds, and pgx drops a bound's
+	// nanoseconds: rounded up, the bounds select the events of [from, to).
+	from, to = ceilMicrosecond(from), ceilMicrosecond(to)
 	afterT, afterID := from.Add(-time.Microsecond), "00000000-0000-0000-0000-000000000000"
 	for {
 		n := 0

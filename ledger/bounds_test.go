@@ -1,0 +1,72 @@
+package ledger_test
+
+import (
+	"bytes"
+	"encoding/csv"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestFinanceBoundsAreExactToTheNanosecond: the API takes RFC 3339 times
+// with any fraction of a second, Postgres keeps microseconds, and pgx (and
+// the export's literal) dropped a bound's nanoseconds. So an export, a
+// re-rating or an entry list from A+1ns to B+1ns took the line of A, before
+// from, and left out the line of B, before to: a re-rating changed an event
+// outside the range asked for and missed one inside it. Usage rounds its
+// bounds up to the microsecond (Store.Usage); these now do too. (Found by
+// review.)
+func TestFinanceBoundsAreExactToTheNanosecond(t *testing.T) {
+	b := newBilling(t, nil)
+	a := jan.Add(time.Hour)
+	bt := jan.Add(2 * time.Hour)
+	evA, evB := b.event("late-priced", a, usage.Tokens{PromptTokens: 1000}), b.event("late-priced", bt, usage.Tokens{PromptTokens: 1000})
+	b.write(evA, evB)
+	for _, at := range []time.Time{a, bt} {
+		if _, err := b.s.AddEntry(b.ctx, b.c.ID, ledger.KindCredit, ledger.EntryInput{Amount: "1", EffectiveAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from, to := a.Add(time.Nanosecond), bt.Add(time.Nanosecond)
+
+	var buf bytes.Buffer
+	if _, err := b.s.ExportLines(b.ctx, from, to, &buf); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&buf).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var times []string
+	for _, r := range recs[1:] {
+		times = append(times, r[0]+" "+r[1])
+	}
+	slices.Sort(times)
+	want := []string{"entry 2026-01-01T02:00:00.000000Z", "event 2026-01-01T02:00:00.000000Z"}
+	if !slices.Equal(times, want) {
+		t.Errorf("export [%s, %s) = %v, want %v", from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano), times, want)
+	}
+
+	es, err := b.s.Entries(b.ctx, b.c.ID, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 || !es[0].EffectiveAt.Equal(bt) {
+		t.Errorf("entries [A+1ns, B+1ns) = %+v, want the credit of B only", es)
+	}
+
+	b.price("late-priced", "USD", "1", "0", "")
+	res, err := b.s.Rerate(b.ctx, from, to, nil)
+	if err != nil || res.Examined != 1 || res.Priced != 1 {
+		t.Fatalf("Rerate [A+1ns, B+1ns) = %+v, %v; want the event of B only", res, err)
+	}
+	if got, err := b.s.Event(b.ctx, evB.ID); err != nil || got.Cost != "0.001" {
+		t.Errorf("event of B after re-rating = %+v, %v; want cost 0.001", got, err)
+	}
+	if got, err := b.s.Event(b.ctx, evA.ID); err != nil || got.Cost != "0" {
+		t.Errorf("event of A, before from, after re-rating = %+v, %v; want it left unpriced", got, err)
+	}
+}
