@@ -44,7 +44,10 @@ const rerateBatch = 2000
 // and cost_e12) and balances move with it in the same transaction.
 // Re-rating again changes nothing more: it is idempotent, and runs at the
 // same time take their batches in turn.
-// progress, when not nil, is called after each batch.
+// progress, when not nil, is called after each batch. It returns EInvalid
+// when from is not before to, and EConflict naming the event when the
+// price book cannot rate an event (a cost beyond int64): the batches before
+// its batch are committed, and the result counts them.
 func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(RerateResult)) (RerateResult, error) {
 	var res RerateResult
 	if !from.Before(to) {
@@ -55,7 +58,7 @@ func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(Re
 	from, to = ceilMicrosecond(from), ceilMicrosecond(to)
 	afterT, afterID := from.Add(-time.Microsecond), "00000000-0000-0000-0000-000000000000"
 	for {
-		n := 0
+		n, done := 0, res // done: what committed batches did
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			// One re-rating batch at a time, whatever the ranges: a batch
 			// reads each event's charge so far (its rerate entries
@@ -94,7 +97,7 @@ func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(Re
 			return spendMoved(ctx, tx, slices.Sorted(maps.Keys(keys)), slices.Sorted(maps.Keys(customers)))
 		})
 		if err != nil {
-			return res, fmt.Errorf("rerate: %w", err)
+			return done, fmt.Errorf("rerate: %w", err)
 		}
 		res.Examined += n
 		if progress != nil && n > 0 {
@@ -165,7 +168,10 @@ func rerateOne(ctx context.Context, tx pgx.Tx, p *pricing, ev *rerateEvent, res 
 	r, err := p.rate(&ev.e)
 	switch {
 	case err != nil:
-		return err
+		// The price book cannot rate it (its cost is beyond int64): the
+		// operator's to settle, not an internal error.
+		return errorf(EConflict, "%v; re-rating stopped there (events before it may be re-rated): "+
+			"adjust the event by hand and re-rate around it", err)
 	case r.Unpriced:
 		res.StillUnpriced++
 		return nil
