@@ -68,10 +68,13 @@ const CheckpointDelay = 10 * time.Millisecond
 type Journal struct {
 	dir string
 
-	// fmu guards the segment (seg, segNum, segSize, dirty): writes to it,
-	// its fsync and its compaction. It is never taken under mu.
+	// fmu guards the segment (seg, segNum, segSize, dirty) and out: writes
+	// to it, its fsync and its compaction. It is never taken under mu.
+	// Records leave buf only under it, so that they reach the segment in
+	// the order they were made.
 	fmu   sync.Mutex
-	dirty bool // written since the last fsync
+	dirty bool   // written since the last fsync
+	out   []byte // the records being written (buf's spare)
 
 	mu     sync.Mutex
 	buf    []byte             // records not yet written
@@ -195,21 +198,28 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 	// new one (compact holds fmu throughout).
 	j.open[id] = kindBegin
 	j.mu.Unlock()
+	// What is buffered goes first, in one write with the begin: a retried
+	// attempt's begin reuses its request's id, whose end (of the attempt
+	// before) may be buffered still, and must not land after it.
 	j.fmu.Lock()
-	err := j.writeSegment(rec)
-	full := j.segSize >= maxSegment
-	j.fmu.Unlock()
-	if full {
-		j.signal() // the writer compacts
-	}
+	j.mu.Lock()
+	j.out, j.buf = j.buf, j.out[:0]
+	j.mu.Unlock()
+	j.out = append(j.out, rec...)
+	err := j.writeSegment(j.out)
 	if err != nil {
 		j.fail(err)
 		j.mu.Lock()
-		if !j.closed && len(rec)+len(j.buf) <= maxRetained {
-			j.buf = append(j.buf, rec...) // the writer tries again
-			j.signal()
+		if len(j.out)+len(j.buf) <= maxRetained { // kept whole and in order: the writer tries again
+			j.buf = append(j.out, j.buf...)
 		}
 		j.mu.Unlock()
+		j.out = nil
+	}
+	full := j.segSize >= maxSegment
+	j.fmu.Unlock()
+	if full || err != nil {
+		j.signal() // the writer compacts, or retries
 	}
 }
 
@@ -379,7 +389,6 @@ func (j *Journal) writer() {
 	defer j.lazy.Stop()
 	tick := time.NewTicker(syncInterval)
 	defer tick.Stop()
-	var out []byte
 	var compactAt int64 // after a compaction failed: the size to try again at
 	retrying := false   // a write failed: its records wait in buf, retried every tick
 	for {
@@ -399,15 +408,16 @@ func (j *Journal) writer() {
 				continue
 			}
 		}
+		j.fmu.Lock()
 		j.mu.Lock()
-		out, j.buf = j.buf, out[:0]
+		j.out, j.buf = j.buf, j.out[:0]
+		out := j.out
 		if j.lazyArmed {
 			j.lazyArmed = false
 			j.lazy.Stop() // what it was armed for is written now
 		}
 		closed := j.closed
 		j.mu.Unlock()
-		j.fmu.Lock()
 		if len(out) > 0 {
 			if err := j.writeSegment(out); err != nil {
 				j.fail(err)
@@ -416,7 +426,7 @@ func (j *Journal) writer() {
 					j.buf = append(out, j.buf...)
 				}
 				j.mu.Unlock()
-				out, retrying = nil, true
+				j.out, retrying = nil, true
 			} else {
 				retrying = false
 			}

@@ -509,3 +509,36 @@ func TestJournalBeginIsWrittenWhenItReturns(t *testing.T) {
 		}
 	}
 }
+
+// TestJournalARetriedAttemptStaysOpen: a retried attempt's begin reuses its
+// request's id, right after the end of the attempt before (see the
+// gateway's exchange.retire). Begin writes its record itself; when it wrote
+// only its own, the end still buffered could land after it, and recovery
+// took the retried attempt, in flight, for ended: a kill -9 then lost it.
+// Begin writes what is buffered first.
+func TestJournalARetriedAttemptStaysOpen(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for i := range 100 {
+		e := testEvent(i)
+		j.Begin(e, nil)
+		j.End(e.ID)
+		j.Begin(e, nil) // the next attempt
+		j.written(t)
+		segs, err := segments(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs, _, err := recoverSegments(dir, segs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(reqs) != i+1 || reqs[i].Event.ID != e.ID {
+			t.Fatalf("request %d's next attempt in flight: the journal's files hold %d requests open, want %d", i, len(reqs), i+1)
+		}
+	}
+}
