@@ -70,3 +70,25 @@ func TestFinanceBoundsAreExactToTheNanosecond(t *testing.T) {
 		t.Errorf("event of A, before from, after re-rating = %+v, %v; want it left unpriced", got, err)
 	}
 }
+
+// TestRequestLogBoundsAreExactToTheNanosecond: the customer's request log
+// (GET /v1/requests) dropped its bounds' nanoseconds as the finance reads
+// did: from A+1ns to B+1ns listed A's request, before from, and not B's,
+// before to. (Found by review.)
+func TestRequestLogBoundsAreExactToTheNanosecond(t *testing.T) {
+	b := newBilling(t, nil)
+	a, bt := jan.Add(time.Hour), jan.Add(2*time.Hour)
+	evA, evB := b.event("m", a, usage.Tokens{PromptTokens: 1000}), b.event("m", bt, usage.Tokens{PromptTokens: 1000})
+	b.write(evA, evB)
+	page, err := b.s.Requests(b.ctx, ledger.RequestQuery{CustomerID: b.c.ID, From: a.Add(time.Nanosecond), To: bt.Add(time.Nanosecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Data) != 1 || page.Data[0].ID != evB.ID {
+		var got []string
+		for _, e := range page.Data {
+			got = append(got, e.ID)
+		}
+		t.Fatalf("requests [A+1ns, B+1ns) = %v, want B's only (%s)", got, evB.ID)
+	}
+}

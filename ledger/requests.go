@@ -53,7 +53,7 @@ func (s *Store) Requests(ctx context.Context, q RequestQuery) (RequestPage, erro
 	if customer == "" {
 		return RequestPage{}, errorf(EInvalid, "customer_id is required")
 	}
-	from, to := q.From, q.To
+	from, to := ceilMicrosecond(q.From), ceilMicrosecond(q.To) // the stored times of [from, to): see Store.Usage
 	if from.IsZero() {
 		from = time.Unix(0, 0)
 	}
