@@ -68,12 +68,13 @@ const CheckpointDelay = 10 * time.Millisecond
 type Journal struct {
 	dir string
 
-	// fmu guards the segment (seg, segNum, segSize, dirty) and out: writes
+	// fmu guards the segment (seg, segNum, segSize, dirty, torn) and out: writes
 	// to it, its fsync and its compaction. It is never taken under mu.
 	// Records leave buf only under it, so that they reach the segment in
 	// the order they were made.
 	fmu   sync.Mutex
 	dirty bool   // written since the last fsync
+	torn  bool   // a failed write's bytes could not be cut off yet
 	out   []byte // the records being written (buf's spare)
 
 	mu     sync.Mutex
@@ -230,8 +231,14 @@ func (j *Journal) writeSegment(b []byte) error {
 	if j.seg == nil {
 		return os.ErrClosed
 	}
+	if j.torn {
+		if err := j.seg.Truncate(j.segSize); err != nil {
+			return err
+		}
+		j.torn = false
+	}
 	if _, err := j.seg.Write(b); err != nil {
-		_ = j.seg.Truncate(j.segSize)
+		j.torn = j.seg.Truncate(j.segSize) != nil // cut again before the next write
 		return err
 	}
 	j.segSize += int64(len(b))
