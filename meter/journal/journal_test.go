@@ -496,14 +496,7 @@ func TestJournalBeginIsWrittenWhenItReturns(t *testing.T) {
 	for i := range 200 {
 		e := testEvent(i)
 		j.Begin(e, body)
-		segs, err := segments(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reqs, _, err := recoverSegments(dir, segs, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		reqs := inFiles(t, dir)
 		if len(reqs) != i+1 || reqs[i].Event.ID != e.ID {
 			t.Fatalf("Begin of request %d returned; the journal's files hold %d requests begun, want %d", i, len(reqs), i+1)
 		}
@@ -529,16 +522,25 @@ func TestJournalARetriedAttemptStaysOpen(t *testing.T) {
 		j.End(e.ID)
 		j.Begin(e, nil) // the next attempt
 		j.written(t)
-		segs, err := segments(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reqs, _, err := recoverSegments(dir, segs, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		reqs := inFiles(t, dir)
 		if len(reqs) != i+1 || reqs[i].Event.ID != e.ID {
 			t.Fatalf("request %d's next attempt in flight: the journal's files hold %d requests open, want %d", i, len(reqs), i+1)
 		}
 	}
+}
+
+// inFiles returns the requests open in the journal's files in dir, as a
+// process started now would recover them (the journal that writes them
+// still open: a kill -9 at this point).
+func inFiles(t *testing.T, dir string) []Request {
+	t.Helper()
+	segs, err := segments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, _, err := recoverSegments(dir, segs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reqs
 }
