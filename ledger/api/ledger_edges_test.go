@@ -373,15 +373,8 @@ func TestCustomerAPIBearerInAnyCase(t *testing.T) {
 	s := newServer(t)
 	_, _, secret := s.customer(`{"name":"acme"}`)
 	for _, scheme := range []string{"Bearer ", "bearer ", "BEARER "} {
-		req, _ := http.NewRequest("GET", s.llm+"/v1/balance", nil)
-		req.Header.Set("Authorization", scheme+secret)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("Authorization: %s<key> = %d, want 200", scheme, resp.StatusCode)
+		if status := getAuthorized(t, s.llm+"/v1/balance", scheme+secret); status != http.StatusOK {
+			t.Errorf("Authorization: %s<key> = %d, want 200", scheme, status)
 		}
 	}
 	if status, _, _ := send("GET", s.llm+"/v1/balance", "x"+secret, ""); status != http.StatusUnauthorized {
@@ -395,27 +388,30 @@ func TestCustomerAPIBearerInAnyCase(t *testing.T) {
 func TestAdminAPIBearerInAnyCase(t *testing.T) {
 	s := newServer(t)
 	for _, scheme := range []string{"Bearer ", "bearer ", "BEARER "} {
-		req, _ := http.NewRequest("GET", s.admin+"/admin/v1/customers", nil)
-		req.Header.Set("Authorization", scheme+adminToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("Authorization: %s<token> = %d, want 200", scheme, resp.StatusCode)
+		if status := getAuthorized(t, s.admin+"/admin/v1/customers", scheme+adminToken); status != http.StatusOK {
+			t.Errorf("Authorization: %s<token> = %d, want 200", scheme, status)
 		}
 	}
 	for _, auth := range []string{"Basic " + adminToken, "Bearer x" + adminToken, "bearer " + adminToken + "x", ""} {
-		req, _ := http.NewRequest("GET", s.admin+"/admin/v1/customers", nil)
-		req.Header.Set("Authorization", auth)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("Authorization: %q = %d, want 401", auth, resp.StatusCode)
+		if status := getAuthorized(t, s.admin+"/admin/v1/customers", auth); status != http.StatusUnauthorized {
+			t.Errorf("Authorization: %q = %d, want 401", auth, status)
 		}
 	}
+}
+
+// getAuthorized GETs url with the Authorization header as given (send
+// prefixes "Bearer ") and returns the status.
+func getAuthorized(t *testing.T, url, authorization string) int {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", authorization)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
