@@ -41,7 +41,7 @@ func (p *Publisher) Publish(ctx context.Context, e *usage.Event) error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
-	data, err := e.AppendJSON(make([]byte, 0, 512))
+	data, err := e.AppendJSON(make([]byte, 0, 1024)) // a gateway's event is about 630 bytes
 	if err != nil {
 		return fmt.Errorf("encode event %s: %w", e.ID, err)
 	}

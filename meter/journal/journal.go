@@ -181,11 +181,11 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 	if !ok {
 		return // not a request of ours: its event is refused downstream
 	}
-	ev := encodeEvent(e)
 	kept := body[:min(len(body), MaxBody)]
-	rec := appendHeader(make([]byte, 0, headerLen+8+len(ev)+len(kept)), kindBegin, id, time.Now())
-	rec = binary.BigEndian.AppendUint32(rec, uint32(len(ev)))
-	rec = append(rec, ev...)
+	rec := appendHeader(make([]byte, 0, headerLen+8+eventCap+len(kept)), kindBegin, id, time.Now())
+	at := len(rec)
+	rec = appendEvent(append(rec, 0, 0, 0, 0), e) // encoded in place, after its length
+	binary.BigEndian.PutUint32(rec[at:], uint32(len(rec)-at-4))
 	rec = binary.BigEndian.AppendUint32(rec, uint32(len(body)))
 	rec = append(rec, kept...)
 	finishRecord(rec)

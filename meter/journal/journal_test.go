@@ -544,3 +544,42 @@ func inFiles(t *testing.T, dir string) []Request {
 	}
 	return reqs
 }
+
+// TestJournalBeginOfAnEventJSONCannotHold: an event whose time JSON cannot
+// hold (year 10000) is begun under its id alone, with the request's body
+// after it, and recovered so; the events around it are whole.
+func TestJournalBeginOfAnEventJSONCannotHold(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := testEvent(2)
+	odd.Time = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	body := []byte(`{"model":"sim-pro"}`)
+	j.Begin(testEvent(1), body)
+	j.Begin(odd, body)
+	j.Begin(testEvent(3), body)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j2, reqs, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	if len(reqs) != 3 {
+		t.Fatalf("recovered %d requests, want 3", len(reqs))
+	}
+	for i, r := range reqs {
+		if string(r.Body) != string(body) || r.BodyLen != len(body) {
+			t.Errorf("request %d recovered with body %q (%d)", i, r.Body, r.BodyLen)
+		}
+	}
+	if r := reqs[1]; r.Event.ID != odd.ID || r.Event.CustomerID != "" {
+		t.Errorf("the odd event recovered as %+v, want its id alone", r.Event)
+	}
+	if r := reqs[2]; r.Event.ID != testEvent(3).ID || r.Event.CustomerID == "" || r.Event.Usage.PromptTokens != 3 {
+		t.Errorf("the event after it recovered as %+v", r.Event)
+	}
+}
