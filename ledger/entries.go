@@ -53,11 +53,16 @@ type EntryInput struct {
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
 }
 
+// maxEntryAhead is how far past the ledger's clock an entry's effective_at
+// may be (for the clocks of the operator's tools that run a little ahead).
+const maxEntryAhead = 5 * time.Minute
+
 // AddEntry records a credit (kind KindCredit) or an adjustment
 // (KindAdjustment) for a customer, in the customer's currency, and moves
 // the balance in the same transaction. It returns ENotFound for an unknown
 // customer, EInvalid for a bad amount (a credit must be positive, an
-// adjustment non-zero) or an idempotency key with a prefix the ledger
+// adjustment non-zero), an effective_at more than 5 minutes ahead of the
+// ledger's clock, or an idempotency key with a prefix the ledger
 // keeps for itself (refund:, reverse:). A request reusing an idempotency
 // key gets the entry first made with it when it asks for the same entry
 // (customer, kind, amount, memo and, when given, effective_at), even when
@@ -79,6 +84,13 @@ func (s *Store) AddEntry(ctx context.Context, customerID, kind string, in EntryI
 		return Entry{}, errorf(EInvalid, "amount: a credit must be positive, got %q", in.Amount)
 	case micros == 0:
 		return Entry{}, errorf(EInvalid, "amount: an adjustment must not be zero")
+	case in.EffectiveAt.After(s.now().Add(maxEntryAhead)):
+		// The balance (and so the customer's budget) moves when the entry
+		// is recorded: a credit dated ahead would be spendable before it is
+		// effective, and the month it is dated in would list money that was
+		// spent in another.
+		return Entry{}, errorf(EInvalid, "effective_at: %s is in the future; an entry moves the balance when it is recorded, so it may be dated back, not ahead",
+			in.EffectiveAt.UTC().Format(time.RFC3339Nano))
 	case strings.HasPrefix(in.IdempotencyKey, refundKeyPrefix) || strings.HasPrefix(in.IdempotencyKey, reverseKeyPrefix):
 		return Entry{}, errorf(EInvalid, "idempotency_key: %q starts with %s or %s, which the ledger keeps for refunds and reversals",
 			in.IdempotencyKey, refundKeyPrefix, reverseKeyPrefix)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
@@ -123,5 +125,42 @@ func TestExportAndReconcileFromTheFirstDay(t *testing.T) {
 				t.Errorf("GET %s?from=%s&to=2027-01-01 = %d %s, want 200", path, from, status, body)
 			}
 		}
+	}
+}
+
+// TestACreditDatedAheadIsRefused: a credit or an adjustment dated ahead of
+// the ledger's clock moved the balance (and so the customer's budget) at
+// once, spendable before it was effective, and the statement of the month
+// it was dated in listed money spent in another. An entry may be dated
+// back, or up to 5 minutes ahead (a clock running fast), not further.
+func TestACreditDatedAheadIsRefused(t *testing.T) {
+	s := newServer(t)
+	cust, _, _ := s.customer(`{"name":"dated-ahead","credit_limit":"0"}`)
+	ahead := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	for _, kind := range []string{"credits", "adjustments"} {
+		status, body, err := send("POST", s.admin+"/admin/v1/customers/"+cust+"/"+kind, adminToken,
+			`{"amount":"1000","memo":"next month","effective_at":"`+ahead+`"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status != http.StatusBadRequest || !strings.Contains(string(body), "effective_at") || !strings.Contains(string(body), "future") {
+			t.Errorf("POST %s dated a day ahead = %d %s, want 400 naming effective_at", kind, status, body)
+		}
+	}
+	var bal struct {
+		Balance string `json:"balance"`
+	}
+	s.adm("GET", "/admin/v1/customers/"+cust+"/balance", "", http.StatusOK, &bal)
+	if !dec(t, bal.Balance).IsZero() {
+		t.Errorf("balance = %s after refused credits, want 0", bal.Balance)
+	}
+	back := time.Now().Add(-30 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	fast := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+	for _, at := range []string{back, fast} {
+		s.adm("POST", "/admin/v1/customers/"+cust+"/credits", `{"amount":"5","effective_at":"`+at+`"}`, http.StatusCreated, nil)
+	}
+	s.adm("GET", "/admin/v1/customers/"+cust+"/balance", "", http.StatusOK, &bal)
+	if !dec(t, bal.Balance).Equal(dec(t, "10")) {
+		t.Errorf("balance = %s after credits dated back and a minute ahead, want 10", bal.Balance)
 	}
 }
