@@ -344,6 +344,15 @@ func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool) ([]Reque
 // damaged on disk, or a block a power loss did not write: a crash of the
 // process tears only the tail) is skipped, with a warning, and the scan
 // resumes at the next intact record.
+//
+// A record's bytes are partly a client's and an upstream's (the request
+// body, the model's output), so they can hold what looks like a whole
+// record, crc and all. None inside a bad record may be taken for one: a
+// record the file ends inside is the torn tail, whatever it holds, and a
+// record whose length is sound but whose crc is not is skipped whole, to
+// where its length says it ends. Only past a record whose length itself
+// is damaged is the search made byte by byte from its second byte (a
+// length that is damaged and still sound loses the records it spans).
 func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []byte)) error {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
@@ -362,14 +371,21 @@ func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []b
 			return nil // the end, or a torn header
 		}
 		n := binary.BigEndian.Uint32(hdr[:])
-		ok := n >= headerLen-8 && n <= maxRecord
-		if ok {
+		sound := n >= headerLen-8 && n <= maxRecord
+		ok := sound
+		if sound {
 			data = append(data[:0], make([]byte, n)...)
-			_, err := io.ReadFull(r, data)
-			ok = err == nil && crc32.Checksum(data, crcTable) == binary.BigEndian.Uint32(hdr[4:])
+			if _, err := io.ReadFull(r, data); err != nil {
+				return nil // the file ends inside it: the torn tail
+			}
+			ok = crc32.Checksum(data, crcTable) == binary.BigEndian.Uint32(hdr[4:])
 		}
 		if !ok {
-			next, err := resync(f, off)
+			from := off + 1 // its length is damaged: the next record may be anywhere
+			if sound {
+				from = off + 8 + int64(n) // where its length says the next begins
+			}
+			next, err := resync(f, from)
 			if err != nil || next < 0 {
 				return err // a torn or corrupt tail
 			}
@@ -393,27 +409,27 @@ func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []b
 // maxRecord bounds a record's length: a longer one is corrupt.
 const maxRecord = MaxBody + MaxOutput + 64<<10
 
-// resync returns the offset of the first intact record of f after the bad
-// one at off, or -1 when there is none: the bad record is the file's tail.
-func resync(f *os.File, off int64) (int64, error) {
+// resync returns the offset of the first intact record of f at or after
+// from, or -1 when there is none: the bad record is the file's tail.
+func resync(f *os.File, from int64) (int64, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return -1, fmt.Errorf("journal: %w", err)
 	}
-	if st.Size() <= off+1 {
+	if st.Size() <= from+8 {
 		return -1, nil
 	}
-	rest := make([]byte, st.Size()-off)
-	if _, err := f.ReadAt(rest, off); err != nil && err != io.EOF {
+	rest := make([]byte, st.Size()-from)
+	if _, err := f.ReadAt(rest, from); err != nil && err != io.EOF {
 		return -1, fmt.Errorf("journal: %w", err)
 	}
-	for i := 1; i+8 <= len(rest); i++ {
+	for i := 0; i+8 <= len(rest); i++ {
 		n := int(binary.BigEndian.Uint32(rest[i:]))
 		if n < headerLen-8 || n > maxRecord || i+8+n > len(rest) {
 			continue
 		}
 		if crc32.Checksum(rest[i+8:i+8+n], crcTable) == binary.BigEndian.Uint32(rest[i+4:]) {
-			return off + int64(i), nil
+			return from + int64(i), nil
 		}
 	}
 	return -1, nil
