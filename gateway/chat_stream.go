@@ -41,9 +41,7 @@ var errNoData = errors.New("the upstream stream ended before any data")
 
 // relayChatStream relays an upstream stream to a chat completions client,
 // event by event, flushed whenever the next event has not arrived yet (so
-// events that arrive together leave in one write, and none waits but
-// those that arrive with the stream's end, which leave with the end once
-// the event is durable: see chatWriter.end). With
+// events that arrive together leave in one write, and none waits). With
 // chat nil the upstream speaks OpenAI and its chunks pass through;
 // otherwise chat's stream translates them. After the client goes away it
 // reads on until the provider's final usage, [DONE] or the end. A body
@@ -146,7 +144,6 @@ type chatWriter struct {
 	includeUsage bool
 	started      bool
 	doneSent     bool
-	flushed      bool // the client has been sent output (content, reasoning or a tool call)
 	// usage is the upstream's last usage chunk (its data), held back to
 	// be sent once the event is durable.
 	usage []byte
@@ -238,7 +235,6 @@ func (c *chatWriter) flush() {
 	}
 	if len(*c.batch) > 0 {
 		c.x.write(*c.batch)
-		c.flushed = c.flushed || c.x.report.Output.Len() > 0
 	}
 	c.putBatch()
 	c.x.flush()
@@ -354,9 +350,8 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 }
 
 // end finishes the stream: an error when the upstream stalled or broke;
-// then the event is made durable; then what arrived with the end (once
-// the client has had output), the usage chunk when asked for, and
-// [DONE], in one write.
+// then the event is made durable; then the usage chunk when asked for,
+// and [DONE].
 func (c *chatWriter) end(readErr error) {
 	x := c.x
 	cause := x.cause()
@@ -384,12 +379,7 @@ func (c *chatWriter) end(readErr error) {
 	if readErr == nil && cause == nil {
 		x.markComplete()
 	}
-	if !c.flushed {
-		c.flush() // the first output goes now: the commit holds back only the end
-	}
-	// Events since the last flush arrived with the stream's end (the
-	// reader had them when it came to it); they leave with the usage and
-	// [DONE], in one write, once the event is durable.
+	c.flush()  // what is written goes now: the commit holds back only the end
 	x.commit() // durable before the client learns the usage and the end
 	if c.includeUsage {
 		if len(c.usage) > 0 {

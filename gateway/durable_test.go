@@ -12,9 +12,7 @@ import (
 
 // TestDurableBeforeDone: until the sink says the event is durable, the
 // client gets no usage and no end, in every protocol; once it does, the
-// client gets them. The first output is not held back (the translated
-// Anthropic stream's is its thinking, as reasoning_content); output that
-// arrives together with the stream's end leaves with the end.
+// client gets them. The first token is not held back.
 func TestDurableBeforeDone(t *testing.T) {
 	for _, tc := range []struct {
 		name, path, body, last string
@@ -29,7 +27,7 @@ func TestDurableBeforeDone(t *testing.T) {
 			`[DONE]`, nil, `"content":"tok `},
 		{"chat translated from Anthropic", "/v1/chat/completions",
 			`{"model":"claude-sim","stream":true,"stream_options":{"include_usage":true},"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`,
-			`"prompt_tokens"`, nil, `"reasoning_content":"tok `},
+			`"prompt_tokens"`, nil, `"content":"tok `},
 		{"Anthropic native", "/anthropic/v1/messages",
 			`{"model":"claude-sim","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`,
 			`message_delta`, []string{"x-api-key", testKey}, `text_delta`},
