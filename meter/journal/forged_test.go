@@ -122,3 +122,41 @@ func ids(reqs []Request) []string {
 	}
 	return out
 }
+
+// TestJournalRecordsForgedInOutputAreNotRecoveredAfterTwoBadRecords: a
+// record skipped whole (its length sound, its crc not) handed the search
+// for the next intact record to resync, which searched byte by byte from
+// where the record after it begins: when that record was bad too (one
+// damaged block across the end of one record and the start of the next,
+// or a block a power loss did not write before a torn tail), records
+// forged in its output were recovered. Each record is judged alike.
+func TestJournalRecordsForgedInOutputAreNotRecoveredAfterTwoBadRecords(t *testing.T) {
+	output := forgedOutput()
+	// checkpointAt is where request 1's checkpoint starts: its header
+	// and its flags (no counts) come before the output.
+	checkpointAt := func(at int) int { return at - headerLen - 1 }
+
+	t.Run("damaged then damaged", func(t *testing.T) {
+		dir, path, b, at := segmentWith(t, output)
+		b[checkpointAt(at)-1] ^= 0xff // request 1's begin fails its crc
+		b[at+len(output)-1] ^= 0xff   // and so does its checkpoint; request 2's begin follows intact
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reqs := recovered(t, dir)
+		if len(reqs) != 1 || reqs[0].Event.ID != testEvent(2).ID {
+			t.Fatalf("recovered %v, want request 2 alone", ids(reqs))
+		}
+	})
+
+	t.Run("damaged then torn", func(t *testing.T) {
+		dir, path, b, at := segmentWith(t, output)
+		b[checkpointAt(at)-1] ^= 0xff // request 1's begin fails its crc
+		if err := os.WriteFile(path, b[:at+len(output)-3], 0o600); err != nil {
+			t.Fatal(err) // torn inside request 1's checkpoint, after the forged records
+		}
+		if reqs := recovered(t, dir); len(reqs) != 0 {
+			t.Fatalf("recovered %v, want none", ids(reqs))
+		}
+	})
+}

@@ -347,12 +347,15 @@ func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool) ([]Reque
 //
 // A record's bytes are partly a client's and an upstream's (the request
 // body, the model's output), so they can hold what looks like a whole
-// record, crc and all. None inside a bad record may be taken for one: a
-// record the file ends inside is the torn tail, whatever it holds, and a
-// record whose length is sound but whose crc is not is skipped whole, to
-// where its length says it ends. Only past a record whose length itself
-// is damaged is the search made byte by byte from its second byte (a
-// length that is damaged and still sound loses the records it spans).
+// record, crc and all. None inside a bad record is taken for one while its
+// length is sound: a record the file ends inside is the torn tail,
+// whatever it holds, and a record whose length is sound but whose crc is
+// not is skipped whole, to where its length says it ends, where the next
+// record is read as any other (torn, damaged or intact). Only past a
+// record whose length itself is damaged is the search made byte by byte
+// from its second byte, and that search can find a record forged inside
+// the damaged one; a length that is damaged and still sound loses the
+// records it spans, or, when shorter, reads on from inside the record.
 func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []byte)) error {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
@@ -380,12 +383,17 @@ func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []b
 			}
 			ok = crc32.Checksum(data, crcTable) == binary.BigEndian.Uint32(hdr[4:])
 		}
+		if !ok && sound {
+			// Skipped whole: the next record begins where its length says,
+			// and is read (and judged, torn, damaged or intact) as any other.
+			// A search from there would look inside it, were it bad too.
+			slog.Warn("journal: a corrupt record skipped", "segment", path, "offset", off, "skipped_bytes", 8+int64(n))
+			off += 8 + int64(n)
+			continue
+		}
 		if !ok {
-			from := off + 1 // its length is damaged: the next record may be anywhere
-			if sound {
-				from = off + 8 + int64(n) // where its length says the next begins
-			}
-			next, err := resync(f, from)
+			// Its length is damaged: the next record may be anywhere.
+			next, err := resync(f, off+1)
 			if err != nil || next < 0 {
 				return err // a torn or corrupt tail
 			}
