@@ -136,15 +136,17 @@ func TestExportAndReconcileFromTheFirstDay(t *testing.T) {
 func TestACreditDatedAheadIsRefused(t *testing.T) {
 	s := newServer(t)
 	cust, _, _ := s.customer(`{"name":"dated-ahead","credit_limit":"0"}`)
-	ahead := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
-	for _, kind := range []string{"credits", "adjustments"} {
-		status, body, err := send("POST", s.admin+"/admin/v1/customers/"+cust+"/"+kind, adminToken,
-			`{"amount":"1000","memo":"next month","effective_at":"`+ahead+`"}`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if status != http.StatusBadRequest || !strings.Contains(string(body), "effective_at") || !strings.Contains(string(body), "future") {
-			t.Errorf("POST %s dated a day ahead = %d %s, want 400 naming effective_at", kind, status, body)
+	for _, by := range []time.Duration{24 * time.Hour, 10 * time.Minute} {
+		ahead := time.Now().Add(by).UTC().Format(time.RFC3339)
+		for _, kind := range []string{"credits", "adjustments"} {
+			status, body, err := send("POST", s.admin+"/admin/v1/customers/"+cust+"/"+kind, adminToken,
+				`{"amount":"1000","memo":"next month","effective_at":"`+ahead+`"}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status != http.StatusBadRequest || !strings.Contains(string(body), "effective_at") || !strings.Contains(string(body), "future") {
+				t.Errorf("POST %s dated %v ahead = %d %s, want 400 naming effective_at", kind, by, status, body)
+			}
 		}
 	}
 	var bal struct {
