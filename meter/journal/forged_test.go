@@ -2,8 +2,10 @@ package journal
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,4 +161,27 @@ func TestJournalRecordsForgedInOutputAreNotRecoveredAfterTwoBadRecords(t *testin
 			t.Fatalf("recovered %v, want none", ids(reqs))
 		}
 	})
+}
+
+// TestJournalWarnsOfACorruptRecordOnce: Open read every segment twice,
+// once whole only to learn whether its first record named a segment it
+// replaces, so each corrupt record was warned of twice. The first record
+// alone is read for that now.
+func TestJournalWarnsOfACorruptRecordOnce(t *testing.T) {
+	dir, path, b, at := segmentWith(t, []byte("tok tok tok"))
+	b[at] ^= 0xff // request 1's checkpoint fails its crc
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	reqs := recovered(t, dir)
+	if len(reqs) != 2 {
+		t.Fatalf("recovered %v, want requests 1 and 2", ids(reqs))
+	}
+	if n := strings.Count(logs.String(), "corrupt record skipped"); n != 1 {
+		t.Fatalf("warned %d times of the corrupt record, want once:\n%s", n, logs.String())
+	}
 }

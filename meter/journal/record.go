@@ -221,18 +221,43 @@ func appendCompacted(b []byte, old uint64) []byte {
 func replaced(dir string, segs []uint64) (map[uint64]bool, error) {
 	out := map[uint64]bool{}
 	for _, n := range segs {
-		first := true
-		err := scan(segPath(dir, n), func(kind uint8, _ [16]byte, _ time.Time, payload []byte) {
-			if first && kind == kindCompacted && len(payload) == 8 {
-				out[binary.BigEndian.Uint64(payload)] = true
-			}
-			first = false
-		})
+		kind, payload, err := firstRecord(segPath(dir, n))
 		if err != nil {
 			return nil, err
 		}
+		if kind == kindCompacted && len(payload) == 8 {
+			out[binary.BigEndian.Uint64(payload)] = true
+		}
 	}
 	return out, nil
+}
+
+// firstRecord returns the kind and payload of the first record of the
+// file at path, or kind 0 when it has none intact there. It reads that
+// record alone: recovery reads (and warns of) the rest.
+func firstRecord(path string) (kind uint8, payload []byte, err error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("journal: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, nil
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n < headerLen-8 || n > maxRecord {
+		return 0, nil, nil
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil || crc32.Checksum(data, crcTable) != binary.BigEndian.Uint32(hdr[4:]) {
+		return 0, nil, nil
+	}
+	return data[0], data[25:], nil
 }
 
 // recoverSegments reads the segments in order and returns the requests
