@@ -70,9 +70,7 @@ func TestJournalRecordsForgedInOutputAreNotRecovered(t *testing.T) {
 		dir, path, b, at := segmentWith(t, output)
 		// Torn just after the forged records: request 1's checkpoint is
 		// the tail, and request 2's begin was never written.
-		if err := os.WriteFile(path, b[:at+len(output)-3], 0o600); err != nil {
-			t.Fatal(err)
-		}
+		rewrite(t, path, b[:at+len(output)-3])
 		reqs := recovered(t, dir)
 		if len(reqs) != 1 || reqs[0].Event.ID != testEvent(1).ID {
 			t.Fatalf("recovered %v, want request 1 alone", ids(reqs))
@@ -82,9 +80,7 @@ func TestJournalRecordsForgedInOutputAreNotRecovered(t *testing.T) {
 	t.Run("damaged record", func(t *testing.T) {
 		dir, path, b, at := segmentWith(t, output)
 		b[at+len(output)-1] ^= 0xff // request 1's checkpoint fails its crc; request 2's begin follows intact
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		rewrite(t, path, b)
 		reqs := recovered(t, dir)
 		if len(reqs) != 2 || reqs[0].Event.ID != testEvent(1).ID || reqs[1].Event.ID != testEvent(2).ID {
 			t.Fatalf("recovered %v, want requests 1 and 2", ids(reqs))
@@ -98,6 +94,15 @@ func TestJournalRecordsForgedInOutputAreNotRecovered(t *testing.T) {
 			t.Fatalf("recovered %v, want requests 1 (with the output as written) and 2", ids(reqs))
 		}
 	})
+}
+
+// rewrite replaces the segment at path with b: a crash's or a disk's
+// damage done to it.
+func rewrite(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // recovered opens dir's journal and returns what it recovered, failing if
@@ -142,9 +147,7 @@ func TestJournalRecordsForgedInOutputAreNotRecoveredAfterTwoBadRecords(t *testin
 		dir, path, b, at := segmentWith(t, output)
 		b[checkpointAt(at)-1] ^= 0xff // request 1's begin fails its crc
 		b[at+len(output)-1] ^= 0xff   // and so does its checkpoint; request 2's begin follows intact
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		rewrite(t, path, b)
 		reqs := recovered(t, dir)
 		if len(reqs) != 1 || reqs[0].Event.ID != testEvent(2).ID {
 			t.Fatalf("recovered %v, want request 2 alone", ids(reqs))
@@ -153,10 +156,8 @@ func TestJournalRecordsForgedInOutputAreNotRecoveredAfterTwoBadRecords(t *testin
 
 	t.Run("damaged then torn", func(t *testing.T) {
 		dir, path, b, at := segmentWith(t, output)
-		b[checkpointAt(at)-1] ^= 0xff // request 1's begin fails its crc
-		if err := os.WriteFile(path, b[:at+len(output)-3], 0o600); err != nil {
-			t.Fatal(err) // torn inside request 1's checkpoint, after the forged records
-		}
+		b[checkpointAt(at)-1] ^= 0xff          // request 1's begin fails its crc
+		rewrite(t, path, b[:at+len(output)-3]) // torn inside request 1's checkpoint, after the forged records
 		if reqs := recovered(t, dir); len(reqs) != 0 {
 			t.Fatalf("recovered %v, want none", ids(reqs))
 		}
@@ -170,9 +171,7 @@ func TestJournalRecordsForgedInOutputAreNotRecoveredAfterTwoBadRecords(t *testin
 func TestJournalWarnsOfACorruptRecordOnce(t *testing.T) {
 	dir, path, b, at := segmentWith(t, []byte("tok tok tok"))
 	b[at] ^= 0xff // request 1's checkpoint fails its crc
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	rewrite(t, path, b)
 	var logs bytes.Buffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))

@@ -244,20 +244,44 @@ func firstRecord(path string) (kind uint8, payload []byte, err error) {
 		return 0, nil, fmt.Errorf("journal: %w", err)
 	}
 	defer f.Close()
-	r := bufio.NewReader(f)
+	if st, _, data := readRecord(bufio.NewReader(f), nil); st == recordIntact {
+		return data[0], data[25:], nil
+	}
+	return 0, nil, nil
+}
+
+// recordState is what readRecord found.
+type recordState int
+
+const (
+	recordEnd       recordState = iota // the file's end, or a record the file ends inside: the torn tail
+	recordIntact                       // its length sound and its crc right
+	recordBadCRC                       // its length sound, its crc wrong
+	recordBadLength                    // a length no record has
+)
+
+// soundLength reports whether n is a length a record's data can have.
+func soundLength(n uint32) bool { return n >= headerLen-8 && n <= maxRecord }
+
+// readRecord reads the record at r's position, its data into data's
+// storage (returned, grown as needed), and its length.
+func readRecord(r io.Reader, data []byte) (recordState, uint32, []byte) {
 	var hdr [8]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return 0, nil, nil
+		return recordEnd, 0, data
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
-	if n < headerLen-8 || n > maxRecord {
-		return 0, nil, nil
+	if !soundLength(n) {
+		return recordBadLength, n, data
 	}
-	data := make([]byte, n)
-	if _, err := io.ReadFull(r, data); err != nil || crc32.Checksum(data, crcTable) != binary.BigEndian.Uint32(hdr[4:]) {
-		return 0, nil, nil
+	data = append(data[:0], make([]byte, n)...)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return recordEnd, n, data
 	}
-	return data[0], data[25:], nil
+	if crc32.Checksum(data, crcTable) != binary.BigEndian.Uint32(hdr[4:]) {
+		return recordBadCRC, n, data
+	}
+	return recordIntact, n, data
 }
 
 // recoverSegments reads the segments in order and returns the requests
@@ -391,33 +415,24 @@ func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []b
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 64<<10)
-	var hdr [8]byte
 	var data []byte
 	off := int64(0)
 	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return nil // the end, or a torn header
-		}
-		n := binary.BigEndian.Uint32(hdr[:])
-		sound := n >= headerLen-8 && n <= maxRecord
-		ok := sound
-		if sound {
-			data = append(data[:0], make([]byte, n)...)
-			if _, err := io.ReadFull(r, data); err != nil {
-				return nil // the file ends inside it: the torn tail
-			}
-			ok = crc32.Checksum(data, crcTable) == binary.BigEndian.Uint32(hdr[4:])
-		}
-		if !ok && sound {
+		var st recordState
+		var n uint32
+		st, n, data = readRecord(r, data)
+		switch st {
+		case recordEnd:
+			return nil // the end, or the torn tail
+		case recordBadCRC:
 			// Skipped whole: the next record begins where its length says,
 			// and is read (and judged, torn, damaged or intact) as any other.
 			// A search from there would look inside it, were it bad too.
 			slog.Warn("journal: a corrupt record skipped", "segment", path, "offset", off, "skipped_bytes", 8+int64(n))
 			off += 8 + int64(n)
 			continue
-		}
-		if !ok {
-			// Its length is damaged: the next record may be anywhere.
+		case recordBadLength:
+			// The next record may be anywhere.
 			next, err := resync(f, off+1)
 			if err != nil || next < 0 {
 				return err // a torn or corrupt tail
@@ -457,11 +472,11 @@ func resync(f *os.File, from int64) (int64, error) {
 		return -1, fmt.Errorf("journal: %w", err)
 	}
 	for i := 0; i+8 <= len(rest); i++ {
-		n := int(binary.BigEndian.Uint32(rest[i:]))
-		if n < headerLen-8 || n > maxRecord || i+8+n > len(rest) {
+		n := binary.BigEndian.Uint32(rest[i:])
+		if !soundLength(n) || i+8+int(n) > len(rest) {
 			continue
 		}
-		if crc32.Checksum(rest[i+8:i+8+n], crcTable) == binary.BigEndian.Uint32(rest[i+4:]) {
+		if crc32.Checksum(rest[i+8:i+8+int(n)], crcTable) == binary.BigEndian.Uint32(rest[i+4:]) {
 			return from + int64(i), nil
 		}
 	}
