@@ -245,7 +245,7 @@ func firstRecord(path string) (kind uint8, payload []byte, err error) {
 	}
 	defer f.Close()
 	if st, _, data := readRecord(bufio.NewReader(f), nil); st == recordIntact {
-		return data[0], data[25:], nil
+		return data[0], data[payloadAt:], nil
 	}
 	return 0, nil, nil
 }
@@ -260,8 +260,12 @@ const (
 	recordBadLength                    // a length no record has
 )
 
+// payloadAt is where a record's payload begins in its data (after the
+// kind, the id and the time).
+const payloadAt = headerLen - 8
+
 // soundLength reports whether n is a length a record's data can have.
-func soundLength(n uint32) bool { return n >= headerLen-8 && n <= maxRecord }
+func soundLength(n uint32) bool { return n >= payloadAt && n <= maxRecord }
 
 // readRecord reads the record at r's position, its data into data's
 // storage (returned, grown as needed), and its length.
@@ -285,8 +289,9 @@ func readRecord(r io.Reader, data []byte) (recordState, uint32, []byte) {
 }
 
 // recoverSegments reads the segments in order and returns the requests
-// begun and not ended, in the order they began. A torn or corrupt record
-// ends its segment's reading (a crash mid-write leaves one at the end).
+// begun and not ended, in the order they began. A torn record ends its
+// segment's reading (a crash mid-write leaves one at the end); a damaged
+// one is skipped (see scan).
 // With only not nil, it reads the records of those requests alone (and
 // no hidden reasoning averages), skipping the others before decoding
 // them: compaction knows which requests are open, and in a full segment
@@ -449,8 +454,8 @@ func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []b
 		off += 8 + int64(n)
 		var id [16]byte
 		copy(id[:], data[1:17])
-		t := time.Unix(0, int64(binary.BigEndian.Uint64(data[17:25]))).UTC()
-		fn(data[0], id, t, data[25:])
+		t := time.Unix(0, int64(binary.BigEndian.Uint64(data[17:payloadAt]))).UTC()
+		fn(data[0], id, t, data[payloadAt:])
 	}
 }
 
