@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/tollgate-dev/tollgate/meter/usage"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // Attribution headers, accepted on every metered endpoint. They win over
@@ -29,17 +32,7 @@ const (
 func attribution(r *http.Request, endUser string, metadata json.RawMessage) (string, map[string]string, error) {
 	var tags map[string]string
 	if len(metadata) > 0 {
-		var all map[string]any
-		if json.Unmarshal(metadata, &all) == nil {
-			for k, v := range all {
-				if s, ok := v.(string); ok {
-					if tags == nil {
-						tags = make(map[string]string, len(all))
-					}
-					tags[k] = s
-				}
-			}
-		}
+		tags = bodyTags(metadata)
 	}
 	if h := r.Header.Values(HeaderEndUser); len(h) > 0 {
 		if err := usage.CheckString(h[0], usage.MaxEndUserLen); err != nil {
@@ -78,4 +71,93 @@ func stringField(raw json.RawMessage) string {
 		return ""
 	}
 	return s
+}
+
+// bodyTags is the string members of metadata, a request body's metadata
+// field, by key: a later duplicate wins, and a member whose last value is
+// not a string is no tag. It is nil when metadata is not one JSON object
+// (RFC 8259) or holds no string member. Values of other kinds, numbers
+// beyond float64 included, are skipped whatever they hold.
+//
+// The lexer (jsonscan) reads the usual object without allocating beyond
+// the tags; what it does not take (a string of invalid UTF-8, which
+// encoding/json reads with U+FFFD in place of each bad byte; nesting
+// deeper than jsonscan.MaxDepth) is read by encoding/json.
+// TestBodyTagsMatchesEncodingJSON holds the two to the same tags.
+func bodyTags(metadata []byte) map[string]string {
+	if tags, ok := scanBodyTags(metadata); ok {
+		return tags
+	}
+	return decodeBodyTags(metadata)
+}
+
+// scanBodyTags is bodyTags by the lexer; ok is false when metadata is not
+// an object the lexer takes.
+func scanBodyTags(metadata []byte) (tags map[string]string, ok bool) {
+	l := jsonscan.New(metadata)
+	if !l.Lit("{") {
+		return nil, false
+	}
+	if !l.Lit("}") {
+		var buf [64]byte
+		key := buf[:0]
+		for {
+			if l.Peek() != '"' {
+				return nil, false
+			}
+			if key, ok = l.Str(key[:0]); !ok || !l.Lit(":") {
+				return nil, false
+			}
+			if l.Peek() == '"' {
+				raw, escaped, ok := l.Span()
+				if !ok {
+					return nil, false
+				}
+				if escaped {
+					raw = jsonscan.Unquote(nil, raw)
+				}
+				if tags == nil {
+					tags = make(map[string]string)
+				}
+				tags[string(key)] = string(raw)
+			} else {
+				if !l.Skip() {
+					return nil, false
+				}
+				delete(tags, string(key))
+			}
+			if l.Lit("}") {
+				break
+			}
+			if !l.Lit(",") {
+				return nil, false
+			}
+		}
+	}
+	if len(tags) == 0 {
+		tags = nil // members that were strings, then were not
+	}
+	return tags, l.End()
+}
+
+// decodeBodyTags is bodyTags by encoding/json, as json.Unmarshal reads
+// into a map[string]any but with numbers read as json.Number, so that
+// none is out of range.
+func decodeBodyTags(metadata []byte) map[string]string {
+	d := json.NewDecoder(bytes.NewReader(metadata))
+	d.UseNumber()
+	var all map[string]any
+	if d.Decode(&all) != nil || d.Decode(new(json.RawMessage)) != io.EOF {
+		return nil // not one JSON object, alone
+	}
+	var tags map[string]string
+	for k, v := range all {
+		if s, ok := v.(string); ok {
+			if tags == nil {
+				tags = make(map[string]string, len(all))
+			}
+			tags[k] = s
+		}
+	}
+	return tags
 }
