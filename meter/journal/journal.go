@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,8 +69,9 @@ const CheckpointDelay = 10 * time.Millisecond
 type Journal struct {
 	dir string
 
-	// fmu guards the segment (seg, segNum, segSize, dirty, torn) and out: writes
-	// to it, its fsync and its compaction. It is never taken under mu.
+	// fmu guards the segment (seg, segNum, segSize, dirty, torn) and out:
+	// writes to it and its compaction (its periodic fsync runs outside,
+	// on the writer goroutine). It is never taken under mu.
 	// Records leave buf only under it, so that they reach the segment in
 	// the order they were made.
 	fmu   sync.Mutex
@@ -174,8 +176,8 @@ func (j *Journal) Release() error {
 // record itself, on the caller's goroutine: handed to the writer
 // goroutine, at 100 paced streams a begin waited 2 to 30 ms for that
 // goroutine to be scheduled, twice (BENCHMARKS.md, "Stop 34"). It may
-// wait behind the periodic fsync or a compaction, never for an fsync of
-// its own.
+// wait behind another write, or the moment a compaction switches segments,
+// never for an fsync.
 func (j *Journal) Begin(e *usage.Event, body []byte) {
 	id, ok := parseID(e.ID)
 	if !ok {
@@ -194,9 +196,9 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 		j.mu.Unlock()
 		return
 	}
-	// Open before written: a compaction that begins in between finds no
-	// record of it in the segment it replaces, and the record goes to the
-	// new one (compact holds fmu throughout).
+	// Open before written: a compaction that notes where the segment ends
+	// in between finds no record of it before that point, and copies the
+	// record to the new segment from after it (see compact).
 	j.open[id] = kindBegin
 	j.mu.Unlock()
 	// What is buffered goes first, in one write with the begin: a retried
@@ -403,14 +405,20 @@ func (j *Journal) writer() {
 		case <-j.wake:
 		case <-j.lazy.C:
 		case <-tick.C:
+			// The fsync runs outside fmu, so that begins go on writing
+			// while the disk syncs (5 to 9 ms on the VM of BENCHMARKS.md's
+			// "Issue 16, stop 38"). Only this goroutine replaces or closes
+			// the segment (compaction; Close waits for it to stop), so seg
+			// stays open.
 			j.fmu.Lock()
-			if j.dirty {
-				if err := j.seg.Sync(); err != nil {
+			seg, dirty := j.seg, j.dirty
+			j.dirty = false
+			j.fmu.Unlock()
+			if dirty {
+				if err := seg.Sync(); err != nil {
 					j.fail(err)
 				}
-				j.dirty = false
 			}
-			j.fmu.Unlock()
 			if !retrying {
 				continue
 			}
@@ -438,15 +446,18 @@ func (j *Journal) writer() {
 				retrying = false
 			}
 		}
-		if j.segSize >= max(maxSegment, compactAt) {
+		full := j.segSize >= max(maxSegment, compactAt)
+		j.fmu.Unlock()
+		if full {
 			if err := j.compact(); err != nil {
 				j.fail(err)
+				j.fmu.Lock()
 				compactAt = j.segSize + maxSegment/4
+				j.fmu.Unlock()
 			} else {
 				compactAt = 0
 			}
 		}
-		j.fmu.Unlock()
 		if closed {
 			return
 		}
@@ -470,32 +481,36 @@ const compactingSuffix = ".compacting"
 
 // compact starts a new segment holding the open requests of the current
 // one, merged (a begin, one checkpoint, a failed event), and removes the
-// current segment. Records buffered meanwhile go after them. The new
-// segment is written under another name, fsync'd, and renamed into place
-// only then, opening with a record that names the segment it replaces: a
-// crash or a full disk mid-way leaves the current segment whole and in
-// use, and a crash after the rename leaves a segment recovery knows
-// replaces the old one (see replaced). When it fails, the journal carries
-// on in the current segment, and compaction is tried again once that has
-// grown by another quarter of maxSegment.
+// current segment. The new segment is written under another name, and
+// fsync'd, while the journal goes on writing to the current one: begins do
+// not wait for it. Then, under fmu, what was written to the current
+// segment meanwhile is copied after the merged records, as it is (whole
+// records), and the new segment is renamed into place and used from then
+// on. It opens with a record that names the segment it replaces: a crash
+// or a full disk mid-way leaves the current segment whole and in use, and
+// a crash after the rename leaves a segment recovery knows replaces the
+// old one (see replaced). When it fails, the journal carries on in the
+// current segment, and compaction is tried again once that has grown by
+// another quarter of maxSegment.
 //
-// Call it under fmu: a Begin's record goes either into the segment read
-// here, its request open by then, or into the new one.
+// Call it from the writer goroutine, without fmu. A begin whose request is
+// open when compaction notes where the segment ends has its record either
+// before that point (merged) or after it (copied).
 func (j *Journal) compact() error {
+	j.fmu.Lock()
+	old, upTo := j.segNum, j.segSize
 	j.mu.Lock()
 	open := make(map[[16]byte]bool, len(j.open))
 	for id := range j.open {
 		open[id] = true
 	}
+	hidden := j.hidden
 	j.mu.Unlock()
-	old := j.segNum
-	reqs, _, err := recoverSegments(j.dir, []uint64{old}, open)
+	j.fmu.Unlock()
+	reqs, _, err := recoverSegmentsUpTo(j.dir, []uint64{old}, open, upTo)
 	if err != nil {
 		return err
 	}
-	j.mu.Lock()
-	hidden := j.hidden
-	j.mu.Unlock()
 	keep := appendCompacted(nil, old)
 	if hidden != nil {
 		keep = appendHidden(keep, hidden)
@@ -510,22 +525,79 @@ func (j *Journal) compact() error {
 	if err != nil {
 		return err
 	}
-	if _, err = f.Write(keep); err == nil {
-		if err = f.Sync(); err == nil {
-			err = os.Rename(next+compactingSuffix, next)
-		}
-	}
-	if err != nil {
+	abandon := func(err error) error {
 		f.Close()
 		_ = os.Remove(next + compactingSuffix)
 		return err
 	}
+	if _, err := f.Write(keep); err != nil {
+		return abandon(err)
+	}
+	if err := f.Sync(); err != nil {
+		return abandon(err)
+	}
+	if compactHook != nil {
+		compactHook()
+	}
+	// What was written to the segment since upTo follows, as it is: whole
+	// records (written under fmu). Most of it is copied without fmu, the
+	// last of it (less than maxHeldCopy) under fmu, with the switch.
+	copied, size := upTo, int64(len(keep))
+	for {
+		j.fmu.Lock()
+		end := j.segSize
+		if end-copied < maxHeldCopy {
+			break
+		}
+		j.fmu.Unlock()
+		n, err := copySpan(f, segPath(j.dir, old), copied, end)
+		size += n
+		if err != nil {
+			return abandon(err)
+		}
+		copied = end
+	}
+	n, err := copySpan(f, segPath(j.dir, old), copied, j.segSize)
+	size += n
+	if err == nil {
+		err = os.Rename(next+compactingSuffix, next)
+	}
+	if err != nil {
+		j.fmu.Unlock()
+		return abandon(err)
+	}
 	j.seg.Close()
-	j.seg, j.segNum, j.segSize = f, old+1, int64(len(keep))
+	j.seg, j.segNum, j.segSize = f, old+1, size
+	j.torn = false // a failed write's bytes, if any, are in the old segment, after what was copied
+	j.dirty = true // the copied records are not fsync'd
+	j.fmu.Unlock()
 	if err := syncDir(j.dir); err != nil {
 		return err // the old segment stays: the new one replaces it in recovery
 	}
 	return os.Remove(segPath(j.dir, old))
+}
+
+// compactHook, when set (by tests), runs in compact once the new segment
+// is written, before the records written meanwhile are copied to it.
+var compactHook func()
+
+// maxHeldCopy bounds, in bytes, what compaction copies while begins wait
+// (under fmu): with the rename, fmu was held 60 to 150 µs a compaction in
+// BenchmarkBegin, against 5 to 7 ms when compaction held it throughout.
+const maxHeldCopy = 64 << 10
+
+// copySpan appends to dst the bytes of the file at path from offset from
+// up to offset to, and returns how many it appended.
+func copySpan(dst *os.File, path string, from, to int64) (int64, error) {
+	if to <= from {
+		return 0, nil
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	return io.Copy(dst, io.NewSectionReader(src, from, to-from))
 }
 
 func (j *Journal) openSegment(n uint64) error {

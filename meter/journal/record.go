@@ -297,11 +297,22 @@ func readRecord(r io.Reader, data []byte) (recordState, uint32, []byte) {
 // them: compaction knows which requests are open, and in a full segment
 // nearly all of them have ended.
 func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool) ([]Request, map[string]int64, error) {
+	return recoverSegmentsUpTo(dir, segs, only, -1)
+}
+
+// recoverSegmentsUpTo is recoverSegments reading the last segment only up
+// to its first upTo bytes (all of it when upTo < 0): compaction reads the
+// records written before it began, while others are appended.
+func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo int64) ([]Request, map[string]int64, error) {
 	var hidden map[string]int64
 	byID := map[[16]byte]*Request{}
 	var order [][16]byte
-	for _, n := range segs {
-		err := scan(segPath(dir, n), func(kind uint8, id [16]byte, t time.Time, payload []byte) {
+	for i, n := range segs {
+		limit := int64(-1)
+		if i == len(segs)-1 {
+			limit = upTo
+		}
+		err := scan(segPath(dir, n), limit, func(kind uint8, id [16]byte, t time.Time, payload []byte) {
 			if only != nil && !only[id] {
 				return
 			}
@@ -410,7 +421,10 @@ func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool) ([]Reque
 // from its second byte, and that search can find a record forged inside
 // the damaged one; a length that is damaged and still sound loses the
 // records it spans, or, when shorter, reads on from inside the record.
-func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []byte)) error {
+//
+// With limit ≥ 0 it reads only the file's first limit bytes, as if the
+// file ended there.
+func scan(path string, limit int64, fn func(kind uint8, id [16]byte, t time.Time, payload []byte)) error {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil
@@ -419,7 +433,16 @@ func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []b
 		return fmt.Errorf("journal: %w", err)
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	size := st.Size()
+	if limit >= 0 && limit < size {
+		size = limit
+	}
+	sr := io.NewSectionReader(f, 0, size)
+	r := bufio.NewReaderSize(sr, 64<<10)
 	var data []byte
 	off := int64(0)
 	for {
@@ -438,16 +461,16 @@ func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []b
 			continue
 		case recordBadLength:
 			// The next record may be anywhere.
-			next, err := resync(f, off+1)
+			next, err := resync(sr, size, off+1)
 			if err != nil || next < 0 {
 				return err // a torn or corrupt tail
 			}
 			slog.Warn("journal: a corrupt record skipped; the records after it are kept",
 				"segment", path, "offset", off, "skipped_bytes", next-off)
-			if _, err := f.Seek(next, io.SeekStart); err != nil {
+			if _, err := sr.Seek(next, io.SeekStart); err != nil {
 				return fmt.Errorf("journal: %w", err)
 			}
-			r.Reset(f)
+			r.Reset(sr)
 			off = next
 			continue
 		}
@@ -462,17 +485,14 @@ func scan(path string, fn func(kind uint8, id [16]byte, t time.Time, payload []b
 // maxRecord bounds a record's length: a longer one is corrupt.
 const maxRecord = MaxBody + MaxOutput + 64<<10
 
-// resync returns the offset of the first intact record of f at or after
-// from, or -1 when there is none: the bad record is the file's tail.
-func resync(f *os.File, from int64) (int64, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return -1, fmt.Errorf("journal: %w", err)
-	}
-	if st.Size() <= from+8 {
+// resync returns the offset of the first intact record of f (size bytes)
+// at or after from, or -1 when there is none: the bad record is the
+// file's tail.
+func resync(f io.ReaderAt, size, from int64) (int64, error) {
+	if size <= from+8 {
 		return -1, nil
 	}
-	rest := make([]byte, st.Size()-from)
+	rest := make([]byte, size-from)
 	if _, err := f.ReadAt(rest, from); err != nil && err != io.EOF {
 		return -1, fmt.Errorf("journal: %w", err)
 	}
