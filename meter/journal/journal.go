@@ -398,8 +398,13 @@ func (j *Journal) writer() {
 	defer j.lazy.Stop()
 	tick := time.NewTicker(syncInterval)
 	defer tick.Stop()
-	var compactAt int64 // after a compaction failed: the size to try again at
-	retrying := false   // a write failed: its records wait in buf, retried every tick
+	// compactAt is the size at which the segment is compacted next, past
+	// maxSegment: twice what the last compaction left (when the open
+	// requests alone fill a segment, each compaction would otherwise start
+	// the next at once), or, after a failure, another quarter of
+	// maxSegment.
+	var compactAt int64
+	retrying := false // a write failed: its records wait in buf, retried every tick
 	for {
 		select {
 		case <-j.wake:
@@ -449,14 +454,17 @@ func (j *Journal) writer() {
 		full := j.segSize >= max(maxSegment, compactAt)
 		j.fmu.Unlock()
 		if full {
-			if err := j.compact(); err != nil {
+			err := j.compact()
+			if err != nil {
 				j.fail(err)
-				j.fmu.Lock()
-				compactAt = j.segSize + maxSegment/4
-				j.fmu.Unlock()
-			} else {
-				compactAt = 0
 			}
+			j.fmu.Lock()
+			if err != nil {
+				compactAt = j.segSize + maxSegment/4
+			} else {
+				compactAt = 2 * j.segSize
+			}
+			j.fmu.Unlock()
 		}
 		if closed {
 			return
@@ -491,7 +499,8 @@ const compactingSuffix = ".compacting"
 // a crash after the rename leaves a segment recovery knows replaces the
 // old one (see replaced). When it fails, the journal carries on in the
 // current segment, and compaction is tried again once that has grown by
-// another quarter of maxSegment.
+// another quarter of maxSegment. The writer compacts a segment once it
+// holds maxSegment, and twice what the last compaction left.
 //
 // Call it from the writer goroutine, without fmu. A begin whose request is
 // open when compaction notes where the segment ends has its record either

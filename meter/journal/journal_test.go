@@ -283,6 +283,51 @@ func TestJournalCompactionDoesNotHoldBeginsBack(t *testing.T) {
 	}
 }
 
+// TestJournalOpenRequestsFillingASegmentDoNotCompactOverAndOver: when the
+// requests open alone fill more than a segment (10,000 idle streams with
+// their bodies hold about 10 MB against maxSegment's 8 MiB), every segment
+// compaction made was full at once, and the writer compacted again at its
+// next wake: two to three compactions a second while the streams opened,
+// each rereading and rewriting every open request. The next compaction
+// waits for the segment to double what the last one left.
+func TestJournalOpenRequestsFillingASegmentDoNotCompactOverAndOver(t *testing.T) {
+	j, dir := openWithSegments(t, 64<<10)
+	body := bytes.Repeat([]byte("b"), 400)
+	for i := range 300 { // about 150 KB of open requests: over two segments' worth
+		j.Begin(testEvent(i), body)
+	}
+	j.written(t)
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	segNum := func() uint64 {
+		j.fmu.Lock()
+		defer j.fmu.Unlock()
+		return j.segNum
+	}
+	waitFor("a compaction", func() bool { return segNum() > 1 })
+	first := segNum()
+	for i := 1000; i < 1050; i++ { // 50 short requests, each waking the writer
+		e := testEvent(i)
+		j.Begin(e, []byte("x"))
+		j.End(e.ID)
+		j.written(t)
+	}
+	if n := segNum() - first; n > 1 {
+		t.Errorf("%d compactions while 50 short requests came and went, the open ones unchanged; want at most 1", n)
+	}
+	j.Close()
+	_, reqs, err := Open(dir)
+	if err != nil || len(reqs) != 300 {
+		t.Fatalf("recovered %d requests (%v), want the 300 open", len(reqs), err)
+	}
+}
+
 // TestJournalKeepsHiddenReasoning: the averages a gateway journals survive
 // compaction and a restart.
 func TestJournalKeepsHiddenReasoning(t *testing.T) {
