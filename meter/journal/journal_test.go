@@ -612,19 +612,16 @@ func TestJournalBeginIsWrittenWhenItReturns(t *testing.T) {
 	}
 }
 
-// TestJournalBeginsTogetherAreEachWrittenWhenTheyReturn: begins that
-// arrive together are written in one write, by the first of them to get
-// the segment (or by the writer goroutine, woken by the ends); the others
-// find their records written and return without a write. Each must still
-// return only once its own record is in the file: a begin counted as
-// written by a write that left the buffer before the begin joined it goes
-// upstream with nothing journaled, and a kill -9 loses it.
+// TestJournalBeginsTogetherAreEachWrittenWhenTheyReturn: as
+// TestJournalBeginIsWrittenWhenItReturns, with begins from several
+// goroutines at once and the writer goroutine writing ends meanwhile (the
+// records buffered before a begin go out in its write). Each Begin must
+// return only once its own record is in the file. A group write of begins
+// was tried with this test (BENCHMARKS.md, "Issue 16, stop 38"): it fails
+// when a begin is counted as written by a write that left before the begin
+// joined it, which goes upstream with nothing journaled.
 func TestJournalBeginsTogetherAreEachWrittenWhenTheyReturn(t *testing.T) {
-	dir := t.TempDir()
-	j, _, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j, dir := openWithSegments(t, maxSegment)
 	defer j.Close()
 	body := []byte(`{"model":"sim-pro","messages":[{"role":"user","content":"hello"}]}`)
 	const goroutines, each = 8, 60
