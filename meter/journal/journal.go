@@ -78,6 +78,10 @@ type Journal struct {
 	dirty bool   // written since the last fsync
 	torn  bool   // a failed write's bytes could not be cut off yet
 	out   []byte // the records being written (buf's spare)
+	// kept is the size of the merged records the last compaction wrote
+	// (the open requests), without what it copied after them; only the
+	// writer goroutine touches it.
+	kept int64
 
 	mu     sync.Mutex
 	buf    []byte             // records not yet written
@@ -399,7 +403,7 @@ func (j *Journal) writer() {
 	tick := time.NewTicker(syncInterval)
 	defer tick.Stop()
 	// compactAt is the size at which the segment is compacted next, past
-	// maxSegment: twice what the last compaction left (when the open
+	// maxSegment: twice what the last compaction kept of the open requests (when the open
 	// requests alone fill a segment, each compaction would otherwise start
 	// the next at once), or, after a failure, another quarter of
 	// maxSegment.
@@ -462,7 +466,7 @@ func (j *Journal) writer() {
 			if err != nil {
 				compactAt = j.segSize + maxSegment/4
 			} else {
-				compactAt = 2 * j.segSize
+				compactAt = 2 * j.kept
 			}
 			j.fmu.Unlock()
 		}
@@ -500,7 +504,8 @@ const compactingSuffix = ".compacting"
 // old one (see replaced). When it fails, the journal carries on in the
 // current segment, and compaction is tried again once that has grown by
 // another quarter of maxSegment. The writer compacts a segment once it
-// holds maxSegment, and twice what the last compaction left.
+// holds maxSegment, and twice what the last compaction kept of the
+// open requests.
 //
 // Call it from the writer goroutine, without fmu. A begin whose request is
 // open when compaction notes where the segment ends has its record either
@@ -529,6 +534,7 @@ func (j *Journal) compact() error {
 			keep = appendRequest(keep, &reqs[i])
 		}
 	}
+	j.kept = int64(len(keep)) // read by the writer goroutine, which runs compact
 	next := segPath(j.dir, old+1)
 	f, err := os.OpenFile(next+compactingSuffix, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
