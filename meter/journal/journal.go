@@ -78,10 +78,6 @@ type Journal struct {
 	dirty bool   // written since the last fsync
 	torn  bool   // a failed write's bytes could not be cut off yet
 	out   []byte // the records being written (buf's spare)
-	// kept is the size of the merged records the last compaction wrote
-	// (the open requests), without what it copied after them; only the
-	// writer goroutine touches it.
-	kept int64
 
 	mu     sync.Mutex
 	buf    []byte             // records not yet written
@@ -403,9 +399,9 @@ func (j *Journal) writer() {
 	tick := time.NewTicker(syncInterval)
 	defer tick.Stop()
 	// compactAt is the size at which the segment is compacted next, past
-	// maxSegment: twice what the last compaction kept of the open requests (when the open
-	// requests alone fill a segment, each compaction would otherwise start
-	// the next at once), or, after a failure, another quarter of
+	// maxSegment: twice what the last compaction kept of the open requests
+	// (when they alone fill a segment, each compaction would otherwise
+	// start the next at once), or, after a failure, another quarter of
 	// maxSegment.
 	var compactAt int64
 	retrying := false // a write failed: its records wait in buf, retried every tick
@@ -458,17 +454,14 @@ func (j *Journal) writer() {
 		full := j.segSize >= max(maxSegment, compactAt)
 		j.fmu.Unlock()
 		if full {
-			err := j.compact()
-			if err != nil {
+			if kept, err := j.compact(); err != nil {
 				j.fail(err)
-			}
-			j.fmu.Lock()
-			if err != nil {
+				j.fmu.Lock()
 				compactAt = j.segSize + maxSegment/4
+				j.fmu.Unlock()
 			} else {
-				compactAt = 2 * j.kept
+				compactAt = 2 * kept
 			}
-			j.fmu.Unlock()
 		}
 		if closed {
 			return
@@ -510,7 +503,9 @@ const compactingSuffix = ".compacting"
 // Call it from the writer goroutine, without fmu. A begin whose request is
 // open when compaction notes where the segment ends has its record either
 // before that point (merged) or after it (copied).
-func (j *Journal) compact() error {
+//
+// It returns the size in bytes of the merged records it kept.
+func (j *Journal) compact() (kept int64, err error) {
 	j.fmu.Lock()
 	old, upTo := j.segNum, j.segSize
 	j.mu.Lock()
@@ -523,7 +518,7 @@ func (j *Journal) compact() error {
 	j.fmu.Unlock()
 	reqs, _, err := recoverSegmentsUpTo(j.dir, []uint64{old}, open, upTo)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	keep := appendCompacted(nil, old)
 	if hidden != nil {
@@ -534,11 +529,10 @@ func (j *Journal) compact() error {
 			keep = appendRequest(keep, &reqs[i])
 		}
 	}
-	j.kept = int64(len(keep)) // read by the writer goroutine, which runs compact
 	next := segPath(j.dir, old+1)
 	f, err := os.OpenFile(next+compactingSuffix, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	abandon := func(err error) error {
 		f.Close()
@@ -546,10 +540,10 @@ func (j *Journal) compact() error {
 		return err
 	}
 	if _, err := f.Write(keep); err != nil {
-		return abandon(err)
+		return 0, abandon(err)
 	}
 	if err := f.Sync(); err != nil {
-		return abandon(err)
+		return 0, abandon(err)
 	}
 	if compactHook != nil {
 		compactHook()
@@ -568,7 +562,7 @@ func (j *Journal) compact() error {
 		n, err := copySpan(f, segPath(j.dir, old), copied, end)
 		size += n
 		if err != nil {
-			return abandon(err)
+			return 0, abandon(err)
 		}
 		copied = end
 	}
@@ -579,7 +573,7 @@ func (j *Journal) compact() error {
 	}
 	if err != nil {
 		j.fmu.Unlock()
-		return abandon(err)
+		return 0, abandon(err)
 	}
 	j.seg.Close()
 	j.seg, j.segNum, j.segSize = f, old+1, size
@@ -587,9 +581,9 @@ func (j *Journal) compact() error {
 	j.dirty = true // the copied records are not fsync'd
 	j.fmu.Unlock()
 	if err := syncDir(j.dir); err != nil {
-		return err // the old segment stays: the new one replaces it in recovery
+		return 0, err // the old segment stays: the new one replaces it in recovery
 	}
-	return os.Remove(segPath(j.dir, old))
+	return int64(len(keep)), os.Remove(segPath(j.dir, old))
 }
 
 // compactHook, when set (by tests), runs in compact once the new segment
