@@ -38,7 +38,7 @@ func (s *Server) steps(env provider.Envelope) []func(http.Handler) http.Handler 
 				return
 			}
 			defer release()
-			next.ServeHTTP(newHeaderFlusher(w), r)
+			next.ServeHTTP(newHeaderFlusher(w, &s.chains), r)
 		})
 	}}
 }

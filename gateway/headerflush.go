@@ -10,10 +10,11 @@ import "net/http"
 // doubled for the life of the stream, since an idle stream blocks almost as
 // deep (the runtime halves a stack only when less than a quarter of it is
 // used). headerFlusher therefore makes that one call on a short-lived
-// goroutine of its own, while the handler waits; later writes and flushes
-// go straight through.
+// goroutine of its own (one of the server's kept ones, see workers.aside),
+// while the handler waits; later writes and flushes go straight through.
 type headerFlusher struct {
 	http.ResponseWriter
+	side     *workers     // runs the call that sends the header (see workers.aside)
 	flushTo  func() error // the flush of the writer underneath (see flusherOf)
 	buffered int          // bytes written while the header was held back
 	sent     bool         // the header may have gone out
@@ -23,8 +24,8 @@ type headerFlusher struct {
 // (bufferBeforeChunkingSize): writes that fit in it send nothing yet.
 const bufferBeforeHeader = 2048
 
-func newHeaderFlusher(w http.ResponseWriter) *headerFlusher {
-	return &headerFlusher{ResponseWriter: w, flushTo: flusherOf(w)}
+func newHeaderFlusher(w http.ResponseWriter, side *workers) *headerFlusher {
+	return &headerFlusher{ResponseWriter: w, side: side, flushTo: flusherOf(w)}
 }
 
 // flusherOf finds the flush of w as http.ResponseController.Flush does
@@ -53,7 +54,7 @@ func (h *headerFlusher) Write(p []byte) (int, error) {
 	h.sent = true
 	var n int
 	var err error
-	aside(func() { n, err = h.ResponseWriter.Write(p) })
+	h.side.aside(func() { n, err = h.ResponseWriter.Write(p) })
 	return n, err
 }
 
@@ -64,22 +65,9 @@ func (h *headerFlusher) FlushError() error {
 	}
 	h.sent = true
 	var err error
-	aside(func() { err = h.flushTo() })
+	h.side.aside(func() { err = h.flushTo() })
 	return err
 }
 
 // Unwrap returns the writer underneath, for http.ResponseController.
 func (h *headerFlusher) Unwrap() http.ResponseWriter { return h.ResponseWriter }
-
-// aside runs f on a new goroutine, with a stack of its own, and waits for
-// it; a panic in f is raised again in the caller.
-func aside(f func()) {
-	done := make(chan any)
-	go func() {
-		defer func() { done <- recover() }()
-		f()
-	}()
-	if p := <-done; p != nil {
-		panic(p)
-	}
-}

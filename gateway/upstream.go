@@ -48,7 +48,7 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	// stream's handler past its 8 KiB stack for the stream's whole life.
 	var resp *http.Response
 	client := s.clientFor(rt.provider)
-	aside(func() { resp, err = client.Do(up) })
+	s.chains.aside(func() { resp, err = client.Do(up) })
 	connect.Stop()
 	if err != nil {
 		switch cause := x.cause(); {

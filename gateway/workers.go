@@ -11,8 +11,9 @@ const (
 	workerIdleLimit = time.Minute
 )
 
-// workers runs each HTTP/1.1 POST's chain (see takeovers) on a goroutine
-// kept between requests, instead of a new one per request.
+// workers runs each HTTP/1.1 POST's chain (see takeovers), and what a
+// handler runs aside (see aside), on a goroutine kept between requests,
+// instead of a new one each time.
 //
 // A new goroutine starts with a small stack, and a request's chain (chi's
 // routing, the handler, the request's log line) grows it several times,
@@ -55,6 +56,28 @@ func (ws *workers) do(f func()) {
 	ws.wg.Add(1)
 	ws.mu.Unlock()
 	go ws.loop(&worker{run: make(chan func(), 1)}, f)
+}
+
+// aside runs f on an idle kept goroutine (a new one when none waits), and
+// waits for it; a panic in f is raised again in the caller. A handler
+// runs on it what would take its own stack past 8 KiB for a stream's
+// whole life (see headerFlusher): the upstream round trip and the flush
+// that sends the response header, each 3 to 4 KiB deep.
+//
+// On a new goroutine, as each such call once ran, the runtime grew the
+// small stack it starts with, copying it, at every call: runtime.newstack
+// took 1.0 to 1.7% of the process under cmd/loadgen's short streams and
+// one stream at a time (BENCHMARKS.md, "Issue 16, stop 39"). A kept
+// goroutine has the stack its earlier work grew.
+func (ws *workers) aside(f func()) {
+	done := make(chan any, 1)
+	ws.do(func() {
+		defer func() { done <- recover() }()
+		f()
+	})
+	if p := <-done; p != nil {
+		panic(p)
+	}
 }
 
 // loop runs f, then each function sent to w, until w is not kept.

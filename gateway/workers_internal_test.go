@@ -131,3 +131,84 @@ func waitIdle(t *testing.T, ws *workers, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestWorkersAside: aside returns once f has returned, runs f on a kept
+// goroutine (the same one, call after call, not the caller's), raises f's
+// panic again in the caller, and still runs f after stop.
+func TestWorkersAside(t *testing.T) {
+	var ws workers
+	var kept *worker
+	for i := range 10 {
+		var ran bool
+		ws.aside(func() { ran = true })
+		if !ran {
+			t.Fatalf("call %d: aside returned before f ran", i)
+		}
+		waitIdle(t, &ws, 1)
+		ws.mu.Lock()
+		w := ws.idle[0]
+		ws.mu.Unlock()
+		if kept == nil {
+			kept = w
+		} else if w != kept {
+			t.Fatalf("call %d ran on a new goroutine, not the kept one", i)
+		}
+	}
+
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Fatalf("recovered %v, want f's panic", p)
+			}
+		}()
+		ws.aside(func() { panic("boom") })
+		t.Fatal("aside returned after f panicked")
+	}()
+	waitIdle(t, &ws, 1) // the goroutine survived the panic and came back
+
+	ws.stop()
+	var ran bool
+	ws.aside(func() { ran = true })
+	ws.wait()
+	if !ran || idleCount(&ws) != 0 {
+		t.Fatalf("after stop: ran %v, %d idle", ran, idleCount(&ws))
+	}
+}
+
+// BenchmarkAside: a call 3.5 KiB deep (as net/http's client round trip
+// and its first header write are) run aside on a new goroutine each time,
+// as it once was, and on a kept one (workers.aside). The new goroutine's
+// stack grows, and is copied, on every call.
+func BenchmarkAside(b *testing.B) {
+	b.Run("new-goroutine", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			done := make(chan any)
+			go func() {
+				defer func() { done <- recover() }()
+				deep(7)
+			}()
+			<-done
+		}
+	})
+	b.Run("kept", func(b *testing.B) {
+		var ws workers
+		defer func() { ws.stop(); ws.wait() }()
+		b.ReportAllocs()
+		for b.Loop() {
+			ws.aside(func() { deep(7) })
+		}
+	})
+}
+
+// deep recurses n frames of 512 bytes each.
+//
+//go:noinline
+func deep(n int) byte {
+	var pad [512]byte
+	pad[n] = byte(n)
+	if n == 0 {
+		return pad[0]
+	}
+	return deep(n-1) + pad[n]
+}
