@@ -235,25 +235,22 @@ func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provi
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), d.provider.ConnectTimeout)
 		defer cancel()
-		up, err := http.NewRequestWithContext(ctx, http.MethodPost, d.provider.BaseURL+path, strings.NewReader(string(upBody)))
+		up, err := s.upstreamRequest(ctx, d.provider, path, upBody, call.Header)
 		if err != nil {
 			env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", err.Error()))
 			return
 		}
-		up.Header.Set("Content-Type", "application/json")
-		for k, v := range call.Header {
-			up.Header[k] = v
-		}
-		if p.Auth != nil {
-			p.Auth(up.Header, d.provider.APIKey)
-		}
-		resp, err := s.clientFor(d.provider).Do(up)
+		resp, err := s.clientFor(d.provider).RoundTrip(up) // no redirect followed: see redirected
 		if err != nil {
 			env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
 				"the upstream could not be reached: "+s.scrubFor(d.provider.Name, unwrapURL(err))))
 			return
 		}
 		defer resp.Body.Close()
+		if s.redirected(d.provider.Name, requestIDOf(r), resp) {
+			env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", redirectMessage(resp.StatusCode)))
+			return
+		}
 		out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if err != nil {
 			env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",

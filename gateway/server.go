@@ -115,12 +115,14 @@ type Server struct {
 	// every request (not in the providers map's random order).
 	clientKeys []func(*http.Request) string
 	routes     *router
-	client     *http.Client // HTTP/1.1 over http://, HTTP/2 or 1.1 (ALPN) over https://
-	h2c        *http.Client // cleartext HTTP/2 with prior knowledge (ProtocolH2C)
-	est        *tap.Estimator
-	hidden     *hiddenReasoning
-	limits     *limiter
-	rates      Rater // nil: no cost shown
+	// The upstream transports, used directly (see roundTrip): a redirect
+	// is not followed.
+	client *http.Transport // HTTP/1.1 over http://, HTTP/2 or 1.1 (ALPN) over https://
+	h2c    *http.Transport // cleartext HTTP/2 with prior knowledge (ProtocolH2C)
+	est    *tap.Estimator
+	hidden *hiddenReasoning
+	limits *limiter
+	rates  Rater // nil: no cost shown
 	// drains holds a token per stream being read after its client left.
 	drains chan struct{}
 	mu     sync.Mutex
@@ -196,8 +198,8 @@ func newH2CTransport() *http.Transport {
 	return tr
 }
 
-// clientFor returns the HTTP client that reaches provider p.
-func (s *Server) clientFor(p *ProviderConfig) *http.Client {
+// clientFor returns the transport that reaches provider p.
+func (s *Server) clientFor(p *ProviderConfig) *http.Transport {
 	if p.Protocol == ProtocolH2C {
 		return s.h2c
 	}
@@ -237,7 +239,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, keys: d.Keys, sink: d.Sink, journal: d.Journal, log: d.Log, providers: providers,
-		routes: newRouter(cfg), client: &http.Client{Transport: tr}, h2c: &http.Client{Transport: newH2CTransport()}, est: est, hidden: newHiddenReasoning(), limits: newLimiter(d.Limits), rates: d.Rates,
+		routes: newRouter(cfg), client: tr, h2c: newH2CTransport(), est: est, hidden: newHiddenReasoning(), limits: newLimiter(d.Limits), rates: d.Rates,
 		drains: make(chan struct{}, cfg.MaxDrains), active: map[*exchange]struct{}{}}
 	for i := range d.Providers {
 		if ck := d.Providers[i].ClientKey; ck != nil && providers[d.Providers[i].Type] == &d.Providers[i] {

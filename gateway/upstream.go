@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -17,20 +19,13 @@ import (
 // callUpstream sends the upstream request of x (path below the provider's
 // base URL, body, and extra headers) and returns the response once its
 // headers arrive with status 200. Otherwise it answers the client itself
-// (502 unreachable, 504 no answer within connect_timeout, or the
-// upstream's own status and error, scrubbed) and returns nil.
+// (502 unreachable or redirected, 504 no answer within connect_timeout, or
+// the upstream's own status and error, scrubbed) and returns nil.
 func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, header http.Header) *http.Response {
-	up, err := http.NewRequestWithContext(x.ctx, http.MethodPost, rt.provider.BaseURL+path, bytes.NewReader(body))
+	up, err := s.upstreamRequest(x.ctx, rt.provider, path, body, header)
 	if err != nil {
 		x.fail(http.StatusBadGateway, usage.StatusUpstreamError, err)
 		return nil
-	}
-	up.Header.Set("Content-Type", "application/json")
-	for k, v := range header {
-		up.Header[k] = v
-	}
-	if p := s.providers[rt.provider.Type]; p != nil && p.Auth != nil {
-		p.Auth(up.Header, rt.provider.APIKey)
 	}
 	// A streamed answer's headers come before its first token; a whole
 	// answer's come with its body, once the provider has generated all of
@@ -47,8 +42,8 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	// path is about 3 KiB deep, and made from here it would take a
 	// stream's handler past its 8 KiB stack for the stream's whole life.
 	var resp *http.Response
-	client := s.clientFor(rt.provider)
-	s.chains.aside(func() { resp, err = client.Do(up) })
+	tr := s.clientFor(rt.provider)
+	s.chains.aside(func() { resp, err = tr.RoundTrip(up) })
 	connect.Stop()
 	if err != nil {
 		switch cause := x.cause(); {
@@ -69,6 +64,30 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	x.responded = true
 	x.checkpoint() // the journal learns the upstream answered: it bills from here
 	return resp
+}
+
+// upstreamRequest is a JSON POST of body to path below pc's base URL, with
+// header and the credential of pc's provider type. User info in the base
+// URL (https://user:pass@host/v1) becomes basic auth when the credential
+// did not take the Authorization header, as an http.Client would make it:
+// the request is sent on a transport (see redirected).
+func (s *Server) upstreamRequest(ctx context.Context, pc *ProviderConfig, path string, body []byte, header http.Header) (*http.Request, error) {
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, pc.BaseURL+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	up.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		up.Header[k] = v
+	}
+	if p := s.providers[pc.Type]; p != nil && p.Auth != nil {
+		p.Auth(up.Header, pc.APIKey)
+	}
+	if u := up.URL.User; u != nil && up.Header.Get("Authorization") == "" {
+		pass, _ := u.Password()
+		up.SetBasicAuth(u.Username(), pass)
+	}
+	return up, nil
 }
 
 // readToEnd reads an upstream body on to its end once its stream has
@@ -94,13 +113,37 @@ const (
 	afterDoneBytes = 4 << 10
 )
 
-// unwrapURL is a transport error's message without the URL net/http puts
-// in front of it (`Post "http://...": dial tcp ...`); the address in the
-// rest is scrubbed by the caller.
+// redirected reports whether an upstream answered with a redirect (3xx).
+// The gateway sends upstream requests on its transports (RoundTrip), not
+// through an http.Client, so that it follows no redirect: a client follows
+// them by default (up to 10, a POST turned into a GET on 301, 302 and
+// 303), which would let an upstream point the gateway, with the request's
+// body and headers, at any address, internal ones included, and bill what
+// a GET there answered. A redirect is answered as a failed upstream; its
+// Location goes to the operator's log only, as it may name an internal
+// address.
+func (s *Server) redirected(provider, requestID string, resp *http.Response) bool {
+	if resp.StatusCode < 300 || resp.StatusCode > 399 {
+		return false
+	}
+	s.log.Warn("gateway: an upstream answered with a redirect, not followed: is its base_url out of date?",
+		"provider", provider, "status", resp.StatusCode, "location", resp.Header.Get("Location"), "request_id", requestID)
+	return true
+}
+
+// redirectMessage is what a client is told of an upstream's redirect.
+func redirectMessage(status int) string {
+	return fmt.Sprintf("the upstream provider answered %d, a redirect, which the gateway does not follow: "+
+		"its configured address may be out of date", status)
+}
+
+// unwrapURL is an upstream error's message without the URL an http.Client
+// would put in front of it (`Post "http://...": dial tcp ...`); the address
+// in the rest is scrubbed by the caller.
 func unwrapURL(err error) string {
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) && ue.Unwrap() != nil {
-		return ue.Unwrap().Error()
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return ue.Err.Error()
 	}
 	return err.Error()
 }
@@ -127,6 +170,17 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 	body = []byte(s.scrubFor(rt.provider.Name, string(body)))
 	x.event.Status = usage.StatusUpstreamError
 	x.event.Error = fmt.Sprintf("upstream status %d", resp.StatusCode)
+	if s.redirected(rt.provider.Name, x.event.ID, resp) {
+		// A deployment that redirects is misconfigured: the next one, if
+		// any, is tried, as for a 5xx.
+		x.event.Error += ": a redirect, not followed"
+		x.upstreamFailed = true
+		if x.mayRetry() {
+			return
+		}
+		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", redirectMessage(resp.StatusCode)))
+		return
+	}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		x.upstreamFailed, x.retryAfter = true, retryAfter(resp.Header, time.Now())
 		if x.mayRetry() {
