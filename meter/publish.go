@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,11 +42,29 @@ func (p *Publisher) Publish(ctx context.Context, e *usage.Event) error {
 	if err := e.Validate(); err != nil {
 		return err
 	}
-	data, err := e.AppendJSON(make([]byte, 0, 1024)) // a gateway's event is about 630 bytes
+	bp := eventBufs.Get().(*[]byte)
+	defer putEventBuf(bp)
+	data, err := e.AppendJSON(*bp)
 	if err != nil {
 		return fmt.Errorf("encode event %s: %w", e.ID, err)
 	}
+	*bp = data
+	// The NATS client copies data into its own buffer (or, disconnected,
+	// its reconnect buffer) before Publish returns.
 	return p.PublishData(ctx, e.ID, data)
+}
+
+// eventBufs holds Publish's encoding buffers between calls: a new one per
+// event was 3% of the bytes the process allocated under cmd/loadgen's short
+// streams (BENCHMARKS.md, "Issue 16, stop 40"). They start at 1 KiB (a
+// gateway's event is about 630 bytes); one grown past 64 KiB is let go.
+var eventBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func putEventBuf(bp *[]byte) {
+	if cap(*bp) <= 64<<10 {
+		*bp = (*bp)[:0]
+		eventBufs.Put(bp)
+	}
 }
 
 // PublishData publishes an encoded event under its id, as Publish does.

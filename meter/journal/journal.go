@@ -184,13 +184,16 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 		return // not a request of ours: its event is refused downstream
 	}
 	kept := body[:min(len(body), MaxBody)]
-	rec := appendHeader(make([]byte, 0, headerLen+8+eventCap+len(kept)), kindBegin, id, time.Now())
+	bp := beginRecords.Get().(*[]byte)
+	defer putBeginRecord(bp)
+	rec := appendHeader(slices.Grow((*bp)[:0], headerLen+8+eventCap+len(kept)), kindBegin, id, time.Now())
 	at := len(rec)
 	rec = appendEvent(append(rec, 0, 0, 0, 0), e) // encoded in place, after its length
 	binary.BigEndian.PutUint32(rec[at:], uint32(len(rec)-at-4))
 	rec = binary.BigEndian.AppendUint32(rec, uint32(len(body)))
 	rec = append(rec, kept...)
 	finishRecord(rec)
+	*bp = rec // copied into the segment's write below, then free
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()
@@ -223,6 +226,24 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 	j.fmu.Unlock()
 	if full || err != nil {
 		j.signal() // the writer compacts, or retries
+	}
+}
+
+// beginRecords holds Begin's record buffers between calls: a begin record
+// (its event and the request's body) is copied into the segment's write as
+// soon as it is made, and a new buffer for each was 4% of the bytes the
+// process allocated under cmd/loadgen's short streams (BENCHMARKS.md,
+// "Issue 16, stop 40").
+var beginRecords = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledRecord is the largest begin record buffer kept for reuse
+// (bytes): one of a request with a body of several MiB is let go.
+const maxPooledRecord = 64 << 10
+
+func putBeginRecord(bp *[]byte) {
+	if cap(*bp) <= maxPooledRecord {
+		*bp = (*bp)[:0]
+		beginRecords.Put(bp)
 	}
 }
 
