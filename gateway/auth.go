@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -13,12 +12,13 @@ import (
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
-type keyStateKey struct{}
-
-// keyOf is the state of the request's authenticated key.
+// keyOf is the state of the request's authenticated key, nil before
+// checkKey accepted one.
 func keyOf(r *http.Request) *usage.KeyState {
-	k, _ := r.Context().Value(keyStateKey{}).(*usage.KeyState)
-	return k
+	if st := stateOf(r); st != nil && st.hasKey {
+		return &st.key
+	}
+	return nil
 }
 
 // steps are the middleware of a metered route: authenticate the key,
@@ -153,7 +153,13 @@ func (s *Server) checkKey(w http.ResponseWriter, r *http.Request, env provider.E
 			"this API key expired at "+k.ExpiresAt.UTC().Format(time.RFC3339)))
 		return nil
 	}
-	return r.WithContext(context.WithValue(r.Context(), keyStateKey{}, &k))
+	st := stateOf(r)
+	if st == nil {
+		r = r.WithContext(withState(r.Context()))
+		st = stateOf(r)
+	}
+	st.key, st.hasKey = k, true
+	return r
 }
 
 // customerKey is the key the request sends: "Authorization: Bearer

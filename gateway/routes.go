@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // chatErrors is the envelope of the gateway's own routes: OpenAI's, the
@@ -83,7 +84,31 @@ func (s *Server) envelopeFor(path string) provider.Envelope {
 	return chatErrors
 }
 
-type requestIDKey struct{}
+// requestState is what the gateway learns of a request before its handler
+// runs: its id (requestID) and, on a metered or authenticated route, the
+// state of its key (checkKey). It is one value in the request's context,
+// filled in place: each http.Request.WithContext copies the whole request
+// (about 250 bytes), and a stream keeps its copies for its whole life,
+// four of them before (BENCHMARKS.md, "Issue 16, stop 40"). takeovers puts
+// an empty one in the context it makes anyway.
+type requestState struct {
+	id     string
+	key    usage.KeyState
+	hasKey bool
+}
+
+type requestStateKey struct{}
+
+// stateOf is r's requestState, nil before requestID or takeovers made one.
+func stateOf(r *http.Request) *requestState {
+	st, _ := r.Context().Value(requestStateKey{}).(*requestState)
+	return st
+}
+
+// withState returns ctx carrying a new, empty requestState.
+func withState(ctx context.Context) context.Context {
+	return context.WithValue(ctx, requestStateKey{}, &requestState{})
+}
 
 // requestID gives every request an id, a UUIDv7 (time-ordered, as the
 // ledger's keys like), sent as X-Request-Id on every response; an
@@ -105,12 +130,20 @@ func withRequestID(w http.ResponseWriter, r *http.Request) *http.Request {
 	}
 	s := id.String()
 	w.Header().Set("X-Request-Id", s)
-	return r.WithContext(context.WithValue(r.Context(), requestIDKey{}, s))
+	st := stateOf(r)
+	if st == nil {
+		r = r.WithContext(withState(r.Context()))
+		st = stateOf(r)
+	}
+	st.id = s
+	return r
 }
 
+// requestIDOf is r's id (see requestID), or a new one for a request that
+// did not pass requestID.
 func requestIDOf(r *http.Request) string {
-	if id, ok := r.Context().Value(requestIDKey{}).(string); ok {
-		return id
+	if st := stateOf(r); st != nil && st.id != "" {
+		return st.id
 	}
 	return uuid.NewString()
 }

@@ -56,7 +56,7 @@ func (s *Server) takeovers(h http.Handler) http.Handler {
 		ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 		t.cancel, t.reqCtx = cancel, r.Context()
 		t.stopRelay = context.AfterFunc(t.reqCtx, t.relayCancel)
-		r2 := r.WithContext(ctx)
+		r2 := r.WithContext(withState(ctx)) // filled in place (see requestState)
 		t.body = &takenBody{rc: r.Body}
 		r2.Body = t.body
 		s.chains.do(func() { t.serve(h, r2) })
