@@ -153,11 +153,7 @@ func (s *Server) checkKey(w http.ResponseWriter, r *http.Request, env provider.E
 			"this API key expired at "+k.ExpiresAt.UTC().Format(time.RFC3339)))
 		return nil
 	}
-	st := stateOf(r)
-	if st == nil {
-		r = r.WithContext(withState(r.Context()))
-		st = stateOf(r)
-	}
+	r, st := stateFor(r)
 	st.key, st.hasKey = k, true
 	return r
 }

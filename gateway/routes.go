@@ -110,6 +110,16 @@ func withState(ctx context.Context) context.Context {
 	return context.WithValue(ctx, requestStateKey{}, &requestState{})
 }
 
+// stateFor returns r carrying a requestState, and that state: r itself
+// when it has one, else a copy of r with a new one.
+func stateFor(r *http.Request) (*http.Request, *requestState) {
+	if st := stateOf(r); st != nil {
+		return r, st
+	}
+	st := &requestState{}
+	return r.WithContext(context.WithValue(r.Context(), requestStateKey{}, st)), st
+}
+
 // requestID gives every request an id, a UUIDv7 (time-ordered, as the
 // ledger's keys like), sent as X-Request-Id on every response; an
 // upstream request's usage event carries it as its id.
@@ -130,11 +140,7 @@ func withRequestID(w http.ResponseWriter, r *http.Request) *http.Request {
 	}
 	s := id.String()
 	w.Header().Set("X-Request-Id", s)
-	st := stateOf(r)
-	if st == nil {
-		r = r.WithContext(withState(r.Context()))
-		st = stateOf(r)
-	}
+	r, st := stateFor(r)
 	st.id = s
 	return r
 }
