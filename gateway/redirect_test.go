@@ -1,12 +1,15 @@
 package gateway_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -149,4 +152,49 @@ func TestBaseURLUserInfoIsBasicAuth(t *testing.T) {
 			t.Errorf("%s: the upstream got Authorization %q, want %q", tc.body, got, tc.want)
 		}
 	}
+}
+
+// TestRedirectLoggedWithoutKey: the operator's log names where an upstream
+// redirected, but not the provider's key, which an upstream may echo into
+// the Location to have it written there.
+func TestRedirectLoggedWithoutKey(t *testing.T) {
+	const secret = "sk-moved-0123456789"
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://10.9.8.7/v1/chat/completions?key="+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "),
+			http.StatusTemporaryRedirect)
+	}))
+	defer moved.Close()
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	cfg := gateway.Config{
+		Providers: []gateway.ProviderConfig{{Name: "moved", Type: "openai", BaseURL: moved.URL + "/v1", APIKey: secret}},
+		Models:    []gateway.ModelConfig{{Name: "m", Provider: "moved"}},
+	}
+	sink := &memSink{}
+	gw := startGateway(t, cfg, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: sink,
+		Log: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+	st := &stack{gw: gw, url: "http://" + gw.Addr(), sink: sink}
+	resp := st.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d, want 502", resp.StatusCode)
+	}
+	sink.event(t, resp.Header.Get("X-Request-Id")) // the request has ended
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "10.9.8.7") || strings.Contains(logged.String(), secret) {
+		t.Fatalf("the log should name where the upstream redirected, without the key:\n%s", logged.String())
+	}
+}
+
+// lockedWriter serializes writes to w under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

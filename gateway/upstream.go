@@ -121,13 +121,13 @@ const (
 // body and headers, at any address, internal ones included, and bill what
 // a GET there answered. A redirect is answered as a failed upstream; its
 // Location goes to the operator's log only, as it may name an internal
-// address.
+// address, scrubbed of the provider's key (an upstream may echo it there).
 func (s *Server) redirected(provider, requestID string, resp *http.Response) bool {
 	if resp.StatusCode < 300 || resp.StatusCode > 399 {
 		return false
 	}
 	s.log.Warn("gateway: an upstream answered with a redirect, not followed: is its base_url out of date?",
-		"provider", provider, "status", resp.StatusCode, "location", resp.Header.Get("Location"), "request_id", requestID)
+		"provider", provider, "status", resp.StatusCode, "location", s.scrubFor(provider, resp.Header.Get("Location")), "request_id", requestID)
 	return true
 }
 
