@@ -115,8 +115,8 @@ type Server struct {
 	// every request (not in the providers map's random order).
 	clientKeys []func(*http.Request) string
 	routes     *router
-	// The upstream transports, used directly (see roundTrip): a redirect
-	// is not followed.
+	// The upstream transports, used directly, not through an http.Client,
+	// so that no redirect is followed (see redirected).
 	client *http.Transport // HTTP/1.1 over http://, HTTP/2 or 1.1 (ALPN) over https://
 	h2c    *http.Transport // cleartext HTTP/2 with prior knowledge (ProtocolH2C)
 	est    *tap.Estimator

@@ -113,8 +113,8 @@ const (
 	afterDoneBytes = 4 << 10
 )
 
-// redirected reports whether an upstream answered with a redirect (3xx).
-// The gateway sends upstream requests on its transports (RoundTrip), not
+// redirected reports whether the upstream of the provider named name
+// answered with a redirect (3xx), which it logs. The gateway sends upstream requests on its transports (RoundTrip), not
 // through an http.Client, so that it follows no redirect: a client follows
 // them by default (up to 10, a POST turned into a GET on 301, 302 and
 // 303), which would let an upstream point the gateway, with the request's
@@ -122,12 +122,12 @@ const (
 // a GET there answered. A redirect is answered as a failed upstream; its
 // Location goes to the operator's log only, as it may name an internal
 // address, scrubbed of the provider's key (an upstream may echo it there).
-func (s *Server) redirected(provider, requestID string, resp *http.Response) bool {
+func (s *Server) redirected(name, requestID string, resp *http.Response) bool {
 	if resp.StatusCode < 300 || resp.StatusCode > 399 {
 		return false
 	}
 	s.log.Warn("gateway: an upstream answered with a redirect, not followed: is its base_url out of date?",
-		"provider", provider, "status", resp.StatusCode, "location", s.scrubFor(provider, resp.Header.Get("Location")), "request_id", requestID)
+		"provider", name, "status", resp.StatusCode, "location", s.scrubFor(name, resp.Header.Get("Location")), "request_id", requestID)
 	return true
 }
 
