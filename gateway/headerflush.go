@@ -9,9 +9,9 @@ import "net/http"
 // the handler goroutine's stack from 8 to 16 KiB, and the stack stays
 // doubled for the life of the stream, since an idle stream blocks almost as
 // deep (the runtime halves a stack only when less than a quarter of it is
-// used). headerFlusher therefore makes that one call on a short-lived
-// goroutine of its own (one of the server's kept ones, see workers.aside),
-// while the handler waits; later writes and flushes go straight through.
+// used). headerFlusher therefore makes that one call on another goroutine,
+// one the server keeps between calls (see workers.aside), while the
+// handler waits; later writes and flushes go straight through.
 type headerFlusher struct {
 	http.ResponseWriter
 	side     *workers     // runs the call that sends the header (see workers.aside)

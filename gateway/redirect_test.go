@@ -96,10 +96,13 @@ func TestUpstreamRedirectsAreNotFollowed(t *testing.T) {
 }
 
 // TestRedirectingDeploymentFailsOver: a deployment that redirects is a
-// failed one: the request goes on to the model's fallback, which answers.
+// failed one: the request goes on to the model's fallback, which answers,
+// and not to where the redirect points, though a server there answers too.
 func TestRedirectingDeploymentFailsOver(t *testing.T) {
+	lure := httptest.NewServer(sim.New())
+	defer lure.Close()
 	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "http://127.0.0.1:1"+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		http.Redirect(w, r, lure.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 	}))
 	defer moved.Close()
 	st := newStack(t, func(c *gateway.Config) {
