@@ -286,10 +286,14 @@ func BenchmarkCompactionRead(b *testing.B) {
 	if err != nil || len(segs) != 1 {
 		b.Fatalf("segments %v (%v)", segs, err)
 	}
+	sl, err := loadSeal(dir, 1) // the journal made it when it opened
+	if err != nil {
+		b.Fatal(err)
+	}
 	for name, only := range map[string]map[[16]byte]bool{"all": nil, "open": open} {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				reqs, _, err := recoverSegments(dir, segs, only)
+				reqs, _, err := recoverSegments(dir, segs, only, sl)
 				if err != nil || len(reqs) != 100 {
 					b.Fatalf("%d requests (%v)", len(reqs), err)
 				}

@@ -16,13 +16,15 @@ import (
 // all: the begin and checkpoint of a request that never was, billed to
 // another customer with a billion prompt tokens reported. An upstream
 // controls its output's bytes (JSON's \u0000 escapes included), and the
-// journal keeps them in a stream's checkpoints.
+// journal keeps them in a stream's checkpoints. The forger knows the
+// record format, not the journal's key: its crcs are plain ones (seed 0),
+// what every journal wrote before it had a key.
 func forgedOutput() []byte {
 	forged := testEvent(666)
 	forged.CustomerID = forgedCustomer
 	huge := usage.Tokens{PromptTokens: 1_000_000_000}
 	recs := appendRequest(nil, &Request{Event: *forged, Began: time.Now(), Last: time.Now(),
-		Checkpoints: 1, Reported: &huge})
+		Checkpoints: 1, Reported: &huge}, 0)
 	return append(append([]byte("tok "), recs...), "tok tok tok"...)
 }
 
@@ -84,6 +86,22 @@ func TestJournalRecordsForgedInOutputAreNotRecovered(t *testing.T) {
 		reqs := recovered(t, dir)
 		if len(reqs) != 2 || reqs[0].Event.ID != testEvent(1).ID || reqs[1].Event.ID != testEvent(2).ID {
 			t.Fatalf("recovered %v, want requests 1 and 2", ids(reqs))
+		}
+	})
+
+	t.Run("damaged length", func(t *testing.T) {
+		// Request 1's checkpoint loses its length (a block a power loss
+		// did not write reads as zeros): the next record is searched for
+		// byte by byte from inside it, where the forged records are.
+		dir, path, b, at := segmentWith(t, output)
+		copy(b[at-headerLen-1:], []byte{0, 0, 0, 0})
+		rewrite(t, path, b)
+		reqs := recovered(t, dir)
+		if len(reqs) != 2 || reqs[0].Event.ID != testEvent(1).ID || reqs[1].Event.ID != testEvent(2).ID {
+			t.Fatalf("recovered %v, want requests 1 and 2", ids(reqs))
+		}
+		if reqs[0].Checkpoints != 0 {
+			t.Fatalf("request 1 kept %d checkpoints of a record whose length was lost", reqs[0].Checkpoints)
 		}
 	})
 

@@ -15,7 +15,10 @@
 // process (the kernel holds them). The segment is fsync'd every second,
 // which bounds what a power loss can take. Segments are
 // compacted as they fill: the requests still open are rewritten, merged,
-// into the next segment, and the older segments removed.
+// into the next segment, and the older segments removed. Every record's
+// crc is sealed with a secret seed kept beside the segments (see seal), so
+// that records forged inside a request's body or output are not taken for
+// the journal's own when damage makes recovery search for one.
 //
 // It imports only the standard library, the usage contract and
 // github.com/google/uuid.
@@ -68,6 +71,9 @@ const CheckpointDelay = 10 * time.Millisecond
 // Begin waits, for its record's write (see Begin).
 type Journal struct {
 	dir string
+	// seal seals every record this process writes: its segments are all
+	// numbered after those of the processes before it, so all sealed.
+	seal seal
 
 	// fmu guards the segment (seg, segNum, segSize, dirty, torn) and out:
 	// writes to it and its compaction (its periodic fsync runs outside,
@@ -121,24 +127,28 @@ func Open(dir string) (*Journal, []Request, error) {
 			_ = os.Remove(t)
 		}
 	}
-	gone, err := replaced(dir, segs)
+	next := uint64(1)
+	if len(segs) > 0 {
+		next = segs[len(segs)-1] + 1
+	}
+	sl, err := loadSeal(dir, next)
+	if err != nil {
+		return nil, nil, err
+	}
+	gone, err := replaced(dir, segs, sl)
 	if err != nil {
 		return nil, nil, err
 	}
 	live := slices.DeleteFunc(slices.Clone(segs), func(n uint64) bool { return gone[n] })
-	reqs, hidden, err := recoverSegments(dir, live, nil)
+	reqs, hidden, err := recoverSegments(dir, live, nil, sl)
 	if err != nil {
 		return nil, nil, err
 	}
-	j := &Journal{dir: dir, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}), older: segs,
-		recovered: hidden, lazy: time.NewTimer(time.Hour)}
+	j := &Journal{dir: dir, seal: sl, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		older: segs, recovered: hidden, lazy: time.NewTimer(time.Hour)}
 	j.lazy.Stop()
 	if hidden != nil {
 		j.hidden, _ = json.Marshal(hidden)
-	}
-	next := uint64(1)
-	if len(segs) > 0 {
-		next = segs[len(segs)-1] + 1
 	}
 	if err := j.openSegment(next); err != nil {
 		return nil, nil, err
@@ -192,7 +202,7 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 	binary.BigEndian.PutUint32(rec[at:], uint32(len(rec)-at-4))
 	rec = binary.BigEndian.AppendUint32(rec, uint32(len(body)))
 	rec = append(rec, kept...)
-	finishRecord(rec)
+	finishRecord(rec, j.seal.seed)
 	*bp = rec // copied into the segment's write below, then free
 	j.mu.Lock()
 	if j.closed {
@@ -299,7 +309,7 @@ func (j *Journal) Checkpoint(id string, output string, reported *usage.Tokens, r
 		output = output[:MaxOutput]
 	}
 	j.buf = append(j.buf, output...)
-	finishRecord(j.buf[start:])
+	finishRecord(j.buf[start:], j.seal.seed)
 	if !j.lazyArmed {
 		j.lazyArmed = true
 		j.lazy.Reset(CheckpointDelay)
@@ -537,17 +547,17 @@ func (j *Journal) compact() (kept int64, err error) {
 	hidden := j.hidden
 	j.mu.Unlock()
 	j.fmu.Unlock()
-	reqs, _, err := recoverSegmentsUpTo(j.dir, []uint64{old}, open, upTo)
+	reqs, _, err := recoverSegmentsUpTo(j.dir, []uint64{old}, open, upTo, j.seal)
 	if err != nil {
 		return 0, err
 	}
-	keep := appendCompacted(nil, old)
+	keep := appendCompacted(nil, old, j.seal.seed)
 	if hidden != nil {
-		keep = appendHidden(keep, hidden)
+		keep = appendHidden(keep, hidden, j.seal.seed)
 	}
 	for i := range reqs {
 		if id, ok := parseID(reqs[i].Event.ID); ok && open[id] {
-			keep = appendRequest(keep, &reqs[i])
+			keep = appendRequest(keep, &reqs[i], j.seal.seed)
 		}
 	}
 	next := segPath(j.dir, old+1)

@@ -119,7 +119,7 @@ func TestJournalWritesALoneCheckpoint(t *testing.T) {
 		t.Fatal("the checkpoint was written at once: it should wait for the writer's next write")
 	}
 	for {
-		reqs, _, err := recoverSegments(dir, []uint64{j.segNum}, nil)
+		reqs, _, err := recoverSegments(dir, []uint64{j.segNum}, nil, j.seal)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -387,7 +387,11 @@ func inFiles(t *testing.T, dir string) []Request {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs, _, err := recoverSegments(dir, segs, nil)
+	sl, err := loadSeal(dir, 1) // the journal made it when it opened
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, _, err := recoverSegments(dir, segs, nil, sl)
 	if err != nil {
 		t.Fatal(err)
 	}

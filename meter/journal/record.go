@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log/slog"
 	"os"
@@ -61,7 +60,7 @@ const (
 
 // A record is [length uint32][crc32c uint32][data]: data is [kind uint8]
 // [request id, 16 bytes][time, Unix nanoseconds int64][payload]; length
-// and crc cover data.
+// and crc cover data, the crc seeded with the journal's secret (see seal).
 //
 //   - begin: [event JSON length uint32][event JSON][body length uint32][body]
 //   - checkpoint: [flags uint8][6 int64 counts if flags&1][output]
@@ -103,15 +102,16 @@ func appendHeader(b []byte, kind uint8, id [16]byte, t time.Time) []byte {
 }
 
 func (j *Journal) endRecord(start int) {
-	finishRecord(j.buf[start:])
+	finishRecord(j.buf[start:], j.seal.seed)
 	j.signal()
 }
 
-// finishRecord fills in the length and crc of the record at the start of rec.
-func finishRecord(rec []byte) {
+// finishRecord fills in the length and crc of the record at the start of
+// rec, the crc under seed (see seal).
+func finishRecord(rec []byte, seed uint32) {
 	data := rec[8:]
 	binary.BigEndian.PutUint32(rec, uint32(len(data)))
-	binary.BigEndian.PutUint32(rec[4:], crc32.Checksum(data, crcTable))
+	binary.BigEndian.PutUint32(rec[4:], checksum(seed, data))
 }
 
 func appendProgress(b []byte, reported *usage.Tokens, reasoningShown bool) []byte {
@@ -153,9 +153,10 @@ func appendEvent(b []byte, e *usage.Event) []byte {
 	return b2
 }
 
-// appendRequest appends r as records: a begin, one checkpoint with all its
-// progress, and its failed final event if any (how compaction keeps it).
-func appendRequest(b []byte, r *Request) []byte {
+// appendRequest appends r as records sealed with seed: a begin, one
+// checkpoint with all its progress, and its failed final event if any (how
+// compaction keeps it).
+func appendRequest(b []byte, r *Request, seed uint32) []byte {
 	id, _ := parseID(r.Event.ID)
 	rec := func(kind uint8, t time.Time, payload func([]byte) []byte) {
 		start := len(b)
@@ -163,7 +164,7 @@ func appendRequest(b []byte, r *Request) []byte {
 		b = append(b, id[:]...)
 		b = binary.BigEndian.AppendUint64(b, uint64(t.UnixNano()))
 		b = payload(b)
-		finishRecord(b[start:])
+		finishRecord(b[start:], seed)
 	}
 	ev := encodeEvent(&r.Event)
 	rec(kindBegin, r.Began, func(b []byte) []byte {
@@ -190,26 +191,26 @@ func appendRequest(b []byte, r *Request) []byte {
 	return b
 }
 
-// appendHidden appends a hidden reasoning record of payload.
-func appendHidden(b, payload []byte) []byte {
+// appendHidden appends a hidden reasoning record of payload, sealed with seed.
+func appendHidden(b, payload []byte, seed uint32) []byte {
 	start := len(b)
 	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, kindHidden)
 	b = append(b, make([]byte, 16)...)
 	b = binary.BigEndian.AppendUint64(b, uint64(time.Now().UnixNano()))
 	b = append(b, payload...)
-	finishRecord(b[start:])
+	finishRecord(b[start:], seed)
 	return b
 }
 
 // appendCompacted appends the record that opens a segment compaction made
-// from segment old.
-func appendCompacted(b []byte, old uint64) []byte {
+// from segment old, sealed with seed.
+func appendCompacted(b []byte, old uint64, seed uint32) []byte {
 	start := len(b)
 	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, kindCompacted)
 	b = append(b, make([]byte, 16)...)
 	b = binary.BigEndian.AppendUint64(b, uint64(time.Now().UnixNano()))
 	b = binary.BigEndian.AppendUint64(b, old)
-	finishRecord(b[start:])
+	finishRecord(b[start:], seed)
 	return b
 }
 
@@ -218,10 +219,10 @@ func appendCompacted(b []byte, old uint64) []byte {
 // naming the one it was made from, and is complete (it is renamed into
 // place only once written and fsync'd), so a crash before that one was
 // removed leaves both, and only the later one counts.
-func replaced(dir string, segs []uint64) (map[uint64]bool, error) {
+func replaced(dir string, segs []uint64, s seal) (map[uint64]bool, error) {
 	out := map[uint64]bool{}
 	for _, n := range segs {
-		kind, payload, err := firstRecord(segPath(dir, n))
+		kind, payload, err := firstRecord(segPath(dir, n), s.seedOf(n))
 		if err != nil {
 			return nil, err
 		}
@@ -234,8 +235,9 @@ func replaced(dir string, segs []uint64) (map[uint64]bool, error) {
 
 // firstRecord returns the kind and payload of the first record of the
 // file at path, or kind 0 when it has none intact there. It reads that
-// record alone: recovery reads (and warns of) the rest.
-func firstRecord(path string) (kind uint8, payload []byte, err error) {
+// record alone: recovery reads (and warns of) the rest. Its crc is
+// checked under seed.
+func firstRecord(path string, seed uint32) (kind uint8, payload []byte, err error) {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return 0, nil, nil
@@ -244,7 +246,7 @@ func firstRecord(path string) (kind uint8, payload []byte, err error) {
 		return 0, nil, fmt.Errorf("journal: %w", err)
 	}
 	defer f.Close()
-	if st, _, data := readRecord(bufio.NewReader(f), nil); st == recordIntact {
+	if st, _, data := readRecord(bufio.NewReader(f), nil, seed); st == recordIntact {
 		return data[0], data[payloadAt:], nil
 	}
 	return 0, nil, nil
@@ -255,7 +257,7 @@ type recordState int
 
 const (
 	recordEnd       recordState = iota // the file's end, or a record the file ends inside: the torn tail
-	recordIntact                       // its length sound and its crc right
+	recordIntact                       // its length sound and its crc right (under the segment's seed)
 	recordBadCRC                       // its length sound, its crc wrong
 	recordBadLength                    // a length no record has
 )
@@ -268,8 +270,9 @@ const payloadAt = headerLen - 8
 func soundLength(n uint32) bool { return n >= payloadAt && n <= maxRecord }
 
 // readRecord reads the record at r's position, its data into data's
-// storage (returned, grown as needed), and its length.
-func readRecord(r io.Reader, data []byte) (recordState, uint32, []byte) {
+// storage (returned, grown as needed), and its length, checking its crc
+// under seed.
+func readRecord(r io.Reader, data []byte, seed uint32) (recordState, uint32, []byte) {
 	var hdr [8]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return recordEnd, 0, data
@@ -282,7 +285,7 @@ func readRecord(r io.Reader, data []byte) (recordState, uint32, []byte) {
 	if _, err := io.ReadFull(r, data); err != nil {
 		return recordEnd, n, data
 	}
-	if crc32.Checksum(data, crcTable) != binary.BigEndian.Uint32(hdr[4:]) {
+	if checksum(seed, data) != binary.BigEndian.Uint32(hdr[4:]) {
 		return recordBadCRC, n, data
 	}
 	return recordIntact, n, data
@@ -295,15 +298,16 @@ func readRecord(r io.Reader, data []byte) (recordState, uint32, []byte) {
 // With only not nil, it reads the records of those requests alone (and
 // no hidden reasoning averages), skipping the others before decoding
 // them: compaction knows which requests are open, and in a full segment
-// nearly all of them have ended.
-func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool) ([]Request, map[string]int64, error) {
-	return recoverSegmentsUpTo(dir, segs, only, -1)
+// nearly all of them have ended. Each segment's crcs are checked under
+// its seed in s.
+func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool, s seal) ([]Request, map[string]int64, error) {
+	return recoverSegmentsUpTo(dir, segs, only, -1, s)
 }
 
 // recoverSegmentsUpTo is recoverSegments reading the last segment only up
 // to its first upTo bytes (all of it when upTo < 0): compaction reads the
 // records written before it began, while others are appended.
-func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo int64) ([]Request, map[string]int64, error) {
+func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo int64, s seal) ([]Request, map[string]int64, error) {
 	var hidden map[string]int64
 	byID := map[[16]byte]*Request{}
 	var order [][16]byte
@@ -312,7 +316,7 @@ func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo
 		if i == len(segs)-1 {
 			limit = upTo
 		}
-		err := scan(segPath(dir, n), limit, func(kind uint8, id [16]byte, t time.Time, payload []byte) {
+		err := scan(segPath(dir, n), limit, s.seedOf(n), func(kind uint8, id [16]byte, t time.Time, payload []byte) {
 			if only != nil && !only[id] {
 				return
 			}
@@ -418,13 +422,14 @@ func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo
 // not is skipped whole, to where its length says it ends, where the next
 // record is read as any other (torn, damaged or intact). Only past a
 // record whose length itself is damaged is the search made byte by byte
-// from its second byte, and that search can find a record forged inside
-// the damaged one; a length that is damaged and still sound loses the
-// records it spans, or, when shorter, reads on from inside the record.
+// from its second byte; a length that is damaged and still sound loses
+// the records it spans, or, when shorter, reads on from inside the
+// record. There a forged record is found only if its crc is right under
+// seed, the segment's secret seed (see seal): one forgery in 2^32.
 //
 // With limit ≥ 0 it reads only the file's first limit bytes, as if the
 // file ended there.
-func scan(path string, limit int64, fn func(kind uint8, id [16]byte, t time.Time, payload []byte)) error {
+func scan(path string, limit int64, seed uint32, fn func(kind uint8, id [16]byte, t time.Time, payload []byte)) error {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil
@@ -448,7 +453,7 @@ func scan(path string, limit int64, fn func(kind uint8, id [16]byte, t time.Time
 	for {
 		var st recordState
 		var n uint32
-		st, n, data = readRecord(r, data)
+		st, n, data = readRecord(r, data, seed)
 		switch st {
 		case recordEnd:
 			return nil // the end, or the torn tail
@@ -461,7 +466,7 @@ func scan(path string, limit int64, fn func(kind uint8, id [16]byte, t time.Time
 			continue
 		case recordBadLength:
 			// The next record may be anywhere.
-			next, err := resync(sr, size, off+1)
+			next, err := resync(sr, size, off+1, seed)
 			if err != nil || next < 0 {
 				return err // a torn or corrupt tail
 			}
@@ -486,9 +491,9 @@ func scan(path string, limit int64, fn func(kind uint8, id [16]byte, t time.Time
 const maxRecord = MaxBody + MaxOutput + 64<<10
 
 // resync returns the offset of the first intact record of f (size bytes)
-// at or after from, or -1 when there is none: the bad record is the
-// file's tail.
-func resync(f io.ReaderAt, size, from int64) (int64, error) {
+// at or after from, its crc right under seed, or -1 when there is none:
+// the bad record is the file's tail.
+func resync(f io.ReaderAt, size, from int64, seed uint32) (int64, error) {
 	if size <= from+8 {
 		return -1, nil
 	}
@@ -501,7 +506,7 @@ func resync(f io.ReaderAt, size, from int64) (int64, error) {
 		if !soundLength(n) || i+8+int(n) > len(rest) {
 			continue
 		}
-		if crc32.Checksum(rest[i+8:i+8+int(n)], crcTable) == binary.BigEndian.Uint32(rest[i+4:]) {
+		if checksum(seed, rest[i+8:i+8+int(n)]) == binary.BigEndian.Uint32(rest[i+4:]) {
 			return from + int64(i), nil
 		}
 	}
