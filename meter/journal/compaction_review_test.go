@@ -67,7 +67,7 @@ func TestCompactionOnAFullDiskHidesNoLaterRecords(t *testing.T) {
 	j.written(t)
 	_ = j.Close() // kill -9 now: nothing ends
 
-	segs, _ := segments(dir)
+	segs, _, _ := segments(dir)
 	j2, reqs, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestAFailedCompactionDropsNoFinalEvent(t *testing.T) {
 	// The copy is written under another name, renamed into place only
 	// once whole: the failed one is gone, and the journal goes on in
 	// segment 1.
-	if segs, _ := segments(dir); len(segs) != 1 || segs[0] != 1 {
+	if segs, _, _ := segments(dir); len(segs) != 1 || segs[0] != 1 {
 		t.Fatalf("segments after the failed compaction: %v, want [1]", segs)
 	}
 	if tmps, _ := filepath.Glob(filepath.Join(dir, "*"+compactingSuffix)); len(tmps) != 0 {
@@ -159,7 +159,7 @@ func TestAFailedCompactionDropsNoFinalEvent(t *testing.T) {
 	}
 	_ = j.Close() // kill -9
 
-	segs, _ := segments(dir)
+	segs, _, _ := segments(dir)
 	j2, reqs, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +205,7 @@ func TestATornCompactionCopyLosesNoOutput(t *testing.T) {
 	// The kill -9 mid-write: the old segment is still there, and the copy,
 	// still under its compacting name, stops inside its checkpoint record.
 	compactLeavingTheOld(t, j)
-	newPath := segPath(dir, j.segNum)
+	newPath := segPath(dir, j.segNum, j.seed)
 	st, err := os.Stat(newPath)
 	if err != nil {
 		t.Fatal(err)

@@ -235,7 +235,7 @@ func TestJournalCompactionCrashCountsOutputOnce(t *testing.T) {
 	final.Usage = usage.Tokens{PromptTokens: 5, CompletionTokens: 3}
 	j.Fail(&final)
 	compactLeavingTheOld(t, j) // the crash: the old segment is still there beside the new one
-	if segs, _ := segments(dir); len(segs) != 2 {
+	if segs, _, _ := segments(dir); len(segs) != 2 {
 		t.Fatalf("segments %v, want the old one and its compacted copy", segs)
 	}
 	j2, reqs, err := Open(dir)
@@ -282,13 +282,9 @@ func BenchmarkCompactionRead(b *testing.B) {
 	if err := j.Close(); err != nil {
 		b.Fatal(err)
 	}
-	segs, err := segments(dir)
+	segs, sl, err := segments(dir)
 	if err != nil || len(segs) != 1 {
 		b.Fatalf("segments %v (%v)", segs, err)
-	}
-	sl, err := loadSeal(dir, 1) // the journal made it when it opened
-	if err != nil {
-		b.Fatal(err)
 	}
 	for name, only := range map[string]map[[16]byte]bool{"all": nil, "open": open} {
 		b.Run(name, func(b *testing.B) {
@@ -325,7 +321,7 @@ func compactLeavingTheOld(t *testing.T, j *Journal) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	oldPath := segPath(j.dir, j.segNum)
+	oldPath := segPath(j.dir, j.segNum, j.seed)
 	old, err := os.ReadFile(oldPath)
 	if err != nil {
 		t.Fatal(err)

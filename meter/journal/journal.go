@@ -16,9 +16,9 @@
 // which bounds what a power loss can take. Segments are
 // compacted as they fill: the requests still open are rewritten, merged,
 // into the next segment, and the older segments removed. Every record's
-// crc is sealed with a secret seed kept beside the segments (see seal), so
-// that records forged inside a request's body or output are not taken for
-// the journal's own when damage makes recovery search for one.
+// crc is sealed with a secret seed, kept in its segment's file name (see
+// seals), so that records forged inside a request's body or output are not
+// taken for the journal's own when damage makes recovery search for one.
 //
 // It imports only the standard library, the usage contract and
 // github.com/google/uuid.
@@ -34,8 +34,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -71,9 +69,9 @@ const CheckpointDelay = 10 * time.Millisecond
 // Begin waits, for its record's write (see Begin).
 type Journal struct {
 	dir string
-	// seal seals every record this process writes: its segments are all
-	// numbered after those of the processes before it, so all sealed.
-	seal seal
+	// seed seals every record this process writes, in segments named
+	// with it (see seals).
+	seed uint32
 
 	// fmu guards the segment (seg, segNum, segSize, dirty, torn) and out:
 	// writes to it and its compaction (its periodic fsync runs outside,
@@ -99,8 +97,10 @@ type Journal struct {
 	seg       *os.File
 	segNum    uint64
 	segSize   int64
-	// older holds the segments of an earlier process, kept until Release.
-	older []uint64
+	// older holds the segments of an earlier process, kept until Release,
+	// and olderSeals their seeds.
+	older      []uint64
+	olderSeals seals
 	// hidden is the last hidden reasoning averages journaled (or
 	// recovered), kept through compaction.
 	hidden []byte
@@ -118,7 +118,11 @@ func Open(dir string) (*Journal, []Request, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("journal: %w", err)
 	}
-	segs, err := segments(dir)
+	segs, sl, err := segments(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	seed, err := newSeed()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -131,10 +135,6 @@ func Open(dir string) (*Journal, []Request, error) {
 	if len(segs) > 0 {
 		next = segs[len(segs)-1] + 1
 	}
-	sl, err := loadSeal(dir, next)
-	if err != nil {
-		return nil, nil, err
-	}
 	gone, err := replaced(dir, segs, sl)
 	if err != nil {
 		return nil, nil, err
@@ -144,8 +144,8 @@ func Open(dir string) (*Journal, []Request, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	j := &Journal{dir: dir, seal: sl, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		older: segs, recovered: hidden, lazy: time.NewTimer(time.Hour)}
+	j := &Journal{dir: dir, seed: seed, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		older: segs, olderSeals: sl, recovered: hidden, lazy: time.NewTimer(time.Hour)}
 	j.lazy.Stop()
 	if hidden != nil {
 		j.hidden, _ = json.Marshal(hidden)
@@ -161,11 +161,11 @@ func Open(dir string) (*Journal, []Request, error) {
 // once the requests Open returned are durably recorded.
 func (j *Journal) Release() error {
 	j.mu.Lock()
-	older := j.older
+	older, sl := j.older, j.olderSeals
 	j.older = nil
 	j.mu.Unlock()
 	for _, n := range older {
-		if err := os.Remove(segPath(j.dir, n)); err != nil && !os.IsNotExist(err) {
+		if err := os.Remove(segPath(j.dir, n, sl.seedOf(n))); err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("journal: %w", err)
 		}
 	}
@@ -202,7 +202,7 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 	binary.BigEndian.PutUint32(rec[at:], uint32(len(rec)-at-4))
 	rec = binary.BigEndian.AppendUint32(rec, uint32(len(body)))
 	rec = append(rec, kept...)
-	finishRecord(rec, j.seal.seed)
+	finishRecord(rec, j.seed)
 	*bp = rec // copied into the segment's write below, then free
 	j.mu.Lock()
 	if j.closed {
@@ -309,7 +309,7 @@ func (j *Journal) Checkpoint(id string, output string, reported *usage.Tokens, r
 		output = output[:MaxOutput]
 	}
 	j.buf = append(j.buf, output...)
-	finishRecord(j.buf[start:], j.seal.seed)
+	finishRecord(j.buf[start:], j.seed)
 	if !j.lazyArmed {
 		j.lazyArmed = true
 		j.lazy.Reset(CheckpointDelay)
@@ -547,20 +547,20 @@ func (j *Journal) compact() (kept int64, err error) {
 	hidden := j.hidden
 	j.mu.Unlock()
 	j.fmu.Unlock()
-	reqs, _, err := recoverSegmentsUpTo(j.dir, []uint64{old}, open, upTo, j.seal)
+	reqs, _, err := recoverSegmentsUpTo(j.dir, []uint64{old}, open, upTo, seals{old: j.seed})
 	if err != nil {
 		return 0, err
 	}
-	keep := appendCompacted(nil, old, j.seal.seed)
+	keep := appendCompacted(nil, old, j.seed)
 	if hidden != nil {
-		keep = appendHidden(keep, hidden, j.seal.seed)
+		keep = appendHidden(keep, hidden, j.seed)
 	}
 	for i := range reqs {
 		if id, ok := parseID(reqs[i].Event.ID); ok && open[id] {
-			keep = appendRequest(keep, &reqs[i], j.seal.seed)
+			keep = appendRequest(keep, &reqs[i], j.seed)
 		}
 	}
-	next := segPath(j.dir, old+1)
+	next := segPath(j.dir, old+1, j.seed)
 	f, err := os.OpenFile(next+compactingSuffix, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return 0, err
@@ -590,14 +590,14 @@ func (j *Journal) compact() (kept int64, err error) {
 			break
 		}
 		j.fmu.Unlock()
-		n, err := copySpan(f, segPath(j.dir, old), copied, end)
+		n, err := copySpan(f, segPath(j.dir, old, j.seed), copied, end)
 		size += n
 		if err != nil {
 			return 0, abandon(err)
 		}
 		copied = end
 	}
-	n, err := copySpan(f, segPath(j.dir, old), copied, j.segSize)
+	n, err := copySpan(f, segPath(j.dir, old, j.seed), copied, j.segSize)
 	size += n
 	if err == nil {
 		err = os.Rename(next+compactingSuffix, next)
@@ -614,7 +614,7 @@ func (j *Journal) compact() (kept int64, err error) {
 	if err := syncDir(j.dir); err != nil {
 		return 0, err // the old segment stays: the new one replaces it in recovery
 	}
-	return int64(len(keep)), os.Remove(segPath(j.dir, old))
+	return int64(len(keep)), os.Remove(segPath(j.dir, old, j.seed))
 }
 
 // compactHook, when set (by tests), runs in compact once the new segment
@@ -641,7 +641,7 @@ func copySpan(dst *os.File, path string, from, to int64) (int64, error) {
 }
 
 func (j *Journal) openSegment(n uint64) error {
-	f, err := os.OpenFile(segPath(j.dir, n), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(segPath(j.dir, n, j.seed), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
@@ -657,27 +657,24 @@ func (j *Journal) openSegment(n uint64) error {
 	return syncDir(j.dir)
 }
 
-func segPath(dir string, n uint64) string {
-	return filepath.Join(dir, fmt.Sprintf("%020d.journal", n))
-}
-
-// segments lists the segment numbers in dir, ascending.
-func segments(dir string) ([]uint64, error) {
+// segments lists the segment numbers in dir, ascending, and their seeds.
+// Two segments are never numbered alike: a process numbers its first
+// after the last it finds, and a compaction's after the one it replaces.
+func segments(dir string) ([]uint64, seals, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("journal: %w", err)
+		return nil, nil, fmt.Errorf("journal: %w", err)
 	}
 	var out []uint64
+	sl := seals{}
 	for _, e := range ents {
-		var n uint64
-		if name, ok := strings.CutSuffix(e.Name(), ".journal"); ok {
-			if _, err := fmt.Sscanf(name, "%d", &n); err == nil {
-				out = append(out, n)
-			}
+		if n, seed, ok := parseSegment(e.Name()); ok {
+			out = append(out, n)
+			sl[n] = seed
 		}
 	}
-	sort.Slice(out, func(i, k int) bool { return out[i] < out[k] })
-	return out, nil
+	slices.Sort(out)
+	return slices.Compact(out), sl, nil
 }
 
 func syncDir(dir string) error {

@@ -119,7 +119,7 @@ func TestJournalWritesALoneCheckpoint(t *testing.T) {
 		t.Fatal("the checkpoint was written at once: it should wait for the writer's next write")
 	}
 	for {
-		reqs, _, err := recoverSegments(dir, []uint64{j.segNum}, nil, j.seal)
+		reqs, _, err := recoverSegments(dir, []uint64{j.segNum}, nil, seals{j.segNum: j.seed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,12 +336,12 @@ func TestJournalBeginsTogetherAreEachWrittenWhenTheyReturn(t *testing.T) {
 // filesHold reports whether the journal's segment files in dir hold the
 // text s (a begin record holds its event's id as text).
 func filesHold(dir, s string) (bool, error) {
-	segs, err := segments(dir)
+	segs, sl, err := segments(dir)
 	if err != nil {
 		return false, err
 	}
 	for _, n := range segs {
-		b, err := os.ReadFile(segPath(dir, n))
+		b, err := os.ReadFile(segPath(dir, n, sl.seedOf(n)))
 		if err != nil {
 			return false, err
 		}
@@ -383,11 +383,7 @@ func TestJournalARetriedAttemptStaysOpen(t *testing.T) {
 // still open: a kill -9 at this point).
 func inFiles(t *testing.T, dir string) []Request {
 	t.Helper()
-	segs, err := segments(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sl, err := loadSeal(dir, 1) // the journal made it when it opened
+	segs, sl, err := segments(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -60,7 +61,7 @@ const (
 
 // A record is [length uint32][crc32c uint32][data]: data is [kind uint8]
 // [request id, 16 bytes][time, Unix nanoseconds int64][payload]; length
-// and crc cover data, the crc seeded with the journal's secret (see seal).
+// and crc cover data, the crc seeded with the journal's secret (see seals).
 //
 //   - begin: [event JSON length uint32][event JSON][body length uint32][body]
 //   - checkpoint: [flags uint8][6 int64 counts if flags&1][output]
@@ -102,12 +103,12 @@ func appendHeader(b []byte, kind uint8, id [16]byte, t time.Time) []byte {
 }
 
 func (j *Journal) endRecord(start int) {
-	finishRecord(j.buf[start:], j.seal.seed)
+	finishRecord(j.buf[start:], j.seed)
 	j.signal()
 }
 
 // finishRecord fills in the length and crc of the record at the start of
-// rec, the crc under seed (see seal).
+// rec, the crc under seed (see seals).
 func finishRecord(rec []byte, seed uint32) {
 	data := rec[8:]
 	binary.BigEndian.PutUint32(rec, uint32(len(data)))
@@ -219,10 +220,10 @@ func appendCompacted(b []byte, old uint64, seed uint32) []byte {
 // naming the one it was made from, and is complete (it is renamed into
 // place only once written and fsync'd), so a crash before that one was
 // removed leaves both, and only the later one counts.
-func replaced(dir string, segs []uint64, s seal) (map[uint64]bool, error) {
+func replaced(dir string, segs []uint64, s seals) (map[uint64]bool, error) {
 	out := map[uint64]bool{}
 	for _, n := range segs {
-		kind, payload, err := firstRecord(segPath(dir, n), s.seedOf(n))
+		kind, payload, err := firstRecord(segPath(dir, n, s.seedOf(n)), s.seedOf(n))
 		if err != nil {
 			return nil, err
 		}
@@ -300,14 +301,14 @@ func readRecord(r io.Reader, data []byte, seed uint32) (recordState, uint32, []b
 // them: compaction knows which requests are open, and in a full segment
 // nearly all of them have ended. Each segment's crcs are checked under
 // its seed in s.
-func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool, s seal) ([]Request, map[string]int64, error) {
+func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool, s seals) ([]Request, map[string]int64, error) {
 	return recoverSegmentsUpTo(dir, segs, only, -1, s)
 }
 
 // recoverSegmentsUpTo is recoverSegments reading the last segment only up
 // to its first upTo bytes (all of it when upTo < 0): compaction reads the
 // records written before it began, while others are appended.
-func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo int64, s seal) ([]Request, map[string]int64, error) {
+func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo int64, s seals) ([]Request, map[string]int64, error) {
 	var hidden map[string]int64
 	byID := map[[16]byte]*Request{}
 	var order [][16]byte
@@ -316,7 +317,7 @@ func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo
 		if i == len(segs)-1 {
 			limit = upTo
 		}
-		err := scan(segPath(dir, n), limit, s.seedOf(n), func(kind uint8, id [16]byte, t time.Time, payload []byte) {
+		err := scan(segPath(dir, n, s.seedOf(n)), n, limit, s.seedOf(n), func(kind uint8, id [16]byte, t time.Time, payload []byte) {
 			if only != nil && !only[id] {
 				return
 			}
@@ -425,11 +426,11 @@ func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo
 // from its second byte; a length that is damaged and still sound loses
 // the records it spans, or, when shorter, reads on from inside the
 // record. There a forged record is found only if its crc is right under
-// seed, the segment's secret seed (see seal): one forgery in 2^32.
+// seed, the segment's secret seed (see seals): one forgery in 2^32.
 //
 // With limit ≥ 0 it reads only the file's first limit bytes, as if the
 // file ended there.
-func scan(path string, limit int64, seed uint32, fn func(kind uint8, id [16]byte, t time.Time, payload []byte)) error {
+func scan(path string, seg uint64, limit int64, seed uint32, fn func(kind uint8, id [16]byte, t time.Time, payload []byte)) error {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil
@@ -461,7 +462,7 @@ func scan(path string, limit int64, seed uint32, fn func(kind uint8, id [16]byte
 			// Skipped whole: the next record begins where its length says,
 			// and is read (and judged, torn, damaged or intact) as any other.
 			// A search from there would look inside it, were it bad too.
-			slog.Warn("journal: a corrupt record skipped", "segment", path, "offset", off, "skipped_bytes", 8+int64(n))
+			slog.Warn("journal: a corrupt record skipped", "dir", filepath.Dir(path), "segment", seg, "offset", off, "skipped_bytes", 8+int64(n))
 			off += 8 + int64(n)
 			continue
 		case recordBadLength:
@@ -471,7 +472,7 @@ func scan(path string, limit int64, seed uint32, fn func(kind uint8, id [16]byte
 				return err // a torn or corrupt tail
 			}
 			slog.Warn("journal: a corrupt record skipped; the records after it are kept",
-				"segment", path, "offset", off, "skipped_bytes", next-off)
+				"dir", filepath.Dir(path), "segment", seg, "offset", off, "skipped_bytes", next-off)
 			if _, err := sr.Seek(next, io.SeekStart); err != nil {
 				return fmt.Errorf("journal: %w", err)
 			}
