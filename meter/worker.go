@@ -47,7 +47,8 @@ type WorkerConfig struct {
 	// Durable is the durable consumer's name, shared by all workers so that
 	// adding workers adds throughput. Default "tollgate-meter".
 	Durable string
-	// BatchSize caps the events pulled at once. Default 6000 (DefaultBatchSize).
+	// BatchSize caps the events in a batch, and the events delivered to
+	// the worker and not yet batched. Default 6000 (DefaultBatchSize).
 	BatchSize int
 	// WriteLanes is how many ledger transactions the worker runs at once.
 	// A pulled batch of a backlog (splitAt events or more) is split by
@@ -56,8 +57,8 @@ type WorkerConfig struct {
 	// rows; each lane writes its share in one transaction while the next
 	// batch is pulled and decoded. Default 2 (DefaultWriteLanes).
 	WriteLanes int
-	// BatchWait caps how long one pull waits for its batch to fill, and so
-	// the latency the worker adds. Default 50ms.
+	// BatchWait caps how long a batch waits to fill after its first event,
+	// and so the latency the worker adds. Default 50ms.
 	BatchWait time.Duration
 	// AckWait is how long JetStream waits for an ack before redelivering.
 	// Default 30s; the worker extends it while it retries a batch, and
@@ -170,15 +171,15 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 		obs: observer(cfg.Observer)}, nil
 }
 
-// Run moves events until ctx ends, then stops: the pull in progress ends
-// (within BatchWait), and the events the worker was sent are written one
-// last time (the attempt bounded by a third of AckWait) and acknowledged,
-// or handed back (Nak) when the write fails, so that none waits for the
-// ack wait to be redelivered. Run returns when its goroutines have; the
+// Run moves events until ctx ends, then stops: its subscription drains
+// (the server stops delivering to it, within drainWait), and the events
+// the worker was sent are written one last time (the attempt bounded by a
+// third of AckWait) and acknowledged, or handed back (Nak) when the write
+// fails, so that none waits for the ack wait to be redelivered. Run returns when its goroutines have; the
 // error is non-nil only when the consumer cannot be read at all (it was
 // deleted, say).
 //
-// Three stages overlap: one goroutine pulls the next batch, Run decodes
+// Three stages overlap: one goroutine gathers the next batch (see pull), Run decodes
 // the last one, and the lanes' goroutines write the one before (a lane is
 // one transaction at a time). A batch of splitAt events or more (a
 // backlog) is split between the lanes by customer; a smaller one is
@@ -263,90 +264,6 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 	}
-}
-
-// pull fetches batches into out until ctx ends. Each pull is left to end
-// on its own (it lasts at most BatchWait once the server answers), never
-// abandoned, so that no message is delivered to a worker that has stopped
-// reading: a stopping worker writes or hands back every message it was
-// sent. Run reads out to its end.
-func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
-	backoff := newBackoff(5 * time.Second)
-	size := w.cfg.BatchSize // a worker may start on a backlog
-	for ctx.Err() == nil {
-		maxWait := w.cfg.BatchWait
-		if size == idlePull {
-			maxWait = max(idlePullWait, maxWait)
-		}
-		b, err := w.cons.Fetch(size, jetstream.FetchMaxWait(maxWait))
-		var msgs []jetstream.Msg
-		if err == nil {
-			msgs = make([]jetstream.Msg, 0, size)
-			for m := range b.Messages() {
-				msgs = append(msgs, m)
-			}
-			err = b.Error()
-		}
-		size = nextPull(size, len(msgs), w.cfg.BatchSize)
-		if len(msgs) > 0 {
-			handOver(out, msgs, msgs, w.cfg.AckWait/3)
-		}
-		switch {
-		case err == nil, errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages):
-			backoff = newBackoff(5 * time.Second)
-			continue
-		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
-			return fmt.Errorf("consume %s: %w", w.cfg.Durable, err)
-		}
-		wait, _ := backoff.Next()
-		if ctx.Err() == nil {
-			w.cfg.Logger.Warn("meter: fetch", "err", err, "retry_in", wait)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-	}
-	return nil
-}
-
-// minPull is the fewest events a pull asks for, when the last one found
-// some but fewer than it asked for.
-const minPull = 64
-
-// An idle worker's pull, after one that found nothing, asks for idlePull
-// event and waits up to idlePullWait (or BatchWait, if longer) for it: it
-// ends as soon as an event comes, and so adds no latency to the first event
-// after idleness, and an idle worker pulls 4 times a second instead of once
-// every BatchWait (20). Those pulls, with their round trips through the
-// JetStream server, were a third of an idle `tollgate serve`'s CPU
-// (BENCHMARKS.md, "Stop 27"). A stopping worker lets its pull end, so an
-// idle one stops within idlePullWait.
-const (
-	idlePull     = 1
-	idlePullWait = 250 * time.Millisecond
-)
-
-// nextPull is the size of the next pull, after one that asked for asked
-// events and got got, for a worker whose batches are at most limit events
-// (a worker's first pull asks for limit): idlePull after a pull that found
-// nothing; otherwise twice what came while the pull waited, at least
-// minPull, at most limit. A pull that filled up (a backlog, or a rise in
-// the rate) ends at once, and the next asks for twice as many, so that a
-// backlog reaches limit batches within a few pulls. A pull that waited out
-// BatchWait asked for more than came, and so did not limit the batch:
-// asking for limit instead would have given the same batch. The size
-// matters for what a pull costs: nats.go makes two channels of the pull's
-// size for each (about 190 KiB for 6,000 events), which at 20 pulls a
-// second of an idle worker were 97% of the process's allocation.
-func nextPull(asked, got, limit int) int {
-	switch {
-	case got == 0:
-		return idlePull
-	case got >= asked:
-		return min(2*asked, limit)
-	}
-	return min(limit, max(2*got, minPull))
 }
 
 // newBackoff is the meter's wait between retries: 100 ms, then twice as

@@ -1,0 +1,190 @@
+package meter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// pull consumes the worker's durable consumer into batches on out until
+// ctx ends, then drains: every message the server delivered to the worker
+// is put in a batch, and so written or handed back, none left to the ack
+// wait. Run reads out to its end. It returns an error only when the
+// consumer is gone (deleted); other failures are retried after a backoff.
+//
+// It consumes through one subscription for as long as it runs (nats.go's
+// Consume), not a Fetch per batch. A Fetch ends on its own timer once no
+// message came for its wait plus a second, and the messages that reached
+// its channel meanwhile are dropped with it: when the process could not
+// run the Fetch's goroutine for over a second (10,000 client hang-ups at
+// once on two CPUs, a VM's pause), delivered events waited out the ack
+// wait, 30 s, before the ledger had them (BENCHMARKS.md, "Issue 16, stop
+// 41").
+func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
+	backoff := newBackoff(5 * time.Second)
+	for ctx.Err() == nil {
+		err := w.consume(ctx, out)
+		switch {
+		case err == nil:
+			return nil // ctx ended
+		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+			return fmt.Errorf("consume %s: %w", w.cfg.Durable, err)
+		}
+		wait, _ := backoff.Next()
+		w.cfg.Logger.Warn("meter: consume", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+// consume runs one subscription of the consumer until ctx ends (it drains
+// the subscription then, and returns nil) or the subscription ends on its
+// own, when it returns why. A batch is the messages that came within
+// BatchWait of its first one, at most BatchSize of them.
+func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error {
+	msgs := make(chan jetstream.Msg, w.cfg.BatchSize)
+	// quit is closed once consume no longer reads msgs: a message the
+	// handler holds then is sent back at once (Nak), not left to the ack
+	// wait.
+	quit := make(chan struct{})
+	var quitOnce sync.Once
+	stopReading := func() { quitOnce.Do(func() { close(quit) }) }
+	defer stopReading()
+	ended := make(chan error, 1)
+	cc, err := w.cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-quit:
+			_ = m.Nak()
+		}
+	},
+		// The messages delivered and not yet batched, at most: nats.go asks
+		// for more as they fall below half of it.
+		jetstream.PullMaxMessages(w.cfg.BatchSize),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if consumeEnds(err) {
+				select {
+				case ended <- err:
+				default:
+				}
+			}
+		}))
+	if err != nil {
+		return err
+	}
+	b := batcher{out: out, size: w.cfg.BatchSize, wait: w.cfg.BatchWait, every: w.cfg.AckWait / 3, timer: time.NewTimer(time.Hour)}
+	b.timer.Stop()
+	// stop ends the subscription at once (its buffered messages go to the
+	// ack wait), and batches what msgs holds once no handler can add to it.
+	stop := func() {
+		cc.Stop()
+		stopReading()
+		select {
+		case <-cc.Closed():
+		case <-time.After(drainWait):
+		}
+		b.rest(msgs)
+	}
+	for {
+		select {
+		case m := <-msgs:
+			b.add(m)
+		case <-b.due():
+			b.flush()
+		case err := <-ended:
+			stop()
+			return err
+		case <-ctx.Done():
+			// The server stops delivering, the handler is given what it had
+			// sent, and then Closed is.
+			cc.Drain()
+			closed, giveUp := cc.Closed(), time.After(drainWait)
+			for {
+				select {
+				case m := <-msgs:
+					b.add(m)
+				case <-b.due():
+					b.flush()
+				case <-closed:
+					b.rest(msgs)
+					return nil
+				case <-giveUp:
+					stop()
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// drainWait bounds how long a stopping worker waits for its subscription
+// to drain (the server's answer to the unsubscribe), and for nats.go to
+// stop calling the handler.
+const drainWait = 5 * time.Second
+
+// batcher gathers messages into batches for out.
+type batcher struct {
+	out   chan<- []jetstream.Msg
+	size  int           // the most messages in a batch
+	wait  time.Duration // the longest a batch waits after its first message
+	every time.Duration // how often a batch waiting for out extends its ack wait
+	timer *time.Timer   // running while the batch holds messages
+	batch []jetstream.Msg
+}
+
+func (b *batcher) add(m jetstream.Msg) {
+	if len(b.batch) == 0 {
+		b.batch = make([]jetstream.Msg, 0, b.size)
+		b.timer.Reset(b.wait)
+	}
+	if b.batch = append(b.batch, m); len(b.batch) >= b.size {
+		b.flush()
+	}
+}
+
+// due is ready when the batch has waited its wait: nil (never ready)
+// while the batch is empty.
+func (b *batcher) due() <-chan time.Time {
+	if len(b.batch) == 0 {
+		return nil
+	}
+	return b.timer.C
+}
+
+// flush hands the batch over, waiting for out to take it.
+func (b *batcher) flush() {
+	b.timer.Stop()
+	if len(b.batch) > 0 {
+		handOver(b.out, b.batch, b.batch, b.every)
+		b.batch = nil
+	}
+}
+
+// rest batches what msgs holds now, and flushes.
+func (b *batcher) rest(msgs <-chan jetstream.Msg) {
+	for {
+		select {
+		case m := <-msgs:
+			b.add(m)
+		default:
+			b.flush()
+			return
+		}
+	}
+}
+
+// consumeEnds reports whether err, from nats.go's Consume, means the
+// subscription has ended (nats.go stops it) rather than that it goes on
+// (a missed heartbeat, a leadership change, a reconnect, which it
+// recovers from by pulling again).
+func consumeEnds(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+		errors.Is(err, jetstream.ErrBadRequest) || errors.Is(err, jetstream.ErrConnectionClosed)
+}
