@@ -92,6 +92,9 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 		}
 		b.rest(msgs)
 	}
+	done := ctx.Done()
+	var closed <-chan struct{}  // once draining: closed when the handler has had every message
+	var giveUp <-chan time.Time // once draining: drainWait
 	for {
 		select {
 		case m := <-msgs:
@@ -101,25 +104,17 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 		case err := <-ended:
 			stop()
 			return err
-		case <-ctx.Done():
+		case <-done:
 			// The server stops delivering, the handler is given what it had
 			// sent, and then Closed is.
 			cc.Drain()
-			closed, giveUp := cc.Closed(), time.After(drainWait)
-			for {
-				select {
-				case m := <-msgs:
-					b.add(m)
-				case <-b.due():
-					b.flush()
-				case <-closed:
-					b.rest(msgs)
-					return nil
-				case <-giveUp:
-					stop()
-					return nil
-				}
-			}
+			done, closed, giveUp = nil, cc.Closed(), time.After(drainWait)
+		case <-closed:
+			b.rest(msgs)
+			return nil
+		case <-giveUp:
+			stop()
+			return nil
 		}
 	}
 }
@@ -141,7 +136,10 @@ type batcher struct {
 
 func (b *batcher) add(m jetstream.Msg) {
 	if len(b.batch) == 0 {
-		b.batch = make([]jetstream.Msg, 0, b.size)
+		// Grown as events come: a light load's batch holds a few, and one
+		// of BatchSize (96 KiB at 6,000) per event of a trickle would be
+		// most of what an idle worker allocates.
+		b.batch = make([]jetstream.Msg, 0, min(b.size, 64))
 		b.timer.Reset(b.wait)
 	}
 	if b.batch = append(b.batch, m); len(b.batch) >= b.size {
