@@ -114,8 +114,9 @@ const (
 )
 
 // redirected reports whether the upstream of the provider named name
-// answered with a redirect (3xx), which it logs. The gateway sends upstream requests on its transports (RoundTrip), not
-// through an http.Client, so that it follows no redirect: a client follows
+// answered with a redirect (3xx), which it logs. The gateway sends
+// upstream requests on its transports (RoundTrip), not through an
+// http.Client, so that it follows no redirect: a client follows
 // them by default (up to 10, a POST turned into a GET on 301, 302 and
 // 303), which would let an upstream point the gateway, with the request's
 // body and headers, at any address, internal ones included, and bill what

@@ -120,8 +120,9 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 }
 
 // drainWait bounds how long a stopping worker waits for its subscription
-// to drain (the server's answer to the unsubscribe), and for nats.go to
-// stop calling the handler.
+// to drain (the server's answer to the unsubscribe), and then, if it did
+// not, as long again for nats.go to stop calling the handler: a worker
+// stops within twice drainWait when NATS does not answer.
 const drainWait = 5 * time.Second
 
 // batcher gathers messages into batches for out.
