@@ -37,6 +37,7 @@ type idleResult struct {
 	ledger          error
 	verified        bool
 	rt              goRuntime
+	cgroup          string // the memory cgroup's limit and counters (-memory-cgroup); "" without one
 }
 
 // goRuntime is a Go process's own view of its memory, read from tollgate's
@@ -253,6 +254,7 @@ func runIdle(ctx context.Context, cfg *config, st *stack, log io.Writer, expecte
 				expected[t] = max(expected[t], res.ledgerN)
 			}
 		}
+		res.cgroup = st.cgroupLine(t)
 		// Wait for the target to let go of its connections.
 		if pid > 0 {
 			for i := 0; i < 600 && fdCount(pid) > res.fdsBefore+50; i++ {
@@ -292,6 +294,9 @@ func printIdle(w io.Writer, rs []*idleResult) {
 	for _, r := range rs {
 		if len(r.errs) > 0 {
 			fmt.Fprintf(w, "%s: failures: %v\n", r.target, r.errs)
+		}
+		if r.cgroup != "" {
+			fmt.Fprintln(w, r.cgroup)
 		}
 		if isTollgate(r.target) {
 			switch {

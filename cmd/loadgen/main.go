@@ -73,8 +73,11 @@ type config struct {
 	// memoryLimit is GOMEMLIMIT in the environment of the bare proxy and of
 	// every tollgate target (not of loadgen or the simulator); empty: none.
 	memoryLimit string
-	openTimeout time.Duration
-	idleSettle  time.Duration
+	// memoryCgroup is -memory-cgroup in bytes: the memory cgroup limit of
+	// the bare proxy and of every tollgate target; 0: none.
+	memoryCgroup int64
+	openTimeout  time.Duration
+	idleSettle   time.Duration
 
 	keys, gateways, keyRate, changes int
 	natsBin                          string
@@ -105,6 +108,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.streams, "streams", 10000, "idle mode: streams to hold open")
 	fs.IntVar(&c.openParallel, "open-parallel", 200, "idle mode: streams being opened at once")
 	fs.StringVar(&c.memoryLimit, "memory-limit", "", "GOMEMLIMIT for the bare proxy and every tollgate target, the same for each (for example 450MiB; Go's syntax); default none")
+	var cgroupSize string
+	fs.StringVar(&cgroupSize, "memory-cgroup", "", "run the bare proxy and every tollgate target each in a memory cgroup of this limit (Linux; as a container's memory limit: tollgate sets its GOMEMLIMIT to 90% of it, and the proxy is given the same), and report what the kernel charged; for example 477MiB")
 	fs.DurationVar(&c.openTimeout, "open-timeout", 3*time.Minute, "idle mode: how long to wait for every stream to open")
 	fs.DurationVar(&c.idleSettle, "idle-settle", 2*time.Second, "idle mode: wait between the last stream opening and reading RSS")
 	fs.IntVar(&c.keys, "keys", 10_000, "keys mode: active keys in the database")
@@ -182,10 +187,25 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	case c.memoryLimit != "" && !validMemoryLimit(c.memoryLimit):
 		return nil, fmt.Errorf("-memory-limit %q: want a size in GOMEMLIMIT's syntax, such as 450MiB or 2GiB", c.memoryLimit)
 	}
+	if cgroupSize != "" {
+		n, ok := parseMemorySize(cgroupSize)
+		if !ok {
+			return nil, fmt.Errorf("-memory-cgroup %q: want a size in GOMEMLIMIT's syntax, such as 477MiB or 2GiB", cgroupSize)
+		}
+		if c.mode == "keys" {
+			return nil, errors.New("-memory-cgroup: keys mode starts its own processes, outside any cgroup of loadgen's; use it with standard, short or idle")
+		}
+		c.memoryCgroup = n
+	}
 	return c, nil
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == cgroupExec {
+		err := cgroupExecMain(os.Args[2:])
+		fmt.Fprintln(os.Stderr, "loadgen cgroup-exec:", err)
+		os.Exit(1)
+	}
 	if os.Getenv(childEnv) == "proxy" || (len(os.Args) > 1 && os.Args[1] == "proxy") {
 		args := os.Args[1:]
 		if len(args) > 0 && args[0] == "proxy" {
@@ -253,6 +273,9 @@ func run(ctx context.Context, cfg *config, out, log io.Writer) error {
 		fmt.Fprintf(out, "code: prebuilt binaries -sim-bin %q -tollgate-bin %q -base-tollgate-bin %q\n", cfg.simBin, cfg.tollgateBin, cfg.baseTollgateBin)
 	} else if rev := gitState(); rev != "" {
 		fmt.Fprintf(out, "code: built from the %s\n", rev)
+	}
+	if cfg.memoryCgroup > 0 {
+		fmt.Fprintf(out, "memory cgroup: the proxy and every tollgate target each in a memory cgroup limited to %.0f MiB (tollgate's GOMEMLIMIT is its own, 90%% of it; the proxy's is set to the same)\n", mib(cfg.memoryCgroup))
 	}
 	if cfg.memoryLimit != "" {
 		fmt.Fprintf(out, "memory limit: GOMEMLIMIT=%s for the proxy and every tollgate target\n", cfg.memoryLimit)

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -103,6 +105,11 @@ type stack struct {
 	log        io.Writer
 	// memoryLimit is the gateways' and the proxy's GOMEMLIMIT; empty: none.
 	memoryLimit string
+	// cgroupLimit is -memory-cgroup in bytes (0: none): the proxy and each
+	// gateway run in a memory cgroup of their own with that limit, kept in
+	// cgroups by child name.
+	cgroupLimit int64
+	cgroups     map[string]*memCgroup
 }
 
 // gatewayProc is the gateway of one tollgate target: a `tollgate serve`
@@ -271,7 +278,8 @@ const childEnv = "LOADGEN_CHILD"
 // startStack starts what cfg's targets need. The caller must call close.
 func startStack(ctx context.Context, cfg *config, log io.Writer) (_ *stack, err error) {
 	s := &stack{log: log, keepDir: cfg.keepLogs, adminToken: cfg.adminToken, simURL: cfg.simURL,
-		gws: map[string]*gatewayProc{}, dbBase: cfg.databaseURL, memoryLimit: cfg.memoryLimit}
+		gws: map[string]*gatewayProc{}, dbBase: cfg.databaseURL, memoryLimit: cfg.memoryLimit,
+		cgroupLimit: cfg.memoryCgroup, cgroups: map[string]*memCgroup{}}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -324,7 +332,11 @@ func startStack(ctx context.Context, cfg *config, log io.Writer) (_ *stack, err 
 			return nil, err
 		}
 		env := s.withMemoryLimit(append(os.Environ(), childEnv+"=proxy"))
-		if s.proxy, err = startChild("proxy", s.dir, self, []string{"proxy", "-listen", addr, "-target", s.simURL}, env); err != nil {
+		if s.cgroupLimit > 0 && s.memoryLimit == "" {
+			// What tollgate sets itself from the cgroup's limit.
+			env = append(env, fmt.Sprintf("GOMEMLIMIT=%d", int64(float64(s.cgroupLimit)*cgroupMemoryRatio)))
+		}
+		if s.proxy, err = s.start("proxy", self, []string{"proxy", "-listen", addr, "-target", s.simURL}, env); err != nil {
 			return nil, err
 		}
 		s.proxyURL = "http://" + addr
@@ -443,7 +455,7 @@ func (s *stack) startTollgate(ctx context.Context, cfg *config, target string) e
 		"TOLLGATE_SHUTDOWN_GRACE=5s",
 	)
 	env = s.withMemoryLimit(env)
-	if g.child, err = startChild(target, s.dir, bin, []string{"serve", "--config", cfgPath}, env); err != nil {
+	if g.child, err = s.start(target, bin, []string{"serve", "--config", cfgPath}, env); err != nil {
 		return err
 	}
 	g.url, g.adminURL = "http://"+listen, "http://"+admin
@@ -562,6 +574,12 @@ func (s *stack) close() {
 	}
 	s.proxy.stop(5 * time.Second)
 	s.sim.stop(5 * time.Second)
+	for _, name := range slices.Sorted(maps.Keys(s.cgroups)) {
+		fmt.Fprintf(s.log, "%s\n", s.cgroupLine(name))
+		if err := s.cgroups[name].remove(); err != nil {
+			fmt.Fprintf(s.log, "remove %s's memory cgroup: %v\n", name, err)
+		}
+	}
 	for _, name := range s.dbNames() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if conn, err := pgx.Connect(ctx, s.dbBase); err == nil {
@@ -583,6 +601,48 @@ func (s *stack) close() {
 	}
 }
 
+// cgroupMemoryRatio is the share of a memory cgroup's limit that tollgate
+// makes its Go runtime's soft limit (cmd/tollgate/memlimit.go:
+// memoryLimitRatio); the bare proxy is given the same.
+const cgroupMemoryRatio = 0.9
+
+// start starts a child of the stack, in a memory cgroup of its own when
+// the run has -memory-cgroup.
+func (s *stack) start(name, bin string, args, env []string) (*child, error) {
+	if s.cgroupLimit <= 0 {
+		return startChild(name, s.dir, bin, args, env)
+	}
+	g, err := newMemCgroup(fmt.Sprintf("loadgen-%d-%s", os.Getpid(), name), s.cgroupLimit)
+	if err != nil {
+		return nil, err
+	}
+	s.cgroups[name] = g
+	cmd, cargs, err := g.command(bin, args)
+	if err != nil {
+		return nil, err
+	}
+	return startChild(name, s.dir, cmd, cargs, env)
+}
+
+// cgroupLine describes the memory cgroup of the child name: its limit and
+// what the kernel counted; "" when it has none.
+func (s *stack) cgroupLine(name string) string {
+	g := s.cgroups[name]
+	if g == nil {
+		return ""
+	}
+	u, err := g.usage()
+	if err != nil {
+		return fmt.Sprintf("%s: memory cgroup %s: %v", name, g.dir, err)
+	}
+	peak := "not kept by this kernel"
+	if u.peak >= 0 {
+		peak = fmt.Sprintf("%.0f MiB", mib(u.peak))
+	}
+	return fmt.Sprintf("%s: memory cgroup limit %.0f MiB: peak charged %s (RSS, page cache, kernel memory), limit reached %d times, OOM kills %d",
+		name, mib(g.limit), peak, u.limitHit, u.oomKills)
+}
+
 // withMemoryLimit sets GOMEMLIMIT in env to the run's -memory-limit, when
 // it has one.
 func (s *stack) withMemoryLimit(env []string) []string {
@@ -597,13 +657,26 @@ func (s *stack) withMemoryLimit(env []string) []string {
 // number of bytes, or a number with one of the suffixes B, KiB, MiB, GiB
 // or TiB (runtime/debug: "the GOMEMLIMIT environment variable").
 func validMemoryLimit(v string) bool {
-	num := v
-	for _, suffix := range []string{"KiB", "MiB", "GiB", "TiB", "B"} {
-		if n, ok := strings.CutSuffix(v, suffix); ok {
-			num = n
+	_, ok := parseMemorySize(v)
+	return ok
+}
+
+// parseMemorySize reads a size in GOMEMLIMIT's syntax (validMemoryLimit)
+// as bytes.
+func parseMemorySize(v string) (int64, bool) {
+	num, unit := v, uint64(1)
+	for _, u := range []struct {
+		suffix string
+		bytes  uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			num, unit = n, u.bytes
 			break
 		}
 	}
 	n, err := strconv.ParseUint(num, 10, 63)
-	return err == nil && n > 0
+	if err != nil || n == 0 || n > math.MaxInt64/unit {
+		return 0, false
+	}
+	return int64(n * unit), true
 }

@@ -210,10 +210,36 @@ func TestParseFlags(t *testing.T) {
 	if env := st.withMemoryLimit([]string{"A=1", "GOMEMLIMIT=1GiB"}); strings.Join(env, " ") != "A=1 GOMEMLIMIT=450MiB" {
 		t.Errorf("withMemoryLimit: %v", env)
 	}
+	c, err = parseFlags([]string{"-mode", "idle", "-memory-cgroup", "477MiB"}, os.Stderr)
+	if err != nil || c.memoryCgroup != 477<<20 {
+		t.Errorf("memory cgroup: %+v, %v", c, err)
+	}
+	for in, want := range map[string]int64{"1": 1, "512B": 512, "2KiB": 2048, "477MiB": 477 << 20, "3GiB": 3 << 30, "1TiB": 1 << 40} {
+		if got, ok := parseMemorySize(in); !ok || got != want {
+			t.Errorf("parseMemorySize(%q) = %d, %v; want %d", in, got, ok, want)
+		}
+	}
 	for _, bad := range [][]string{{"-mode", "meter"}, {"-targets", "nginx"}, {"-concurrency", "0"}, {"-targets", "tollgate-base"},
-		{"-memory-limit", "450M"}, {"-memory-limit", "MiB"}, {"-memory-limit", "-1"}, {"-memory-limit", "0"}} {
+		{"-memory-limit", "450M"}, {"-memory-limit", "MiB"}, {"-memory-limit", "-1"}, {"-memory-limit", "0"},
+		{"-memory-cgroup", "477M"}, {"-memory-cgroup", "9000000TiB"}, {"-mode", "keys", "-memory-cgroup", "1GiB"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v: no error", bad)
+		}
+	}
+}
+
+func TestCgroupCounters(t *testing.T) {
+	events := "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 0\n"
+	if statValue(events, "max") != 12 || statValue(events, "oom_kill") != 1 || statValue(events, "oom_group_kill") != 0 || statValue(events, "none") != 0 {
+		t.Errorf("statValue on memory.events: max %d, oom_kill %d", statValue(events, "max"), statValue(events, "oom_kill"))
+	}
+	for _, c := range []struct{ path, root, want string }{
+		{"/process_api/abc", "/", "/process_api/abc"},
+		{"/kubepods/pod1/c1", "/kubepods/pod1/c1", ""},
+		{"/kubepods/pod1/c1/x", "/kubepods/pod1/c1", "/x"},
+	} {
+		if got := relCgroup(c.path, c.root); got != c.want {
+			t.Errorf("relCgroup(%q, %q) = %q, want %q", c.path, c.root, got, c.want)
 		}
 	}
 }
