@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -651,5 +652,46 @@ func TestAnErrorFrameWithUnreadableUsageReachesTheClient(t *testing.T) {
 	_, got := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	if !strings.Contains(got, "upstream overloaded") {
 		t.Fatalf("the upstream's error frame never reached the client:\n%s", got)
+	}
+}
+
+// TestAnErrorFrameWithUsageReachesTheClient: an error frame with a
+// readable usage and no choices (OpenRouter's mid-stream error; the
+// simulator's usage_in_error) was taken for a usage chunk: a client that
+// had not asked for usage lost the error and saw a clean [DONE], and one
+// that had got the error only at the end, as its usage chunk. The error
+// reaches each as it arrives, the usage only the client that asked.
+func TestAnErrorFrameWithUsageReachesTheClient(t *testing.T) {
+	body := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"partial"},"finish_reason":null}]}` + "\n\n" +
+		`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","error":{"message":"upstream overloaded","type":"server_error"},"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}` + "\n\ndata: [DONE]\n\n"
+	up := jsonUpstream(t, "text/event-stream", body)
+	st := newStack(t, oneUpstream(up.URL))
+	for _, includeUsage := range []bool{false, true} {
+		req := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		if includeUsage {
+			req = `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+		}
+		e, got := doRequest(t, st, "/v1/chat/completions", req)
+		var frames []string
+		for _, line := range strings.Split(got, "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				frames = append(frames, d)
+			}
+		}
+		errAt := slices.IndexFunc(frames, func(f string) bool { return strings.Contains(f, "upstream overloaded") })
+		switch {
+		case errAt < 0:
+			t.Fatalf("include_usage %v: the upstream's error frame never reached the client:\n%s", includeUsage, got)
+		case strings.Contains(frames[errAt], `"usage"`):
+			t.Errorf("include_usage %v: the error frame kept its usage (usage rides only in the usage chunk): %s", includeUsage, frames[errAt])
+		case errAt+1 < len(frames) && frames[errAt+1] != "[DONE]" && !includeUsage:
+			t.Errorf("include_usage false: after the error frame: %v", frames[errAt+1:])
+		}
+		if n := strings.Count(got, `"usage"`); includeUsage && n != 1 || !includeUsage && n != 0 {
+			t.Errorf("include_usage %v: %d usage members in the stream:\n%s", includeUsage, n, got)
+		}
+		if e.Status != usage.StatusUpstreamError || e.UsageSource != usage.SourceUpstream || e.Usage.PromptTokens != 7 || e.Usage.CompletionTokens != 3 {
+			t.Errorf("include_usage %v: event %s, %s, %+v; want upstream_error with the frame's usage (7, 3)", includeUsage, e.Status, e.UsageSource, e.Usage)
+		}
 	}
 }

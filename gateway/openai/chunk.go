@@ -120,10 +120,11 @@ func (c *Chunk) FinishReason() string {
 }
 
 // UsageOnly reports whether the chunk exists only to carry usage: it has
-// usage and no choices, as OpenAI's include_usage chunk does. An empty
-// choices array alone does not make a usage chunk (Azure sends one first
-// with prompt_filter_results).
-func (c *Chunk) UsageOnly() bool { return c.Usage != nil && len(c.Choices) == 0 }
+// usage and no choices, as OpenAI's include_usage chunk does, and no
+// error. An empty choices array alone does not make a usage chunk (Azure
+// sends one first with prompt_filter_results), and a mid-stream error
+// frame that carries the usage so far (OpenRouter's) is an error.
+func (c *Chunk) UsageOnly() bool { return c.Usage != nil && len(c.Choices) == 0 && c.Error == nil }
 
 // usageJSON is OpenAI's usage object as the gateway writes it.
 type usageJSON struct {
