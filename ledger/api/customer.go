@@ -79,16 +79,33 @@ func (c *Self) Routes(r chi.Router) {
 
 type selfKey struct{}
 
+// customerSecret is the key a request to the customer API sends, read as
+// the LLM routes read it (gateway: customerKey), so that the key a client
+// already sends works here too: "Authorization: Bearer <key>" (the scheme
+// in any case, RFC 9110 section 11.1), else the first of x-api-key
+// (Anthropic's SDKs), x-goog-api-key or ?key= (Google's) that is present.
+// It returns "" when there is none.
+func customerSecret(r *http.Request) string {
+	if v := r.Header.Get("Authorization"); len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
+		if k := strings.TrimSpace(v[len("Bearer "):]); k != "" {
+			return k
+		}
+	}
+	for _, k := range []string{r.Header.Get("X-Api-Key"), r.Header.Get("X-Goog-Api-Key"), r.URL.Query().Get("key")} {
+		if k = strings.TrimSpace(k); k != "" {
+			return k
+		}
+	}
+	return ""
+}
+
 func (c *Self) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		secret := r.Header.Get("Authorization")
-		if len(secret) > len("Bearer ") && strings.EqualFold(secret[:len("Bearer ")], "Bearer ") {
-			secret = secret[len("Bearer "):] // the scheme in any case (RFC 9110, section 11.1)
-		}
-		k, ok := c.keys.LookupKey(strings.TrimSpace(secret))
+		k, ok := c.keys.LookupKey(customerSecret(r))
 		customer := k.CustomerID
 		if !ok || k.ExpiredAt(time.Now()) {
-			writeEnvelope(w, http.StatusUnauthorized, "invalid_api_key", "incorrect, revoked or missing API key (Authorization: Bearer tg-…)")
+			writeEnvelope(w, http.StatusUnauthorized, "invalid_api_key",
+				"incorrect, revoked, expired or missing API key (send it as Authorization: Bearer tg-…, x-api-key, x-goog-api-key or ?key=)")
 			return
 		}
 		slots, ok := c.begin(r.Context(), customer)

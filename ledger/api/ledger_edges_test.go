@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -379,6 +380,51 @@ func TestCustomerAPIBearerInAnyCase(t *testing.T) {
 	}
 	if status, _, _ := send("GET", s.llm+"/v1/balance", "x"+secret, ""); status != http.StatusUnauthorized {
 		t.Errorf("a wrong key = %d, want 401", status)
+	}
+}
+
+// TestCustomerAPITakesTheKeyAsTheLLMRoutesDo: the LLM routes take a key
+// as x-api-key, x-goog-api-key or ?key= (as Anthropic's and Google's SDKs
+// send it), and the README says so of every route; the customer API read
+// only Authorization and answered those 401.
+func TestCustomerAPITakesTheKeyAsTheLLMRoutesDo(t *testing.T) {
+	s := newServer(t)
+	_, _, secret := s.customer(`{"name":"acme"}`)
+	for _, c := range []struct {
+		name   string
+		header string
+		value  string
+		query  string
+		want   int
+	}{
+		{"x-api-key", "X-Api-Key", secret, "", http.StatusOK},
+		{"x-goog-api-key", "X-Goog-Api-Key", secret, "", http.StatusOK},
+		{"?key=", "", "", "?key=" + url.QueryEscape(secret), http.StatusOK},
+		{"a wrong x-api-key", "X-Api-Key", "x" + secret, "", http.StatusUnauthorized},
+		{"Authorization wins over x-api-key", "X-Api-Key", secret, "", http.StatusUnauthorized},
+	} {
+		req, err := http.NewRequest("GET", s.llm+"/v1/balance"+c.query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.header != "" {
+			req.Header.Set(c.header, c.value)
+		}
+		if c.name == "Authorization wins over x-api-key" {
+			req.Header.Set("Authorization", "Bearer x"+secret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d %s, want %d", c.name, resp.StatusCode, b, c.want)
+		}
+		if c.want == http.StatusUnauthorized && !strings.Contains(string(b), "x-api-key") {
+			t.Errorf("%s: the 401 does not say how to send the key: %s", c.name, b)
+		}
 	}
 }
 
