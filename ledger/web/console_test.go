@@ -101,7 +101,7 @@ func TestConsoleKeys(t *testing.T) {
 	c := g.browser()
 	csrf := g.signIn(c, "console", "token", adminToken)
 	status, body, _ := g.do(c, "POST", "/console/customers/"+cust.ID+"/keys", url.Values{"csrf": {csrf}, "name": {"web"},
-		"rpm_limit": {"60"}, "allowed_models": {"m1, m2"}})
+		"rpm_limit": {"60"}, "daily_limit": {"50"}, "allowed_models": {"m1, m2"}})
 	if status != http.StatusCreated || !strings.Contains(body, `id="secret"`) {
 		t.Fatalf("issue = %d %s", status, body)
 	}
@@ -116,19 +116,33 @@ func TestConsoleKeys(t *testing.T) {
 			k = x
 		}
 	}
-	if !strings.HasPrefix(secret, k.Prefix) || k.RPMLimit == nil || *k.RPMLimit != 60 || strings.Join(k.AllowedModels, ",") != "m1,m2" {
+	if !strings.HasPrefix(secret, k.Prefix) || k.RPMLimit == nil || *k.RPMLimit != 60 || strings.Join(k.AllowedModels, ",") != "m1,m2" ||
+		k.DailyLimit == nil || *k.DailyLimit != "50" {
 		t.Fatalf("issued key %+v, secret %q", k, secret)
 	}
 	_, body, _ = g.do(c, "GET", "/console/keys?customer="+cust.ID, nil)
 	if strings.Contains(body, secret) {
 		t.Errorf("the keys page shows the secret again")
 	}
-	if status, _, _ := g.do(c, "POST", "/console/keys/"+k.ID+"/limits", url.Values{"csrf": {csrf}, "customer": {cust.ID}, "tpm_limit": {"1000"}}); status != http.StatusSeeOther {
+	// A key's spend limits are shown, and the limits form holds them: an
+	// operator looking at a key answered 402 for its daily limit sees why.
+	if row := between(body, `id="key-`+k.ID+`"`, "</td></tr>"); !strings.Contains(row, "daily 50 "+cust.Currency) ||
+		!strings.Contains(row, "monthly –") || !strings.Contains(row, `name="daily_limit" value="50"`) {
+		t.Errorf("the key's row does not show its daily limit of 50 %s:\n%s", cust.Currency, row)
+	}
+	if status, _, _ := g.do(c, "POST", "/console/keys/"+k.ID+"/limits", url.Values{"csrf": {csrf}, "customer": {cust.ID}, "tpm_limit": {"1000"},
+		"monthly_limit": {"100.5"}}); status != http.StatusSeeOther {
 		t.Fatalf("limits = %d", status)
 	}
 	k2, _ := g.api.Key(context.Background(), k.ID)
-	if k2.RPMLimit != nil || k2.TPMLimit == nil || *k2.TPMLimit != 1000 || len(k2.AllowedModels) != 0 {
-		t.Errorf("after the limits form: %+v, want rpm none, tpm 1000, every model", k2)
+	if k2.RPMLimit != nil || k2.TPMLimit == nil || *k2.TPMLimit != 1000 || len(k2.AllowedModels) != 0 ||
+		k2.DailyLimit != nil || k2.MonthlyLimit == nil || *k2.MonthlyLimit != "100.5" {
+		t.Errorf("after the limits form: %+v, want rpm none, tpm 1000, every model, no daily limit, monthly 100.5", k2)
+	}
+	g.do(c, "POST", "/console/keys/"+k.ID+"/limits", url.Values{"csrf": {csrf}, "customer": {cust.ID}, "daily_limit": {"lots"}})
+	_, body, _ = g.do(c, "GET", "/console/keys?customer="+cust.ID, nil)
+	if k3, _ := g.api.Key(context.Background(), k.ID); k3.MonthlyLimit == nil || !strings.Contains(body, "daily_limit") {
+		t.Errorf("a daily limit of \"lots\": key %+v, page does not name the field:\n%s", k3, body)
 	}
 	if status, _, _ := g.do(c, "POST", "/console/keys/"+k.ID+"/revoke", url.Values{"csrf": {csrf}, "customer": {cust.ID}}); status != http.StatusSeeOther {
 		t.Fatalf("revoke = %d", status)

@@ -58,6 +58,7 @@ func (c *Console) issueKey(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	in.DailyLimit, in.MonthlyLimit = optionalAmount(r, "daily_limit"), optionalAmount(r, "monthly_limit")
 	in.AllowedModels = modelList(r.PostFormValue("allowed_models"))
 	if err != nil {
 		c.done(w, r, "/console/keys?customer="+id, "", err)
@@ -92,6 +93,8 @@ func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
 	set(&p.RPMLimit, "rpm_limit")
 	set(&p.TPMLimit, "tpm_limit")
 	set(&p.MaxConcurrent, "max_concurrent")
+	p.DailyLimit = ledger.Optional[string]{Set: true, Value: optionalAmount(r, "daily_limit")}
+	p.MonthlyLimit = ledger.Optional[string]{Set: true, Value: optionalAmount(r, "monthly_limit")}
 	var exp *time.Time
 	if err == nil {
 		exp, err = optionalDate(r, "expires_at")
@@ -122,6 +125,17 @@ func optionalInt(r *http.Request, field string) (*int64, error) {
 		return nil, &ledger.Error{Code: ledger.EInvalid, Message: field + ": " + strconv.Quote(s) + " is not a whole number above 0"}
 	}
 	return &n, nil
+}
+
+// optionalAmount reads a spend limit field, an amount in the customer's
+// currency ("" is none); the admin API checks it (a decimal above 0, to
+// the micro-unit) and names the field when it is not.
+func optionalAmount(r *http.Request, field string) *string {
+	s := strings.TrimSpace(r.PostFormValue(field))
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // optionalDate reads a date (YYYY-MM-DD, UTC midnight) or date-time
