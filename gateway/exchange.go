@@ -378,8 +378,9 @@ func (x *exchange) settle() {
 }
 
 // addHiddenReasoning adds to an event whose usage the provider never
-// reported (cancelled, stalled, broken, cut off before its final report),
-// after output began, the reasoning its model is seen to spend unseen
+// reported (a stream that ended normally from an upstream that sends no
+// usage, or one cancelled, stalled, broken, cut off before its final
+// report), after output began, the reasoning its model is seen to spend unseen
 // (hiddenReasoning's average), as Recover does for a crash: OpenAI's
 // reasoning models report reasoning_tokens only in the final usage and
 // stream none of it (a Responses API summary stands for it, and does not

@@ -11,8 +11,9 @@ import (
 // spends that its stream does not show (OpenAI's reasoning models report
 // reasoning_tokens only in the final usage): an exponential moving
 // average, over the requests whose provider reported usage and showed no
-// reasoning text. A request cut short by a crash has its reasoning
-// estimated as this average (see Server.Recover); nothing else uses it.
+// reasoning text. A request with output and no usage report has its
+// reasoning estimated as this average: one cut short by a crash (see
+// Server.Recover), or settled without a report (exchange.addHiddenReasoning).
 type hiddenReasoning struct {
 	mu      sync.Mutex
 	avg     map[string]int64 // tokens << hiddenFrac (fixed point)

@@ -61,6 +61,9 @@ func TestCancelledReasoningStreamBillsHiddenReasoning(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
 		switch {
+		case strings.Contains(string(body), "unreported"): // an upstream that never reports usage
+			io.WriteString(w, strings.Repeat(chunk, 10)+"data: [DONE]\n\n")
+			return
 		case strings.Contains(string(body), "complete"):
 			io.WriteString(w, strings.Repeat(chunk, 10)+
 				`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"o-m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":310,"total_tokens":322,"completion_tokens_details":{"reasoning_tokens":300}}}`+"\n\ndata: [DONE]\n\n")
@@ -95,6 +98,13 @@ func TestCancelledReasoningStreamBillsHiddenReasoning(t *testing.T) {
 	}
 	if e := cancelled("none yet", ""); e.Usage.ReasoningTokens != 0 || e.Usage.CompletionTokens != 0 {
 		t.Fatalf("no output: %s, usage %+v; want no reasoning added", e.Status, e.Usage)
+	}
+	// A stream that ends normally from an upstream that reports no usage
+	// spent its reasoning all the same (docs/billing.md, estimated).
+	e, _ = doRequest(t, st, "/v1/chat/completions", `{"model":"o-m","stream":true,"messages":[{"role":"user","content":"unreported"}]}`)
+	if e.Status != usage.StatusOK || e.UsageSource != usage.SourceEstimated || e.Usage.ReasoningTokens != 300 || e.Usage.CompletionTokens < 300+10 {
+		t.Fatalf("completed without usage: %s (%q), %s usage %+v; want ok, estimated, 300 reasoning tokens within completion",
+			e.Status, e.Error, e.UsageSource, e.Usage)
 	}
 }
 
