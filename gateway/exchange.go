@@ -411,21 +411,27 @@ func (x *exchange) addHiddenReasoning() {
 }
 
 // logRequest writes a request's log line: its event's ids, route, status
-// and usage, and whether it was retried. The attributes are typed (status
-// and usage_source as strings): given as key-value pairs, each was boxed,
-// and the two named string types were encoded by the JSON handler with
-// encoding/json, once per request.
+// and usage, whether it was retried, and its error when it has one (what
+// failed, as the event records it, scrubbed of secrets). The attributes
+// are typed (status and usage_source as strings): given as key-value
+// pairs, each was boxed, and the two named string types were encoded by
+// the JSON handler with encoding/json, once per request.
 func logRequest(ctx context.Context, log *slog.Logger, level slog.Level, e *usage.Event, retried bool) {
 	if !log.Enabled(ctx, level) {
 		return
 	}
-	log.LogAttrs(ctx, level, "request", slog.String("request_id", e.ID), slog.String("customer_id", e.CustomerID),
+	attrs := [...]slog.Attr{slog.String("request_id", e.ID), slog.String("customer_id", e.CustomerID),
 		slog.String("key_id", e.KeyID), slog.String("endpoint", e.Endpoint), slog.String("model", e.Model),
 		slog.String("provider", e.Provider), slog.String("deployment", e.Deployment), slog.Int("attempt", e.Attempt),
 		slog.Bool("retried", retried), slog.String("status", string(e.Status)), slog.Int("http_status", e.HTTPStatus),
 		slog.String("usage_source", string(e.UsageSource)), slog.Int64("prompt_tokens", e.Usage.PromptTokens),
 		slog.Int64("completion_tokens", e.Usage.CompletionTokens), slog.Int64("ttft_ms", e.TTFTMillis),
-		slog.Int64("duration_ms", e.DurationMillis))
+		slog.Int64("duration_ms", e.DurationMillis), slog.String("error", e.Error)}
+	n := len(attrs)
+	if e.Error == "" {
+		n--
+	}
+	log.LogAttrs(ctx, level, "request", attrs[:n]...)
 }
 
 // failedBeforeOutput records, when nothing else has, that the upstream's

@@ -5,19 +5,24 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // logRequestArgs is the request log line as settle wrote it before
-// logRequest: key-value pairs.
+// logRequest: key-value pairs, and the error when there is one.
 func logRequestArgs(ctx context.Context, log *slog.Logger, level slog.Level, e *usage.Event, retried bool) {
-	log.Log(ctx, level, "request", "request_id", e.ID, "customer_id", e.CustomerID, "key_id", e.KeyID,
+	args := []any{"request_id", e.ID, "customer_id", e.CustomerID, "key_id", e.KeyID,
 		"endpoint", e.Endpoint, "model", e.Model, "provider", e.Provider, "deployment", e.Deployment,
 		"attempt", e.Attempt, "retried", retried, "status", e.Status,
 		"http_status", e.HTTPStatus, "usage_source", e.UsageSource, "prompt_tokens", e.Usage.PromptTokens,
-		"completion_tokens", e.Usage.CompletionTokens, "ttft_ms", e.TTFTMillis, "duration_ms", e.DurationMillis)
+		"completion_tokens", e.Usage.CompletionTokens, "ttft_ms", e.TTFTMillis, "duration_ms", e.DurationMillis}
+	if e.Error != "" {
+		args = append(args, "error", e.Error)
+	}
+	log.Log(ctx, level, "request", args...)
 }
 
 func logEvent() *usage.Event {
@@ -29,7 +34,8 @@ func logEvent() *usage.Event {
 }
 
 // TestLogRequest: the typed attributes write the line the key-value pairs
-// wrote, with the JSON and the text handler.
+// wrote, with the JSON and the text handler; a failed request's line says
+// why (the event's error), which it did not.
 func TestLogRequest(t *testing.T) {
 	noTime := &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey {
@@ -41,12 +47,16 @@ func TestLogRequest(t *testing.T) {
 		"json": func(w io.Writer) slog.Handler { return slog.NewJSONHandler(w, noTime) },
 		"text": func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, noTime) },
 	} {
-		var got, want bytes.Buffer
-		e := logEvent()
-		logRequest(context.Background(), slog.New(handler(&got)), slog.LevelWarn, e, true)
-		logRequestArgs(context.Background(), slog.New(handler(&want)), slog.LevelWarn, e, true)
-		if got.String() != want.String() || got.Len() == 0 {
-			t.Errorf("%s:\n got %s\nwant %s", name, got.String(), want.String())
+		for _, cause := range []string{"", "upstream error event: overloaded"} {
+			var got, want bytes.Buffer
+			e := logEvent()
+			e.Error = cause
+			logRequest(context.Background(), slog.New(handler(&got)), slog.LevelWarn, e, true)
+			logRequestArgs(context.Background(), slog.New(handler(&want)), slog.LevelWarn, e, true)
+			if got.String() != want.String() || got.Len() == 0 || !strings.Contains(got.String(), cause) ||
+				cause == "" && (strings.Contains(got.String(), `"error":`) || strings.Contains(got.String(), " error=")) {
+				t.Errorf("%s:\n got %s\nwant %s", name, got.String(), want.String())
+			}
 		}
 	}
 }
