@@ -68,7 +68,7 @@ const routePrefix = "/gemini/v1beta/"
 func readGenerate(r *http.Request, body []byte) (provider.Call, error) {
 	model, method, ok := ModelFromPath(strings.TrimPrefix(r.URL.EscapedPath(), routePrefix))
 	if !ok {
-		return provider.Call{}, pathNotFound(r, "/gemini/v1beta/models/{model}:streamGenerateContent or :generateContent")
+		return provider.Call{}, pathNotFound(r, "/gemini/v1beta/models/{model}:streamGenerateContent, :generateContent or :countTokens")
 	}
 	if !json.Valid(body) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
