@@ -81,6 +81,15 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 			a.close()
 		}
 	}()
+	// The data directory first: a second process on it is refused before
+	// it touches the database (migrations included).
+	if r.gateway || (r.meter && e.NATSURL == "") { // the crash journal and spools, or the embedded JetStream's store
+		release, err := lockDataDir(e.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		a.started("data directory lock", time.Second, func(context.Context) error { return release() })
+	}
 	if a.store, err = ledger.Open(ctx, e.DatabaseURL); err != nil {
 		return nil, err
 	}
@@ -105,13 +114,6 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		if _, err := a.store.EnsurePrice(ctx, p); err != nil {
 			return nil, fmt.Errorf("seed price %s: %w", p.Model, err)
 		}
-	}
-	if r.gateway || (r.meter && e.NATSURL == "") { // the crash journal and spools, or the embedded JetStream's store
-		release, err := lockDataDir(e.DataDir)
-		if err != nil {
-			return nil, err
-		}
-		a.started("data directory lock", time.Second, func(context.Context) error { return release() })
 	}
 	var js jetstream.JetStream
 	if r.gateway || r.meter || (r.admin && e.NATSURL != "") {
