@@ -3,8 +3,10 @@
 # a demo customer and key, print curl commands. Ctrl-C (SIGINT) or SIGTERM
 # stops everything and exits 0 once tollgate has stopped cleanly (1 if it
 # did not), so `make run` does not end in "make: *** Error 130".
-# SIM_LISTEN and TOLLGATE_DEMO_CONFIG move the simulator and the config
-# (the config's base_urls must name SIM_LISTEN).
+# TOLLGATE_LISTEN, TOLLGATE_ADMIN_LISTEN and SIM_LISTEN move the listeners
+# (the demo config is then written to the data directory with SIM_LISTEN
+# in its base_urls); TOLLGATE_DEMO_CONFIG names another config, whose
+# base_urls must name SIM_LISTEN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +17,10 @@ export TOLLGATE_ADMIN_LISTEN="${TOLLGATE_ADMIN_LISTEN:-127.0.0.1:8081}"
 sim_listen="${SIM_LISTEN:-127.0.0.1:9090}"
 config="${TOLLGATE_DEMO_CONFIG:-examples/demo.yaml}"
 mkdir -p "$TOLLGATE_DATA_DIR"
+if [ -z "${TOLLGATE_DEMO_CONFIG:-}" ] && [ "$sim_listen" != 127.0.0.1:9090 ]; then
+	config="$TOLLGATE_DATA_DIR/demo.yaml"
+	sed "s|http://127.0.0.1:9090/|http://$sim_listen/|" examples/demo.yaml >"$config"
+fi
 
 pids=()
 tollgate_pid=
