@@ -16,17 +16,23 @@ const (
 	blockedCredit  = "the account's prepaid balance and credit limit are exhausted; add credit to continue"
 	blockedDaily   = "this API key has reached its daily spend limit"
 	blockedMonthly = "this API key has reached its monthly spend limit"
+	// A limit of 0: the key may spend nothing until the limit is raised.
+	blockedDailyZero   = "this API key's daily spend limit is 0: it may spend nothing until the limit is raised"
+	blockedMonthlyZero = "this API key's monthly spend limit is 0: it may spend nothing until the limit is raised"
 )
 
 // keyStateQuery reads keys' states as of one clock reading: their limits,
-// and whether their spend of the current UTC day or month (key_spend) has
-// reached their daily or monthly limit. The reading, in Unix
+// and whether their spend of the current UTC day or month (key_spend; 0
+// when the key has spent nothing in it) has reached their daily or
+// monthly limit, and whether that limit is 0 (a key frozen by its limit,
+// blocked for as long as the limit stays 0). The reading, in Unix
 // nanoseconds, is the states' version. Callers add a WHERE clause on k.
 const keyStateQuery = `
 SELECT k.id::text, k.customer_id::text, k.secret_hash, k.revoked_at IS NOT NULL, k.expires_at,
   coalesce(k.rpm_limit, 0), coalesce(k.tpm_limit, 0), coalesce(k.max_concurrent, 0), k.allowed_models,
-  coalesce(sp.day_start = d.day AND sp.day_e12 >= k.daily_limit_micros::numeric * 1000000, false),
-  coalesce(sp.month_start = d.month AND sp.month_e12 >= k.monthly_limit_micros::numeric * 1000000, false),
+  coalesce(CASE WHEN sp.day_start = d.day THEN sp.day_e12 ELSE 0 END >= k.daily_limit_micros::numeric * 1000000, false),
+  coalesce(CASE WHEN sp.month_start = d.month THEN sp.month_e12 ELSE 0 END >= k.monthly_limit_micros::numeric * 1000000, false),
+  coalesce(k.daily_limit_micros = 0, false), coalesce(k.monthly_limit_micros = 0, false),
   d.day, d.month, d.version,
   k.daily_limit_micros IS NOT NULL OR k.monthly_limit_micros IS NOT NULL, c.currency
 FROM (SELECT date_trunc('day', t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS day,
@@ -61,15 +67,22 @@ func queryKeyStates(ctx context.Context, q pgx.Tx, where string, args ...any) ([
 		var c usage.KeyChange
 		s := &c.State
 		var hash []byte
-		var dayOut, monthOut bool
+		var dayOut, monthOut, dayZero, monthZero bool
 		var day, month time.Time
 		err := r.Scan(&s.KeyID, &s.CustomerID, &hash, &s.Revoked, &s.ExpiresAt, &s.RPMLimit, &s.TPMLimit,
-			&s.MaxConcurrent, &s.AllowedModels, &dayOut, &monthOut, &day, &month, &s.Version, &s.SpendLimited, &s.Currency)
+			&s.MaxConcurrent, &s.AllowedModels, &dayOut, &monthOut, &dayZero, &monthZero, &day, &month, &s.Version,
+			&s.SpendLimited, &s.Currency)
 		c.Hash = hex.EncodeToString(hash)
 		if len(s.AllowedModels) == 0 {
 			s.AllowedModels = nil
 		}
+		// A limit of 0 blocks with no end: the next period's spend starts
+		// at 0, which has reached it already, and no batch crosses it.
 		switch {
+		case monthZero:
+			s.Blocked = blockedMonthlyZero
+		case dayZero:
+			s.Blocked = blockedDailyZero
 		case monthOut:
 			until := month.UTC().AddDate(0, 1, 0)
 			s.Blocked, s.BlockedUntil = blockedMonthly, &until

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,6 +182,49 @@ func TestKeyStateLooksUpOneKey(t *testing.T) {
 	}
 	if !revoked {
 		t.Fatalf("the revocation was not in the outbox: %+v", ch)
+	}
+}
+
+// TestAZeroSpendLimitBlocksTheKey: a key created with a daily or monthly
+// limit of "0" was accepted and never blocked: with no spend yet its state
+// was unblocked, and no batch crosses a limit of 0 (the spend before it,
+// 0, had reached it already), so the key spent without a cap. A limit of
+// 0 now blocks from the start and for as long as it stays 0 (no
+// blocked_until: the next period starts at 0 too); raising it unblocks.
+// (Found by review.)
+func TestAZeroSpendLimitBlocksTheKey(t *testing.T) {
+	s, c, _ := setup(t)
+	ctx := context.Background()
+	for _, in := range []ledger.KeyInput{{Name: "daily", DailyLimit: new("0")}, {Name: "monthly", MonthlyLimit: new("0")},
+		{Name: "both", DailyLimit: new("0"), MonthlyLimit: new("10")}} {
+		k, secret, err := s.CreateKey(ctx, c.ID, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _, ok, err := s.KeyState(ctx, usage.KeyHash(secret))
+		if err != nil || !ok || st.Blocked == "" || st.BlockedUntil != nil || !strings.Contains(st.Blocked, "limit is 0") ||
+			st.BlockedAt(time.Now().AddDate(0, 2, 0)) == "" {
+			t.Fatalf("%s limit of 0: KeyState = %+v, %v, %v; want blocked with no end", in.Name, st, ok, err)
+		}
+		raised := "5"
+		p := ledger.KeyPatch{DailyLimit: ledger.Optional[string]{Set: true, Value: &raised}}
+		if in.DailyLimit == nil {
+			p = ledger.KeyPatch{MonthlyLimit: ledger.Optional[string]{Set: true, Value: &raised}}
+		}
+		if _, err := s.UpdateKey(ctx, k.ID, p); err != nil {
+			t.Fatal(err)
+		}
+		if st, _, _, err := s.KeyState(ctx, usage.KeyHash(secret)); err != nil || st.Blocked != "" {
+			t.Fatalf("%s limit raised to 5: KeyState = %+v, %v; want not blocked", in.Name, st, err)
+		}
+	}
+	// A limit above 0 with nothing spent is not reached.
+	_, secret, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "one", DailyLimit: new("1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _, _, err := s.KeyState(ctx, usage.KeyHash(secret)); err != nil || st.Blocked != "" {
+		t.Fatalf("daily limit 1, nothing spent: KeyState = %+v, %v", st, err)
 	}
 }
 
