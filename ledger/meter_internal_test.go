@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -40,6 +41,26 @@ func (s *Store) ExplainWriteForTest(ctx context.Context, events []usage.Event) (
 		return "", err
 	}
 	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, WAL) "+writeBatch, cols.args()...)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(lines, "\n"), err
+}
+
+// ExplainRerateLoadForTest returns Postgres's plan of re-rating's read of
+// the batch of [from, to) from its start, with enable_seqscan off: the
+// plan the indexes allow, whatever the table's size.
+func (s *Store) ExplainRerateLoadForTest(ctx context.Context, from, to time.Time) (string, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
+		return "", err
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN "+rerateLoadQuery, pgx.QueryExecModeExec, from.Add(-time.Microsecond), maxUUID, from, to, rerateBatch)
 	if err != nil {
 		return "", err
 	}

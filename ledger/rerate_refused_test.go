@@ -18,7 +18,7 @@ import (
 // nothing of its batch is written or counted. (Found by review.)
 func TestRerateOfAnEventItCannotRateIsAConflict(t *testing.T) {
 	b := newBilling(t, nil)
-	huge := b.event("m", jan.Add(time.Hour), usage.Tokens{PromptTokens: 1_000_000_000})
+	huge := b.event("m", jan.Add(2*time.Minute), usage.Tokens{PromptTokens: 1_000_000_000}) // in the first's batch
 	b.write(b.event("m", jan.Add(time.Minute), usage.Tokens{PromptTokens: 1000}), huge)
 	b.price("m", "IDR", "10000", "0", "")
 	res, err := b.s.Rerate(b.ctx, jan, feb, nil)
