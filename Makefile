@@ -87,12 +87,14 @@ loadgen-test:
 	$(GO) test -count=1 -tags loadgen_e2e ./cmd/loadgen/
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 -skip 'BenchmarkScale|BenchmarkMeter' $(BENCH_PKGS) | tee bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 -skip 'BenchmarkScale|BenchmarkMeter|BenchmarkRerate' $(BENCH_PKGS) | tee bench.txt
 
 # The ledger at scale: TOLLGATE_BENCH_EVENTS events (default 200000) for
 # 1,000 customers and 20 models; 10000000 takes the better part of an hour.
+# Then a month of as many events re-rated, read only and all adjusted.
 bench-ledger:
 	$(GO) test -run '^$$' -bench BenchmarkScale -benchtime 1x -timeout 120m ./ledger/ | tee bench-ledger.txt
+	$(GO) test -run '^$$' -bench BenchmarkRerate -benchtime 1x -timeout 120m ./ledger/ | tee -a bench-ledger.txt
 
 # The meter (issue 6), about 5 minutes: the event decoder against
 # json.Unmarshal; the ledger's write alone (array statement against COPY

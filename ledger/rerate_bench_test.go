@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkRerate re-rates a month holding TOLLGATE_BENCH_EVENTS events
-// (default 300,000; BenchmarkMeter's kind: 1,000 customers, 20 models,
+// (default 200,000; BenchmarkMeter's kind: 1,000 customers, 20 models,
 // spread evenly over February) after every model got a new price from the
 // 1st (adjust=all: every event gets a rerate entry), and before that with
 // the prices they were rated at (adjust=none: every event is read, none
@@ -18,7 +18,7 @@ import (
 // month adjusts nothing. Metrics: events/s examined, and the seconds the
 // re-rating took.
 func BenchmarkRerate(b *testing.B) {
-	n := benchEnvInt(b, "TOLLGATE_BENCH_EVENTS", 300_000)
+	n := benchEnvInt(b, "TOLLGATE_BENCH_EVENTS", 200_000)
 	ctx := context.Background()
 	r := newMeterRig(b, 1000, 20, false)
 	feb := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
