@@ -70,6 +70,9 @@ func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 			return nil, fmt.Errorf("stream: must be a boolean")
 		}
 	}
+	if err := openai.StandardTier(r.fields["service_tier"]); err != nil {
+		return nil, err
+	}
 	if raw, ok := r.fields["stream_options"]; ok && !isNull(raw) {
 		if r.includeUsage, ok = scanIncludeUsage(raw); !ok {
 			var so struct {
@@ -86,7 +89,7 @@ func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 
 // checkPassedKeys refuses body, parsed into r, when one of the members the
 // gateway acts on (model, stream, stream_options, and stream_options'
-// include_usage) is not sent once and spelled exactly
+// include_usage, service_tier) is not sent once and spelled exactly
 // (provider.CheckPassedBody): the gateway reads them by their exact keys,
 // while the other members go upstream as they are, to upstreams that may
 // match keys as encoding/json does (any case, ſ for s). "Stream":true would
@@ -94,7 +97,7 @@ func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 // body, and a later "ſtream_options" or "include_uſage" would turn off the
 // usage report the gateway asks for.
 func (r *chatRequest) checkPassedKeys(body []byte) error {
-	if err := provider.CheckPassedBody(body, "model", "stream", "stream_options"); err != nil {
+	if err := provider.CheckPassedBody(body, "model", "stream", "stream_options", "service_tier"); err != nil {
 		return err
 	}
 	if raw := r.fields["stream_options"]; len(raw) > 0 && raw[0] == '{' {

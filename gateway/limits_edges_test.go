@@ -239,3 +239,55 @@ func TestResponsesBackgroundModeRefused(t *testing.T) {
 		t.Errorf("the upstream got %d background requests: %q", len(upstreamBodies), upstreamBodies)
 	}
 }
+
+// TestServiceTiersOtherThanStandardRefused: service_tier passed upstream
+// unchecked, and OpenAI bills "priority" at about twice the standard
+// price and "flex" at about half, while the price book holds one price per
+// model: a client could buy priority processing billed at the standard
+// price. (Found by an attacker's review.) A tier other than the standard
+// one ("auto", "default", or none) is refused (400, naming service_tier)
+// before any upstream call, on chat completions and the Responses API;
+// so is one spelled ambiguously. The standard tier passes.
+func TestServiceTiersOtherThanStandardRefused(t *testing.T) {
+	var mu sync.Mutex
+	var upstreamBodies []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		upstreamBodies = append(upstreamBodies, string(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/responses") {
+			io.WriteString(w, `{"id":"resp_1","object":"response","status":"completed","model":"m","output":[],"usage":{"input_tokens":3,"output_tokens":1}}`)
+			return
+		}
+		io.WriteString(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	}))
+	t.Cleanup(up.Close)
+	st := newStack(t, oneUpstream(up.URL))
+	for _, c := range []struct {
+		path, body string
+		want       int
+	}{
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"service_tier":"priority"}`, http.StatusBadRequest},
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"service_tier":"flex"}`, http.StatusBadRequest},
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"service_tier":7}`, http.StatusBadRequest},
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"service_tier":"auto","Service_tier":"priority"}`, http.StatusBadRequest},
+		{"/v1/responses", `{"model":"m","input":"hi","service_tier":"priority"}`, http.StatusBadRequest},
+		{"/v1/responses", `{"model":"m","input":"hi","ſervice_tier":"priority"}`, http.StatusBadRequest},
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"service_tier":"auto"}`, http.StatusOK},
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"service_tier":null}`, http.StatusOK},
+		{"/v1/responses", `{"model":"m","input":"hi","service_tier":"default"}`, http.StatusOK},
+	} {
+		resp := st.post(t, c.path, c.body, "Authorization", "Bearer "+testKey)
+		code, got := answer(t, resp)
+		if code != c.want || c.want == http.StatusBadRequest && !strings.Contains(got, "service_tier") {
+			t.Errorf("%s %s: %d %.300s; want %d", c.path, c.body, code, got, c.want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(upstreamBodies) != 3 {
+		t.Errorf("the upstream got %d requests, want the 3 at the standard tier: %q", len(upstreamBodies), upstreamBodies)
+	}
+}

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -39,6 +40,29 @@ func Auth(h http.Header, apiKey string) {
 	}
 }
 
+// StandardTier checks a request's service_tier member, raw (nil when
+// absent): only the standard tier is served, asked for as "auto",
+// "default", or not at all. OpenAI bills "priority" at about twice the
+// standard price and "flex" at about half (OpenAI API reference,
+// service_tier; "Priority processing" and "Flex processing" pricing), and
+// the price book holds one price per model and token class, so a request
+// at another tier would be billed at a price it was not served at. The
+// error is fit for a 400 answer.
+func StandardTier(raw []byte) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var tier string
+	if err := json.Unmarshal(raw, &tier); err != nil {
+		return fmt.Errorf("service_tier: must be a string")
+	}
+	if tier == "auto" || tier == "default" {
+		return nil
+	}
+	return fmt.Errorf("service_tier: %q is not served here: the price book prices the standard tier only "+
+		"(send \"auto\", \"default\" or no service_tier), and the provider bills %q at other prices", tier, tier)
+}
+
 // readResponses reads a Responses API request: a JSON object with a string
 // model and an optional boolean stream. A string safety_identifier, else
 // user, names the end user, and metadata tags the request. Background mode
@@ -47,7 +71,7 @@ func Auth(h http.Header, apiKey string) {
 // gateway's sight, so the generation would be neither billed nor held by
 // the key's spend, token or concurrency limits.
 func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
-	if err := provider.CheckPassedBody(body, "model", "stream", "background"); err != nil {
+	if err := provider.CheckPassedBody(body, "model", "stream", "background", "service_tier"); err != nil {
 		return provider.Call{}, err
 	}
 	var req struct {
@@ -57,6 +81,7 @@ func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 	}
 	var raw struct {
 		Model            json.RawMessage `json:"model"`
+		ServiceTier      json.RawMessage `json:"service_tier"`
 		SafetyIdentifier any             `json:"safety_identifier"`
 		User             any             `json:"user"`
 		Metadata         json.RawMessage `json:"metadata"`
@@ -68,6 +93,9 @@ func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
 			"the request body must be a JSON object with a string model and a boolean stream")
+	}
+	if err := StandardTier(raw.ServiceTier); err != nil {
+		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request", err.Error())
 	}
 	if req.Background {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
