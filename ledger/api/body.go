@@ -14,9 +14,26 @@ import (
 	"github.com/tollgate-dev/tollgate/ledger"
 )
 
+// maxBody is the largest request body the admin API reads, in bytes.
+const maxBody = 1 << 20
+
+// readBody reads r's body, at most maxBody bytes: a longer one is EInvalid
+// saying so (it was cut, and refused as a JSON object ending too soon).
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err == nil && len(b) > maxBody {
+		return nil, &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf("request body: larger than %d bytes (1 MiB)", maxBody)}
+	}
+	return b, err
+}
+
 // decodeOptional is decode for a body that may be empty.
 func decodeOptional(r *http.Request, v any) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	b, err := readBody(r)
+	var le *ledger.Error
+	if errors.As(err, &le) {
+		return err
+	}
 	if err != nil || len(bytes.TrimSpace(b)) == 0 {
 		return nil
 	}
@@ -28,7 +45,11 @@ func decodeOptional(r *http.Request, v any) error {
 // error names the field at fault first when there is one, and says what
 // that field must be (bodyError).
 func decode(r *http.Request, v any) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	b, err := readBody(r)
+	var le *ledger.Error
+	if errors.As(err, &le) {
+		return err
+	}
 	if err == nil {
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()

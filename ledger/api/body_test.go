@@ -52,6 +52,9 @@ func TestBodyErrorsSayWhatTheFieldMustBe(t *testing.T) {
 		{"POST", c + "/overrides", `{"discount_percent":"10","effective_from":"2026-01-01"}`, "effective_from: " + rfc3339},
 		{"POST", "/admin/v1/prices", `{"model":"m","currency":"USD","input":"1","output":"1","effective_from":"2026-01-01T00:00:00Z","effective_to":"2026-02-01"}`,
 			"effective_to: " + rfc3339},
+		// Over 1 MiB: it was cut, and refused as JSON ending too soon.
+		{"POST", keys, `{"name":"` + strings.Repeat("k", 1<<20) + `"}`, "request body: larger than 1048576 bytes (1 MiB)"},
+		{"PATCH", c, `{"name":"` + strings.Repeat("k", 1<<20) + `"}`, "request body: larger than 1048576 bytes (1 MiB)"},
 	} {
 		status, body, err := send(tc.method, s.admin+tc.path, adminToken, tc.body)
 		if err != nil {
@@ -59,7 +62,7 @@ func TestBodyErrorsSayWhatTheFieldMustBe(t *testing.T) {
 		}
 		var e apiError
 		if status != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || e.Error.Code != ledger.EInvalid || e.Error.Message != tc.want {
-			t.Errorf("%s %s %s = %d %s, want 400 %q", tc.method, tc.path, tc.body, status, body, tc.want)
+			t.Errorf("%s %s %.200s = %d %.300s, want 400 %q", tc.method, tc.path, tc.body, status, body, tc.want)
 		}
 	}
 }
