@@ -86,11 +86,14 @@ func (a *Admin) Handler() http.Handler {
 
 func (a *Admin) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get("Authorization")
-		if len(got) > len("Bearer ") && strings.EqualFold(got[:len("Bearer ")], "Bearer ") {
-			got = got[len("Bearer "):] // the scheme in any case (RFC 9110, section 11.1), as the customer API reads it
+		// The Bearer scheme, in any case (RFC 9110, section 11.1), as the
+		// LLM routes and the customer API read it; a bare token was taken
+		// too, which they refuse.
+		got, ok := "", false
+		if v := r.Header.Get("Authorization"); len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
+			got, ok = v[len("Bearer "):], true
 		}
-		if subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1 {
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1 {
 			writeError(w, ledger.EUnauthorized, "missing or wrong admin token (Authorization: Bearer $TOLLGATE_ADMIN_TOKEN)")
 			return
 		}

@@ -438,7 +438,7 @@ func TestAdminAPIBearerInAnyCase(t *testing.T) {
 			t.Errorf("Authorization: %s<token> = %d, want 200", scheme, status)
 		}
 	}
-	for _, auth := range []string{"Basic " + adminToken, "Bearer x" + adminToken, "bearer " + adminToken + "x", ""} {
+	for _, auth := range []string{"Basic " + adminToken, "Bearer x" + adminToken, "bearer " + adminToken + "x", "", adminToken} {
 		if status := getAuthorized(t, s.admin+"/admin/v1/customers", auth); status != http.StatusUnauthorized {
 			t.Errorf("Authorization: %q = %d, want 401", auth, status)
 		}
