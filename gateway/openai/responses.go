@@ -39,26 +39,6 @@ type responseObject struct {
 	Status string          `json:"status"`
 	Usage  *ResponsesUsage `json:"usage"`
 	Error  json.RawMessage `json:"error"`
-	Output []outputItem    `json:"output"`
-}
-
-// outputItem is what the tap reads of a response's output items: their
-// type. Each web_search_call item is one search of the web_search tool,
-// billed per call beside the tokens (OpenAI API reference, "Responses":
-// output; "Web search" guide and pricing: tool calls).
-type outputItem struct {
-	Type string `json:"type"`
-}
-
-// webSearchCalls counts the web_search_call items of a response's output.
-func webSearchCalls(items []outputItem) int64 {
-	var n int64
-	for _, it := range items {
-		if it.Type == "web_search_call" {
-			n++
-		}
-	}
-	return n
 }
 
 type responsesEvent struct {
@@ -140,10 +120,6 @@ func ResponsesBody(body []byte, r *tap.Report) error {
 		r.AddOutput(o.Name)
 		r.AddOutput(o.Arguments)
 	}
-	resp.responseObject.Output = make([]outputItem, len(resp.Output))
-	for i, o := range resp.Output {
-		resp.responseObject.Output[i].Type = o.Type
-	}
 	observeResponse(&resp.responseObject, r)
 	r.Final = r.Reported
 	return nil
@@ -165,9 +141,7 @@ func observeResponse(resp *responseObject, r *tap.Report) {
 		}
 	}
 	if resp.Usage != nil {
-		u := resp.Usage.Meter()
-		u.WebSearchRequests = webSearchCalls(resp.Output)
-		r.SetUsage(u)
+		r.SetUsage(resp.Usage.Meter())
 		r.Final = resp.Status == "completed" || resp.Status == "incomplete" || resp.Status == "failed"
 	}
 }
