@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -201,17 +202,9 @@ func TestChunkedBodiesCountAgainstMaxConcurrent(t *testing.T) {
 // refused (400) before any upstream call; so is a background flag spelled
 // ambiguously.
 func TestResponsesBackgroundModeRefused(t *testing.T) {
-	var mu sync.Mutex
-	var upstreamBodies []string
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		upstreamBodies = append(upstreamBodies, string(b))
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
+	up, upstreamBodies := recordingUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, `{"id":"resp_1","object":"response","status":"queued","background":true,"model":"sim-small","output":[],"usage":null}`)
-	}))
-	t.Cleanup(up.Close)
+	})
 	st := newStack(t, nil)
 	gw := startGateway(t, gateway.Config{
 		Providers: []gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: up.URL + "/v1"}},
@@ -233,10 +226,29 @@ func TestResponsesBackgroundModeRefused(t *testing.T) {
 			t.Errorf("%s: %d %.200s; want 400 (a background response runs unmetered)", body, code, got)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(upstreamBodies) != 0 {
-		t.Errorf("the upstream got %d background requests: %q", len(upstreamBodies), upstreamBodies)
+	if got := upstreamBodies(); len(got) != 0 {
+		t.Errorf("the upstream got %d background requests: %q", len(got), got)
+	}
+}
+
+// recordingUpstream is a JSON upstream answering with answer, and what
+// returns the bodies of the requests it got so far.
+func recordingUpstream(t *testing.T, answer http.HandlerFunc) (*httptest.Server, func() []string) {
+	var mu sync.Mutex
+	var bodies []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		answer(w, r)
+	}))
+	t.Cleanup(up.Close)
+	return up, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(bodies)
 	}
 }
 
@@ -249,21 +261,13 @@ func TestResponsesBackgroundModeRefused(t *testing.T) {
 // before any upstream call, on chat completions and the Responses API;
 // so is one spelled ambiguously. The standard tier passes.
 func TestServiceTiersOtherThanStandardRefused(t *testing.T) {
-	var mu sync.Mutex
-	var upstreamBodies []string
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		upstreamBodies = append(upstreamBodies, string(b))
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
+	up, upstreamBodies := recordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/responses") {
 			io.WriteString(w, `{"id":"resp_1","object":"response","status":"completed","model":"m","output":[],"usage":{"input_tokens":3,"output_tokens":1}}`)
 			return
 		}
 		io.WriteString(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
-	}))
-	t.Cleanup(up.Close)
+	})
 	st := newStack(t, oneUpstream(up.URL))
 	for _, c := range []struct {
 		path, body string
@@ -285,9 +289,7 @@ func TestServiceTiersOtherThanStandardRefused(t *testing.T) {
 			t.Errorf("%s %s: %d %.300s; want %d", c.path, c.body, code, got, c.want)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(upstreamBodies) != 3 {
-		t.Errorf("the upstream got %d requests, want the 3 at the standard tier: %q", len(upstreamBodies), upstreamBodies)
+	if got := upstreamBodies(); len(got) != 3 {
+		t.Errorf("the upstream got %d requests, want the 3 at the standard tier: %q", len(got), got)
 	}
 }

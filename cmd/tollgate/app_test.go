@@ -15,14 +15,15 @@ import (
 // TestAppStartsAndStopsInOrder: serve's components start in an order that
 // lets each use the ones before it, and close stops them in the reverse
 // order (the gateway before the worker that writes its last events, the
-// database last); a second close does nothing.
+// database, then the data directory's lock, taken first so that a second
+// process on it is refused before it migrates); a second close does nothing.
 func TestAppStartsAndStopsInOrder(t *testing.T) {
 	s := newStack(t, nil)
 	var names []string
 	for _, st := range s.app.stops {
 		names = append(names, st.name)
 	}
-	want := []string{"database", "data directory lock", "embedded NATS", "NATS connection", "meter worker", "key sync", "key cache", "limit share", "spool",
+	want := []string{"data directory lock", "database", "embedded NATS", "NATS connection", "meter worker", "key sync", "key cache", "limit share", "spool",
 		"dead-letter spool", "spool republisher", "crash journal", "gateway", "console", "admin listener"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("started %v, want %v", names, want)
