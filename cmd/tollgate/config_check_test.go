@@ -344,6 +344,7 @@ func TestEnvValuesAreReadOrRefused(t *testing.T) {
 // as a bad TOLLGATE_SHUTDOWN_GRACE is: before the database, exit code 2, one
 // line naming the variable. The roles without the admin API do not need it.
 func TestAdminTokenRequiredBeforeAnythingStarts(t *testing.T) {
+	t.Setenv("TOLLGATE_DATA_DIR", t.TempDir()) // meter takes its lock before it reaches the database
 	t.Setenv("TOLLGATE_ADMIN_TOKEN", "")
 	t.Setenv("TOLLGATE_DATABASE_URL", "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
 	for _, tc := range []struct {
@@ -375,6 +376,7 @@ func TestAdminTokenRequiredBeforeAnythingStarts(t *testing.T) {
 // first, as config check refuses it, with exit code 2. A meter (no LLM
 // listener) does not care about TOLLGATE_LISTEN.
 func TestBadListenAddressBeforeAnythingStarts(t *testing.T) {
+	t.Setenv("TOLLGATE_DATA_DIR", t.TempDir()) // meter takes its lock before it reaches the database
 	t.Setenv("TOLLGATE_ADMIN_TOKEN", "t")
 	t.Setenv("TOLLGATE_DATABASE_URL", "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
 	for _, tc := range []struct{ cmd, variable string }{
