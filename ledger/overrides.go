@@ -67,6 +67,17 @@ func (in OverrideInput) override(customerID string) (Override, error) {
 			return o, errorf(EInvalid, "model is required for a custom price")
 		}
 		pin := *in.Price
+		// The price is the override's: for its model and its period. A
+		// price.model or period of its own was taken and ignored, so an
+		// operator who meant another model got this one priced.
+		switch {
+		case pin.Model != "" && strings.TrimSpace(pin.Model) != o.Model:
+			return o, errorf(EInvalid, "price.model: %q is not the override's model %q: an override's price is for its own model; leave price.model out", pin.Model, o.Model)
+		case !pin.EffectiveFrom.IsZero() && !pin.EffectiveFrom.Equal(in.EffectiveFrom):
+			return o, errorf(EInvalid, "price.effective_from: an override's price holds over the override's own effective_from and effective_to; leave it out")
+		case pin.EffectiveTo != nil && (in.EffectiveTo == nil || !pin.EffectiveTo.Equal(*in.EffectiveTo)):
+			return o, errorf(EInvalid, "price.effective_to: an override's price holds over the override's own effective_from and effective_to; leave it out")
+		}
 		pin.Model, pin.EffectiveFrom, pin.EffectiveTo = o.Model, in.EffectiveFrom, in.EffectiveTo
 		p, err := pin.Price()
 		if err != nil {

@@ -50,6 +50,14 @@ func TestBodyErrorsSayWhatTheFieldMustBe(t *testing.T) {
 		{"POST", c + "/overrides", `{"model":"m","price":{"currency":"USD","input":1,"output":"1"},"effective_from":"2026-01-01T00:00:00Z"}`,
 			`price.input: must be a decimal string, like "10.50"`},
 		{"POST", c + "/overrides", `{"discount_percent":"10","effective_from":"2026-01-01"}`, "effective_from: " + rfc3339},
+		// An override's price is for the override's model and period: one
+		// of its own was accepted (201) and ignored. (Found by review.)
+		{"POST", c + "/overrides", `{"model":"m","price":{"model":"m2","currency":"USD","input":"1","output":"1"},"effective_from":"2026-01-01T00:00:00Z"}`,
+			`price.model: "m2" is not the override's model "m": an override's price is for its own model; leave price.model out`},
+		{"POST", c + "/overrides", `{"model":"m","price":{"currency":"USD","input":"1","output":"1","effective_from":"2026-03-01T00:00:00Z"},"effective_from":"2026-01-01T00:00:00Z"}`,
+			"price.effective_from: an override's price holds over the override's own effective_from and effective_to; leave it out"},
+		{"POST", c + "/overrides", `{"model":"m","price":{"currency":"USD","input":"1","output":"1","effective_to":"2026-03-01T00:00:00Z"},"effective_from":"2026-01-01T00:00:00Z"}`,
+			"price.effective_to: an override's price holds over the override's own effective_from and effective_to; leave it out"},
 		{"POST", "/admin/v1/prices", `{"model":"m","currency":"USD","input":"1","output":"1","effective_from":"2026-01-01T00:00:00Z","effective_to":"2026-02-01"}`,
 			"effective_to: " + rfc3339},
 		// Over 1 MiB: it was cut, and refused as JSON ending too soon.
