@@ -27,6 +27,8 @@ type Admin struct {
 	log   *slog.Logger
 	dlq   DeadLetters
 	sync  KeySync
+	// authFails logs failed authentications (authlog.go).
+	authFails *authFailures
 }
 
 // NewAdmin returns the admin API; every /admin/v1 request must carry
@@ -35,7 +37,7 @@ func NewAdmin(store *ledger.Store, token string, log *slog.Logger) (*Admin, erro
 	if token == "" {
 		return nil, errors.New("the admin token is empty: set TOLLGATE_ADMIN_TOKEN")
 	}
-	return &Admin{store: store, token: token, log: log}, nil
+	return &Admin{store: store, token: token, log: log, authFails: &authFailures{log: log, now: time.Now}}, nil
 }
 
 // Handler returns the routes: GET /healthz, and under /admin/v1 the
@@ -89,11 +91,20 @@ func (a *Admin) authenticate(next http.Handler) http.Handler {
 		// The Bearer scheme, in any case (RFC 9110, section 11.1), as the
 		// LLM routes and the customer API read it; a bare token was taken
 		// too, which they refuse.
+		v := r.Header.Get("Authorization")
 		got, ok := "", false
-		if v := r.Header.Get("Authorization"); len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
+		if len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
 			got, ok = v[len("Bearer "):], true
 		}
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1 {
+			reason := "wrong token"
+			switch {
+			case v == "":
+				reason = "no Authorization header"
+			case !ok:
+				reason = "not the Bearer scheme"
+			}
+			a.authFails.failed(r, reason)
 			writeError(w, ledger.EUnauthorized, "missing or wrong admin token (Authorization: Bearer $TOLLGATE_ADMIN_TOKEN)")
 			return
 		}
