@@ -10,15 +10,15 @@ import (
 )
 
 // RequestQuery selects one customer's stored events (its request log),
-// newest first. CustomerID (a UUID) is required; Model and EndUser, when
-// set, must match exactly; From and To bound the events' time ([From, To),
+// newest first. CustomerID (a UUID) is required; KeyID (a UUID), Model and
+// EndUser, when set, must match exactly; From and To bound the events' time ([From, To),
 // UTC; zero: unbounded). Limit (0: the default, 50; at most 1000) and
 // Cursor page through the events.
 type RequestQuery struct {
-	CustomerID, Model, EndUser string
-	From, To                   time.Time
-	Limit                      int
-	Cursor                     string
+	CustomerID, KeyID, Model, EndUser string
+	From, To                          time.Time
+	Limit                             int
+	Cursor                            string
 }
 
 // RequestPage is one page of events, newest first; NextCursor is "" on
@@ -31,7 +31,7 @@ type RequestPage struct {
 // Requests returns a page of a customer's events, each as Event returns
 // it (tokens by class, status, model, cost). Pages are cut by (time, id),
 // so events stored while a client pages through do not shift the pages.
-// It returns EInvalid for a customer id that is not a UUID, an empty time
+// It returns EInvalid for a customer or key id that is not a UUID, an empty time
 // range, a limit out of range, or a cursor it did not return.
 func (s *Store) Requests(ctx context.Context, q RequestQuery) (RequestPage, error) {
 	if q.Limit == 0 {
@@ -52,6 +52,10 @@ func (s *Store) Requests(ctx context.Context, q RequestQuery) (RequestPage, erro
 	}
 	if customer == "" {
 		return RequestPage{}, errorf(EInvalid, "customer_id is required")
+	}
+	key, err := optionalUUID("key_id", q.KeyID)
+	if err != nil {
+		return RequestPage{}, err
 	}
 	from, to := ceilMicrosecond(q.From), ceilMicrosecond(q.To) // the stored times of [from, to): see Store.Usage
 	if from.IsZero() {
@@ -74,8 +78,9 @@ func (s *Store) Requests(ctx context.Context, q RequestQuery) (RequestPage, erro
 		WHERE e.customer_id = $1 AND e.occurred_at >= $2 AND e.occurred_at < $3
 		  AND ($4 = '' OR e.model = $4) AND ($5 = '' OR e.end_user = $5)
 		  AND (e.occurred_at, e.id) < ($6, $7::uuid)
+		  AND ($9 = '' OR e.key_id = NULLIF($9, '')::uuid)
 		ORDER BY e.occurred_at DESC, e.id DESC LIMIT $8`,
-		customer, from, to, q.Model, q.EndUser, beforeTime, beforeID, q.Limit+1)
+		customer, from, to, q.Model, q.EndUser, beforeTime, beforeID, q.Limit+1, key)
 	if err != nil {
 		return RequestPage{}, dbError(err, "requests")
 	}

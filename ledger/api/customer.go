@@ -209,12 +209,13 @@ func (c *Self) request(w http.ResponseWriter, r *http.Request) {
 	c.reads.respond(w, r, http.StatusOK, e, err)
 }
 
-// requests serves GET /v1/requests?from=&to=&model=&end_user=&limit=
-// &cursor=: the customer's requests, newest first (ledger.Store.Requests).
+// requests serves GET /v1/requests?from=&to=&key_id=&model=&end_user=
+// &limit=&cursor=: the customer's requests, newest first
+// (ledger.Store.Requests). A key_id of another customer's finds nothing.
 func (c *Self) requests(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	rq := ledger.RequestQuery{CustomerID: r.Context().Value(selfKey{}).(string), Model: q.Get("model"),
-		EndUser: q.Get("end_user"), Cursor: q.Get("cursor")}
+	rq := ledger.RequestQuery{CustomerID: r.Context().Value(selfKey{}).(string), KeyID: q.Get("key_id"),
+		Model: q.Get("model"), EndUser: q.Get("end_user"), Cursor: q.Get("cursor")}
 	var err error
 	if q.Get("limit") != "" {
 		if rq.Limit, err = intParam("limit", q.Get("limit"), 1, 1000); err != nil {

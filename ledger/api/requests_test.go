@@ -12,7 +12,7 @@ import (
 
 // TestCustomerRequests: with its own key a customer reads one of its
 // requests, and pages through its request log newest first, filtered by
-// model, end user and time; another customer's request is not found.
+// key, model, end user and time; another customer's request is not found.
 func TestCustomerRequests(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
@@ -68,7 +68,27 @@ func TestCustomerRequests(t *testing.T) {
 	if len(alice.Data) != 2 || alice.Data[0].ID != mine[4].ID || alice.Data[1].ID != mine[2].ID {
 		t.Errorf("alice's requests from 10:01 = %d, want requests 4 and 2", len(alice.Data))
 	}
-	for _, q := range []string{"limit=0", "limit=1001", "cursor=bogus", "from=2026-03-02&to=2026-03-01", "end_user=%00"} {
+
+	// By key: the log of one of the customer's keys. key_id was ignored,
+	// answering every key's requests as if they were that key's.
+	second, _ := s.key(a)
+	s.write(event(a, second, "m", at.Add(time.Hour), usage.Tokens{PromptTokens: 7}))
+	for _, c := range []struct {
+		key  string
+		want int
+	}{{aKey, 5}, {second, 1}, {bKey, 0}, {"", 6}} {
+		var page ledger.RequestPage
+		s.call("GET", s.llm+"/v1/requests?limit=100&key_id="+c.key, aSecret, "", http.StatusOK, &page)
+		if len(page.Data) != c.want {
+			t.Errorf("?key_id=%s: %d requests, want %d", c.key, len(page.Data), c.want)
+		}
+		for _, e := range page.Data {
+			if c.key != "" && e.KeyID != c.key {
+				t.Errorf("?key_id=%s answered a request of key %s", c.key, e.KeyID)
+			}
+		}
+	}
+	for _, q := range []string{"limit=0", "limit=1001", "cursor=bogus", "from=2026-03-02&to=2026-03-01", "end_user=%00", "key_id=not-a-key"} {
 		status, body, err := send("GET", s.llm+"/v1/requests?"+q, aSecret, "")
 		if err != nil || status != http.StatusBadRequest {
 			t.Errorf("?%s = %d %s, want 400", q, status, body)
