@@ -33,6 +33,15 @@ type RerateResult struct {
 	Refunded int `json:"refunded"`
 }
 
+// RerateProgress is a re-rating's progress after one of its batches: what
+// the committed batches did, and Through, the time before which every
+// event of the range has been re-rated (the range's start until the first
+// batch commits).
+type RerateProgress struct {
+	RerateResult
+	Through time.Time `json:"through"`
+}
+
 // rerateBatch is how many events one re-rating transaction covers.
 const rerateBatch = 2000
 
@@ -56,11 +65,12 @@ const maxUUID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
 // and cost_e12) and balances move with it in the same transaction.
 // Re-rating again changes nothing more: it is idempotent, and runs at the
 // same time take their batches in turn.
-// progress, when not nil, is called after each batch. It returns EInvalid
+// progress, when not nil, is called after each batch (a window with no
+// events included), on the caller's goroutine. It returns EInvalid
 // when from is not before to, and EConflict naming the event when the
 // price book cannot rate an event (a cost beyond int64): the batches before
 // its batch are committed, and the result counts them.
-func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(RerateResult)) (RerateResult, error) {
+func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(RerateProgress)) (RerateResult, error) {
 	var res RerateResult
 	if !from.Before(to) {
 		return res, errorf(EInvalid, "from must be before to")
@@ -136,20 +146,24 @@ func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(Re
 			return done, fmt.Errorf("rerate: %w", err)
 		}
 		res.Examined += n
-		if progress != nil && n > 0 {
-			progress(res)
-		}
+		through := upper // every event before the window's end is done
 		switch {
 		case n == rerateBatch: // the window holds more: the next batch starts after this one's last event
 			afterT, afterID = lastT, lastID
 			window = max(window/2, time.Millisecond)
+			through = lastT // events at lastT after lastID are not
 		case upper.Equal(to):
-			return res, nil
 		default: // the window is done: the next starts at its end
 			afterT, afterID = upper.Add(-time.Microsecond), maxUUID
 			if n < rerateBatch/2 && window < to.Sub(from) {
 				window = min(window, math.MaxInt64/2) * 2
 			}
+		}
+		if progress != nil {
+			progress(RerateProgress{RerateResult: res, Through: through})
+		}
+		if n < rerateBatch && upper.Equal(to) {
+			return res, nil
 		}
 	}
 }

@@ -46,12 +46,24 @@ func TestRerateReadsEveryEventOnceByTimeWindows(t *testing.T) {
 	}
 	b.price("m", "USD", "1", "0", "") // 1 per million prompt tokens: 1 USD an event
 	var batches int
-	res, err := b.s.Rerate(b.ctx, from, to, func(ledger.RerateResult) { batches++ })
+	var last ledger.RerateProgress
+	res, err := b.s.Rerate(b.ctx, from, to, func(p ledger.RerateProgress) {
+		if p.Examined > last.Examined {
+			batches++
+		}
+		if p.Through.Before(last.Through) || p.Through.Before(from) || p.Through.After(to) || p.Examined < last.Examined {
+			t.Errorf("progress went from %+v to %+v; want it through later times, within [from, to]", last, p)
+		}
+		last = p
+	})
 	if err != nil || res.Examined != inPeriod || res.Adjusted != inPeriod || res.Priced != inPeriod {
 		t.Fatalf("Rerate = %+v, %v; want %d examined, adjusted and priced", res, err, inPeriod)
 	}
 	if batches < 3 {
 		t.Errorf("%d batches with events for %d events; want at least 3 (2,000 at most each)", batches, inPeriod)
+	}
+	if last.RerateResult != res || !last.Through.Equal(to) {
+		t.Errorf("the last progress = %+v; want the result, through %s", last, to)
 	}
 	if again, err := b.s.Rerate(b.ctx, from, to, nil); err != nil || again.Examined != inPeriod || again.Adjusted != 0 {
 		t.Errorf("re-rating again = %+v, %v; want %d examined, none adjusted", again, err, inPeriod)

@@ -112,9 +112,12 @@ func TestCLIPricesOverridesRerate(t *testing.T) {
 		t.Fatalf("prices list --model --json: %+v", prices)
 	}
 
-	out = s.tgOK("rerate", "--from", from, "--to", to)
-	if field(t, out, "Examined") != "1" || field(t, out, "Adjusted") != "1" || field(t, out, "Newly priced") != "1" {
-		t.Fatalf("rerate:\n%s", out)
+	r := s.tg("rerate", "--from", from, "--to", to, "--progress")
+	if out = r.out; r.code != exitOK || field(t, out, "Examined") != "1" || field(t, out, "Adjusted") != "1" || field(t, out, "Newly priced") != "1" {
+		t.Fatalf("rerate: exit %d\n%s", r.code, out)
+	}
+	if !strings.Contains(r.errOut, "through "+from) || !strings.Contains(r.errOut, "(0%): 0 examined") {
+		t.Errorf("rerate --progress: stderr %q, want a line through the range's start", r.errOut)
 	}
 	// 6 uncached × 2.50 + 6 cached × 1.25 + 24 completion × 10, per million (README).
 	if got := field(t, s.tgOK("balance", "--customer", s.customerID), "Charges"); got != "0.0002625" {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -48,12 +49,13 @@ func eventCommands() []*command {
 			}
 		},
 	}, {
-		name: "rerate", args: "--from TIME --to TIME",
+		name: "rerate", args: "--from TIME --to TIME [--progress]",
 		summary: "re-rate a period with the current price book, as entries (POST /admin/v1/rerate)",
 		example: "tollgate rerate --from 2026-01-01 --to 2026-02-01",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			from := fs.String("from", "", "events at or after, RFC 3339 or YYYY-MM-DD (required)")
 			to := fs.String("to", "", "events before (required)")
+			progress := fs.Bool("progress", false, "report how far it is, once a second, on stderr even when it is not a terminal")
 			return func(c *cli, _ []string) error {
 				if err := requireFlags("from", *from, "to", *to); err != nil {
 					return err
@@ -62,7 +64,16 @@ func eventCommands() []*command {
 				if err != nil {
 					return err
 				}
-				r, err := c.api.Rerate(c.ctx, start, end)
+				var report func(ledger.RerateProgress)
+				drawn := false // a line redrawn in place, to end
+				if *progress || isTerminal(c.stderr) {
+					draw := rerateReporter(c.stderr, isTerminal(c.stderr), start, end, time.Now)
+					report = func(p ledger.RerateProgress) { draw(p); drawn = isTerminal(c.stderr) }
+				}
+				r, err := c.api.Rerate(c.ctx, start, end, report)
+				if drawn {
+					fmt.Fprintln(c.stderr)
+				}
 				return c.show(r, err, func() {
 					c.fields("Examined", strconv.Itoa(r.Examined), "Adjusted", strconv.Itoa(r.Adjusted),
 						"Newly priced", strconv.Itoa(r.Priced), "Still unpriced", strconv.Itoa(r.StillUnpriced),
@@ -171,4 +182,28 @@ func (c *cli) showEvent(e ledger.RatedEvent) {
 		"Price version", price, "Override", override, "List cost", e.ListCost+" "+e.Currency,
 		"Discount", percent(e.DiscountBP)+"%", "Charged when rated", rated, "Cost", e.Cost+" "+e.Currency,
 		"Error", dash(e.Error))
+}
+
+// rerateReporter returns a progress func that writes a re-rating's
+// progress to out, redrawn in place when tty: how far through [from, to)
+// it is by time, what it counted, and the rate of examined events.
+func rerateReporter(out io.Writer, tty bool, from, to time.Time, now func() time.Time) func(ledger.RerateProgress) {
+	start := now()
+	return func(p ledger.RerateProgress) {
+		pct := 0.0
+		if span := to.Sub(from); span > 0 {
+			pct = 100 * float64(p.Through.Sub(from)) / float64(span)
+		}
+		rate := 0.0
+		if s := now().Sub(start).Seconds(); s > 0 {
+			rate = float64(p.Examined) / s
+		}
+		line := fmt.Sprintf("through %s (%.0f%%): %d examined, %d adjusted, %.0f events/s",
+			p.Through.UTC().Format(time.RFC3339), pct, p.Examined, p.Adjusted, rate)
+		if tty {
+			fmt.Fprintf(out, "\r\033[K%s", line)
+		} else {
+			fmt.Fprintln(out, line)
+		}
+	}
 }

@@ -117,22 +117,3 @@ func (a *Admin) balance(w http.ResponseWriter, r *http.Request) {
 	b, err := a.store.Balance(r.Context(), chi.URLParam(r, "id"))
 	a.respond(w, r, http.StatusOK, b, err)
 }
-
-// rerate serves POST /admin/v1/rerate {"from", "to"}, both required.
-func (a *Admin) rerate(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		From string `json:"from"`
-		To   string `json:"to"`
-	}
-	if err := decode(r, &in); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	from, to, err := requiredRange(in.From, in.To)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	res, err := a.store.Rerate(r.Context(), from, to, nil)
-	a.respond(w, r, http.StatusOK, res, err)
-}

@@ -121,13 +121,19 @@ func (a *Admin) fail(w http.ResponseWriter, r *http.Request, err error) {
 			err = le
 		}
 	}
-	code := ledger.ErrorCode(err)
+	code, msg := a.errorAnswer(r, err)
+	writeError(w, code, msg)
+}
+
+// errorAnswer is the code and message err is answered with: a ledger
+// error's own, anything else internal, logged and not shown.
+func (a *Admin) errorAnswer(r *http.Request, err error) (code, msg string) {
+	code = ledger.ErrorCode(err)
 	if errorStatus(code) == 0 || code == ledger.EInternal {
 		a.log.Error("admin api", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, ledger.EInternal, "internal error; see the server log")
-		return
+		return ledger.EInternal, "internal error; see the server log"
 	}
-	writeError(w, code, err.Error())
+	return code, err.Error()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

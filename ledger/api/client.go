@@ -86,6 +86,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 // open sends a request and returns a 2xx answer with its body unread (the
 // caller closes it); an error answer is a *ledger.Error.
 func (c *Client) open(ctx context.Context, method, path string, in any) (*http.Response, error) {
+	return c.openAccepting(ctx, method, path, in, "")
+}
+
+// openAccepting is open asking for the media type accept ("": any).
+func (c *Client) openAccepting(ctx context.Context, method, path string, in any, accept string) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -99,6 +104,9 @@ func (c *Client) open(ctx context.Context, method, path string, in any) (*http.R
 		return nil, &UnreachableError{URL: c.base, Err: err}
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -2,7 +2,10 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
+	"mime"
 	"strconv"
 	"time"
 
@@ -42,11 +45,44 @@ func (c *Client) UsageAll(ctx context.Context, q ledger.UsageQuery) ([]ledger.Us
 }
 
 // Rerate re-rates the events in [from, to) with the price book as it is
-// now, as entries, and counts what it did. Returns EInvalid for a zero
-// bound or from not before to.
-func (c *Client) Rerate(ctx context.Context, from, to time.Time) (ledger.RerateResult, error) {
+// now, as entries, and counts what it did. progress, when not nil, is
+// called with the server's progress lines as they come (about once a
+// second; RerateLine). Returns EInvalid for a zero bound or from not
+// before to; a re-rating stopped short (EConflict: an event the price book
+// cannot rate) returns what its committed batches did with the error.
+func (c *Client) Rerate(ctx context.Context, from, to time.Time, progress func(ledger.RerateProgress)) (ledger.RerateResult, error) {
 	in := map[string]string{"from": timeParam(from), "to": timeParam(to)}
-	return call[ledger.RerateResult](ctx, c, "POST", "/admin/v1/rerate", in)
+	resp, err := c.openAccepting(ctx, "POST", "/admin/v1/rerate", in, ndjson)
+	if err != nil {
+		return ledger.RerateResult{}, err
+	}
+	defer resp.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != ndjson { // a server that answers in one piece
+		var res ledger.RerateResult
+		err := json.NewDecoder(resp.Body).Decode(&res)
+		if err != nil {
+			err = fmt.Errorf("POST /admin/v1/rerate: decode the answer: %w", err)
+		}
+		return res, err
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var l RerateLine
+		if err := dec.Decode(&l); err != nil {
+			if ctx.Err() != nil {
+				return ledger.RerateResult{}, ctx.Err()
+			}
+			return ledger.RerateResult{}, fmt.Errorf("POST /admin/v1/rerate: the answer ended before its result (the server stopped?): %w", err)
+		}
+		switch {
+		case l.Result != nil && l.Error != nil:
+			return *l.Result, &ledger.Error{Code: l.Error.Code, Message: l.Error.Message}
+		case l.Result != nil:
+			return *l.Result, nil
+		case l.Progress != nil && progress != nil:
+			progress(*l.Progress)
+		}
+	}
 }
 
 // Reconcile checks that the ledger adds up over [from, to); a ledger that

@@ -87,11 +87,11 @@ func TestClientReports(t *testing.T) {
 	wantCode(t, "Reconcile(to before from)", err, ledger.EInvalid, "before")
 	_, err = c.CreatePrice(ctx, ledger.PriceInput{Model: "free", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: march})
 	noErr(t, "CreatePrice", err)
-	rr, err := c.Rerate(ctx, march, april)
+	rr, err := c.Rerate(ctx, march, april, nil)
 	noErr(t, "Rerate", err)
 	if rr.Examined != 3 || rr.Priced != 1 || rr.Adjusted != 1 {
 		t.Fatalf("Rerate = %+v", rr)
 	}
-	_, err = c.Rerate(ctx, april, march)
+	_, err = c.Rerate(ctx, april, march, nil)
 	wantCode(t, "Rerate(to before from)", err, ledger.EInvalid, "before")
 }
