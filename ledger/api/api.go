@@ -42,15 +42,17 @@ func NewAdmin(store *ledger.Store, token string, log *slog.Logger) (*Admin, erro
 
 // Handler returns the routes: GET /healthz, and under /admin/v1 the
 // customers, keys, prices, overrides, entries, balances, events, usage and
-// re-rating operations that openapi.json describes.
+// re-rating operations that openapi.json describes. A query parameter an
+// operation does not take is refused with 400 (checkQuery).
 func (a *Admin) Handler() http.Handler {
 	r := chi.NewRouter()
+	top := r
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/admin/v1/openapi.json", a.openAPI) // the API's description: no token needed
 	r.Route("/admin/v1", func(r chi.Router) {
-		r.Use(a.authenticate)
+		r.Use(a.authenticate, func(next http.Handler) http.Handler { return checkRoutedQuery(top, next) })
 		customer, key, event := r.With(a.validID("customer")), r.With(a.validID("key")), r.With(a.validID("event"))
 		r.Post("/customers", a.createCustomer)
 		r.Get("/customers", a.listCustomers)

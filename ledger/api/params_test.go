@@ -95,3 +95,38 @@ func TestQueryParametersRefused(t *testing.T) {
 		invalid(t, tc.method+" "+tc.path+" "+tc.body, status, body, tc.field)
 	}
 }
+
+// TestUnknownQueryParametersRefused: a query parameter a route does not
+// take was ignored, so a typo answered another question than the one
+// asked: ?form=2026-01-01 read usage for all time, and ?from= given twice
+// read the first. Both are 400 naming the parameter, on the admin and the
+// customer API, whose key may still come as ?key=.
+func TestUnknownQueryParametersRefused(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	cust, _, secret := s.customer(`{"name":"a","currency":"USD"}`)
+	for _, c := range []struct{ url, auth, field string }{
+		{s.admin + "/admin/v1/usage?form=2026-01-01&group_by=day", adminToken, "form"},
+		{s.admin + "/admin/v1/usage?from=2026-01-01&from=2026-02-01", adminToken, "from"},
+		{s.admin + "/admin/v1/customers/" + cust + "?expand=keys", adminToken, "expand"},
+		{s.admin + "/admin/v1/export?from=2026-01-01&to=2026-02-01&customer_id=" + cust, adminToken, "customer_id"},
+		{s.llm + "/v1/requests?modle=m", secret, "modle"},
+		{s.llm + "/v1/usage?start=2026-01-01", secret, "start"},
+		{s.llm + "/v1/balance?currency=USD", secret, "currency"},
+	} {
+		status, body, err := send("GET", c.url, c.auth, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		invalid(t, c.url, status, body, c.field)
+	}
+	// What the routes take, the key as a query parameter, and a health
+	// probe with anything.
+	s.adm("GET", "/admin/v1/usage?from=2026-01-01&group_by=day&limit=5", "", http.StatusOK, nil)
+	s.call("GET", s.llm+"/v1/requests?model=m&limit=5", secret, "", http.StatusOK, nil)
+	s.call("GET", s.llm+"/v1/balance?key="+secret, "", "", http.StatusOK, nil)
+	s.call("GET", s.admin+"/healthz?probe=lb", "", "", http.StatusOK, nil)
+	// An unauthenticated caller learns nothing of the routes' parameters.
+	s.call("GET", s.llm+"/v1/usage?start=2026-01-01", "tg-wrong", "", http.StatusUnauthorized, nil)
+	s.call("GET", s.admin+"/admin/v1/usage?form=2026-01-01", "wrong", "", http.StatusUnauthorized, nil)
+}
