@@ -142,7 +142,7 @@ func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, e
 // losing that request and every one journaled after it.
 func (x *exchange) begin(body []byte) {
 	e := *x.event
-	e.Usage = usage.Tokens{PromptTokens: int64(len(body) / 4), ReasoningTokens: x.s.hidden.expected(e.Model)}
+	e.Usage = usage.Tokens{PromptTokens: int64(len(body) / 4), ReasoningTokens: x.s.hidden.expected(e.CustomerID, e.Model)}
 	e.Normalize()
 	x.s.journal.Begin(&e, body)
 }
@@ -396,7 +396,7 @@ func (x *exchange) addHiddenReasoning() {
 	if e.UsageSource != usage.SourceEstimated || r.Reported || r.ReasoningShown || r.Output.Len() == 0 {
 		return
 	}
-	if hidden := x.s.hidden.expected(e.Model); hidden > 0 {
+	if hidden := x.s.hidden.expected(e.CustomerID, e.Model); hidden > 0 {
 		e.Usage.CompletionTokens += hidden
 		e.Usage.ReasoningTokens = hidden
 		note := fmt.Sprintf("%d reasoning tokens the model hides estimated from its recent average", hidden)

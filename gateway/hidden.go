@@ -1,40 +1,92 @@
 package gateway
 
 import (
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
-// hiddenReasoning learns, per model, how many reasoning tokens a request
-// spends that its stream does not show (OpenAI's reasoning models report
-// reasoning_tokens only in the final usage): an exponential moving
-// average, over the requests whose provider reported usage and showed no
-// reasoning text. A request with output and no usage report has its
-// reasoning estimated as this average: one cut short by a crash (see
-// Server.Recover), or settled without a report (exchange.addHiddenReasoning).
+// hiddenReasoning learns how many reasoning tokens a request spends that
+// its stream does not show (OpenAI's reasoning models report
+// reasoning_tokens only in the final usage), per customer and model: an
+// exponential moving average over the customer's requests whose provider
+// reported usage and showed no reasoning text. A request with
+// output and no usage report has its reasoning estimated from it: one cut
+// short by a crash (see Server.Recover), or settled without a report
+// (exchange.addHiddenReasoning).
+//
+// A customer is estimated from its own requests alone: one model-wide
+// average let any customer move every other customer's estimate (20
+// requests with max_tokens 2 took another customer's cancelled stream
+// from 600 hidden reasoning tokens to 2; 20 with a large limit billed it
+// 21 times over). A customer with no average of its own for the model
+// gets the median of the model's customers' averages, which no one
+// customer sets, or, before any, the median an earlier process journaled.
+// A customer still sets its own: cheap requests that reason little lower
+// the estimate of its next stream cut short with no usage report (which
+// needs that stream to outrun the drain, DrainTimeout, after the client
+// left). docs/billing.md says so.
 type hiddenReasoning struct {
-	mu      sync.Mutex
-	avg     map[string]int64 // tokens << hiddenFrac (fixed point)
-	changed bool             // since the last snapshot
+	mu     sync.Mutex
+	models map[string]*modelReasoning // at most maxModels
+	pairs  int                        // customer averages held, at most maxPairs
+	now    func() time.Time
+	// changed is whether a median may have moved since the last snapshot.
+	changed bool
+}
+
+// modelReasoning is one model's averages.
+type modelReasoning struct {
+	byCustomer map[string]int64 // tokens << hiddenFrac (fixed point)
+	// median is the median of byCustomer, recomputed at most every
+	// medianEvery (at and after the first average); seeded, before any
+	// customer's, from the journal.
+	median   int64
+	computed time.Time
+	stale    bool // byCustomer changed since median was computed
 }
 
 // hiddenShift weights each new request in the average:
 // a += (x-a)>>hiddenShift, a weight of 1/8 (about the last 8 requests of
-// the model count). The average is kept in fixed point, hiddenFrac bits
-// below the token: in whole tokens, the shift's truncation stopped it up
-// to 7 tokens short of a steady value (2.6% of a crash's tokens unbilled
-// in make faults).
+// the customer and model count). The average is kept in fixed point,
+// hiddenFrac bits below the token: in whole tokens, the shift's truncation
+// stopped it up to 7 tokens short of a steady value (2.6% of a crash's
+// tokens unbilled in make faults).
 const (
 	hiddenShift = 3
 	hiddenFrac  = 10
 )
 
-// maxModels bounds the models learned (names come from clients).
-const maxModels = 4096
+// maxModels bounds the models learned, and maxPairs the customer averages
+// across them (names come from clients; about 100 bytes each). Past
+// maxPairs, a new customer is estimated from the median.
+const (
+	maxModels = 4096
+	maxPairs  = 1 << 16
+)
 
-func newHiddenReasoning() *hiddenReasoning { return &hiddenReasoning{avg: map[string]int64{}} }
+// medianEvery bounds how often a model's median is recomputed: expected
+// runs at every request's start, and a median over many customers is a
+// sort.
+const medianEvery = time.Second
+
+func newHiddenReasoning() *hiddenReasoning {
+	return &hiddenReasoning{models: map[string]*modelReasoning{}, now: time.Now}
+}
+
+// model returns the model's averages, creating them when there is room
+// (nil when not).
+func (h *hiddenReasoning) model(name string) *modelReasoning {
+	m := h.models[name]
+	if m == nil && len(h.models) < maxModels {
+		m = &modelReasoning{byCustomer: map[string]int64{}}
+		h.models[name] = m
+	}
+	return m
+}
 
 // observe learns from a settled event and its report.
 func (h *hiddenReasoning) observe(e *usage.Event, r *tap.Report) {
@@ -43,30 +95,40 @@ func (h *hiddenReasoning) observe(e *usage.Event, r *tap.Report) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	a, ok := h.avg[e.Model]
+	m := h.model(e.Model)
+	if m == nil {
+		return
+	}
+	x := e.Usage.ReasoningTokens << hiddenFrac
+	a, ok := m.byCustomer[e.CustomerID]
 	switch {
 	case ok:
-		h.avg[e.Model] = a + (e.Usage.ReasoningTokens<<hiddenFrac-a)>>hiddenShift
-	case len(h.avg) < maxModels:
-		h.avg[e.Model] = e.Usage.ReasoningTokens << hiddenFrac
+		m.byCustomer[e.CustomerID] = a + (x-a)>>hiddenShift
+	case h.pairs < maxPairs:
+		m.byCustomer[e.CustomerID] = x
+		h.pairs++
+	default:
+		return
 	}
-	h.changed = true
+	m.stale, h.changed = true, true
 }
 
-// seed takes the averages an earlier process learnt (from the crash
-// journal), for the models this one has not seen yet.
-func (h *hiddenReasoning) seed(avg map[string]int64) {
+// seed takes the model medians an earlier process journaled (tokens, by
+// model), for the models this one has no average of yet.
+func (h *hiddenReasoning) seed(medians map[string]int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for m, a := range avg {
-		if _, ok := h.avg[m]; !ok && len(h.avg) < maxModels {
-			h.avg[m] = a << hiddenFrac
+	for name, a := range medians {
+		if m := h.model(name); m != nil && len(m.byCustomer) == 0 {
+			m.median = a << hiddenFrac
 		}
 	}
 }
 
-// snapshot returns a copy of the averages when they changed since the
-// last snapshot, or nil.
+// snapshot returns each model's median (tokens) when any may have moved
+// since the last snapshot, or nil: what the journal keeps for the next
+// process (seed). Customers' own averages are not journaled: they are
+// learnt again, and meanwhile the median stands in.
 func (h *hiddenReasoning) snapshot() map[string]int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -74,19 +136,52 @@ func (h *hiddenReasoning) snapshot() map[string]int64 {
 		return nil
 	}
 	h.changed = false
-	out := make(map[string]int64, len(h.avg))
-	for m, a := range h.avg {
-		out[m] = roundTokens(a)
+	out := make(map[string]int64, len(h.models))
+	for name, m := range h.models {
+		out[name] = roundTokens(h.medianOf(m, true))
 	}
 	return out
+}
+
+// medianOf returns m's median (fixed point), recomputing it when stale
+// and medianEvery has passed since, or when now is set.
+func (h *hiddenReasoning) medianOf(m *modelReasoning, now bool) int64 {
+	if !m.stale || len(m.byCustomer) == 0 {
+		return m.median
+	}
+	t := h.now()
+	if !now && t.Sub(m.computed) < medianEvery && !m.computed.IsZero() {
+		return m.median
+	}
+	all := make([]int64, 0, len(m.byCustomer))
+	for _, a := range m.byCustomer {
+		all = append(all, a)
+	}
+	slices.Sort(all)
+	if n := len(all); n%2 == 1 {
+		m.median = all[n/2]
+	} else {
+		m.median = all[n/2-1] + (all[n/2]-all[n/2-1])/2
+	}
+	m.computed, m.stale = t, false
+	return m.median
 }
 
 // roundTokens is a fixed-point average in whole tokens, rounded.
 func roundTokens(a int64) int64 { return (a + 1<<(hiddenFrac-1)) >> hiddenFrac }
 
-// expected is the model's average hidden reasoning, in tokens.
-func (h *hiddenReasoning) expected(model string) int64 {
+// expected is the hidden reasoning, in tokens, to estimate for a request
+// of customer's to model: the customer's own average, else the model's
+// median (0 for a model not seen).
+func (h *hiddenReasoning) expected(customer, model string) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return roundTokens(h.avg[model])
+	m := h.models[model]
+	if m == nil {
+		return 0
+	}
+	if a, ok := m.byCustomer[customer]; ok {
+		return roundTokens(a)
+	}
+	return roundTokens(h.medianOf(m, false))
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -14,13 +15,13 @@ import (
 // journaled is that value, which seeds the next process as it was.
 func TestHiddenReasoningAverageReachesASteadyValue(t *testing.T) {
 	h := newHiddenReasoning()
-	e := &usage.Event{Model: "m", UsageSource: usage.SourceUpstream}
+	e := &usage.Event{CustomerID: "c", Model: "m", UsageSource: usage.SourceUpstream}
 	h.observe(e, &tap.Report{}) // 0 reasoning tokens first
 	e.Usage.ReasoningTokens = 15
 	for range 200 {
 		h.observe(e, &tap.Report{})
 	}
-	if got := h.expected("m"); got != 15 {
+	if got := h.expected("c", "m"); got != 15 {
 		t.Fatalf("average after 200 requests of 15 reasoning tokens = %d, want 15", got)
 	}
 	snap := h.snapshot()
@@ -29,7 +30,65 @@ func TestHiddenReasoningAverageReachesASteadyValue(t *testing.T) {
 	}
 	h2 := newHiddenReasoning()
 	h2.seed(snap)
-	if got := h2.expected("m"); got != 15 {
+	if got := h2.expected("another", "m"); got != 15 {
 		t.Fatalf("seeded average = %d, want 15", got)
+	}
+}
+
+// TestHiddenReasoningIsNoOtherCustomersToSet: the estimate was one average
+// per model, learnt from every customer's requests, so a customer could
+// set another's bill (found by review): 20 requests with max_tokens 2
+// took a cancelled stream of another customer from 600 hidden reasoning
+// tokens to 2, and 20 with a large limit billed it 21 times over. A
+// customer is now estimated from its own requests, and a new one from the
+// median of the customers' averages.
+func TestHiddenReasoningIsNoOtherCustomersToSet(t *testing.T) {
+	h := newHiddenReasoning()
+	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	h.now = func() time.Time { return now }
+	learn := func(customer string, reasoning int64, times int) {
+		for range times {
+			h.observe(&usage.Event{CustomerID: customer, Model: "o", UsageSource: usage.SourceUpstream,
+				Usage: usage.Tokens{CompletionTokens: reasoning + 10, ReasoningTokens: reasoning}}, &tap.Report{})
+		}
+	}
+	learn("victim", 600, 30)
+	learn("honest-1", 500, 30)
+	learn("honest-2", 700, 30)
+	now = now.Add(medianEvery)
+	if got := h.expected("new", "o"); got != 600 {
+		t.Fatalf("a new customer's estimate = %d, want 600: the median of 500, 600 and 700", got)
+	}
+
+	// The attacker's requests, cheap then costly, move its own average
+	// alone.
+	learn("attacker", 2, 25)
+	learn("attacker", 40000, 25)
+	now = now.Add(medianEvery)
+	if got := h.expected("victim", "o"); got != 600 {
+		t.Errorf("the victim's estimate after the attacker's requests = %d, want its own 600", got)
+	}
+	if got := h.expected("attacker", "o"); got < 38000 {
+		t.Errorf("the attacker's estimate = %d, want its own (near 40,000: 25 requests at a weight of 1/8)", got)
+	}
+	if got := h.expected("new", "o"); got != 650 {
+		t.Errorf("a new customer's estimate with the attacker = %d, want 650: one customer moves the median by one place", got)
+	}
+	learn("attacker2", 0, 25)
+	learn("attacker3", 0, 25)
+	learn("attacker4", 0, 25)
+	if got := h.expected("new", "o"); got != 650 {
+		t.Errorf("the median within medianEvery of its last computation = %d, want 650 as computed", got)
+	}
+	now = now.Add(medianEvery)
+	if got, want := h.expected("new", "o"), int64(500); got != want {
+		t.Errorf("the median of 0, 0, 0, 500, 600, 700, 38580 = %d, want %d", got, want)
+	}
+
+	// Past maxPairs a customer is estimated from the median.
+	h.pairs = maxPairs
+	learn("late", 9000, 10)
+	if got := h.expected("late", "o"); got != 500 {
+		t.Errorf("a customer past maxPairs = %d, want the median 500", got)
 	}
 }
