@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // reservedFiles is the file descriptors ConnectionCap leaves to the rest
@@ -34,35 +35,55 @@ func ConnectionCap(cfg Config) int {
 	return max(64, (files-reservedFiles-cfg.MaxDrains)/perStream)
 }
 
-// limitListener caps ln at n connections at once: Accept waits while n
-// are open, as golang.org/x/net/netutil's LimitListener does. Its
-// connections keep their descriptor reachable (syscall.Conn), for the
-// hang-up poller of taken streams (see hangups).
-func limitListener(ln net.Listener, n int) net.Listener {
-	return &capListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+// limitListener caps ln at n connections at once. A new connection while
+// n are open first has reclaim (when not nil) close a connection no
+// request is using (idleConns.closeOldest), and waits for a slot when
+// there is none. Its connections keep their descriptor reachable
+// (syscall.Conn), for the hang-up poller of taken streams (see hangups).
+func limitListener(ln net.Listener, n int, reclaim func() bool) net.Listener {
+	return &capListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}), reclaim: reclaim}
 }
 
 type capListener struct {
 	net.Listener
-	slots chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	slots   chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	reclaim func() bool
 }
 
-// Accept takes a slot, waiting while every slot is held, and then a
-// connection, which gives the slot back when it closes.
+// reclaimEvery is how often a listener at its cap, with a client waiting,
+// tries again to close a connection no request is using.
+const reclaimEvery = 500 * time.Millisecond
+
+// Accept takes a connection and then a slot, which the connection gives
+// back when it closes. With every slot held, it closes a connection
+// between requests for the new one, or else waits (holding the one
+// connection accepted) until a slot frees, trying again every
+// reclaimEvery.
 func (l *capListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
 	}
-	return &capConn{Conn: c, release: func() { <-l.slots }}, nil
+	for {
+		select {
+		case l.slots <- struct{}{}:
+			return &capConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+		}
+		if l.reclaim != nil && l.reclaim() {
+			continue // its Close gave its slot back
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &capConn{Conn: c, release: func() { <-l.slots }}, nil
+		case <-l.done:
+			_ = c.Close()
+			return nil, net.ErrClosed
+		case <-time.After(reclaimEvery):
+		}
+	}
 }
 
 // Close closes the listener, and ends an Accept waiting for a slot.

@@ -3,7 +3,11 @@
 package gateway_test
 
 import (
+	"errors"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,6 +69,66 @@ func TestMaxConnections(t *testing.T) {
 			t.Fatalf("%d events published, want 3", st.sink.count())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestIdleConnectionsGiveWayAtTheCap: the listener at its cap waited for a
+// slot, and idle keep-alive connections held theirs for IdleTimeout (2
+// minutes, renewed by each request), so any client, with no key (GET
+// /healthz), could hold every slot and no one else was answered (found by
+// review: 8,976 connections in 7 s). At the cap, the connection idle the
+// longest is now closed for the new client; a connection whose first
+// request has not come keeps its slot for newConnGrace first, and one
+// with a request in flight keeps it.
+func TestIdleConnectionsGiveWayAtTheCap(t *testing.T) {
+	st := newStack(t, func(c *gateway.Config) { c.MaxConnections = 3 })
+	// Two clients keep a connection each, idle after a health check.
+	holders := make([]*http.Client, 2)
+	for i := range holders {
+		holders[i] = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+		resp, err := holders[i].Get(st.url + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	// A third connection opened and silent: new, within its grace.
+	silent, err := net.Dial("tcp", st.gw.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	time.Sleep(100 * time.Millisecond) // accepted, and so in the cap
+
+	// A metered request from a fourth client is answered, at once.
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"sim-small","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	start := time.Now()
+	resp, err := fresh.Do(req)
+	if err != nil {
+		t.Fatalf("a client at the cap, with two connections idle: %v (after %s)", err, time.Since(start))
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || time.Since(start) > 2*time.Second {
+		t.Fatalf("a client at the cap: %d after %s, want 200 at once", resp.StatusCode, time.Since(start))
+	}
+	// The silent connection, within its grace, was not the one closed.
+	_ = silent.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := silent.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the new connection within its grace: %v, want it open", err)
+	}
+	// A client whose idle connection was closed connects again.
+	for _, h := range holders {
+		resp, err := h.Get(st.url + "/healthz")
+		if err != nil {
+			t.Fatalf("a client whose connection was reclaimed: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
 }
 

@@ -255,7 +255,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 
 // Start serves h (nil: Handler()) on addr, "host:port" (port 0 picks one),
 // and returns once it is listening. The listener holds at most
-// ConnectionCap(cfg) client connections at once, bounds reading a request
+// ConnectionCap(cfg) client connections at once (at the cap, a new one
+// takes the place of the one idle longest: idleConns), bounds reading a request
 // (ReadTimeout, and 10s for its headers) and keep-alive idleness
 // (IdleTimeout); responses stream unbounded.
 func (s *Server) Start(addr string, h http.Handler) error {
@@ -268,7 +269,8 @@ func (s *Server) Start(addr string, h http.Handler) error {
 	}
 	s.addr = ln.Addr().String()
 	maxConns := ConnectionCap(s.cfg)
-	ln = limitListener(ln, maxConns)
+	idle := newIdleConns()
+	ln = limitListener(ln, maxConns, idle.closeOldest)
 	s.log.Info("gateway: client connections capped", "max_connections", maxConns)
 	s.handback = newHandback(ln.Addr(), s.cfg.IdleTimeout)
 	if pollHangups {
@@ -284,7 +286,7 @@ func (s *Server) Start(addr string, h http.Handler) error {
 		}
 	}
 	s.srv = &http.Server{Handler: s.takeovers(h), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.ReadTimeout,
-		IdleTimeout: s.cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+		IdleTimeout: s.cfg.IdleTimeout, ConnState: idle.connState, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	for _, l := range []net.Listener{ln, s.handback} {
 		go func() {
 			if err := s.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
