@@ -36,6 +36,9 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 	if msgs := bytes.TrimSpace(r.fields["messages"]); len(msgs) == 0 || msgs[0] != '[' {
 		return nil, fmt.Errorf("messages: must be an array of messages")
 	}
+	if err := openai.TextOnly(r.fields); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -89,7 +92,7 @@ func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 
 // checkPassedKeys refuses body, parsed into r, when one of the members the
 // gateway acts on (model, stream, stream_options, and stream_options'
-// include_usage, service_tier) is not sent once and spelled exactly
+// include_usage, service_tier, modalities, audio) is not sent once and spelled exactly
 // (provider.CheckPassedBody): the gateway reads them by their exact keys,
 // while the other members go upstream as they are, to upstreams that may
 // match keys as encoding/json does (any case, ſ for s). "Stream":true would
@@ -97,7 +100,7 @@ func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 // body, and a later "ſtream_options" or "include_uſage" would turn off the
 // usage report the gateway asks for.
 func (r *chatRequest) checkPassedKeys(body []byte) error {
-	if err := provider.CheckPassedBody(body, "model", "stream", "stream_options", "service_tier"); err != nil {
+	if err := provider.CheckPassedBody(body, "model", "stream", "stream_options", "service_tier", "modalities", "audio"); err != nil {
 		return err
 	}
 	if raw := r.fields["stream_options"]; len(raw) > 0 && raw[0] == '{' {

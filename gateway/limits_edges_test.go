@@ -293,3 +293,45 @@ func TestServiceTiersOtherThanStandardRefused(t *testing.T) {
 		t.Errorf("the upstream got %d requests, want the 3 at the standard tier: %q", len(got), got)
 	}
 }
+
+// TestPremiumPricedOptionsRefused: options a provider bills at other rates
+// than the standard ones went upstream and were billed at the price
+// book's one price per model (found by review): OpenAI's audio output and
+// input (audio tokens at several times the text rates), Anthropic's fast
+// mode (speed "fast"), inference_geo "us" and the 1M-context beta. They
+// are refused with 400, as service_tier "priority" is, before any upstream
+// request; the standard values, and text that merely names them, pass.
+func TestPremiumPricedOptionsRefused(t *testing.T) {
+	st := newStack(t, nil)
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	for _, c := range []struct {
+		path, body, header, want string // want: "" for 200, else what the 400 names
+	}{
+		{"/v1/chat/completions", `{"model":"sim-pro",` + msgs + `,"modalities":["text","audio"],"audio":{"voice":"alloy","format":"wav"}}`, "", "modalities"},
+		{"/v1/chat/completions", `{"model":"sim-pro",` + msgs + `,"audio":{"voice":"alloy"}}`, "", "audio"},
+		{"/v1/chat/completions", `{"model":"sim-pro","messages":[{"role":"user","content":[{"type":"text","text":"transcribe"},{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, "", "messages[0].content[1]"},
+		{"/v1/chat/completions", `{"model":"sim-pro",` + msgs + `,"Modalities":["audio"]}`, "", "Modalities"},
+		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"speed":"fast"}`, "", `speed \"fast\"`},
+		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"inference_geo":"us"}`, "", `inference_geo \"us\"`},
+		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"speed":"standard","Speed":"fast"}`, "", "Speed"},
+		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `}`, "fine-grained-tool-streaming-2025-05-14, context-1m-2025-08-07", "context-1m-2025-08-07"},
+		{"/v1/chat/completions", `{"model":"sim-pro",` + msgs + `,"modalities":["text"],"audio":null}`, "", ""},
+		{"/v1/chat/completions", `{"model":"sim-pro","messages":[{"role":"user","content":"what is \"input_audio\" in the API?"}]}`, "", ""},
+		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"speed":"standard","inference_geo":"global"}`, "fine-grained-tool-streaming-2025-05-14", ""},
+	} {
+		hdr := []string{"Authorization", "Bearer " + testKey}
+		if c.header != "" {
+			hdr = append(hdr, "anthropic-beta", c.header)
+		}
+		code, got := answer(t, st.post(t, c.path, c.body, hdr...))
+		switch {
+		case c.want == "" && code != http.StatusOK:
+			t.Errorf("%s %s: %d %.300s; want 200", c.path, c.body, code, got)
+		case c.want != "" && (code != http.StatusBadRequest || !strings.Contains(got, c.want)):
+			t.Errorf("%s %s: %d %.300s; want 400 naming %s", c.path, c.body, code, got, c.want)
+		}
+	}
+	if n := st.sink.count(); n != 3 {
+		t.Errorf("%d events, want the 3 requests served", n)
+	}
+}

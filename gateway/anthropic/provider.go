@@ -2,7 +2,9 @@ package anthropic
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
@@ -72,7 +74,10 @@ func readCountTokens(r *http.Request, body []byte) (provider.Call, error) {
 // anthropic-beta headers go upstream with it; a string metadata.user_id
 // names the end user.
 func readMessages(r *http.Request, body []byte) (provider.Call, error) {
-	if err := provider.CheckPassedBody(body, "model", "stream"); err != nil {
+	if err := provider.CheckPassedBody(body, "model", "stream", "speed", "inference_geo"); err != nil {
+		return provider.Call{}, err
+	}
+	if err := standardPricing(r.Header, body); err != nil {
 		return provider.Call{}, err
 	}
 	var req struct {
@@ -108,6 +113,52 @@ func readMessages(r *http.Request, body []byte) (provider.Call, error) {
 			b, err := provider.SetMember(body, "model", openai.AppendString(nil, model))
 			return "/messages", b, err
 		}}, nil
+}
+
+// standardPricing refuses (400) a Messages request that Anthropic bills at
+// other rates than the standard ones, since the price book holds one price
+// per model and token class and it would be billed at a price it was not
+// served at (as the OpenAI routes refuse service_tier "priority" and
+// "flex"):
+//   - speed other than "standard": fast mode, at a multiple of the
+//     standard rates (Anthropic docs, "Fast mode", pricing);
+//   - inference_geo other than "global": inference kept in one geography,
+//     at a premium (Anthropic docs, "Data residency");
+//   - an anthropic-beta flag context-1m-…: prompts over 200K tokens at the
+//     long-context rates (Anthropic docs, "Context windows" and pricing).
+func standardPricing(h http.Header, body []byte) error {
+	refuse := func(what, why, instead string) error {
+		return provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			what+" is not served here: Anthropic bills "+why+" at other rates than the standard ones, the only ones the price book holds ("+instead+")")
+	}
+	for _, v := range h.Values("anthropic-beta") {
+		for flag := range strings.SplitSeq(v, ",") {
+			if f := strings.ToLower(strings.TrimSpace(flag)); strings.HasPrefix(f, "context-1m") {
+				return refuse("anthropic-beta: "+strings.TrimSpace(flag), "prompts over 200K tokens", "leave the flag out")
+			}
+		}
+	}
+	var opts struct {
+		Speed        json.RawMessage `json:"speed"`
+		InferenceGeo json.RawMessage `json:"inference_geo"`
+	}
+	_ = json.Unmarshal(body, &opts) // read as a JSON object by the caller
+	for _, o := range []struct {
+		name, standard, why string
+		raw                 json.RawMessage
+	}{{"speed", "standard", "fast mode", opts.Speed}, {"inference_geo", "global", "inference in one geography", opts.InferenceGeo}} {
+		if len(o.raw) == 0 || string(o.raw) == "null" {
+			continue
+		}
+		var v string
+		if err := json.Unmarshal(o.raw, &v); err != nil {
+			return provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request", o.name+": must be a string")
+		}
+		if v != o.standard {
+			return refuse(fmt.Sprintf("%s %q", o.name, v), o.why, fmt.Sprintf("send %q or leave it out", o.standard))
+		}
+	}
+	return nil
 }
 
 // KeyHint says how Anthropic's SDKs send the key (provider.KeyHinter).

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -61,6 +62,59 @@ func StandardTier(raw []byte) error {
 	}
 	return fmt.Errorf("service_tier: %q is not served here: the price book prices the standard tier only "+
 		"(send \"auto\", \"default\" or no service_tier), and the provider bills %q at other prices", tier, tier)
+}
+
+// TextOnly checks a chat completion request's members (raw values by key)
+// for audio, which OpenAI bills at other prices than text: audio output
+// ("modalities" with "audio", or an "audio" member) and audio input
+// (content parts of type "input_audio") are priced per audio token at
+// several times the model's text rates (OpenAI API reference, chat
+// completions, modalities and input_audio; pricing, audio tokens), and the
+// price book holds one price per model and token class, so such a request
+// would be billed at a price it was not served at. The error is fit for a
+// 400 answer.
+func TextOnly(fields map[string]json.RawMessage) error {
+	refuse := func(what string) error {
+		return fmt.Errorf("%s: audio is not served here: OpenAI bills audio tokens at other prices than text, "+
+			"and the price book prices text only", what)
+	}
+	if raw := fields["modalities"]; len(raw) > 0 && bytes.Contains(raw, []byte("audio")) {
+		var m []string
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return fmt.Errorf("modalities: must be an array of strings")
+		}
+		for _, v := range m {
+			if v != "text" {
+				return refuse(fmt.Sprintf("modalities %q", v))
+			}
+		}
+	}
+	if raw := fields["audio"]; len(raw) > 0 && string(raw) != "null" {
+		return refuse("audio")
+	}
+	// A part's type, or its input_audio member's key, is a JSON string
+	// ending in input_audio"; a text that holds those bytes has its quote
+	// escaped, so a body without audio is read once.
+	if msgs := fields["messages"]; bytes.Contains(msgs, []byte(`input_audio"`)) {
+		var ms []struct {
+			Content json.RawMessage `json:"content"`
+		}
+		_ = json.Unmarshal(msgs, &ms) // checked as an array by the caller; the upstream judges its shape
+		for i, m := range ms {
+			var parts []struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(m.Content, &parts) != nil {
+				continue // a string, or not ours to judge
+			}
+			for j, p := range parts {
+				if p.Type == "input_audio" {
+					return refuse(fmt.Sprintf("messages[%d].content[%d] (input_audio)", i, j))
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // readResponses reads a Responses API request: a JSON object with a string
