@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/journal"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -97,6 +98,12 @@ func buildRegistry(dir string) (exposed, error) {
 	defer spool.Close()
 	mm := metrics.NewMeter(rec)
 	mm.CollectSpool(spool)
+	j, _, err := journal.Open(filepath.Join(dir, "journal"))
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	mm.CollectJournal(j)
 	ns, err := meter.StartEmbedded(filepath.Join(dir, "nats"), "", meter.SyncPolicy{}, nil)
 	if err != nil {
 		return nil, err
@@ -210,6 +217,7 @@ func TestRegistry(t *testing.T) {
 		"tollgate_meter_publish_seconds_bucket":    {"le"},
 		"tollgate_meter_dead_letters_total":        {"reason"},
 		"tollgate_meter_spool_oldest_seconds":      {},
+		"tollgate_gateway_journal_failing":         {},
 		"tollgate_ledger_unpriced_events_total":    {},
 		"process_resident_memory_bytes":            {},
 	}

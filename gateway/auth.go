@@ -62,6 +62,15 @@ func (s *Server) checkMetered(w http.ResponseWriter, r *http.Request, env provid
 			return nil, nil
 		}
 	}
+	if jh, ok := s.journal.(JournalHealth); ok {
+		// journal: refuse (503) while the crash journal cannot write (a
+		// full disk): a request begun now would live in memory alone.
+		if err := jh.Failing(); err != nil {
+			env.WriteError(w, provider.Err(http.StatusServiceUnavailable, "service_unavailable", "metering_unavailable",
+				"the gateway cannot meter more requests now: its crash journal cannot write ("+err.Error()+")"))
+			return nil, nil
+		}
+	}
 	// budget: refuse (402) a key that may not spend now: its daily or
 	// monthly spend limit, or its customer's prepaid balance and credit,
 	// is spent.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -292,12 +293,33 @@ func (x *exchange) commit() {
 		return
 	}
 	if err := x.s.sink.Publish(context.WithoutCancel(x.ctx), e); err != nil {
-		x.s.log.Error("usage event not published; kept in the crash journal for the next start",
-			"request_id", e.ID, "customer_id", e.CustomerID, "err", err)
 		x.s.journal.Fail(e)
+		x.s.logUndurable("usage event not published", e, err)
 		return
 	}
 	x.s.journal.End(e.ID)
+}
+
+// logUndurable logs an event the sink refused (neither published nor
+// spooled) and journaled with Fail. While the journal cannot write either
+// (a full disk), the event is in memory alone until a write succeeds, and
+// lost if the process dies first: the line then carries the whole event,
+// as JSON, the one record of it left.
+func (s *Server) logUndurable(msg string, e *usage.Event, err error) {
+	rid := e.ID
+	if e.RequestID != "" { // a retried attempt's, under an id of its own
+		rid = e.RequestID
+	}
+	jh, ok := s.journal.(JournalHealth)
+	if !ok || jh.Failing() == nil {
+		s.log.Error(msg+"; kept in the crash journal for the next start",
+			"request_id", rid, "event_id", e.ID, "customer_id", e.CustomerID, "err", err)
+		return
+	}
+	b, _ := json.Marshal(e)
+	s.log.Error(msg+"; the crash journal cannot write either: the event is held in memory until it can, and this line is its record",
+		"request_id", rid, "event_id", e.ID, "customer_id", e.CustomerID, "err", err, "journal_err", jh.Failing(),
+		"event", json.RawMessage(b))
 }
 
 // retire makes the event of an attempt that failed and is retried
@@ -314,8 +336,7 @@ func (x *exchange) retire() {
 	x.s.journal.Fail(e)
 	x.s.journal.End(rid)
 	if err := x.s.sink.Publish(context.WithoutCancel(x.ctx), e); err != nil {
-		x.s.log.Error("usage event of a retried attempt not published; kept in the crash journal for the next start",
-			"event_id", e.ID, "request_id", rid, "customer_id", e.CustomerID, "err", err)
+		x.s.logUndurable("usage event of a retried attempt not published", e, err)
 		return
 	}
 	x.s.journal.End(e.ID)

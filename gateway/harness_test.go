@@ -118,6 +118,19 @@ type memJournal struct {
 	calls     []string // "begin id", "checkpoint id output", "end id", "fail id"
 	hidden    map[string]int64
 	reasoning map[string]int64 // by request id, at Begin
+	failing   error            // what Failing returns (gateway.JournalHealth)
+}
+
+func (j *memJournal) Failing() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.failing
+}
+
+func (j *memJournal) setFailing(err error) {
+	j.mu.Lock()
+	j.failing = err
+	j.mu.Unlock()
 }
 
 func (j *memJournal) add(s string) {

@@ -44,6 +44,16 @@ type EventSink interface {
 	Publish(ctx context.Context, e *usage.Event) error
 }
 
+// JournalHealth is implemented by a Journal that can tell it cannot write
+// (meter/journal: a full disk): the gateway then refuses new requests
+// (503), since one begun would have no record that survives a crash.
+type JournalHealth interface {
+	// Failing returns the journal's write error while its writes fail,
+	// nil once they succeed again. It must be cheap: it runs on every
+	// request.
+	Failing() error
+}
+
 // Admitter is implemented by a sink that can refuse new requests (503)
 // while it cannot take more events: a full spool.
 type Admitter interface {

@@ -68,6 +68,7 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 		return err
 	}
 	a.started("crash journal", 5*time.Second, func(context.Context) error { return a.journal.Close() })
+	mm.CollectJournal(a.journal)
 	if a.gw, err = gateway.New(cfg.Config, gateway.Deps{Providers: providers(), Keys: a.keys, Limits: a.share, Rates: a.keys, Sink: a.sink,
 		Journal: a.journal, HiddenReasoning: a.journal.RecoveredHiddenReasoning(), Log: log, Metrics: reg}); err != nil {
 		return fmt.Errorf("config: %w", err)

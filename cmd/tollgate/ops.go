@@ -34,12 +34,14 @@ import (
 // Without the gateway, a process is ready when none of its roles is
 // degraded.
 type readiness struct {
-	Ready    bool              `json:"ready"`
-	Roles    []string          `json:"roles"`
-	Database string            `json:"database"`
-	NATS     string            `json:"nats,omitempty"`
-	Keys     string            `json:"keys,omitempty"`
-	Spool    *spoolStatus      `json:"spool,omitempty"`
+	Ready    bool         `json:"ready"`
+	Roles    []string     `json:"roles"`
+	Database string       `json:"database"`
+	NATS     string       `json:"nats,omitempty"`
+	Keys     string       `json:"keys,omitempty"`
+	Spool    *spoolStatus `json:"spool,omitempty"`
+	// Journal is "ok", or the crash journal's write error while it fails.
+	Journal  string            `json:"journal,omitempty"`
 	Degraded map[string]string `json:"degraded,omitempty"`
 }
 
@@ -95,6 +97,13 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 		if err := a.sink.Accepting(); err != nil {
 			rd.Spool.Accepting, rd.Spool.Refusal, gatewayReady = false, err.Error(), false
 			rd.Degraded["gateway"] = "its usage spool refuses more events: " + err.Error()
+		}
+	}
+	if a.journal != nil {
+		rd.Journal = "ok"
+		if err := a.journal.Failing(); err != nil {
+			rd.Journal, gatewayReady = err.Error(), false
+			rd.Degraded["gateway"] = "its crash journal cannot write (a full disk?): new requests are refused with 503 until it can"
 		}
 	}
 	if r.gateway {

@@ -101,6 +101,21 @@ func (m *Meter) CollectSpool(s *meter.Spool) {
 	g("spool_oldest_seconds", "Age of the oldest spooled event (0 when empty).", func() float64 { _, _, a := s.Stats(); return a.Seconds() })
 }
 
+// CollectJournal exposes whether the gateway's crash journal cannot write
+// (tollgate_gateway_journal_failing, 1 while its writes fail, 0 otherwise):
+// the gateway refuses new requests with 503 meanwhile.
+func (m *Meter) CollectJournal(j interface{ Failing() error }) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "gateway",
+		Name: "journal_failing",
+		Help: "1 while the crash journal's writes fail (a full disk): new requests are refused with 503; 0 otherwise."},
+		func() float64 {
+			if j.Failing() != nil {
+				return 1
+			}
+			return 0
+		}))
+}
+
 // CollectEmbedded exposes how many times the embedded NATS server
 // restarted after one of its stores stopped taking writes
 // (tollgate_meter_embedded_nats_restarts_total; see meter.Embedded).

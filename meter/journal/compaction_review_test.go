@@ -51,7 +51,7 @@ func TestCompactionOnAFullDiskHidesNoLaterRecords(t *testing.T) {
 	j.Begin(short, bytes.Repeat([]byte("s"), 85<<10))
 	j.written(t)
 	j.mu.Lock()
-	werr := j.werr
+	werr := j.failing
 	j.mu.Unlock()
 	t.Logf("writer error after the compaction: %v", werr)
 
@@ -119,7 +119,7 @@ func TestAFailedCompactionDropsNoFinalEvent(t *testing.T) {
 	j.Begin(trigger, bytes.Repeat([]byte("t"), 2<<10))
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		j.mu.Lock()
-		werr := j.werr
+		werr := j.failing
 		j.mu.Unlock()
 		if werr != nil {
 			t.Logf("compaction on the full disk: %v", werr)

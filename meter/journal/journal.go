@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -87,7 +88,11 @@ type Journal struct {
 	buf    []byte             // records not yet written
 	open   map[[16]byte]uint8 // requests begun and not ended: their kind (begun or failed)
 	closed bool
-	werr   error // the writer's last error, reported by Close
+	// failing is the error of the last write or fsync while it failed,
+	// nil once one succeeds after it (see Failing); isFailing says whether
+	// it is set, read without mu on every request.
+	failing   error
+	isFailing atomic.Bool
 	wake   chan struct{}
 	done   chan struct{}
 	// lazy fires CheckpointDelay after the first checkpoint buffered since
@@ -231,6 +236,8 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 		}
 		j.mu.Unlock()
 		j.out = nil
+	} else {
+		j.wrote()
 	}
 	full := j.segSize >= maxSegment
 	j.fmu.Unlock()
@@ -382,9 +389,21 @@ func (j *Journal) Open() int {
 	return len(j.open)
 }
 
+// closeRetry is how long Close goes on trying to write what is buffered
+// while the writes fail (a full disk an operator may be freeing), and
+// closeRetryEvery how often.
+const (
+	closeRetry      = 4 * time.Second
+	closeRetryEvery = 100 * time.Millisecond
+)
+
 // Close writes and fsyncs what is buffered and stops the writer; later
-// calls journal nothing. It returns the writer's last error, if any. It is
-// idempotent.
+// calls journal nothing. While the writes fail, it tries again for up to
+// closeRetry. It returns an error when records could not be written (the
+// requests they began or ended are then lost to the next start: the error
+// says how many bytes, and the gateway has logged each failed event), or
+// the last fsync failed; an error that a later write got past is not
+// reported. It is idempotent.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	if j.closed {
@@ -398,9 +417,32 @@ func (j *Journal) Close() error {
 	<-j.done
 	j.fmu.Lock()
 	defer j.fmu.Unlock()
-	j.mu.Lock()
-	err := j.werr
-	j.mu.Unlock()
+	var err error
+	for deadline := time.Now().Add(closeRetry); ; {
+		j.mu.Lock()
+		unwritten := len(j.buf)
+		j.mu.Unlock()
+		if unwritten == 0 {
+			break
+		}
+		if time.Now().After(deadline) || j.seg == nil {
+			j.mu.Lock()
+			err = fmt.Errorf("journal: %d bytes of records could not be written (%v): the requests they begin or end are lost to the next start", unwritten, j.failing)
+			j.mu.Unlock()
+			break
+		}
+		time.Sleep(closeRetryEvery)
+		j.mu.Lock()
+		out := j.buf
+		j.buf = nil
+		j.mu.Unlock()
+		if werr := j.writeSegment(out); werr != nil {
+			j.fail(werr)
+			j.mu.Lock()
+			j.buf = append(out, j.buf...)
+			j.mu.Unlock()
+		}
+	}
 	if j.seg != nil {
 		if serr := j.seg.Sync(); err == nil {
 			err = serr
@@ -453,6 +495,8 @@ func (j *Journal) writer() {
 			if dirty {
 				if err := seg.Sync(); err != nil {
 					j.fail(err)
+				} else if !retrying {
+					j.wrote()
 				}
 			}
 			if !retrying {
@@ -480,6 +524,7 @@ func (j *Journal) writer() {
 				j.out, retrying = nil, true
 			} else {
 				retrying = false
+				j.wrote()
 			}
 		}
 		full := j.segSize >= max(maxSegment, compactAt)
@@ -507,8 +552,36 @@ const maxRetained = 256 << 20
 
 func (j *Journal) fail(err error) {
 	j.mu.Lock()
-	j.werr = fmt.Errorf("journal: %w", err)
+	j.failing = fmt.Errorf("journal: %w", err)
+	j.isFailing.Store(true)
 	j.mu.Unlock()
+}
+
+// wrote notes that a write or an fsync succeeded: the journal is not
+// failing.
+func (j *Journal) wrote() {
+	if !j.isFailing.Load() {
+		return
+	}
+	j.mu.Lock()
+	j.failing = nil
+	j.isFailing.Store(false)
+	j.mu.Unlock()
+}
+
+// Failing returns the error of the journal's last write or fsync while
+// they fail (a full disk), nil once one succeeds again. While it fails,
+// what is buffered waits in memory (up to maxRetained) and is retried
+// every syncInterval; a request begun meanwhile would go upstream with no
+// record that survives the process's death, so the gateway takes no new
+// request until it is nil.
+func (j *Journal) Failing() error {
+	if !j.isFailing.Load() {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.failing
 }
 
 // compactingSuffix names a segment compaction is writing, until it is
