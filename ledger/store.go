@@ -47,6 +47,36 @@ func Open(ctx context.Context, url string) (*Store, error) { return open(ctx, ur
 // only make sense on a ledger that is there, such as a rollback.
 func OpenExisting(ctx context.Context, url string) (*Store, error) { return open(ctx, url, false) }
 
+// OpenLazy is Open without creating the database or connecting to it:
+// the pool connects when it is first used. It is for a process that can
+// serve without the ledger while Postgres is unreachable (a gateway), and
+// returns an error only for an invalid url.
+func OpenLazy(url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", cfg.ConnConfig.Database, err)
+	}
+	return &Store{pool: pool, now: time.Now}, nil
+}
+
+// Unreachable reports whether err, from Open, is Postgres being
+// unreachable or refusing connections (rather than a bad url).
+func Unreachable(err error) bool {
+	var u *unreachableError
+	return errors.As(err, &u)
+}
+
+// unreachableError is a failure to connect to Postgres.
+type unreachableError struct{ err error }
+
+func (u *unreachableError) Error() string { return u.err.Error() }
+func (u *unreachableError) Unwrap() error { return u.err }
+
 func open(ctx context.Context, url string, create bool) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -55,7 +85,7 @@ func open(ctx context.Context, url string, create bool) (*Store, error) {
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
 	if create {
 		if err := createDatabase(ctx, cfg.ConnConfig); err != nil {
-			return nil, err
+			return nil, &unreachableError{err}
 		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -64,8 +94,8 @@ func open(ctx context.Context, url string, create bool) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to database %q on %s:%d: %w",
-			cfg.ConnConfig.Database, cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+		return nil, &unreachableError{fmt.Errorf("connect to database %q on %s:%d: %w",
+			cfg.ConnConfig.Database, cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)}
 	}
 	return &Store{pool: pool, now: time.Now}, nil
 }

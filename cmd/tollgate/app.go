@@ -22,6 +22,9 @@ type roles struct{ gateway, meter, admin bool }
 
 func (r roles) all() bool { return r.gateway && r.meter && r.admin }
 
+// gatewayOnly is the gateway role alone (tollgate gateway).
+func (r roles) gatewayOnly() bool { return r.gateway && !r.meter && !r.admin }
+
 // app is a running set of roles: its components, each started by start
 // and stopped by close in the reverse order. Tests build one with start
 // and stop it with close.

@@ -90,18 +90,36 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		}
 		a.started("data directory lock", time.Second, func(context.Context) error { return release() })
 	}
+	// A gateway serves without the ledger: keys, limits and prices come
+	// from NATS, usage goes to JetStream. One started while Postgres is
+	// unreachable serves, rather than keep the LLM API down for the
+	// outage; its customer API, and the look-ups of keys the buckets do
+	// not hold yet, answer errors until the database is back.
+	dbDown := false
 	if a.store, err = ledger.Open(ctx, e.DatabaseURL); err != nil {
-		return nil, err
+		if !r.gatewayOnly() || !ledger.Unreachable(err) {
+			return nil, err
+		}
+		log.Warn("database unreachable: the gateway serves without it; its customer API (/v1/usage, /v1/balance, /v1/requests) "+
+			"and look-ups of keys not yet in the key buckets fail until it is back", "err", err)
+		if a.store, err = ledger.OpenLazy(e.DatabaseURL); err != nil {
+			return nil, err
+		}
+		dbDown = true
 	}
 	a.started("database", 5*time.Second, func(context.Context) error { a.store.Close(); return nil })
-	if r.all() {
+	switch {
+	case r.all():
 		n, err := a.store.Migrate(ctx)
 		if err != nil {
 			return nil, err
 		}
 		log.Info("migrations applied", "count", n)
-	} else if err := a.store.CheckMigrated(ctx); err != nil {
-		return nil, err
+	case dbDown: // checked by the process that migrates it
+	default:
+		if err := a.store.CheckMigrated(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := cfg.Meter.Validate(); err != nil {
 		return nil, err
@@ -111,6 +129,10 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	mm := metrics.NewMeter(reg)
 	a.store.SetObserver(metrics.NewLedger(reg))
 	for _, p := range cfg.Prices {
+		if dbDown {
+			log.Warn("seed prices not added: the database is unreachable (the process that migrates it adds them too)")
+			break
+		}
 		if _, err := a.store.EnsurePrice(ctx, p); err != nil {
 			return nil, fmt.Errorf("seed price %s: %w", p.Model, err)
 		}

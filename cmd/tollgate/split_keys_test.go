@@ -27,6 +27,54 @@ func (s *stack) gatewayOnly() string {
 	return "http://" + a.Addr
 }
 
+// TestGatewayStartsWhileTheDatabaseIsDown: a gateway process refused to
+// start while Postgres was unreachable (it pinged the ledger and checked
+// its migrations first), so one restarted during a database outage kept
+// the LLM API down for all of it, though it serves from NATS alone (found
+// by review). It now starts, serves the keys the buckets hold, and its
+// usage reaches the ledger through the meter once the database is back.
+func TestGatewayStartsWhileTheDatabaseIsDown(t *testing.T) {
+	natsDir, addr := t.TempDir(), freeAddr(t)
+	natsOn(t, natsDir, addr)
+	s := newStackEnv(t, nil, func(e *env) { e.NATSURL = "nats://" + addr })
+	var k struct {
+		Key string `json:"key"`
+	}
+	s.adminDo("POST", "/admin/v1/customers/"+s.customerID+"/keys", `{"name":"outage"}`, http.StatusCreated, &k)
+
+	e := s.env
+	e.Listen, e.AdminListen, e.DataDir = "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
+	e.DatabaseURL = "postgres://postgres@" + freeAddr(t) + "/tollgate?sslmode=disable&connect_timeout=2" // nothing listens
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := start(ctx, s.log, e, s.cfg, roles{gateway: true})
+	if err != nil {
+		t.Fatalf("a gateway started while its database is unreachable: %v", err)
+	}
+	t.Cleanup(func() { _ = g.close() })
+	req, _ := http.NewRequest("POST", "http://"+g.Addr+"/v1/chat/completions",
+		strings.NewReader(`{"model":"sim-pro","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+k.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a request to the gateway without its database: %d", resp.StatusCode)
+	}
+	if ev := s.event(resp.Header.Get("X-Request-Id")); ev.Usage.CompletionTokens != 4 {
+		t.Errorf("the event of the request served without the database: %+v", ev.Usage)
+	}
+
+	// Not only unreachable: a bad url is still refused.
+	e.DatabaseURL = "postgres://%zz"
+	if _, err := start(ctx, s.log, e, s.cfg, roles{gateway: true}); err == nil {
+		t.Fatal("a gateway started with a database url that cannot be parsed")
+	}
+}
+
 // chatOn sends one chat completion with key to the gateway at base (a
 // short one, or body), and returns the status, the error code and the
 // Retry-After header.
