@@ -103,11 +103,11 @@ func (r *Republisher) round(ctx context.Context) {
 		return
 	}
 	if n, _, _ := r.dead.Stats(); n > 0 {
-		sent, err := r.dead.Drain(ctx, r.sendDead)
+		sent, err := r.dead.DrainSkipping(ctx, r.sendDead, r.skipped("dead-letter spool"))
 		r.report("dead letters", sent, err, ctx)
 	}
 	if n, _, _ := r.spool.Stats(); n > 0 {
-		sent, err := r.spool.Drain(ctx, r.sendEvent)
+		sent, err := r.spool.DrainSkipping(ctx, r.sendEvent, r.skipped("usage spool"))
 		r.report("usage events", sent, err, ctx)
 	}
 }
@@ -137,6 +137,18 @@ func (r *Republisher) sendEvent(ctx context.Context, data []byte) error {
 		return r.deadLetter(ctx, data, e.ID, "NATS refused the spooled usage event: "+err.Error(), data)
 	}
 	return err
+}
+
+// skipped returns what a drain of the spool named which does with bytes
+// damaged on disk between intact records: they may hold an event (a
+// flipped bit leaves its JSON nearly whole), so they go to the
+// dead-letter stream, as they are, with the reason and where they were,
+// rather than only to a log line.
+func (r *Republisher) skipped(which string) func(ctx context.Context, raw []byte, where string) error {
+	return func(ctx context.Context, raw []byte, where string) error {
+		r.log.Error("spool: a corrupt record set aside for the dead-letter stream", "spool", which, "where", where, "bytes", len(raw))
+		return r.deadLetter(ctx, raw, "", "a corrupt record of the gateway's "+which+" ("+where+"): its bytes as they were", raw)
+	}
 }
 
 // sendDead moves one record of the dead-letter spool to the stream.

@@ -2,8 +2,11 @@ package meter_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,6 +67,66 @@ func TestRepublisherDeadLettersWhatNATSRefuses(t *testing.T) {
 	}
 	if letters[1].Data != "not an event" || !strings.Contains(letters[1].Reason, "not a valid usage event") {
 		t.Errorf("second dead letter = %q / %q", letters[1].Data, letters[1].Reason)
+	}
+}
+
+// TestRepublisherDeadLettersACorruptSpoolRecord: a record damaged on disk
+// in the middle of the spool (a flipped byte: its event's JSON nearly
+// whole) was skipped with a plain-text warning alone, so an event whose
+// client had its usage and [DONE] left no trace but that line (found by
+// review). Its bytes now go to the dead-letter stream, with a reason
+// saying where they were; the records around it reach the usage stream.
+func TestRepublisherDeadLettersACorruptSpoolRecord(t *testing.T) {
+	ctx := context.Background()
+	js := metertest.Connect(t, metertest.NewServer(t))
+	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	spool, err := meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := []*usage.Event{testEvent(1), testEvent(2), testEvent(3)}
+	for _, e := range events {
+		if err := spool.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spool.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	b, err := os.ReadFile(segs[len(segs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := 8 + int(binary.BigEndian.Uint32(b)) // the second record's offset
+	b[second+8+len(b[second+8:])/4] ^= 0x01       // one bit of its JSON
+	if err := os.WriteFile(segs[len(segs)-1], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spool, err = meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { spool.Close() })
+
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	r := meter.NewRepublisher(spool, openSpool(t), pub, js, meter.StreamConfig{}, func() bool { return true }, 20*time.Millisecond, slog.Default())
+	r.Start()
+	defer r.Stop(ctx)
+	waitFor(t, func() bool { n, _, _ := spool.Stats(); return n == 0 })
+	got := streamEvents(t, js, "TOLLGATE_USAGE", 2)
+	if got[0].ID != events[0].ID || got[1].ID != events[2].ID {
+		t.Errorf("usage stream holds %s, %s; want the records around the damaged one", got[0].ID, got[1].ID)
+	}
+	dlq, _ := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	var letters []usage.DeadLetter
+	waitFor(t, func() bool { letters, _ = dlq.List(ctx, 10); return len(letters) > 0 })
+	if len(letters) != 1 || !strings.Contains(letters[0].Reason, "corrupt record of the gateway's usage spool") ||
+		!strings.Contains(letters[0].Data, events[1].ID) {
+		t.Errorf("dead letters = %+v; want one: the damaged record's bytes, holding its event's id, and where they were", letters)
 	}
 }
 

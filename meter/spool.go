@@ -99,7 +99,7 @@ func OpenSpool(dir string, maxBytes int64) (*Spool, error) {
 			s.count++
 			s.size += 8 + int64(len(data)) // as Drain counts it off; a torn tail is not waiting
 			return nil
-		})
+		}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -309,8 +309,10 @@ func (s *Spool) Close() error {
 // with the offset just past the record. A torn or corrupt tail ends the
 // scan. A bad record with intact records after it (bytes damaged on disk:
 // a crash tears only the tail) is skipped, with a warning, and the scan
-// resumes at the next intact record: those were acknowledged.
-func scanSegment(path string, from, limit int64, fn func(data []byte, next int64) error) error {
+// resumes at the next intact record: those were acknowledged. skipped,
+// when not nil, is given the bytes skipped and where they were first; an
+// error from it ends the scan before them.
+func scanSegment(path string, from, limit int64, fn func(data []byte, next int64) error, skipped func(raw []byte, where string) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
@@ -341,6 +343,15 @@ func scanSegment(path string, from, limit int64, fn func(data []byte, next int64
 			}
 			slog.Warn("spool: a corrupt record skipped; the records after it are kept",
 				"segment", path, "offset", off, "skipped_bytes", next-off)
+			if skipped != nil {
+				raw := make([]byte, next-off)
+				if _, err := f.ReadAt(raw, off); err != nil {
+					return fmt.Errorf("spool: %w", err)
+				}
+				if err := skipped(raw, fmt.Sprintf("%s, bytes %d to %d", filepath.Base(path), off, next)); err != nil {
+					return err
+				}
+			}
 			if _, err := f.Seek(next, io.SeekStart); err != nil {
 				return fmt.Errorf("spool: %w", err)
 			}

@@ -65,8 +65,18 @@ func (s *Spool) writeCursor(c spoolCursor) (replaced bool, err error) {
 // failed, is sent again later: for events, with the same id, which
 // JetStream and the ledger drop. Stats counts a record as sent only once
 // the cursor past it is durable, so that the records sent again are not
-// counted off twice. Drains run one at a time.
+// counted off twice. Bytes damaged on disk between intact records are
+// skipped (see scanSegment, and DrainSkipping). Drains run one at a time.
 func (s *Spool) Drain(ctx context.Context, send func(ctx context.Context, data []byte) error) (int, error) {
+	return s.DrainSkipping(ctx, send, nil)
+}
+
+// DrainSkipping is Drain giving bytes damaged on disk between intact
+// records (see scanSegment) to skipped, when not nil, with where they
+// were, before the records after them are sent; an error from it stops
+// the drain there, to be tried again.
+func (s *Spool) DrainSkipping(ctx context.Context, send func(ctx context.Context, data []byte) error,
+	skipped func(ctx context.Context, raw []byte, where string) error) (int, error) {
 	s.drainMu.Lock()
 	defer s.drainMu.Unlock()
 	cur, err := s.readCursor()
@@ -120,6 +130,11 @@ func (s *Spool) Drain(ctx context.Context, send func(ctx context.Context, data [
 				return save(cur)
 			}
 			return nil
+		}, func(raw []byte, where string) error {
+			if skipped == nil {
+				return nil
+			}
+			return skipped(ctx, raw, where)
 		})
 		if werr := save(cur); err == nil {
 			err = werr

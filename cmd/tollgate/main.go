@@ -81,6 +81,10 @@ func main() {
 	if err != nil { // help logs nothing: it is shown whatever the level says
 		log, _ = newLogger(logs, "")
 	}
+	// Packages that log with slog's default (the spool's and the crash
+	// journal's warnings about damaged records) log as JSON too: in Go's
+	// text format, a pipeline that reads JSON dropped the one sign of them.
+	slog.SetDefault(log)
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, fullUsage())
 		os.Exit(2)
