@@ -48,7 +48,8 @@ func (s *Server) Recover(reqs []journal.Request) []usage.Event {
 			e.DurationMillis)
 		if r.Checkpoints == 0 {
 			e.Usage, e.UsageSource = usage.Tokens{}, usage.SourceEstimated
-			e.Error = "the gateway process stopped before the upstream answered; nothing billed"
+			e.Error = "the gateway process stopped before any output of the request was journaled (the upstream had not answered, " +
+				"or its first output came within the journal's checkpoint delay of the stop); nothing billed"
 			out = append(out, e)
 			continue
 		}
