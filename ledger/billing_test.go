@@ -97,8 +97,9 @@ func TestUnpricedThenRerated(t *testing.T) {
 	}
 }
 
-// TestOverridesAndPromotions: a customer's discount and custom price, and
-// a bounded promotional price, each rate events exactly.
+// TestOverridesAndPromotions: a customer's discount and custom price, new
+// terms from a later date, and bounded promotional prices and terms, each
+// rate events exactly.
 func TestOverridesAndPromotions(t *testing.T) {
 	s, c, k := setup(t)
 	ctx := context.Background()
@@ -125,14 +126,35 @@ func TestOverridesAndPromotions(t *testing.T) {
 		EffectiveFrom: jan.AddDate(0, 2, 0)}); err != nil {
 		t.Fatal(err)
 	}
-	// An overlapping discount for every model says so; it read `for model ""`.
-	_, err := s.CreateOverride(ctx, c.ID, ledger.OverrideInput{DiscountPercent: "5", EffectiveFrom: jan.AddDate(0, 3, 0)})
-	if ledger.ErrorCode(err) != ledger.EConflict || !strings.HasSuffix(err.Error(), "for every model") {
-		t.Fatalf("overlapping discount for every model: %v; want a conflict ending \"for every model\"", err)
+	// A discount for every model from the same start says so; it read
+	// `for model ""`.
+	_, err := s.CreateOverride(ctx, c.ID, ledger.OverrideInput{DiscountPercent: "5", EffectiveFrom: jan.AddDate(0, 1, 0)})
+	if ledger.ErrorCode(err) != ledger.EConflict || !strings.Contains(err.Error(), "for every model (") {
+		t.Fatalf("a discount for every model from the same start: %v; want a conflict naming every model", err)
 	}
-	_, err = s.CreateOverride(ctx, c.ID, ledger.OverrideInput{Model: "m", DiscountPercent: "5", EffectiveFrom: jan.AddDate(0, 3, 0)})
-	if ledger.ErrorCode(err) != ledger.EConflict || !strings.HasSuffix(err.Error(), `for model "m"`) {
-		t.Fatalf("overlapping override for m: %v; want a conflict ending with the model", err)
+	_, err = s.CreateOverride(ctx, c.ID, ledger.OverrideInput{Model: "m", DiscountPercent: "5", EffectiveFrom: jan.AddDate(0, 2, 0)})
+	if ledger.ErrorCode(err) != ledger.EConflict || !strings.Contains(err.Error(), `for model "m" (`) {
+		t.Fatalf("an override for m from the same start: %v; want a conflict naming the model", err)
+	}
+	// New terms take over from their start, as price versions do: they
+	// were refused as overlapping the open-ended terms before them, which
+	// then applied forever (found by review). A 5% discount for every
+	// model from April (m keeps its custom price: a model's own terms
+	// win), 20% off m from May replacing its custom price, and 50% off m
+	// for ten days of May, after which the 20% resumes.
+	may10, may20 := jan.AddDate(0, 4, 9), jan.AddDate(0, 4, 19)
+	for _, in := range []ledger.OverrideInput{
+		{DiscountPercent: "5", EffectiveFrom: jan.AddDate(0, 3, 0)},
+		{Model: "m", DiscountPercent: "20", EffectiveFrom: jan.AddDate(0, 4, 0)},
+		{Model: "m", DiscountPercent: "50", EffectiveFrom: may10, EffectiveTo: &may20},
+	} {
+		if _, err := s.CreateOverride(ctx, c.ID, in); err != nil {
+			t.Fatalf("CreateOverride %+v: %v", in, err)
+		}
+	}
+	may15 := jan.AddDate(0, 4, 14)
+	if _, err := s.CreateOverride(ctx, c.ID, ledger.OverrideInput{Model: "m", DiscountPercent: "60", EffectiveFrom: may15, EffectiveTo: &may20}); ledger.ErrorCode(err) != ledger.EConflict {
+		t.Fatalf("a window overlapping another of m: %v, want a conflict", err)
 	}
 	u := usage.Tokens{PromptTokens: 1000, CompletionTokens: 300, ReasoningTokens: 100, WebSearchRequests: 2}
 	cases := []struct {
@@ -150,6 +172,13 @@ func TestOverridesAndPromotions(t *testing.T) {
 		{jan.AddDate(0, 1, 1), "0.035", "0.030625", 1250, 0},
 		// March: the custom price: 1000×5 + 300×5 = 6500 µ, no discount.
 		{jan.AddDate(0, 2, 1), "0.0065", "0.0065", 0, 0},
+		// April: m's custom price still, over the 5% for every model.
+		{jan.AddDate(0, 3, 1), "0.0065", "0.0065", 0, 0},
+		// May: 20% off m's list price: 0.035 × 0.8.
+		{jan.AddDate(0, 4, 1), "0.035", "0.028", 2000, 0},
+		// Its ten days at 50%, then 20% again.
+		{may15, "0.035", "0.0175", 5000, 0},
+		{may20, "0.035", "0.028", 2000, 0},
 	}
 	for _, tc := range cases {
 		e := newEvent(c.ID, k.ID, "m", tc.at, u)
@@ -163,7 +192,7 @@ func TestOverridesAndPromotions(t *testing.T) {
 		}
 	}
 	b, err := s.Balance(ctx, c.ID)
-	if err != nil || b.Charges != "0.108425" { // 0.035+0.0013+0.035+0.030625+0.0065
+	if err != nil || b.Charges != "0.188425" { // 0.035+0.0013+0.035+0.030625+0.0065 + 0.0065+0.028+0.0175+0.028
 		t.Fatalf("balance = %+v, %v", b, err)
 	}
 }

@@ -97,9 +97,14 @@ func (in OverrideInput) override(customerID string) (Override, error) {
 	return o, nil
 }
 
-// CreateOverride adds an override for a customer. It returns ENotFound for
-// an unknown customer, EInvalid for bad input, and EConflict when it
-// overlaps another override of the same customer and model.
+// CreateOverride adds an override for a customer. Overrides are dated as
+// price versions are (usage.OverrideAt): an open-ended one applies until a
+// later open-ended one of the same customer and model (or of all models)
+// starts, so new terms replace the old from their start; a bounded one
+// applies inside its window over the open-ended ones. It returns
+// ENotFound for an unknown customer, EInvalid for bad input, and EConflict
+// when another override of the same customer and model starts at the same
+// instant, or both are bounded and their windows overlap.
 func (s *Store) CreateOverride(ctx context.Context, customerID string, in OverrideInput) (Override, error) {
 	o, err := in.override(customerID)
 	if err != nil {
@@ -114,12 +119,18 @@ func (s *Store) CreateOverride(ctx context.Context, customerID string, in Overri
 			return dbError(err, "customer "+customerID)
 		}
 		for _, e := range existing {
-			if windowsOverlap(e.EffectiveFrom, e.EffectiveTo, o.EffectiveFrom, o.EffectiveTo) {
+			// Dated as price versions are (usage.OverrideAt): a later one
+			// takes over from its start; the same start, or two windows
+			// that overlap, would leave which applies to chance.
+			bounded := e.EffectiveTo != nil && o.EffectiveTo != nil
+			if e.EffectiveFrom.Equal(o.EffectiveFrom) || (bounded && windowsOverlap(e.EffectiveFrom, e.EffectiveTo, o.EffectiveFrom, o.EffectiveTo)) {
 				scope := fmt.Sprintf("model %q", o.Model)
 				if o.Model == "" {
 					scope = "every model"
 				}
-				return errorf(EConflict, "override overlaps override %d of customer %s for %s", e.ID, customerID, scope)
+				return errorf(EConflict, "override overlaps override %d of customer %s for %s (%s to %s): start it at another time, "+
+					"or, for two bounded windows, make them not overlap", e.ID, customerID, scope,
+					e.EffectiveFrom.Format(time.RFC3339), fmtEnd(e.EffectiveTo))
 			}
 		}
 		c := o.Custom

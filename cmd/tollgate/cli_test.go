@@ -139,8 +139,10 @@ func TestCLIPricesOverridesRerate(t *testing.T) {
 	if !strings.Contains(out, "12.5% off") || !strings.Contains(out, "input 2, cached 2, cache write 2, output 8 USD") {
 		t.Fatalf("overrides list:\n%s", out)
 	}
-	// Another discount for all models at the same time overlaps: conflict.
-	s.tgFail(exitConflict, "overlaps", "overrides", "create", "--customer", s.customerID, "--discount-percent", "5", "--effective-from", "2026-06-01")
+	// Another discount for all models from the same time: conflict; from
+	// a later time, it takes over then.
+	s.tgFail(exitConflict, "overlaps", "overrides", "create", "--customer", s.customerID, "--discount-percent", "5", "--effective-from", "2026-01-01")
+	s.tgOK("overrides", "create", "--customer", s.customerID, "--discount-percent", "5", "--effective-from", "2026-06-01")
 }
 
 // TestCLICredits: grant (twice with one idempotency key: one credit),

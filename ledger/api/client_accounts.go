@@ -95,8 +95,10 @@ func (c *Client) Prices(ctx context.Context, model string) ([]Price, error) {
 
 // CreateOverride gives a customer a discount or a custom price, and
 // returns it. Returns ENotFound if the customer does not exist, EInvalid
-// for bad terms or a customer id that is not a UUID, EConflict when it
-// overlaps another override of the same customer and model.
+// for bad terms or a customer id that is not a UUID, EConflict when
+// another override of the same customer and model starts at the same
+// instant, or both are bounded and overlap (a later one otherwise takes
+// over from its start: ledger.Store.CreateOverride).
 func (c *Client) CreateOverride(ctx context.Context, customerID string, in ledger.OverrideInput) (Override, error) {
 	return call[Override](ctx, c, "POST", "/admin/v1/customers/"+seg(customerID)+"/overrides", in)
 }

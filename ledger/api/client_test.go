@@ -106,8 +106,13 @@ func TestClientAccounts(t *testing.T) {
 		len(ovs) != 2 {
 		t.Fatalf("CreateOverride = %+v and %+v, Overrides = %+v", discount, priced, ovs)
 	}
-	_, err = c.CreateOverride(ctx, cu.ID, ledger.OverrideInput{DiscountPercent: "5", EffectiveFrom: from.AddDate(0, 6, 0)})
-	wantCode(t, "an overlapping override", err, ledger.EConflict, "overlaps")
+	_, err = c.CreateOverride(ctx, cu.ID, ledger.OverrideInput{DiscountPercent: "5", EffectiveFrom: from})
+	wantCode(t, "an override starting with another", err, ledger.EConflict, "overlaps")
+	later, err := c.CreateOverride(ctx, cu.ID, ledger.OverrideInput{DiscountPercent: "5", EffectiveFrom: from.AddDate(0, 6, 0)})
+	noErr(t, "CreateOverride of new terms from a later date", err)
+	if later.DiscountBP != 500 {
+		t.Fatalf("the later override = %+v", later)
+	}
 }
 
 // TestClientEntriesAndEvents: credits and adjustments (with an idempotency

@@ -93,8 +93,8 @@ type Journal struct {
 	// it is set, read without mu on every request.
 	failing   error
 	isFailing atomic.Bool
-	wake   chan struct{}
-	done   chan struct{}
+	wake      chan struct{}
+	done      chan struct{}
 	// lazy fires CheckpointDelay after the first checkpoint buffered since
 	// the last write (lazyArmed), to wake the writer for it.
 	lazy      *time.Timer

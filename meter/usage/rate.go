@@ -122,23 +122,43 @@ type Override struct {
 	EffectiveTo   *time.Time `json:"effective_to,omitempty"`
 }
 
-// OverrideAt returns the override of os (one customer's) for model in
-// force at t: a model-specific one over an all-models one; nil for none.
+// OverrideAt returns the override of os (one customer's, in any order)
+// for model in force at t: a model-specific one over an all-models one;
+// nil for none. Within each, overrides are dated as price versions are
+// (see PriceAt): one without EffectiveTo applies until a later one
+// without it starts, and one with EffectiveTo applies inside its window
+// over them; of two that qualify alike, the later started (then the later
+// made) applies.
 func OverrideAt(os []Override, model string, t time.Time) *Override {
-	var all *Override
+	// best[0] and best[1]: the model's bounded and open-ended; best[2]
+	// and best[3]: the all-models ones.
+	var best [4]*Override
 	for i := range os {
 		o := &os[i]
 		if o.EffectiveFrom.After(t) || (o.EffectiveTo != nil && !t.Before(*o.EffectiveTo)) {
 			continue
 		}
+		k := 0
 		switch o.Model {
 		case model:
-			return o
 		case "":
-			all = o
+			k = 2
+		default:
+			continue
+		}
+		if o.EffectiveTo == nil {
+			k++
+		}
+		if b := best[k]; b == nil || o.EffectiveFrom.After(b.EffectiveFrom) || (o.EffectiveFrom.Equal(b.EffectiveFrom) && o.ID > b.ID) {
+			best[k] = o
 		}
 	}
-	return all
+	for _, o := range best {
+		if o != nil {
+			return o
+		}
+	}
+	return nil
 }
 
 // Rating is how one event is rated.
