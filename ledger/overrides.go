@@ -34,7 +34,7 @@ type OverrideInput struct {
 	Model           string      `json:"model"`
 	DiscountPercent string      `json:"discount_percent,omitempty"`
 	Price           *PriceInput `json:"price,omitempty"`
-	EffectiveFrom   time.Time   `json:"effective_from"`
+	EffectiveFrom   time.Time   `json:"effective_from,omitzero"`
 	EffectiveTo     *time.Time  `json:"effective_to,omitempty"`
 }
 

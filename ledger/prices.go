@@ -26,7 +26,7 @@ type PriceInput struct {
 	RequestFee string `json:"request_fee,omitempty" yaml:"request_fee"`
 	WebSearch  string `json:"web_search,omitempty" yaml:"web_search"`
 	// EffectiveFrom is required; EffectiveTo, when set, ends the version.
-	EffectiveFrom time.Time  `json:"effective_from" yaml:"effective_from"`
+	EffectiveFrom time.Time  `json:"effective_from,omitzero" yaml:"effective_from"`
 	EffectiveTo   *time.Time `json:"effective_to,omitempty" yaml:"effective_to"`
 }
 

@@ -55,6 +55,9 @@ func decode(r *http.Request, v any) error {
 		dec.DisallowUnknownFields()
 		if err = dec.Decode(v); err == nil {
 			if _, end := dec.Token(); end == io.EOF {
+				if le := checkBodyValues(b); le != nil {
+					return le
+				}
 				return nil
 			}
 			return &ledger.Error{Code: ledger.EInvalid, Message: "request body: must be one JSON object, with nothing after it"}

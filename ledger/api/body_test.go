@@ -163,3 +163,44 @@ func TestEveryDecimalFieldRefusesANumber(t *testing.T) {
 		t.Errorf("only %d decimal fields found in openapi.json's request bodies", tested)
 	}
 }
+
+// TestRepeatedKeysAndTheZeroTimeRefused: a key given twice in a body was
+// read from its last value ({"amount":"1","amount":"2"} booked a credit of
+// 2, where a proxy or a reviewer in front read 1), and the instant
+// 0001-01-01T00:00:00Z, Go's zero time, read as a time not given (a credit
+// so dated was dated now; a usage query to it read to the end of time)
+// (found by the finance review). Both are 400 naming the field (a query's
+// from of it is the beginning, as before); bodies with the same keys in
+// different objects pass.
+func TestRepeatedKeysAndTheZeroTimeRefused(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	cust, _, _ := s.customer(`{"name":"a","currency":"USD"}`)
+	for _, c := range []struct{ path, body, field string }{
+		{"/customers/" + cust + "/credits", `{"amount":"1","amount":"2"}`, "amount"},
+		{"/customers/" + cust + "/credits", `{"amount":"1","Amount":"2"}`, "Amount"},
+		{"/customers/" + cust + "/credits", `{"amount":"1","effective_at":"0001-01-01T00:00:00Z"}`, "effective_at"},
+		{"/customers/" + cust + "/credits", `{"amount":"1","effective_at":"0001-01-01T01:00:00+01:00"}`, "effective_at"},
+		{"/customers/" + cust + "/overrides", `{"model":"m","price":{"currency":"USD","input":"1","input":"0","output":"1"},"effective_from":"2026-01-01T00:00:00Z"}`, "input"},
+	} {
+		status, body, err := send("POST", s.admin+"/admin/v1"+c.path, adminToken, c.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		invalid(t, c.body, status, body, c.field)
+	}
+	// As a query's to, the zero time read as no end (all of time); as its
+	// from, it is the beginning, as no from is.
+	status, body, _ := send("GET", s.admin+"/admin/v1/usage?to=0001-01-01T00:00:00Z", adminToken, "")
+	invalid(t, "to=0001-01-01T00:00:00Z", status, body, "to")
+	s.adm("GET", "/admin/v1/usage?from=0001-01-01T00:00:00Z", "", http.StatusOK, nil)
+	// The same key in two objects, and a time a microsecond after zero.
+	s.adm("POST", "/admin/v1/customers/"+cust+"/overrides",
+		`{"model":"m","price":{"currency":"USD","input":"1","output":"1"},"effective_from":"2026-01-01T00:00:00Z"}`, http.StatusCreated, nil)
+	s.adm("POST", "/admin/v1/customers/"+cust+"/credits", `{"amount":"1","effective_at":"0001-01-01T00:00:00.000001Z"}`, http.StatusCreated, nil)
+	var b ledger.Balance
+	s.adm("GET", "/admin/v1/customers/"+cust+"/balance", "", http.StatusOK, &b)
+	if b.Credits != "1" {
+		t.Errorf("credits after the refused bodies = %s, want the one credit booked", b.Credits)
+	}
+}

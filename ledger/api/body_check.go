@@ -1,0 +1,84 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// checkBodyValues refuses (EInvalid) what encoding/json would read without
+// a word but not as the client meant it, in a body that is valid JSON:
+//   - a key given twice in one object, in any case (encoding/json matches
+//     keys case-insensitively and keeps the last): {"amount":"1",
+//     "amount":"2"} booked a credit of 2 where a proxy or a reviewer in
+//     front read 1;
+//   - the time 0001-01-01T00:00:00Z (in any offset), which decodes to Go's
+//     zero time, the value of a time not given: an effective_at of it was
+//     taken as now.
+//
+// It returns nil for a body it cannot read as JSON (decode says why).
+func checkBodyValues(b []byte) *ledger.Error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	type object struct {
+		keys map[string]bool
+		key  bool // the next string token is a key
+	}
+	var stack []*object
+	path := []string{}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or bad JSON: decode's to report
+		}
+		var top *object
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				stack = append(stack, &object{keys: map[string]bool{}, key: true})
+				continue
+			case '[':
+				stack = append(stack, nil)
+				continue
+			default: // } or ]: the value of the enclosing key ends
+				stack = stack[:len(stack)-1]
+				if len(path) > 0 && len(stack) > 0 && stack[len(stack)-1] != nil {
+					path = path[:len(path)-1]
+					stack[len(stack)-1].key = true
+				}
+				continue
+			}
+		case string:
+			if top != nil && top.key {
+				k := strings.ToLower(t)
+				if top.keys[k] {
+					return &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf("%s: given twice in one object; give it once", t)}
+				}
+				top.keys[k] = true
+				top.key = false
+				path = append(path, t)
+				continue
+			}
+			if at, err := time.Parse(time.RFC3339, t); err == nil && at.IsZero() {
+				field := "request body"
+				if len(path) > 0 {
+					field = path[len(path)-1]
+				}
+				return &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf("%s: %s is the zero time, which reads as not given; give a later time, or leave it out", field, t)}
+			}
+		}
+		// A scalar value ends: the next token of its object is a key.
+		if top != nil && !top.key {
+			path = path[:len(path)-1]
+			top.key = true
+		}
+	}
+}
