@@ -102,8 +102,8 @@ func orZero(s string) string {
 
 // checkCurrency returns EInvalid, naming the field currency, unless c (the
 // upper-cased raw) is three letters that golang.org/x/text/currency knows
-// as an ISO 4217 code, or that isoMinorUnit lists (UYW, which x/text does
-// not know).
+// as an ISO 4217 code, or that isoMinorUnit lists (UYW, SLE, VES, VED and
+// ZWG, which x/text does not know).
 func checkCurrency(c, raw string) error {
 	if len(c) != 3 || strings.Trim(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
 		return errorf(EInvalid, "currency: %q is not a three-letter ISO 4217 code", raw)
@@ -221,6 +221,9 @@ func (s *Store) EnsurePrice(ctx context.Context, in PriceInput) (Price, error) {
 // Prices lists price versions, for one model when model is not empty,
 // ordered by model and effective_from.
 func (s *Store) Prices(ctx context.Context, model string) ([]Price, error) {
+	if err := checkFilters(model, ""); err != nil { // Postgres's own error named the bytes it could not read
+		return nil, err
+	}
 	ps, err := queryPrices(ctx, s.pool, `WHERE $1 = '' OR model = $1`, model)
 	return ps, dbError(err, "prices")
 }

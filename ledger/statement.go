@@ -126,8 +126,14 @@ var isoMinorUnit = map[string]int{
 	"AFN": 2, "ALL": 2, "AMD": 2, "COP": 2, "GYD": 2, "IDR": 2, "IRR": 2,
 	"KPW": 2, "LAK": 2, "LBP": 2, "MGA": 2, "MMK": 2, "MNT": 2, "MUR": 2,
 	"PKR": 2, "RSD": 2, "SOS": 2, "SYP": 2, "TZS": 2, "UZS": 2, "YER": 2,
+	// Leone (old, Sierra Leone): x/text 0.
+	"SLL": 2,
 	// Unidad Previsional (Uruguay): unknown to x/text.
 	"UYW": 4,
+	// Codes ISO 4217 added since x/text's data, each of 2 decimals: the
+	// new leone (Sierra Leone, 2022), the bolívar soberano and digital
+	// (Venezuela, 2018 and 2021) and the Zimbabwe gold (2024).
+	"SLE": 2, "VES": 2, "VED": 2, "ZWG": 2,
 }
 
 // RoundMinor rounds an exact amount half to even to the minor unit of

@@ -147,7 +147,8 @@ func TestStatementRoundsOnceHalfToEven(t *testing.T) {
 // (ISO 2; CLDR 0), and it does not know UYW (ISO 4).
 func TestStatementRoundsToTheISO4217MinorUnit(t *testing.T) {
 	for code, iso := range map[string]int{"IQD": 3, "IDR": 2, "COP": 2, "PKR": 2, "RSD": 2, "UYW": 4,
-		"AFN": 2, "MUR": 2, "TZS": 2, "USD": 2, "JPY": 0, "KWD": 3, "CLF": 4, "iqd": 3} {
+		"AFN": 2, "MUR": 2, "TZS": 2, "USD": 2, "JPY": 0, "KWD": 3, "CLF": 4, "iqd": 3,
+		"SLL": 2, "SLE": 2, "VES": 2, "VED": 2, "ZWG": 2} { // SLL: x/text 0; the others unknown to it (found by review)
 		if got, _ := ledger.MinorUnit(code); got != iso {
 			t.Errorf("MinorUnit(%s) = %d, ISO 4217 minor unit is %d", code, got, iso)
 		}

@@ -120,6 +120,10 @@ func TestUnknownQueryParametersRefused(t *testing.T) {
 		}
 		invalid(t, c.url, status, body, c.field)
 	}
+	// A model filter that is not UTF-8 is the API's 400, not Postgres's
+	// error text (found by review).
+	status, body, _ := send("GET", s.admin+"/admin/v1/prices?model=%ff", adminToken, "")
+	invalid(t, "prices?model=%ff", status, body, "model")
 	// What the routes take, the key as a query parameter, and a health
 	// probe with anything.
 	s.adm("GET", "/admin/v1/usage?from=2026-01-01&group_by=day&limit=5", "", http.StatusOK, nil)
