@@ -204,3 +204,81 @@ func TestConsoleReconciliationListsWhatDiffers(t *testing.T) {
 		}
 	}
 }
+
+// TestConsolePriceBook: the price book's "In force now" listed every
+// version started and not ended, superseded open-ended ones beside their
+// successors, showed no reasoning, request fee or web search price, and
+// its form took a date only, so a version added at 14:05 started at 00:00
+// that day, back-dated over usage already rated (found by the finance
+// review). Now each model's version in force is listed, with the
+// open-ended one a promotion interrupts ("resumes …"); superseded ones are
+// past; and the form's default start is the next minute, with every price
+// and an end.
+func TestConsolePriceBook(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	y2020, y2021 := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2021, 1, 1, 0, 0, 0, 0, time.UTC)
+	promoFrom, promoTo := now.Add(-time.Hour), now.Add(time.Hour)
+	oldEnd := time.Date(2021, 2, 1, 0, 0, 0, 0, time.UTC)
+	ids := map[string]int64{}
+	for name, in := range map[string]ledger.PriceInput{
+		"superseded": {Model: "pb-a", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: y2020},
+		"base":       {Model: "pb-a", Currency: "USD", Input: "2", Output: "2", Reasoning: "3", EffectiveFrom: y2021},
+		"promo":      {Model: "pb-a", Currency: "USD", Input: "0.5", Output: "0.5", EffectiveFrom: promoFrom, EffectiveTo: &promoTo},
+		"scheduled":  {Model: "pb-a", Currency: "USD", Input: "4", Output: "4", EffectiveFrom: now.Add(24 * time.Hour)},
+		"b":          {Model: "pb-b", Currency: "USD", Input: "1", Output: "1", RequestFee: "0.001", EffectiveFrom: y2020},
+		"b-ended":    {Model: "pb-b", Currency: "USD", Input: "0.1", Output: "0.1", EffectiveFrom: y2021, EffectiveTo: &oldEnd},
+	} {
+		p, err := g.api.CreatePrice(ctx, in)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ids[name] = p.ID
+	}
+	c := g.browser()
+	csrf := g.signIn(c, "console", "token", adminToken)
+	_, body, _ := g.do(c, "GET", "/console/prices", nil)
+	section := func(id string) string { return between(body, `id="`+id+`"`, "</table>") }
+	row := func(sec, name string) string {
+		return between(sec, fmt.Sprintf("<tr><td>%d</td>", ids[name]), "</tr>")
+	}
+	current, scheduled := section("current"), section("scheduled")
+	past := body[strings.Index(body, "Past versions"):]
+	for _, c := range []struct{ sec, name, want string }{
+		{current, "promo", "promotion"},
+		{current, "base", "resumes " + promoTo.Format("2006-01-02 15:04") + ", after version " + fmt.Sprint(ids["promo"])},
+		{current, "b", "0.001"},
+		{scheduled, "scheduled", "pb-a"},
+		{past, "superseded", "superseded"},
+		{past, "b-ended", "pb-b"},
+	} {
+		if r := row(c.sec, c.name); r == "" || !strings.Contains(r, c.want) {
+			t.Errorf("version %q: row %q, want it in its section with %q", c.name, r, c.want)
+		}
+	}
+	if row(current, "superseded") != "" || row(current, "b-ended") != "" {
+		t.Errorf("In force now lists a superseded or ended version:\n%s", current)
+	}
+	if !strings.Contains(row(current, "base"), ">3<") {
+		t.Errorf("the reasoning price is not shown: %q", row(current, "base"))
+	}
+
+	// The form as it stands starts the version at the next minute.
+	from := between(body, `name="effective_from" type="datetime-local" value="`, `"`)
+	status, _, _ := g.do(c, "POST", "/console/prices", url.Values{"csrf": {csrf}, "model": {"pb-c"}, "currency": {"USD"},
+		"input": {"1"}, "output": {"2"}, "reasoning": {"5"}, "request_fee": {"0.002"}, "web_search": {"0.01"},
+		"effective_from": {from}, "effective_to": {now.Add(48 * time.Hour).Format("2006-01-02T15:04")}})
+	if status != http.StatusSeeOther {
+		t.Fatalf("add a version = %d", status)
+	}
+	ps, err := g.api.Prices(ctx, "pb-c")
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("prices of pb-c = %v, %v", ps, err)
+	}
+	p := ps[0]
+	if p.EffectiveFrom.Before(now) || p.EffectiveFrom.After(now.Add(2*time.Minute)) || p.EffectiveTo == nil ||
+		p.Reasoning != "5" || p.RequestFee != "0.002" || p.WebSearch != "0.01" {
+		t.Errorf("the version added with the form's default start = %+v; want it from the next minute (not before %s), with its prices and end", p, now)
+	}
+}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"context"
 	"net/http"
 	"strconv"
@@ -13,24 +14,65 @@ import (
 )
 
 type pricesData struct {
-	Current, Scheduled, Past []api.Price
-	Today                    string
+	Current, Scheduled, Past []priceRow
+	// From is the add form's default start: the next whole minute (UTC),
+	// so that a version added as it stands is not back-dated over usage
+	// already rated.
+	From string
 }
 
-// pricesPage shows the price book: the versions in force now, those
-// scheduled to start later, and the past ones; and the form to add one.
+// priceRow is a price version as the page lists it, with a note for
+// people ("resumes 2026-02-08 after version 6").
+type priceRow struct {
+	api.Price
+	Note string
+}
+
+// pricesPage shows the price book: for each model the version in force
+// now (as the ledger chooses it: a bounded one over the open-ended one,
+// which resumes after it; of open-ended ones, the latest started), those
+// scheduled to start later, and the past ones (ended, or superseded by a
+// later open-ended version); and the form to add one.
 func (c *Console) pricesPage(w http.ResponseWriter, r *http.Request) {
 	ps, err := c.client(r).Prices(r.Context(), "")
-	now := c.now()
-	d := pricesData{Today: now.UTC().Format(time.DateOnly)}
-	for _, p := range ps {
+	now := c.now().UTC()
+	d := pricesData{From: now.Truncate(time.Minute).Add(time.Minute).Format("2006-01-02T15:04")}
+	// For each model, the bounded version in force and the open-ended one
+	// that applies or resumes: the latest started of each.
+	bounded, open := map[string]int{}, map[string]int{}
+	later := func(m map[string]int, i int) {
+		if j, ok := m[ps[i].Model]; !ok || ps[i].EffectiveFrom.After(ps[j].EffectiveFrom) {
+			m[ps[i].Model] = i
+		}
+	}
+	for i, p := range ps {
 		switch {
 		case p.EffectiveFrom.After(now):
-			d.Scheduled = append(d.Scheduled, p)
-		case p.EffectiveTo != nil && !p.EffectiveTo.After(now):
-			d.Past = append(d.Past, p)
+		case p.EffectiveTo == nil:
+			later(open, i)
+		case p.EffectiveTo.After(now):
+			later(bounded, i)
+		}
+	}
+	for i, p := range ps {
+		row := priceRow{Price: p}
+		b, hasB := bounded[p.Model]
+		switch {
+		case p.EffectiveFrom.After(now):
+			d.Scheduled = append(d.Scheduled, row)
+		case hasB && b == i:
+			row.Note = "promotion"
+			d.Current = append(d.Current, row)
+		case open[p.Model] == i && p.EffectiveTo == nil && hasB:
+			row.Note = fmt.Sprintf("resumes %s, after version %d", ps[b].EffectiveTo.UTC().Format("2006-01-02 15:04"), ps[b].ID)
+			d.Current = append(d.Current, row)
+		case open[p.Model] == i && p.EffectiveTo == nil:
+			d.Current = append(d.Current, row)
 		default:
-			d.Current = append(d.Current, p)
+			if p.EffectiveTo == nil {
+				row.Note = "superseded"
+			}
+			d.Past = append(d.Past, row)
 		}
 	}
 	v := c.view(r, "prices", "Price book", d)
@@ -44,16 +86,21 @@ func (c *Console) pricesPage(w http.ResponseWriter, r *http.Request) {
 func (c *Console) addPrice(w http.ResponseWriter, r *http.Request) {
 	f := func(k string) string { return strings.TrimSpace(r.PostFormValue(k)) }
 	in := ledger.PriceInput{Model: f("model"), Currency: f("currency"), Input: f("input"), CachedInput: f("cached_input"),
-		CacheWrite: f("cache_write"), Output: f("output")}
+		CacheWrite: f("cache_write"), Output: f("output"), Reasoning: f("reasoning"), RequestFee: f("request_fee"),
+		WebSearch: f("web_search")}
 	from, err := optionalDate(r, "effective_from")
 	if err == nil && from == nil {
 		err = &ledger.Error{Code: ledger.EInvalid, Message: "effective_from is required"}
+	}
+	var to *time.Time
+	if err == nil {
+		to, err = optionalDate(r, "effective_to")
 	}
 	if err != nil {
 		c.done(w, r, "/console/prices", "", err)
 		return
 	}
-	in.EffectiveFrom = *from
+	in.EffectiveFrom, in.EffectiveTo = *from, to
 	p, err := c.client(r).CreatePrice(r.Context(), in)
 	c.done(w, r, "/console/prices", "Price version "+strconv.FormatInt(p.ID, 10)+" for "+p.Model+" added.", err)
 }
