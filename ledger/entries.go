@@ -232,6 +232,22 @@ func (s *Store) RefundEvent(ctx context.Context, eventID, memo string) (Entry, e
 	if err == nil && e.Kind != KindRefund {
 		return Entry{}, errorf(EConflict, "event %s: idempotency clash", eventID)
 	}
+	if ErrorCode(err) == EConflict {
+		// The event's refund exists with another amount: its cost was
+		// re-rated since. Say what happened to that refund, not that a
+		// key clashed (found by review).
+		var first, reversal int64
+		switch rerr := s.pool.QueryRow(ctx, `SELECT f.id, coalesce(r.id, 0) FROM ledger_entries f
+			LEFT JOIN ledger_entries r ON r.reverses = f.id WHERE f.idempotency_key = $1`, refundKeyPrefix+id).Scan(&first, &reversal); {
+		case rerr != nil:
+		case reversal != 0:
+			return Entry{}, errorf(EConflict, "event %s was refunded by entry %d, which entry %d reversed: an event is refunded once",
+				eventID, first, reversal)
+		default:
+			return Entry{}, errorf(EConflict, "event %s was refunded by entry %d, and re-rated since: an event is refunded once; "+
+				"settle the difference with an adjustment", eventID, first)
+		}
+	}
 	if err == nil { // the event's refund, new or the first one: answered as it stands
 		var reversal int64
 		rerr := s.pool.QueryRow(ctx, `SELECT id FROM ledger_entries WHERE reverses = $1`, e.ID).Scan(&reversal)

@@ -2,6 +2,8 @@ package ledger_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +158,43 @@ func TestARefundWaitsForARerateInProgress(t *testing.T) {
 	}
 	if r.e.Amount != "6" {
 		t.Fatalf("refund of %s USD; the event is charged 6 USD once the re-rating in progress commits", r.e.Amount)
+	}
+}
+
+// TestRefundAgainAfterAReversedRefundAndARerate: an event refunded, the
+// refund reversed, the event re-rated (its cost changed), and refunded
+// again: the answer was a 409 about an idempotency key used "for a
+// different entry", where without the re-rating it names the reversal
+// (found by review). Both now name the refund and its reversal.
+func TestRefundAgainAfterAReversedRefundAndARerate(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "10", Output: "10", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	e := newEvent(c.ID, k.ID, "m", at, usage.Tokens{PromptTokens: 1_000_000})
+	if _, err := s.WriteEvents(ctx, []usage.Event{e}); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := s.RefundEvent(ctx, e.ID, "goodwill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := s.Reverse(ctx, ref.ID, "refunded by mistake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "20", Output: "20", EffectiveFrom: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Rerate(ctx, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), nil); err != nil || res.Adjusted != 1 {
+		t.Fatalf("Rerate = %+v, %v; want the event adjusted", res, err)
+	}
+	_, err = s.RefundEvent(ctx, e.ID, "again")
+	want := fmt.Sprintf("refunded by entry %d, which entry %d reversed", ref.ID, rev.ID)
+	if ledger.ErrorCode(err) != ledger.EConflict || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a second refund after the reversal and the re-rating = %v; want a conflict saying %q", err, want)
 	}
 }
