@@ -1,8 +1,8 @@
 package web
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
