@@ -36,20 +36,24 @@ func ConnectionCap(cfg Config) int {
 }
 
 // limitListener caps ln at n connections at once. A new connection while
-// n are open first has reclaim (when not nil) close a connection no
-// request is using (idleConns.closeOldest), and waits for a slot when
-// there is none. Its connections keep their descriptor reachable
-// (syscall.Conn), for the hang-up poller of taken streams (see hangups).
-func limitListener(ln net.Listener, n int, reclaim func() bool) net.Listener {
-	return &capListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}), reclaim: reclaim}
+// n are open first closes a connection no request is using (closeOldest;
+// the server must report its connections' states to connState), and
+// waits for a slot when there is none. Its connections keep their
+// descriptor reachable (syscall.Conn), for the hang-up poller of taken
+// streams (see hangups).
+func limitListener(ln net.Listener, n int) *capListener {
+	return &capListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}), conns: map[*capConn]struct{}{}}
 }
 
 type capListener struct {
 	net.Listener
-	slots   chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	reclaim func() bool
+	slots chan struct{}
+	done  chan struct{}
+	once  sync.Once
+	// conns are the connections open (added at Accept, removed at Close:
+	// once a connection, not once a request).
+	mu    sync.Mutex
+	conns map[*capConn]struct{}
 }
 
 // reclaimEvery is how often a listener at its cap, with a client waiting,
@@ -69,21 +73,38 @@ func (l *capListener) Accept() (net.Conn, error) {
 	for {
 		select {
 		case l.slots <- struct{}{}:
-			return &capConn{Conn: c, release: func() { <-l.slots }}, nil
+			return l.track(c), nil
 		default:
 		}
-		if l.reclaim != nil && l.reclaim() {
+		if l.closeOldest() {
 			continue // its Close gave its slot back
 		}
 		select {
 		case l.slots <- struct{}{}:
-			return &capConn{Conn: c, release: func() { <-l.slots }}, nil
+			return l.track(c), nil
 		case <-l.done:
 			_ = c.Close()
 			return nil, net.ErrClosed
 		case <-time.After(reclaimEvery):
 		}
 	}
+}
+
+// track wraps c, holding a slot, as a capConn of l's.
+func (l *capListener) track(c net.Conn) *capConn {
+	cc := &capConn{Conn: c}
+	cc.use.since.Store(time.Now().UnixNano())
+	cc.use.state.Store(connNew)
+	cc.release = func() {
+		l.mu.Lock()
+		delete(l.conns, cc)
+		l.mu.Unlock()
+		<-l.slots
+	}
+	l.mu.Lock()
+	l.conns[cc] = struct{}{}
+	l.mu.Unlock()
+	return cc
 }
 
 // Close closes the listener, and ends an Accept waiting for a slot.
@@ -98,6 +119,7 @@ type capConn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	use     connUse
 }
 
 func (c *capConn) Close() error {

@@ -1,10 +1,9 @@
 package gateway
 
 import (
-	"container/list"
 	"net"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,60 +12,80 @@ import (
 // (ReadHeaderTimeout closes it at 10 s anyway).
 const newConnGrace = 2 * time.Second
 
-// idleConns follows the gateway's client connections that no request is
-// using (http.Server.ConnState): keep-alive connections between requests,
-// and new ones whose first request has not come, oldest first. A listener
-// at its cap closes the oldest for a new client (closeOldest), as
-// http.Server.Shutdown closes idle connections: without it, any client,
+// A client connection's use, as http.Server.ConnState reports it, kept on
+// its capConn (connUse): a listener at its cap closes the one unused the
+// longest for a new client (capListener.closeOldest), as
+// http.Server.Shutdown closes idle connections. Without it, any client,
 // with no key (GET /healthz), could hold every slot with idle keep-alive
 // connections for IdleTimeout, renewed by a request every 2 minutes, and
 // no other client was answered.
-type idleConns struct {
-	now   func() time.Time
-	mu    sync.Mutex
-	order list.List // of *idleConn, oldest first
-	at    map[net.Conn]*list.Element
+const (
+	connBusy    = iota // a request is using it (or it was taken by a stream)
+	connIdle           // a keep-alive connection between requests
+	connNew            // open, its first request not begun
+	connClosing        // chosen to be closed for a new client
+)
+
+// connUse is a connection's use and since when (unix nanoseconds): two
+// atomic stores a state change, no lock, on every request.
+type connUse struct {
+	state atomic.Int32
+	since atomic.Int64
 }
 
-// idleConn is a connection no request is using, since when, and whether
-// it has served a request (keep-alive) or not yet (new).
-type idleConn struct {
-	c     net.Conn
-	since time.Time
-	fresh bool
-}
-
-func newIdleConns() *idleConns { return &idleConns{now: time.Now, at: map[net.Conn]*list.Element{}} }
-
-// connState is the http.Server's ConnState hook.
-func (ic *idleConns) connState(c net.Conn, s http.ConnState) {
-	ic.mu.Lock()
-	defer ic.mu.Unlock()
-	if e, ok := ic.at[c]; ok {
-		ic.order.Remove(e)
-		delete(ic.at, c)
+// connState is the gateway's http.Server ConnState hook.
+func connState(c net.Conn, s http.ConnState) {
+	cc := capOf(c)
+	if cc == nil {
+		return
 	}
-	if s == http.StateIdle || s == http.StateNew {
-		ic.at[c] = ic.order.PushBack(&idleConn{c: c, since: ic.now(), fresh: s == http.StateNew})
+	switch s {
+	case http.StateNew:
+		cc.use.since.Store(time.Now().UnixNano())
+		cc.use.state.Store(connNew)
+	case http.StateIdle:
+		cc.use.since.Store(time.Now().UnixNano())
+		cc.use.state.Store(connIdle)
+	default:
+		cc.use.state.Store(connBusy)
 	}
 }
 
-// closeOldest closes the connection idle the longest, skipping new ones
-// within newConnGrace of their start, and reports whether it closed one.
-func (ic *idleConns) closeOldest() bool {
-	ic.mu.Lock()
-	now := ic.now()
-	var victim net.Conn
-	for e := ic.order.Front(); e != nil; e = e.Next() {
-		if c := e.Value.(*idleConn); !c.fresh || now.Sub(c.since) >= newConnGrace {
-			victim = c.c
-			ic.order.Remove(e)
-			delete(ic.at, c.c)
-			break
+// capOf is the capConn under c: c itself, or the connection a stream took
+// and handed back (prefixConn); nil for another.
+func capOf(c net.Conn) *capConn {
+	for {
+		switch v := c.(type) {
+		case *capConn:
+			return v
+		case *prefixConn:
+			c = v.Conn
+		default:
+			return nil
 		}
 	}
-	ic.mu.Unlock()
-	if victim == nil {
+}
+
+// closeOldest closes the connection of l unused the longest: a keep-alive
+// connection between requests, or a new one past newConnGrace. It reports
+// whether it closed one (its slot is then free). It reads every
+// connection: it runs only with every slot held and a client waiting.
+func (l *capListener) closeOldest() bool {
+	now := time.Now().UnixNano()
+	var victim *capConn
+	var oldest int64
+	var victimState int32
+	l.mu.Lock()
+	for cc := range l.conns {
+		st, since := cc.use.state.Load(), cc.use.since.Load()
+		if st == connIdle || (st == connNew && now-since >= int64(newConnGrace)) {
+			if victim == nil || since < oldest {
+				victim, oldest, victimState = cc, since, st
+			}
+		}
+	}
+	l.mu.Unlock()
+	if victim == nil || !victim.use.state.CompareAndSwap(victimState, connClosing) {
 		return false
 	}
 	_ = victim.Close()

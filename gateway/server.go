@@ -266,7 +266,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 // Start serves h (nil: Handler()) on addr, "host:port" (port 0 picks one),
 // and returns once it is listening. The listener holds at most
 // ConnectionCap(cfg) client connections at once (at the cap, a new one
-// takes the place of the one idle longest: idleConns), bounds reading a request
+// takes the place of the one unused longest: closeOldest), bounds reading a request
 // (ReadTimeout, and 10s for its headers) and keep-alive idleness
 // (IdleTimeout); responses stream unbounded.
 func (s *Server) Start(addr string, h http.Handler) error {
@@ -279,8 +279,7 @@ func (s *Server) Start(addr string, h http.Handler) error {
 	}
 	s.addr = ln.Addr().String()
 	maxConns := ConnectionCap(s.cfg)
-	idle := newIdleConns()
-	ln = limitListener(ln, maxConns, idle.closeOldest)
+	ln = limitListener(ln, maxConns)
 	s.log.Info("gateway: client connections capped", "max_connections", maxConns)
 	s.handback = newHandback(ln.Addr(), s.cfg.IdleTimeout)
 	if pollHangups {
@@ -296,7 +295,7 @@ func (s *Server) Start(addr string, h http.Handler) error {
 		}
 	}
 	s.srv = &http.Server{Handler: s.takeovers(h), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.ReadTimeout,
-		IdleTimeout: s.cfg.IdleTimeout, ConnState: idle.connState, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+		IdleTimeout: s.cfg.IdleTimeout, ConnState: connState, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	for _, l := range []net.Listener{ln, s.handback} {
 		go func() {
 			if err := s.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
