@@ -1,10 +1,13 @@
 package web
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/tollgate-dev/tollgate/ledger"
 )
 
 // TestChartShowsExactAmounts: a bar's tooltip shows the amount exactly as
@@ -36,5 +39,25 @@ func TestAxisLabel(t *testing.T) {
 		if got := axisLabel(amount(in)); got != want {
 			t.Errorf("axisLabel(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// TestTopRanksWithinACurrency: the overview's top customers were ranked by
+// their cost's face value across currencies, 0.0093 JPY above 0.0019 USD
+// (found by review). Rows are ranked within their currency, the currency
+// with the most requests first.
+func TestTopRanksWithinACurrency(t *testing.T) {
+	rows := []ledger.UsageRow{
+		{Group: "jpy-co", Currency: "JPY", Cost: "0.0093", Requests: 2},
+		{Group: "acme", Currency: "USD", Cost: "0.0019", Requests: 50},
+		{Group: "big", Currency: "USD", Cost: "12.5", Requests: 40},
+		{Group: "eur-co", Currency: "EUR", Cost: "3", Requests: 5},
+	}
+	var got []string
+	for _, r := range top(rows, 3) {
+		got = append(got, r.Group)
+	}
+	if want := []string{"big", "acme", "eur-co"}; !slices.Equal(got, want) {
+		t.Errorf("top 3 = %v, want %v: USD (90 requests) ranked by cost, then EUR (5), then JPY (2)", got, want)
 	}
 }

@@ -1,10 +1,12 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"math/big"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -131,10 +133,23 @@ func addTokens(t *ledger.UsageRow, r ledger.UsageRow) {
 	t.WebSearches += r.WebSearches
 }
 
-// top returns the n rows of the highest cost (then most requests).
+// top returns the n rows of the highest cost (then most requests), ranked
+// within their currency: costs in two currencies do not compare without
+// an exchange rate (0.0093 JPY ranked above 0.0019 USD), so the rows of
+// the currency with the most requests come first, then the next.
 func top(rows []ledger.UsageRow, n int) []ledger.UsageRow {
 	out := slices.Clone(rows)
+	requests := map[string]int64{}
+	for _, r := range out {
+		requests[r.Currency] += r.Requests
+	}
 	slices.SortStableFunc(out, func(a, b ledger.UsageRow) int {
+		if a.Currency != b.Currency {
+			if c := cmp.Compare(requests[b.Currency], requests[a.Currency]); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Currency, b.Currency)
+		}
 		ra, _ := new(big.Rat).SetString(a.Cost)
 		rb, _ := new(big.Rat).SetString(b.Cost)
 		if ra == nil || rb == nil {
