@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,5 +146,42 @@ func TestJournalSaysWhileItCannotWrite(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the request begun on the full disk was not recovered after Close wrote it: %d recovered", len(reqs))
+	}
+}
+
+// TestJournalFailingClearsWithNothingToRetry: Failing cleared only when a
+// later write succeeded, and while it failed the gateway took no request:
+// after a failed fsync, or records dropped past maxRetained, nothing was
+// left to write, and the gateway refused every request until it restarted
+// (found by review). The writer now tries the disk with a harmless record
+// every tick while failing, on a disk that is full and then freed.
+func TestJournalFailingClearsWithNothingToRetry(t *testing.T) {
+	disk := metertest.SmallDisk(t, 256<<10)
+	j, _, err := Open(filepath.Join(disk, "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	filler := metertest.FillDisk(t, disk)
+	j.fail(errors.New("fsync: input/output error")) // as the tick's fsync would
+	j.mu.Lock()
+	pending := len(j.buf)
+	j.mu.Unlock()
+	if pending != 0 {
+		t.Fatalf("%d bytes buffered, want none: the failure must leave nothing to retry", pending)
+	}
+	time.Sleep(3 * syncInterval)
+	if err := j.Failing(); err == nil {
+		t.Fatal("Failing cleared on a full disk")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for j.Failing() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("Failing = %v 5 s after the disk was freed, with nothing to retry", j.Failing())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

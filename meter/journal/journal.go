@@ -93,6 +93,11 @@ type Journal struct {
 	// it is set, read without mu on every request.
 	failing   error
 	isFailing atomic.Bool
+	// lost is what no later write can give back, reported by Close: the
+	// bytes of records dropped past maxRetained, and an fsync that failed
+	// (the kernel may have dropped the pages it could not write).
+	lostBytes int64
+	syncErr   error
 	wake      chan struct{}
 	done      chan struct{}
 	// lazy fires CheckpointDelay after the first checkpoint buffered since
@@ -233,6 +238,8 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 		j.mu.Lock()
 		if len(j.out)+len(j.buf) <= maxRetained { // kept whole and in order: the writer tries again
 			j.buf = append(j.out, j.buf...)
+		} else {
+			j.lostBytes += int64(len(j.out))
 		}
 		j.mu.Unlock()
 		j.out = nil
@@ -399,11 +406,12 @@ const (
 
 // Close writes and fsyncs what is buffered and stops the writer; later
 // calls journal nothing. While the writes fail, it tries again for up to
-// closeRetry. It returns an error when records could not be written (the
-// requests they began or ended are then lost to the next start: the error
-// says how many bytes, and the gateway has logged each failed event), or
-// the last fsync failed; an error that a later write got past is not
-// reported. It is idempotent.
+// closeRetry. It returns an error when records could not be written, at
+// Close or before (dropped past maxRetained): the requests they began or
+// ended are then lost to the next start (the error says how many bytes;
+// the gateway logged each failed event). It returns one too when an fsync
+// failed. A failed write that a later one got past is not reported. It is
+// idempotent.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	if j.closed {
@@ -427,7 +435,7 @@ func (j *Journal) Close() error {
 		}
 		if time.Now().After(deadline) || j.seg == nil {
 			j.mu.Lock()
-			err = fmt.Errorf("journal: %d bytes of records could not be written (%v): the requests they begin or end are lost to the next start", unwritten, j.failing)
+			j.lostBytes += int64(unwritten)
 			j.mu.Unlock()
 			break
 		}
@@ -443,6 +451,14 @@ func (j *Journal) Close() error {
 			j.mu.Unlock()
 		}
 	}
+	j.mu.Lock()
+	switch {
+	case j.lostBytes > 0:
+		err = fmt.Errorf("journal: %d bytes of records could not be written (%v): the requests they begin or end are lost to the next start", j.lostBytes, j.failing)
+	case j.syncErr != nil:
+		err = fmt.Errorf("%w: what it wrote before may not be on disk", j.syncErr)
+	}
+	j.mu.Unlock()
 	if j.seg != nil {
 		if serr := j.seg.Sync(); err == nil {
 			err = serr
@@ -495,9 +511,20 @@ func (j *Journal) writer() {
 			if dirty {
 				if err := seg.Sync(); err != nil {
 					j.fail(err)
+					j.mu.Lock()
+					j.syncErr = fmt.Errorf("journal: fsync: %w", err)
+					j.mu.Unlock()
 				} else if !retrying {
 					j.wrote()
 				}
+			}
+			if !retrying && j.isFailing.Load() {
+				// Failing with nothing left to retry (an fsync failed, or
+				// what failed was dropped): the gateway takes no request
+				// meanwhile, so no write would ever clear it. A record of
+				// the averages journaled last (harmless: each replaces the
+				// one before) tries the disk.
+				j.probe()
 			}
 			if !retrying {
 				continue
@@ -519,6 +546,8 @@ func (j *Journal) writer() {
 				j.mu.Lock()
 				if len(out)+len(j.buf) <= maxRetained { // kept whole and in order, for the next try
 					j.buf = append(out, j.buf...)
+				} else {
+					j.lostBytes += int64(len(out))
 				}
 				j.mu.Unlock()
 				j.out, retrying = nil, true
@@ -530,8 +559,10 @@ func (j *Journal) writer() {
 		full := j.segSize >= max(maxSegment, compactAt)
 		j.fmu.Unlock()
 		if full {
+			// A compaction that fails leaves the current segment whole and
+			// in use: the journal is not failing (its writes say so when
+			// they fail), and compaction is tried again later.
 			if kept, err := j.compact(); err != nil {
-				j.fail(err)
 				j.fmu.Lock()
 				compactAt = j.segSize + maxSegment/4
 				j.fmu.Unlock()
@@ -555,6 +586,27 @@ func (j *Journal) fail(err error) {
 	j.failing = fmt.Errorf("journal: %w", err)
 	j.isFailing.Store(true)
 	j.mu.Unlock()
+}
+
+// probe writes a record of the last hidden reasoning averages (or an
+// empty set) and notes whether the write succeeded. Call it from the
+// writer goroutine, without fmu or mu.
+func (j *Journal) probe() {
+	j.mu.Lock()
+	payload := j.hidden
+	j.mu.Unlock()
+	if payload == nil {
+		payload = []byte("{}")
+	}
+	rec := appendHidden(nil, payload, j.seed)
+	j.fmu.Lock()
+	err := j.writeSegment(rec)
+	j.fmu.Unlock()
+	if err != nil {
+		j.fail(err)
+		return
+	}
+	j.wrote()
 }
 
 // wrote notes that a write or an fsync succeeded: the journal is not
