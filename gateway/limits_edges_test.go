@@ -312,6 +312,8 @@ func TestPremiumPricedOptionsRefused(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"sim-pro",` + msgs + `,"audio":{"voice":"alloy"}}`, "", "audio"},
 		{"/v1/chat/completions", `{"model":"sim-pro","messages":[{"role":"user","content":[{"type":"text","text":"transcribe"},{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`, "", "messages[0].content[1]"},
 		{"/v1/chat/completions", `{"model":"sim-pro",` + msgs + `,"Modalities":["audio"]}`, "", "Modalities"},
+		{"/v1/chat/completions", `{"model":"sim-pro",` + msgs + `,"modalities":["text","\u0061udio"]}`, "", "modalities"},
+		{"/v1/chat/completions", `{"model":"sim-pro","messages":[{"role":"user","content":[{"type":"input\u005faudio","input\u005faudio":{"data":"AAAA","format":"wav"}}]}]}`, "", "messages[0].content[0]"},
 		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"speed":"fast"}`, "", `speed \"fast\"`},
 		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"inference_geo":"us"}`, "", `inference_geo \"us\"`},
 		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"speed":"standard","Speed":"fast"}`, "", "Speed"},

@@ -78,7 +78,10 @@ func TextOnly(fields map[string]json.RawMessage) error {
 		return fmt.Errorf("%s: audio is not served here: OpenAI bills audio tokens at other prices than text, "+
 			"and the price book prices text only", what)
 	}
-	if raw := fields["modalities"]; len(raw) > 0 && bytes.Contains(raw, []byte("audio")) {
+	// The byte searches pass over most bodies; a value with an escape
+	// (\u0061udio) is read whole, as the upstream reads it.
+	escaped := func(b []byte) bool { return bytes.Contains(b, []byte(`\u`)) }
+	if raw := fields["modalities"]; len(raw) > 0 && (bytes.Contains(raw, []byte("audio")) || escaped(raw)) {
 		var m []string
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return fmt.Errorf("modalities: must be an array of strings")
@@ -95,7 +98,7 @@ func TextOnly(fields map[string]json.RawMessage) error {
 	// A part's type, or its input_audio member's key, is a JSON string
 	// ending in input_audio"; a text that holds those bytes has its quote
 	// escaped, so a body without audio is read once.
-	if msgs := fields["messages"]; bytes.Contains(msgs, []byte(`input_audio"`)) {
+	if msgs := fields["messages"]; bytes.Contains(msgs, []byte(`input_audio"`)) || escaped(msgs) {
 		var ms []struct {
 			Content json.RawMessage `json:"content"`
 		}
