@@ -24,7 +24,8 @@ import (
 // from 600 hidden reasoning tokens to 2; 20 with a large limit billed it
 // 21 times over). A customer with no average of its own for the model
 // gets the median of the model's customers' averages, which no one
-// customer sets, or, before any, the median an earlier process journaled.
+// customer sets (the lower middle one of an even count; the median an
+// earlier process journaled while fewer than three customers have one).
 // A customer still sets its own: cheap requests that reason little lower
 // the estimate of its next stream cut short with no usage report (which
 // needs that stream to outrun the drain, DrainTimeout, after the client
@@ -47,7 +48,16 @@ type modelReasoning struct {
 	median   int64
 	computed time.Time
 	stale    bool // byCustomer changed since median was computed
+	// seed is the median an earlier process journaled (fixed point), when
+	// seeded: it stands until minMedianCustomers customers have averages.
+	seed   int64
+	seeded bool
 }
+
+// minMedianCustomers is how many customers' averages a model's median
+// needs before it replaces the journaled one: with one or two, the median
+// is one customer's own figure.
+const minMedianCustomers = 3
 
 // hiddenShift weights each new request in the average:
 // a += (x-a)>>hiddenShift, a weight of 1/8 (about the last 8 requests of
@@ -120,7 +130,7 @@ func (h *hiddenReasoning) seed(medians map[string]int64) {
 	defer h.mu.Unlock()
 	for name, a := range medians {
 		if m := h.model(name); m != nil && len(m.byCustomer) == 0 {
-			m.median = a << hiddenFrac
+			m.seed, m.seeded, m.median = a<<hiddenFrac, true, a<<hiddenFrac
 		}
 	}
 }
@@ -144,8 +154,14 @@ func (h *hiddenReasoning) snapshot() map[string]int64 {
 }
 
 // medianOf returns m's median (fixed point), recomputing it when stale
-// and medianEvery has passed since, or when now is set.
+// and medianEvery has passed since, or when now is set: the journaled one
+// while fewer than minMedianCustomers customers have averages; of an even
+// count, the lower middle one, so that of two customers neither raises
+// the other's estimate.
 func (h *hiddenReasoning) medianOf(m *modelReasoning, now bool) int64 {
+	if m.seeded && len(m.byCustomer) < minMedianCustomers {
+		return m.seed
+	}
 	if !m.stale || len(m.byCustomer) == 0 {
 		return m.median
 	}
@@ -158,11 +174,7 @@ func (h *hiddenReasoning) medianOf(m *modelReasoning, now bool) int64 {
 		all = append(all, a)
 	}
 	slices.Sort(all)
-	if n := len(all); n%2 == 1 {
-		m.median = all[n/2]
-	} else {
-		m.median = all[n/2-1] + (all[n/2]-all[n/2-1])/2
-	}
+	m.median = all[(len(all)-1)/2]
 	m.computed, m.stale = t, false
 	return m.median
 }

@@ -71,14 +71,14 @@ func TestHiddenReasoningIsNoOtherCustomersToSet(t *testing.T) {
 	if got := h.expected("attacker", "o"); got < 38000 {
 		t.Errorf("the attacker's estimate = %d, want its own (near 40,000: 25 requests at a weight of 1/8)", got)
 	}
-	if got := h.expected("new", "o"); got != 650 {
-		t.Errorf("a new customer's estimate with the attacker = %d, want 650: one customer moves the median by one place", got)
+	if got := h.expected("new", "o"); got != 600 {
+		t.Errorf("a new customer's estimate with the attacker = %d, want 600: the lower middle of 500, 600, 700 and its own", got)
 	}
 	learn("attacker2", 0, 25)
 	learn("attacker3", 0, 25)
 	learn("attacker4", 0, 25)
-	if got := h.expected("new", "o"); got != 650 {
-		t.Errorf("the median within medianEvery of its last computation = %d, want 650 as computed", got)
+	if got := h.expected("new", "o"); got != 600 {
+		t.Errorf("the median within medianEvery of its last computation = %d, want 600 as computed", got)
 	}
 	now = now.Add(medianEvery)
 	if got, want := h.expected("new", "o"), int64(500); got != want {
@@ -90,5 +90,46 @@ func TestHiddenReasoningIsNoOtherCustomersToSet(t *testing.T) {
 	learn("late", 9000, 10)
 	if got := h.expected("late", "o"); got != 500 {
 		t.Errorf("a customer past maxPairs = %d, want the median 500", got)
+	}
+}
+
+// TestHiddenReasoningSeedStandsUntilThreeCustomers: after a restart the
+// journaled median was replaced by the first customer's own average, and
+// with two customers the median was their mean, so one customer set a
+// new customer's estimate after all (found by code review). The seed
+// stands until three customers have averages, and of two the lower is
+// taken.
+func TestHiddenReasoningSeedStandsUntilThreeCustomers(t *testing.T) {
+	h := newHiddenReasoning()
+	h.seed(map[string]int64{"o": 600})
+	learn := func(customer string, reasoning int64) {
+		for range 40 {
+			h.observe(&usage.Event{CustomerID: customer, Model: "o", UsageSource: usage.SourceUpstream,
+				Usage: usage.Tokens{CompletionTokens: reasoning, ReasoningTokens: reasoning}}, &tap.Report{})
+		}
+	}
+	learn("attacker", 40000)
+	learn("another", 500)
+	if got := h.expected("new", "o"); got != 600 {
+		t.Errorf("a new customer's estimate with two customers seen = %d, want the journaled 600", got)
+	}
+	if snap := h.snapshot(); snap["o"] != 600 {
+		t.Errorf("journaled %v, want the seed 600 kept", snap)
+	}
+	learn("third", 700)
+	if got := h.expected("new", "o"); got != 700 {
+		t.Errorf("with three customers (500, 700, about 40000) = %d, want 700", got)
+	}
+	h2 := newHiddenReasoning()
+	learn2 := func(customer string, reasoning int64) {
+		for range 40 {
+			h2.observe(&usage.Event{CustomerID: customer, Model: "o", UsageSource: usage.SourceUpstream,
+				Usage: usage.Tokens{CompletionTokens: reasoning, ReasoningTokens: reasoning}}, &tap.Report{})
+		}
+	}
+	learn2("honest", 600)
+	learn2("attacker", 40000)
+	if got := h2.expected("new", "o"); got != 600 {
+		t.Errorf("no seed, two customers (600, about 40000) = %d, want the lower, 600", got)
 	}
 }
