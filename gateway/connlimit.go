@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -120,6 +121,9 @@ type capConn struct {
 	once    sync.Once
 	release func()
 	use     connUse
+	// outer is the prefixConn a stream gave it back to the server in, if
+	// any: closed through it, it leaves the handback's idle list.
+	outer atomic.Pointer[prefixConn]
 }
 
 func (c *capConn) Close() error {

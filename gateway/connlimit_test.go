@@ -132,6 +132,58 @@ func TestIdleConnectionsGiveWayAtTheCap(t *testing.T) {
 	}
 }
 
+// TestHandedBackConnectionsLeaveTheIdleList: a connection a stream took
+// and gave back stayed on the handback's idle list when it closed while
+// idle (IdleTimeout, the client, the connection cap), until the server
+// stopped: one entry leaked per such stream (found by code review). And at
+// the cap, such a connection, idle, gives way to a new client as any does.
+func TestHandedBackConnectionsLeaveTheIdleList(t *testing.T) {
+	stream := func(st *stack, client *http.Client) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions", strings.NewReader(
+			`{"model":"sim-small","stream":true,"max_tokens":3,"messages":[{"role":"user","content":"hi"}],"metadata":{"sim_delay_ms":"80"}}`))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	// IdleTimeout closes a handed-back connection: off the list.
+	st := newStack(t, func(c *gateway.Config) { c.IdleTimeout = 400 * time.Millisecond })
+	stream(st, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}})
+	if gateway.TakenStreams(st.gw) != 1 {
+		t.Fatal("the stream did not take its connection")
+	}
+	waitUntil(t, func() bool { return gateway.IdleHandedBack(st.gw) == 1 })
+	waitUntil(t, func() bool { return gateway.IdleHandedBack(st.gw) == 0 })
+
+	// At a cap of 1, one idle past the grace gives way to a new client,
+	// and leaves the list.
+	st = newStack(t, func(c *gateway.Config) { c.MaxConnections = 1 })
+	stream(st, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}})
+	waitUntil(t, func() bool { return gateway.IdleHandedBack(st.gw) == 1 })
+	time.Sleep(1100 * time.Millisecond) // past the idle grace (1 s)
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	resp, err := fresh.Get(st.url + "/healthz")
+	if err != nil {
+		t.Fatalf("a new client at the cap, the one connection idle and handed back: %v", err)
+	}
+	resp.Body.Close()
+	waitUntil(t, func() bool { return gateway.IdleHandedBack(st.gw) == 0 })
+}
+
+// waitUntil waits up to 5 s for ok.
+func waitUntil(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+	}
+}
+
 // TestConnectionCapFromOpenFiles: without max_connections, the cap is what
 // RLIMIT_NOFILE leaves after the reserve and the drains, halved over
 // HTTP/1.1 upstreams (two descriptors a stream), whole when every

@@ -17,3 +17,11 @@ func PollHangups(on bool) bool {
 
 // TakeAfter is how long a stream runs before its connection is taken.
 const TakeAfter = takeAfter
+
+// IdleHandedBack is how many connections streams gave back are on the
+// handback's idle list.
+func IdleHandedBack(s *Server) int {
+	s.handback.mu.Lock()
+	defer s.handback.mu.Unlock()
+	return len(s.handback.idle)
+}

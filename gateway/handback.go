@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -46,11 +48,12 @@ func (h *handback) Close() error {
 		close(h.done)
 		h.mu.Lock()
 		h.closed = true
-		for c := range h.idle {
-			_ = c.Close()
-		}
+		idle := slices.Collect(maps.Keys(h.idle))
 		clear(h.idle)
 		h.mu.Unlock()
+		for _, c := range idle { // outside mu: a prefixConn's Close takes it
+			_ = c.Close()
+		}
 	})
 	return nil
 }

@@ -33,21 +33,34 @@ type connUse struct {
 	since atomic.Int64
 }
 
+// idleGrace is how long a keep-alive connection must have been idle
+// before a listener at its cap may close it: net/http says a connection
+// is in use only once its next request's headers are read, and a client
+// whose next request is on the wire would see it fail (a POST is not
+// retried). An attacker's idle connections are idle far longer.
+const idleGrace = time.Second
+
 // connState is the gateway's http.Server ConnState hook.
 func connState(c net.Conn, s http.ConnState) {
 	cc := capOf(c)
 	if cc == nil {
 		return
 	}
+	next := int32(connBusy)
 	switch s {
 	case http.StateNew:
-		cc.use.since.Store(time.Now().UnixNano())
-		cc.use.state.Store(connNew)
+		next = connNew
 	case http.StateIdle:
+		next = connIdle
+	}
+	if next != connBusy {
 		cc.use.since.Store(time.Now().UnixNano())
-		cc.use.state.Store(connIdle)
-	default:
-		cc.use.state.Store(connBusy)
+	}
+	for { // never over connClosing: the connection is being closed
+		cur := cc.use.state.Load()
+		if cur == connClosing || cc.use.state.CompareAndSwap(cur, next) {
+			return
+		}
 	}
 }
 
@@ -66,19 +79,28 @@ func capOf(c net.Conn) *capConn {
 	}
 }
 
-// closeOldest closes the connection of l unused the longest: a keep-alive
-// connection between requests, or a new one past newConnGrace. It reports
-// whether it closed one (its slot is then free). It reads every
-// connection: it runs only with every slot held and a client waiting.
+// reclaimSample bounds the connections closeOldest reads at a time: a
+// map's iteration starts at a random place, so they are a sample, and
+// the cap may be hundreds of thousands.
+const reclaimSample = 1024
+
+// closeOldest closes the connection of l unused the longest among a
+// sample of them: a keep-alive connection idle past idleGrace, or a new
+// one past newConnGrace. It reports whether it closed one (its slot is
+// then free). It runs only with every slot held and a client waiting.
 func (l *capListener) closeOldest() bool {
 	now := time.Now().UnixNano()
 	var victim *capConn
 	var oldest int64
 	var victimState int32
 	l.mu.Lock()
+	n := 0
 	for cc := range l.conns {
+		if n++; n > reclaimSample {
+			break
+		}
 		st, since := cc.use.state.Load(), cc.use.since.Load()
-		if st == connIdle || (st == connNew && now-since >= int64(newConnGrace)) {
+		if (st == connIdle && now-since >= int64(idleGrace)) || (st == connNew && now-since >= int64(newConnGrace)) {
 			if victim == nil || since < oldest {
 				victim, oldest, victimState = cc, since, st
 			}
@@ -88,6 +110,10 @@ func (l *capListener) closeOldest() bool {
 	if victim == nil || !victim.use.state.CompareAndSwap(victimState, connClosing) {
 		return false
 	}
-	_ = victim.Close()
+	if pc := victim.outer.Load(); pc != nil {
+		_ = pc.Close() // a connection a stream gave back: off its idle list too
+	} else {
+		_ = victim.Close()
+	}
 	return true
 }

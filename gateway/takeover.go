@@ -444,6 +444,9 @@ func (t *takeover) handOn() {
 	pc, ok := t.conn.(*prefixConn)
 	if !ok {
 		pc = &prefixConn{Conn: t.conn, hb: t.s.handback}
+		if cc := capOf(t.conn); cc != nil {
+			cc.outer.Store(pc)
+		}
 	}
 	pc.pre = append(pending, pc.pre...) // pending was read first
 	pc.idleUntil, pc.asked = time.Time{}, time.Time{}
@@ -481,6 +484,14 @@ type prefixConn struct {
 
 // SyscallConn is the connection's (see rawConnOf).
 func (c *prefixConn) SyscallConn() (syscall.RawConn, error) { return rawConnOf(c.Conn) }
+
+// Close closes the connection and takes it off the handback's idle list:
+// one closed while idle (IdleTimeout, the client, the connection cap)
+// stayed on it until the server stopped.
+func (c *prefixConn) Close() error {
+	c.hb.busy(c)
+	return c.Conn.Close()
+}
 
 func (c *prefixConn) Read(p []byte) (int, error) {
 	if len(c.pre) > 0 {
