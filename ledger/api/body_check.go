@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 )
@@ -58,7 +59,7 @@ func checkBodyValues(b []byte) *ledger.Error {
 			}
 		case string:
 			if top != nil && top.key {
-				k := strings.ToLower(t)
+				k := foldKey(t)
 				if top.keys[k] {
 					return &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf("%s: given twice in one object; give it once", t)}
 				}
@@ -81,4 +82,17 @@ func checkBodyValues(b []byte) *ledger.Error {
 			top.key = true
 		}
 	}
+}
+
+// foldKey maps a key to one spelling of every key encoding/json would
+// match it to: each rune to the least rune of its Unicode simple-folding
+// orbit (so s, S and ſ are one, as k, K and the Kelvin sign are).
+func foldKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, k)
 }
