@@ -180,6 +180,7 @@ func TestRepeatedKeysAndTheZeroTimeRefused(t *testing.T) {
 		{"/customers/" + cust + "/credits", `{"amount":"1","amount":"2"}`, "amount"},
 		{"/customers/" + cust + "/credits", `{"amount":"1","Amount":"2"}`, "Amount"},
 		{"/customers/" + cust + "/credits", `{"idempotency_key":"a","idempotency_Key":"b","amount":"1"}`, "idempotency_"},
+		{"/customers/" + cust + "/keys", `{"name":"k","allowed_models":["a"],"allowed_modelſ":["b"]}`, "allowed_model"},
 		{"/customers/" + cust + "/credits", `{"amount":"1","effective_at":"0001-01-01T00:00:00Z"}`, "effective_at"},
 		{"/customers/" + cust + "/credits", `{"amount":"1","effective_at":"0001-01-01T01:00:00+01:00"}`, "effective_at"},
 		{"/customers/" + cust + "/overrides", `{"model":"m","price":{"currency":"USD","input":"1","input":"0","output":"1"},"effective_from":"2026-01-01T00:00:00Z"}`, "input"},
