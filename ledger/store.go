@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,10 +66,21 @@ func OpenLazy(url string) (*Store, error) {
 }
 
 // Unreachable reports whether err, from Open, is Postgres being
-// unreachable or refusing connections (rather than a bad url).
+// unreachable or not taking connections now (down, starting, shutting
+// down, connections disallowed), rather than a bad url or a
+// misconfiguration a retry will not fix: a refused password or role
+// (SQLSTATE class 28), a database that does not exist (3D000), a missing
+// privilege (42501).
 func Unreachable(err error) bool {
 	var u *unreachableError
-	return errors.As(err, &u)
+	if !errors.As(err, &u) {
+		return false
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && (strings.HasPrefix(pg.Code, "28") || pg.Code == "3D000" || pg.Code == "42501") {
+		return false
+	}
+	return true
 }
 
 // unreachableError is a failure to connect to Postgres.

@@ -68,10 +68,13 @@ func TestGatewayStartsWhileTheDatabaseIsDown(t *testing.T) {
 		t.Errorf("the event of the request served without the database: %+v", ev.Usage)
 	}
 
-	// Not only unreachable: a bad url is still refused.
-	e.DatabaseURL = "postgres://%zz"
-	if _, err := start(ctx, s.log, e, s.cfg, roles{gateway: true}); err == nil {
-		t.Fatal("a gateway started with a database url that cannot be parsed")
+	// Not only unreachable: a bad url, or a role Postgres refuses, is
+	// still refused at start (a retry will not fix them).
+	for _, url := range []string{"postgres://%zz", "postgres://no_such_role_tg@127.0.0.1:5432/postgres?sslmode=disable"} {
+		e.DatabaseURL = url
+		if _, err := start(ctx, s.log, e, s.cfg, roles{gateway: true}); err == nil {
+			t.Fatalf("a gateway started with the database url %s", url)
+		}
 	}
 }
 
