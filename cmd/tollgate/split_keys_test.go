@@ -71,9 +71,12 @@ func TestGatewayStartsWhileTheDatabaseIsDown(t *testing.T) {
 	// Not only unreachable: a bad url, or a role Postgres refuses, is
 	// still refused at start (a retry will not fix them).
 	for _, url := range []string{"postgres://%zz", "postgres://no_such_role_tg@127.0.0.1:5432/postgres?sslmode=disable"} {
-		e.DatabaseURL = url
-		if _, err := start(ctx, s.log, e, s.cfg, roles{gateway: true}); err == nil {
+		e.DatabaseURL, e.DataDir = url, t.TempDir() // not the running gateway's, whose lock would refuse it
+		if bad, err := start(ctx, s.log, e, s.cfg, roles{gateway: true}); err == nil {
+			_ = bad.close()
 			t.Fatalf("a gateway started with the database url %s", url)
+		} else if !strings.Contains(err.Error(), "database") {
+			t.Errorf("start with %s: %v, want the database's error", url, err)
 		}
 	}
 }
