@@ -310,9 +310,9 @@ func (s *Spool) Close() error {
 // scan. A bad record with intact records after it (bytes damaged on disk:
 // a crash tears only the tail) is skipped, with a warning, and the scan
 // resumes at the next intact record: those were acknowledged. skipped,
-// when not nil, is given the bytes skipped and where they were first; an
-// error from it ends the scan before them.
-func scanSegment(path string, from, limit int64, fn func(data []byte, next int64) error, skipped func(raw []byte, where string) error) error {
+// when not nil, is given the bytes skipped, where they were and the
+// offset past them first; an error from it ends the scan before them.
+func scanSegment(path string, from, limit int64, fn func(data []byte, next int64) error, skipped func(raw []byte, where string, next int64) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
@@ -348,7 +348,7 @@ func scanSegment(path string, from, limit int64, fn func(data []byte, next int64
 				if _, err := f.ReadAt(raw, off); err != nil {
 					return fmt.Errorf("spool: %w", err)
 				}
-				if err := skipped(raw, fmt.Sprintf("%s, bytes %d to %d", filepath.Base(path), off, next)); err != nil {
+				if err := skipped(raw, fmt.Sprintf("%s, bytes %d to %d", filepath.Base(path), off, next), next); err != nil {
 					return err
 				}
 			}

@@ -130,11 +130,15 @@ func (s *Spool) DrainSkipping(ctx context.Context, send func(ctx context.Context
 				return save(cur)
 			}
 			return nil
-		}, func(raw []byte, where string) error {
+		}, func(raw []byte, where string, next int64) error {
 			if skipped == nil {
 				return nil
 			}
-			return skipped(ctx, raw, where)
+			if err := skipped(ctx, raw, where); err != nil {
+				return err
+			}
+			cur = spoolCursor{Segment: n, Offset: next} // set aside: a later drain starts past them
+			return nil
 		})
 		if werr := save(cur); err == nil {
 			err = werr

@@ -3,6 +3,7 @@ package meter_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -227,5 +228,60 @@ func TestSpoolZeroFilledTailIsNoRecords(t *testing.T) {
 	})
 	if sent != 1 || empty != 0 || err != nil {
 		t.Errorf("Drain = %d sent (%d empty), %v; want the 1 event", sent, empty, err)
+	}
+}
+
+// TestSpoolSetsACorruptRecordAsideOnce: bytes damaged on disk handed to
+// DrainSkipping's skipped were handed again by the next drain when the
+// record after them could not be sent (the cursor stayed before them), so
+// they reached the dead-letter stream twice once JetStream's duplicate
+// window had passed (found by code review).
+func TestSpoolSetsACorruptRecordAsideOnce(t *testing.T) {
+	dir := t.TempDir()
+	s, err := meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := s.Append(testEvent(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	b, err := os.ReadFile(segs[len(segs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := 8 + int(binary.BigEndian.Uint32(b))
+	b[second+20] ^= 0xff
+	if err := os.WriteFile(segs[len(segs)-1], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	skips, sends := 0, 0
+	skipped := func(context.Context, []byte, string) error { skips++; return nil }
+	failThird := func(_ context.Context, data []byte) error {
+		if e, _ := usage.Decode(data); e.Usage.PromptTokens == 2 && sends == 1 {
+			sends++
+			return errors.New("NATS is away")
+		}
+		sends++
+		return nil
+	}
+	if _, err := s2.DrainSkipping(context.Background(), failThird, skipped); err == nil {
+		t.Fatal("the first drain sent the record after the damaged one, which was to fail")
+	}
+	if _, err := s2.DrainSkipping(context.Background(), failThird, skipped); err != nil {
+		t.Fatal(err)
+	}
+	if skips != 1 || sends != 3 {
+		t.Errorf("the damaged bytes were set aside %d times (want 1); %d sends (want 3: the first, the failed third, the third again)", skips, sends)
 	}
 }
