@@ -119,7 +119,7 @@ func TestAFailedCompactionDropsNoFinalEvent(t *testing.T) {
 	j.Begin(trigger, bytes.Repeat([]byte("t"), 2<<10))
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		j.mu.Lock()
-		werr := j.failing
+		werr := j.compactErr
 		j.mu.Unlock()
 		if werr != nil {
 			t.Logf("compaction on the full disk: %v", werr)

@@ -98,8 +98,10 @@ type Journal struct {
 	// (the kernel may have dropped the pages it could not write).
 	lostBytes int64
 	syncErr   error
-	wake      chan struct{}
-	done      chan struct{}
+	// compactErr is the last compaction's error (it is tried again).
+	compactErr error
+	wake       chan struct{}
+	done       chan struct{}
 	// lazy fires CheckpointDelay after the first checkpoint buffered since
 	// the last write (lazyArmed), to wake the writer for it.
 	lazy      *time.Timer
@@ -563,6 +565,9 @@ func (j *Journal) writer() {
 			// in use: the journal is not failing (its writes say so when
 			// they fail), and compaction is tried again later.
 			if kept, err := j.compact(); err != nil {
+				j.mu.Lock()
+				j.compactErr = err
+				j.mu.Unlock()
 				j.fmu.Lock()
 				compactAt = j.segSize + maxSegment/4
 				j.fmu.Unlock()
