@@ -24,7 +24,7 @@ var (
 	errRequestTimeout = timeoutError("upstream request ran past request_timeout")
 	errDrainTimeout   = errors.New("client gone; upstream usage did not arrive within drain_timeout")
 	errBodyNotEnded   = errors.New("upstream body did not end soon after [DONE]")
-	errDrainsFull     = errors.New("client gone; max_drains streams were already draining")
+	errDrainsFull     = errors.New("client gone; max_drains streams were already draining, or this customer's share of them")
 	errShutdown       = errors.New("cut off: the gateway shut down and its grace period ran out")
 )
 
@@ -149,19 +149,18 @@ func (x *exchange) begin(body []byte) {
 }
 
 // clientLeft runs when the client goes away: the upstream is read on, to
-// learn the usage, for at most DrainTimeout and only while fewer than
-// MaxDrains other streams are draining; otherwise it is cut off now and
-// the usage is estimated.
+// learn the usage, for at most DrainTimeout and only while the drain pool
+// has a slot for the customer (MaxDrains in all; see drainPool);
+// otherwise it is cut off now and the usage is estimated.
 func (x *exchange) clientLeft() {
 	defer close(x.left)
 	x.clientGone.Store(true)
-	select {
-	case x.s.drains <- struct{}{}:
-		x.draining = true
-		x.drainTimer = time.AfterFunc(x.s.cfg.DrainTimeout, func() { x.cancel(errDrainTimeout) })
-	default:
+	if !x.s.drains.take(x.event.CustomerID) {
 		x.cancel(errDrainsFull)
+		return
 	}
+	x.draining = true
+	x.drainTimer = time.AfterFunc(x.s.cfg.DrainTimeout, func() { x.cancel(errDrainTimeout) })
 }
 
 // cutOff ends the client's response now, for a shutdown: an SSE stream
@@ -250,7 +249,7 @@ func (x *exchange) finish() {
 		<-x.left
 		if x.draining {
 			x.drainTimer.Stop()
-			<-x.s.drains
+			x.s.drains.release(x.event.CustomerID)
 		}
 	}
 	if x.stall != nil {

@@ -133,8 +133,8 @@ type Server struct {
 	hidden *hiddenReasoning
 	limits *limiter
 	rates  Rater // nil: no cost shown
-	// drains holds a token per stream being read after its client left.
-	drains chan struct{}
+	// drains counts the streams being read after their clients left.
+	drains *drainPool
 	mu     sync.Mutex
 	active map[*exchange]struct{}
 	// inflight counts exchanges not yet finished (their events committed).
@@ -250,7 +250,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, keys: d.Keys, sink: d.Sink, journal: d.Journal, log: d.Log, providers: providers,
 		routes: newRouter(cfg), client: tr, h2c: newH2CTransport(), est: est, hidden: newHiddenReasoning(), limits: newLimiter(d.Limits), rates: d.Rates,
-		drains: make(chan struct{}, cfg.MaxDrains), active: map[*exchange]struct{}{}}
+		drains: newDrainPool(cfg.MaxDrains), active: map[*exchange]struct{}{}}
 	for i := range d.Providers {
 		if ck := d.Providers[i].ClientKey; ck != nil && providers[d.Providers[i].Type] == &d.Providers[i] {
 			s.clientKeys = append(s.clientKeys, ck)
