@@ -277,6 +277,7 @@ func chatPromptText(messages json.RawMessage, defs ...json.RawMessage) tap.Promp
 	}
 	_ = json.Unmarshal(messages, &msgs)
 	var b strings.Builder
+	var media int64
 	add := func(s string) {
 		if s == "" {
 			return
@@ -301,11 +302,18 @@ func chatPromptText(messages json.RawMessage, defs ...json.RawMessage) tap.Promp
 			continue
 		}
 		var parts []struct {
-			Text string `json:"text"`
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			ImageURL struct {
+				Detail string `json:"detail"`
+			} `json:"image_url"`
 		}
 		_ = json.Unmarshal(m.Content, &parts)
 		for _, p := range parts {
 			add(p.Text)
+			if p.Type == "image_url" {
+				media += imageTokens(p.ImageURL.Detail)
+			}
 		}
 	}
 	for _, d := range defs {
@@ -313,7 +321,20 @@ func chatPromptText(messages json.RawMessage, defs ...json.RawMessage) tap.Promp
 			add(string(d)) // the definitions reach the model as text, in the provider's own form
 		}
 	}
-	return tap.Prompt{Text: b.String(), Messages: len(msgs)}
+	return tap.Prompt{Text: b.String(), Messages: len(msgs), Media: media}
+}
+
+// imageTokens is what an estimate counts for an image part of a chat
+// message, whose size it does not read: OpenAI's count for a 1024×1024
+// image, 85 tokens and 170 for each of its four 512-pixel tiles (765), or
+// 85 at detail "low" (OpenAI docs, "Images and vision", calculating
+// costs). An image counted 0, so a request cut short with no usage report
+// was billed its text alone.
+func imageTokens(detail string) int64 {
+	if detail == "low" {
+		return 85
+	}
+	return 765
 }
 
 // toolCallText is what an estimate counts of an assistant message's tool

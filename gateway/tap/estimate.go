@@ -46,7 +46,7 @@ func (e *Estimator) Prompt(p Prompt) int64 {
 	if p.Tokens > 0 {
 		return p.Tokens
 	}
-	n := e.Count(p.Text)
+	n := e.Count(p.Text) + max(p.Media, 0)
 	if p.Messages > 0 {
 		n += 4*int64(p.Messages) + 3
 	}

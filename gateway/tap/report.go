@@ -79,12 +79,14 @@ func (r *Report) SetUsage(u usage.Tokens) {
 	r.Usage, r.Reported, r.outputAt = u, true, r.Output.Len()
 }
 
-// Prompt is what an estimate of a request's prompt counts: its text, and
-// how many chat messages it holds (0 when it is not a list of messages);
-// or, when Tokens is set, that estimate itself.
+// Prompt is what an estimate of a request's prompt counts: its text, how
+// many chat messages it holds (0 when it is not a list of messages), and
+// Media, the tokens of its parts that are not text (images), counted by
+// the caller; or, when Tokens is set, that estimate itself.
 type Prompt struct {
 	Text     string
 	Messages int
+	Media    int64
 	Tokens   int64
 }
 
