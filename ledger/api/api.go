@@ -160,10 +160,6 @@ func parseTime(field, s string) (time.Time, error) {
 		t, err = time.Parse(time.DateOnly, s)
 	}
 	if err == nil {
-		if t.IsZero() && field == "to" { // Go's zero time, the value of a bound not given: as to, no end at all
-			return time.Time{}, &ledger.Error{Code: ledger.EInvalid,
-				Message: fmt.Sprintf("%s: %q is the first instant of the year 0001: nothing is before it (leave to out for no end)", field, s)}
-		}
 		if y := t.UTC().Year(); y < 1 || y > 9998 {
 			return time.Time{}, &ledger.Error{Code: ledger.EInvalid,
 				Message: fmt.Sprintf("%s: %q is outside the years 0001 to 9998", field, s)}

@@ -58,6 +58,10 @@ func optionalRange(r *http.Request) (from, to time.Time, err error) {
 	if to, err = parseTime("to", q.Get("to")); err != nil {
 		return
 	}
+	if to.IsZero() && q.Get("to") != "" { // Go's zero time, which reads below as no end at all
+		return from, to, &ledger.Error{Code: ledger.EInvalid,
+			Message: fmt.Sprintf("to: %q is the first instant of the year 0001: nothing is before it (leave to out for no end)", q.Get("to"))}
+	}
 	if !from.IsZero() && !to.IsZero() && !from.Before(to) {
 		err = &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf("from (%s) must be before to (%s)", q.Get("from"), q.Get("to"))}
 	}
