@@ -46,12 +46,7 @@ func TestHiddenReasoningIsNoOtherCustomersToSet(t *testing.T) {
 	h := newHiddenReasoning()
 	now := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	h.now = func() time.Time { return now }
-	learn := func(customer string, reasoning int64, times int) {
-		for range times {
-			h.observe(&usage.Event{CustomerID: customer, Model: "o", UsageSource: usage.SourceUpstream,
-				Usage: usage.Tokens{CompletionTokens: reasoning + 10, ReasoningTokens: reasoning}}, &tap.Report{})
-		}
-	}
+	learn := func(customer string, reasoning int64, times int) { learnFrom(h, customer, reasoning, times) }
 	learn("victim", 600, 30)
 	learn("honest-1", 500, 30)
 	learn("honest-2", 700, 30)
@@ -102,34 +97,31 @@ func TestHiddenReasoningIsNoOtherCustomersToSet(t *testing.T) {
 func TestHiddenReasoningSeedStandsUntilThreeCustomers(t *testing.T) {
 	h := newHiddenReasoning()
 	h.seed(map[string]int64{"o": 600})
-	learn := func(customer string, reasoning int64) {
-		for range 40 {
-			h.observe(&usage.Event{CustomerID: customer, Model: "o", UsageSource: usage.SourceUpstream,
-				Usage: usage.Tokens{CompletionTokens: reasoning, ReasoningTokens: reasoning}}, &tap.Report{})
-		}
-	}
-	learn("attacker", 40000)
-	learn("another", 500)
+	learnFrom(h, "attacker", 40000, 40)
+	learnFrom(h, "another", 500, 40)
 	if got := h.expected("new", "o"); got != 600 {
 		t.Errorf("a new customer's estimate with two customers seen = %d, want the journaled 600", got)
 	}
 	if snap := h.snapshot(); snap["o"] != 600 {
 		t.Errorf("journaled %v, want the seed 600 kept", snap)
 	}
-	learn("third", 700)
+	learnFrom(h, "third", 700, 40)
 	if got := h.expected("new", "o"); got != 700 {
 		t.Errorf("with three customers (500, 700, about 40000) = %d, want 700", got)
 	}
 	h2 := newHiddenReasoning()
-	learn2 := func(customer string, reasoning int64) {
-		for range 40 {
-			h2.observe(&usage.Event{CustomerID: customer, Model: "o", UsageSource: usage.SourceUpstream,
-				Usage: usage.Tokens{CompletionTokens: reasoning, ReasoningTokens: reasoning}}, &tap.Report{})
-		}
-	}
-	learn2("honest", 600)
-	learn2("attacker", 40000)
+	learnFrom(h2, "honest", 600, 40)
+	learnFrom(h2, "attacker", 40000, 40)
 	if got := h2.expected("new", "o"); got != 600 {
 		t.Errorf("no seed, two customers (600, about 40000) = %d, want the lower, 600", got)
+	}
+}
+
+// learnFrom has h observe times requests of customer to model "o" whose
+// provider reported reasoning hidden reasoning tokens.
+func learnFrom(h *hiddenReasoning, customer string, reasoning int64, times int) {
+	for range times {
+		h.observe(&usage.Event{CustomerID: customer, Model: "o", UsageSource: usage.SourceUpstream,
+			Usage: usage.Tokens{CompletionTokens: reasoning + 10, ReasoningTokens: reasoning}}, &tap.Report{})
 	}
 }

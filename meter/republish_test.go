@@ -2,11 +2,8 @@ package meter_test
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,31 +79,10 @@ func TestRepublisherDeadLettersACorruptSpoolRecord(t *testing.T) {
 	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	dir, events := damagedSpool(t, 3, func(b []byte, at []int) {
+		b[at[1]+8+(at[2]-at[1]-8)/4] ^= 0x01 // one bit of the second record's JSON
+	})
 	spool, err := meter.OpenSpool(dir, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := []*usage.Event{testEvent(1), testEvent(2), testEvent(3)}
-	for _, e := range events {
-		if err := spool.Append(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := spool.Close(); err != nil {
-		t.Fatal(err)
-	}
-	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
-	b, err := os.ReadFile(segs[len(segs)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := 8 + int(binary.BigEndian.Uint32(b)) // the second record's offset
-	b[second+8+len(b[second+8:])/4] ^= 0x01       // one bit of its JSON
-	if err := os.WriteFile(segs[len(segs)-1], b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	spool, err = meter.OpenSpool(dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

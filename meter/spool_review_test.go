@@ -106,36 +106,12 @@ func TestSpoolRotationDuringADrain(t *testing.T) {
 // without a word. The bad record cannot be sent; the records after it must
 // be.
 func TestSpoolCorruptRecordMidSegmentKeepsTheRecordsAfterIt(t *testing.T) {
-	dir := t.TempDir()
-	s, err := meter.OpenSpool(dir, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 10 {
-		if err := s.Append(testEvent(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
-	b, err := os.ReadFile(segs[len(segs)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Flip a byte in the data of the 4th record, and one in the length of
 	// the 7th.
-	var at []int
-	for off := 0; off < len(b); off += 8 + int(binary.BigEndian.Uint32(b[off:])) {
-		at = append(at, off)
-	}
-	b[at[3]+20] ^= 0xff
-	b[at[6]+1] ^= 0x40
-	if err := os.WriteFile(segs[len(segs)-1], b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
+	dir, _ := damagedSpool(t, 10, func(b []byte, at []int) {
+		b[at[3]+20] ^= 0xff
+		b[at[6]+1] ^= 0x40
+	})
 	s2, err := meter.OpenSpool(dir, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -237,29 +213,7 @@ func TestSpoolZeroFilledTailIsNoRecords(t *testing.T) {
 // they reached the dead-letter stream twice once JetStream's duplicate
 // window had passed (found by code review).
 func TestSpoolSetsACorruptRecordAsideOnce(t *testing.T) {
-	dir := t.TempDir()
-	s, err := meter.OpenSpool(dir, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if err := s.Append(testEvent(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
-	b, err := os.ReadFile(segs[len(segs)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := 8 + int(binary.BigEndian.Uint32(b))
-	b[second+20] ^= 0xff
-	if err := os.WriteFile(segs[len(segs)-1], b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := damagedSpool(t, 3, func(b []byte, at []int) { b[at[1]+20] ^= 0xff })
 	s2, err := meter.OpenSpool(dir, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -284,4 +238,41 @@ func TestSpoolSetsACorruptRecordAsideOnce(t *testing.T) {
 	if skips != 1 || sends != 3 {
 		t.Errorf("the damaged bytes were set aside %d times (want 1); %d sends (want 3: the first, the failed third, the third again)", skips, sends)
 	}
+}
+
+// damagedSpool spools n events (testEvent(0) to testEvent(n-1)) in a new
+// directory, closes the spool, and lets damage change its last segment's
+// bytes, given each record's offset in them, as a disk might. It returns
+// the directory and the events.
+func damagedSpool(t *testing.T, n int, damage func(b []byte, at []int)) (string, []*usage.Event) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make([]*usage.Event, n)
+	for i := range events {
+		events[i] = testEvent(i)
+		if err := s.Append(events[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	b, err := os.ReadFile(segs[len(segs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at []int
+	for off := 0; off < len(b); off += 8 + int(binary.BigEndian.Uint32(b[off:])) {
+		at = append(at, off)
+	}
+	damage(b, at)
+	if err := os.WriteFile(segs[len(segs)-1], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, events
 }
