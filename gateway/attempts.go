@@ -34,7 +34,11 @@ func (s *Server) prepareAttempts(key *usage.KeyState, rt route, ok func(string, 
 	var out []prepared
 	var first error
 	for _, a := range s.routes.plan(rt, ok) {
-		if refusal := s.checkCurrency(key, a.model); refusal != nil {
+		refusal := s.checkPrefix(key, a)
+		if refusal == nil {
+			refusal = s.checkCurrency(key, a.model)
+		}
+		if refusal != nil {
 			if first == nil {
 				first = *refusal
 			}
@@ -59,6 +63,37 @@ func (s *Server) prepareAttempts(key *usage.KeyState, rt route, ok func(string, 
 		return nil, first
 	}
 	return out, nil
+}
+
+// checkPrefix refuses attempt a when its model is a "provider/model" name
+// the model table does not hold (one the client chose) and its provider's
+// PrefixRoutes is PrefixPriced, unless the model has a price in force or
+// a custom price for key's customer: 402 unpriced_model, or 503
+// prices_unavailable while the gateway has not loaded the price book.
+func (s *Server) checkPrefix(key *usage.KeyState, a attempt) *provider.Error {
+	if s.rates == nil || a.dep.provider.PrefixRoutes == PrefixAll {
+		return nil
+	}
+	if _, table := s.routes.models[a.model]; table {
+		return nil
+	}
+	e := &usage.Event{Model: a.model, Time: time.Now()}
+	if key != nil {
+		e.CustomerID = key.CustomerID
+	}
+	r, ok := s.rates.Rate(e)
+	switch {
+	case !ok:
+		pe := provider.Err(http.StatusServiceUnavailable, "service_unavailable", "prices_unavailable",
+			fmt.Sprintf("the model %q is served only with a price in force, and the gateway cannot read the price book now; retry shortly", a.model))
+		return &pe
+	case r.Unpriced:
+		pe := provider.Err(http.StatusPaymentRequired, "insufficient_quota", "unpriced_model",
+			fmt.Sprintf("the model %q has no price in force: a provider/model name outside the model table is served only "+
+				"once it is priced (the operator adds a price, or sets prefix_routes: all on the provider %q)", a.model, a.dep.provider.Name))
+		return &pe
+	}
+	return nil
 }
 
 // checkCurrency refuses a request by key for model when the key's spend

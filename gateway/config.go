@@ -50,9 +50,26 @@ type ProviderConfig struct {
 	// gateway). An https:// BaseURL negotiates HTTP/2 or HTTP/1.1 by
 	// itself (ALPN), so h2c is refused there.
 	Protocol string `yaml:"protocol"`
+	// PrefixRoutes says which "provider/model" names a client may send
+	// that the model table does not hold: PrefixPriced (the default) serves
+	// one only when its model has a price in force, or a custom price for
+	// the key's customer (else 402 unpriced_model, before any upstream
+	// call), since the client chooses the name and every spelling the
+	// provider accepts (a dated snapshot, another case) would otherwise be
+	// stored unpriced, at cost 0; PrefixAll serves any such name, stored
+	// unpriced until a price is added and the period re-rated; PrefixNone
+	// serves the table's models alone (404 for any other name).
+	PrefixRoutes string `yaml:"prefix_routes"`
 
 	scrub *scrubber // what clients must not see of it
 }
+
+// ProviderConfig.PrefixRoutes's values.
+const (
+	PrefixPriced = "priced"
+	PrefixAll    = "all"
+	PrefixNone   = "none"
+)
 
 // ProtocolH2C is ProviderConfig.Protocol's value for cleartext HTTP/2 with
 // prior knowledge.
@@ -230,6 +247,13 @@ func (c *Config) Validate(types ...string) error {
 			return fmt.Errorf("%s: protocol %q is not known: give h2c (cleartext HTTP/2 with prior knowledge) or leave it out (HTTP/1.1, or HTTP/2 negotiated over https)", where, p.Protocol)
 		case p.Protocol == ProtocolH2C && u.Scheme != "http":
 			return fmt.Errorf("%s: protocol h2c needs an http:// base_url; over https:// HTTP/2 is negotiated by itself, so leave protocol out", where)
+		}
+		switch p.PrefixRoutes {
+		case "":
+			p.PrefixRoutes = PrefixPriced
+		case PrefixPriced, PrefixAll, PrefixNone:
+		default:
+			return fmt.Errorf("%s: prefix_routes %q is not known: give priced (the default: \"%s/model\" names with a price in force), all, or none", where, p.PrefixRoutes, p.Name)
 		}
 		if p.APIKeyEnv != "" {
 			if p.APIKey = os.Getenv(p.APIKeyEnv); p.APIKey == "" {

@@ -71,7 +71,7 @@ func (r *router) resolve(name string) (route, error) {
 	}
 	prov, upstream, ok := strings.Cut(name, "/")
 	p := r.providers[prov]
-	if !ok || p == nil || upstream == "" {
+	if !ok || p == nil || upstream == "" || p.PrefixRoutes == PrefixNone {
 		return route{}, errNoRoute
 	}
 	d := newDeployment(DeploymentConfig{Name: name, Provider: prov, UpstreamModel: upstream, Weight: 1}, p)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tollgate-dev/tollgate/gateway"
+
 	"github.com/tollgate-dev/tollgate/meter/keys"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
@@ -74,9 +76,10 @@ func TestSpendLimitsHoldOnlyInTheCustomersCurrency(t *testing.T) {
 // stored at cost 0 until re-rated, so no spend limit could count it: a
 // key with a daily limit used one (by a provider/model name the book does
 // not price) without limit. It is refused (402 unpriced_model) before any
-// upstream call; a key without limits is served, and the event is unpriced.
+// upstream call; with prefix_routes: all, a key without limits is served,
+// and the event is unpriced.
 func TestSpendLimitsRefuseAnUnpricedModel(t *testing.T) {
-	s := newStack(t, nil)
+	s := newStack(t, func(c *fileConfig) { c.Providers[0].PrefixRoutes = gateway.PrefixAll })
 	_, _, limited := s.customer(`{"name":"capped"}`, `{"name":"small","daily_limit":"1"}`)
 	_, _, free := s.customer(`{"name":"open"}`, `{"name":"k"}`)
 	s.refreshKeys()
@@ -93,6 +96,62 @@ func TestSpendLimitsRefuseAnUnpricedModel(t *testing.T) {
 	}
 	if e := s.event(id); !e.Unpriced {
 		t.Fatalf("event %+v: want it stored unpriced", e)
+	}
+}
+
+// TestPrefixRoutesServeOnlyPricedModels: the client chooses a
+// provider/model name, and a provider takes many spellings of one model
+// (another case, a dated snapshot, a trailing space): each was stored
+// unpriced, at cost 0, for any key without limits. By default
+// (prefix_routes: priced) such a name is refused (402 unpriced_model)
+// before any upstream call until its model has a price in force or the
+// customer a custom price for it; prefix_routes: none serves the table's
+// models alone.
+func TestPrefixRoutesServeOnlyPricedModels(t *testing.T) {
+	s := newStack(t, nil)
+	cust, _, key := s.customer(`{"name":"open"}`, `{"name":"k"}`)
+	s.refreshKeys()
+	before := s.sim.Stats().Requests.Total
+	for _, m := range []string{"sim/SIM-PRO", "sim/sim-pro ", "sim/sim-pro-2024-08-06", "sim/sim-unpriced"} {
+		if code, errCode, _ := s.chatModel(key, m); code != http.StatusPaymentRequired || errCode != "unpriced_model" {
+			t.Fatalf("%q, no price in force: %d %q, want 402 unpriced_model", m, code, errCode)
+		}
+	}
+	if n := s.sim.Stats().Requests.Total - before; n != 0 {
+		t.Fatalf("the upstream saw %d requests of refused names", n)
+	}
+	if code, _, id := s.chatModel(key, "sim/sim-pro"); code != http.StatusOK {
+		t.Fatalf("sim/sim-pro, a deployment of the table: %d, want 200", code)
+	} else if e := s.event(id); e.Model != "sim-pro" || e.Unpriced {
+		t.Fatalf("sim/sim-pro recorded as %q (unpriced %v), want the table's priced sim-pro", e.Model, e.Unpriced)
+	}
+
+	// A custom price for the customer serves it, priced.
+	s.adminDo("POST", "/admin/v1/customers/"+cust+"/overrides",
+		`{"model":"sim/sim-pro-2024-08-06","price":{"currency":"USD","input":"1","output":"1"},"effective_from":"2020-01-01T00:00:00Z"}`,
+		http.StatusCreated, nil)
+	// A price version serves it to everyone.
+	s.adminDo("POST", "/admin/v1/prices", `{"model":"sim/sim-unpriced","currency":"USD","input":"2","output":"2","effective_from":"2020-01-01T00:00:00Z"}`,
+		http.StatusCreated, nil)
+	s.refreshKeys()
+	for _, m := range []string{"sim/sim-pro-2024-08-06", "sim/sim-unpriced"} {
+		code, _, id := s.chatModel(key, m)
+		if code != http.StatusOK {
+			t.Fatalf("%q once priced: %d, want 200", m, code)
+		}
+		if e := s.event(id); e.Unpriced || e.Model != m {
+			t.Fatalf("%q once priced: event %+v, want it priced under its name", m, e)
+		}
+	}
+
+	none := newStack(t, func(c *fileConfig) { c.Providers[0].PrefixRoutes = gateway.PrefixNone })
+	_, _, key = none.customer(`{"name":"open"}`, `{"name":"k"}`)
+	none.refreshKeys()
+	if code, errCode, _ := none.chatModel(key, "sim/sim-unpriced"); code != http.StatusNotFound || errCode != "model_not_found" {
+		t.Fatalf("prefix_routes none, a name outside the table: %d %q, want 404 model_not_found", code, errCode)
+	}
+	if code, _, _ := none.chatModel(key, "sim-pro"); code != http.StatusOK {
+		t.Fatalf("prefix_routes none, a model of the table: %d, want 200", code)
 	}
 }
 
