@@ -259,6 +259,12 @@ func (c *chatWriter) data(p []byte) { c.send(sse.Event{Data: p, HasData: true}) 
 // it. It reports true at data: [DONE], which end sends.
 func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	r := &c.x.report
+	if len(ev.Other) > 0 {
+		// Lines that are no SSE field reach the client as they came: what
+		// reaches it is never free (a plain-text or compressed body sent as a
+		// stream is counted, not billed nothing).
+		r.AddOutputBytes(ev.Other)
+	}
 	if string(ev.Type) == "error" {
 		r.Error, r.FinishReason = "upstream error event: "+string(ev.Data), "error"
 		ev.Data = c.x.s.scrubBytes(c.x.event.Provider, ev.Data)
@@ -301,7 +307,8 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 		return false
 	}
 	if err != nil {
-		c.send(*ev) // no JSON object: not ours to judge, pass it on untouched
+		r.AddOutputBytes(ev.Data) // no JSON object: passed on untouched, and counted as output
+		c.send(*ev)
 		return false
 	}
 	tp.Chunk(ch, r)

@@ -222,3 +222,48 @@ func TestAmbiguousModelOnOpenAIBodiesIsRefused(t *testing.T) {
 		t.Fatalf("the upstream was called %d times", n)
 	}
 }
+
+// TestStreamTheGatewayCannotReadIsBilledAnEstimate: an OpenAI-compatible
+// upstream answering a stream with lines that are no SSE field (plain
+// text, a compressed body), or with data frames that hold no JSON object,
+// had every byte relayed to the client and the request billed 0 tokens.
+// What reaches the client is counted as output.
+func TestStreamTheGatewayCannotReadIsBilledAnEstimate(t *testing.T) {
+	sentence := "The capital of France is Paris, and this sentence is the answer. "
+	bodies := map[string]string{
+		"plain text":        strings.Repeat(sentence+"\n", 40),
+		"non-JSON data":     strings.Repeat("data: "+sentence+"\n\n", 40) + "data: [DONE]\n\n",
+		"JSON arrays":       strings.Repeat(`data: [{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"`+sentence+`"}}]}]`+"\n\n", 40),
+		"plain after chunk": `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n\n" + strings.Repeat(sentence+"\n", 40),
+	}
+	var body atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body.Load().(string))
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"})
+	})
+	for name, b := range bodies {
+		for _, ep := range []struct{ path, req string }{
+			{"/v1/chat/completions", `{"model":"om","stream":true,"messages":[{"role":"user","content":"What is the capital of France?"}]}`},
+			{"/v1/completions", `{"model":"om","stream":true,"prompt":"What is the capital of France?"}`},
+		} {
+			body.Store(b)
+			resp := st.post(t, ep.path, ep.req)
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(got), "Paris") {
+				t.Fatalf("%s, %s: the client got %q, want the upstream's text", name, ep.path, got)
+			}
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			// 40 sentences of about 14 tokens: at least 400 tokens reached the client.
+			if e.Usage.CompletionTokens < 400 || e.Usage.PromptTokens == 0 || e.UsageSource == usage.SourceUpstream {
+				t.Errorf("%s, %s: event %s usage %+v, source %s: want the relayed text estimated (≥ 400 completion tokens)",
+					name, ep.path, e.Status, e.Usage, e.UsageSource)
+			}
+		}
+	}
+}
