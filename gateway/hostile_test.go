@@ -99,7 +99,8 @@ func TestUpstreamErrorsAreScrubbed(t *testing.T) {
 
 // TestHostileUpstreamFigures: an upstream's NUL model, negative counts and
 // cached tokens beyond its prompt give an event that can be stored:
-// cleaned, clamped and flagged.
+// cleaned, clamped and flagged; a negative completion count, after output
+// reached the client, is no bill: the output is estimated (partial).
 func TestHostileUpstreamFigures(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -116,8 +117,8 @@ func TestHostileUpstreamFigures(t *testing.T) {
 	_, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
-	if e.ServedModel != "evil\uFFFDmodel" || e.Usage.CachedTokens != 10 || e.Usage.CompletionTokens != 0 ||
-		e.Corrections != "negative_count,cache_over_prompt,served_model_cleaned" {
+	if e.ServedModel != "evil\uFFFDmodel" || e.Usage.CachedTokens != 10 || e.Usage.CompletionTokens != 1 ||
+		e.UsageSource != usage.SourcePartial || e.Corrections != "cache_over_prompt,served_model_cleaned" {
 		t.Fatalf("event %+v", e)
 	}
 	if err := e.Validate(); err != nil {

@@ -267,3 +267,63 @@ func TestStreamTheGatewayCannotReadIsBilledAnEstimate(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageReportThatCountsNoOutputIsNoBill: a usage report whose counts
+// are missing or misnamed ("usage":{}, total_tokens alone, the Responses
+// API's names on a chat chunk, Gemini's prompt count alone, Anthropic's
+// output_tokens null) was recorded as the provider's figures, billing 0
+// completion tokens for text the client got. What it lacks is estimated.
+func TestUsageReportThatCountsNoOutputIsNoBill(t *testing.T) {
+	text := strings.Repeat("The ledger counts every token the client receives. ", 12)
+	chunk := `{"id":"c","object":"chat.completion.chunk","model":"gpt-x","choices":[{"index":0,"delta":{"content":"` + text + `"}}]}`
+	finish := `{"id":"c","object":"chat.completion.chunk","model":"gpt-x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`
+	openaiStream := func(usageJSON string) string {
+		return "data: " + chunk + "\n\ndata: " + finish + "\n\n" +
+			`data: {"id":"c","object":"chat.completion.chunk","model":"gpt-x","choices":[],"usage":` + usageJSON + "}\n\ndata: [DONE]\n\n"
+	}
+	geminiStream := `data: {"candidates":[{"content":{"parts":[{"text":"` + text + `"}],"role":"model"}}],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":120,"totalTokenCount":129}}` + "\n\n" +
+		`data: {"candidates":[{"content":{"parts":[{"text":""}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":9}}` + "\n\n"
+	anthropicStream := "event: message_start\ndata: " + `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"claude-x","content":[],"usage":{"input_tokens":9,"output_tokens":1}}}` + "\n\n" +
+		"event: content_block_start\ndata: " + `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+		"event: content_block_delta\ndata: " + `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + text + `"}}` + "\n\n" +
+		"event: content_block_stop\ndata: " + `{"type":"content_block_stop","index":0}` + "\n\n" +
+		"event: message_delta\ndata: " + `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":null}}` + "\n\n" +
+		"event: message_stop\ndata: " + `{"type":"message_stop"}` + "\n\n"
+	var body atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body.Load().(string))
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"},
+			gateway.ProviderConfig{Name: "gp", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "k"},
+			gateway.ProviderConfig{Name: "ap", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"},
+			gateway.ModelConfig{Name: "gem", Provider: "gp", UpstreamModel: "gemini-x"},
+			gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"})
+	})
+	chat := `{"model":"om","stream":true,"messages":[{"role":"user","content":"Tell me about the ledger, please."}]}`
+	for _, c := range []struct{ name, upstream, path, req string }{
+		{"usage {}", openaiStream(`{}`), "/v1/chat/completions", chat},
+		{"total_tokens alone", openaiStream(`{"total_tokens":150}`), "/v1/chat/completions", chat},
+		{"input and output names", openaiStream(`{"input_tokens":100,"output_tokens":50,"total_tokens":150}`), "/v1/chat/completions", chat},
+		{"a negative completion", openaiStream(`{"prompt_tokens":9,"completion_tokens":-50}`), "/v1/chat/completions", chat},
+		{"Gemini prompt count alone last", geminiStream, "/gemini/v1beta/models/gem:streamGenerateContent?alt=sse",
+			`{"contents":[{"role":"user","parts":[{"text":"Tell me about the ledger, please."}]}]}`},
+		{"Anthropic output_tokens null", anthropicStream, "/anthropic/v1/messages",
+			`{"model":"cl","stream":true,"max_tokens":500,"messages":[{"role":"user","content":"Tell me about the ledger, please."}]}`},
+	} {
+		body.Store(c.upstream)
+		resp := st.post(t, c.path, c.req)
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+		// 12 sentences of about 9 tokens reached the client.
+		if e.Usage.CompletionTokens < 80 || e.Usage.PromptTokens == 0 || e.UsageSource != usage.SourcePartial {
+			t.Errorf("%s: usage %+v, source %s: want the output estimated (≥ 80 completion tokens), a prompt, partial",
+				c.name, e.Usage, e.UsageSource)
+		}
+	}
+}

@@ -142,6 +142,12 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 		}
 		if e.Usage != nil {
 			t.merge(e.Usage, r)
+			if e.Usage.OutputTokens == nil && len(e.Usage.Iterations) == 0 && !e.Usage.garbled {
+				// Anthropic's message_delta always counts the output (older
+				// streams send that alone): one that does not (null, or left
+				// out) leaves the output unknown, not message_start's figure.
+				t.unread |= fOutput
+			}
 			if t.unread == 0 {
 				r.Reported, r.Final = true, true
 			}

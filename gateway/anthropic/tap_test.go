@@ -147,6 +147,9 @@ func TestTapRules(t *testing.T) {
 			`message_start: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":10,"output_tokens":-1}}}`,
 			`message_delta: {"type":"message_delta","usage":{"output_tokens":7}}`),
 			usage.Tokens{PromptTokens: 10, CompletionTokens: 7}, tap.Report{Reported: true, Final: true, ServedModel: "claude-x"}, ""},
+		{"a delta that does not count the output is not final", stream(start,
+			`message_delta: {"type":"message_delta","usage":{"input_tokens":10,"output_tokens":null}}`),
+			usage.Tokens{PromptTokens: 18, CachedTokens: 5, CacheWriteTokens: 3, CompletionTokens: 2}, tap.Report{Reported: true, ServedModel: "claude-x"}, ""},
 		{"an unreadable start figure the delta does not carry is not final", stream(
 			`message_start: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":"ten","output_tokens":1}}}`,
 			`message_delta: {"type":"message_delta","usage":{"output_tokens":7}}`),

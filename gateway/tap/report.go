@@ -100,6 +100,12 @@ type Prompt struct {
 //     is raised to the tokenizer's count of all the output seen when that
 //     is larger; source "partial". (A provider that reports cumulative
 //     usage with every chunk has counted all the output itself.)
+//   - Either, when the report counts no completion tokens (none, or a
+//     negative count) though output reached the client, or no prompt
+//     tokens though the provider produced output: a report that cannot be
+//     the provider's bill (a usage object with its counts missing or
+//     misnamed, "usage":{}). What it lacks is estimated; source "partial".
+//     Other figures stand as sent (reasoning above completion included).
 //   - Not reported, and the upstream failed without producing any output:
 //     nothing is billed (zero tokens); source "estimated".
 //   - Not reported otherwise: prompt and completion both estimated with
@@ -109,9 +115,12 @@ func (r *Report) Resolve(est *Estimator, prompt func() Prompt) (usage.Tokens, us
 	case !r.Reported && r.Error != "" && r.Output.Len() == 0:
 		return usage.Tokens{}, usage.SourceEstimated
 	case r.Final:
+		if u, floored := r.floor(est, prompt); floored {
+			return u, usage.SourcePartial
+		}
 		return r.Usage, usage.SourceUpstream
 	case r.Reported:
-		u := r.Usage
+		u, _ := r.floor(est, prompt)
 		if r.Output.Len() > r.outputAt {
 			u.CompletionTokens = max(u.CompletionTokens, est.Count(r.Output.String()))
 		}
@@ -122,6 +131,25 @@ func (r *Report) Resolve(est *Estimator, prompt func() Prompt) (usage.Tokens, us
 			CompletionTokens: est.Count(r.Output.String()),
 		}, usage.SourceEstimated
 	}
+}
+
+// floor returns r.Usage with what it cannot lack estimated (see Resolve):
+// completion tokens when it counts none though output was relayed, prompt
+// tokens when it counts none though the provider produced output; and
+// whether it estimated either.
+func (r *Report) floor(est *Estimator, prompt func() Prompt) (usage.Tokens, bool) {
+	u, floored := r.Usage, false
+	if u.CompletionTokens <= 0 && r.Output.Len() > 0 {
+		if n := est.Count(r.Output.String()); n > 0 {
+			u.CompletionTokens, floored = n, true
+		}
+	}
+	if u.PromptTokens <= 0 && u.CompletionTokens > 0 {
+		if n := est.Prompt(prompt()); n > 0 {
+			u.PromptTokens, floored = n, true
+		}
+	}
+	return u, floored
 }
 
 // Text returns a prompt function for Resolve: the text s, no messages.

@@ -59,3 +59,52 @@ func TestResolveCumulativeReporter(t *testing.T) {
 		t.Fatalf("output after the report: %+v, want the tokenizer's count of all output", u)
 	}
 }
+
+// TestResolveEstimatesWhatAReportCannotLack: a report that counts no
+// completion tokens though output came, or no prompt tokens though the
+// provider produced output, is no bill: what it lacks is estimated and the
+// source is partial. A report of zeros with no output stands.
+func TestResolveEstimatesWhatAReportCannotLack(t *testing.T) {
+	est, err := NewEstimator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := Text("How many tokens does the ledger hold today?")
+	out := "It holds every token, exactly once, in an append-only table."
+	for _, c := range []struct {
+		name       string
+		usage      usage.Tokens
+		output     string
+		final      bool
+		wantSource usage.Source
+		estPrompt  bool
+		estOutput  bool
+	}{
+		{"zeros, no output", usage.Tokens{}, "", true, usage.SourceUpstream, false, false},
+		{"zeros after output", usage.Tokens{}, out, true, usage.SourcePartial, true, true},
+		{"prompt alone after output", usage.Tokens{PromptTokens: 9}, out, true, usage.SourcePartial, false, true},
+		{"negative completion after output", usage.Tokens{PromptTokens: 9, CompletionTokens: -5}, out, true, usage.SourcePartial, false, true},
+		{"completion alone", usage.Tokens{CompletionTokens: 12}, out, true, usage.SourcePartial, true, false},
+		{"a whole report", usage.Tokens{PromptTokens: 9, CompletionTokens: 3}, out, true, usage.SourceUpstream, false, false},
+		{"zeros after output, not final", usage.Tokens{}, out, false, usage.SourcePartial, true, true},
+	} {
+		var r Report
+		r.AddOutput(c.output)
+		r.SetUsage(c.usage)
+		r.Final = c.final
+		got, src := r.Resolve(est, prompt)
+		if src != c.wantSource {
+			t.Errorf("%s: source %s, want %s", c.name, src, c.wantSource)
+		}
+		wantPrompt, wantOut := c.usage.PromptTokens, c.usage.CompletionTokens
+		if c.estPrompt {
+			wantPrompt = est.Prompt(prompt())
+		}
+		if c.estOutput {
+			wantOut = est.Count(c.output)
+		}
+		if got.PromptTokens != wantPrompt || got.CompletionTokens != wantOut {
+			t.Errorf("%s: %d prompt, %d completion; want %d, %d", c.name, got.PromptTokens, got.CompletionTokens, wantPrompt, wantOut)
+		}
+	}
+}
