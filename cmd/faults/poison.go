@@ -33,6 +33,10 @@ type poisonItem struct {
 	fate  fate     // what must become of it
 	codes []string // fateLedger: the correction codes the event must carry
 	want  *tally   // fateLedger: the figures the event must hold (nil: not checked)
+	// estimated, with fateLedger: the report was no bill, so the event's
+	// prompt and completion must be estimates (neither 0), its cached and
+	// reasoning tokens 0.
+	estimated bool
 	// reason is a phrase the dead letter's reason must hold (fateDLQ).
 	reason string
 	err    error // the injection itself went wrong
@@ -155,8 +159,8 @@ func (s *stack) poisonRequest(ctx context.Context, rw *row, kind, model string, 
 	switch kind {
 	case pServedNUL: // only the name is cleaned: the figures are the provider's
 		it.codes, it.want = []string{"served_model_cleaned"}, &tally{1, u.PromptTokens, u.CachedTokens, u.CompletionTokens, u.ReasoningTokens}
-	case pNegative: // every count reported negative: clamped to 0
-		it.codes, it.want = []string{usage.CorrectionNegative}, &tally{requests: 1}
+	case pNegative: // every count reported negative: no bill, so what was relayed is estimated; the rest clamped to 0
+		it.codes, it.estimated = []string{usage.CorrectionNegative}, true
 	}
 }
 

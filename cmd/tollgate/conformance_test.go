@@ -74,10 +74,10 @@ var conformanceCalls = map[string]func(model string) (path, body string){
 
 // replayProviders are the recorded-stream upstream as a provider of each type.
 func replayProviders(url string) []gateway.ProviderConfig {
-	return []gateway.ProviderConfig{
-		{Name: "replay", Type: "openai", BaseURL: url + "/v1"},
-		{Name: "replay-anthropic", Type: "anthropic", BaseURL: url + "/v1"},
-		{Name: "replay-gemini", Type: "gemini", BaseURL: url + "/v1beta"},
+	return []gateway.ProviderConfig{ // each recording is a model, named by prefix and not priced
+		{Name: "replay", Type: "openai", BaseURL: url + "/v1", PrefixRoutes: gateway.PrefixAll},
+		{Name: "replay-anthropic", Type: "anthropic", BaseURL: url + "/v1", PrefixRoutes: gateway.PrefixAll},
+		{Name: "replay-gemini", Type: "gemini", BaseURL: url + "/v1beta", PrefixRoutes: gateway.PrefixAll},
 	}
 }
 

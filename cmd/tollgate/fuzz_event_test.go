@@ -40,7 +40,7 @@ func FuzzEventPath(f *testing.F) {
 	}))
 	f.Cleanup(up.Close)
 	s := newStack(f, func(c *fileConfig) {
-		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "hostile", Type: "openai", BaseURL: up.URL})
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "hostile", Type: "openai", BaseURL: up.URL, PrefixRoutes: gateway.PrefixAll})
 		c.Meter.BatchWait = time.Millisecond
 	})
 	f.Fuzz(func(t *testing.T, served, errText string, prompt, cached, write, completion, reasoning int64) {
