@@ -81,12 +81,13 @@ func TestAnthropicSDKThroughGateway(t *testing.T) {
 	}
 }
 
-// streamGemini streams one request with the official genai SDK.
-func streamGemini(t *testing.T, baseURL, key, model string) (text, thoughts string, calls []string, last *genai.GenerateContentResponse) {
+// streamGemini streams one request with the official genai SDK, at the
+// API version apiVersion ("" for the SDK's default).
+func streamGemini(t *testing.T, baseURL, apiVersion, key, model string) (text, thoughts string, calls []string, last *genai.GenerateContentResponse) {
 	t.Helper()
 	ctx := context.Background()
 	client, err := genai.NewClient(ctx, &genai.ClientConfig{APIKey: key, Backend: genai.BackendGeminiAPI,
-		HTTPOptions: genai.HTTPOptions{BaseURL: baseURL}})
+		HTTPOptions: genai.HTTPOptions{BaseURL: baseURL, APIVersion: apiVersion}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,16 +120,18 @@ func streamGemini(t *testing.T, baseURL, key, model string) (text, thoughts stri
 // TestGeminiSDKThroughGateway: the official genai SDK streams through the
 // Gemini pass-through with thoughts (the simulator) and a function call (a
 // recording); it sees what it sees from the upstream directly, and the
-// ledger holds the final usageMetadata.
+// ledger holds the final usageMetadata. The SDK's API version v1 (its
+// default since v1.79) is served as v1beta is.
 func TestGeminiSDKThroughGateway(t *testing.T) {
 	s, replayURL := replayStack(t)
-	for _, c := range []struct{ name, via, directURL, direct string }{
-		{"simulator, thoughts", "gemini-sim", s.simURL, "sim-pro"},
-		{"recording, function call", "replay-gemini/gemini~gemini3-function-call-thoughts.sse", replayURL, "gemini~gemini3-function-call-thoughts.sse"},
+	for _, c := range []struct{ name, via, directURL, direct, version string }{
+		{"simulator, thoughts", "gemini-sim", s.simURL, "sim-pro", "v1beta"},
+		{"simulator, thoughts, v1", "gemini-sim", s.simURL, "sim-pro", "v1"},
+		{"recording, function call", "replay-gemini/gemini~gemini3-function-call-thoughts.sse", replayURL, "gemini~gemini3-function-call-thoughts.sse", "v1beta"},
 	} {
 		before := s.newestID()
-		vText, vThoughts, vCalls, vLast := streamGemini(t, s.gateway+"/gemini", s.secret, c.via)
-		dText, dThoughts, dCalls, dLast := streamGemini(t, c.directURL, "x", c.direct)
+		vText, vThoughts, vCalls, vLast := streamGemini(t, s.gateway+"/gemini", c.version, s.secret, c.via)
+		dText, dThoughts, dCalls, dLast := streamGemini(t, c.directURL, "v1beta", "x", c.direct)
 		if dText+dThoughts == "" && len(dCalls) == 0 {
 			t.Fatalf("%s: the upstream produced nothing to compare", c.name)
 		}
@@ -142,8 +145,8 @@ func TestGeminiSDKThroughGateway(t *testing.T) {
 		e := s.newEvent(before)
 		want := usage.Tokens{PromptTokens: int64(du.PromptTokenCount), CachedTokens: int64(du.CachedContentTokenCount),
 			CompletionTokens: int64(du.CandidatesTokenCount + du.ThoughtsTokenCount), ReasoningTokens: int64(du.ThoughtsTokenCount)}
-		if e.Usage != want || e.UsageSource != usage.SourceUpstream {
-			t.Fatalf("%s: event %+v, want usage %+v", c.name, e.Event, want)
+		if e.Usage != want || e.UsageSource != usage.SourceUpstream || !strings.HasPrefix(e.Endpoint, "/gemini/"+c.version+"/") {
+			t.Fatalf("%s: event %+v, want usage %+v at /gemini/%s/", c.name, e.Event, want, c.version)
 		}
 	}
 }

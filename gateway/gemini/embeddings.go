@@ -122,16 +122,17 @@ func (Embeddings) Body(body []byte, model string, _ *tap.Report) ([]byte, error)
 // "m%3AgenerateContent:countTokens") is refused: the upstream's path would
 // name two methods, and this route is not metered.
 func readCountTokens(r *http.Request, body []byte) (provider.Call, error) {
-	p := strings.TrimSuffix(strings.TrimPrefix(r.URL.EscapedPath(), routePrefix), ":countTokens")
+	prefix := versionPrefix(r.URL.EscapedPath())
+	p := strings.TrimSuffix(strings.TrimPrefix(r.URL.EscapedPath(), prefix), ":countTokens")
 	rest, ok := strings.CutPrefix(strings.TrimPrefix(p, "/"), "models/")
 	model, err := url.PathUnescape(rest)
 	if !ok || err != nil || model == "" || strings.Contains(model, ":") {
-		return provider.Call{}, pathNotFound(r, "/gemini/v1beta/models/{model}:countTokens")
+		return provider.Call{}, pathNotFound(r, prefix+"models/{model}:countTokens")
 	}
 	if !json.Valid(body) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request", "the request body is not valid JSON")
 	}
-	return provider.Call{Model: model, Endpoint: "/gemini/v1beta/models/{model}:countTokens",
+	return provider.Call{Model: model, Endpoint: prefix + "models/{model}:countTokens",
 		Upstream: func(upstream string) (string, []byte, error) {
 			return "/models/" + url.PathEscape(upstream) + ":countTokens", body, nil
 		}}, nil

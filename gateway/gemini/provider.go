@@ -35,13 +35,21 @@ func Provider() provider.Provider {
 			Match: func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, ":countTokens") },
 			Read:  readCountTokens,
 		}},
-		Routes: []provider.Route{{
-			Pattern:    "/gemini/v1beta/*",
-			Read:       readGenerate,
-			NewTap:     func() provider.StreamTap { return &Tap{} },
-			BodyUsage:  BodyUsage,
-			PromptText: func(b []byte) tap.Prompt { return tap.Prompt{Text: PromptText(b)} },
-		}},
+		Routes: []provider.Route{generateRoute("/gemini/v1beta/*"), generateRoute("/gemini/v1/*")},
+	}
+}
+
+// generateRoute is generateContent and streamGenerateContent under
+// pattern: the API's v1beta and its v1 (google.golang.org/genai's default
+// version since v1.79), both sent to the provider's base_url, whose own
+// version is the one the upstream serves.
+func generateRoute(pattern string) provider.Route {
+	return provider.Route{
+		Pattern:    pattern,
+		Read:       readGenerate,
+		NewTap:     func() provider.StreamTap { return &Tap{} },
+		BodyUsage:  BodyUsage,
+		PromptText: func(b []byte) tap.Prompt { return tap.Prompt{Text: PromptText(b)} },
 	}
 }
 
@@ -60,15 +68,23 @@ var (
 	_ provider.ChunkStream = (*Stream)(nil)
 )
 
-const routePrefix = "/gemini/v1beta/"
+// versionPrefix is the route prefix of path: "/gemini/v1beta/", or
+// "/gemini/v1/".
+func versionPrefix(path string) string {
+	if strings.HasPrefix(path, "/gemini/v1/") {
+		return "/gemini/v1/"
+	}
+	return "/gemini/v1beta/"
+}
 
 // readGenerate reads a generateContent or streamGenerateContent request:
 // the model and method from the path, a JSON body. streamGenerateContent
 // without alt=sse answers one JSON array, relayed as a whole body.
 func readGenerate(r *http.Request, body []byte) (provider.Call, error) {
-	model, method, ok := ModelFromPath(strings.TrimPrefix(r.URL.EscapedPath(), routePrefix))
+	prefix := versionPrefix(r.URL.EscapedPath())
+	model, method, ok := ModelFromPath(strings.TrimPrefix(r.URL.EscapedPath(), prefix))
 	if !ok {
-		return provider.Call{}, pathNotFound(r, "/gemini/v1beta/models/{model}:streamGenerateContent, :generateContent or :countTokens")
+		return provider.Call{}, pathNotFound(r, prefix+"models/{model}:streamGenerateContent, :generateContent or :countTokens")
 	}
 	if !json.Valid(body) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
@@ -84,7 +100,7 @@ func readGenerate(r *http.Request, body []byte) (provider.Call, error) {
 			fmt.Sprintf("alt=%q is not served here: use alt=json (the default), or alt=sse with streamGenerateContent", alt))
 	}
 	return provider.Call{Model: model, Stream: stream, SSE: stream && alt == "sse",
-		Endpoint: "/gemini/v1beta/models/{model}:" + method,
+		Endpoint: prefix + "models/{model}:" + method,
 		Upstream: func(upstream string) (string, []byte, error) {
 			path := "/models/" + url.PathEscape(upstream) + ":" + method
 			if alt != "" {
