@@ -327,3 +327,32 @@ func TestUsageReportThatCountsNoOutputIsNoBill(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedResponseIsAnUpstreamError: a Responses API stream ending in
+// response.failed was recorded as ok when its response object carried no
+// error (null or absent). A failed response is an upstream error, whatever
+// it says of why; its usage is still billed.
+func TestFailedResponseIsAnUpstreamError(t *testing.T) {
+	var body atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body.Load().(string))
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"})
+	})
+	delta := "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Half an answer\"}\n\n"
+	for _, errJSON := range []string{`,"error":null`, ``, `,"error":{"code":"server_error","message":"boom"}`} {
+		body.Store(delta + "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\"" + errJSON +
+			`,"usage":{"input_tokens":12,"output_tokens":4,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}}}` + "\n\n")
+		resp := st.post(t, "/v1/responses", `{"model":"om","stream":true,"input":"hi"}`)
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+		if e.Status != usage.StatusUpstreamError || e.Error == "" || e.Usage.PromptTokens != 12 || e.Usage.CompletionTokens != 4 {
+			t.Errorf("response.failed%s: status %s, error %q, usage %+v: want upstream_error, its usage billed", errJSON, e.Status, e.Error, e.Usage)
+		}
+	}
+}

@@ -79,9 +79,22 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 		observeResponse(ev.Response, r)
 	}
 	switch ev.Type {
-	case "response.completed", "response.incomplete", "response.failed":
+	case "response.failed":
+		if r.Error == "" { // a failure, whatever its response object says (or lacks)
+			r.Error, r.FinishReason = "response failed: "+failure(ev.Response), "error"
+		}
+		r.Ended = true
+	case "response.completed", "response.incomplete":
 		r.Ended = true // the stream's last event: nothing follows it
 	}
+}
+
+// failure is what a failed response says of its error, or that it gave none.
+func failure(resp *responseObject) string {
+	if resp == nil || len(resp.Error) == 0 || string(resp.Error) == "null" {
+		return "the upstream gave no error"
+	}
+	return string(resp.Error)
 }
 
 // ResponsesBody reads the usage of a non-streamed Responses API response,
@@ -136,8 +149,8 @@ func observeResponse(resp *responseObject, r *tap.Report) {
 		r.FinishReason = "length"
 	case "failed":
 		r.FinishReason = "error"
-		if len(resp.Error) > 0 && string(resp.Error) != "null" && r.Error == "" {
-			r.Error = "response failed: " + string(resp.Error)
+		if r.Error == "" {
+			r.Error = "response failed: " + failure(resp)
 		}
 	}
 	if resp.Usage != nil {
