@@ -299,7 +299,8 @@ func TestServiceTiersOtherThanStandardRefused(t *testing.T) {
 // than the standard ones went upstream and were billed at the price
 // book's one price per model (found by review): OpenAI's audio output and
 // input (audio tokens at several times the text rates), Anthropic's fast
-// mode (speed "fast"), inference_geo "us" and the 1M-context beta. They
+// mode (speed "fast"), inference_geo "us", the 1M-context beta and the
+// 1-hour prompt cache (cache_control ttl "1h", escaped too). They
 // are refused with 400, as service_tier "priority" is, before any upstream
 // request; the standard values, and text that merely names them, pass.
 func TestPremiumPricedOptionsRefused(t *testing.T) {
@@ -318,7 +319,11 @@ func TestPremiumPricedOptionsRefused(t *testing.T) {
 		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"inference_geo":"us"}`, "", `inference_geo \"us\"`},
 		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"speed":"standard","Speed":"fast"}`, "", "Speed"},
 		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `}`, "fine-grained-tool-streaming-2025-05-14, context-1m-2025-08-07", "context-1m-2025-08-07"},
+		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,"system":[{"type":"text","text":"big","cache_control":{"type":"ephemeral","ttl":"1h"}}],` + msgs + `}`, "", `ttl \"1h\"`},
+		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","t\u0074l":"1h"}}]}]}`, "", `ttl \"1h\"`},
+		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"tools":[{"name":"f","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral","ttl":"60m"}}]}`, "", `ttl \"60m\"`},
 		{"/v1/chat/completions", `{"model":"sim-pro",` + msgs + `,"modalities":["text"],"audio":null}`, "", ""},
+		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,"system":[{"type":"text","text":"what is a ttl?","cache_control":{"type":"ephemeral","ttl":"5m"}}],` + msgs + `}`, "", ""},
 		{"/v1/chat/completions", `{"model":"sim-pro","messages":[{"role":"user","content":"what is \"input_audio\" in the API?"}]}`, "", ""},
 		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"speed":"standard","inference_geo":"global"}`, "fine-grained-tool-streaming-2025-05-14", ""},
 	} {
@@ -334,8 +339,8 @@ func TestPremiumPricedOptionsRefused(t *testing.T) {
 			t.Errorf("%s %s: %d %.300s; want 400 naming %s", c.path, c.body, code, got, c.want)
 		}
 	}
-	if n := st.sink.count(); n != 3 {
-		t.Errorf("%d events, want the 3 requests served", n)
+	if n := st.sink.count(); n != 4 {
+		t.Errorf("%d events, want the 4 requests served", n)
 	}
 }
 

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -125,7 +126,13 @@ func readMessages(r *http.Request, body []byte) (provider.Call, error) {
 //   - inference_geo other than "global": inference kept in one geography,
 //     at a premium (Anthropic docs, "Data residency");
 //   - an anthropic-beta flag context-1m-…: prompts over 200K tokens at the
-//     long-context rates (Anthropic docs, "Context windows" and pricing).
+//     long-context rates (Anthropic docs, "Context windows" and pricing);
+//   - a cache_control whose ttl is other than "5m": the 1-hour cache,
+//     whose writes cost twice the input price against 1.25 times for the
+//     5-minute cache the price book's cache_write price is (Anthropic docs,
+//     "Prompt caching", "1-hour cache duration"; the usage then splits
+//     cache_creation into ephemeral_5m_input_tokens and
+//     ephemeral_1h_input_tokens).
 func standardPricing(h http.Header, body []byte) error {
 	refuse := func(what, why, instead string) error {
 		return provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
@@ -158,7 +165,49 @@ func standardPricing(h http.Header, body []byte) error {
 			return refuse(fmt.Sprintf("%s %q", o.name, v), o.why, fmt.Sprintf("send %q or leave it out", o.standard))
 		}
 	}
+	if ttl, ok := cacheTTL(body); !ok {
+		return refuse(fmt.Sprintf("cache_control ttl %s", ttl), "1-hour cache writes", `send "5m" or leave ttl out`)
+	}
 	return nil
+}
+
+// cacheTTL finds a cache_control object anywhere in body whose ttl is other
+// than "5m" (or null), and returns it with false. The body is decoded only
+// when a byte search could find one: it holds "ttl", or an escape that
+// could spell it.
+func cacheTTL(body []byte) (ttl string, ok bool) {
+	if !bytes.Contains(body, []byte("ttl")) && !provider.EscapesALetter(body) {
+		return "", true
+	}
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return "", true // not ours to refuse: the caller reads it as a JSON object
+	}
+	var walk func(v any) (string, bool)
+	walk = func(v any) (string, bool) {
+		switch v := v.(type) {
+		case map[string]any:
+			if cc, isObj := v["cache_control"].(map[string]any); isObj {
+				if t, has := cc["ttl"]; has && t != nil && t != "5m" {
+					b, _ := json.Marshal(t)
+					return string(b), false
+				}
+			}
+			for _, e := range v {
+				if t, ok := walk(e); !ok {
+					return t, false
+				}
+			}
+		case []any:
+			for _, e := range v {
+				if t, ok := walk(e); !ok {
+					return t, false
+				}
+			}
+		}
+		return "", true
+	}
+	return walk(v)
 }
 
 // KeyHint says how Anthropic's SDKs send the key (provider.KeyHinter).

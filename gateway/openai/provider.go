@@ -80,7 +80,7 @@ func TextOnly(fields map[string]json.RawMessage) error {
 	}
 	// The byte searches pass over most bodies; a value spelling a letter
 	// with an escape (\u0061udio) is read whole, as the upstream reads it.
-	if raw := fields["modalities"]; len(raw) > 0 && (bytes.Contains(raw, []byte("audio")) || escapesALetter(raw)) {
+	if raw := fields["modalities"]; len(raw) > 0 && (bytes.Contains(raw, []byte("audio")) || provider.EscapesALetter(raw)) {
 		var m []string
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return fmt.Errorf("modalities: must be an array of strings")
@@ -97,7 +97,7 @@ func TextOnly(fields map[string]json.RawMessage) error {
 	// A part's type, or its input_audio member's key, is a JSON string
 	// ending in input_audio"; a text that holds those bytes has its quote
 	// escaped, so a body without audio is read once.
-	if msgs := fields["messages"]; bytes.Contains(msgs, []byte(`input_audio"`)) || escapesALetter(msgs) {
+	if msgs := fields["messages"]; bytes.Contains(msgs, []byte(`input_audio"`)) || provider.EscapesALetter(msgs) {
 		var ms []struct {
 			Content json.RawMessage `json:"content"`
 		}
@@ -117,29 +117,6 @@ func TextOnly(fields map[string]json.RawMessage) error {
 		}
 	}
 	return nil
-}
-
-// escapesALetter reports whether b holds a JSON escape of an ASCII letter
-// or underscore (\u0041 to \u005a, \u005f, \u0061 to \u007a): what
-// could spell "audio" unseen by a byte search. The escapes clients write
-// for other text (\u00e9, \u4e2d, Go's \u003c) do not count, so a body in
-// any language is read once.
-func escapesALetter(b []byte) bool {
-	for {
-		i := bytes.Index(b, []byte(`\u00`))
-		if i < 0 || i+6 > len(b) {
-			return false
-		}
-		hi, lo := b[i+4], b[i+5]|0x20 // lo: a hex digit, lower-cased
-		switch {
-		case hi == '4' && lo != '0' && (lo >= '1' && lo <= '9' || lo >= 'a' && lo <= 'f'),
-			hi == '5' && (lo >= '0' && lo <= '9' || lo == 'a' || lo == 'f'),
-			hi == '6' && lo != '0' && (lo >= '1' && lo <= '9' || lo >= 'a' && lo <= 'f'),
-			hi == '7' && (lo >= '0' && lo <= '9' || lo == 'a'):
-			return true
-		}
-		b = b[i+4:]
-	}
 }
 
 // readResponses reads a Responses API request: a JSON object with a string

@@ -1,9 +1,9 @@
-package openai
+package provider
 
 import "testing"
 
-// TestEscapesALetter: TextOnly reads a chat body twice only when an escape
-// could spell a letter of "audio" or "input_audio". Every body with an
+// TestEscapesALetter: the body checks (openai.TextOnly, Anthropic's cache
+// TTL) read a body twice only when an escape could spell a letter. Every body with an
 // escape was read twice, and JSON encoders escape all non-ASCII text by
 // default (Python's json.dumps): every request in most languages paid a
 // second decode of its messages (found in the stop's own review).
@@ -20,8 +20,8 @@ func TestEscapesALetter(t *testing.T) {
 		`"cut short \u00`:                false,
 		`"\u00e9 then \u0069nput_audio"`: true,
 	} {
-		if got := escapesALetter([]byte(in)); got != want {
-			t.Errorf("escapesALetter(%s) = %v, want %v", in, got, want)
+		if got := EscapesALetter([]byte(in)); got != want {
+			t.Errorf("EscapesALetter(%s) = %v, want %v", in, got, want)
 		}
 	}
 }
