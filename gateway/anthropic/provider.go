@@ -173,10 +173,11 @@ func standardPricing(h http.Header, body []byte) error {
 
 // cacheTTL finds a cache_control object anywhere in body whose ttl is other
 // than "5m" (or null), and returns it with false. The body is decoded only
-// when a byte search could find one: it holds "ttl", or an escape that
-// could spell it.
+// when a byte search could find one: it holds the key "ttl" (quoted, so
+// that "little" in a prompt does not count), or an escape that could spell
+// it.
 func cacheTTL(body []byte) (ttl string, ok bool) {
-	if !bytes.Contains(body, []byte("ttl")) && !provider.EscapesALetter(body) {
+	if !bytes.Contains(body, []byte(`"ttl"`)) && !provider.EscapesALetter(body) {
 		return "", true
 	}
 	var v any
