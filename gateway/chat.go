@@ -128,10 +128,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		chatErrors.WriteError(w, attemptsError(err))
 		return
 	}
-	messages, tools, functions := req.fields["messages"], req.fields["tools"], req.fields["functions"] // not req: a stream keeps only what an estimate needs
+	messages, defs := req.fields["messages"], chatDefs(req.fields) // not req: a stream keeps only what an estimate needs
 	s.serveAttempts(w, r, attempts, "/v1/chat/completions", req.stream, chatErrors, func(x *exchange, p prepared) {
 		x.event.EndUser, x.event.Metadata = endUser, tags
-		x.promptText = func() tap.Prompt { return chatPromptText(messages, tools, functions) }
+		x.promptText = func() tap.Prompt { return chatPromptText(messages, defs...) }
 		x.begin(body)
 		resp := s.callUpstream(x, p.route(), p.path, p.body, nil)
 		if resp == nil {

@@ -270,7 +270,10 @@ func jsonError(err error) string {
 // older "functions"), and how many messages it holds, for estimating its
 // prompt_tokens when the provider reports none.
 func chatPromptText(messages json.RawMessage, defs ...json.RawMessage) tap.Prompt {
+	// defs: see chatDefs.
 	var msgs []struct {
+		Name         string          `json:"name"`
+		Refusal      string          `json:"refusal"`
 		Content      json.RawMessage `json:"content"`
 		ToolCalls    []toolCallText  `json:"tool_calls"`
 		FunctionCall *functionText   `json:"function_call"` // deprecated
@@ -288,6 +291,8 @@ func chatPromptText(messages json.RawMessage, defs ...json.RawMessage) tap.Promp
 		b.WriteString(s)
 	}
 	for _, m := range msgs {
+		add(m.Name)
+		add(m.Refusal)
 		for _, tc := range m.ToolCalls {
 			add(tc.Function.Name)
 			add(tc.Function.Arguments)
@@ -322,6 +327,14 @@ func chatPromptText(messages json.RawMessage, defs ...json.RawMessage) tap.Promp
 		}
 	}
 	return tap.Prompt{Text: b.String(), Messages: len(msgs), Media: media}
+}
+
+// chatDefs are the members of a chat request besides its messages that
+// reach the model as text, and so count in an estimated prompt: tools and
+// functions (their definitions), response_format (a JSON schema), and
+// prediction (a predicted output, which the provider reads and bills).
+func chatDefs(fields map[string]json.RawMessage) []json.RawMessage {
+	return []json.RawMessage{fields["tools"], fields["functions"], fields["response_format"], fields["prediction"]}
 }
 
 // imageTokens is what an estimate counts for an image part of a chat

@@ -95,7 +95,7 @@ func (s *Server) promptOf(endpoint string, r *journal.Request) tap.Prompt {
 		if err != nil {
 			return tap.Prompt{}
 		}
-		return chatPromptText(req.fields["messages"], req.fields["tools"], req.fields["functions"])
+		return chatPromptText(req.fields["messages"], chatDefs(req.fields)...)
 	}
 	for _, p := range s.providers {
 		for _, rt := range p.Routes {

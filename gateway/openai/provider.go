@@ -169,33 +169,60 @@ func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 		}}, nil
 }
 
-// ResponsesPromptText is the text of a Responses API request's input: a
-// string, or items whose content is a string or has text parts.
+// ResponsesPromptText is the text of a Responses API request that reaches
+// the model, for an estimate: its instructions; its input, a string or
+// items whose content (or a function call's output) is a string or has
+// text parts, with function calls' names and arguments; and its tools and
+// text format (a JSON schema), as they are written.
 func ResponsesPromptText(body []byte) string {
 	var req struct {
-		Input json.RawMessage `json:"input"`
+		Instructions json.RawMessage `json:"instructions"`
+		Input        json.RawMessage `json:"input"`
+		Tools        json.RawMessage `json:"tools"`
+		Text         json.RawMessage `json:"text"` // its format's JSON schema
 	}
 	_ = json.Unmarshal(body, &req)
+	var b strings.Builder
+	add := func(s string) {
+		if s != "" {
+			b.WriteString(s)
+			b.WriteByte('\n')
+		}
+	}
 	var text string
+	if json.Unmarshal(req.Instructions, &text) == nil {
+		add(text)
+	}
 	if json.Unmarshal(req.Input, &text) == nil {
-		return text
+		add(text)
 	}
 	var items []struct {
-		Content json.RawMessage `json:"content"`
+		Content   json.RawMessage `json:"content"`
+		Name      string          `json:"name"`
+		Arguments string          `json:"arguments"`
+		Output    json.RawMessage `json:"output"` // a function call's output
 	}
 	_ = json.Unmarshal(req.Input, &items)
-	var b strings.Builder
 	for _, it := range items {
-		if json.Unmarshal(it.Content, &text) == nil {
-			b.WriteString(text + "\n")
-			continue
+		add(it.Name)
+		add(it.Arguments)
+		for _, raw := range [2]json.RawMessage{it.Content, it.Output} {
+			if json.Unmarshal(raw, &text) == nil {
+				add(text)
+				continue
+			}
+			var parts []struct {
+				Text string `json:"text"`
+			}
+			_ = json.Unmarshal(raw, &parts)
+			for _, p := range parts {
+				add(p.Text)
+			}
 		}
-		var parts []struct {
-			Text string `json:"text"`
-		}
-		_ = json.Unmarshal(it.Content, &parts)
-		for _, p := range parts {
-			b.WriteString(p.Text + "\n")
+	}
+	for _, d := range [2]json.RawMessage{req.Tools, req.Text} {
+		if len(d) > 0 && string(d) != "null" {
+			add(string(d)) // definitions reach the model as text
 		}
 	}
 	return b.String()
