@@ -22,6 +22,16 @@ if [ -z "${TOLLGATE_DEMO_CONFIG:-}" ] && [ "$sim_listen" != 127.0.0.1:9090 ]; th
 	sed "s|http://127.0.0.1:9090/|http://$sim_listen/|" examples/demo.yaml >"$config"
 fi
 
+# A demo already running on these listeners (a second `make run`) must not
+# be disturbed: its logs would be truncated and a key made on it.
+for addr in "$sim_listen" "$TOLLGATE_LISTEN" "$TOLLGATE_ADMIN_LISTEN"; do
+  host="${addr%:*}"; port="${addr##*:}"
+  if (exec 3<>"/dev/tcp/${host:-127.0.0.1}/$port") 2>/dev/null; then
+    echo "make run: $addr is already in use (a demo already running?): stop it, or move the listeners with SIM_LISTEN, TOLLGATE_LISTEN and TOLLGATE_ADMIN_LISTEN" >&2
+    exit 1
+  fi
+done
+
 pids=()
 tollgate_pid=
 stopped=0
@@ -56,9 +66,9 @@ interrupted() {
 trap interrupted INT TERM
 trap stop EXIT
 
-./bin/upstream-sim -listen "$sim_listen" 2>"$TOLLGATE_DATA_DIR/upstream-sim.log" &
+./bin/upstream-sim -listen "$sim_listen" 2>>"$TOLLGATE_DATA_DIR/upstream-sim.log" &
 pids+=($!)
-./bin/tollgate serve --config "$config" 2>"$TOLLGATE_DATA_DIR/tollgate.log" &
+./bin/tollgate serve --config "$config" 2>>"$TOLLGATE_DATA_DIR/tollgate.log" &
 tollgate_pid=$!
 pids+=($tollgate_pid)
 

@@ -45,6 +45,20 @@ func TestRunDemoCtrlC(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("the demo's chat request: %d %s", resp.StatusCode, body)
 	}
+	// A second `make run` on the same listeners truncated the running
+	// demo's logs and made a key on it before failing (a new operator's
+	// review): it now stops first, saying why, and leaves them be.
+	logPath := filepath.Join(d.dataDir, "tollgate.log")
+	before, _ := os.Stat(logPath)
+	second := exec.Command("bash", d.cmd.Args[1])
+	second.Env = d.cmd.Env
+	out, err := second.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "already in use") || strings.Contains(string(out), "Tollgate is running") {
+		t.Errorf("a second run-demo.sh beside the first: %v\n%s; want it refused, naming the listener in use", err, out)
+	}
+	if after, _ := os.Stat(logPath); before == nil || after == nil || after.Size() < before.Size() {
+		t.Errorf("the first demo's log went from %v to %v bytes", before, after)
+	}
 	if err := syscall.Kill(-d.cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
