@@ -36,7 +36,9 @@ func NewClient(baseURL, token string, hc *http.Client) *Client {
 }
 
 // WaitHealthy polls GET /healthz until it answers 200, and returns an error
-// when limit passes first or ctx ends.
+// when limit passes first or ctx ends: an *UnreachableError when the last
+// try could not connect (the CLI's exit code 7), else one naming the
+// status the server answered.
 func (c *Client) WaitHealthy(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
@@ -45,14 +47,19 @@ func (c *Client) WaitHealthy(ctx context.Context, limit time.Duration) error {
 			return &UnreachableError{URL: c.base, Err: err}
 		}
 		resp, err := c.http.Do(req)
+		status := 0
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
+			status = resp.StatusCode
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("admin API at %s not healthy after %s: %v", c.base, limit, err)
+			if err != nil {
+				return &UnreachableError{URL: c.base, Err: fmt.Errorf("still after %s: %w", limit, err)}
+			}
+			return fmt.Errorf("admin API at %s not healthy after %s: GET /healthz answered %d", c.base, limit, status)
 		}
 		select {
 		case <-ctx.Done():

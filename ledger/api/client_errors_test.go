@@ -250,3 +250,27 @@ func TestPropagationOffWithoutNATS(t *testing.T) {
 		t.Fatalf("a key created: %d, %s %q; want 201, off", resp.StatusCode, api.PropagationHeader, p)
 	}
 }
+
+// TestWaitHealthyUnreachable: `tollgate demo` against an admin URL nothing
+// listens on exited 1, where the README gives 7 (server unreachable):
+// WaitHealthy's deadline error was not an *UnreachableError. A server that
+// answers, but not 200, is another error naming its status.
+func TestWaitHealthyUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	err = api.NewClient("http://"+addr, "t", nil).WaitHealthy(context.Background(), 300*time.Millisecond)
+	var unreachable *api.UnreachableError
+	if !errors.As(err, &unreachable) {
+		t.Fatalf("nothing listening: %v (%T), want an *UnreachableError", err, err)
+	}
+	sick := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	defer sick.Close()
+	err = api.NewClient(sick.URL, "t", nil).WaitHealthy(context.Background(), 300*time.Millisecond)
+	if err == nil || errors.As(err, &unreachable) || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("a server answering 503: %v, want an error naming 503", err)
+	}
+}
