@@ -445,3 +445,42 @@ func TestConfigCheckEnvListsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigCheckBadTimes: a price's effective_from that is no time
+// stopped the decoder, and config check said only "this is not
+// well-formed YAML (parsing time ...)", with no line, hiding every other
+// problem (a new operator's review). Each bad time is now a problem with
+// its setting and line, beside the file's others.
+func TestConfigCheckBadTimes(t *testing.T) {
+	code, _, got := checkConfigText(t, `providers:
+  - name: sim
+    type: foo
+    base_url: http://127.0.0.1:9090/v1
+models:
+  - {name: a, provider: sim}
+prices:
+  - model: a
+    currency: USD
+    input: "1"
+    output: "1"
+    effective_from: "yesterday"
+  - {model: a, currency: USD, input: "1", output: "1", effective_from: 2026-13-01T00:00:00Z, effective_to: 'soon'}
+`)
+	if code != exitInvalid {
+		t.Fatalf("exit %d, want %d:\n%s", code, exitInvalid, got)
+	}
+	for _, w := range []string{
+		`is not valid: 4 problems.`,
+		`providers[0] ("sim"): type "foo" is not one of`,
+		`prices[0] ("a").effective_from: "yesterday" is not a time: write one like 2026-01-01T00:00:00Z (RFC 3339, with its zone) (line 12).`,
+		`prices[1] ("a").effective_from: "2026-13-01T00:00:00Z" is not a time`,
+		`prices[1] ("a").effective_to: "soon" is not a time`,
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("config check said:\n%s\nwant it to hold %q", got, w)
+		}
+	}
+	if strings.Contains(got, "well-formed") || strings.Contains(got, "parsing time") {
+		t.Errorf("config check speaks of the decoder:\n%s", got)
+	}
+}

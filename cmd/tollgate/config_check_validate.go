@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -41,17 +42,18 @@ func parseConfig(path string, b []byte, types []string) (*fileConfig, error) {
 	}
 	x := newConfigIndex(&root)
 	var cfg fileConfig
+	b, problems, bad := badTimes(&root, b, x)
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	var problems []string
-	bad := map[string]bool{}
 	if err := dec.Decode(&cfg); err != nil {
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
 			return nil, fail(malformedYAML(err))
 		}
 		// The decoder went on past each of these: the rest is decoded.
-		problems, bad = x.yamlProblems(te.Errors)
+		more, paths := x.yamlProblems(te.Errors)
+		problems = append(problems, more...)
+		maps.Copy(bad, paths)
 	}
 	if err := dec.Decode(new(yaml.Node)); !errors.Is(err, io.EOF) {
 		problems = append(problems, "the file holds more than one YAML document (a line with ---): only the first is read; keep one.")

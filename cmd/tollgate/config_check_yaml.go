@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -306,4 +307,85 @@ func editDistance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// badTimes finds the time settings of a file (a key named effective_from
+// or effective_to) whose value is no time, which stop the decoder outright
+// (it reports the first alone, with no line: "parsing time ..."). It
+// returns b with each such value replaced by null on its own line (so the
+// rest decodes and every line keeps its number), a problem for each, and
+// the raw paths of their entries.
+func badTimes(root *yaml.Node, b []byte, x *configIndex) ([]byte, []string, map[string]bool) {
+	var problems []string
+	bad := map[string]bool{}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	var blank []*yaml.Node
+	var walk func(n *yaml.Node, raw string)
+	walk = func(n *yaml.Node, raw string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, raw)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", raw, i))
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if raw != "" {
+					p = raw + "." + k.Value
+				}
+				if (k.Value == "effective_from" || k.Value == "effective_to") && v.Kind == yaml.ScalarNode && v.Tag != "!!null" {
+					var t time.Time
+					if v.Decode(&t) != nil && v.Line >= 1 && v.Line <= len(lines) {
+						problems = append(problems, fmt.Sprintf("%s.%s: %q is not a time: write one like 2026-01-01T00:00:00Z (RFC 3339, with its zone)%s.",
+							x.display(raw), k.Value, v.Value, x.at(p)))
+						bad[raw], bad[p] = true, true
+						blank = append(blank, v)
+					}
+					continue
+				}
+				walk(v, p)
+			}
+		}
+	}
+	walk(root, "")
+	if len(problems) == 0 {
+		return b, nil, bad
+	}
+	// Right to left, so that a replacement leaves the columns of the
+	// others on its line (a flow mapping) as they were.
+	slices.SortFunc(blank, func(a, b *yaml.Node) int { return b.Column - a.Column })
+	for _, v := range blank {
+		lines[v.Line-1] = nullAt(lines[v.Line-1], v)
+	}
+	return bytes.Join(lines, nil), problems, bad
+}
+
+// nullAt returns line with the one-line scalar v, which starts at its
+// column, replaced by null.
+func nullAt(line []byte, v *yaml.Node) []byte {
+	start := v.Column - 1
+	if start < 0 || start >= len(line) {
+		return line
+	}
+	end := start + len(v.Value)
+	switch v.Style {
+	case yaml.DoubleQuotedStyle, yaml.SingleQuotedStyle:
+		q := line[start]
+		i := bytes.IndexByte(line[start+1:], q)
+		if i < 0 {
+			return line
+		}
+		end = start + 1 + i + 1
+	}
+	if end > len(line) {
+		return line
+	}
+	out := append([]byte{}, line[:start]...)
+	out = append(out, "null"...)
+	return append(out, line[end:]...)
 }
