@@ -83,6 +83,13 @@ func Unreachable(err error) bool {
 	return true
 }
 
+// Missing reports whether err, from OpenExisting, is the database not
+// existing (SQLSTATE 3D000).
+func Missing(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "3D000"
+}
+
 // unreachableError is a failure to connect to Postgres.
 type unreachableError struct{ err error }
 

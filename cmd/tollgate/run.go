@@ -81,6 +81,11 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 			a.close()
 		}
 	}()
+	// Settings before anything starts: a single gateway or meter needs
+	// the NATS it shares with the others.
+	if !r.all() && (r.gateway || r.meter) && e.NATSURL == "" {
+		return nil, errors.New("TOLLGATE_NATS_URL is required: only `tollgate serve` embeds JetStream")
+	}
 	// The data directory first: a second process on it is refused before
 	// it touches the database (migrations included).
 	if r.gateway || (r.meter && e.NATSURL == "") { // the crash journal and spools, or the embedded JetStream's store
@@ -96,7 +101,14 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	// outage; its customer API, and the look-ups of keys the buckets do
 	// not hold yet, answer errors until the database is back.
 	dbDown := false
-	if a.store, err = ledger.Open(ctx, e.DatabaseURL); err != nil {
+	open := ledger.Open // serve creates its database; a single role expects `tollgate migrate` to have
+	if !r.all() {
+		open = ledger.OpenExisting
+	}
+	if a.store, err = open(ctx, e.DatabaseURL); err != nil {
+		if ledger.Missing(err) {
+			return nil, fmt.Errorf("%w: run `tollgate migrate` first (it creates the database), or check TOLLGATE_DATABASE_URL", err)
+		}
 		if !r.gatewayOnly() || !ledger.Unreachable(err) {
 			return nil, err
 		}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // gatewayOnly starts one more process of the gateway role on s's
@@ -77,6 +79,39 @@ func TestGatewayStartsWhileTheDatabaseIsDown(t *testing.T) {
 			t.Fatalf("a gateway started with the database url %s", url)
 		} else if !strings.Contains(err.Error(), "database") {
 			t.Errorf("start with %s: %v, want the database's error", url, err)
+		}
+	}
+
+	// A single role does not create its database (a typo in its name made
+	// an empty one, and the error spoke of migrations), and one that needs
+	// NATS says so before anything else (a new operator's review).
+	name := "tg_missing_" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "_")
+	e.DatabaseURL, e.DataDir = "postgres://postgres@127.0.0.1:5432/"+name+"?sslmode=disable", t.TempDir()
+	for _, r := range []roles{{meter: true}, {admin: true}, {gateway: true}} {
+		if bad, err := start(ctx, s.log, e, s.cfg, r); err == nil {
+			_ = bad.close()
+			t.Fatalf("%+v started on a database that does not exist", r)
+		} else if !strings.Contains(err.Error(), "tollgate migrate") {
+			t.Errorf("%+v on a missing database: %v, want it to say to run tollgate migrate", r, err)
+		}
+	}
+	db, err := pgx.Connect(ctx, "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	var made bool
+	if err := db.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)", name).Scan(&made); err != nil || made {
+		_, _ = db.Exec(ctx, "DROP DATABASE IF EXISTS "+name)
+		t.Errorf("the database %s exists after the single roles' starts (%v)", name, err)
+	}
+	e.NATSURL = ""
+	for _, r := range []roles{{meter: true}, {gateway: true}} {
+		if bad, err := start(ctx, s.log, e, s.cfg, r); err == nil {
+			_ = bad.close()
+			t.Fatalf("%+v started without TOLLGATE_NATS_URL", r)
+		} else if !strings.Contains(err.Error(), "TOLLGATE_NATS_URL is required") {
+			t.Errorf("%+v without TOLLGATE_NATS_URL, on a missing database: %v, want NATS named first", r, err)
 		}
 	}
 }
