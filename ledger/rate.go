@@ -33,7 +33,11 @@ func parseSignedMicros(field, s string) (int64, error) {
 	if strings.ContainsAny(s, "eE") {
 		// decimal reads "1e6" as a million: a typo away from "16" or "1.6"
 		// in an amount of money, so only plain notation is taken.
-		return 0, errorf(EInvalid, "%s: %q is in exponent notation; write the number out, like \"1000000\"", field, s)
+		out := "1000000"
+		if d, err := decimal.NewFromString(strings.TrimSpace(s)); err == nil && d.Exponent() > -40 && d.Exponent() < 40 {
+			out = d.String()
+		}
+		return 0, errorf(EInvalid, "%s: %q is in exponent notation; write the number out (%q)", field, s, out)
 	}
 	d, err := decimal.NewFromString(strings.TrimSpace(s))
 	if err != nil {

@@ -3,6 +3,7 @@ package ledger
 import (
 	"math/big"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -95,6 +96,12 @@ func TestParseMicros(t *testing.T) {
 	for _, in := range []string{"", "abc", "-1", "0.0000001", "1e30", "NaN", "1e2", "1E2", "2.5e-1", "1e-6"} {
 		if _, err := ParseMicros("input", in); ErrorCode(err) != EInvalid {
 			t.Errorf("ParseMicros(%q) error = %v, want EInvalid", in, err)
+		}
+	}
+	// The message writes out the number given, not one example for all.
+	for in, out := range map[string]string{"1e3": `"1000"`, "2.5e-1": `"0.25"`, "1e-3": `"0.001"`} {
+		if _, err := ParseMicros("input", in); err == nil || !strings.Contains(err.Error(), "write the number out ("+out+")") {
+			t.Errorf("ParseMicros(%q): %v, want it to suggest %s", in, err, out)
 		}
 	}
 }

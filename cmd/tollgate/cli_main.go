@@ -255,3 +255,11 @@ func commands() []*command {
 	}
 	return all
 }
+
+// flagGiven reports whether the command line set the flag name (to its
+// default value too).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}

@@ -30,6 +30,11 @@ func eventCommands() []*command {
 			all := fs.Bool("all", false, "follow next_cursor and show every page")
 			cursor := fs.String("cursor", "", "continue from a previous page's next_cursor")
 			return func(c *cli, _ []string) error {
+				if *limit != 0 || flagGiven(fs, "limit") {
+					if *limit < 1 || *limit > 1000 {
+						return usagef("--limit: %d is not from 1 to 1000 (groups per page; leave it out for the server's 100)", *limit)
+					}
+				}
 				start, end, err := parseRange(*from, *to)
 				if err != nil {
 					return err

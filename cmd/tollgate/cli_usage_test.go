@@ -36,6 +36,10 @@ func TestCLIUsageAndEvents(t *testing.T) {
 	if r.code != exitOK || len(tableRows(t, r.out, "CUSTOMER")) != 1 || !strings.Contains(r.errOut, "--cursor") {
 		t.Fatalf("usage --limit 1: exit %d, stdout %q, stderr %q", r.code, r.out, r.errOut)
 	}
+	// --limit 0 was taken as the server's default (a new operator's review).
+	for _, n := range []string{"0", "-3", "1001"} {
+		s.tgFail(exitUsage, "is not from 1 to 1000", "usage", "--group-by", "customer", "--limit", n)
+	}
 	s.tgJSON(&page, "usage", "--group-by", "customer", "--limit", "1", "--all")
 	if len(page.Data) != 2 || page.Data[0].CustomerID == page.Data[1].CustomerID {
 		t.Fatalf("usage --all --json: %+v", page)

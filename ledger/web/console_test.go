@@ -88,7 +88,7 @@ func TestConsoleCSRF(t *testing.T) {
 		t.Fatalf("balance after the credit = %+v %v, want credits 5", b, err)
 	}
 	_, body, _ := g.do(c, "GET", "/console/customers/"+cust.ID, nil)
-	if !strings.Contains(body, "welcome") || !strings.Contains(body, "recorded") {
+	if !strings.Contains(body, "welcome") || !strings.Contains(body, "Credit of 5 USD recorded (entry ") {
 		t.Errorf("the customer page does not show the credit and its notice")
 	}
 }
