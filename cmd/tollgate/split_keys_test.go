@@ -255,6 +255,9 @@ func TestASecondGatewayOnOneDataDirectoryIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, r := range []roles{{gateway: true}, {gateway: true, meter: true, admin: true}} {
+		if !r.all() {
+			e.NATSURL = "nats://" + freeAddr(t) // a single gateway needs one; the lock is checked before it is reached
+		}
 		if a, err := start(ctx, s.log, e, s.cfg, r); err == nil {
 			_ = a.close()
 			t.Fatalf("%+v started on a data directory in use", r)
