@@ -116,8 +116,8 @@ func TestClientErrors(t *testing.T) {
 	if err := c.WaitHealthy(ctx, time.Second); err != nil {
 		t.Errorf("WaitHealthy: %v", err)
 	}
-	if err := api.NewClient(closed, "", nil).WaitHealthy(ctx, 100*time.Millisecond); err == nil || !strings.Contains(err.Error(), "not healthy") {
-		t.Errorf("WaitHealthy on a closed port: %v", err)
+	if err := api.NewClient(closed, "", nil).WaitHealthy(ctx, 100*time.Millisecond); !errors.As(err, &ue) {
+		t.Errorf("WaitHealthy on a closed port: %v, want an *UnreachableError (see TestWaitHealthyUnreachable)", err)
 	}
 }
 
