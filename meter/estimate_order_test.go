@@ -164,3 +164,56 @@ func waitConsumer(t *testing.T, cons jetstream.Consumer, what string, ok func(*j
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestWorkerReleasesAnEstimateWhenTheEventsBeforeItAreGone: a worker
+// holds an estimate until the first event not acknowledged is younger
+// than the duplicate window, and read that event at the consumer's ack
+// floor + 1. When that sequence is gone from the stream (deleted, or lost
+// with a NATS store restarted after a kill: a crash review saw a floor of
+// 510 under a stream starting at 4,175), the read failed and the estimates
+// were held, kept from redelivery, for good: in neither the ledger nor the
+// dead-letter stream. The first event not acknowledged is the first one
+// the stream still holds past the floor.
+func TestWorkerReleasesAnEstimateWhenTheEventsBeforeItAreGone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.Connect(t, metertest.NewServer(t))
+	sc := meter.StreamConfig{DuplicateWindow: time.Second}
+	stream, err := meter.EnsureStream(ctx, js, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := meter.WorkerConfig{AckWait: time.Minute, Stream: sc}
+	if _, err := meter.NewWorker(ctx, js, store, cfg); err != nil { // the consumer
+		t.Fatal(err)
+	}
+	pub := meter.NewPublisher(js, sc, 0)
+	customer := uuid.NewString()
+	gone := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer,
+		KeyID: uuid.NewString(), Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions",
+		Status: usage.StatusOK, HTTPStatus: 200, UsageSource: usage.SourceUpstream,
+		Usage: usage.Tokens{PromptTokens: 1000, CompletionTokens: 1}}
+	for range 3 {
+		gone.ID = uuid.NewString()
+		if err := pub.Publish(ctx, &gone); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for seq := uint64(1); seq <= 3; seq++ {
+		if err := stream.DeleteMsg(ctx, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // past the window: the estimate is held unless released
+	estimate := gone
+	estimate.ID, estimate.Status, estimate.UsageSource = uuid.NewString(), usage.StatusCrashed, usage.SourceEstimated
+	estimate.Usage = usage.Tokens{PromptTokens: 10, CompletionTokens: 1}
+	if err := pub.Publish(ctx, &estimate); err != nil {
+		t.Fatal(err)
+	}
+	metertest.StartWorker(t, ctx, js, store, cfg)
+	if row := waitUsage(t, store, customer, 1); row.PromptTokens != 10 {
+		t.Fatalf("usage = %+v, want the estimate's 10 prompt tokens", row)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -93,19 +95,31 @@ func (w *Worker) release(ctx context.Context, e *estimates) pending {
 	var out pending
 	if info, err := w.cons.Info(ctx); err == nil {
 		sort.Sort(bySeq{e})
-		next := info.AckFloor.Stream + 1 // the first event not acknowledged
+		// The first event not acknowledged: the first the stream still
+		// holds past the ack floor. The sequence just past the floor may be
+		// gone (deleted, or lost with a NATS store restarted after a kill,
+		// the consumer's state older than the stream's): read there, the
+		// estimates were held for good.
+		next := info.AckFloor.Stream + 1
+		first, err := w.usage.GetMsg(ctx, next, jetstream.WithGetMsgSubject(">"))
+		if err != nil { // a server without next_by_subj (an older nats-server): at least past the stream's first
+			if si, ierr := w.usage.Info(ctx); ierr == nil && si.State.FirstSeq > next {
+				next = si.State.FirstSeq
+				first, err = w.usage.GetMsg(ctx, next)
+			}
+		}
+		if err == nil {
+			next = first.Sequence
+		}
 		n := 0
 		for n < len(e.seqs) && e.seqs[n] <= next {
 			next = max(next, e.seqs[n]+1)
 			n++
 		}
-		if n < len(e.seqs) {
-			// The first event not acknowledged, and the estimates stored
-			// within the duplicate window after it.
-			if m, err := w.usage.GetMsg(ctx, info.AckFloor.Stream+1); err == nil {
-				for n < len(e.seqs) && !e.times[n].After(m.Time.Add(w.dupWindow)) {
-					n++
-				}
+		if n < len(e.seqs) && err == nil {
+			// The estimates stored within the duplicate window after it.
+			for n < len(e.seqs) && !e.times[n].After(first.Time.Add(w.dupWindow)) {
+				n++
 			}
 		}
 		out = pending{events: e.events[:n:n], msgs: e.msgs[:n:n]}
