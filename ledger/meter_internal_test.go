@@ -67,3 +67,10 @@ func (s *Store) ExplainRerateLoadForTest(ctx context.Context, from, to time.Time
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	return strings.Join(lines, "\n"), err
 }
+
+// SettingForTest returns the session's value of a Postgres setting.
+func (s *Store) SettingForTest(ctx context.Context, name string) (string, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}

@@ -57,7 +57,7 @@ func OpenLazy(url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	sessionParams(cfg.ConnConfig.RuntimeParams)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", cfg.ConnConfig.Database, err)
@@ -96,12 +96,30 @@ type unreachableError struct{ err error }
 func (u *unreachableError) Error() string { return u.err.Error() }
 func (u *unreachableError) Unwrap() error { return u.err }
 
+// IdleInTransactionTimeout is the idle_in_transaction_session_timeout the
+// ledger's sessions run with, unless the url sets one: Postgres ends a
+// session that holds a transaction open and sends nothing for this long.
+// No transaction of the ledger waits on anything but Postgres, so only a
+// stalled process (stopped, frozen, cut off) does; the rows it locked (a
+// customer's balance, a rollup) otherwise stopped every other meter
+// worker writing that customer's events for as long as it stalled (a crash
+// review: 70 s of a SIGSTOPped worker, and the ledger with it).
+const IdleInTransactionTimeout = "60s"
+
+// sessionParams sets the runtime parameters every ledger session runs with.
+func sessionParams(p map[string]string) {
+	p["timezone"] = "UTC"
+	if _, set := p["idle_in_transaction_session_timeout"]; !set {
+		p["idle_in_transaction_session_timeout"] = IdleInTransactionTimeout
+	}
+}
+
 func open(ctx context.Context, url string, create bool) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	sessionParams(cfg.ConnConfig.RuntimeParams)
 	if create {
 		if err := createDatabase(ctx, cfg.ConnConfig); err != nil {
 			return nil, &unreachableError{err}
