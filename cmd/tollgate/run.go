@@ -105,7 +105,26 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	if !r.all() {
 		open = ledger.OpenExisting
 	}
-	if a.store, err = open(ctx, e.DatabaseURL); err != nil {
+	for wait := 0; !r.gatewayOnly(); wait++ {
+		// serve, meter and admin need the ledger: while Postgres is
+		// unreachable (down, starting, out of connections) they wait for
+		// it, rather than exit and leave a supervisor to restart them.
+		if a.store, err = open(ctx, e.DatabaseURL); err == nil || !ledger.Unreachable(err) {
+			break
+		}
+		if wait%15 == 0 {
+			log.Warn("database unreachable: waiting for it", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if r.gatewayOnly() {
+		a.store, err = open(ctx, e.DatabaseURL)
+	}
+	if err != nil {
 		if ledger.Missing(err) {
 			return nil, fmt.Errorf("%w: run `tollgate migrate` first (it creates the database), or check TOLLGATE_DATABASE_URL", err)
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -269,4 +271,71 @@ func TestASecondGatewayOnOneDataDirectoryIsRefused(t *testing.T) {
 	if code, _ := s.chatAs(s.secret); code != http.StatusOK {
 		t.Fatalf("after a restart on the same directory: %d", code)
 	}
+}
+
+// TestRolesWaitForTheDatabase: tollgate meter (and serve, and admin)
+// exited at once while Postgres was unreachable (a crash review: out of
+// connections), where docs/operations.md says they wait for it. It waits,
+// and starts once the database answers.
+func TestRolesWaitForTheDatabase(t *testing.T) {
+	natsDir, natsAddr := t.TempDir(), freeAddr(t)
+	natsOn(t, natsDir, natsAddr)
+	s := newStackEnv(t, nil, func(e *env) { e.NATSURL = "nats://" + natsAddr })
+	u, err := url.Parse(s.env.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := u.Host
+	dbAddr := freeAddr(t) // nothing listens there yet
+	u.Host = dbAddr
+	e := s.env
+	e.DatabaseURL, e.Listen, e.AdminListen, e.DataDir = u.String(), "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type started struct {
+		a   *app
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		a, err := start(ctx, s.log, e, s.cfg, roles{meter: true})
+		done <- started{a, err}
+	}()
+	select {
+	case r := <-done:
+		if r.a != nil {
+			_ = r.a.close()
+		}
+		t.Fatalf("the meter's start returned while its database was unreachable: %v", r.err)
+	case <-time.After(3 * time.Second):
+	}
+	// The database answers: a proxy to Postgres on the address.
+	l, err := net.Listen("tcp", dbAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", pg)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c) }()
+				_, _ = io.Copy(c, up)
+			}()
+		}
+	}()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("the meter once the database answers: %v", r.err)
+	}
+	_ = r.a.close()
 }
