@@ -235,6 +235,9 @@ func (e *Embedded) restart(lenient bool) error {
 	if err := canOpenFiles(restartSpareFiles); err != nil {
 		return fmt.Errorf("embedded nats: not restarted: %w", err)
 	}
+	if err := canWrite(e.dir, restartSpareBytes); err != nil {
+		return fmt.Errorf("embedded nats: not restarted: %w", err)
+	}
 	e.mu.Lock()
 	old, gen := e.srv, e.gen+1
 	e.mu.Unlock()
@@ -346,6 +349,31 @@ func notLoaded(s *server.Server, want []string) ([]string, error) {
 // block files as it loads.
 const restartSpareFiles = 64
 
+// restartSpareBytes is the space the store's directory must have free
+// before the server is restarted. One restarted on a full disk (a second
+// after a write failed, the disk still full) came up unable to write, and
+// its JetStream locked up in a purge for good (a crash review, three runs
+// of three): events waited in the spool until the process was killed.
+const restartSpareBytes = 4 << 20
+
+// canWrite writes n bytes to a file in dir, syncs and removes it; it
+// returns the first error (ENOSPC on a full disk).
+func canWrite(dir string, n int) error {
+	f, err := os.CreateTemp(dir, ".space-probe-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(make([]byte, n))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // canOpenFiles opens n files (the null device) and closes them; it returns
 // the first open's error.
 func canOpenFiles(n int) error {
@@ -389,16 +417,18 @@ func (e *Embedded) Restarts() uint64 { return e.restarts.Load() }
 
 // Stop ends the restarts and shuts the server down, waiting for both until
 // ctx ends (then it returns ctx.Err(); the shutdown goes on). It is
-// idempotent.
+// idempotent. The server's Shutdown runs under ctx too: one locked up in
+// its store (after a disk filled) never returned, and SIGTERM hung the
+// process for good.
 func (e *Embedded) Stop(ctx context.Context) error {
 	e.once.Do(func() { close(e.quit) })
 	e.mu.Lock()
 	e.stopped = true
 	s := e.srv
 	e.mu.Unlock()
-	s.Shutdown()
 	down := make(chan struct{})
 	go func() {
+		s.Shutdown()
 		<-e.done
 		s.WaitForShutdown()
 		close(down)
