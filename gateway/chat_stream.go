@@ -32,6 +32,13 @@ func (s *Server) relayBodyInStream(x *exchange, resp *http.Response, rd *sse.Rea
 	s.relayAnswerAsStream(x, resp, chat, includeUsage, model)
 }
 
+// heldBack is the error a stream sends in place of its usage and its end
+// when its event could not be made durable (exchange.undurable): "durable
+// before done" holds, and the client knows the request did not end well.
+var heldBack = openai.ErrorPayload("server_error", "metering_unavailable",
+	"the gateway could not record this request's usage durably (its event stream and its crash journal both failed): "+
+		"the usage and the end of the stream are withheld")
+
 // errNoData ends a stream whose upstream closed it cleanly before any data
 // event (no chunk, no [DONE]): nothing was served, so it is an upstream
 // error (502 when nothing was sent yet, a failover's next attempt when
@@ -388,6 +395,11 @@ func (c *chatWriter) end(readErr error) {
 	}
 	c.flush()  // what is written goes now: the commit holds back only the end
 	x.commit() // durable before the client learns the usage and the end
+	if x.undurable {
+		c.data(heldBack)
+		c.flush()
+		return
+	}
 	if c.includeUsage {
 		if len(c.usage) > 0 {
 			c.data(x.withCost(c.usage))

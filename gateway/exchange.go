@@ -92,7 +92,11 @@ type exchange struct {
 	drainTimer *time.Timer
 	responded  bool // the upstream answered 200
 	committed  bool // the event is made (durable, or in the journal)
-	ck         checkpoint
+	// undurable: commit could neither publish nor journal the event (the
+	// sink and the crash journal both failing): it is held in memory
+	// alone, and a stream withholds its usage and its end (see heldBack).
+	undurable bool
+	ck        checkpoint
 
 	// Failover (see attempts.go). canRetry says another attempt may follow
 	// this one until retryUntil; retry is set when this one failed before
@@ -293,7 +297,7 @@ func (x *exchange) commit() {
 	}
 	if err := x.s.sink.Publish(context.WithoutCancel(x.ctx), e); err != nil {
 		x.s.journal.Fail(e)
-		x.s.logUndurable("usage event not published", e, err)
+		x.undurable = x.s.logUndurable("usage event not published", e, err)
 		return
 	}
 	x.s.journal.End(e.ID)
@@ -303,8 +307,8 @@ func (x *exchange) commit() {
 // spooled) and journaled with Fail. While the journal cannot write either
 // (a full disk), the event is in memory alone until a write succeeds, and
 // lost if the process dies first: the line then carries the whole event,
-// as JSON, the one record of it left.
-func (s *Server) logUndurable(msg string, e *usage.Event, err error) {
+// as JSON, the one record of it left; and it reports true.
+func (s *Server) logUndurable(msg string, e *usage.Event, err error) (inMemory bool) {
 	rid := e.ID
 	if e.RequestID != "" { // a retried attempt's, under an id of its own
 		rid = e.RequestID
@@ -313,12 +317,13 @@ func (s *Server) logUndurable(msg string, e *usage.Event, err error) {
 	if !ok || jh.Failing() == nil {
 		s.log.Error(msg+"; kept in the crash journal for the next start",
 			"request_id", rid, "event_id", e.ID, "customer_id", e.CustomerID, "err", err)
-		return
+		return false
 	}
 	b, _ := json.Marshal(e)
 	s.log.Error(msg+"; the crash journal cannot write either: the event is held in memory until it can, and this line is its record",
 		"request_id", rid, "event_id", e.ID, "customer_id", e.CustomerID, "err", err, "journal_err", jh.Failing(),
 		"event", json.RawMessage(b))
+	return true
 }
 
 // retire makes the event of an attempt that failed and is retried

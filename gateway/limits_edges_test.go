@@ -367,3 +367,68 @@ func TestRequestsRefusedWhileTheJournalCannotWrite(t *testing.T) {
 		t.Fatalf("a request once the journal writes again: %d %s", code, got)
 	}
 }
+
+// TestStreamWithholdsItsEndWhenItsEventIsNotDurable: with the event
+// stream down and the crash journal's disk full while a stream was in
+// flight, the client still got its usage and the end of the stream for an
+// event held in memory alone, lost to a kill (a crash review: 10 streams
+// ended with [DONE], their events recovered only as estimates). "Durable
+// before done": the usage and the end are withheld; a chat stream gets an
+// error in their place, a native stream is broken off.
+func TestStreamWithholdsItsEndWhenItsEventIsNotDurable(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		if strings.HasSuffix(r.URL.Path, "/messages") {
+			io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-x\",\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n"+
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n")
+			f.Flush()
+			<-release
+			io.WriteString(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":5}}\n\n"+
+				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+			return
+		}
+		io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hello"}}]}`+"\n\n")
+		f.Flush()
+		<-release
+		io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":5}}`+"\n\ndata: [DONE]\n\n")
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"},
+			gateway.ProviderConfig{Name: "ap", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"},
+			gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"})
+	})
+	for _, c := range []struct{ path, body, end string }{
+		{"/v1/chat/completions", `{"model":"om","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, "[DONE]"},
+		{"/anthropic/v1/messages", `{"model":"cl","stream":true,"max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, "message_delta"},
+	} {
+		release = make(chan struct{})
+		st.journal.setFailing(nil)
+		st.sink.mu.Lock()
+		st.sink.fail = nil
+		st.sink.mu.Unlock()
+		resp := st.post(t, c.path, c.body)
+		buf := make([]byte, 64)
+		if _, err := io.ReadAtLeast(resp.Body, buf, 1); err != nil { // the stream is under way
+			t.Fatal(err)
+		}
+		diskFull := errors.New("journal: write: no space left on device")
+		st.journal.setFailing(diskFull)
+		st.sink.mu.Lock()
+		st.sink.fail = errors.New("nats: no responders; spool: no space left on device")
+		st.sink.mu.Unlock()
+		close(release)
+		rest, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got := string(buf) + string(rest)
+		if strings.Contains(got, c.end) || strings.Contains(got, `"completion_tokens":5`) || strings.Contains(got, `"output_tokens":5`) {
+			t.Errorf("%s: the client got the usage or the end of a stream whose event is in memory alone:\n%s", c.path, got)
+		}
+		if c.path == "/v1/chat/completions" && !strings.Contains(got, "metering_unavailable") {
+			t.Errorf("%s: no error in place of the end:\n%s", c.path, got)
+		}
+	}
+}

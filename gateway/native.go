@@ -196,6 +196,10 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				}
 			}
 			x.commit()
+			if x.undurable { // not durable: the end is withheld, the stream broken
+				x.flush()
+				panic(http.ErrAbortHandler)
+			}
 			forward(held)
 			forward(rest)
 			x.flush()
@@ -250,6 +254,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			}
 			x.flush()  // what is written goes now: the commit holds back only the rest
 			x.commit() // durable before the client sees the final usage
+			if x.undurable && !x.clientGone.Load() {
+				panic(http.ErrAbortHandler) // not durable: the usage is withheld, the stream broken
+			}
 		}
 		if x.clientGone.Load() {
 			if x.report.Final && !x.report.Cumulative {
