@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -31,8 +32,9 @@ func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
 		switch {
 		case err == nil:
 			return nil // ctx ended
-		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
-			return fmt.Errorf("consume %s: %w", w.cfg.Durable, err)
+		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound),
+			errors.Is(err, jetstream.ErrStreamNotFound):
+			return fmt.Errorf("consume %s: %w", w.cfg.Durable, err) // the service sets them up again
 		}
 		wait, _ := backoff.Next()
 		w.cfg.Logger.Warn("meter: consume", "err", err, "retry_in", wait)
@@ -58,6 +60,10 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 	stopReading := func() { quitOnce.Do(func() { close(quit) }) }
 	defer stopReading()
 	ended := make(chan error, 1)
+	// suspect is signalled when heartbeats stop or a pull finds no
+	// responder: the consumer may be gone with no word of it (NATS
+	// restarted without its store), which only asking for it tells.
+	suspect := make(chan struct{}, 1)
 	cc, err := w.cons.Consume(func(m jetstream.Msg) {
 		select {
 		case msgs <- m:
@@ -69,9 +75,15 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 		// for more as they fall below half of it.
 		jetstream.PullMaxMessages(w.cfg.BatchSize),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if consumeEnds(err) {
+			switch {
+			case consumeEnds(err):
 				select {
 				case ended <- err:
+				default:
+				}
+			case errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, nats.ErrNoResponders):
+				select {
+				case suspect <- struct{}{}:
 				default:
 				}
 			}
@@ -104,6 +116,12 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 		case err := <-ended:
 			stop()
 			return err
+		case <-suspect:
+			if err := w.consumerGone(ctx); err != nil {
+				w.cfg.Logger.Warn("meter: the usage consumer is gone (NATS lost its store?); setting it up again", "err", err)
+				stop()
+				return err
+			}
 		case <-done:
 			// The server stops delivering, the handler is given what it had
 			// sent, and then Closed is.
@@ -117,6 +135,19 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 			return nil
 		}
 	}
+}
+
+// consumerGone asks JetStream for the worker's consumer, and returns the
+// answer's error when it says the consumer or its stream does not exist
+// (nil when it is there, or when NATS does not answer).
+func (w *Worker) consumerGone(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := w.cons.Info(ctx)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
+	}
+	return nil
 }
 
 // drainWait bounds how long a stopping worker waits for its subscription
