@@ -28,7 +28,13 @@ func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetS
 			}
 			a.log.Warn("NATS: disconnected; reconnecting", "err", err)
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { a.log.Info("NATS: reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			url := nc.ConnectedUrlRedacted()
+			if e.NATSURL == "" {
+				url = "in-process (the embedded server)" // nats.go names its default URL, which is not it
+			}
+			a.log.Info("NATS: reconnected", "url", url)
+		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
 			if err := nc.LastError(); err != nil {
 				a.log.Error("NATS: connection closed", "err", err)

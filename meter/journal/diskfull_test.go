@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,6 +93,11 @@ func TestJournalAfterADiskFull(t *testing.T) {
 // again, Close tries again for a while before giving up and says how much
 // it lost, and an error a later write got past is not reported by Close.
 func TestJournalSaysWhileItCannotWrite(t *testing.T) {
+	// The log says so too, once each way (a crash review found the
+	// operator's log silent while every request was refused).
+	logs := &metertest.LockedBuffer{}
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
 	disk := metertest.SmallDisk(t, 256<<10)
 	dir := filepath.Join(disk, "journal")
 	j, _, err := Open(dir)
@@ -114,6 +120,9 @@ func TestJournalSaysWhileItCannotWrite(t *testing.T) {
 	j.written(t) // retried every syncInterval
 	if err := j.Failing(); err != nil {
 		t.Fatalf("Failing after the disk was freed and the records written = %v", err)
+	}
+	if got := logs.String(); strings.Count(got, "crash journal: writes fail") != 1 || strings.Count(got, "writes succeed again") != 1 {
+		t.Errorf("the log of a failure and its end:\n%s\nwant one line each", got)
 	}
 	if err := j.Close(); err != nil {
 		t.Errorf("Close after the records were written = %v, want nil: nothing was lost", err)

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -121,8 +122,12 @@ const maxRetained = 256 << 20
 func (j *Journal) fail(err error) {
 	j.mu.Lock()
 	j.failing = fmt.Errorf("journal: %w", err)
-	j.isFailing.Store(true)
+	was := j.isFailing.Swap(true)
 	j.mu.Unlock()
+	if !was { // once a failure, not each retry: the operator's log said nothing of it
+		slog.Error("crash journal: writes fail; a gateway refuses new requests (503 metering_unavailable) until one succeeds",
+			"dir", j.dir, "err", err)
+	}
 }
 
 // probe writes a record of the last hidden reasoning averages (or an
@@ -154,8 +159,11 @@ func (j *Journal) wrote() {
 	}
 	j.mu.Lock()
 	j.failing = nil
-	j.isFailing.Store(false)
+	was := j.isFailing.Swap(false)
 	j.mu.Unlock()
+	if was {
+		slog.Warn("crash journal: writes succeed again; new requests are served", "dir", j.dir)
+	}
 }
 
 // Failing returns the error of the journal's last write or fsync while
