@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -29,5 +30,27 @@ func TestSessionsEndAStalledTransaction(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("%s: idle_in_transaction_session_timeout %q (%v), want %s", c.url, got, err, c.want)
 		}
+	}
+}
+
+// TestCheckTablesSeesAnEmptyDatabase: a meter's /readyz said database ok
+// while the database had been dropped and created again empty (every
+// batch failing on "relation does not exist"): Ping answers there.
+// CheckTables does not.
+func TestCheckTablesSeesAnEmptyDatabase(t *testing.T) {
+	ctx := context.Background()
+	if err := ledgertest.NewStore(t).CheckTables(ctx); err != nil {
+		t.Fatalf("a migrated ledger: %v", err)
+	}
+	empty, err := ledger.OpenExisting(ctx, ledgertest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer empty.Close()
+	if err := empty.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := empty.CheckTables(ctx); err == nil || !strings.Contains(err.Error(), "tollgate migrate") {
+		t.Fatalf("an empty database: %v, want it to say to run tollgate migrate", err)
 	}
 }

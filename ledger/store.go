@@ -207,6 +207,21 @@ func (s *Store) CheckMigrated(ctx context.Context) error {
 // Ping reports whether the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
+// CheckTables reports whether the database answers and holds the ledger's
+// tables: an error when it does not answer, or when a database dropped and
+// created again under the same name (it answers, empty) has none, which
+// Ping took for a working ledger.
+func (s *Store) CheckTables(ctx context.Context) error {
+	var ok bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('usage_events') IS NOT NULL AND to_regclass('prices') IS NOT NULL`).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("the database has no ledger tables (dropped and created again?): run `tollgate migrate`")
+	}
+	return nil
+}
+
 // Close closes the connection pool.
 func (s *Store) Close() { s.pool.Close() }
 

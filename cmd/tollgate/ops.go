@@ -65,13 +65,17 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if err := a.store.Ping(pctx); err != nil {
+	check := a.store.Ping // a gateway serves without the ledger
+	if r.meter || r.admin {
+		check = a.store.CheckTables
+	}
+	if err := check(pctx); err != nil {
 		rd.Database = err.Error()
 		if r.meter {
-			rd.Degraded["meter"] = "the database is unreachable: events wait in JetStream"
+			rd.Degraded["meter"] = "the database is unreachable or holds no ledger: events wait in JetStream"
 		}
 		if r.admin {
-			rd.Degraded["admin"] = "the database is unreachable"
+			rd.Degraded["admin"] = "the database is unreachable or holds no ledger"
 		}
 	}
 	if a.nc != nil {

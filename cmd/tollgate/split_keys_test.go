@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -285,9 +284,9 @@ func TestRolesWaitForTheDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg := u.Host
-	dbAddr := freeAddr(t) // nothing listens there yet
-	u.Host = dbAddr
+	proxy := newTCPProxy(t, u.Host)
+	proxy.cut() // Postgres unreachable: connections refused
+	u.Host = proxy.ln.Addr().String()
 	e := s.env
 	e.DatabaseURL, e.Listen, e.AdminListen, e.DataDir = u.String(), "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -309,30 +308,7 @@ func TestRolesWaitForTheDatabase(t *testing.T) {
 		t.Fatalf("the meter's start returned while its database was unreachable: %v", r.err)
 	case <-time.After(3 * time.Second):
 	}
-	// The database answers: a proxy to Postgres on the address.
-	l, err := net.Listen("tcp", dbAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				up, err := net.Dial("tcp", pg)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go func() { _, _ = io.Copy(up, c) }()
-				_, _ = io.Copy(c, up)
-			}()
-		}
-	}()
+	proxy.restore()
 	r := <-done
 	if r.err != nil {
 		t.Fatalf("the meter once the database answers: %v", r.err)
