@@ -68,7 +68,7 @@ const maxEntryAhead = 5 * time.Minute
 // (customer, kind, amount, memo and, when given, effective_at), even when
 // the two race; otherwise EConflict.
 func (s *Store) AddEntry(ctx context.Context, customerID, kind string, in EntryInput) (Entry, error) {
-	micros, err := parseSignedMicros("amount", in.Amount)
+	micros, err := ParseSignedMicros("amount", in.Amount)
 	if err == nil {
 		err = checkYear("effective_at", &in.EffectiveAt)
 	}

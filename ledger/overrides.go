@@ -88,7 +88,7 @@ func (in OverrideInput) override(customerID string) (Override, error) {
 		}
 		o.Custom = &p
 	default:
-		bp, err := parseSignedMicros("discount_percent", in.DiscountPercent)
+		bp, err := ParseSignedMicros("discount_percent", in.DiscountPercent)
 		if err != nil || bp < 0 || bp > 100_000_000 || bp%10_000 != 0 {
 			return o, errorf(EInvalid, "discount_percent: %q is not a percentage from 0 to 100 with at most two decimal places", in.DiscountPercent)
 		}

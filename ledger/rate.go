@@ -18,15 +18,16 @@ type Price = usage.Price
 // for a malformed, negative or over-precise (more than six decimal places)
 // value, and for exponent notation ("1e6").
 func ParseMicros(field, s string) (int64, error) {
-	m, err := parseSignedMicros(field, s)
+	m, err := ParseSignedMicros(field, s)
 	if err == nil && m < 0 {
 		return 0, errorf(EInvalid, "%s: %q is negative", field, s)
 	}
 	return m, err
 }
 
-// parseSignedMicros is ParseMicros allowing a sign.
-func parseSignedMicros(field, s string) (int64, error) {
+// ParseSignedMicros is ParseMicros allowing a sign (an adjustment's
+// amount).
+func ParseSignedMicros(field, s string) (int64, error) {
 	if strings.TrimSpace(s) == "" {
 		return 0, errorf(EInvalid, "%s: is required, a decimal string like \"10.50\"", field)
 	}

@@ -26,7 +26,7 @@ func creditCommands() []*command {
 		summary: "list a customer's ledger entries (GET /admin/v1/customers/{id}/entries)",
 		example: "tollgate credits list --customer 0197a3c2-… --from 2026-01-01 --to 2026-02-01",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
-			customer := fs.String("customer", "", "customer id (required)")
+			customer := idFlag(fs, "customer", "customer id (required)")
 			from := fs.String("from", "", "entries effective at or after, RFC 3339 or YYYY-MM-DD")
 			to := fs.String("to", "", "entries effective before, RFC 3339 or YYYY-MM-DD")
 			return func(c *cli, _ []string) error {
@@ -78,8 +78,8 @@ func creditCommands() []*command {
 // entryFlags is credits grant and adjust: an entry of kind.
 func entryFlags(kind, amountHelp string) func(fs *flag.FlagSet) func(*cli, []string) error {
 	return func(fs *flag.FlagSet) func(*cli, []string) error {
-		customer := fs.String("customer", "", "customer id (required)")
-		amount := fs.String("amount", "", amountHelp)
+		customer := idFlag(fs, "customer", "customer id (required)")
+		amount := amountFlag(fs, "amount", amountHelp, kind == ledger.KindAdjustment)
 		memo := fs.String("memo", "", "why, for the ledger and the statement")
 		key := fs.String("idempotency-key", "", "a retry with the same key returns the first entry instead of adding another")
 		return func(c *cli, _ []string) error {

@@ -16,7 +16,7 @@ func customerCommands() []*command {
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			name := fs.String("name", "", "customer name (required)")
 			currency := fs.String("currency", "", "ISO 4217 currency of its prices and balance (default USD)")
-			limit := fs.String("credit-limit", "", "how far below zero its balance may go, as a decimal (default: no limit)")
+			limit := amountFlag(fs, "credit-limit", "how far below zero its balance may go, as a decimal (default: no limit)", false)
 			return func(c *cli, _ []string) error {
 				if err := requireFlags("name", *name); err != nil {
 					return err
@@ -59,7 +59,7 @@ func customerCommands() []*command {
 		example: "tollgate customers update 0197a3c2-… --credit-limit 50\n  tollgate customers update 0197a3c2-… --no-credit-limit",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			name := fs.String("name", "", "new name")
-			limit := fs.String("credit-limit", "", "new credit limit, as a decimal")
+			limit := amountFlag(fs, "credit-limit", "new credit limit, as a decimal", false)
 			noLimit := fs.Bool("no-credit-limit", false, "remove the credit limit")
 			return func(c *cli, args []string) error {
 				var patch ledger.CustomerPatch
@@ -93,7 +93,7 @@ func customerCommands() []*command {
 		summary: "show a customer's balance (GET /admin/v1/customers/{id}/balance)",
 		example: "tollgate balance --customer 0197a3c2-…",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
-			customer := fs.String("customer", "", "customer id (required)")
+			customer := idFlag(fs, "customer", "customer id (required)")
 			return func(c *cli, _ []string) error {
 				if err := requireFlags("customer", *customer); err != nil {
 					return err

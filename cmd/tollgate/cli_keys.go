@@ -17,8 +17,8 @@ type keyLimitFlags struct {
 
 func newKeyLimitFlags(fs *flag.FlagSet) *keyLimitFlags {
 	return &keyLimitFlags{
-		daily:   fs.String("daily-limit", "", "spend limit per UTC day, in the customer's currency"),
-		monthly: fs.String("monthly-limit", "", "spend limit per UTC month, in the customer's currency"),
+		daily:   amountFlag(fs, "daily-limit", "spend limit per UTC day, in the customer's currency", false),
+		monthly: amountFlag(fs, "monthly-limit", "spend limit per UTC month, in the customer's currency", false),
 		rpm:     fs.String("rpm-limit", "", "requests per minute, across every gateway"),
 		tpm:     fs.String("tpm-limit", "", "tokens per minute (prompt + completion, as reported by the provider)"),
 		conc:    fs.String("max-concurrent", "", "requests open at once"),
@@ -78,7 +78,7 @@ func keyCommands() []*command {
 		example: "tollgate keys create --customer 0197a3c2-… --name production --daily-limit 5 --rpm-limit 600 " +
 			"--allowed-models 'gpt-4o-mini,anthropic/*'",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
-			customer := fs.String("customer", "", "customer id (required)")
+			customer := idFlag(fs, "customer", "customer id (required)")
 			name := fs.String("name", "", "key name, for people (required)")
 			lf := newKeyLimitFlags(fs)
 			return func(c *cli, _ []string) error {
@@ -137,7 +137,7 @@ func keyCommands() []*command {
 		summary: "list a customer's API keys (GET /admin/v1/customers/{id}/keys)",
 		example: "tollgate keys list --customer 0197a3c2-…",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
-			customer := fs.String("customer", "", "customer id (required)")
+			customer := idFlag(fs, "customer", "customer id (required)")
 			return func(c *cli, _ []string) error {
 				if err := requireFlags("customer", *customer); err != nil {
 					return err

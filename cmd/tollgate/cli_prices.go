@@ -15,13 +15,13 @@ import (
 func priceFlags(fs *flag.FlagSet) func() ledger.PriceInput {
 	var in ledger.PriceInput
 	fs.StringVar(&in.Currency, "currency", "", "ISO 4217 currency of the prices")
-	fs.StringVar(&in.Input, "input", "", "per million uncached prompt tokens")
-	fs.StringVar(&in.Output, "output", "", "per million completion tokens")
-	fs.StringVar(&in.CachedInput, "cached-input", "", "per million cached prompt tokens (default: --input)")
-	fs.StringVar(&in.CacheWrite, "cache-write", "", "per million cache-write prompt tokens (default: --input)")
-	fs.StringVar(&in.Reasoning, "reasoning", "", "per million reasoning tokens (default: --output)")
-	fs.StringVar(&in.RequestFee, "request-fee", "", "per request (default 0)")
-	fs.StringVar(&in.WebSearch, "web-search", "", "per web search (default 0)")
+	amountVar(fs, &in.Input, "input", "per million uncached prompt tokens", false)
+	amountVar(fs, &in.Output, "output", "per million completion tokens", false)
+	amountVar(fs, &in.CachedInput, "cached-input", "per million cached prompt tokens (default: --input)", false)
+	amountVar(fs, &in.CacheWrite, "cache-write", "per million cache-write prompt tokens (default: --input)", false)
+	amountVar(fs, &in.Reasoning, "reasoning", "per million reasoning tokens (default: --output)", false)
+	amountVar(fs, &in.RequestFee, "request-fee", "per request (default 0)", false)
+	amountVar(fs, &in.WebSearch, "web-search", "per web search (default 0)", false)
 	return func() ledger.PriceInput { return in }
 }
 
@@ -95,7 +95,7 @@ func priceCommands() []*command {
 		example: "tollgate overrides create --customer 0197a3c2-… --discount-percent 12.5 --effective-from 2026-01-01\n" +
 			"  tollgate overrides create --customer 0197a3c2-… --model sim-pro --currency USD --input 2 --output 8 \\\n      --effective-from 2026-01-01",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
-			customer := fs.String("customer", "", "customer id (required)")
+			customer := idFlag(fs, "customer", "customer id (required)")
 			model := fs.String("model", "", "model (default: every model; required for a custom price)")
 			discount := fs.String("discount-percent", "", "discount off the price book, 0 to 100, two decimals at most")
 			price := priceFlags(fs)
@@ -138,7 +138,7 @@ func priceCommands() []*command {
 		summary: "list a customer's overrides (GET /admin/v1/customers/{id}/overrides)",
 		example: "tollgate overrides list --customer 0197a3c2-…",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
-			customer := fs.String("customer", "", "customer id (required)")
+			customer := idFlag(fs, "customer", "customer id (required)")
 			return func(c *cli, _ []string) error {
 				if err := requireFlags("customer", *customer); err != nil {
 					return err

@@ -20,7 +20,7 @@ func reportCommands() []*command {
 		example: "tollgate statements get --customer 0197a3c2-… --period 2026-01\n" +
 			"  tollgate statements get --customer 0197a3c2-… --period 2026-01 --format csv --output acme-2026-01.csv",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
-			customer := fs.String("customer", "", "customer id (required)")
+			customer := idFlag(fs, "customer", "customer id (required)")
 			period := fs.String("period", "", "month, YYYY-MM (required)")
 			format := fs.String("format", "json", "json or csv")
 			output := fs.String("output", "", "write the statement to FILE, as the API sends it (default: stdout)")

@@ -19,8 +19,8 @@ func eventCommands() []*command {
 		summary: "usage and cost per group, from the hourly rollups, or the events by end user (GET /admin/v1/usage)",
 		example: "tollgate usage --customer 0197a3c2-… --group-by day --from 2026-01-01 --to 2026-02-01\n  tollgate usage --group-by customer --all --json\n  tollgate usage --customer 0197a3c2-… --group-by end_user --from 2026-01-01",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
-			customer := fs.String("customer", "", "only this customer")
-			key := fs.String("key", "", "only this API key")
+			customer := idFlag(fs, "customer", "only this customer")
+			key := idFlag(fs, "key", "only this API key")
 			model := fs.String("model", "", "only this model")
 			endUser := fs.String("end-user", "", "only this end user (the request's user, safety_identifier or X-Tollgate-End-User)")
 			from := fs.String("from", "", "from this time, RFC 3339 or YYYY-MM-DD (inclusive): a whole UTC hour, except by end user, deployment or provider")

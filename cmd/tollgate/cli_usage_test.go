@@ -91,14 +91,18 @@ func TestCLIExitCodes(t *testing.T) {
 	s.tgFail(exitNotFound, "not found", "credits", "reverse", "999999")
 	// An id that is not an id is invalid input, said by the API before any
 	// query (not Postgres's "invalid input syntax").
-	for _, args := range [][]string{{"customers", "get", "nope"}, {"customers", "balance", "nope"}, {"keys", "list", "--customer", "nope"},
+	for _, args := range [][]string{{"customers", "get", "nope"}, {"customers", "balance", "nope"},
 		{"keys", "revoke", "nope"}, {"events", "get", "nope"}, {"credits", "refund-event", "nope"}} {
 		if msg := s.tgFail(exitInvalid, `id "nope" is not valid`, args...); strings.Contains(msg, "syntax") {
 			t.Errorf("tollgate %s: %s", strings.Join(args, " "), msg)
 		}
 	}
+	// An id given as a flag is checked before anything is sent: a bad flag.
+	s.tgFail(exitUsage, `"nope" is not an id`, "keys", "list", "--customer", "nope")
+	s.tgFail(exitUsage, `"nope" is not an id`, "credits", "grant", "--customer", "nope", "--amount", "5")
 	s.tgFail(exitUsage, "not an entry id", "credits", "reverse", "abc")
-	s.tgFail(exitInvalid, "amount", "credits", "grant", "--customer", s.customerID, "--amount", "-3")
+	s.tgFail(exitUsage, `amount: "-3" is negative`, "credits", "grant", "--customer", s.customerID, "--amount", "-3")
+	s.tgFail(exitInvalid, "amount", "credits", "grant", "--customer", s.customerID, "--amount", "0") // a decimal: the API's rules say no
 	s.tgFail(exitInvalid, "currency", "customers", "create", "--name", "x", "--currency", "dollars")
 	s.tgFail(exitInvalid, "group", "usage", "--group-by", "week")
 	s.tgOK("credits", "grant", "--customer", s.customerID, "--amount", "1", "--idempotency-key", "same")
@@ -130,5 +134,5 @@ func TestCLIExitCodes(t *testing.T) {
 	closed := "http://" + l.Addr().String()
 	l.Close()
 	checkFail(t, runTollgate(t, nil, "customers", "list", "--admin-url", closed), exitUnreachable, "cannot reach the admin API at "+closed, nil)
-	checkFail(t, runTollgate(t, map[string]string{"TOLLGATE_ADMIN_URL": closed}, "balance", "--customer", "x"), exitUnreachable, "connection refused", nil)
+	checkFail(t, runTollgate(t, map[string]string{"TOLLGATE_ADMIN_URL": closed}, "balance", "--customer", s.customerID), exitUnreachable, "connection refused", nil)
 }

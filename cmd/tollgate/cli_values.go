@@ -1,0 +1,74 @@
+package main
+
+import (
+	"flag"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// amountValue is a flag holding a decimal amount of money, checked as the
+// server checks it (ledger.ParseMicros, or ParseSignedMicros when signed):
+// a bad one is a usage error (exit 2), found before anything is sent.
+type amountValue struct {
+	dst    *string
+	name   string
+	signed bool
+}
+
+func (a amountValue) String() string {
+	if a.dst == nil {
+		return ""
+	}
+	return *a.dst
+}
+
+func (a amountValue) Set(s string) error {
+	parse := ledger.ParseMicros
+	if a.signed {
+		parse = ledger.ParseSignedMicros
+	}
+	if _, err := parse(a.name, s); err != nil {
+		return err
+	}
+	*a.dst = s
+	return nil
+}
+
+// amountVar registers an amount flag (see amountValue) storing into p.
+func amountVar(fs *flag.FlagSet, p *string, name, usage string, signed bool) {
+	fs.Var(amountValue{dst: p, name: name, signed: signed}, name, usage+", a decimal `AMOUNT`")
+}
+
+// amountFlag is amountVar with a new string.
+func amountFlag(fs *flag.FlagSet, name, usage string, signed bool) *string {
+	p := new(string)
+	amountVar(fs, p, name, usage, signed)
+	return p
+}
+
+// idValue is a flag holding a UUID (a customer's or a key's id).
+type idValue struct{ dst *string }
+
+func (v idValue) String() string {
+	if v.dst == nil {
+		return ""
+	}
+	return *v.dst
+}
+
+func (v idValue) Set(s string) error {
+	if _, err := uuid.Parse(s); err != nil {
+		return usagef("%q is not an id (a UUID such as 0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff)", s)
+	}
+	*v.dst = s
+	return nil
+}
+
+// idFlag registers a UUID flag (see idValue).
+func idFlag(fs *flag.FlagSet, name, usage string) *string {
+	p := new(string)
+	fs.Var(idValue{dst: p}, name, usage+", a `UUID`")
+	return p
+}
