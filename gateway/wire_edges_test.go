@@ -236,22 +236,13 @@ func TestStreamTheGatewayCannotReadIsBilledAnEstimate(t *testing.T) {
 		"JSON arrays":       strings.Repeat(`data: [{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"`+sentence+`"}}]}]`+"\n\n", 40),
 		"plain after chunk": `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n\n" + strings.Repeat(sentence+"\n", 40),
 	}
-	var body atomic.Value
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body.Load().(string))
-	}))
-	defer up.Close()
-	st := newStack(t, func(c *gateway.Config) {
-		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"})
-		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"})
-	})
+	st, serve := scriptedStack(t)
 	for name, b := range bodies {
 		for _, ep := range []struct{ path, req string }{
 			{"/v1/chat/completions", `{"model":"om","stream":true,"messages":[{"role":"user","content":"What is the capital of France?"}]}`},
 			{"/v1/completions", `{"model":"om","stream":true,"prompt":"What is the capital of France?"}`},
 		} {
-			body.Store(b)
+			serve(b)
 			resp := st.post(t, ep.path, ep.req)
 			got, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -289,21 +280,7 @@ func TestUsageReportThatCountsNoOutputIsNoBill(t *testing.T) {
 		"event: content_block_stop\ndata: " + `{"type":"content_block_stop","index":0}` + "\n\n" +
 		"event: message_delta\ndata: " + `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":null}}` + "\n\n" +
 		"event: message_stop\ndata: " + `{"type":"message_stop"}` + "\n\n"
-	var body atomic.Value
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body.Load().(string))
-	}))
-	defer up.Close()
-	st := newStack(t, func(c *gateway.Config) {
-		c.Providers = append(c.Providers,
-			gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"},
-			gateway.ProviderConfig{Name: "gp", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "k"},
-			gateway.ProviderConfig{Name: "ap", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k"})
-		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"},
-			gateway.ModelConfig{Name: "gem", Provider: "gp", UpstreamModel: "gemini-x"},
-			gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"})
-	})
+	st, serve := scriptedStack(t)
 	chat := `{"model":"om","stream":true,"messages":[{"role":"user","content":"Tell me about the ledger, please."}]}`
 	for _, c := range []struct{ name, upstream, path, req string }{
 		{"usage {}", openaiStream(`{}`), "/v1/chat/completions", chat},
@@ -315,7 +292,7 @@ func TestUsageReportThatCountsNoOutputIsNoBill(t *testing.T) {
 		{"Anthropic output_tokens null", anthropicStream, "/anthropic/v1/messages",
 			`{"model":"cl","stream":true,"max_tokens":500,"messages":[{"role":"user","content":"Tell me about the ledger, please."}]}`},
 	} {
-		body.Store(c.upstream)
+		serve(c.upstream)
 		resp := st.post(t, c.path, c.req)
 		_, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -333,19 +310,10 @@ func TestUsageReportThatCountsNoOutputIsNoBill(t *testing.T) {
 // error (null or absent). A failed response is an upstream error, whatever
 // it says of why; its usage is still billed.
 func TestFailedResponseIsAnUpstreamError(t *testing.T) {
-	var body atomic.Value
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body.Load().(string))
-	}))
-	defer up.Close()
-	st := newStack(t, func(c *gateway.Config) {
-		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"})
-		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"})
-	})
+	st, serve := scriptedStack(t)
 	delta := "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Half an answer\"}\n\n"
 	for _, errJSON := range []string{`,"error":null`, ``, `,"error":{"code":"server_error","message":"boom"}`} {
-		body.Store(delta + "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\"" + errJSON +
+		serve(delta + "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\"" + errJSON +
 			`,"usage":{"input_tokens":12,"output_tokens":4,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}}}` + "\n\n")
 		resp := st.post(t, "/v1/responses", `{"model":"om","stream":true,"input":"hi"}`)
 		_, _ = io.ReadAll(resp.Body)
@@ -355,4 +323,28 @@ func TestFailedResponseIsAnUpstreamError(t *testing.T) {
 			t.Errorf("response.failed%s: status %s, error %q, usage %+v: want upstream_error, its usage billed", errJSON, e.Status, e.Error, e.Usage)
 		}
 	}
+}
+
+// scriptedStack is a gateway over an upstream that answers every request
+// with the body serve last set, as an SSE stream: the openai provider's
+// model "om", the gemini provider's "gem" and the anthropic one's "cl".
+func scriptedStack(t *testing.T) (st *stack, serve func(body string)) {
+	t.Helper()
+	var body atomic.Value
+	body.Store("")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body.Load().(string))
+	}))
+	t.Cleanup(up.Close)
+	st = newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"},
+			gateway.ProviderConfig{Name: "gp", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "k"},
+			gateway.ProviderConfig{Name: "ap", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"},
+			gateway.ModelConfig{Name: "gem", Provider: "gp", UpstreamModel: "gemini-x"},
+			gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"})
+	})
+	return st, func(b string) { body.Store(b) }
 }
