@@ -42,7 +42,7 @@ func parseConfig(path string, b []byte, types []string) (*fileConfig, error) {
 	}
 	x := newConfigIndex(&root)
 	var cfg fileConfig
-	b, problems, bad := badTimes(&root, b, x)
+	b, problems, bad := badTimes(b, x)
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil {

@@ -23,6 +23,16 @@ type configIndex struct {
 	lines map[string]int
 	// names maps a list entry's raw path to its name ("sim"), or "".
 	names map[string]string
+	// times are the scalar values of the time settings (effective_from,
+	// effective_to), in the file's order (see badTimes).
+	times []timeSetting
+}
+
+// timeSetting is a time setting's value node, its raw path
+// ("prices[0].effective_from") and its entry's ("prices[0]").
+type timeSetting struct {
+	raw, entry, key string
+	node            *yaml.Node
 }
 
 // configNode is one key or value of the file.
@@ -59,6 +69,9 @@ func (x *configIndex) walk(n *yaml.Node, raw string) {
 			}
 			x.keys[k.Line] = append(x.keys[k.Line], configNode{raw: p, value: k.Value, kind: k.Kind})
 			x.lines[p] = k.Line
+			if (k.Value == "effective_from" || k.Value == "effective_to") && v.Kind == yaml.ScalarNode {
+				x.times = append(x.times, timeSetting{raw: p, entry: raw, key: k.Value, node: v})
+			}
 			x.walk(v, p)
 		}
 	case yaml.SequenceNode:
@@ -315,44 +328,22 @@ func editDistance(a, b string) int {
 // returns b with each such value replaced by null on its own line (so the
 // rest decodes and every line keeps its number), a problem for each, and
 // the raw paths of their entries.
-func badTimes(root *yaml.Node, b []byte, x *configIndex) ([]byte, []string, map[string]bool) {
+func badTimes(b []byte, x *configIndex) ([]byte, []string, map[string]bool) {
 	var problems []string
 	bad := map[string]bool{}
 	lines := bytes.SplitAfter(b, []byte("\n"))
 	var blank []*yaml.Node
-	var walk func(n *yaml.Node, raw string)
-	walk = func(n *yaml.Node, raw string) {
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				walk(c, raw)
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				walk(c, fmt.Sprintf("%s[%d]", raw, i))
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				p := k.Value
-				if raw != "" {
-					p = raw + "." + k.Value
-				}
-				if (k.Value == "effective_from" || k.Value == "effective_to") && v.Kind == yaml.ScalarNode && v.Tag != "!!null" {
-					var t time.Time
-					if v.Decode(&t) != nil && v.Line >= 1 && v.Line <= len(lines) {
-						problems = append(problems, fmt.Sprintf("%s.%s: %q is not a time: write one like 2026-01-01T00:00:00Z (RFC 3339, with its zone)%s.",
-							x.display(raw), k.Value, v.Value, x.at(p)))
-						bad[raw], bad[p] = true, true
-						blank = append(blank, v)
-					}
-					continue
-				}
-				walk(v, p)
-			}
+	for _, ts := range x.times {
+		v := ts.node
+		var t time.Time
+		if v.Tag == "!!null" || v.Decode(&t) == nil || v.Line < 1 || v.Line > len(lines) {
+			continue
 		}
+		problems = append(problems, fmt.Sprintf("%s.%s: %q is not a time: write one like 2026-01-01T00:00:00Z (RFC 3339, with its zone)%s.",
+			x.display(ts.entry), ts.key, v.Value, x.at(ts.raw)))
+		bad[ts.entry], bad[ts.raw] = true, true
+		blank = append(blank, v)
 	}
-	walk(root, "")
 	if len(problems) == 0 {
 		return b, nil, bad
 	}
