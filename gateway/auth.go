@@ -157,14 +157,53 @@ func (s *Server) checkKey(w http.ResponseWriter, r *http.Request, env provider.E
 			"incorrect or revoked API key"))
 		return nil
 	}
-	if k.ExpiredAt(time.Now()) {
+	now := time.Now()
+	if k.ExpiredAt(now) {
 		env.WriteError(w, provider.Err(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 			"this API key expired at "+k.ExpiresAt.UTC().Format(time.RFC3339)))
 		return nil
 	}
 	r, st := stateFor(r)
-	st.key, st.hasKey = k, true
+	st.key, st.hasKey, st.keyAt = k, true, now
 	return r
+}
+
+// keyRecheckAfter is how old the key's state read at the request's
+// headers may be when its body has arrived: older, it is read again
+// (recheckKey). About a key change's propagation to the gateways.
+const keyRecheckAfter = 50 * time.Millisecond
+
+// recheckKey reads the request's key again, once its body has arrived,
+// when the state checkKey read at its headers is older than
+// keyRecheckAfter: a client that sent its headers and held its body back
+// (up to read_timeout) was served on the key's old state after a
+// revocation, an expiry, a spend block or an allowed_models change (an
+// attacker review: 30 requests held this way spent 20 times a prepaid
+// balance after the gateway answered 402). It answers 401 or 402 in env
+// and reports false, or updates the request's key state.
+func (s *Server) recheckKey(w http.ResponseWriter, r *http.Request, env provider.Envelope) bool {
+	st := stateOf(r)
+	if st == nil || !st.hasKey || time.Since(st.keyAt) < keyRecheckAfter {
+		return true
+	}
+	k, ok := s.keys.LookupKey(s.customerKey(r))
+	now := time.Now()
+	switch {
+	case !ok:
+		env.WriteError(w, provider.Err(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+			"incorrect or revoked API key"))
+		return false
+	case k.ExpiredAt(now):
+		env.WriteError(w, provider.Err(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+			"this API key expired at "+k.ExpiresAt.UTC().Format(time.RFC3339)))
+		return false
+	}
+	if blocked := k.BlockedAt(now); blocked != "" {
+		env.WriteError(w, provider.Err(http.StatusPaymentRequired, "insufficient_quota", "insufficient_quota", blocked))
+		return false
+	}
+	st.key, st.keyAt = k, now
+	return true
 }
 
 // customerKey is the key the request sends: "Authorization: Bearer

@@ -31,6 +31,9 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, env provide
 		return nil, false
 	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	if !s.recheckKey(w, r, env) { // a body held back: the key as it is now
+		return nil, false
+	}
 	return body, true
 }
 

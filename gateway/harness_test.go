@@ -194,9 +194,23 @@ func providers() []provider.Provider {
 // upstream-sim, with the demo's providers and models.
 func newStack(t *testing.T, edit func(*gateway.Config)) *stack {
 	t.Helper()
+	cfg, up := simConfig(t)
+	if edit != nil {
+		edit(&cfg)
+	}
+	st := &stack{sim: up, sink: &memSink{}, journal: &memJournal{}}
+	st.gw = startGateway(t, cfg, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: st.sink, Journal: st.journal})
+	st.url = "http://" + st.gw.Addr()
+	return st
+}
+
+// simConfig starts upstream-sim, stopped when the test ends, and returns
+// a config of a provider of each type over it and their models.
+func simConfig(t *testing.T) (gateway.Config, *httptest.Server) {
+	t.Helper()
 	up := httptest.NewServer(sim.New())
 	t.Cleanup(up.Close)
-	cfg := gateway.Config{
+	return gateway.Config{
 		Providers: []gateway.ProviderConfig{
 			{Name: "sim", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-sim-secret-key-1234"},
 			{Name: "sim-anthropic", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant-secret-key-1234"},
@@ -205,14 +219,7 @@ func newStack(t *testing.T, edit func(*gateway.Config)) *stack {
 		Models: []gateway.ModelConfig{{Name: "sim-pro", Provider: "sim"}, {Name: "sim-small", Provider: "sim"},
 			{Name: "claude-sim", Provider: "sim-anthropic", UpstreamModel: "sim-pro"},
 			{Name: "gemini-sim", Provider: "sim-gemini", UpstreamModel: "sim-pro"}},
-	}
-	if edit != nil {
-		edit(&cfg)
-	}
-	st := &stack{sim: up, sink: &memSink{}, journal: &memJournal{}}
-	st.gw = startGateway(t, cfg, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: st.sink, Journal: st.journal})
-	st.url = "http://" + st.gw.Addr()
-	return st
+	}, up
 }
 
 // startGateway starts a gateway of cfg and d on a free port, stopped when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -95,6 +96,7 @@ type requestState struct {
 	id     string
 	key    usage.KeyState
 	hasKey bool
+	keyAt  time.Time // when key was read (checkKey, recheckKey)
 }
 
 type requestStateKey struct{}
