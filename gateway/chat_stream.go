@@ -267,10 +267,20 @@ func (c *chatWriter) data(p []byte) { c.send(sse.Event{Data: p, HasData: true}) 
 func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	r := &c.x.report
 	if len(ev.Other) > 0 {
-		// Lines that are no SSE field reach the client as they came: what
-		// reaches it is never free (a plain-text or compressed body sent as a
-		// stream is counted, not billed nothing).
-		r.AddOutputBytes(ev.Other)
+		if t := bytes.TrimSpace(ev.Other); len(t) > 0 && (t[0] == '{' || t[0] == '[') && bytes.Contains(t, []byte(`"error"`)) {
+			// A raw JSON error body inside the stream (Vertex-style): an
+			// upstream error, its text no output, and scrubbed as error
+			// frames are.
+			if r.Error == "" {
+				r.Error, r.FinishReason = "upstream error: "+string(t[:min(len(t), 1024)]), "error"
+			}
+			ev.Other = c.x.s.scrubBytes(c.x.event.Provider, ev.Other)
+		} else {
+			// Other lines reach the client as they came: what reaches it is
+			// never free (a plain-text or compressed body sent as a stream
+			// is counted, not billed nothing).
+			r.AddOutputBytes(ev.Other)
+		}
 	}
 	if string(ev.Type) == "error" {
 		r.Error, r.FinishReason = "upstream error event: "+string(ev.Data), "error"

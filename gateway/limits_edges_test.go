@@ -378,6 +378,7 @@ func TestRequestsRefusedWhileTheJournalCannotWrite(t *testing.T) {
 func TestStreamWithholdsItsEndWhenItsEventIsNotDurable(t *testing.T) {
 	release := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		f := w.(http.Flusher)
 		if strings.HasSuffix(r.URL.Path, "/messages") {
@@ -385,7 +386,11 @@ func TestStreamWithholdsItsEndWhenItsEventIsNotDurable(t *testing.T) {
 				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n")
 			f.Flush()
 			<-release
-			io.WriteString(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":5}}\n\n"+
+			usage := `{"output_tokens":5}`
+			if strings.Contains(string(req), "claude-nofinal") { // no final report: the end is what is held back
+				usage = `{"output_tokens":null}`
+			}
+			io.WriteString(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":"+usage+"}\n\n"+
 				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
 			return
 		}
@@ -399,11 +404,13 @@ func TestStreamWithholdsItsEndWhenItsEventIsNotDurable(t *testing.T) {
 		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"},
 			gateway.ProviderConfig{Name: "ap", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k"})
 		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"},
-			gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"})
+			gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"},
+			gateway.ModelConfig{Name: "cl-nofinal", Provider: "ap", UpstreamModel: "claude-nofinal"})
 	})
 	for _, c := range []struct{ path, body, end string }{
 		{"/v1/chat/completions", `{"model":"om","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, "[DONE]"},
 		{"/anthropic/v1/messages", `{"model":"cl","stream":true,"max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, "message_delta"},
+		{"/anthropic/v1/messages", `{"model":"cl-nofinal","stream":true,"max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, "message_stop"},
 	} {
 		release = make(chan struct{})
 		st.journal.setFailing(nil)

@@ -264,14 +264,22 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			}
 			continue
 		}
-		forward(chunk)
 		if x.report.Ended { // the provider's own end: what follows is not read
 			x.markComplete()
+			if !x.committed { // no final report came: the end is what the commit holds back
+				x.flush()
+				x.commit()
+				if x.undurable {
+					panic(http.ErrAbortHandler) // not durable: the end is withheld, the stream broken
+				}
+			}
+			forward(chunk)
 			x.flush()
 			x.commit()
 			x.readToEnd(resp.Body)
 			return
 		}
+		forward(chunk)
 		if !rd.Buffered() {
 			x.flush()
 		}

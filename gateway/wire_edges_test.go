@@ -237,6 +237,17 @@ func TestStreamTheGatewayCannotReadIsBilledAnEstimate(t *testing.T) {
 		"plain after chunk": `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n\n" + strings.Repeat(sentence+"\n", 40),
 	}
 	st, serve := scriptedStack(t)
+	// A raw JSON error body in the stream is an error, not output (a code
+	// review of the change: it was billed as 46 tokens of output, ok).
+	serve(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n\n" +
+		"{\n  \"error\": {\n    \"code\": 500,\n    \"message\": \"Internal error encountered while generating the answer.\",\n    \"status\": \"INTERNAL\"\n  }\n}\n")
+	resp := st.post(t, "/v1/chat/completions", `{"model":"om","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Status != usage.StatusUpstreamError || e.Usage.CompletionTokens > 2 {
+		t.Errorf("a raw JSON error in the stream: status %s, %d completion tokens; want upstream_error and its text not billed",
+			e.Status, e.Usage.CompletionTokens)
+	}
 	for name, b := range bodies {
 		for _, ep := range []struct{ path, req string }{
 			{"/v1/chat/completions", `{"model":"om","stream":true,"messages":[{"role":"user","content":"What is the capital of France?"}]}`},
