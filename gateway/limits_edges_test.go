@@ -322,8 +322,11 @@ func TestPremiumPricedOptionsRefused(t *testing.T) {
 		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,"system":[{"type":"text","text":"big","cache_control":{"type":"ephemeral","ttl":"1h"}}],` + msgs + `}`, "", `ttl \"1h\"`},
 		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","t\u0074l":"1h"}}]}]}`, "", `ttl \"1h\"`},
 		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"tools":[{"name":"f","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral","ttl":"60m"}}]}`, "", `ttl \"60m\"`},
+		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,"tools":[{"name":"x","input_schema":{"type":"object","maximum":1e400}}],"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}`, "", `ttl \"1h\"`},
 		{"/v1/chat/completions", `{"model":"sim-pro",` + msgs + `,"modalities":["text"],"audio":null}`, "", ""},
 		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,"system":[{"type":"text","text":"what is a ttl?","cache_control":{"type":"ephemeral","ttl":"5m"}}],` + msgs + `}`, "", ""},
+		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"cache_control":{"ttl":"1h"}}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}]}`, "", ""},
+		{"/anthropic/v1/messages/count_tokens", `{"model":"claude-sim","system":[{"type":"text","text":"big","cache_control":{"type":"ephemeral","ttl":"1h"}}],` + msgs + `}`, "", ""},
 		{"/v1/chat/completions", `{"model":"sim-pro","messages":[{"role":"user","content":"what is \"input_audio\" in the API?"}]}`, "", ""},
 		{"/anthropic/v1/messages", `{"model":"claude-sim","max_tokens":5,` + msgs + `,"speed":"standard","inference_geo":"global"}`, "fine-grained-tool-streaming-2025-05-14", ""},
 	} {
@@ -339,8 +342,8 @@ func TestPremiumPricedOptionsRefused(t *testing.T) {
 			t.Errorf("%s %s: %d %.300s; want 400 naming %s", c.path, c.body, code, got, c.want)
 		}
 	}
-	if n := st.sink.count(); n != 4 {
-		t.Errorf("%d events, want the 4 requests served", n)
+	if n := st.sink.count(); n != 5 {
+		t.Errorf("%d events, want the 5 requests served (count_tokens makes none)", n)
 	}
 }
 

@@ -57,7 +57,7 @@ var (
 // /messages/count_tokens with its model replaced (Anthropic API
 // reference, "Count Message tokens").
 func readCountTokens(r *http.Request, body []byte) (provider.Call, error) {
-	call, err := readMessages(r, body)
+	call, err := readRequest(r, body, false) // counting is free: no pricing option to refuse
 	if err != nil {
 		return call, err
 	}
@@ -75,11 +75,19 @@ func readCountTokens(r *http.Request, body []byte) (provider.Call, error) {
 // anthropic-beta headers go upstream with it; a string metadata.user_id
 // names the end user.
 func readMessages(r *http.Request, body []byte) (provider.Call, error) {
+	return readRequest(r, body, true)
+}
+
+// readRequest is readMessages, which refuses options Anthropic bills at
+// other rates (standardPricing) when priced.
+func readRequest(r *http.Request, body []byte, priced bool) (provider.Call, error) {
 	if err := provider.CheckPassedBody(body, "model", "stream", "speed", "inference_geo"); err != nil {
 		return provider.Call{}, err
 	}
-	if err := standardPricing(r.Header, body); err != nil {
-		return provider.Call{}, err
+	if priced {
+		if err := standardPricing(r.Header, body); err != nil {
+			return provider.Call{}, err
+		}
 	}
 	var req struct {
 		Model  string `json:"model"`
@@ -180,8 +188,10 @@ func cacheTTL(body []byte) (ttl string, ok bool) {
 	if !bytes.Contains(body, []byte(`"ttl"`)) && !provider.EscapesALetter(body) {
 		return "", true
 	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber() // a number beyond float64 (1e400) must not stop the search: encoding/json's struct reads skip it
 	var v any
-	if json.Unmarshal(body, &v) != nil {
+	if d.Decode(&v) != nil {
 		return "", true // not ours to refuse: the caller reads it as a JSON object
 	}
 	var walk func(v any) (string, bool)
@@ -194,7 +204,10 @@ func cacheTTL(body []byte) (ttl string, ok bool) {
 					return string(b), false
 				}
 			}
-			for _, e := range v {
+			for k, e := range v {
+				if k == "input" || k == "input_schema" {
+					continue // a tool call's arguments, a tool's schema: the client's own JSON
+				}
 				if t, ok := walk(e); !ok {
 					return t, false
 				}
