@@ -57,7 +57,7 @@ func OpenLazy(url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	sessionParams(cfg.ConnConfig.RuntimeParams)
+	sessionParams(cfg)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", cfg.ConnConfig.Database, err)
@@ -106,11 +106,19 @@ func (u *unreachableError) Unwrap() error { return u.err }
 // review: 70 s of a SIGSTOPped worker, and the ledger with it).
 const IdleInTransactionTimeout = "60s"
 
-// sessionParams sets the runtime parameters every ledger session runs with.
-func sessionParams(p map[string]string) {
+// sessionParams sets what every ledger session runs with: the UTC time
+// zone as a startup parameter, and IdleInTransactionTimeout with a SET
+// once connected (a startup parameter of that name is refused by
+// PgBouncer, which passes on only a few), unless the url sets its own.
+func sessionParams(cfg *pgxpool.Config) {
+	p := cfg.ConnConfig.RuntimeParams
 	p["timezone"] = "UTC"
-	if _, set := p["idle_in_transaction_session_timeout"]; !set {
-		p["idle_in_transaction_session_timeout"] = IdleInTransactionTimeout
+	if _, set := p["idle_in_transaction_session_timeout"]; set {
+		return
+	}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SET idle_in_transaction_session_timeout = '"+IdleInTransactionTimeout+"'")
+		return err
 	}
 }
 
@@ -119,7 +127,7 @@ func open(ctx context.Context, url string, create bool) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	sessionParams(cfg.ConnConfig.RuntimeParams)
+	sessionParams(cfg)
 	if create {
 		if err := createDatabase(ctx, cfg.ConnConfig); err != nil {
 			return nil, &unreachableError{err}

@@ -54,6 +54,10 @@ func runRoles(ctx context.Context, log *slog.Logger, name string, args []string,
 	}
 	setMemoryLimit(log, memlimit.FromCgroup)
 	a, err := start(ctx, log, e, cfg, r)
+	if errors.Is(err, errStoppedWaiting) {
+		log.Info("tollgate stopped while waiting for the database")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -69,6 +73,11 @@ func runRoles(ctx context.Context, log *slog.Logger, name string, args []string,
 	log.Info("tollgate stopped", "took", time.Since(began).Round(time.Millisecond).String())
 	return nil
 }
+
+// errStoppedWaiting is start's error when its context ended (SIGTERM)
+// while it waited for an unreachable database: a stop as asked, not a
+// failure.
+var errStoppedWaiting = errors.New("stopped while waiting for the database")
 
 // start opens the ledger, applies migrations when the process owns the
 // whole stack (and refuses an unmigrated database otherwise), connects to
@@ -117,7 +126,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return nil, errStoppedWaiting
 		case <-time.After(2 * time.Second):
 		}
 	}

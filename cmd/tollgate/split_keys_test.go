@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -307,6 +308,17 @@ func TestRolesWaitForTheDatabase(t *testing.T) {
 		}
 		t.Fatalf("the meter's start returned while its database was unreachable: %v", r.err)
 	case <-time.After(3 * time.Second):
+	}
+	// Told to stop while it waits (SIGTERM): a stop, not a failure.
+	stopCtx, stop := context.WithCancel(ctx)
+	e2 := e
+	e2.DataDir = t.TempDir()
+	go func() { time.Sleep(time.Second); stop() }()
+	if a, err := start(stopCtx, s.log, e2, s.cfg, roles{meter: true}); !errors.Is(err, errStoppedWaiting) {
+		if a != nil {
+			_ = a.close()
+		}
+		t.Errorf("a meter told to stop while it waits: %v, want errStoppedWaiting", err)
 	}
 	proxy.restore()
 	r := <-done
