@@ -484,3 +484,27 @@ prices:
 		t.Errorf("config check speaks of the decoder:\n%s", got)
 	}
 }
+
+// TestConfigCheckBadTimesWrittenEveryWay: the bad time's value as YAML
+// writes it (quotes with escapes, an anchor, a tag, text beyond ASCII
+// before it on its line, a block scalar) was blanked at the wrong bytes,
+// misreporting it or inventing other problems (a code review). Each is
+// reported with its line; what cannot be set aside safely is reported
+// alone.
+func TestConfigCheckBadTimesWrittenEveryWay(t *testing.T) {
+	head := "providers:\n  - {name: sim, type: openai, base_url: \"http://127.0.0.1:9090/v1\"}\nmodels:\n  - {name: a, provider: sim}\nprices:\n"
+	for _, c := range []struct{ name, price, want string }{
+		{"escaped single quote", `  - {model: a, currency: USD, input: "1", output: "1", effective_from: 'it''s soon'}`, `"it's soon" is not a time`},
+		{"escaped double quote", `  - {model: a, currency: USD, input: "1", output: "1", effective_from: "so\"on"}`, `"so\"on" is not a time`},
+		{"anchor", "  - model: a\n    currency: USD\n    input: \"1\"\n    output: \"1\"\n    effective_from: &t soon", `"soon" is not a time`},
+		{"tag", "  - model: a\n    currency: USD\n    input: \"1\"\n    output: \"1\"\n    effective_from: !!str soon", `"soon" is not a time`},
+		{"text beyond ASCII first", `  - {model: "é", currency: USD, input: "1", output: "1", effective_from: "é soon", effective_to: bad}`, `"é soon" is not a time`},
+		{"block scalar", "  - model: a\n    currency: USD\n    input: \"1\"\n    output: \"1\"\n    effective_from: |\n      soon", `"soon\n" is not a time`},
+	} {
+		code, _, got := checkConfigText(t, head+c.price+"\n")
+		if code != exitInvalid || !strings.Contains(got, c.want) || strings.Contains(got, "null") ||
+			strings.Contains(got, "well-formed") || strings.Contains(got, "not a setting") || strings.Contains(got, "is required") {
+			t.Errorf("%s: exit %d:\n%s\nwant it to say %s, and nothing invented", c.name, code, got, c.want)
+		}
+	}
+}

@@ -43,6 +43,9 @@ func parseConfig(path string, b []byte, types []string) (*fileConfig, error) {
 	x := newConfigIndex(&root)
 	var cfg fileConfig
 	b, problems, bad := badTimes(b, x)
+	if b == nil { // bad times it could not set aside: they alone, with their lines
+		return nil, fail(problems...)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil {

@@ -322,61 +322,104 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// badTimes finds the time settings of a file (a key named effective_from
-// or effective_to) whose value is no time, which stop the decoder outright
-// (it reports the first alone, with no line: "parsing time ..."). It
-// returns b with each such value replaced by null on its own line (so the
-// rest decodes and every line keeps its number), a problem for each, and
-// the raw paths of their entries.
+// badTimes finds the time settings of a file (effective_from,
+// effective_to) whose value is no time, which stop the decoder outright:
+// it reports the first alone, with no line ("parsing time ..."). It
+// returns a problem for each, naming its setting and line; the raw paths
+// of their entries; and b with each such value replaced by null on its
+// own line, so that the rest decodes and every line keeps its number. A
+// value it cannot replace so (an anchor, a tag, a block or multi-line
+// scalar) makes it return nil for b: the caller reports the bad times
+// alone.
 func badTimes(b []byte, x *configIndex) ([]byte, []string, map[string]bool) {
 	var problems []string
 	bad := map[string]bool{}
 	lines := bytes.SplitAfter(b, []byte("\n"))
-	var blank []*yaml.Node
+	type span struct{ line, start, end int }
+	var blank []span
+	safe := true
 	for _, ts := range x.times {
 		v := ts.node
 		var t time.Time
-		if v.Tag == "!!null" || v.Decode(&t) == nil || v.Line < 1 || v.Line > len(lines) {
+		if v.Tag == "!!null" || v.Decode(&t) == nil {
 			continue
 		}
 		problems = append(problems, fmt.Sprintf("%s.%s: %q is not a time: write one like 2026-01-01T00:00:00Z (RFC 3339, with its zone)%s.",
 			x.display(ts.entry), ts.key, v.Value, x.at(ts.raw)))
 		bad[ts.entry], bad[ts.raw] = true, true
-		blank = append(blank, v)
+		if v.Line < 1 || v.Line > len(lines) {
+			safe = false
+			continue
+		}
+		start, end, ok := scalarSpan(lines[v.Line-1], v)
+		safe = safe && ok
+		blank = append(blank, span{v.Line - 1, start, end})
 	}
-	if len(problems) == 0 {
+	switch {
+	case len(problems) == 0:
 		return b, nil, bad
+	case !safe:
+		return nil, problems, bad
 	}
-	// Right to left, so that a replacement leaves the columns of the
+	// Right to left, so that a replacement leaves the offsets of the
 	// others on its line (a flow mapping) as they were.
-	slices.SortFunc(blank, func(a, b *yaml.Node) int { return b.Column - a.Column })
-	for _, v := range blank {
-		lines[v.Line-1] = nullAt(lines[v.Line-1], v)
+	slices.SortFunc(blank, func(a, b span) int { return b.start - a.start })
+	for _, sp := range blank {
+		l := lines[sp.line]
+		lines[sp.line] = append(append(append([]byte{}, l[:sp.start]...), "null"...), l[sp.end:]...)
 	}
 	return bytes.Join(lines, nil), problems, bad
 }
 
-// nullAt returns line with the one-line scalar v, which starts at its
-// column, replaced by null.
-func nullAt(line []byte, v *yaml.Node) []byte {
-	start := v.Column - 1
-	if start < 0 || start >= len(line) {
-		return line
+// scalarSpan returns where on its line the one-line scalar v is written
+// (bytes start to end), and false when it cannot tell for sure: v has an
+// anchor or a tag, is a block scalar, spans lines, or what is written
+// there does not read back as v's value.
+func scalarSpan(line []byte, v *yaml.Node) (start, end int, ok bool) {
+	if v.Anchor != "" || v.Style&(yaml.TaggedStyle|yaml.LiteralStyle|yaml.FoldedStyle|yaml.FlowStyle) != 0 {
+		return 0, 0, false
 	}
-	end := start + len(v.Value)
-	switch v.Style {
-	case yaml.DoubleQuotedStyle, yaml.SingleQuotedStyle:
-		q := line[start]
-		i := bytes.IndexByte(line[start+1:], q)
-		if i < 0 {
-			return line
+	start = -1
+	col := v.Column - 1 // Column counts characters
+	for i := range string(line) {
+		if col == 0 {
+			start = i
+			break
 		}
-		end = start + 1 + i + 1
+		col--
 	}
-	if end > len(line) {
-		return line
+	if start < 0 {
+		return 0, 0, false
 	}
-	out := append([]byte{}, line[:start]...)
-	out = append(out, "null"...)
-	return append(out, line[end:]...)
+	switch {
+	case v.Style&yaml.DoubleQuotedStyle != 0:
+		for i := start + 1; i < len(line) && end == 0; i++ {
+			switch line[i] {
+			case '\\':
+				i++
+			case '"':
+				end = i + 1
+			}
+		}
+	case v.Style&yaml.SingleQuotedStyle != 0:
+		for i := start + 1; i < len(line) && end == 0; i++ {
+			if line[i] == '\'' {
+				if i+1 < len(line) && line[i+1] == '\'' {
+					i++
+					continue
+				}
+				end = i + 1
+			}
+		}
+	default:
+		end = start + len(v.Value)
+	}
+	if end <= start || end > len(line) {
+		return 0, 0, false
+	}
+	var got string
+	if yaml.Unmarshal(line[start:end], &got) != nil || got != v.Value {
+		return 0, 0, false
+	}
+	return start, end, true
 }
