@@ -35,10 +35,14 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 }
 
 // getModel serves GET /v1/models/{id}: a model of the table, or a
-// "provider/model" name a configured provider routes; 404 otherwise.
+// "provider/model" name a configured provider serves (see checkPrefix);
+// 404 otherwise.
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "*")
 	rt, err := s.routes.resolve(id)
+	if err == nil && s.checkPrefix(keyOf(r), attempt{model: rt.model, dep: rt.deployments[0]}) != nil {
+		err = errNoRoute // a name chat would refuse (402 unpriced_model) is not a model
+	}
 	if err != nil || strings.TrimSpace(id) == "" || !allowedModel(keyOf(r), id, rt) {
 		chatErrors.WriteError(w, provider.Err(http.StatusNotFound, "invalid_request_error", "model_not_found",
 			"the model "+id+" does not exist or you do not have access to it"))

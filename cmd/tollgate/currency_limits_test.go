@@ -120,6 +120,14 @@ func TestPrefixRoutesServeOnlyPricedModels(t *testing.T) {
 	if n := s.sim.Stats().Requests.Total - before; n != 0 {
 		t.Fatalf("the upstream saw %d requests of refused names", n)
 	}
+	// GET /v1/models/{id} says the same: not a model until priced.
+	req, _ := http.NewRequest("GET", s.gateway+"/v1/models/sim/sim-unpriced", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /v1/models/sim/sim-unpriced: %d, want 404 (chat refuses it)", resp.StatusCode)
+	}
 	if code, _, id := s.chatModel(key, "sim/sim-pro"); code != http.StatusOK {
 		t.Fatalf("sim/sim-pro, a deployment of the table: %d, want 200", code)
 	} else if e := s.event(id); e.Model != "sim-pro" || e.Unpriced {
