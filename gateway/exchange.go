@@ -418,7 +418,9 @@ func (x *exchange) settle() {
 // be over).
 func (x *exchange) addHiddenReasoning() {
 	e, r := x.event, &x.report
-	if e.UsageSource != usage.SourceEstimated || r.Reported || r.ReasoningShown || r.Output.Len() == 0 {
+	unreported := e.UsageSource == usage.SourceEstimated && !r.Reported
+	countedNothing := r.OutputFloored && e.Usage.ReasoningTokens <= 0 // a report of no output ("usage":{}) says nothing of reasoning
+	if !unreported && !countedNothing || r.ReasoningShown || r.Output.Len() == 0 {
 		return
 	}
 	if hidden := x.s.hidden.expected(e.CustomerID, e.Model); hidden > 0 {

@@ -64,6 +64,9 @@ func TestCancelledReasoningStreamBillsHiddenReasoning(t *testing.T) {
 		case strings.Contains(string(body), "unreported"): // an upstream that never reports usage
 			io.WriteString(w, strings.Repeat(chunk, 10)+"data: [DONE]\n\n")
 			return
+		case strings.Contains(string(body), "empty report"): // a usage object that counts nothing
+			io.WriteString(w, strings.Repeat(chunk, 10)+`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"o-m","choices":[],"usage":{}}`+"\n\ndata: [DONE]\n\n")
+			return
 		case strings.Contains(string(body), "complete"):
 			io.WriteString(w, strings.Repeat(chunk, 10)+
 				`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"o-m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":310,"total_tokens":322,"completion_tokens_details":{"reasoning_tokens":300}}}`+"\n\ndata: [DONE]\n\n")
@@ -104,6 +107,14 @@ func TestCancelledReasoningStreamBillsHiddenReasoning(t *testing.T) {
 	e, _ = doRequest(t, st, "/v1/chat/completions", `{"model":"o-m","stream":true,"messages":[{"role":"user","content":"unreported"}]}`)
 	if e.Status != usage.StatusOK || e.UsageSource != usage.SourceEstimated || e.Usage.ReasoningTokens != 300 || e.Usage.CompletionTokens < 300+10 {
 		t.Fatalf("completed without usage: %s (%q), %s usage %+v; want ok, estimated, 300 reasoning tokens within completion",
+			e.Status, e.Error, e.UsageSource, e.Usage)
+	}
+	// Nor does a usage object that counts nothing ("usage":{}): its
+	// completion is estimated, and it said nothing of the reasoning (a code
+	// review: it was billed less than no usage object at all).
+	e, _ = doRequest(t, st, "/v1/chat/completions", `{"model":"o-m","stream":true,"messages":[{"role":"user","content":"empty report"}]}`)
+	if e.UsageSource != usage.SourcePartial || e.Usage.ReasoningTokens != 300 || e.Usage.CompletionTokens < 300+10 {
+		t.Fatalf("completed with an empty usage object: %s (%q), %s usage %+v; want partial, 300 reasoning tokens within completion",
 			e.Status, e.Error, e.UsageSource, e.Usage)
 	}
 }

@@ -53,6 +53,11 @@ type Report struct {
 	// thought parts), which Output then holds: the reasoning tokens it
 	// reports are not hidden from an estimate.
 	ReasoningShown bool
+	// OutputFloored is set by Resolve when the provider's report counted
+	// no completion tokens though output was relayed, and the completion
+	// is the tokenizer's count: the report said nothing of the reasoning
+	// either (see the gateway's hidden-reasoning estimate).
+	OutputFloored bool
 	// outputAt is Output's length when usage was last set (see SetUsage).
 	outputAt int
 }
@@ -142,6 +147,7 @@ func (r *Report) floor(est *Estimator, prompt func() Prompt) (usage.Tokens, bool
 	if u.CompletionTokens <= 0 && r.Output.Len() > 0 {
 		if n := est.Count(r.Output.String()); n > 0 {
 			u.CompletionTokens, floored = n, true
+			r.OutputFloored = true
 		}
 	}
 	if u.PromptTokens <= 0 && u.CompletionTokens > 0 {
