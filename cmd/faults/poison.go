@@ -34,8 +34,9 @@ type poisonItem struct {
 	codes []string // fateLedger: the correction codes the event must carry
 	want  *tally   // fateLedger: the figures the event must hold (nil: not checked)
 	// estimated, with fateLedger: the report was no bill, so the event's
-	// prompt and completion must be estimates (neither 0), its cached and
-	// reasoning tokens 0.
+	// prompt and completion must be estimates (neither 0), its cached
+	// tokens 0, and its reasoning tokens the hidden-reasoning estimate at
+	// most (within the completion).
 	estimated bool
 	// reason is a phrase the dead letter's reason must hold (fateDLQ).
 	reason string

@@ -197,8 +197,8 @@ func judge(it poisonItem, got map[string]stored, letters []usage.DeadLetter) str
 			return it.id + ": not in the ledger"
 		case it.want != nil && st.t != *it.want:
 			return fmt.Sprintf("%s: holds %s, want %s", it.id, st.t, *it.want)
-		case it.estimated && (st.t.requests != 1 || st.t.prompt <= 0 || st.t.completion <= 0 || st.t.cached != 0 || st.t.reasoning != 0):
-			return fmt.Sprintf("%s: holds %s, want one request with its prompt and completion estimated, no cached or reasoning tokens", it.id, st.t)
+		case it.estimated && (st.t.requests != 1 || st.t.prompt <= 0 || st.t.completion <= 0 || st.t.cached != 0 || st.t.reasoning > st.t.completion):
+			return fmt.Sprintf("%s: holds %s, want one request with its prompt and completion estimated, no cached tokens, reasoning within the completion", it.id, st.t)
 		}
 		for _, c := range it.codes {
 			if !slices.Contains(strings.Split(st.corrections, ","), c) {

@@ -53,10 +53,12 @@ type Report struct {
 	// thought parts), which Output then holds: the reasoning tokens it
 	// reports are not hidden from an estimate.
 	ReasoningShown bool
-	// OutputFloored is set by Resolve when the provider's report counted
-	// no completion tokens though output was relayed, and the completion
-	// is the tokenizer's count: the report said nothing of the reasoning
-	// either (see the gateway's hidden-reasoning estimate).
+	// OutputFloored is set by Resolve when the provider's final report
+	// counted no completion tokens though output was relayed, and the
+	// completion is the tokenizer's count: the report said nothing of the
+	// reasoning either (see the gateway's hidden-reasoning estimate). A
+	// report so far (a stream cut short) does not set it: it may count no
+	// output yet, and its reasoning as far as it went.
 	OutputFloored bool
 	// outputAt is Output's length when usage was last set (see SetUsage).
 	outputAt int
@@ -121,6 +123,9 @@ func (r *Report) Resolve(est *Estimator, prompt func() Prompt) (usage.Tokens, us
 		return usage.Tokens{}, usage.SourceEstimated
 	case r.Final:
 		if u, floored := r.floor(est, prompt); floored {
+			// A final report that counted no output said nothing of the
+			// reasoning either; a report so far (below) may count none yet.
+			r.OutputFloored = u.CompletionTokens != r.Usage.CompletionTokens
 			return u, usage.SourcePartial
 		}
 		return r.Usage, usage.SourceUpstream
@@ -147,7 +152,6 @@ func (r *Report) floor(est *Estimator, prompt func() Prompt) (usage.Tokens, bool
 	if u.CompletionTokens <= 0 && r.Output.Len() > 0 {
 		if n := est.Count(r.Output.String()); n > 0 {
 			u.CompletionTokens, floored = n, true
-			r.OutputFloored = true
 		}
 	}
 	if u.PromptTokens <= 0 && u.CompletionTokens > 0 {
