@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
@@ -27,21 +28,11 @@ import (
 func TestWorkerCommitsTheExactEventBeforeACrashedEstimate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := ledgertest.NewStore(t)
-	js := metertest.Connect(t, metertest.NewServer(t))
-	sc := meter.StreamConfig{DuplicateWindow: time.Second}
-	if _, err := meter.EnsureStream(ctx, js, sc); err != nil {
-		t.Fatal(err)
-	}
-	cfg := meter.WorkerConfig{AckWait: time.Minute, Stream: sc}
-	if _, err := meter.NewWorker(ctx, js, store, cfg); err != nil { // the consumer, for the first worker
-		t.Fatal(err)
-	}
+	store, js, _, cfg, pub := estimateRig(t, ctx)
 	cons, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := meter.NewPublisher(js, sc, 0)
 	exact := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: uuid.NewString(),
 		KeyID: uuid.NewString(), Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions",
 		Status: usage.StatusOK, HTTPStatus: 200, UsageSource: usage.SourceUpstream,
@@ -177,18 +168,7 @@ func waitConsumer(t *testing.T, cons jetstream.Consumer, what string, ok func(*j
 func TestWorkerReleasesAnEstimateWhenTheEventsBeforeItAreGone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := ledgertest.NewStore(t)
-	js := metertest.Connect(t, metertest.NewServer(t))
-	sc := meter.StreamConfig{DuplicateWindow: time.Second}
-	stream, err := meter.EnsureStream(ctx, js, sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := meter.WorkerConfig{AckWait: time.Minute, Stream: sc}
-	if _, err := meter.NewWorker(ctx, js, store, cfg); err != nil { // the consumer
-		t.Fatal(err)
-	}
-	pub := meter.NewPublisher(js, sc, 0)
+	store, js, stream, cfg, pub := estimateRig(t, ctx)
 	customer := uuid.NewString()
 	gone := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer,
 		KeyID: uuid.NewString(), Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions",
@@ -216,4 +196,23 @@ func TestWorkerReleasesAnEstimateWhenTheEventsBeforeItAreGone(t *testing.T) {
 	if row := waitUsage(t, store, customer, 1); row.PromptTokens != 10 {
 		t.Fatalf("usage = %+v, want the estimate's 10 prompt tokens", row)
 	}
+}
+
+// estimateRig is a ledger, and a usage stream with a duplicate window of
+// 1 s on a server of its own, with the workers' consumer made (a worker of
+// cfg, not run) and a publisher to it.
+func estimateRig(t *testing.T, ctx context.Context) (*ledger.Store, jetstream.JetStream, jetstream.Stream, meter.WorkerConfig, *meter.Publisher) {
+	t.Helper()
+	store := ledgertest.NewStore(t)
+	js := metertest.Connect(t, metertest.NewServer(t))
+	sc := meter.StreamConfig{DuplicateWindow: time.Second}
+	stream, err := meter.EnsureStream(ctx, js, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := meter.WorkerConfig{AckWait: time.Minute, Stream: sc}
+	if _, err := meter.NewWorker(ctx, js, store, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return store, js, stream, cfg, meter.NewPublisher(js, sc, 0)
 }

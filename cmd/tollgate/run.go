@@ -114,11 +114,11 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	if !r.all() {
 		open = ledger.OpenExisting
 	}
-	for wait := 0; !r.gatewayOnly(); wait++ {
+	for wait := 0; ; wait++ {
 		// serve, meter and admin need the ledger: while Postgres is
 		// unreachable (down, starting, out of connections) they wait for
 		// it, rather than exit and leave a supervisor to restart them.
-		if a.store, err = open(ctx, e.DatabaseURL); err == nil || !ledger.Unreachable(err) {
+		if a.store, err = open(ctx, e.DatabaseURL); err == nil || !ledger.Unreachable(err) || r.gatewayOnly() {
 			break
 		}
 		if wait%15 == 0 {
@@ -129,9 +129,6 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 			return nil, errStoppedWaiting
 		case <-time.After(2 * time.Second):
 		}
-	}
-	if r.gatewayOnly() {
-		a.store, err = open(ctx, e.DatabaseURL)
 	}
 	if err != nil {
 		if ledger.Missing(err) {

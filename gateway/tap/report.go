@@ -130,8 +130,8 @@ func (r *Report) Resolve(est *Estimator, prompt func() Prompt) (usage.Tokens, us
 		}
 		return r.Usage, usage.SourceUpstream
 	case r.Reported:
-		u, _ := r.floor(est, prompt)
-		if r.Output.Len() > r.outputAt {
+		u, _ := r.floor(est, prompt) // a completion floored counts all the output already
+		if r.Output.Len() > r.outputAt && u.CompletionTokens == r.Usage.CompletionTokens {
 			u.CompletionTokens = max(u.CompletionTokens, est.Count(r.Output.String()))
 		}
 		return u, usage.SourcePartial
