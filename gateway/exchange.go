@@ -147,8 +147,11 @@ func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, e
 // losing that request and every one journaled after it.
 func (x *exchange) begin(body []byte) {
 	e := *x.event
-	e.Usage = usage.Tokens{PromptTokens: int64(len(body) / 4), ReasoningTokens: x.s.hidden.expected(e.CustomerID, e.Model)}
 	e.Normalize()
+	// The placeholder usage after Normalize: reasoning expected against no
+	// completion yet is no correction, and a crashed event keeps the
+	// journaled corrections.
+	e.Usage = usage.Tokens{PromptTokens: int64(len(body) / 4), ReasoningTokens: x.s.hidden.expected(e.CustomerID, e.Model)}
 	x.s.journal.Begin(&e, body)
 }
 

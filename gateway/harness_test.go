@@ -117,8 +117,9 @@ type memJournal struct {
 	mu        sync.Mutex
 	calls     []string // "begin id", "checkpoint id output", "end id", "fail id"
 	hidden    map[string]int64
-	reasoning map[string]int64 // by request id, at Begin
-	failing   error            // what Failing returns (gateway.JournalHealth)
+	reasoning map[string]int64  // by request id, at Begin
+	begunWith map[string]string // corrections by request id, at Begin
+	failing   error             // what Failing returns (gateway.JournalHealth)
 }
 
 func (j *memJournal) Failing() error {
@@ -145,6 +146,10 @@ func (j *memJournal) Begin(e *usage.Event, _ []byte) {
 		j.reasoning = map[string]int64{}
 	}
 	j.reasoning[e.ID] = e.Usage.ReasoningTokens
+	if j.begunWith == nil {
+		j.begunWith = map[string]string{}
+	}
+	j.begunWith[e.ID] = e.Corrections
 	j.mu.Unlock()
 }
 

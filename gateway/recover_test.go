@@ -28,7 +28,8 @@ func TestRecover(t *testing.T) {
 	body := []byte(`{"model":"sim-pro","stream":true,"messages":[{"role":"user","content":"word word word"}]}`)
 	now := time.Now()
 	hiddenReasoning := begun("0197a3c2-0000-7000-8000-000000000001", "/v1/chat/completions")
-	hiddenReasoning.Usage.ReasoningTokens = 5 // the model's recent average, journaled at the start
+	hiddenReasoning.Usage.ReasoningTokens = 5                                                // the model's recent average, journaled at the start
+	hiddenReasoning.Corrections = "model_cleaned," + usage.CorrectionReasoningOverCompletion // as gateways before 2026-12-03 journaled it
 	final := begun("0197a3c2-0000-7000-8000-000000000004", "/v1/chat/completions")
 	final.Usage = usage.Tokens{PromptTokens: 3, CompletionTokens: 2}
 	reqs := []journal.Request{
@@ -74,6 +75,11 @@ func TestRecover(t *testing.T) {
 	}
 	if got[0].DurationMillis != 120 || !strings.Contains(got[0].Error, "5 reasoning tokens") {
 		t.Errorf("request 0: duration %d, error %q", got[0].DurationMillis, got[0].Error)
+	}
+	// 5 reasoning tokens within 7 completion tokens: not flagged; the
+	// journaled correction that is no placeholder's is kept.
+	if got[0].Corrections != "model_cleaned" {
+		t.Errorf("request 0: corrections %q, want model_cleaned alone", got[0].Corrections)
 	}
 }
 
@@ -172,5 +178,13 @@ func TestHiddenReasoningCarriesOver(t *testing.T) {
 	resp.Body.Close()
 	if got := j.begunReasoning(resp.Header.Get("X-Request-Id")); got != 10 {
 		t.Fatalf("the new gateway journaled its first request expecting %d hidden reasoning tokens, want 10", got)
+	}
+	// Reasoning expected of a request that has no output yet is no
+	// correction: a crashed event would carry it into the ledger.
+	j.mu.Lock()
+	flagged := j.begunWith[resp.Header.Get("X-Request-Id")]
+	j.mu.Unlock()
+	if flagged != "" {
+		t.Fatalf("journaled with corrections %q, want none", flagged)
 	}
 }
