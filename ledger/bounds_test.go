@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +91,52 @@ func TestRequestLogBoundsAreExactToTheNanosecond(t *testing.T) {
 			got = append(got, e.ID)
 		}
 		t.Fatalf("requests [A+1ns, B+1ns) = %v, want B's only (%s)", got, evB.ID)
+	}
+}
+
+// TestInputTimesAreKeptToTheMicrosecond: Postgres keeps microseconds. A
+// price or override starting 100 ns after another was compared with it to
+// the nanosecond, then stored at the same microsecond: the second got a 409
+// naming no version ("price for m already exists"), and the first's answer
+// showed a start the ledger does not hold. A credit retried with its
+// idempotency key and a time with nanoseconds never matched its first
+// request's stored time. A key another customer used, given with an unknown
+// customer, answered 409 showing the other's entry, not 404. (Found by
+// review.)
+func TestInputTimesAreKeptToTheMicrosecond(t *testing.T) {
+	b := newBilling(t, nil)
+	ns := jan.Add(100 * time.Nanosecond)
+	p, err := b.s.CreatePrice(b.ctx, ledger.PriceInput{Model: "ns", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: ns})
+	if err != nil || !p.EffectiveFrom.Equal(jan) {
+		t.Fatalf("CreatePrice from %s = %+v, %v; want it from %s, as stored", ns.Format(time.RFC3339Nano), p, err, jan.Format(time.RFC3339Nano))
+	}
+	_, err = b.s.CreatePrice(b.ctx, ledger.PriceInput{Model: "ns", Currency: "USD", Input: "2", Output: "2", EffectiveFrom: jan.Add(200 * time.Nanosecond)})
+	if ledger.ErrorCode(err) != ledger.EConflict || !strings.Contains(err.Error(), "overlaps price version") {
+		t.Errorf("a second price at the same microsecond: %v; want the conflict naming the version", err)
+	}
+
+	o, err := b.s.CreateOverride(b.ctx, b.c.ID, ledger.OverrideInput{Model: "ns", DiscountPercent: "10", EffectiveFrom: ns})
+	if err != nil || !o.EffectiveFrom.Equal(jan) {
+		t.Fatalf("CreateOverride from %s = %+v, %v; want it from %s", ns.Format(time.RFC3339Nano), o, err, jan.Format(time.RFC3339Nano))
+	}
+	_, err = b.s.CreateOverride(b.ctx, b.c.ID, ledger.OverrideInput{Model: "ns", DiscountPercent: "20", EffectiveFrom: jan.Add(200 * time.Nanosecond)})
+	if ledger.ErrorCode(err) != ledger.EConflict || !strings.Contains(err.Error(), "overlaps override") {
+		t.Errorf("a second override at the same microsecond: %v; want the conflict naming the override", err)
+	}
+
+	in := ledger.EntryInput{Amount: "1", EffectiveAt: ns.Add(time.Hour), IdempotencyKey: "retried"}
+	first, err := b.s.AddEntry(b.ctx, b.c.ID, ledger.KindCredit, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := b.s.AddEntry(b.ctx, b.c.ID, ledger.KindCredit, in)
+	if err != nil || again.ID != first.ID {
+		t.Errorf("the same credit again = %+v, %v; want entry %d", again, err, first.ID)
+	}
+	// The key is another customer's: an unknown customer is not found, and
+	// the answer shows nothing of the other's entry.
+	_, err = b.s.AddEntry(b.ctx, "00000000-0000-4000-8000-000000000000", ledger.KindCredit, in)
+	if ledger.ErrorCode(err) != ledger.ENotFound {
+		t.Errorf("a credit with the key to an unknown customer: %v; want not found", err)
 	}
 }

@@ -70,7 +70,7 @@ const maxEntryAhead = 5 * time.Minute
 func (s *Store) AddEntry(ctx context.Context, customerID, kind string, in EntryInput) (Entry, error) {
 	micros, err := ParseSignedMicros("amount", in.Amount)
 	if err == nil {
-		err = checkYear("effective_at", &in.EffectiveAt)
+		err = checkTime("effective_at", &in.EffectiveAt)
 	}
 	if err == nil {
 		err = checkText("idempotency_key", in.IdempotencyKey, MaxIdempotencyKeyLen)
@@ -113,6 +113,12 @@ func (s *Store) insertEntry(ctx context.Context, n newEntry) (Entry, error) {
 	}
 	if n.key != "" {
 		if e, err := s.entryByKey(ctx, n.key); err == nil {
+			if !strings.EqualFold(e.CustomerID, n.customerID) {
+				// An unknown customer is ENotFound, whatever its key.
+				if _, err := s.Customer(ctx, n.customerID); err != nil {
+					return Entry{}, err
+				}
+			}
 			return n.replay(e)
 		}
 	}

@@ -68,7 +68,7 @@ func dbError(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// checkYear refuses t, the value of an input's field, when it falls, in
+// checkTime refuses t, the value of an input's field, when it falls, in
 // UTC, outside the years 0001 to 9998, as the API's query times are
 // refused: Postgres has no year 0, and a time in 9999 or later is stored
 // but cannot be written as JSON (encoding/json's time.Time stops at 9999),
@@ -76,10 +76,16 @@ func dbError(err error, what string) error {
 // credit dated there would count in the balance and be listed by no entry
 // list, statement or export. A nil or zero t is not checked. It returns an
 // EInvalid *Error naming the field.
-func checkYear(field string, t *time.Time) error {
+//
+// A time that passes is truncated to the microsecond, as Postgres stores
+// it: a version starting 100 ns after another was compared with it to the
+// nanosecond and then stored at the same microsecond, and an idempotent
+// request's nanoseconds never matched what its first request stored.
+func checkTime(field string, t *time.Time) error {
 	if t == nil || t.IsZero() {
 		return nil
 	}
+	*t = t.Truncate(time.Microsecond)
 	if y := t.UTC().Year(); y < 1 || y > 9998 {
 		return errorf(EInvalid, "%s: %s is outside the years 0001 to 9998 (UTC)", field, t.Format(time.RFC3339))
 	}

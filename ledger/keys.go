@@ -146,7 +146,7 @@ func newLimits(in KeyInput) (limits, error) {
 	if err := checkCounts(in.RPMLimit, in.TPMLimit, in.MaxConcurrent); err != nil {
 		return l, err
 	}
-	if err := checkYear("expires_at", in.ExpiresAt); err != nil {
+	if err := checkTime("expires_at", in.ExpiresAt); err != nil {
 		return l, err
 	}
 	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
@@ -247,7 +247,7 @@ func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, e
 	if err := checkCounts(p.RPMLimit.Value, p.TPMLimit.Value, p.MaxConcurrent.Value); err != nil {
 		return Key{}, err
 	}
-	if err := checkYear("expires_at", p.ExpiresAt.Value); err != nil {
+	if err := checkTime("expires_at", p.ExpiresAt.Value); err != nil {
 		return Key{}, err
 	}
 	models := []string{}

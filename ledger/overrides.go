@@ -46,10 +46,11 @@ func (in OverrideInput) override(customerID string) (Override, error) {
 	if in.EffectiveFrom.IsZero() {
 		return o, errorf(EInvalid, "effective_from is required")
 	}
-	if err := checkYear("effective_from", &in.EffectiveFrom); err != nil {
+	if err := checkTime("effective_from", &in.EffectiveFrom); err != nil {
 		return o, err
 	}
-	if err := checkYear("effective_to", in.EffectiveTo); err != nil {
+	o.EffectiveFrom = in.EffectiveFrom.UTC()
+	if err := checkTime("effective_to", in.EffectiveTo); err != nil {
 		return o, err
 	}
 	if in.EffectiveTo != nil {

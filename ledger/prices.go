@@ -48,10 +48,11 @@ func (in PriceInput) Price() (Price, error) {
 	if in.EffectiveFrom.IsZero() {
 		return Price{}, errorf(EInvalid, "effective_from is required (RFC 3339, e.g. 2026-01-01T00:00:00Z)")
 	}
-	if err := checkYear("effective_from", &in.EffectiveFrom); err != nil {
+	if err := checkTime("effective_from", &in.EffectiveFrom); err != nil {
 		return Price{}, err
 	}
-	if err := checkYear("effective_to", in.EffectiveTo); err != nil {
+	p.EffectiveFrom = in.EffectiveFrom.UTC()
+	if err := checkTime("effective_to", in.EffectiveTo); err != nil {
 		return Price{}, err
 	}
 	if in.EffectiveTo != nil {

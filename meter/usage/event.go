@@ -201,7 +201,7 @@ func (e *Event) Validate() error {
 	case e.Time.UTC().Year() < 2000 || e.Time.UTC().Year() > 9998:
 		// In UTC, as it is stored: "9999-12-31T23:00:00-05:00" is in
 		// 10000, which encoding/json cannot write back. And the ledger's
-		// lists end where its API's times do, at 9999 (ledger.checkYear):
+		// lists end where its API's times do, at 9999 (ledger.checkTime):
 		// an event of 9999 would be charged and listed nowhere.
 		return bad("time %s is out of range (years 2000-9998 UTC)", e.Time.Format(time.RFC3339))
 	case !isUUID(e.CustomerID):
