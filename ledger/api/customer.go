@@ -213,7 +213,24 @@ func (c *Self) request(w http.ResponseWriter, r *http.Request) {
 	if err == nil && e.CustomerID != r.Context().Value(selfKey{}).(string) {
 		err = &ledger.Error{Code: ledger.ENotFound, Message: "event " + id + " not found"}
 	}
-	c.reads.respond(w, r, http.StatusOK, e, err)
+	c.reads.respond(w, r, http.StatusOK, customerRequest{RatedEvent: e}, err)
+}
+
+// customerRequest is a request as its customer sees it (OpenAPI
+// CustomerRequest): the ledger's RatedEvent without the operator's routing.
+// The empty fields below, with omitempty, hide the event's own of the same
+// JSON names (encoding/json takes the least nested).
+type customerRequest struct {
+	ledger.RatedEvent
+	Provider   string `json:"provider,omitempty"`
+	Deployment string `json:"deployment,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+}
+
+// customerRequestPage is ledger.RequestPage as its customer sees it.
+type customerRequestPage struct {
+	Data       []customerRequest `json:"data"`
+	NextCursor string            `json:"next_cursor,omitempty"`
 }
 
 // requests serves GET /v1/requests?from=&to=&key_id=&model=&end_user=
@@ -235,7 +252,11 @@ func (c *Self) requests(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, err := c.reads.store.Requests(r.Context(), rq)
-	c.reads.respond(w, r, http.StatusOK, page, err)
+	out := customerRequestPage{Data: make([]customerRequest, len(page.Data)), NextCursor: page.NextCursor}
+	for i, e := range page.Data {
+		out.Data[i].RatedEvent = e
+	}
+	c.reads.respond(w, r, http.StatusOK, out, err)
 }
 
 // statement serves GET /v1/statements/{period}?format=json|csv: the key's

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
 	"testing"
@@ -27,6 +28,7 @@ func TestCustomerRequests(t *testing.T) {
 		if i%2 == 0 {
 			e.EndUser, e.Metadata = "alice", map[string]string{"team": "search"}
 		}
+		e.Provider, e.Deployment, e.Attempt = "internal-azure", "internal-azure/gpt-internal", 2
 		mine = append(mine, e)
 	}
 	other := event(b, bKey, "m", at, usage.Tokens{PromptTokens: 1})
@@ -37,6 +39,14 @@ func TestCustomerRequests(t *testing.T) {
 	if one.ID != mine[0].ID || one.Usage.PromptTokens != 1000 || one.Cost != "0.002" || one.Currency != "USD" ||
 		one.EndUser != "alice" || one.Metadata["team"] != "search" || one.Status != usage.StatusOK {
 		t.Errorf("request = %+v, want its tokens, cost 0.002 USD, end user and tags", one)
+	}
+	// The operator's routing is not the customer's to see: GET /v1/usage
+	// refuses to group by it, and the request log shows none of it.
+	for _, path := range []string{"/v1/requests/" + mine[0].ID, "/v1/requests"} {
+		_, body, err := send("GET", s.llm+path, aSecret, "")
+		if err != nil || bytes.Contains(body, []byte("internal-azure")) || bytes.Contains(body, []byte(`"attempt"`)) {
+			t.Errorf("GET %s = %s, %v; want no provider, deployment or attempt", path, body, err)
+		}
 	}
 	s.call("GET", s.llm+"/v1/requests/"+other.ID, aSecret, "", http.StatusNotFound, nil)
 	s.call("GET", s.llm+"/v1/requests/"+other.ID, bSecret, "", http.StatusOK, nil)
