@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -81,6 +83,32 @@ func Unreachable(err error) bool {
 		return false
 	}
 	return true
+}
+
+// Down reports whether err, from any Store call, is Postgres not answering
+// now rather than refusing the operation: no connection could be made
+// (the pool's connect, but for the misconfigurations Unreachable names),
+// or the connection was lost
+// or ended by the server (SQLSTATE class 08, connection exception; 57P01
+// to 57P03, shutting down or not yet accepting connections; a broken
+// socket). A retry once the database is back may succeed.
+func Down(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pg *pgconn.PgError
+	isPg := errors.As(err, &pg)
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		// Any refusal to connect (connections disallowed is 55000) but a
+		// misconfiguration, as Unreachable.
+		return !isPg || !(strings.HasPrefix(pg.Code, "28") || pg.Code == "3D000" || pg.Code == "42501")
+	}
+	if isPg {
+		return strings.HasPrefix(pg.Code, "08") || pg.Code == "57P01" || pg.Code == "57P02" || pg.Code == "57P03"
+	}
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, io.ErrUnexpectedEOF) || Unreachable(err)
 }
 
 // Missing reports whether err, from OpenExisting, is the database not

@@ -131,6 +131,10 @@ func (a *Admin) fail(w http.ResponseWriter, r *http.Request, err error) {
 // error's own, anything else internal, logged and not shown.
 func (a *Admin) errorAnswer(r *http.Request, err error) (code, msg string) {
 	code = ledger.ErrorCode(err)
+	if code == "" && ledger.Down(err) {
+		a.log.Warn("admin api: the database is not answering", "method", r.Method, "path", r.URL.Path, "err", err)
+		return ledger.EUnavailable, "the ledger database is not reachable now; retry shortly"
+	}
 	if errorStatus(code) == 0 || code == ledger.EInternal {
 		a.log.Error("admin api", "method", r.Method, "path", r.URL.Path, "err", err)
 		return ledger.EInternal, "internal error; see the server log"
