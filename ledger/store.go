@@ -96,6 +96,9 @@ func Down(err error) bool {
 	if err == nil {
 		return false
 	}
+	if Unreachable(err) {
+		return true
+	}
 	var pg *pgconn.PgError
 	isPg := errors.As(err, &pg)
 	var ce *pgconn.ConnectError
@@ -108,7 +111,7 @@ func Down(err error) bool {
 		return strings.HasPrefix(pg.Code, "08") || pg.Code == "57P01" || pg.Code == "57P02" || pg.Code == "57P03"
 	}
 	var op *net.OpError
-	return errors.As(err, &op) || errors.Is(err, io.ErrUnexpectedEOF) || Unreachable(err)
+	return errors.As(err, &op) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // Missing reports whether err, from OpenExisting, is the database not
@@ -229,6 +232,9 @@ func (s *Store) CheckMigrated(ctx context.Context) error {
 		return fmt.Errorf("migrations: %w", err)
 	}
 	have, err := p.GetDBVersion(ctx)
+	if Down(err) {
+		return fmt.Errorf("read the migration version: %w", err)
+	}
 	if err != nil {
 		return fmt.Errorf("the database has no migrations applied (%v): run `tollgate migrate`", err)
 	}

@@ -3,12 +3,14 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
@@ -232,5 +234,43 @@ func TestBatchRepeatsAnIDInAnotherCase(t *testing.T) {
 	}
 	if n != 1 || len(page.Data) != 1 || page.Data[0].Requests != 1 || page.Data[0].PromptTokens != 10 {
 		t.Fatalf("WriteEvents = %d new; usage = %+v; want one event stored once", n, page.Data)
+	}
+}
+
+// TestCheckMigratedSaysTheDatabaseIsDown: a meter started as Postgres
+// stopped read the migration version on a connection the server ended, and
+// exited with "the database has no migrations applied: run tollgate
+// migrate" on a migrated database, where it should wait for it. The error
+// is now the database being down (ledger.Down), which the roles wait out.
+// (Found by a crash review.)
+func TestCheckMigratedSaysTheDatabaseIsDown(t *testing.T) {
+	s, dbURL := ledgertest.NewStoreURL(t)
+	ctx := context.Background()
+	if err := s.CheckMigrated(ctx); err != nil {
+		t.Fatalf("CheckMigrated on a migrated database: %v", err)
+	}
+	u, _ := url.Parse(dbURL)
+	name := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{"ALTER DATABASE " + name + " ALLOW_CONNECTIONS false",
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + name + "'"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = s.CheckMigrated(ctx)
+	if !ledger.Down(err) || strings.Contains(err.Error(), "no migrations") {
+		t.Errorf("CheckMigrated with the database down: %v (down: %v); want the database down, not unmigrated", err, ledger.Down(err))
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckMigrated(ctx); err != nil {
+		t.Errorf("CheckMigrated with the database back: %v", err)
 	}
 }

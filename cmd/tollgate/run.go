@@ -74,6 +74,26 @@ func runRoles(ctx context.Context, log *slog.Logger, name string, args []string,
 	return nil
 }
 
+// untilUp runs step until it succeeds or fails for another reason than
+// the database not answering (ledger.Down), trying every 2 s and logging
+// every 30 s; a stop (ctx) while it waits is errStoppedWaiting.
+func untilUp(ctx context.Context, log *slog.Logger, step func() error) error {
+	for wait := 0; ; wait++ {
+		err := step()
+		if err == nil || !ledger.Down(err) {
+			return err
+		}
+		if wait%15 == 0 {
+			log.Warn("database unreachable: waiting for it", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return errStoppedWaiting
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
 // errStoppedWaiting is start's error when its context ended (SIGTERM)
 // while it waited for an unreachable database: a stop as asked, not a
 // failure.
@@ -118,7 +138,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		// serve, meter and admin need the ledger: while Postgres is
 		// unreachable (down, starting, out of connections) they wait for
 		// it, rather than exit and leave a supervisor to restart them.
-		if a.store, err = open(ctx, e.DatabaseURL); err == nil || !ledger.Unreachable(err) || r.gatewayOnly() {
+		if a.store, err = open(ctx, e.DatabaseURL); err == nil || !ledger.Down(err) || r.gatewayOnly() {
 			break
 		}
 		if wait%15 == 0 {
@@ -134,7 +154,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		if ledger.Missing(err) {
 			return nil, fmt.Errorf("%w: run `tollgate migrate` first (it creates the database), or check TOLLGATE_DATABASE_URL", err)
 		}
-		if !r.gatewayOnly() || !ledger.Unreachable(err) {
+		if !r.gatewayOnly() || !ledger.Down(err) {
 			return nil, err
 		}
 		log.Warn("database unreachable: the gateway serves without it; its customer API (/v1/usage, /v1/balance, /v1/requests) "+
@@ -145,16 +165,36 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		dbDown = true
 	}
 	a.started("database", 5*time.Second, func(context.Context) error { a.store.Close(); return nil })
+	// The database answered once; it may stop answering before the steps
+	// below (stopping, restarting): serve, meter and admin wait on, the
+	// gateway serves without it.
+	step := func(f func() error) error {
+		if r.gatewayOnly() {
+			err := f()
+			if ledger.Down(err) {
+				log.Warn("database unreachable: the gateway serves without it", "err", err)
+				dbDown = true
+				return nil
+			}
+			return err
+		}
+		return untilUp(ctx, log, f)
+	}
 	switch {
 	case r.all():
-		n, err := a.store.Migrate(ctx)
+		err := step(func() error {
+			n, err := a.store.Migrate(ctx)
+			if err == nil {
+				log.Info("migrations applied", "count", n)
+			}
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
-		log.Info("migrations applied", "count", n)
 	case dbDown: // checked by the process that migrates it
 	default:
-		if err := a.store.CheckMigrated(ctx); err != nil {
+		if err := step(func() error { return a.store.CheckMigrated(ctx) }); err != nil {
 			return nil, err
 		}
 	}
@@ -170,7 +210,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 			log.Warn("seed prices not added: the database is unreachable (the process that migrates it adds them too)")
 			break
 		}
-		if _, err := a.store.EnsurePrice(ctx, p); err != nil {
+		if err := step(func() error { _, err := a.store.EnsurePrice(ctx, p); return err }); err != nil {
 			return nil, fmt.Errorf("seed price %s: %w", p.Model, err)
 		}
 	}
