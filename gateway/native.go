@@ -206,7 +206,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			return
 		}
 		if err != nil {
-			if !started && !x.clientGone.Load() {
+			// A held chunk was received whole and its usage taken into the
+			// report: it is output, delivered before the stream is broken.
+			if !started && len(held) == 0 && !x.clientGone.Load() {
 				status, eventStatus := x.failure()
 				x.failedBeforeOutput(err)
 				x.fail(status, eventStatus, err)

@@ -336,6 +336,10 @@ func TestFailedResponseIsAnUpstreamError(t *testing.T) {
 	}
 }
 
+// breakStream, at the end of a scripted body, breaks the connection after
+// the rest is sent: no end of the chunked body, as a provider that died.
+const breakStream = "\x00break"
+
 // scriptedStack is a gateway over an upstream that answers every request
 // with the body serve last set, as an SSE stream: the openai provider's
 // model "om", the gemini provider's "gem" and the anthropic one's "cl".
@@ -345,7 +349,12 @@ func scriptedStack(t *testing.T) (st *stack, serve func(body string)) {
 	body.Store("")
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body.Load().(string))
+		b, broken := strings.CutSuffix(body.Load().(string), breakStream)
+		_, _ = io.WriteString(w, b)
+		if broken {
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}
 	}))
 	t.Cleanup(up.Close)
 	st = newStack(t, func(c *gateway.Config) {
@@ -358,4 +367,26 @@ func scriptedStack(t *testing.T) (st *stack, serve func(body string)) {
 			gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"})
 	})
 	return st, func(b string) { body.Store(b) }
+}
+
+// TestHeldLastChunkIsDeliveredWhenTheStreamBreaks: a native Gemini stream
+// holds back a chunk whose usage looks final until the stream ends. When
+// the connection then broke, a stream of that one chunk (Vertex AI puts
+// finishReason on every chunk) answered 502 with no content, and the
+// customer was billed the whole answer. The chunk now goes to the client
+// before the stream is broken off.
+func TestHeldLastChunkIsDeliveredWhenTheStreamBreaks(t *testing.T) {
+	st, serve := scriptedStack(t)
+	serve(`data: {"candidates":[{"content":{"parts":[{"text":"The whole answer."}],"role":"model"},"finishReason":"STOP"}],` +
+		`"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":4,"totalTokenCount":9}}` + "\r\n\r\n" + breakStream)
+	resp := st.post(t, "/gemini/v1beta/models/gem:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"x"}]}]}`)
+	got, _ := io.ReadAll(resp.Body) // a broken stream: the error is expected
+	resp.Body.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), "The whole answer.") {
+		t.Errorf("client got %d %q; want 200 and the chunk", resp.StatusCode, got)
+	}
+	if e.Status != usage.StatusUpstreamError || e.Usage.PromptTokens != 5 || e.Usage.CompletionTokens != 4 {
+		t.Errorf("event %s %+v; want upstream_error billing the 5 + 4 tokens the client received", e.Status, e.Usage)
+	}
 }
