@@ -14,10 +14,11 @@ import (
 // is not safe for concurrent use.
 type Stream struct {
 	tap    Tap
-	prefix []byte        // every chunk's opening, up to `"delta":`
-	tools  map[int64]int // content block index → OpenAI tool call index
-	nTools int           // tool_use blocks seen
-	role   bool          // the role chunk went out
+	prefix []byte         // every chunk's opening, up to `"delta":`
+	tools  map[int64]int  // content block index → OpenAI tool call index
+	args   map[int64]bool // content block index → its tool call has arguments
+	nTools int            // tool_use blocks seen
+	role   bool           // the role chunk went out
 }
 
 // NewStream starts the translation of one response stream into chunks
@@ -43,7 +44,9 @@ func (Chat) NewStream(id, model string, created int64) provider.ChunkStream {
 //   - content_block_start of a tool_use → delta.tool_calls[{index, id,
 //     type:"function", function:{name, arguments:""}}], the index counting
 //     tool_use blocks from 0; its input_json_delta fragments →
-//     delta.tool_calls[{index, function:{arguments}}]
+//     delta.tool_calls[{index, function:{arguments}}]; a tool_use block
+//     that ends with no fragment (input {}) → arguments "{}", as OpenAI
+//     streams a call without arguments
 //   - message_delta with a stop_reason → an empty delta with the mapped
 //     finish_reason (see finishReason)
 //   - an error event → {"error":{"message","type","code":null}}, type being
@@ -76,7 +79,7 @@ func (s *Stream) Event(ev *sse.Event, r *tap.Report, dst [][]byte) [][]byte {
 			return s.text(dst, "reasoning_content", b.Thinking)
 		case "tool_use":
 			if s.tools == nil {
-				s.tools = make(map[int64]int)
+				s.tools, s.args = make(map[int64]int), make(map[int64]bool)
 			}
 			i := s.nTools
 			s.nTools++
@@ -102,13 +105,13 @@ func (s *Stream) Event(ev *sse.Event, r *tap.Report, dst [][]byte) [][]byte {
 			if !ok || d.PartialJSON == "" {
 				return dst
 			}
-			dst = s.start(dst)
-			c := s.chunk(len(d.PartialJSON))
-			c = append(c, `{"tool_calls":[{"index":`...)
-			c = strconv.AppendInt(c, int64(i), 10)
-			c = append(c, `,"function":{"arguments":`...)
-			c = openai.AppendString(c, d.PartialJSON)
-			return append(dst, s.end(append(c, `}}]}`...), ""))
+			s.args[e.Index] = true
+			return s.arguments(dst, i, d.PartialJSON)
+		}
+	case "content_block_stop":
+		if i, ok := s.tools[e.Index]; ok && !s.args[e.Index] {
+			s.args[e.Index] = true
+			return s.arguments(dst, i, "{}")
 		}
 	case "message_delta":
 		if e.Delta.StopReason != "" {
@@ -117,6 +120,17 @@ func (s *Stream) Event(ev *sse.Event, r *tap.Report, dst [][]byte) [][]byte {
 		}
 	}
 	return dst
+}
+
+// arguments appends a chunk of tool call i's arguments, a JSON fragment.
+func (s *Stream) arguments(dst [][]byte, i int, fragment string) [][]byte {
+	dst = s.start(dst)
+	c := s.chunk(len(fragment))
+	c = append(c, `{"tool_calls":[{"index":`...)
+	c = strconv.AppendInt(c, int64(i), 10)
+	c = append(c, `,"function":{"arguments":`...)
+	c = openai.AppendString(c, fragment)
+	return append(dst, s.end(append(c, `}}]}`...), ""))
 }
 
 // start appends the role chunk if it has not gone out yet.

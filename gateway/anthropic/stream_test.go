@@ -60,7 +60,7 @@ var wantFinish = map[string]string{"end_turn": "stop", "stop_sequence": "stop", 
 func expectTranslation(t *testing.T, events []sse.Event) translation {
 	var w translation
 	var c strings.Builder
-	tools := map[float64]int{}
+	tools, hasArgs := map[float64]int{}, map[float64]bool{}
 	for _, ev := range events {
 		var e map[string]any
 		if json.Unmarshal(ev.Data, &e) != nil {
@@ -82,7 +82,15 @@ func expectTranslation(t *testing.T, events []sse.Event) translation {
 			case "input_json_delta":
 				if i, ok := tools[e["index"].(float64)]; ok {
 					w.tools[i] += d["partial_json"].(string)
+					hasArgs[e["index"].(float64)] = hasArgs[e["index"].(float64)] || d["partial_json"] != ""
 				}
+			}
+		case "content_block_stop":
+			// A call whose input is {} streams no fragment: its arguments
+			// are "{}", as OpenAI streams them, never "" (not JSON).
+			if i, ok := tools[e["index"].(float64)]; ok && !hasArgs[e["index"].(float64)] {
+				w.tools[i] += "{}"
+				hasArgs[e["index"].(float64)] = true
 			}
 		case "message_delta":
 			if s, ok := d["stop_reason"].(string); ok {
