@@ -115,6 +115,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("meter.max_ack_pending (%d) must be at least meter.batch_size (%d)", c.MaxAckPending, c.BatchSize)
 	case c.BatchWait < time.Millisecond:
 		return fmt.Errorf("meter.batch_wait must be at least 1ms")
+	case c.AckWait < time.Second:
+		return fmt.Errorf("meter.ack_wait must be at least 1s, not %s", c.AckWait)
+	case c.BatchWait > c.AckWait/3:
+		// A batch filling is not kept from redelivery: its first events
+		// would come again, and pass max_deliver, while it fills.
+		return fmt.Errorf("meter.batch_wait (%s) must be at most a third of meter.ack_wait (%s)", c.BatchWait, c.AckWait)
 	case c.SpoolMaxBytes < 1<<20:
 		return fmt.Errorf("meter.spool_max_bytes must be at least 1 MiB")
 	}

@@ -3,6 +3,7 @@ package meter_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/meter"
 )
@@ -23,5 +24,24 @@ func TestConfigBatchDefaults(t *testing.T) {
 	c = meter.Config{MaxAckPending: 5000, BatchSize: 6000}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "max_ack_pending (5000) must be at least meter.batch_size (6000)") {
 		t.Fatalf("batch above max_ack_pending: %v", err)
+	}
+}
+
+// TestConfigBatchWaitUnderTheAckWait: a batch still filling is not kept from
+// redelivery, so a batch_wait near the ack_wait had every event delivered
+// again, on towards max_deliver, before its batch was written.
+func TestConfigBatchWaitUnderTheAckWait(t *testing.T) {
+	for _, c := range []struct {
+		cfg  meter.Config
+		want string
+	}{
+		{meter.Config{AckWait: 3 * time.Second, BatchWait: 2 * time.Second}, "meter.batch_wait (2s) must be at most a third of meter.ack_wait (3s)"},
+		{meter.Config{AckWait: 500 * time.Millisecond}, "meter.ack_wait must be at least 1s"},
+		{meter.Config{AckWait: 3 * time.Second, BatchWait: time.Second}, ""},
+	} {
+		err := c.cfg.Validate()
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: %v; want %q", c.cfg, err, c.want)
+		}
 	}
 }

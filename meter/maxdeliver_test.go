@@ -219,3 +219,56 @@ func TestMaxDeliverCheckDoesNotStallTheBatch(t *testing.T) {
 			time.Since(start).Round(time.Second), len(got), len(ids), info.NumRedelivered, info.NumAckPending)
 	}
 }
+
+// TestOverDeliveredCopyOfAnEventInFlightIsNotSetAside: events queued in a
+// worker behind a Postgres outage (in nats.go's buffer, waiting for a
+// batch) ran out their ack wait and came again while their first delivery
+// was on its way to the ledger. Once Postgres was back, the copy past
+// max_deliver asked the ledger before the first had been written, and was
+// set aside "delivered 21 times without being written": a crash review
+// found 196 such dead letters of events the ledger held, after a 75 s
+// outage. The worker now asks the ledger once what is in flight, its own
+// batch included, is written. Here the first delivery waits out its ack
+// wait in a batch still filling, so that the copy joins the same batch.
+func TestOverDeliveredCopyOfAnEventInFlightIsNotSetAside(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	customer, key := uuid.NewString(), uuid.NewString()
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	var ids []string
+	for range 6 {
+		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
+			Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 3}}
+		if err := pub.Publish(ctx, &e); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+	}
+	cfg := meter.WorkerConfig{MaxDeliver: 1, AckWait: time.Second, BatchSize: 100, WriteLanes: 1, BatchWait: 1500 * time.Millisecond}
+	metertest.StartWorker(t, ctx, js, store, cfg)
+	cons, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		info, err := cons.Info(ctx)
+		if err == nil && info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker did not drain the stream in 30 s: %+v, %v", info, err)
+		}
+	}
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	letters, _ := dlq.List(ctx, 100)
+	stored, err := store.StoredIDs(ctx, ids)
+	if err != nil || len(stored) != len(ids) || len(letters) != 0 {
+		t.Fatalf("%d of %d events in the ledger (%v), %d dead letters %+v; want every event in the ledger and no dead letter",
+			len(stored), len(ids), err, len(letters), letters)
+	}
+}

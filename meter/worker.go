@@ -226,6 +226,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer func() { handBack(est.msgs) }()
 	for {
 		var ds pending
+		var over []jetstream.Msg // delivered more than MaxDeliver times
 		select {
 		case b, ok := <-batches:
 			if !ok {
@@ -235,7 +236,8 @@ func (w *Worker) Run(ctx context.Context) error {
 				wg.Wait()
 				return fetchErr
 			}
-			d := w.decode(ctx, b)
+			var d pending
+			d, over = w.decode(ctx, b)
 			if ds = est.hold(d); len(ds.events) < len(d.events) { // crashed events came: those that may, go now
 				r := w.release(ctx, &est)
 				ds.events, ds.msgs = append(ds.events, r.events...), append(ds.msgs, r.msgs...)
@@ -243,27 +245,61 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-est.recheck():
 			ds = w.release(ctx, &est)
 		}
-		if len(ds.events) == 0 {
-			continue
+		inFlight = w.handOut(ds, lanes, inFlight, &wasWhole, seed)
+		if len(over) > 0 {
+			// A message's earlier delivery may be in this batch or in a
+			// lane still (they pile up behind a Postgres outage): the
+			// ledger is asked once what is in flight is written, or it
+			// would not hold them yet, and they would be set aside.
+			await(inFlight, over, w.cfg.AckWait/3)
+			w.setAsideOverDelivered(ctx, over)
 		}
-		whole := len(lanes) == 1 || len(ds.events) < splitAt
-		var after []chan struct{}
-		if len(lanes) > 1 && (whole || wasWhole) {
-			// A batch written whole touches every lane's customers: it
-			// waits for the lanes to be idle, and the next batch for it.
-			after = inFlight
-		}
-		wasWhole = whole
-		inFlight = slices.DeleteFunc(slices.Clone(inFlight), isClosed)
-		for i, p := range split(ds, len(lanes), whole, seed) {
-			if len(p.events) > 0 {
-				p.done = make(chan struct{})
-				handOver(lanes[i], p, p.msgs, w.cfg.AckWait/3, after...)
-				after = nil
-				inFlight = append(inFlight, p.done)
+	}
+}
+
+// await returns once every channel in chans is closed, keeping msgs' ack
+// wait from running out meanwhile (InProgress every `every`).
+func await(chans []chan struct{}, msgs []jetstream.Msg, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for _, c := range chans {
+		for open := true; open; {
+			select {
+			case <-c:
+				open = false
+			case <-t.C:
+				for _, m := range msgs {
+					_ = m.InProgress()
+				}
 			}
 		}
 	}
+}
+
+// handOut hands ds to the lanes (see Run) and returns the parts in flight,
+// those before it that are not written yet and its own.
+func (w *Worker) handOut(ds pending, lanes []chan pending, inFlight []chan struct{}, wasWhole *bool, seed maphash.Seed) []chan struct{} {
+	inFlight = slices.DeleteFunc(slices.Clone(inFlight), isClosed)
+	if len(ds.events) == 0 {
+		return inFlight
+	}
+	whole := len(lanes) == 1 || len(ds.events) < splitAt
+	var after []chan struct{}
+	if len(lanes) > 1 && (whole || *wasWhole) {
+		// A batch written whole touches every lane's customers: it
+		// waits for the lanes to be idle, and the next batch for it.
+		after = inFlight
+	}
+	*wasWhole = whole
+	for i, p := range split(ds, len(lanes), whole, seed) {
+		if len(p.events) > 0 {
+			p.done = make(chan struct{})
+			handOver(lanes[i], p, p.msgs, w.cfg.AckWait/3, after...)
+			after = nil
+			inFlight = append(inFlight, p.done)
+		}
+	}
+	return inFlight
 }
 
 // newBackoff is the meter's wait between retries: 100 ms, then twice as
@@ -370,9 +406,8 @@ func (p pending) without(i int) pending {
 // (undecodable, invalid, or delivered more than MaxDeliver times) are set
 // aside in the dead-letter stream with the reason, not returned; nothing
 // is silently dropped.
-func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) pending {
-	out := pending{events: make([]usage.Event, 0, len(msgs)), msgs: make([]jetstream.Msg, 0, len(msgs))}
-	var overDelivered []jetstream.Msg
+func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) (out pending, overDelivered []jetstream.Msg) {
+	out = pending{events: make([]usage.Event, 0, len(msgs)), msgs: make([]jetstream.Msg, 0, len(msgs))}
 	for _, m := range msgs {
 		if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
 			w.obs.Redelivered()
@@ -394,10 +429,7 @@ func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) pending {
 		out.events = append(out.events, e)
 		out.msgs = append(out.msgs, m)
 	}
-	if len(overDelivered) > 0 {
-		w.setAsideOverDelivered(ctx, overDelivered)
-	}
-	return out
+	return out, overDelivered
 }
 
 // setAsideOverDelivered sets aside the messages delivered more than
