@@ -86,6 +86,7 @@ type customerData struct {
 	Usage     chart
 	Periods   []string
 	Month     string
+	Now       time.Time // what a key's expiry is compared with (expired or active)
 }
 
 // chartModels is how many models the usage chart stacks (the rest are "other").
@@ -95,7 +96,7 @@ func (c *Console) customerPage(w http.ResponseWriter, r *http.Request) {
 	cl, ctx, id := c.client(r), r.Context(), chi.URLParam(r, "id")
 	now := c.now()
 	ms := monthStart(now)
-	d := customerData{Periods: periods(now, 6), Month: ms.Format("2006-01")}
+	d := customerData{Periods: periods(now, 6), Month: ms.Format("2006-01"), Now: now}
 	err := parallel(
 		func() (e error) { d.Customer, e = cl.Customer(ctx, id); return },
 		func() (e error) { d.Balance, e = cl.Balance(ctx, id); return },

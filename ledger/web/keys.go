@@ -15,13 +15,14 @@ type keysData struct {
 	Customers []ledger.Customer // to choose from, when none is chosen
 	Customer  *ledger.Customer
 	Keys      []ledger.Key
+	Now       time.Time // what a key's expiry is compared with (expired or active)
 }
 
 // keysPage lists a customer's keys (?customer=ID) with the forms to issue,
 // revoke and limit them; without a customer, the customers to choose from.
 func (c *Console) keysPage(w http.ResponseWriter, r *http.Request) {
 	cl, ctx := c.client(r), r.Context()
-	var d keysData
+	d := keysData{Now: c.now()}
 	var err error
 	if id := r.URL.Query().Get("customer"); id != "" {
 		var cu ledger.Customer

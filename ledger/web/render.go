@@ -50,10 +50,12 @@ var funcs = template.FuncMap{
 		}
 		return strconv.FormatInt(*p, 10)
 	},
-	"join":  strings.Join,
-	"nonce": randomToken,
-	"pct":   func(bp int) string { return decimal.New(int64(bp), -2).String() + "%" },
-	"rows":  func(label string, rows any) map[string]any { return map[string]any{"Label": label, "Rows": rows} },
+	// expired reports whether a key's expiry (nil: none) is not after now.
+	"expired": func(exp *time.Time, now time.Time) bool { return exp != nil && !exp.After(now) },
+	"join":    strings.Join,
+	"nonce":   randomToken,
+	"pct":     func(bp int) string { return decimal.New(int64(bp), -2).String() + "%" },
+	"rows":    func(label string, rows any) map[string]any { return map[string]any{"Label": label, "Rows": rows} },
 }
 
 func parseTemplates(pages ...string) templates {
