@@ -80,7 +80,9 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {
 	c.done(w, r, back, "Key "+k.Prefix+"… revoked.", err)
 }
 
-// setLimits sets every limit of the form: an empty field removes it.
+// setLimits sets every limit of the form: an empty field removes it. The
+// expiry is set only when it differs from the one the form showed
+// (expires_at_shown): one left as shown stays as stored.
 func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
 	var p ledger.KeyPatch
 	var err error
@@ -96,11 +98,13 @@ func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
 	set(&p.MaxConcurrent, "max_concurrent")
 	p.DailyLimit = ledger.Optional[string]{Set: true, Value: optionalAmount(r, "daily_limit")}
 	p.MonthlyLimit = ledger.Optional[string]{Set: true, Value: optionalAmount(r, "monthly_limit")}
-	var exp *time.Time
-	if err == nil {
+	// The expiry as the form showed it (to the second) is left as it is:
+	// sent back, it would drop the stored expiry's fraction of a second.
+	if shown, ok := r.PostForm["expires_at_shown"]; err == nil && (!ok || strings.TrimSpace(r.PostFormValue("expires_at")) != shown[0]) {
+		var exp *time.Time
 		exp, err = optionalDate(r, "expires_at")
+		p.ExpiresAt = ledger.Optional[time.Time]{Set: true, Value: exp}
 	}
-	p.ExpiresAt = ledger.Optional[time.Time]{Set: true, Value: exp}
 	models := modelList(r.PostFormValue("allowed_models"))
 	p.AllowedModels = ledger.Optional[[]string]{Set: true, Value: &models}
 	if models == nil {
@@ -140,13 +144,13 @@ func optionalAmount(r *http.Request, field string) *string {
 }
 
 // optionalDate reads a date (YYYY-MM-DD, UTC midnight) or date-time
-// field ("" is none).
+// field (UTC, to the minute or the second, or RFC 3339; "" is none).
 func optionalDate(r *http.Request, field string) (*time.Time, error) {
 	s := strings.TrimSpace(r.PostFormValue(field))
 	if s == "" {
 		return nil, nil
 	}
-	for _, layout := range []string{time.DateOnly, "2006-01-02T15:04", time.RFC3339} {
+	for _, layout := range []string{time.DateOnly, "2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339} {
 		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
 			return &t, nil
 		}

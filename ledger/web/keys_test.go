@@ -2,12 +2,17 @@ package web_test
 
 import (
 	"context"
+	"html"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger"
 )
 
 // setSQL runs one statement on the rig's database (what no API makes).
@@ -43,5 +48,65 @@ func TestConsoleShowsExpiredKeys(t *testing.T) {
 		if len(m) != 1 || m[0][1] != "bad" || m[0][2] != "expired" {
 			t.Errorf("GET %s: the key's status is %q, want one, expired", p, m)
 		}
+	}
+}
+
+// limitsForm returns the fields of key id's "Set limits" form on the keys
+// page body, as a browser would send them.
+func limitsForm(t *testing.T, body, id string) url.Values {
+	t.Helper()
+	start := strings.Index(body, `action="/console/keys/`+id+`/limits"`)
+	if start < 0 {
+		t.Fatalf("no limits form for key %s:\n%s", id, body)
+	}
+	form := body[start : start+strings.Index(body[start:], "</form>")]
+	v := url.Values{}
+	for _, m := range regexp.MustCompile(`<input[^>]*\sname="([^"]+)"[^>]*\svalue="([^"]*)"`).FindAllStringSubmatch(form, -1) {
+		v.Set(m[1], html.UnescapeString(m[2]))
+	}
+	return v
+}
+
+// TestConsoleSetLimitsKeepsTheExpiry: the "Set limits" form showed the
+// expiry to the minute and sent every field back, so saving an rpm change
+// moved a key's expiry from 10:30:45 to 10:30:00. An expiry left as shown
+// is left as stored; one edited is set, to the second.
+func TestConsoleSetLimitsKeepsTheExpiry(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	cu, _, _ := g.customer("expiring", "none", 0)
+	exp := time.Date(time.Now().Year()+1, 3, 4, 10, 30, 45, 123456000, time.UTC)
+	k, err := g.api.CreateKey(ctx, cu.ID, ledger.KeyInput{Name: "exp", ExpiresAt: &exp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := g.browser()
+	g.signIn(c, "console", "token", adminToken)
+	_, body, _ := g.do(c, "GET", "/console/keys?customer="+cu.ID, nil)
+	form := limitsForm(t, body, k.ID)
+	form.Set("rpm_limit", "60")
+	if status, _, _ := g.do(c, "POST", "/console/keys/"+k.ID+"/limits", form); status != http.StatusSeeOther {
+		t.Fatalf("set limits = %d", status)
+	}
+	got, err := g.api.Key(ctx, k.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.RPMLimit == nil || *got.RPMLimit != 60 || got.ExpiresAt == nil || !got.ExpiresAt.Equal(exp) {
+		t.Fatalf("after an rpm change: rpm %v, expires %v, want 60 and %v", got.RPMLimit, got.ExpiresAt, exp)
+	}
+	// An expiry edited to the second is set to the second.
+	_, body, _ = g.do(c, "GET", "/console/keys?customer="+cu.ID, nil)
+	form = limitsForm(t, body, k.ID)
+	if want := exp.Format("2006-01-02T15:04:05"); form.Get("expires_at") != want {
+		t.Errorf("the form shows the expiry %q, want %q", form.Get("expires_at"), want)
+	}
+	later := exp.Truncate(time.Second).Add(time.Hour + 10*time.Second)
+	form.Set("expires_at", later.Format("2006-01-02T15:04:05"))
+	if status, _, _ := g.do(c, "POST", "/console/keys/"+k.ID+"/limits", form); status != http.StatusSeeOther {
+		t.Fatalf("set limits = %d", status)
+	}
+	if got, err = g.api.Key(ctx, k.ID); err != nil || got.ExpiresAt == nil || !got.ExpiresAt.Equal(later) {
+		t.Fatalf("after an expiry change: expires %v (%v), want %v", got.ExpiresAt, err, later)
 	}
 }
