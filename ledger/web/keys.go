@@ -1,6 +1,8 @@
 package web
 
 import (
+	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -119,13 +121,26 @@ func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
 	c.done(w, r, back, "Limits of key "+k.Prefix+"… saved.", err)
 }
 
-// optionalInt reads a positive integer field ("" is none).
+// maxCounts are the largest values the ledger takes for the count fields
+// (ledger's checkCounts): requests and tokens per minute up to 2^40,
+// requests at once up to 2^31-1.
+var maxCounts = map[string]int64{"rpm_limit": 1 << 40, "tpm_limit": 1 << 40, "max_concurrent": math.MaxInt32}
+
+// optionalInt reads a positive integer field ("" is none), of at most its
+// maxCounts when it has one; a larger one is refused as too large.
 func optionalInt(r *http.Request, field string) (*int64, error) {
 	s := strings.TrimSpace(r.PostFormValue(field))
 	if s == "" {
 		return nil, nil
 	}
+	most, ok := maxCounts[field]
+	if !ok {
+		most = math.MaxInt64
+	}
 	n, err := strconv.ParseInt(s, 10, 64)
+	if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(s, "-") || err == nil && n > most {
+		return nil, &ledger.Error{Code: ledger.EInvalid, Message: field + ": " + strconv.Quote(s) + " is too large: the most is " + formatInt(most)}
+	}
 	if err != nil || n < 1 {
 		return nil, &ledger.Error{Code: ledger.EInvalid, Message: field + ": " + strconv.Quote(s) + " is not a whole number above 0"}
 	}
