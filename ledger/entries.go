@@ -303,6 +303,21 @@ func eventCharge(ctx context.Context, q interface {
 // cost. It returns ENotFound for an unknown customer and EInvalid when
 // from is not before to.
 func (s *Store) Entries(ctx context.Context, customerID string, from, to time.Time) ([]Entry, error) {
+	return s.entries(ctx, customerID, from, to, 0)
+}
+
+// LatestEntries is Entries kept to the latest n (above 0) of the range:
+// the n effective last (of those at one instant, the highest ids), still
+// oldest first. Only those are read, however many the range holds.
+func (s *Store) LatestEntries(ctx context.Context, customerID string, from, to time.Time, n int) ([]Entry, error) {
+	if n < 1 {
+		return nil, errorf(EInvalid, "n: %d is not above 0", n)
+	}
+	return s.entries(ctx, customerID, from, to, n)
+}
+
+// entries is Entries kept to the latest n when n is above 0.
+func (s *Store) entries(ctx context.Context, customerID string, from, to time.Time, n int) ([]Entry, error) {
 	if to.IsZero() {
 		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
@@ -313,9 +328,15 @@ func (s *Store) Entries(ctx context.Context, customerID string, from, to time.Ti
 	if _, err := s.Customer(ctx, customerID); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+entryColumns+` FROM ledger_entries
+	sql, args := `SELECT `+entryColumns+` FROM ledger_entries
 		WHERE customer_id = $1 AND effective_at >= $2 AND effective_at < $3
-		ORDER BY effective_at, id`, customerID, from, to)
+		ORDER BY effective_at, id`, []any{customerID, from, to}
+	if n > 0 {
+		sql, args = `SELECT * FROM (SELECT `+entryColumns+` FROM ledger_entries
+			WHERE customer_id = $1 AND effective_at >= $2 AND effective_at < $3
+			ORDER BY effective_at DESC, id DESC LIMIT $4) latest ORDER BY effective_at, id`, append(args, n)
+	}
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, dbError(err, "entries")
 	}

@@ -67,15 +67,28 @@ func (a *Admin) addEntry(kind string) http.HandlerFunc {
 	}
 }
 
-// listEntries serves GET /admin/v1/customers/{id}/entries?from=&to=: every
-// entry that moves the balance (see ledger.Store.Entries).
+// maxEntries is the most entries a limit may ask for.
+const maxEntries = 10000
+
+// listEntries serves GET /admin/v1/customers/{id}/entries?from=&to=&limit=:
+// every entry that moves the balance (see ledger.Store.Entries), or with
+// limit (1 to maxEntries) the latest that many (ledger.Store.LatestEntries).
 func (a *Admin) listEntries(w http.ResponseWriter, r *http.Request) {
 	from, to, err := optionalRange(r)
+	limit := 0
+	if q := r.URL.Query().Get("limit"); err == nil && q != "" {
+		limit, err = intParam("limit", q, 1, maxEntries)
+	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	es, err := a.store.Entries(r.Context(), chi.URLParam(r, "id"), from, to)
+	var es []ledger.Entry
+	if limit > 0 {
+		es, err = a.store.LatestEntries(r.Context(), chi.URLParam(r, "id"), from, to, limit)
+	} else {
+		es, err = a.store.Entries(r.Context(), chi.URLParam(r, "id"), from, to)
+	}
 	a.respond(w, r, http.StatusOK, map[string]any{"data": es}, err)
 }
 

@@ -31,6 +31,14 @@ func (c *Client) Entries(ctx context.Context, customerID string, from, to time.T
 	return getList[ledger.Entry](ctx, c, path)
 }
 
+// LatestEntries is Entries kept to the latest n (1 to 10000) of the
+// range, still oldest first: only those are read and sent. Returns
+// EInvalid too for an n out of range.
+func (c *Client) LatestEntries(ctx context.Context, customerID string, from, to time.Time, n int) ([]ledger.Entry, error) {
+	path := "/admin/v1/customers/" + seg(customerID) + "/entries" + query("from", timeParam(from), "to", timeParam(to), "limit", strconv.Itoa(n))
+	return getList[ledger.Entry](ctx, c, path)
+}
+
 // Reverse reverses a credit or adjustment with a refund entry, once (a
 // second reversal returns the first), and returns the refund. Returns
 // ENotFound if the entry does not exist, EInvalid for an id below 1,

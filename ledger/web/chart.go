@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"html/template"
+	"strconv"
 	"strings"
 
 	"github.com/shopspring/decimal"
@@ -121,8 +122,11 @@ func shortDate(s string) string {
 	return s
 }
 
-// axisLabel formats an axis value compactly, rounded half up: 1.2k, 3.4M,
-// 12.35, 0.0003.
+// axisLabel formats an axis value compactly, rounded half up, to at most
+// 7 characters (the axis's margin): 1.2k, 3.4M, 12.35, and below 1 to
+// three significant digits, 0.123, 0.00123, then 1.23e-4, so that the
+// gridlines of the smallest amounts (the peak and its half) are told
+// apart and from 0.
 func axisLabel(d decimal.Decimal) string {
 	for _, u := range []struct {
 		exp    int32
@@ -135,5 +139,20 @@ func axisLabel(d decimal.Decimal) string {
 	if d.GreaterThanOrEqual(decimal.New(1, 0)) {
 		return d.Round(2).String()
 	}
-	return d.Round(4).String()
+	if !d.IsPositive() {
+		return d.String()
+	}
+	// d is m×10^-n with 1 <= m < 10.
+	n := int32(1)
+	for d.Shift(n).LessThan(decimal.New(1, 0)) {
+		n++
+	}
+	if n <= 3 {
+		return d.Round(n + 2).String()
+	}
+	m := d.Shift(n).Round(2)
+	if m.GreaterThanOrEqual(decimal.New(10, 0)) {
+		m, n = m.Shift(-1), n-1
+	}
+	return m.String() + "e-" + strconv.Itoa(int(n))
 }

@@ -34,10 +34,23 @@ func TestChartShowsExactAmounts(t *testing.T) {
 	}
 }
 
+// TestAxisLabel: labels below 1 keep three significant digits, in at most
+// 7 characters. Rounded to 4 decimals, a chart of small amounts read
+// "0 / 0 / 0" (peak, half, 0).
 func TestAxisLabel(t *testing.T) {
-	for in, want := range map[string]string{"1234": "1.2k", "3450000": "3.5M", "2000000000": "2G", "12.345": "12.35", "0.00026": "0.0003", "0": "0"} {
+	for in, want := range map[string]string{"1234": "1.2k", "3450000": "3.5M", "2000000000": "2G", "12.345": "12.35", "0.00026": "2.6e-4", "0": "0",
+		"0.000012345": "1.23e-5", "0.0000061725": "6.17e-6", "0.5": "0.5", "0.123456": "0.123", "0.0012345": "0.00123",
+		"0.0000000000000001": "1e-16", "0.00099999": "1e-3", "0.0099999": "0.01"} {
 		if got := axisLabel(amount(in)); got != want {
 			t.Errorf("axisLabel(%s) = %s, want %s", in, got, want)
+		}
+	}
+	// The gridlines of a chart whose peak is 0.00003 USD.
+	svg := string(chart{Title: "t", Labels: []string{"2026-01-01"}, Unit: "USD",
+		Series: []series{{Name: "a", Values: []decimal.Decimal{amount("0.00003")}}}}.SVG())
+	for _, want := range []string{">3e-5</text>", ">1.5e-5</text>", ">0</text>"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the chart's axis lacks %q:\n%s", want, svg)
 		}
 	}
 }

@@ -80,13 +80,23 @@ type customerData struct {
 	Balance   ledger.Balance
 	Keys      []ledger.Key
 	Overrides []api.Override
-	Entries   []ledger.Entry
-	ByModel   []ledger.UsageRow
-	ByDay     []ledger.UsageRow
-	Usage     chart
-	Periods   []string
-	Month     string
+	Entries   []ledger.Entry // the latest entriesShown of the range, newest first
+	// EntriesFrom is the first day (UTC) of the entries' range: this
+	// month's and the two before; MoreEntries is whether it has entries
+	// older than those shown.
+	EntriesFrom time.Time
+	MoreEntries bool
+	ByModel     []ledger.UsageRow
+	ByDay       []ledger.UsageRow
+	Usage       chart
+	Periods     []string
+	Month       string
+	Now         time.Time // what a key's expiry is compared with (expired or active)
 }
+
+// entriesShown is how many entries the customer page lists, the latest:
+// after a re-rate (an entry per event) a customer has thousands.
+const entriesShown = 50
 
 // chartModels is how many models the usage chart stacks (the rest are "other").
 const chartModels = 6
@@ -95,13 +105,16 @@ func (c *Console) customerPage(w http.ResponseWriter, r *http.Request) {
 	cl, ctx, id := c.client(r), r.Context(), chi.URLParam(r, "id")
 	now := c.now()
 	ms := monthStart(now)
-	d := customerData{Periods: periods(now, 6), Month: ms.Format("2006-01")}
+	d := customerData{Periods: periods(now, 6), Month: ms.Format("2006-01"), Now: now, EntriesFrom: ms.AddDate(0, -2, 0)}
 	err := parallel(
 		func() (e error) { d.Customer, e = cl.Customer(ctx, id); return },
 		func() (e error) { d.Balance, e = cl.Balance(ctx, id); return },
 		func() (e error) { d.Keys, e = cl.Keys(ctx, id); return },
 		func() (e error) { d.Overrides, e = cl.Overrides(ctx, id); return },
-		func() (e error) { d.Entries, e = cl.Entries(ctx, id, ms.AddDate(0, -2, 0), time.Time{}); return },
+		func() (e error) {
+			d.Entries, e = cl.LatestEntries(ctx, id, d.EntriesFrom, time.Time{}, entriesShown+1)
+			return
+		},
 		func() (e error) {
 			d.ByModel, e = cl.UsageAll(ctx, ledger.UsageQuery{CustomerID: id, GroupBy: "model", From: ms, Limit: 1000})
 			return
@@ -112,6 +125,9 @@ func (c *Console) customerPage(w http.ResponseWriter, r *http.Request) {
 		})
 	if err == nil {
 		d.Usage, err = modelDayChart(r, cl, id, ms, d.ByModel, d.ByDay)
+	}
+	if len(d.Entries) > entriesShown { // oldest first: the first is one too many
+		d.Entries, d.MoreEntries = d.Entries[len(d.Entries)-entriesShown:], true
 	}
 	slices.Reverse(d.Entries) // newest first
 	v := c.view(r, "customers", "Customer "+d.Customer.Name, d)

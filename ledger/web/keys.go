@@ -1,6 +1,8 @@
 package web
 
 import (
+	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,13 +17,14 @@ type keysData struct {
 	Customers []ledger.Customer // to choose from, when none is chosen
 	Customer  *ledger.Customer
 	Keys      []ledger.Key
+	Now       time.Time // what a key's expiry is compared with (expired or active)
 }
 
 // keysPage lists a customer's keys (?customer=ID) with the forms to issue,
 // revoke and limit them; without a customer, the customers to choose from.
 func (c *Console) keysPage(w http.ResponseWriter, r *http.Request) {
 	cl, ctx := c.client(r), r.Context()
-	var d keysData
+	d := keysData{Now: c.now()}
 	var err error
 	if id := r.URL.Query().Get("customer"); id != "" {
 		var cu ledger.Customer
@@ -79,7 +82,9 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {
 	c.done(w, r, back, "Key "+k.Prefix+"… revoked.", err)
 }
 
-// setLimits sets every limit of the form: an empty field removes it.
+// setLimits sets every limit of the form: an empty field removes it. The
+// expiry is set only when it differs from the one the form showed
+// (expires_at_shown): one left as shown stays as stored.
 func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
 	var p ledger.KeyPatch
 	var err error
@@ -95,11 +100,13 @@ func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
 	set(&p.MaxConcurrent, "max_concurrent")
 	p.DailyLimit = ledger.Optional[string]{Set: true, Value: optionalAmount(r, "daily_limit")}
 	p.MonthlyLimit = ledger.Optional[string]{Set: true, Value: optionalAmount(r, "monthly_limit")}
-	var exp *time.Time
-	if err == nil {
+	// The expiry as the form showed it (to the second) is left as it is:
+	// sent back, it would drop the stored expiry's fraction of a second.
+	if shown, ok := r.PostForm["expires_at_shown"]; err == nil && (!ok || strings.TrimSpace(r.PostFormValue("expires_at")) != shown[0]) {
+		var exp *time.Time
 		exp, err = optionalDate(r, "expires_at")
+		p.ExpiresAt = ledger.Optional[time.Time]{Set: true, Value: exp}
 	}
-	p.ExpiresAt = ledger.Optional[time.Time]{Set: true, Value: exp}
 	models := modelList(r.PostFormValue("allowed_models"))
 	p.AllowedModels = ledger.Optional[[]string]{Set: true, Value: &models}
 	if models == nil {
@@ -114,13 +121,26 @@ func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
 	c.done(w, r, back, "Limits of key "+k.Prefix+"… saved.", err)
 }
 
-// optionalInt reads a positive integer field ("" is none).
+// maxCounts are the largest values the ledger takes for the count fields
+// (ledger's checkCounts): requests and tokens per minute up to 2^40,
+// requests at once up to 2^31-1.
+var maxCounts = map[string]int64{"rpm_limit": 1 << 40, "tpm_limit": 1 << 40, "max_concurrent": math.MaxInt32}
+
+// optionalInt reads a positive integer field ("" is none), of at most its
+// maxCounts when it has one; a larger one is refused as too large.
 func optionalInt(r *http.Request, field string) (*int64, error) {
 	s := strings.TrimSpace(r.PostFormValue(field))
 	if s == "" {
 		return nil, nil
 	}
+	most, ok := maxCounts[field]
+	if !ok {
+		most = math.MaxInt64
+	}
 	n, err := strconv.ParseInt(s, 10, 64)
+	if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(s, "-") || err == nil && n > most {
+		return nil, &ledger.Error{Code: ledger.EInvalid, Message: field + ": " + strconv.Quote(s) + " is too large: the most is " + formatInt(most)}
+	}
 	if err != nil || n < 1 {
 		return nil, &ledger.Error{Code: ledger.EInvalid, Message: field + ": " + strconv.Quote(s) + " is not a whole number above 0"}
 	}
@@ -139,13 +159,13 @@ func optionalAmount(r *http.Request, field string) *string {
 }
 
 // optionalDate reads a date (YYYY-MM-DD, UTC midnight) or date-time
-// field ("" is none).
+// field (UTC, to the minute or the second, or RFC 3339; "" is none).
 func optionalDate(r *http.Request, field string) (*time.Time, error) {
 	s := strings.TrimSpace(r.PostFormValue(field))
 	if s == "" {
 		return nil, nil
 	}
-	for _, layout := range []string{time.DateOnly, "2006-01-02T15:04", time.RFC3339} {
+	for _, layout := range []string{time.DateOnly, "2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339} {
 		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
 			return &t, nil
 		}

@@ -106,11 +106,16 @@ func (c *Console) addPrice(w http.ResponseWriter, r *http.Request) {
 }
 
 type reconciliationData struct {
-	From, To  string
-	Result    *ledger.Reconciliation
-	At        time.Time // when it was checked
-	Default   bool      // the last day's check (cached), not a range the operator chose
-	Computing bool      // the last day's check is running
+	From, To string // the range asked, as the form gave it
+	Result   *ledger.Reconciliation
+	// At is when the range was checked: zero when it was not (the range
+	// asked is not one, or the check failed).
+	At time.Time
+	// Widened is whether the range checked (Result's From and To, whole
+	// hours) is wider than the one asked.
+	Widened   bool
+	Default   bool // the last day's check (cached), not a range the operator chose
+	Computing bool // the last day's check is running
 }
 
 // reconciliationPage shows the reconciliation of the last 24 hours
@@ -119,7 +124,7 @@ type reconciliationData struct {
 func (c *Console) reconciliationPage(w http.ResponseWriter, r *http.Request) {
 	q, cl := r.URL.Query(), c.client(r)
 	check := func(ctx context.Context, from, to string) (*reconciliationData, error) {
-		d := &reconciliationData{From: from, To: to, At: time.Now()}
+		d := &reconciliationData{From: from, To: to}
 		f, err := parseFormTime("from", from)
 		if err != nil {
 			return d, err
@@ -130,7 +135,8 @@ func (c *Console) reconciliationPage(w http.ResponseWriter, r *http.Request) {
 		}
 		rec, err := cl.Reconcile(ctx, f, t)
 		if err == nil {
-			d.Result = &rec
+			d.Result, d.At = &rec, time.Now()
+			d.Widened = !rec.From.Equal(f) || !rec.To.Equal(t)
 		}
 		return d, err
 	}

@@ -3,6 +3,7 @@ package web
 import (
 	"cmp"
 	"context"
+	"maps"
 	"math/big"
 	"net/http"
 	"slices"
@@ -28,7 +29,7 @@ type overview struct {
 	Unpriced           int64           // unpriced requests this month
 	TopCustomers       []ledger.UsageRow
 	TopModels          []ledger.UsageRow
-	Spend              chart
+	Spend              []chart // spend per day, one chart per currency (by code)
 	DeadLetters        int
 	DeadLettersMore    bool   // more than deadLetterCount
 	DeadLettersProblem string // why they could not be counted
@@ -78,7 +79,7 @@ func loadOverview(ctx context.Context, cl *api.Client, now time.Time) (*overview
 		o.SpendToday.add(r.Currency, r.Cost)
 		o.RequestsToday += r.Requests
 	}
-	o.Spend = spendChart("Spend per day, this month and the last", days)
+	o.Spend = spendCharts("Spend per day, this month and the last", days)
 	switch {
 	case dlErr != nil:
 		o.DeadLettersProblem = errorText(dlErr)
@@ -90,37 +91,37 @@ func loadOverview(ctx context.Context, cl *api.Client, now time.Time) (*overview
 	return o, nil
 }
 
-// spendChart charts rows grouped by day, one series per currency.
-func spendChart(title string, days []ledger.UsageRow) chart {
-	c := chart{Title: title, Unit: ""}
+// spendCharts charts rows grouped by day: one chart per currency (ordered
+// by code), each titled and labelled with it, since amounts in two
+// currencies do not add up without an exchange rate (JPY stacked on USD
+// made bars of no unit). Every chart has the same days (every day of
+// rows); unpriced rows (no currency) cost nothing and are left out.
+func spendCharts(title string, days []ledger.UsageRow) []chart {
+	var labels []string
 	idx := map[string]int{}
-	cur := map[string]int{}
 	for _, r := range days {
 		if _, ok := idx[r.Period]; !ok {
-			idx[r.Period] = len(c.Labels)
-			c.Labels = append(c.Labels, r.Period)
+			idx[r.Period] = len(labels)
+			labels = append(labels, r.Period)
 		}
+	}
+	byCurrency := map[string][]decimal.Decimal{}
+	for _, r := range days {
 		if r.Currency == "" {
 			continue
 		}
-		if _, ok := cur[r.Currency]; !ok {
-			cur[r.Currency] = len(c.Series)
-			c.Series = append(c.Series, series{Name: r.Currency})
+		if byCurrency[r.Currency] == nil {
+			byCurrency[r.Currency] = make([]decimal.Decimal, len(labels))
 		}
+		v := &byCurrency[r.Currency][idx[r.Period]]
+		*v = v.Add(amount(r.Cost))
 	}
-	for i := range c.Series {
-		c.Series[i].Values = make([]decimal.Decimal, len(c.Labels))
+	var out []chart
+	for _, cur := range slices.Sorted(maps.Keys(byCurrency)) {
+		out = append(out, chart{Title: title + ", in " + cur, Labels: labels, Unit: cur,
+			Series: []series{{Name: cur, Values: byCurrency[cur]}}})
 	}
-	for _, r := range days {
-		if r.Currency != "" {
-			v := &c.Series[cur[r.Currency]].Values[idx[r.Period]]
-			*v = v.Add(amount(r.Cost))
-		}
-	}
-	if len(c.Series) == 1 {
-		c.Unit = c.Series[0].Name
-	}
-	return c
+	return out
 }
 
 func addTokens(t *ledger.UsageRow, r ledger.UsageRow) {

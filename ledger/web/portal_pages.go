@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/shopspring/decimal"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 )
@@ -45,35 +44,14 @@ func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
 		addTokens(&d.Tokens, row)
 		d.Spend.add(row.Currency, row.Cost)
 	}
-	var chartModelsRows, chartDays []ledger.UsageRow
-	d.Usage, chartModelsRows, chartDays = oneCurrency(d.ByModel, d.ByDay)
-	idx := map[string]int{}
-	for _, row := range chartDays {
-		if _, ok := idx[row.Period]; !ok {
-			idx[row.Period] = len(d.Usage.Labels)
-			d.Usage.Labels = append(d.Usage.Labels, row.Period)
-		}
-	}
-	models := top(chartModelsRows, chartModels)
-	perModel := make([]ledger.UsagePage, len(models))
-	calls := make([]func() error, len(models))
-	for i, m := range models {
-		calls[i] = func() error {
-			return p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000&from="+from+"&model="+url.QueryEscape(m.Model), &perModel[i])
-		}
-	}
-	if err := parallel(calls...); err != nil {
+	d.Usage, err = stackByModel(d.ByModel, d.ByDay, func(model string) ([]ledger.UsageRow, error) {
+		var page ledger.UsagePage
+		err := p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000&from="+from+"&model="+url.QueryEscape(model), &page)
+		return page.Data, err
+	})
+	if err != nil {
 		p.refuse(w, r, "usage", "usage", "Usage", err)
 		return
-	}
-	for i, m := range models {
-		s := series{Name: m.Model, Values: make([]decimal.Decimal, len(d.Usage.Labels))}
-		for _, row := range perModel[i].Data {
-			if j, ok := idx[row.Period]; ok && row.Currency == d.Usage.Unit {
-				s.Values[j] = s.Values[j].Add(amount(row.Cost))
-			}
-		}
-		d.Usage.Series = append(d.Usage.Series, s)
 	}
 	p.pages.render(w, p.log, http.StatusOK, "usage", p.view(r, "usage", "Usage", d))
 }

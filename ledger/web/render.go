@@ -50,10 +50,12 @@ var funcs = template.FuncMap{
 		}
 		return strconv.FormatInt(*p, 10)
 	},
-	"join":  strings.Join,
-	"nonce": randomToken,
-	"pct":   func(bp int) string { return decimal.New(int64(bp), -2).String() + "%" },
-	"rows":  func(label string, rows any) map[string]any { return map[string]any{"Label": label, "Rows": rows} },
+	// expired reports whether a key's expiry (nil: none) is not after now.
+	"expired": func(exp *time.Time, now time.Time) bool { return exp != nil && !exp.After(now) },
+	"join":    strings.Join,
+	"nonce":   randomToken,
+	"pct":     func(bp int) string { return decimal.New(int64(bp), -2).String() + "%" },
+	"rows":    func(label string, rows any) map[string]any { return map[string]any{"Label": label, "Rows": rows} },
 }
 
 func parseTemplates(pages ...string) templates {
@@ -158,17 +160,50 @@ func (a amounts) String() string {
 	return strings.Join(parts, " · ")
 }
 
-// exact formats a rational with at most 12 decimals (the ledger's
-// precision) and no trailing zeros.
+// inexactDecimals is how many decimals exact shows of a rational with no
+// finite decimal expansion (its denominator has a prime factor other
+// than 2 and 5), after "≈". Sums of the API's decimal amounts always have
+// one; this bound is for anything else.
+const inexactDecimals = 18
+
+// exact formats a rational as a decimal with no trailing zeros: all its
+// digits when it has a finite decimal expansion (every sum of the API's
+// decimal amounts does: 0.0009556477553321, 1e-16 as 0.0000000000000001),
+// else rounded to inexactDecimals decimals and marked "≈".
 func exact(r *big.Rat) string {
-	s := r.FloatString(12)
+	decimals, finite := finiteDecimals(r.Denom())
+	prefix := ""
+	if !finite {
+		decimals, prefix = inexactDecimals, "≈"
+	}
+	s := r.FloatString(decimals)
 	if strings.Contains(s, ".") {
 		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	}
 	if s == "-0" {
-		return "0"
+		s = "0"
 	}
-	return s
+	return prefix + s
+}
+
+// finiteDecimals returns how many decimals a fraction with denominator d
+// (above 0) needs, and whether that is finite: it is when d is 2^a·5^b,
+// and then it is max(a, b).
+func finiteDecimals(d *big.Int) (int, bool) {
+	d = new(big.Int).Set(d)
+	var m big.Int
+	count := func(p int64) int {
+		n, bp := 0, big.NewInt(p)
+		for {
+			q, _ := new(big.Int).QuoRem(d, bp, &m)
+			if m.Sign() != 0 {
+				return n
+			}
+			d, n = q, n+1
+		}
+	}
+	twos, fives := count(2), count(5)
+	return max(twos, fives), d.Cmp(big.NewInt(1)) == 0
 }
 
 // periods returns the n UTC months ending with now's, newest first ("2026-01").

@@ -174,29 +174,31 @@ func (s *sessions) popFlash(ss *session) (notice, failure string) {
 type sessionKey struct{}
 
 // require lets a request with a live session through, with the session
-// in its context (sessionOf); others go to the sign-in page (GET) or are
-// refused (401). A POST must carry the session's CSRF token and no
-// foreign Origin (403).
-func (s *sessions) require(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ss := s.get(r)
-		if ss == nil {
-			if r.Method == http.MethodGet {
-				http.Redirect(w, r, s.path+"signin", http.StatusSeeOther)
+// in its context (sessionOf); others go to the sign-in page (GET, HEAD)
+// or are answered by ended (a form posted after the session ended). A
+// POST must carry the session's CSRF token and no foreign Origin (403).
+func (s *sessions) require(ended http.HandlerFunc) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ss := s.get(r)
+			if ss == nil {
+				if r.Method == http.MethodGet || r.Method == http.MethodHead {
+					http.Redirect(w, r, s.path+"signin", http.StatusSeeOther)
+					return
+				}
+				ended(w, r)
 				return
 			}
-			http.Error(w, "not signed in", http.StatusUnauthorized)
-			return
-		}
-		if r.Method == http.MethodPost && !formRead(w, r) {
-			return
-		}
-		if r.Method == http.MethodPost && (!sameOrigin(r) || !validCSRF(r, ss)) {
-			http.Error(w, "refused: the form's CSRF token is missing or wrong; reload the page and try again", http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, ss)))
-	})
+			if r.Method == http.MethodPost && !formRead(w, r) {
+				return
+			}
+			if r.Method == http.MethodPost && (!sameOrigin(r) || !validCSRF(r, ss)) {
+				http.Error(w, "refused: the form's CSRF token is missing or wrong; reload the page and try again", http.StatusForbidden)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, ss)))
+		})
+	}
 }
 
 // formRead reads a posted form within its bound (limitBody), answering

@@ -43,7 +43,7 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 		r.Get("/signin", f.page)
 		r.Post("/signin", f.signin)
 		r.Group(func(r chi.Router) {
-			r.Use(f.sess.require)
+			r.Use(f.sess.require(f.ended))
 			r.Post("/signout", f.signout)
 			pages(r)
 		})
@@ -57,6 +57,17 @@ func (f *signinForm) page(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.pages.render(w, f.log, http.StatusOK, "signin", view{App: f.app, Title: "Sign in", Data: f.form})
+}
+
+// sessionEnded is what the sign-in page says to a browser that sent a
+// form without a live session.
+const sessionEnded = "Your session has ended (or you signed out), so what you sent was not done. Sign in, then send it again."
+
+// ended answers a request that needs a session and has none, other than
+// a GET (which require sends to the sign-in page): a form posted after the
+// session ended. It was not acted on; the sign-in form says so (401).
+func (f *signinForm) ended(w http.ResponseWriter, r *http.Request) {
+	f.pages.render(w, f.log, http.StatusUnauthorized, "signin", view{App: f.app, Title: "Sign in", Error: sessionEnded, Data: f.form})
 }
 
 // signin is POST /<app>/signin: a form posted from this site with a secret

@@ -12,10 +12,20 @@ import (
 )
 
 // modelDayChart charts a customer's cost per day since from, stacked by
-// model: the chartModels costliest models (byModel) each from its own
-// usage query grouped by day, and the rest as "other" (the day's total,
-// byDay, less theirs).
+// model, from the admin API (the console): see stackByModel.
 func modelDayChart(r *http.Request, cl *api.Client, customerID string, from time.Time, byModel, byDay []ledger.UsageRow) (chart, error) {
+	return stackByModel(byModel, byDay, func(model string) ([]ledger.UsageRow, error) {
+		return cl.UsageAll(r.Context(), ledger.UsageQuery{CustomerID: customerID, Model: model, GroupBy: "day", From: from, Limit: 1000})
+	})
+}
+
+// stackByModel charts a customer's cost per day, stacked by model, in one
+// currency (oneCurrency): the chartModels costliest models of byModel
+// (its usage grouped by model) each from perDay (that model's usage
+// grouped by day, over the period of byDay), and the rest as "other": the
+// day's total in byDay (its usage grouped by day) less theirs, so that
+// each bar is the day's total that the by-day table shows.
+func stackByModel(byModel, byDay []ledger.UsageRow, perDay func(model string) ([]ledger.UsageRow, error)) (chart, error) {
 	c, byModel, byDay := oneCurrency(byModel, byDay)
 	idx := map[string]int{}
 	for _, d := range byDay {
@@ -33,7 +43,7 @@ func modelDayChart(r *http.Request, cl *api.Client, customerID string, from time
 	calls := make([]func() error, len(models))
 	for i, m := range models {
 		calls[i] = func() (err error) {
-			perModel[i], err = cl.UsageAll(r.Context(), ledger.UsageQuery{CustomerID: customerID, Model: m.Model, GroupBy: "day", From: from, Limit: 1000})
+			perModel[i], err = perDay(m.Model)
 			return err
 		}
 	}
