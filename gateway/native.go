@@ -160,6 +160,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 	// held is the last chunk of a Cumulative stream once its report looks
 	// final: it is final only if the stream ends after it, so it is sent
 	// when the next chunk comes or, at the end, once the event is durable.
+	// In a stream whose reports are not cumulative, it is the chunk of the
+	// final report, sent once the event is durable: at the next event (an
+	// error there is the request's), or at the end.
 	var held []byte
 	for {
 		var err error
@@ -246,19 +249,27 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		if x.report.Error != hadError {
 			chunk = s.scrubBytes(rt.provider.Name, chunk)
 		}
+		if len(held) > 0 && !x.report.Cumulative && !x.committed {
+			// The event after the final report (Anthropic's message_stop,
+			// or an error, which is the request's status): the event is
+			// made durable as it stands now, then the report goes out.
+			x.flush()
+			x.commit()
+			if x.undurable && !x.clientGone.Load() {
+				panic(http.ErrAbortHandler) // not durable: the usage is withheld, the stream broken
+			}
+			forward(held)
+			held = held[:0]
+		}
 		switch {
 		case x.report.Final && x.report.Cumulative && !x.clientGone.Load():
 			forward(held) // not the last after all
 			held, chunk = append(held[:0], chunk...), nil
-		case x.report.Final && !x.report.Cumulative && !x.committed:
-			if !x.clientGone.Load() && len(chunk) > 0 {
+		case x.report.Final && !x.report.Cumulative && !x.committed && !x.clientGone.Load():
+			if len(chunk) > 0 {
 				start() // the headers (and the time to first byte) before the event is made durable
 			}
-			x.flush()  // what is written goes now: the commit holds back only the rest
-			x.commit() // durable before the client sees the final usage
-			if x.undurable && !x.clientGone.Load() {
-				panic(http.ErrAbortHandler) // not durable: the usage is withheld, the stream broken
-			}
+			held, chunk = append(held[:0], chunk...), nil // sent once the event is durable
 		}
 		if x.clientGone.Load() {
 			if x.report.Final && !x.report.Cumulative {
@@ -268,13 +279,14 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		}
 		if x.report.Ended { // the provider's own end: what follows is not read
 			x.markComplete()
-			if !x.committed { // no final report came: the end is what the commit holds back
+			if !x.committed { // the end is what the commit holds back, with any final report
 				x.flush()
 				x.commit()
 				if x.undurable {
 					panic(http.ErrAbortHandler) // not durable: the end is withheld, the stream broken
 				}
 			}
+			forward(held)
 			forward(chunk)
 			x.flush()
 			x.commit()

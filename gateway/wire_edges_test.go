@@ -390,3 +390,39 @@ func TestHeldLastChunkIsDeliveredWhenTheStreamBreaks(t *testing.T) {
 		t.Errorf("event %s %+v; want upstream_error billing the 5 + 4 tokens the client received", e.Status, e.Usage)
 	}
 }
+
+// TestAnthropicErrorAfterTheUsageIsTheRequestsStatus: a native Anthropic
+// stream was made durable at message_delta, its final usage, so an error
+// event after it (overloaded mid-stream) was recorded ok, with no error,
+// where the same stream through /v1/chat/completions was upstream_error.
+// The usage goes to the client once the next event is in the event.
+func TestAnthropicErrorAfterTheUsageIsTheRequestsStatus(t *testing.T) {
+	st, serve := scriptedStack(t)
+	body := "event: message_start\ndata: " + `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"claude-x","content":[],"usage":{"input_tokens":9,"output_tokens":1}}}` + "\n\n" +
+		"event: content_block_start\ndata: " + `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+		"event: content_block_delta\ndata: " + `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello there"}}` + "\n\n" +
+		"event: content_block_stop\ndata: " + `{"type":"content_block_stop","index":0}` + "\n\n" +
+		"event: message_delta\ndata: " + `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}` + "\n\n"
+	for _, c := range []struct{ name, end string }{
+		{"error", "event: error\ndata: " + `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}` + "\n\n"},
+		{"message_stop", "event: message_stop\ndata: " + `{"type":"message_stop"}` + "\n\n"},
+		{"the end of the body", ""},
+	} {
+		serve(body + c.end)
+		resp := st.post(t, "/anthropic/v1/messages", `{"model":"cl","stream":true,"max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`)
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+		if !strings.Contains(string(got), `"output_tokens":3`) || !strings.HasSuffix(string(got), c.end) {
+			t.Errorf("%s: the client got %q; want the stream whole", c.name, got)
+		}
+		wantStatus := usage.StatusOK
+		if c.name == "error" {
+			wantStatus = usage.StatusUpstreamError
+		}
+		if e.Status != wantStatus || e.Usage.PromptTokens != 9 || e.Usage.CompletionTokens != 3 ||
+			(wantStatus == usage.StatusUpstreamError) != strings.Contains(e.Error, "Overloaded") {
+			t.Errorf("%s: event %s %q %+v; want %s, 9 + 3 tokens", c.name, e.Status, e.Error, e.Usage, wantStatus)
+		}
+	}
+}
