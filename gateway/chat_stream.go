@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
@@ -411,7 +412,7 @@ func (c *chatWriter) end(readErr error) {
 		return
 	}
 	if c.includeUsage {
-		if len(c.usage) > 0 {
+		if len(c.usage) > 0 && reportedAsBilled(x.event) {
 			c.data(x.withCost(c.usage))
 		} else {
 			object := "chat.completion.chunk"
@@ -425,4 +426,22 @@ func (c *chatWriter) end(readErr error) {
 		c.data(doneData)
 	}
 	c.flush()
+}
+
+// reportedAsBilled reports whether the upstream's own usage chunk says
+// what e bills: e's counts are the provider's (usage_source upstream) and
+// Normalize changed none of them. Otherwise the client is sent e's counts,
+// not a report that the bill contradicts (a completion the report did not
+// count, estimated; a cached count clamped to the prompt).
+func reportedAsBilled(e *usage.Event) bool {
+	if e.UsageSource != usage.SourceUpstream {
+		return false
+	}
+	for code := range strings.SplitSeq(e.Corrections, ",") {
+		switch code {
+		case usage.CorrectionNegative, usage.CorrectionOverMax, usage.CorrectionCacheOverPrompt:
+			return false
+		}
+	}
+	return true
 }

@@ -426,3 +426,48 @@ func TestAnthropicErrorAfterTheUsageIsTheRequestsStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageChunkSaysWhatIsBilled: the client that asked for usage was sent
+// the upstream's report as it came, also where the bill is not that
+// report: a report counting no completion, whose completion was estimated
+// (billed 14 tokens, the client told 0), or a cached count over the prompt,
+// clamped. The usage chunk now carries the counts billed.
+func TestUsageChunkSaysWhatIsBilled(t *testing.T) {
+	st, serve := scriptedStack(t)
+	chunk := `{"id":"c","object":"chat.completion.chunk","model":"gpt-x","choices":[{"index":0,"delta":{"content":"` +
+		strings.Repeat("Every token the client receives is billed. ", 4) + `"}}]}`
+	finish := `{"id":"c","object":"chat.completion.chunk","model":"gpt-x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`
+	usageChunk := func(u string) string {
+		return `data: {"id":"c","object":"chat.completion.chunk","model":"gpt-x","choices":[],"usage":` + u + "}\n\n"
+	}
+	for _, c := range []struct{ name, stream string }{
+		{"no completion counted, reported first", usageChunk(`{"prompt_tokens":100,"completion_tokens":0,"total_tokens":100}`) +
+			"data: " + chunk + "\n\ndata: " + finish + "\n\ndata: [DONE]\n\n"},
+		{"cached over the prompt", "data: " + chunk + "\n\ndata: " + finish + "\n\n" +
+			usageChunk(`{"prompt_tokens":10,"completion_tokens":40,"total_tokens":50,"prompt_tokens_details":{"cached_tokens":50}}`) + "data: [DONE]\n\n"},
+	} {
+		serve(c.stream)
+		resp := st.post(t, "/v1/chat/completions", `{"model":"om","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+		var told struct {
+			Usage struct {
+				Prompt     int64 `json:"prompt_tokens"`
+				Completion int64 `json:"completion_tokens"`
+				Details    struct {
+					Cached int64 `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		for l := range strings.SplitSeq(string(body), "\n") {
+			if d, ok := strings.CutPrefix(l, "data: "); ok && strings.Contains(d, `"usage"`) {
+				_ = json.Unmarshal([]byte(d), &told)
+			}
+		}
+		u := told.Usage
+		if u.Prompt != e.Usage.PromptTokens || u.Completion != e.Usage.CompletionTokens || u.Details.Cached != e.Usage.CachedTokens {
+			t.Errorf("%s: the client was told %+v, the event bills %+v", c.name, u, e.Usage)
+		}
+	}
+}
