@@ -12,7 +12,8 @@ import (
 // agrees with itself: no rollup or balance mismatch, and every event has
 // its one id. Unpriced events and rejected duplicates are reported but do
 // not make it unclean: they are facts to act on (add a price and re-rate;
-// watch redeliveries), not inconsistencies. Amounts are exact decimal
+// watch redeliveries), not inconsistencies; so are events of an unknown
+// customer or of another customer's key. Amounts are exact decimal
 // strings in currency units.
 type Reconciliation struct {
 	// From and To are the range checked, widened to whole hours (UTC).
@@ -45,6 +46,17 @@ type Reconciliation struct {
 	// DuplicatesRejected is how many deliveries the ledger has refused as
 	// duplicates, over all time (ingest_counters).
 	DuplicatesRejected int64 `json:"duplicates_rejected"`
+	// UnknownCustomerEvents counts the events in range whose customer the
+	// ledger does not hold (on no statement or balance anyone can read);
+	// ForeignKeyEvents those of a known customer whose key is not one of
+	// that customer's (or no key the ledger holds). A gateway publishes
+	// neither: such an event came from another publisher on the usage
+	// subject (or a customer or key row was deleted by hand). Like
+	// unpriced events they are facts to act on, reported, not part of
+	// Clean: the ledger's sums agree with themselves whoever the events'
+	// owners are.
+	UnknownCustomerEvents int64 `json:"unknown_customer_events"`
+	ForeignKeyEvents      int64 `json:"foreign_key_events"`
 }
 
 // MaxListed caps the rollup mismatches a Reconciliation lists.
@@ -120,7 +132,7 @@ func (s *Store) Reconcile(ctx context.Context, from, to time.Time) (Reconciliati
 	rec := Reconciliation{From: from.UTC().Truncate(time.Hour), To: to.UTC().Add(time.Hour - 1).Truncate(time.Hour),
 		RollupMismatches: []RollupMismatch{}, BalanceMismatches: []BalanceMismatch{}, Unpriced: []UnpricedModel{}}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		for _, step := range []func(context.Context, pgx.Tx) error{rec.checkRollups, rec.checkIDs, rec.checkBalances, rec.countUnpriced} {
+		for _, step := range []func(context.Context, pgx.Tx) error{rec.checkRollups, rec.checkIDs, rec.checkBalances, rec.countUnpriced, rec.checkOwners} {
 			if err := step(ctx, tx); err != nil {
 				return err
 			}
@@ -133,6 +145,21 @@ func (s *Store) Reconcile(ctx context.Context, from, to time.Time) (Reconciliati
 	rec.Clean = rec.RollupMismatchCount == 0 && len(rec.BalanceMismatches) == 0 && rec.EventsWithoutID == 0 &&
 		rec.IDsWithoutEvent == 0 && rec.DuplicateIDs == 0 && rec.Events+rec.Attempts == rec.EventIDs
 	return rec, nil
+}
+
+// checkOwners counts the events in range of a customer the ledger does
+// not hold, and of a key that is not their customer's, by (customer, key)
+// pair: a few rows per key, not one per event.
+func (rec *Reconciliation) checkOwners(ctx context.Context, tx pgx.Tx) error {
+	return tx.QueryRow(ctx, `
+		WITH pairs AS (
+		  SELECT customer_id, key_id, count(*) AS n FROM usage_events
+		  WHERE occurred_at >= $1 AND occurred_at < $2 GROUP BY 1, 2
+		)
+		SELECT coalesce(sum(p.n) FILTER (WHERE c.id IS NULL), 0)::bigint,
+		  coalesce(sum(p.n) FILTER (WHERE c.id IS NOT NULL AND k.customer_id IS DISTINCT FROM p.customer_id), 0)::bigint
+		FROM pairs p LEFT JOIN customers c ON c.id = p.customer_id LEFT JOIN api_keys k ON k.id = p.key_id`,
+		rec.From, rec.To).Scan(&rec.UnknownCustomerEvents, &rec.ForeignKeyEvents)
 }
 
 // figures lists a rollup's figures in SQL, for side p ("ev" or "ro"): to

@@ -265,3 +265,24 @@ func TestExportLinesStreams(t *testing.T) {
 type countingWriter struct{ n uint64 }
 
 func (c *countingWriter) Write(p []byte) (int, error) { c.n += uint64(len(p)); return len(p), nil }
+
+// TestReconcileNamesEventsOfUnknownOwners: an event published on the
+// usage subject for a customer the ledger does not hold, or with another
+// customer's key, was stored and rated, and reconciliation said nothing of
+// it: money on no statement, a key on a bill it is not the customer's.
+// Reconciliation now counts both. (Found by review.)
+func TestReconcileNamesEventsOfUnknownOwners(t *testing.T) {
+	b := newBilling(t, nil)
+	other := newBilling(t, b.s)
+	b.price("own", "USD", "1", "1", "")
+	at := jan.Add(time.Hour)
+	stranger := b.event("own", at, usage.Tokens{PromptTokens: 10})
+	stranger.CustomerID = "99999999-9999-4999-8999-999999999999"
+	borrowed := b.event("own", at, usage.Tokens{PromptTokens: 10})
+	borrowed.KeyID = other.k.ID
+	b.write(b.event("own", at, usage.Tokens{PromptTokens: 10}), stranger, borrowed)
+	rec, err := b.s.Reconcile(b.ctx, jan, jan.Add(24*time.Hour))
+	if err != nil || rec.UnknownCustomerEvents != 1 || rec.ForeignKeyEvents != 1 || rec.Events != 3 {
+		t.Fatalf("reconciliation %+v, %v; want 3 events, 1 of an unknown customer, 1 of another customer's key", rec, err)
+	}
+}

@@ -67,7 +67,12 @@ func (c *cli) showReconciliation(r ledger.Reconciliation) {
 		"Events", n(r.Events), "Attempts (not charged)", n(r.Attempts), "Event ids", n(r.EventIDs),
 		"Events without id", n(r.EventsWithoutID), "Ids without event", n(r.IDsWithoutEvent), "Duplicate ids", n(r.DuplicateIDs),
 		"Rollup mismatches", n(r.RollupMismatchCount), "Balance mismatches", strconv.Itoa(len(r.BalanceMismatches)),
-		"Unpriced events", n(r.UnpricedEvents), "Duplicates rejected", n(r.DuplicatesRejected))
+		"Unpriced events", n(r.UnpricedEvents), "Duplicates rejected", n(r.DuplicatesRejected),
+		"Events of unknown customers", n(r.UnknownCustomerEvents), "Events of another customer's key", n(r.ForeignKeyEvents))
+	if r.UnknownCustomerEvents+r.ForeignKeyEvents > 0 {
+		c.warn("Events whose customer the ledger does not hold, or whose key is not their customer's: no gateway " +
+			"publishes them; another publisher is on the usage subject (see docs/billing.md, Reconciliation).")
+	}
 	var counts []string
 	if r.Events+r.Attempts != r.EventIDs {
 		counts = append(counts, fmt.Sprintf("events (%d) + attempts (%d) = %d, but there are %d event ids",
