@@ -282,3 +282,18 @@ func TestConsolePriceBook(t *testing.T) {
 		t.Errorf("the version added with the form's default start = %+v; want it from the next minute (not before %s), with its prices and end", p, now)
 	}
 }
+
+// TestConsoleFindsACustomerByIDInAnyCase: the customers search matched an
+// id only as the API writes it (lower case); one pasted from elsewhere in
+// upper case found nothing. (Found by review.)
+func TestConsoleFindsACustomerByIDInAnyCase(t *testing.T) {
+	g := newRig(t)
+	cust, _, _ := g.customer("case-co", "m1", 0)
+	c := g.browser()
+	g.signIn(c, "console", "token", adminToken)
+	for _, q := range []string{cust.ID, strings.ToUpper(cust.ID)} {
+		if _, body, _ := g.do(c, "GET", "/console/customers?q="+url.QueryEscape(q), nil); !strings.Contains(body, "case-co") {
+			t.Errorf("search %s: case-co not found", q)
+		}
+	}
+}

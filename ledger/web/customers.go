@@ -39,7 +39,7 @@ func (c *Console) customersPage(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var match []ledger.Customer
 		for _, cu := range all {
-			if q == "" || strings.Contains(strings.ToLower(cu.Name), strings.ToLower(q)) || cu.ID == q {
+			if q == "" || strings.Contains(strings.ToLower(cu.Name), strings.ToLower(q)) || strings.EqualFold(cu.ID, q) {
 				match = append(match, cu)
 			}
 		}
