@@ -393,8 +393,13 @@ func TestStreamWithholdsItsEndWhenItsEventIsNotDurable(t *testing.T) {
 			if strings.Contains(string(req), "claude-nofinal") { // no final report: the end is what is held back
 				usage = `{"output_tokens":null}`
 			}
-			io.WriteString(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":"+usage+"}\n\n"+
-				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+			delta := "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":" + usage + "}\n\n"
+			if strings.Contains(string(req), "claude-broken") { // the final report, then the connection breaks
+				io.WriteString(w, delta)
+				f.Flush()
+				panic(http.ErrAbortHandler)
+			}
+			io.WriteString(w, delta+"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
 			return
 		}
 		io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hello"}}]}`+"\n\n")
@@ -408,12 +413,14 @@ func TestStreamWithholdsItsEndWhenItsEventIsNotDurable(t *testing.T) {
 			gateway.ProviderConfig{Name: "ap", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k"})
 		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"},
 			gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"},
-			gateway.ModelConfig{Name: "cl-nofinal", Provider: "ap", UpstreamModel: "claude-nofinal"})
+			gateway.ModelConfig{Name: "cl-nofinal", Provider: "ap", UpstreamModel: "claude-nofinal"},
+			gateway.ModelConfig{Name: "cl-broken", Provider: "ap", UpstreamModel: "claude-broken"})
 	})
 	for _, c := range []struct{ path, body, end string }{
 		{"/v1/chat/completions", `{"model":"om","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, "[DONE]"},
 		{"/anthropic/v1/messages", `{"model":"cl","stream":true,"max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, "message_delta"},
 		{"/anthropic/v1/messages", `{"model":"cl-nofinal","stream":true,"max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, "message_stop"},
+		{"/anthropic/v1/messages", `{"model":"cl-broken","stream":true,"max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, "message_delta"},
 	} {
 		release = make(chan struct{})
 		st.journal.setFailing(nil)

@@ -230,9 +230,16 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			}
 			// The provider's protocol has no error frame of ours to send:
 			// abort, so the client sees a broken stream, not a clean end.
-			// The deferred finish still commits the event.
+			// A held chunk (output, and a report) goes first, once the
+			// event is durable: its headers before the commit, for the
+			// event's status and time to first byte.
+			if len(held) > 0 {
+				start()
+			}
 			x.commit()
-			forward(held)
+			if !x.undurable {
+				forward(held)
+			}
 			x.flush()
 			panic(http.ErrAbortHandler)
 		}

@@ -386,8 +386,8 @@ func TestHeldLastChunkIsDeliveredWhenTheStreamBreaks(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), "The whole answer.") {
 		t.Errorf("client got %d %q; want 200 and the chunk", resp.StatusCode, got)
 	}
-	if e.Status != usage.StatusUpstreamError || e.Usage.PromptTokens != 5 || e.Usage.CompletionTokens != 4 {
-		t.Errorf("event %s %+v; want upstream_error billing the 5 + 4 tokens the client received", e.Status, e.Usage)
+	if e.Status != usage.StatusUpstreamError || e.HTTPStatus != http.StatusOK || e.Usage.PromptTokens != 5 || e.Usage.CompletionTokens != 4 {
+		t.Errorf("event %s %d %+v; want upstream_error after a 200, billing the 5 + 4 tokens the client received", e.Status, e.HTTPStatus, e.Usage)
 	}
 }
 
