@@ -119,6 +119,14 @@ func TestInputTimesAreKeptToTheMicrosecond(t *testing.T) {
 	if err != nil || !o.EffectiveFrom.Equal(jan) {
 		t.Fatalf("CreateOverride from %s = %+v, %v; want it from %s", ns.Format(time.RFC3339Nano), o, err, jan.Format(time.RFC3339Nano))
 	}
+	// A custom price may repeat its override's times, given to the
+	// nanosecond: they are the same times.
+	end := ns.Add(24 * time.Hour)
+	_, err = b.s.CreateOverride(b.ctx, b.c.ID, ledger.OverrideInput{Model: "ns-custom", EffectiveFrom: ns, EffectiveTo: &end,
+		Price: &ledger.PriceInput{Currency: "USD", Input: "1", Output: "1", EffectiveFrom: ns, EffectiveTo: &end}})
+	if err != nil {
+		t.Errorf("an override whose price repeats its times: %v", err)
+	}
 	_, err = b.s.CreateOverride(b.ctx, b.c.ID, ledger.OverrideInput{Model: "ns", DiscountPercent: "20", EffectiveFrom: jan.Add(200 * time.Nanosecond)})
 	if ledger.ErrorCode(err) != ledger.EConflict || !strings.Contains(err.Error(), "overlaps override") {
 		t.Errorf("a second override at the same microsecond: %v; want the conflict naming the override", err)

@@ -68,6 +68,14 @@ func (in OverrideInput) override(customerID string) (Override, error) {
 			return o, errorf(EInvalid, "model is required for a custom price")
 		}
 		pin := *in.Price
+		// The override's times are kept to the microsecond (checkTime):
+		// the same times given again in its price compare as such.
+		if err := checkTime("price.effective_from", &pin.EffectiveFrom); err != nil {
+			return o, err
+		}
+		if err := checkTime("price.effective_to", pin.EffectiveTo); err != nil {
+			return o, err
+		}
 		// The price is the override's: for its model and its period. A
 		// price.model or period of its own was taken and ignored, so an
 		// operator who meant another model got this one priced.
