@@ -252,9 +252,28 @@ func (w *Worker) Run(ctx context.Context) error {
 			// ledger is asked once what is in flight is written, or it
 			// would not hold them yet, and they would be set aside.
 			await(inFlight, over, w.cfg.AckWait/3)
-			w.setAsideOverDelivered(ctx, over)
+			w.setAsideOverDelivered(ctx, notHeld(over, est.msgs))
 		}
 	}
+}
+
+// notHeld is over without the messages whose stream sequence one of held
+// has: a crashed estimate held back (estimates) that came again; the held
+// delivery is written, or handed back, as estimates decide.
+func notHeld(over, held []jetstream.Msg) []jetstream.Msg {
+	if len(held) == 0 {
+		return over
+	}
+	seqs := make(map[uint64]bool, len(held))
+	for _, m := range held {
+		if md, err := m.Metadata(); err == nil {
+			seqs[md.Sequence.Stream] = true
+		}
+	}
+	return slices.DeleteFunc(over, func(m jetstream.Msg) bool {
+		md, err := m.Metadata()
+		return err == nil && seqs[md.Sequence.Stream]
+	})
 }
 
 // await returns once every channel in chans is closed, keeping msgs' ack
