@@ -3,14 +3,12 @@ package ledger_test
 import (
 	"context"
 	"errors"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
@@ -249,27 +247,12 @@ func TestCheckMigratedSaysTheDatabaseIsDown(t *testing.T) {
 	if err := s.CheckMigrated(ctx); err != nil {
 		t.Fatalf("CheckMigrated on a migrated database: %v", err)
 	}
-	u, _ := url.Parse(dbURL)
-	name := strings.TrimPrefix(u.Path, "/")
-	u.Path = "/postgres"
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	for _, q := range []string{"ALTER DATABASE " + name + " ALLOW_CONNECTIONS false",
-		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + name + "'"} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	err = s.CheckMigrated(ctx)
+	allow := ledgertest.RefuseConnections(t, dbURL)
+	err := s.CheckMigrated(ctx)
 	if !ledger.Down(err) || strings.Contains(err.Error(), "no migrations") {
 		t.Errorf("CheckMigrated with the database down: %v (down: %v); want the database down, not unmigrated", err, ledger.Down(err))
 	}
-	if _, err := conn.Exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true"); err != nil {
-		t.Fatal(err)
-	}
+	allow()
 	if err := s.CheckMigrated(ctx); err != nil {
 		t.Errorf("CheckMigrated with the database back: %v", err)
 	}

@@ -502,20 +502,7 @@ func TestDatabaseDownIsUnavailable(t *testing.T) {
 	l := httptest.NewServer(r)
 	defer l.Close()
 
-	u, _ := url.Parse(dbURL)
-	name := strings.TrimPrefix(u.Path, "/")
-	u.Path = "/postgres"
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS false"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name); err != nil {
-		t.Fatal(err)
-	}
+	allow := ledgertest.RefuseConnections(t, dbURL)
 	for _, c := range []struct{ base, path, auth string }{
 		{a.URL, "/admin/v1/customers", adminToken},
 		{a.URL, "/admin/v1/customers/" + c.ID + "/balance", adminToken},
@@ -529,9 +516,7 @@ func TestDatabaseDownIsUnavailable(t *testing.T) {
 			t.Errorf("GET %s with the database down = %d %s, %v; want 503 unavailable", c.path, status, body, err)
 		}
 	}
-	if _, err := conn.Exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true"); err != nil {
-		t.Fatal(err)
-	}
+	allow()
 	status, body, err := send("GET", a.URL+"/admin/v1/customers", adminToken, "")
 	if err != nil || status != http.StatusOK {
 		t.Errorf("GET /admin/v1/customers with the database back = %d %s, %v; want 200", status, body, err)

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,4 +91,53 @@ func NewStoreURL(t testing.TB) (*ledger.Store, string) {
 		t.Fatalf("ledgertest: %v", err)
 	}
 	return s, url
+}
+
+// RefuseConnections makes the database at dbURL (one NewDatabase made)
+// refuse new connections and ends the open ones, as a Postgres going down
+// does to its clients, and returns the function that lets connections in
+// again (it is also run when the test ends, before the drop).
+func RefuseConnections(t testing.TB, dbURL string) (allow func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("ledgertest: %v", err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	name := pgx.Identifier{db}.Sanitize()
+	u.Path = "/postgres"
+	admin := u.String()
+	exec := func(ctx context.Context, sqls ...string) error {
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		for _, q := range sqls {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS false",
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '"+strings.ReplaceAll(db, "'", "''")+"'"); err != nil {
+		t.Fatalf("ledgertest: refuse connections: %v", err)
+	}
+	allowed := false
+	allow = func() {
+		if allowed {
+			return
+		}
+		allowed = true
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true"); err != nil {
+			t.Errorf("ledgertest: allow connections: %v", err)
+		}
+	}
+	t.Cleanup(allow)
+	return allow
 }
