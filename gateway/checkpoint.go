@@ -17,10 +17,9 @@ const (
 
 // checkpoint is an exchange's journaling state.
 type checkpoint struct {
-	at       time.Duration // of the last checkpoint, since the exchange's start (0: the start)
-	events   int           // upstream events since
-	outAt    int           // report.Output's length at the last checkpoint
-	reported bool          // the provider's usage report was journaled as of its last change
+	at     time.Duration // of the last checkpoint, since the exchange's start (0: the start)
+	events int           // upstream events since
+	outAt  int           // report.Output's length at the last checkpoint
 }
 
 // progress counts an upstream event and checkpoints when one is due.

@@ -143,8 +143,11 @@ type RetryConfig struct {
 
 // Config is the gateway's part of the configuration.
 type Config struct {
+	// Providers are the upstreams, each by name (at least one).
 	Providers []ProviderConfig `yaml:"providers"`
-	Models    []ModelConfig    `yaml:"models"`
+	// Models are the names clients ask for, each served by a provider's
+	// deployments (and fallbacks), in the order given.
+	Models []ModelConfig `yaml:"models"`
 	// Retry bounds failover between a model's deployments and fallbacks.
 	Retry RetryConfig `yaml:"retry"`
 	// MaxRequestBytes caps a request body; larger ones get 413. Default 8 MiB.

@@ -11,6 +11,9 @@ import (
 // and the customer's overrides as the gateway holds them
 // (meter/keys.Cache); ok=false when it cannot.
 type Rater interface {
+	// Rate returns e's rating (price version, override, currency, list
+	// cost in 1e-12 units of it, discount in basis points), or ok=false
+	// when the gateway cannot rate it.
 	Rate(e *usage.Event) (usage.Rating, bool)
 }
 

@@ -329,17 +329,4 @@ func until(t *testing.T, ls <-chan string, want string) []string {
 	}
 }
 
-// quiet asserts no line arrives within d.
-func quiet(t *testing.T, ls <-chan string, d time.Duration, why string) {
-	t.Helper()
-	select {
-	case l, ok := <-ls:
-		if ok {
-			t.Fatalf("%s: read %q", why, l)
-		}
-		t.Fatalf("%s: the stream ended", why)
-	case <-time.After(d):
-	}
-}
-
 var errSpoolRefused = errors.New("spool refused the event: disk full")

@@ -27,6 +27,7 @@ type Error struct {
 	Message string
 }
 
+// Error returns the message, safe to show to an API user.
 func (e *Error) Error() string { return e.Message }
 
 // ErrorCode returns the code of the first *Error in err's chain, or "" when

@@ -151,6 +151,7 @@ func (d *DLQ) List(ctx context.Context, limit int) ([]usage.DeadLetter, error) {
 // stream does not hold: never set aside, or replayed already.
 type NoDeadLetterError struct{ Seq uint64 }
 
+// Error names the sequence not found.
 func (e *NoDeadLetterError) Error() string {
 	return fmt.Sprintf("dead letter %d not found", e.Seq)
 }

@@ -80,16 +80,6 @@ func (p *proc) kill9() {
 	<-p.done
 }
 
-// stop sends SIGTERM and waits up to timeout, then kills.
-func (p *proc) stop(timeout time.Duration) {
-	_ = syscall.Kill(p.pid(), syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		p.kill9()
-	}
-}
-
 // cleanup kills every child still running.
 func (ps *procs) cleanup() {
 	ps.mu.Lock()

@@ -262,6 +262,7 @@ func Err(status int, typ, code, msg string) Error {
 	return Error{Status: status, Type: typ, Code: code, Message: msg}
 }
 
+// Error returns the message, as the client is shown it.
 func (e Error) Error() string { return e.Message }
 
 // SetMember is jsonscan.SetMember (obj with every top-level member named

@@ -107,10 +107,12 @@ type UnreachableError struct {
 	Err error
 }
 
+// Error names the admin API's URL and the root cause of the failure.
 func (e *UnreachableError) Error() string {
 	return fmt.Sprintf("cannot reach the admin API at %s: %v", e.URL, rootCause(e.Err))
 }
 
+// Unwrap returns the transport error.
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // rootCause is the innermost error of a chain, for short messages

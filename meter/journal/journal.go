@@ -27,7 +27,6 @@ package journal
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -517,5 +516,3 @@ func syncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
-
-var errCorrupt = errors.New("journal: corrupt record")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -66,7 +67,9 @@ func NewStream(t testing.TB) jetstream.JetStream {
 // StartWorker creates a meter worker of cfg on js, writing to store
 // (meter.NewWorker), and runs it until ctx ends. The channel receives what
 // Run returned, once. The test owns ctx: it cancels it, and waits on the
-// channel when it must know the worker has stopped.
+// channel when it must know the worker has stopped. When the test ends
+// (its defers run), the worker must have stopped within 30 s: its
+// database is dropped after, not under it.
 func StartWorker(t testing.TB, ctx context.Context, js jetstream.JetStream, store meter.Store, cfg meter.WorkerConfig) <-chan error {
 	t.Helper()
 	w, err := meter.NewWorker(ctx, js, store, cfg)
@@ -74,7 +77,19 @@ func StartWorker(t testing.TB, ctx context.Context, js jetstream.JetStream, stor
 		t.Fatalf("metertest: worker: %v", err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	stopped := make(chan struct{})
+	go func() {
+		err := w.Run(ctx)
+		close(stopped)
+		done <- err
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-stopped:
+		case <-time.After(30 * time.Second):
+			t.Errorf("metertest: the worker did not stop within 30 s of the test's end (is its context cancelled?)")
+		}
+	})
 	return done
 }
 

@@ -262,6 +262,7 @@ type RefusedError struct {
 	Reason string
 }
 
+// Error names the refused event and why.
 func (e *RefusedError) Error() string { return "event " + e.ID + " refused: " + e.Reason }
 
 // clip shortens s for an error message.
