@@ -97,6 +97,7 @@ func buildRegistry(dir string) (exposed, error) {
 	}
 	defer spool.Close()
 	mm := metrics.NewMeter(rec)
+	mm.CollectConsumer()
 	mm.CollectSpool(spool)
 	j, _, err := journal.Open(filepath.Join(dir, "journal"))
 	if err != nil {

@@ -50,6 +50,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 		`tollgate_meter_events_written_total 1`,
 		`tollgate_meter_publish_seconds_count 1`,
 		`tollgate_meter_spool_events 0`,
+		`tollgate_meter_consumer_pending `, // serve runs a worker: its backlog (TollgateMeterDown) is reported
 		`tollgate_ledger_unpriced_events_total 0`,
 		`go_goroutines`,
 	} {

@@ -204,6 +204,9 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	mc := cfg.Meter
 	reg := metrics.NewRegistry()
 	mm := metrics.NewMeter(reg)
+	if r.meter {
+		mm.CollectConsumer() // the backlog is a worker's to report (TollgateMeterDown)
+	}
 	a.store.SetObserver(metrics.NewLedger(reg))
 	for _, p := range cfg.Prices {
 		if dbDown {

@@ -82,8 +82,18 @@ func NewMeter(reg prometheus.Registerer) *Meter {
 		m.deadLetters.WithLabelValues(r)
 	}
 	reg.MustRegister(m.publish, m.publishFailed, m.batchSize, m.write, m.written, m.duplicates, m.redeliveries,
-		m.deadLetters, m.pending, m.ackPending, m.trimFailures)
+		m.deadLetters, m.trimFailures)
 	return m
+}
+
+// CollectConsumer exposes the usage consumer's backlog
+// (tollgate_meter_consumer_pending and _ack_pending, events), which a
+// meter worker reads every 5 s. Only a process that runs a worker calls
+// it: a gateway's or admin's constant 0 beside them kept max() at 0 when
+// every worker was down, and TollgateMeterStalled silent; with no worker
+// the series are absent, and TollgateMeterDown fires.
+func (m *Meter) CollectConsumer() {
+	m.reg.MustRegister(m.pending, m.ackPending)
 }
 
 // CollectSpool exposes the spool's depth and age; only the first call
