@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,7 +61,24 @@ func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetS
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
+	if e.NATSURL != "" && !a.nc.IsConnected() {
+		// The first attempt failed: nats.go retries on its own and says
+		// nothing until it connects.
+		a.log.Warn("NATS: not reachable yet; retrying every 0.5 s (check TOLLGATE_NATS_URL)", "url", redactURL(e.NATSURL))
+	}
 	// Close flushes what is buffered (acknowledgements) before it closes.
 	a.started("NATS connection", 5*time.Second, func(context.Context) error { a.nc.Close(); return nil })
 	return jetstream.New(a.nc)
+}
+
+// redactURL is raw (one or more NATS URLs, comma-separated) with any
+// password replaced by "xxxxx", for the log.
+func redactURL(raw string) string {
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
 }

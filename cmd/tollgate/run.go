@@ -229,7 +229,11 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
 		if r.gateway || r.meter {
 			if _, err := meter.EnsureStream(sctx, js, mc.Stream()); err != nil {
-				log.Warn("usage stream not reachable yet; events are spooled until it is", "err", err)
+				then := "the worker waits for it"
+				if r.gateway {
+					then = "events are spooled until it is"
+				}
+				log.Warn("usage stream not reachable yet; "+then, "err", err)
 			}
 		}
 		if a.dlq, err = meter.EnsureDLQ(sctx, js, mc.Stream()); err != nil {
