@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 
@@ -14,9 +15,13 @@ import (
 // (TOLLGATE_LISTEN, TOLLGATE_ADMIN_LISTEN) that is not host:port with a
 // port from 0 to 65535 or a service name, and a TOLLGATE_DATABASE_URL
 // pgxpool cannot parse as ledger.Open parses it (its message hides a
-// password). TOLLGATE_LOG_LEVEL is checked before any command runs.
+// password), and TOLLGATE_LOG_LEVEL (which stops any other command before
+// it runs).
 func envProblems() []string {
 	var problems []string
+	if _, err := newLogger(io.Discard, os.Getenv("TOLLGATE_LOG_LEVEL")); err != nil {
+		problems = append(problems, err.Error())
+	}
 	if _, err := shutdownGrace(os.Getenv("TOLLGATE_SHUTDOWN_GRACE")); err != nil {
 		problems = append(problems, err.Error())
 	}

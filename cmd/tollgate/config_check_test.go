@@ -437,9 +437,10 @@ func TestConfigCheckEnvDatabaseURLAsServeParsesIt(t *testing.T) {
 func TestConfigCheckEnvListsEveryProblem(t *testing.T) {
 	t.Setenv("TOLLGATE_SHUTDOWN_GRACE", "5")
 	t.Setenv("TOLLGATE_PPROF", "yes")
+	t.Setenv("TOLLGATE_LOG_LEVEL", "loud") // stopped `config check` before it ran, the others unnamed
 	var out, errOut bytes.Buffer
 	code := configCheck([]string{"--config", "../../examples/demo.yaml"}, &out, &errOut)
-	for _, want := range []string{"TOLLGATE_SHUTDOWN_GRACE=", "TOLLGATE_PPROF="} {
+	for _, want := range []string{"TOLLGATE_SHUTDOWN_GRACE=", "TOLLGATE_PPROF=", "TOLLGATE_LOG_LEVEL="} {
 		if code != exitInvalid || !strings.Contains(errOut.String(), want) {
 			t.Errorf("config check with two bad variables: exit %d, stderr:\n%s\nwant exit 5 and %q named", code, errOut.String(), want)
 		}

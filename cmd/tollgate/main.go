@@ -68,17 +68,19 @@ const envUsage = `Environment:
   TOLLGATE_LOG_LEVEL      debug, info, warn or error (default info; at warn only
                           failed requests are logged)
 A bad TOLLGATE_SHUTDOWN_GRACE, TOLLGATE_PPROF or TOLLGATE_LOG_LEVEL stops the command (exit code 2),
-as do an empty TOLLGATE_ADMIN_TOKEN for serve and admin and a listen address that is not host:port.
+as do an empty TOLLGATE_ADMIN_TOKEN for serve and admin and a listen address that is not host:port;
+tollgate config check lists each of them instead (exit code 5).
 `
 
 func main() {
 	logs := newLogBuffer(os.Stderr)
 	log, err := newLogger(logs, os.Getenv("TOLLGATE_LOG_LEVEL"))
-	if err != nil && !asksHelp(os.Args[1:]) {
+	// config check lists a bad level beside the other problems (envProblems).
+	if err != nil && !asksHelp(os.Args[1:]) && !(len(os.Args) > 2 && os.Args[1] == "config" && os.Args[2] == "check") {
 		fmt.Fprintln(os.Stderr, "tollgate:", err)
 		os.Exit(2)
 	}
-	if err != nil { // help logs nothing: it is shown whatever the level says
+	if err != nil { // help and config check log nothing that a level would hide
 		log, _ = newLogger(logs, "")
 	}
 	// Packages that log with slog's default (the spool's and the crash
