@@ -189,6 +189,26 @@ type Config struct {
 // provider types the gateway knows (see provider.Provider.Type); with none,
 // any type is taken. Its errors name the entry and field at fault.
 func (c *Config) Validate(types ...string) error {
+	// 0 (or absent) is each setting's default; a negative value is a
+	// mistake, taken silently for the default before.
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"max_request_bytes", c.MaxRequestBytes}, {"max_drains", int64(c.MaxDrains)}, {"retry.max_attempts", int64(c.Retry.MaxAttempts)}} {
+		if n.v < 0 {
+			return fmt.Errorf("%s must be 0 (its default) or more, not %d", n.name, n.v)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"read_timeout", c.ReadTimeout}, {"idle_timeout", c.IdleTimeout}, {"write_timeout", c.WriteTimeout},
+		{"shutdown_drain", c.ShutdownDrain}, {"drain_timeout", c.DrainTimeout}, {"retry.budget", c.Retry.Budget},
+		{"retry.cooldown", c.Retry.Cooldown}, {"retry.max_cooldown", c.Retry.MaxCooldown}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s must be 0 (its default) or more, not %s", d.name, d.v)
+		}
+	}
 	if c.MaxRequestBytes <= 0 {
 		c.MaxRequestBytes = 8 << 20
 	}

@@ -142,3 +142,25 @@ func TestDeploymentsConfig(t *testing.T) {
 		t.Fatalf("retry defaults %+v", cfg.Retry)
 	}
 }
+
+// TestNegativeSettingsRefused: a negative timeout, limit or budget was
+// taken silently for the setting's default (read_timeout: -1s became 60s)
+// and config check said the file was valid. (Found by review.)
+func TestNegativeSettingsRefused(t *testing.T) {
+	for _, c := range []struct {
+		set  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.ReadTimeout = -time.Second }, "read_timeout must be 0 (its default) or more, not -1s"},
+		{func(c *Config) { c.MaxDrains = -5 }, "max_drains must be 0 (its default) or more, not -5"},
+		{func(c *Config) { c.MaxRequestBytes = -1 }, "max_request_bytes"},
+		{func(c *Config) { c.Retry.Budget = -time.Second }, "retry.budget"},
+	} {
+		cfg := Config{Providers: []ProviderConfig{{Name: "a", Type: "openai", BaseURL: "http://a/v1"}},
+			Models: []ModelConfig{{Name: "m", Provider: "a"}}}
+		c.set(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v, want %q", err, c.want)
+		}
+	}
+}

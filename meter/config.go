@@ -121,6 +121,8 @@ func (c *Config) Validate() error {
 		// A batch filling is not kept from redelivery: its first events
 		// would come again, and pass max_deliver, while it fills.
 		return fmt.Errorf("meter.batch_wait (%s) must be at most a third of meter.ack_wait (%s)", c.BatchWait, c.AckWait)
+	case c.SpoolMaxAge < 0:
+		return fmt.Errorf("meter.spool_max_age must be 0 (none) or more, not %s", c.SpoolMaxAge)
 	case c.SpoolMaxBytes < 1<<20:
 		return fmt.Errorf("meter.spool_max_bytes must be at least 1 MiB")
 	}

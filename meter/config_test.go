@@ -37,6 +37,7 @@ func TestConfigBatchWaitUnderTheAckWait(t *testing.T) {
 	}{
 		{meter.Config{AckWait: 3 * time.Second, BatchWait: 2 * time.Second}, "meter.batch_wait (2s) must be at most a third of meter.ack_wait (3s)"},
 		{meter.Config{AckWait: 500 * time.Millisecond}, "meter.ack_wait must be at least 1s"},
+		{meter.Config{SpoolMaxAge: -time.Second}, "meter.spool_max_age must be 0 (none) or more, not -1s"},
 		{meter.Config{AckWait: 3 * time.Second, BatchWait: time.Second}, ""},
 	} {
 		err := c.cfg.Validate()
