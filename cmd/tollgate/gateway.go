@@ -83,7 +83,7 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 	web.NewPortal(customerAPI, log).Routes(llm) // the customer portal, over the customer API
 	llm.Mount("/", a.gw.Handler())
 	if err := a.gw.Start(e.Listen, llm); err != nil {
-		return err
+		return fmt.Errorf("TOLLGATE_LISTEN: %w", err)
 	}
 	a.Addr = a.gw.Addr()
 	a.started("gateway", 0, a.stopGateway)

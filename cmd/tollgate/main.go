@@ -52,7 +52,7 @@ or argument exits 2.
 
 // envUsage documents the environment.
 const envUsage = `Environment:
-  TOLLGATE_DATABASE_URL   Postgres URL (default postgres://postgres@127.0.0.1:5432/tollgate)
+  TOLLGATE_DATABASE_URL   Postgres URL (default postgres://postgres@127.0.0.1:5432/tollgate?sslmode=disable)
   TOLLGATE_NATS_URL       NATS URL; empty means serve embeds a JetStream server
   TOLLGATE_ADMIN_TOKEN    bearer token for the admin API (required for serve and admin;
                           admin commands send it)

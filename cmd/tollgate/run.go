@@ -210,7 +210,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	a.store.SetObserver(metrics.NewLedger(reg))
 	for _, p := range cfg.Prices {
 		if dbDown {
-			log.Warn("seed prices not added: the database is unreachable (the process that migrates it adds them too)")
+			log.Warn("seed prices not added: the database is unreachable (a meter or admin process adds them when it starts)")
 			break
 		}
 		if err := step(func() error { _, err := a.store.EnsurePrice(ctx, p); return err }); err != nil {
@@ -277,7 +277,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	}
 	a.admin = api.NewListener(a.opsHandler(r, reg, adminAPI, e.Pprof), log)
 	if err := a.admin.Start(e.AdminListen); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("TOLLGATE_ADMIN_LISTEN: %w", err)
 	}
 	a.AdminAddr = a.admin.Addr()
 	a.started("admin listener", 10*time.Second, a.admin.Stop)
