@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
@@ -434,14 +433,6 @@ func (c *chatWriter) end(readErr error) {
 // not a report that the bill contradicts (a completion the report did not
 // count, estimated; a cached count clamped to the prompt).
 func reportedAsBilled(e *usage.Event) bool {
-	if e.UsageSource != usage.SourceUpstream {
-		return false
-	}
-	for code := range strings.SplitSeq(e.Corrections, ",") {
-		switch code {
-		case usage.CorrectionNegative, usage.CorrectionOverMax, usage.CorrectionCacheOverPrompt:
-			return false
-		}
-	}
-	return true
+	return e.UsageSource == usage.SourceUpstream && !usage.HasCorrection(e.Corrections, usage.CorrectionNegative) &&
+		!usage.HasCorrection(e.Corrections, usage.CorrectionOverMax) && !usage.HasCorrection(e.Corrections, usage.CorrectionCacheOverPrompt)
 }

@@ -164,6 +164,16 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 	// final report, sent once the event is durable: at the next event (an
 	// error there is the request's), or at the end.
 	var held []byte
+	// durable sends what is written, then commits the event: what follows
+	// (a final report, the end) goes out only if the event is durable;
+	// else the stream is broken off, its end withheld.
+	durable := func() {
+		x.flush()
+		x.commit()
+		if x.undurable && !x.clientGone.Load() {
+			panic(http.ErrAbortHandler)
+		}
+	}
 	for {
 		var err error
 		ev, err = rd.Next()
@@ -260,11 +270,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			// The event after the final report (Anthropic's message_stop,
 			// or an error, which is the request's status): the event is
 			// made durable as it stands now, then the report goes out.
-			x.flush()
-			x.commit()
-			if x.undurable && !x.clientGone.Load() {
-				panic(http.ErrAbortHandler) // not durable: the usage is withheld, the stream broken
-			}
+			durable()
 			forward(held)
 			held = held[:0]
 		}
@@ -287,11 +293,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		if x.report.Ended { // the provider's own end: what follows is not read
 			x.markComplete()
 			if !x.committed { // the end is what the commit holds back, with any final report
-				x.flush()
-				x.commit()
-				if x.undurable {
-					panic(http.ErrAbortHandler) // not durable: the end is withheld, the stream broken
-				}
+				durable()
 			}
 			forward(held)
 			forward(chunk)

@@ -45,7 +45,7 @@ func (s *Server) Recover(reqs []journal.Request) []usage.Event {
 		// Journals of gateways before this one flagged the placeholder's
 		// reasoning against no completion; Normalize below flags the
 		// recovered usage itself.
-		e.Corrections = dropCode(e.Corrections, usage.CorrectionReasoningOverCompletion)
+		e.Corrections = usage.WithoutCorrection(e.Corrections, usage.CorrectionReasoningOverCompletion)
 		e.Status, e.HTTPStatus, e.FinishReason = usage.StatusCrashed, 0, ""
 		e.DurationMillis = max(r.Last.Sub(r.Began).Milliseconds(), 0)
 		e.Error = fmt.Sprintf("the gateway process stopped mid-request (a crash or a kill); usage estimated from its last checkpoint, %d ms after the start",
@@ -109,16 +109,4 @@ func (s *Server) promptOf(endpoint string, r *journal.Request) tap.Prompt {
 		}
 	}
 	return tap.Prompt{}
-}
-
-// dropCode is list, a comma-separated list of correction codes, without
-// code.
-func dropCode(list, code string) string {
-	var kept []string
-	for c := range strings.SplitSeq(list, ",") {
-		if c != code && c != "" {
-			kept = append(kept, c)
-		}
-	}
-	return strings.Join(kept, ",")
 }

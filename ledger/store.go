@@ -88,10 +88,10 @@ func Unreachable(err error) bool {
 // Down reports whether err, from any Store call, is Postgres not answering
 // now rather than refusing the operation: no connection could be made
 // (the pool's connect, but for the misconfigurations Unreachable names),
-// or the connection was lost
-// or ended by the server (SQLSTATE class 08, connection exception; 57P01
-// to 57P03, shutting down or not yet accepting connections; a broken
-// socket). A retry once the database is back may succeed.
+// or the connection was lost or ended by the server (SQLSTATE class 08,
+// connection exception; 57P01 to 57P03, shutting down or not yet
+// accepting connections; a broken socket). A retry once the database is
+// back may succeed.
 func Down(err error) bool {
 	if err == nil {
 		return false

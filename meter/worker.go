@@ -279,6 +279,9 @@ func notHeld(over, held []jetstream.Msg) []jetstream.Msg {
 // await returns once every channel in chans is closed, keeping msgs' ack
 // wait from running out meanwhile (InProgress every `every`).
 func await(chans []chan struct{}, msgs []jetstream.Msg, every time.Duration) {
+	if len(chans) == 0 {
+		return
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for _, c := range chans {
@@ -287,9 +290,7 @@ func await(chans []chan struct{}, msgs []jetstream.Msg, every time.Duration) {
 			case <-c:
 				open = false
 			case <-t.C:
-				for _, m := range msgs {
-					_ = m.InProgress()
-				}
+				inProgress(msgs)
 			}
 		}
 	}
@@ -342,24 +343,23 @@ const splitAt = 1000
 // redelivered, and so cannot reach MaxDeliver while nothing is wrong with
 // it.
 func handOver[T any](out chan<- T, v T, msgs []jetstream.Msg, every time.Duration, after ...chan struct{}) {
+	await(after, msgs, every) // then a new ticker: at most 2 × every between two extensions
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		var wait chan struct{} // nil when after is done: never ready
-		send := out
-		if len(after) > 0 {
-			wait, send = after[0], nil // a nil channel: not ready yet
-		}
 		select {
-		case <-wait:
-			after = after[1:]
-		case send <- v:
+		case out <- v:
 			return
 		case <-t.C:
-			for _, m := range msgs {
-				_ = m.InProgress()
-			}
+			inProgress(msgs)
 		}
+	}
+}
+
+// inProgress extends the ack wait of msgs.
+func inProgress(msgs []jetstream.Msg) {
+	for _, m := range msgs {
+		_ = m.InProgress()
 	}
 }
 
@@ -422,9 +422,10 @@ func (p pending) without(i int) pending {
 }
 
 // decode reads a pulled batch's events. Messages that no retry can store
-// (undecodable, invalid, or delivered more than MaxDeliver times) are set
-// aside in the dead-letter stream with the reason, not returned; nothing
-// is silently dropped.
+// (undecodable or invalid) are set aside in the dead-letter stream with
+// the reason, not returned; those delivered more than MaxDeliver times are
+// returned apart (overDelivered), for Run to check against the ledger once
+// what is in flight is written. Nothing is silently dropped.
 func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) (out pending, overDelivered []jetstream.Msg) {
 	out = pending{events: make([]usage.Event, 0, len(msgs)), msgs: make([]jetstream.Msg, 0, len(msgs))}
 	for _, m := range msgs {
@@ -537,9 +538,7 @@ func (w *Worker) write(ctx context.Context, first pending) {
 		wait, _ := backoff.Next()
 		w.cfg.Logger.Warn("meter: write batch failed; retrying", "events", len(p.events), "backoff", wait, "err", err)
 		for _, p := range todo {
-			for _, m := range p.msgs {
-				_ = m.InProgress() // keep the ack wait from running out
-			}
+			inProgress(p.msgs) // keep the ack wait from running out
 		}
 		select {
 		case <-ctx.Done():

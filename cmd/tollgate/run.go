@@ -134,21 +134,17 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	if !r.all() {
 		open = ledger.OpenExisting
 	}
-	for wait := 0; ; wait++ {
+	openLedger := func() (err error) { a.store, err = open(ctx, e.DatabaseURL); return err }
+	if r.gatewayOnly() {
+		err = openLedger()
+	} else {
 		// serve, meter and admin need the ledger: while Postgres is
 		// unreachable (down, starting, out of connections) they wait for
 		// it, rather than exit and leave a supervisor to restart them.
-		if a.store, err = open(ctx, e.DatabaseURL); err == nil || !ledger.Down(err) || r.gatewayOnly() {
-			break
-		}
-		if wait%15 == 0 {
-			log.Warn("database unreachable: waiting for it", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, errStoppedWaiting
-		case <-time.After(2 * time.Second):
-		}
+		err = untilUp(ctx, log, openLedger)
+	}
+	if errors.Is(err, errStoppedWaiting) {
+		return nil, err
 	}
 	if err != nil {
 		if ledger.Missing(err) {

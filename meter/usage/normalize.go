@@ -157,7 +157,7 @@ func (e *Event) Normalize() bool {
 	}
 	all := e.Corrections
 	for _, f := range fixes {
-		if !hasCode(all, f) {
+		if !HasCorrection(all, f) {
 			if all != "" {
 				all += ","
 			}
@@ -176,13 +176,26 @@ func (e *Event) Normalize() bool {
 	return changed
 }
 
-func hasCode(list, code string) bool {
+// HasCorrection reports whether list, an event's Corrections (codes
+// separated by commas), holds code.
+func HasCorrection(list, code string) bool {
 	for c := range strings.SplitSeq(list, ",") {
 		if c == code {
 			return true
 		}
 	}
 	return false
+}
+
+// WithoutCorrection returns list, an event's Corrections, without code.
+func WithoutCorrection(list, code string) string {
+	var kept []string
+	for c := range strings.SplitSeq(list, ",") {
+		if c != code && c != "" {
+			kept = append(kept, c)
+		}
+	}
+	return strings.Join(kept, ",")
 }
 
 // stringLimits names an event's strings, in the order of stringFields,
