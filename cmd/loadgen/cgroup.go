@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -226,3 +228,83 @@ func statValue(s, key string) int64 {
 
 // remove deletes the cgroup once its processes have ended.
 func (g *memCgroup) remove() error { return os.Remove(g.dir) }
+
+// cgroupMemoryRatio is the share of a memory cgroup's limit that tollgate
+// makes its Go runtime's soft limit (cmd/tollgate/memlimit.go:
+// memoryLimitRatio); the bare proxy is given the same.
+const cgroupMemoryRatio = 0.9
+
+// start starts a child of the stack, in a memory cgroup of its own when
+// the run has -memory-cgroup.
+func (s *stack) start(name, bin string, args, env []string) (*child, error) {
+	if s.cgroupLimit <= 0 {
+		return startChild(name, s.dir, bin, args, env)
+	}
+	g, err := newMemCgroup(fmt.Sprintf("loadgen-%d-%s", os.Getpid(), name), s.cgroupLimit)
+	if err != nil {
+		return nil, err
+	}
+	s.cgroups[name] = g
+	cmd, cargs, err := g.command(bin, args)
+	if err != nil {
+		return nil, err
+	}
+	return startChild(name, s.dir, cmd, cargs, env)
+}
+
+// cgroupLine describes the memory cgroup of the child name: its limit and
+// what the kernel counted; "" when it has none.
+func (s *stack) cgroupLine(name string) string {
+	g := s.cgroups[name]
+	if g == nil {
+		return ""
+	}
+	u, err := g.usage()
+	if err != nil {
+		return fmt.Sprintf("%s: memory cgroup %s: %v", name, g.dir, err)
+	}
+	peak := "not kept by this kernel"
+	if u.peak >= 0 {
+		peak = fmt.Sprintf("%.0f MiB", mib(u.peak))
+	}
+	return fmt.Sprintf("%s: memory cgroup limit %.0f MiB: peak charged %s (RSS, page cache, kernel memory), limit reached %d times, OOM kills %d",
+		name, mib(g.limit), peak, u.limitHit, u.oomKills)
+}
+
+// withMemoryLimit sets GOMEMLIMIT in env to the run's -memory-limit, when
+// it has one.
+func (s *stack) withMemoryLimit(env []string) []string {
+	if s.memoryLimit == "" {
+		return env
+	}
+	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GOMEMLIMIT=") })
+	return append(env, "GOMEMLIMIT="+s.memoryLimit)
+}
+
+// validMemoryLimit reports whether v is a size as GOMEMLIMIT takes it: a
+// number of bytes, or a number with one of the suffixes B, KiB, MiB, GiB
+// or TiB (runtime/debug: "the GOMEMLIMIT environment variable").
+func validMemoryLimit(v string) bool {
+	_, ok := parseMemorySize(v)
+	return ok
+}
+
+// parseMemorySize reads a size in GOMEMLIMIT's syntax (validMemoryLimit)
+// as bytes.
+func parseMemorySize(v string) (int64, bool) {
+	num, unit := v, uint64(1)
+	for _, u := range []struct {
+		suffix string
+		bytes  uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}} {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			num, unit = n, u.bytes
+			break
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 63)
+	if err != nil || n == 0 || n > math.MaxInt64/unit {
+		return 0, false
+	}
+	return int64(n * unit), true
+}

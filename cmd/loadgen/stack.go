@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,85 +9,16 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
-
-// child is a process loadgen started.
-type child struct {
-	name string
-	cmd  *exec.Cmd
-	pid  int
-	log  string
-	done chan struct{} // closed when it exited
-	err  error
-}
-
-// startChild starts bin with args and env, its stdout and stderr in
-// dir/name.log. It dies with loadgen (PR_SET_PDEATHSIG), and inherits
-// loadgen's RLIMIT_NOFILE.
-func startChild(name, dir, bin string, args, env []string) (*child, error) {
-	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	c := &child{name: name, cmd: cmd, pid: cmd.Process.Pid, log: logPath, done: make(chan struct{})}
-	go func() {
-		c.err = cmd.Wait()
-		f.Close()
-		close(c.done)
-	}()
-	return c, nil
-}
-
-// stop sends SIGTERM and waits up to grace before SIGKILL.
-func (c *child) stop(grace time.Duration) {
-	if c == nil {
-		return
-	}
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(grace):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
-}
-
-// tail is the end of the child's log, for error messages.
-func (c *child) tail() string {
-	b, _ := os.ReadFile(c.log)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
-}
 
 // stack is what the targets run on: the simulator, the bare proxy and
 // tollgate (one `tollgate serve` per tollgate target), started here or
@@ -204,71 +134,6 @@ func (s *stack) dbNames() []string {
 		}
 	}
 	return out
-}
-
-// freeAddr returns a loopback address with a free port.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// moduleRoot finds the tollgate module's directory from the working
-// directory up.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.Contains(b, []byte("module github.com/tollgate-dev/tollgate\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("the tollgate module is not in the working directory or above it: run from the repository, or give -sim-bin and -tollgate-bin")
-		}
-		dir = parent
-	}
-}
-
-// build compiles ./cmd/<name> of the module into dir.
-func build(ctx context.Context, root, dir, name string) (string, error) {
-	out := filepath.Join(dir, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, b)
-	}
-	return out, nil
-}
-
-// waitHTTP polls url until it answers (any status) or c exits.
-func waitHTTP(ctx context.Context, c *child, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		if c != nil {
-			select {
-			case <-c.done:
-				return fmt.Errorf("%s exited (%v); its log:\n%s", c.name, c.err, c.tail())
-			default:
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s did not answer at %s within %v", c.name, url, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // childEnv is set in the environment of loadgen's own children (the bare
@@ -599,84 +464,4 @@ func (s *stack) close() {
 			_ = os.RemoveAll(s.dir)
 		}
 	}
-}
-
-// cgroupMemoryRatio is the share of a memory cgroup's limit that tollgate
-// makes its Go runtime's soft limit (cmd/tollgate/memlimit.go:
-// memoryLimitRatio); the bare proxy is given the same.
-const cgroupMemoryRatio = 0.9
-
-// start starts a child of the stack, in a memory cgroup of its own when
-// the run has -memory-cgroup.
-func (s *stack) start(name, bin string, args, env []string) (*child, error) {
-	if s.cgroupLimit <= 0 {
-		return startChild(name, s.dir, bin, args, env)
-	}
-	g, err := newMemCgroup(fmt.Sprintf("loadgen-%d-%s", os.Getpid(), name), s.cgroupLimit)
-	if err != nil {
-		return nil, err
-	}
-	s.cgroups[name] = g
-	cmd, cargs, err := g.command(bin, args)
-	if err != nil {
-		return nil, err
-	}
-	return startChild(name, s.dir, cmd, cargs, env)
-}
-
-// cgroupLine describes the memory cgroup of the child name: its limit and
-// what the kernel counted; "" when it has none.
-func (s *stack) cgroupLine(name string) string {
-	g := s.cgroups[name]
-	if g == nil {
-		return ""
-	}
-	u, err := g.usage()
-	if err != nil {
-		return fmt.Sprintf("%s: memory cgroup %s: %v", name, g.dir, err)
-	}
-	peak := "not kept by this kernel"
-	if u.peak >= 0 {
-		peak = fmt.Sprintf("%.0f MiB", mib(u.peak))
-	}
-	return fmt.Sprintf("%s: memory cgroup limit %.0f MiB: peak charged %s (RSS, page cache, kernel memory), limit reached %d times, OOM kills %d",
-		name, mib(g.limit), peak, u.limitHit, u.oomKills)
-}
-
-// withMemoryLimit sets GOMEMLIMIT in env to the run's -memory-limit, when
-// it has one.
-func (s *stack) withMemoryLimit(env []string) []string {
-	if s.memoryLimit == "" {
-		return env
-	}
-	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GOMEMLIMIT=") })
-	return append(env, "GOMEMLIMIT="+s.memoryLimit)
-}
-
-// validMemoryLimit reports whether v is a size as GOMEMLIMIT takes it: a
-// number of bytes, or a number with one of the suffixes B, KiB, MiB, GiB
-// or TiB (runtime/debug: "the GOMEMLIMIT environment variable").
-func validMemoryLimit(v string) bool {
-	_, ok := parseMemorySize(v)
-	return ok
-}
-
-// parseMemorySize reads a size in GOMEMLIMIT's syntax (validMemoryLimit)
-// as bytes.
-func parseMemorySize(v string) (int64, bool) {
-	num, unit := v, uint64(1)
-	for _, u := range []struct {
-		suffix string
-		bytes  uint64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"B", 1}} {
-		if n, ok := strings.CutSuffix(v, u.suffix); ok {
-			num, unit = n, u.bytes
-			break
-		}
-	}
-	n, err := strconv.ParseUint(num, 10, 63)
-	if err != nil || n == 0 || n > math.MaxInt64/unit {
-		return 0, false
-	}
-	return int64(n * unit), true
 }
