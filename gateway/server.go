@@ -162,6 +162,9 @@ type Server struct {
 	// background); stopBackground ends it and backgroundDone says it has.
 	stopBackground context.CancelFunc
 	backgroundDone chan struct{}
+	// serving counts the goroutines serving the two listeners (the
+	// clients' and handback); Stop waits for them.
+	serving sync.WaitGroup
 }
 
 // Buffer sizes of an upstream HTTP/1.1 connection, in bytes (net/http's
@@ -297,11 +300,11 @@ func (s *Server) Start(addr string, h http.Handler) error {
 	s.srv = &http.Server{Handler: s.takeovers(h), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.ReadTimeout,
 		IdleTimeout: s.cfg.IdleTimeout, ConnState: connState, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	for _, l := range []net.Listener{ln, s.handback} {
-		go func() {
+		s.serving.Go(func() {
 			if err := s.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.log.Error("gateway: http server", "addr", s.addr, "err", err)
 			}
-		}()
+		})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopBackground, s.backgroundDone = cancel, make(chan struct{})
@@ -390,6 +393,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		}
 		s.stopBackground()
 		<-s.backgroundDone
+		s.serving.Wait() // Serve returns once Shutdown or Close has closed its listener
 	})
 	return s.stopErr
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +144,27 @@ func TestEveryResponseHasRequestID(t *testing.T) {
 		}
 		if !json.Valid(b) {
 			t.Errorf("%s: not JSON: %s", tc.path, b)
+		}
+	}
+}
+
+// TestStopWaitsForItsGoroutines: when Stop returns, no goroutine the
+// server started is left: not those serving its listeners, not its
+// background work (the team's rule: a component's stop waits for what it
+// started).
+func TestStopWaitsForItsGoroutines(t *testing.T) {
+	st := newStack(t, nil)
+	resp := st.post(t, "/v1/chat/completions", `{"model":"sim-small","max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err := st.gw.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	buf := make([]byte, 1<<20)
+	dump := string(buf[:runtime.Stack(buf, true)])
+	for g := range strings.SplitSeq(dump, "\n\n") {
+		if strings.Contains(g, "gateway.(*Server).Start") {
+			t.Fatalf("a goroutine the server started outlived Stop:\n%s", g)
 		}
 	}
 }

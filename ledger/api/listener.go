@@ -26,6 +26,7 @@ type Listener struct {
 	addr     string
 	stopOnce sync.Once
 	stopErr  error
+	serving  sync.WaitGroup // the goroutine serving srv; Stop waits for it
 }
 
 // NewListener returns a Listener serving h.
@@ -45,11 +46,11 @@ func (l *Listener) Start(addr string) error {
 	l.addr = ln.Addr().String()
 	l.srv = &http.Server{Handler: readAhead(l.h), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
 		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(l.log.Handler(), slog.LevelWarn)}
-	go func() {
+	l.serving.Go(func() {
 		if err := l.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			l.log.Error("admin listener", "addr", l.addr, "err", err)
 		}
-	}()
+	})
 	return nil
 }
 
@@ -68,6 +69,7 @@ func (l *Listener) Stop(ctx context.Context) error {
 			_ = l.srv.Close()
 			l.stopErr = err
 		}
+		l.serving.Wait() // Serve returns once Shutdown or Close has closed its listener
 	})
 	return l.stopErr
 }
