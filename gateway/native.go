@@ -164,12 +164,17 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 	// final report, sent once the event is durable: at the next event (an
 	// error there is the request's), or at the end.
 	var held []byte
+	// billed is the report's output when the event was made durable
+	// before the stream's end (at the event after a final report that is
+	// not cumulative): output past it is not in the event.
+	billed := 0
 	// durable sends what is written, then commits the event: what follows
 	// (a final report, the end) goes out only if the event is durable;
 	// else the stream is broken off, its end withheld.
 	durable := func() {
 		x.flush()
 		x.commit()
+		billed = x.report.Output.Len()
 		if x.undurable && !x.clientGone.Load() {
 			panic(http.ErrAbortHandler)
 		}
@@ -257,6 +262,17 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		hadError := x.report.Error
 		tp.Event(&ev, &x.report)
 		x.progress()
+		if x.committed && x.report.Output.Len() > billed {
+			// Output after the event was made durable (an upstream that
+			// goes on past its final report, Anthropic's message_delta):
+			// not billed, so not sent; the stream is broken off. The event
+			// made durable counted the one event after the report.
+			x.flush()
+			if x.clientGone.Load() {
+				return
+			}
+			panic(http.ErrAbortHandler)
+		}
 		chunk := src.take(src.n - rd.Pending())
 		// A comment is SSE, not part of a body that is not: it is not kept.
 		comment := ev.HasComment && len(ev.Other) == 0 && len(ev.Type) == 0 && !ev.HasID && len(ev.Retry) == 0

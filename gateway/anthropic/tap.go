@@ -149,7 +149,8 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 				t.unread |= fOutput
 			}
 			if t.unread == 0 {
-				r.Reported, r.Final = true, true
+				r.Reported = true
+				r.MarkFinal()
 			}
 		}
 	case "message_stop":

@@ -163,7 +163,9 @@ func (t *Tap) observe(resp *response, r *tap.Report) {
 		r.Cumulative = true // a later chunk's usageMetadata replaces this one
 		if u.readable() {
 			r.SetUsage(u.meter())
-			r.Final = r.Final || t.finished
+			if t.finished {
+				r.MarkFinal()
+			}
 		}
 	}
 	if desc, _ := errorOf(resp.Error); desc != "" {

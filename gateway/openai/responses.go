@@ -155,6 +155,10 @@ func observeResponse(resp *responseObject, r *tap.Report) {
 	}
 	if resp.Usage != nil {
 		r.SetUsage(resp.Usage.Meter())
-		r.Final = resp.Status == "completed" || resp.Status == "incomplete" || resp.Status == "failed"
+		if resp.Status == "completed" || resp.Status == "incomplete" || resp.Status == "failed" {
+			r.MarkFinal()
+		} else {
+			r.Final = false
+		}
 	}
 }

@@ -453,6 +453,8 @@ func (t *ChatTap) Scanned(s *ChunkScan, r *tap.Report) {
 	}
 	if s.hasUsage {
 		r.SetUsage(s.Usage)
-		r.Final = r.Final || t.finished || s.Choices == 0 && r.Output.Len() > 0
+		if t.finished || s.Choices == 0 && r.Output.Len() > 0 {
+			r.MarkFinal()
+		}
 	}
 }

@@ -56,6 +56,8 @@ func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 	}
 	if c.Usage != nil {
 		r.SetUsage(c.Usage.Meter())
-		r.Final = r.Final || t.finished || len(c.Choices) == 0 && r.Output.Len() > 0 || c.Error != nil
+		if t.finished || len(c.Choices) == 0 && r.Output.Len() > 0 || c.Error != nil {
+			r.MarkFinal()
+		}
 	}
 }

@@ -62,6 +62,11 @@ type Report struct {
 	OutputFloored bool
 	// outputAt is Output's length when usage was last set (see SetUsage).
 	outputAt int
+	// finalAt is Output's length when a stream's report became final
+	// (MarkFinal), and streamFinal whether one did: output past both it
+	// and outputAt came after the provider's final count.
+	finalAt     int
+	streamFinal bool
 }
 
 // AddOutput records produced text for estimation.
@@ -86,6 +91,25 @@ func (r *Report) SetUsage(u usage.Tokens) {
 	r.Usage, r.Reported, r.outputAt = u, true, r.Output.Len()
 }
 
+// MarkFinal records that the provider's final usage report arrived, in a
+// stream, with the output so far; it sets Final. Stream taps call it
+// rather than set Final, so that Resolve knows what output came after the
+// report (a whole body's output is read after its usage: its taps set
+// Final).
+func (r *Report) MarkFinal() {
+	if !r.Final || !r.streamFinal {
+		r.finalAt, r.streamFinal = r.Output.Len(), true
+	}
+	r.Final = true
+}
+
+// lateOutput reports whether output arrived after a stream's final report
+// and after the last usage report: output the provider's figures do not
+// count.
+func (r *Report) lateOutput() bool {
+	return r.streamFinal && r.Output.Len() > max(r.finalAt, r.outputAt)
+}
+
 // Prompt is what an estimate of a request's prompt counts: its text, how
 // many chat messages it holds (0 when it is not a list of messages), and
 // Media, the tokens of its parts that are not text (images), counted by
@@ -101,7 +125,11 @@ type Prompt struct {
 // request's prompt (for an estimate when the provider reported none;
 // prompt is called only then, as extracting it costs a decode):
 //
-//   - Final: the provider's figures as sent; source "upstream".
+//   - Final: the provider's figures as sent; source "upstream". But when
+//     output went on after a stream's final report (an upstream that
+//     reports, then streams more), completion_tokens is raised to the
+//     tokenizer's count of all the output when that is larger; source
+//     "partial".
 //   - Reported but not final (the stream ended early): the provider's
 //     figures; if output arrived after its last report, completion_tokens
 //     is raised to the tokenizer's count of all the output seen when that
@@ -127,6 +155,13 @@ func (r *Report) Resolve(est *Estimator, prompt func() Prompt) (usage.Tokens, us
 			// reasoning either; a report so far (below) may count none yet.
 			r.OutputFloored = u.CompletionTokens != r.Usage.CompletionTokens
 			return u, usage.SourcePartial
+		}
+		if r.lateOutput() {
+			if n := est.Count(r.Output.String()); n > r.Usage.CompletionTokens {
+				u := r.Usage
+				u.CompletionTokens = n
+				return u, usage.SourcePartial
+			}
 		}
 		return r.Usage, usage.SourceUpstream
 	case r.Reported:
