@@ -261,6 +261,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		x.touch()
 		hadError := x.report.Error
 		tp.Event(&ev, &x.report)
+		x.report.Began = x.report.Began || ev.HasData && x.report.Error == ""
 		x.progress()
 		if x.committed && x.report.Output.Len() > billed {
 			// Output after the event was made durable (an upstream that

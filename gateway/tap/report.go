@@ -43,6 +43,11 @@ type Report struct {
 	ServedModel string
 	// Error describes an upstream error frame, if one arrived.
 	Error string
+	// Began is set by a stream's relay once a data event that is not an
+	// error arrived (OpenAI's role chunk, say): the provider accepted the
+	// request and began its answer, so its prompt is billed even if the
+	// stream fails before any output (see Resolve).
+	Began bool
 	// Output collects the text the provider produced: content, reasoning or
 	// thinking, tool call names and arguments. It is what a tokenizer
 	// estimate counts when the provider's figures are missing or partial.
@@ -141,13 +146,15 @@ type Prompt struct {
 //     the provider's bill (a usage object with its counts missing or
 //     misnamed, "usage":{}). What it lacks is estimated; source "partial".
 //     Other figures stand as sent (reasoning above completion included).
-//   - Not reported, and the upstream failed without producing any output:
-//     nothing is billed (zero tokens); source "estimated".
+//   - Not reported, and the upstream failed before its stream began (no
+//     event but errors) and without producing any output: nothing is
+//     billed (zero tokens); source "estimated". Once it began, the prompt
+//     is estimated, as below, though the output is none.
 //   - Not reported otherwise: prompt and completion both estimated with
 //     the tokenizer (see Estimator.Prompt); source "estimated".
 func (r *Report) Resolve(est *Estimator, prompt func() Prompt) (usage.Tokens, usage.Source) {
 	switch {
-	case !r.Reported && r.Error != "" && r.Output.Len() == 0:
+	case !r.Reported && r.Error != "" && r.Output.Len() == 0 && !r.Began:
 		return usage.Tokens{}, usage.SourceEstimated
 	case r.Final:
 		if u, floored := r.floor(est, prompt); floored {
