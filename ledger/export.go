@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ExportColumns is the header of ExportLines' CSV. A row is an "event"
@@ -63,6 +65,15 @@ const exportCopy = `COPY (
 // progress hook.
 const progressEvery = 10_000
 
+// MaxExports is how many exports (ExportLines) a Store runs at once; one
+// more is refused (EUnavailable). Each runs on a connection of its own,
+// outside the pool, for as long as its reader takes: an export whose
+// client reads slowly, or stops, holds that connection and a snapshot,
+// never a connection the meter, the key sync or the API need (a finance
+// review: four stalled downloads took the pool's four connections, and
+// metering and statements stopped).
+const MaxExports = 4
+
 // ExportLines writes every ledger line in [from, to) to w as CSV with a
 // header (ExportColumns): each usage event by occurred_at (partitions
 // outside the range are not read) and each ledger entry by effective_at,
@@ -72,8 +83,9 @@ const progressEvery = 10_000
 // so a memo with line breaks overcounts; the returned count is exact).
 //
 // It returns rows written (without the header), EInvalid when from is not
-// before to, and an error after a partial write when w or the database
-// fails mid-stream.
+// before to, EUnavailable when MaxExports exports are running, and an
+// error after a partial write when w or the database fails mid-stream (a
+// writer that returns an error ends the export and its connection).
 func (s *Store) ExportLines(ctx context.Context, from, to time.Time, w io.Writer, progress ...func(rows int64)) (rows int64, err error) {
 	// A zero from is a bound: the first instant of the year 0001, the
 	// earliest the API takes (from=0001-01-01), not a missing one.
@@ -83,13 +95,23 @@ func (s *Store) ExportLines(ctx context.Context, from, to time.Time, w io.Writer
 	// Stored times are whole microseconds: bounds rounded up to one hold
 	// the same stored times as [from, to) (see Store.Usage).
 	from, to = ceilMicrosecond(from), ceilMicrosecond(to)
-	conn, err := s.pool.Acquire(ctx)
+	select {
+	case s.exports <- struct{}{}:
+		defer func() { <-s.exports }()
+	default:
+		return 0, errorf(EUnavailable, "%d exports are running, the most at once; retry when one ends", MaxExports)
+	}
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
 	if err != nil {
 		return 0, fmt.Errorf("export: %w", err)
 	}
-	defer conn.Release()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx) // a stalled COPY's session ends with its connection
+	}()
 	lw := &lineWriter{w: w, progress: progress}
-	tag, err := conn.Conn().PgConn().CopyTo(ctx, lw, fmt.Sprintf(exportCopy, sqlTime(from), sqlTime(to),
+	tag, err := conn.PgConn().CopyTo(ctx, lw, fmt.Sprintf(exportCopy, sqlTime(from), sqlTime(to),
 		csvTextSQL("e.model"), csvTextSQL("e.provider"), csvTextSQL("e.status"), csvTextSQL("e.usage_source"),
 		csvTextSQL("e.currency"), csvTextSQL("l.model"), csvTextSQL("l.currency"), csvTextSQL("l.kind"),
 		csvTextSQL("l.memo")))

@@ -35,6 +35,14 @@ type Store struct {
 	// partition is known to exist.
 	partitions sync.Map
 	obs        Observer // nil: none
+	// exports holds a token per export running (ExportLines), at most
+	// MaxExports.
+	exports chan struct{}
+}
+
+// newStore is a Store over pool.
+func newStore(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, now: time.Now, exports: make(chan struct{}, MaxExports)}
 }
 
 // Open connects to the database at url, creating the database first when it
@@ -64,7 +72,7 @@ func OpenLazy(url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", cfg.ConnConfig.Database, err)
 	}
-	return &Store{pool: pool, now: time.Now}, nil
+	return newStore(pool), nil
 }
 
 // Unreachable reports whether err, from Open, is Postgres being
@@ -173,7 +181,7 @@ func open(ctx context.Context, url string, create bool) (*Store, error) {
 		return nil, &unreachableError{fmt.Errorf("connect to database %q on %s:%d: %w",
 			cfg.ConnConfig.Database, cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)}
 	}
-	return &Store{pool: pool, now: time.Now}, nil
+	return newStore(pool), nil
 }
 
 // createDatabase creates cfg's database if it is missing.

@@ -29,6 +29,8 @@ type Admin struct {
 	sync  KeySync
 	// authFails logs failed authentications (authlog.go).
 	authFails *authFailures
+	// exportWait bounds each write of an export (ExportWriteTimeout).
+	exportWait time.Duration
 }
 
 // NewAdmin returns the admin API; every /admin/v1 request must carry
@@ -37,7 +39,8 @@ func NewAdmin(store *ledger.Store, token string, log *slog.Logger) (*Admin, erro
 	if token == "" {
 		return nil, errors.New("the admin token is empty: set TOLLGATE_ADMIN_TOKEN")
 	}
-	return &Admin{store: store, token: token, log: log, authFails: &authFailures{log: log, now: time.Now}}, nil
+	return &Admin{store: store, token: token, log: log, authFails: &authFailures{log: log, now: time.Now},
+		exportWait: ExportWriteTimeout}, nil
 }
 
 // Handler returns the routes: GET /healthz, and under /admin/v1 the

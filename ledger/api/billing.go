@@ -56,7 +56,7 @@ func (a *Admin) export(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	sw := &startWriter{w: w, start: func(h http.Header) {
+	sw := &startWriter{w: w, timeout: a.exportWait, start: func(h http.Header) {
 		h.Set("Content-Type", "text/csv; charset=utf-8")
 		h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="ledger-%s-%s.csv"`,
 			from.UTC().Format("20060102T150405Z"), to.UTC().Format("20060102T150405Z")))
@@ -88,12 +88,21 @@ func timeRange(r *http.Request) (from, to time.Time, err error) {
 	return requiredRange(q.Get("from"), q.Get("to"))
 }
 
+// ExportWriteTimeout is how long an export's write may wait for its
+// client to read: a client that takes nothing for this long is taken as
+// gone, and its export ends, with its database connection.
+const ExportWriteTimeout = 60 * time.Second
+
 // startWriter sets the headers and the 200 status on the first write, so
-// that a failure before any byte can still be answered with an error.
+// that a failure before any byte can still be answered with an error. Each
+// write must go out within timeout, when set (the deadline moved at most
+// once a second, its cost kept off each row).
 type startWriter struct {
-	w       http.ResponseWriter
-	start   func(http.Header)
-	started bool
+	w        http.ResponseWriter
+	start    func(http.Header)
+	started  bool
+	timeout  time.Duration
+	deadline time.Time // when the connection's write deadline was last moved
 }
 
 func (s *startWriter) Write(p []byte) (int, error) {
@@ -101,6 +110,10 @@ func (s *startWriter) Write(p []byte) (int, error) {
 		s.started = true
 		s.start(s.w.Header())
 		s.w.WriteHeader(http.StatusOK)
+	}
+	if now := time.Now(); s.timeout > 0 && now.Sub(s.deadline) >= time.Second {
+		s.deadline = now
+		_ = http.NewResponseController(s.w).SetWriteDeadline(now.Add(s.timeout))
 	}
 	return s.w.Write(p)
 }

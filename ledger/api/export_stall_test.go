@@ -1,0 +1,71 @@
+package api_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestStalledExportClientsAreLetGo: clients that start an export and stop
+// reading are taken as gone once a write has waited the export's write
+// timeout: their exports end, and the next export is served, not refused
+// for want of a slot (a finance review: stalled downloads held their
+// database connections for ever).
+func TestStalledExportClientsAreLetGo(t *testing.T) {
+	s := newServerWith(t, func(a *api.Admin) { api.SetExportWait(a, 300*time.Millisecond) })
+	ctx := context.Background()
+	c, err := s.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "big", Currency: "USD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := s.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+	batch := make([]usage.Event, 0, 5000)
+	for i := range 50_000 { // about 10 MB of CSV: more than loopback's socket buffers hold
+		batch = append(batch, event(c.ID, k.ID, "m", day.Add(time.Duration(i)*time.Second), usage.Tokens{PromptTokens: 100, CompletionTokens: 50}))
+		if len(batch) == cap(batch) {
+			s.write(batch...)
+			batch = batch[:0]
+		}
+	}
+	u, _ := url.Parse(s.admin)
+	path := "/admin/v1/export?from=2024-05-01&to=2024-06-01"
+	for range ledger.MaxExports {
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", path, u.Host, adminToken)
+		if _, err := io.ReadFull(bufio.NewReader(conn), make([]byte, 64<<10)); err != nil {
+			t.Fatal(err)
+		}
+		// then nothing more is read
+	}
+	time.Sleep(2 * time.Second) // the write timeout (300 ms), several times over
+	req, _ := http.NewRequest("GET", s.admin+path, nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if n := bytes.Count(b, []byte("\n")); resp.StatusCode != http.StatusOK || err != nil || n != 50_001 {
+		t.Fatalf("an export after stalled ones: status %d, %d lines, %v; want the whole export (50,000 rows and the header)", resp.StatusCode, n, err)
+	}
+}
