@@ -116,15 +116,15 @@ func (c *Console) customerPage(w http.ResponseWriter, r *http.Request) {
 			return
 		},
 		func() (e error) {
-			d.ByModel, e = cl.UsageAll(ctx, ledger.UsageQuery{CustomerID: id, GroupBy: "model", From: ms, Limit: 1000})
+			d.ByModel, e = cl.UsageAll(ctx, ledger.UsageQuery{CustomerID: id, GroupBy: "model", From: ms, To: ms.AddDate(0, 1, 0), Limit: 1000})
 			return
 		},
 		func() (e error) {
-			d.ByDay, e = cl.UsageAll(ctx, ledger.UsageQuery{CustomerID: id, GroupBy: "day", From: ms, Limit: 1000})
+			d.ByDay, e = cl.UsageAll(ctx, ledger.UsageQuery{CustomerID: id, GroupBy: "day", From: ms, To: ms.AddDate(0, 1, 0), Limit: 1000})
 			return
 		})
 	if err == nil {
-		d.Usage, err = modelDayChart(r, cl, id, ms, d.ByModel, d.ByDay)
+		d.Usage, err = modelDayChart(r, cl, id, ms, ms.AddDate(0, 1, 0), d.ByModel, d.ByDay)
 	}
 	if len(d.Entries) > entriesShown { // oldest first: the first is one too many
 		d.Entries, d.MoreEntries = d.Entries[len(d.Entries)-entriesShown:], true

@@ -48,19 +48,19 @@ func loadOverview(ctx context.Context, cl *api.Client, now time.Time) (*overview
 	var dlErr error
 	err := parallel(
 		func() (err error) {
-			models, err = cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "model", From: ms, Limit: 1000})
+			models, err = cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "model", From: ms, To: ms.AddDate(0, 1, 0), Limit: 1000})
 			return err
 		},
 		func() (err error) {
-			customers, err = cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "customer", From: ms, Limit: 1000})
+			customers, err = cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "customer", From: ms, To: ms.AddDate(0, 1, 0), Limit: 1000})
 			return err
 		},
 		func() (err error) {
-			today, err = cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "model", From: ds, Limit: 1000})
+			today, err = cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "model", From: ds, To: ds.AddDate(0, 0, 1), Limit: 1000})
 			return err
 		},
 		func() (err error) {
-			days, err = cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "day", From: ms.AddDate(0, -1, 0), Limit: 1000})
+			days, err = cl.UsageAll(ctx, ledger.UsageQuery{GroupBy: "day", From: ms.AddDate(0, -1, 0), To: ms.AddDate(0, 1, 0), Limit: 1000})
 			return err
 		},
 		func() error { dl, dlErr = cl.DeadLetters(ctx, deadLetterCount+1); return nil })

@@ -27,14 +27,16 @@ func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
 	ss, ctx := sessionOf(r), r.Context()
 	ms := monthStart(p.now())
 	d := usageData{Month: ms.Format("2006-01"), Spend: amounts{}}
-	from := url.QueryEscape(ms.Format(time.RFC3339))
+	// The month's bounds, as its statement's: an event stamped past the
+	// month's end (a clock ahead) is next month's.
+	month := "&from=" + url.QueryEscape(ms.Format(time.RFC3339)) + "&to=" + url.QueryEscape(ms.AddDate(0, 1, 0).Format(time.RFC3339))
 	var byModel, byDay ledger.UsagePage
 	err := parallel(
 		func() error { return p.getJSON(ctx, ss.secret, "/v1/balance", &d.Balance) },
 		func() error {
-			return p.getJSON(ctx, ss.secret, "/v1/usage?group_by=model&limit=1000&from="+from, &byModel)
+			return p.getJSON(ctx, ss.secret, "/v1/usage?group_by=model&limit=1000"+month, &byModel)
 		},
-		func() error { return p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000&from="+from, &byDay) })
+		func() error { return p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000"+month, &byDay) })
 	if err != nil {
 		p.refuse(w, r, "usage", "usage", "Usage", err)
 		return
@@ -46,7 +48,7 @@ func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Usage, err = stackByModel(d.ByModel, d.ByDay, func(model string) ([]ledger.UsageRow, error) {
 		var page ledger.UsagePage
-		err := p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000&from="+from+"&model="+url.QueryEscape(model), &page)
+		err := p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000"+month+"&model="+url.QueryEscape(model), &page)
 		return page.Data, err
 	})
 	if err != nil {

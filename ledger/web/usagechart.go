@@ -11,11 +11,11 @@ import (
 	"github.com/tollgate-dev/tollgate/ledger/api"
 )
 
-// modelDayChart charts a customer's cost per day since from, stacked by
+// modelDayChart charts a customer's cost per day in [from, to), stacked by
 // model, from the admin API (the console): see stackByModel.
-func modelDayChart(r *http.Request, cl *api.Client, customerID string, from time.Time, byModel, byDay []ledger.UsageRow) (chart, error) {
+func modelDayChart(r *http.Request, cl *api.Client, customerID string, from, to time.Time, byModel, byDay []ledger.UsageRow) (chart, error) {
 	return stackByModel(byModel, byDay, func(model string) ([]ledger.UsageRow, error) {
-		return cl.UsageAll(r.Context(), ledger.UsageQuery{CustomerID: customerID, Model: model, GroupBy: "day", From: from, Limit: 1000})
+		return cl.UsageAll(r.Context(), ledger.UsageQuery{CustomerID: customerID, Model: model, GroupBy: "day", From: from, To: to, Limit: 1000})
 	})
 }
 
