@@ -5,6 +5,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/tollgate-dev/tollgate/migrations"
 )
@@ -213,14 +215,42 @@ func isCode(err error, code string) bool {
 	return errors.As(err, &pg) && pg.Code == code
 }
 
+// migrationLockWait is how long Migrate and MigrateDown wait for another
+// process's migrations to end (goose's session lock, polled each second).
+const migrationLockWait = 10 * time.Minute
+
+// migrator is goose's provider of the embedded migrations over db; with
+// locked, it holds a session-level advisory lock while it migrates, so
+// that two processes migrating at once (two `tollgate serve` replicas
+// starting, or `serve` beside `tollgate migrate`) take turns: the second
+// finds nothing left to do. Without it, one of the two failed on the
+// other's half-made tables (an upgrade review: "relation … already
+// exists", one try in four).
+func migrator(db *sql.DB, locked bool) (*goose.Provider, error) {
+	var opts []goose.ProviderOption
+	if locked {
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, uint64(migrationLockWait/time.Second)))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	return p, nil
+}
+
 // Migrate applies every pending goose migration embedded in the binary and
-// returns how many it applied.
+// returns how many it applied. It waits (up to 10 minutes) while another
+// process migrates the same database.
 func (s *Store) Migrate(ctx context.Context) (int, error) {
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	p, err := migrator(db, true)
 	if err != nil {
-		return 0, fmt.Errorf("migrations: %w", err)
+		return 0, err
 	}
 	res, err := p.Up(ctx)
 	if err != nil {
@@ -235,9 +265,9 @@ func (s *Store) Migrate(ctx context.Context) (int, error) {
 func (s *Store) CheckMigrated(ctx context.Context) error {
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	p, err := migrator(db, false)
 	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
+		return err
 	}
 	have, err := p.GetDBVersion(ctx)
 	if Down(err) {
@@ -279,19 +309,26 @@ func (s *Store) Close() { s.pool.Close() }
 // It is for operators undoing an upgrade, and for tests. It returns the
 // version the database was at and how many migrations it rolled back:
 // none when version is not below the database's (goose's DownTo then does
-// nothing, without an error). A negative version is refused.
+// nothing, without an error). A negative version is refused, and so is a
+// database at a version this binary does not hold (a newer release's: only
+// its binary has the Down of its migrations).
 func (s *Store) MigrateDown(ctx context.Context, version int64) (from int64, rolledBack int, err error) {
 	if version < 0 {
 		return 0, 0, errorf(EInvalid, "migrate down to %d: the version must be 0 or more", version)
 	}
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	p, err := migrator(db, true)
 	if err != nil {
-		return 0, 0, fmt.Errorf("migrations: %w", err)
+		return 0, 0, err
 	}
 	if from, err = p.GetDBVersion(ctx); err != nil {
 		return 0, 0, fmt.Errorf("migrate down to %d: the database's version: %w", version, err)
+	}
+	sources := p.ListSources()
+	if newest := sources[len(sources)-1].Version; from > newest && version < from {
+		return from, 0, errorf(EInvalid, "migrate down to %d: the database is at migration %d, a newer release's, and this binary's migrations end at %d: run `tollgate migrate --down-to %d` with the release that added migration %d, then roll the binaries back",
+			version, from, newest, version, from)
 	}
 	res, err := p.DownTo(ctx, version)
 	if err != nil {
