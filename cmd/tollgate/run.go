@@ -179,6 +179,9 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	switch {
 	case r.all():
 		err := step(func() error {
+			// A migration may wait: for another process's migrations (a
+			// lock, up to 10 minutes), or for a table's lock to build an index.
+			log.Info("applying migrations")
 			n, err := a.store.Migrate(ctx)
 			if err == nil {
 				log.Info("migrations applied", "count", n)
