@@ -29,6 +29,11 @@ import (
 //     what the customer is charged for it, is its charge less the amounts
 //     of its rerate entries.) A rerate entry's list_cost is the change it
 //     made to its event's list cost.
+//   - recorded_at: when the ledger wrote the row (the event's recorded_at,
+//     the entry's created_at), RFC 3339 UTC with microseconds. A row
+//     recorded after a period was closed (a late event, a re-rating, a
+//     backdated credit) is one that moved its statement: filter on it to
+//     see what changed since an export or an invoice.
 //
 // Money (list_cost, charge, amount) is an exact decimal string in currency
 // units, never rounded. A period's charges are the sum of its events'
@@ -39,7 +44,7 @@ import (
 var ExportColumns = []string{"record", "time", "event_id", "entry_id", "customer_id", "key_id", "model",
 	"provider", "status", "usage_source", "prompt_tokens", "cached_tokens", "cache_write_tokens",
 	"completion_tokens", "reasoning_tokens", "web_search_requests", "price_id", "override_id", "unpriced",
-	"currency", "list_cost", "discount_bp", "charge", "kind", "amount", "memo", "reverses"}
+	"currency", "list_cost", "discount_bp", "charge", "kind", "amount", "memo", "reverses", "recorded_at"}
 
 // exportCopy selects ExportColumns over [%[1]s, %[2]s), its text columns
 // neutralised by csvTextSQL (%[3]s to %[11]s). Multiplying by a power of
@@ -51,13 +56,15 @@ const exportCopy = `COPY (
     e.completion_tokens, e.reasoning_tokens, e.web_search_requests, e.price_id, e.override_id, e.unpriced::text AS unpriced,
     %[7]s AS currency, trim_scale(e.cost_e12 * 0.000000000001)::text AS list_cost, e.discount_bp,
     trim_scale(e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0000000000000001)::text AS charge,
-    NULL AS kind, NULL AS amount, NULL AS memo, NULL::bigint AS reverses
+    NULL AS kind, NULL AS amount, NULL AS memo, NULL::bigint AS reverses,
+    to_char(e.recorded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS recorded_at
   FROM usage_events e WHERE e.occurred_at >= %[1]s AND e.occurred_at < %[2]s
   UNION ALL
   SELECT 'entry', to_char(l.effective_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), l.event_id,
     l.id, l.customer_id, l.key_id, %[8]s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
     l.price_id, NULL, NULL, %[9]s, trim_scale(l.cost_e12 * 0.000000000001)::text, NULL, NULL, %[10]s,
-    trim_scale(l.amount_e12 * 0.000000000001)::text, %[11]s, l.reverses
+    trim_scale(l.amount_e12 * 0.000000000001)::text, %[11]s, l.reverses,
+    to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
   FROM ledger_entries l WHERE l.effective_at >= %[1]s AND l.effective_at < %[2]s
 ) TO STDOUT WITH (FORMAT csv, HEADER)`
 

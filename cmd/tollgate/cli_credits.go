@@ -14,7 +14,7 @@ func creditCommands() []*command {
 	return []*command{{
 		name: "credits grant", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY]",
 		summary: "credit a customer's balance (POST /admin/v1/customers/{id}/credits)",
-		example: "tollgate credits grant --customer 0197a3c2-… --amount 100 --memo 'January top-up' --idempotency-key topup-2026-01",
+		example: "tollgate credits grant --customer 0197a3c2-… --amount 100 --memo 'January top-up' --idempotency-key topup-0197a3c2-2026-01",
 		flags:   entryFlags(ledger.KindCredit, "amount to credit, a positive decimal in the customer's currency (required)"),
 	}, {
 		name: "credits adjust", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY]",

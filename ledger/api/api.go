@@ -173,8 +173,12 @@ func parseTime(field, s string) (time.Time, error) {
 		}
 		return t, nil
 	}
-	return time.Time{}, &ledger.Error{Code: ledger.EInvalid,
-		Message: fmt.Sprintf("%s: %q is neither RFC 3339 (2026-01-31T00:00:00Z) nor a date (2026-01-31)", field, s)}
+	msg := fmt.Sprintf("%s: %q is neither RFC 3339 (2026-01-31T00:00:00Z) nor a date (2026-01-31)", field, s)
+	if strings.Contains(s, " ") {
+		// A "+" of an offset sent unencoded in a query string arrives as a space.
+		msg += `; a "+" in a query string must be sent as %2B (2026-01-31T00:00:00%2B05:30)`
+	}
+	return time.Time{}, &ledger.Error{Code: ledger.EInvalid, Message: msg}
 }
 
 func contextWith(r *http.Request, k, v any) context.Context {

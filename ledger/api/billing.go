@@ -96,7 +96,8 @@ const ExportWriteTimeout = 60 * time.Second
 // startWriter sets the headers and the 200 status on the first write, so
 // that a failure before any byte can still be answered with an error. Each
 // write must go out within timeout, when set (the deadline moved at most
-// once a second, its cost kept off each row).
+// once a second, or each quarter of timeout when that is shorter, its cost
+// kept off each row).
 type startWriter struct {
 	w        http.ResponseWriter
 	start    func(http.Header)
@@ -111,7 +112,7 @@ func (s *startWriter) Write(p []byte) (int, error) {
 		s.start(s.w.Header())
 		s.w.WriteHeader(http.StatusOK)
 	}
-	if now := time.Now(); s.timeout > 0 && now.Sub(s.deadline) >= time.Second {
+	if now := time.Now(); s.timeout > 0 && now.Sub(s.deadline) >= min(time.Second, s.timeout/4) {
 		s.deadline = now
 		_ = http.NewResponseController(s.w).SetWriteDeadline(now.Add(s.timeout))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,4 +134,20 @@ func TestUnknownQueryParametersRefused(t *testing.T) {
 	// An unauthenticated caller learns nothing of the routes' parameters.
 	s.call("GET", s.llm+"/v1/usage?start=2026-01-01", "tg-wrong", "", http.StatusUnauthorized, nil)
 	s.call("GET", s.admin+"/admin/v1/usage?form=2026-01-01", "wrong", "", http.StatusUnauthorized, nil)
+}
+
+// TestUnencodedPlusIsExplained: an offset's "+" sent unencoded in a query
+// string arrives as a space; the 400 says to send it as %2B (a finance
+// review: the message gave no hint), and the encoded form is taken.
+func TestUnencodedPlusIsExplained(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	status, b, err := send("GET", s.admin+"/admin/v1/usage?from=2026-11-01T00:00:00+05:30&to=2026-12-01T00:00:00Z", adminToken, "")
+	if err != nil || status != http.StatusBadRequest || !strings.Contains(string(b), "%2B") {
+		t.Fatalf("an unencoded +: %d %s %v; want 400 saying to send %%2B", status, b, err)
+	}
+	status, b, err = send("GET", s.admin+"/admin/v1/usage?from=2026-11-01T00:00:00%2B05:00&to=2026-12-01T00:00:00Z", adminToken, "")
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("an encoded +: %d %s %v; want 200", status, b, err)
+	}
 }
