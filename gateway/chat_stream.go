@@ -110,7 +110,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 			readErr = out.broken
 			break
 		}
-		x.report.Began = x.report.Began || ev.HasData && x.report.Error == ""
+		x.report.StreamEvent(ev.HasData)
 		x.progress()
 		if x.report.Ended {
 			done = true

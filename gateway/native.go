@@ -164,17 +164,12 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 	// final report, sent once the event is durable: at the next event (an
 	// error there is the request's), or at the end.
 	var held []byte
-	// billed is the report's output when the event was made durable
-	// before the stream's end (at the event after a final report that is
-	// not cumulative): output past it is not in the event.
-	billed := 0
 	// durable sends what is written, then commits the event: what follows
 	// (a final report, the end) goes out only if the event is durable;
 	// else the stream is broken off, its end withheld.
 	durable := func() {
 		x.flush()
 		x.commit()
-		billed = x.report.Output.Len()
 		if x.undurable && !x.clientGone.Load() {
 			panic(http.ErrAbortHandler)
 		}
@@ -261,13 +256,20 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		x.touch()
 		hadError := x.report.Error
 		tp.Event(&ev, &x.report)
-		x.report.Began = x.report.Began || ev.HasData && x.report.Error == ""
+		x.report.StreamEvent(ev.HasData)
 		x.progress()
-		if x.committed && x.report.Output.Len() > billed {
-			// Output after the event was made durable (an upstream that
-			// goes on past its final report, Anthropic's message_delta):
-			// not billed, so not sent; the stream is broken off. The event
-			// made durable counted the one event after the report.
+		if afterFinal := x.committed || len(held) > 0 && !x.report.Cumulative; afterFinal &&
+			ev.HasData && string(ev.Type) != "ping" && !x.report.Ended && x.report.Error == hadError {
+			// After a final report that is not cumulative (Anthropic's
+			// message_delta) the protocol sends only its end, pings or an
+			// error. Anything else (more output, in whatever field or
+			// spelling a tap might not count) is not relayed: the event is
+			// made durable with what the tap counted of it, the final
+			// report goes out, and the stream is broken off.
+			if !x.committed {
+				durable()
+				forward(held)
+			}
 			x.flush()
 			if x.clientGone.Load() {
 				return

@@ -19,6 +19,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -160,6 +161,12 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 		switch b.Type {
 		case "tool_use", "server_tool_use":
 			r.AddOutput(b.Name)
+			if in := bytes.TrimSpace(b.Input); len(in) > 0 && !bytes.Equal(in, []byte("{}")) && !bytes.Equal(in, []byte("null")) {
+				// Anthropic starts a tool call with an empty input and
+				// streams it in input_json_delta; an input given whole
+				// here is output the client takes as the call's.
+				r.AddOutputBytes(in)
+			}
 		case "text":
 			r.AddOutput(b.Text)
 		case "thinking":

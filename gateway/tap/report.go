@@ -6,6 +6,7 @@
 package tap
 
 import (
+	"math"
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -43,10 +44,13 @@ type Report struct {
 	ServedModel string
 	// Error describes an upstream error frame, if one arrived.
 	Error string
-	// Began is set by a stream's relay once a data event that is not an
-	// error arrived (OpenAI's role chunk, say): the provider accepted the
-	// request and began its answer, so its prompt is billed even if the
-	// stream fails before any output (see Resolve).
+	// Began is kept by a stream's relay (see StreamEvent): a data event
+	// arrived (OpenAI's role chunk, say) and no error frame: the provider
+	// accepted the request and began its answer, so its prompt is billed
+	// if the stream then breaks or stalls before any output (see Resolve).
+	// An error frame of the provider's, before any output, is its refusal
+	// (the Responses API's insufficient_quota after response.created, say:
+	// recorded, nothing billed), and clears it.
 	Began bool
 	// Output collects the text the provider produced: content, reasoning or
 	// thinking, tool call names and arguments. It is what a tokenizer
@@ -91,9 +95,22 @@ func (r *Report) AddOutputBytes(b []byte) { r.Output.Write(b) }
 
 // SetUsage records a usage report of the provider: it replaces the last
 // one (reports are cumulative) and marks Reported. Taps should call it
-// rather than set Usage, so that Resolve knows what output came after.
+// rather than set Usage, so that Resolve knows what output came after: a
+// report counts the output before it only when it is the first or counts
+// more completion tokens than the last (a report repeated, or lowered,
+// after output, such as a second Anthropic message_start, does not make
+// that output counted).
 func (r *Report) SetUsage(u usage.Tokens) {
-	r.Usage, r.Reported, r.outputAt = u, true, r.Output.Len()
+	if !r.Reported || u.CompletionTokens > r.Usage.CompletionTokens {
+		r.outputAt = r.Output.Len()
+	}
+	r.Usage, r.Reported = u, true
+}
+
+// StreamEvent keeps Began after the relay has tapped one stream event:
+// data is whether the event carried data.
+func (r *Report) StreamEvent(data bool) {
+	r.Began = (r.Began || data) && r.Error == ""
 }
 
 // MarkFinal records that the provider's final usage report arrived, in a
@@ -115,6 +132,11 @@ func (r *Report) lateOutput() bool {
 	return r.streamFinal && r.Output.Len() > max(r.finalAt, r.outputAt)
 }
 
+// late is the output lateOutput reports.
+func (r *Report) late() string {
+	return r.Output.String()[max(r.finalAt, r.outputAt):]
+}
+
 // Prompt is what an estimate of a request's prompt counts: its text, how
 // many chat messages it holds (0 when it is not a list of messages), and
 // Media, the tokens of its parts that are not text (images), counted by
@@ -132,8 +154,9 @@ type Prompt struct {
 //
 //   - Final: the provider's figures as sent; source "upstream". But when
 //     output went on after a stream's final report (an upstream that
-//     reports, then streams more), completion_tokens is raised to the
-//     tokenizer's count of all the output when that is larger; source
+//     reports, then streams more), the tokenizer's count of that output
+//     is added to completion_tokens (not compared with it: the report's
+//     count may hold reasoning the stream never showed); source
 //     "partial".
 //   - Reported but not final (the stream ended early): the provider's
 //     figures; if output arrived after its last report, completion_tokens
@@ -164,9 +187,9 @@ func (r *Report) Resolve(est *Estimator, prompt func() Prompt) (usage.Tokens, us
 			return u, usage.SourcePartial
 		}
 		if r.lateOutput() {
-			if n := est.Count(r.Output.String()); n > r.Usage.CompletionTokens {
+			if n := est.Count(r.late()); n > 0 {
 				u := r.Usage
-				u.CompletionTokens = n
+				u.CompletionTokens = sat(u.CompletionTokens, n)
 				return u, usage.SourcePartial
 			}
 		}
@@ -206,3 +229,11 @@ func (r *Report) floor(est *Estimator, prompt func() Prompt) (usage.Tokens, bool
 
 // Text returns a prompt function for Resolve: the text s, no messages.
 func Text(s string) func() Prompt { return func() Prompt { return Prompt{Text: s} } }
+
+// sat is a + b, saturating at math.MaxInt64 (a and b not negative).
+func sat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

@@ -1,0 +1,199 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// Ways around the late-output rule an attacker review found (an upstream
+// that goes on after its final usage report, in fields or spellings a tap
+// might not count, or with reports that reset what was counted). Each test
+// fails when output reached the client that the event does not count.
+
+var revWords = strings.Repeat("word ", 200) // 200 words
+
+func anthEv(typ, data string) string { return "event: " + typ + "\ndata: " + data + "\n\n" }
+
+// jsAnthropicWords counts the words a case-sensitive JSON client (JS/Python SDK) reads
+// from the Anthropic SSE body: text_delta .text and content_block_start input.
+func jsAnthropicWords(body string) int {
+	n := 0
+	for _, l := range strings.Split(body, "\n") {
+		d, ok := strings.CutPrefix(l, "data: ")
+		if !ok {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(d), &m) != nil { // exact-key lookups below: case-sensitive like JS
+			continue
+		}
+		if delta, ok := m["delta"].(map[string]any); ok {
+			if s, ok := delta["text"].(string); ok {
+				n += strings.Count(s, "word ")
+			}
+		}
+		if cb, ok := m["content_block"].(map[string]any); ok {
+			b, _ := json.Marshal(cb["input"])
+			n += strings.Count(string(b), "word ")
+		}
+	}
+	return n
+}
+
+func anthStart(out int) string {
+	return anthEv("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[],"usage":{"input_tokens":10,"output_tokens":`+itoa(out)+`}}}`)
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+const anthDelta5 = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":5}}\n\n"
+
+func nativeAnthropic(t *testing.T, body string) (billed int64, src string, words int) {
+	t.Helper()
+	st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
+	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	b, _ := readAllErr(resp)
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	return e.Usage.CompletionTokens, string(e.UsageSource), jsAnthropicWords(string(b))
+}
+
+// After message_delta, text deltas whose "text" is shadowed by a
+// case-variant key: encoding/json (case-insensitive, last wins) reads "",
+// a JS/Python client reads the words. Nothing but the stream's end, pings
+// and errors is relayed after the final report.
+func TestNativeAnthropicCaseVariantTextAfterMessageDeltaIsNotRelayed(t *testing.T) {
+	body := anthStart(1) +
+		anthEv("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+		anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`) +
+		anthDelta5 +
+		strings.Repeat(anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+revWords+`","TEXT":""}}`), 50) +
+		anthEv("message_stop", `{"type":"message_stop"}`)
+	billed, src, words := nativeAnthropic(t, body)
+	t.Logf("client read %d words; billed completion=%d (%s)", words, billed, src)
+	if int64(words) > billed {
+		t.Fatalf("client read %d words after message_delta; billed completion %d (%s)", words, billed, src)
+	}
+}
+
+// After message_delta, content_block_start tool_use blocks whose input
+// (which the SDKs keep when no input_json_delta follows) carries the
+// output: not relayed.
+func TestNativeAnthropicToolInputAfterMessageDeltaIsNotRelayed(t *testing.T) {
+	body := anthStart(1) +
+		anthEv("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+		anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`) +
+		anthDelta5
+	for i := 1; i <= 50; i++ {
+		body += anthEv("content_block_start", `{"type":"content_block_start","index":`+itoa(i)+`,"content_block":{"type":"tool_use","id":"t","name":"","input":{"x":"`+revWords+`"}}}`) +
+			anthEv("content_block_stop", `{"type":"content_block_stop","index":`+itoa(i)+`}`)
+	}
+	body += anthEv("message_stop", `{"type":"message_stop"}`)
+	billed, src, words := nativeAnthropic(t, body)
+	t.Logf("client read %d words; billed completion=%d (%s)", words, billed, src)
+	if int64(words) > billed {
+		t.Fatalf("client read %d words after message_delta; billed completion %d (%s)", words, billed, src)
+	}
+}
+
+// A second message_start after the output does not make that output
+// counted (SetUsage): a stream with no message_delta bills the output the
+// tokenizer counts, not message_start's placeholder.
+func TestAnthropicSecondMessageStartDoesNotCountTheOutput(t *testing.T) {
+	body := anthStart(1) +
+		anthEv("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+		strings.Repeat(anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+revWords+`"}}`), 50) +
+		anthStart(1) +
+		anthEv("message_stop", `{"type":"message_stop"}`)
+	billed, src, words := nativeAnthropic(t, body)
+	t.Logf("client read %d words; billed completion=%d (%s)", words, billed, src)
+	if int64(words) > billed {
+		t.Fatalf("client read %d words; billed completion %d (%s)", words, billed, src)
+	}
+}
+
+// Chat route: message_delta (final), late output, then a second
+// message_start: the late output is still counted.
+func TestChatLateOutputThenMessageStartIsBilled(t *testing.T) {
+	body := anthStart(1) +
+		anthEv("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+		anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`) +
+		anthDelta5 +
+		strings.Repeat(anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+revWords+`"}}`), 50) +
+		anthStart(1) +
+		anthEv("message_stop", `{"type":"message_stop"}`)
+	st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
+	e, got := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer "+testKey)
+	words := strings.Count(got, "word ")
+	t.Logf("client read %d words; billed %+v (%s)", words, e.Usage, e.UsageSource)
+	if int64(words) > e.Usage.CompletionTokens {
+		t.Fatalf("chat: client read %d words after message_delta; billed %+v (%s)", words, e.Usage, e.UsageSource)
+	}
+}
+
+// Gemini native: late chunks each repeating the same cumulative
+// usageMetadata: a report that counts no more does not count them.
+func TestGeminiLateChunksRepeatingUsageAreBilled(t *testing.T) {
+	u := `"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":15}`
+	body := `data: {"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}],` + u + "}\r\n\r\n" +
+		strings.Repeat(`data: {"candidates":[{"content":{"parts":[{"text":"`+revWords+`"}],"role":"model"},"index":0}],`+u+"}\r\n\r\n", 50)
+	st := oneProviderStack(t, "gemini", jsonUpstream(t, "text/event-stream", body).URL)
+	e, got := doRequest(t, st, "/gemini/v1beta/models/m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "x-goog-api-key", testKey)
+	words := strings.Count(got, "word ")
+	t.Logf("client read %d words; billed %+v (%s)", words, e.Usage, e.UsageSource)
+	if int64(words) > e.Usage.CompletionTokens {
+		t.Fatalf("client read %d words; billed %+v (%s)", words, e.Usage, e.UsageSource)
+	}
+}
+
+// Responses native: a response.in_progress whose response says status
+// "completed" with usage (final), then .done events carrying text, then
+// response.completed: nothing after the final report is relayed.
+func TestResponsesEventsAfterAnEarlyFinalAreNotRelayed(t *testing.T) {
+	ev := func(typ, data string) string { return "event: " + typ + "\ndata: " + data + "\n\n" }
+	body := ev("response.created", `{"type":"response.created","response":{"status":"in_progress","model":"m"}}`) +
+		ev("response.output_text.delta", `{"type":"response.output_text.delta","delta":"hi"}`) +
+		ev("response.in_progress", `{"type":"response.in_progress","response":{"status":"completed","usage":{"input_tokens":10,"output_tokens":5}}}`) +
+		strings.Repeat(ev("response.output_text.done", `{"type":"response.output_text.done","text":"`+revWords+`"}`), 50) +
+		ev("response.completed", `{"type":"response.completed","response":{"status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":"`+strings.Repeat(revWords, 50)+`"}]}],"usage":{"input_tokens":10,"output_tokens":5}}}`)
+	st := oneProviderStack(t, "openai", jsonUpstream(t, "text/event-stream", body).URL)
+	e, got := doRequest(t, st, "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`)
+	words := 0 // words in the .done events alone, after the early final report
+	for _, l := range strings.Split(got, "\n") {
+		if strings.Contains(l, `"response.output_text.done"`) {
+			words += strings.Count(l, "word ")
+		}
+	}
+	t.Logf("client read %d words in .done events (+%d in response.completed); billed %+v (%s)", words, strings.Count(got, "word ")-words, e.Usage, e.UsageSource)
+	if int64(words) > e.Usage.CompletionTokens {
+		t.Fatalf("client read %d words after the final report; billed %+v (%s)", words, e.Usage, e.UsageSource)
+	}
+}
+
+// Anthropic native stream without any usage (estimated): a tool's input
+// given whole in content_block_start is counted.
+func TestAnthropicToolInputInBlockStartIsEstimated(t *testing.T) {
+	body := anthEv("message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[]}}`) +
+		anthEv("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{"x":"`+strings.Repeat(revWords, 50)+`"}}}`) +
+		anthEv("content_block_stop", `{"type":"content_block_stop","index":0}`) +
+		anthEv("message_stop", `{"type":"message_stop"}`)
+	billed, src, words := nativeAnthropic(t, body)
+	t.Logf("client read %d words; billed completion=%d (%s)", words, billed, src)
+	if int64(words) > billed {
+		t.Fatalf("client read %d words; billed completion %d (%s)", words, billed, src)
+	}
+}
+
+// Gemini chat route (translated): late chunks after finish repeating usage.
+func TestGeminiChatLateChunksRepeatingUsageAreBilled(t *testing.T) {
+	u := `"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":15}`
+	body := `data: {"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}],` + u + "}\r\n\r\n" +
+		strings.Repeat(`data: {"candidates":[{"content":{"parts":[{"text":"`+revWords+`"}],"role":"model"},"index":0}],`+u+"}\r\n\r\n", 50)
+	st := oneProviderStack(t, "gemini", jsonUpstream(t, "text/event-stream", body).URL)
+	e, got := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	words := strings.Count(got, "word ")
+	t.Logf("client read %d words; billed %+v (%s)", words, e.Usage, e.UsageSource)
+	if int64(words) > e.Usage.CompletionTokens {
+		t.Fatalf("client read %d words; billed %+v (%s)", words, e.Usage, e.UsageSource)
+	}
+}
