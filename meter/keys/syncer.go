@@ -178,14 +178,26 @@ func (s *Syncer) poke() {
 }
 
 // listen keeps a connection listening for the source's changes, set up
-// again after a failure.
+// again a second after a failure. A run of failures (Postgres down) is
+// logged once at WARN, then at DEBUG until a connection has listened for
+// a while (an observability review: one line a second for an outage).
 func (s *Syncer) listen(ctx context.Context) {
+	failing := false
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := s.src.ListenKeyChanges(ctx, s.poke)
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Warn("key sync: listening for changes failed; polling until it is back", "err", err)
+		if time.Since(began) > 5*time.Second {
+			failing = false // it was listening: this is a new failure
+		}
+		level := slog.LevelWarn
+		if failing {
+			level = slog.LevelDebug
+		}
+		s.log.Log(ctx, level, "key sync: listening for changes failed; polling until it is back", "err", err)
+		failing = true
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
