@@ -24,12 +24,16 @@ type lockedBuf struct {
 	b  bytes.Buffer
 }
 
-func (l *lockedBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
-func (l *lockedBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
-// TestListenFailureLoggedOncePerOutage: a Postgres outage gives one line saying the listener is down (and one
-// when it is back), not one a second for as long as it lasts: the other
-// loops of the Syncer (run, keepMark) log once per run of failures.
+// TestListenFailureLoggedOncePerOutage: a Postgres outage gives one line
+// saying the listener is down, not one a second for as long as it lasts,
+// as the Syncer's other loops (run, keepMark) log once per run of failures.
 func TestListenFailureLoggedOncePerOutage(t *testing.T) {
 	var buf lockedBuf
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
