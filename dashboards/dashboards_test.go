@@ -207,3 +207,22 @@ func TestDashboardStructure(t *testing.T) {
 func knownDatasource(ds *datasource) bool {
 	return ds != nil && datasourceTypes[ds.UID] != "" && datasourceTypes[ds.UID] == ds.Type
 }
+
+// TestTokenSumsDoNotCountAClassTwice: cached tokens are part of the
+// prompt and reasoning tokens part of the completion
+// (tollgate_gateway_tokens_total's help), so a query summing the token
+// counter over its classes must keep them apart (by class) or take prompt
+// and completion alone; "Tokens / s by model" summed every class, 44%
+// over the ledger's tokens (an observability review).
+func TestTokenSumsDoNotCountAClassTwice(t *testing.T) {
+	for _, d := range loadDashboards(t) {
+		for _, q := range d.queries() {
+			if !strings.Contains(q.text, "tollgate_gateway_tokens_total") || strings.Contains(q.text, "by (class)") {
+				continue
+			}
+			if !strings.Contains(q.text, `class=`) && !strings.Contains(q.text, `class=~"prompt|completion"`) {
+				t.Errorf("%s sums every token class, counting cached and reasoning tokens twice: %s", q.where, q.text)
+			}
+		}
+	}
+}
