@@ -46,6 +46,7 @@ type Meter struct {
 	deadLetters    *prometheus.CounterVec
 	pending        prometheus.Gauge
 	ackPending     prometheus.Gauge
+	sampled        prometheus.Gauge
 	trimFailures   prometheus.Counter
 	reg            prometheus.Registerer
 	spoolCollected bool
@@ -74,6 +75,8 @@ func NewMeter(reg prometheus.Registerer) *Meter {
 			[]string{"reason"}),
 		pending:    prometheus.NewGauge(prometheus.GaugeOpts(o("consumer_pending", "Events in the usage stream not yet delivered to a worker."))),
 		ackPending: prometheus.NewGauge(prometheus.GaugeOpts(o("consumer_ack_pending", "Events delivered and not yet acknowledged."))),
+		sampled: prometheus.NewGauge(prometheus.GaugeOpts(o("consumer_sampled_timestamp_seconds",
+			"When the worker last read the consumer's backlog from NATS (Unix seconds): the two gauges above are as of then."))),
 		trimFailures: prometheus.NewCounter(prometheus.CounterOpts(o("trim_failures_total",
 			"Failed or refused trims of the usage stream below the meter's ack floor (the stream keeps its events meanwhile)."))),
 		reg: reg,
@@ -88,12 +91,15 @@ func NewMeter(reg prometheus.Registerer) *Meter {
 
 // CollectConsumer exposes the usage consumer's backlog
 // (tollgate_meter_consumer_pending and _ack_pending, events), which a
-// meter worker reads every 5 s. Only a process that runs a worker calls
+// meter worker reads every 5 s, and when it last could
+// (tollgate_meter_consumer_sampled_timestamp_seconds): a worker that
+// cannot reach NATS keeps its last figures, and TollgateMeterDown reads
+// their age. Only a process that runs a worker calls
 // it: a gateway's or admin's constant 0 beside them kept max() at 0 when
 // every worker was down, and TollgateMeterStalled silent; with no worker
 // the series are absent, and TollgateMeterDown fires.
 func (m *Meter) CollectConsumer() {
-	m.reg.MustRegister(m.pending, m.ackPending)
+	m.reg.MustRegister(m.pending, m.ackPending, m.sampled)
 }
 
 // CollectSpool exposes the spool's depth and age; only the first call
@@ -163,6 +169,7 @@ func (m *Meter) Redelivered() { m.redeliveries.Inc() }
 func (m *Meter) ConsumerPending(pending, ackPending uint64) {
 	m.pending.Set(float64(pending))
 	m.ackPending.Set(float64(ackPending))
+	m.sampled.SetToCurrentTime()
 }
 
 // TrimFailed implements meter.Observer.
