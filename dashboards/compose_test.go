@@ -26,19 +26,39 @@ import (
 const repo = ".."
 
 // loadCompose loads docker-compose.yaml as `docker compose` would, with
-// the given profiles and no environment (so the ${VAR:-default}s apply).
+// the given profiles and only the admin token in the environment (so the
+// ${VAR:-default}s apply).
 func loadCompose(t *testing.T, profiles ...string) *types.Project {
 	t.Helper()
-	opts, err := cli.NewProjectOptions([]string{filepath.Join(repo, "docker-compose.yaml")},
-		cli.WithWorkingDirectory(repo), cli.WithEnv(nil), cli.WithProfiles(profiles), cli.WithResolvedPaths(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := opts.LoadProject(context.Background())
+	p, err := loadComposeEnv([]string{"TOLLGATE_ADMIN_TOKEN=a-secret-of-the-operator"}, profiles...)
 	if err != nil {
 		t.Fatalf("docker-compose.yaml: %v", err)
 	}
 	return p
+}
+
+// loadComposeEnv loads docker-compose.yaml with env as the environment.
+func loadComposeEnv(env []string, profiles ...string) (*types.Project, error) {
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(repo, "docker-compose.yaml")},
+		cli.WithWorkingDirectory(repo), cli.WithEnv(env), cli.WithProfiles(profiles), cli.WithResolvedPaths(true))
+	if err != nil {
+		return nil, err
+	}
+	return opts.LoadProject(context.Background())
+}
+
+// TestComposeNeedsAnAdminToken: the stack does not start on a published
+// default admin token (it fell back to "demo-admin-token", which every
+// reader of this repository knows): without TOLLGATE_ADMIN_TOKEN, compose
+// refuses, saying what to set.
+func TestComposeNeedsAnAdminToken(t *testing.T) {
+	if _, err := loadComposeEnv(nil); err == nil || !strings.Contains(err.Error(), "set TOLLGATE_ADMIN_TOKEN") {
+		t.Fatalf("docker-compose.yaml without TOLLGATE_ADMIN_TOKEN: %v; want it refused, naming the variable", err)
+	}
+	p := loadCompose(t)
+	if got := deref(p.Services["tollgate-admin"].Environment["TOLLGATE_ADMIN_TOKEN"]); got != "a-secret-of-the-operator" {
+		t.Fatalf("the admin's token is %q, want the environment's", got)
+	}
 }
 
 var tollgateRoles = map[string]string{

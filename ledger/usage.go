@@ -329,7 +329,7 @@ func notWholeHours(groupBy string, from, to time.Time) error {
 		name, t = "to", to
 	}
 	return errorf(EInvalid, "%s: usage by %s across customers is summed per UTC hour, so %s must be a whole UTC hour (like %s); "+
-		"filter by customer_id, group by end_user (or deployment or provider), or filter by end_user, for exact times",
+		"filter by customer_id (the CLI's --customer), group by end_user (or deployment or provider), or filter by end_user (--end-user), for exact times",
 		name, groupBy, name, t.UTC().Truncate(time.Hour).Format(time.RFC3339))
 }
 

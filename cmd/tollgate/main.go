@@ -69,7 +69,8 @@ const envUsage = `Environment:
                           failed requests are logged)
 A bad TOLLGATE_SHUTDOWN_GRACE, TOLLGATE_PPROF or TOLLGATE_LOG_LEVEL stops the command (exit code 2),
 as do an empty TOLLGATE_ADMIN_TOKEN for serve and admin and a listen address that is not host:port;
-tollgate config check lists each of them instead (exit code 5).
+tollgate config check lists the bad values instead (exit code 5), but not an empty admin token,
+which only serve and admin need.
 `
 
 func main() {

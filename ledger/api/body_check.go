@@ -73,7 +73,7 @@ func checkBodyValues(b []byte) *ledger.Error {
 				if len(path) > 0 {
 					field = path[len(path)-1]
 				}
-				return &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf("%s: %s is the zero time, which reads as not given; give a later time, or leave it out", field, t)}
+				return &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf("%s: %s is the zero time, which reads as not given; give a later time (or, where the field is optional, leave it out)", field, t)}
 			}
 		}
 		// A scalar value ends: the next token of its object is a key.
