@@ -91,6 +91,7 @@ type exchange struct {
 	draining   bool          // holds a drain slot; written before left closes
 	drainTimer *time.Timer
 	responded  bool // the upstream answered 200
+	unreached  bool // the upstream could not be reached (metrics: kind "unreachable")
 	committed  bool // the event is made (durable, or in the journal)
 	// undurable: commit could neither publish nor journal the event (the
 	// sink and the crash journal both failing): it is held in memory
@@ -397,7 +398,7 @@ func (x *exchange) settle() {
 	e.Normalize() // whatever the upstream sent, the event can be stored
 	x.s.limits.tokens(x.key, e.Usage.Total())
 	x.s.hidden.observe(e, r)
-	x.s.metrics.observe(e)
+	x.s.metrics.observe(e, x.unreached)
 	level := slog.LevelInfo // a failed request stays in the log at TOLLGATE_LOG_LEVEL=warn
 	if e.Status == usage.StatusUpstreamError || e.Status == usage.StatusTimeout || e.Status == usage.StatusCutOff {
 		level = slog.LevelWarn

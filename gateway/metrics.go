@@ -40,7 +40,7 @@ func newMetrics(cfg Config, reg prometheus.Registerer) *metrics {
 		m.requests = f("requests_total", "Upstream requests by outcome (the usage event's status).", "endpoint", "provider", "model", "status")
 		m.responses = f("responses_total", "HTTP responses of the LLM API by status code, rejections included.", "endpoint", "code")
 		m.tokens = f("tokens_total", "Tokens metered, by class (prompt includes cached and cache_write; completion includes reasoning).", "provider", "model", "class")
-		m.upstreamErr = f("upstream_errors_total", "Upstream failures by kind.", "provider", "kind")
+		m.upstreamErr = f("upstream_errors_total", "Upstream failures by kind: refused (the provider's own 4xx/5xx), unreachable (no connection or TLS), timeout (connect_timeout, stall_timeout, request_timeout), stream_error (a stream that broke or sent an error frame).", "provider", "kind")
 		m.retries = f("retries_total", "Attempts that failed before the client's first byte and went on to another deployment, by the failed deployment.", "provider", "deployment")
 		m.source = f("usage_source_total", "Usage events by usage_source.", "source")
 		buckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -62,8 +62,10 @@ func (m *metrics) model(name string) string {
 	return "other"
 }
 
-// observe records a finished exchange's event.
-func (m *metrics) observe(e *usage.Event) {
+// observe records a finished exchange's event; unreached says its
+// upstream could not be reached (upstream_errors_total kind "unreachable":
+// not the provider's refusal, which "refused" counts).
+func (m *metrics) observe(e *usage.Event, unreached bool) {
 	if m == nil {
 		return
 	}
@@ -87,6 +89,8 @@ func (m *metrics) observe(e *usage.Event) {
 	switch {
 	case e.Status == usage.StatusTimeout:
 		m.upstreamErr.WithLabelValues(e.Provider, "timeout").Inc()
+	case e.Status == usage.StatusUpstreamError && unreached:
+		m.upstreamErr.WithLabelValues(e.Provider, "unreachable").Inc()
 	case e.Status == usage.StatusUpstreamError && e.HTTPStatus >= 400:
 		m.upstreamErr.WithLabelValues(e.Provider, "refused").Inc()
 	case e.Status == usage.StatusUpstreamError:

@@ -52,6 +52,7 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 		case x.clientGone.Load():
 			x.event.Error = "client gone before the upstream answered"
 		default:
+			x.unreached = true
 			x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errors.New("the upstream could not be reached: "+unwrapURL(err)))
 		}
 		return nil
