@@ -319,6 +319,7 @@ func (w *Worker) write(ctx context.Context, first pending) {
 	// Postgres outage does not turn into redeliveries.
 	retryLimit := min(5*time.Second, w.cfg.AckWait/2)
 	backoff := newBackoff(retryLimit)
+	failing := false // a run of transient failures is logged once at WARN, its end at INFO
 	for len(todo) > 0 {
 		p := todo[len(todo)-1]
 		if len(p.events) == 0 {
@@ -330,6 +331,10 @@ func (w *Worker) write(ctx context.Context, first pending) {
 		var refused *usage.RefusedError
 		switch {
 		case err == nil:
+			if failing {
+				w.cfg.Logger.Info("meter: writing to the ledger again", "events", len(p.events))
+				failing = false
+			}
 			w.obs.BatchWritten(len(p.events), n, time.Since(start))
 			for _, m := range p.msgs {
 				if err := m.Ack(); err != nil {
@@ -371,7 +376,13 @@ func (w *Worker) write(ctx context.Context, first pending) {
 			return
 		}
 		wait, _ := backoff.Next()
-		w.cfg.Logger.Warn("meter: write batch failed; retrying", "events", len(p.events), "backoff", wait, "err", err)
+		level := slog.LevelWarn
+		if failing {
+			level = slog.LevelDebug // every retry of the run, after the first
+		}
+		w.cfg.Logger.Log(ctx, level, "meter: write batch failed; retrying until the ledger takes it (check Postgres: the events wait in JetStream meanwhile)",
+			"events", len(p.events), "backoff", wait, "err", err)
+		failing = true
 		for _, p := range todo {
 			inProgress(p.msgs) // keep the ack wait from running out
 		}
