@@ -410,3 +410,31 @@ func TestDemoListenURLIsAURL(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatsOncePerMinute: a NATS asynchronous error that nats.go repeats
+// every few seconds while NATS is away (an observability review: 9 lines
+// in 40 s) is logged at WARN once a minute; another error at once.
+func TestRepeatsOncePerMinute(t *testing.T) {
+	r := &repeats{every: time.Minute}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, c := range []struct {
+		msg  string
+		at   time.Duration
+		want bool
+	}{
+		{"consumer not active", 0, true},
+		{"consumer not active", 10 * time.Second, false},
+		{"slow consumer", 20 * time.Second, true},
+		{"consumer not active", 59 * time.Second, false},
+		{"consumer not active", 61 * time.Second, true},
+		{"slow consumer", 70 * time.Second, false},
+		{"slow consumer", 81 * time.Second, true},
+	} {
+		if got := r.first(c.msg, t0.Add(c.at)); got != c.want {
+			t.Fatalf("step %d: first(%q, +%v) = %v, want %v", i, c.msg, c.at, got, c.want)
+		}
+	}
+	if len(r.last) > 2 {
+		t.Fatalf("repeats keeps %d messages", len(r.last))
+	}
+}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,6 +25,7 @@ func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetS
 	// Reconnect for ever, and say so: a connection given up after nats.go's
 	// default 60 attempts would leave events in the spool, and the meter
 	// idle, until a restart.
+	asyncErrors := &repeats{every: time.Minute} // when each asynchronous error was last logged at WARN
 	opts := []nats.Option{nats.Name("tollgate"), nats.MaxReconnects(-1), nats.ReconnectWait(500 * time.Millisecond),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if nc.IsClosed() { // closed on purpose (shutdown): not reconnecting; ClosedHandler reports an error
@@ -43,7 +46,13 @@ func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetS
 			}
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			a.log.Warn("NATS: asynchronous error", "err", err)
+			// While NATS is away, nats.go repeats the same error (the
+			// consumer "not active") every few seconds: once a minute each.
+			level := slog.LevelDebug
+			if asyncErrors.first(err.Error(), time.Now()) {
+				level = slog.LevelWarn
+			}
+			a.log.Log(context.Background(), level, "NATS: asynchronous error (repeats within a minute are logged at DEBUG)", "err", err)
 		}),
 	}
 	switch {
@@ -81,4 +90,32 @@ func redactURL(raw string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// repeats says whether a message is new: not seen within every before now.
+// It forgets messages older than that as it goes, so it stays small.
+type repeats struct {
+	every time.Duration
+	mu    sync.Mutex
+	last  map[string]time.Time
+}
+
+// first reports whether msg was not seen within r.every before now, and
+// records now as its time if so.
+func (r *repeats) first(msg string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		r.last = map[string]time.Time{}
+	}
+	if t, ok := r.last[msg]; ok && now.Sub(t) < r.every {
+		return false
+	}
+	for m, t := range r.last {
+		if now.Sub(t) >= r.every {
+			delete(r.last, m)
+		}
+	}
+	r.last[msg] = now
+	return true
 }
