@@ -38,7 +38,7 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 	root := "/" + f.app
 	r.Get(root, func(w http.ResponseWriter, req *http.Request) { http.Redirect(w, req, root+"/", http.StatusFound) })
 	r.Route(root, func(r chi.Router) {
-		r.Use(secure, limitBody)
+		r.Use(secure, limitBody, browserAddr)
 		r.Get("/static/style.css", style)
 		r.Get("/signin", f.page)
 		r.Post("/signin", f.signin)

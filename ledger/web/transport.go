@@ -29,6 +29,9 @@ func (t handlerTransport) RoundTrip(req *http.Request) (resp *http.Response, err
 	// The caller's chi routing state must not leak in: a chi router that
 	// finds one routes by its path, not by this request's.
 	req = req.WithContext(context.WithValue(req.Context(), chi.RouteCtxKey, nil))
+	if addr, ok := req.Context().Value(browserAddrKey{}).(string); ok {
+		req.RemoteAddr = addr // the API's logs (a failed sign-in) name the browser, not ""
+	}
 	t.h.ServeHTTP(rec, req)
 	if rec.status == 0 {
 		rec.status = http.StatusOK
@@ -62,4 +65,16 @@ func (r *recorder) Write(p []byte) (int, error) {
 // inProcess returns an http.Client whose requests h serves.
 func inProcess(h http.Handler) *http.Client {
 	return &http.Client{Transport: handlerTransport{h}}
+}
+
+// browserAddrKey is the context key of the browser's address (browserAddr).
+type browserAddrKey struct{}
+
+// browserAddr keeps the browser's address in the request's context, for
+// handlerTransport to give the in-process API requests made for it: a
+// wrong token at the console's sign-in was logged with remote_addr "".
+func browserAddr(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), browserAddrKey{}, r.RemoteAddr)))
+	})
 }
