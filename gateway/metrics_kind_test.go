@@ -79,28 +79,10 @@ func TestUpstreamErrorKinds(t *testing.T) {
 // upstreamErrorKinds returns the kind counted for each provider.
 func upstreamErrorKinds(t *testing.T, reg *prometheus.Registry) map[string]string {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, mf := range mfs {
-		if mf.GetName() != "tollgate_gateway_upstream_errors_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var p, k string
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "provider":
-					p = l.GetValue()
-				case "kind":
-					k = l.GetValue()
-				}
-			}
-			if m.GetCounter().GetValue() > 0 {
-				out[p] = k
-			}
+	for _, c := range counters(t, reg, "tollgate_gateway_upstream_errors_total") {
+		if c.value > 0 {
+			out[c.labels["provider"]] = c.labels["kind"]
 		}
 	}
 	return out

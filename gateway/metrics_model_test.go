@@ -103,21 +103,37 @@ func TestMetricsModelLabel(t *testing.T) {
 
 func requestsByModel(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
+	out := map[string]float64{}
+	for _, c := range counters(t, reg, "tollgate_gateway_requests_total") {
+		out[c.labels["model"]] += c.value
+	}
+	return out
+}
+
+// counter is one series of a counter: its labels and value.
+type counter struct {
+	labels map[string]string
+	value  float64
+}
+
+// counters returns the series of the counter name gathered from reg.
+func counters(t *testing.T, reg *prometheus.Registry, name string) []counter {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]float64{}
+	var out []counter
 	for _, mf := range mfs {
-		if mf.GetName() != "tollgate_gateway_requests_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			c := counter{labels: map[string]string{}, value: m.GetCounter().GetValue()}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "model" {
-					out[l.GetValue()] += m.GetCounter().GetValue()
-				}
+				c.labels[l.GetName()] = l.GetValue()
 			}
+			out = append(out, c)
 		}
 	}
 	return out
