@@ -21,12 +21,14 @@ const (
 	blockedMonthlyZero = "this API key's monthly spend limit is 0: it may spend nothing until the limit is raised"
 )
 
-// keyStateQuery reads keys' states as of one clock reading: their limits,
+// keyStateQuery reads keys' states as of one clock reading ($1, from
+// readClock): their limits,
 // and whether their spend of the current UTC day or month (key_spend; 0
 // when the key has spent nothing in it) has reached their daily or
 // monthly limit, and whether that limit is 0 (a key frozen by its limit,
 // blocked for as long as the limit stays 0). The reading, in Unix
-// nanoseconds, is the states' version. Callers add a WHERE clause on k.
+// nanoseconds, is the states' version. Callers add a WHERE clause on k,
+// its parameters from $2.
 const keyStateQuery = `
 SELECT k.id::text, k.customer_id::text, k.secret_hash, k.revoked_at IS NOT NULL, k.expires_at,
   coalesce(k.rpm_limit, 0), coalesce(k.tpm_limit, 0), coalesce(k.max_concurrent, 0), k.allowed_models,
@@ -38,28 +40,49 @@ SELECT k.id::text, k.customer_id::text, k.secret_hash, k.revoked_at IS NOT NULL,
 FROM (SELECT date_trunc('day', t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS day,
         date_trunc('month', t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS month,
         (extract(epoch FROM t) * 1000000000)::bigint AS version
-      FROM (SELECT clock_timestamp() AS t) n) d
+      FROM (SELECT $1::timestamptz AS t) n) d
 CROSS JOIN api_keys k
 JOIN customers c ON c.id = k.customer_id
 LEFT JOIN key_spend sp ON sp.key_id = k.id
 `
 
-// customerStateQuery reads customers' budget states: blocked when the
+// customerStateQuery reads customers' budget states, as of one clock
+// reading ($1, from readClock, their version): blocked when the
 // customer has a credit limit and balance ≤ −credit_limit. Callers add a
-// WHERE clause on c.
+// WHERE clause on c, its parameters from $2.
 const customerStateQuery = `
 SELECT c.id::text, c.currency,
   c.credit_limit_micros IS NOT NULL
     AND coalesce(b.credits_e12 - b.charges_e12, 0) <= -c.credit_limit_micros::numeric * 1000000,
-  (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint,
+  (extract(epoch FROM $1::timestamptz) * 1000000000)::bigint,
   c.credit_limit_micros IS NOT NULL
 FROM customers c
 LEFT JOIN customer_balances b ON b.customer_id = c.id AND b.currency = c.currency
 `
 
-// queryKeyStates runs keyStateQuery with where and args.
+// readClock reads the database's clock for the version of the states a
+// later statement of q reads. It is read first, in a statement of its
+// own, so that in READ COMMITTED it comes before that statement's
+// snapshot: a state read from a snapshot that missed a change (a key's
+// revocation) then has a version below that of any state read after the
+// change, and cannot replace it in the buckets or a gateway's cache.
+// Read in the same statement, clock_timestamp() came after the snapshot:
+// a full sync that raced a revocation published the key active again
+// with the newer version (CI, 2026-12-04).
+func readClock(ctx context.Context, q pgx.Tx) (time.Time, error) {
+	var t time.Time
+	err := q.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t)
+	return t, err
+}
+
+// queryKeyStates runs keyStateQuery with where and args ($2 on), as of a
+// clock reading taken first.
 func queryKeyStates(ctx context.Context, q pgx.Tx, where string, args ...any) ([]usage.KeyChange, error) {
-	rows, err := q.Query(ctx, keyStateQuery+where, args...)
+	clock, err := readClock(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("key states: %w", err)
+	}
+	rows, err := q.Query(ctx, keyStateQuery+where, append([]any{clock}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("key states: %w", err)
 	}
@@ -98,9 +121,14 @@ func queryKeyStates(ctx context.Context, q pgx.Tx, where string, args ...any) ([
 	return out, nil
 }
 
-// queryCustomerStates runs customerStateQuery with where and args.
+// queryCustomerStates runs customerStateQuery with where and args ($2
+// on), as of a clock reading taken first.
 func queryCustomerStates(ctx context.Context, q pgx.Tx, where string, args ...any) ([]usage.CustomerChange, error) {
-	rows, err := q.Query(ctx, customerStateQuery+where, args...)
+	clock, err := readClock(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("customer states: %w", err)
+	}
+	rows, err := q.Query(ctx, customerStateQuery+where, append([]any{clock}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("customer states: %w", err)
 	}
@@ -135,10 +163,15 @@ func queryCustomerStates(ctx context.Context, q pgx.Tx, where string, args ...an
 	return out, nil
 }
 
+// readCommitted is the mode of the transactions that read states: each
+// statement's snapshot comes after the clock reading before it (readClock),
+// whatever default_transaction_isolation the database has.
+var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly}
+
 // queryModelPrices reads the price versions of models, as of one clock
 // reading (their version); a model without prices has none.
 func queryModelPrices(ctx context.Context, q pgx.Tx, models []string) ([]usage.ModelPrices, error) {
-	var version int64
+	var version int64 // read before the prices' snapshot, as readClock says why
 	if err := q.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint`).Scan(&version); err != nil {
 		return nil, fmt.Errorf("model prices: %w", err)
 	}
@@ -167,12 +200,12 @@ func (s *Store) KeyState(ctx context.Context, hash string) (k usage.KeyState, c 
 	if err != nil || len(raw) != 32 {
 		return k, c, false, nil
 	}
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		keys, err := queryKeyStates(ctx, tx, `WHERE k.secret_hash = $1 AND k.revoked_at IS NULL`, raw)
+	err = pgx.BeginTxFunc(ctx, s.pool, readCommitted, func(tx pgx.Tx) error {
+		keys, err := queryKeyStates(ctx, tx, `WHERE k.secret_hash = $2 AND k.revoked_at IS NULL`, raw)
 		if err != nil || len(keys) == 0 {
 			return err
 		}
-		customers, err := queryCustomerStates(ctx, tx, `WHERE c.id = $1`, keys[0].State.CustomerID)
+		customers, err := queryCustomerStates(ctx, tx, `WHERE c.id = $2`, keys[0].State.CustomerID)
 		if err != nil || len(customers) == 0 {
 			return err
 		}
@@ -190,7 +223,7 @@ func (s *Store) KeyState(ctx context.Context, hash string) (k usage.KeyState, c 
 // database's.
 func (s *Store) PublishKeyChanges(ctx context.Context, max int, publish func(context.Context, usage.Changes) error) (int, error) {
 	var n int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		// Losing this transaction's commit in a crash only publishes its
 		// changes again (publication is idempotent): it need not wait for
 		// the WAL's flush, which the admin API's answer would wait for.
@@ -219,12 +252,12 @@ func (s *Store) PublishKeyChanges(ctx context.Context, max int, publish func(con
 		}
 		var c usage.Changes
 		if len(refs["key"]) > 0 {
-			if c.Keys, err = queryKeyStates(ctx, tx, `WHERE k.id = ANY($1::uuid[])`, refs["key"]); err != nil {
+			if c.Keys, err = queryKeyStates(ctx, tx, `WHERE k.id = ANY($2::uuid[])`, refs["key"]); err != nil {
 				return err
 			}
 		}
 		if len(refs["customer"]) > 0 {
-			if c.Customers, err = queryCustomerStates(ctx, tx, `WHERE c.id = ANY($1::uuid[])`, refs["customer"]); err != nil {
+			if c.Customers, err = queryCustomerStates(ctx, tx, `WHERE c.id = ANY($2::uuid[])`, refs["customer"]); err != nil {
 				return err
 			}
 		}
@@ -270,7 +303,7 @@ func (s *Store) AllKeyStates(ctx context.Context, publish func(context.Context, 
 		read  func(tx pgx.Tx, after string) (usage.Changes, string, error)
 	}{
 		{"keys", func(tx pgx.Tx, after string) (usage.Changes, string, error) {
-			keys, err := queryKeyStates(ctx, tx, `WHERE k.id > $1::uuid ORDER BY k.id LIMIT $2`, after, syncChunk)
+			keys, err := queryKeyStates(ctx, tx, `WHERE k.id > $2::uuid ORDER BY k.id LIMIT $3`, after, syncChunk)
 			if err != nil || len(keys) == 0 {
 				return usage.Changes{}, "", err
 			}
@@ -292,7 +325,7 @@ func (s *Store) AllKeyStates(ctx context.Context, publish func(context.Context, 
 			return usage.Changes{Prices: ps}, "done", err
 		}},
 		{"customers", func(tx pgx.Tx, after string) (usage.Changes, string, error) {
-			cs, err := queryCustomerStates(ctx, tx, `WHERE c.id > $1::uuid ORDER BY c.id LIMIT $2`, after, syncChunk)
+			cs, err := queryCustomerStates(ctx, tx, `WHERE c.id > $2::uuid ORDER BY c.id LIMIT $3`, after, syncChunk)
 			if err != nil || len(cs) == 0 {
 				return usage.Changes{}, "", err
 			}
@@ -305,7 +338,7 @@ func (s *Store) AllKeyStates(ctx context.Context, publish func(context.Context, 
 		}
 		for {
 			var c usage.Changes
-			err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			err := pgx.BeginTxFunc(ctx, s.pool, readCommitted, func(tx pgx.Tx) error {
 				var err error
 				c, after, err = part.read(tx, after)
 				return err

@@ -394,3 +394,40 @@ func TestKeySpendNeverGoesBackADay(t *testing.T) {
 	}
 	check("a limit change whose now() is a day behind the row")
 }
+
+// TestAStateIsVersionedBeforeItsSnapshot: a key's state carries the clock
+// read before the snapshot it is read from, so a state read from a
+// snapshot that missed a revocation has a version below the revocation's
+// and cannot replace it in the buckets or a gateway's cache. The clock
+// was read inside the states' query, after its snapshot: a full sync that
+// raced a revocation published the key active with the newer version (CI,
+// 2026-12-04). Here the revocation lands just before the states' query,
+// after everything the read did before it.
+func TestAStateIsVersionedBeforeItsSnapshot(t *testing.T) {
+	s, c, _ := setup(t)
+	ctx := context.Background()
+	k, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "raced"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drainChanges(t, s)
+	var revoked usage.KeyState
+	st, err := s.KeyStateAroundForTest(ctx, k.ID, func() {
+		if _, err := s.RevokeKey(ctx, k.ID); err != nil {
+			t.Error(err)
+		}
+		for _, kc := range drainChanges(t, s).Keys {
+			revoked = kc.State
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !revoked.Revoked || !st.Revoked {
+		t.Fatalf("published %+v, read after it %+v: want both revoked", revoked, st)
+	}
+	if st.Version >= revoked.Version {
+		t.Fatalf("the state read has version %d, the one published after its clock reading %d: "+
+			"the clock was read after the snapshot", st.Version, revoked.Version)
+	}
+}
