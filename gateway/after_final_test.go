@@ -197,3 +197,77 @@ func TestGeminiChatLateChunksRepeatingUsageAreBilled(t *testing.T) {
 		t.Fatalf("client read %d words; billed %+v (%s)", words, e.Usage, e.UsageSource)
 	}
 }
+
+// geminiChunk is one Gemini stream chunk of text, with a finishReason
+// when finish is set, and usage counting cand candidates tokens.
+func geminiChunk(text string, finish bool, cand int) string {
+	reason := ""
+	if finish {
+		reason = `"finishReason":"STOP",`
+	}
+	return `data: {"candidates":[{"content":{"parts":[{"text":"` + text + `"}],"role":"model"},` + reason + `"index":0}],` +
+		`"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":` + itoa(cand) + `,"totalTokenCount":` + itoa(10+cand) + "}}\r\n\r\n"
+}
+
+// Vertex AI puts a finishReason on every chunk: a chunk of text whose
+// cumulative count did not move is counted by its own report, the
+// provider's word; it was billed again as late output (a review: 12 for
+// the provider's 10).
+func TestVertexFinishOnEveryChunkBillsTheProvidersCount(t *testing.T) {
+	body := geminiChunk("The answer", true, 10) + geminiChunk(" is here, said once more.", true, 10)
+	st := oneProviderStack(t, "gemini", jsonUpstream(t, "text/event-stream", body).URL)
+	e, _ := doRequest(t, st, "/gemini/v1beta/models/m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "x-goog-api-key", testKey)
+	if e.Usage.CompletionTokens != 10 || e.UsageSource != "upstream" {
+		t.Fatalf("billed %+v (%s); want the provider's 10 (upstream)", e.Usage, e.UsageSource)
+	}
+}
+
+// Late text after the final report, then a chunk with a finishReason
+// repeating the count: the repeated report does not count the late text.
+func TestGeminiLateTextThenARepeatedFinishIsBilled(t *testing.T) {
+	body := geminiChunk("hi", true, 5) + strings.Repeat(geminiChunk(revWords, false, 5), 20) + geminiChunk("end", true, 5)
+	st := oneProviderStack(t, "gemini", jsonUpstream(t, "text/event-stream", body).URL)
+	e, got := doRequest(t, st, "/gemini/v1beta/models/m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "x-goog-api-key", testKey)
+	if words := strings.Count(got, "word "); int64(words) > e.Usage.CompletionTokens {
+		t.Fatalf("client read %d words; billed %+v (%s)", words, e.Usage, e.UsageSource)
+	}
+}
+
+// After message_delta, Anthropic's stream may close its content block,
+// ping (with empty data, or as data alone) and report again before
+// message_stop: all relayed, the stream ends cleanly and bills the
+// report. They broke the stream off (a review).
+func TestNativeAnthropicQuietEventsAfterMessageDeltaAreRelayed(t *testing.T) {
+	body := anthStart(1) +
+		anthEv("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+		anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`) +
+		anthDelta5 +
+		anthEv("content_block_stop", `{"type":"content_block_stop","index":0}`) +
+		anthEv("ping", `{}`) +
+		"data: {\"type\":\"ping\"}\n\n" +
+		anthDelta5 +
+		anthEv("message_stop", `{"type":"message_stop"}`)
+	st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
+	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	b, err := readAllErr(resp)
+	if err != nil || string(b) != body {
+		t.Fatalf("read error %v; body, not the upstream's:\n%s", err, b)
+	}
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Usage.CompletionTokens != 5 || e.UsageSource != "upstream" {
+		t.Fatalf("billed %+v (%s); want 5 (upstream)", e.Usage, e.UsageSource)
+	}
+}
+
+// A "ping" whose data also spells type another way is what encoding/json
+// reads differently from a case-sensitive client: not relayed after the
+// final report.
+func TestNativeAnthropicPingSpelledTwiceAfterMessageDeltaIsNotRelayed(t *testing.T) {
+	body := anthStart(1) + anthDelta5 +
+		strings.Repeat(anthEv("ping", `{"type":"content_block_delta","Type":"ping","index":0,"delta":{"type":"text_delta","TEXT":"","text":"`+revWords+`"}}`), 20) +
+		anthEv("message_stop", `{"type":"message_stop"}`)
+	billed, src, words := nativeAnthropic(t, body)
+	if int64(words) > billed {
+		t.Fatalf("client read %d words after message_delta; billed completion %d (%s)", words, billed, src)
+	}
+}

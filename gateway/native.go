@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
@@ -254,18 +256,21 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			panic(http.ErrAbortHandler)
 		}
 		x.touch()
-		hadError := x.report.Error
+		hadError, hadOutput := x.report.Error, x.report.Output.Len()
 		tp.Event(&ev, &x.report)
 		x.report.StreamEvent(ev.HasData)
 		x.progress()
 		if afterFinal := x.committed || len(held) > 0 && !x.report.Cumulative; afterFinal &&
-			ev.HasData && string(ev.Type) != "ping" && !x.report.Ended && x.report.Error == hadError {
+			ev.HasData && !x.report.Ended && x.report.Error == hadError &&
+			(x.report.Output.Len() > hadOutput || !quietAfterFinal(&ev)) {
 			// After a final report that is not cumulative (Anthropic's
-			// message_delta) the protocol sends only its end, pings or an
-			// error. Anything else (more output, in whatever field or
-			// spelling a tap might not count) is not relayed: the event is
-			// made durable with what the tap counted of it, the final
-			// report goes out, and the stream is broken off.
+			// message_delta) the protocol sends only its end, pings,
+			// the close of a content block, the report again, or an
+			// error. Anything else, or any of them the tap counted output
+			// in (more output, in whatever field or spelling a tap might
+			// not count), is not relayed: the event is made durable with
+			// what the tap counted of it, the final report goes out, and
+			// the stream is broken off.
 			if !x.committed {
 				durable()
 				forward(held)
@@ -326,6 +331,44 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			x.flush()
 		}
 	}
+}
+
+// quietTypes are the events Anthropic's protocol may send after its final
+// usage report (message_delta) that carry no output: its documented
+// stream (docs.anthropic.com, "Streaming Messages") ends content blocks
+// with content_block_stop, may send ping events anywhere, and ends with
+// message_stop; a repeated message_delta only reports again.
+var quietTypes = map[string]bool{"ping": true, "content_block_stop": true, "message_delta": true, "message_stop": true}
+
+// quietAfterFinal reports whether ev, a data event, is one of quietTypes
+// both by its event name (when it has one) and by its data's "type" (a
+// ping may come with empty data, or as data alone). The type is read as a
+// case-sensitive client reads it, and data that spells "type" another way
+// too is not quiet: encoding/json would read that spelling instead.
+func quietAfterFinal(ev *sse.Event) bool {
+	name := string(ev.Type)
+	if name != "" && !quietTypes[name] {
+		return false
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(ev.Data, &fields) != nil || fields == nil {
+		return name == "ping" && len(bytes.TrimSpace(ev.Data)) == 0
+	}
+	var typ string
+	for k, v := range fields {
+		switch {
+		case k == "type":
+			if json.Unmarshal(v, &typ) != nil {
+				return false
+			}
+		case strings.EqualFold(k, "type"):
+			return false
+		}
+	}
+	if typ == "" {
+		return name == "ping"
+	}
+	return quietTypes[typ] && (name == "" || name == typ)
 }
 
 // maxNoData bounds the bytes passThrough keeps of a body with no data
