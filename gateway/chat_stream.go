@@ -118,6 +118,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		}
 		if !rd.Buffered() {
 			out.flush() // the next event is not here yet: send what we have
+			x.waiting()
 		}
 		if x.clientGone.Load() && x.report.Final && !x.report.Cumulative {
 			break // nobody to send to, and the usage is known

@@ -7,9 +7,10 @@ import (
 )
 
 // How often a stream is checkpointed in the crash journal: after this many
-// upstream events or this long, whichever comes first. A crash loses at
-// most the output of the events since the last checkpoint (see
-// docs/operations.md, "What a crash can lose").
+// upstream events or this long, whichever comes first, and whenever the
+// relay has read every event the upstream has sent so far (waiting). A
+// crash loses at most the output of the events since the last checkpoint
+// (see docs/operations.md, "What a crash can lose").
 const (
 	checkpointEvents   = 16
 	checkpointInterval = 20 * time.Millisecond
@@ -30,6 +31,18 @@ func (x *exchange) progress() {
 		return
 	}
 	x.checkpoint()
+}
+
+// waiting checkpoints the events not yet journaled when the relay is about
+// to wait for the upstream's next bytes: a burst of fewer than
+// checkpointEvents events, then a pause (a model thinking), was journaled
+// only with the event after it, and a crash in the pause lost the burst
+// (a crash review). A stream whose events come one read at a time is
+// journaled at each; the journal buffers the records (Journal.Checkpoint).
+func (x *exchange) waiting() {
+	if x.ck.events > 0 {
+		x.checkpoint()
+	}
 }
 
 // checkpoint journals the output streamed since the last checkpoint and the

@@ -170,6 +170,19 @@ func (j *memJournal) HiddenReasoning(avg map[string]int64) {
 	j.mu.Unlock()
 }
 
+// output is the output journaled in id's checkpoints, in order.
+func (j *memJournal) output(id string) string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var b strings.Builder
+	for _, c := range j.calls {
+		if out, ok := strings.CutPrefix(c, "checkpoint "+id+" "); ok {
+			b.WriteString(out)
+		}
+	}
+	return b.String()
+}
+
 func (j *memJournal) of(id string) []string {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -329,6 +329,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		forward(chunk)
 		if !rd.Buffered() {
 			x.flush()
+			x.waiting()
 		}
 	}
 }

@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,5 +188,51 @@ func TestHiddenReasoningCarriesOver(t *testing.T) {
 	j.mu.Unlock()
 	if flagged != "" {
 		t.Fatalf("journaled with corrections %q, want none", flagged)
+	}
+}
+
+// TestABurstBeforeAPauseIsJournaled: a few events, then an upstream that
+// pauses (a model thinking): the events are in the journal during the
+// pause, on the chat route and a native one. They were journaled only
+// with the event after the pause, and a crash in it lost them (a crash
+// review).
+func TestABurstBeforeAPauseIsJournaled(t *testing.T) {
+	for _, c := range []struct{ name, path, body string }{
+		{"chat", "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		{"native", "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			release := make(chan struct{})
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				if strings.HasSuffix(r.URL.Path, "/responses") {
+					_, _ = io.WriteString(w, "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"status\":\"in_progress\"}}\n\n")
+					for _, w2 := range []string{"alpha ", "beta ", "gamma"} {
+						_, _ = io.WriteString(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\""+w2+"\"}\n\n")
+					}
+				} else {
+					for _, w2 := range []string{"alpha ", "beta ", "gamma"} {
+						_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"`+w2+`"}}]}`+"\n\n")
+					}
+				}
+				w.(http.Flusher).Flush()
+				<-release
+			}))
+			defer up.Close()
+			defer close(release) // before up.Close, which waits for the handler
+			st := oneProviderStack(t, "openai", up.URL)
+			resp := st.post(t, c.path, c.body)
+			defer resp.Body.Close()
+			ls := lines(resp.Body)
+			until(t, ls, "gamma")
+			id := resp.Header.Get("X-Request-Id")
+			deadline := time.Now().Add(2 * time.Second)
+			for !strings.Contains(st.journal.output(id), "gamma") {
+				if time.Now().After(deadline) {
+					t.Fatalf("2 s into the pause the journal holds %q of the output", st.journal.output(id))
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
 	}
 }
