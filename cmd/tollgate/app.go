@@ -57,33 +57,62 @@ type stopper struct {
 	name    string
 	timeout time.Duration
 	stop    func(context.Context) error
+	early   bool // its stop begins as close begins (startedEarly)
 }
 
 // started records a component to stop at close, after those started later.
 func (a *app) started(name string, timeout time.Duration, stop func(context.Context) error) {
-	a.stops = append(a.stops, stopper{name, timeout, stop})
+	a.stops = append(a.stops, stopper{name: name, timeout: timeout, stop: stop})
+}
+
+// startedEarly is started for a component whose stop begins as close
+// begins, beside the stops of those started later, and is waited for in
+// its turn: the gateway stops taking requests at once, not after the
+// admin listener's wait for its exports (up to 10 s of new requests).
+func (a *app) startedEarly(name string, timeout time.Duration, stop func(context.Context) error) {
+	a.stops = append(a.stops, stopper{name: name, timeout: timeout, stop: stop, early: true})
 }
 
 // close stops every started component in the reverse order of their
-// start: the admin listener; the gateway (in-flight requests finish within
+// start, the gateway's stop begun first (startedEarly): the admin
+// listener (an export still running after 10 s is cut off); the gateway (in-flight requests finish within
 // the grace period or are cut off, and every usage event is durable when
 // it returns); the crash journal; the republisher (its last drain, while
 // NATS is there) and the spools; the key cache and the key sync; the meter worker (it
 // writes or hands back all it was sent); NATS; the database. It is safe on
 // a partly started app, and idempotent.
 func (a *app) close() error {
-	var errs []error
-	for i := len(a.stops) - 1; i >= 0; i-- {
-		s := a.stops[i]
+	run := func(s stopper) error {
 		timeout := s.timeout
 		if timeout == 0 {
 			timeout = a.grace
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
 		if err := s.stop(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop %s: %w", s.name, err))
+			return fmt.Errorf("stop %s: %w", s.name, err)
 		}
-		cancel()
+		return nil
+	}
+	early := map[int]chan error{}
+	for i, s := range a.stops {
+		if s.early {
+			done := make(chan error, 1)
+			early[i] = done
+			go func() { done <- run(s) }()
+		}
+	}
+	var errs []error
+	for i := len(a.stops) - 1; i >= 0; i-- {
+		var err error
+		if done, ok := early[i]; ok {
+			err = <-done
+		} else {
+			err = run(a.stops[i])
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	a.stops = nil
 	return errors.Join(errs...)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -436,5 +438,39 @@ func TestRepeatsOncePerMinute(t *testing.T) {
 	}
 	if len(r.last) > 2 {
 		t.Fatalf("repeats keeps %d messages", len(r.last))
+	}
+}
+
+// TestCloseBeginsTheGatewaysStopFirst: the gateway's stop begins as close
+// begins, beside the admin listener's wait for its exports, and what was
+// started before the gateway stops after it has. The gateway took new
+// requests for the whole of the admin listener's wait (a crash review).
+func TestCloseBeginsTheGatewaysStopFirst(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	gatewayBegan := make(chan struct{})
+	a := &app{grace: time.Second}
+	a.started("database", 0, func(context.Context) error { note("database"); return nil })
+	a.startedEarly("gateway", 0, func(context.Context) error {
+		close(gatewayBegan)
+		time.Sleep(50 * time.Millisecond)
+		note("gateway")
+		return nil
+	})
+	a.started("admin listener", 0, func(ctx context.Context) error {
+		select {
+		case <-gatewayBegan:
+		case <-ctx.Done():
+			return errors.New("the gateway's stop had not begun while the admin listener waited")
+		}
+		note("admin listener")
+		return nil
+	})
+	if err := a.close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(order, ","); got != "admin listener,gateway,database" {
+		t.Fatalf("stopped %s; want admin listener,gateway,database", got)
 	}
 }

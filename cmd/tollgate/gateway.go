@@ -86,7 +86,7 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 		return fmt.Errorf("TOLLGATE_LISTEN: %w", err)
 	}
 	a.Addr = a.gw.Addr()
-	a.started("gateway", 0, a.stopGateway)
+	a.startedEarly("gateway", 0, a.stopGateway)
 	return nil
 }
 

@@ -25,8 +25,10 @@ type Listener struct {
 	srv      *http.Server
 	addr     string
 	stopOnce sync.Once
-	stopErr  error
 	serving  sync.WaitGroup // the goroutine serving srv; Stop waits for it
+	// cut cancels the contexts of the requests served, for those still in
+	// flight when Stop's wait ends (an export).
+	cut context.CancelFunc
 }
 
 // NewListener returns a Listener serving h.
@@ -44,8 +46,11 @@ func (l *Listener) Start(addr string) error {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
 	l.addr = ln.Addr().String()
+	base, cut := context.WithCancel(context.Background())
+	l.cut = cut
 	l.srv = &http.Server{Handler: readAhead(l.h), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
-		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(l.log.Handler(), slog.LevelWarn)}
+		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(l.log.Handler(), slog.LevelWarn),
+		BaseContext: func(net.Listener) context.Context { return base }}
 	l.serving.Go(func() {
 		if err := l.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			l.log.Error("admin listener", "addr", l.addr, "err", err)
@@ -58,7 +63,9 @@ func (l *Listener) Start(addr string) error {
 func (l *Listener) Addr() string { return l.addr }
 
 // Stop stops accepting and waits for requests in flight until ctx ends,
-// then closes what is left and returns ctx's error. It is idempotent and
+// then cuts off what is left (an export: its request's context is
+// cancelled, its connection closed) and returns. A cut-off is part of a
+// shutdown, logged, not an error: Stop returns nil. It is idempotent and
 // safe on a Listener never started.
 func (l *Listener) Stop(ctx context.Context) error {
 	l.stopOnce.Do(func() {
@@ -66,12 +73,14 @@ func (l *Listener) Stop(ctx context.Context) error {
 			return
 		}
 		if err := l.srv.Shutdown(ctx); err != nil {
+			l.log.Warn("admin listener: requests still in flight cut off at shutdown", "err", err)
+			l.cut()
 			_ = l.srv.Close()
-			l.stopErr = err
 		}
+		l.cut()
 		l.serving.Wait() // Serve returns once Shutdown or Close has closed its listener
 	})
-	return l.stopErr
+	return nil
 }
 
 // readAhead reads a request's body (at most 8 MiB) before its handler

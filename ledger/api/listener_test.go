@@ -70,6 +70,39 @@ func TestListenerStopLetsRequestsFinishAndWaits(t *testing.T) {
 	}
 }
 
+// TestListenerStopCutsOffWhatOutlastsItsWait: a request still in flight
+// when Stop's wait ends (an export a client reads slowly) has its context
+// cancelled, and Stop returns nil: a cut-off is part of a shutdown. It
+// returned the wait's deadline, and serve exited 1 for a routine SIGTERM
+// (a crash review).
+func TestListenerStopCutsOffWhatOutlastsItsWait(t *testing.T) {
+	entered, cancelled := make(chan struct{}), make(chan struct{})
+	l := api.NewListener(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-r.Context().Done()
+		close(cancelled)
+	}), slog.New(slog.DiscardHandler))
+	if err := l.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if resp, err := http.Get("http://" + l.Addr() + "/export"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := l.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v; want nil, the request cut off", err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request left in flight was not cancelled")
+	}
+}
+
 // TestListenerRefusesBodiesOver8MiB: a request body over 8 MiB is refused
 // with the API's invalid error before the handler runs.
 func TestListenerRefusesBodiesOver8MiB(t *testing.T) {
