@@ -2,9 +2,14 @@ package ledger_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
@@ -74,5 +79,45 @@ func TestMigrateDownFromNewerRelease(t *testing.T) {
 	}
 	if err := s.CheckMigrated(ctx); err != nil {
 		t.Fatalf("CheckMigrated on a database ahead of the binary (old binaries run on it during a rolling upgrade): %v", err)
+	}
+}
+
+// TestMigrationLockHolderNamesTheSession: while another session holds
+// the migration lock, Migrate waits (until its context ends) and
+// MigrationLockHolder names that session, for the log of a migration that
+// waits; with none, it says nothing. A wait on a killed migrator's
+// session was silent for its whole 10 minutes (a crash review).
+func TestMigrationLockHolderNamesTheSession(t *testing.T) {
+	ctx := context.Background()
+	url := ledgertest.NewDatabase(t)
+	s, err := ledger.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if h, err := s.MigrationLockHolder(ctx); err != nil || h != "" {
+		t.Fatalf("no lock held: holder %q, %v", h, err)
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = "stuck-migrator"
+	holder, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1)", lock.DefaultLockID); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	if _, err := s.Migrate(wctx); err == nil {
+		t.Fatal("Migrate did not wait for the lock another session holds")
+	}
+	h, err := s.MigrationLockHolder(ctx)
+	if err != nil || !strings.Contains(h, fmt.Sprintf("pid %d", holder.PgConn().PID())) || !strings.Contains(h, "stuck-migrator") {
+		t.Fatalf("holder %q, %v; want pid %d, stuck-migrator", h, err, holder.PgConn().PID())
 	}
 }

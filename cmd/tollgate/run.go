@@ -55,7 +55,7 @@ func runRoles(ctx context.Context, log *slog.Logger, name string, args []string,
 	setMemoryLimit(log, memlimit.FromCgroup)
 	a, err := start(ctx, log, e, cfg, r)
 	if errors.Is(err, errStoppedWaiting) {
-		log.Info("tollgate stopped while waiting for the database")
+		log.Info("tollgate stopped while waiting for the database or its migrations")
 		return nil
 	}
 	if err != nil {
@@ -95,9 +95,9 @@ func untilUp(ctx context.Context, log *slog.Logger, step func() error) error {
 }
 
 // errStoppedWaiting is start's error when its context ended (SIGTERM)
-// while it waited for an unreachable database: a stop as asked, not a
-// failure.
-var errStoppedWaiting = errors.New("stopped while waiting for the database")
+// while it waited for an unreachable database, or for its migrations (the
+// lock another process holds): a stop as asked, not a failure.
+var errStoppedWaiting = errors.New("stopped while waiting for the database or its migrations")
 
 // start opens the ledger, applies migrations when the process owns the
 // whole stack (and refuses an unmigrated database otherwise), connects to
@@ -182,7 +182,10 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 			// A migration may wait: for another process's migrations (a
 			// lock, up to 10 minutes), or for a table's lock to build an index.
 			log.Info("applying migrations")
-			n, err := a.store.Migrate(ctx)
+			n, err := migrateLogged(ctx, log, a.store)
+			if err != nil && ctx.Err() != nil {
+				return errStoppedWaiting // a stop as asked: the migration in hand rolled back
+			}
 			if err == nil {
 				log.Info("migrations applied", "count", n)
 			}
@@ -327,7 +330,7 @@ func migrate(ctx context.Context, log *slog.Logger, args []string, stdout io.Wri
 		log.Info("migrations rolled back", "count", n, "from_version", from, "to_version", downTo)
 		return nil
 	}
-	n, err := s.Migrate(ctx)
+	n, err := migrateLogged(ctx, log, s)
 	if err != nil {
 		return err
 	}

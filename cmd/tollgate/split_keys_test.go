@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,6 +14,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 )
 
 // gatewayOnly starts one more process of the gateway role on s's
@@ -326,4 +330,52 @@ func TestRolesWaitForTheDatabase(t *testing.T) {
 		t.Fatalf("the meter once the database answers: %v", r.err)
 	}
 	_ = r.a.close()
+}
+
+// TestServeStopsCleanlyWhileMigrationsWait: serve waiting for the
+// migration lock another session holds says which session, and a stop
+// (SIGTERM) while it waits is a stop, not a failure. The wait was silent,
+// and a stop in it exited 1 (a crash review).
+func TestServeStopsCleanlyWhileMigrationsWait(t *testing.T) {
+	s := newStackEnv(t, nil, nil)
+	e := s.env
+	e.DatabaseURL, e.Listen, e.AdminListen, e.DataDir = ledgertest.NewDatabase(t), "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
+	cfg, err := pgx.ParseConfig(e.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = "stuck-migrator"
+	ctx := context.Background()
+	holder, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1)", lock.DefaultLockID); err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { migrateReportEvery = d }(migrateReportEvery)
+	migrateReportEvery = 50 * time.Millisecond
+	logs := &syncBuffer{}
+	stopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		a, err := start(stopCtx, slog.New(slog.NewTextHandler(logs, nil)), e, s.cfg, roles{gateway: true, meter: true, admin: true})
+		if a != nil {
+			_ = a.close()
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "the migration lock is held") || !strings.Contains(logs.String(), "stuck-migrator") {
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s into the wait, the log says nothing of the lock's holder:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; !errors.Is(err, errStoppedWaiting) {
+		t.Fatalf("serve stopped while its migrations waited: %v, want errStoppedWaiting", err)
+	}
 }

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// migrateReportEvery is how often migrateLogged says who holds the
+// migration lock while the migrations have not returned.
+var migrateReportEvery = 15 * time.Second
+
+// migrateLogged applies the migrations (ledger.Store.Migrate), logging
+// every migrateReportEvery while they have not returned which session
+// holds the migration lock: another process's migrations, or a killed
+// migrator's session that has not ended yet. A wait of up to 10 minutes
+// was silent.
+func migrateLogged(ctx context.Context, log *slog.Logger, s *ledger.Store) (int, error) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(migrateReportEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if h, err := s.MigrationLockHolder(ctx); err == nil && h != "" {
+				log.Info("migrations not done yet: the migration lock is held", "holder", h,
+					"hint", "a session that is not running migrations (a killed migrator's) can be ended with SELECT pg_terminate_backend(pid)")
+			}
+		}
+	})
+	n, err := s.Migrate(ctx)
+	close(done)
+	wg.Wait()
+	return n, err
+}
