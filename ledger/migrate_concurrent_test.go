@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/pressly/goose/v3/lock"
-
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 )
@@ -98,26 +95,14 @@ func TestMigrationLockHolderNamesTheSession(t *testing.T) {
 	if h, err := s.MigrationLockHolder(ctx); err != nil || h != "" {
 		t.Fatalf("no lock held: holder %q, %v", h, err)
 	}
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.RuntimeParams["application_name"] = "stuck-migrator"
-	holder, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(ctx)
-	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1)", lock.DefaultLockID); err != nil {
-		t.Fatal(err)
-	}
+	pid := ledgertest.HoldMigrationLock(t, url, "stuck-migrator")
 	wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer cancel()
 	if _, err := s.Migrate(wctx); err == nil {
 		t.Fatal("Migrate did not wait for the lock another session holds")
 	}
 	h, err := s.MigrationLockHolder(ctx)
-	if err != nil || !strings.Contains(h, fmt.Sprintf("pid %d", holder.PgConn().PID())) || !strings.Contains(h, "stuck-migrator") {
-		t.Fatalf("holder %q, %v; want pid %d, stuck-migrator", h, err, holder.PgConn().PID())
+	if err != nil || !strings.Contains(h, fmt.Sprintf("pid %d", pid)) || !strings.Contains(h, "stuck-migrator") {
+		t.Fatalf("holder %q, %v; want pid %d, stuck-migrator", h, err, pid)
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/pressly/goose/v3/lock"
 
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 )
@@ -340,20 +339,8 @@ func TestServeStopsCleanlyWhileMigrationsWait(t *testing.T) {
 	s := newStackEnv(t, nil, nil)
 	e := s.env
 	e.DatabaseURL, e.Listen, e.AdminListen, e.DataDir = ledgertest.NewDatabase(t), "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
-	cfg, err := pgx.ParseConfig(e.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.RuntimeParams["application_name"] = "stuck-migrator"
+	ledgertest.HoldMigrationLock(t, e.DatabaseURL, "stuck-migrator")
 	ctx := context.Background()
-	holder, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(ctx)
-	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1)", lock.DefaultLockID); err != nil {
-		t.Fatal(err)
-	}
 	defer func(d time.Duration) { migrateReportEvery = d }(migrateReportEvery)
 	migrateReportEvery = 50 * time.Millisecond
 	logs := &syncBuffer{}

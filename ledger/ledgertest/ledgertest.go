@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 )
@@ -140,4 +141,28 @@ func RefuseConnections(t testing.TB, dbURL string) (allow func()) {
 	}
 	t.Cleanup(allow)
 	return allow
+}
+
+// HoldMigrationLock takes the migration lock (goose's session-level
+// advisory lock, which ledger.Store.Migrate waits for) on the database at
+// dbURL, in a session named app (application_name), as a stuck migrator
+// would, and returns that session's backend pid. The session ends when
+// the test does.
+func HoldMigrationLock(t testing.TB, dbURL, app string) uint32 {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatalf("ledgertest: %v", err)
+	}
+	cfg.RuntimeParams["application_name"] = app
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("ledgertest: hold the migration lock: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lock.DefaultLockID); err != nil {
+		t.Fatalf("ledgertest: hold the migration lock: %v", err)
+	}
+	return conn.PgConn().PID()
 }
