@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -29,7 +30,15 @@ type Listener struct {
 	// cut cancels the contexts of the requests served, for those still in
 	// flight when Stop's wait ends (an export).
 	cut context.CancelFunc
+	// active counts the handlers running, which Stop waits for (up to
+	// cutWait) once it has cut them off: net/http's Close does not.
+	active atomic.Int64
 }
+
+// cutWait bounds Stop's wait for the handlers it cut off to return, so
+// that what the process closes after it (the database) is no longer in
+// use.
+const cutWait = 5 * time.Second
 
 // NewListener returns a Listener serving h.
 func NewListener(h http.Handler, log *slog.Logger) *Listener {
@@ -48,7 +57,12 @@ func (l *Listener) Start(addr string) error {
 	l.addr = ln.Addr().String()
 	base, cut := context.WithCancel(context.Background())
 	l.cut = cut
-	l.srv = &http.Server{Handler: readAhead(l.h), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.active.Add(1)
+		defer l.active.Add(-1)
+		l.h.ServeHTTP(w, r)
+	})
+	l.srv = &http.Server{Handler: readAhead(counted), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
 		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(l.log.Handler(), slog.LevelWarn),
 		BaseContext: func(net.Listener) context.Context { return base }}
 	l.serving.Go(func() {
@@ -64,7 +78,8 @@ func (l *Listener) Addr() string { return l.addr }
 
 // Stop stops accepting and waits for requests in flight until ctx ends,
 // then cuts off what is left (an export: its request's context is
-// cancelled, its connection closed) and returns. A cut-off is part of a
+// cancelled, its connection closed) and waits up to 5 s more for those
+// handlers to return. A cut-off is part of a
 // shutdown, logged, not an error: Stop returns nil. It is idempotent and
 // safe on a Listener never started.
 func (l *Listener) Stop(ctx context.Context) error {
@@ -73,9 +88,12 @@ func (l *Listener) Stop(ctx context.Context) error {
 			return
 		}
 		if err := l.srv.Shutdown(ctx); err != nil {
-			l.log.Warn("admin listener: requests still in flight cut off at shutdown", "err", err)
+			l.log.Warn("admin listener: requests still in flight cut off at shutdown", "requests", l.active.Load(), "err", err)
 			l.cut()
 			_ = l.srv.Close()
+			for end := time.Now().Add(cutWait); l.active.Load() > 0 && time.Now().Before(end); {
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 		l.cut()
 		l.serving.Wait() // Serve returns once Shutdown or Close has closed its listener

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,10 +78,13 @@ func TestListenerStopLetsRequestsFinishAndWaits(t *testing.T) {
 // (a crash review).
 func TestListenerStopCutsOffWhatOutlastsItsWait(t *testing.T) {
 	entered, cancelled := make(chan struct{}), make(chan struct{})
+	var returned atomic.Bool
 	l := api.NewListener(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(entered)
 		<-r.Context().Done()
 		close(cancelled)
+		time.Sleep(100 * time.Millisecond) // an export's last write, its connection's return
+		returned.Store(true)
 	}), slog.New(slog.DiscardHandler))
 	if err := l.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -95,6 +99,9 @@ func TestListenerStopCutsOffWhatOutlastsItsWait(t *testing.T) {
 	defer cancel()
 	if err := l.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v; want nil, the request cut off", err)
+	}
+	if !returned.Load() {
+		t.Fatal("Stop returned before the handler it cut off: the database closes after it")
 	}
 	select {
 	case <-cancelled:
