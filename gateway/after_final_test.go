@@ -209,16 +209,18 @@ func geminiChunk(text string, finish bool, cand int) string {
 		`"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":` + itoa(cand) + `,"totalTokenCount":` + itoa(10+cand) + "}}\r\n\r\n"
 }
 
-// Vertex AI puts a finishReason on every chunk: a chunk of text whose
-// cumulative count did not move is counted by its own report, the
-// provider's word; it was billed again as late output (a review: 12 for
-// the provider's 10).
-func TestVertexFinishOnEveryChunkBillsTheProvidersCount(t *testing.T) {
-	body := geminiChunk("The answer", true, 10) + geminiChunk(" is here, said once more.", true, 10)
+// Late chunks that each carry a finishReason and repeat the count (as
+// Vertex AI puts one on every chunk): their text is billed as late output.
+// A chunk with a finishReason was taken to count its own text for a while
+// (to bill Vertex's count exactly where its count did not move), and any
+// upstream that added one to its late chunks streamed free (a review).
+// Billing text the count does not cover is the safer side.
+func TestGeminiLateChunksWithAFinishReasonAreBilled(t *testing.T) {
+	body := geminiChunk("hi", true, 5) + strings.Repeat(geminiChunk(revWords, true, 5), 20)
 	st := oneProviderStack(t, "gemini", jsonUpstream(t, "text/event-stream", body).URL)
-	e, _ := doRequest(t, st, "/gemini/v1beta/models/m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "x-goog-api-key", testKey)
-	if e.Usage.CompletionTokens != 10 || e.UsageSource != "upstream" {
-		t.Fatalf("billed %+v (%s); want the provider's 10 (upstream)", e.Usage, e.UsageSource)
+	e, got := doRequest(t, st, "/gemini/v1beta/models/m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "x-goog-api-key", testKey)
+	if words := strings.Count(got, "word "); int64(words) > e.Usage.CompletionTokens {
+		t.Fatalf("client read %d words; billed %+v (%s)", words, e.Usage, e.UsageSource)
 	}
 }
 
@@ -269,5 +271,29 @@ func TestNativeAnthropicPingSpelledTwiceAfterMessageDeltaIsNotRelayed(t *testing
 	billed, src, words := nativeAnthropic(t, body)
 	if int64(words) > billed {
 		t.Fatalf("client read %d words after message_delta; billed completion %d (%s)", words, billed, src)
+	}
+}
+
+// After message_delta, events a case-sensitive client reads as text
+// deltas that the tap (encoding/json: keys matched without regard to case,
+// the last one kept) reads as an error, with a new message each time, or
+// as the stream's end: not relayed. They passed as the error or the end
+// they seemed (a review).
+func TestNativeAnthropicEndOrErrorSpelledTwiceAfterMessageDeltaIsNotRelayed(t *testing.T) {
+	errs := ""
+	for i := range 20 {
+		errs += anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+revWords+`"},"Type":"error","error":{"type":"e","message":"m`+itoa(i)+`"}}`)
+	}
+	for name, body := range map[string]string{
+		"error": anthStart(1) + anthDelta5 + errs + anthEv("message_stop", `{"type":"message_stop"}`),
+		"end": anthStart(1) + anthDelta5 +
+			anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+strings.Repeat(revWords, 20)+`"},"Type":"message_stop"}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			billed, src, words := nativeAnthropic(t, body)
+			if int64(words) > billed {
+				t.Fatalf("client read %d words after message_delta; billed completion %d (%s)", words, billed, src)
+			}
+		})
 	}
 }

@@ -261,16 +261,16 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		x.report.StreamEvent(ev.HasData)
 		x.progress()
 		if afterFinal := x.committed || len(held) > 0 && !x.report.Cumulative; afterFinal &&
-			ev.HasData && !x.report.Ended && x.report.Error == hadError &&
-			(x.report.Output.Len() > hadOutput || !quietAfterFinal(&ev)) {
+			ev.HasData && (x.report.Output.Len() > hadOutput || !quietAfterFinal(&ev, x.report.Ended)) {
 			// After a final report that is not cumulative (Anthropic's
 			// message_delta) the protocol sends only its end, pings,
 			// the close of a content block, the report again, or an
-			// error. Anything else, or any of them the tap counted output
-			// in (more output, in whatever field or spelling a tap might
-			// not count), is not relayed: the event is made durable with
-			// what the tap counted of it, the final report goes out, and
-			// the stream is broken off.
+			// error. Anything else, any of them the tap counted output
+			// in, or one spelled so that a client may read it as another
+			// event (more output, in whatever field or spelling a tap
+			// might not count), is not relayed: the event is made durable
+			// with what the tap counted of it, the final report goes out,
+			// and the stream is broken off.
 			if !x.committed {
 				durable()
 				forward(held)
@@ -312,6 +312,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			if x.report.Final && !x.report.Cumulative {
 				return // nobody to send to, and the usage is known
 			}
+			if !rd.Buffered() {
+				x.waiting()
+			}
 			continue
 		}
 		if x.report.Ended { // the provider's own end: what follows is not read
@@ -338,19 +341,20 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 // usage report (message_delta) that carry no output: its documented
 // stream (docs.anthropic.com, "Streaming Messages") ends content blocks
 // with content_block_stop, may send ping events anywhere, and ends with
-// message_stop; a repeated message_delta only reports again.
-var quietTypes = map[string]bool{"ping": true, "content_block_stop": true, "message_delta": true, "message_stop": true}
+// message_stop; a repeated message_delta only reports again, and an error
+// event may come at any point.
+var quietTypes = map[string]bool{"ping": true, "content_block_stop": true, "message_delta": true, "message_stop": true, "error": true}
 
-// quietAfterFinal reports whether ev, a data event, is one of quietTypes
-// both by its event name (when it has one) and by its data's "type" (a
-// ping may come with empty data, or as data alone). The type is read as a
-// case-sensitive client reads it, and data that spells "type" another way
-// too is not quiet: encoding/json would read that spelling instead.
-func quietAfterFinal(ev *sse.Event) bool {
+// quietAfterFinal reports whether ev, a data event, is one of quietTypes,
+// or the stream's end (end: the tap read it as the end, as the Responses
+// API's response.completed), by its data's "type" and by its event name
+// when it has one (a ping may come with empty data, or as data alone).
+// The type is read as a case-sensitive client reads it, and data that
+// spells "type" another way too is not quiet: encoding/json, and so the
+// tap, would read that spelling instead (an error, or the end, where the
+// client reads a text delta).
+func quietAfterFinal(ev *sse.Event, end bool) bool {
 	name := string(ev.Type)
-	if name != "" && !quietTypes[name] {
-		return false
-	}
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(ev.Data, &fields) != nil || fields == nil {
 		return name == "ping" && len(bytes.TrimSpace(ev.Data)) == 0
@@ -369,7 +373,7 @@ func quietAfterFinal(ev *sse.Event) bool {
 	if typ == "" {
 		return name == "ping"
 	}
-	return quietTypes[typ] && (name == "" || name == typ)
+	return (name == "" || name == typ) && (quietTypes[typ] || end)
 }
 
 // maxNoData bounds the bytes passThrough keeps of a body with no data

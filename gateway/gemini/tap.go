@@ -130,7 +130,7 @@ func (t *Tap) observe(resp *response, r *tap.Report) {
 	if resp.ModelVersion != "" && resp.ModelVersion != r.ServedModel {
 		r.ServedModel = clean(resp.ModelVersion, 200)
 	}
-	reason, start := "", r.Output.Len()
+	reason := ""
 	for i := range resp.Candidates {
 		c := &resp.Candidates[i]
 		for j := range c.Content.Parts {
@@ -163,10 +163,7 @@ func (t *Tap) observe(resp *response, r *tap.Report) {
 		r.Cumulative = true // a later chunk's usageMetadata replaces this one
 		if u.readable() {
 			r.SetUsage(u.meter())
-			switch {
-			case reason != "":
-				r.MarkFinalChunk(start) // a finishReason on every chunk (Vertex AI): each report counts its chunk
-			case t.finished:
+			if t.finished {
 				r.MarkFinal()
 			}
 		}

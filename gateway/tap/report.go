@@ -125,20 +125,6 @@ func (r *Report) MarkFinal() {
 	r.Final = true
 }
 
-// MarkFinalChunk is MarkFinal for a cumulative final report that came in
-// the same chunk as output, the chunk's output starting at Output length
-// chunkStart: when no output before the chunk came after the last report,
-// the report counts the chunk's output too (Vertex AI puts a finishReason
-// and the usage so far on every chunk: a chunk of text whose count did
-// not move is the provider's word). Output that was late before the chunk
-// stays late.
-func (r *Report) MarkFinalChunk(chunkStart int) {
-	if r.streamFinal && r.Cumulative && chunkStart <= max(r.finalAt, r.outputAt) {
-		r.finalAt = r.Output.Len()
-	}
-	r.MarkFinal()
-}
-
 // lateOutput reports whether output arrived after a stream's final report
 // and after the last usage report: output the provider's figures do not
 // count.
