@@ -15,8 +15,9 @@ var migrateReportEvery = 15 * time.Second
 
 // migrateLogged applies the migrations (ledger.Store.Migrate), logging
 // every migrateReportEvery while they have not returned which session
-// holds the migration lock: another process's migrations, or a killed
-// migrator's session that has not ended yet. A wait of up to 10 minutes
+// holds the migration lock: this process's own migrations at work,
+// another process's, or a killed migrator's session that has not ended
+// yet. A wait of up to 10 minutes
 // was silent.
 func migrateLogged(ctx context.Context, log *slog.Logger, s *ledger.Store) (int, error) {
 	done := make(chan struct{})
@@ -31,8 +32,11 @@ func migrateLogged(ctx context.Context, log *slog.Logger, s *ledger.Store) (int,
 			case <-t.C:
 			}
 			if h, err := s.MigrationLockHolder(ctx); err == nil && h != "" {
+				// The holder may be this process, applying a long
+				// migration: its statement says which.
 				log.Info("migrations not done yet: the migration lock is held", "holder", h,
-					"hint", "a session that is not running migrations (a killed migrator's) can be ended with SELECT pg_terminate_backend(pid)")
+					"hint", "if that session is this process's or another's migration at work, wait; "+
+						"one that runs no migration (a killed migrator's, idle) can be ended with SELECT pg_terminate_backend(pid)")
 			}
 		}
 	})
