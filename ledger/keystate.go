@@ -171,10 +171,11 @@ var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.R
 // queryModelPrices reads the price versions of models, as of one clock
 // reading (their version); a model without prices has none.
 func queryModelPrices(ctx context.Context, q pgx.Tx, models []string) ([]usage.ModelPrices, error) {
-	var version int64 // read before the prices' snapshot, as readClock says why
-	if err := q.QueryRow(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint`).Scan(&version); err != nil {
+	clock, err := readClock(ctx, q)
+	if err != nil {
 		return nil, fmt.Errorf("model prices: %w", err)
 	}
+	version := clock.UnixNano() // microseconds, as Postgres keeps time: the states' versions in SQL read the same
 	ps, err := queryPrices(ctx, q, `WHERE model = ANY($1)`, models)
 	if err != nil {
 		return nil, fmt.Errorf("model prices: %w", err)

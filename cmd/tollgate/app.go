@@ -75,9 +75,9 @@ func (a *app) startedEarly(name string, timeout time.Duration, stop func(context
 
 // close stops every started component in the reverse order of their
 // start, the gateway's stop begun first (startedEarly): the admin
-// listener (an export still running after 10 s is cut off); the gateway (in-flight requests finish within
-// the grace period or are cut off, and every usage event is durable when
-// it returns); the crash journal; the republisher (its last drain, while
+// listener (an export still running after 10 s is cut off); the gateway
+// (in-flight requests finish within the grace period or are cut off, and
+// every usage event is durable when it returns); the crash journal; the republisher (its last drain, while
 // NATS is there) and the spools; the key cache and the key sync; the meter worker (it
 // writes or hands back all it was sent); NATS; the database. It is safe on
 // a partly started app, and idempotent.

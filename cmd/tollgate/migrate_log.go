@@ -17,8 +17,7 @@ var migrateReportEvery = 15 * time.Second
 // every migrateReportEvery while they have not returned which session
 // holds the migration lock: this process's own migrations at work,
 // another process's, or a killed migrator's session that has not ended
-// yet. A wait of up to 10 minutes
-// was silent.
+// yet. A wait of up to 10 minutes was silent.
 func migrateLogged(ctx context.Context, log *slog.Logger, s *ledger.Store) (int, error) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup

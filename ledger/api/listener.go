@@ -79,14 +79,15 @@ func (l *Listener) Addr() string { return l.addr }
 // Stop stops accepting and waits for requests in flight until ctx ends,
 // then cuts off what is left (an export: its request's context is
 // cancelled, its connection closed) and waits up to 5 s more for those
-// handlers to return. A cut-off is part of a
-// shutdown, logged, not an error: Stop returns nil. It is idempotent and
-// safe on a Listener never started.
+// handlers to return. A cut-off is part of a shutdown, logged, not an
+// error: Stop returns nil. It is idempotent and safe on a Listener never
+// started.
 func (l *Listener) Stop(ctx context.Context) error {
 	l.stopOnce.Do(func() {
 		if l.srv == nil {
 			return
 		}
+		defer l.cut() // the base context's end, whatever happened
 		if err := l.srv.Shutdown(ctx); err != nil {
 			l.log.Warn("admin listener: requests still in flight cut off at shutdown", "requests", l.active.Load(), "err", err)
 			l.cut()
@@ -95,7 +96,6 @@ func (l *Listener) Stop(ctx context.Context) error {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
-		l.cut()
 		l.serving.Wait() // Serve returns once Shutdown or Close has closed its listener
 	})
 	return nil
