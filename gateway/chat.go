@@ -163,7 +163,7 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 		return
 	}
 	if tr == nil {
-		if c, err := openai.ParseChunk(body); err == nil {
+		if c, err := parseAnswer(body); err == nil {
 			var tp openai.ChatTap
 			tp.Chunk(c, &x.report)
 			x.report.Final = x.report.Reported

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -30,6 +31,23 @@ func jsonAnswer(h http.Header) bool {
 func jsonStart(b []byte) bool {
 	b = bytes.TrimLeft(b, " \t\r\n")
 	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
+}
+
+// parseAnswer reads a whole chat answer (a chat.completion, or a legacy
+// text_completion) as the stream's chunks are read: by openai.ParseChunk,
+// and, when a field has another type than OpenAI's ("created" as a float,
+// content as an array of parts, counts written as 900.0), by
+// openai.ParseChunkLenient, so that a body is billed from the provider's
+// usage as its stream would be, not refused and estimated. A usage whose
+// counts still cannot be read leaves Usage nil (UnreadableUsage set): the
+// answer is relayed and its usage estimated. The error is the lenient
+// reader's (not a JSON object), or openai.ErrTooComplex.
+func parseAnswer(body []byte) (*openai.Chunk, error) {
+	c, err := openai.ParseChunk(body)
+	if err != nil && !errors.Is(err, openai.ErrTooComplex) {
+		c, err = openai.ParseChunkLenient(body)
+	}
+	return c, err
 }
 
 // readCloser reads from one reader and closes another (a body read in
@@ -61,7 +79,7 @@ func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provid
 		return
 	}
 	var chunk []byte
-	c, err := openai.ParseChunk(body)
+	c, err := parseAnswer(body)
 	if err == nil && tr == nil {
 		var tp openai.ChatTap
 		tp.Chunk(c, &x.report)

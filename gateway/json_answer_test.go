@@ -232,3 +232,43 @@ func TestAnthropicStreamAnsweredWithABody(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerWithFieldsOfOtherTypesIsBilledFromItsUsage (a review): a whole
+// chat answer was read strictly, so one whose "created" is a float
+// (Python's time.time()), whose counts are written 900.0, or whose content
+// is an array of parts, was filed as an upstream error and estimated (8
+// prompt tokens for the provider's 900), while the same fields in a
+// stream's chunks are read leniently. The answer is now billed from its
+// usage and relayed; asked as a stream, the client gets the answer, not
+// an error event.
+func TestAnswerWithFieldsOfOtherTypesIsBilledFromItsUsage(t *testing.T) {
+	const (
+		floatCreated = `{"id":"c","object":"chat.completion","created":1700000000.5,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hi there."},"finish_reason":"stop"}],"usage":{"prompt_tokens":900,"completion_tokens":2,"total_tokens":902}}`
+		floatCounts  = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hi there."},"finish_reason":"stop"}],"usage":{"prompt_tokens":900.0,"completion_tokens":2,"total_tokens":902}}`
+		parts        = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":[{"type":"text","text":"Hi there."}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":900,"completion_tokens":2,"total_tokens":902}}`
+	)
+	want := usage.Tokens{PromptTokens: 900, CompletionTokens: 2}
+	for name, body := range map[string]string{"float created": floatCreated, "float counts": floatCounts, "content parts": parts} {
+		up := jsonUpstream(t, "application/json", body)
+		st := newStack(t, oneUpstream(up.URL))
+		resp := st.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "Hi there.") {
+			t.Fatalf("%s: %d %s, want the answer relayed", name, resp.StatusCode, b)
+		}
+		if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Usage != want || e.UsageSource != usage.SourceUpstream || e.Status != usage.StatusOK {
+			t.Fatalf("%s: event %+v %s %s (%s), want %+v from the provider, ok", name, e.Usage, e.UsageSource, e.Status, e.Error, want)
+		}
+
+		resp = st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+		id := resp.Header.Get("X-Request-Id")
+		chunks := streamChunks(t, resp)
+		if len(chunks) != 3 || !strings.Contains(chunks[0], "Hi there.") || strings.Contains(chunks[0], "error") || chunks[2] != "[DONE]" {
+			t.Fatalf("%s: stream %q, want the answer as a chunk, the usage chunk, [DONE]", name, chunks)
+		}
+		if e := st.sink.event(t, id); e.Usage != want || e.UsageSource != usage.SourceUpstream || e.Status != usage.StatusOK {
+			t.Fatalf("%s, as a stream: event %+v %s %s (%s), want %+v from the provider, ok", name, e.Usage, e.UsageSource, e.Status, e.Error, want)
+		}
+	}
+}
