@@ -300,7 +300,7 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 		if len(s.ID) > 0 {
 			c.setName(s.ID, s.Model, s.Created)
 		}
-		if s.UsageOnly() {
+		if s.UsageOnly() && string(ev.Type) != "error" { // an error event is relayed, its usage stripped (below)
 			if c.includeUsage {
 				c.usage = append(c.usage[:0], ev.Data...) // sent by end, once durable
 			}
@@ -347,7 +347,7 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	if ch.Error != nil {
 		ev.Data = c.x.s.scrubBytes(c.x.event.Provider, ev.Data)
 	}
-	if ch.UsageOnly() {
+	if ch.UsageOnly() && string(ev.Type) != "error" {
 		if c.includeUsage && !lenient {
 			c.usage = append(c.usage[:0], ev.Data...) // sent by end, once durable
 		} else {

@@ -471,3 +471,33 @@ func TestUsageChunkSaysWhatIsBilled(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorEventCarryingOnlyUsageReachesTheClient (a review): a named
+// `event: error` whose data is a usage chunk (choices: [], usage) was
+// taken for the usage chunk: recorded as the upstream error it is, but
+// the client saw a clean end (or the usage chunk without its event name),
+// never the error. It is relayed as the error event, its usage stripped.
+func TestErrorEventCarryingOnlyUsageReachesTheClient(t *testing.T) {
+	for _, count := range []string{"7", "7.0"} { // read by the scanner; by the lenient parser
+		for _, include := range []bool{false, true} {
+			up := jsonUpstream(t, "text/event-stream", `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"partial answer"},"finish_reason":null}]}`+"\n\n"+
+				"event: error\n"+`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":`+count+`,"completion_tokens":3,"total_tokens":10}}`+"\n\n")
+			st := newStack(t, oneUpstream(up.URL))
+			body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+			if include {
+				body = `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+			}
+			resp := st.post(t, "/v1/chat/completions", body)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			_, errEvent, found := strings.Cut(string(b), "event: error\ndata: ")
+			errEvent, _, _ = strings.Cut(errEvent, "\n\n")
+			if !found || strings.Contains(errEvent, "usage") || !strings.Contains(errEvent, `"choices":[]`) {
+				t.Fatalf("count %s, include_usage %v: the client got\n%s\nwant the error event relayed, its usage stripped", count, include, b)
+			}
+			if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Status != usage.StatusUpstreamError || e.Usage.PromptTokens != 7 || e.Usage.CompletionTokens != 3 {
+				t.Fatalf("count %s: event %s %+v, want an upstream error billed the provider's 7 + 3", count, e.Status, e.Usage)
+			}
+		}
+	}
+}
