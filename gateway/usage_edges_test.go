@@ -246,6 +246,44 @@ func TestResponsesBodyWithoutUsageBillsItsOutput(t *testing.T) {
 	}
 }
 
+// TestResponsesFieldsOfOtherTypes (a review): the Responses API's events
+// and bodies were decoded whole and strictly, so a field of another type
+// lost the whole event: deltas carrying a number where a string is were
+// relayed and billed nothing (0 completion tokens for about 150), and a
+// body or a response.completed whose counts are written 900.0 was
+// estimated (a body filed as an upstream error). Each field is read on its
+// own now, counts as tap.Count reads them.
+func TestResponsesFieldsOfOtherTypes(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"status\":\"in_progress\",\"model\":\"m\"}}\n\n")
+	for range 30 {
+		b.WriteString("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"lorem ipsum dolor sit amet \",\"message\":1,\"sequence_number\":\"x\"}\n\n")
+	}
+	noUsage := b.String() + "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"status\":\"completed\",\"model\":\"m\",\"created_at\":1.5}}\n\n"
+	floatUsage := b.String() + "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"status\":\"completed\",\"model\":\"m\",\"output\":{},\"usage\":{\"input_tokens\":900.0,\"input_tokens_details\":{\"cached_tokens\":\"100\"},\"output_tokens\":160,\"output_tokens_details\":{\"reasoning_tokens\":10.0}}}}\n\n"
+
+	up := jsonUpstream(t, "text/event-stream", noUsage)
+	e, got := doRequest(t, oneProviderStack(t, "openai", up.URL), "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`)
+	if strings.Count(got, "lorem ipsum") != 30 || e.UsageSource != usage.SourceEstimated || e.Usage.CompletionTokens < 100 {
+		t.Fatalf("no usage: billed %+v (%s) for about 150 tokens relayed", e.Usage, e.UsageSource)
+	}
+	want := usage.Tokens{PromptTokens: 900, CachedTokens: 100, CompletionTokens: 160, ReasoningTokens: 10}
+	up = jsonUpstream(t, "text/event-stream", floatUsage)
+	if e, _ := doRequest(t, oneProviderStack(t, "openai", up.URL), "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`); e.Usage != want || e.UsageSource != usage.SourceUpstream || e.Status != usage.StatusOK {
+		t.Fatalf("usage of other types, streamed: billed %+v (%s, %s), want %+v from the provider", e.Usage, e.UsageSource, e.Status, want)
+	}
+	body := `{"id":"resp_1","object":"response","created_at":1.5,"status":"completed","model":"m","output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hi.","annotations":{}}]}],"usage":{"input_tokens":900.0,"input_tokens_details":{"cached_tokens":"100"},"output_tokens":160,"output_tokens_details":{"reasoning_tokens":10.0}}}`
+	up = jsonUpstream(t, "application/json", body)
+	if e, got := doRequest(t, oneProviderStack(t, "openai", up.URL), "/v1/responses", `{"model":"m","input":"hi"}`); !strings.Contains(got, "Hi.") || e.Usage != want || e.UsageSource != usage.SourceUpstream || e.Status != usage.StatusOK {
+		t.Fatalf("usage of other types, a body: billed %+v (%s, %s, %s), want %+v from the provider", e.Usage, e.UsageSource, e.Status, e.Error, want)
+	}
+	// A count that still cannot be read is no report: estimated, not zero.
+	up = jsonUpstream(t, "application/json", strings.Replace(body, `"output_tokens":160`, `"output_tokens":1.5`, 1))
+	if e, _ := doRequest(t, oneProviderStack(t, "openai", up.URL), "/v1/responses", `{"model":"m","input":"hi"}`); e.UsageSource != usage.SourceEstimated || e.Usage.CompletionTokens == 0 {
+		t.Fatalf("an unreadable count: billed %+v (%s), want an estimate", e.Usage, e.UsageSource)
+	}
+}
+
 // TestLeadingUsageChunkIsNotFinal: an upstream that reports the prompt's
 // usage first, in a choices-less chunk (completion 0), then streams content
 // and breaks before its final usage chunk. ChatTap marks any report on a

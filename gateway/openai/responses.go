@@ -16,37 +16,76 @@ import (
 // a subset) and output_tokens (reasoning included,
 // output_tokens_details.reasoning_tokens a subset).
 
-// ResponsesUsage is the Responses API's usage object.
-type ResponsesUsage struct {
-	InputTokens        int64 `json:"input_tokens"`
-	InputTokensDetails struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"input_tokens_details"`
-	OutputTokens        int64 `json:"output_tokens"`
-	OutputTokensDetails struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"output_tokens_details"`
+// responsesUsage is the Responses API's usage object. Its counts are read
+// as tap.Count (an integral number however written, or a string holding
+// one), and its details objects are read when they are objects: a field of
+// another type is not the whole event lost (see responsesEvent).
+type responsesUsage struct {
+	InputTokens         tap.Count       `json:"input_tokens"`
+	InputTokensDetails  json.RawMessage `json:"input_tokens_details"`
+	OutputTokens        tap.Count       `json:"output_tokens"`
+	OutputTokensDetails json.RawMessage `json:"output_tokens_details"`
 }
 
-// Meter converts u into normalized usage.
-func (u *ResponsesUsage) Meter() usage.Tokens {
-	return usage.Tokens{PromptTokens: u.InputTokens, CachedTokens: u.InputTokensDetails.CachedTokens,
-		CompletionTokens: u.OutputTokens, ReasoningTokens: u.OutputTokensDetails.ReasoningTokens}
+type usageDetails struct {
+	CachedTokens    tap.Count `json:"cached_tokens"`
+	ReasoningTokens tap.Count `json:"reasoning_tokens"`
 }
 
+// meter converts u into normalized usage; ok is false when a count it
+// bills could not be read: such a usage object is no report at all (the
+// usage is then estimated), as Gemini's and Anthropic's are. A details
+// member that is not an object counts none of its subset (all input at the
+// input price; no reasoning broken out).
+func (u *responsesUsage) meter() (t usage.Tokens, ok bool) {
+	var in, out usageDetails
+	_ = json.Unmarshal(u.InputTokensDetails, &in) // not an object: no subset
+	_ = json.Unmarshal(u.OutputTokensDetails, &out)
+	if u.InputTokens < 0 || u.OutputTokens < 0 || in.CachedTokens < 0 || out.ReasoningTokens < 0 {
+		return t, false
+	}
+	return usage.Tokens{PromptTokens: int64(u.InputTokens), CachedTokens: int64(in.CachedTokens),
+		CompletionTokens: int64(u.OutputTokens), ReasoningTokens: int64(out.ReasoningTokens)}, true
+}
+
+// responseObject is the response object of a Responses API event, or a
+// whole non-streamed response. Its members are held raw and read one by
+// one, so that one of another type than the API's (a number where a string
+// is) loses only itself.
 type responseObject struct {
-	Model  string          `json:"model"`
-	Status string          `json:"status"`
-	Usage  *ResponsesUsage `json:"usage"`
+	Model  json.RawMessage `json:"model"`
+	Status json.RawMessage `json:"status"`
+	Usage  json.RawMessage `json:"usage"`
 	Error  json.RawMessage `json:"error"`
 }
 
+// responsesEvent is one stream event's data, held raw as responseObject
+// is: an event with a field of another type (a number where the API sends
+// a string) still has its delta counted, which its client reads.
 type responsesEvent struct {
-	Type     string          `json:"type"`
-	Delta    string          `json:"delta"`
-	Response *responseObject `json:"response"`
-	Error    json.RawMessage `json:"error"`
-	Message  string          `json:"message"`
+	Type     json.RawMessage `json:"type"`
+	Delta    json.RawMessage `json:"delta"`
+	Response json.RawMessage `json:"response"`
+}
+
+// text reads a JSON string; false for anything else.
+func text(raw json.RawMessage) (string, bool) {
+	var s string
+	return s, json.Unmarshal(raw, &s) == nil
+}
+
+// addText adds raw to r's output: the string it holds, or, for a value of
+// another kind (not null), its bytes, which reach the client all the same.
+func addText(raw json.RawMessage, r *tap.Report, reasoning bool) {
+	s, ok := text(raw)
+	switch {
+	case !ok && len(raw) > 0 && string(raw) != "null":
+		r.AddOutputBytes(raw)
+	case reasoning:
+		r.AddReasoning(s)
+	default:
+		r.AddOutput(s)
+	}
 }
 
 // ResponsesTap reads usage from a Responses API stream. It satisfies the
@@ -60,28 +99,30 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	if !sev.HasData || json.Unmarshal(data, &ev) != nil {
 		return
 	}
+	typ, _ := text(ev.Type)
 	switch {
-	case ev.Type == "error":
+	case typ == "error":
 		r.Error, r.FinishReason = "upstream error event: "+string(data), "error"
-	case strings.HasSuffix(ev.Type, ".delta") && strings.Contains(ev.Type, "reasoning"):
-		if strings.Contains(ev.Type, "reasoning_summary") {
-			// A summary is a few tokens standing for the reasoning, not the
-			// reasoning: counted as output, it leaves the reasoning hidden
-			// (tap.Report.ReasoningShown), as it is.
-			r.AddOutput(ev.Delta)
-		} else {
-			r.AddReasoning(ev.Delta) // response.reasoning_text.delta: the reasoning itself
+	case strings.HasSuffix(typ, ".delta") && strings.Contains(typ, "reasoning"):
+		// A summary is a few tokens standing for the reasoning, not the
+		// reasoning: counted as output, it leaves the reasoning hidden
+		// (tap.Report.ReasoningShown), as it is. response.reasoning_text.delta
+		// is the reasoning itself.
+		addText(ev.Delta, r, !strings.Contains(typ, "reasoning_summary"))
+	case strings.HasSuffix(typ, ".delta") && !strings.Contains(typ, "audio"):
+		addText(ev.Delta, r, false)
+	}
+	var resp *responseObject
+	if len(ev.Response) > 0 && string(ev.Response) != "null" {
+		resp = new(responseObject)
+		if json.Unmarshal(ev.Response, resp) == nil {
+			observeResponse(resp, r)
 		}
-	case strings.HasSuffix(ev.Type, ".delta") && !strings.Contains(ev.Type, "audio"):
-		r.AddOutput(ev.Delta)
 	}
-	if ev.Response != nil {
-		observeResponse(ev.Response, r)
-	}
-	switch ev.Type {
+	switch typ {
 	case "response.failed":
 		if r.Error == "" { // a failure, whatever its response object says (or lacks)
-			r.Error, r.FinishReason = "response failed: "+failure(ev.Response), "error"
+			r.Error, r.FinishReason = "response failed: "+failure(resp), "error"
 		}
 		r.Ended = true
 	case "response.completed", "response.incomplete":
@@ -100,49 +141,69 @@ func failure(resp *responseObject) string {
 // ResponsesBody reads the usage of a non-streamed Responses API response,
 // and its output (message text, reasoning summaries, a reasoning item's own
 // text, function calls' names and arguments) for an estimate when it
-// carries no usage.
+// carries no usage. Members are read one by one, as a stream's events are:
+// one of another type than the API's loses only itself (a text that is no
+// string is counted by its bytes). It returns an error only for a body
+// that is not a JSON object.
 func ResponsesBody(body []byte, r *tap.Report) error {
 	var resp struct {
 		responseObject
-		Output []struct {
-			Type      string `json:"type"`
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-			Content   []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-			Summary []struct {
-				Text string `json:"text"`
-			} `json:"summary"`
-		} `json:"output"`
+		Output json.RawMessage `json:"output"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return err
 	}
-	for _, o := range resp.Output {
-		for _, c := range o.Content {
-			if o.Type == "reasoning" {
-				r.AddReasoning(c.Text) // the reasoning's own text (open models)
-			} else {
-				r.AddOutput(c.Text)
-			}
+	var items []json.RawMessage
+	_ = json.Unmarshal(resp.Output, &items) // not an array: no output items
+	for _, raw := range items {
+		var o struct {
+			Type, Name, Arguments json.RawMessage
+			Content, Summary      json.RawMessage
 		}
-		for _, c := range o.Summary {
-			r.AddOutput(c.Text) // a summary: the reasoning stays hidden (see Event)
+		if json.Unmarshal(raw, &o) != nil {
+			continue
 		}
-		r.AddOutput(o.Name)
-		r.AddOutput(o.Arguments)
+		typ, _ := text(o.Type)
+		for _, c := range texts(o.Content) {
+			addText(c, r, typ == "reasoning") // a reasoning item's content: the reasoning's own text (open models)
+		}
+		for _, c := range texts(o.Summary) {
+			addText(c, r, false) // a summary: the reasoning stays hidden (see Event)
+		}
+		addText(o.Name, r, false)
+		addText(o.Arguments, r, false)
 	}
 	observeResponse(&resp.responseObject, r)
 	r.Final = r.Reported
 	return nil
 }
 
-func observeResponse(resp *responseObject, r *tap.Report) {
-	if resp.Model != "" {
-		r.ServedModel = resp.Model
+// texts returns the "text" members of the objects in raw, a JSON array
+// (content parts, summary parts); none for anything else.
+func texts(raw json.RawMessage) []json.RawMessage {
+	var parts []json.RawMessage
+	if json.Unmarshal(raw, &parts) != nil {
+		return nil
 	}
-	switch resp.Status {
+	out := make([]json.RawMessage, 0, len(parts))
+	for _, p := range parts {
+		var part struct{ Text json.RawMessage }
+		if json.Unmarshal(p, &part) == nil {
+			out = append(out, part.Text)
+		}
+	}
+	return out
+}
+
+// observeResponse records what a response object says: the model served,
+// the finish reason its status means, and its usage, final once the status
+// is a terminal one.
+func observeResponse(resp *responseObject, r *tap.Report) {
+	if model, _ := text(resp.Model); model != "" {
+		r.ServedModel = model
+	}
+	status, _ := text(resp.Status)
+	switch status {
 	case "completed":
 		r.FinishReason = "stop"
 	case "incomplete":
@@ -153,12 +214,23 @@ func observeResponse(resp *responseObject, r *tap.Report) {
 			r.Error = "response failed: " + failure(resp)
 		}
 	}
-	if resp.Usage != nil {
-		r.SetUsage(resp.Usage.Meter())
-		if resp.Status == "completed" || resp.Status == "incomplete" || resp.Status == "failed" {
-			r.MarkFinal()
-		} else {
-			r.Final = false
-		}
+	if len(resp.Usage) == 0 || string(resp.Usage) == "null" {
+		return
+	}
+	var u responsesUsage
+	t, ok := u.meter()
+	if json.Unmarshal(resp.Usage, &u) == nil {
+		t, ok = u.meter()
+	} else {
+		ok = false
+	}
+	if !ok {
+		return // no report: the usage is estimated
+	}
+	r.SetUsage(t)
+	if status == "completed" || status == "incomplete" || status == "failed" {
+		r.MarkFinal()
+	} else {
+		r.Final = false
 	}
 }
