@@ -39,7 +39,9 @@ func NewDurablePublisher(pub *Publisher, spool, dead *Spool, connected func() bo
 
 // Publish normalizes e (see usage.Event.Normalize) and returns nil once it
 // is durable (see DurablePublisher). It returns an error only when the
-// spool refuses it too (full, or its disk failing).
+// spool cannot write it either (its disk failing, or closed): the spool's
+// cap does not refuse it (see Spool.AppendOwed); Accepting refuses new
+// requests at the cap instead.
 func (d *DurablePublisher) Publish(ctx context.Context, e *usage.Event) error {
 	return d.publish(ctx, e, false)
 }
@@ -82,7 +84,11 @@ func (d *DurablePublisher) publish(ctx context.Context, e *usage.Event, behindSp
 	default:
 		d.obs.Published(0, errNotConnected)
 	}
-	if err := d.spool.Append(e); err != nil {
+	// Owed: the request was admitted below the cap, or was in flight at a
+	// crash. Refused at the cap, its event would stay in the crash journal
+	// alone until the next start, and a start whose recovered events met a
+	// full spool failed (with NATS down, every start).
+	if err := d.spool.AppendOwed(e); err != nil {
 		return fmt.Errorf("event %s neither published nor spooled: %w", e.ID, err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package meter_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -285,5 +286,62 @@ func TestPublishBehindSpoolKeepsTheRealEventFirst(t *testing.T) {
 	}
 	if n, _, _ := spool.Stats(); n != 0 {
 		t.Fatalf("spool holds %d with nothing before: want the event published at once", n)
+	}
+}
+
+// TestSpoolCapRefusesRequestsNotTheirEvents (a crash review): the spool's
+// cap refused an event whose record would pass it, while Accepting still
+// admitted requests (the spool a record short of its cap): every request
+// then served had its event refused, kept in the crash journal alone until
+// the next start; and a start whose recovered events met a full spool
+// failed, with NATS down at every try. The cap now refuses requests
+// (Accepting), never the event of one admitted or recovered, and every
+// event reaches the stream once NATS is back.
+func TestSpoolCapRefusesRequestsNotTheirEvents(t *testing.T) {
+	ctx := context.Background()
+	js := metertest.NewStream(t)
+	spool, err := meter.OpenSpool(t.TempDir(), 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spool.Close()
+	dead := openSpool(t)
+	var up atomic.Bool // NATS down
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	d := meter.NewDurablePublisher(pub, spool, dead, up.Load, 0, slog.Default(), nil)
+	published := 0
+	for ; d.Accepting() == nil; published++ {
+		if published > 1000 {
+			t.Fatal("Accepting never refused: the cap is 4 KiB")
+		}
+		if err := d.Publish(ctx, testEvent(published)); err != nil {
+			t.Fatalf("event %d, of a request admitted: %v", published, err)
+		}
+	}
+	if err := d.Accepting(); !errors.Is(err, meter.ErrSpoolFull) {
+		t.Fatalf("Accepting = %v, want ErrSpoolFull", err)
+	}
+	// The requests in flight when the cap was reached, and a crash's.
+	for range 3 {
+		if err := d.Publish(ctx, testEvent(published)); err != nil {
+			t.Fatalf("an in-flight request's event past the cap: %v", err)
+		}
+		published++
+		if err := d.PublishBehindSpool(ctx, testEvent(published)); err != nil {
+			t.Fatalf("a recovered event past the cap: %v", err)
+		}
+		published++
+	}
+	if n, _, _ := spool.Stats(); n != int64(published) {
+		t.Fatalf("spool holds %d events, want all %d", n, published)
+	}
+	up.Store(true)
+	r := meter.NewRepublisher(spool, dead, pub, js, meter.StreamConfig{}, up.Load, 20*time.Millisecond, slog.Default())
+	r.Start()
+	defer r.Stop(ctx)
+	waitFor(t, func() bool { n, _, _ := spool.Stats(); return n == 0 })
+	streamEvents(t, js, "TOLLGATE_USAGE", published)
+	if err := d.Accepting(); err != nil {
+		t.Fatalf("drained: Accepting = %v", err)
 	}
 }

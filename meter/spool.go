@@ -166,10 +166,26 @@ func (s *Spool) Append(e *usage.Event) error {
 	return s.AppendRecord(data)
 }
 
+// AppendOwed is Append for an event the gateway owes: that of a request
+// it admitted (see DurablePublisher.Accepting) and served, or of one a
+// crash left in flight. It is written past the cap: the cap stops new
+// requests, never the metering of one already served, so the spool may
+// pass its cap by the events of the requests in flight when it reached it.
+func (s *Spool) AppendOwed(e *usage.Event) error {
+	data, err := e.AppendJSON(nil)
+	if err != nil {
+		return fmt.Errorf("spool: encode event %s: %w", e.ID, err)
+	}
+	return s.appendRecord(data, false)
+}
+
 // AppendRecord writes one record (1 byte to 16 MiB) to the spool and
 // returns once it is on disk (fsync'd). It returns ErrSpoolFull when the
 // spool is at its cap.
-func (s *Spool) AppendRecord(data []byte) error {
+func (s *Spool) AppendRecord(data []byte) error { return s.appendRecord(data, true) }
+
+// appendRecord is AppendRecord, held to the cap when capped is true.
+func (s *Spool) appendRecord(data []byte, capped bool) error {
 	if len(data) == 0 || len(data) > maxRecord {
 		return fmt.Errorf("spool: a record of %d bytes: records are 1 byte to %d", len(data), maxRecord)
 	}
@@ -183,7 +199,7 @@ func (s *Spool) AppendRecord(data []byte) error {
 	case s.closed:
 		s.mu.Unlock()
 		return errors.New("spool: closed")
-	case s.maxSize > 0 && s.size+int64(len(rec)) > s.maxSize:
+	case capped && s.maxSize > 0 && s.size+int64(len(rec)) > s.maxSize:
 		s.mu.Unlock()
 		return ErrSpoolFull
 	}
