@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/provider"
@@ -73,6 +74,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	var readErr error
 	done, sawData := false, false
 	var ev sse.Event // one for the stream: its address escapes (a new one per event was a heap allocation each)
+	var quiet *time.Timer
 	for {
 		var err error
 		ev, err = rd.Next()
@@ -109,6 +111,8 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		} else if out.broken != nil {
 			readErr = out.broken
 			break
+		} else {
+			quiet = x.quietAfterUsage(quiet, tp.Settled())
 		}
 		x.report.StreamEvent(ev.HasData)
 		x.progress()
@@ -120,15 +124,43 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 			out.flush() // the next event is not here yet: send what we have
 			x.waiting()
 		}
-		if x.clientGone.Load() && x.report.Final && !x.report.Cumulative {
-			break // nobody to send to, and the usage is known
+		if x.clientGone.Load() && x.report.Final && !x.report.Cumulative && (tr != nil || tp.Settled()) {
+			break // nobody to send to, and the usage is known (every choice's: n may be > 1)
 		}
+	}
+	if quiet != nil {
+		quiet.Stop()
+	}
+	if errors.Is(x.cause(), errQuietAfterUsage) {
+		readErr = nil // the end, as a [DONE] would have said
 	}
 	out.end(readErr)
 	if done {
 		x.readToEnd(resp.Body)
 	}
 }
+
+// quietAfterUsage arms, once an OpenAI stream is settled (its usage chunk
+// came after every choice's end: openai.ChatTap.Settled), a wait of
+// afterUsageWait for the rest, [DONE] alone by the protocol: an upstream
+// that holds its body open after its usage chunk (DESIGN: some never send
+// [DONE]; the stream ends at the finish chunk) ends cleanly then, rather
+// than holding the client for stall_timeout and ending in an error the
+// upstream never sent. A choice that comes after stops the wait. It
+// returns the timer armed, or nil.
+func (x *exchange) quietAfterUsage(t *time.Timer, settled bool) *time.Timer {
+	switch {
+	case settled && t == nil:
+		return timerCancel(x, afterUsageWait, errQuietAfterUsage)
+	case !settled && t != nil:
+		t.Stop()
+		return nil
+	}
+	return t
+}
+
+// afterUsageWait is how long a settled OpenAI stream waits for [DONE].
+const afterUsageWait = time.Second
 
 // blankEvent reports that ev is only blank or whitespace lines (which the
 // reader returns as Other): no event at all, as the native routes read it.
@@ -402,7 +434,7 @@ func (c *chatWriter) end(readErr error) {
 		x.report.Error = "upstream stream broke: " + x.s.scrubFor(x.event.Provider, readErr.Error())
 		c.data(openai.ErrorPayload("upstream_error", "upstream_error", x.report.Error))
 	}
-	if readErr == nil && cause == nil {
+	if readErr == nil && (cause == nil || errors.Is(cause, errQuietAfterUsage)) {
 		x.markComplete()
 	}
 	c.flush()  // what is written goes now: the commit holds back only the end

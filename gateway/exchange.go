@@ -18,14 +18,15 @@ import (
 
 // Why an upstream request was cut short, as context causes.
 var (
-	errConnectTimeout = errors.New("upstream did not answer within connect_timeout")
-	errAnswerTimeout  = errors.New("upstream did not answer within stall_timeout (a non-streamed answer's headers come with its whole body)")
-	errStalled        = errors.New("upstream sent nothing within stall_timeout")
-	errRequestTimeout = timeoutError("upstream request ran past request_timeout")
-	errDrainTimeout   = errors.New("client gone; upstream usage did not arrive within drain_timeout")
-	errBodyNotEnded   = errors.New("upstream body did not end soon after [DONE]")
-	errDrainsFull     = errors.New("client gone; max_drains streams were already draining, or this customer's share of them")
-	errShutdown       = errors.New("cut off: the gateway shut down and its grace period ran out")
+	errConnectTimeout  = errors.New("upstream did not answer within connect_timeout")
+	errAnswerTimeout   = errors.New("upstream did not answer within stall_timeout (a non-streamed answer's headers come with its whole body)")
+	errStalled         = errors.New("upstream sent nothing within stall_timeout")
+	errRequestTimeout  = timeoutError("upstream request ran past request_timeout")
+	errDrainTimeout    = errors.New("client gone; upstream usage did not arrive within drain_timeout")
+	errBodyNotEnded    = errors.New("upstream body did not end soon after [DONE]")
+	errQuietAfterUsage = errors.New("upstream sent nothing within a second of its usage chunk: taken as the stream's end")
+	errDrainsFull      = errors.New("client gone; max_drains streams were already draining, or this customer's share of them")
+	errShutdown        = errors.New("cut off: the gateway shut down and its grace period ran out")
 )
 
 // timeoutError is a cause that ends an upstream request as a stall does

@@ -451,10 +451,14 @@ func (t *ChatTap) Scanned(s *ChunkScan, r *tap.Report) {
 	if s.Reasoning {
 		r.ReasoningShown = true
 	}
+	if s.Choices > 0 {
+		t.settled = false
+	}
 	if s.hasUsage {
 		r.SetUsage(s.Usage)
 		if t.finished || s.Choices == 0 && r.Output.Len() > 0 {
 			r.MarkFinal()
 		}
+		t.settled = s.Choices == 0 && r.Output.Len() > 0
 	}
 }

@@ -218,7 +218,7 @@ func TestChatTapFixtures(t *testing.T) {
 				slowTap.Chunk(c, &slow)
 			}
 		}
-		if fast.Usage != slow.Usage || fast.Reported != slow.Reported || fast.Final != slow.Final ||
+		if fast.Usage != slow.Usage || fast.Reported != slow.Reported || fast.Final != slow.Final || fastTap != slowTap ||
 			fast.Output.String() != slow.Output.String() || fast.Error != slow.Error || fast.FinishReason != slow.FinishReason {
 			t.Errorf("%s: the scan records %+v, encoding/json %+v", rec.Name, fast.Usage, slow.Usage)
 		}

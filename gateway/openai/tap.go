@@ -15,7 +15,15 @@ import (
 // stream may yet break before its final report).
 type ChatTap struct {
 	finished bool
+	settled  bool
 }
+
+// Settled reports whether the last usage report came in a choices-less
+// chunk after output, and no choice came after it: OpenAI's usage chunk,
+// which follows every choice's end (all n of them), so that only [DONE]
+// is to come. A report in a finish chunk may be one choice's of several
+// (n > 1, usage on every chunk), and is not settled.
+func (t *ChatTap) Settled() bool { return t.settled }
 
 // Chunk observes one parsed chunk (or a whole non-streamed completion).
 func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
@@ -54,10 +62,14 @@ func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 			r.AddOutput(tc.Function.Arguments)
 		}
 	}
+	if len(c.Choices) > 0 {
+		t.settled = false
+	}
 	if c.Usage != nil {
 		r.SetUsage(c.Usage.Meter())
 		if t.finished || len(c.Choices) == 0 && r.Output.Len() > 0 || c.Error != nil {
 			r.MarkFinal()
 		}
+		t.settled = len(c.Choices) == 0 && r.Output.Len() > 0 && c.Error == nil
 	}
 }

@@ -1,0 +1,97 @@
+package gateway_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// How an OpenAI-compatible stream ends when the upstream does not say so.
+
+// TestStreamHeldOpenAfterItsUsageChunkEnds (a review): an upstream that
+// sends its finish chunk and usage chunk, then holds its body open with no
+// [DONE] (DESIGN: some never send one; the stream ends at the finish
+// chunk), held the client for stall_timeout (5 minutes by default), then
+// the client got an error event the upstream never sent, and the request
+// was recorded as a timeout. The stream now ends a second after its usage
+// chunk: the usage chunk and [DONE], recorded ok.
+func TestStreamHeldOpenAfterItsUsageChunkEnds(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hello there"}}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`+"\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer up.Close()
+	defer close(release)
+	st := newStack(t, func(c *gateway.Config) {
+		oneUpstream(up.URL)(c)
+		c.Providers[0].StallTimeout = 15 * time.Second
+	})
+	start := time.Now()
+	resp := st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	took := time.Since(start)
+	if err != nil || took > 10*time.Second || strings.Contains(string(b), "error") ||
+		!strings.Contains(string(b), `"completion_tokens":2`) || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+		t.Fatalf("after %s (%v) the client got\n%s\nwant the answer, the usage chunk and [DONE], about a second after the usage", took, err, b)
+	}
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Status != usage.StatusOK || e.UsageSource != usage.SourceUpstream || e.Usage.PromptTokens != 5 || e.Usage.CompletionTokens != 2 {
+		t.Fatalf("event %s %s %+v (%s), want ok with the provider's 5 + 2", e.Status, e.UsageSource, e.Usage, e.Error)
+	}
+}
+
+// TestClientGoneBeforeTheLastChoiceEndsIsReadToTheEnd (a review): with
+// n = 2 and usage on every chunk (vLLM's continuous usage), the first
+// choice's finish chunk made its report final, and a client that left then
+// stopped the reading: 3 completion tokens recorded as the provider's
+// figure, where the provider's own count at the end was 103. A report is
+// taken as the last only in the usage chunk that follows every choice.
+func TestClientGoneBeforeTheLastChoiceEndsIsReadToTheEnd(t *testing.T) {
+	left := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		u := func(c int) string {
+			return fmt.Sprintf(`,"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}`, c, 5+c)
+		}
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]`+u(2)+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]`+u(3)+"\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-left:
+		case <-time.After(10 * time.Second):
+		}
+		for i := range 100 {
+			fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":1,"delta":{"content":"lorem "}}]`+u(4+i)+"\n\n")
+		}
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":1,"delta":{},"finish_reason":"stop"}]`+u(103)+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[]`+u(103)+"\n\n")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer up.Close()
+	st := newStack(t, oneUpstream(up.URL))
+	resp := st.post(t, "/v1/chat/completions", `{"model":"m","n":2,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	until(t, lines(resp.Body), "finish_reason")
+	resp.Body.Close()
+	time.Sleep(200 * time.Millisecond) // the gateway sees the client gone
+	close(left)
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Usage.CompletionTokens != 103 || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("event %s %s %+v (%s), want the provider's last count, 103 completion tokens", e.Status, e.UsageSource, e.Usage, e.Error)
+	}
+}
