@@ -216,15 +216,20 @@ func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provi
 		}
 		rt, err := s.routes.resolve(call.Model)
 		key := keyOf(r)
-		var plan []attempt
+		var plan, served []attempt
 		if err == nil {
+			served = s.routes.plan(rt, func(_ string, d *deployment) bool { return d.provider.Type == p.Type })
 			plan = s.routes.plan(rt, func(model string, d *deployment) bool {
 				return d.provider.Type == p.Type && allowedModel(key, model, deploymentRoute(model, d))
 			})
 		}
-		if len(plan) == 0 {
+		switch {
+		case len(served) == 0:
 			env.WriteError(w, provider.Err(http.StatusNotFound, "invalid_request_error", "model_not_found",
 				fmt.Sprintf("the model %q is not served by a provider of type %s here", call.Model, p.Type)))
+			return
+		case len(plan) == 0: // served, but not to this key: as the other routes answer it
+			env.WriteError(w, modelNotAllowed(call.Model))
 			return
 		}
 		d := plan[0].dep

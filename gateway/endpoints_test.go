@@ -147,6 +147,7 @@ func TestCountTokensHoldsTheKeysChecks(t *testing.T) {
 		"tg-blocked":        {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000c6", Blocked: "the monthly spend limit is reached"},
 		"tg-rpm1-anthropic": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000c7", RPMLimit: 1},
 		"tg-rpm1-gemini":    {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000c8", RPMLimit: 1},
+		"tg-other-model":    {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000c9", AllowedModels: []string{"sim-small"}},
 	})
 	for _, tc := range []struct{ name, path, body, header string }{
 		{"anthropic", "/anthropic/v1/messages/count_tokens", `{"model":"claude-sim","messages":[{"role":"user","content":"hello"}]}`, "X-Api-Key"},
@@ -155,6 +156,12 @@ func TestCountTokensHoldsTheKeysChecks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if status, body := answer(t, st.post(t, tc.path, tc.body, tc.header, "tg-blocked")); status != http.StatusPaymentRequired {
 				t.Errorf("a blocked key: %d %s, want 402", status, body)
+			}
+			// A model served here but not in the key's allowed_models: 403, as
+			// on the provider's other routes; it was 404 "not served" (a review).
+			if status, body := answer(t, st.post(t, tc.path, tc.body, tc.header, "tg-other-model")); status != http.StatusForbidden ||
+				!strings.Contains(body, "allowed_models") {
+				t.Errorf("a model outside allowed_models: %d %s, want 403 naming allowed_models", status, body)
 			}
 			var statuses []int
 			for range 2 {
