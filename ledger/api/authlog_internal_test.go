@@ -80,3 +80,22 @@ func TestFailedAdminAuthenticationsAreLoggedAtMostOnceASecond(t *testing.T) {
 		t.Errorf("a token sent was logged:\n%s", buf.String())
 	}
 }
+
+// TestAdminTokenIsComparedWhole: the token is compared by its SHA-256
+// digest (so that a guess of another length takes the same time as one of
+// the token's; subtle.ConstantTimeCompare returned at once on a length
+// that differs): only the whole token, byte for byte, is taken.
+func TestAdminTokenIsComparedWhole(t *testing.T) {
+	a, err := NewAdmin(nil, "the-admin-token", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.isToken("the-admin-token") {
+		t.Fatal("the token itself was refused")
+	}
+	for _, guess := range []string{"", "the-admin-toke", "the-admin-token ", "the-admin-tokenx", "The-admin-token", "the-admin-token\x00"} {
+		if a.isToken(guess) {
+			t.Errorf("%q taken for the token", guess)
+		}
+	}
+}
