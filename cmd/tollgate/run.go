@@ -269,6 +269,10 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		if err != nil {
 			return nil, err
 		}
+		if len(e.AdminToken) < minAdminToken {
+			log.Warn("TOLLGATE_ADMIN_TOKEN is short enough to be guessed (nothing slows guesses down): use 32 random bytes or more, such as `openssl rand -hex 32`, and keep TOLLGATE_ADMIN_LISTEN on the operators' network",
+				"bytes", len(e.AdminToken))
+		}
 		if a.dlq != nil {
 			adm.SetDeadLetters(a.dlq)
 		}
@@ -337,3 +341,8 @@ func migrate(ctx context.Context, log *slog.Logger, args []string, stdout io.Wri
 	log.Info("migrations applied", "count", n)
 	return nil
 }
+
+// minAdminToken is the shortest admin token, in bytes, serve takes without
+// a warning: the admin API and the console's sign-in answer every guess at
+// once, so the token's length is what stands against guessing.
+const minAdminToken = 32
