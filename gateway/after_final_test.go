@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // Ways around the late-output rule an attacker review found (an upstream
@@ -109,6 +111,35 @@ func TestAnthropicSecondMessageStartDoesNotCountTheOutput(t *testing.T) {
 	t.Logf("client read %d words; billed completion=%d (%s)", words, billed, src)
 	if int64(words) > billed {
 		t.Fatalf("client read %d words; billed completion %d (%s)", words, billed, src)
+	}
+}
+
+// A message_start after the message_delta, or a message_delta before the
+// message_start (a review): every message_start merged its usage over the
+// figures, so message_delta's 500 output tokens became the later
+// message_start's 1 (and its input 0), on both routes. Only the first
+// readable message_start opens the count; message_delta overrides it,
+// never the other way (DESIGN).
+func TestAnthropicMessageStartDoesNotUndoMessageDelta(t *testing.T) {
+	text := strings.Repeat("word ", 400)
+	block := anthEv("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+		anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+text+`"}}`) +
+		anthEv("content_block_stop", `{"type":"content_block_stop","index":0}`)
+	delta := anthEv("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"input_tokens":10,"output_tokens":500}}`)
+	restart := anthEv("message_start", `{"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","model":"claude","content":[],"usage":{"input_tokens":0,"output_tokens":1}}}`)
+	stop := anthEv("message_stop", `{"type":"message_stop"}`)
+	for name, body := range map[string]string{
+		"message_start after message_delta":  anthStart(1) + block + delta + restart + stop,
+		"message_delta before message_start": block + delta + restart + stop,
+	} {
+		if billed, src, _ := nativeAnthropic(t, body); billed != 500 || src != string(usage.SourceUpstream) {
+			t.Errorf("%s, native: billed completion %d (%s), want message_delta's 500", name, billed, src)
+		}
+		st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
+		e, _ := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer "+testKey)
+		if e.Usage.CompletionTokens != 500 || e.Usage.PromptTokens != 10 || e.UsageSource != usage.SourceUpstream {
+			t.Errorf("%s, chat: billed %+v (%s), want message_delta's 10 + 500", name, e.Usage, e.UsageSource)
+		}
 	}
 }
 

@@ -34,9 +34,10 @@ import (
 // with "stream": true sends it, event by event (see Event). The zero value
 // is ready; a Tap serves one stream and is not safe for concurrent use.
 type Tap struct {
-	top   counts // the latest readable figure of every top-level usage field
-	iter  counts // the sum over usage.iterations[], when one was sent
-	hasIt bool
+	top    counts // the latest readable figure of every top-level usage field
+	iter   counts // the sum over usage.iterations[], when one was sent
+	hasIt  bool
+	opened bool // a readable message_start's usage, or a message_delta's, was taken
 	// unread has a bit set for each figure (see the field constants) whose
 	// latest report could not be read: a report is the provider's figures
 	// only while it is 0.
@@ -130,9 +131,14 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 			if m.Model != "" {
 				r.ServedModel = m.Model
 			}
-			if m.Usage != nil {
+			if m.Usage != nil && !t.opened {
+				// Only the first readable message_start opens the count
+				// (DESIGN: message_delta overrides it, never the other way):
+				// a second one, or one after a message_delta, would reset
+				// the figures a message_delta gave.
 				t.merge(m.Usage, r)
 				if t.unread == 0 {
+					t.opened = true
 					r.SetUsage(r.Usage)
 				}
 			}
@@ -142,6 +148,7 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 			r.FinishReason = finishReason(e.Delta.StopReason)
 		}
 		if e.Usage != nil {
+			t.opened = true
 			t.merge(e.Usage, r)
 			if e.Usage.OutputTokens == nil && len(e.Usage.Iterations) == 0 && !e.Usage.garbled {
 				// Anthropic's message_delta always counts the output (older
