@@ -229,6 +229,37 @@ func TestGeminiChatLateChunksRepeatingUsageAreBilled(t *testing.T) {
 	}
 }
 
+// Gemini native (a review): text the tap did not read reached the client
+// free, after the final report and without any: the code execution
+// tool's parts (executableCode's code, codeExecutionResult's output), and
+// a part whose "text" a case-variant key shadows for encoding/json
+// ({"text":"…","TEXT":""}: Go reads "", the SDKs read the words). Both are
+// counted now.
+func TestGeminiOutputOutsideTextPartsIsCounted(t *testing.T) {
+	u := `"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":15}`
+	final := `data: {"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}],` + u + "}\r\n\r\n"
+	late := func(part string) string {
+		return strings.Repeat(`data: {"candidates":[{"content":{"parts":[`+part+`],"role":"model"},"index":0}],`+u+"}\r\n\r\n", 20)
+	}
+	w := strings.Repeat("word ", 300)
+	for name, body := range map[string]string{
+		"late executableCode":      final + late(`{"executableCode":{"language":"PYTHON","code":"`+revWords+`"}}`),
+		"late codeExecutionResult": final + late(`{"codeExecutionResult":{"outcome":"OUTCOME_OK","output":"`+revWords+`"}}`),
+		"late shadowed text":       final + late(`{"text":"`+revWords+`","TEXT":""}`),
+		"code parts, no usage": `data: {"candidates":[{"content":{"parts":[{"executableCode":{"language":"PYTHON","code":"` + w + `"}},{"codeExecutionResult":{"outcome":"OUTCOME_OK","output":"` + w + `"}}],"role":"model"},"index":0}]}` + "\r\n\r\n" +
+			`data: {"candidates":[{"content":{"parts":[{"text":"ok"}],"role":"model"},"finishReason":"STOP","index":0}]}` + "\r\n\r\n",
+	} {
+		st := oneProviderStack(t, "gemini", jsonUpstream(t, "text/event-stream", body).URL)
+		resp := st.post(t, "/gemini/v1beta/models/m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "x-goog-api-key", testKey)
+		b, _ := readAllErr(resp)
+		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+		words := strings.Count(string(b), "word ")
+		if words < 300 || e.Usage.CompletionTokens < int64(words) || e.UsageSource == usage.SourceUpstream {
+			t.Errorf("%s: the client got %d words; billed completion %d (%s)", name, words, e.Usage.CompletionTokens, e.UsageSource)
+		}
+	}
+}
+
 // geminiChunk is one Gemini stream chunk of text, with a finishReason
 // when finish is set, and usage counting cand candidates tokens.
 func geminiChunk(text string, finish bool, cand int) string {

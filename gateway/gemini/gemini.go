@@ -50,6 +50,10 @@ type response struct {
 	UsageMetadata *usageMetadata  `json:"usageMetadata"`
 	ModelVersion  string          `json:"modelVersion"`
 	Error         json.RawMessage `json:"error"`
+	// shadow is the chunk, when decode found a member on the path to its
+	// output that a case-sensitive client reads otherwise (see shadowed):
+	// counted as output whole.
+	shadow []byte
 }
 
 // candidate is one Candidate: its content so far and, on its last chunk,
@@ -63,11 +67,24 @@ type candidate struct {
 }
 
 // part is one Part of a Content. Thought parts (thought summaries, with
-// includeThoughts) carry their text in Text too.
+// includeThoughts) carry their text in Text too. ExecutableCode and
+// CodeExecutionResult are the code execution tool's parts (Gemini API
+// reference, "Part": executableCode {language, code},
+// codeExecutionResult {outcome, output}): text that reaches the client
+// like any other, counted for an estimate and as late output.
 type part struct {
-	Text         string        `json:"text"`
-	Thought      bool          `json:"thought"`
-	FunctionCall *functionCall `json:"functionCall"`
+	Text                string        `json:"text"`
+	Thought             bool          `json:"thought"`
+	FunctionCall        *functionCall `json:"functionCall"`
+	ExecutableCode      *codePart     `json:"executableCode"`
+	CodeExecutionResult *codePart     `json:"codeExecutionResult"`
+}
+
+// codePart is an ExecutableCode (its code) or a CodeExecutionResult (its
+// output).
+type codePart struct {
+	Code   string `json:"code"`
+	Output string `json:"output"`
 }
 
 // functionCall is a FunctionCall part: a tool call, complete in one part.
@@ -132,6 +149,8 @@ func decode(b []byte, dst []response) []response {
 		dst = append(dst, response{})
 		if !decodeObject(b, &dst[len(dst)-1]) {
 			dst = dst[:len(dst)-1]
+		} else if shadowed(b) {
+			dst[len(dst)-1].shadow = b
 		}
 	case '[':
 		var elems []json.RawMessage

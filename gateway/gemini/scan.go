@@ -53,7 +53,8 @@ var (
 	responseFields     = []string{"candidates", "promptFeedback", "usageMetadata", "modelVersion", "error"}
 	candidateFields    = []string{"content", "finishReason", "index"}
 	contentFields      = []string{"parts"}
-	partFields         = []string{"text", "thought", "functionCall"}
+	partFields         = []string{"text", "thought", "functionCall", "executableCode", "codeExecutionResult"}
+	codeFields         = []string{"code", "output"}
 	functionCallFields = []string{"name", "args"}
 	feedbackFields     = []string{"blockReason"}
 	usageFields        = []string{"promptTokenCount", "cachedContentTokenCount", "candidatesTokenCount",
@@ -188,6 +189,10 @@ func (s *scanner) part(p *part) bool {
 				return s.l.Lit("null")
 			}
 			return true
+		case 3:
+			return s.code(&p.ExecutableCode)
+		case 4:
+			return s.code(&p.CodeExecutionResult)
 		}
 		if s.l.Lit("null") {
 			p.FunctionCall = nil
@@ -208,6 +213,23 @@ func (s *scanner) part(p *part) bool {
 			fc.Args = bytes.Clone(s.data[start:s.l.Pos()])
 			return true
 		})
+	})
+}
+
+// code reads an executableCode or codeExecutionResult part's object (or
+// null) into *dst.
+func (s *scanner) code(dst **codePart) bool {
+	if s.l.Lit("null") {
+		*dst = nil
+		return true
+	}
+	c := new(codePart) // rare: the code execution tool's parts
+	*dst = c
+	return s.object(codeFields, func(field int) bool {
+		if field == 0 {
+			return s.str(&c.Code)
+		}
+		return s.str(&c.Output)
 	})
 }
 

@@ -48,6 +48,9 @@ var scanSeeds = []string{
 	`{"usageMetadata":{"promptTokenCount":"abc","candidatesTokenCount":9223372036854775808,"thoughtsTokenCount":[1],"totalTokenCount":{"a":1}}}`,
 	`{"usageMetadata":{"promptTokenCount":true,"candidatesTokenCount":1e999999999,"thoughtsTokenCount":0e999,"toolUsePromptTokenCount":"\xff"}}`,
 	`{"usageMetadata":{"promptTokenCount":-,"candidatesTokenCount":1}}`, `{"usageMetadata":{"promptTokenCount":"1}}`,
+	`{"candidates":[{"content":{"parts":[{"executableCode":{"language":"PYTHON","code":"print(1)\n"}},{"codeExecutionResult":{"outcome":"OUTCOME_OK","output":"1\n"}}]}}]}`,
+	`{"candidates":[{"content":{"parts":[{"executableCode":null,"codeExecutionResult":{}},{"executableCode":{"code":null,"output":"x"}}]}}]}`,
+	`{"candidates":[{"content":{"parts":[{"executableCode":{"code":1}},{"codeExecutionResult":"x"},{"executableCode":{"Code":"a"}}]}}]}`,
 }
 
 // lenientCounts has a count in every form proto3 JSON allows for an int32.
@@ -118,6 +121,11 @@ func dump(r *response) string {
 		for _, p := range c.Content.Parts {
 			if p.FunctionCall != nil {
 				s += fmt.Sprintf(" call %+v", *p.FunctionCall)
+			}
+			for _, c := range [2]*codePart{p.ExecutableCode, p.CodeExecutionResult} {
+				if c != nil {
+					s += fmt.Sprintf(" code %+v", *c)
+				}
 			}
 		}
 	}

@@ -131,6 +131,7 @@ func (t *Tap) observe(resp *response, r *tap.Report) {
 		r.ServedModel = clean(resp.ModelVersion, 200)
 	}
 	reason := ""
+	r.AddOutputBytes(resp.shadow) // a chunk whose output a client may read otherwise (see shadowed)
 	for i := range resp.Candidates {
 		c := &resp.Candidates[i]
 		for j := range c.Content.Parts {
@@ -144,6 +145,12 @@ func (t *Tap) observe(resp *response, r *tap.Report) {
 				t.calls = true
 				r.AddOutput(fc.Name)
 				r.AddOutput(string(fc.Args))
+			}
+			for _, c := range [2]*codePart{p.ExecutableCode, p.CodeExecutionResult} {
+				if c != nil {
+					r.AddOutput(c.Code)
+					r.AddOutput(c.Output)
+				}
 			}
 		}
 		if c.FinishReason != "" {
