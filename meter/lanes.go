@@ -99,7 +99,9 @@ const splitAt = 1000
 // out (InProgress every `every`) while that stage is busy (retrying a
 // batch through a Postgres outage, say): a batch waiting here is not
 // redelivered, and so cannot reach MaxDeliver while nothing is wrong with
-// it.
+// it. The channels it sends on are unbuffered, so that a batch is always
+// here or with the stage that extends it (the batcher's flush, write's
+// retries), never in a buffer between them.
 func handOver[T any](out chan<- T, v T, msgs []jetstream.Msg, every time.Duration, after ...chan struct{}) {
 	await(after, msgs, every) // then a new ticker: at most 2 × every between two extensions
 	t := time.NewTicker(every)

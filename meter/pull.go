@@ -91,7 +91,7 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 	if err != nil {
 		return err
 	}
-	b := batcher{out: out, size: w.cfg.BatchSize, wait: w.cfg.BatchWait, every: w.cfg.AckWait / 3, timer: time.NewTimer(time.Hour)}
+	b := batcher{in: msgs, out: out, size: w.cfg.BatchSize, wait: w.cfg.BatchWait, every: w.cfg.AckWait / 3, timer: time.NewTimer(time.Hour)}
 	b.timer.Stop()
 	// stop ends the subscription at once (its buffered messages go to the
 	// ack wait), and batches what msgs holds once no handler can add to it.
@@ -156,8 +156,9 @@ func (w *Worker) consumerGone(ctx context.Context) error {
 // stops within twice drainWait when NATS does not answer.
 const drainWait = 5 * time.Second
 
-// batcher gathers messages into batches for out.
+// batcher gathers messages from in into batches for out.
 type batcher struct {
+	in    <-chan jetstream.Msg
 	out   chan<- []jetstream.Msg
 	size  int           // the most messages in a batch
 	wait  time.Duration // the longest a batch waits after its first message
@@ -188,12 +189,40 @@ func (b *batcher) due() <-chan time.Time {
 	return b.timer.C
 }
 
-// flush hands the batch over, waiting for out to take it.
+// flush hands the batch over, waiting for out to take it. While it waits
+// (the ledger slow or down), it reads on from in into the batches after
+// it, and keeps every message it holds from its ack wait (InProgress every
+// b.every): a message left in a channel meanwhile was redelivered every
+// ack wait, and reached max_deliver in an outage of max_deliver ack waits,
+// to be set aside though another worker was writing it (a review). What
+// it holds is bounded by the consumer's max_ack_pending. The batches that
+// piled up go as they fill; the rest is the next batch, its wait begun.
 func (b *batcher) flush() {
 	b.timer.Stop()
-	if len(b.batch) > 0 {
-		handOver(b.out, b.batch, b.batch, b.every)
-		b.batch = nil
+	held := b.batch
+	b.batch = nil
+	if len(held) == 0 {
+		return
+	}
+	t := time.NewTicker(b.every)
+	defer t.Stop()
+	var more []jetstream.Msg
+	for len(held) > 0 {
+		select {
+		case b.out <- held:
+			held = nil
+			if len(more) >= b.size {
+				held, more = more[:b.size:b.size], more[b.size:]
+			}
+		case m := <-b.in:
+			more = append(more, m)
+		case <-t.C:
+			inProgress(held)
+			inProgress(more)
+		}
+	}
+	for _, m := range more {
+		b.add(m)
 	}
 }
 

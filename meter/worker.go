@@ -203,7 +203,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	lanes := make([]chan pending, w.cfg.WriteLanes)
 	for i := range lanes {
-		lanes[i] = make(chan pending, 1)
+		lanes[i] = make(chan pending) // unbuffered: a part is in handOver (kept alive) or being written
 		wg.Go(func() {
 			for p := range lanes[i] {
 				w.write(ctx, p)
@@ -211,7 +211,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		})
 	}
-	batches := make(chan []jetstream.Msg, 1)
+	batches := make(chan []jetstream.Msg) // unbuffered, as lanes: a batch waiting is in the batcher's flush
 	var fetchErr error
 	wg.Go(func() {
 		defer close(batches)
