@@ -111,8 +111,8 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		} else if out.broken != nil {
 			readErr = out.broken
 			break
-		} else {
-			quiet = x.quietAfterUsage(quiet, tp.Settled())
+		} else if settled := tp.Settled(); settled != (quiet != nil) {
+			quiet = x.quietAfterUsage(quiet, settled)
 		}
 		x.report.StreamEvent(ev.HasData)
 		x.progress()
