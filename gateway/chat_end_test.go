@@ -95,3 +95,31 @@ func TestClientGoneBeforeTheLastChoiceEndsIsReadToTheEnd(t *testing.T) {
 		t.Fatalf("event %s %s %+v (%s), want the provider's last count, 103 completion tokens", e.Status, e.UsageSource, e.Usage, e.Error)
 	}
 }
+
+// TestAUsageReportBeforeTheFinishDoesNotEndTheStream: a choices-less usage
+// report before any finish reason (an upstream's progress report) is not
+// the usage chunk that ends the stream: output after a pause of over a
+// second still reaches the client, and the last report is billed.
+func TestAUsageReportBeforeTheFinishDoesNotEndTheStream(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"first "}}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`+"\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(1500 * time.Millisecond)
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"after the pause"},"finish_reason":"stop"}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":4,"total_tokens":9}}`+"\n\n")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer up.Close()
+	st := newStack(t, oneUpstream(up.URL))
+	resp := st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "after the pause") {
+		t.Fatalf("the client got\n%s\nwant the output after the pause", b)
+	}
+	if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Status != usage.StatusOK || e.Usage.CompletionTokens != 4 || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("event %s %s %+v, want ok with the last report's 4 completion tokens", e.Status, e.UsageSource, e.Usage)
+	}
+}

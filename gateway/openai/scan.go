@@ -459,6 +459,6 @@ func (t *ChatTap) Scanned(s *ChunkScan, r *tap.Report) {
 		if t.finished || s.Choices == 0 && r.Output.Len() > 0 {
 			r.MarkFinal()
 		}
-		t.settled = s.Choices == 0 && r.Output.Len() > 0
+		t.settled = t.finished && s.Choices == 0 && r.Output.Len() > 0
 	}
 }

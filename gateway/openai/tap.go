@@ -19,10 +19,12 @@ type ChatTap struct {
 }
 
 // Settled reports whether the last usage report came in a choices-less
-// chunk after output, and no choice came after it: OpenAI's usage chunk,
-// which follows every choice's end (all n of them), so that only [DONE]
-// is to come. A report in a finish chunk may be one choice's of several
-// (n > 1, usage on every chunk), and is not settled.
+// chunk after output and a finish reason, and no choice came after it:
+// OpenAI's usage chunk, which follows every choice's end (all n of them),
+// so that only [DONE] is to come. A report in a finish chunk may be one
+// choice's of several (n > 1, usage on every chunk), and is not settled;
+// nor is a choices-less report before any finish (an upstream's progress
+// report, which more output may follow after a pause).
 func (t *ChatTap) Settled() bool { return t.settled }
 
 // Chunk observes one parsed chunk (or a whole non-streamed completion).
@@ -70,6 +72,6 @@ func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 		if t.finished || len(c.Choices) == 0 && r.Output.Len() > 0 || c.Error != nil {
 			r.MarkFinal()
 		}
-		t.settled = len(c.Choices) == 0 && r.Output.Len() > 0 && c.Error == nil
+		t.settled = t.finished && len(c.Choices) == 0 && r.Output.Len() > 0 && c.Error == nil
 	}
 }
