@@ -162,12 +162,21 @@ func isClosed(c chan struct{}) bool {
 	}
 }
 
-// handBack gives messages back (Nak): redelivered now, to any worker.
+// handBack gives a stopping worker's messages back (Nak), to be
+// redelivered to any worker after handBackDelay.
 func handBack(msgs []jetstream.Msg) {
 	for _, m := range msgs {
-		_ = m.Nak()
+		_ = m.NakWithDelay(handBackDelay)
 	}
 }
+
+// handBackDelay is how long a message handed back waits to be redelivered:
+// past the stopping worker's drain (at most twice drainWait). Handed back
+// to be redelivered at once, it went to the worker's own subscription,
+// still draining, which could not write it either (Postgres down), and
+// back, round and round, past max_deliver into the dead-letter stream
+// (a review).
+const handBackDelay = 2 * drainWait
 
 // pending is a part of a batch not yet written: its events and their
 // messages, index for index.

@@ -91,7 +91,7 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 	if err != nil {
 		return err
 	}
-	b := batcher{in: msgs, out: out, size: w.cfg.BatchSize, wait: w.cfg.BatchWait, every: w.cfg.AckWait / 3, timer: time.NewTimer(time.Hour)}
+	b := batcher{in: msgs, quit: quit, out: out, size: w.cfg.BatchSize, wait: w.cfg.BatchWait, every: w.cfg.AckWait / 3, timer: time.NewTimer(time.Hour)}
 	b.timer.Stop()
 	// stop ends the subscription at once (its buffered messages go to the
 	// ack wait), and batches what msgs holds once no handler can add to it.
@@ -159,6 +159,7 @@ const drainWait = 5 * time.Second
 // batcher gathers messages from in into batches for out.
 type batcher struct {
 	in    <-chan jetstream.Msg
+	quit  chan struct{} // closed once the subscription is stopping: flush reads no more from in
 	out   chan<- []jetstream.Msg
 	size  int           // the most messages in a batch
 	wait  time.Duration // the longest a batch waits after its first message
@@ -189,14 +190,17 @@ func (b *batcher) due() <-chan time.Time {
 	return b.timer.C
 }
 
-// flush hands the batch over, waiting for out to take it. While it waits
-// (the ledger slow or down), it reads on from in into the batches after
-// it, and keeps every message it holds from its ack wait (InProgress every
-// b.every): a message left in a channel meanwhile was redelivered every
-// ack wait, and reached max_deliver in an outage of max_deliver ack waits,
-// to be set aside though another worker was writing it (a review). What
-// it holds is bounded by the consumer's max_ack_pending. The batches that
-// piled up go as they fill; the rest is the next batch, its wait begun.
+// flush hands the batch over, waiting for out to take it, and returns.
+// While it waits (the ledger slow or down), it keeps the batch from its
+// ack wait (InProgress every b.every), and reads on from in into the next
+// batch, which it keeps alive too: a message left in a channel meanwhile
+// was redelivered every ack wait, on to max_deliver in an outage of
+// max_deliver ack waits, to be set aside though another worker was
+// writing it (a review). It reads short of one batch ahead, and nothing
+// once the subscription is stopping: a worker whose writes stall holds
+// two batches, not the consumer's max_ack_pending, which would starve the
+// workers that can write (a review). What it read is the batch then, its
+// wait begun; the next message that fills it flushes it.
 func (b *batcher) flush() {
 	b.timer.Stop()
 	held := b.batch
@@ -206,23 +210,24 @@ func (b *batcher) flush() {
 	}
 	t := time.NewTicker(b.every)
 	defer t.Stop()
-	var more []jetstream.Msg
-	for len(held) > 0 {
+	var next []jetstream.Msg
+	for {
+		in := b.in
+		if len(next) >= b.size-1 || isClosed(b.quit) {
+			in = nil
+		}
 		select {
 		case b.out <- held:
-			held = nil
-			if len(more) >= b.size {
-				held, more = more[:b.size:b.size], more[b.size:]
+			if b.batch = next; len(next) > 0 {
+				b.timer.Reset(b.wait)
 			}
-		case m := <-b.in:
-			more = append(more, m)
+			return
+		case m := <-in:
+			next = append(next, m)
 		case <-t.C:
 			inProgress(held)
-			inProgress(more)
+			inProgress(next)
 		}
-	}
-	for _, m := range more {
-		b.add(m)
 	}
 }
 

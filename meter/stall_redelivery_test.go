@@ -26,16 +26,19 @@ func (r *redeliveries) DeadLetter(string)                    {}
 func (r *redeliveries) ConsumerPending(uint64, uint64)       {}
 func (r *redeliveries) TrimFailed()                          {}
 
-// TestEventsHeldThroughAStallAreNotRedelivered (an outage review): while
-// the ledger stalled (a lock held on its rollups), the messages a worker
-// held in its channels (those delivered behind a batch waiting for the
-// writer, and a batch in each channel's buffer) were not kept alive: each
-// was redelivered every ack wait, on towards max_deliver, and with two
-// workers on the consumer one set aside as "delivered 3 times without
-// being written" events the other was writing (all of them in the ledger
-// too). Every message a worker holds is kept alive now: no redelivery, no
-// dead letter, each event in the ledger once.
-func TestEventsHeldThroughAStallAreNotRedelivered(t *testing.T) {
+// TestEventsHeldThroughAStallAreKeptAlive (an outage review): while the
+// ledger stalled (a lock held on its rollups), the messages a worker held
+// in its channels (a batch in each channel's buffer, and those delivered
+// behind a batch waiting for the writer) were not kept alive: each was
+// redelivered every ack wait, on towards max_deliver, and with two
+// workers on the consumer one could set aside as "delivered 3 times
+// without being written" events the other was writing. Every batch a
+// worker holds is kept alive now, and the batch it reads ahead while one
+// waits for the writer: what is redelivered is only what nats.go and the
+// handler's channel hold, a batch each at most (reading those too would
+// hoard the consumer's whole backlog: TestAStalledWorkerLeavesTheBacklogToTheOthers).
+// No dead letter, each event in the ledger once.
+func TestEventsHeldThroughAStallAreKeptAlive(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store, dbURL := ledgertest.NewStoreURL(t)
@@ -111,7 +114,9 @@ func TestEventsHeldThroughAStallAreNotRedelivered(t *testing.T) {
 	if letters, err := dlq.List(ctx, 10); err != nil || len(letters) != 0 {
 		t.Errorf("dead letters %+v, %v; want none: every event was written", letters, err)
 	}
-	if r := obs.n.Load(); r != 0 {
-		t.Errorf("%d redeliveries of %d events through a stall of %s (ack wait %s): a message held was not kept alive", r, n, 4*cfg.AckWait, cfg.AckWait)
+	// Per worker: the handler's channel and nats.go's buffer (a batch
+	// each), and the message the handler is sending.
+	if r, most := obs.n.Load(), int64(2*(2*cfg.BatchSize+1)); r > most {
+		t.Errorf("%d redeliveries of %d events through a stall of %s (ack wait %s); want at most %d: a batch held was not kept alive", r, n, 4*cfg.AckWait, cfg.AckWait, most)
 	}
 }

@@ -174,7 +174,8 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 // (the server stops delivering to it, within drainWait), and the events
 // the worker was sent are written one last time (the attempt bounded by a
 // third of AckWait) and acknowledged, or handed back (Nak) when the write
-// fails, so that none waits for the ack wait to be redelivered. Run returns when its goroutines have; the
+// fails, to be redelivered after handBackDelay, not the ack wait. Run
+// returns when its goroutines have; the
 // error is non-nil only when the consumer cannot be read at all (it was
 // deleted, say).
 //
@@ -468,7 +469,7 @@ func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 		return retry.RetryableError(err)
 	})
 	if err != nil {
-		_ = m.Nak() // stopping: redelivered, and set aside then
+		handBack([]jetstream.Msg{m}) // stopping: redelivered, and set aside then
 		return
 	}
 	_ = m.Ack()
