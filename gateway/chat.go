@@ -135,6 +135,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	s.serveAttempts(w, r, attempts, "/v1/chat/completions", req.stream, chatErrors, func(x *exchange, p prepared) {
 		x.event.EndUser, x.event.Metadata = endUser, tags
 		x.promptText = func() tap.Prompt { return chatPromptText(messages, defs...) }
+		x.oneChoice = req.oneChoice()
 		x.begin(body)
 		resp := s.callUpstream(x, p.route(), p.path, p.body, nil)
 		if resp == nil {

@@ -123,3 +123,44 @@ func TestAUsageReportBeforeTheFinishDoesNotEndTheStream(t *testing.T) {
 		t.Fatalf("event %s %s %+v, want ok with the last report's 4 completion tokens", e.Status, e.UsageSource, e.Usage)
 	}
 }
+
+// TestClientGoneAfterTheOnlyChoiceStopsTheReading (a review of the rule
+// above): with one choice asked for (no n), a report in the finish chunk
+// is the last, and a client gone by then no longer holds the upstream: a
+// body held open after the finish chunk was read on to drain_timeout.
+func TestClientGoneAfterTheOnlyChoiceStopsTheReading(t *testing.T) {
+	upstreamLet := make(chan time.Time, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hello there"}}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`+"\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			upstreamLet <- time.Now()
+		case <-time.After(30 * time.Second):
+		}
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		oneUpstream(up.URL)(c)
+		c.DrainTimeout = 30 * time.Second
+		c.Providers[0].StallTimeout = 60 * time.Second
+	})
+	resp := st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	until(t, lines(resp.Body), "finish_reason")
+	resp.Body.Close()
+	left := time.Now()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Usage.CompletionTokens != 2 || e.Usage.PromptTokens != 5 || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("event %s %s %+v (%s), want the provider's 5 + 2", e.Status, e.UsageSource, e.Usage, e.Error)
+	}
+	select {
+	case at := <-upstreamLet:
+		if d := at.Sub(left); d > 10*time.Second {
+			t.Fatalf("the upstream was let go %s after the client left; want at once (drain_timeout is 30 s)", d)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream was still held 20 s after the client left, its one choice finished and its usage known (drain_timeout 30 s)")
+	}
+}

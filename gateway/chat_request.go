@@ -90,9 +90,17 @@ func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 	return r, nil
 }
 
+// oneChoice reports whether the request asks for one choice: n absent,
+// null or 1 (OpenAI's n, "How many chat completion choices to generate
+// for each input message"; best_of on legacy completions returns n too).
+func (r *chatRequest) oneChoice() bool {
+	n := bytes.TrimSpace(r.fields["n"])
+	return isNull(n) || string(n) == "1"
+}
+
 // checkPassedKeys refuses body, parsed into r, when one of the members the
 // gateway acts on (model, stream, stream_options, and stream_options'
-// include_usage, service_tier, modalities, audio) is not sent once and spelled exactly
+// include_usage, service_tier, modalities, audio, n) is not sent once and spelled exactly
 // (provider.CheckPassedBody): the gateway reads them by their exact keys,
 // while the other members go upstream as they are, to upstreams that may
 // match keys as encoding/json does (any case, ſ for s). "Stream":true would
@@ -100,7 +108,7 @@ func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 // body, and a later "ſtream_options" or "include_uſage" would turn off the
 // usage report the gateway asks for.
 func (r *chatRequest) checkPassedKeys(body []byte) error {
-	if err := provider.CheckPassedBody(body, "model", "stream", "stream_options", "service_tier", "modalities", "audio"); err != nil {
+	if err := provider.CheckPassedBody(body, "model", "stream", "stream_options", "service_tier", "modalities", "audio", "n"); err != nil {
 		return err
 	}
 	if raw := r.fields["stream_options"]; len(raw) > 0 && raw[0] == '{' {

@@ -124,15 +124,20 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 			out.flush() // the next event is not here yet: send what we have
 			x.waiting()
 		}
-		if x.clientGone.Load() && x.report.Final && !x.report.Cumulative && (tr != nil || tp.Settled()) {
-			break // nobody to send to, and the usage is known (every choice's: n may be > 1)
+		// The usage is known once its report is final, and every choice's
+		// (with n > 1, once settled).
+		if known := x.report.Final && !x.report.Cumulative && (tr != nil || x.oneChoice || tp.Settled()); known != x.usageKnown.Load() {
+			x.usageKnown.Store(known)
+		}
+		if x.usageKnown.Load() && x.clientGone.Load() {
+			break // nobody to send to
 		}
 	}
 	if quiet != nil {
 		quiet.Stop()
 	}
-	if errors.Is(x.cause(), errQuietAfterUsage) {
-		readErr = nil // the end, as a [DONE] would have said
+	if c := x.cause(); errors.Is(c, errQuietAfterUsage) || errors.Is(c, errUsageKnown) {
+		readErr = nil // the end, as a [DONE] would have said; or all that was to be read
 	}
 	out.end(readErr)
 	if done {

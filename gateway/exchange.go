@@ -25,6 +25,7 @@ var (
 	errDrainTimeout    = errors.New("client gone; upstream usage did not arrive within drain_timeout")
 	errBodyNotEnded    = errors.New("upstream body did not end soon after [DONE]")
 	errQuietAfterUsage = errors.New("upstream sent nothing within a second of its usage chunk: taken as the stream's end")
+	errUsageKnown      = errors.New("client gone after the upstream's last usage report; the rest of its stream was not read")
 	errDrainsFull      = errors.New("client gone; max_drains streams were already draining, or this customer's share of them")
 	errShutdown        = errors.New("cut off: the gateway shut down and its grace period ran out")
 )
@@ -73,6 +74,15 @@ type exchange struct {
 	stoppedReading bool
 
 	clientGone atomic.Bool
+	// oneChoice says the request asks for one choice (n absent or 1): an
+	// OpenAI stream's report in its finish chunk is then its last.
+	oneChoice bool
+	// usageKnown is set by a relay once the upstream's last usage report
+	// has come: a client that leaves then cuts the upstream off at once
+	// (errUsageKnown), rather than waiting for its next event or its end.
+	// The relay stores it before it loads clientGone, clientLeft the other
+	// way round: one of them sees the other.
+	usageKnown atomic.Bool
 	// complete is set before the response's last write: a client that
 	// hangs up after it (an SDK closing at [DONE]) did not cancel.
 	complete atomic.Bool
@@ -164,6 +174,10 @@ func (x *exchange) begin(body []byte) {
 func (x *exchange) clientLeft() {
 	defer close(x.left)
 	x.clientGone.Store(true)
+	if x.usageKnown.Load() {
+		x.cancel(errUsageKnown)
+		return
+	}
 	if !x.s.drains.take(x.event.CustomerID) {
 		x.cancel(errDrainsFull)
 		return
