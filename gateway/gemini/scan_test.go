@@ -224,4 +224,37 @@ func BenchmarkScan(b *testing.B) {
 			resps = decode(chunk, resps[:0])
 		}
 	})
+	// A non-streamed answer's body, tapped whole (scanner first; it was
+	// the json path, its search for shadowed keys included).
+	b.Run("body", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r tap.Report
+			if err := BodyUsage(chunk, &r); err != nil || !r.Reported {
+				b.Fatal("no usage", err)
+			}
+		}
+	})
+}
+
+// TestBodyUsageCountsAShadowedBody: a whole body goes through the scanner
+// first now; one it refuses for a key spelled otherwise on the way to the
+// output still goes to decode, and is counted whole.
+func TestBodyUsageCountsAShadowedBody(t *testing.T) {
+	words := strings.Repeat("word ", 100)
+	for name, tc := range map[string]struct {
+		body     string
+		shadowed bool
+	}{
+		"plain":    {`{"candidates":[{"content":{"parts":[{"text":"` + words + `"}]}}]}`, false},
+		"shadowed": {`{"candidates":[{"content":{"parts":[{"text":"` + words + `","TEXT":""}]}}]}`, true},
+	} {
+		var r tap.Report
+		if err := BodyUsage([]byte(tc.body), &r); err != nil {
+			t.Fatal(name, err)
+		}
+		if got, want := r.Output.Len(), len(words); got < want || tc.shadowed != (got > want) {
+			t.Errorf("%s: %d bytes of output counted, want %d (the text) or, shadowed, the whole body's %d", name, got, want, len(tc.body))
+		}
+	}
 }
