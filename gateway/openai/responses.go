@@ -218,12 +218,10 @@ func observeResponse(resp *responseObject, r *tap.Report) {
 		return
 	}
 	var u responsesUsage
-	t, ok := u.meter()
-	if json.Unmarshal(resp.Usage, &u) == nil {
-		t, ok = u.meter()
-	} else {
-		ok = false
+	if json.Unmarshal(resp.Usage, &u) != nil {
+		return // no report: the usage is estimated
 	}
+	t, ok := u.meter()
 	if !ok {
 		return // no report: the usage is estimated
 	}
