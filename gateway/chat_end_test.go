@@ -164,3 +164,70 @@ func TestClientGoneAfterTheOnlyChoiceStopsTheReading(t *testing.T) {
 		t.Fatal("the upstream was still held 20 s after the client left, its one choice finished and its usage known (drain_timeout 30 s)")
 	}
 }
+
+// clientLeavesMidStream serves body, the upstream's stream, in two parts:
+// before, then, once the client has read up to mark and left, after.
+func clientLeavesMidStream(t *testing.T, path, request, mark, before, after string) usage.Event {
+	t.Helper()
+	left := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, before)
+		w.(http.Flusher).Flush()
+		select {
+		case <-left:
+		case <-time.After(10 * time.Second):
+		}
+		fmt.Fprint(w, after)
+	}))
+	defer up.Close()
+	st := newStack(t, oneUpstream(up.URL))
+	resp := st.post(t, path, request)
+	until(t, lines(resp.Body), mark)
+	resp.Body.Close()
+	time.Sleep(200 * time.Millisecond) // the gateway sees the client gone
+	close(left)
+	return st.sink.event(t, resp.Header.Get("X-Request-Id"))
+}
+
+// TestAProgressReportDoesNotEndAOneChoiceStream (a review): with one
+// choice, a choices-less usage report before any finish reason (a
+// progress report) was taken for the last, and a client that left after
+// it cut the upstream off: 1 completion token billed as the provider's,
+// of 400. One choice's report is the last only once it has finished.
+func TestAProgressReportDoesNotEndAOneChoiceStream(t *testing.T) {
+	u := func(c int) string {
+		return fmt.Sprintf(`data: {"id":"c","model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}`+"\n\n", c, 5+c)
+	}
+	e := clientLeavesMidStream(t, "/v1/chat/completions",
+		`{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, "first",
+		`data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"first "}}]}`+"\n\n"+u(1),
+		`data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"and the rest"},"finish_reason":"stop"}]}`+"\n\n"+u(400)+"data: [DONE]\n\n")
+	if e.Usage.CompletionTokens != 400 || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("event %s %s %+v (%s), want the provider's last count, 400 completion tokens", e.Status, e.UsageSource, e.Usage, e.Error)
+	}
+}
+
+// TestClientGoneBeforeTheLastPromptEndsIsReadToTheEnd (a review): a
+// legacy completions request with an array of prompts gets a choice for
+// each, n absent; the first choice's finish chunk, usage on every chunk,
+// was taken for the last report, and a client that left then cut the
+// upstream off at 3 completion tokens of 103.
+func TestClientGoneBeforeTheLastPromptEndsIsReadToTheEnd(t *testing.T) {
+	u := func(c int) string {
+		return fmt.Sprintf(`,"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}`, c, 5+c)
+	}
+	chunk := func(choices string, c int) string {
+		return `data: {"id":"c","object":"text_completion","model":"m","choices":[` + choices + `]` + u(c) + "\n\n"
+	}
+	after := ""
+	for i := range 100 {
+		after += chunk(`{"index":1,"text":"lorem "}`, 4+i)
+	}
+	after += chunk(`{"index":1,"text":"","finish_reason":"stop"}`, 103) + chunk(``, 103) + "data: [DONE]\n\n"
+	e := clientLeavesMidStream(t, "/v1/completions", `{"model":"m","stream":true,"prompt":["x","y"]}`, "finish_reason",
+		chunk(`{"index":0,"text":"a"},{"index":1,"text":"b"}`, 2)+chunk(`{"index":0,"text":"","finish_reason":"stop"}`, 3), after)
+	if e.Usage.CompletionTokens != 103 || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("event %s %s %+v (%s), want the provider's last count, 103 completion tokens", e.Status, e.UsageSource, e.Usage, e.Error)
+	}
+}

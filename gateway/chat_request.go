@@ -92,7 +92,8 @@ func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 
 // oneChoice reports whether the request asks for one choice: n absent,
 // null or 1 (OpenAI's n, "How many chat completion choices to generate
-// for each input message"; best_of on legacy completions returns n too).
+// for each input message"). Chat requests only: a legacy completions
+// request's array of prompts gets n choices for each.
 func (r *chatRequest) oneChoice() bool {
 	n := bytes.TrimSpace(r.fields["n"])
 	return isNull(n) || string(n) == "1"

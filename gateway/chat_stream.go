@@ -124,9 +124,10 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 			out.flush() // the next event is not here yet: send what we have
 			x.waiting()
 		}
-		// The usage is known once its report is final, and every choice's
-		// (with n > 1, once settled).
-		if known := x.report.Final && !x.report.Cumulative && (tr != nil || x.oneChoice || tp.Settled()); known != x.usageKnown.Load() {
+		// The usage is known once its report is final, and every choice's:
+		// with one choice, once it has finished (a choices-less report
+		// before is a progress report); with n > 1, once settled.
+		if known := x.report.Final && !x.report.Cumulative && (tr != nil || x.oneChoice && tp.ReportedAfterFinish() || tp.Settled()); known != x.usageKnown.Load() {
 			x.usageKnown.Store(known)
 		}
 		if x.usageKnown.Load() && x.clientGone.Load() {

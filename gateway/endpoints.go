@@ -147,7 +147,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	s.serveAttempts(w, r, attempts, "/v1/completions", req.stream, chatErrors, func(x *exchange, p prepared) {
 		x.event.EndUser, x.event.Metadata = endUser, tags
 		x.promptText = func() tap.Prompt { return inputPrompt(prompt) }
-		x.oneChoice = req.oneChoice()
+		// oneChoice stays false: an array of prompts gets a choice each.
 		x.begin(body)
 		resp := s.callUpstream(x, p.route(), p.path, p.body, nil)
 		if resp == nil {

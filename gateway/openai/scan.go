@@ -460,5 +460,6 @@ func (t *ChatTap) Scanned(s *ChunkScan, r *tap.Report) {
 			r.MarkFinal()
 		}
 		t.settled = t.finished && s.Choices == 0 && r.Output.Len() > 0
+		t.afterFinish = t.finished
 	}
 }

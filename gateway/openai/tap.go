@@ -14,8 +14,9 @@ import (
 // choices-less report before any output counts the prompt only: the
 // stream may yet break before its final report).
 type ChatTap struct {
-	finished bool
-	settled  bool
+	finished    bool
+	settled     bool
+	afterFinish bool // the last report came with a finish reason or after one
 }
 
 // Settled reports whether the last usage report came in a choices-less
@@ -26,6 +27,11 @@ type ChatTap struct {
 // nor is a choices-less report before any finish (an upstream's progress
 // report, which more output may follow after a pause).
 func (t *ChatTap) Settled() bool { return t.settled }
+
+// ReportedAfterFinish reports whether the last usage report came with a
+// finish reason or after one (any choice's): with one choice, the last
+// report of the stream; a report before it is a progress report.
+func (t *ChatTap) ReportedAfterFinish() bool { return t.afterFinish }
 
 // Chunk observes one parsed chunk (or a whole non-streamed completion).
 func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
@@ -73,5 +79,6 @@ func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 			r.MarkFinal()
 		}
 		t.settled = t.finished && len(c.Choices) == 0 && r.Output.Len() > 0 && c.Error == nil
+		t.afterFinish = t.finished
 	}
 }
