@@ -91,6 +91,11 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 	if err != nil {
 		return err
 	}
+	// The drain begins as ctx ends, not when the loop below next looks:
+	// it may be in flush, waiting for the writer (Postgres hanging), and
+	// the subscription would pull on meanwhile, and be redelivered what
+	// the lanes hand back (handBackDelay).
+	defer context.AfterFunc(ctx, cc.Drain)()
 	b := batcher{in: msgs, quit: quit, out: out, size: w.cfg.BatchSize, wait: w.cfg.BatchWait, every: w.cfg.AckWait / 3, timer: time.NewTimer(time.Hour)}
 	b.timer.Stop()
 	// stop ends the subscription at once (its buffered messages go to the

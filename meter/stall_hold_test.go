@@ -141,3 +141,73 @@ func TestAWorkerStoppingInAnOutageSetsNothingAside(t *testing.T) {
 		t.Fatalf("ledger holds %d of 90 events once a worker writes again", events)
 	}
 }
+
+// hangingStore is a Store whose Postgres hangs: a write answers only when
+// its context ends.
+type hangingStore struct{ meter.Store }
+
+func (hangingStore) WriteEvents(ctx context.Context, _ []usage.Event) (int, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestAWorkerStoppingWhileTheLedgerHangsSetsNothingAside (a review): the
+// hand-back's delay ran from the Nak, while the subscription drained only
+// once the batcher, waiting for the writer, got back to its loop; with
+// Postgres hanging, each batch's last attempt took a third of the ack
+// wait, longer than the delay, and the events handed back first came
+// back to the stopping worker, round and round past max_deliver (8 dead
+// letters), the stop taking 118 s. The drain begins as the worker's
+// context ends now, and once one attempt has failed after it, what is
+// left is handed back without one.
+func TestAWorkerStoppingWhileTheLedgerHangsSetsNothingAside(t *testing.T) {
+	ctx := context.Background()
+	store, dbURL := ledgertest.NewStoreURL(t)
+	js := metertest.NewStream(t)
+	cfg := meter.WorkerConfig{BatchSize: 20, BatchWait: 5 * time.Millisecond, AckWait: 33 * time.Second, MaxDeliver: 2, WriteLanes: 1}
+	wctx, stop := context.WithCancel(ctx)
+	stopped := metertest.StartWorker(t, wctx, js, hangingStore{store}, cfg)
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	publishEvents(t, ctx, pub, 200)
+	time.Sleep(2 * time.Second)
+	stop()
+	begun := time.Now()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("worker: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker did not stop within 60 s")
+	}
+	// The attempt in progress at the stop runs its course (a third of the
+	// ack wait, 11 s); nothing after it waits.
+	if took := time.Since(begun); took > cfg.AckWait/3+2*5*time.Second {
+		t.Errorf("the worker took %s to stop; want its last attempt's %s, and its drain", took, cfg.AckWait/3)
+	}
+
+	wctx, stop = context.WithCancel(ctx)
+	defer stop()
+	metertest.StartWorker(t, wctx, js, store, cfg)
+	db, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	var events int
+	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline) && events < 200; time.Sleep(50 * time.Millisecond) {
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM usage_events`).Scan(&events); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if letters, err := dlq.List(ctx, 300); err != nil || len(letters) != 0 {
+		t.Errorf("%d dead letters (%v) from a worker stopped while the ledger hung; want none: no event was refused", len(letters), err)
+	}
+	if events != 200 {
+		t.Fatalf("ledger holds %d of 200 events once a worker writes again", events)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -131,6 +132,10 @@ type Worker struct {
 	store     Store
 	dlq       *DLQ
 	obs       Observer
+	// stopFailed is set once a write fails after Run's context ended:
+	// the ledger is out of reach, and every part still to come is handed
+	// back without an attempt (each could hang a third of AckWait).
+	stopFailed atomic.Bool
 }
 
 // NewWorker creates (or updates) the durable consumer on the usage stream
@@ -327,6 +332,12 @@ func (w *Worker) write(ctx context.Context, first pending) {
 			todo = todo[:len(todo)-1]
 			continue
 		}
+		if ctx.Err() != nil && w.stopFailed.Load() {
+			for _, p := range todo {
+				handBack(p.msgs)
+			}
+			return
+		}
 		start := time.Now()
 		n, err := w.attempt(ctx, p.events)
 		var refused *usage.RefusedError
@@ -371,6 +382,7 @@ func (w *Worker) write(ctx context.Context, first pending) {
 		// Transient: retry this part after a backoff, unless the worker is
 		// stopping, when everything not written is handed back.
 		if ctx.Err() != nil {
+			w.stopFailed.Store(true)
 			for _, p := range todo {
 				handBack(p.msgs)
 			}
