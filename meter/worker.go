@@ -133,8 +133,10 @@ type Worker struct {
 	dlq       *DLQ
 	obs       Observer
 	// stopFailed is set once a write fails after Run's context ended:
-	// the ledger is out of reach, and every part still to come is handed
-	// back without an attempt (each could hang a third of AckWait).
+	// the ledger is taken to be out of reach, and every part still to come
+	// is handed back without an attempt (each could hang a third of
+	// AckWait). One transient failure (a deadlock) does it too: those
+	// parts are redelivered 10 s later, one delivery more.
 	stopFailed atomic.Bool
 }
 
@@ -195,6 +197,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 // request's exact event reaches the ledger before its estimate (see
 // estimates).
 func (w *Worker) Run(ctx context.Context) error {
+	w.stopFailed.Store(false)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	// The consumer's watch and the stream's trim end with the pull (the
