@@ -75,6 +75,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	done, sawData := false, false
 	var ev sse.Event // one for the stream: its address escapes (a new one per event was a heap allocation each)
 	var quiet *time.Timer
+	known := false // the usage is known (x.usageKnown, kept here too so that no chunk loads it)
 	for {
 		var err error
 		ev, err = rd.Next()
@@ -127,10 +128,11 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		// The usage is known once its report is final, and every choice's:
 		// with one choice, once it has finished (a choices-less report
 		// before is a progress report); with n > 1, once settled.
-		if known := x.report.Final && !x.report.Cumulative && (tr != nil || x.oneChoice && tp.ReportedAfterFinish() || tp.Settled()); known != x.usageKnown.Load() {
-			x.usageKnown.Store(known)
+		if k := x.report.Final && !x.report.Cumulative && (tr != nil || x.oneChoice && tp.ReportedAfterFinish() || tp.Settled()); k != known {
+			known = k
+			x.usageKnown.Store(k)
 		}
-		if x.usageKnown.Load() && x.clientGone.Load() {
+		if known && x.clientGone.Load() {
 			break // nobody to send to
 		}
 	}
