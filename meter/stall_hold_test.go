@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
@@ -30,6 +31,62 @@ func (s downStore) WriteEvents(ctx context.Context, events []usage.Event) (int, 
 	}
 }
 
+// ledgerCount returns a count of the usage events in the ledger at dbURL.
+func ledgerCount(t *testing.T, dbURL string) func() int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return func() int {
+		var n int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM usage_events`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+}
+
+// awaitCount polls count until it reaches want or within has passed, and
+// returns its last answer.
+func awaitCount(count func() int, want int, within time.Duration) int {
+	n := count()
+	for deadline := time.Now().Add(within); n < want && time.Now().Before(deadline); n = count() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return n
+}
+
+// stopWorker ends a worker's context and waits for its Run, started by
+// metertest.StartWorker, to return; it returns how long that took.
+func stopWorker(t *testing.T, stop context.CancelFunc, stopped <-chan error, within time.Duration) time.Duration {
+	t.Helper()
+	begun := time.Now()
+	stop()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("worker: %v", err)
+		}
+	case <-time.After(within):
+		t.Fatalf("the worker did not stop within %s", within)
+	}
+	return time.Since(begun)
+}
+
+// noDeadLetters fails t when the dead-letter stream holds any letter.
+func noDeadLetters(t *testing.T, js jetstream.JetStream, why string) {
+	t.Helper()
+	dlq, err := meter.EnsureDLQ(context.Background(), js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if letters, err := dlq.List(context.Background(), 1000); err != nil || len(letters) != 0 {
+		t.Errorf("%d dead letters (%v) %s; want none: no event was refused", len(letters), err, why)
+	}
+}
+
 // TestAStalledWorkerLeavesTheBacklogToTheOthers (a review): a worker whose
 // writes failed read on, while its batch waited for the writer, everything
 // the consumer would deliver to it, up to the consumer's max_ack_pending,
@@ -40,15 +97,7 @@ func TestAStalledWorkerLeavesTheBacklogToTheOthers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store, dbURL := ledgertest.NewStoreURL(t)
-	db, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
-	countEvents := func() (n int, err error) {
-		err = db.QueryRow(ctx, `SELECT count(*) FROM usage_events`).Scan(&n)
-		return n, err
-	}
+	count := ledgerCount(t, dbURL)
 	js := metertest.NewStream(t)
 	const size = 20
 	cfg := meter.WorkerConfig{BatchSize: size, BatchWait: 5 * time.Millisecond, AckWait: 60 * time.Second}
@@ -64,37 +113,22 @@ func TestAStalledWorkerLeavesTheBacklogToTheOthers(t *testing.T) {
 	// ahead, the handler's channel, nats.go's buffer; and the message the
 	// handler is sending.
 	const mostHeld = 6*size + 1
-	var written int
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if written, err = countEvents(); err != nil {
-			t.Fatal(err)
-		}
-		if written >= 600-mostHeld {
-			break
-		}
-	}
-	if written < 600-mostHeld {
-		t.Fatalf("the writing worker wrote %d of 600 events in 15 s; the stalled one holds the rest (it may hold %d)", written, mostHeld)
+	if n := awaitCount(count, 600-mostHeld, 15*time.Second); n < 600-mostHeld {
+		t.Fatalf("the writing worker wrote %d of 600 events in 15 s; the stalled one holds the rest (it may hold %d)", n, mostHeld)
 	}
 	close(down.up)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && written < 600; time.Sleep(50 * time.Millisecond) {
-		if written, err = countEvents(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if written != 600 {
-		t.Fatalf("ledger holds %d of 600 events once the stalled worker writes again", written)
+	if n := awaitCount(count, 600, 30*time.Second); n != 600 {
+		t.Fatalf("ledger holds %d of 600 events once the stalled worker writes again", n)
 	}
 }
 
 // TestAWorkerStoppingInAnOutageSetsNothingAside (a review): a worker
 // stopped while its writes failed handed its events back (Nak), the
 // server delivered them again at once to its subscription, still
-// draining, and the batcher, waiting on the writer, took them on into its
-// next batch: round and round, past max_deliver, until 90 events of 90
-// were in the dead-letter stream though none was refused. A stopping
-// worker reads nothing more into the batcher, and stops within its drain
-// wait; the events are the next worker's, each written once.
+// draining, and the batcher took them on into its next batch: round and
+// round, past max_deliver, into the dead-letter stream though none was
+// refused. What a stopping worker hands back is redelivered after its
+// drain now, to the next worker, and written once.
 func TestAWorkerStoppingInAnOutageSetsNothingAside(t *testing.T) {
 	ctx := context.Background()
 	store, dbURL := ledgertest.NewStoreURL(t)
@@ -106,40 +140,16 @@ func TestAWorkerStoppingInAnOutageSetsNothingAside(t *testing.T) {
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	publishEvents(t, ctx, pub, 90)
 	time.Sleep(time.Second) // the worker holds them, failing to write
-	stop()
-	select {
-	case err := <-stopped:
-		if err != nil {
-			t.Fatalf("worker: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the worker did not stop within 30 s")
-	}
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if letters, err := dlq.List(ctx, 100); err != nil || len(letters) != 0 {
-		t.Fatalf("%d dead letters (%v) from a worker stopped in an outage; want none: no event was refused", len(letters), err)
-	}
+	stopWorker(t, stop, stopped, 30*time.Second)
+	noDeadLetters(t, js, "from a worker stopped in an outage")
 
 	wctx, stop = context.WithCancel(ctx)
 	defer stop()
 	metertest.StartWorker(t, wctx, js, store, cfg)
-	db, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
+	if n := awaitCount(ledgerCount(t, dbURL), 90, 30*time.Second); n != 90 {
+		t.Fatalf("ledger holds %d of 90 events once a worker writes again", n)
 	}
-	defer db.Close(ctx)
-	var events int
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && events < 90; time.Sleep(50 * time.Millisecond) {
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM usage_events`).Scan(&events); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if events != 90 {
-		t.Fatalf("ledger holds %d of 90 events once a worker writes again", events)
-	}
+	noDeadLetters(t, js, "once the next worker wrote them")
 }
 
 // hangingStore is a Store whose Postgres hangs: a write answers only when
@@ -170,44 +180,18 @@ func TestAWorkerStoppingWhileTheLedgerHangsSetsNothingAside(t *testing.T) {
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	publishEvents(t, ctx, pub, 200)
 	time.Sleep(2 * time.Second)
-	stop()
-	begun := time.Now()
-	select {
-	case err := <-stopped:
-		if err != nil {
-			t.Fatalf("worker: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the worker did not stop within 60 s")
-	}
 	// The attempt in progress at the stop runs its course (a third of the
-	// ack wait, 11 s); nothing after it waits.
-	if took := time.Since(begun); took > cfg.AckWait/3+2*5*time.Second {
+	// ack wait, 11 s); nothing after it waits but the drain.
+	if took := stopWorker(t, stop, stopped, 60*time.Second); took > cfg.AckWait/3+2*5*time.Second {
 		t.Errorf("the worker took %s to stop; want its last attempt's %s, and its drain", took, cfg.AckWait/3)
 	}
 
 	wctx, stop = context.WithCancel(ctx)
 	defer stop()
 	metertest.StartWorker(t, wctx, js, store, cfg)
-	db, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(ctx)
-	var events int
-	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline) && events < 200; time.Sleep(50 * time.Millisecond) {
-		if err := db.QueryRow(ctx, `SELECT count(*) FROM usage_events`).Scan(&events); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if letters, err := dlq.List(ctx, 300); err != nil || len(letters) != 0 {
-		t.Errorf("%d dead letters (%v) from a worker stopped while the ledger hung; want none: no event was refused", len(letters), err)
-	}
-	if events != 200 {
-		t.Fatalf("ledger holds %d of 200 events once a worker writes again", events)
+	n := awaitCount(ledgerCount(t, dbURL), 200, 45*time.Second)
+	noDeadLetters(t, js, "from a worker stopped while the ledger hung")
+	if n != 200 {
+		t.Fatalf("ledger holds %d of 200 events once a worker writes again", n)
 	}
 }
