@@ -18,16 +18,20 @@ import (
 
 // Why an upstream request was cut short, as context causes.
 var (
-	errConnectTimeout  = errors.New("upstream did not answer within connect_timeout")
-	errAnswerTimeout   = errors.New("upstream did not answer within stall_timeout (a non-streamed answer's headers come with its whole body)")
-	errStalled         = errors.New("upstream sent nothing within stall_timeout")
-	errRequestTimeout  = timeoutError("upstream request ran past request_timeout")
-	errDrainTimeout    = errors.New("client gone; upstream usage did not arrive within drain_timeout")
-	errBodyNotEnded    = errors.New("upstream body did not end soon after [DONE]")
-	errQuietAfterUsage = errors.New("upstream sent nothing within a second of its usage chunk: taken as the stream's end")
-	errUsageKnown      = errors.New("client gone after the upstream's last usage report; the rest of its stream was not read")
-	errDrainsFull      = errors.New("client gone; max_drains streams were already draining, or this customer's share of them")
-	errShutdown        = errors.New("cut off: the gateway shut down and its grace period ran out")
+	errConnectTimeout = errors.New("upstream did not answer within connect_timeout")
+	errAnswerTimeout  = errors.New("upstream did not answer within stall_timeout (a non-streamed answer's headers come with its whole body)")
+	errStalled        = errors.New("upstream sent nothing within stall_timeout")
+	errRequestTimeout = timeoutError("upstream request ran past request_timeout")
+	errDrainTimeout   = errors.New("client gone; upstream usage did not arrive within drain_timeout")
+	// errDrainTimeoutReported is errDrainTimeout's text for a stream whose
+	// upstream had reported usage (a cumulative report, or a final one
+	// before the client left): the usage did arrive, the end did not.
+	errDrainTimeoutReported = errors.New("client gone; the upstream had reported usage, but its stream did not end within drain_timeout")
+	errBodyNotEnded         = errors.New("upstream body did not end soon after [DONE]")
+	errQuietAfterUsage      = errors.New("upstream sent nothing within a second of its usage chunk: taken as the stream's end")
+	errUsageKnown           = errors.New("client gone after the upstream's last usage report; the rest of its stream was not read")
+	errDrainsFull           = errors.New("client gone; max_drains streams were already draining, or this customer's share of them")
+	errShutdown             = errors.New("cut off: the gateway shut down and its grace period ran out")
 )
 
 // timeoutError is a cause that ends an upstream request as a stall does
@@ -399,6 +403,8 @@ func (x *exchange) settle() {
 		case e.Error != "":
 		case stoppedReading:
 			e.Error = fmt.Sprintf("the client took none of the response for write_timeout (%s): taken as gone", x.s.cfg.WriteTimeout)
+		case errors.Is(cause, errDrainTimeout) && r.Reported:
+			e.Error = errDrainTimeoutReported.Error()
 		case cause != nil:
 			e.Error = cause.Error()
 		}

@@ -156,6 +156,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		x.write(b)
 	}
 	var ev sse.Event // one for the stream (see relayChatStream)
+	known := false   // the usage is known (x.usageKnown, kept here too so that no event loads it)
 	// Until the first data event, the bytes forwarded are kept (noData):
 	// a body with none is an answer that is not SSE, billed at its end.
 	sawData, noData := false, []byte(nil)
@@ -260,6 +261,16 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		tp.Event(&ev, &x.report)
 		x.report.StreamEvent(ev.HasData)
 		x.progress()
+		// A final report that is not cumulative (Anthropic's message_delta)
+		// is the usage, as on the chat route: a client that leaves from now
+		// on lets the upstream go at once (clientLeft), rather than holding
+		// a drain slot while the upstream holds its body open. Stored before
+		// clientGone is loaded below, as clientLeft stores and loads them the
+		// other way round, so one of the two sees the other.
+		if k := x.report.Final && !x.report.Cumulative; k != known {
+			known = k
+			x.usageKnown.Store(k)
+		}
 		if afterFinal := x.committed || len(held) > 0 && !x.report.Cumulative; afterFinal &&
 			ev.HasData && (x.report.Output.Len() > hadOutput || !quietAfterFinal(&ev, x.report.Ended)) {
 			// After a final report that is not cumulative (Anthropic's

@@ -1,0 +1,117 @@
+package gateway_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// How a native stream ends when its client leaves after the upstream's
+// usage report and the upstream holds its body open.
+
+// heldUpstream serves body, flushed, then holds the response open until
+// the gateway lets it go (reported on the channel returned) or 60 s pass.
+func heldUpstream(t *testing.T, body string) (*httptest.Server, <-chan time.Time) {
+	t.Helper()
+	let := make(chan time.Time, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, body)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			let <- time.Now()
+		case <-time.After(60 * time.Second):
+		}
+	}))
+	t.Cleanup(up.Close)
+	return up, let
+}
+
+// nativeStack is oneProviderStack with drain_timeout drain and a
+// stall_timeout of a minute, so that only the drain's end or the gateway's
+// own choice can let a held upstream go.
+func nativeStack(t *testing.T, typ, url string, drain time.Duration) *stack {
+	t.Helper()
+	base := url + "/v1"
+	if typ == "gemini" {
+		base = url + "/v1beta"
+	}
+	return newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{{Name: "up", Type: typ, BaseURL: base, APIKey: "sk-up-123456789", StallTimeout: time.Minute}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "up"}}
+		c.DrainTimeout = drain
+	})
+}
+
+// TestNativeClientGoneAfterMessageDeltaLetsTheUpstreamGo (left alone at
+// stop 49): on /anthropic/v1/messages, a client that left after the
+// upstream's message_delta (its final usage report), while the upstream
+// held its body open with no message_stop, held a drain slot and the
+// upstream for all of drain_timeout, and the event then said the usage
+// did not arrive, though it was billed from that report. As on the chat
+// route, the usage is known at message_delta: the upstream is let go as
+// the client leaves, and the event says why the rest was not read.
+func TestNativeClientGoneAfterMessageDeltaLetsTheUpstreamGo(t *testing.T) {
+	body := anthStart(1) +
+		anthEv("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+		anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hello there"}}`) +
+		anthEv("content_block_stop", `{"type":"content_block_stop","index":0}`) +
+		anthDelta5
+	up, let := heldUpstream(t, body)
+	st := nativeStack(t, "anthropic", up.URL, 30*time.Second)
+	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	until(t, lines(resp.Body), "content_block_stop")
+	time.Sleep(200 * time.Millisecond) // the gateway has read the message_delta sent with it
+	resp.Body.Close()
+	left := time.Now()
+	select {
+	case at := <-let:
+		if d := at.Sub(left); d > 10*time.Second {
+			t.Fatalf("the upstream was let go %s after the client left; want at once (drain_timeout is 30 s)", d)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream was still held 20 s after the client left, its message_delta read (drain_timeout 30 s)")
+	}
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Usage.PromptTokens != 10 || e.Usage.CompletionTokens != 5 || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("event %s %s %+v (%s), want the provider's 10 + 5", e.Status, e.UsageSource, e.Usage, e.Error)
+	}
+	if e.Status != usage.StatusClientCancelled || !strings.Contains(e.Error, "last usage report") {
+		t.Fatalf("event %s (%q), want client_cancelled, saying the usage report was read", e.Status, e.Error)
+	}
+}
+
+// TestDrainTimeoutAfterAUsageReportSaysSo: a Gemini stream's reports are
+// cumulative, so a client that leaves after one has the upstream read on
+// to its end or drain_timeout. When drain_timeout ends it, the usage did
+// arrive and is billed: the event's error said it did not.
+func TestDrainTimeoutAfterAUsageReportSaysSo(t *testing.T) {
+	body := `data: {"candidates":[{"content":{"parts":[{"text":"hello "}],"role":"model"},"index":0}]}` + "\r\n\r\n" +
+		`data: {"candidates":[{"content":{"parts":[{"text":"there"}],"role":"model"},"finishReason":"STOP","index":0}],` +
+		`"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":15}}` + "\r\n\r\n"
+	up, let := heldUpstream(t, body)
+	st := nativeStack(t, "gemini", up.URL, time.Second)
+	resp := st.post(t, "/gemini/v1beta/models/m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "x-goog-api-key", testKey)
+	until(t, lines(resp.Body), "hello")
+	time.Sleep(200 * time.Millisecond) // the gateway has read the report sent with it
+	resp.Body.Close()
+	select {
+	case <-let:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream was still held 20 s after the client left (drain_timeout 1 s)")
+	}
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Usage.PromptTokens != 10 || e.Usage.CompletionTokens != 5 || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("event %s %s %+v (%s), want the provider's 10 + 5", e.Status, e.UsageSource, e.Usage, e.Error)
+	}
+	if e.Status != usage.StatusClientCancelled || !strings.Contains(e.Error, "had reported usage") || strings.Contains(e.Error, "did not arrive") {
+		t.Fatalf("event %s (%q), want client_cancelled, saying the usage arrived and the end did not", e.Status, e.Error)
+	}
+}
