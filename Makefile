@@ -28,9 +28,12 @@ test: vet
 
 # The durable path (the usage spool, its republisher, the crash journal)
 # under the race detector: its writer and drainer share segment state, and
-# TestSpoolRotationDuringADrain fails only here. About a minute.
+# TestSpoolRotationDuringADrain fails only here. About a minute; the
+# gateway's client-gone tests about another.
 race:
 	$(GO) test -race -count=1 -timeout $(CI_TEST_TIMEOUT) ./meter/ ./meter/journal/
+	# a client leaving races the relay's end (clientLeft against settle)
+	$(GO) test -race -count=1 -timeout $(CI_TEST_TIMEOUT) -run 'TestClientGone|TestDrainTimeout|TestNativeClientGone|TestEveryMessageDelta|TestStreamHeldOpen' ./gateway/
 
 # Each fuzz target briefly, on top of its seed corpus (which `go test` runs too);
 # scripts/fuzz.sh retries once a run that hit Go 1.26's deadline race.

@@ -74,7 +74,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	var readErr error
 	done, sawData := false, false
 	var ev sse.Event // one for the stream: its address escapes (a new one per event was a heap allocation each)
-	var quiet *time.Timer
+	var quiet, rest *time.Timer
 	known := false // the usage is known (x.usageKnown, kept here too so that no chunk loads it)
 	for {
 		var err error
@@ -132,12 +132,15 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 			known = k
 			x.usageKnown.Store(k)
 		}
-		if known && x.clientGone.Load() {
-			break // nobody to send to
+		if known && x.clientGone.Load() && rest == nil {
+			rest = x.awaitRest() // nobody to send to: a repeat of the report, or the end, may follow
 		}
 	}
 	if quiet != nil {
 		quiet.Stop()
+	}
+	if rest != nil {
+		rest.Stop()
 	}
 	if c := x.cause(); errors.Is(c, errQuietAfterUsage) || errors.Is(c, errUsageKnown) {
 		readErr = nil // the end, as a [DONE] would have said; or all that was to be read

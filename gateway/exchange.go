@@ -24,12 +24,12 @@ var (
 	errRequestTimeout = timeoutError("upstream request ran past request_timeout")
 	errDrainTimeout   = errors.New("client gone; upstream usage did not arrive within drain_timeout")
 	// errDrainTimeoutReported is errDrainTimeout's text for a stream whose
-	// upstream had reported usage (a cumulative report, or a final one
-	// before the client left): the usage did arrive, the end did not.
+	// upstream had reported usage (a final report, or a cumulative one):
+	// the usage did arrive, the end did not.
 	errDrainTimeoutReported = errors.New("client gone; the upstream had reported usage, but its stream did not end within drain_timeout")
 	errBodyNotEnded         = errors.New("upstream body did not end soon after [DONE]")
 	errQuietAfterUsage      = errors.New("upstream sent nothing within a second of its usage chunk: taken as the stream's end")
-	errUsageKnown           = errors.New("client gone after the upstream's last usage report; the rest of its stream was not read")
+	errUsageKnown           = errors.New("client gone after the upstream's last usage report; its stream had not ended a second later, and the rest was not read")
 	errDrainsFull           = errors.New("client gone; max_drains streams were already draining, or this customer's share of them")
 	errShutdown             = errors.New("cut off: the gateway shut down and its grace period ran out")
 )
@@ -82,8 +82,9 @@ type exchange struct {
 	// OpenAI stream's report in its finish chunk is then its last.
 	oneChoice bool
 	// usageKnown is set by a relay once the upstream's last usage report
-	// has come: a client that leaves then cuts the upstream off at once
-	// (errUsageKnown), rather than waiting for its next event or its end.
+	// has come: a client that leaves then gives the upstream
+	// afterUsageWait, not drain_timeout, for a repeat of the report or
+	// its end (awaitRest, errUsageKnown).
 	// The relay stores it before it loads clientGone, clientLeft the other
 	// way round: one of them sees the other.
 	usageKnown atomic.Bool
@@ -179,10 +180,19 @@ func (x *exchange) clientLeft() {
 	defer close(x.left)
 	x.clientGone.Store(true)
 	if x.usageKnown.Load() {
-		x.cancel(errUsageKnown)
+		// The upstream is given afterUsageWait, not drain_timeout, for a
+		// repeat of its report (Anthropic may send more than one
+		// message_delta) or its end; with no drain slot free, it is let go
+		// now.
+		if !x.s.drains.take(x.key.CustomerID) {
+			x.cancel(errUsageKnown)
+			return
+		}
+		x.draining = true
+		x.drainTimer = x.awaitRest()
 		return
 	}
-	if !x.s.drains.take(x.event.CustomerID) {
+	if !x.s.drains.take(x.key.CustomerID) {
 		x.cancel(errDrainsFull)
 		return
 	}
@@ -276,7 +286,7 @@ func (x *exchange) finish() {
 		<-x.left
 		if x.draining {
 			x.drainTimer.Stop()
-			x.s.drains.release(x.event.CustomerID)
+			x.s.drains.release(x.key.CustomerID)
 		}
 	}
 	if x.stall != nil {
@@ -403,7 +413,7 @@ func (x *exchange) settle() {
 		case e.Error != "":
 		case stoppedReading:
 			e.Error = fmt.Sprintf("the client took none of the response for write_timeout (%s): taken as gone", x.s.cfg.WriteTimeout)
-		case errors.Is(cause, errDrainTimeout) && r.Reported:
+		case errors.Is(cause, errDrainTimeout) && (r.Final || r.Cumulative && r.Reported):
 			e.Error = errDrainTimeoutReported.Error()
 		case cause != nil:
 			e.Error = cause.Error()
@@ -514,6 +524,11 @@ func (x *exchange) firstByte() {
 
 // timerCancel cancels x's upstream context with cause after d, unless
 // stopped first.
+// awaitRest gives an upstream whose client is gone, and whose usage is
+// known, afterUsageWait to end its stream (a repeat of its report, or its
+// end), then lets it go (errUsageKnown). It returns the timer armed.
+func (x *exchange) awaitRest() *time.Timer { return timerCancel(x, afterUsageWait, errUsageKnown) }
+
 func timerCancel(x *exchange, d time.Duration, cause error) *time.Timer {
 	return time.AfterFunc(d, func() { x.cancel(cause) })
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
@@ -157,6 +158,12 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 	}
 	var ev sse.Event // one for the stream (see relayChatStream)
 	known := false   // the usage is known (x.usageKnown, kept here too so that no event loads it)
+	var rest *time.Timer
+	defer func() {
+		if rest != nil {
+			rest.Stop()
+		}
+	}()
 	// Until the first data event, the bytes forwarded are kept (noData):
 	// a body with none is an answer that is not SSE, billed at its end.
 	sawData, noData := false, []byte(nil)
@@ -257,16 +264,17 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			panic(http.ErrAbortHandler)
 		}
 		x.touch()
-		hadError, hadOutput := x.report.Error, x.report.Output.Len()
+		hadOutput, hadReports := x.report.Output.Len(), x.report.Reports
 		tp.Event(&ev, &x.report)
 		x.report.StreamEvent(ev.HasData)
 		x.progress()
 		// A final report that is not cumulative (Anthropic's message_delta)
-		// is the usage, as on the chat route: a client that leaves from now
-		// on lets the upstream go at once (clientLeft), rather than holding
-		// a drain slot while the upstream holds its body open. Stored before
-		// clientGone is loaded below, as clientLeft stores and loads them the
-		// other way round, so one of the two sees the other.
+		// is the usage, as on the chat route, but for a repeat of it: a
+		// client that leaves from now on gives the upstream afterUsageWait
+		// to end its stream (clientLeft), rather than holding it to
+		// drain_timeout. Stored before clientGone is loaded below, as
+		// clientLeft stores and loads them the other way round, so one of
+		// the two sees the other.
 		if k := x.report.Final && !x.report.Cumulative; k != known {
 			known = k
 			x.usageKnown.Store(k)
@@ -298,15 +306,29 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		if sawData = sawData || ev.HasData; !sawData && !comment && len(noData) < maxNoData {
 			noData = append(noData, chunk...)
 		}
-		if x.report.Error != hadError {
+		if x.report.Error != "" {
+			// An error frame, which may echo the upstream's key or address,
+			// and any after it (the same frame again leaves Error as it was).
 			chunk = s.scrubBytes(rt.provider.Name, chunk)
 		}
 		if len(held) > 0 && !x.report.Cumulative && !x.committed {
-			// The event after the final report (Anthropic's message_stop,
-			// or an error, which is the request's status): the event is
-			// made durable as it stands now, then the report goes out.
-			durable()
-			forward(held)
+			// The event after the final report.
+			switch {
+			case x.clientGone.Load():
+				// Nobody to send it to: the exchange's end commits the
+				// event, with the last report read.
+			case x.report.Reports != hadReports:
+				// Another report (Anthropic's message_delta again,
+				// cumulative): it takes the held one's place, which goes
+				// out, as a cumulative stream's does.
+				forward(held)
+			default:
+				// Anthropic's message_stop, or an error (the request's
+				// status): the event is made durable as it stands now, then
+				// the report goes out.
+				durable()
+				forward(held)
+			}
 			held = held[:0]
 		}
 		switch {
@@ -320,8 +342,11 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			held, chunk = append(held[:0], chunk...), nil // sent once the event is durable
 		}
 		if x.clientGone.Load() {
-			if x.report.Final && !x.report.Cumulative {
-				return // nobody to send to, and the usage is known
+			if x.report.Ended {
+				return // nobody to send to, and the upstream's stream is over
+			}
+			if x.report.Final && !x.report.Cumulative && rest == nil {
+				rest = x.awaitRest() // the usage is known: a repeat of the report, or the end, may follow
 			}
 			if !rd.Buffered() {
 				x.waiting()

@@ -115,3 +115,130 @@ func TestDrainTimeoutAfterAUsageReportSaysSo(t *testing.T) {
 		t.Fatalf("event %s (%q), want client_cancelled, saying the usage arrived and the end did not", e.Status, e.Error)
 	}
 }
+
+// twoPartUpstream serves a, flushed, then b after wait, then ends.
+func twoPartUpstream(t *testing.T, a, b string, wait time.Duration) *httptest.Server {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, a)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(wait):
+		}
+		fmt.Fprint(w, b)
+		w.(http.Flusher).Flush()
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+func anthDeltaN(n int) string {
+	return anthEv("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":`+itoa(n)+`}}`)
+}
+
+// anthText is an Anthropic stream's start and one text block.
+var anthText = anthStart(1) +
+	anthEv("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+	anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hello there"}}`) +
+	anthEv("content_block_stop", `{"type":"content_block_stop","index":0}`)
+
+// TestClientGoneBetweenTwoMessageDeltasIsBilledTheLast (a review):
+// Anthropic documents "one or more message_delta events", each with the
+// usage so far. A client that left after the first, on either route, was
+// billed the first (5 of 50 output tokens): the upstream was let go at
+// once, or the relay stopped at the first report it read with the client
+// gone. The upstream now has a second after a final report to repeat it
+// or end.
+func TestClientGoneBetweenTwoMessageDeltasIsBilledTheLast(t *testing.T) {
+	for _, c := range []struct {
+		name, path, body, mark string
+		first, rest             string
+	}{
+		{"native, gone after the first", "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			"content_block_stop", anthText + anthDeltaN(5), anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)},
+		{"native, gone before either", "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			"content_block_stop", anthText, anthDeltaN(5) + anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)},
+		{"chat, gone after the first", "/v1/chat/completions", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			"hello there", anthText + anthDeltaN(5), anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)},
+		{"chat, gone before either", "/v1/chat/completions", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			"hello there", anthText, anthDeltaN(5) + anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			up := twoPartUpstream(t, c.first, c.rest, time.Second)
+			st := nativeStack(t, "anthropic", up.URL, 30*time.Second)
+			resp := st.post(t, c.path, c.body, "x-api-key", testKey)
+			until(t, lines(resp.Body), c.mark)
+			time.Sleep(200 * time.Millisecond) // the gateway has read what came with the mark
+			resp.Body.Close()
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			if e.Usage.CompletionTokens != 50 || e.UsageSource != usage.SourceUpstream {
+				t.Fatalf("event %s %s %+v (%s), want the last message_delta's 50", e.Status, e.UsageSource, e.Usage, e.Error)
+			}
+		})
+	}
+}
+
+// TestEveryMessageDeltaTheClientReadsIsBilled (a review): with three
+// message_delta events, the native route made the event durable at the
+// second and relayed the third after it: the client read 50 output
+// tokens, and 20 were billed. A repeated report now takes the held one's
+// place, and the event is made durable at message_stop.
+func TestEveryMessageDeltaTheClientReadsIsBilled(t *testing.T) {
+	body := anthText + anthDeltaN(5) + anthDeltaN(20) + anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)
+	st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
+	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	b, err := readAllErr(resp)
+	if err != nil || string(b) != body {
+		t.Fatalf("read error %v; body, not the upstream's:\n%s", err, b)
+	}
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Status != usage.StatusOK || e.Usage.CompletionTokens != 50 || e.UsageSource != usage.SourceUpstream {
+		t.Fatalf("event %s %s %+v (%s), want ok and the last message_delta's 50, which the client read", e.Status, e.UsageSource, e.Usage, e.Error)
+	}
+}
+
+// TestARepeatedErrorFrameIsScrubbed (a review): a native stream's error
+// frame was scrubbed of the upstream's key only when it changed the
+// request's error, so the same frame twice sent the key in the second.
+func TestARepeatedErrorFrameIsScrubbed(t *testing.T) {
+	anth := anthEv("error", `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key sk-up-123456789"}}`)
+	resp := anthEv("error", `{"type":"error","code":"invalid_api_key","message":"Incorrect API key provided: sk-up-123456789"}`)
+	for _, c := range []struct{ name, typ, path, request, body string }{
+		{"anthropic", "anthropic", "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			anthText + anth + anth},
+		{"responses", "openai", "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`,
+			anthEv("response.created", `{"type":"response.created","response":{"status":"in_progress","model":"m"}}`) + resp + resp},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := oneProviderStack(t, c.typ, jsonUpstream(t, "text/event-stream", c.body).URL)
+			r := st.post(t, c.path, c.request, "x-api-key", testKey)
+			b, _ := readAllErr(r)
+			if strings.Contains(string(b), "sk-up-123456789") || strings.Count(string(b), "redacted") < 2 {
+				t.Fatalf("the client got\n%s\nwant both error frames, the upstream's key redacted", b)
+			}
+		})
+	}
+}
+
+// TestDrainTimeoutBeforeTheFinalReportSaysSo (a review): message_start's
+// opening count is a report, but not the usage; a drain that times out
+// after it alone says the usage did not arrive.
+func TestDrainTimeoutBeforeTheFinalReportSaysSo(t *testing.T) {
+	up, let := heldUpstream(t, anthText)
+	st := nativeStack(t, "anthropic", up.URL, time.Second)
+	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	until(t, lines(resp.Body), "hello there")
+	resp.Body.Close()
+	select {
+	case <-let:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream was still held 20 s after the client left (drain_timeout 1 s)")
+	}
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Status != usage.StatusClientCancelled || !strings.Contains(e.Error, "did not arrive") {
+		t.Fatalf("event %s %s %+v (%q), want client_cancelled, saying the usage did not arrive", e.Status, e.UsageSource, e.Usage, e.Error)
+	}
+}

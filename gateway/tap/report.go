@@ -37,6 +37,11 @@ type Report struct {
 	// response.incomplete, response.failed). The relay reads nothing after it, so that an upstream
 	// that holds its body open after its end does not hold the client.
 	Ended bool
+	// Reports counts the final usage reports a stream's tap has read
+	// (MarkFinal's calls): a relay that holds one back learns from it
+	// whether the next event reported again (Anthropic documents "one or
+	// more message_delta events", each cumulative).
+	Reports int
 	// FinishReason is the finish reason in OpenAI's terms: "stop", "length",
 	// "tool_calls", "content_filter" (or "error" for a stream that failed).
 	FinishReason string
@@ -123,6 +128,7 @@ func (r *Report) MarkFinal() {
 		r.finalAt, r.streamFinal = r.Output.Len(), true
 	}
 	r.Final = true
+	r.Reports++
 }
 
 // lateOutput reports whether output arrived after a stream's final report
