@@ -155,7 +155,7 @@ var anthText = anthStart(1) +
 func TestClientGoneBetweenTwoMessageDeltasIsBilledTheLast(t *testing.T) {
 	for _, c := range []struct {
 		name, path, body, mark string
-		first, rest             string
+		first, rest            string
 	}{
 		{"native, gone after the first", "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
 			"content_block_stop", anthText + anthDeltaN(5), anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)},
