@@ -33,7 +33,7 @@ test: vet
 race:
 	$(GO) test -race -count=1 -timeout $(CI_TEST_TIMEOUT) ./meter/ ./meter/journal/
 	# a client leaving races the relay's end (clientLeft against settle)
-	$(GO) test -race -count=1 -timeout $(CI_TEST_TIMEOUT) -run 'TestClientGone|TestDrainTimeout|TestNativeClientGone|TestEveryMessageDelta|TestStreamHeldOpen' ./gateway/
+	$(GO) test -race -count=1 -timeout $(CI_TEST_TIMEOUT) -run 'TestClientGone|TestDrainTimeout|TestNativeClientGone|TestEveryMessageDelta|TestStreamHeldOpen|TestEachRepeated|TestNoDrainSlot|TestAnEventBetween|TestLateOutputAfterTheFinal' ./gateway/
 
 # Each fuzz target briefly, on top of its seed corpus (which `go test` runs too);
 # scripts/fuzz.sh retries once a run that hit Go 1.26's deadline race.

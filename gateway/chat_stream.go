@@ -74,7 +74,10 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	var readErr error
 	done, sawData := false, false
 	var ev sse.Event // one for the stream: its address escapes (a new one per event was a heap allocation each)
-	var quiet, rest *time.Timer
+	var quiet *time.Timer
+	// awaiting is whether the relay has armed (or renewed) x.rest for the
+	// report numbered reported (tap.Report.Reports), its client gone.
+	awaiting, reported := false, 0
 	known := false // the usage is known (x.usageKnown, kept here too so that no chunk loads it)
 	for {
 		var err error
@@ -132,17 +135,18 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 			known = k
 			x.usageKnown.Store(k)
 		}
-		if known && x.clientGone.Load() && rest == nil {
-			rest = x.awaitRest() // nobody to send to: a repeat of the report, or the end, may follow
+		if known && x.clientGone.Load() && (!awaiting || x.report.Reports != reported) {
+			// Nobody to send to: a repeat of the report, or the end, may
+			// follow within afterUsageWait of it.
+			awaiting, reported = true, x.report.Reports
+			x.renewRest()
 		}
 	}
 	if quiet != nil {
 		quiet.Stop()
 	}
-	if rest != nil {
-		rest.Stop()
-	}
-	if c := x.cause(); errors.Is(c, errQuietAfterUsage) || errors.Is(c, errUsageKnown) {
+	x.stopRest()
+	if c := x.cause(); errors.Is(c, errQuietAfterUsage) || errors.Is(c, errUsageKnown) || errors.Is(c, errUsageKnownNoSlot) {
 		readErr = nil // the end, as a [DONE] would have said; or all that was to be read
 	}
 	out.end(readErr)

@@ -29,7 +29,8 @@ var (
 	errDrainTimeoutReported = errors.New("client gone; the upstream had reported usage, but its stream did not end within drain_timeout")
 	errBodyNotEnded         = errors.New("upstream body did not end soon after [DONE]")
 	errQuietAfterUsage      = errors.New("upstream sent nothing within a second of its usage chunk: taken as the stream's end")
-	errUsageKnown           = errors.New("client gone after the upstream's last usage report; its stream had not ended a second later, and the rest was not read")
+	errUsageKnown           = errors.New("client gone after the upstream's last usage report; its stream had not ended a second after that report, and the rest was not read")
+	errUsageKnownNoSlot     = errors.New("client gone after the upstream's last usage report, with no drain slot free (max_drains): the rest of its stream was not read")
 	errDrainsFull           = errors.New("client gone; max_drains streams were already draining, or this customer's share of them")
 	errShutdown             = errors.New("cut off: the gateway shut down and its grace period ran out")
 )
@@ -84,10 +85,14 @@ type exchange struct {
 	// usageKnown is set by a relay once the upstream's last usage report
 	// has come: a client that leaves then gives the upstream
 	// afterUsageWait, not drain_timeout, for a repeat of the report or
-	// its end (awaitRest, errUsageKnown).
+	// its end (renewRest, errUsageKnown).
 	// The relay stores it before it loads clientGone, clientLeft the other
 	// way round: one of them sees the other.
 	usageKnown atomic.Bool
+	// rest is the wait renewRest arms, set once by clientLeft or the relay
+	// (whichever comes first), renewed by the relay at each report after,
+	// stopped by the relay's end and by finish.
+	rest atomic.Pointer[time.Timer]
 	// complete is set before the response's last write: a client that
 	// hangs up after it (an SDK closing at [DONE]) did not cancel.
 	complete atomic.Bool
@@ -179,25 +184,23 @@ func (x *exchange) begin(body []byte) {
 func (x *exchange) clientLeft() {
 	defer close(x.left)
 	x.clientGone.Store(true)
-	if x.usageKnown.Load() {
-		// The upstream is given afterUsageWait, not drain_timeout, for a
-		// repeat of its report (Anthropic may send more than one
-		// message_delta) or its end; with no drain slot free, it is let go
-		// now.
-		if !x.s.drains.take(x.key.CustomerID) {
-			x.cancel(errUsageKnown)
-			return
-		}
-		x.draining = true
-		x.drainTimer = x.awaitRest()
-		return
-	}
+	known := x.usageKnown.Load()
 	if !x.s.drains.take(x.key.CustomerID) {
-		x.cancel(errDrainsFull)
+		if known {
+			x.cancel(errUsageKnownNoSlot)
+		} else {
+			x.cancel(errDrainsFull)
+		}
 		return
 	}
 	x.draining = true
 	x.drainTimer = time.AfterFunc(x.s.cfg.DrainTimeout, func() { x.cancel(errDrainTimeout) })
+	if known {
+		// The upstream is given afterUsageWait from its last report, not
+		// drain_timeout, for a repeat of it (Anthropic may send more than
+		// one message_delta, each renewing the wait) or its end.
+		x.renewRest()
+	}
 }
 
 // cutOff ends the client's response now, for a shutdown: an SSE stream
@@ -289,6 +292,7 @@ func (x *exchange) finish() {
 			x.s.drains.release(x.key.CustomerID)
 		}
 	}
+	x.stopRest()
 	if x.stall != nil {
 		x.stallOff.Store(true)
 		x.stall.Stop()
@@ -524,10 +528,28 @@ func (x *exchange) firstByte() {
 
 // timerCancel cancels x's upstream context with cause after d, unless
 // stopped first.
-// awaitRest gives an upstream whose client is gone, and whose usage is
-// known, afterUsageWait to end its stream (a repeat of its report, or its
-// end), then lets it go (errUsageKnown). It returns the timer armed.
-func (x *exchange) awaitRest() *time.Timer { return timerCancel(x, afterUsageWait, errUsageKnown) }
+// renewRest gives an upstream whose client is gone, and whose usage is
+// known, afterUsageWait from now to end its stream (or repeat its report,
+// which renews the wait again), then lets it go (errUsageKnown). clientLeft
+// and the relay may both call it; the first arms the timer (x.rest).
+func (x *exchange) renewRest() {
+	if t := x.rest.Load(); t != nil {
+		t.Reset(afterUsageWait)
+		return
+	}
+	t := timerCancel(x, afterUsageWait, errUsageKnown)
+	if !x.rest.CompareAndSwap(nil, t) {
+		t.Stop()
+		x.rest.Load().Reset(afterUsageWait)
+	}
+}
+
+// stopRest stops the wait renewRest armed, if any.
+func (x *exchange) stopRest() {
+	if t := x.rest.Load(); t != nil {
+		t.Stop()
+	}
+}
 
 func timerCancel(x *exchange, d time.Duration, cause error) *time.Timer {
 	return time.AfterFunc(d, func() { x.cancel(cause) })

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
@@ -156,14 +155,10 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		start()
 		x.write(b)
 	}
-	var ev sse.Event // one for the stream (see relayChatStream)
-	known := false   // the usage is known (x.usageKnown, kept here too so that no event loads it)
-	var rest *time.Timer
-	defer func() {
-		if rest != nil {
-			rest.Stop()
-		}
-	}()
+	var ev sse.Event               // one for the stream (see relayChatStream)
+	known := false                 // the usage is known (x.usageKnown, kept here too so that no event loads it)
+	awaiting, reported := false, 0 // x.rest armed for the report numbered reported (see relayChatStream)
+	defer x.stopRest()
 	// Until the first data event, the bytes forwarded are kept (noData):
 	// a body with none is an answer that is not SSE, billed at its end.
 	sawData, noData := false, []byte(nil)
@@ -264,7 +259,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			panic(http.ErrAbortHandler)
 		}
 		x.touch()
-		hadOutput, hadReports := x.report.Output.Len(), x.report.Reports
+		hadError, hadOutput, hadReports := x.report.Error, x.report.Output.Len(), x.report.Reports
 		tp.Event(&ev, &x.report)
 		x.report.StreamEvent(ev.HasData)
 		x.progress()
@@ -279,8 +274,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			known = k
 			x.usageKnown.Store(k)
 		}
-		if afterFinal := x.committed || len(held) > 0 && !x.report.Cumulative; afterFinal &&
-			ev.HasData && (x.report.Output.Len() > hadOutput || !quietAfterFinal(&ev, x.report.Ended)) {
+		if afterFinal := x.committed || hadReports > 0 && !x.report.Cumulative; afterFinal &&
+			(ev.HasData && (x.report.Output.Len() > hadOutput || !quietAfterFinal(&ev, x.report.Ended)) ||
+				x.committed && x.report.Reports != hadReports) {
 			// After a final report that is not cumulative (Anthropic's
 			// message_delta) the protocol sends only its end, pings,
 			// the close of a content block, the report again, or an
@@ -289,7 +285,10 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			// event (more output, in whatever field or spelling a tap
 			// might not count), is not relayed: the event is made durable
 			// with what the tap counted of it, the final report goes out,
-			// and the stream is broken off.
+			// and the stream is broken off, whether or not the client is
+			// still there. So is a report after the event was made durable
+			// (after an error, or once held grew past maxHeld): the client
+			// never reads a count the event does not bill.
 			if !x.committed {
 				durable()
 				forward(held)
@@ -317,19 +316,25 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			case x.clientGone.Load():
 				// Nobody to send it to: the exchange's end commits the
 				// event, with the last report read.
+				held = held[:0]
 			case x.report.Reports != hadReports:
 				// Another report (Anthropic's message_delta again,
 				// cumulative): it takes the held one's place, which goes
 				// out, as a cumulative stream's does.
 				forward(held)
+				held = held[:0]
+			case !x.report.Ended && x.report.Error == hadError && len(held)+len(chunk) <= maxHeld:
+				// A quiet event (a ping, the close of a block, a comment):
+				// held with the report, since the report may come again.
+				held, chunk = append(held, chunk...), nil
 			default:
-				// Anthropic's message_stop, or an error (the request's
-				// status): the event is made durable as it stands now, then
-				// the report goes out.
+				// Anthropic's message_stop, an error (the request's
+				// status), or more held than maxHeld: the event is made
+				// durable as it stands now, then the report goes out.
 				durable()
 				forward(held)
+				held = held[:0]
 			}
-			held = held[:0]
 		}
 		switch {
 		case x.report.Final && x.report.Cumulative && !x.clientGone.Load():
@@ -339,14 +344,17 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			if len(chunk) > 0 {
 				start() // the headers (and the time to first byte) before the event is made durable
 			}
-			held, chunk = append(held[:0], chunk...), nil // sent once the event is durable
+			held, chunk = append(held, chunk...), nil // sent once the event is durable
 		}
 		if x.clientGone.Load() {
 			if x.report.Ended {
 				return // nobody to send to, and the upstream's stream is over
 			}
-			if x.report.Final && !x.report.Cumulative && rest == nil {
-				rest = x.awaitRest() // the usage is known: a repeat of the report, or the end, may follow
+			if x.report.Final && !x.report.Cumulative && (!awaiting || x.report.Reports != reported) {
+				// The usage is known: a repeat of the report, or the end,
+				// may follow within afterUsageWait of it.
+				awaiting, reported = true, x.report.Reports
+				x.renewRest()
 			}
 			if !rd.Buffered() {
 				x.waiting()
@@ -372,6 +380,11 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		}
 	}
 }
+
+// maxHeld bounds the quiet events held after a final report that is not
+// cumulative, with it (see passThrough): past it, the event is made
+// durable and they go out.
+const maxHeld = 64 << 10
 
 // quietTypes are the events Anthropic's protocol may send after its final
 // usage report (message_delta) that carry no output: its documented

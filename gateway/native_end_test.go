@@ -242,3 +242,177 @@ func TestDrainTimeoutBeforeTheFinalReportSaysSo(t *testing.T) {
 		t.Fatalf("event %s %s %+v (%q), want client_cancelled, saying the usage did not arrive", e.Status, e.UsageSource, e.Usage, e.Error)
 	}
 }
+
+// TestAnEventBetweenTwoMessageDeltasDoesNotEndTheCount (a review): a
+// ping, a comment or the close of a block between two message_delta
+// events made the event durable at the first, and the second was relayed
+// after it: the client read 50 output tokens, 5 were billed. Quiet events
+// after a report are now held with it, since it may come again.
+func TestAnEventBetweenTwoMessageDeltasDoesNotEndTheCount(t *testing.T) {
+	stop := anthEv("message_stop", `{"type":"message_stop"}`)
+	for _, c := range []struct{ name, between string }{
+		{"ping", anthEv("ping", `{"type":"ping"}`)},
+		{"comment", ": keep-alive\n\n"},
+		{"content_block_stop", anthEv("content_block_stop", `{"type":"content_block_stop","index":0}`)},
+		{"none", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := anthText + anthDeltaN(5) + c.between + anthDeltaN(50) + stop
+			st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
+			resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+			b, err := readAllErr(resp)
+			if err != nil || string(b) != body {
+				t.Fatalf("read error %v; body, not the upstream's:\n%s", err, b)
+			}
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			if e.Status != usage.StatusOK || e.Usage.CompletionTokens != 50 {
+				t.Fatalf("event %s %s %+v (%s), want ok and the 50 the client read", e.Status, e.UsageSource, e.Usage, e.Error)
+			}
+		})
+	}
+	t.Run("client gone after the ping", func(t *testing.T) {
+		up := twoPartUpstream(t, anthText+anthDeltaN(5)+anthEv("ping", `{"type":"ping"}`), anthDeltaN(50)+stop, 500*time.Millisecond)
+		st := nativeStack(t, "anthropic", up.URL, 30*time.Second)
+		resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+		until(t, lines(resp.Body), "content_block_stop")
+		time.Sleep(200 * time.Millisecond)
+		resp.Body.Close()
+		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+		if e.Usage.CompletionTokens != 50 {
+			t.Fatalf("event %s %s %+v (%q), want the last message_delta's 50", e.Status, e.UsageSource, e.Usage, e.Error)
+		}
+	})
+}
+
+// TestAReportAfterAnErrorIsNotRelayedUnbilled (a review): an error after
+// the final report makes the event durable with the request's status; a
+// report after that is not relayed, so the client never reads a count
+// the event does not bill.
+func TestAReportAfterAnErrorIsNotRelayedUnbilled(t *testing.T) {
+	body := anthText + anthDeltaN(5) +
+		anthEv("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`) +
+		anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)
+	st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
+	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	b, _ := readAllErr(resp)
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if strings.Contains(string(b), `"output_tokens":50`) && e.Usage.CompletionTokens != 50 ||
+		!strings.Contains(string(b), `"output_tokens":5}`) || e.Usage.CompletionTokens < 5 {
+		t.Fatalf("the client got\n%s\nevent %s %s %+v (%s)", b, e.Status, e.UsageSource, e.Usage, e.Error)
+	}
+}
+
+func anthWords(n int) string {
+	return anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+
+		strings.Repeat("lorem ipsum dolor sit amet ", n)+`"}}`)
+}
+
+// TestLateOutputAfterTheFinalReportIsBilledAlikeClientGoneOrNot (a
+// review): output after a final report breaks the stream off, and only
+// the event that carried it is counted. With the client gone the rule was
+// skipped and a second of late output, which nobody read and the report
+// did not count, was billed.
+func TestLateOutputAfterTheFinalReportIsBilledAlikeClientGoneOrNot(t *testing.T) {
+	late := anthDelta5 + anthWords(200) + anthWords(200) + anthWords(200) + anthWords(200) + anthEv("message_stop", `{"type":"message_stop"}`)
+	stc := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", anthText+late).URL)
+	rc := stc.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	readAllErr(rc)
+	connected := stc.sink.event(t, rc.Header.Get("X-Request-Id"))
+
+	up := twoPartUpstream(t, anthText, late, 500*time.Millisecond)
+	st := nativeStack(t, "anthropic", up.URL, 30*time.Second)
+	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	until(t, lines(resp.Body), "hello there")
+	resp.Body.Close()
+	gone := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if gone.Usage.CompletionTokens > connected.Usage.CompletionTokens || connected.Usage.CompletionTokens < 200 {
+		t.Fatalf("a client that left, and read none of the late output, billed %d completion tokens; a connected one %d",
+			gone.Usage.CompletionTokens, connected.Usage.CompletionTokens)
+	}
+}
+
+// threePartUpstream serves a, then b after wb, then c after wc.
+func threePartUpstream(t *testing.T, a, b, c string, wb, wc time.Duration) *httptest.Server {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i, part := range []string{a, b, c} {
+			if i > 0 {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After([]time.Duration{0, wb, wc}[i]):
+				}
+			}
+			fmt.Fprint(w, part)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(up.Close)
+	return up
+}
+
+// TestEachRepeatedReportRenewsTheWait (a review): the second after a
+// client gone with the usage known counts from the last report, not from
+// the client's leaving: reports 0.7 s apart are all read.
+func TestEachRepeatedReportRenewsTheWait(t *testing.T) {
+	up := threePartUpstream(t, anthText+anthDeltaN(5), anthDeltaN(20), anthDeltaN(50)+anthEv("message_stop", `{"type":"message_stop"}`),
+		700*time.Millisecond, 700*time.Millisecond)
+	st := nativeStack(t, "anthropic", up.URL, 30*time.Second)
+	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	until(t, lines(resp.Body), "content_block_stop")
+	time.Sleep(200 * time.Millisecond)
+	resp.Body.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Usage.CompletionTokens != 50 {
+		t.Fatalf("event %s %s %+v (%q), want the last message_delta's 50 (each came within a second of the one before)", e.Status, e.UsageSource, e.Usage, e.Error)
+	}
+}
+
+// TestNoDrainSlotAfterTheUsageSaysSo (a review): with no drain slot free,
+// an upstream whose usage is known is let go at once, and the event says
+// so rather than claiming a second's wait.
+func TestNoDrainSlotAfterTheUsageSaysSo(t *testing.T) {
+	up1, _ := heldUpstream(t, anthText)
+	up2, let2 := heldUpstream(t, anthText+anthDelta5)
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{
+			{Name: "up", Type: "anthropic", BaseURL: up1.URL + "/v1", APIKey: "sk-up-123456789", StallTimeout: time.Minute},
+			{Name: "up2", Type: "anthropic", BaseURL: up2.URL + "/v1", APIKey: "sk-up-123456789", StallTimeout: time.Minute}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "up"}, {Name: "m2", Provider: "up2"}}
+		c.DrainTimeout = 30 * time.Second
+		c.MaxDrains = 1
+	})
+	r1 := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	until(t, lines(r1.Body), "hello there")
+	r1.Body.Close() // drains, holding the one slot
+	time.Sleep(200 * time.Millisecond)
+	r2 := st.post(t, "/anthropic/v1/messages", `{"model":"m2","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	until(t, lines(r2.Body), "content_block_stop")
+	time.Sleep(200 * time.Millisecond)
+	r2.Body.Close()
+	select {
+	case <-let2:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream was still held 10 s after the client left, its usage known and no drain slot free")
+	}
+	e := st.sink.event(t, r2.Header.Get("X-Request-Id"))
+	if e.Usage.CompletionTokens != 5 || !strings.Contains(e.Error, "no drain slot") {
+		t.Fatalf("event %s %s %+v (%q), want the provider's 5 and an error naming the drain slots", e.Status, e.UsageSource, e.Usage, e.Error)
+	}
+}
+
+// TestResponsesErrorFrameNamedByItsEvent (a review): an `event: error`
+// frame whose data does not say "type":"error" was neither recorded as an
+// error nor scrubbed of the upstream's key.
+func TestResponsesErrorFrameNamedByItsEvent(t *testing.T) {
+	body := anthEv("response.created", `{"type":"response.created","response":{"status":"in_progress","model":"m"}}`) +
+		anthEv("error", `{"error":{"code":"invalid_api_key","message":"Incorrect API key provided: sk-up-123456789"}}`)
+	st := oneProviderStack(t, "openai", jsonUpstream(t, "text/event-stream", body).URL)
+	r := st.post(t, "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`)
+	b, _ := readAllErr(r)
+	e := st.sink.event(t, r.Header.Get("X-Request-Id"))
+	if strings.Contains(string(b), "sk-up-123456789") || e.Status != usage.StatusUpstreamError {
+		t.Fatalf("the client got\n%s\nevent %s (%q); want the key redacted and an upstream_error", b, e.Status, e.Error)
+	}
+}

@@ -96,12 +96,18 @@ type ResponsesTap struct{}
 func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	data := sev.Data
 	var ev responsesEvent
+	if string(sev.Type) == "error" && (!sev.HasData || json.Unmarshal(data, &ev) != nil) {
+		// An error frame named by its event alone (DESIGN: "a named event:
+		// error frame"), whatever its data.
+		r.Error, r.FinishReason = "upstream error event: "+string(data), "error"
+		return
+	}
 	if !sev.HasData || json.Unmarshal(data, &ev) != nil {
 		return
 	}
 	typ, _ := text(ev.Type)
 	switch {
-	case typ == "error":
+	case typ == "error" || string(sev.Type) == "error":
 		r.Error, r.FinishReason = "upstream error event: "+string(data), "error"
 	case strings.HasSuffix(typ, ".delta") && strings.Contains(typ, "reasoning"):
 		// A summary is a few tokens standing for the reasoning, not the
