@@ -259,7 +259,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			panic(http.ErrAbortHandler)
 		}
 		x.touch()
-		hadError, hadOutput, hadReports := x.report.Error, x.report.Output.Len(), x.report.Reports
+		hadError, hadOutput, hadReports, hadUsage := x.report.Error, x.report.Output.Len(), x.report.Reports, x.report.Usage
 		tp.Event(&ev, &x.report)
 		x.report.StreamEvent(ev.HasData)
 		x.progress()
@@ -274,9 +274,10 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			known = k
 			x.usageKnown.Store(k)
 		}
+		lowered := x.report.Reports != hadReports && below(x.report.Usage, hadUsage)
 		if afterFinal := x.committed || hadReports > 0 && !x.report.Cumulative; afterFinal &&
 			(ev.HasData && (x.report.Output.Len() > hadOutput || !quietAfterFinal(&ev, x.report.Ended)) ||
-				x.committed && x.report.Reports != hadReports) {
+				x.committed && x.report.Reports != hadReports || lowered) {
 			// After a final report that is not cumulative (Anthropic's
 			// message_delta) the protocol sends only its end, pings,
 			// the close of a content block, the report again, or an
@@ -288,7 +289,13 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			// and the stream is broken off, whether or not the client is
 			// still there. So is a report after the event was made durable
 			// (after an error, or once held grew past maxHeld): the client
-			// never reads a count the event does not bill.
+			// never reads a count the event does not bill. A report that
+			// lowers a count the client may already have read (cumulative
+			// counts never fall) is not relayed either, and the event keeps
+			// the report before it.
+			if lowered {
+				x.report.Usage = hadUsage
+			}
 			if !x.committed {
 				durable()
 				forward(held)
@@ -379,6 +386,13 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			x.waiting()
 		}
 	}
+}
+
+// below reports whether any count of u is below the same count of was.
+func below(u, was usage.Tokens) bool {
+	return u.PromptTokens < was.PromptTokens || u.CachedTokens < was.CachedTokens ||
+		u.CacheWriteTokens < was.CacheWriteTokens || u.CompletionTokens < was.CompletionTokens ||
+		u.ReasoningTokens < was.ReasoningTokens || u.WebSearchRequests < was.WebSearchRequests
 }
 
 // maxHeld bounds the quiet events held after a final report that is not

@@ -416,3 +416,36 @@ func TestResponsesErrorFrameNamedByItsEvent(t *testing.T) {
 		t.Fatalf("the client got\n%s\nevent %s (%q); want the key redacted and an upstream_error", b, e.Status, e.Error)
 	}
 }
+
+// TestALoweredReportIsNotBilledBelowWhatTheClientRead (a review): a
+// message_delta that lowers the count (cumulative counts never fall) came
+// after the client had read the higher one, and the event billed the
+// lower. It is not relayed now, and the event keeps the higher report.
+func TestALoweredReportIsNotBilledBelowWhatTheClientRead(t *testing.T) {
+	for _, c := range []struct{ name, between string }{{"after a ping", anthEv("ping", `{"type":"ping"}`)}, {"back to back", ""}} {
+		t.Run(c.name, func(t *testing.T) {
+			body := anthText + anthDeltaN(50) + c.between + anthDeltaN(5) + anthEv("message_stop", `{"type":"message_stop"}`)
+			st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
+			resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+			b, _ := readAllErr(resp)
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			if !strings.Contains(string(b), `"output_tokens":50}`) || e.Usage.CompletionTokens < 50 || strings.Contains(string(b), `"output_tokens":5}`) {
+				t.Fatalf("the client got\n%s\nevent %s %s %+v; want the 50 read and billed, the lowered 5 not relayed", b, e.Status, e.UsageSource, e.Usage)
+			}
+		})
+	}
+}
+
+// TestResponsesTextInAFrameNamedErrorIsCounted (a review): a frame named
+// `event: error` whose data is a text delta is an error, and its text,
+// which a client reading the data shows, is still counted.
+func TestResponsesTextInAFrameNamedErrorIsCounted(t *testing.T) {
+	body := anthEv("response.created", `{"type":"response.created","response":{"status":"in_progress","model":"m"}}`) +
+		anthEv("response.output_text.delta", `{"type":"response.output_text.delta","delta":"hi"}`) +
+		anthEv("error", `{"type":"response.output_text.delta","delta":"`+revWords+`"}`)
+	st := oneProviderStack(t, "openai", jsonUpstream(t, "text/event-stream", body).URL)
+	e, got := doRequest(t, st, "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`)
+	if words := strings.Count(got, "word "); words == 0 || int64(words) > e.Usage.CompletionTokens || e.Status != usage.StatusUpstreamError {
+		t.Fatalf("client read %d words; event %s, %d completion tokens", words, e.Status, e.Usage.CompletionTokens)
+	}
+}

@@ -96,18 +96,22 @@ type ResponsesTap struct{}
 func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	data := sev.Data
 	var ev responsesEvent
-	if string(sev.Type) == "error" && (!sev.HasData || json.Unmarshal(data, &ev) != nil) {
-		// An error frame named by its event alone (DESIGN: "a named event:
-		// error frame"), whatever its data.
-		r.Error, r.FinishReason = "upstream error event: "+string(data), "error"
-		return
-	}
+	// An error frame may be named by its event alone (DESIGN: "a named
+	// event: error frame"), whatever its data says; text in its data is
+	// still counted below, as a client that reads the data may show it.
+	named := string(sev.Type) == "error"
 	if !sev.HasData || json.Unmarshal(data, &ev) != nil {
+		if named {
+			r.Error, r.FinishReason = "upstream error event: "+string(data), "error"
+		}
 		return
 	}
 	typ, _ := text(ev.Type)
+	if named && typ != "error" {
+		r.Error, r.FinishReason = "upstream error event: "+string(data), "error"
+	}
 	switch {
-	case typ == "error" || string(sev.Type) == "error":
+	case typ == "error":
 		r.Error, r.FinishReason = "upstream error event: "+string(data), "error"
 	case strings.HasSuffix(typ, ".delta") && strings.Contains(typ, "reasoning"):
 		// A summary is a few tokens standing for the reasoning, not the
