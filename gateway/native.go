@@ -158,6 +158,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 	var ev sse.Event               // one for the stream (see relayChatStream)
 	known := false                 // the usage is known (x.usageKnown, kept here too so that no event loads it)
 	awaiting, reported := false, 0 // x.rest armed for the report numbered reported (see relayChatStream)
+	// finalUsage is the usage of the last final report let through: after
+	// it, no event may lower a count (see lowered below).
+	var finalUsage usage.Tokens
 	defer x.stopRest()
 	// Until the first data event, the bytes forwarded are kept (noData):
 	// a body with none is an answer that is not SSE, billed at its end.
@@ -259,7 +262,8 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			panic(http.ErrAbortHandler)
 		}
 		x.touch()
-		hadError, hadOutput, hadReports, hadUsage := x.report.Error, x.report.Output.Len(), x.report.Reports, x.report.Usage
+		hadError, hadOutput, hadReports := x.report.Error, x.report.Output.Len(), x.report.Reports
+		hadUsage, hadFinish := x.report.Usage, x.report.FinishReason
 		tp.Event(&ev, &x.report)
 		x.report.StreamEvent(ev.HasData)
 		x.progress()
@@ -274,7 +278,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			known = k
 			x.usageKnown.Store(k)
 		}
-		lowered := x.report.Reports != hadReports && below(x.report.Usage, hadUsage)
+		lowered := hadReports > 0 && !x.report.Cumulative && below(x.report.Usage, finalUsage)
 		if afterFinal := x.committed || hadReports > 0 && !x.report.Cumulative; afterFinal &&
 			(ev.HasData && (x.report.Output.Len() > hadOutput || !quietAfterFinal(&ev, x.report.Ended)) ||
 				x.committed && x.report.Reports != hadReports || lowered) {
@@ -289,12 +293,14 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			// and the stream is broken off, whether or not the client is
 			// still there. So is a report after the event was made durable
 			// (after an error, or once held grew past maxHeld): the client
-			// never reads a count the event does not bill. A report that
-			// lowers a count the client may already have read (cumulative
-			// counts never fall) is not relayed either, and the event keeps
-			// the report before it.
+			// never reads a count the event does not bill. An event that
+			// lowers a count of the last final report, which the client may
+			// already have read (cumulative counts never fall: a repeat, or
+			// one with a count the tap could not read), is not relayed
+			// either, and the event keeps the usage and the finish reason
+			// from before it.
 			if lowered {
-				x.report.Usage = hadUsage
+				x.report.Usage, x.report.FinishReason = hadUsage, hadFinish
 			}
 			if !x.committed {
 				durable()
@@ -305,6 +311,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				return
 			}
 			panic(http.ErrAbortHandler)
+		}
+		if x.report.Reports != hadReports {
+			finalUsage = x.report.Usage
 		}
 		chunk := src.take(src.n - rd.Pending())
 		// A comment is SSE, not part of a body that is not: it is not kept.

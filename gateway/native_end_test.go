@@ -449,3 +449,37 @@ func TestResponsesTextInAFrameNamedErrorIsCounted(t *testing.T) {
 		t.Fatalf("client read %d words; event %s, %d completion tokens", words, e.Status, e.Usage.CompletionTokens)
 	}
 }
+
+// TestALoweredReportLeavesTheFinishReason (a review): the event kept the
+// usage from before a lowered report, but took its stop reason.
+func TestALoweredReportLeavesTheFinishReason(t *testing.T) {
+	d1 := anthEv("message_delta", `{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":50}}`)
+	d2 := anthEv("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5}}`)
+	body := anthText + d1 + d2 + anthEv("message_stop", `{"type":"message_stop"}`)
+	st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
+	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	b, _ := readAllErr(resp)
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if strings.Contains(string(b), "end_turn") || e.FinishReason != "length" || e.Usage.CompletionTokens != 50 {
+		t.Fatalf("the client got\n%s\nevent finish %q, %+v; want length and 50, as the report the client read", b, e.FinishReason, e.Usage)
+	}
+}
+
+// TestAnUnreadableReportCannotLowerTheCount (a review): a message_delta
+// with a count the tap cannot read is no final report, but its readable
+// counts still replaced the usage: it lowered the count quietly, and the
+// next readable report was compared with the lowered figure (the client
+// read 50 output tokens, 5 were billed).
+func TestAnUnreadableReportCannotLowerTheCount(t *testing.T) {
+	body := anthText + anthDeltaN(50) +
+		anthEv("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5,"input_tokens":-1}}`) +
+		anthEv("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5,"input_tokens":3}}`) +
+		anthEv("message_stop", `{"type":"message_stop"}`)
+	st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
+	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	b, _ := readAllErr(resp)
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if !strings.Contains(string(b), `"output_tokens":50}`) || e.Usage.CompletionTokens < 50 || strings.Contains(string(b), `"output_tokens":5,`) {
+		t.Fatalf("the client got\n%s\nevent %s %s %+v; want the 50 read and billed, no lowered report relayed", b, e.Status, e.UsageSource, e.Usage)
+	}
+}
