@@ -136,7 +136,6 @@ func startRunDemo(t *testing.T) *runDemo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	simAddr, listen, adminListen := freeAddr(t), freeAddr(t), freeAddr(t)
 	if err := os.WriteFile(filepath.Join(root, "scripts", "run-demo.sh"), script, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -144,9 +143,30 @@ func startRunDemo(t *testing.T) *runDemo {
 	if err := os.WriteFile(filepath.Join(root, "examples", "demo.yaml"), demo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dataDir := filepath.Join(root, "data")
+	dbURL := ledgertest.NewDatabase(t)
+	// A free port found by listening and closing can be taken by another
+	// test process before the demo binds it; the script then refuses it
+	// as in use, and the demo is started again on other ports.
+	for attempt := 1; ; attempt++ {
+		d, inUse := tryRunDemo(t, root, dbURL, attempt)
+		if d != nil {
+			return d
+		}
+		if attempt == 3 {
+			t.Fatalf("run-demo.sh found a listener in use on three sets of free ports:\n%s", inUse)
+		}
+	}
+}
+
+// tryRunDemo starts root's run-demo.sh on free ports and waits for the
+// demo to be up; it returns nil and the script's output when the script
+// refused a port as already in use.
+func tryRunDemo(t *testing.T, root, dbURL string, attempt int) (*runDemo, string) {
+	t.Helper()
+	simAddr, listen, adminListen := freeAddr(t), freeAddr(t), freeAddr(t)
+	dataDir := filepath.Join(root, "data"+strconv.Itoa(attempt))
 	cmd := exec.Command("bash", filepath.Join(root, "scripts", "run-demo.sh"))
-	cmd.Env = append(os.Environ(), "TOLLGATE_DATABASE_URL="+ledgertest.NewDatabase(t), "TOLLGATE_NATS_URL=",
+	cmd.Env = append(os.Environ(), "TOLLGATE_DATABASE_URL="+dbURL, "TOLLGATE_NATS_URL=",
 		"TOLLGATE_DATA_DIR="+dataDir, "TOLLGATE_LISTEN="+listen, "TOLLGATE_ADMIN_LISTEN="+adminListen,
 		"SIM_LISTEN="+simAddr, "TOLLGATE_ADMIN_TOKEN=run-demo-test")
 	out := &metertest.LockedBuffer{}
@@ -165,6 +185,9 @@ func startRunDemo(t *testing.T) *runDemo {
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline) && !up; time.Sleep(100 * time.Millisecond) {
 		select {
 		case err := <-done:
+			if strings.Contains(out.String(), "is already in use") {
+				return nil, out.String()
+			}
 			t.Fatalf("run-demo.sh ended before the demo was up (%v):\n%s", err, out.String())
 		default:
 		}
@@ -173,7 +196,7 @@ func startRunDemo(t *testing.T) *runDemo {
 	if !up || !strings.Contains(out.String(), "Tollgate is running") {
 		t.Fatalf("the demo did not come up:\n%s", out.String())
 	}
-	return &runDemo{cmd: cmd, out: out, done: done, dataDir: dataDir, simAddr: simAddr, listen: listen, adminListen: adminListen}
+	return &runDemo{cmd: cmd, out: out, done: done, dataDir: dataDir, simAddr: simAddr, listen: listen, adminListen: adminListen}, ""
 }
 
 // stopped checks that the demo ended as Ctrl-C should end it: exit 0,
