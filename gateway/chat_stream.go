@@ -75,9 +75,9 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	done, sawData := false, false
 	var ev sse.Event // one for the stream: its address escapes (a new one per event was a heap allocation each)
 	var quiet *time.Timer
-	// awaiting is whether the relay has armed (or renewed) x.rest for the
-	// report numbered reported (tap.Report.Reports), its client gone.
-	awaiting, reported := false, 0
+	// restFor is the report (tap.Report.Reports) the relay last armed or
+	// renewed x.rest for, its client gone; -1 before it has.
+	restFor := -1
 	known := false // the usage is known (x.usageKnown, kept here too so that no chunk loads it)
 	for {
 		var err error
@@ -135,10 +135,10 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 			known = k
 			x.usageKnown.Store(k)
 		}
-		if known && x.clientGone.Load() && (!awaiting || x.report.Reports != reported) {
+		if known && x.clientGone.Load() && x.report.Reports != restFor {
 			// Nobody to send to: a repeat of the report, or the end, may
 			// follow within afterUsageWait of it.
-			awaiting, reported = true, x.report.Reports
+			restFor = x.report.Reports
 			x.renewRest()
 		}
 	}

@@ -526,8 +526,6 @@ func (x *exchange) firstByte() {
 	}
 }
 
-// timerCancel cancels x's upstream context with cause after d, unless
-// stopped first.
 // renewRest gives an upstream whose client is gone, and whose usage is
 // known, afterUsageWait from now to end its stream (or repeat its report,
 // which renews the wait again), then lets it go (errUsageKnown). clientLeft
@@ -551,6 +549,8 @@ func (x *exchange) stopRest() {
 	}
 }
 
+// timerCancel cancels x's upstream context with cause after d, unless
+// stopped first.
 func timerCancel(x *exchange, d time.Duration, cause error) *time.Timer {
 	return time.AfterFunc(d, func() { x.cancel(cause) })
 }

@@ -155,9 +155,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		start()
 		x.write(b)
 	}
-	var ev sse.Event               // one for the stream (see relayChatStream)
-	known := false                 // the usage is known (x.usageKnown, kept here too so that no event loads it)
-	awaiting, reported := false, 0 // x.rest armed for the report numbered reported (see relayChatStream)
+	var ev sse.Event // one for the stream (see relayChatStream)
+	known := false   // the usage is known (x.usageKnown, kept here too so that no event loads it)
+	restFor := -1    // the report x.rest was last armed for (see relayChatStream)
 	// finalUsage is the usage of the last final report let through: after
 	// it, no event may lower a count (see lowered below).
 	var finalUsage usage.Tokens
@@ -366,10 +366,10 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			if x.report.Ended {
 				return // nobody to send to, and the upstream's stream is over
 			}
-			if x.report.Final && !x.report.Cumulative && (!awaiting || x.report.Reports != reported) {
+			if x.report.Final && !x.report.Cumulative && x.report.Reports != restFor {
 				// The usage is known: a repeat of the report, or the end,
 				// may follow within afterUsageWait of it.
-				awaiting, reported = true, x.report.Reports
+				restFor = x.report.Reports
 				x.renewRest()
 			}
 			if !rd.Buffered() {

@@ -66,7 +66,7 @@ func TestNativeClientGoneAfterMessageDeltaLetsTheUpstreamGo(t *testing.T) {
 		anthDelta5
 	up, let := heldUpstream(t, body)
 	st := nativeStack(t, "anthropic", up.URL, 30*time.Second)
-	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	resp := st.post(t, "/anthropic/v1/messages", anthRequest, "x-api-key", testKey)
 	until(t, lines(resp.Body), "content_block_stop")
 	time.Sleep(200 * time.Millisecond) // the gateway has read the message_delta sent with it
 	resp.Body.Close()
@@ -116,23 +116,53 @@ func TestDrainTimeoutAfterAUsageReportSaysSo(t *testing.T) {
 	}
 }
 
-// twoPartUpstream serves a, flushed, then b after wait, then ends.
-func twoPartUpstream(t *testing.T, a, b string, wait time.Duration) *httptest.Server {
+// stagedUpstream serves parts, each flushed, wait apart, then ends (or
+// stops once the gateway lets it go).
+func stagedUpstream(t *testing.T, wait time.Duration, parts ...string) *httptest.Server {
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, a)
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-			return
-		case <-time.After(wait):
+		for i, part := range parts {
+			if i > 0 {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(wait):
+				}
+			}
+			fmt.Fprint(w, part)
+			w.(http.Flusher).Flush()
 		}
-		fmt.Fprint(w, b)
-		w.(http.Flusher).Flush()
 	}))
 	t.Cleanup(up.Close)
 	return up
+}
+
+// anthRequest is a streamed Messages request for the model m.
+const anthRequest = `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+
+// leaveAt posts anthRequest to path on an Anthropic upstream, up, whose
+// drain_timeout is 30 s; reads up to the line holding mark; waits for the
+// gateway to read what came with it; leaves; and returns the event.
+func leaveAt(t *testing.T, up *httptest.Server, path, mark string) usage.Event {
+	t.Helper()
+	st := nativeStack(t, "anthropic", up.URL, 30*time.Second)
+	resp := st.post(t, path, anthRequest, "x-api-key", testKey)
+	until(t, lines(resp.Body), mark)
+	time.Sleep(200 * time.Millisecond)
+	resp.Body.Close()
+	return st.sink.event(t, resp.Header.Get("X-Request-Id"))
+}
+
+// anthRelay serves body from an Anthropic upstream through
+// /anthropic/v1/messages to a client that reads it all: what the client
+// read, the read's error (a stream broken off), and the event recorded.
+func anthRelay(t *testing.T, body string) (string, usage.Event, error) {
+	t.Helper()
+	st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
+	resp := st.post(t, "/anthropic/v1/messages", anthRequest, "x-api-key", testKey)
+	b, err := readAllErr(resp)
+	return string(b), st.sink.event(t, resp.Header.Get("X-Request-Id")), err
 }
 
 func anthDeltaN(n int) string {
@@ -157,23 +187,17 @@ func TestClientGoneBetweenTwoMessageDeltasIsBilledTheLast(t *testing.T) {
 		name, path, body, mark string
 		first, rest            string
 	}{
-		{"native, gone after the first", "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		{"native, gone after the first", "/anthropic/v1/messages", anthRequest,
 			"content_block_stop", anthText + anthDeltaN(5), anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)},
-		{"native, gone before either", "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		{"native, gone before either", "/anthropic/v1/messages", anthRequest,
 			"content_block_stop", anthText, anthDeltaN(5) + anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)},
-		{"chat, gone after the first", "/v1/chat/completions", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		{"chat, gone after the first", "/v1/chat/completions", anthRequest,
 			"hello there", anthText + anthDeltaN(5), anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)},
-		{"chat, gone before either", "/v1/chat/completions", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		{"chat, gone before either", "/v1/chat/completions", anthRequest,
 			"hello there", anthText, anthDeltaN(5) + anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			up := twoPartUpstream(t, c.first, c.rest, time.Second)
-			st := nativeStack(t, "anthropic", up.URL, 30*time.Second)
-			resp := st.post(t, c.path, c.body, "x-api-key", testKey)
-			until(t, lines(resp.Body), c.mark)
-			time.Sleep(200 * time.Millisecond) // the gateway has read what came with the mark
-			resp.Body.Close()
-			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			e := leaveAt(t, stagedUpstream(t, time.Second, c.first, c.rest), c.path, c.mark)
 			if e.Usage.CompletionTokens != 50 || e.UsageSource != usage.SourceUpstream {
 				t.Fatalf("event %s %s %+v (%s), want the last message_delta's 50", e.Status, e.UsageSource, e.Usage, e.Error)
 			}
@@ -188,13 +212,10 @@ func TestClientGoneBetweenTwoMessageDeltasIsBilledTheLast(t *testing.T) {
 // place, and the event is made durable at message_stop.
 func TestEveryMessageDeltaTheClientReadsIsBilled(t *testing.T) {
 	body := anthText + anthDeltaN(5) + anthDeltaN(20) + anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)
-	st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
-	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
-	b, err := readAllErr(resp)
-	if err != nil || string(b) != body {
-		t.Fatalf("read error %v; body, not the upstream's:\n%s", err, b)
+	got, e, err := anthRelay(t, body)
+	if err != nil || got != body {
+		t.Fatalf("read error %v; body, not the upstream's:\n%s", err, got)
 	}
-	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
 	if e.Status != usage.StatusOK || e.Usage.CompletionTokens != 50 || e.UsageSource != usage.SourceUpstream {
 		t.Fatalf("event %s %s %+v (%s), want ok and the last message_delta's 50, which the client read", e.Status, e.UsageSource, e.Usage, e.Error)
 	}
@@ -207,7 +228,7 @@ func TestARepeatedErrorFrameIsScrubbed(t *testing.T) {
 	anth := anthEv("error", `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key sk-up-123456789"}}`)
 	resp := anthEv("error", `{"type":"error","code":"invalid_api_key","message":"Incorrect API key provided: sk-up-123456789"}`)
 	for _, c := range []struct{ name, typ, path, request, body string }{
-		{"anthropic", "anthropic", "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		{"anthropic", "anthropic", "/anthropic/v1/messages", anthRequest,
 			anthText + anth + anth},
 		{"responses", "openai", "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`,
 			anthEv("response.created", `{"type":"response.created","response":{"status":"in_progress","model":"m"}}`) + resp + resp},
@@ -229,7 +250,7 @@ func TestARepeatedErrorFrameIsScrubbed(t *testing.T) {
 func TestDrainTimeoutBeforeTheFinalReportSaysSo(t *testing.T) {
 	up, let := heldUpstream(t, anthText)
 	st := nativeStack(t, "anthropic", up.URL, time.Second)
-	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	resp := st.post(t, "/anthropic/v1/messages", anthRequest, "x-api-key", testKey)
 	until(t, lines(resp.Body), "hello there")
 	resp.Body.Close()
 	select {
@@ -258,26 +279,18 @@ func TestAnEventBetweenTwoMessageDeltasDoesNotEndTheCount(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			body := anthText + anthDeltaN(5) + c.between + anthDeltaN(50) + stop
-			st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
-			resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
-			b, err := readAllErr(resp)
-			if err != nil || string(b) != body {
-				t.Fatalf("read error %v; body, not the upstream's:\n%s", err, b)
+			got, e, err := anthRelay(t, body)
+			if err != nil || got != body {
+				t.Fatalf("read error %v; body, not the upstream's:\n%s", err, got)
 			}
-			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
 			if e.Status != usage.StatusOK || e.Usage.CompletionTokens != 50 {
 				t.Fatalf("event %s %s %+v (%s), want ok and the 50 the client read", e.Status, e.UsageSource, e.Usage, e.Error)
 			}
 		})
 	}
 	t.Run("client gone after the ping", func(t *testing.T) {
-		up := twoPartUpstream(t, anthText+anthDeltaN(5)+anthEv("ping", `{"type":"ping"}`), anthDeltaN(50)+stop, 500*time.Millisecond)
-		st := nativeStack(t, "anthropic", up.URL, 30*time.Second)
-		resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
-		until(t, lines(resp.Body), "content_block_stop")
-		time.Sleep(200 * time.Millisecond)
-		resp.Body.Close()
-		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+		up := stagedUpstream(t, 500*time.Millisecond, anthText+anthDeltaN(5)+anthEv("ping", `{"type":"ping"}`), anthDeltaN(50)+stop)
+		e := leaveAt(t, up, "/anthropic/v1/messages", "content_block_stop")
 		if e.Usage.CompletionTokens != 50 {
 			t.Fatalf("event %s %s %+v (%q), want the last message_delta's 50", e.Status, e.UsageSource, e.Usage, e.Error)
 		}
@@ -292,13 +305,10 @@ func TestAReportAfterAnErrorIsNotRelayedUnbilled(t *testing.T) {
 	body := anthText + anthDeltaN(5) +
 		anthEv("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`) +
 		anthDeltaN(50) + anthEv("message_stop", `{"type":"message_stop"}`)
-	st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
-	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
-	b, _ := readAllErr(resp)
-	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
-	if strings.Contains(string(b), `"output_tokens":50`) && e.Usage.CompletionTokens != 50 ||
-		!strings.Contains(string(b), `"output_tokens":5}`) || e.Usage.CompletionTokens < 5 {
-		t.Fatalf("the client got\n%s\nevent %s %s %+v (%s)", b, e.Status, e.UsageSource, e.Usage, e.Error)
+	got, e, _ := anthRelay(t, body)
+	if strings.Contains(got, `"output_tokens":50`) && e.Usage.CompletionTokens != 50 ||
+		!strings.Contains(got, `"output_tokens":5}`) || e.Usage.CompletionTokens < 5 {
+		t.Fatalf("the client got\n%s\nevent %s %s %+v (%s)", got, e.Status, e.UsageSource, e.Usage, e.Error)
 	}
 }
 
@@ -314,56 +324,21 @@ func anthWords(n int) string {
 // did not count, was billed.
 func TestLateOutputAfterTheFinalReportIsBilledAlikeClientGoneOrNot(t *testing.T) {
 	late := anthDelta5 + anthWords(200) + anthWords(200) + anthWords(200) + anthWords(200) + anthEv("message_stop", `{"type":"message_stop"}`)
-	stc := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", anthText+late).URL)
-	rc := stc.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
-	readAllErr(rc)
-	connected := stc.sink.event(t, rc.Header.Get("X-Request-Id"))
+	_, connected, _ := anthRelay(t, anthText+late)
 
-	up := twoPartUpstream(t, anthText, late, 500*time.Millisecond)
-	st := nativeStack(t, "anthropic", up.URL, 30*time.Second)
-	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
-	until(t, lines(resp.Body), "hello there")
-	resp.Body.Close()
-	gone := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	gone := leaveAt(t, stagedUpstream(t, 500*time.Millisecond, anthText, late), "/anthropic/v1/messages", "hello there")
 	if gone.Usage.CompletionTokens > connected.Usage.CompletionTokens || connected.Usage.CompletionTokens < 200 {
 		t.Fatalf("a client that left, and read none of the late output, billed %d completion tokens; a connected one %d",
 			gone.Usage.CompletionTokens, connected.Usage.CompletionTokens)
 	}
 }
 
-// threePartUpstream serves a, then b after wb, then c after wc.
-func threePartUpstream(t *testing.T, a, b, c string, wb, wc time.Duration) *httptest.Server {
-	t.Helper()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		for i, part := range []string{a, b, c} {
-			if i > 0 {
-				select {
-				case <-r.Context().Done():
-					return
-				case <-time.After([]time.Duration{0, wb, wc}[i]):
-				}
-			}
-			fmt.Fprint(w, part)
-			w.(http.Flusher).Flush()
-		}
-	}))
-	t.Cleanup(up.Close)
-	return up
-}
-
 // TestEachRepeatedReportRenewsTheWait (a review): the second after a
 // client gone with the usage known counts from the last report, not from
 // the client's leaving: reports 0.7 s apart are all read.
 func TestEachRepeatedReportRenewsTheWait(t *testing.T) {
-	up := threePartUpstream(t, anthText+anthDeltaN(5), anthDeltaN(20), anthDeltaN(50)+anthEv("message_stop", `{"type":"message_stop"}`),
-		700*time.Millisecond, 700*time.Millisecond)
-	st := nativeStack(t, "anthropic", up.URL, 30*time.Second)
-	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
-	until(t, lines(resp.Body), "content_block_stop")
-	time.Sleep(200 * time.Millisecond)
-	resp.Body.Close()
-	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	up := stagedUpstream(t, 700*time.Millisecond, anthText+anthDeltaN(5), anthDeltaN(20), anthDeltaN(50)+anthEv("message_stop", `{"type":"message_stop"}`))
+	e := leaveAt(t, up, "/anthropic/v1/messages", "content_block_stop")
 	if e.Usage.CompletionTokens != 50 {
 		t.Fatalf("event %s %s %+v (%q), want the last message_delta's 50 (each came within a second of the one before)", e.Status, e.UsageSource, e.Usage, e.Error)
 	}
@@ -383,7 +358,7 @@ func TestNoDrainSlotAfterTheUsageSaysSo(t *testing.T) {
 		c.DrainTimeout = 30 * time.Second
 		c.MaxDrains = 1
 	})
-	r1 := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	r1 := st.post(t, "/anthropic/v1/messages", anthRequest, "x-api-key", testKey)
 	until(t, lines(r1.Body), "hello there")
 	r1.Body.Close() // drains, holding the one slot
 	time.Sleep(200 * time.Millisecond)
@@ -425,12 +400,9 @@ func TestALoweredReportIsNotBilledBelowWhatTheClientRead(t *testing.T) {
 	for _, c := range []struct{ name, between string }{{"after a ping", anthEv("ping", `{"type":"ping"}`)}, {"back to back", ""}} {
 		t.Run(c.name, func(t *testing.T) {
 			body := anthText + anthDeltaN(50) + c.between + anthDeltaN(5) + anthEv("message_stop", `{"type":"message_stop"}`)
-			st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
-			resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
-			b, _ := readAllErr(resp)
-			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
-			if !strings.Contains(string(b), `"output_tokens":50}`) || e.Usage.CompletionTokens < 50 || strings.Contains(string(b), `"output_tokens":5}`) {
-				t.Fatalf("the client got\n%s\nevent %s %s %+v; want the 50 read and billed, the lowered 5 not relayed", b, e.Status, e.UsageSource, e.Usage)
+			got, e, _ := anthRelay(t, body)
+			if !strings.Contains(got, `"output_tokens":50}`) || e.Usage.CompletionTokens < 50 || strings.Contains(got, `"output_tokens":5}`) {
+				t.Fatalf("the client got\n%s\nevent %s %s %+v; want the 50 read and billed, the lowered 5 not relayed", got, e.Status, e.UsageSource, e.Usage)
 			}
 		})
 	}
@@ -456,12 +428,9 @@ func TestALoweredReportLeavesTheFinishReason(t *testing.T) {
 	d1 := anthEv("message_delta", `{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":50}}`)
 	d2 := anthEv("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5}}`)
 	body := anthText + d1 + d2 + anthEv("message_stop", `{"type":"message_stop"}`)
-	st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
-	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
-	b, _ := readAllErr(resp)
-	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
-	if strings.Contains(string(b), "end_turn") || e.FinishReason != "length" || e.Usage.CompletionTokens != 50 {
-		t.Fatalf("the client got\n%s\nevent finish %q, %+v; want length and 50, as the report the client read", b, e.FinishReason, e.Usage)
+	got, e, _ := anthRelay(t, body)
+	if strings.Contains(got, "end_turn") || e.FinishReason != "length" || e.Usage.CompletionTokens != 50 {
+		t.Fatalf("the client got\n%s\nevent finish %q, %+v; want length and 50, as the report the client read", got, e.FinishReason, e.Usage)
 	}
 }
 
@@ -475,11 +444,8 @@ func TestAnUnreadableReportCannotLowerTheCount(t *testing.T) {
 		anthEv("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5,"input_tokens":-1}}`) +
 		anthEv("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5,"input_tokens":3}}`) +
 		anthEv("message_stop", `{"type":"message_stop"}`)
-	st := oneProviderStack(t, "anthropic", jsonUpstream(t, "text/event-stream", body).URL)
-	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
-	b, _ := readAllErr(resp)
-	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
-	if !strings.Contains(string(b), `"output_tokens":50}`) || e.Usage.CompletionTokens < 50 || strings.Contains(string(b), `"output_tokens":5,`) {
-		t.Fatalf("the client got\n%s\nevent %s %s %+v; want the 50 read and billed, no lowered report relayed", b, e.Status, e.UsageSource, e.Usage)
+	got, e, _ := anthRelay(t, body)
+	if !strings.Contains(got, `"output_tokens":50}`) || e.Usage.CompletionTokens < 50 || strings.Contains(got, `"output_tokens":5,`) {
+		t.Fatalf("the client got\n%s\nevent %s %s %+v; want the 50 read and billed, no lowered report relayed", got, e.Status, e.UsageSource, e.Usage)
 	}
 }
