@@ -104,13 +104,14 @@ func (a *Admin) Handler() http.Handler {
 
 func (a *Admin) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The Bearer scheme, in any case (RFC 9110, section 11.1), as the
-		// LLM routes and the customer API read it; a bare token was taken
-		// too, which they refuse.
+		// The Bearer scheme, in any case, and spaces around the token
+		// (RFC 9110, section 11.1: "1*SP"), as the LLM routes and the
+		// customer API read it; a bare token was taken too, which they
+		// refuse.
 		v := r.Header.Get("Authorization")
 		got, ok := "", false
 		if len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
-			got, ok = v[len("Bearer "):], true
+			got, ok = strings.TrimSpace(v[len("Bearer "):]), true
 		}
 		if !ok || !a.isToken(got) {
 			reason := "wrong token"

@@ -430,10 +430,12 @@ func TestCustomerAPITakesTheKeyAsTheLLMRoutesDo(t *testing.T) {
 
 // TestAdminAPIBearerInAnyCase: the admin API read only "Bearer <token>",
 // answering "bearer <token>" 401 while the LLM routes and the customer
-// API take the scheme in any case (RFC 9110, section 11.1).
+// API take the scheme in any case (RFC 9110, section 11.1). It also
+// refused a token after two spaces, which RFC 9110 allows ("1*SP") and
+// the other two routes take.
 func TestAdminAPIBearerInAnyCase(t *testing.T) {
 	s := newServer(t)
-	for _, scheme := range []string{"Bearer ", "bearer ", "BEARER "} {
+	for _, scheme := range []string{"Bearer ", "bearer ", "BEARER ", "Bearer  ", "Bearer \t"} {
 		if status := getAuthorized(t, s.admin+"/admin/v1/customers", scheme+adminToken); status != http.StatusOK {
 			t.Errorf("Authorization: %s<token> = %d, want 200", scheme, status)
 		}
