@@ -110,11 +110,17 @@ func moduleRoot() (string, error) {
 
 // build compiles ./cmd/<name> of the module into dir.
 func build(ctx context.Context, root, dir, name string) (string, error) {
+	return buildPackage(ctx, root, dir, name, "./cmd/"+name)
+}
+
+// buildPackage compiles the main package pkg, as the module at root
+// requires it, into dir/name.
+func buildPackage(ctx context.Context, root, dir, name, pkg string) (string, error) {
 	out := filepath.Join(dir, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, b)
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return out, nil
 }

@@ -179,3 +179,83 @@ func TestEndToEnd(t *testing.T) {
 	printIdle(&out, rs)
 	t.Logf("idle:\n%s", out.String())
 }
+
+// TestSplitEndToEnd runs tollgate-split (a nats-server, `tollgate admin`,
+// `tollgate meter` and `tollgate gateway`, each a process) for one short
+// round beside the proxy: every request reaches the ledger through the
+// meter process, the gateway's CPU is its own process's, the other three
+// are reported beside it, and close stops all four.
+func TestSplitEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the whole stack")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg, err := parseFlags([]string{"-targets", "proxy,tollgate-split", "-concurrency", "4", "-chunks", "20", "-duration", "1500ms",
+		"-rounds", "1", "-warmup", "300ms", "-keep-logs=false"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	defer func() {
+		if t.Failed() {
+			t.Logf("progress:\n%s", log.String())
+		}
+	}()
+	st, err := startStack(ctx, cfg, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := st.gw(targetTollgateSplit)
+	if g == nil || g.child == nil || st.split == nil || st.split.nats == nil || st.split.meter == nil || st.split.admin == nil {
+		st.close()
+		t.Fatalf("split set-up incomplete: %+v %+v", g, st.split)
+	}
+	procs := []*child{g.child, st.split.nats, st.split.meter, st.split.admin}
+	defer func() {
+		st.close()
+		for _, c := range procs {
+			select {
+			case <-c.done:
+			default:
+				t.Errorf("%s still running after close", c.name)
+			}
+		}
+	}()
+	pids := map[int]bool{}
+	for _, c := range procs {
+		pids[c.pid] = true
+	}
+	if len(pids) != 4 || st.pid(targetTollgateSplit) != g.child.pid || st.pid(splitMeter) != st.split.meter.pid {
+		t.Fatalf("the split target's processes are not four of their own: %v", pids)
+	}
+
+	r := newRunner(cfg, st, &log)
+	totals, all, err := r.runRounds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := totals[targetTollgateSplit]
+	if w.reqs == 0 || w.ok != w.reqs || w.chunks != 20*w.ok {
+		t.Errorf("tollgate-split: %d requests, %d ok, %d chunks, errors %v", w.reqs, w.ok, w.chunks, w.errs)
+	}
+	if w.ledger != nil || !w.ledgerOK || w.ledgerN != r.expected[targetTollgateSplit] || r.expected[targetTollgateSplit] < w.ok {
+		t.Errorf("tollgate-split ledger: %d of %d expected (%v)", w.ledgerN, r.expected[targetTollgateSplit], w.ledger)
+	}
+	for _, role := range []string{targetTollgateSplit, splitNATS, splitMeter} {
+		if c, ok := w.cpu[role]; !ok || c <= 0 {
+			t.Errorf("%s: no CPU time (%v)", role, w.cpu)
+		}
+	}
+	if _, ok := w.cpu[splitAdmin]; !ok {
+		t.Errorf("split-admin: not measured (%v)", w.cpu)
+	}
+	var out bytes.Buffer
+	printReport(&out, cfg, totals, all)
+	report := out.String()
+	if !strings.Contains(report, "split-nats") || !strings.Contains(report, "Ledger (tollgate-split, upstream over HTTP/1.1): every request answered 200") ||
+		!regexp.MustCompile(`(?m)^ *tollgate-split +\d`).MatchString(report) {
+		t.Errorf("report:\n%s", report)
+	}
+	t.Logf("report:\n%s", report)
+}

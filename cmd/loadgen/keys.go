@@ -132,35 +132,9 @@ func runKeys(ctx context.Context, cfg *config, out, log io.Writer) error {
 func customersFor(n int) int { return max(1, (n+99)/100) }
 
 func (r *keysRun) startNATS(ctx context.Context) error {
-	bin := r.cfg.natsBin
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("nats-server"); err != nil {
-			bin = "/usr/sbin/nats-server"
-		}
-	}
-	addr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	host, port, _ := strings.Cut(addr, ":")
-	if r.nats, err = startChild("nats-server", r.dir, bin, []string{"-a", host, "-p", port, "-js", "-sd", filepath.Join(r.dir, "nats")},
-		os.Environ()); err != nil {
-		return err
-	}
-	r.natsURL = "nats://" + addr
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		nc, err := nats.Connect(r.natsURL)
-		if err == nil {
-			nc.Close()
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("nats-server did not start: %v\n%s", err, r.nats.tail())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var err error
+	r.nats, r.natsURL, err = startNATSServer(ctx, r.dir, natsBinary(r.cfg.natsBin), "nats-server", "")
+	return err
 }
 
 // database creates the run's database, migrates it with `tollgate

@@ -13,6 +13,11 @@
 //     provider's protocol: h2c);
 //   - tollgate-base (only when -targets names it): `tollgate serve` of
 //     another build (-base-tollgate-bin), to measure two builds in one run;
+//   - tollgate-split (only when -targets names it): tollgate as
+//     docker-compose.yaml deploys it, `tollgate gateway`, `tollgate meter`
+//     and `tollgate admin` each a process, with a nats-server process; its
+//     CPU per chunk is the gateway process's, and the others' is reported
+//     beside it;
 //
 // time to first token, gaps between content chunks, chunks/s and
 // requests/s (p50, p90, p99, max), errors, and the CPU time of each
@@ -94,7 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	var targets string
 	fs.StringVar(&c.mode, "mode", "standard", "standard | short (10-chunk streams at full speed, ledger checked) | idle (N silent open streams, RSS) | keys (split mode with -keys keys: sync, memory, CPU, revocation latency)")
-	fs.StringVar(&targets, "targets", "", "comma-separated targets among sim, proxy, tollgate, tollgate-h2c, tollgate-base (default sim,proxy,tollgate; idle: proxy,tollgate); tollgate-h2c is a second tollgate serve whose simulator provider has protocol: h2c (cleartext HTTP/2), tollgate's uses HTTP/1.1; tollgate-base runs -base-tollgate-bin")
+	fs.StringVar(&targets, "targets", "", "comma-separated targets among sim, proxy, tollgate, tollgate-h2c, tollgate-base, tollgate-split (default sim,proxy,tollgate; idle: proxy,tollgate); tollgate-h2c is a second tollgate serve whose simulator provider has protocol: h2c (cleartext HTTP/2), tollgate's uses HTTP/1.1; tollgate-base runs -base-tollgate-bin; tollgate-split runs tollgate gateway, meter and admin as processes of their own with a nats-server, and its CPU is the gateway process's")
 	fs.IntVar(&c.concurrency, "concurrency", 100, "concurrent streams")
 	fs.IntVar(&c.chunks, "chunks", 200, "content chunks per stream (short mode: 10 unless set)")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "length of a round, shared by the targets in turn")
@@ -116,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.gateways, "gateways", 2, "keys mode: gateway processes (split mode)")
 	fs.IntVar(&c.keyRate, "rate", 200, "keys mode: authenticated requests per second during the steady-state window (-duration)")
 	fs.IntVar(&c.changes, "changes", 200, "keys mode: revocations measured")
-	fs.StringVar(&c.natsBin, "nats-bin", "", "keys mode: nats-server binary (default: nats-server on PATH, else /usr/sbin/nats-server)")
+	fs.StringVar(&c.natsBin, "nats-bin", "", "nats-server binary: keys mode's (default: nats-server on PATH, else /usr/sbin/nats-server) and tollgate-split's (default: built from the module's github.com/nats-io/nats-server/v2, the server tollgate serve embeds; 2.10 or later, for its sync_interval)")
 	fs.StringVar(&c.simURL, "sim-url", "", "a running upstream-sim (default: start one)")
 	fs.StringVar(&c.gatewayURL, "gateway-url", "", "a running tollgate LLM API (default: start `tollgate serve`)")
 	fs.StringVar(&c.key, "key", "", "customer API key for -gateway-url")
@@ -163,7 +168,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	for _, t := range strings.Split(targets, ",") {
 		t = strings.TrimSpace(t)
 		if t != "sim" && t != "proxy" && !isTollgate(t) {
-			return nil, fmt.Errorf("-targets: unknown target %q (want sim, proxy, tollgate, tollgate-h2c, tollgate-base)", t)
+			return nil, fmt.Errorf("-targets: unknown target %q (want sim, proxy, tollgate, tollgate-h2c, tollgate-base, tollgate-split)", t)
 		}
 		if t == targetTollgateBase && c.baseTollgateBin == "" {
 			return nil, errors.New("-targets: tollgate-base needs -base-tollgate-bin")

@@ -102,6 +102,7 @@ func printReport(out io.Writer, cfg *config, totals map[string]*window, all []*w
 
 	fmt.Fprintf(out, "\nCPU of every process during each target's windows, in CPU seconds per 1M chunks delivered\n"+
 		"(tollgate = the whole `tollgate serve` process: gateway + meter worker + embedded JetStream;\n"+
+		"tollgate-split = its `tollgate gateway` process alone, split-nats, split-meter and split-admin its other processes;\n"+
 		"pg db = Postgres backends of the run's database; pg bg = Postgres' shared background processes;\n"+
 		"tollgate windows run until the ledger shows every request, so they include the meter's tail;\n"+
 		"machine busy = all CPUs, any process; of which these = the processes above, as a share of all CPUs):\n\n")
@@ -112,6 +113,9 @@ func printReport(out io.Writer, cfg *config, totals map[string]*window, all []*w
 		if isTollgate(t) {
 			procs = append(procs, t)
 			anyTollgate = true
+		}
+		if t == targetTollgateSplit {
+			procs = append(procs, splitNATS, splitMeter, splitAdmin)
 		}
 	}
 	fmt.Fprintln(tw, "window\t"+strings.Join(procs, "\t")+"\tpg db\tpg bg\tloadgen\tall of these\tmachine busy\tof which these\tCPU window s\t")

@@ -9,7 +9,8 @@ import (
 )
 
 // roles whose CPU time loadgen reads, in table order.
-var roles = []string{"sim", "proxy", targetTollgate, targetTollgateH2C, targetTollgateBase, "loadgen"}
+var roles = []string{"sim", "proxy", targetTollgate, targetTollgateH2C, targetTollgateBase, targetTollgateSplit,
+	splitNATS, splitMeter, splitAdmin, "loadgen"}
 
 // snapshot is the CPU time of every process of the run at one instant.
 type snapshot struct {

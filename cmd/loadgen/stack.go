@@ -40,6 +40,10 @@ type stack struct {
 	// cgroups by child name.
 	cgroupLimit int64
 	cgroups     map[string]*memCgroup
+	// split is the other processes of tollgate-split (nil without it), and
+	// natsBin the nats-server it runs (-nats-bin; "": built).
+	split   *splitProcs
+	natsBin string
 }
 
 // gatewayProc is the gateway of one tollgate target: a `tollgate serve`
@@ -60,11 +64,19 @@ const (
 	targetTollgate     = "tollgate"
 	targetTollgateH2C  = "tollgate-h2c"
 	targetTollgateBase = "tollgate-base"
+	// targetTollgateSplit is tollgate as docker-compose.yaml deploys it:
+	// `tollgate gateway`, `tollgate meter` and `tollgate admin`, each a
+	// process of its own, and a nats-server process (split.go).
+	targetTollgateSplit = "tollgate-split"
 )
 
 // isTollgate reports whether target is a tollgate target.
 func isTollgate(target string) bool {
-	return target == targetTollgate || target == targetTollgateH2C || target == targetTollgateBase
+	switch target {
+	case targetTollgate, targetTollgateH2C, targetTollgateBase, targetTollgateSplit:
+		return true
+	}
+	return false
 }
 
 // upstreamMode says how a tollgate target reaches the simulator.
@@ -86,6 +98,8 @@ func (s *stack) pid(target string) int {
 		c = s.sim
 	case "proxy":
 		c = s.proxy
+	case splitNATS, splitMeter, splitAdmin:
+		c = s.split.role(target)
 	default:
 		if g := s.gw(target); g != nil {
 			c = g.child
@@ -144,7 +158,7 @@ const childEnv = "LOADGEN_CHILD"
 func startStack(ctx context.Context, cfg *config, log io.Writer) (_ *stack, err error) {
 	s := &stack{log: log, keepDir: cfg.keepLogs, adminToken: cfg.adminToken, simURL: cfg.simURL,
 		gws: map[string]*gatewayProc{}, dbBase: cfg.databaseURL, memoryLimit: cfg.memoryLimit,
-		cgroupLimit: cfg.memoryCgroup, cgroups: map[string]*memCgroup{}}
+		cgroupLimit: cfg.memoryCgroup, cgroups: map[string]*memCgroup{}, natsBin: cfg.natsBin}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -254,7 +268,8 @@ prices:
 
 // startTollgate starts the gateway of a tollgate target: it creates a
 // fresh database, starts `tollgate serve` on it (embedded JetStream in a
-// temporary data directory) and creates a customer and key through the
+// temporary data directory), or for tollgate-split the processes of
+// split mode (startSplit), and creates a customer and key through the
 // admin API.
 func (s *stack) startTollgate(ctx context.Context, cfg *config, target string) error {
 	bin := cfg.tollgateBin
@@ -292,6 +307,32 @@ func (s *stack) startTollgate(ctx context.Context, cfg *config, target string) e
 	if err := os.WriteFile(cfgPath, []byte(tollgateConfig(s.simURL, target == targetTollgateH2C)), 0o644); err != nil {
 		return err
 	}
+	if s.adminToken == "" {
+		s.adminToken = "loadgen-" + hex.EncodeToString(b[:])
+	}
+	env := append(tollgateEnv(),
+		"TOLLGATE_DATABASE_URL="+u.String(),
+		"TOLLGATE_ADMIN_TOKEN="+s.adminToken,
+		"TOLLGATE_SHUTDOWN_GRACE=5s",
+	)
+	if os.Getenv("TOLLGATE_PPROF") == "1" {
+		// To profile a gateway under load (/debug/pprof on its admin listener).
+		env = append(env, "TOLLGATE_PPROF=1")
+	}
+	if target == targetTollgateSplit {
+		err = s.startSplit(ctx, g, bin, cfgPath, env)
+	} else {
+		err = s.startServe(ctx, g, bin, cfgPath, env)
+	}
+	if err != nil {
+		return err
+	}
+	return s.provision(ctx, g, "loadgen-"+hex.EncodeToString(b[:]))
+}
+
+// startServe starts the `tollgate serve` of target g with env, and waits
+// until its two listeners answer.
+func (s *stack) startServe(ctx context.Context, g *gatewayProc, bin, cfgPath string, env []string) error {
 	listen, err := freeAddr()
 	if err != nil {
 		return err
@@ -300,40 +341,28 @@ func (s *stack) startTollgate(ctx context.Context, cfg *config, target string) e
 	if err != nil {
 		return err
 	}
-	if s.adminToken == "" {
-		s.adminToken = "loadgen-" + hex.EncodeToString(b[:])
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		// The run sets tollgate's own settings; TOLLGATE_PPROF=1 passes, to
-		// profile the gateway under load (/debug/pprof on its admin listener).
-		if !strings.HasPrefix(kv, "TOLLGATE_") || kv == "TOLLGATE_PPROF=1" {
-			env = append(env, kv)
-		}
-	}
-	env = append(env,
-		"TOLLGATE_DATABASE_URL="+u.String(),
-		"TOLLGATE_ADMIN_TOKEN="+s.adminToken,
+	env = s.withMemoryLimit(append(env,
 		"TOLLGATE_LISTEN="+listen,
 		"TOLLGATE_ADMIN_LISTEN="+admin,
-		"TOLLGATE_DATA_DIR="+filepath.Join(s.dir, target+"-data"),
-		"TOLLGATE_SHUTDOWN_GRACE=5s",
-	)
-	env = s.withMemoryLimit(env)
-	if g.child, err = s.start(target, bin, []string{"serve", "--config", cfgPath}, env); err != nil {
+		"TOLLGATE_DATA_DIR="+filepath.Join(s.dir, g.target+"-data"),
+	))
+	if g.child, err = s.start(g.target, bin, []string{"serve", "--config", cfgPath}, env); err != nil {
 		return err
 	}
 	g.url, g.adminURL = "http://"+listen, "http://"+admin
 	if err := waitHTTP(ctx, g.child, g.adminURL+"/healthz", 60*time.Second); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, g.child, g.url+"/healthz", 10*time.Second); err != nil {
-		return err
-	}
+	return waitHTTP(ctx, g.child, g.url+"/healthz", 10*time.Second)
+}
+
+// provision creates the customer name and a key for it through g's admin
+// API, and waits until g's gateway takes the key.
+func (s *stack) provision(ctx context.Context, g *gatewayProc, name string) error {
 	var c struct {
 		ID string `json:"id"`
 	}
-	if err := adminCall(ctx, g.adminURL, s.adminToken, "POST", "/admin/v1/customers", `{"name":"loadgen-`+hex.EncodeToString(b[:])+`"}`, &c); err != nil {
+	if err := adminCall(ctx, g.adminURL, s.adminToken, "POST", "/admin/v1/customers", `{"name":"`+name+`"}`, &c); err != nil {
 		return err
 	}
 	var k struct {
@@ -343,7 +372,7 @@ func (s *stack) startTollgate(ctx context.Context, cfg *config, target string) e
 		return err
 	}
 	g.customerID, g.key = c.ID, k.Key
-	// The gateway's key snapshot refreshes every second.
+	// Keys reach the gateway through the key bucket, in milliseconds.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		req, _ := http.NewRequestWithContext(ctx, "GET", g.url+"/v1/models", nil)
@@ -437,6 +466,7 @@ func (s *stack) close() {
 	for _, g := range s.gws {
 		g.child.stop(20 * time.Second)
 	}
+	s.split.stop()
 	s.proxy.stop(5 * time.Second)
 	s.sim.stop(5 * time.Second)
 	for _, name := range slices.Sorted(maps.Keys(s.cgroups)) {

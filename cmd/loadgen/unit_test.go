@@ -198,8 +198,8 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || strings.Join(c.targets, ",") != "proxy,tollgate" || c.streams != 10000 {
 		t.Errorf("idle: %+v, %v", c, err)
 	}
-	c, err = parseFlags([]string{"-targets", "proxy,tollgate,tollgate-h2c,tollgate-base", "-base-tollgate-bin", "/x/tollgate"}, os.Stderr)
-	if err != nil || strings.Join(c.targets, ",") != "proxy,tollgate,tollgate-h2c,tollgate-base" || c.baseTollgateBin != "/x/tollgate" {
+	c, err = parseFlags([]string{"-targets", "proxy,tollgate,tollgate-h2c,tollgate-base,tollgate-split", "-base-tollgate-bin", "/x/tollgate"}, os.Stderr)
+	if err != nil || strings.Join(c.targets, ",") != "proxy,tollgate,tollgate-h2c,tollgate-base,tollgate-split" || c.baseTollgateBin != "/x/tollgate" {
 		t.Errorf("tollgate targets: %+v, %v", c, err)
 	}
 	c, err = parseFlags([]string{"-mode", "idle", "-memory-limit", "450MiB"}, os.Stderr)
