@@ -163,11 +163,13 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 	if !ok {
 		return
 	}
+	ambiguous := false
 	if tr == nil {
 		if c, err := parseAnswer(body); err == nil {
 			var tp openai.ChatTap
 			tp.Chunk(c, &x.report)
 			x.report.Final = x.report.Reported
+			ambiguous = c.AmbiguousUsage
 		} else {
 			x.unreadableBody(body, err)
 		}
@@ -180,6 +182,9 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 	x.markComplete()
 	x.httpStatusOK()
 	x.commit()
+	if ambiguous {
+		body = x.billedUsage(body)
+	}
 	body = x.withCost(body)
 	if x.respond(http.StatusOK, false, func(h http.Header) {
 		h.Set("Content-Type", ct)

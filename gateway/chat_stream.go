@@ -372,6 +372,11 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 		c.broken = err // not decoded, so not counted: the stream ends as broken
 		return false
 	}
+	if err == nil && ch.AmbiguousUsage {
+		// Decoders differ on its usage: as for a chunk read leniently, the
+		// usage chunk is made from the event, and usage members stripped.
+		lenient = true
+	}
 	if err != nil {
 		r.AddOutputBytes(ev.Data) // no JSON object: passed on untouched, and counted as output
 		c.send(*ev)
@@ -413,7 +418,7 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	if ch.Usage != nil {
 		c.usage = c.usage[:0]
 	}
-	if (ch.Usage != nil || !c.includeUsage) && jsonscan.MayHaveMember(ev.Data, "usage") {
+	if (ch.Usage != nil || !c.includeUsage || ch.AmbiguousUsage) && jsonscan.MayHaveMember(ev.Data, "usage") {
 		if stripped, err := jsonscan.DeleteMember(ev.Data, "usage"); err == nil {
 			ev.Data = stripped
 		}

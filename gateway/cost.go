@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 
+	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
@@ -58,6 +59,23 @@ func (x *exchange) withCost(obj []byte) []byte {
 		return obj
 	}
 	return setUsageCost(obj, charge)
+}
+
+// billedUsage returns obj, a JSON answer, with every member encoding/json
+// reads as its usage ("usage", "Usage", a repeat) replaced by one "usage"
+// object holding the usage the event records (openai.AppendUsage): for
+// an answer whose usage members decoders read differently
+// (openai.Chunk.AmbiguousUsage), so that every client reads what was
+// billed. It returns obj unchanged when it is not a JSON object.
+func (x *exchange) billedUsage(obj []byte) []byte {
+	out, err := jsonscan.DeleteMember(obj, "usage")
+	if err != nil {
+		return obj
+	}
+	if out, err = jsonscan.SetMember(out, "usage", openai.AppendUsage(nil, x.event.Usage)); err != nil {
+		return obj
+	}
+	return out
 }
 
 // setUsageCost returns obj, a JSON object, with "cost": charge set in its

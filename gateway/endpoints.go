@@ -111,7 +111,10 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		x.markComplete()
 		x.httpStatusOK()
 		x.commit()
-		if !x.report.Reported { // the estimate the event records, in the response
+		// The usage the event records, in the response, when the upstream's
+		// is not there to read: an estimate, or a report whose members
+		// Body removed (Embeddings.Body). An error body gets none.
+		if _, exact, _ := jsonscan.Member(out, "usage"); x.report.Error == "" && (!x.report.Reported || !exact) {
 			n := strconv.AppendInt(nil, x.event.Usage.PromptTokens, 10)
 			u := append(append(append(append([]byte(`{"prompt_tokens":`), n...), `,"total_tokens":`...), n...), '}')
 			if b, err := jsonscan.SetMember(out, "usage", u); err == nil {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/tollgate-dev/tollgate/meter/usage"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // Usage is OpenAI's usage object. Fields some compatible upstreams add
@@ -78,6 +79,14 @@ type Chunk struct {
 	// UnreadableUsage is set by ParseChunkLenient on a chunk whose usage
 	// object it could not read (Usage is then nil).
 	UnreadableUsage bool `json:"-"`
+	// AmbiguousUsage is set on a chunk with more than one member that
+	// encoding/json reads as its usage ("usage" and "Usage", or "usage"
+	// twice): Usage is then the member spelled exactly "usage" (its last),
+	// or, with none, encoding/json's merge of the others. Decoders differ
+	// on such a chunk (JavaScript's and Python's read the last exact key,
+	// Go's merges them all), so the gateway must not pass its usage on as
+	// it is: it strips every such member and writes the usage it billed.
+	AmbiguousUsage bool `json:"-"`
 }
 
 // function is a tool call's function, or the deprecated "function_call"
@@ -105,6 +114,16 @@ func ParseChunk(data []byte) (*Chunk, error) {
 	}
 	if len(c.Error) > 0 && bytes.Equal(c.Error, []byte("null")) {
 		c.Error = nil
+	}
+	if _, bad, _ := jsonscan.AmbiguousKey(data, "usage"); bad {
+		c.AmbiguousUsage = true
+		if raw, ok, _ := jsonscan.Member(data, "usage"); ok {
+			var u *Usage
+			if err := json.Unmarshal(raw, &u); err != nil {
+				return nil, err // as a whole chunk's error: the caller reads it leniently
+			}
+			c.Usage = u
+		}
 	}
 	return c, nil
 }

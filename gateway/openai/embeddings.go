@@ -6,6 +6,7 @@ import (
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // Embeddings is OpenAI's embeddings API (POST /embeddings below the base
@@ -23,24 +24,55 @@ func (Embeddings) Request(body []byte, upstreamModel string) (string, []byte, er
 }
 
 // Body taps usage.prompt_tokens (and total_tokens, when prompt_tokens is
-// missing) and returns body unchanged.
+// missing) and returns body unchanged, but for its usage members when
+// decoders would read them differently (see Chunk.AmbiguousUsage): those
+// are removed, the caller writing the usage it billed. The report is the
+// member spelled exactly "usage" then. A count read by tap.ParseCount
+// (150, 150.0, "150") is taken; one that cannot be read (negative,
+// fractional, another type), or a usage that is no object, is no report:
+// the input is estimated. A body with a non-null "error" and no "data"
+// (an error under a 200) records the error in r, which bills nothing
+// (tap.Report.Resolve). It returns an error only for a body that is not a
+// JSON object.
 func (Embeddings) Body(body []byte, _ string, r *tap.Report) ([]byte, error) {
 	var resp struct {
-		Usage *struct {
-			PromptTokens *int64 `json:"prompt_tokens"`
-			TotalTokens  *int64 `json:"total_tokens"`
-		} `json:"usage"`
+		Data  json.RawMessage `json:"data"`
+		Error json.RawMessage `json:"error"`
+		Usage json.RawMessage `json:"usage"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, err
 	}
-	if u := resp.Usage; u != nil && (u.PromptTokens != nil || u.TotalTokens != nil) {
-		n := u.TotalTokens
-		if u.PromptTokens != nil {
-			n = u.PromptTokens
+	raw := resp.Usage
+	if _, bad, _ := jsonscan.AmbiguousKey(body, "usage"); bad {
+		raw, _, _ = jsonscan.Member(body, "usage")
+		if out, err := jsonscan.DeleteMember(body, "usage"); err == nil {
+			body = out
 		}
-		r.SetUsage(usage.Tokens{PromptTokens: *n})
+	}
+	if isNull(resp.Data) && !isNull(resp.Error) {
+		r.Error, r.FinishReason = "upstream error body: "+string(resp.Error), "error"
+		return body, nil
+	}
+	var u struct {
+		PromptTokens *tap.Count `json:"prompt_tokens"`
+		TotalTokens  *tap.Count `json:"total_tokens"`
+	}
+	if isNull(raw) || json.Unmarshal(raw, &u) != nil {
+		return body, nil
+	}
+	n := u.TotalTokens
+	if u.PromptTokens != nil {
+		n = u.PromptTokens
+	}
+	if n != nil && *n != tap.Unreadable {
+		r.SetUsage(usage.Tokens{PromptTokens: int64(*n)})
 		r.Final = true
 	}
 	return body, nil
+}
+
+// isNull reports whether raw, a member's JSON value, is absent or null.
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // ParseChunkLenient reads a chunk that ParseChunk refuses for the type of
@@ -79,6 +80,19 @@ func ParseChunkLenient(data []byte) (*Chunk, error) {
 			delete(m, k)
 		}
 	}
+	// More than one usage member (as ParseChunk's AmbiguousUsage): the one
+	// spelled exactly "usage" is the report, the map holding its last.
+	ambiguous := len(usageKeys) > 1
+	if _, bad, _ := jsonscan.AmbiguousKey(data, "usage"); bad {
+		ambiguous = true
+	}
+	if _, exact := m["usage"]; ambiguous && exact {
+		for _, k := range usageKeys {
+			if k != "usage" {
+				delete(m, k)
+			}
+		}
+	}
 	fixed, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -97,6 +111,7 @@ func ParseChunkLenient(data []byte) (*Chunk, error) {
 		c.Error = nil
 	}
 	c.UnreadableUsage = unreadable
+	c.AmbiguousUsage = ambiguous
 	return c, nil
 }
 

@@ -153,8 +153,9 @@ func failure(resp *responseObject) string {
 // text, function calls' names and arguments) for an estimate when it
 // carries no usage. Members are read one by one, as a stream's events are:
 // one of another type than the API's loses only itself (a text that is no
-// string is counted by its bytes). It returns an error only for a body
-// that is not a JSON object.
+// string is counted by its bytes). A body with a non-null "error" and
+// neither a status nor output (an error under a 200) records the error in
+// r. It returns an error only for a body that is not a JSON object.
 func ResponsesBody(body []byte, r *tap.Report) error {
 	var resp struct {
 		responseObject
@@ -185,6 +186,12 @@ func ResponsesBody(body []byte, r *tap.Report) error {
 	}
 	observeResponse(&resp.responseObject, r)
 	r.Final = r.Reported
+	if status, _ := text(resp.Status); status == "" && len(items) == 0 && r.Error == "" &&
+		len(resp.Error) > 0 && string(resp.Error) != "null" {
+		// No response at all, an error object under a 200: failed, as on
+		// the chat route, and billed nothing if it reported nothing.
+		r.Error, r.FinishReason = "upstream error body: "+string(resp.Error), "error"
+	}
 	return nil
 }
 
