@@ -48,7 +48,7 @@ func TestAlertRules(t *testing.T) {
 	}
 	for _, want := range []string{"TollgateSpoolGrowing", "TollgateSpoolNotDraining", "TollgateMeterLagging",
 		"TollgateMeterStalled", "TollgateDeadLetters", "TollgateUnpricedEvents", "TollgateUpstreamErrors",
-		"TollgateEmbeddedNATSRestarted", "TollgateUsageStreamNotTrimmed", "TollgateJournalFailing"} {
+		"TollgateEmbeddedNATSRestarted", "TollgateUsageStreamNotTrimmed", "TollgateJournalFailing", "TollgateUsageEventsOwed"} {
 		if !alerts[want] {
 			t.Errorf("alerts.yml has no %s", want)
 		}

@@ -113,7 +113,7 @@ func TestJournalFollowsEachRequest(t *testing.T) {
 		t.Fatalf("journal calls for the request: %s", calls)
 	}
 
-	st.sink.fail = errSpoolRefused
+	st.sink.setFail(errSpoolRefused)
 	resp = st.post(t, "/v1/chat/completions", `{"model":"sim-small","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`)
 	resp.Body.Close()
 	id = resp.Header.Get("X-Request-Id")
@@ -125,5 +125,48 @@ func TestJournalFollowsEachRequest(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("journal calls for a request whose event the sink refused: %v", calls)
 		}
+	}
+}
+
+// TestARefusedEventIsPublishedOnceTheSinkRecovers: an event the sink
+// refused (NATS and the spool's disk both failing) waited in the crash
+// journal for the next start, though the sink came back within seconds:
+// the request was missing from the ledger for as long as the process ran.
+// It is now offered to the sink again every second, and its journal entry
+// ended once it is durable.
+func TestARefusedEventIsPublishedOnceTheSinkRecovers(t *testing.T) {
+	st := newStack(t, nil)
+	st.sink.setFail(errSpoolRefused)
+	resp := st.post(t, "/v1/chat/completions", `{"model":"sim-small","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`)
+	resp.Body.Close()
+	id := resp.Header.Get("X-Request-Id")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if calls := st.journal.of(id); len(calls) > 0 && calls[len(calls)-1] == "fail" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("journal calls for a request whose event the sink refused: %v", st.journal.of(id))
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // a round of offers while the sink still refuses
+	if n := st.sink.count(); n != 0 {
+		t.Fatalf("%d events published while the sink refused them", n)
+	}
+	st.sink.setFail(nil)
+	e := st.sink.event(t, id)
+	if e.Usage.CompletionTokens == 0 {
+		t.Errorf("the owed event lost its usage: %+v", e.Usage)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if calls := st.journal.of(id); calls[len(calls)-1] == "end" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("journal calls once the owed event was published: %v (want it ended)", st.journal.of(id))
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if n := st.sink.count(); n != 1 {
+		t.Errorf("the owed event was published %d times, want once", n)
 	}
 }

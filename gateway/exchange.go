@@ -320,7 +320,8 @@ func (x *exchange) finish() {
 // commit completes the event and makes it durable, once: before the
 // response's last bytes (its usage and its end), so that a client that got
 // them was metered, or when the exchange finishes. An event the sink
-// cannot take stays in the crash journal, for the next start.
+// cannot take stays in the crash journal, for the next start, and is
+// offered to the sink again every second meanwhile (owed.go).
 func (x *exchange) commit() {
 	if x.committed {
 		return
@@ -335,6 +336,7 @@ func (x *exchange) commit() {
 	if err := x.s.sink.Publish(context.WithoutCancel(x.ctx), e); err != nil {
 		x.s.journal.Fail(e)
 		x.undurable = x.s.logUndurable("usage event not published", e, err)
+		x.s.owe(e)
 		return
 	}
 	x.s.journal.End(e.ID)
@@ -352,7 +354,7 @@ func (s *Server) logUndurable(msg string, e *usage.Event, err error) (inMemory b
 	}
 	jh, ok := s.journal.(JournalHealth)
 	if !ok || jh.Failing() == nil {
-		s.log.Error(msg+"; kept in the crash journal for the next start",
+		s.log.Error(msg+"; kept in the crash journal for the next start, and offered again every second meanwhile",
 			"request_id", rid, "event_id", e.ID, "customer_id", e.CustomerID, "err", err)
 		return false
 	}
@@ -378,6 +380,7 @@ func (x *exchange) retire() {
 	x.s.journal.End(rid)
 	if err := x.s.sink.Publish(context.WithoutCancel(x.ctx), e); err != nil {
 		x.s.logUndurable("usage event of a retried attempt not published", e, err)
+		x.s.owe(e)
 		return
 	}
 	x.s.journal.End(e.ID)

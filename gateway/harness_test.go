@@ -106,6 +106,13 @@ func (m *memSink) eventWhere(t *testing.T, what string, match func(*usage.Event)
 	return usage.Event{}
 }
 
+// setFail makes Publish refuse every event with err (nil: take them).
+func (m *memSink) setFail(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fail = err
+}
+
 func (m *memSink) count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -140,6 +140,8 @@ type Server struct {
 	// inflight counts exchanges not yet finished (their events committed).
 	inflight sync.WaitGroup
 	metrics  *metrics
+	// owed are the events the sink refused, offered to it again (owed.go).
+	owed owed
 
 	srv  *http.Server
 	addr string
@@ -261,6 +263,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	if d.Metrics != nil {
 		s.metrics = newMetrics(cfg, d.Metrics)
+		s.registerOwed(d.Metrics)
 	}
 	s.hidden.seed(d.HiddenReasoning)
 	return s, nil
@@ -316,8 +319,9 @@ func (s *Server) Start(addr string, h http.Handler) error {
 }
 
 // background publishes every key's limit counts to the other gateways
-// every shareInterval, and journals the hidden reasoning averages every
-// few seconds while they change, until ctx ends.
+// every shareInterval, offers the events the sink refused to it again
+// (republishOwed), and journals the hidden reasoning averages every few
+// seconds while they change, until ctx ends.
 func (s *Server) background(ctx context.Context) {
 	t := time.NewTicker(shareInterval)
 	defer t.Stop()
@@ -327,8 +331,18 @@ func (s *Server) background(ctx context.Context) {
 			if avg := s.hidden.snapshot(); avg != nil {
 				s.journal.HiddenReasoning(avg)
 			}
+			if s.owed.len() > 0 { // a last try; what is left stays in the crash journal
+				last, cancel := context.WithTimeout(context.Background(), owedStopBudget)
+				if n := s.republishOwed(last); n > 0 {
+					s.log.Error("shutdown: usage events still owed; the crash journal keeps them for the next start", "events", n)
+				}
+				cancel()
+			}
 			return
 		case <-t.C:
+		}
+		if s.owed.len() > 0 {
+			s.republishOwed(ctx)
 		}
 		if share := s.limits.share; share != nil {
 			if counts := s.limits.snapshot(); len(counts) > 0 {
