@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/tollgate-dev/tollgate/ledger"
 )
 
@@ -33,7 +35,21 @@ type Listener struct {
 	// active counts the handlers running, which Stop waits for (up to
 	// cutWait) once it has cut them off: net/http's Close does not.
 	active atomic.Int64
+	// readTimeout is the server's ReadTimeout (listenerReadTimeout; tests
+	// shorten it).
+	readTimeout time.Duration
+	// bodies bounds the request bodies held read ahead at once.
+	bodies *bodyBudget
 }
+
+// listenerReadTimeout is how long a request may take to arrive, headers
+// and body, from the start of its read.
+const listenerReadTimeout = 60 * time.Second
+
+// readAheadBudget is the most, in bytes, of request bodies the admin
+// listener holds read ahead at once, across all its connections: 16
+// bodies of the largest size the API reads (maxBody).
+const readAheadBudget = 16 * maxBody
 
 // cutWait bounds Stop's wait for the handlers it cut off to return, so
 // that what the process closes after it (the database) is no longer in
@@ -42,13 +58,15 @@ const cutWait = 5 * time.Second
 
 // NewListener returns a Listener serving h.
 func NewListener(h http.Handler, log *slog.Logger) *Listener {
-	return &Listener{h: h, log: log}
+	return &Listener{h: h, log: log, readTimeout: listenerReadTimeout,
+		bodies: newBodyBudget(readAheadBudget, listenerReadTimeout/2)}
 }
 
 // Start listens on addr ("host:port"; port 0 picks one) and serves, and
-// returns once it is listening. A request's body is read (at most 8 MiB)
-// within 60 s of its start; its response, an export or a re-rating, may
-// take longer. Idle keep-alive connections close after 120 s.
+// returns once it is listening. A request's body is read (at most 1 MiB,
+// the API's bound; see readAhead) within 60 s of its start; its response,
+// an export or a re-rating, may take longer. Idle keep-alive connections
+// close after 120 s.
 func (l *Listener) Start(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -62,7 +80,7 @@ func (l *Listener) Start(addr string) error {
 		defer l.active.Add(-1)
 		l.h.ServeHTTP(w, r)
 	})
-	l.srv = &http.Server{Handler: readAhead(counted), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+	l.srv = &http.Server{Handler: l.bodies.readAhead(counted), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: l.readTimeout,
 		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(l.log.Handler(), slog.LevelWarn),
 		BaseContext: func(net.Listener) context.Context { return base }}
 	l.serving.Go(func() {
@@ -101,15 +119,82 @@ func (l *Listener) Stop(ctx context.Context) error {
 	return nil
 }
 
-// readAhead reads a request's body (at most 8 MiB) before its handler
-// runs, then lifts the listener's ReadTimeout: a slow client is bounded
-// while it sends its request, and a long response (an export, a
-// re-rating) is not cut off by it. (net/http cancels a request's context
-// when the read deadline passes, even after its body was read.)
-func readAhead(next http.Handler) http.Handler {
+// bodyBudget bounds the bytes of request bodies held read ahead at once
+// across a listener's connections: a body reserves its Content-Length
+// (maxBody+1 when it has none) before it is read, and gives it back once
+// its handler has returned.
+type bodyBudget struct {
+	sem *semaphore.Weighted
+	// wait is the longest a request waits for room before it is answered
+	// 503: half the listener's ReadTimeout, so that the other half is left
+	// to read its body.
+	wait time.Duration
+	// held is the bytes reserved now; peak the most ever reserved at once.
+	held, peak atomic.Int64
+}
+
+func newBodyBudget(total int64, wait time.Duration) *bodyBudget {
+	return &bodyBudget{sem: semaphore.NewWeighted(total), wait: wait}
+}
+
+// reserve waits up to b.wait for n bytes of room, returning false when
+// there was none in time.
+func (b *bodyBudget) reserve(ctx context.Context, n int64) bool {
+	ctx, cancel := context.WithTimeout(ctx, b.wait)
+	defer cancel()
+	if b.sem.Acquire(ctx, n) != nil {
+		return false
+	}
+	h := b.held.Add(n)
+	for p := b.peak.Load(); h > p && !b.peak.CompareAndSwap(p, h); p = b.peak.Load() {
+	}
+	return true
+}
+
+func (b *bodyBudget) release(n int64) {
+	b.held.Add(-n)
+	b.sem.Release(n)
+}
+
+// readAhead reads a request's body before its handler runs, then lifts the
+// listener's ReadTimeout: a slow client is bounded while it sends its
+// request, and a long response (an export, a re-rating) is not cut off by
+// it. (net/http cancels a request's context when the read deadline passes,
+// even after its body was read.)
+//
+// Only a request that carries credentials (an Authorization header or a
+// cookie, the console's session) has its body read ahead, at most maxBody
+// bytes, the most any admin or console route reads: a longer one is
+// refused, EInvalid, before it is read. Its bytes come out of b (a request
+// waiting for room past b.wait is answered EUnavailable, 503), into one
+// buffer of its Content-Length when it gives one. A request without
+// credentials has nothing to read ahead: its handler refuses it, or (the
+// sign-in form) reads a small body itself within the ReadTimeout, which
+// then stays in place. A request without a body has its ReadTimeout lifted
+// all the same (/metrics, a pprof profile, an export).
+func (b *bodyBudget) readAhead(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && r.Body != http.NoBody {
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 8<<20))
+		hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+		if hasBody && r.Header.Get("Authorization") == "" && r.Header.Get("Cookie") == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if hasBody {
+			if r.ContentLength > maxBody {
+				writeError(w, ledger.EInvalid, fmt.Sprintf("request body: larger than %d bytes (1 MiB)", maxBody))
+				return
+			}
+			n := r.ContentLength
+			if n < 0 {
+				n = maxBody + 1
+			}
+			if !b.reserve(r.Context(), n) {
+				w.Header().Set("Retry-After", "1")
+				writeError(w, ledger.EUnavailable, "the admin listener holds as many request bodies as it reads at once: try again")
+				return
+			}
+			defer b.release(n)
+			body, err := readAll(r.Body, r.ContentLength)
 			if err != nil {
 				writeError(w, ledger.EInvalid, "reading the request body: "+err.Error())
 				return
@@ -119,4 +204,19 @@ func readAhead(next http.Handler) http.Handler {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readAll reads a body of length n bytes (-1: unknown) into one buffer of
+// that size, or, unknown, up to maxBody bytes; a longer one is an error.
+func readAll(body io.Reader, n int64) ([]byte, error) {
+	if n >= 0 {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(body, buf)
+		return buf, err
+	}
+	buf, err := io.ReadAll(io.LimitReader(body, maxBody+1))
+	if err == nil && len(buf) > maxBody {
+		err = fmt.Errorf("larger than %d bytes (1 MiB)", maxBody)
+	}
+	return buf, err
 }
