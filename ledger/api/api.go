@@ -57,7 +57,9 @@ func (a *Admin) isToken(got string) bool {
 // Handler returns the routes: GET /healthz, and under /admin/v1 the
 // customers, keys, prices, overrides, entries, balances, events, usage and
 // re-rating operations that openapi.json describes. A query parameter an
-// operation does not take is refused with 400 (checkQuery).
+// operation does not take is refused with 400 (checkQuery), as is, on any
+// route under /admin/v1, a query string that does not parse whole
+// (QueryStringError).
 func (a *Admin) Handler() http.Handler {
 	r := chi.NewRouter()
 	top := r

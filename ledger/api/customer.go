@@ -70,14 +70,16 @@ func NewSelf(store *ledger.Store, keys KeyLookup, log *slog.Logger) *Self {
 // Routes adds GET /v1/usage, GET /v1/balance, GET /v1/requests, GET
 // /v1/requests/{id} and GET /v1/statements/{period} to r.
 // A query parameter a route does not take (openapi.json's, and key, which
-// may carry the API key) is refused with 400 (checkQuery).
+// may carry the API key) is refused with 400 (checkQuery), and so, before
+// the key is looked for, is a query string that does not parse whole
+// (QueryStringError).
 func (c *Self) Routes(r chi.Router) {
 	get := func(pattern string, h http.HandlerFunc, mw ...func(http.Handler) http.Handler) {
-		mw = append([]func(http.Handler) http.Handler{c.authenticate, checkQuery("GET "+pattern, "key")}, mw...)
+		mw = append([]func(http.Handler) http.Handler{checkQueryString, c.authenticate, checkQuery("GET "+pattern, "key")}, mw...)
 		r.With(mw...).Get(pattern, h)
 	}
 	// customer_id is the admin API's; usage says why it is not taken here.
-	r.With(c.authenticate, checkQuery("GET /v1/usage", "key", "customer_id")).Get("/v1/usage", c.usage)
+	r.With(checkQueryString, c.authenticate, checkQuery("GET /v1/usage", "key", "customer_id")).Get("/v1/usage", c.usage)
 	get("/v1/balance", c.balance)
 	get("/v1/statements/{period}", c.statement)
 	get("/v1/requests", c.requests)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -80,10 +81,60 @@ func checkQuery(op string, extra ...string) func(http.Handler) http.Handler {
 	}
 }
 
-// queryError is the error of r's query against the allowed names, or nil.
+// MaxQueryParams is the most parameters (pairs between '&') a query
+// string may have: net/url's own bound, past which url.Values drops the
+// whole query.
+const MaxQueryParams = 10000
+
+// QueryStringError is the error (*ledger.Error, code EInvalid) of a query
+// string (a URL's RawQuery) that does not parse whole, or nil when it
+// does: "too many query parameters" past MaxQueryParams, "malformed query
+// string: ..." for a bad %-escape or a ';'. url.Values drops what does not
+// parse without a word (a bad pair, or every pair past the bound), and a
+// handler reading the rest ran unfiltered: ?to=2026-11-02% answered from
+// the start date on, for ever. Every route that reads a query checks this
+// first.
+func QueryStringError(rawQuery string) error {
+	if e := queryStringError(rawQuery); e != nil {
+		return e
+	}
+	return nil
+}
+
+func queryStringError(rawQuery string) *ledger.Error {
+	if rawQuery == "" {
+		return nil
+	}
+	if n := strings.Count(rawQuery, "&") + 1; n > MaxQueryParams {
+		return &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf("too many query parameters: %d, at most %d", n, MaxQueryParams)}
+	}
+	if _, err := url.ParseQuery(rawQuery); err != nil {
+		return &ledger.Error{Code: ledger.EInvalid, Message: "malformed query string: " + err.Error()}
+	}
+	return nil
+}
+
+// checkQueryString refuses (400, ledger.EInvalid) a request whose query
+// string does not parse whole (QueryStringError), before anything reads a
+// parameter of it (the customer API's key, say).
+func checkQueryString(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := queryStringError(r.URL.RawQuery); err != nil {
+			writeError(w, err.Code, err.Message)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// queryError is the error of r's query against the allowed names, or nil:
+// a query that does not parse whole is one.
 func queryError(r *http.Request, allowed []string) *ledger.Error {
 	if r.URL.RawQuery == "" {
 		return nil
+	}
+	if err := queryStringError(r.URL.RawQuery); err != nil {
+		return err
 	}
 	for name, vs := range r.URL.Query() {
 		switch {
@@ -103,9 +154,13 @@ func queryError(r *http.Request, allowed []string) *ledger.Error {
 // checkRoutedQuery is checkQuery for every operation of router, found by
 // routing the request (the admin API's routes are registered without it):
 // a path router does not route, or that openapi.json does not describe,
-// passes unchecked.
+// is checked only for a query string that does not parse whole.
 func checkRoutedQuery(router chi.Routes, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := queryStringError(r.URL.RawQuery); err != nil {
+			writeError(w, err.Code, err.Message)
+			return
+		}
 		if r.URL.RawQuery != "" {
 			rctx := chi.NewRouteContext()
 			if router.Match(rctx, r.Method, r.URL.Path) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger/api"
 )
 
 // signinForm is the sign-in of one app, the console or the portal: its
@@ -38,7 +40,7 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 	root := "/" + f.app
 	r.Get(root, func(w http.ResponseWriter, req *http.Request) { http.Redirect(w, req, root+"/", http.StatusFound) })
 	r.Route(root, func(r chi.Router) {
-		r.Use(secure, limitBody, browserAddr)
+		r.Use(secure, limitBody, browserAddr, wholeQuery)
 		r.Get("/static/style.css", style)
 		r.Get("/signin", f.page)
 		r.Post("/signin", f.signin)
@@ -108,6 +110,20 @@ func (f *signinForm) signin(w http.ResponseWriter, r *http.Request) {
 func (f *signinForm) signout(w http.ResponseWriter, r *http.Request) {
 	f.sess.end(w, r)
 	http.Redirect(w, r, "/"+f.app+"/signin", http.StatusSeeOther)
+}
+
+// wholeQuery refuses (400) a request whose query string does not parse
+// whole (api.QueryStringError): url.Values drops what does not parse, and
+// a page would show what it was not asked for (the first page of a list
+// asked for its next one).
+func wholeQuery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := api.QueryStringError(r.URL.RawQuery); err != nil {
+			http.Error(w, "refused: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // maxFormBytes bounds a form's body: the console's and portal's forms are
