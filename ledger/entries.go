@@ -2,7 +2,10 @@ package ledger
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -316,8 +319,79 @@ func (s *Store) LatestEntries(ctx context.Context, customerID string, from, to t
 	return s.entries(ctx, customerID, from, to, n)
 }
 
+// Entry pages: the number of entries a page holds when no limit is asked
+// for, and the most a limit may ask for.
+const (
+	DefaultEntryLimit = 1000
+	MaxEntryLimit     = 10000
+)
+
+// EntryPage is one page of a customer's entries, oldest first.
+// NextCursor, "" on the last page, continues with the entries before
+// Data[0]: pages go back in time from the latest.
+type EntryPage struct {
+	Data       []Entry `json:"data"`
+	NextCursor string  `json:"next_cursor,omitempty"`
+}
+
+// EntriesPage is Entries one page at a time: the latest limit entries (0:
+// DefaultEntryLimit; at most MaxEntryLimit) of [from, to) (zero to: no end)
+// that come before cursor (a NextCursor it returned; "": the range's end),
+// in the order (effective_at, id). Only those are read, however many the
+// range holds; entries added while a client pages do not shift its pages.
+// Its first page with limit n is LatestEntries(n). It returns ENotFound for
+// an unknown customer, and EInvalid when from is not before to, for a
+// limit out of range, or for a cursor it did not return.
+func (s *Store) EntriesPage(ctx context.Context, customerID string, from, to time.Time, limit int, cursor string) (EntryPage, error) {
+	if limit == 0 {
+		limit = DefaultEntryLimit
+	}
+	if limit < 1 || limit > MaxEntryLimit {
+		return EntryPage{}, errorf(EInvalid, "limit: %d is not between 1 and %d", limit, MaxEntryLimit)
+	}
+	beforeAt, beforeID := time.Time{}, int64(math.MaxInt64) // no cursor: the range's end
+	if cursor != "" {
+		var err error
+		if beforeAt, beforeID, err = decodeEntryCursor(cursor); err != nil {
+			return EntryPage{}, err
+		}
+	}
+	es, err := s.entriesBefore(ctx, customerID, from, to, limit+1, beforeAt, beforeID)
+	if err != nil {
+		return EntryPage{}, err
+	}
+	page := EntryPage{Data: es}
+	if len(es) > limit { // oldest first: the first is one too many, and older ones follow
+		page.Data = es[1:]
+		first := page.Data[0]
+		page.NextCursor = base64.RawURLEncoding.EncodeToString(
+			[]byte(first.EffectiveAt.UTC().Format(time.RFC3339Nano) + " " + strconv.FormatInt(first.ID, 10)))
+	}
+	return page, nil
+}
+
+// decodeEntryCursor returns the effective time and id of the entry a page
+// of EntriesPage began with.
+func decodeEntryCursor(c string) (time.Time, int64, error) {
+	bad := errorf(EInvalid, "cursor: %q is not a cursor this API returned", c)
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, 0, bad
+	}
+	at, id, ok := strings.Cut(string(b), " ")
+	t, terr := time.Parse(time.RFC3339Nano, at)
+	n, nerr := strconv.ParseInt(id, 10, 64)
+	if !ok || terr != nil || nerr != nil || n < 1 {
+		return time.Time{}, 0, bad
+	}
+	return t, n, nil
+}
+
 // entries is Entries kept to the latest n when n is above 0.
 func (s *Store) entries(ctx context.Context, customerID string, from, to time.Time, n int) ([]Entry, error) {
+	if n > 0 {
+		return s.entriesBefore(ctx, customerID, from, to, n, time.Time{}, math.MaxInt64)
+	}
 	if to.IsZero() {
 		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
@@ -328,15 +402,9 @@ func (s *Store) entries(ctx context.Context, customerID string, from, to time.Ti
 	if _, err := s.Customer(ctx, customerID); err != nil {
 		return nil, err
 	}
-	sql, args := `SELECT `+entryColumns+` FROM ledger_entries
+	rows, err := s.pool.Query(ctx, `SELECT `+entryColumns+` FROM ledger_entries
 		WHERE customer_id = $1 AND effective_at >= $2 AND effective_at < $3
-		ORDER BY effective_at, id`, []any{customerID, from, to}
-	if n > 0 {
-		sql, args = `SELECT * FROM (SELECT `+entryColumns+` FROM ledger_entries
-			WHERE customer_id = $1 AND effective_at >= $2 AND effective_at < $3
-			ORDER BY effective_at DESC, id DESC LIMIT $4) latest ORDER BY effective_at, id`, append(args, n)
-	}
-	rows, err := s.pool.Query(ctx, sql, args...)
+		ORDER BY effective_at, id`, customerID, from, to)
 	if err != nil {
 		return nil, dbError(err, "entries")
 	}
@@ -344,5 +412,36 @@ func (s *Store) entries(ctx context.Context, customerID string, from, to time.Ti
 	if out == nil {
 		out = []Entry{}
 	}
+	return out, dbError(err, "entries")
+}
+
+// entriesBefore is the latest n entries of [from, to) before (beforeAt,
+// beforeID) in the order (effective_at, id) (a zero beforeAt: the range's
+// end), oldest first.
+func (s *Store) entriesBefore(ctx context.Context, customerID string, from, to time.Time, n int, beforeAt time.Time, beforeID int64) ([]Entry, error) {
+	if to.IsZero() {
+		to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	if !from.Before(to) {
+		return nil, errorf(EInvalid, "from must be before to")
+	}
+	from, to = ceilMicrosecond(from), ceilMicrosecond(to) // the stored times of [from, to): see Store.Usage
+	if beforeAt.IsZero() {
+		beforeAt = to
+	}
+	if _, err := s.Customer(ctx, customerID); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+entryColumns+` FROM ledger_entries
+		WHERE customer_id = $1 AND effective_at >= $2 AND effective_at < $3 AND (effective_at, id) < ($5, $6)
+		ORDER BY effective_at DESC, id DESC LIMIT $4`, customerID, from, to, n, beforeAt, beforeID)
+	if err != nil {
+		return nil, dbError(err, "entries")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) { return scanEntry(r) })
+	if out == nil {
+		out = []Entry{}
+	}
+	slices.Reverse(out)
 	return out, dbError(err, "entries")
 }

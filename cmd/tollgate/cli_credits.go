@@ -22,29 +22,43 @@ func creditCommands() []*command {
 		example: "tollgate credits adjust --customer 0197a3c2-… --amount -5 --memo 'duplicate credit'",
 		flags:   entryFlags(ledger.KindAdjustment, "amount, a non-zero decimal: positive in the customer's favour (required)"),
 	}, {
-		name: "credits list", args: "--customer ID [--from TIME] [--to TIME]",
+		name: "credits list", args: "--customer ID [--from TIME] [--to TIME] [--limit N | --cursor C]",
 		summary: "list a customer's ledger entries (GET /admin/v1/customers/{id}/entries)",
-		example: "tollgate credits list --customer 0197a3c2-… --from 2026-01-01 --to 2026-02-01",
+		example: "tollgate credits list --customer 0197a3c2-… --from 2026-01-01 --to 2026-02-01\n  tollgate credits list --customer 0197a3c2-… --limit 20",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			customer := idFlag(fs, "customer", "customer id (required)")
 			from := fs.String("from", "", "entries effective at or after, RFC 3339 or YYYY-MM-DD")
 			to := fs.String("to", "", "entries effective before, RFC 3339 or YYYY-MM-DD")
+			limit := fs.Int("limit", 0, "only the latest N entries (1 to 10000), one page; without it or --cursor, every entry, read a page at a time")
+			cursor := fs.String("cursor", "", "the page of entries before a previous page: its next_cursor")
 			return func(c *cli, _ []string) error {
 				if err := requireFlags("customer", *customer); err != nil {
 					return err
+				}
+				paged := flagGiven(fs, "limit") || *cursor != ""
+				if flagGiven(fs, "limit") && (*limit < 1 || *limit > ledger.MaxEntryLimit) {
+					return usagef("--limit: %d is not from 1 to %d (the latest entries; leave it out for every entry)", *limit, ledger.MaxEntryLimit)
 				}
 				start, end, err := parseRange(*from, *to)
 				if err != nil {
 					return err
 				}
-				es, err := c.api.Entries(c.ctx, *customer, start, end)
-				return c.show(data(es), err, func() {
-					rows := make([][]string, len(es))
-					for i, e := range es {
+				var page ledger.EntryPage
+				if paged {
+					page, err = c.api.EntriesPage(c.ctx, *customer, start, end, *limit, *cursor)
+				} else {
+					page.Data, err = c.api.Entries(c.ctx, *customer, start, end)
+				}
+				return c.show(page, err, func() {
+					rows := make([][]string, len(page.Data))
+					for i, e := range page.Data {
 						rows[i] = []string{strconv.FormatInt(e.ID, 10), e.Kind, e.Amount, e.Currency, ts(&e.EffectiveAt),
 							entryRef(e), dash(e.Memo)}
 					}
 					c.table([]string{"ID", "KIND", "AMOUNT", "CURRENCY", "EFFECTIVE", "REFERS TO", "MEMO"}, rows)
+					if page.NextCursor != "" {
+						c.warn("Older entries precede these: add --cursor " + page.NextCursor + ", or leave out --limit and --cursor for every entry.")
+					}
 				})
 			}
 		},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +164,20 @@ func TestCLICredits(t *testing.T) {
 	if len(rows) != 2 || rows[0][1] != "credit" || rows[1][1] != "adjustment" {
 		t.Fatalf("credits list: %q", rows)
 	}
+	// --limit: the latest entries, one page, and the cursor of those before;
+	// --cursor: that page.
+	r := s.tg("credits", "list", "--customer", s.customerID, "--limit", "1")
+	rows = tableRows(t, r.out, "ID")
+	cursor := regexp.MustCompile(`--cursor (\S+),`).FindStringSubmatch(r.errOut)
+	if r.code != 0 || len(rows) != 1 || rows[0][1] != "adjustment" || cursor == nil {
+		t.Fatalf("credits list --limit 1: exit %d, rows %q, stderr %q; want the adjustment and a cursor", r.code, rows, r.errOut)
+	}
+	var page ledger.EntryPage
+	s.tgJSON(&page, "credits", "list", "--customer", s.customerID, "--cursor", cursor[1])
+	if len(page.Data) != 1 || page.Data[0].Kind != ledger.KindCredit || page.NextCursor != "" {
+		t.Fatalf("credits list --cursor: %+v; want the credit, the last page", page)
+	}
+	s.tgFail(exitUsage, "--limit", "credits", "list", "--customer", s.customerID, "--limit", "0")
 	var entries struct{ Data []ledger.Entry }
 	s.tgJSON(&entries, "credits", "list", "--customer", s.customerID, "--from", "2000-01-01", "--to", "2000-02-01")
 	if len(entries.Data) != 0 {

@@ -67,29 +67,26 @@ func (a *Admin) addEntry(kind string) http.HandlerFunc {
 	}
 }
 
-// maxEntries is the most entries a limit may ask for.
-const maxEntries = 10000
-
-// listEntries serves GET /admin/v1/customers/{id}/entries?from=&to=&limit=:
-// every entry that moves the balance (see ledger.Store.Entries), or with
-// limit (1 to maxEntries) the latest that many (ledger.Store.LatestEntries).
+// listEntries serves GET /admin/v1/customers/{id}/entries?from=&to=&limit=
+// &cursor=: one page of the entries that move the balance, the latest
+// limit (1 to ledger.MaxEntryLimit; ledger.DefaultEntryLimit when not
+// given) before cursor, oldest first, with the next_cursor of the entries
+// before them (ledger.Store.EntriesPage). It listed every entry of the
+// range in one answer: after a re-rate, 40,000 entries were 10.7 MB built
+// in memory.
 func (a *Admin) listEntries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
 	from, to, err := optionalRange(r)
 	limit := 0
-	if q := r.URL.Query().Get("limit"); err == nil && q != "" {
-		limit, err = intParam("limit", q, 1, maxEntries)
+	if l := q.Get("limit"); err == nil && l != "" { // limit= is no limit given, as from= is no from
+		limit, err = intParam("limit", l, 1, ledger.MaxEntryLimit)
 	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	var es []ledger.Entry
-	if limit > 0 {
-		es, err = a.store.LatestEntries(r.Context(), chi.URLParam(r, "id"), from, to, limit)
-	} else {
-		es, err = a.store.Entries(r.Context(), chi.URLParam(r, "id"), from, to)
-	}
-	a.respond(w, r, http.StatusOK, map[string]any{"data": es}, err)
+	page, err := a.store.EntriesPage(r.Context(), chi.URLParam(r, "id"), from, to, limit, q.Get("cursor"))
+	a.respond(w, r, http.StatusOK, page, err)
 }
 
 type memoInput struct {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,20 +24,57 @@ func (c *Client) AddEntry(ctx context.Context, customerID, kind string, in ledge
 }
 
 // Entries returns every entry that moves a customer's balance, effective
-// in [from, to) (a zero time leaves that end open). Returns ENotFound if
-// the customer does not exist, EInvalid if its id is not a UUID or from is
-// not before to.
+// in [from, to) (a zero time leaves that end open), oldest first, asking
+// for them a page at a time (EntriesPage) and following the cursors.
+// Returns ENotFound if the customer does not exist, EInvalid if its id is
+// not a UUID or from is not before to.
 func (c *Client) Entries(ctx context.Context, customerID string, from, to time.Time) ([]ledger.Entry, error) {
-	path := "/admin/v1/customers/" + seg(customerID) + "/entries" + query("from", timeParam(from), "to", timeParam(to))
-	return getList[ledger.Entry](ctx, c, path)
+	var pages [][]ledger.Entry // latest first
+	cursor := ""
+	for {
+		page, err := c.EntriesPage(ctx, customerID, from, to, 0, cursor)
+		if err != nil {
+			return nil, err
+		}
+		pages = append(pages, page.Data)
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	slices.Reverse(pages)
+	if es := slices.Concat(pages...); es != nil {
+		return es, nil
+	}
+	return []ledger.Entry{}, nil
+}
+
+// EntriesPage returns one page of the entries that move a customer's
+// balance, effective in [from, to) (a zero time leaves that end open): the
+// latest limit (1 to ledger.MaxEntryLimit; 0: the server's default,
+// ledger.DefaultEntryLimit) before cursor ("": the range's end), oldest
+// first. Its NextCursor, "" on the last page, asks for the entries before
+// them. Returns ENotFound if the customer does not exist, EInvalid if its
+// id is not a UUID, from is not before to, limit is out of range or cursor
+// is not one the server returned.
+func (c *Client) EntriesPage(ctx context.Context, customerID string, from, to time.Time, limit int, cursor string) (ledger.EntryPage, error) {
+	l := ""
+	if limit != 0 {
+		l = strconv.Itoa(limit)
+	}
+	path := "/admin/v1/customers/" + seg(customerID) + "/entries" + query("from", timeParam(from), "to", timeParam(to), "limit", l, "cursor", cursor)
+	return call[ledger.EntryPage](ctx, c, "GET", path, nil)
 }
 
 // LatestEntries is Entries kept to the latest n (1 to 10000) of the
 // range, still oldest first: only those are read and sent. Returns
 // EInvalid too for an n out of range.
 func (c *Client) LatestEntries(ctx context.Context, customerID string, from, to time.Time, n int) ([]ledger.Entry, error) {
-	path := "/admin/v1/customers/" + seg(customerID) + "/entries" + query("from", timeParam(from), "to", timeParam(to), "limit", strconv.Itoa(n))
-	return getList[ledger.Entry](ctx, c, path)
+	if n == 0 { // 0 would be the server's default page
+		return nil, &ledger.Error{Code: ledger.EInvalid, Message: "n: 0 is not between 1 and 10000"}
+	}
+	page, err := c.EntriesPage(ctx, customerID, from, to, n, "")
+	return page.Data, err
 }
 
 // Reverse reverses a credit or adjustment with a refund entry, once (a
