@@ -26,13 +26,20 @@ type Portal struct {
 	pages templates
 	in    *signinForm
 	now   func() time.Time
+	// usageLimit is the rows a page of the customer API's usage the usage
+	// page asks for (usagePageLimit; tests lower it).
+	usageLimit int
 }
+
+// usagePageLimit is the rows of a page of usage the portal asks for: the
+// customer API's most.
+const usagePageLimit = 1000
 
 // NewPortal returns the portal over the customer API's routes (a router
 // holding api.Self's Routes).
 func NewPortal(self http.Handler, log *slog.Logger) *Portal {
 	p := &Portal{self: self, log: log, sess: newSessions("tollgate_portal", "/portal/"),
-		pages: parseTemplates("signin", "usage", "requests", "statements", "error"), now: time.Now}
+		pages: parseTemplates("signin", "usage", "requests", "statements", "error"), now: time.Now, usageLimit: usagePageLimit}
 	p.in = &signinForm{app: "portal", form: signinData{Field: "key", Label: "API key"},
 		empty: "Enter one of your API keys (tg-…).", sess: p.sess, pages: p.pages, log: log, check: p.checkKey}
 	return p

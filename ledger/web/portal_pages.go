@@ -1,8 +1,10 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,32 +32,50 @@ func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
 	// The month's bounds, as its statement's: an event stamped past the
 	// month's end (a clock ahead) is next month's.
 	month := "&from=" + url.QueryEscape(ms.Format(time.RFC3339)) + "&to=" + url.QueryEscape(ms.AddDate(0, 1, 0).Format(time.RFC3339))
-	var byModel, byDay ledger.UsagePage
 	err := parallel(
 		func() error { return p.getJSON(ctx, ss.secret, "/v1/balance", &d.Balance) },
-		func() error {
-			return p.getJSON(ctx, ss.secret, "/v1/usage?group_by=model&limit=1000"+month, &byModel)
-		},
-		func() error { return p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000"+month, &byDay) })
+		func() (e error) { d.ByModel, e = p.usageAll(ctx, ss.secret, "group_by=model"+month); return },
+		func() (e error) { d.ByDay, e = p.usageAll(ctx, ss.secret, "group_by=day"+month); return })
 	if err != nil {
 		p.refuse(w, r, "usage", "usage", "Usage", err)
 		return
 	}
-	d.ByModel, d.ByDay = byModel.Data, byDay.Data
 	for _, row := range d.ByModel {
 		addTokens(&d.Tokens, row)
 		d.Spend.add(row.Currency, row.Cost)
 	}
 	d.Usage, err = stackByModel(d.ByModel, d.ByDay, func(model string) ([]ledger.UsageRow, error) {
-		var page ledger.UsagePage
-		err := p.getJSON(ctx, ss.secret, "/v1/usage?group_by=day&limit=1000"+month+"&model="+url.QueryEscape(model), &page)
-		return page.Data, err
+		return p.usageAll(ctx, ss.secret, "group_by=day"+month+"&model="+url.QueryEscape(model))
 	})
 	if err != nil {
 		p.refuse(w, r, "usage", "usage", "Usage", err)
 		return
 	}
 	p.pages.render(w, p.log, http.StatusOK, "usage", p.view(r, "usage", "Usage", d))
+}
+
+// usageAll is every row of GET /v1/usage?query (query: its parameters
+// but limit and cursor, joined by '&'), following next_cursor, p.usageLimit
+// rows a page: the month's spend was summed over the first page alone,
+// undercounted past 1,000 model and currency rows.
+func (p *Portal) usageAll(ctx context.Context, secret, query string) ([]ledger.UsageRow, error) {
+	rows := []ledger.UsageRow{}
+	cursor := ""
+	for {
+		path := "/v1/usage?" + query + "&limit=" + strconv.Itoa(p.usageLimit)
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		var page ledger.UsagePage
+		if err := p.getJSON(ctx, secret, path, &page); err != nil {
+			return nil, err
+		}
+		rows = append(rows, page.Data...)
+		if page.NextCursor == "" {
+			return rows, nil
+		}
+		cursor = page.NextCursor
+	}
 }
 
 type requestsData struct {

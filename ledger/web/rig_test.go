@@ -46,6 +46,13 @@ func (k ledgerKeys) LookupKey(secret string) (usage.KeyState, bool) {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newRigWith(t, nil)
+}
+
+// newRigWith is newRig with setup, when not nil, run on the portal before
+// it serves.
+func newRigWith(t *testing.T, setup func(*web.Portal)) *rig {
+	t.Helper()
 	store, dbURL := ledgertest.NewStoreURL(t)
 	log := slog.New(slog.DiscardHandler)
 	adm, err := api.NewAdmin(store, adminToken, log)
@@ -59,7 +66,11 @@ func newRig(t *testing.T) *rig {
 	console := web.NewConsole(admin, 0, log)
 	t.Cleanup(console.Close)
 	console.Routes(r)
-	web.NewPortal(customerAPI, log).Routes(r)
+	portal := web.NewPortal(customerAPI, log)
+	if setup != nil {
+		setup(portal)
+	}
+	portal.Routes(r)
 	srv, adminSrv := httptest.NewServer(r), httptest.NewServer(admin)
 	t.Cleanup(srv.Close)
 	t.Cleanup(adminSrv.Close)

@@ -1,0 +1,5 @@
+package web
+
+// SetUsagePageLimit sets the rows a page of usage p's usage page asks the
+// customer API for, for tests that cannot make 1,000 models.
+func SetUsagePageLimit(p *Portal, n int) { p.usageLimit = n }
