@@ -424,9 +424,7 @@ func TestStreamWithholdsItsEndWhenItsEventIsNotDurable(t *testing.T) {
 	} {
 		release = make(chan struct{})
 		st.journal.setFailing(nil)
-		st.sink.mu.Lock()
 		st.sink.setFail(nil)
-		st.sink.mu.Unlock()
 		resp := st.post(t, c.path, c.body)
 		buf := make([]byte, 64)
 		if _, err := io.ReadAtLeast(resp.Body, buf, 1); err != nil { // the stream is under way
@@ -434,9 +432,7 @@ func TestStreamWithholdsItsEndWhenItsEventIsNotDurable(t *testing.T) {
 		}
 		diskFull := errors.New("journal: write: no space left on device")
 		st.journal.setFailing(diskFull)
-		st.sink.mu.Lock()
 		st.sink.setFail(errors.New("nats: no responders; spool: no space left on device"))
-		st.sink.mu.Unlock()
 		close(release)
 		rest, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
