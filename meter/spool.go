@@ -33,7 +33,8 @@ import (
 // event's JSON; a torn record at
 // the end of the newest segment (a crash mid-write) is ignored, since its
 // Append never returned. A file "cursor" holds the segment and offset up to
-// which events were published.
+// which events were published (one that does not parse is set aside, and
+// everything on disk sent again: see readCursor).
 type Spool struct {
 	dir     string
 	maxSize int64 // bytes; 0 is unlimited
@@ -54,8 +55,10 @@ type Spool struct {
 	size, count int64
 	oldest      time.Time
 	done        chan struct{}
-	// drainMu makes Drain the spool's one drainer at a time.
+	// drainMu makes Drain the spool's one drainer at a time, and guards
+	// cur, the cursor as last saved: read from its file once, at open.
 	drainMu sync.Mutex
+	cur     spoolCursor
 }
 
 type spoolWrite struct {
@@ -87,6 +90,7 @@ func OpenSpool(dir string, maxBytes int64) (*Spool, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.cur = cur
 	for _, n := range segs {
 		if n < cur.Segment {
 			continue

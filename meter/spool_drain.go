@@ -3,7 +3,10 @@ package meter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,19 +19,40 @@ type spoolCursor struct {
 	Offset  int64  `json:"offset"`
 }
 
+// readCursor reads the cursor file, which OpenSpool does once: Drain
+// keeps it in memory from then on. No file is the start of the oldest
+// segment. A file that does not parse (torn, emptied, overwritten: not by
+// writeCursor, which replaces it whole) is renamed cursor.broken-<unix
+// time>, kept for inspection, with a warning, and the spool is read again
+// from its oldest segment: what was sent already is sent again with its
+// own id, which JetStream and the ledger drop, and nothing is skipped. A
+// file that cannot be read is an error that says what to do.
 func (s *Spool) readCursor() (spoolCursor, error) {
 	var c spoolCursor
-	b, err := os.ReadFile(filepath.Join(s.dir, "cursor"))
-	if os.IsNotExist(err) {
+	path := filepath.Join(s.dir, "cursor")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
 	}
 	if err != nil {
-		return c, fmt.Errorf("spool cursor: %w", err)
+		return c, fmt.Errorf("spool cursor: %w: make it readable by the gateway's user, or remove it "+
+			"(the spool is then sent again from its oldest segment, and JetStream and the ledger drop what was sent already)", err)
 	}
-	if err := json.Unmarshal(b, &c); err != nil {
-		return c, fmt.Errorf("spool cursor %s: %w", filepath.Join(s.dir, "cursor"), err)
+	err = json.Unmarshal(b, &c)
+	if err == nil && c.Offset < 0 {
+		err = fmt.Errorf("a negative offset, %d", c.Offset)
 	}
-	return c, nil
+	if err == nil {
+		return c, nil
+	}
+	aside := fmt.Sprintf("%s.broken-%d", path, time.Now().Unix())
+	kept := aside
+	if rerr := os.Rename(path, aside); rerr != nil {
+		kept = "not kept: " + rerr.Error() // the next cursor written replaces it
+	}
+	slog.Warn("spool: the cursor does not parse; the spool is sent again from its oldest segment (JetStream and the ledger drop what was sent already)",
+		"cursor", path, "err", err, "kept_as", kept)
+	return spoolCursor{}, nil
 }
 
 // writeCursor replaces the cursor atomically and durably. It reports
@@ -79,10 +103,7 @@ func (s *Spool) DrainSkipping(ctx context.Context, send func(ctx context.Context
 	skipped func(ctx context.Context, raw []byte, where string) error) (int, error) {
 	s.drainMu.Lock()
 	defer s.drainMu.Unlock()
-	cur, err := s.readCursor()
-	if err != nil {
-		return 0, err
-	}
+	cur := s.cur
 	segs, err := s.segments()
 	if err != nil {
 		return 0, err
@@ -96,6 +117,7 @@ func (s *Spool) DrainSkipping(ctx context.Context, send func(ctx context.Context
 	save := func(c spoolCursor) error {
 		replaced, err := s.writeCursor(c)
 		if replaced { // the next drain starts past them, whatever the error
+			s.cur = c
 			s.sentOn(unsaved, unsavedBytes)
 			unsaved, unsavedBytes = 0, 0
 		}
