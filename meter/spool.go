@@ -76,7 +76,8 @@ const maxSegment = 64 << 20
 
 // OpenSpool opens (creating it if needed) the spool in dir. maxBytes caps
 // what it may hold (0: no cap). It counts what earlier processes left
-// unpublished.
+// unpublished, and removes the segments that hold nothing left to send
+// (see tidy).
 func OpenSpool(dir string, maxBytes int64) (*Spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
@@ -91,37 +92,81 @@ func OpenSpool(dir string, maxBytes int64) (*Spool, error) {
 		return nil, err
 	}
 	s.cur = cur
-	for _, n := range segs {
-		if n < cur.Segment {
-			continue
-		}
-		from := int64(0)
-		if n == cur.Segment {
-			from = cur.Offset
-		}
-		err := scanSegment(s.segPath(n), from, -1, func(data []byte, _ int64) error {
-			s.count++
-			s.size += 8 + int64(len(data)) // as Drain counts it off; a torn tail is not waiting
-			return nil
-		}, nil)
-		if err != nil {
-			return nil, err
-		}
-		s.segNum = n
+	next, err := s.tidy(segs, cur)
+	if err != nil {
+		return nil, err
 	}
 	if s.count > 0 {
 		s.oldest = time.Now() // unknown across restarts: age counts from now
 	}
-	if s.segNum < cur.Segment {
-		// The cursor's segment is gone (segments removed by hand): new
-		// records go after it, or Drain would skip them.
-		s.segNum = cur.Segment
-	}
-	if err := s.openSegment(s.segNum + 1); err != nil {
+	if err := s.openSegment(next); err != nil {
 		return nil, err
 	}
 	go s.writer()
 	return s, nil
+}
+
+// tidy counts the records of segs left to send after cur, removes the
+// segments that hold none (sent whole, empty, or only a torn record that
+// no Append returned for, as Drain would once past them) and returns the
+// number of the segment to append to: the last one when it is empty and
+// read from its start, else a new one after every segment and the
+// cursor's. Without it, every start added an empty segment, and a
+// segment sent whole stayed, since only a drain removes segments and the
+// republisher drains only a spool that counts events.
+func (s *Spool) tidy(segs []uint64, cur spoolCursor) (next uint64, err error) {
+	next = cur.Segment + 1 // the cursor's segment may be gone: new records go after it, or Drain would skip them
+	removed := false
+	for i, n := range segs {
+		from := int64(0)
+		switch {
+		case n < cur.Segment:
+			from = -1 // sent
+		case n == cur.Segment:
+			from = cur.Offset
+		}
+		var records int64
+		end := from
+		if from >= 0 {
+			err := scanSegment(s.segPath(n), from, -1, func(data []byte, off int64) error {
+				records++
+				s.size += 8 + int64(len(data)) // as Drain counts it off; a torn tail is not waiting
+				end = off
+				return nil
+			}, nil)
+			if err != nil {
+				return 0, err
+			}
+		}
+		if records > 0 {
+			s.count += records
+			next = max(next, n+1)
+			continue
+		}
+		st, err := os.Stat(s.segPath(n))
+		if err != nil {
+			return 0, fmt.Errorf("spool: %w", err)
+		}
+		if i == len(segs)-1 && st.Size() == 0 && from == 0 {
+			next = n // empty, and read from its start: appended to again
+			continue
+		}
+		if from >= 0 && st.Size() > end {
+			slog.Info("spool: a segment's torn last record removed with it (its append never returned)",
+				"segment", s.segPath(n), "bytes", st.Size()-end)
+		}
+		if err := os.Remove(s.segPath(n)); err != nil {
+			return 0, fmt.Errorf("spool: %w", err)
+		}
+		removed = true
+		next = max(next, n+1)
+	}
+	if removed {
+		if err := syncDir(s.dir); err != nil {
+			return 0, fmt.Errorf("spool: %w", err)
+		}
+	}
+	return next, nil
 }
 
 func (s *Spool) segPath(n uint64) string { return filepath.Join(s.dir, fmt.Sprintf("%020d.seg", n)) }
