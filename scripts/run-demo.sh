@@ -37,23 +37,32 @@ tollgate_pid=
 stopped=0
 tollgate_status=0
 
-# stop ends every process started here, waits for them, and sets
-# tollgate_status to tollgate's exit status (0 after a clean shutdown).
+# stop ends every process started here, tollgate first: the streams it
+# still relays get TOLLGATE_SHUTDOWN_GRACE to finish from upstream-sim,
+# which is stopped only once tollgate has exited. It waits for them and
+# sets tollgate_status to tollgate's exit status (0 after a clean shutdown).
 stop() {
   [ "$stopped" = 1 ] && return
   stopped=1
   echo
   echo "stopping..."
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   if [ -n "$tollgate_pid" ]; then
+    kill -TERM "$tollgate_pid" 2>/dev/null || true
     wait "$tollgate_pid" 2>/dev/null || tollgate_status=$?
   fi
+  stop_rest
   wait 2>/dev/null || true
+  pids=()
   if [ "$tollgate_status" = 0 ]; then
     echo "stopped."
   else
     echo "tollgate stopped with status $tollgate_status; see $TOLLGATE_DATA_DIR/tollgate.log" >&2
   fi
+}
+
+# stop_rest sends SIGTERM to every process started here and not yet reaped.
+stop_rest() {
+  for p in ${pids[@]+"${pids[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
 }
 
 # interrupted is Ctrl-C or SIGTERM: the way this script is meant to end.
@@ -64,10 +73,18 @@ interrupted() {
   exit 1
 }
 trap interrupted INT TERM
-trap stop EXIT
+# A second Ctrl-C while stop waits for tollgate ends this script at once;
+# upstream-sim, which no Ctrl-C reaches, is then stopped here.
+trap 'stop; stop_rest' EXIT
 
+# upstream-sim gets a process group of its own (set -m), out of reach of
+# the terminal's Ctrl-C, which goes to the foreground group: else it shut
+# down in 10s and broke the streams tollgate was still relaying. stop ends
+# it after tollgate. ($! is still its pid; setsid is not on macOS.)
+set -m
 ./bin/upstream-sim -listen "$sim_listen" 2>>"$TOLLGATE_DATA_DIR/upstream-sim.log" &
 pids+=($!)
+set +m
 ./bin/tollgate serve --config "$config" 2>>"$TOLLGATE_DATA_DIR/tollgate.log" &
 tollgate_pid=$!
 pids+=($tollgate_pid)
