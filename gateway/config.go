@@ -187,16 +187,29 @@ type Config struct {
 
 // Validate checks the configuration and fills in defaults. types are the
 // provider types the gateway knows (see provider.Provider.Type); with none,
-// any type is taken. Its errors name the entry and field at fault.
+// any type is taken. Its errors name the entry and field at fault: one
+// line (errors.Join) for each negative size or duration, then the first
+// problem of the providers and models, if any.
 func (c *Config) Validate(types ...string) error {
-	// 0 (or absent) is each setting's default; a negative value is a
-	// mistake, taken silently for the default before.
+	errs := c.negativeSettings()
+	c.fillDefaults()
+	if err := c.validateEntries(types); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// negativeSettings returns an error for each size, count or duration
+// below 0: 0 (or absent) is each setting's default, and a negative value
+// is a mistake, taken silently for the default before.
+func (c *Config) negativeSettings() []error {
+	var errs []error
 	for _, n := range []struct {
 		name string
 		v    int64
 	}{{"max_request_bytes", c.MaxRequestBytes}, {"max_drains", int64(c.MaxDrains)}, {"retry.max_attempts", int64(c.Retry.MaxAttempts)}} {
 		if n.v < 0 {
-			return fmt.Errorf("%s must be 0 (its default) or more, not %d", n.name, n.v)
+			errs = append(errs, fmt.Errorf("%s must be 0 (its default) or more, not %d", n.name, n.v))
 		}
 	}
 	for _, d := range []struct {
@@ -206,9 +219,18 @@ func (c *Config) Validate(types ...string) error {
 		{"shutdown_drain", c.ShutdownDrain}, {"drain_timeout", c.DrainTimeout}, {"retry.budget", c.Retry.Budget},
 		{"retry.cooldown", c.Retry.Cooldown}, {"retry.max_cooldown", c.Retry.MaxCooldown}} {
 		if d.v < 0 {
-			return fmt.Errorf("%s must be 0 (its default) or more, not %s", d.name, d.v)
+			errs = append(errs, fmt.Errorf("%s must be 0 (its default) or more, not %s", d.name, d.v))
 		}
 	}
+	if c.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("max_connections must be 0 (derived from the open-files limit) or more, not %d", c.MaxConnections))
+	}
+	return errs
+}
+
+// fillDefaults sets each size, count and duration at 0 or below to its
+// default.
+func (c *Config) fillDefaults() {
 	if c.MaxRequestBytes <= 0 {
 		c.MaxRequestBytes = 8 << 20
 	}
@@ -230,9 +252,6 @@ func (c *Config) Validate(types ...string) error {
 	if c.MaxDrains <= 0 {
 		c.MaxDrains = 1024
 	}
-	if c.MaxConnections < 0 {
-		return fmt.Errorf("max_connections must be 0 (derived from the open-files limit) or more, not %d", c.MaxConnections)
-	}
 	if c.Retry.MaxAttempts <= 0 {
 		c.Retry.MaxAttempts = 3
 	}
@@ -245,6 +264,11 @@ func (c *Config) Validate(types ...string) error {
 	if c.Retry.MaxCooldown <= 0 {
 		c.Retry.MaxCooldown = 5 * time.Minute
 	}
+}
+
+// validateEntries checks the providers and models, fills in their
+// defaults, and returns the first problem.
+func (c *Config) validateEntries(types []string) error {
 	names := map[string]bool{}
 	for i := range c.Providers {
 		p := &c.Providers[i]

@@ -164,3 +164,22 @@ func TestNegativeSettingsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestNegativeSettingsAllReported: Validate returned at the first negative
+// setting, before the other negatives and the providers and models were
+// checked, so config check listed one problem of many (a user's walkthrough).
+func TestNegativeSettingsAllReported(t *testing.T) {
+	cfg := Config{MaxRequestBytes: -1, DrainTimeout: -time.Second, MaxConnections: -2,
+		Retry:     RetryConfig{MaxAttempts: -1, Budget: -time.Second},
+		Providers: []ProviderConfig{{Name: "a", Type: "nope", BaseURL: "http://a/v1"}}}
+	err := cfg.Validate("openai")
+	if err == nil {
+		t.Fatal("Validate took five negative settings and an unknown provider type")
+	}
+	for _, want := range []string{"max_request_bytes", "drain_timeout", "max_connections", "retry.max_attempts",
+		"retry.budget", `providers[0] (a): type "nope"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate said:\n%v\nwant a problem with %q", err, want)
+		}
+	}
+}

@@ -129,6 +129,42 @@ meter:
 	}
 }
 
+// TestConfigCheckEveryNegativeSetting: a negative size or duration ended
+// the check there, without its line, and hid the provider and model
+// problems after it (a user's walkthrough); each is now listed, with its line.
+func TestConfigCheckEveryNegativeSetting(t *testing.T) {
+	code, _, got := checkConfigText(t, `max_request_bytes: -1
+drain_timeout: -5s
+retry:
+  max_attempts: -2
+  budget: -1s
+providers:
+  - name: sim
+    type: nope
+    base_url: http://127.0.0.1:9090/v1
+models:
+  - name: m
+    provider: missing
+`)
+	want := []string{
+		`is not valid: 6 problems.`,
+		`  - max_request_bytes must be 0 (its default) or more, not -1 (line 1).`,
+		`  - drain_timeout must be 0 (its default) or more, not -5s (line 2).`,
+		`  - retry.max_attempts must be 0 (its default) or more, not -2 (line 4).`,
+		`  - retry.budget must be 0 (its default) or more, not -1s (line 5).`,
+		`  - providers[0] ("sim"): type "nope" is not one of openai, anthropic, gemini (line 8).`,
+		`  - models[0] ("m"): provider "missing" is not defined under providers (line 12).`,
+	}
+	if lines := strings.Split(strings.TrimSpace(got), "\n"); code != exitInvalid || len(lines) != len(want) {
+		t.Fatalf("exit %d, want %d, and %d lines, want %d:\n%s", code, exitInvalid, len(lines), len(want), got)
+	}
+	for i, line := range strings.Split(strings.TrimSpace(got), "\n") {
+		if !strings.Contains(line, want[i]) {
+			t.Errorf("line %d: %q\nwant it to contain %q", i+1, line, want[i])
+		}
+	}
+}
+
 // TestConfigCheckShapes: empty files, a file that is not a mapping,
 // malformed YAML, unknown top-level settings and lists that are not lists
 // are each explained.

@@ -116,6 +116,9 @@ var (
 	entryProblem = regexp.MustCompile(`^(providers|models)\[(\d+)\](?: \(.*?\))?: (.*)$`)
 	leadingKey   = regexp.MustCompile(`^([a-z_]+)\b`)
 	meterKey     = regexp.MustCompile(`^meter\.([a-z_]+)`)
+	// settingProblem is the setting a problem outside the lists starts
+	// with: "retry.max_attempts must be 0 (its default) or more".
+	settingProblem = regexp.MustCompile(`^[a-z_]+(\.[a-z_]+)*\b`)
 	// missingAmount is ledger.ParseMicros' word for an amount left out.
 	missingAmount = regexp.MustCompile(`^([a-z_]+): is required, a decimal string`)
 	lineNumber    = regexp.MustCompile(`\(line (\d+)`)
@@ -170,8 +173,8 @@ func gatewayProblems(c gateway.Config, types []string) []checkProblem {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			m := entryProblem.FindStringSubmatch(line)
 			if m == nil {
-				if !said[line] {
-					out = append(out, checkProblem{text: line})
+				if !said[line] { // a top-level setting's, "retry.budget must be ...": said each round
+					out = append(out, checkProblem{raw: settingProblem.FindString(line), text: line})
 					said[line] = true
 				}
 				continue
