@@ -398,11 +398,31 @@ func TestAdminTokenRequiredBeforeAnythingStarts(t *testing.T) {
 			t.Errorf("tollgate %s without TOLLGATE_ADMIN_TOKEN: exit %d, stderr %q; want exit 2 and one line", tc.cmd, code, stderr.String())
 		}
 	}
-	// meter has no admin API: it goes on, to the database it cannot reach.
-	err := runServer(t.Context(), slog.New(slog.DiscardHandler), "meter", nil, io.Discard)
-	var ee *envError
-	if err == nil || errors.As(err, &ee) {
-		t.Errorf("tollgate meter without TOLLGATE_ADMIN_TOKEN: %v; want the database error, not the token", err)
+	// meter has no admin API: what stops it is not the token (here the
+	// TOLLGATE_NATS_URL it lacks).
+	if err := runServer(t.Context(), slog.New(slog.DiscardHandler), "meter", nil, io.Discard); err == nil ||
+		strings.Contains(err.Error(), "TOLLGATE_ADMIN_TOKEN") {
+		t.Errorf("tollgate meter without TOLLGATE_ADMIN_TOKEN: %v; want another error than the token", err)
+	}
+}
+
+// TestNATSURLRequiredBeforeAnythingStarts: `tollgate meter` and `tollgate
+// gateway` without TOLLGATE_NATS_URL exited 1, where every other unusable
+// setting exits 2 before anything starts (a user's walkthrough).
+func TestNATSURLRequiredBeforeAnythingStarts(t *testing.T) {
+	t.Setenv("TOLLGATE_DATA_DIR", t.TempDir())
+	t.Setenv("TOLLGATE_NATS_URL", "")
+	t.Setenv("TOLLGATE_DATABASE_URL", "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	for _, tc := range []struct {
+		cmd  string
+		args []string
+	}{{"meter", nil}, {"gateway", []string{"--config", "../../examples/demo.yaml"}}} {
+		err := runServer(t.Context(), slog.New(slog.DiscardHandler), tc.cmd, tc.args, io.Discard)
+		var stderr bytes.Buffer
+		if code := serverExit(tc.cmd, err, &stderr); code != exitUsage ||
+			stderr.String() != "tollgate "+tc.cmd+": TOLLGATE_NATS_URL is required: only `tollgate serve` embeds JetStream\n" {
+			t.Errorf("tollgate %s without TOLLGATE_NATS_URL: exit %d, stderr %q; want exit 2 and the variable named", tc.cmd, code, stderr.String())
+		}
 	}
 }
 

@@ -68,9 +68,9 @@ const envUsage = `Environment:
   TOLLGATE_LOG_LEVEL      debug, info, warn or error (default info; at warn only
                           failed requests are logged)
 A bad TOLLGATE_SHUTDOWN_GRACE, TOLLGATE_PPROF or TOLLGATE_LOG_LEVEL stops the command (exit code 2),
-as do an empty TOLLGATE_ADMIN_TOKEN for serve and admin and a listen address that is not host:port;
-tollgate config check lists the bad values instead (exit code 5), but not an empty admin token,
-which only serve and admin need.
+as do an empty TOLLGATE_ADMIN_TOKEN for serve and admin, an empty TOLLGATE_NATS_URL for gateway and
+meter, and a listen address that is not host:port; tollgate config check lists the bad values instead
+(exit code 5), but not an empty admin token or NATS URL, which only some commands need.
 `
 
 func main() {

@@ -36,6 +36,9 @@ func runRoles(ctx context.Context, log *slog.Logger, name string, args []string,
 	if r.admin && e.AdminToken == "" { // before the database, the migrations and the embedded NATS
 		return &envError{"TOLLGATE_ADMIN_TOKEN is not set: `tollgate " + name + "` runs the admin API and needs its bearer token"}
 	}
+	if err := natsURLRequired(e, r); err != nil {
+		return err
+	}
 	// The addresses too: a bad one was found only when its listener opened,
 	// after the migrations. Every role serves the admin listener (/metrics).
 	if err := listenAddress("TOLLGATE_ADMIN_LISTEN", e.AdminListen); err != nil {
@@ -94,6 +97,16 @@ func untilUp(ctx context.Context, log *slog.Logger, step func() error) error {
 	}
 }
 
+// natsURLRequired returns an *envError when roles r include a gateway or a
+// meter but not all three (only serve embeds JetStream) and e has no
+// TOLLGATE_NATS_URL: exit code 2, before anything starts.
+func natsURLRequired(e env, r roles) error {
+	if !r.all() && (r.gateway || r.meter) && e.NATSURL == "" {
+		return &envError{"TOLLGATE_NATS_URL is required: only `tollgate serve` embeds JetStream"}
+	}
+	return nil
+}
+
 // errStoppedWaiting is start's error when its context ended (SIGTERM)
 // while it waited for an unreachable database, or for its migrations (the
 // lock another process holds): a stop as asked, not a failure.
@@ -112,8 +125,8 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	}()
 	// Settings before anything starts: a single gateway or meter needs
 	// the NATS it shares with the others.
-	if !r.all() && (r.gateway || r.meter) && e.NATSURL == "" {
-		return nil, errors.New("TOLLGATE_NATS_URL is required: only `tollgate serve` embeds JetStream")
+	if err := natsURLRequired(e, r); err != nil {
+		return nil, err
 	}
 	// The data directory first: a second process on it is refused before
 	// it touches the database (migrations included).
