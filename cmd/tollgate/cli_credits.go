@@ -77,7 +77,7 @@ func creditCommands() []*command {
 			}
 		},
 	}, {
-		name: "credits refund-event", args: "EVENT_ID [--memo TEXT]", nargs: 1,
+		name: "credits refund-event", args: "EVENT_ID [--memo TEXT]", nargs: 1, idArgs: true,
 		summary: "refund what a usage event was charged (POST /admin/v1/events/{id}/refund)",
 		example: "tollgate credits refund-event 0197a3d0-… --memo 'upstream outage'",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {

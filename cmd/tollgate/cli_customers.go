@@ -44,7 +44,7 @@ func customerCommands() []*command {
 			}
 		},
 	}, {
-		name: "customers get", args: "CUSTOMER_ID", nargs: 1,
+		name: "customers get", args: "CUSTOMER_ID", nargs: 1, idArgs: true,
 		summary: "show a customer (GET /admin/v1/customers/{id})",
 		example: "tollgate customers get 0197a3c2-…",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
@@ -54,7 +54,7 @@ func customerCommands() []*command {
 			}
 		},
 	}, {
-		name: "customers update", args: "CUSTOMER_ID [--name NAME] [--credit-limit AMOUNT | --no-credit-limit]", nargs: 1,
+		name: "customers update", args: "CUSTOMER_ID [--name NAME] [--credit-limit AMOUNT | --no-credit-limit]", nargs: 1, idArgs: true,
 		summary: "rename a customer or change its credit limit (PATCH /admin/v1/customers/{id})",
 		example: "tollgate customers update 0197a3c2-… --credit-limit 50\n  tollgate customers update 0197a3c2-… --no-credit-limit",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
@@ -82,7 +82,7 @@ func customerCommands() []*command {
 			}
 		},
 	}, {
-		name: "customers balance", args: "CUSTOMER_ID", nargs: 1,
+		name: "customers balance", args: "CUSTOMER_ID", nargs: 1, idArgs: true,
 		summary: "show a customer's balance (GET /admin/v1/customers/{id}/balance)",
 		example: "tollgate customers balance 0197a3c2-…",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {

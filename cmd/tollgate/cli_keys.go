@@ -101,7 +101,7 @@ func keyCommands() []*command {
 			}
 		},
 	}, {
-		name: "keys update", args: "KEY_ID [--name NAME] " + limitArgs + " [--no-LIMIT…]", nargs: 1,
+		name: "keys update", args: "KEY_ID [--name NAME] " + limitArgs + " [--no-LIMIT…]", nargs: 1, idArgs: true,
 		summary: "change an API key's name or limits, on every gateway when this returns (PATCH /admin/v1/keys/{id})",
 		example: "tollgate keys update 0197a3c4-… --tpm-limit 100000 --no-daily-limit\n" +
 			"  tollgate keys update 0197a3c4-… --expires-at 2027-01-01 --all-models",
@@ -123,7 +123,7 @@ func keyCommands() []*command {
 			}
 		},
 	}, {
-		name: "keys get", args: "KEY_ID", nargs: 1,
+		name: "keys get", args: "KEY_ID", nargs: 1, idArgs: true,
 		summary: "show an API key and its limits (GET /admin/v1/keys/{id})",
 		example: "tollgate keys get 0197a3c4-…",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
@@ -161,7 +161,7 @@ func keyCommands() []*command {
 			}
 		},
 	}, {
-		name: "keys revoke", args: "KEY_ID", nargs: 1,
+		name: "keys revoke", args: "KEY_ID", nargs: 1, idArgs: true,
 		summary: "revoke an API key; every gateway refuses it once this returns (POST /admin/v1/keys/{id}/revoke)",
 		example: "tollgate keys revoke 0197a3c4-…",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {

@@ -49,6 +49,9 @@ type command struct {
 	example string // one or more example invocations
 	// nargs is the number of positional arguments it takes.
 	nargs int
+	// idArgs: its positional arguments are ids (UUIDs), checked as an id
+	// flag is, before anything is sent.
+	idArgs bool
 	// flags registers the command's flags on fs and returns its action,
 	// which sees the positional arguments.
 	flags func(fs *flag.FlagSet) func(c *cli, args []string) error
@@ -128,6 +131,13 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, env fu
 		err = usagef("missing %s", strings.Fields(cmd.args)[len(pos)])
 	case len(pos) > cmd.nargs:
 		err = usagef("unexpected argument %q", pos[cmd.nargs])
+	case cmd.idArgs:
+		for i, a := range pos {
+			if err = checkID(a); err != nil {
+				err = usagef("%s: %v", strings.Fields(cmd.args)[i], err)
+				break
+			}
+		}
 	}
 	if err == nil {
 		err = checkAdminURL(*adminURL)

@@ -44,7 +44,7 @@ func eventCommands() []*command {
 			}
 		},
 	}, {
-		name: "events get", args: "EVENT_ID", nargs: 1,
+		name: "events get", args: "EVENT_ID", nargs: 1, idArgs: true,
 		summary: "show a usage event (id: the X-Request-Id) as rated (GET /admin/v1/events/{id})",
 		example: "tollgate events get 0197a3d0-…",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {

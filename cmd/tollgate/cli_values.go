@@ -59,10 +59,19 @@ func (v idValue) String() string {
 }
 
 func (v idValue) Set(s string) error {
-	if _, err := uuid.Parse(s); err != nil {
-		return usagef("%q is not an id (a UUID such as 0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff)", s)
+	if err := checkID(s); err != nil {
+		return err
 	}
 	*v.dst = s
+	return nil
+}
+
+// checkID returns a usage error when s is not an id as the admin API takes
+// one: a UUID in its 36-character form.
+func checkID(s string) error {
+	if _, err := uuid.Parse(s); err != nil || len(s) != 36 {
+		return usagef("%q is not an id (a UUID such as 0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff)", s)
+	}
 	return nil
 }
 
