@@ -14,6 +14,7 @@ import (
 	neturl "net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,6 +276,17 @@ func TestServerCommandsHelp(t *testing.T) {
 					t.Errorf("tollgate %s %s does not show %s:\n%s", name, help, f, out.String())
 				}
 			}
+			// demo's --gateway-url showed "(default: TOLLGATE_LISTEN's) (default "http://…")".
+			for _, line := range strings.Split(out.String(), "\n") {
+				if strings.Count(line, "(default") > 1 {
+					t.Errorf("tollgate %s %s gives two defaults: %q", name, help, line)
+				}
+			}
+		}
+		// The top-level help showed meter and admin without [--config FILE].
+		if sc := serverCommands[name]; strings.Contains(sc.args, "--config") &&
+			!regexp.MustCompile(`\n  tollgate `+name+` +`+regexp.QuoteMeta(sc.args)+` `).MatchString(fullUsage()) {
+			t.Errorf("tollgate --help does not show tollgate %s %s:\n%s", name, sc.args, serverUsage)
 		}
 		if r := runTollgate(t, nil, "help", name); r.code != exitOK || !strings.HasPrefix(r.out, "Usage: tollgate "+name+" ") {
 			t.Errorf("tollgate help %s: exit %d, stderr %q, stdout:\n%s", name, r.code, r.errOut, r.out)
@@ -287,6 +299,11 @@ func TestServerCommandsHelp(t *testing.T) {
 				t.Errorf("tollgate %s %s: exit %d, stdout %q, stderr %q; want exit 2 and one line", name, bad[0], code, out.String(), stderr.String())
 			}
 		}
+	}
+	// Every command's Environment section said TOLLGATE_DATA_DIR held the
+	// spool and the embedded JetStream, leaving out the crash journal.
+	if !strings.Contains(envUsage, "TOLLGATE_DATA_DIR       local data: the usage spool, the crash journal and the embedded JetStream") {
+		t.Errorf("the Environment section's TOLLGATE_DATA_DIR does not name the crash journal:\n%s", envUsage)
 	}
 	var stderr bytes.Buffer
 	err := runServer(t.Context(), slog.New(slog.DiscardHandler), "gateway", nil, io.Discard)

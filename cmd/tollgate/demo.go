@@ -23,7 +23,7 @@ import (
 func demo(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	adminURL := fs.String("admin-url", orDefault(getenv("TOLLGATE_ADMIN_URL"), defaultAdminURL), "admin API base URL (env TOLLGATE_ADMIN_URL)")
-	gatewayURL := fs.String("gateway-url", listenURL(orDefault(getenv("TOLLGATE_LISTEN"), ":8080")), "LLM API base URL (default: TOLLGATE_LISTEN's)")
+	gatewayURL := fs.String("gateway-url", listenURL(orDefault(getenv("TOLLGATE_LISTEN"), ":8080")), "LLM API base URL (env TOLLGATE_LISTEN, as serve listens on it)")
 	model := fs.String("model", "sim-pro", "model for the example request")
 	name := fs.String("customer", "demo", "demo customer name")
 	if err := parseServerFlags(fs, args, stdout); err != nil {

@@ -2,8 +2,8 @@
 //
 //	tollgate serve   --config tollgate.yaml   every role in one process
 //	tollgate gateway --config tollgate.yaml   the LLM API only
-//	tollgate meter                            the meter worker only
-//	tollgate admin                            the admin API only
+//	tollgate meter   [--config tollgate.yaml] the meter worker only
+//	tollgate admin   [--config tollgate.yaml] the admin API only
 //	tollgate migrate                          apply database migrations
 //	tollgate demo                             seed a demo customer and key, print curl commands
 //	tollgate NOUN VERB [flags]                admin commands: a client of the admin API
@@ -37,8 +37,8 @@ Usage:
   tollgate serve   --config FILE   run gateway, meter worker and admin API in one process
                                    (embeds JetStream when TOLLGATE_NATS_URL is empty)
   tollgate gateway --config FILE   run only the LLM API (needs TOLLGATE_NATS_URL)
-  tollgate meter                   run only the meter worker (needs TOLLGATE_NATS_URL)
-  tollgate admin                   run only the admin API
+  tollgate meter [--config FILE]   run only the meter worker (needs TOLLGATE_NATS_URL)
+  tollgate admin [--config FILE]   run only the admin API
   tollgate migrate [--down-to N]   apply the database migrations and exit (or roll back to N, 0 or more)
   tollgate demo                    create a demo customer and key on a running server,
                                    and print curl commands to try it
@@ -60,7 +60,8 @@ const envUsage = `Environment:
   TOLLGATE_LISTEN         LLM and customer API address (default :8080)
   TOLLGATE_ADMIN_LISTEN   admin API, /metrics, /healthz and /readyz address (default :8081;
                           every role serves the last three there)
-  TOLLGATE_DATA_DIR       local data: the usage spool and embedded JetStream (default ./tollgate-data)
+  TOLLGATE_DATA_DIR       local data: the usage spool, the crash journal and the embedded JetStream
+                          (default ./tollgate-data)
   TOLLGATE_SHUTDOWN_GRACE how long streams may finish after SIGTERM: a Go duration, 0 or more
                           (default 30s)
   TOLLGATE_PPROF          1 or true serves net/http/pprof under /debug/pprof/ on the admin
