@@ -100,7 +100,8 @@ func documentedRoutes(doc *openapi3.T) map[string]string {
 
 // TestOpenAPIDocument checks the document itself: valid OpenAPI 3.0.3,
 // every admin operation behind the admin token and every customer
-// operation behind a customer key, and every fixed shape closed.
+// operation behind a customer key, each customer path named in
+// info.description, and every fixed shape closed.
 func TestOpenAPIDocument(t *testing.T) {
 	doc := loadOpenAPI(t)
 	if doc.OpenAPI != "3.0.3" {
@@ -135,6 +136,12 @@ func TestOpenAPIDocument(t *testing.T) {
 			default:
 				t.Errorf("%s: a path outside /admin/v1 and /v1", name)
 			}
+		}
+	}
+	// info.description lists the customer API; it left out /v1/statements/{period}.
+	for path := range doc.Paths.Map() {
+		if strings.HasPrefix(path, "/v1/") && !strings.Contains(doc.Info.Description, path) {
+			t.Errorf("info.description does not name the customer API's %s: %s", path, doc.Info.Description)
 		}
 	}
 	loose := map[string]bool{"Reconciliation": true}
