@@ -2,6 +2,7 @@ package meter
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -14,15 +15,43 @@ import (
 // backoff whenever NATS is unreachable or the consumer is lost. Start
 // returns at once; Stop stops the worker, which writes or hands back every
 // event it was sent, and waits for it.
+//
+// Status says what keeps the worker from running, if anything: NATS out of
+// reach, or a JetStream that answers and refuses the stream or the
+// consumer as configured (say, meter.replicas 3 on a server that is not in
+// a cluster), which no wait cures and which is logged at ERROR.
 type Service struct {
 	js    jetstream.JetStream
 	store Store
 	cfg   WorkerConfig
 
+	mu        sync.Mutex
+	status    ServiceStatus
+	loggedErr time.Time // when the last ERROR line about a refusal was written
+
 	startOnce, stopOnce sync.Once
 	cancel              context.CancelFunc
 	done                chan struct{}
 }
+
+// ServiceStatus is what a Service's last attempt to set its worker up, or
+// to run it, met.
+type ServiceStatus struct {
+	// Err is the error of the last attempt: nil while the worker runs, and
+	// before the first attempt ends.
+	Err error
+	// Since is when the worker stopped running (or, if it never ran, when
+	// its first attempt failed); zero while Err is nil.
+	Since time.Time
+	// Refused reports that NATS answered and refused (a JetStream API
+	// error: the stream or the consumer cannot be created or used as
+	// configured, JetStream is not enabled), rather than that NATS could not
+	// be reached. Nothing is written to the ledger until it is fixed.
+	Refused bool
+}
+
+// refusalLogEvery bounds how often a refusal lasting on is logged again.
+const refusalLogEvery = time.Minute
 
 // NewService returns a Service writing into store the events of js's usage
 // stream, with the worker configuration cfg.
@@ -44,6 +73,14 @@ func (s *Service) Start() {
 	})
 }
 
+// Status returns what the worker's last set-up or run met (see
+// ServiceStatus).
+func (s *Service) Status() ServiceStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status
+}
+
 // run sets the worker up and runs it until ctx ends, again after each
 // failure, waiting 0.5s, then twice as long each time up to 10s.
 func (s *Service) run(ctx context.Context) {
@@ -55,14 +92,54 @@ func (s *Service) run(ctx context.Context) {
 			w, err = NewWorker(ctx, s.js, s.store, s.cfg)
 		}
 		if err == nil {
+			s.running()
 			err = w.Run(ctx)
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.cfg.Logger.Warn("meter worker waiting for NATS", "err", err)
+		s.failed(err)
 		return retry.RetryableError(err)
 	})
+}
+
+// running records that the worker is set up and runs.
+func (s *Service) running() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.status.Err != nil {
+		s.cfg.Logger.Info("meter worker running: the usage stream and its consumer are set up",
+			"stream", s.cfg.Stream.Name, "after", time.Since(s.status.Since).Round(time.Millisecond).String())
+	}
+	s.status, s.loggedErr = ServiceStatus{}, time.Time{}
+}
+
+// failed records err, the set-up's or the run's, and logs it: a refusal
+// at ERROR with the server's words, at once and then at most once a
+// minute while it lasts; NATS out of reach at WARN, at each retry.
+func (s *Service) failed(err error) {
+	if err == nil { // Run ends without an error only with its context
+		err = errors.New("the worker stopped")
+	}
+	var api *jetstream.APIError
+	refused := errors.As(err, &api)
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	since := s.status.Since
+	if s.status.Err == nil {
+		since = now
+	}
+	s.status = ServiceStatus{Err: err, Since: since, Refused: refused}
+	switch {
+	case !refused:
+		s.cfg.Logger.Warn("meter worker waiting for NATS", "err", err)
+	case s.loggedErr.IsZero() || now.Sub(s.loggedErr) >= refusalLogEvery:
+		s.loggedErr = now
+		s.cfg.Logger.Error("meter worker cannot start: NATS refuses the usage stream or its consumer as configured, and nothing is "+
+			"written to the ledger until that is fixed (events wait in JetStream or in the gateways' spools); retrying",
+			"stream", s.cfg.Stream.Name, "replicas", s.cfg.Stream.Replicas, "err", err, "since", since.UTC().Format(time.RFC3339))
+	}
 }
 
 // Stop stops the worker and waits for it until ctx ends (then it returns

@@ -29,7 +29,10 @@ import (
 //   - spool: its depth and age, and "accepting": false when the gateway
 //     refuses new requests (spool full, or older than spool_max_age).
 //   - degraded: the roles of this process that cannot work now (say, in
-//     serve, "meter" and "admin" while Postgres is down), each with why.
+//     serve, "meter" and "admin" while Postgres is down), each with why;
+//     "meter" also when its worker cannot set up the usage stream or its
+//     consumer, with NATS' words (meter.replicas 3 on a NATS that is not
+//     a cluster, say).
 //
 // Without the gateway, a process is ready when none of its roles is
 // degraded.
@@ -87,6 +90,9 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 			}
 		}
 	}
+	if why := a.meterDown(); r.meter && why != "" {
+		rd.Degraded["meter"] = why
+	}
 	gatewayReady := true
 	if a.keys != nil {
 		rd.Keys = "loaded"
@@ -116,6 +122,26 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 		rd.Ready = len(rd.Degraded) == 0
 	}
 	return rd
+}
+
+// meterDown says why the meter worker does not run, or "" when it does
+// (or NATS is disconnected, which readiness says as such): JetStream
+// refuses the usage stream or its consumer as configured, with the
+// server's words, or the worker's set-up fails otherwise.
+func (a *app) meterDown() string {
+	if a.worker == nil || a.nc != nil && !a.nc.IsConnected() {
+		return ""
+	}
+	st := a.worker.Status()
+	switch since := st.Since.UTC().Format(time.RFC3339); {
+	case st.Err == nil:
+		return ""
+	case st.Refused:
+		return "NATS refuses the usage stream or its consumer as configured (since " + since + "): " + st.Err.Error() +
+			"; nothing is written to the ledger until that is fixed, and events wait in JetStream or the gateways' spools"
+	default:
+		return "the meter worker cannot set up its consumer (since " + since + "): " + st.Err.Error()
+	}
 }
 
 // opsHandler serves, on the admin listener of every role: GET /metrics

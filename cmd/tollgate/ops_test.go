@@ -168,3 +168,51 @@ func TestNATSCloseIsNotADisconnectWarning(t *testing.T) {
 		t.Errorf("closing the NATS connection logged a disconnect:\n%s", logs.String())
 	}
 }
+
+// TestReadinessTellsARefusedUsageStream: `tollgate serve` restarted with
+// meter.replicas 3 on its embedded (single-node) JetStream could never
+// update its usage stream; its worker logged "waiting for NATS" at each
+// retry while /readyz said nothing of the meter, and nothing reached the
+// ledger until a restart with a corrected configuration (a crash review).
+// Now /readyz names the meter degraded with NATS' words; serve stays
+// ready (its gateway serves, the events wait in the stream), a process
+// with the meter role alone is not. The events wait: back at replicas 1,
+// they reach the ledger.
+func TestReadinessTellsARefusedUsageStream(t *testing.T) {
+	s := newStack(t, nil)
+	_, first := s.chatAs(s.secret)
+	s.event(first)
+	s.cfg.Meter.Replicas = 3
+	s.restart()
+	var r readiness
+	var code int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var body string
+		code, body = get(t, s.admin+"/readyz")
+		r = readiness{}
+		if err := json.Unmarshal([]byte(body), &r); err != nil {
+			t.Fatalf("/readyz = %d %s", code, body)
+		}
+		if r.Degraded["meter"] != "" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code != http.StatusOK || !r.Ready || !strings.Contains(r.Degraded["meter"], "replicas > 1 not supported in non-clustered mode") {
+		t.Fatalf("/readyz with a usage stream JetStream refuses = %d %+v; want ready (the gateway serves), degraded.meter with NATS' words", code, r)
+	}
+	if m := s.app.readiness(t.Context(), roles{meter: true}); m.Ready || m.Degraded["meter"] == "" {
+		t.Errorf("a meter process whose usage stream is refused: %+v; want not ready", m)
+	}
+	status, second := s.chatAs(s.secret)
+	if status != http.StatusOK {
+		t.Fatalf("chat with the meter down: %d", status)
+	}
+	s.cfg.Meter.Replicas = 1
+	s.restart()
+	s.event(second)
+	code, body := get(t, s.admin+"/readyz")
+	r = readiness{}
+	if err := json.Unmarshal([]byte(body), &r); err != nil || code != http.StatusOK || r.Degraded["meter"] != "" {
+		t.Errorf("/readyz once the stream is set up = %d %s; want the meter no longer degraded", code, body)
+	}
+}
