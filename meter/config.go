@@ -129,6 +129,19 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// CheckEmbedded returns an error when c cannot work on the embedded
+// JetStream server (StartEmbedded), which is a single node: it refuses a
+// usage stream of more than one replica, and nothing would reach the
+// ledger. c must be validated.
+func (c *Config) CheckEmbedded() error {
+	if c.Replicas > 1 {
+		return fmt.Errorf("meter.replicas is %d, but the embedded JetStream server (TOLLGATE_NATS_URL unset) is a single node, "+
+			"which holds one replica: it would refuse the usage stream and nothing would reach the ledger; "+
+			"set meter.replicas to 1, or TOLLGATE_NATS_URL to a JetStream cluster of %d servers or more", c.Replicas, c.Replicas)
+	}
+	return nil
+}
+
 // Stream returns the stream settings of c.
 func (c *Config) Stream() StreamConfig {
 	return StreamConfig{Replicas: c.Replicas, DuplicateWindow: c.DuplicateWindow}

@@ -1,6 +1,7 @@
 package meter_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,26 @@ func TestConfigBatchWaitUnderTheAckWait(t *testing.T) {
 		err := c.cfg.Validate()
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%+v: %v; want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// TestConfigCheckEmbedded: the embedded JetStream server is a single node,
+// which refuses a usage stream of more than one replica (serve then metered
+// nothing, a crash review): such a configuration is named, with what to do.
+func TestConfigCheckEmbedded(t *testing.T) {
+	for _, replicas := range []int{0, 1, 3, 5} {
+		c := meter.Config{Replicas: replicas}
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		err := c.CheckEmbedded()
+		if replicas <= 1 && err != nil {
+			t.Errorf("replicas %d on the embedded server: %v; want no error", replicas, err)
+		}
+		if replicas > 1 && (err == nil || !strings.Contains(err.Error(), fmt.Sprintf("meter.replicas is %d, but the embedded JetStream server", replicas)) ||
+			!strings.Contains(err.Error(), "single node") || !strings.Contains(err.Error(), "set meter.replicas to 1")) {
+			t.Errorf("replicas %d on the embedded server: %v; want it refused, saying why and what to do", replicas, err)
 		}
 	}
 }

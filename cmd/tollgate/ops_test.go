@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -214,5 +218,47 @@ func TestReadinessTellsARefusedUsageStream(t *testing.T) {
 	r = readiness{}
 	if err := json.Unmarshal([]byte(body), &r); err != nil || code != http.StatusOK || r.Degraded["meter"] != "" {
 		t.Errorf("/readyz once the stream is set up = %d %s; want the meter no longer degraded", code, body)
+	}
+}
+
+// TestServeRefusesReplicasOnTheEmbeddedNATS: `tollgate serve` with
+// meter.replicas 3 and no TOLLGATE_NATS_URL started, served and metered
+// nothing: its embedded JetStream, a single node, refuses a usage stream of
+// three replicas (a crash review). It is refused at start, before the
+// database, as an unusable setting is: exit code 2, one line saying why.
+// With a NATS URL (a cluster, perhaps) it starts.
+func TestServeRefusesReplicasOnTheEmbeddedNATS(t *testing.T) {
+	t.Setenv("TOLLGATE_DATA_DIR", t.TempDir())
+	t.Setenv("TOLLGATE_ADMIN_TOKEN", "t")
+	t.Setenv("TOLLGATE_LISTEN", "127.0.0.1:0")
+	t.Setenv("TOLLGATE_ADMIN_LISTEN", "127.0.0.1:0")
+	t.Setenv("TOLLGATE_DATABASE_URL", "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	t.Setenv("TOLLGATE_NATS_URL", "")
+	demo, err := os.ReadFile("../../examples/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tollgate.yaml")
+	if err := os.WriteFile(path, append(demo, "\nmeter:\n  replicas: 3\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second) // serve, not refused, waits for the database
+	defer cancel()
+	err = runServer(ctx, slog.New(slog.DiscardHandler), "serve", []string{"--config", path}, io.Discard)
+	var ee *envError
+	if !errors.As(err, &ee) || !strings.Contains(err.Error(), "meter.replicas is 3") || !strings.Contains(err.Error(), "single node") {
+		t.Fatalf("serve with meter.replicas 3 on the embedded NATS: %v; want it refused before the database, saying why", err)
+	}
+	var stderr bytes.Buffer
+	if code := serverExit("serve", err, &stderr); code != exitUsage || strings.Count(stderr.String(), "\n") != 1 {
+		t.Errorf("serve with meter.replicas 3 on the embedded NATS: exit %d, stderr %q; want exit 2 and one line", code, stderr.String())
+	}
+	// With a NATS of its own, serve goes on (here to the database it
+	// waits for, until it is stopped).
+	t.Setenv("TOLLGATE_NATS_URL", "nats://127.0.0.1:1")
+	ctx, cancel = context.WithCancel(t.Context())
+	cancel()
+	if err := runServer(ctx, slog.New(slog.DiscardHandler), "serve", []string{"--config", path}, io.Discard); err != nil {
+		t.Errorf("serve with meter.replicas 3 and TOLLGATE_NATS_URL: %v; want it to start (and stop while waiting for the database)", err)
 	}
 }

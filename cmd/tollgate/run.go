@@ -55,6 +55,11 @@ func runRoles(ctx context.Context, log *slog.Logger, name string, args []string,
 	} else if err := cfg.Meter.Validate(); err != nil {
 		return err
 	}
+	if r.all() && e.NATSURL == "" { // serve embeds a single-node JetStream
+		if err := cfg.Meter.CheckEmbedded(); err != nil {
+			return &envError{err.Error()}
+		}
+	}
 	setMemoryLimit(log, memlimit.FromCgroup)
 	a, err := start(ctx, log, e, cfg, r)
 	if errors.Is(err, errStoppedWaiting) {
