@@ -1,0 +1,283 @@
+package meter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// HandedOverSuffix begins the name a handed-over store directory is
+// renamed to: "<dir>.handed-over-<UTC time>" (HandOver).
+const HandedOverSuffix = ".handed-over-"
+
+// HasEmbeddedStore reports whether dir holds the store of an embedded
+// JetStream server (StartEmbedded's dir: nats-server keeps its store in
+// dir/jetstream).
+func HasEmbeddedStore(dir string) (bool, error) {
+	fi, err := os.Stat(filepath.Join(dir, "jetstream"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("embedded store %s: %w", dir, err)
+	}
+	return fi.IsDir(), nil
+}
+
+// HandOverReport is what HandOver moved, and where the store went.
+type HandOverReport struct {
+	// Events and DeadLetters are the messages of the usage stream and of
+	// the dead-letter stream handed over; EventsKnown and DeadLettersKnown
+	// are those of them the destination dropped as duplicates within its
+	// window (sent before: by an earlier hand-over cut short, say).
+	Events, EventsKnown           int
+	DeadLetters, DeadLettersKnown int
+	// Left names the other streams of the store, not handed over (the key
+	// buckets: the meter and admin processes fill them again from the
+	// ledger).
+	Left []string
+	// Dir is where the store directory went.
+	Dir string
+}
+
+// handOverBatch is how many messages HandOver publishes before it waits
+// for their PubAcks.
+const handOverBatch = 256
+
+// HandOver moves what the embedded JetStream store in dir (a `tollgate
+// serve` without a NATS URL ran on it) holds for the ledger to the NATS
+// server nc is connected to: every message of the usage stream
+// (DefaultStreamName) and of the dead-letter stream (DLQStream), published
+// to the subject it was stored under with its headers (the dead letter's
+// reason and event id among them) and its Nats-Msg-Id (the event id of a
+// usage event), so that a message sent twice is dropped by the
+// destination's duplicate window and, past it, by the ledger's unique event
+// id. It waits for the PubAck of each, sending again those not
+// acknowledged (NATS unreachable, say) until ctx ends. Then it stops the
+// embedded server and renames dir to dir+HandedOverSuffix+now (UTC), where
+// the store stays for audit and is not handed over again.
+//
+// The destination must hold both streams (EnsureStream, EnsureDLQ); a
+// missing one is an error, as is a PubAck from another stream than the
+// message's own (another stream takes its subject there), a store whose
+// usage or dead-letter stream the embedded server did not load, and a
+// stream that gave fewer messages than it holds. On any error, or when ctx
+// ends first, dir is left as it is, and a later HandOver sends it all
+// again. No other process may use dir meanwhile. log takes the embedded
+// server's warnings and the publish retries (nil: none).
+func HandOver(ctx context.Context, dir string, nc *nats.Conn, now time.Time, log *slog.Logger) (HandOverReport, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var rep HandOverReport
+	dst, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(handOverBatch),
+		jetstream.WithPublishAsyncTimeout(10*time.Second))
+	if err != nil {
+		return rep, fmt.Errorf("hand over %s: %w", dir, err)
+	}
+	for _, name := range []string{DefaultStreamName, DLQStream} {
+		if _, err := dst.Stream(ctx, name); err != nil {
+			return rep, fmt.Errorf("hand over %s: stream %s on NATS: %w", dir, name, err)
+		}
+	}
+	e, err := StartEmbedded(dir, "", SyncPolicy{}, log)
+	if err != nil {
+		return rep, fmt.Errorf("hand over %s: %w", dir, err)
+	}
+	defer e.Shutdown() // after an error; Stop is idempotent
+	if err := loadedForHandOver(e); err != nil {
+		return rep, fmt.Errorf("hand over %s: %w", dir, err)
+	}
+	src, err := nats.Connect("", nats.InProcessServer(e), nats.Name("tollgate hand-over"))
+	if err != nil {
+		return rep, fmt.Errorf("hand over %s: %w", dir, err)
+	}
+	defer src.Close()
+	srcJS, err := jetstream.New(src)
+	if err != nil {
+		return rep, fmt.Errorf("hand over %s: %w", dir, err)
+	}
+	h := &storeMover{dst: dst, log: log}
+	if rep.Events, rep.EventsKnown, err = h.stream(ctx, srcJS, DefaultStreamName); err != nil {
+		return rep, fmt.Errorf("hand over %s: %w", dir, err)
+	}
+	if rep.DeadLetters, rep.DeadLettersKnown, err = h.stream(ctx, srcJS, DLQStream); err != nil {
+		return rep, fmt.Errorf("hand over %s: %w", dir, err)
+	}
+	names := srcJS.StreamNames(ctx)
+	for n := range names.Name() {
+		if n != DefaultStreamName && n != DLQStream {
+			rep.Left = append(rep.Left, n)
+		}
+	}
+	src.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.Stop(sctx); err != nil {
+		return rep, fmt.Errorf("hand over %s: stop the embedded server: %w", dir, err)
+	}
+	to := filepath.Clean(dir) + HandedOverSuffix + now.UTC().Format("20060102T150405Z")
+	if err := os.Rename(dir, to); err != nil {
+		return rep, fmt.Errorf("hand over %s: all was handed over, but the directory was not renamed (the next start hands it over again, harmlessly): %w", dir, err)
+	}
+	rep.Dir = to
+	return rep, nil
+}
+
+// loadedForHandOver returns an error when e did not load the usage or the
+// dead-letter stream its directory holds: handed over without it, the
+// store would be renamed with its events in it.
+func loadedForHandOver(e *Embedded) error {
+	want, err := storedNames(e.dir)
+	if err != nil {
+		return err
+	}
+	missing, err := notLoaded(e.current(), want)
+	if err != nil {
+		return err
+	}
+	for _, m := range missing {
+		parts := strings.Split(m, "/") // account/stream, or account/stream/consumer
+		if len(parts) == 2 && (parts[1] == DefaultStreamName || parts[1] == DLQStream) {
+			return fmt.Errorf("the embedded server did not load stream %s of the store (see its log above)", m)
+		}
+	}
+	return nil
+}
+
+// storeMover publishes messages to dst, waiting for their PubAcks.
+type storeMover struct {
+	dst      jetstream.JetStream
+	log      *slog.Logger
+	lastWarn time.Time // of a publish failure
+}
+
+// stream hands over every message of src's stream name (none if it does
+// not exist); it returns how many, and how many of those dst knew.
+func (h *storeMover) stream(ctx context.Context, src jetstream.JetStream, name string) (moved, known int, err error) {
+	s, err := src.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("stream %s: %w", name, err)
+	}
+	st := s.CachedInfo().State
+	if st.Msgs == 0 {
+		return 0, 0, nil
+	}
+	batch := make([]*nats.Msg, 0, handOverBatch)
+	flush := func() error {
+		k, err := h.publish(ctx, name, batch)
+		moved, known = moved+len(batch), known+k
+		batch = batch[:0]
+		return err
+	}
+	// Each request asks for the next message at or after seq, so that the
+	// sequences deleted (dead letters replayed) cost nothing.
+	for seq := st.FirstSeq; seq <= st.LastSeq; {
+		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(">"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return moved, known, fmt.Errorf("stream %s: message %d: %w", name, seq, err)
+		}
+		batch = append(batch, handOverMsg(name, m))
+		seq = m.Sequence + 1
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return moved, known, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return moved, known, err
+	}
+	if uint64(moved) != st.Msgs {
+		return moved, known, fmt.Errorf("stream %s: read %d of the %d messages it holds", name, moved, st.Msgs)
+	}
+	return moved, known, nil
+}
+
+// handOverMsg is stored message m of stream name as it is sent again: its
+// subject, data and headers, less any expectation of the stream it was
+// published to (Nats-Expected-*), with a Nats-Msg-Id naming it when it has
+// none.
+func handOverMsg(name string, m *jetstream.RawStreamMsg) *nats.Msg {
+	out := nats.NewMsg(m.Subject)
+	out.Data = m.Data
+	for k, v := range m.Header {
+		if !strings.HasPrefix(k, "Nats-Expected-") {
+			out.Header[k] = v
+		}
+	}
+	if out.Header.Get(nats.MsgIdHdr) == "" {
+		out.Header.Set(nats.MsgIdHdr, "handover-"+name+"-"+strconv.FormatUint(m.Sequence, 10)+"-"+strconv.FormatInt(m.Time.UnixNano(), 10))
+	}
+	return out
+}
+
+// publish sends msgs to dst and waits for the PubAck of each, sending
+// again those that got none, every second and then up to every 10
+// seconds, until ctx ends. It returns how many dst dropped as duplicates.
+// A PubAck from another stream than name is an error.
+func (h *storeMover) publish(ctx context.Context, name string, msgs []*nats.Msg) (known int, err error) {
+	wait := time.Second
+	for len(msgs) > 0 {
+		var failed []*nats.Msg
+		var lastErr error
+		futures := make([]jetstream.PubAckFuture, len(msgs))
+		for i, m := range msgs {
+			f, err := h.dst.PublishMsgAsync(m)
+			if err != nil {
+				failed, lastErr = append(failed, m), err
+			}
+			futures[i] = f
+		}
+		for i, f := range futures {
+			if f == nil {
+				continue
+			}
+			select {
+			case ack := <-f.Ok():
+				if ack.Stream != name {
+					return known, fmt.Errorf("stream %s: message %s was stored by stream %s on NATS, which takes subject %s too: "+
+						"give that subject to %s alone", name, msgs[i].Header.Get(nats.MsgIdHdr), ack.Stream, msgs[i].Subject, name)
+				}
+				if ack.Duplicate {
+					known++
+				}
+			case err := <-f.Err():
+				failed, lastErr = append(failed, msgs[i]), err
+			case <-ctx.Done():
+				return known, ctx.Err()
+			}
+		}
+		if len(failed) == 0 {
+			return known, nil
+		}
+		if time.Since(h.lastWarn) >= time.Minute {
+			h.lastWarn = time.Now()
+			h.log.Warn("embedded store hand-over: NATS did not acknowledge messages; sending them again (repeats within a minute are not logged)",
+				"stream", name, "messages", len(failed), "err", lastErr)
+		}
+		select {
+		case <-ctx.Done():
+			return known, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
+		msgs = failed
+	}
+	return known, nil
+}
