@@ -41,6 +41,12 @@ type HandOverReport struct {
 	// window (sent before: by an earlier hand-over cut short, say).
 	Events, EventsKnown           int
 	DeadLetters, DeadLettersKnown int
+	// EventsDone are the events of the usage stream not handed over
+	// because the meter had acknowledged them (at or below its durable
+	// consumer's ack floor, which the workers trim the stream to): they are
+	// in the ledger or among the dead letters. A dead letter sent again
+	// would be set aside again, twice in the dead-letter stream.
+	EventsDone int
 	// Left names the other streams of the store, not handed over (the key
 	// buckets: the meter and admin processes fill them again from the
 	// ledger).
@@ -56,7 +62,8 @@ const handOverBatch = 256
 // HandOver moves what the embedded JetStream store in dir (a `tollgate
 // serve` without a NATS URL ran on it) holds for the ledger to the NATS
 // server nc is connected to: every message of the usage stream
-// (DefaultStreamName) and of the dead-letter stream (DLQStream), published
+// (DefaultStreamName) the meter did not acknowledge (see
+// HandOverReport.EventsDone) and of the dead-letter stream (DLQStream), published
 // to the subject it was stored under with its headers (the dead letter's
 // reason and event id among them) and its Nats-Msg-Id (the event id of a
 // usage event), so that a message sent twice is dropped by the
@@ -107,10 +114,10 @@ func HandOver(ctx context.Context, dir string, nc *nats.Conn, now time.Time, log
 		return rep, fmt.Errorf("hand over %s: %w", dir, err)
 	}
 	h := &storeMover{dst: dst, log: log}
-	if rep.Events, rep.EventsKnown, err = h.stream(ctx, srcJS, DefaultStreamName); err != nil {
+	if rep.Events, rep.EventsKnown, rep.EventsDone, err = h.stream(ctx, srcJS, DefaultStreamName, true); err != nil {
 		return rep, fmt.Errorf("hand over %s: %w", dir, err)
 	}
-	if rep.DeadLetters, rep.DeadLettersKnown, err = h.stream(ctx, srcJS, DLQStream); err != nil {
+	if rep.DeadLetters, rep.DeadLettersKnown, _, err = h.stream(ctx, srcJS, DLQStream, false); err != nil {
 		return rep, fmt.Errorf("hand over %s: %w", dir, err)
 	}
 	names := srcJS.StreamNames(ctx)
@@ -162,18 +169,26 @@ type storeMover struct {
 }
 
 // stream hands over every message of src's stream name (none if it does
-// not exist); it returns how many, and how many of those dst knew.
-func (h *storeMover) stream(ctx context.Context, src jetstream.JetStream, name string) (moved, known int, err error) {
+// not exist), less those the meter acknowledged when acked is set (see
+// ackedBelow); it returns how many it handed over, how many of those dst
+// knew, and how many it left as acknowledged.
+func (h *storeMover) stream(ctx context.Context, src jetstream.JetStream, name string, acked bool) (moved, known, done int, err error) {
 	s, err := src.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, 0, nil
+		return 0, 0, 0, nil
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("stream %s: %w", name, err)
+		return 0, 0, 0, fmt.Errorf("stream %s: %w", name, err)
 	}
 	st := s.CachedInfo().State
 	if st.Msgs == 0 {
-		return 0, 0, nil
+		return 0, 0, 0, nil
+	}
+	var floor uint64
+	if acked {
+		if floor, err = ackedBelow(ctx, s, st.LastSeq); err != nil {
+			return 0, 0, 0, fmt.Errorf("stream %s: %w", name, err)
+		}
 	}
 	batch := make([]*nats.Msg, 0, handOverBatch)
 	flush := func() error {
@@ -190,23 +205,50 @@ func (h *storeMover) stream(ctx context.Context, src jetstream.JetStream, name s
 			break
 		}
 		if err != nil {
-			return moved, known, fmt.Errorf("stream %s: message %d: %w", name, seq, err)
+			return moved, known, done, fmt.Errorf("stream %s: message %d: %w", name, seq, err)
+		}
+		seq = m.Sequence + 1
+		if m.Sequence <= floor {
+			done++
+			continue
 		}
 		batch = append(batch, handOverMsg(name, m))
-		seq = m.Sequence + 1
 		if len(batch) == cap(batch) {
 			if err := flush(); err != nil {
-				return moved, known, err
+				return moved, known, done, err
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return moved, known, err
+		return moved, known, done, err
 	}
-	if uint64(moved) != st.Msgs {
-		return moved, known, fmt.Errorf("stream %s: read %d of the %d messages it holds", name, moved, st.Msgs)
+	if uint64(moved+done) != st.Msgs {
+		return moved, known, done, fmt.Errorf("stream %s: read %d of the %d messages it holds", name, moved+done, st.Msgs)
 	}
-	return moved, known, nil
+	return moved, known, done, nil
+}
+
+// ackedBelow is the ack floor of the meter's durable consumer on usage
+// stream s, whose last sequence is last: every event at or below it was
+// written to the ledger or set aside as a dead letter (see trim). It is 0,
+// none, when the consumer is not there, or when its floor is past what it
+// was delivered or what the stream holds (trimFloor refuses those).
+func ackedBelow(ctx context.Context, s jetstream.Stream, last uint64) (uint64, error) {
+	var wc WorkerConfig
+	wc.defaults()
+	c, err := s.Consumer(ctx, wc.Durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("consumer %s: %w", wc.Durable, err)
+	}
+	info := c.CachedInfo()
+	floor, err := trimFloor(info.AckFloor.Stream, info.Delivered.Stream, last)
+	if err != nil {
+		return 0, nil
+	}
+	return floor, nil
 }
 
 // handOverMsg is stored message m of stream name as it is sent again: its
