@@ -19,7 +19,9 @@ import (
 
 // connectNATS connects to TOLLGATE_NATS_URL or, for serve without one,
 // embeds a JetStream server with its data under the data directory,
-// syncing as sync says.
+// syncing as sync says. Given TOLLGATE_NATS_URL, it hands a store the
+// embedded server left in the data directory over to that NATS, in the
+// background (startHandOver).
 func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetStream, error) {
 	var err error
 	// Reconnect for ever, and say so: a connection given up after nats.go's
@@ -77,6 +79,11 @@ func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetS
 	}
 	// Close flushes what is buffered (acknowledgements) before it closes.
 	a.started("NATS connection", 5*time.Second, func(context.Context) error { a.nc.Close(); return nil })
+	if e.NATSURL != "" {
+		// A store an embedded server left here (serve before the switch
+		// to this NATS) goes to this one; stopped before the connection.
+		a.startHandOver(e, r)
+	}
 	return jetstream.New(a.nc)
 }
 
