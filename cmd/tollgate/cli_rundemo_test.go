@@ -73,13 +73,15 @@ func TestRunDemoCtrlC(t *testing.T) {
 	d.stopped(t, "Ctrl-C")
 }
 
-// slowStream starts a chat stream of some 40 chunks half a second apart
-// through the demo with key, waits for its first chunk, and returns a
-// channel that receives the whole body once the stream has ended.
+// slowStream starts a chat stream of some 28 chunks half a second apart
+// through the demo with key (14 s: longer than the 10 s upstream-sim gives
+// its streams when told to stop, which broke this one when Ctrl-C reached
+// it), waits for its first chunk, and returns a channel that receives the
+// whole body once the stream has ended.
 func (d *runDemo) slowStream(t *testing.T, key string) <-chan string {
 	t.Helper()
 	req, _ := http.NewRequest("POST", "http://"+d.listen+"/v1/chat/completions",
-		strings.NewReader(`{"model":"sim-small","max_tokens":40,"stream":true,"metadata":{"sim_delay_ms":"500"},`+
+		strings.NewReader(`{"model":"sim-small","max_tokens":28,"stream":true,"metadata":{"sim_delay_ms":"500"},`+
 			`"messages":[{"role":"user","content":"tell me a long story"}]}`))
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
