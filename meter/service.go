@@ -111,7 +111,9 @@ func (s *Service) running() {
 		s.cfg.Logger.Info("meter worker running: the usage stream and its consumer are set up",
 			"stream", s.cfg.Stream.Name, "after", time.Since(s.status.Since).Round(time.Millisecond).String())
 	}
-	s.status, s.loggedErr = ServiceStatus{}, time.Time{}
+	// loggedErr stays: a Run that fails again at once (a refusal it meets
+	// after set-up) is still logged at most once a minute.
+	s.status = ServiceStatus{}
 }
 
 // failed records err, the set-up's or the run's, and logs it: a refusal

@@ -115,14 +115,18 @@ func ParseChunk(data []byte) (*Chunk, error) {
 	if len(c.Error) > 0 && bytes.Equal(c.Error, []byte("null")) {
 		c.Error = nil
 	}
-	if _, bad, _ := jsonscan.AmbiguousKey(data, "usage"); bad {
-		c.AmbiguousUsage = true
-		if raw, ok, _ := jsonscan.Member(data, "usage"); ok {
-			var u *Usage
-			if err := json.Unmarshal(raw, &u); err != nil {
-				return nil, err // as a whole chunk's error: the caller reads it leniently
+	// Only a report read can be read differently: a chunk with none (the
+	// most that come here) is not scanned again.
+	if c.Usage != nil {
+		if _, bad, _ := jsonscan.AmbiguousKey(data, "usage"); bad {
+			c.AmbiguousUsage = true
+			if raw, ok, _ := jsonscan.Member(data, "usage"); ok {
+				var u *Usage
+				if err := json.Unmarshal(raw, &u); err != nil {
+					return nil, err // as a whole chunk's error: the caller reads it leniently
+				}
+				c.Usage = u
 			}
-			c.Usage = u
 		}
 	}
 	return c, nil

@@ -83,8 +83,8 @@ func ParseChunkLenient(data []byte) (*Chunk, error) {
 	// More than one usage member (as ParseChunk's AmbiguousUsage): the one
 	// spelled exactly "usage" is the report, the map holding its last.
 	ambiguous := len(usageKeys) > 1
-	if _, bad, _ := jsonscan.AmbiguousKey(data, "usage"); bad {
-		ambiguous = true
+	if len(usageKeys) == 1 { // a repeat the map kept once
+		_, ambiguous, _ = jsonscan.AmbiguousKey(data, "usage")
 	}
 	if _, exact := m["usage"]; ambiguous && exact {
 		for _, k := range usageKeys {

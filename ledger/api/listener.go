@@ -193,11 +193,17 @@ func (b *bodyBudget) readAhead(next http.Handler) http.Handler {
 				writeError(w, ledger.EUnavailable, "the admin listener holds as many request bodies as it reads at once: try again")
 				return
 			}
-			defer b.release(n)
+			defer func() { b.release(n) }()
 			body, err := readAll(r.Body, r.ContentLength)
 			if err != nil {
 				writeError(w, ledger.EInvalid, "reading the request body: "+err.Error())
 				return
+			}
+			if unused := n - int64(len(body)); unused > 0 {
+				// A body of unknown length reserved the most: what it did not
+				// take goes back now, not when its handler returns.
+				b.release(unused)
+				n = int64(len(body))
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}

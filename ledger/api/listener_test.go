@@ -301,3 +301,39 @@ func TestListenerResponsesOutliveTheReadTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestListenerGivesBackWhatAChunkedBodyDidNotTake: a body of unknown
+// length (chunked) reserves the most a body may be, 1 MiB, before it is
+// read, and held all of it until its handler returned, though it was a
+// few bytes: sixteen such requests with slow handlers held the whole
+// budget. What it did not take goes back once it is read.
+func TestListenerGivesBackWhatAChunkedBodyDidNotTake(t *testing.T) {
+	inHandler, release := make(chan struct{}), make(chan struct{})
+	l := api.NewListener(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inHandler <- struct{}{}
+		<-release
+	}), slog.New(slog.DiscardHandler))
+	if err := l.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Stop(context.Background()) })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequest("POST", "http://"+l.Addr()+"/admin/v1/customers", io.MultiReader(strings.NewReader(`{"name":"x"}`)))
+		req.Header.Set("Authorization", "Bearer x")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-inHandler
+	now, _ := api.BodiesHeld(l)
+	close(release)
+	<-done
+	if now != int64(len(`{"name":"x"}`)) {
+		t.Fatalf("a 12-byte chunked body holds %d bytes of the budget while its handler runs, want 12", now)
+	}
+	if now, _ := api.BodiesHeld(l); now != 0 {
+		t.Fatalf("%d bytes still held once the request ended", now)
+	}
+}
