@@ -1,0 +1,136 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/tollgate-dev/tollgate/gateway/sse"
+)
+
+// An upstream may answer 200 and still refuse the request: its body an
+// error object, or its stream's first event an error frame. Before the
+// client has a byte of it, such an answer is a failure of the deployment,
+// as a 5xx is (failover, cool-down: see exchange.errorUnder200), when the
+// error says it is the provider's side that failed. It is read from the
+// error object's own words, conservatively: a client's request that the
+// provider refuses (a bad field, too long a prompt, a policy) would fail
+// on every deployment, and a client that could send such requests must not
+// be able to cool down every deployment of a model.
+
+// serverSide reports whether b, an upstream's error object (a whole body
+// or an event's data, as the provider sent it), names a failure of the
+// provider's side: its type, code or status (the error's own, or
+// Anthropic's and the Responses API's event around it) is one of
+// serverErrorWords, or a numeric code or status_code is 429 or 5xx; and
+// none of them names the client's side (clientErrorWords, or another 4xx).
+// An error that names neither (no type, an unknown one) is not taken as
+// the deployment's failure: it reaches the client as it did before.
+// Shapes read: OpenAI's {"error":{"type","code"}} (and OpenAI-compatible
+// ones' "status_code"), the Responses API's {"type":"error","code"},
+// Anthropic's {"type":"error","error":{"type"}}, Gemini's
+// {"error":{"code","status"}}, alone or as the only element of an array.
+func serverSide(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		var arr []json.RawMessage
+		if json.Unmarshal(b, &arr) != nil || len(arr) != 1 {
+			return false
+		}
+		b = arr[0]
+	}
+	var top struct {
+		Type  json.RawMessage `json:"type"`
+		Code  json.RawMessage `json:"code"`
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &top) != nil {
+		return false
+	}
+	var inner struct {
+		Type       json.RawMessage `json:"type"`
+		Code       json.RawMessage `json:"code"`
+		Status     json.RawMessage `json:"status"`
+		StatusCode json.RawMessage `json:"status_code"`
+	}
+	e := bytes.TrimSpace(top.Error)
+	hasInner := len(e) > 0 && e[0] == '{' && json.Unmarshal(e, &inner) == nil
+	topType, _ := jsonText(top.Type)
+	if !hasInner && topType != "error" {
+		return false // no error object: not an error under a 200 this reads
+	}
+	server, client := false, false
+	judge := func(raw json.RawMessage) {
+		if s, ok := jsonText(raw); ok {
+			switch w := strings.ToLower(s); {
+			case clientErrorWords[w]:
+				client = true
+			case serverErrorWords[w]:
+				server = true
+			}
+			return
+		}
+		var n float64
+		if json.Unmarshal(raw, &n) != nil {
+			return
+		}
+		switch {
+		case n == 429 || n >= 500 && n <= 599:
+			server = true
+		case n >= 400 && n <= 499:
+			client = true
+		}
+	}
+	if topType == "error" {
+		judge(top.Code) // the Responses API's error event
+	}
+	if hasInner {
+		judge(inner.Type)
+		judge(inner.Code)
+		judge(inner.Status)
+		judge(inner.StatusCode)
+	}
+	return server && !client
+}
+
+// eventError is what serverSide reads of a stream event: its data, or,
+// when it has none, its other lines (a raw JSON error body in the stream).
+func eventError(ev *sse.Event) []byte {
+	if ev.HasData {
+		return ev.Data
+	}
+	return ev.Other
+}
+
+// jsonText reads a JSON string; false for anything else.
+func jsonText(raw json.RawMessage) (string, bool) {
+	var s string
+	return s, json.Unmarshal(raw, &s) == nil
+}
+
+// serverErrorWords are the error types, codes and statuses (lower-cased)
+// that name a failure of the provider's side: OpenAI's server_error,
+// rate_limit_exceeded and insufficient_quota (the provider's account, not
+// the client's, answered with a 429 when it comes as a status); Anthropic's
+// api_error, overloaded_error and rate_limit_error; Gemini's UNAVAILABLE,
+// INTERNAL, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED; and a few common
+// spellings of the same among OpenAI-compatible servers.
+var serverErrorWords = map[string]bool{
+	"server_error": true, "api_error": true, "overloaded_error": true, "overloaded": true,
+	"rate_limit_error": true, "rate_limit_exceeded": true, "insufficient_quota": true,
+	"internal_error": true, "internal_server_error": true, "service_unavailable": true,
+	"unavailable": true, "internal": true, "resource_exhausted": true, "deadline_exceeded": true,
+}
+
+// clientErrorWords are the error types, codes and statuses (lower-cased)
+// that name the client's side: the request as sent, its key, or its
+// content. One of them keeps an error from counting as the deployment's
+// failure whatever else it says.
+var clientErrorWords = map[string]bool{
+	"invalid_request_error": true, "invalid_request": true, "authentication_error": true,
+	"permission_error": true, "not_found_error": true, "request_too_large": true,
+	"invalid_argument": true, "failed_precondition": true, "permission_denied": true,
+	"unauthenticated": true, "not_found": true, "out_of_range": true, "cancelled": true,
+	"context_length_exceeded": true, "content_filter": true, "content_policy_violation": true,
+	"invalid_api_key": true, "model_not_found": true, "invalid_prompt": true,
+}

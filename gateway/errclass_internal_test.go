@@ -1,0 +1,48 @@
+package gateway
+
+import "testing"
+
+// TestServerSide: which error objects under a 200 count as the provider's
+// failure (failover, cool-down), in each provider's shape.
+func TestServerSide(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want bool
+	}{
+		// OpenAI and OpenAI-compatible.
+		{`{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}`, true},
+		{`{"error":{"message":"overloaded","type":"server_error"}}`, true},
+		{`{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`, true},
+		{`{"error":{"message":"x","code":503}}`, true},
+		{`{"error":{"message":"x","code":"429"}}`, false}, // a string that is no word of either list
+		{`{"error":{"message":"bad","type":"invalid_request_error","code":"invalid_value"}}`, false},
+		{`{"error":{"message":"bad","type":"invalid_request_error","code":"tool_use_failed","status_code":400}}`, false},
+		{`{"error":{"message":"bad","type":"server_error","code":400}}`, false}, // a client's code wins
+		{`{"error":{"message":"too long","type":"server_error","code":"context_length_exceeded"}}`, false},
+		{`{"error":{"message":"no type"}}`, false},
+		{`{"error":"overloaded"}`, false},
+		// The Responses API's error event.
+		{`{"type":"error","code":"server_error","message":"overloaded","param":null}`, true},
+		{`{"type":"error","code":"invalid_prompt","message":"no"}`, false},
+		{`{"type":"error","sequence_number":2,"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"quota"}}`, true},
+		// Anthropic.
+		{`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, true},
+		{`{"type":"error","error":{"type":"api_error","message":"Internal"}}`, true},
+		{`{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}`, false},
+		{`{"type":"error","error":{"type":"authentication_error","message":"bad key"}}`, false},
+		// Gemini, alone or as a one-element array.
+		{`{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}`, true},
+		{`[{"error":{"code":500,"message":"internal","status":"INTERNAL"}}]`, true},
+		{`{"error":{"code":400,"message":"bad","status":"INVALID_ARGUMENT"}}`, false},
+		{`{"error":{"code":499,"message":"The operation was cancelled.","status":"CANCELLED"}}`, false},
+		// No error object.
+		{`{"id":"c","choices":[]}`, false},
+		{`{"type":"message_start"}`, false},
+		{`not json`, false},
+		{``, false},
+	} {
+		if got := serverSide([]byte(c.body)); got != c.want {
+			t.Errorf("serverSide(%s) = %v, want %v", c.body, got, c.want)
+		}
+	}
+}
