@@ -173,6 +173,9 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 		} else {
 			x.unreadableBody(body, err)
 		}
+		if x.errorUnder200(body) {
+			return // an error object, the provider's failure: the next attempt serves
+		}
 	}
 	ct := resp.Header.Get("Content-Type")
 	if tr != nil || ct == "" {
@@ -198,13 +201,21 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 // translateBody translates a chat answer's body, read with err, into
 // OpenAI's shape by tr (nil when the upstream speaks OpenAI), its usage
 // into x.report. On a read or translation error it fails the exchange and
-// returns false.
+// returns false. A body that is the provider's error object (tr.Body
+// sets x.report.Error) fails it as well, a 502, but is the deployment's
+// failure (failover, cool-down) only when the error names the provider's
+// side (serverSide), as an error object under a 200 is on every route.
 func (x *exchange) translateBody(body []byte, err error, tr provider.Chat, model string) ([]byte, bool) {
+	raw := body
 	if err == nil && tr != nil {
-		body, err = tr.Body(body, "chatcmpl-"+x.event.ID, model, x.start.Unix(), &x.report)
+		body, err = tr.Body(raw, "chatcmpl-"+x.event.ID, model, x.start.Unix(), &x.report)
 	}
 	if err != nil {
 		status, eventStatus := x.failure()
+		if tr != nil && x.report.Error != "" && !serverSide(raw) {
+			x.failHere(status, eventStatus, err)
+			return nil, false
+		}
 		x.fail(status, eventStatus, err)
 		return nil, false
 	}

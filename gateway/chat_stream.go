@@ -74,6 +74,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	var readErr error
 	done, sawData := false, false
 	var ev sse.Event // one for the stream: its address escapes (a new one per event was a heap allocation each)
+	out.up = &ev
 	var quiet *time.Timer
 	// restFor is the report (tap.Report.Reports) the relay last armed or
 	// renewed x.rest for, its client gone; -1 before it has.
@@ -118,6 +119,9 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		} else if settled := tp.Settled(); settled != (quiet != nil) {
 			quiet = x.quietAfterUsage(quiet, settled)
 		}
+		if out.gaveWay {
+			break // the first event was the provider's failure: the next attempt serves
+		}
 		x.report.StreamEvent(ev.HasData)
 		x.progress()
 		if x.report.Ended {
@@ -146,6 +150,9 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		quiet.Stop()
 	}
 	x.stopRest()
+	if out.gaveWay {
+		return // nothing was written: the exchange's end retires its event
+	}
 	if c := x.cause(); errors.Is(c, errQuietAfterUsage) || errors.Is(c, errUsageKnown) || errors.Is(c, errUsageKnownNoSlot) {
 		readErr = nil // the end, as a [DONE] would have said; or all that was to be read
 	}
@@ -209,6 +216,13 @@ type chatWriter struct {
 	// broken is set by passOpenAI on a chunk it could not meter: the
 	// stream ends there as an upstream that broke.
 	broken error
+	// up is the upstream event being relayed (the relay's), nil outside
+	// the relay's loop. When its tap found an error in the stream's first
+	// event, before anything was sent, send asks x.errorUnder200 whether it
+	// is the provider's failure that another attempt takes over: gaveWay
+	// then, and nothing is sent.
+	up      *sse.Event
+	gaveWay bool
 	// batch holds the events sent since the last flush (from batches,
 	// only while it holds some): the client's writer gets them in one
 	// write per flush, not one per event.
@@ -262,7 +276,14 @@ func (c *chatWriter) setName(id, model []byte, created int64) {
 // nothing: the relay reads on for the usage.
 func (c *chatWriter) send(ev sse.Event) {
 	x := c.x
+	if c.gaveWay {
+		return
+	}
 	if !c.started {
+		if c.up != nil && x.errorUnder200(eventError(c.up)) {
+			c.gaveWay = true
+			return
+		}
 		c.started = true
 		x.respond(http.StatusOK, true, func(h http.Header) {
 			h.Set("Content-Type", "text/event-stream")
@@ -432,6 +453,7 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 // and [DONE].
 func (c *chatWriter) end(readErr error) {
 	x := c.x
+	c.up = nil // what end sends is the gateway's own
 	cause := x.cause()
 	if !c.started && !x.clientGone.Load() {
 		switch {

@@ -98,14 +98,18 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer resp.Body.Close()
-		out, err := s.readBody(x, resp.Body)
+		raw, err := s.readBody(x, resp.Body)
+		out := raw
 		if err == nil {
-			out, err = s.providers[p.dep.provider.Type].Embeddings.Body(out, req.model, &x.report)
+			out, err = s.providers[p.dep.provider.Type].Embeddings.Body(raw, req.model, &x.report)
 		}
 		if err != nil {
 			status, eventStatus := x.failure()
 			x.fail(status, eventStatus, err)
 			return
+		}
+		if x.errorUnder200(raw) {
+			return // an error object, the provider's failure: the next attempt serves
 		}
 		x.firstByte()
 		x.markComplete()

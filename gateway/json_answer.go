@@ -88,6 +88,9 @@ func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provid
 	if err == nil && c.Error != nil {
 		chunk = s.scrubBytes(x.event.Provider, body) // an error object under a 200: relayed as the error event it is
 		x.report.Error, x.report.FinishReason = "upstream error body: "+string(chunk), "error"
+		if tr == nil && x.errorUnder200(body) {
+			return // the provider's failure, before the client's first byte: the next attempt serves
+		}
 	} else if err == nil {
 		chunk, err = openai.AnswerAsChunk(body)
 	}

@@ -104,6 +104,9 @@ func (s *Server) passBody(x *exchange, resp *http.Response, bodyUsage func([]byt
 	if err := bodyUsage(body, &x.report); err != nil {
 		x.unreadableBody(body, err)
 	}
+	if x.errorUnder200(body) {
+		return // an error object, the provider's failure: the next attempt serves
+	}
 	x.firstByte()
 	x.markComplete()
 	x.httpStatusOK()
@@ -265,6 +268,11 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 		hadError, hadOutput, hadReports := x.report.Error, x.report.Output.Len(), x.report.Reports
 		hadUsage, hadFinish := x.report.Usage, x.report.FinishReason
 		tp.Event(&ev, &x.report)
+		if !started && len(held) == 0 && hadError == "" && !x.clientGone.Load() && x.errorUnder200(eventError(&ev)) {
+			// The stream's first event is the provider's failure, and
+			// nothing of it reached the client: the next attempt serves.
+			return
+		}
 		x.report.StreamEvent(ev.HasData)
 		x.progress()
 		// A final report that is not cumulative (Anthropic's message_delta)

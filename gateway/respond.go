@@ -98,7 +98,7 @@ func (x *exchange) writeError(e provider.Error) {
 }
 
 // fail answers the client with an upstream failure (status 502 or 504) and
-// records it on the event.
+// records it on the event; the deployment failed (see mayRetry).
 func (x *exchange) fail(status int, eventStatus usage.Status, err error) {
 	msg := x.s.scrubFor(x.event.Provider, err.Error())
 	x.event.Status, x.event.Error = eventStatus, msg
@@ -108,6 +108,20 @@ func (x *exchange) fail(status int, eventStatus usage.Status, err error) {
 			return
 		}
 	}
+	x.failWith(status, msg)
+}
+
+// failHere is fail for a failure that is not the deployment's (the
+// provider's error object naming the client's side): the client gets it,
+// with no failover, and the deployment's health is left as it was.
+func (x *exchange) failHere(status int, eventStatus usage.Status, err error) {
+	msg := x.s.scrubFor(x.event.Provider, err.Error())
+	x.event.Status, x.event.Error = eventStatus, msg
+	x.failWith(status, msg)
+}
+
+// failWith answers the client with an upstream failure, status and msg.
+func (x *exchange) failWith(status int, msg string) {
 	code := "upstream_error"
 	if status == http.StatusGatewayTimeout {
 		code = "upstream_timeout"
@@ -126,4 +140,23 @@ func (x *exchange) mayRetry() bool {
 		x.retry = true
 	}
 	return x.retry
+}
+
+// errorUnder200 is called when the upstream answered 200 and its answer
+// is an error, errBody the error object as the provider sent it (a whole
+// body, or its stream's first event), before anything of the answer
+// reached the client, and x.report holds the error (and no output). When
+// the error names the provider's side (serverSide), the attempt failed
+// upstream, as on a 5xx: its deployment cools down, and when another
+// attempt may follow (mayRetry) it reports true: the caller writes nothing
+// more and returns, the event is the operator's cost (an upstream_error,
+// not charged) and the next attempt serves. Otherwise, and for an error
+// of the client's side or one that names neither, it reports false: the
+// client gets the answer as it came.
+func (x *exchange) errorUnder200(errBody []byte) bool {
+	if x.report.Error == "" || x.report.Output.Len() > 0 || !serverSide(errBody) {
+		return false
+	}
+	x.upstreamFailed = true
+	return x.mayRetry()
 }
