@@ -84,7 +84,7 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 				return
 			}
 			if call.SSE {
-				s.passThrough(x, at.route(), resp, rt.NewTap(), rt.BodyUsage)
+				s.passThrough(x, at.route(), resp, rt.NewTap(), rt.BodyUsage, rt.EndEvent)
 				return
 			}
 			s.passBody(x, resp, rt.BodyUsage)
@@ -137,7 +137,9 @@ func (x *exchange) unreadableBody(body []byte, err error) {
 // was metered. A body with no SSE event in it at all (a whole answer,
 // whatever its Content-Type said) is billed from bodyUsage, as passBody
 // bills it, or estimated from its bytes: it is relayed, so never free.
-func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp provider.StreamTap, bodyUsage func([]byte, *tap.Report) error) {
+// endEvent is the route's provider.Route.EndEvent: with one, a stream that
+// ends without it is recorded as cut short.
+func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp provider.StreamTap, bodyUsage func([]byte, *tap.Report) error, endEvent string) {
 	x.armStall()
 	src := &recorder{r: resp.Body}
 	rd := readers.Get().(*sse.Reader)
@@ -205,6 +207,13 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				x.commit()
 				x.flush()
 				panic(http.ErrAbortHandler)
+			}
+			if endEvent != "" && sawData && !x.report.Ended && x.report.Error == "" {
+				// The protocol ends every stream with its own event, and
+				// this one ended without it: cut short upstream, as a
+				// stream that broke is (what was relayed is billed, its
+				// usage estimated when the provider reported none).
+				x.report.Error = "upstream stream ended without " + endEvent + ": cut short"
 			}
 			x.markComplete() // every upstream byte is forwarded below
 			if len(held) > 0 && !x.clientGone.Load() {

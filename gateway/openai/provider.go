@@ -30,6 +30,7 @@ func Provider() provider.Provider {
 			BodyUsage:  ResponsesBody,
 			PromptText: func(b []byte) tap.Prompt { return tap.Prompt{Text: ResponsesPromptText(b)} },
 			Errors:     ResponsesEnvelope{},
+			EndEvent:   "response.completed, response.failed or response.incomplete",
 		}},
 	}
 }

@@ -169,6 +169,15 @@ type Route struct {
 	PromptText func(body []byte) tap.Prompt
 	// Errors, when set, replaces the provider's Errors on this route.
 	Errors Envelope
+	// EndEvent, when set, names the event with which the route's protocol
+	// ends every stream, and which its tap reads as the end
+	// (tap.Report.Ended): a stream that ends without it (its body closed
+	// cleanly after data) was cut short upstream, and is recorded as a
+	// broken stream is, an upstream error with the usage of what was
+	// relayed estimated (unless the provider reported it). Empty: the
+	// protocol may end a stream with its body (Anthropic's and Gemini's
+	// streams are read to their end as they come).
+	EndEvent string
 }
 
 // Call is one native request, as Route.Read parses it.
