@@ -143,7 +143,8 @@ func attemptsError(err error) provider.Error {
 // exchange of its own (its own usage event): run makes the attempt's
 // upstream call and relays its answer. An attempt that fails before the
 // client got its first byte (a connect error or timeout, a 429 or 5xx, a
-// stream that broke or stalled before its first event) writes nothing to
+// stream that broke or stalled before its first event, a 200 whose body
+// or first event is the provider's error: see errorUnder200) writes nothing to
 // the client while another attempt may follow within RetryConfig.Budget:
 // its event is the operator's cost (not charged), and the next attempt
 // goes on. The last attempt's outcome, success or failure, is the

@@ -125,7 +125,8 @@ type exchange struct {
 	// the client got a byte and the request goes on to the next: nothing
 	// of it was written to the client, and its event is the operator's
 	// cost. upstreamFailed says the deployment failed (a connect error, a
-	// 429 or 5xx, a broken stream), retryAfter the backoff it asked for.
+	// 429 or 5xx, a broken stream, the provider's error under a 200:
+	// errorUnder200), retryAfter the backoff it asked for.
 	canRetry       bool
 	retryUntil     time.Time
 	retry          bool
