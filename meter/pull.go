@@ -109,13 +109,38 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 		}
 		b.rest(msgs)
 	}
+	// The subscription counts as progress once a message came, or once it
+	// has lasted progressAfter and JetStream then says the consumer is
+	// there (a subscription whose consumer is gone may go on pulling
+	// unanswered for longer). Read here, not in a timer's goroutine, so
+	// that it is recorded before consume returns and Run reports its end.
+	healthy := time.NewTimer(progressAfter)
+	defer healthy.Stop()
+	progress := healthy.C
 	done := ctx.Done()
 	var closed <-chan struct{}  // once draining: closed when the handler has had every message
 	var giveUp <-chan time.Time // once draining: drainWait
 	for {
 		select {
 		case m := <-msgs:
+			if progress != nil {
+				w.madeProgress()
+				progress = nil
+			}
 			b.add(m)
+		case <-progress:
+			progress = nil
+			switch err := w.consumerInfo(ctx); {
+			case err == nil:
+				w.madeProgress()
+			case gone(err):
+				w.cfg.Logger.Warn("meter: the usage consumer is gone; setting it up again", "err", err)
+				stop()
+				return err
+			case done != nil: // no answer: ask again later, unless stopping
+				healthy.Reset(progressAfter)
+				progress = healthy.C
+			}
 		case <-b.due():
 			b.flush()
 		case err := <-ended:
@@ -132,6 +157,7 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 			// sent, and then Closed is.
 			cc.Drain()
 			done, closed, giveUp = nil, cc.Closed(), time.After(drainWait)
+			progress = nil // stopping is not progress
 		case <-closed:
 			b.rest(msgs)
 			return nil
@@ -146,13 +172,24 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 // answer's error when it says the consumer or its stream does not exist
 // (nil when it is there, or when NATS does not answer).
 func (w *Worker) consumerGone(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err := w.cons.Info(ctx)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+	if err := w.consumerInfo(ctx); gone(err) {
 		return err
 	}
 	return nil
+}
+
+// consumerInfo asks JetStream for the worker's consumer, waiting up to 5 s
+// for the answer, and returns its error: nil when the consumer is there.
+func (w *Worker) consumerInfo(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := w.cons.Info(ctx)
+	return err
+}
+
+// gone reports whether err says the consumer or its stream does not exist.
+func gone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // drainWait bounds how long a stopping worker waits for its subscription

@@ -19,7 +19,9 @@ import (
 // Status says what keeps the worker from running, if anything: NATS out of
 // reach, or a JetStream that answers and refuses the stream or the
 // consumer as configured (say, meter.replicas 3 on a server that is not in
-// a cluster), which no wait cures and which is logged at ERROR.
+// a cluster), which no wait cures and which is logged at ERROR. A failure
+// is cleared once a worker set up again makes progress, not as soon as it
+// is set up.
 type Service struct {
 	js    jetstream.JetStream
 	store Store
@@ -37,11 +39,15 @@ type Service struct {
 // ServiceStatus is what a Service's last attempt to set its worker up, or
 // to run it, met.
 type ServiceStatus struct {
-	// Err is the error of the last attempt: nil while the worker runs, and
-	// before the first attempt ends.
+	// Err is the error of the last attempt: nil before any attempt failed,
+	// and again once the worker, set up anew, made progress (a message
+	// was delivered to it, or its subscription of the consumer lasted a
+	// second): a worker whose Run keeps failing as soon as it starts does
+	// not count as running in between.
 	Err error
 	// Since is when the worker stopped running (or, if it never ran, when
-	// its first attempt failed); zero while Err is nil.
+	// its first attempt failed); attempts that fail before the worker makes
+	// progress keep it. Zero while Err is nil.
 	Since time.Time
 	// Refused reports that NATS answered and refused (a JetStream API
 	// error: the stream or the consumer cannot be created or used as
@@ -82,33 +88,58 @@ func (s *Service) Status() ServiceStatus {
 }
 
 // run sets the worker up and runs it until ctx ends, again after each
-// failure, waiting 0.5s, then twice as long each time up to 10s.
+// failure, waiting 0.5s, then twice as long each time up to 10s. A Run
+// that made progress starts the waits again from 0.5s: after hours of
+// work, one failure (a consumer lost with NATS' store) is retried at once,
+// not after the longest wait.
 func (s *Service) run(ctx context.Context) {
-	backoff := retry.WithCappedDuration(10*time.Second, retry.NewExponential(500*time.Millisecond))
-	_ = retry.Do(ctx, backoff, func(ctx context.Context) error {
-		_, err := EnsureStream(ctx, s.js, s.cfg.Stream)
-		var w *Worker
-		if err == nil {
-			w, err = NewWorker(ctx, s.js, s.store, s.cfg)
-		}
-		if err == nil {
-			s.running()
-			err = w.Run(ctx)
-		}
+	backoff := newServiceBackoff()
+	for {
+		progressed, err := s.attempt(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		s.failed(err)
-		return retry.RetryableError(err)
-	})
+		if progressed {
+			backoff = newServiceBackoff()
+		}
+		wait, _ := backoff.Next()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 }
 
-// running records that the worker is set up and runs.
+// newServiceBackoff returns run's waits between attempts: 0.5s, then twice
+// as long each time, up to 10s.
+func newServiceBackoff() retry.Backoff {
+	return retry.WithCappedDuration(10*time.Second, retry.NewExponential(500*time.Millisecond))
+}
+
+// attempt sets the worker up and runs it until it fails or ctx ends. It
+// reports whether the worker made progress (see Worker.madeProgress),
+// which clears the status, and the error that ended it.
+func (s *Service) attempt(ctx context.Context) (progressed bool, err error) {
+	if _, err := EnsureStream(ctx, s.js, s.cfg.Stream); err != nil {
+		return false, err
+	}
+	w, err := NewWorker(ctx, s.js, s.store, s.cfg)
+	if err != nil {
+		return false, err
+	}
+	w.onProgress = s.running
+	err = w.Run(ctx)
+	return w.progressed.Load(), err
+}
+
+// running records that the worker runs: set up, it made progress.
 func (s *Service) running() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.status.Err != nil {
-		s.cfg.Logger.Info("meter worker running: the usage stream and its consumer are set up",
+		s.cfg.Logger.Info("meter worker running: its consumer of the usage stream is set up and delivers",
 			"stream", s.cfg.Stream.Name, "after", time.Since(s.status.Since).Round(time.Millisecond).String())
 	}
 	// loggedErr stays: a Run that fails again at once (a refusal it meets

@@ -138,6 +138,26 @@ type Worker struct {
 	// AckWait). One transient failure (a deadlock) does it too: those
 	// parts are redelivered 10 s later, one delivery more.
 	stopFailed atomic.Bool
+	// onProgress, when set (by Service), is called once per Run, when the
+	// worker first makes progress (see madeProgress); progressed says
+	// whether it has in this Run.
+	onProgress func()
+	progressed atomic.Bool
+}
+
+// progressAfter is how long a subscription of the consumer must last,
+// with no message delivered, before the worker asks JetStream for its
+// consumer, and counts as running if it is there: one that ends sooner
+// (its consumer deleted again at once, say) made no progress.
+const progressAfter = time.Second
+
+// madeProgress records that the worker consumes: a message was delivered
+// to it, or its subscription lasted progressAfter and its consumer is
+// there. The first time in a Run it calls onProgress.
+func (w *Worker) madeProgress() {
+	if !w.progressed.Load() && w.progressed.CompareAndSwap(false, true) && w.onProgress != nil {
+		w.onProgress()
+	}
 }
 
 // NewWorker creates (or updates) the durable consumer on the usage stream
@@ -198,6 +218,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 // estimates).
 func (w *Worker) Run(ctx context.Context) error {
 	w.stopFailed.Store(false)
+	w.progressed.Store(false)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	// The consumer's watch and the stream's trim end with the pull (the
