@@ -17,11 +17,12 @@ import (
 // event it was sent, and waits for it.
 //
 // Status says what keeps the worker from running, if anything: NATS out of
-// reach, or a JetStream that answers and refuses the stream or the
-// consumer as configured (say, meter.replicas 3 on a server that is not in
-// a cluster), which no wait cures and which is logged at ERROR. A failure
-// is cleared once a worker set up again makes progress, not as soon as it
-// is set up.
+// reach (or JetStream between leaders, or the stream or the consumer gone,
+// which the next attempt makes again), or a JetStream that answers and
+// refuses the stream or the consumer as configured (say, meter.replicas 3
+// on a server that is not in a cluster), which no wait cures and which is
+// logged at ERROR. A failure is cleared once a worker set up again makes
+// progress, not as soon as it is set up.
 type Service struct {
 	js    jetstream.JetStream
 	store Store
@@ -52,7 +53,9 @@ type ServiceStatus struct {
 	// Refused reports that NATS answered and refused (a JetStream API
 	// error: the stream or the consumer cannot be created or used as
 	// configured, JetStream is not enabled), rather than that NATS could not
-	// be reached. Nothing is written to the ledger until it is fixed.
+	// be reached or answered with an error a retry cures (see
+	// transientAPIErrors). Nothing is written to the ledger until it is
+	// fixed.
 	Refused bool
 }
 
@@ -154,8 +157,7 @@ func (s *Service) failed(err error) {
 	if err == nil { // Run ends without an error only with its context
 		err = errors.New("the worker stopped")
 	}
-	var api *jetstream.APIError
-	refused := errors.As(err, &api)
+	refused := refusal(err)
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -190,4 +192,30 @@ func (s *Service) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// refusal reports whether err is JetStream refusing the usage stream or its
+// consumer as configured: a JetStream API error, other than the transient
+// ones (transientAPIErrors).
+func refusal(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && !transientAPIErrors[api.ErrorCode]
+}
+
+// transientAPIErrors are the JetStream API error codes that a retry cures,
+// which the service waits out as it does NATS out of reach rather than
+// report as a refusal. The set is kept small on purpose: any other API
+// error is a refusal, logged at ERROR with the server's words. The codes
+// and descriptions are nats-server's (server/errors.json, v2.15.2; the
+// first two are answered while a cluster has no meta leader, or a server
+// no longer or not yet leads the asset asked for, in
+// server/jetstream_api.go and server/stream.go):
+var transientAPIErrors = map[jetstream.ErrorCode]bool{
+	10008: true, // JSClusterNotAvailErr, 503 "JetStream system temporarily unavailable"
+	10009: true, // JSClusterNotLeaderErr, 500 "JetStream cluster can not handle request"
+	// The stream or the consumer gone between the service's set-up and
+	// their use (deleted, or lost with NATS' store): its next attempt
+	// makes them again.
+	jetstream.JSErrCodeStreamNotFound:   true, // 10059, JSStreamNotFoundErr, 404 "stream not found"
+	jetstream.JSErrCodeConsumerNotFound: true, // 10014, JSConsumerNotFoundErr, 404 "consumer not found"
 }
