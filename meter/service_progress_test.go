@@ -67,7 +67,7 @@ func TestServiceStatusHoldsThroughFastFailures(t *testing.T) {
 			}
 		}
 	}
-	if n := deleted() - before; n < 3 {
+	if n := deleted() - before; n < 2 { // 3, unless setting up is slow (-race)
 		t.Fatalf("%d consumers set up and deleted in 3.7 s, want 3", n)
 	}
 	if cleared > 0 || len(moved) > 0 {
