@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -443,5 +444,46 @@ func TestStreamWithholdsItsEndWhenItsEventIsNotDurable(t *testing.T) {
 		if c.path == "/v1/chat/completions" && !strings.Contains(got, "metering_unavailable") {
 			t.Errorf("%s: no error in place of the end:\n%s", c.path, got)
 		}
+	}
+}
+
+// A key refused for its daily or monthly spend limit was told only which
+// limit ("this API key has reached its daily spend limit"), never when it
+// may spend again, though the gateway holds that time (BlockedUntil, the
+// start of the next UTC day or month): a client could only poll. The 402
+// now names the moment the limit resets, in UTC; a limit of 0 and an
+// exhausted credit, which no time lifts, name none.
+func TestSpendLimitRefusalSaysWhenItResets(t *testing.T) {
+	tomorrow := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	past := time.Now().Add(-time.Second)
+	st := newKeyStack(t, map[string]usage.KeyState{
+		"tg-daily": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000b1",
+			Blocked: "this API key has reached its daily spend limit", BlockedUntil: &tomorrow, SpendLimited: true},
+		"tg-frozen": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000b2",
+			Blocked: "this API key's daily spend limit is 0: it may spend nothing until the limit is raised", SpendLimited: true},
+		"tg-reset": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000b3",
+			Blocked: "this API key has reached its daily spend limit", BlockedUntil: &past, SpendLimited: true},
+	})
+	chat := func(key string) (int, string) {
+		resp := st.post(t, "/v1/chat/completions", `{"model":"sim-small","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`,
+			"Authorization", "Bearer "+key)
+		return answer(t, resp)
+	}
+	code, body := chat("tg-daily")
+	var env struct {
+		Error struct{ Message, Type, Code string }
+	}
+	if err := json.Unmarshal([]byte(body), &env); err != nil {
+		t.Fatalf("daily limit reached: %d %s: %v", code, body, err)
+	}
+	want := "this API key has reached its daily spend limit; it resets at " + tomorrow.Format(time.RFC3339)
+	if code != http.StatusPaymentRequired || env.Error.Code != "insufficient_quota" || !strings.HasPrefix(env.Error.Message, want) {
+		t.Errorf("daily limit reached: %d %s; want 402 insufficient_quota saying %q", code, body, want)
+	}
+	if code, body := chat("tg-frozen"); code != http.StatusPaymentRequired || strings.Contains(body, "resets at") {
+		t.Errorf("limit of 0: %d %s; want 402 naming no reset", code, body)
+	}
+	if code, body := chat("tg-reset"); code != http.StatusOK {
+		t.Errorf("daily limit reached yesterday, a new day now: %d %s; want 200", code, body)
 	}
 }

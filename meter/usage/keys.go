@@ -77,10 +77,18 @@ func KeyHash(secret string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// BlockedAt reports why s may not spend at t, or "" when it may.
+// BlockedAt reports why s may not spend at t, or "" when it may. When the
+// block ends by itself (BlockedUntil: a daily or monthly spend limit, at
+// the start of the next UTC day or month), it says when, in UTC, so that
+// the caller's 402 tells the client when to come back, not only why.
 func (s *KeyState) BlockedAt(t time.Time) string {
-	if s.Blocked != "" && (s.BlockedUntil == nil || t.Before(*s.BlockedUntil)) {
+	switch {
+	case s.Blocked == "":
+		return ""
+	case s.BlockedUntil == nil:
 		return s.Blocked
+	case t.Before(*s.BlockedUntil):
+		return s.Blocked + "; it resets at " + s.BlockedUntil.UTC().Format(time.RFC3339)
 	}
 	return ""
 }
