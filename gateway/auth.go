@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -137,10 +138,15 @@ func (s *Server) authenticate(env provider.Envelope) func(http.Handler) http.Han
 }
 
 // checkKey is authenticate's check: it returns the request carrying its
-// key's state, or, having answered 401, nil.
+// key's state, or, having answered 401 (or 400 for a query string that
+// does not parse whole, before the key is looked for in it), nil.
 //
 //go:noinline
 func (s *Server) checkKey(w http.ResponseWriter, r *http.Request, env provider.Envelope) *http.Request {
+	if msg := queryStringError(r.URL.RawQuery); msg != "" {
+		env.WriteError(w, badRequest(msg))
+		return nil
+	}
 	secret := s.customerKey(r)
 	if secret == "" {
 		hint := "send it as Authorization: Bearer <key>"
@@ -222,6 +228,30 @@ func (s *Server) customerKey(r *http.Request) string {
 		if k := key(r); k != "" {
 			return strings.TrimSpace(k)
 		}
+	}
+	return ""
+}
+
+// maxQueryParams is the most parameters (pairs between '&') a query
+// string may have: net/url's own bound, past which url.Values drops the
+// whole query (the admin API's api.MaxQueryParams).
+const maxQueryParams = 10000
+
+// queryStringError is why a query string (a URL's RawQuery) does not parse
+// whole, or "" when it does. url.Values drops a pair with a bad %-escape
+// (and every pair past maxQueryParams) without a word: ?key=abc%zz was
+// read as no key (401), and Gemini's ?alt=sse%zz as no alt (a stream
+// answered as one JSON body). The LLM routes refuse such a query with 400,
+// as the admin and customer APIs do (api.QueryStringError).
+func queryStringError(rawQuery string) string {
+	if rawQuery == "" {
+		return ""
+	}
+	if n := strings.Count(rawQuery, "&") + 1; n > maxQueryParams {
+		return "too many query parameters: " + strconv.Itoa(n) + ", at most " + strconv.Itoa(maxQueryParams)
+	}
+	if _, err := url.ParseQuery(rawQuery); err != nil {
+		return "malformed query string: " + err.Error()
 	}
 	return ""
 }
