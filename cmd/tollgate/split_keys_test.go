@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tollgate-dev/tollgate/ledger/api"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 )
 
@@ -54,11 +56,30 @@ func TestGatewayStartsWhileTheDatabaseIsDown(t *testing.T) {
 	e.DatabaseURL = "postgres://postgres@" + freeAddr(t) + "/tollgate?sslmode=disable&connect_timeout=2" // nothing listens
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	g, err := start(ctx, s.log, e, s.cfg, roles{gateway: true})
+	logs := &syncBuffer{}
+	g, err := start(ctx, slog.New(slog.NewJSONHandler(logs, nil)), e, s.cfg, roles{gateway: true})
 	if err != nil {
 		t.Fatalf("a gateway started while its database is unreachable: %v", err)
 	}
 	t.Cleanup(func() { _ = g.close() })
+	// Its warning names every route of the customer API that fails until
+	// the database is back (it left out /v1/statements).
+	warned := ""
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "database unreachable") {
+			warned = l
+		}
+	}
+	customerAPI := chi.NewRouter()
+	api.NewSelf(nil, nil, nil).Routes(customerAPI)
+	if err := chi.Walk(customerAPI, func(_, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		if base, _, _ := strings.Cut(route, "/{"); !strings.Contains(warned, base) {
+			t.Errorf("the database-unreachable warning %q does not name the customer API's %s", warned, base)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	req, _ := http.NewRequest("POST", "http://"+g.Addr+"/v1/chat/completions",
 		strings.NewReader(`{"model":"sim-pro","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("Authorization", "Bearer "+k.Key)
