@@ -3,9 +3,11 @@ package ledger
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -149,20 +151,120 @@ func (s *Store) Customer(ctx context.Context, id string) (Customer, error) {
 	return c, dbError(err, "customer "+id)
 }
 
-// Customers lists customers, oldest first; name, when not empty, keeps only
-// those with exactly that name.
+// Customers lists every customer, oldest first; name, when not empty,
+// keeps only those with exactly that name. It reads them all in one
+// answer: a list for people (the console, the API) is CustomersPage.
 func (s *Store) Customers(ctx context.Context, name string) ([]Customer, error) {
-	if err := checkText("name", name, MaxNameLen); err != nil {
-		return nil, err
+	var out []Customer
+	q := CustomerQuery{Name: name, Limit: MaxCustomerLimit}
+	for {
+		page, err := s.CustomersPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Data...)
+		if page.NextCursor == "" {
+			break
+		}
+		q.Cursor = page.NextCursor
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+customerColumns+` FROM customers
-		WHERE $1 = '' OR name = $1 ORDER BY created_at, id`, name)
-	if err != nil {
-		return nil, dbError(err, "customers")
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Customer, error) { return scanCustomer(r) })
 	if out == nil {
 		out = []Customer{}
 	}
-	return out, dbError(err, "customers")
+	return out, nil
+}
+
+// Customer pages: the number of customers a page holds when no limit is
+// asked for, and the most a limit may ask for.
+const (
+	DefaultCustomerLimit = 1000
+	MaxCustomerLimit     = 10000
+)
+
+// CustomerQuery selects a page of customers. Name, when not empty, keeps
+// those with exactly that name; Search, when not empty, those whose name
+// contains it (in any case) or whose id it is. Limit is the page's size
+// (0: DefaultCustomerLimit; at most MaxCustomerLimit), Cursor the
+// NextCursor of the previous page ("": the first).
+type CustomerQuery struct {
+	Name   string
+	Search string
+	Limit  int
+	Cursor string
+}
+
+// CustomerPage is one page of customers, oldest first. NextCursor, "" on
+// the last page, continues with the customers created after Data's last.
+type CustomerPage struct {
+	Data       []Customer `json:"data"`
+	NextCursor string     `json:"next_cursor,omitempty"`
+}
+
+// CustomersPage lists the customers q selects a page at a time, in the
+// order (created_at, id): the first q.Limit after q.Cursor. Only that page
+// is read and sent however many customers there are, and customers created
+// while a client pages come after its pages. It returns EInvalid for a
+// limit out of range, a cursor it did not return, or a name or search
+// text that is not valid text.
+func (s *Store) CustomersPage(ctx context.Context, q CustomerQuery) (CustomerPage, error) {
+	if q.Limit == 0 {
+		q.Limit = DefaultCustomerLimit
+	}
+	if q.Limit < 1 || q.Limit > MaxCustomerLimit {
+		return CustomerPage{}, errorf(EInvalid, "limit: %d is not between 1 and %d", q.Limit, MaxCustomerLimit)
+	}
+	if err := checkText("name", q.Name, MaxNameLen); err != nil {
+		return CustomerPage{}, err
+	}
+	search := strings.TrimSpace(q.Search)
+	if err := checkText("q", search, MaxNameLen); err != nil {
+		return CustomerPage{}, err
+	}
+	afterAt, afterID := time.Time{}, "00000000-0000-0000-0000-000000000000" // no cursor: from the first
+	if q.Cursor != "" {
+		var err error
+		if afterAt, afterID, err = decodeCustomerCursor(q.Cursor); err != nil {
+			return CustomerPage{}, err
+		}
+	}
+	// strpos, not LIKE: a search for "50%" or "a_b" means those characters.
+	rows, err := s.pool.Query(ctx, `SELECT `+customerColumns+` FROM customers
+		WHERE ($1 = '' OR name = $1)
+		  AND ($2 = '' OR strpos(lower(name), lower($2)) > 0 OR id::text = lower($2))
+		  AND (created_at, id) > ($3, $4::uuid)
+		ORDER BY created_at, id LIMIT $5`, q.Name, search, afterAt, afterID, q.Limit+1)
+	if err != nil {
+		return CustomerPage{}, dbError(err, "customers")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Customer, error) { return scanCustomer(r) })
+	if err != nil {
+		return CustomerPage{}, dbError(err, "customers")
+	}
+	page := CustomerPage{Data: out}
+	if page.Data == nil {
+		page.Data = []Customer{}
+	}
+	if len(out) > q.Limit { // one more than the page: customers follow
+		page.Data = out[:q.Limit]
+		last := page.Data[q.Limit-1]
+		page.NextCursor = base64.RawURLEncoding.EncodeToString(
+			[]byte(last.CreatedAt.UTC().Format(time.RFC3339Nano) + " " + last.ID))
+	}
+	return page, nil
+}
+
+// decodeCustomerCursor returns the creation time and id of the customer a
+// page of CustomersPage ended with.
+func decodeCustomerCursor(c string) (time.Time, string, error) {
+	bad := errorf(EInvalid, "cursor: %q is not a cursor this API returned", c)
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", bad
+	}
+	at, id, ok := strings.Cut(string(b), " ")
+	t, terr := time.Parse(time.RFC3339Nano, at)
+	if u, uerr := uuid.Parse(id); !ok || terr != nil || uerr != nil || u.String() != id {
+		return time.Time{}, "", bad
+	}
+	return t, id, nil
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 )
@@ -28,9 +29,36 @@ func (c *Client) CreateCustomer(ctx context.Context, in ledger.CustomerInput) (l
 }
 
 // Customers returns the customers, oldest first: all of them, or those
-// named exactly name when it is not empty.
+// named exactly name when it is not empty, asking for them a page at a
+// time (CustomersPage) and following the cursors.
 func (c *Client) Customers(ctx context.Context, name string) ([]ledger.Customer, error) {
-	return getList[ledger.Customer](ctx, c, "/admin/v1/customers"+query("name", name))
+	out := []ledger.Customer{}
+	q := ledger.CustomerQuery{Name: name}
+	for {
+		page, err := c.CustomersPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Data...)
+		if page.NextCursor == "" {
+			return out, nil
+		}
+		q.Cursor = page.NextCursor
+	}
+}
+
+// CustomersPage returns one page of the customers q selects, oldest
+// first: the first q.Limit (1 to ledger.MaxCustomerLimit; 0: the server's
+// default, ledger.DefaultCustomerLimit) after q.Cursor ("": the first
+// page). Its NextCursor, "" on the last page, asks for the next. Returns
+// EInvalid for a limit out of range or a cursor the server did not return.
+func (c *Client) CustomersPage(ctx context.Context, q ledger.CustomerQuery) (ledger.CustomerPage, error) {
+	l := ""
+	if q.Limit != 0 {
+		l = strconv.Itoa(q.Limit)
+	}
+	path := "/admin/v1/customers" + query("name", q.Name, "q", q.Search, "limit", l, "cursor", q.Cursor)
+	return call[ledger.CustomerPage](ctx, c, "GET", path, nil)
 }
 
 // Customer returns a customer. Returns ENotFound if it does not exist,

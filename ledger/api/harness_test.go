@@ -28,6 +28,7 @@ const adminToken = "test-admin-token"
 type server struct {
 	t     *testing.T
 	store *ledger.Store
+	dbURL string // the database's, for tests that set up what no API makes
 	// admin and llm are the base URLs of the admin API and of the
 	// customer API (which is on the LLM listener in production).
 	admin, llm string
@@ -42,7 +43,7 @@ func newServer(t *testing.T) *server {
 // API before it serves (to give it a dead-letter stream).
 func newServerWith(t *testing.T, setup func(*api.Admin)) *server {
 	t.Helper()
-	store := ledgertest.NewStore(t)
+	store, dbURL := ledgertest.NewStoreURL(t)
 	log := slog.New(slog.DiscardHandler)
 	adm, err := api.NewAdmin(store, adminToken, log)
 	if err != nil {
@@ -57,7 +58,7 @@ func newServerWith(t *testing.T, setup func(*api.Admin)) *server {
 	api.NewSelf(store, ledgerKeys{store}, log).Routes(r)
 	l := httptest.NewServer(r)
 	t.Cleanup(l.Close)
-	return &server{t: t, store: store, admin: a.URL, llm: l.URL}
+	return &server{t: t, store: store, dbURL: dbURL, admin: a.URL, llm: l.URL}
 }
 
 // client is the admin API's client, with the admin token.
