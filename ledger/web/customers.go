@@ -24,30 +24,25 @@ type customerListItem struct {
 }
 
 type customersData struct {
-	Query      string
-	Items      []customerListItem
-	Total      int
-	Page       int
-	Prev, Next string // links, "" at an end
+	Query string
+	Items []customerListItem
+	// First and Next are links to the first page (on a later page) and to
+	// the next page of the same search, "" when there is none.
+	First, Next string
 }
 
+// customersPage lists one page of customers, oldest first, with their
+// balances: those whose name contains ?q= (in any case) or whose id it is,
+// after ?cursor= (the API's next_cursor). Only that page is read from the
+// API: it read every customer for each page, and with 100,000 of them a
+// page took seconds.
 func (c *Console) customersPage(w http.ResponseWriter, r *http.Request) {
 	cl := c.client(r)
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
-	all, err := cl.Customers(r.Context(), "")
-	d := customersData{Query: q}
+	d := customersData{Query: q, First: firstPage(r, "/console/customers", q)}
+	shown, next, err := c.customerChoice(r, "/console/customers", q)
 	if err == nil {
-		var match []ledger.Customer
-		for _, cu := range all {
-			if q == "" || strings.Contains(strings.ToLower(cu.Name), strings.ToLower(q)) || strings.EqualFold(cu.ID, q) {
-				match = append(match, cu)
-			}
-		}
-		d.Total = len(match)
-		d.Page, _ = strconv.Atoi(r.URL.Query().Get("page"))
-		d.Page = max(1, min(d.Page, (len(match)+customersPerPage-1)/customersPerPage))
-		from := min((d.Page-1)*customersPerPage, len(match))
-		shown := match[from:min(from+customersPerPage, len(match))]
+		d.Next = next
 		d.Items = make([]customerListItem, len(shown))
 		calls := make([]func() error, len(shown))
 		for i, cu := range shown {
@@ -58,21 +53,50 @@ func (c *Console) customersPage(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		err = parallel(calls...)
-		link := func(p int) string {
-			return "/console/customers?q=" + url.QueryEscape(q) + "&page=" + strconv.Itoa(p)
-		}
-		if d.Page > 1 {
-			d.Prev = link(d.Page - 1)
-		}
-		if from+customersPerPage < len(match) {
-			d.Next = link(d.Page + 1)
-		}
 	}
 	v := c.view(r, "customers", "Customers", d)
 	if err != nil {
 		v.Error = errorText(err)
 	}
 	c.pages.render(w, c.log, http.StatusOK, "customers", v)
+}
+
+// customerChoice reads one page of customersPerPage customers, oldest
+// first, whose name contains q (in any case) or whose id it is, after r's
+// ?cursor= (the API's next_cursor), and returns them with the link (on
+// path) to the next page, "" on the last.
+func (c *Console) customerChoice(r *http.Request, path, q string) ([]ledger.Customer, string, error) {
+	page, err := c.client(r).CustomersPage(r.Context(),
+		ledger.CustomerQuery{Search: q, Limit: customersPerPage, Cursor: r.URL.Query().Get("cursor")})
+	if err != nil || page.NextCursor == "" {
+		return page.Data, "", err
+	}
+	return page.Data, path + pageQuery(q, page.NextCursor), nil
+}
+
+// firstPage is the link (on path) to the first page of a customer list's
+// search q, when r asks for a later page, or "".
+func firstPage(r *http.Request, path, q string) string {
+	if r.URL.Query().Get("cursor") == "" {
+		return ""
+	}
+	return path + pageQuery(q, "")
+}
+
+// pageQuery is the query string of a customer list's page: the search
+// and the cursor, each when not empty.
+func pageQuery(q, cursor string) string {
+	v := url.Values{}
+	if q != "" {
+		v.Set("q", q)
+	}
+	if cursor != "" {
+		v.Set("cursor", cursor)
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
 }
 
 type customerData struct {

@@ -14,14 +14,21 @@ import (
 )
 
 type keysData struct {
-	Customers []ledger.Customer // to choose from, when none is chosen
-	Customer  *ledger.Customer
-	Keys      []ledger.Key
-	Now       time.Time // what a key's expiry is compared with (expired or active)
+	// Customers are a page of those to choose from, when none is chosen:
+	// those matching Query, with the links to the First and the Next page
+	// ("" when there is none).
+	Customers   []ledger.Customer
+	Query       string
+	First, Next string
+	Customer    *ledger.Customer
+	Keys        []ledger.Key
+	Now         time.Time // what a key's expiry is compared with (expired or active)
 }
 
 // keysPage lists a customer's keys (?customer=ID) with the forms to issue,
-// revoke and limit them; without a customer, the customers to choose from.
+// revoke and limit them; without a customer, a page of the customers to
+// choose from (?q= and ?cursor= as on the customers page: it listed every
+// customer in one select).
 func (c *Console) keysPage(w http.ResponseWriter, r *http.Request) {
 	cl, ctx := c.client(r), r.Context()
 	d := keysData{Now: c.now()}
@@ -33,7 +40,9 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request) {
 			d.Keys, err = cl.Keys(ctx, id)
 		}
 	} else {
-		d.Customers, err = cl.Customers(ctx, "")
+		d.Query = strings.TrimSpace(r.URL.Query().Get("q"))
+		d.First = firstPage(r, "/console/keys", d.Query)
+		d.Customers, d.Next, err = c.customerChoice(r, "/console/keys", d.Query)
 	}
 	v := c.view(r, "keys", "Keys", d)
 	if d.Customer != nil {

@@ -53,6 +53,13 @@ func newRig(t *testing.T) *rig {
 // it serves.
 func newRigWith(t *testing.T, setup func(*web.Portal)) *rig {
 	t.Helper()
+	return newRigWrapped(t, setup, nil)
+}
+
+// newRigWrapped is newRigWith with the admin API wrapped, when wrap is not
+// nil, as the console (and the rig's client) reach it.
+func newRigWrapped(t *testing.T, setup func(*web.Portal), wrap func(http.Handler) http.Handler) *rig {
+	t.Helper()
 	store, dbURL := ledgertest.NewStoreURL(t)
 	log := slog.New(slog.DiscardHandler)
 	adm, err := api.NewAdmin(store, adminToken, log)
@@ -60,6 +67,9 @@ func newRigWith(t *testing.T, setup func(*web.Portal)) *rig {
 		t.Fatal(err)
 	}
 	admin := adm.Handler()
+	if wrap != nil {
+		admin = wrap(admin)
+	}
 	self, customerAPI := api.NewSelf(store, ledgerKeys{store}, log), chi.NewRouter()
 	self.Routes(customerAPI)
 	r := chi.NewRouter()
