@@ -27,19 +27,35 @@ func customerCommands() []*command {
 			}
 		},
 	}, {
-		name: "customers list", args: "[--name NAME]",
+		name: "customers list", args: "[--name NAME] [--search TEXT] [--limit N | --cursor C]",
 		summary: "list customers, oldest first (GET /admin/v1/customers)",
-		example: "tollgate customers list\n  tollgate customers list --name acme --json",
+		example: "tollgate customers list\n  tollgate customers list --name acme --json\n  tollgate customers list --search acme --limit 20",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			name := fs.String("name", "", "only customers with exactly this name")
+			search := fs.String("search", "", "only customers whose name contains this text (in any case) or whose id it is")
+			limit := fs.Int("limit", 0, "only the first N customers (1 to 10000), one page; without it or --cursor, every customer, read a page at a time")
+			cursor := fs.String("cursor", "", "the page of customers after a previous page: its next_cursor")
 			return func(c *cli, _ []string) error {
-				cs, err := c.api.Customers(c.ctx, *name)
-				return c.show(data(cs), err, func() {
-					rows := make([][]string, len(cs))
-					for i, cu := range cs {
+				if flagGiven(fs, "limit") && (*limit < 1 || *limit > ledger.MaxCustomerLimit) {
+					return usagef("--limit: %d is not from 1 to %d (a page of customers; leave it out for every customer)", *limit, ledger.MaxCustomerLimit)
+				}
+				q := ledger.CustomerQuery{Name: *name, Search: *search, Limit: *limit, Cursor: *cursor}
+				var page ledger.CustomerPage
+				var err error
+				if flagGiven(fs, "limit") || *cursor != "" {
+					page, err = c.api.CustomersPage(c.ctx, q)
+				} else {
+					page.Data, err = allCustomers(c, q)
+				}
+				return c.show(page, err, func() {
+					rows := make([][]string, len(page.Data))
+					for i, cu := range page.Data {
 						rows[i] = []string{cu.ID, cu.Name, cu.Currency, opt(cu.CreditLimit), ts(&cu.CreatedAt)}
 					}
 					c.table([]string{"ID", "NAME", "CURRENCY", "CREDIT LIMIT", "CREATED"}, rows)
+					if page.NextCursor != "" {
+						c.warn("More customers follow: add --cursor " + page.NextCursor + ", or leave out --limit and --cursor for every customer.")
+					}
 				})
 			}
 		},
@@ -120,4 +136,21 @@ func (c *cli) balance(customerID string) error {
 // warn prints a notice for people on stderr, so stdout stays the answer.
 func (c *cli) warn(msg string) {
 	c.stderr.Write([]byte(msg + "\n"))
+}
+
+// allCustomers is every customer q selects, following the API's cursors a
+// page (of the server's default size) at a time.
+func allCustomers(c *cli, q ledger.CustomerQuery) ([]ledger.Customer, error) {
+	out := []ledger.Customer{}
+	for {
+		page, err := c.api.CustomersPage(c.ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Data...)
+		if page.NextCursor == "" {
+			return out, nil
+		}
+		q.Cursor = page.NextCursor
+	}
 }
