@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -99,6 +100,7 @@ func TestBrowserPortal(t *testing.T) {
 			t.Errorf("portal requests lack %s at %s", r.ID, r.Cost)
 		}
 	}
+	requestLogFitsAPhone(t, tab, s.gateway+"/portal/requests", len(reqs.Data))
 	for _, id := range idsA {
 		if !strings.Contains(all.String(), id) {
 			t.Errorf("A's request %s is not on A's portal", id)
@@ -120,5 +122,45 @@ func TestBrowserPortal(t *testing.T) {
 	navigate(t, tab, chromedp.Click(chromedp.CSS(".signout button")))
 	if loc := run(t, tab, chromedp.Location()); !strings.HasSuffix(loc, "/portal/signin") {
 		t.Errorf("after signing out the browser is at %s", loc)
+	}
+}
+
+// requestLogFitsAPhone checks the portal's request log (at url, rows
+// requests) at a phone's width, 375 CSS px: the page and the table fit the
+// screen, nothing in the table scrolls sideways and every cell (the tokens
+// and the cost among them) is within the screen. Its nine columns were a
+// table wider than the screen, the tokens and the cost scrolled off to the
+// side.
+func requestLogFitsAPhone(t *testing.T, tab context.Context, url string, rows int) {
+	t.Helper()
+	do(t, tab, chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile, chromedp.EmulateTouch, chromedp.EmulateScale(2)))
+	defer do(t, tab, chromedp.EmulateReset())
+	page(t, tab, url)
+	type fit struct {
+		Viewport, Page, Table, ScrollWidth, ClientWidth float64
+		Rows                                            int
+		Outside                                         []string
+		Labels                                          []string
+	}
+	f := run(t, tab, chromedp.Evaluate[fit](`(() => {
+		const vw = document.documentElement.clientWidth, table = document.querySelector('#requests'), wrap = table.closest('.scroll');
+		const cells = [...table.querySelectorAll('tbody td')];
+		return {viewport: vw, page: document.documentElement.scrollWidth, table: table.getBoundingClientRect().width,
+			scrollWidth: wrap.scrollWidth, clientWidth: wrap.clientWidth, rows: table.querySelectorAll('tbody tr').length,
+			outside: cells.filter(td => { const r = td.getBoundingClientRect(); return r.left < 0 || r.right > vw + 0.5; })
+				.map(td => (td.dataset.label || '?') + ': ' + td.textContent),
+			labels: cells.slice(0, 9).map(td => getComputedStyle(td, '::before').content)};
+	})()`))
+	if f.Viewport != 375 {
+		t.Fatalf("the phone's viewport is %v CSS px wide; want 375", f.Viewport)
+	}
+	if f.Rows != rows || f.Page > f.Viewport || f.Table > f.Viewport || f.ScrollWidth > f.ClientWidth || len(f.Outside) != 0 {
+		t.Errorf("the request log at 375 px: %d rows (want %d), page %v px wide, table %v px, its box scrolls %v px in %v; cells off the screen: %q",
+			f.Rows, rows, f.Page, f.Table, f.ScrollWidth, f.ClientWidth, f.Outside)
+	}
+	// Stacked, each value says what it is.
+	if want := []string{"Time (UTC)", "Model", "Status", "Prompt", "Cached", "Completion", "Reasoning", "Cost", "Request id"}; len(f.Labels) != len(want) ||
+		!strings.Contains(strings.Join(f.Labels, "|"), strings.Join(want, `"|"`)) {
+		t.Errorf("the request log's cells at 375 px are labelled %q; want %q", f.Labels, want)
 	}
 }
