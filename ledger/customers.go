@@ -228,11 +228,7 @@ func (s *Store) CustomersPage(ctx context.Context, q CustomerQuery) (CustomerPag
 		}
 	}
 	// strpos, not LIKE: a search for "50%" or "a_b" means those characters.
-	rows, err := s.pool.Query(ctx, `SELECT `+customerColumns+` FROM customers
-		WHERE ($1 = '' OR name = $1)
-		  AND ($2 = '' OR strpos(lower(name), lower($2)) > 0 OR id::text = lower($2))
-		  AND (created_at, id) > ($3, $4::uuid)
-		ORDER BY created_at, id LIMIT $5`, q.Name, search, afterAt, afterID, q.Limit+1)
+	rows, err := s.pool.Query(ctx, customersPageQuery, q.Name, search, afterAt, afterID, q.Limit+1)
 	if err != nil {
 		return CustomerPage{}, dbError(err, "customers")
 	}
@@ -252,6 +248,16 @@ func (s *Store) CustomersPage(ctx context.Context, q CustomerQuery) (CustomerPag
 	}
 	return page, nil
 }
+
+// customersPageQuery reads a page of customers: $1 a name (or ""), $2 a
+// search text (or ""), $3 and $4 the creation time and id the page starts
+// after, $5 the most rows. Its order is migration 10's index
+// (customers_created_idx), so that a page reads its rows alone.
+const customersPageQuery = `SELECT ` + customerColumns + ` FROM customers
+		WHERE ($1 = '' OR name = $1)
+		  AND ($2 = '' OR strpos(lower(name), lower($2)) > 0 OR id::text = lower($2))
+		  AND (created_at, id) > ($3, $4::uuid)
+		ORDER BY created_at, id LIMIT $5`
 
 // decodeCustomerCursor returns the creation time and id of the customer a
 // page of CustomersPage ended with.
