@@ -1,13 +1,8 @@
 package ledger_test
 
 import (
-	"context"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 )
 
 // TestEventIDsCountByTimeReadsTheRangeAlone: reconciliation counts the
@@ -18,33 +13,10 @@ import (
 // is told not to read tables whole, so that the plan shows whether any
 // other way exists.
 func TestEventIDsCountByTimeReadsTheRangeAlone(t *testing.T) {
-	ctx := context.Background()
-	_, url := ledgertest.NewStoreURL(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `INSERT INTO event_ids (id, occurred_at)
-		SELECT gen_random_uuid(), timestamptz '2026-01-01' + i * interval '1 minute' FROM generate_series(1, 20000) i`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `VACUUM ANALYZE event_ids`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := conn.Query(ctx, `EXPLAIN SELECT count(*) FROM event_ids WHERE occurred_at >= $1 AND occurred_at < $2`,
+	plan := planWithoutSeqScans(t, `INSERT INTO event_ids (id, occurred_at)
+		SELECT gen_random_uuid(), timestamptz '2026-01-01' + i * interval '1 minute' FROM generate_series(1, 20000) i`,
+		"event_ids", `SELECT count(*) FROM event_ids WHERE occurred_at >= $1 AND occurred_at < $2`,
 		"2026-01-05T00:00:00Z", "2026-01-06T00:00:00Z")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
 	if !strings.Contains(plan, "event_ids_time_brin") {
 		t.Fatalf("counting event_ids by occurred_at reads the whole table:\n%s", plan)
 	}

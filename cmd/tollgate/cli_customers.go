@@ -45,7 +45,7 @@ func customerCommands() []*command {
 				if flagGiven(fs, "limit") || *cursor != "" {
 					page, err = c.api.CustomersPage(c.ctx, q)
 				} else {
-					page.Data, err = allCustomers(c, q)
+					page.Data, err = c.api.AllCustomers(c.ctx, q)
 				}
 				return c.show(page, err, func() {
 					rows := make([][]string, len(page.Data))
@@ -136,21 +136,4 @@ func (c *cli) balance(customerID string) error {
 // warn prints a notice for people on stderr, so stdout stays the answer.
 func (c *cli) warn(msg string) {
 	c.stderr.Write([]byte(msg + "\n"))
-}
-
-// allCustomers is every customer q selects, following the API's cursors a
-// page (of the server's default size) at a time.
-func allCustomers(c *cli, q ledger.CustomerQuery) ([]ledger.Customer, error) {
-	out := []ledger.Customer{}
-	for {
-		page, err := c.api.CustomersPage(c.ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page.Data...)
-		if page.NextCursor == "" {
-			return out, nil
-		}
-		q.Cursor = page.NextCursor
-	}
 }

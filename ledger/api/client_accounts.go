@@ -29,11 +29,16 @@ func (c *Client) CreateCustomer(ctx context.Context, in ledger.CustomerInput) (l
 }
 
 // Customers returns the customers, oldest first: all of them, or those
-// named exactly name when it is not empty, asking for them a page at a
-// time (CustomersPage) and following the cursors.
+// named exactly name when it is not empty (see AllCustomers).
 func (c *Client) Customers(ctx context.Context, name string) ([]ledger.Customer, error) {
+	return c.AllCustomers(ctx, ledger.CustomerQuery{Name: name})
+}
+
+// AllCustomers returns every customer q selects, oldest first, asking for
+// them a page (of q.Limit, or the server's default size) at a time
+// (CustomersPage) and following the cursors from q.Cursor.
+func (c *Client) AllCustomers(ctx context.Context, q ledger.CustomerQuery) ([]ledger.Customer, error) {
 	out := []ledger.Customer{}
-	q := ledger.CustomerQuery{Name: name}
 	for {
 		page, err := c.CustomersPage(ctx, q)
 		if err != nil {
