@@ -75,8 +75,7 @@ func (s *Server) checkMetered(w http.ResponseWriter, r *http.Request, env provid
 	// budget: refuse (402) a key that may not spend now: its daily or
 	// monthly spend limit, or its customer's prepaid balance and credit,
 	// is spent.
-	if blocked := keyOf(r).BlockedAt(time.Now()); blocked != "" {
-		env.WriteError(w, provider.Err(http.StatusPaymentRequired, "insufficient_quota", "insufficient_quota", blocked))
+	if refuseBlocked(w, env, keyOf(r), time.Now()) {
 		return nil, nil
 	}
 	// limit: refuse (429, with Retry-After) a request over its key's
@@ -102,6 +101,24 @@ func (s *Server) checkMetered(w http.ResponseWriter, r *http.Request, env provid
 		return nil, nil
 	}
 	return r, release
+}
+
+// refuseBlocked answers 402 insufficient_quota and reports true when key k
+// may not spend at now (usage.KeyState.BlockedAt says why). When the block
+// ends by itself (a daily or monthly spend limit, at BlockedUntil), the
+// answer's Retry-After gives the seconds until then, rounded up, as a
+// 429's does.
+func refuseBlocked(w http.ResponseWriter, env provider.Envelope, k *usage.KeyState, now time.Time) bool {
+	blocked := k.BlockedAt(now)
+	if blocked == "" {
+		return false
+	}
+	if k.BlockedUntil != nil {
+		wait := k.BlockedUntil.Sub(now)
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
+	}
+	env.WriteError(w, provider.Err(http.StatusPaymentRequired, "insufficient_quota", "insufficient_quota", blocked))
+	return true
 }
 
 // refuseOverLimit answers 429 for a request over a limit, with Retry-After.
@@ -204,8 +221,7 @@ func (s *Server) recheckKey(w http.ResponseWriter, r *http.Request, env provider
 			"this API key expired at "+k.ExpiresAt.UTC().Format(time.RFC3339)))
 		return false
 	}
-	if blocked := k.BlockedAt(now); blocked != "" {
-		env.WriteError(w, provider.Err(http.StatusPaymentRequired, "insufficient_quota", "insufficient_quota", blocked))
+	if refuseBlocked(w, env, &k, now) {
 		return false
 	}
 	st.key, st.keyAt = k, now

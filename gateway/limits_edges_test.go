@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -464,12 +465,20 @@ func TestSpendLimitRefusalSaysWhenItResets(t *testing.T) {
 		"tg-reset": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000b3",
 			Blocked: "this API key has reached its daily spend limit", BlockedUntil: &past, SpendLimited: true},
 	})
+	var retryAfter string
 	chat := func(key string) (int, string) {
 		resp := st.post(t, "/v1/chat/completions", `{"model":"sim-small","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`,
 			"Authorization", "Bearer "+key)
+		retryAfter = resp.Header.Get("Retry-After")
 		return answer(t, resp)
 	}
+	asked := time.Now()
 	code, body := chat("tg-daily")
+	// Retry-After: the seconds until the limit resets, rounded up.
+	secs, err := strconv.ParseInt(retryAfter, 10, 64)
+	if until := tomorrow.Sub(asked); err != nil || secs < int64(until/time.Second)-5 || secs > int64(until/time.Second)+1 {
+		t.Errorf("daily limit reached: Retry-After %q; want the seconds until %s (%.0f)", retryAfter, tomorrow.Format(time.RFC3339), until.Seconds())
+	}
 	var env struct {
 		Error struct{ Message, Type, Code string }
 	}
@@ -480,8 +489,8 @@ func TestSpendLimitRefusalSaysWhenItResets(t *testing.T) {
 	if code != http.StatusPaymentRequired || env.Error.Code != "insufficient_quota" || !strings.HasPrefix(env.Error.Message, want) {
 		t.Errorf("daily limit reached: %d %s; want 402 insufficient_quota saying %q", code, body, want)
 	}
-	if code, body := chat("tg-frozen"); code != http.StatusPaymentRequired || strings.Contains(body, "resets at") {
-		t.Errorf("limit of 0: %d %s; want 402 naming no reset", code, body)
+	if code, body := chat("tg-frozen"); code != http.StatusPaymentRequired || strings.Contains(body, "resets at") || retryAfter != "" {
+		t.Errorf("limit of 0: %d %s, Retry-After %q; want 402 naming no reset, and no Retry-After", code, body, retryAfter)
 	}
 	if code, body := chat("tg-reset"); code != http.StatusOK {
 		t.Errorf("daily limit reached yesterday, a new day now: %d %s; want 200", code, body)
