@@ -76,7 +76,9 @@ const eventColumnList = `id, occurred_at, customer_id, key_id, provider, model, 
 // spend away), and a key whose spend crosses its limit, or a customer
 // whose balance crosses its credit limit, goes to the key outbox: the
 // budget states are pushed to the gateways as the meter commits, never
-// polled.
+// polled. The batch holds the key spend lock shared, taken before this
+// statement (spendLockKey): a limit change cannot commit between its
+// snapshot of api_keys and its commit.
 // A key's last_used_at moves only when it is a minute or more behind: a
 // busy key was updated by every batch, one new api_keys row version per
 // key per batch for a figure read at minute precision.

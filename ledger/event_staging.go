@@ -118,7 +118,10 @@ func newStagedRows(events []usage.Event, rate func(*usage.Event) (usage.Rating, 
 // writes it from there in one statement. It returns the events new and
 // how many of them are unpriced.
 func writeStagedBatch(ctx context.Context, tx pgx.Tx, rows *stagedRows, duplicates int64) (n, unpriced int, err error) {
-	if _, err := tx.Exec(ctx, stagingTable); err != nil {
+	// The key spend lock, shared, before the statement (its snapshot
+	// must follow it), in the same round trip as the table (see
+	// spendLockKey).
+	if _, err := tx.Exec(ctx, stagingTable+"; "+spendLockShared); err != nil {
 		return 0, 0, err
 	}
 	buf := copyBufs.Get().(*[]byte)

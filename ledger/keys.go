@@ -263,6 +263,12 @@ func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, e
 	}
 	var k Key
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if p.DailyLimit.Set || p.MonthlyLimit.Set {
+			// Before the row: see the key spend lock (keystate.go).
+			if _, err := tx.Exec(ctx, spendLockExclusive); err != nil {
+				return err
+			}
+		}
 		var err error
 		k, err = scanKey(tx.QueryRow(ctx, `
 			UPDATE api_keys SET name = coalesce($2, name),

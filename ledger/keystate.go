@@ -403,11 +403,75 @@ func (s *Store) ListenKeyChanges(ctx context.Context, wake func()) error {
 const spendPeriods = `(SELECT date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS day,
     date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS month) d`
 
+// The key spend lock orders the writers of key_spend, so that a key's
+// spend (key_spend) is always what its hourly rollups say for the current
+// UTC day and month, however they interleave. Two kinds of writers:
+//
+//   - Adders move a key's spend by what they add to its rollups, and only
+//     for a key with a daily or monthly limit as their statement's
+//     snapshot sees api_keys: a batch of events (batchEffects), and, by
+//     recomputing, a re-rating (spendMoved). Each takes the lock shared
+//     (spendLockShared) in a statement before the one that writes (READ
+//     COMMITTED takes a statement's snapshot when it starts, and it must
+//     come after the lock), and before it locks any row: a batch with the
+//     staging table's CREATE, in the same round trip (writeStagedBatch),
+//     a re-rating batch first in the pipeline of its writes (Rerate).
+//     Adders do not wait for each other.
+//   - A limit change (UpdateKey setting daily_limit or monthly_limit) sets
+//     which keys have their spend moved, and recomputes the key's spend
+//     from its rollups. It takes the lock exclusively (spendLockExclusive)
+//     before anything else, so that no adder is between its snapshot and
+//     its commit meanwhile: the recompute, a statement of its own after
+//     the lock, sees every charge committed before it, and every adder
+//     after it sees the new limit. Without the lock, a batch whose
+//     snapshot predated the change's commit moved no spend for a key that
+//     had no limit, while the change's recompute, its snapshot from before
+//     the batch's commit, missed the batch's charges; and for a key that
+//     had a limit, the recompute wrote over the increment of a batch that
+//     committed after its snapshot.
+//
+// A re-rating's recompute races the batches (both hold the lock shared):
+// it first locks the keys' key_spend rows (lockKeySpend, making a missing
+// one), which waits for every batch that moved them and has not
+// committed, and then recomputes in a statement of its own, whose
+// snapshot has those batches' charges; a batch after it adds to what it
+// wrote. Taking the lock exclusively instead would stop the meter for the
+// whole of every re-rating batch.
+//
+// Deadlocks: the lock is taken before any row lock by every side, so no
+// one holds a row another waits for while it waits for the lock. A limit
+// change waiting for the lock makes later shared requests wait behind it
+// (Postgres queues them): the meter's new batches wait for the batches in
+// flight to commit and for the change, a few milliseconds more.
+const (
+	spendLockKey       = `hashtext('tollgate key spend')`
+	spendLockShared    = `SELECT pg_advisory_xact_lock_shared(` + spendLockKey + `)`
+	spendLockExclusive = `SELECT pg_advisory_xact_lock(` + spendLockKey + `)`
+)
+
+// lockKeySpend locks the key_spend rows of the given keys that have a
+// daily or monthly limit, making those missing (a zero spend, which
+// recomputeKeySpend then sets), within tx. It waits for the batches that
+// moved them to commit (see the key spend lock).
+func lockKeySpend(ctx context.Context, tx pgx.Tx, keyIDs []string) error {
+	_, err := tx.Exec(ctx, `
+		INSERT INTO key_spend (key_id, day_start, day_e12, month_start, month_e12)
+		SELECT k.id, d.day, 0, d.month, 0 FROM api_keys k CROSS JOIN `+spendPeriods+`
+		WHERE k.id = ANY($1::uuid[]) AND (k.daily_limit_micros IS NOT NULL OR k.monthly_limit_micros IS NOT NULL)
+		ORDER BY k.id
+		ON CONFLICT (key_id) DO UPDATE SET day_e12 = key_spend.day_e12`, keyIDs)
+	if err != nil {
+		return fmt.Errorf("key spend: lock: %w", err)
+	}
+	return nil
+}
+
 // recomputeKeySpend sets the key_spend of the given keys that have a
 // daily or monthly limit from their hourly rollups (after a limit is set,
-// or their charges re-rated), within tx. A row already on a later day
-// (written by a transaction that began after this one's midnight) is
-// left as it is: this one's periods are over.
+// or their charges re-rated), within tx, which holds the key spend lock
+// (exclusively, or shared with the keys' rows locked: lockKeySpend). A
+// row already on a later day (written by a transaction that began after
+// this one's midnight) is left as it is: this one's periods are over.
 func recomputeKeySpend(ctx context.Context, tx pgx.Tx, keyIDs []string) error {
 	_, err := tx.Exec(ctx, `
 		INSERT INTO key_spend (key_id, day_start, day_e12, month_start, month_e12)
@@ -442,10 +506,14 @@ func outboxAll(ctx context.Context, tx pgx.Tx, keyIDs, customerIDs []string) err
 
 // spendMoved recomputes the key spend of keys whose charges changed
 // outside a batch of events (re-rating), and records the changes of their
-// states and their customers' in the key outbox, within tx.
+// states and their customers' in the key outbox, within tx, which holds
+// the key spend lock shared, taken before its first write.
 func spendMoved(ctx context.Context, tx pgx.Tx, keyIDs, customerIDs []string) error {
 	if len(keyIDs) == 0 && len(customerIDs) == 0 {
 		return nil
+	}
+	if err := lockKeySpend(ctx, tx, keyIDs); err != nil {
+		return err
 	}
 	if err := recomputeKeySpend(ctx, tx, keyIDs); err != nil {
 		return err

@@ -122,7 +122,10 @@ func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(Re
 			}
 			adjusted := res.Adjusted
 			keys, customers := map[string]bool{}, map[string]bool{}
+			// The key spend lock, shared, before the first write (see
+			// spendLockKey), in the same round trip.
 			var writes pgx.Batch
+			writes.Queue(spendLockShared)
 			for i := range evs {
 				if err := rerateOne(&writes, p, &evs[i], &res); err != nil {
 					return err
@@ -135,7 +138,7 @@ func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(Re
 			// The batch's writes go in one round trip (pipelined, in
 			// order): one statement at a time, three an adjusted event, the
 			// round trips were most of a re-rating's time.
-			if writes.Len() > 0 {
+			if writes.Len() > 1 {
 				if err := tx.SendBatch(ctx, &writes).Close(); err != nil {
 					return err
 				}
