@@ -167,7 +167,11 @@ func (t *table) state(r *row) usage.KeyState {
 		t := time.Unix(0, r.blockedUntil)
 		s.BlockedUntil = &t
 	}
-	if s.BlockedAt(time.Now()) == "" && cu.blocked != "" {
+	// The customer's block (its balance and credit spent) holds until a
+	// top-up: it is the one to tell when the key's own block ends by
+	// itself (a daily or monthly limit, at BlockedUntil), or there is
+	// none; the client must not be told to come back at the key's reset.
+	if cu.blocked != "" && (s.BlockedUntil != nil || s.BlockedAt(time.Now()) == "") {
 		s.Blocked, s.BlockedUntil = cu.blocked, nil
 	}
 	return s

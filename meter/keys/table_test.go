@@ -115,3 +115,35 @@ func BenchmarkGCWithKeys(b *testing.B) {
 }
 
 var sink [][]byte
+
+// TestCustomerBlockOutlastsTheKeysReset: a key over its daily spend limit
+// (blocked until the next UTC day) whose customer's balance and credit
+// are spent too is refused for the customer's block, which no reset
+// lifts: its state names no reset time, so that the 402 tells no client
+// to come back at midnight only to be refused again. A key frozen by a
+// limit of 0 (no reset either) keeps its own reason; a customer with no
+// block leaves the key's as it is.
+func TestCustomerBlockOutlastsTheKeysReset(t *testing.T) {
+	c := NewCache(nil, nil, slog.New(slog.DiscardHandler))
+	midnight := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	daily := usage.KeyState{KeyID: uuid.NewString(), CustomerID: "c1", Blocked: "daily limit reached",
+		BlockedUntil: &midnight, SpendLimited: true, Version: 1}
+	frozen := usage.KeyState{KeyID: uuid.NewString(), CustomerID: "c1", Blocked: "daily limit is 0", SpendLimited: true, Version: 1}
+	other := usage.KeyState{KeyID: uuid.NewString(), CustomerID: "c2", Blocked: "daily limit reached",
+		BlockedUntil: &midnight, SpendLimited: true, Version: 1}
+	c.setKey(sha256.Sum256([]byte("daily")), daily)
+	c.setKey(sha256.Sum256([]byte("frozen")), frozen)
+	c.setKey(sha256.Sum256([]byte("other")), other)
+	c.setCustomer("c1", usage.CustomerState{Blocked: "balance and credit spent", Currency: "USD", CreditLimited: true, Version: 1}, true)
+	if got, _ := c.LookupKey("daily"); got.Blocked != "balance and credit spent" || got.BlockedUntil != nil {
+		t.Errorf("daily limit reached, customer blocked too: Blocked %q until %v; want the customer's block, with no reset time",
+			got.Blocked, got.BlockedUntil)
+	}
+	if got, _ := c.LookupKey("frozen"); got.Blocked != "daily limit is 0" || got.BlockedUntil != nil {
+		t.Errorf("key frozen, customer blocked too: Blocked %q until %v; want the key's own block", got.Blocked, got.BlockedUntil)
+	}
+	if got, _ := c.LookupKey("other"); got.Blocked != "daily limit reached" || got.BlockedUntil == nil || !got.BlockedUntil.Equal(midnight) {
+		t.Errorf("daily limit reached, customer not blocked: Blocked %q until %v; want the key's block until %s",
+			got.Blocked, got.BlockedUntil, midnight)
+	}
+}
