@@ -264,8 +264,9 @@ func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, e
 	var k Key
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if p.DailyLimit.Set || p.MonthlyLimit.Set {
-			// Before the row: see the key spend lock (keystate.go).
-			if _, err := tx.Exec(ctx, spendLockExclusive); err != nil {
+			// Before the row: see the key spend lock (keystate.go), waited
+			// for at most spendLockWait.
+			if _, err := tx.Exec(ctx, spendLockExclusiveBounded); err != nil {
 				return err
 			}
 		}
@@ -297,6 +298,10 @@ func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, e
 	})
 	if err == nil {
 		return k, nil
+	}
+	if isCode(err, "55P03") { // lock_not_available: spendLockWait passed
+		return Key{}, errorf(EUnavailable, "key %s: its spend limit could not be changed now: the meter "+
+			"held a batch (or a re-rating) open for more than %s, and is not held back longer for a limit; try again", keyID, spendLockWait)
 	}
 	err = dbError(err, "key "+keyID)
 	if ErrorCode(err) == ENotFound && s.keyRevoked(ctx, keyID) {
@@ -330,6 +335,10 @@ func (s *Store) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 	})
 	if err == nil {
 		return k, nil
+	}
+	if isCode(err, "55P03") { // lock_not_available: spendLockWait passed
+		return Key{}, errorf(EUnavailable, "key %s: its spend limit could not be changed now: the meter "+
+			"held a batch (or a re-rating) open for more than %s, and is not held back longer for a limit; try again", keyID, spendLockWait)
 	}
 	err = dbError(err, "key "+keyID)
 	if ErrorCode(err) == ENotFound && s.keyRevoked(ctx, keyID) {

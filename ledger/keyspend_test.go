@@ -131,6 +131,7 @@ func TestKeySpendCountsABatchRacingALimitChange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			awayFromMidnight(t)
 			usd := usage.Tokens{PromptTokens: 1_000_000}
 			now := time.Now().UTC()
 			// A first event moves last_used_at, so that the raced batch
@@ -169,6 +170,7 @@ func TestKeySpendCountsABatchRacingARerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	awayFromMidnight(t)
 	usd := usage.Tokens{PromptTokens: 1_000_000}
 	now := time.Now().UTC()
 	// An event of a model without a price (stored unpriced), and one that
@@ -189,5 +191,124 @@ func TestKeySpendCountsABatchRacingARerate(t *testing.T) {
 	spend, rollups := keySpendAndRollups(t, s, k.ID)
 	if rollups != [2]int64{3_000_000, 3_000_000} || spend != rollups {
 		t.Fatalf("key_spend (day, month) = %v micros, the rollups %v; want both 3 USD", spend, rollups)
+	}
+}
+
+// TestALimitChangeHoldsTheMeterBackBoundedly: a limit change waits for
+// the key spend lock, and while it waits Postgres queues every new meter
+// batch behind it, whatever its keys. A batch held open (here, paused
+// before its commit; in life, one waiting for a row, or a re-rating's)
+// made the change wait with no bound, and the whole meter with it. The
+// change now gives up after its lock timeout (EUnavailable: try again)
+// while the batch is still open, and the meter's other batches go on.
+func TestALimitChangeHoldsTheMeterBackBoundedly(t *testing.T) {
+	s, c, _ := setup(t)
+	ctx := context.Background()
+	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	limit := "100"
+	k, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "limited", DailyLimit: &limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another customer's key: its batch shares no row with the paused one.
+	c2, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, _, err := s.CreateKey(ctx, c2.ID, ledger.KeyInput{Name: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awayFromMidnight(t)
+	usd := usage.Tokens{PromptTokens: 1_000_000}
+	now := time.Now().UTC()
+	paused, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		_, err := s.WriteEventsPausedForTest(ctx, []usage.Event{newEvent(c.ID, k.ID, "m", now, usd)}, func() {
+			close(paused)
+			<-release
+		})
+		held <- err
+	}()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	<-paused
+	changed := make(chan error, 1)
+	go func() {
+		_, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{DailyLimit: ledger.Of("50")})
+		changed <- err
+	}()
+	waitForALockWait(t, s)
+	other := make(chan error, 1)
+	go func() {
+		_, err := s.WriteEvents(ctx, []usage.Event{newEvent(c2.ID, k2.ID, "m", now, usd)})
+		other <- err
+	}()
+	// Both end while the paused batch is still open.
+	select {
+	case err := <-changed:
+		if ledger.ErrorCode(err) != ledger.EUnavailable {
+			t.Fatalf("the limit change behind a batch held open: %v; want EUnavailable", err)
+		}
+		t.Logf("the limit change gave up: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the limit change still waits for a batch held open 30 s")
+	}
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Fatalf("another customer's batch: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("another customer's batch still waits behind the limit change after 30 s")
+	}
+	close(release)
+	released = true
+	if err := <-held; err != nil {
+		t.Fatalf("the held batch: %v", err)
+	}
+	// Tried again, the change goes through, and counts the batch.
+	if _, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{DailyLimit: ledger.Of("50")}); err != nil {
+		t.Fatal(err)
+	}
+	spend, rollups := keySpendAndRollups(t, s, k.ID)
+	if rollups != [2]int64{1_000_000, 1_000_000} || spend != rollups {
+		t.Fatalf("key_spend (day, month) = %v micros, the rollups %v; want both 1 USD", spend, rollups)
+	}
+}
+
+// waitForALockWait waits until a session of s's database waits for a lock.
+func waitForALockWait(t *testing.T, s *ledger.Store) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		n, err := s.QueryInt64ForTest(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+	}
+	t.Fatal("no session waits for a lock after 30 s")
+}
+
+// awayFromMidnight waits past the next UTC midnight when it is less than
+// 30 s away: the tests here write events at the test's clock and read the
+// spend of the day by Postgres's, which must be the same UTC day.
+func awayFromMidnight(t *testing.T) {
+	t.Helper()
+	now := time.Now().UTC()
+	if left := now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now); left < 30*time.Second {
+		t.Logf("waiting %s for the UTC day to turn", left+time.Second)
+		time.Sleep(left + time.Second)
 	}
 }
