@@ -112,12 +112,15 @@ func jsonText(raw json.RawMessage) (string, bool) {
 // that name a failure of the provider's side: OpenAI's server_error,
 // rate_limit_exceeded and insufficient_quota (the provider's account, not
 // the client's, answered with a 429 when it comes as a status); Anthropic's
-// api_error, overloaded_error and rate_limit_error; Gemini's UNAVAILABLE,
+// api_error, overloaded_error, rate_limit_error, timeout_error and
+// billing_error (the operator's account, as insufficient_quota is: see
+// docs.anthropic.com/en/api/errors); Gemini's UNAVAILABLE,
 // INTERNAL, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED; and a few common
 // spellings of the same among OpenAI-compatible servers.
 var serverErrorWords = map[string]bool{
 	"server_error": true, "api_error": true, "overloaded_error": true, "overloaded": true,
 	"rate_limit_error": true, "rate_limit_exceeded": true, "insufficient_quota": true,
+	"timeout_error": true, "billing_error": true,
 	"internal_error": true, "internal_server_error": true, "service_unavailable": true,
 	"unavailable": true, "internal": true, "resource_exhausted": true, "deadline_exceeded": true,
 }

@@ -28,6 +28,8 @@ func TestServerSide(t *testing.T) {
 		// Anthropic.
 		{`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, true},
 		{`{"type":"error","error":{"type":"api_error","message":"Internal"}}`, true},
+		{`{"type":"error","error":{"type":"timeout_error","message":"Request timed out"}}`, true},
+		{`{"type":"error","error":{"type":"billing_error","message":"credit balance too low"}}`, true},
 		{`{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}`, false},
 		{`{"type":"error","error":{"type":"authentication_error","message":"bad key"}}`, false},
 		// Gemini, alone or as a one-element array.

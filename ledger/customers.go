@@ -152,8 +152,9 @@ func (s *Store) Customer(ctx context.Context, id string) (Customer, error) {
 }
 
 // Customers lists every customer, oldest first; name, when not empty,
-// keeps only those with exactly that name. It reads them all in one
-// answer: a list for people (the console, the API) is CustomersPage.
+// keeps only those with exactly that name. It reads them a page of
+// MaxCustomerLimit at a time (CustomersPage), each page a read of its own:
+// a list for people (the console, the API) is CustomersPage.
 func (s *Store) Customers(ctx context.Context, name string) ([]Customer, error) {
 	var out []Customer
 	q := CustomerQuery{Name: name, Limit: MaxCustomerLimit}
@@ -202,8 +203,11 @@ type CustomerPage struct {
 
 // CustomersPage lists the customers q selects a page at a time, in the
 // order (created_at, id): the first q.Limit after q.Cursor. Only that page
-// is read and sent however many customers there are, and customers created
-// while a client pages come after its pages. It returns EInvalid for a
+// is read and sent however many customers there are. A customer is placed
+// by its created_at, the start of the transaction that created it: one
+// committed while a client pages comes after its pages, unless its
+// transaction began before the page the client last read, which the
+// client then does not see. It returns EInvalid for a
 // limit out of range, a cursor it did not return, or a name or search
 // text that is not valid text.
 func (s *Store) CustomersPage(ctx context.Context, q CustomerQuery) (CustomerPage, error) {
