@@ -25,6 +25,7 @@ import (
 // commit). Once the kills stop, every event is in the ledger exactly once,
 // its rollups and balances reconcile, and nothing is set aside.
 func TestWorkerSurvivesKilledBackends(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store, dbURL := ledgertest.NewStoreURL(t)

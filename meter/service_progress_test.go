@@ -43,6 +43,7 @@ func deleteConsumerWhileRunning(js jetstream.JetStream) (deleted func() int64, s
 // start again at each failure. The status clears only once a worker makes
 // progress, and keeps the first failure's time until then.
 func TestServiceStatusHoldsThroughFastFailures(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	js := metertest.NewStream(t)
 	logs := &metertest.LockedBuffer{}
 	svc := meter.NewService(js, ledgertest.NewStore(t), meter.WorkerConfig{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
@@ -90,6 +91,7 @@ func TestServiceStatusHoldsThroughFastFailures(t *testing.T) {
 // shrank: after hours of work, one failure waited the longest wait. A Run
 // that made progress starts the waits again from 0.5 s.
 func TestServiceRetriesAtOnceAfterAHealthyRun(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	ctx := context.Background()
 	js := metertest.NewStream(t)
 	svc := meter.NewService(js, ledgertest.NewStore(t), meter.WorkerConfig{Logger: slog.New(slog.DiscardHandler)})

@@ -26,6 +26,7 @@ import (
 // reach. A server configured for a cluster of three whose peers never
 // come answers it (once its meta group has been leaderless for 10 s).
 func TestServiceWaitsOutATransientAPIError(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	ports := make([]int, 3)
 	for i := range ports {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

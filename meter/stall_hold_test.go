@@ -130,6 +130,7 @@ func TestAStalledWorkerLeavesTheBacklogToTheOthers(t *testing.T) {
 // refused. What a stopping worker hands back is redelivered after its
 // drain now, to the next worker, and written once.
 func TestAWorkerStoppingInAnOutageSetsNothingAside(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	ctx := context.Background()
 	store, dbURL := ledgertest.NewStoreURL(t)
 	js := metertest.NewStream(t)
@@ -171,6 +172,7 @@ func (hangingStore) WriteEvents(ctx context.Context, _ []usage.Event) (int, erro
 // context ends now, and once one attempt has failed after it, what is
 // left is handed back without one.
 func TestAWorkerStoppingWhileTheLedgerHangsSetsNothingAside(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	ctx := context.Background()
 	store, dbURL := ledgertest.NewStoreURL(t)
 	js := metertest.NewStream(t)

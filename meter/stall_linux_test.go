@@ -33,6 +33,7 @@ import (
 // The worker runs in a child process, which the test stops (SIGSTOP)
 // while it publishes events, and resumes 1.5 s later; six times.
 func TestStalledWorkerLeavesNoEventToTheAckWait(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	if env := os.Getenv("TOLLGATE_STALL_CHILD"); env != "" {
 		runStallChild(env)
 		return

@@ -39,6 +39,7 @@ func (r *redeliveries) TrimFailed()                          {}
 // hoard the consumer's whole backlog: TestAStalledWorkerLeavesTheBacklogToTheOthers).
 // No dead letter, each event in the ledger once.
 func TestEventsHeldThroughAStallAreKeptAlive(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store, dbURL := ledgertest.NewStoreURL(t)

@@ -24,6 +24,7 @@ import (
 // process group as a terminal's Ctrl-C does: the script stops tollgate and
 // upstream-sim and exits 0, so that make does not report "Error 130".
 func TestRunDemoCtrlC(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	if testing.Short() {
 		t.Skip("builds and runs the demo stack")
 	}

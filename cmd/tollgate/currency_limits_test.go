@@ -200,6 +200,7 @@ func TestCurrencyRefusalFallsOverToAModelInTheCustomersCurrency(t *testing.T) {
 // (503 prices_unavailable) before any upstream call, not served
 // unchecked. (Found by a review: every model looked unpriced.)
 func TestCurrencyCheckOnAGatewayStartedDuringANATSOutage(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	natsDir, addr := t.TempDir(), freeAddr(t)
 	ns := natsOn(t, natsDir, addr)
 	s := newStackEnv(t, nil, func(e *env) { e.NATSURL = "nats://" + addr })

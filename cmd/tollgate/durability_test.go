@@ -61,6 +61,7 @@ func (s *stack) waitEvents(n int, within time.Duration) {
 // keeps serving and spools; when NATS returns the spool drains and the
 // ledger holds every request exactly once.
 func TestNATSOutageIsSpooledThenRepublished(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	natsDir, addr := t.TempDir(), freeAddr(t)
 	ns := natsOn(t, natsDir, addr)
 	s := newStackEnv(t, nil, func(e *env) { e.NATSURL = "nats://" + addr })
@@ -95,6 +96,7 @@ func TestNATSOutageIsSpooledThenRepublished(t *testing.T) {
 // the stream cut off by a shutdown whose grace ran out, are in the ledger
 // after the gateway starts again with NATS back.
 func TestSpoolSurvivesGatewayRestart(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	natsDir, addr := t.TempDir(), freeAddr(t)
 	ns := natsOn(t, natsDir, addr)
 	s := newStackEnv(t, nil, func(e *env) {

@@ -99,6 +99,7 @@ func waitHandedOver(t *testing.T, dataDir string, within time.Duration) {
 // ledger, exactly once, and keeps its dead letter with the reason; the
 // store is renamed, and the log says what moved where.
 func TestSwitchToExternalNATSHandsOverTheEmbeddedStore(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	logs := &syncBuffer{}
 	s := newStackLogs(t, nil, nil, logs)
 	ids := s.strandedStore(100, "poison-before-the-switch")
@@ -134,6 +135,7 @@ func TestSwitchToExternalNATSHandsOverTheEmbeddedStore(t *testing.T) {
 // that is not up yet starts anyway, and hands the embedded store over once
 // the NATS is up.
 func TestMeterHandsOverOnceNATSIsReachable(t *testing.T) {
+	t.Parallel() // waits most of its time: see the Makefile's test target
 	s := newStack(t, nil)
 	s.strandedStore(20, "poison-meter")
 
