@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,6 +48,10 @@ type app struct {
 	gw          *gateway.Server
 	admin       *api.Listener
 	stops       []stopper
+	// handOverState is what the hand-over of an embedded JetStream store left
+	// in the data directory is doing (startHandOver), for /readyz: nil or
+	// "" when there is none, or it is done.
+	handOverState atomic.Pointer[string]
 	// Addr and AdminAddr are the bound listen addresses.
 	Addr, AdminAddr string
 }

@@ -42,6 +42,7 @@ func (a *app) startHandOver(e env, r roles) {
 	}
 	a.log.Warn("NATS: the data directory holds the store of an embedded JetStream (`tollgate serve` without TOLLGATE_NATS_URL ran on it): "+
 		"handing its usage events and dead letters over to TOLLGATE_NATS_URL in the background", "dir", dir)
+	a.setHandOver("waiting for NATS and its usage and dead-letter streams; the store stays in " + dir + " meanwhile")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -79,6 +80,7 @@ func (a *app) handOver(ctx context.Context, dir, dataDir string, lock bool) {
 			a.log.Warn("embedded store hand-over: waiting for NATS and its usage and dead-letter streams; the store stays as it is meanwhile",
 				"dir", dir, "err", err)
 		}
+		a.setHandOver("waiting for NATS and its usage and dead-letter streams (" + err.Error() + "); the store stays in " + dir + " meanwhile")
 		select {
 		case <-ctx.Done():
 			stopped()
@@ -90,18 +92,22 @@ func (a *app) handOver(ctx context.Context, dir, dataDir string, lock bool) {
 		release, err := lockDataDir(dataDir)
 		if err != nil {
 			a.log.Warn("embedded store hand-over: not by this process, which leaves the store to the one using the data directory", "dir", dir, "err", err)
+			a.setHandOver("")
 			return
 		}
 		defer release()
 	}
+	a.setHandOver("moving the usage events and dead letters of " + dir + " to TOLLGATE_NATS_URL")
 	rep, err := meter.HandOver(ctx, dir, a.nc, time.Now(), a.log)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		stopped()
 	case err != nil:
+		a.setHandOver("failed: " + err.Error() + "; the store stays in " + dir + ", and the next start hands it over again")
 		a.log.Error("embedded store hand-over: not handed over; the store stays as it is, and the next start tries again", "dir", dir, "err", err,
 			"usage_events_sent", rep.Events, "dead_letters_sent", rep.DeadLetters)
 	default:
+		a.setHandOver("")
 		a.log.Warn("NATS: the embedded JetStream store was handed over to TOLLGATE_NATS_URL",
 			"usage_events", rep.Events, "usage_events_there_already", rep.EventsKnown, "usage_events_metered_before", rep.EventsDone,
 			"dead_letters", rep.DeadLetters, "dead_letters_there_already", rep.DeadLettersKnown,
@@ -122,3 +128,7 @@ func streamsReady(ctx context.Context, js jetstream.JetStream) error {
 	}
 	return errors.Join(errs...)
 }
+
+// setHandOver records what the embedded store's hand-over is doing, for
+// /readyz ("": nothing, or done).
+func (a *app) setHandOver(state string) { a.handOverState.Store(&state) }

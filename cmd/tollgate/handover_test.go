@@ -151,9 +151,23 @@ func TestMeterHandsOverOnceNATSIsReachable(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.DataDir, "jetstream")); err != nil {
 		t.Fatalf("the store was moved before NATS was up: %v", err)
 	}
+	// /readyz says the store waits to be handed over, and the wait does
+	// not make the process unready for it.
+	if rd := a.readiness(context.Background(), roles{meter: true}); !strings.HasPrefix(rd.HandOver, "waiting for NATS") {
+		t.Errorf("/readyz while NATS is down: embedded_store_hand_over %q; want the wait told", rd.HandOver)
+	}
 	natsOn(t, t.TempDir(), addr)
 	s.waitEvents(20, 30*time.Second)
 	waitHandedOver(t, e.DataDir, 10*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		rd := a.readiness(context.Background(), roles{meter: true})
+		if rd.HandOver == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz after the hand-over: embedded_store_hand_over %q; want none", rd.HandOver)
+		}
+	}
 }
 
 // TestNoHandOverOfALiveEmbeddedStore: a `tollgate meter` given a NATS URL

@@ -28,6 +28,11 @@ import (
 //     before).
 //   - spool: its depth and age, and "accepting": false when the gateway
 //     refuses new requests (spool full, or older than spool_max_age).
+//   - embedded_store_hand_over: while this process hands over the store
+//     an embedded JetStream left in its data directory (startHandOver),
+//     what it is doing: waiting for NATS and its streams, moving, or
+//     failed (the next start tries again). It does not make the process
+//     unready: the events it holds are metered once moved.
 //   - degraded: the roles of this process that cannot work now (say, in
 //     serve, "meter" and "admin" while Postgres is down), each with why;
 //     "meter" also when its worker cannot set up the usage stream or its
@@ -44,7 +49,10 @@ type readiness struct {
 	Keys     string       `json:"keys,omitempty"`
 	Spool    *spoolStatus `json:"spool,omitempty"`
 	// Journal is "ok", or the crash journal's write error while it fails.
-	Journal  string            `json:"journal,omitempty"`
+	Journal string `json:"journal,omitempty"`
+	// HandOver is what the embedded store's hand-over is doing, while it
+	// has not ended (see startHandOver).
+	HandOver string            `json:"embedded_store_hand_over,omitempty"`
 	Degraded map[string]string `json:"degraded,omitempty"`
 }
 
@@ -115,6 +123,9 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 			rd.Journal, gatewayReady = err.Error(), false
 			rd.Degraded["gateway"] = "its crash journal cannot write (a full disk?): new requests are refused with 503 until it can"
 		}
+	}
+	if h := a.handOverState.Load(); h != nil {
+		rd.HandOver = *h
 	}
 	if r.gateway {
 		rd.Ready = gatewayReady
