@@ -29,6 +29,20 @@ var chromium struct {
 	once sync.Once
 	ctx  context.Context
 	err  error
+	// stop ends the browser and waits for chromedp to remove the profile
+	// directory it made (/tmp/chromedp-runner*): TestMain calls it.
+	stop context.CancelFunc
+}
+
+// TestMain runs the package's tests, then stops the browser the browser
+// tests shared, if one started: left running to the binary's exit, its
+// profile directory stayed behind in /tmp after every run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if chromium.stop != nil {
+		chromium.stop()
+	}
+	os.Exit(code)
 }
 
 // browserTab returns a new tab with its own cookies, closed at the test's end.
@@ -46,7 +60,8 @@ func browserTab(t *testing.T) context.Context {
 	}
 	chromium.once.Do(func() {
 		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU)
-		alloc, _ := chromedp.NewExecAllocator(context.Background(), opts...) // lives as long as the test binary
+		alloc, stop := chromedp.NewExecAllocator(context.Background(), opts...) // lives as long as the test binary
+		chromium.stop = stop
 		chromium.ctx, _ = chromedp.NewContext(alloc)
 		_, chromium.err = chromedp.Run(chromium.ctx, chromedp.Title()) // starts the browser
 	})
