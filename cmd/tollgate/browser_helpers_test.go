@@ -30,7 +30,8 @@ var chromium struct {
 	ctx  context.Context
 	err  error
 	// stop ends the browser and waits for chromedp to remove the profile
-	// directory it made (/tmp/chromedp-runner*): TestMain calls it.
+	// directory it made (/tmp/chromedp-runner*): TestMain calls it, after
+	// closing the browser.
 	stop context.CancelFunc
 }
 
@@ -40,6 +41,9 @@ var chromium struct {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if chromium.stop != nil {
+		// Closed (Browser.close) rather than killed, chromium removes its
+		// own singleton directory (/tmp/org.chromium.Chromium.*) too.
+		_ = chromedp.Cancel(chromium.ctx)
 		chromium.stop()
 	}
 	os.Exit(code)
