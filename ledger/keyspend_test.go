@@ -43,6 +43,40 @@ func keySpendAndRollups(t *testing.T, s *ledger.Store, keyID string) (spend, rol
 	return spend, rollups
 }
 
+// limitedKey makes a fresh ledger with model "m" priced 1 USD per million
+// tokens and a key of customer "acme" with daily limit dailyLimit in USD
+// ("" for none), and waits past a UTC midnight that is near
+// (awayFromMidnight).
+func limitedKey(t *testing.T, dailyLimit string) (*ledger.Store, ledger.Customer, ledger.Key) {
+	t.Helper()
+	s, c, _ := setup(t)
+	ctx := context.Background()
+	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	in := ledger.KeyInput{Name: "limited"}
+	if dailyLimit != "" {
+		in.DailyLimit = &dailyLimit
+	}
+	k, _, err := s.CreateKey(ctx, c.ID, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awayFromMidnight(t)
+	return s, c, k
+}
+
+// wantSpend fails t unless key keyID's spend (key_spend) and its rollups
+// both hold micros for the current UTC day and month.
+func wantSpend(t *testing.T, s *ledger.Store, keyID string, micros int64) {
+	t.Helper()
+	spend, rollups := keySpendAndRollups(t, s, keyID)
+	if want := [2]int64{micros, micros}; rollups != want || spend != rollups {
+		t.Fatalf("key_spend (day, month) = %v micros, the rollups %v; want both %d", spend, rollups, micros)
+	}
+}
+
 // raceABatch writes events in a batch held open after its statement, runs
 // other (a limit change, a re-rating) meanwhile until it finishes or waits
 // for a lock, then lets the batch commit, and waits for both.
@@ -117,21 +151,8 @@ func TestKeySpendCountsABatchRacingALimitChange(t *testing.T) {
 			name = "a limit before"
 		}
 		t.Run(name, func(t *testing.T) {
-			s, c, _ := setup(t)
+			s, c, k := limitedKey(t, before)
 			ctx := context.Background()
-			jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: jan}); err != nil {
-				t.Fatal(err)
-			}
-			in := ledger.KeyInput{Name: "raced"}
-			if before != "" {
-				in.DailyLimit = &before
-			}
-			k, _, err := s.CreateKey(ctx, c.ID, in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			awayFromMidnight(t)
 			usd := usage.Tokens{PromptTokens: 1_000_000}
 			now := time.Now().UTC()
 			// A first event moves last_used_at, so that the raced batch
@@ -144,10 +165,7 @@ func TestKeySpendCountsABatchRacingALimitChange(t *testing.T) {
 				_, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{DailyLimit: ledger.Of(limit)})
 				return err
 			})
-			spend, rollups := keySpendAndRollups(t, s, k.ID)
-			if rollups != [2]int64{3_000_000, 3_000_000} || spend != rollups {
-				t.Fatalf("key_spend (day, month) = %v micros, the rollups %v; want both 3 USD", spend, rollups)
-			}
+			wantSpend(t, s, k.ID, 3_000_000)
 		})
 	}
 }
@@ -159,18 +177,9 @@ func TestKeySpendCountsABatchRacingALimitChange(t *testing.T) {
 // common) recomputed from a snapshot without the batch, waited for the
 // batch's key_spend row lock, and wrote over the batch's increment.
 func TestKeySpendCountsABatchRacingARerate(t *testing.T) {
-	s, c, _ := setup(t)
+	s, c, k := limitedKey(t, "100")
 	ctx := context.Background()
 	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: jan}); err != nil {
-		t.Fatal(err)
-	}
-	limit := "100"
-	k, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "raced", DailyLimit: &limit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	awayFromMidnight(t)
 	usd := usage.Tokens{PromptTokens: 1_000_000}
 	now := time.Now().UTC()
 	// An event of a model without a price (stored unpriced), and one that
@@ -188,10 +197,7 @@ func TestKeySpendCountsABatchRacingARerate(t *testing.T) {
 		}
 		return err
 	})
-	spend, rollups := keySpendAndRollups(t, s, k.ID)
-	if rollups != [2]int64{3_000_000, 3_000_000} || spend != rollups {
-		t.Fatalf("key_spend (day, month) = %v micros, the rollups %v; want both 3 USD", spend, rollups)
-	}
+	wantSpend(t, s, k.ID, 3_000_000)
 }
 
 // TestALimitChangeHoldsTheMeterBackBoundedly: a limit change waits for
@@ -202,17 +208,8 @@ func TestKeySpendCountsABatchRacingARerate(t *testing.T) {
 // change now gives up after its lock timeout (EUnavailable: try again)
 // while the batch is still open, and the meter's other batches go on.
 func TestALimitChangeHoldsTheMeterBackBoundedly(t *testing.T) {
-	s, c, _ := setup(t)
+	s, c, k := limitedKey(t, "100")
 	ctx := context.Background()
-	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1", EffectiveFrom: jan}); err != nil {
-		t.Fatal(err)
-	}
-	limit := "100"
-	k, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "limited", DailyLimit: &limit})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Another customer's key: its batch shares no row with the paused one.
 	c2, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "other"})
 	if err != nil {
@@ -222,7 +219,6 @@ func TestALimitChangeHoldsTheMeterBackBoundedly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	awayFromMidnight(t)
 	usd := usage.Tokens{PromptTokens: 1_000_000}
 	now := time.Now().UTC()
 	paused, release := make(chan struct{}), make(chan struct{})
@@ -279,10 +275,7 @@ func TestALimitChangeHoldsTheMeterBackBoundedly(t *testing.T) {
 	if _, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{DailyLimit: ledger.Of("50")}); err != nil {
 		t.Fatal(err)
 	}
-	spend, rollups := keySpendAndRollups(t, s, k.ID)
-	if rollups != [2]int64{1_000_000, 1_000_000} || spend != rollups {
-		t.Fatalf("key_spend (day, month) = %v micros, the rollups %v; want both 1 USD", spend, rollups)
-	}
+	wantSpend(t, s, k.ID, 1_000_000)
 }
 
 // waitForALockWait waits until a session of s's database waits for a lock.
