@@ -26,7 +26,8 @@ const (
 // and whether their spend of the current UTC day or month (key_spend; 0
 // when the key has spent nothing in it) has reached their daily or
 // monthly limit, and whether that limit is 0 (a key frozen by its limit,
-// blocked for as long as the limit stays 0). The reading, in Unix
+// blocked for as long as the limit stays 0); then its limits and that
+// spend in micro-units (rounded up), for the gateways' spend holds. The reading, in Unix
 // nanoseconds, is the states' version. Callers add a WHERE clause on k,
 // its parameters from $2.
 const keyStateQuery = `
@@ -36,7 +37,10 @@ SELECT k.id::text, k.customer_id::text, k.secret_hash, k.revoked_at IS NOT NULL,
   coalesce(CASE WHEN sp.month_start = d.month THEN sp.month_e12 ELSE 0 END >= k.monthly_limit_micros::numeric * 1000000, false),
   coalesce(k.daily_limit_micros = 0, false), coalesce(k.monthly_limit_micros = 0, false),
   d.day, d.month, d.version,
-  k.daily_limit_micros IS NOT NULL OR k.monthly_limit_micros IS NOT NULL, c.currency
+  k.daily_limit_micros IS NOT NULL OR k.monthly_limit_micros IS NOT NULL, c.currency,
+  k.daily_limit_micros, k.monthly_limit_micros,
+  coalesce(ceil(CASE WHEN sp.day_start = d.day THEN sp.day_e12 ELSE 0 END / 1000000), 0)::bigint,
+  coalesce(ceil(CASE WHEN sp.month_start = d.month THEN sp.month_e12 ELSE 0 END / 1000000), 0)::bigint
 FROM (SELECT date_trunc('day', t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS day,
         date_trunc('month', t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS month,
         (extract(epoch FROM t) * 1000000000)::bigint AS version
@@ -48,14 +52,17 @@ LEFT JOIN key_spend sp ON sp.key_id = k.id
 
 // customerStateQuery reads customers' budget states, as of one clock
 // reading ($1, from readClock, their version): blocked when the
-// customer has a credit limit and balance ≤ −credit_limit. Callers add a
+// customer has a credit limit and balance ≤ −credit_limit, and then what
+// it may still spend (balance + credit_limit, in micro-units rounded
+// down; NULL without a credit limit). Callers add a
 // WHERE clause on c, its parameters from $2.
 const customerStateQuery = `
 SELECT c.id::text, c.currency,
   c.credit_limit_micros IS NOT NULL
     AND coalesce(b.credits_e12 - b.charges_e12, 0) <= -c.credit_limit_micros::numeric * 1000000,
   (extract(epoch FROM $1::timestamptz) * 1000000000)::bigint,
-  c.credit_limit_micros IS NOT NULL
+  c.credit_limit_micros IS NOT NULL,
+  floor((coalesce(b.credits_e12 - b.charges_e12, 0) + c.credit_limit_micros::numeric * 1000000) / 1000000)::bigint
 FROM customers c
 LEFT JOIN customer_balances b ON b.customer_id = c.id AND b.currency = c.currency
 `
@@ -94,7 +101,7 @@ func queryKeyStates(ctx context.Context, q pgx.Tx, where string, args ...any) ([
 		var day, month time.Time
 		err := r.Scan(&s.KeyID, &s.CustomerID, &hash, &s.Revoked, &s.ExpiresAt, &s.RPMLimit, &s.TPMLimit,
 			&s.MaxConcurrent, &s.AllowedModels, &dayOut, &monthOut, &dayZero, &monthZero, &day, &month, &s.Version,
-			&s.SpendLimited, &s.Currency)
+			&s.SpendLimited, &s.Currency, &s.DailyLimitMicros, &s.MonthlyLimitMicros, &s.DaySpentMicros, &s.MonthSpentMicros)
 		c.Hash = hex.EncodeToString(hash)
 		if len(s.AllowedModels) == 0 {
 			s.AllowedModels = nil
@@ -135,7 +142,7 @@ func queryCustomerStates(ctx context.Context, q pgx.Tx, where string, args ...an
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (usage.CustomerChange, error) {
 		var c usage.CustomerChange
 		var blocked bool
-		err := r.Scan(&c.CustomerID, &c.State.Currency, &blocked, &c.State.Version, &c.State.CreditLimited)
+		err := r.Scan(&c.CustomerID, &c.State.Currency, &blocked, &c.State.Version, &c.State.CreditLimited, &c.State.CreditLeftMicros)
 		if blocked {
 			c.State.Blocked = blockedCredit
 		}

@@ -76,6 +76,10 @@ type customer struct {
 	id            string
 	blocked       string
 	creditLimited bool
+	// creditLeft is what the customer may still spend, in micro-units
+	// (usage.CustomerState.CreditLeftMicros), when hasCreditLeft.
+	creditLeft    int64
+	hasCreditLeft bool
 	overrides     []usage.Override
 	version       int64
 }
@@ -276,6 +280,7 @@ func (c *Cache) setKey(h [32]byte, s usage.KeyState) {
 		return
 	}
 	c.keys.set(h, c.keys.row(s))
+	c.keys.setSpend(h, &s)
 	delete(c.negative, h)
 }
 
@@ -315,6 +320,10 @@ func (c *Cache) setCustomer(id string, s usage.CustomerState, withCredit bool) {
 		cu.blocked, cu.overrides, cu.version = s.Blocked, s.Overrides, s.Version
 		if withCredit {
 			cu.creditLimited = s.CreditLimited
+		}
+		cu.hasCreditLeft = s.CreditLeftMicros != nil
+		if cu.hasCreditLeft {
+			cu.creditLeft = *s.CreditLeftMicros
 		}
 	}
 }
@@ -370,7 +379,7 @@ func (c *Cache) LookupKey(secret string) (usage.KeyState, bool) {
 	r := c.keys.get(h)
 	var s usage.KeyState
 	if r != nil && !r.revoked {
-		s = c.keys.state(r)
+		s = c.keys.state(h, r)
 	}
 	known, revoked := r != nil, r != nil && r.revoked
 	c.mu.RUnlock()
@@ -435,7 +444,7 @@ func (c *Cache) miss(h [32]byte) (usage.KeyState, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if r := c.keys.get(h); r != nil && !r.revoked {
-		return c.keys.state(r), true
+		return c.keys.state(h, r), true
 	}
 	return usage.KeyState{}, false
 }

@@ -22,6 +22,11 @@ type table struct {
 	rows  []row
 	free  []uint32 // positions of deleted rows, to reuse
 
+	// spend holds the spend limits and spend of the keys that have any,
+	// beside their rows: few keys have them, and a million rows stay as
+	// small as they were.
+	spend map[[32]byte]spendRow
+
 	customers   []*customer // by number; a few per thousand keys
 	customerNum map[string]uint32
 	strs        interned[string]   // blocked reasons and currencies; 0 is ""
@@ -44,6 +49,16 @@ type row struct {
 	spendLimited bool   // a daily or monthly spend limit
 	revoked      bool   // a tombstone: only version is set
 }
+
+// spendRow is a key's spend limits and spend, as usage.KeyState has them
+// (noLimit: none).
+type spendRow struct {
+	daily, monthly       int64
+	daySpent, monthSpent int64
+}
+
+// noLimit marks a spend limit a key does not have in a spendRow.
+const noLimit = -1
 
 // interned numbers distinct values, so that rows can name them without a
 // pointer; number 0 is the zero value. Values are never forgotten: there
@@ -79,7 +94,7 @@ func (in *interned[T]) value(n uint32) T {
 }
 
 func newTable() *table {
-	return &table{index: map[[32]byte]uint32{}, customerNum: map[string]uint32{}}
+	return &table{index: map[[32]byte]uint32{}, customerNum: map[string]uint32{}, spend: map[[32]byte]spendRow{}}
 }
 
 // len is the number of keys held, revoked keys' tombstones included.
@@ -111,8 +126,26 @@ func (t *table) set(h [32]byte, r row) {
 	t.index[h] = i
 }
 
+// setSpend stores the spend limits and spend of s, a state of the key of
+// hash, or forgets them when it has none.
+func (t *table) setSpend(h [32]byte, s *usage.KeyState) {
+	if s.Revoked || s.DailyLimitMicros == nil && s.MonthlyLimitMicros == nil {
+		delete(t.spend, h)
+		return
+	}
+	sp := spendRow{daily: noLimit, monthly: noLimit, daySpent: s.DaySpentMicros, monthSpent: s.MonthSpentMicros}
+	if s.DailyLimitMicros != nil {
+		sp.daily = *s.DailyLimitMicros
+	}
+	if s.MonthlyLimitMicros != nil {
+		sp.monthly = *s.MonthlyLimitMicros
+	}
+	t.spend[h] = sp
+}
+
 // delete forgets hash.
 func (t *table) delete(h [32]byte) {
+	delete(t.spend, h)
 	if i, ok := t.index[h]; ok {
 		delete(t.index, h)
 		t.rows[i] = row{}
@@ -152,9 +185,10 @@ func (t *table) row(s usage.KeyState) row {
 	return r
 }
 
-// state returns a live row as a KeyState, with its customer's budget
-// state folded into Blocked and its credit limit into SpendLimited.
-func (t *table) state(r *row) usage.KeyState {
+// state returns the live row r of hash as a KeyState, with its
+// customer's budget state folded into Blocked, its credit limit into
+// SpendLimited, and what it may still spend into CreditLeftMicros.
+func (t *table) state(h [32]byte, r *row) usage.KeyState {
 	cu := t.customers[r.customer]
 	s := usage.KeyState{KeyID: uuid.UUID(r.keyID).String(), CustomerID: cu.id, RPMLimit: r.rpm, TPMLimit: r.tpm,
 		MaxConcurrent: r.conc, AllowedModels: t.lists.value(r.models), Blocked: t.strs.value(r.blocked), Version: r.version,
@@ -166,6 +200,19 @@ func (t *table) state(r *row) usage.KeyState {
 	if r.blockedUntil != 0 {
 		t := time.Unix(0, r.blockedUntil)
 		s.BlockedUntil = &t
+	}
+	if sp, ok := t.spend[h]; ok {
+		if sp.daily != noLimit {
+			s.DailyLimitMicros = &sp.daily
+		}
+		if sp.monthly != noLimit {
+			s.MonthlyLimitMicros = &sp.monthly
+		}
+		s.DaySpentMicros, s.MonthSpentMicros = sp.daySpent, sp.monthSpent
+	}
+	if cu.creditLimited && cu.hasCreditLeft {
+		left := cu.creditLeft
+		s.CreditLeftMicros, s.CustomerVersion = &left, cu.version
 	}
 	// The customer's block (its balance and credit spent) holds until a
 	// top-up: it is the one to tell when the key's own block ends by

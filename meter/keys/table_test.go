@@ -29,6 +29,9 @@ func TestTableRoundTrip(t *testing.T) {
 		{KeyID: uuid.NewString(), CustomerID: "c2", Blocked: "rate_limited", BlockedUntil: &until, AllowedModels: []string{"gpt-4o", "anthropic/*"}, Version: 2},
 		{KeyID: uuid.NewString(), CustomerID: "c3", AllowedModels: []string{"gpt-4o"}, Version: 3},
 		{KeyID: uuid.NewString(), CustomerID: "c3", SpendLimited: true, Currency: "EUR", Version: 4},
+		{KeyID: uuid.NewString(), CustomerID: "c4", SpendLimited: true, Currency: "USD", DailyLimitMicros: new(int64(2_500_000)),
+			DaySpentMicros: 1234, MonthSpentMicros: 2234, Version: 5},
+		{KeyID: uuid.NewString(), CustomerID: "c4", SpendLimited: true, Currency: "USD", MonthlyLimitMicros: new(int64(0)), Version: 6},
 	}
 	for i, s := range states {
 		c.setKey(sha256.Sum256([]byte(strconv.Itoa(i))), s)
@@ -52,6 +55,23 @@ func TestTableRoundTrip(t *testing.T) {
 	}
 	if got, _ := c.LookupKey("2"); got.SpendLimited {
 		t.Error("another customer's credit limit made a key SpendLimited")
+	}
+	// What it may still spend, for the gateway's spend holds, with the
+	// version it counts from; not for a customer without a credit limit.
+	c.setCustomer("c4", usage.CustomerState{Currency: "USD", CreditLimited: true, CreditLeftMicros: new(int64(-5)), Version: 9}, true)
+	if got, _ := c.LookupKey("5"); got.CreditLeftMicros == nil || *got.CreditLeftMicros != -5 || got.CustomerVersion != 9 ||
+		*got.DailyLimitMicros != 2_500_000 {
+		t.Errorf("a key of a customer with credit left: %+v", got)
+	}
+	c.setCustomer("c3", usage.CustomerState{Currency: "EUR", CreditLeftMicros: new(int64(7)), Version: 9}, true)
+	if got, _ := c.LookupKey("4"); got.CreditLeftMicros != nil {
+		t.Errorf("a customer without a credit limit has credit left: %+v", got)
+	}
+	// A state without limits forgets those of the one before.
+	h5 := sha256.Sum256([]byte("5"))
+	c.setKey(h5, usage.KeyState{KeyID: states[5].KeyID, CustomerID: "c4", Currency: "USD", Version: 10})
+	if got, _ := c.LookupKey("5"); got.DailyLimitMicros != nil || got.DaySpentMicros != 0 || len(c.keys.spend) != 1 {
+		t.Errorf("limits lifted: %+v, %d keys' spend held; want none, 1", got, len(c.keys.spend))
 	}
 
 	h0 := sha256.Sum256([]byte("0"))

@@ -41,6 +41,23 @@ type KeyState struct {
 	// Currency is the key's customer's currency (ISO 4217), in which its
 	// spend limits and its customer's credit limit are counted.
 	Currency string `json:"currency,omitempty"`
+	// DailyLimitMicros and MonthlyLimitMicros are the key's spend limits,
+	// in micro-units of Currency (nil: none). DaySpentMicros and
+	// MonthSpentMicros are its spend of the UTC day and month of Version
+	// as the ledger had it then (rounded up): a gateway holds what is left
+	// against the requests it admits (gateway's spend holds), counting
+	// what it has charged since.
+	DailyLimitMicros   *int64 `json:"daily_limit_micros,omitempty"`
+	MonthlyLimitMicros *int64 `json:"monthly_limit_micros,omitempty"`
+	DaySpentMicros     int64  `json:"day_spent_micros,omitempty"`
+	MonthSpentMicros   int64  `json:"month_spent_micros,omitempty"`
+	// CreditLeftMicros, for a key whose customer has a credit limit, is
+	// what the customer may still spend as of CustomerVersion: its
+	// prepaid balance plus its credit limit, in micro-units of Currency
+	// (rounded down; negative once overspent). A gateway's cache folds it
+	// in from the customer's state; it is not part of the key's.
+	CreditLeftMicros *int64 `json:"-"`
+	CustomerVersion  int64  `json:"-"`
 	// Revoked marks a revoked key's last state: kept in the bucket so that
 	// no older state can bring the key back; gateways forget the key.
 	Revoked bool `json:"revoked,omitempty"`
@@ -63,6 +80,11 @@ type CustomerState struct {
 	// written, so that a gateway can tell a state without it (published by
 	// an older release) from one that says false.
 	CreditLimited bool `json:"credit_limited"`
+	// CreditLeftMicros, when CreditLimited, is what the customer may still
+	// spend as of Version: its prepaid balance plus its credit limit, in
+	// micro-units of Currency (rounded down; negative once overspent). Nil
+	// in a state published by a release before it.
+	CreditLeftMicros *int64 `json:"credit_left_micros,omitempty"`
 	// Overrides are the customer's own terms (custom prices, discounts),
 	// for showing callers what a request costs them.
 	Overrides []Override `json:"overrides,omitempty"`
