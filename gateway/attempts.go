@@ -152,6 +152,11 @@ func attemptsError(err error) provider.Error {
 // event is. Each attempt moves its deployment's health (see deployment).
 func (s *Server) serveAttempts(w http.ResponseWriter, r *http.Request, attempts []prepared, endpoint string, stream bool,
 	env provider.Envelope, run func(x *exchange, p prepared)) {
+	// spend: hold what the request may cost against its key's spend
+	// limits and its customer's credit, until it ends (spendHolds).
+	if !s.holdSpend(w, r, attempts, env) {
+		return
+	}
 	until := time.Now().Add(s.cfg.Retry.Budget)
 	for i, p := range attempts {
 		x := s.newExchange(w, r, p.route(), endpoint, stream, env)
@@ -168,6 +173,60 @@ func (s *Server) serveAttempts(w http.ResponseWriter, r *http.Request, attempts 
 			s.metrics.retries.WithLabelValues(x.event.Provider, x.event.Deployment).Inc()
 		}
 	}
+}
+
+// spendHold is a request's hold on its key's spend limits and its
+// customer's credit (spendHolds.hold): its release, which the request's
+// last attempt calls with its charge as it finishes (exchange.finish). A
+// nil *spendHold holds nothing.
+type spendHold struct {
+	release func(charge int64)
+}
+
+// holdSpend holds what the request r, to be served by attempts, may cost
+// (holdEstimate, of its first attempt's upstream body) against its key's
+// spend limits and its customer's credit, in r's requestState, where its
+// exchanges find it (newExchange); or, having answered the refusal in
+// env, reports false. A key without any holds nothing. It is apart from
+// serveAttempts, whose frame stays on a stream's stack for the stream's
+// whole life (see headerFlusher): it spends none of it.
+//
+//go:noinline
+func (s *Server) holdSpend(w http.ResponseWriter, r *http.Request, attempts []prepared, env provider.Envelope) bool {
+	key, st := keyOf(r), stateOf(r)
+	if !spendLimited(key) || len(attempts) == 0 || st == nil {
+		return true
+	}
+	now := time.Now()
+	release, no := s.spend.hold(key, s.holdEstimate(key, attempts[0].route().model, attempts[0].body, now))
+	if no != nil {
+		refuseSpend(w, env, no, now)
+		return false
+	}
+	st.held = &spendHold{release: release}
+	return true
+}
+
+// end releases the hold, counting the charge of x, the request's last
+// attempt.
+func (h *spendHold) end(x *exchange) {
+	if h != nil {
+		h.release(x.s.chargeOf(x))
+	}
+}
+
+// chargeOf is what the event of x, a request's last attempt, is charged,
+// in micro-units (rounded up; spendHolds): 0 when it was not charged or
+// cannot be rated here.
+func (s *Server) chargeOf(x *exchange) int64 {
+	if x == nil || !x.committed || x.event.NotCharged || s.rates == nil {
+		return 0
+	}
+	r, ok := s.rates.Rate(x.event)
+	if !ok {
+		return 0
+	}
+	return chargeMicros(r)
 }
 
 // runAttempt runs one attempt on its deployment, finishing its exchange

@@ -132,6 +132,9 @@ type exchange struct {
 	retry          bool
 	upstreamFailed bool
 	retryAfter     time.Duration
+	// held is the request's hold on its spend limits, released by the
+	// finish of its last attempt (one not retried), nil when none.
+	held *spendHold
 }
 
 // newExchange starts the exchange of request r, routed by rt, its event
@@ -148,6 +151,9 @@ func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, e
 		}}
 	if len(rt.deployments) > 0 {
 		x.event.Deployment = rt.deployments[0].name
+	}
+	if st := stateOf(r); st != nil {
+		x.held = st.held
 	}
 	x.ck.at = 0
 	x.ctx, x.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
@@ -306,8 +312,12 @@ func (x *exchange) finish() {
 		x.takeTimer.Stop()
 	}
 	x.over = true
+	last := !x.retry || x.cut || !x.canRetry // serveAttempts tries no other
 	x.wmu.Unlock()
 	x.commit()
+	if last {
+		x.held.end(x)
+	}
 	x.cancel(nil)
 	x.s.mu.Lock()
 	delete(x.s.active, x)

@@ -97,6 +97,9 @@ type requestState struct {
 	key    usage.KeyState
 	hasKey bool
 	keyAt  time.Time // when key was read (checkKey, recheckKey)
+	// held is the request's hold on its key's spend limits (holdSpend),
+	// which its attempts' exchanges carry; nil when none.
+	held *spendHold
 }
 
 type requestStateKey struct{}

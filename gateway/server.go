@@ -132,6 +132,7 @@ type Server struct {
 	est    *tap.Estimator
 	hidden *hiddenReasoning
 	limits *limiter
+	spend  *spendHolds
 	rates  Rater // nil: no cost shown
 	// drains counts the streams being read after their clients left.
 	drains *drainPool
@@ -254,7 +255,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, keys: d.Keys, sink: d.Sink, journal: d.Journal, log: d.Log, providers: providers,
-		routes: newRouter(cfg), client: tr, h2c: newH2CTransport(), est: est, hidden: newHiddenReasoning(), limits: newLimiter(d.Limits), rates: d.Rates,
+		routes: newRouter(cfg), client: tr, h2c: newH2CTransport(), est: est, hidden: newHiddenReasoning(), limits: newLimiter(d.Limits), spend: newSpendHolds(), rates: d.Rates,
 		drains: newDrainPool(cfg.MaxDrains), active: map[*exchange]struct{}{}}
 	for i := range d.Providers {
 		if ck := d.Providers[i].ClientKey; ck != nil && providers[d.Providers[i].Type] == &d.Providers[i] {
