@@ -154,7 +154,7 @@ func (s *Server) serveAttempts(w http.ResponseWriter, r *http.Request, attempts 
 	env provider.Envelope, run func(x *exchange, p prepared)) {
 	// spend: hold what the request may cost against its key's spend
 	// limits and its customer's credit, until it ends (spendHolds).
-	if !s.holdSpend(w, r, attempts, env) {
+	if !s.holdSpend(w, r, attempts, endpoint, env) {
 		return
 	}
 	until := time.Now().Add(s.cfg.Retry.Budget)
@@ -167,6 +167,7 @@ func (s *Server) serveAttempts(w http.ResponseWriter, r *http.Request, attempts 
 		cut := x.cut // a shutdown answered the client meanwhile
 		x.wmu.Unlock()
 		if !x.retry || cut {
+			x.held.end(x) // done by finish, unless a cut-off came after it
 			return
 		}
 		if s.metrics != nil {
@@ -180,11 +181,12 @@ func (s *Server) serveAttempts(w http.ResponseWriter, r *http.Request, attempts 
 // last attempt calls with its charge as it finishes (exchange.finish). A
 // nil *spendHold holds nothing.
 type spendHold struct {
-	release func(charge int64)
+	release func(charge int64, at time.Time)
+	ended   bool // (on the request's goroutine)
 }
 
 // holdSpend holds what the request r, to be served by attempts, may cost
-// (holdEstimate, of its first attempt's upstream body) against its key's
+// (holdEstimate) against its key's
 // spend limits and its customer's credit, in r's requestState, where its
 // exchanges find it (newExchange); or, having answered the refusal in
 // env, reports false. A key without any holds nothing. It is apart from
@@ -192,13 +194,13 @@ type spendHold struct {
 // whole life (see headerFlusher): it spends none of it.
 //
 //go:noinline
-func (s *Server) holdSpend(w http.ResponseWriter, r *http.Request, attempts []prepared, env provider.Envelope) bool {
+func (s *Server) holdSpend(w http.ResponseWriter, r *http.Request, attempts []prepared, endpoint string, env provider.Envelope) bool {
 	key, st := keyOf(r), stateOf(r)
 	if !spendLimited(key) || len(attempts) == 0 || st == nil {
 		return true
 	}
 	now := time.Now()
-	release, no := s.spend.hold(key, s.holdEstimate(key, attempts[0].route().model, attempts[0].body, now))
+	release, no := s.spend.hold(key, s.holdEstimate(key, attempts, endpoint, now))
 	if no != nil {
 		refuseSpend(w, env, no, now)
 		return false
@@ -207,16 +209,17 @@ func (s *Server) holdSpend(w http.ResponseWriter, r *http.Request, attempts []pr
 	return true
 }
 
-// end releases the hold, counting the charge of x, the request's last
-// attempt.
+// end releases the hold, once, counting the charge of x, the request's
+// last attempt, in the day of its start.
 func (h *spendHold) end(x *exchange) {
-	if h != nil {
-		h.release(x.s.chargeOf(x))
+	if h != nil && !h.ended {
+		h.ended = true
+		h.release(x.s.chargeOf(x), x.start)
 	}
 }
 
 // chargeOf is what the event of x, a request's last attempt, is charged,
-// in micro-units (rounded up; spendHolds): 0 when it was not charged or
+// in nano-units (rounded up; spendHolds): 0 when it was not charged or
 // cannot be rated here.
 func (s *Server) chargeOf(x *exchange) int64 {
 	if x == nil || !x.committed || x.event.NotCharged || s.rates == nil {
@@ -226,7 +229,7 @@ func (s *Server) chargeOf(x *exchange) int64 {
 	if !ok {
 		return 0
 	}
-	return chargeMicros(r)
+	return chargeNanos(r)
 }
 
 // runAttempt runs one attempt on its deployment, finishing its exchange

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"math/big"
 	"net/http"
 	"strconv"
 	"sync"
@@ -9,20 +8,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/meter/usage"
-	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
-
-// maxHoldOutputTokens bounds the output a request is held for: a
-// max_tokens past any model's output (1<<40, say) would overflow its
-// rating, which then could not be held at all.
-const maxHoldOutputTokens = 1_000_000
-
-// defaultHoldOutputTokens is the output a request that sets no output limit
-// (max_tokens, max_completion_tokens, max_output_tokens,
-// generationConfig.maxOutputTokens) is held for against a spend limit:
-// the max_tokens Tollgate sends Anthropic for such a request
-// (anthropic.DefaultMaxTokens).
-const defaultHoldOutputTokens = 4096
 
 // spendHolds holds the spend limits of keys (daily and monthly) and the
 // credit of customers (prepaid balance plus credit limit) against the
@@ -38,8 +24,9 @@ const defaultHoldOutputTokens = 4096
 // ledger will) from its admission until it ends; it then counts its
 // charge until the next state. A request is admitted while what is left,
 // after the state's spend, the charges since and the holds of the
-// requests in flight, is above 0: so a limit is overrun by at most what
-// the requests admitted last cost beyond their holds, on each gateway.
+// requests in flight, is above 0: so a limit is overrun by at most the
+// hold of the last request admitted and what requests cost beyond their
+// holds, on each gateway.
 // Gateways do not share holds or charges: N gateways may each spend what
 // is left (docs/pricing-and-budgets.md).
 type spendHolds struct {
@@ -53,8 +40,9 @@ type spendHolds struct {
 type countMap map[string]*spendCount
 
 // spendCount is what one key, or one customer, has held and charged on
-// this gateway since the state of Version, in micro-units of its
-// currency.
+// this gateway since the state of Version, in nano-units of its currency
+// (10^-9: a charge is counted rounded up to one, a micro-unit would
+// count a 0.2 micro-unit embedding 5 times over).
 type spendCount struct {
 	version int64 // the state's Version the charges count from
 	held    int64 // by the requests in flight
@@ -119,14 +107,16 @@ type spendRefusal struct {
 	until   time.Time // zero: no reset
 }
 
-// hold admits a request of key k that may cost est micro-units,
-// holding est against k's limits and its customer's credit until release
-// is called with the request's charge (micro-units; 0 when it was not
-// charged); or refuses it. A key without spend limits or credit is
-// admitted with a release that does nothing.
-func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int64), no *spendRefusal) {
+// hold admits a request of key k that may cost est nano-units, holding
+// est against k's limits and its customer's credit until release is
+// called with the request's charge (nano-units; 0 when it was not charged)
+// and its start, whose UTC day and month it counts in (as the ledger
+// does); or refuses it. A key without spend limits or credit is admitted
+// with a release that does nothing; a second call of release does
+// nothing either.
+func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int64, at time.Time), no *spendRefusal) {
 	if !spendLimited(k) {
-		return func(int64) {}, nil
+		return func(int64, time.Time) {}, nil
 	}
 	now := h.now()
 	h.mu.Lock()
@@ -143,8 +133,8 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 			what       string
 			until      time.Time
 		}{
-			{k.DailyLimitMicros, k.DaySpentMicros, kc.dayCharged, utcDay(vt) == kc.day, "daily spend limit", nextDay(now)},
-			{k.MonthlyLimitMicros, k.MonthSpentMicros, kc.monthCharged, utcMonth(vt) == kc.month, "monthly spend limit", nextMonth(now)},
+			{k.DailyLimitMicros, nanos(k.DaySpentMicros), kc.dayCharged, utcDay(vt) == kc.day, "daily spend limit", nextDay(now)},
+			{k.MonthlyLimitMicros, nanos(k.MonthSpentMicros), kc.monthCharged, utcMonth(vt) == kc.month, "monthly spend limit", nextMonth(now)},
 		} {
 			if l.limit == nil {
 				continue
@@ -153,14 +143,14 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 			if l.samePeriod {
 				spent += l.spent
 			}
-			if no := refusalAt(*l.limit-spent, kc.held, kc.open, l.what, l.until); no != nil {
+			if no := refusalAt(nanos(*l.limit)-spent, kc.held, kc.open, l.what, l.until); no != nil {
 				return nil, no
 			}
 		}
 	}
 	if k.CreditLeftMicros != nil {
 		cc = h.customers.count(k.CustomerID, k.CustomerVersion, now)
-		if no := refusalAt(*k.CreditLeftMicros-cc.charged, cc.held, cc.open, "", time.Time{}); no != nil {
+		if no := refusalAt(nanos(*k.CreditLeftMicros)-cc.charged, cc.held, cc.open, "", time.Time{}); no != nil {
 			return nil, no
 		}
 	}
@@ -171,29 +161,40 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 		}
 	}
 	var once sync.Once
-	return func(charge int64) {
+	return func(charge int64, at time.Time) {
 		once.Do(func() {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			at := h.now()
+			now := h.now()
 			for _, c := range []*spendCount{kc, cc} {
 				if c == nil {
 					continue
 				}
 				c.held -= est
 				c.open--
-				c.roll(at)
+				c.roll(now)
 				c.charged += charge
-				c.dayCharged += charge
-				c.monthCharged += charge
+				if utcDay(at) == c.day {
+					c.dayCharged += charge
+				}
+				if utcMonth(at) == c.month {
+					c.monthCharged += charge
+				}
 			}
 		})
 	}, nil
 }
 
+// nanos is micro-units m in nano-units, bounded so that sums of a few
+// stay within an int64.
+func nanos(m int64) int64 {
+	const bound = 1 << 58
+	return max(min(m, bound/1000), -bound/1000) * 1000
+}
+
 // refusalAt is the refusal of a request when what is left of a limit
 // after the holds of the requests in flight is 0 or less: left is what is
-// left before those holds (micro-units), held what they hold, open how
+// left before those holds (nano-units), held what they hold, open how
 // many they are; what names a key's limit (that resets at until), "" the
 // customer's credit. When only the holds use up what is left, the
 // refusal is held: it may pass once they end.
@@ -240,109 +241,3 @@ func refuseSpend(w http.ResponseWriter, env provider.Envelope, no *spendRefusal,
 	env.WriteError(w, provider.Err(http.StatusPaymentRequired, "insufficient_quota", "insufficient_quota", msg))
 }
 
-// holdEstimate is what a request by key k for model, whose upstream body
-// is body, may cost, in micro-units of k's currency (rounded up): its
-// prompt's estimate (the body's bytes / 4, as the tpm_limit's) and its
-// output limit (outputLimit) rated as the ledger will; 0 when the gateway
-// cannot rate it.
-func (s *Server) holdEstimate(k *usage.KeyState, model string, body []byte, now time.Time) int64 {
-	if s.rates == nil {
-		return 0
-	}
-	e := usage.Event{CustomerID: k.CustomerID, KeyID: k.KeyID, Model: model, Time: now, Status: usage.StatusOK,
-		Usage: usage.Tokens{PromptTokens: int64(len(body) / 4), CompletionTokens: outputLimit(body)}}
-	r, ok := s.rates.Rate(&e)
-	if !ok {
-		return 0
-	}
-	return chargeMicros(r)
-}
-
-// chargeMicros is r's charge (its cost after its discount) in micro-units,
-// rounded up; 0 when unpriced.
-func chargeMicros(r usage.Rating) int64 {
-	if r.Unpriced || r.CostE12 <= 0 {
-		return 0
-	}
-	n := new(big.Int).Mul(big.NewInt(r.CostE12), big.NewInt(int64(10000-r.DiscountBP)))
-	n.Add(n, big.NewInt(1e10-1))
-	n.Quo(n, big.NewInt(1e10)) // 1e-12 units × 1e-4 (basis points) → micro-units
-	if !n.IsInt64() {
-		return 1 << 62
-	}
-	return n.Int64()
-}
-
-// outputLimit is the most output tokens a request body asks for: its
-// max_completion_tokens, max_tokens (chat, Anthropic), max_output_tokens
-// (Responses) or generationConfig.maxOutputTokens (Gemini), in that order,
-// times its n (choices) when above 1; defaultHoldOutputTokens when it sets
-// none; at most maxHoldOutputTokens. The body is read once, to its first
-// level and generationConfig's: a prompt may be megabytes.
-func outputLimit(body []byte) int64 {
-	// found[i] is the member limitFields[i]'s value, -1 when unset.
-	found := [len(limitFields)]int64{-1, -1, -1, -1, -1}
-	l := jsonscan.New(body)
-	if !l.Lit("{") || l.Lit("}") {
-		return defaultHoldOutputTokens
-	}
-	for {
-		key, escaped, ok := l.Span()
-		if !ok || escaped || !l.Lit(":") {
-			break // a key with escapes names no field here
-		}
-		l.WS()
-		at := l.Pos()
-		if !l.Skip() {
-			break
-		}
-		val := body[at:l.Pos()]
-		switch k := string(key); k {
-		case "generationConfig":
-			if v, ok := intMember(val, "maxOutputTokens"); ok {
-				found[3] = v
-			}
-		default:
-			for i, name := range limitFields {
-				if k == name {
-					if v, err := strconv.ParseInt(string(val), 10, 64); err == nil && v >= 0 {
-						found[i] = v
-					}
-				}
-			}
-		}
-		if !l.Lit(",") {
-			break
-		}
-	}
-	limit := int64(defaultHoldOutputTokens)
-	for _, v := range found[:4] {
-		if v >= 0 {
-			limit = v
-			break
-		}
-	}
-	limit = min(limit, maxHoldOutputTokens)
-	if n := found[4]; n > 1 && n <= 128 {
-		limit = min(limit*n, maxHoldOutputTokens)
-	}
-	return limit
-}
-
-// limitFields are the members outputLimit reads, in the order they win;
-// index 3 is generationConfig.maxOutputTokens's, 4 the choices (n).
-var limitFields = [...]string{"max_completion_tokens", "max_tokens", "max_output_tokens", "", "n"}
-
-// intMember is obj's top-level member name as a non-negative integer,
-// ok=false when it is absent or not one.
-func intMember(obj []byte, name string) (int64, bool) {
-	raw, ok, err := jsonscan.Member(obj, name)
-	if !ok || err != nil {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || v < 0 {
-		return 0, false
-	}
-	return v, true
-}

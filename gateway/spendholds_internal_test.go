@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,17 +19,19 @@ func holdsAt(now *time.Time) *spendHolds {
 	return h
 }
 
-// admitted holds n requests of k at est each, failing t unless each is
-// admitted, and returns their releases.
+// admitted holds n requests of k at est micro-units each, failing t
+// unless each is admitted, and returns their releases, which take the
+// charge in micro-units, of a request started now.
 func admitted(t *testing.T, h *spendHolds, k *usage.KeyState, n int, est int64) []func(int64) {
 	t.Helper()
 	var out []func(int64)
 	for i := range n {
-		release, no := h.hold(k, est)
+		release, no := h.hold(k, est*1000)
 		if no != nil {
 			t.Fatalf("request %d of %d refused: %+v", i+1, n, no)
 		}
-		out = append(out, release)
+		at := h.now()
+		out = append(out, func(charge int64) { release(charge*1000, at) })
 	}
 	return out
 }
@@ -44,19 +47,19 @@ func TestSpendHoldsBoundRequestsInFlight(t *testing.T) {
 	k := &usage.KeyState{KeyID: "k", CustomerID: "c", DailyLimitMicros: new(int64(1500)), DaySpentMicros: 500,
 		Version: now.Add(-time.Hour).UnixNano()}
 	releases := admitted(t, h, k, 4, 300) // 1000 left: 700, 400, 100, -200
-	_, no := h.hold(k, 300)
+	_, no := h.hold(k, 300_000)
 	if no == nil || !no.held || !strings.Contains(no.message, "held by its 4 requests in flight") {
 		t.Fatalf("a fifth request while four hold 1,200 of 1,000 left: %+v; want held", no)
 	}
 	releases[0](250)
 	releases[0](250) // a second call counts nothing
-	if _, no := h.hold(k, 300); no == nil || !no.held {
+	if _, no := h.hold(k, 300_000); no == nil || !no.held {
 		t.Fatalf("after one ended (250 charged, 900 held): %+v; want held", no)
 	}
 	for _, r := range releases[1:] {
 		r(250)
 	}
-	_, no = h.hold(k, 300)
+	_, no = h.hold(k, 300_000)
 	if no == nil || no.held || !no.until.Equal(time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)) ||
 		no.message != "this API key has reached its daily spend limit" {
 		t.Fatalf("1,000 charged since the state, nothing in flight: %+v; want spent until midnight", no)
@@ -68,7 +71,16 @@ func TestSpendHoldsBoundRequestsInFlight(t *testing.T) {
 	// The next day starts at 0, the state's spend being yesterday's.
 	now = now.Add(10 * time.Hour)
 	k2.DaySpentMicros = 1500
-	admitted(t, h, &k2, 5, 300)
+	for _, r := range admitted(t, h, &k2, 5, 300) {
+		r(0)
+	}
+	// A request begun before midnight and ended after it counts in the
+	// day it began, as the ledger counts it: not in the new day.
+	now = time.Date(2026, 12, 5, 23, 59, 59, 0, time.UTC)
+	late := admitted(t, h, &k2, 1, 1500)
+	now = now.Add(2 * time.Second)
+	late[0](1500)
+	admitted(t, h, &k2, 1, 1000)
 }
 
 // TestSpendHoldsMonthlyAndCredit: the monthly limit and the customer's
@@ -80,7 +92,7 @@ func TestSpendHoldsMonthlyAndCredit(t *testing.T) {
 	v := now.Add(-time.Minute).UnixNano()
 	monthly := &usage.KeyState{KeyID: "m", CustomerID: "c1", MonthlyLimitMicros: new(int64(1000)), MonthSpentMicros: 900, Version: v}
 	admitted(t, h, monthly, 1, 100)
-	if _, no := h.hold(monthly, 100); no == nil || !no.held || !strings.Contains(no.message, "monthly spend limit") {
+	if _, no := h.hold(monthly, 100_000); no == nil || !no.held || !strings.Contains(no.message, "monthly spend limit") {
 		t.Fatalf("monthly: %+v; want held", no)
 	}
 	now = now.Add(2 * time.Hour) // January: the state's spend was December's
@@ -90,15 +102,15 @@ func TestSpendHoldsMonthlyAndCredit(t *testing.T) {
 	b := &usage.KeyState{KeyID: "b", CustomerID: "c2", CreditLeftMicros: new(int64(100)), CustomerVersion: v}
 	ra := admitted(t, h, a, 1, 80)
 	admitted(t, h, b, 1, 20)
-	if _, no := h.hold(b, 10); no == nil || !no.held || !strings.Contains(no.message, "prepaid balance and credit limit is held by its 2") {
+	if _, no := h.hold(b, 10_000); no == nil || !no.held || !strings.Contains(no.message, "prepaid balance and credit limit is held by its 2") {
 		t.Fatalf("the customer's other key while its other requests hold all 100 left: %+v; want held", no)
 	}
 	ra[0](120) // overran its hold
-	if _, no := h.hold(a, 10); no == nil || no.held || !no.until.IsZero() {
+	if _, no := h.hold(a, 10_000); no == nil || no.held || !no.until.IsZero() {
 		t.Fatalf("credit overspent: %+v; want spent, with no reset", no)
 	}
 	free := &usage.KeyState{KeyID: "f", CustomerID: "c3"}
-	admitted(t, h, free, 100, 1<<40)
+	admitted(t, h, free, 100, 1<<30)
 	if len(h.keys) != 1 || len(h.customers) != 1 {
 		t.Fatalf("counts of %d keys, %d customers; want 1, 1 (a key without limits is not counted)", len(h.keys), len(h.customers))
 	}
@@ -129,26 +141,52 @@ func TestRefuseSpend(t *testing.T) {
 	}
 }
 
-// TestOutputLimit: the output a request is held for is what its body
-// allows, in each provider's field, times its choices; 4,096 when unset.
+// TestOutputLimit: the output a request is held for is the most any API
+// reads in its body, whatever the case or escapes of its names, times its
+// choices; 4,096 when unset, the most when unreadable. (The cases from
+// a review that held 4,096 tokens, or 1, for a request billed 100,000.)
 func TestOutputLimit(t *testing.T) {
 	for body, want := range map[string]int64{
-		`{"max_tokens":24}`:                                         24,
-		`{"max_completion_tokens":100,"max_tokens":24}`:             100,
-		`{"max_output_tokens":7}`:                                   7,
-		`{"generationConfig":{"maxOutputTokens":9}}`:                9,
-		`{"max_tokens":10,"n":3}`:                                   30,
-		`{"messages":[]}`:                                           defaultHoldOutputTokens,
-		`{"max_tokens":"lots","n":1e9}`:                             defaultHoldOutputTokens,
-		`{"max_tokens":-5}`:                                         defaultHoldOutputTokens,
-		`{"max_tokens":1099511627776}`:                              maxHoldOutputTokens,
-		`{"max_tokens":900000,"n":100}`:                             maxHoldOutputTokens,
-		`{"max_tokens":9223372036854775807,"n":100}`:                maxHoldOutputTokens,
-		`{"max_tokens":10,"max_tokens":20}`:                         20,
-		`{"messages":[{"max_tokens":5}],"max_tokens":7}`:            7,
-		`{"messages":[{"max_tokens":5}]}`:                           defaultHoldOutputTokens,
-		`not json`:                                                  defaultHoldOutputTokens,
-		`{"generationConfig":{"maxOutputTokens":9},"max_tokens":2}`: 2,
+		`{"max_tokens":24}`:                                                24,
+		`{"max_completion_tokens":100,"max_tokens":24}`:                    100,
+		`{"max_completion_tokens":0,"max_tokens":100000}`:                  100000,
+		`{"max_output_tokens":7}`:                                          7,
+		`{"max_tokens_to_sample":70}`:                                      70,
+		`{"generationConfig":{"maxOutputTokens":9}}`:                       9,
+		`{"generation_config":{"max_output_tokens":100000}}`:               100000,
+		`{"generati\u006fnConfig":{"maxOutputTokens":100000}}`:             100000,
+		`{"generationconfig":{"maxOutputTokens":100000}}`:                  100000,
+		`{"generationConfig":{"maxOutputTokens":1000,"candidateCount":8}}`: 8000,
+		`{"max_tokens":1,"generationConfig":{"maxOutputTokens":100000}}`:   100000,
+		`{"max_tokens":1,"max_output_tokens":100000}`:                      100000,
+		`{"max_tokens":10,"n":3}`:                                          30,
+		`{"max_tokens":1000,"n":129}`:                                      129000,
+		`{"max_tokens":1000,"n":2.0}`:                                      2000,
+		`{"max_tokens":1000,"n":"8"}`:                                      maxHoldOutputTokens,
+		`{"prompt":["a","b","c","d"],"max_tokens":1000,"best_of":5}`:       20000,
+		`{"prompt":[1,2,3],"max_tokens":10}`:                               10,
+		`{"prompt":[[1,2],[3]],"max_tokens":10}`:                           20,
+		`{"max_tok\u0065ns":100000}`:                                       100000,
+		`{"\u0074emperature":1,"max_tokens":100000}`:                       100000,
+		`{"MAX_TOKENS":100000}`:                                            100000,
+		`{"max_tokens":1e5}`:                                               100000,
+		`{"max_tokens":100000.5}`:                                          100001,
+		`{"max_tokens":"100000"}`:                                          maxHoldOutputTokens,
+		`{"max_tokens":99999999999999999999}`:                              maxHoldOutputTokens,
+		`{"max_tokens":10,"max_tokens":20}`:                                20,
+		`{"max_tokens":100000,"max_tokens":1}`:                             100000,
+		`{"max_tokens":0}`:                                                 0,
+		`{"max_tokens":null}`:                                              defaultHoldOutputTokens,
+		`{"max_tokens":-5}`:                                                defaultHoldOutputTokens,
+		`{"messages":[{"max_tokens":5}],"max_tokens":7}`:                   7,
+		`{"messages":[{"max_tokens":5}]}`:                                  defaultHoldOutputTokens,
+		`{"messages":[]}`:                                                  defaultHoldOutputTokens,
+		`{"max_tokens":1099511627776}`:                                     maxHoldOutputTokens,
+		`{"max_tokens":900000,"n":100}`:                                    90_000_000,
+		`{"max_tokens":9223372036854775807,"n":100}`:                       maxHoldOutputTokens,
+		`not json`:             maxHoldOutputTokens,
+		`[]`:                   maxHoldOutputTokens,
+		`{"max_tokens":100000`: maxHoldOutputTokens,
 	} {
 		if got := outputLimit([]byte(body)); got != want {
 			t.Errorf("outputLimit(%s) = %d, want %d", body, got, want)
@@ -156,53 +194,70 @@ func TestOutputLimit(t *testing.T) {
 	}
 }
 
-// TestChargeMicros: a rating's charge in micro-units, after its discount,
-// rounded up, as math/big computes it exactly.
-func TestChargeMicros(t *testing.T) {
+// TestChargeNanos: a rating's charge in nano-units, after its discount,
+// rounded up, as math/big computes it exactly; a charge beyond any real
+// one is unratable.
+func TestChargeNanos(t *testing.T) {
 	for _, c := range []struct {
 		r    usage.Rating
 		want int64
 	}{
-		{usage.Rating{CostE12: 2_625_000_000_00}, 262_500},
+		{usage.Rating{CostE12: 2_625_000_000_00}, 262_500_000},
 		{usage.Rating{CostE12: 1}, 1},
-		{usage.Rating{CostE12: 1_000_000, DiscountBP: 5000}, 1},
-		{usage.Rating{CostE12: 3_000_000, DiscountBP: 5000}, 2},
-		{usage.Rating{CostE12: 1 << 62}, 4_611_686_018_428},
+		{usage.Rating{CostE12: 1_000_000, DiscountBP: 5000}, 500},
+		{usage.Rating{CostE12: 3_001, DiscountBP: 5000}, 2},
+		{usage.Rating{CostE12: 1 << 62}, unratable},
 		{usage.Rating{CostE12: 99, Unpriced: true}, 0},
 	} {
-		if got := chargeMicros(c.r); got != c.want {
-			t.Errorf("chargeMicros(%+v) = %d, want %d", c.r, got, c.want)
+		if got := chargeNanos(c.r); got != c.want {
+			t.Errorf("chargeNanos(%+v) = %d, want %d", c.r, got, c.want)
 		}
 	}
 }
 
 // outputLimitJSON is outputLimit with encoding/json, the baseline it is
-// measured against (and agrees with on the bodies of TestOutputLimitAgrees).
+// measured against (and agrees with on the bodies of TestOutputLimitAgrees,
+// which use the names encoding/json matches).
 func outputLimitJSON(body []byte) int64 {
 	var b struct {
-		MaxCompletionTokens *int64 `json:"max_completion_tokens"`
-		MaxTokens           *int64 `json:"max_tokens"`
-		MaxOutputTokens     *int64 `json:"max_output_tokens"`
+		MaxCompletionTokens *float64 `json:"max_completion_tokens"`
+		MaxTokens           *float64 `json:"max_tokens"`
+		MaxOutputTokens     *float64 `json:"max_output_tokens"`
 		GenerationConfig    struct {
-			MaxOutputTokens *int64 `json:"maxOutputTokens"`
+			MaxOutputTokens *float64 `json:"maxOutputTokens"`
+			CandidateCount  *float64 `json:"candidateCount"`
 		} `json:"generationConfig"`
-		N *int64 `json:"n"`
+		N      *float64          `json:"n"`
+		BestOf *float64          `json:"best_of"`
+		Prompt []json.RawMessage `json:"prompt"`
 	}
 	if json.Unmarshal(body, &b) != nil {
-		return -1
+		return maxHoldOutputTokens
 	}
-	limit := int64(defaultHoldOutputTokens)
-	for _, v := range []*int64{b.MaxCompletionTokens, b.MaxTokens, b.MaxOutputTokens, b.GenerationConfig.MaxOutputTokens} {
-		if v != nil && *v >= 0 {
-			limit = *v
-			break
+	limit := -1.0
+	for _, v := range []*float64{b.MaxCompletionTokens, b.MaxTokens, b.MaxOutputTokens, b.GenerationConfig.MaxOutputTokens} {
+		if v != nil {
+			limit = max(limit, *v)
 		}
 	}
-	limit = min(limit, maxHoldOutputTokens)
-	if b.N != nil && *b.N > 1 && *b.N <= 128 {
-		limit = min(limit**b.N, maxHoldOutputTokens)
+	if limit < 0 {
+		limit = defaultHoldOutputTokens
 	}
-	return limit
+	limit = min(math.Ceil(limit), maxHoldOutputTokens)
+	choices := 1.0
+	for _, m := range []*float64{b.N, b.BestOf} {
+		if m != nil {
+			choices = max(choices, math.Ceil(*m))
+		}
+	}
+	limit *= choices
+	if m := b.GenerationConfig.CandidateCount; m != nil && *m > 1 {
+		limit *= math.Ceil(*m)
+	}
+	if len(b.Prompt) > 1 && (b.Prompt[0][0] == '"' || b.Prompt[0][0] == '[') {
+		limit *= float64(len(b.Prompt))
+	}
+	return int64(min(limit, maxHoldOutputTokens))
 }
 
 // bigChatBody is a chat request with a prompt of about n bytes.
@@ -211,11 +266,14 @@ func bigChatBody(n int) []byte {
 		`"}],"stream":true,"max_tokens":512,"n":2}`)
 }
 
-// TestOutputLimitAgrees: outputLimit reads what encoding/json reads.
+// TestOutputLimitAgrees: outputLimit reads what encoding/json reads (by
+// the largest limit and choices, as outputLimit counts them).
 func TestOutputLimitAgrees(t *testing.T) {
 	for _, body := range []string{
 		string(bigChatBody(1000)),
 		`{"max_output_tokens":300,"input":[{"max_tokens":1}]}`,
+		`{"prompt":["a","b"],"max_tokens":30,"best_of":3,"n":2}`,
+		`{"max_tokens":1,"max_completion_tokens":900}`,
 		`{"generationConfig":{"temperature":0.1,"maxOutputTokens":77},"contents":[]}`,
 		`{"max_completion_tokens":0,"max_tokens":5}`,
 		`{"n":3}`,
@@ -244,4 +302,34 @@ func BenchmarkOutputLimit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSpendHold: a request's hold and release on a key with a daily
+// limit and a customer with a credit limit, against the rpm limiter's admit
+// and release of the same request (the check every limited request already
+// paid), in the same run.
+func BenchmarkSpendHold(b *testing.B) {
+	now := time.Now()
+	k := &usage.KeyState{KeyID: "k", CustomerID: "c", DailyLimitMicros: new(int64(1 << 50)),
+		CreditLeftMicros: new(int64(1 << 50)), RPMLimit: 1 << 40, Version: now.UnixNano()}
+	b.Run("spend-hold", func(b *testing.B) {
+		h := newSpendHolds()
+		for b.Loop() {
+			release, no := h.hold(k, 300)
+			if no != nil {
+				b.Fatal(no.message)
+			}
+			release(250, now)
+		}
+	})
+	b.Run("rpm-limiter", func(b *testing.B) {
+		l := newLimiter(nil)
+		for b.Loop() {
+			release, over := l.admit(k, 10)
+			if over != nil {
+				b.Fatal(over.message)
+			}
+			release()
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/ledger"
 )
 
@@ -130,5 +131,73 @@ func TestSpendLimitsHoldRequestsInFlight(t *testing.T) {
 	if bal, _ := new(big.Float).SetString(b.Balance); bal.Cmp(big.NewFloat(-0.0003)) < 0 {
 		out, _ := json.Marshal(b)
 		t.Fatalf("prepaid balance %s; want at most one request below 0", out)
+	}
+}
+
+// sendAll sends n copies of body to path with key at once and returns the
+// count of each status.
+func (s *stack) sendAll(key, path, body string, n int) map[int]int {
+	s.t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := map[int]int{}
+	for range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest("POST", s.gateway+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				s.t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			out[resp.StatusCode]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// TestSpendHoldsReadEveryOutputLimit: ten requests at once, each asking
+// for 100,000 output tokens of a $10-per-1M model ($1) on a key with a $1
+// daily limit, however they spell the limit, and however their failover
+// is priced: one is served. A review found the hold read only the first
+// spelling it knew (an escaped or upper-case name, a decoy max_tokens
+// before Gemini's maxOutputTokens, held 4,096 tokens: 25 of 40 served,
+// $25 charged), and only the first attempt's price (a cheap model failing
+// over to sim-pro: $15).
+func TestSpendHoldsReadEveryOutputLimit(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, func(c *fileConfig) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "dead", Type: "openai", BaseURL: "http://127.0.0.1:1/v1", APIKey: "x"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "cheap", Provider: "dead", UpstreamModel: "sim-small", Fallbacks: []string{"sim-pro"}})
+		p := c.Prices[0] // sim-small's
+		p.Model = "cheap"
+		c.Prices = append(c.Prices, p)
+	})
+	slow := `"metadata":{"sim_chunks":"4","sim_delay_ms":"300"}`
+	chat := `"messages":[{"role":"user","content":"hi"}],"stream":true,` + slow
+	gem := `"contents":[{"parts":[{"text":"hi"}]}],"labels":{"sim_chunks":"4","sim_delay_ms":"300"}`
+	resp := `"input":"hi","stream":true,` + slow
+	gemini := "/gemini/v1beta/models/gemini-sim:streamGenerateContent?alt=sse"
+	for _, c := range []struct{ name, path, body string }{
+		{"upper-case max_tokens", "/v1/chat/completions", `{"model":"sim-pro","MAX_TOKENS":100000,` + chat + `}`},
+		{"escaped max_output_tokens", "/v1/responses", `{"model":"sim-pro","max_output_tok\u0065ns":100000,` + resp + `}`},
+		{"a decoy max_tokens", "/v1/responses", `{"model":"sim-pro","max_tokens":1,"max_output_tokens":100000,` + resp + `}`},
+		{"a decoy before generationConfig", gemini, `{"max_tokens":1,"generationConfig":{"maxOutputTokens":100000},` + gem + `}`},
+		{"escaped generationConfig", gemini, `{"generati\u006fnConfig":{"maxOutputTokens":100000},` + gem + `}`},
+		{"failover to a pricier model", "/v1/chat/completions", `{"model":"cheap","max_tokens":100000,` + chat + `}`},
+	} {
+		id, _, key := s.customer(`{"name":"holds"}`, `{"name":"k","daily_limit":"1"}`)
+		s.refreshKeys()
+		codes := s.sendAll(key, c.path, c.body, 10)
+		total, _ := s.charged(id, codes[http.StatusOK])
+		if codes[http.StatusOK] != 1 || codes[http.StatusTooManyRequests] != 9 || total > 1.01e6 {
+			t.Errorf("%s: ten at once: statuses %v, $%.4f charged on a $1 daily limit; want one served, nine held", c.name, codes, total/1e6)
+		}
 	}
 }
