@@ -73,10 +73,11 @@ const eventColumnList = `id, occurred_at, customer_id, key_id, provider, model, 
 // count, nor does a batch whose transaction began on a day before the
 // row's: a worker that began before midnight and commits after one that
 // began after it never takes the row back a day, throwing the new day's
-// spend away), and a key whose spend crosses its limit, or a customer
-// whose balance crosses its credit limit, goes to the key outbox: the
-// budget states are pushed to the gateways as the meter commits, never
-// polled. The batch holds the key spend lock shared, taken before this
+// spend away), and a key whose spend crosses its limit or one of the
+// spendMarks before it, or a customer whose balance crosses its credit
+// limit or such a mark of its credits and credit limit, goes to the key
+// outbox: the budget states are pushed to the gateways as the meter
+// commits, never polled. The batch holds the key spend lock shared, taken before this
 // statement (spendLockKey): a limit change cannot commit between its
 // snapshot of api_keys and its commit.
 // A key's last_used_at moves only when it is a minute or more behind: a
@@ -96,7 +97,7 @@ const batchEffects = `RETURNING customer_id, key_id, model, currency, occurred_a
   INSERT INTO customer_balances (customer_id, currency, charges_e12)
   SELECT customer_id, currency, sum(charge_e12) FROM ins WHERE currency <> '' GROUP BY 1, 2 ORDER BY 1, 2
   ON CONFLICT (customer_id, currency) DO UPDATE SET charges_e12 = customer_balances.charges_e12 + EXCLUDED.charges_e12
-  RETURNING customer_id, currency, credits_e12 - charges_e12 AS balance_e12
+  RETURNING customer_id, currency, credits_e12 - charges_e12 AS balance_e12, credits_e12
 ), used AS (
   UPDATE api_keys k SET last_used_at = u.at
   FROM (SELECT key_id, max(occurred_at) AS at FROM ins GROUP BY key_id) u
@@ -124,15 +125,27 @@ const batchEffects = `RETURNING customer_id, key_id, model, currency, occurred_a
 ), flipped AS (
   INSERT INTO key_outbox (kind, ref)
   SELECT 'key', s.key_id FROM spent s JOIN spend a USING (key_id)
-  WHERE (s.day_e12 >= a.daily_e12 AND s.day_e12 - a.day_add < a.daily_e12)
-     OR (s.month_e12 >= a.monthly_e12 AND s.month_e12 - a.month_add < a.monthly_e12)
+  WHERE EXISTS (SELECT 1 FROM unnest(` + spendMarks + `) f
+    WHERE (s.day_e12 >= f * a.daily_e12 AND s.day_e12 - a.day_add < f * a.daily_e12)
+       OR (s.month_e12 >= f * a.monthly_e12 AND s.month_e12 - a.month_add < f * a.monthly_e12))
   UNION ALL
   SELECT 'customer', b.customer_id FROM balanced b
   JOIN customers c ON c.id = b.customer_id AND c.currency = b.currency AND c.credit_limit_micros IS NOT NULL
   JOIN (SELECT customer_id, currency, sum(charge_e12) AS added FROM ins GROUP BY 1, 2) a
     ON a.customer_id = b.customer_id AND a.currency = b.currency
-  WHERE b.balance_e12 <= -c.credit_limit_micros::numeric * 1000000
-    AND b.balance_e12 + a.added > -c.credit_limit_micros::numeric * 1000000`
+  CROSS JOIN LATERAL (SELECT c.credit_limit_micros::numeric * 1000000 AS e12) lim
+  WHERE EXISTS (SELECT 1 FROM unnest(` + spendMarks + `) f
+    WHERE b.balance_e12 + lim.e12 <= (1 - f) * (b.credits_e12 + lim.e12)
+      AND b.balance_e12 + a.added + lim.e12 > (1 - f) * (b.credits_e12 + lim.e12))`
+
+// spendMarks are the shares of a key's daily or monthly limit, and of a
+// customer's credits and credit limit, whose crossing by a batch's
+// charges publishes its state: besides the limit itself (1), which blocks
+// it, the shares before it, so that every gateway (each of which counts
+// only its own charges between two states: gateway's spend holds) and a
+// gateway started anew learn what was spent while most of it is still
+// left. At most four states a key's limit a day, whatever its traffic.
+const spendMarks = `ARRAY[0.5, 0.75, 0.9, 1]::numeric[]`
 
 // eventUUIDs parses e's id, customer and key. An event whose UUIDs do not
 // parse is refused alone (the worker sets it aside), not with its batch.

@@ -32,7 +32,9 @@ func drainChanges(t *testing.T, s *ledger.Store) usage.Changes {
 // TestBatchesFlipBudgetStates: the meter's batches move each limited key's
 // spend and put a key whose spend crosses its daily limit, and a customer
 // whose balance crosses its credit limit, in the outbox, once; the state
-// read then says why and until when.
+// read then says why and until when. Crossing half, three quarters or
+// nine tenths of a limit (spendMarks) publishes a state too, not blocked,
+// with the spend so far.
 func TestBatchesFlipBudgetStates(t *testing.T) {
 	s, c, _ := setup(t)
 	ctx := context.Background()
@@ -63,8 +65,10 @@ func TestBatchesFlipBudgetStates(t *testing.T) {
 		}
 	}
 	write(2, now)
-	if ch := drainChanges(t, s); ch.Len() != 0 {
-		t.Fatalf("2 USD of a 2.5 USD daily limit: %d changes; want none", ch.Len())
+	// Past half and three quarters of the limit, in one batch: one state,
+	// not blocked, with the spend the gateways count from.
+	if ch := drainChanges(t, s); len(ch.Keys) != 1 || ch.Keys[0].State.Blocked != "" || ch.Keys[0].State.DaySpentMicros != 2_000_000 {
+		t.Fatalf("2 USD of a 2.5 USD daily limit: changes %+v; want the key's, not blocked, 2 USD spent", ch)
 	}
 	write(1, now.AddDate(0, 0, -40)) // late, of an earlier month: not today's spend
 	if ch := drainChanges(t, s); ch.Len() != 0 {
@@ -121,8 +125,9 @@ func TestBatchesFlipBudgetStates(t *testing.T) {
 	if _, err := s.WriteEvents(ctx, []usage.Event{newEvent(c.ID, other.ID, "m", now, usage.Tokens{PromptTokens: 500})}); err != nil {
 		t.Fatal(err)
 	}
-	if ch := drainChanges(t, s); ch.Len() != 0 {
-		t.Fatalf("7.5 of 8 USD: %+v; want no change", ch)
+	if ch := drainChanges(t, s); len(ch.Customers) != 1 || ch.Customers[0].State.Blocked != "" || len(ch.Keys) != 0 ||
+		*ch.Customers[0].State.CreditLeftMicros != 500_000 {
+		t.Fatalf("7.5 of 8 USD, past nine tenths: %+v; want the customer's state, not blocked, 0.5 USD left", ch)
 	}
 	if _, err := s.WriteEvents(ctx, []usage.Event{newEvent(c.ID, other.ID, "m", now, one)}); err != nil {
 		t.Fatal(err)

@@ -20,13 +20,19 @@ import (
 // spend_held) and as spent (402).
 func (s *stack) burst(key string, n int) (served, held, spent int) {
 	s.t.Helper()
+	return s.burstAt(s.gateway, key, n)
+}
+
+// burstAt is burst on the gateway at url.
+func (s *stack) burstAt(url, key string, n int) (served, held, spent int) {
+	s.t.Helper()
 	body := `{"model":"sim-pro","max_tokens":24,"stream":true,"metadata":{"sim_delay_ms":"40"},` +
 		`"messages":[{"role":"user","content":"Say hello to the ledger"}]}`
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			req, _ := http.NewRequest("POST", s.gateway+"/v1/chat/completions", strings.NewReader(body))
+			req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+key)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -200,4 +206,36 @@ func TestSpendHoldsReadEveryOutputLimit(t *testing.T) {
 			t.Errorf("%s: ten at once: statuses %v, $%.4f charged on a $1 daily limit; want one served, nine held", c.name, codes, total/1e6)
 		}
 	}
+}
+
+// TestASecondGatewayLearnsTheSpendAtItsMarks: each gateway counts only its
+// own charges between two states of a key, and the ledger published one
+// only when the spend crossed the limit: a key that had spent half its
+// $0.001 daily limit through one gateway could hold the whole of it in
+// flight on another (3 of a burst served there, $0.0013 charged). The
+// ledger now publishes the state as the spend passes half, three quarters
+// and nine tenths of the limit: the other gateway holds what is left.
+func TestASecondGatewayLearnsTheSpendAtItsMarks(t *testing.T) {
+	t.Parallel()
+	natsDir, addr := t.TempDir(), freeAddr(t)
+	natsOn(t, natsDir, addr)
+	s := newStackEnv(t, nil, func(e *env) { e.NATSURL = "nats://" + addr })
+	other := s.gatewayOnly()
+	id, _, key := s.customer(`{"name":"two gateways"}`, `{"name":"k","daily_limit":"0.001"}`)
+	s.refreshKeys()
+	for range 2 { // 0.000525: past half
+		if code, _ := s.chatAs(key); code != http.StatusOK {
+			t.Fatalf("through the first gateway: %d", code)
+		}
+	}
+	s.charged(id, 2)
+	s.refreshKeys()                    // published; the other gateway's watch has it within milliseconds
+	time.Sleep(300 * time.Millisecond) // (it has no way to say so)
+	served, held, spent := s.burstAt(other, key, 10)
+	total, largest := s.charged(id, 2+served)
+	if served > 2 || held+spent != 10-served || total > 1000+largest {
+		t.Fatalf("10 at once through the other gateway after 525 of 1,000 micro-units: %d served, %d held, %d spent, %.1f charged; "+
+			"want at most 2 served, within one request of the limit", served, held, spent, total)
+	}
+	t.Logf("the other gateway: %d served, %d held, %d spent; %.1f micro-units charged of 1,000", served, held, spent, total)
 }
