@@ -52,6 +52,7 @@ fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzScanChunk ./gateway/openai/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzScanChunkTemplate ./gateway/openai/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzScanFields ./gateway/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzOutputLimit ./gateway/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzLexer ./meter/usage/jsonscan/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzTap ./gateway/anthropic/ -fuzzminimizetime 200x
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzTap ./gateway/gemini/ -fuzzminimizetime 200x

@@ -43,7 +43,7 @@ func (s *Server) holdEstimate(k *usage.KeyState, attempts []prepared, endpoint s
 	for _, a := range attempts {
 		prompt, output := int64(len(a.body)/4), int64(0)
 		if endpoint != "/v1/embeddings" {
-			output = outputLimit(a.body)
+			output = outputLimit(a.body, a.path)
 		}
 		for _, u := range [...]usage.Tokens{
 			{PromptTokens: prompt, CompletionTokens: output},
@@ -78,25 +78,34 @@ func chargeNanos(r usage.Rating) int64 {
 	return n.Int64()
 }
 
-// outputLimit is the most output tokens a request body may be billed for,
-// as any of the APIs Tollgate serves reads it: the largest of its
-// max_tokens, max_completion_tokens, max_output_tokens,
-// max_tokens_to_sample and generationConfig's maxOutputTokens, whatever
-// their case or escapes (an upstream may match names as encoding/json
-// does, and a native route's body goes upstream as it came), times its
-// choices: n or best_of, generationConfig's candidateCount, and a
-// completions prompt's array of prompts. A limit or a count that is there
-// but not a number (a string: "100000") holds maxHoldOutputTokens; none
-// at all holds defaultHoldOutputTokens; a limit is at most
-// maxHoldOutputTokens.
-func outputLimit(body []byte) int64 {
-	var o outputFields
-	if !o.read(body, false) {
+// outputLimit is the most output tokens a request body, sent upstream at
+// path, may be billed for, as the upstream's API reads it (outputAPI):
+// the largest of the API's output limits (max_tokens and
+// max_completion_tokens on chat, max_tokens on completions and Anthropic's
+// messages, max_output_tokens on Responses, generationConfig's
+// maxOutputTokens on Gemini), times its choices (n, best_of,
+// candidateCount, a completions prompt's array of prompts). A name is
+// read as its field when it is the field's, or when an upstream matching
+// names without regard to case (as encoding/json does) would read it so
+// ("MAX_TOKENS", "max_tokenſ"); escapes are decoded, as every parser
+// does. A field of another API is not read (a decoy max_tokens on
+// Responses). When no name is exactly the field's, a strict upstream may
+// read no limit: the request holds at least defaultHoldOutputTokens. A
+// limit or a count that is there but not a number ("100000") holds
+// maxHoldOutputTokens, as does a body that is not a JSON object; a limit is
+// at most maxHoldOutputTokens. Embeddings and token counts hold none.
+func outputLimit(body []byte, path string) int64 {
+	api := outputAPIOf(path)
+	if api.none {
+		return 0
+	}
+	o := outputFields{api: api, exact: -1, loose: -1}
+	if !o.read(body, false) || o.unreadable {
 		return maxHoldOutputTokens
 	}
-	limit := o.limit
-	if limit < 0 {
-		limit = defaultHoldOutputTokens
+	limit := max(o.exact, o.loose)
+	if o.exact < 0 || api.unknown {
+		limit = max(limit, defaultHoldOutputTokens)
 	}
 	limit = min(limit, maxHoldOutputTokens)
 	for _, m := range [...]int64{o.choices, o.candidates, o.prompts} {
@@ -110,20 +119,72 @@ func outputLimit(body []byte) int64 {
 	return min(limit, maxHoldOutputTokens)
 }
 
-// outputFields are the members of a request body outputLimit reads: the
-// largest output limit (-1: none) and its multipliers (0: none), or, for
-// a member there but unreadable, math.MaxInt64.
-type outputFields struct {
-	limit                        int64
-	choices, candidates, prompts int64
+// outputAPI is what outputLimit reads in an API's request body: its
+// output limits and choice counts (top-level names), Gemini's
+// generationConfig (nested: its names are read inside it), a completions
+// prompt array, or nothing at all (none).
+type outputAPI struct {
+	limits, choices []string
+	nested          []string // the members the limits and choices are in (Gemini)
+	prompts         bool
+	none            bool
+	unknown         bool // an API outputLimit does not know: which name it reads is unknown
 }
 
-// read reads obj, a JSON object, into o (nested: generationConfig's
-// members), and reports whether it was one.
-func (o *outputFields) read(obj []byte, nested bool) bool {
-	if !nested {
-		o.limit = -1
+// The APIs outputLimit knows, by the upstream path; an unknown one reads
+// every name of them all, and holds at least defaultHoldOutputTokens.
+var (
+	chatOutput        = outputAPI{limits: []string{"max_tokens", "max_completion_tokens"}, choices: []string{"n"}}
+	completionsOutput = outputAPI{limits: []string{"max_tokens"}, choices: []string{"n", "best_of"}, prompts: true}
+	responsesOutput   = outputAPI{limits: []string{"max_output_tokens"}}
+	messagesOutput    = outputAPI{limits: []string{"max_tokens"}}
+	geminiOutput      = outputAPI{limits: []string{"maxOutputTokens", "max_output_tokens"},
+		choices: []string{"candidateCount", "candidate_count"}, nested: []string{"generationConfig", "generation_config"}}
+	anyOutput = outputAPI{limits: []string{"max_tokens", "max_completion_tokens", "max_output_tokens", "max_tokens_to_sample",
+		"maxOutputTokens"}, choices: []string{"n", "best_of", "candidateCount", "candidate_count"}, prompts: true, unknown: true}
+)
+
+// outputAPIOf is the API of an upstream path ("/chat/completions",
+// "/models/m:streamGenerateContent?alt=sse", …).
+func outputAPIOf(path string) outputAPI {
+	path, _, _ = strings.Cut(path, "?")
+	switch {
+	case strings.HasSuffix(path, "/chat/completions"):
+		return chatOutput
+	case strings.HasSuffix(path, "/completions"):
+		return completionsOutput
+	case strings.HasSuffix(path, "/responses"):
+		return responsesOutput
+	case strings.HasSuffix(path, "/messages"):
+		return messagesOutput
+	case strings.HasSuffix(path, "GenerateContent") || strings.HasSuffix(path, ":generateContent"):
+		return geminiOutput
+	case strings.HasSuffix(path, "/embeddings") || strings.Contains(path, "mbedContent") ||
+		strings.HasSuffix(path, "ountTokens") || strings.HasSuffix(path, "/count_tokens"):
+		return outputAPI{none: true}
 	}
+	return anyOutput
+}
+
+// outputFields is what outputLimit has read of a body: the largest limit
+// under a name exactly the field's (exact) and under another an upstream
+// may read as it (loose), -1 when none; the largest choice counts (0:
+// none); and whether a limit or count was not a number.
+type outputFields struct {
+	api                          outputAPI
+	exact, loose                 int64
+	choices, candidates, prompts int64
+	unreadable                   bool
+}
+
+// read reads obj, a JSON object, into o (nested: a member of it named as
+// the API's nested object, whose names are loose when its own is), and
+// reports whether it was one.
+func (o *outputFields) read(obj []byte, nested bool) bool {
+	return o.readAs(obj, nested, false)
+}
+
+func (o *outputFields) readAs(obj []byte, nested, loose bool) bool {
 	l := jsonscan.New(obj)
 	if !l.Lit("{") {
 		return false
@@ -131,21 +192,21 @@ func (o *outputFields) read(obj []byte, nested bool) bool {
 	if l.Lit("}") {
 		return l.End()
 	}
-	var name []byte
 	for {
 		raw, escaped, ok := l.Span()
 		if !ok || !l.Lit(":") {
 			return false
 		}
-		if name = raw; escaped {
-			name = jsonscan.Unquote(name[:0:0], raw)
+		name := string(raw)
+		if escaped {
+			name = string(jsonscan.Unquote(nil, raw))
 		}
 		l.WS()
 		at := l.Pos()
 		if !l.Skip() {
 			return false
 		}
-		o.member(string(name), obj[at:l.Pos()], nested)
+		o.member(name, obj[at:l.Pos()], nested, loose)
 		if l.Lit("}") {
 			return l.End()
 		}
@@ -155,22 +216,56 @@ func (o *outputFields) read(obj []byte, nested bool) bool {
 	}
 }
 
-// member reads one member, key = value, of a body (nested: of its
-// generationConfig).
-func (o *outputFields) member(key string, value []byte, nested bool) {
-	key = strings.ToLower(strings.ReplaceAll(key, "_", ""))
-	switch {
-	case key == "generationconfig" && !nested:
-		o.read(value, true)
-	case key == "maxtokens" || key == "maxcompletiontokens" || key == "maxoutputtokens" || key == "maxtokenstosample":
-		o.limit = max(o.limit, count(value))
-	case key == "n" || key == "bestof":
-		o.choices = max(o.choices, count(value))
-	case key == "candidatecount":
-		o.candidates = max(o.candidates, count(value))
-	case key == "prompt" && !nested && len(value) > 0 && value[0] == '[':
+// member reads one member, name = value, of a body (nested: of the API's
+// nested object; loose: one whose name was not exactly the API's).
+func (o *outputFields) member(name string, value []byte, nested, loose bool) {
+	if !nested && len(o.api.nested) > 0 {
+		if exact, ok := matches(name, o.api.nested); ok {
+			o.readAs(value, true, !exact)
+		}
+		return
+	}
+	if exact, ok := matches(name, o.api.limits); ok {
+		v := count(value)
+		switch {
+		case v == math.MaxInt64:
+			o.unreadable = true
+		case exact && !loose:
+			o.exact = max(o.exact, v)
+		default:
+			o.loose = max(o.loose, v)
+		}
+		return
+	}
+	if _, ok := matches(name, o.api.choices); ok {
+		v := count(value)
+		o.unreadable = o.unreadable || v == math.MaxInt64
+		if len(o.api.nested) > 0 {
+			o.candidates = max(o.candidates, v)
+		} else {
+			o.choices = max(o.choices, v)
+		}
+		return
+	}
+	if o.api.prompts && !nested && len(value) > 0 && value[0] == '[' && strings.EqualFold(name, "prompt") {
 		o.prompts = max(o.prompts, prompts(value))
 	}
+}
+
+// matches reports whether name is one of names, exactly (exact) or under
+// Unicode case folding, as encoding/json matches a field's name.
+func matches(name string, names []string) (exact, ok bool) {
+	for _, n := range names {
+		if name == n {
+			return true, true
+		}
+	}
+	for _, n := range names {
+		if strings.EqualFold(name, n) {
+			return false, true
+		}
+	}
+	return false, false
 }
 
 // count is a JSON value read as a count: a non-negative number, rounded

@@ -141,55 +141,80 @@ func TestRefuseSpend(t *testing.T) {
 	}
 }
 
-// TestOutputLimit: the output a request is held for is the most any API
-// reads in its body, whatever the case or escapes of its names, times its
-// choices; 4,096 when unset, the most when unreadable. (The cases from
-// a review that held 4,096 tokens, or 1, for a request billed 100,000.)
+// TestOutputLimit: the output a request is held for is the most its
+// upstream's API may read in its body, whatever the case or escapes of
+// its names, times its choices; at least 4,096 when no name is exactly
+// the API's limit, the most when unreadable; a field of another API is
+// not read. (With the cases of a review that held 4,096 tokens, or 1, for
+// a request billed 100,000.)
 func TestOutputLimit(t *testing.T) {
-	for body, want := range map[string]int64{
-		`{"max_tokens":24}`:                                                24,
-		`{"max_completion_tokens":100,"max_tokens":24}`:                    100,
-		`{"max_completion_tokens":0,"max_tokens":100000}`:                  100000,
-		`{"max_output_tokens":7}`:                                          7,
-		`{"max_tokens_to_sample":70}`:                                      70,
-		`{"generationConfig":{"maxOutputTokens":9}}`:                       9,
-		`{"generation_config":{"max_output_tokens":100000}}`:               100000,
-		`{"generati\u006fnConfig":{"maxOutputTokens":100000}}`:             100000,
-		`{"generationconfig":{"maxOutputTokens":100000}}`:                  100000,
-		`{"generationConfig":{"maxOutputTokens":1000,"candidateCount":8}}`: 8000,
-		`{"max_tokens":1,"generationConfig":{"maxOutputTokens":100000}}`:   100000,
-		`{"max_tokens":1,"max_output_tokens":100000}`:                      100000,
-		`{"max_tokens":10,"n":3}`:                                          30,
-		`{"max_tokens":1000,"n":129}`:                                      129000,
-		`{"max_tokens":1000,"n":2.0}`:                                      2000,
-		`{"max_tokens":1000,"n":"8"}`:                                      maxHoldOutputTokens,
-		`{"prompt":["a","b","c","d"],"max_tokens":1000,"best_of":5}`:       20000,
-		`{"prompt":[1,2,3],"max_tokens":10}`:                               10,
-		`{"prompt":[[1,2],[3]],"max_tokens":10}`:                           20,
-		`{"max_tok\u0065ns":100000}`:                                       100000,
-		`{"\u0074emperature":1,"max_tokens":100000}`:                       100000,
-		`{"MAX_TOKENS":100000}`:                                            100000,
-		`{"max_tokens":1e5}`:                                               100000,
-		`{"max_tokens":100000.5}`:                                          100001,
-		`{"max_tokens":"100000"}`:                                          maxHoldOutputTokens,
-		`{"max_tokens":99999999999999999999}`:                              maxHoldOutputTokens,
-		`{"max_tokens":10,"max_tokens":20}`:                                20,
-		`{"max_tokens":100000,"max_tokens":1}`:                             100000,
-		`{"max_tokens":0}`:                                                 0,
-		`{"max_tokens":null}`:                                              defaultHoldOutputTokens,
-		`{"max_tokens":-5}`:                                                defaultHoldOutputTokens,
-		`{"messages":[{"max_tokens":5}],"max_tokens":7}`:                   7,
-		`{"messages":[{"max_tokens":5}]}`:                                  defaultHoldOutputTokens,
-		`{"messages":[]}`:                                                  defaultHoldOutputTokens,
-		`{"max_tokens":1099511627776}`:                                     maxHoldOutputTokens,
-		`{"max_tokens":900000,"n":100}`:                                    90_000_000,
-		`{"max_tokens":9223372036854775807,"n":100}`:                       maxHoldOutputTokens,
-		`not json`:             maxHoldOutputTokens,
-		`[]`:                   maxHoldOutputTokens,
-		`{"max_tokens":100000`: maxHoldOutputTokens,
+	const (
+		chat     = "/chat/completions"
+		legacy   = "/completions"
+		resp     = "/responses"
+		messages = "/messages"
+		gemini   = "/models/m:streamGenerateContent?alt=sse"
+	)
+	for _, c := range []struct {
+		path, body string
+		want       int64
+	}{
+		{chat, `{"max_tokens":24}`, 24},
+		{chat, `{"max_completion_tokens":100,"max_tokens":24}`, 100},
+		{chat, `{"max_completion_tokens":0,"max_tokens":100000}`, 100000},
+		{chat, `{"max_tokens":10,"n":3}`, 30},
+		{chat, `{"max_tokens":1000,"n":129}`, 129000},
+		{chat, `{"max_tokens":1000,"n":2.0}`, 2000},
+		{chat, `{"max_tokens":1000,"n":"8"}`, maxHoldOutputTokens},
+		{chat, `{"max_tok\u0065ns":100000}`, 100000},
+		{chat, `{"\u0074emperature":1,"max_tokens":100000}`, 100000},
+		{chat, `{"MAX_TOKENS":100000}`, 100000},
+		{chat, `{"max_tokenſ":100000}`, 100000},
+		{chat, `{"MAX_TOKENS":1}`, defaultHoldOutputTokens}, // a strict upstream reads no limit
+		{chat, `{"max_tokens":24,"MAX_TOKENS":1}`, 24},
+		{chat, `{"maxTokens":1}`, defaultHoldOutputTokens}, // no API's name on chat
+		{chat, `{"max_output_tokens":1}`, defaultHoldOutputTokens},
+		{chat, `{"max_tokens":1e5}`, 100000},
+		{chat, `{"max_tokens":100000.5}`, 100001},
+		{chat, `{"max_tokens":"100000"}`, maxHoldOutputTokens},
+		{chat, `{"max_tokens":99999999999999999999}`, maxHoldOutputTokens},
+		{chat, `{"max_tokens":10,"max_tokens":20}`, 20},
+		{chat, `{"max_tokens":100000,"max_tokens":1}`, 100000},
+		{chat, `{"max_tokens":0}`, 0},
+		{chat, `{"max_tokens":null}`, defaultHoldOutputTokens},
+		{chat, `{"max_tokens":-5}`, defaultHoldOutputTokens},
+		{chat, `{"messages":[{"max_tokens":5}],"max_tokens":7}`, 7},
+		{chat, `{"messages":[{"max_tokens":5}]}`, defaultHoldOutputTokens},
+		{chat, `{"max_tokens":1099511627776}`, maxHoldOutputTokens},
+		{chat, `{"max_tokens":900000,"n":100}`, 90_000_000},
+		{chat, `{"max_tokens":9223372036854775807,"n":100}`, maxHoldOutputTokens},
+		{chat, `not json`, maxHoldOutputTokens},
+		{chat, `[]`, maxHoldOutputTokens},
+		{chat, `{"max_tokens":100000`, maxHoldOutputTokens},
+		{legacy, `{"prompt":["a","b","c","d"],"max_tokens":1000,"best_of":5}`, 20000},
+		{legacy, `{"prompt":[1,2,3],"max_tokens":10}`, 10},
+		{legacy, `{"prompt":[[1,2],[3]],"max_tokens":10}`, 20},
+		{resp, `{"max_output_tokens":7}`, 7},
+		{resp, `{"max_output_tok\u0065ns":100000}`, 100000},
+		{resp, `{"max_tokens":1,"max_output_tokens":100000}`, 100000},
+		{resp, `{"max_tokens":1}`, defaultHoldOutputTokens}, // a decoy: Responses reads max_output_tokens
+		{messages, `{"max_tokens":70}`, 70},
+		{gemini, `{"generationConfig":{"maxOutputTokens":9}}`, 9},
+		{gemini, `{"generation_config":{"max_output_tokens":100000}}`, 100000},
+		{gemini, `{"generati\u006fnConfig":{"maxOutputTokens":100000}}`, 100000},
+		{gemini, `{"generationconfig":{"maxOutputTokens":100000}}`, 100000},
+		{gemini, `{"generationconfig":{"maxOutputTokens":1}}`, defaultHoldOutputTokens},
+		{gemini, `{"generationConfig":{"maxOutputTokens":1000,"candidateCount":8}}`, 8000},
+		{gemini, `{"max_tokens":1,"generationConfig":{"maxOutputTokens":100000}}`, 100000},
+		{gemini, `{"maxOutputTokens":1}`, defaultHoldOutputTokens},
+		{"/embeddings", `{"max_tokens":5}`, 0},
+		{"/models/m:batchEmbedContents", `{}`, 0},
+		{"/messages/count_tokens", `{}`, 0},
+		{"/something/else", `{"max_tokens_to_sample":70}`, defaultHoldOutputTokens},
+		{"/something/else", `{"max_tokens_to_sample":70000}`, 70000},
 	} {
-		if got := outputLimit([]byte(body)); got != want {
-			t.Errorf("outputLimit(%s) = %d, want %d", body, got, want)
+		if got := outputLimit([]byte(c.body), c.path); got != c.want {
+			t.Errorf("outputLimit(%s, %s) = %d, want %d", c.body, c.path, got, c.want)
 		}
 	}
 }
@@ -215,27 +240,20 @@ func TestChargeNanos(t *testing.T) {
 	}
 }
 
-// outputLimitJSON is outputLimit with encoding/json, the baseline it is
-// measured against (and agrees with on the bodies of TestOutputLimitAgrees,
-// which use the names encoding/json matches).
+// outputLimitJSON is outputLimit on the chat route with encoding/json,
+// the baseline it is measured against (and holds at least as much as, by
+// TestOutputLimitAgrees and FuzzOutputLimit).
 func outputLimitJSON(body []byte) int64 {
 	var b struct {
 		MaxCompletionTokens *float64 `json:"max_completion_tokens"`
 		MaxTokens           *float64 `json:"max_tokens"`
-		MaxOutputTokens     *float64 `json:"max_output_tokens"`
-		GenerationConfig    struct {
-			MaxOutputTokens *float64 `json:"maxOutputTokens"`
-			CandidateCount  *float64 `json:"candidateCount"`
-		} `json:"generationConfig"`
-		N      *float64          `json:"n"`
-		BestOf *float64          `json:"best_of"`
-		Prompt []json.RawMessage `json:"prompt"`
+		N                   *float64 `json:"n"`
 	}
 	if json.Unmarshal(body, &b) != nil {
 		return maxHoldOutputTokens
 	}
 	limit := -1.0
-	for _, v := range []*float64{b.MaxCompletionTokens, b.MaxTokens, b.MaxOutputTokens, b.GenerationConfig.MaxOutputTokens} {
+	for _, v := range []*float64{b.MaxCompletionTokens, b.MaxTokens} {
 		if v != nil {
 			limit = max(limit, *v)
 		}
@@ -244,18 +262,8 @@ func outputLimitJSON(body []byte) int64 {
 		limit = defaultHoldOutputTokens
 	}
 	limit = min(math.Ceil(limit), maxHoldOutputTokens)
-	choices := 1.0
-	for _, m := range []*float64{b.N, b.BestOf} {
-		if m != nil {
-			choices = max(choices, math.Ceil(*m))
-		}
-	}
-	limit *= choices
-	if m := b.GenerationConfig.CandidateCount; m != nil && *m > 1 {
-		limit *= math.Ceil(*m)
-	}
-	if len(b.Prompt) > 1 && (b.Prompt[0][0] == '"' || b.Prompt[0][0] == '[') {
-		limit *= float64(len(b.Prompt))
+	if b.N != nil && *b.N > 1 {
+		limit *= math.Ceil(*b.N)
 	}
 	return int64(min(limit, maxHoldOutputTokens))
 }
@@ -279,7 +287,7 @@ func TestOutputLimitAgrees(t *testing.T) {
 		`{"n":3}`,
 		`{}`,
 	} {
-		if got, want := outputLimit([]byte(body)), outputLimitJSON([]byte(body)); got != want {
+		if got, want := outputLimit([]byte(body), "/chat/completions"), outputLimitJSON([]byte(body)); got != want {
 			t.Errorf("outputLimit(%.80s) = %d, encoding/json reads %d", body, got, want)
 		}
 	}
@@ -292,7 +300,7 @@ func BenchmarkOutputLimit(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		f    func([]byte) int64
-	}{{"jsonscan", outputLimit}, {"encoding-json", outputLimitJSON}} {
+	}{{"jsonscan", func(b []byte) int64 { return outputLimit(b, "/chat/completions") }}, {"encoding-json", outputLimitJSON}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
@@ -330,6 +338,29 @@ func BenchmarkSpendHold(b *testing.B) {
 				b.Fatal(over.message)
 			}
 			release()
+		}
+	})
+}
+
+// FuzzOutputLimit: whatever the body, outputLimit neither fails nor holds
+// less than encoding/json reads from it (by the same rule), nor more than
+// maxHoldOutputTokens.
+func FuzzOutputLimit(f *testing.F) {
+	for _, seed := range []string{
+		`{"max_tokens":24}`, `{"max_tokenſ":100000}`, `{"MAX_TOKENS":100000,"n":3}`,
+		`{"generationConfig":{"maxOutputTokens":1000,"candidateCount":8}}`,
+		`{"prompt":["a","b"],"max_tokens":30,"best_of":3}`, `{"max_tok\\u0065ns":7}`,
+		`{"max_tokens":1e5,"max_tokens":2}`, `[]`, `{"max_tokens":"9"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got := outputLimit(body, "/chat/completions")
+		if got < 0 || got > maxHoldOutputTokens {
+			t.Fatalf("outputLimit(%q) = %d, out of [0, %d]", body, got, maxHoldOutputTokens)
+		}
+		if want := outputLimitJSON(body); got < want {
+			t.Fatalf("outputLimit(%q) = %d, less than encoding/json reads (%d)", body, got, want)
 		}
 	})
 }
