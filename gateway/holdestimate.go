@@ -29,8 +29,10 @@ const unratable = 1 << 50
 
 // holdEstimate is the most a request by key k, served by attempts, may
 // cost, in nano-units of k's currency (rounded up): for each attempt, its
-// prompt's estimate (its upstream body's bytes / 4, as the tpm_limit's)
-// and its output limit (outputLimit; none for embeddings), rated as the
+// prompt at a token a byte of its upstream body (no byte-level tokenizer
+// counts more; bytes / 4, the tpm_limit's estimate, held a fourth of a
+// prompt of one-letter words, each a token: a review's 20 such requests
+// at once were charged 1.8 times their key's limit) and its output limit (outputLimit; none for embeddings), rated as the
 // ledger will with the prompt all uncached or all written to the cache
 // and the output all reasoning or none, whichever costs more; the largest
 // over the attempts, whose fallbacks may be priced higher. 0 when the
@@ -41,7 +43,7 @@ func (s *Server) holdEstimate(k *usage.KeyState, attempts []prepared, endpoint s
 	}
 	most := int64(0)
 	for _, a := range attempts {
-		prompt, output := int64(len(a.body)/4), int64(0)
+		prompt, output := int64(len(a.body)), int64(0)
 		if endpoint != "/v1/embeddings" {
 			output = outputLimit(a.body, a.path)
 		}

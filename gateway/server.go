@@ -36,6 +36,18 @@ type KeyLookup interface {
 	LookupKey(secret string) (usage.KeyState, bool)
 }
 
+// StateWatcher is implemented by a KeyLookup that applies keys' and
+// customers' states as they are pushed (meter/keys.Cache): the gateway's
+// spend holds count a key's charges from the moment a newer state of it
+// arrives, not from its next request, which may come long after charges
+// the state does not hold.
+type StateWatcher interface {
+	// WatchStates has key called with the key id and Version of each
+	// newer key state applied, customer with the customer id and Version
+	// of each newer customer state; they must not block.
+	WatchStates(key, customer func(id string, version int64))
+}
+
 // EventSink receives the one usage event of each upstream request.
 type EventSink interface {
 	// Publish returns once the event is durable (acknowledged by JetStream
@@ -267,6 +279,9 @@ func New(cfg Config, d Deps) (*Server, error) {
 		s.registerOwed(d.Metrics)
 	}
 	s.hidden.seed(d.HiddenReasoning)
+	if w, ok := d.Keys.(StateWatcher); ok {
+		w.WatchStates(s.spend.keys.arrived(&s.spend.mu), s.spend.customers.arrived(&s.spend.mu))
+	}
 	return s, nil
 }
 

@@ -2,6 +2,8 @@ package ledger_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -105,4 +107,51 @@ func ptr(p *int64) int64 {
 		return -1
 	}
 	return *p
+}
+
+// TestCustomerStatesAsCreditHalves: a prepaid customer's state is
+// published each time what it has left halves (to a power of two
+// micro-units), and when it is spent. Published at shares of its credits
+// instead, after a top-up of 10 USD on 99 of 100 spent no share of 110
+// was crossed before 0: gateways learned nothing of the customer's spend
+// until it was blocked (found by review).
+func TestCustomerStatesAsCreditHalves(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1000", Output: "0",
+		EffectiveFrom: now.AddDate(0, -2, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateCustomer(ctx, c.ID, ledger.CustomerPatch{SetCreditLimit: true, CreditLimit: new("0")}); err != nil {
+		t.Fatal(err)
+	}
+	spend := func(usd int64) usage.Changes {
+		t.Helper()
+		if _, err := s.WriteEvents(ctx, []usage.Event{newEvent(c.ID, k.ID, "m", now, usage.Tokens{PromptTokens: usd * 1000})}); err != nil {
+			t.Fatal(err)
+		}
+		return drainChanges(t, s)
+	}
+	if _, err := s.AddEntry(ctx, c.ID, ledger.KindCredit, ledger.EntryInput{Amount: "100"}); err != nil {
+		t.Fatal(err)
+	}
+	spend(99)
+	if _, err := s.AddEntry(ctx, c.ID, ledger.KindCredit, ledger.EntryInput{Amount: "10"}); err != nil {
+		t.Fatal(err)
+	}
+	drainChanges(t, s) // the top-up's state: 11 USD left
+	var got []string
+	for range 11 {
+		for _, cu := range spend(1).Customers {
+			got = append(got, fmt.Sprintf("%d%s", *cu.State.CreditLeftMicros/1_000_000, map[bool]string{true: " blocked"}[cu.State.Blocked != ""]))
+		}
+	}
+	// 2^23 micro-units is 8.39 USD, 2^22 4.19, 2^21 2.10, 2^20 1.05.
+	if want := []string{"8", "4", "2", "1", "0 blocked"}; !slices.Equal(got, want) {
+		t.Fatalf("states while spending 11 USD left, 1 USD a batch: %v; want %v", got, want)
+	}
+	if ch := spend(1); ch.Len() != 0 {
+		t.Fatalf("spending on past 0: %+v; want no state", ch)
+	}
 }

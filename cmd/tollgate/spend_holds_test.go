@@ -239,3 +239,59 @@ func TestASecondGatewayLearnsTheSpendAtItsMarks(t *testing.T) {
 	}
 	t.Logf("the other gateway: %d served, %d held, %d spent; %.1f micro-units charged of 1,000", served, held, spent, total)
 }
+
+// TestChargesAfterAStateCountUntilTheNext: a key's state that arrives while
+// its streams run holds none of their charges; they count from its
+// arrival. Counted from the key's next request instead, they were thrown
+// away: a review's 40 requests at once after 8 slow streams spanned a
+// state (past half of a $0.01 limit) admitted 16-19, and the key ended at
+// $0.0116-0.0123.
+func TestChargesAfterAStateCountUntilTheNext(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	id, _, key := s.customer(`{"name":"state mid-stream"}`, `{"name":"k","daily_limit":"0.01"}`)
+	s.refreshKeys()
+	fast := `{"model":"sim-pro","max_tokens":24,"messages":[{"role":"user","content":"Say hello to the ledger"}]}`
+	slow := `{"model":"sim-pro","max_tokens":24,"stream":true,"metadata":{"sim_chunks":"4","sim_delay_ms":"700"},` +
+		`"messages":[{"role":"user","content":"Say hello to the ledger"}]}`
+	served := s.sendAll(key, "/v1/chat/completions", fast, 15)[http.StatusOK] // below half
+	_, largest := s.charged(id, served)
+	s.refreshKeys()
+	var wg sync.WaitGroup
+	var slowCodes, fastCodes map[int]int
+	wg.Go(func() { slowCodes = s.sendAll(key, "/v1/chat/completions", slow, 8) })
+	time.Sleep(50 * time.Millisecond)
+	wg.Go(func() { fastCodes = s.sendAll(key, "/v1/chat/completions", fast, 5) }) // past half: a state, while the slow ones run
+	wg.Wait()
+	served += slowCodes[http.StatusOK] + fastCodes[http.StatusOK]
+	s.charged(id, served)
+	served += s.sendAll(key, "/v1/chat/completions", fast, 40)[http.StatusOK]
+	for range 20 { // then one at a time until refused
+		s.refreshKeys()
+		if code, _ := s.chatAs(key); code != http.StatusOK {
+			break
+		}
+		served++
+		s.charged(id, served)
+	}
+	if total, _ := s.charged(id, served); total > 10000+largest {
+		t.Fatalf("%d requests charged %.1f micro-units on a limit of 10,000: more than one request (%.1f) past it", served, total, largest)
+	}
+}
+
+// TestADensePromptIsHeldWhole: a prompt of one-letter words bills a token
+// for each, about one for every two bytes of the body; held at the
+// tpm_limit's estimate (bytes / 4), 20 such requests at once on a key with
+// $0.001 a day were charged 1.8 times that (a review). A prompt is held
+// at a token a byte now.
+func TestADensePromptIsHeldWhole(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	id, _, key := s.customer(`{"name":"dense"}`, `{"name":"k","daily_limit":"0.001"}`)
+	s.refreshKeys()
+	body := `{"model":"sim-small","max_tokens":1,"messages":[{"role":"user","content":"` + strings.Repeat("a ", 2000) + `"}]}`
+	codes := s.sendAll(key, "/v1/chat/completions", body, 20)
+	if total, largest := s.charged(id, codes[http.StatusOK]); total > 1000+largest {
+		t.Fatalf("20 at once: %v, %.1f micro-units charged on a limit of 1,000 (each %.1f)", codes, total, largest)
+	}
+}

@@ -55,6 +55,9 @@ type Cache struct {
 	keys     *table
 	prices   map[string]usage.ModelPrices // by model
 	negative map[[32]byte]int64           // key hash → until, Unix nanoseconds
+	// onKey and onCustomer, when set (WatchStates), are told of each newer
+	// state applied (c.mu).
+	onKey, onCustomer func(id string, version int64)
 
 	misses  *rate.Limiter
 	flight  singleflight.Group
@@ -275,13 +278,27 @@ func (c *Cache) applyKey(e jetstream.KeyValueEntry) {
 // the revocation cannot bring the key back with an older state.
 func (c *Cache) setKey(h [32]byte, s usage.KeyState) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if old := c.keys.get(h); old != nil && old.version >= s.Version {
+		c.mu.Unlock()
 		return
 	}
 	c.keys.set(h, c.keys.row(s))
 	c.keys.setSpend(h, &s)
 	delete(c.negative, h)
+	watch := c.onKey
+	c.mu.Unlock()
+	if watch != nil && s.KeyID != "" {
+		watch(s.KeyID, s.Version)
+	}
+}
+
+// WatchStates has key called with the key id and Version of each newer key
+// state the cache applies, and customer with the customer id and Version
+// of each newer customer state, after it is applied (gateway.StateWatcher).
+func (c *Cache) WatchStates(key, customer func(id string, version int64)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onKey, c.onCustomer = key, customer
 }
 
 // customerLocked returns the customer record of id, made when new (c.mu held).
@@ -314,17 +331,23 @@ func (c *Cache) applyCustomer(e jetstream.KeyValueEntry) {
 // nor, until a state that says so, put it back.
 func (c *Cache) setCustomer(id string, s usage.CustomerState, withCredit bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	cu := c.customerLocked(id)
-	if cu.version < s.Version {
-		cu.blocked, cu.overrides, cu.version = s.Blocked, s.Overrides, s.Version
-		if withCredit {
-			cu.creditLimited = s.CreditLimited
-		}
-		cu.hasCreditLeft = s.CreditLeftMicros != nil
-		if cu.hasCreditLeft {
-			cu.creditLeft = *s.CreditLeftMicros
-		}
+	if cu.version >= s.Version {
+		c.mu.Unlock()
+		return
+	}
+	cu.blocked, cu.overrides, cu.version = s.Blocked, s.Overrides, s.Version
+	if withCredit {
+		cu.creditLimited = s.CreditLimited
+	}
+	cu.hasCreditLeft = s.CreditLeftMicros != nil
+	if cu.hasCreditLeft {
+		cu.creditLeft = *s.CreditLeftMicros
+	}
+	watch := c.onCustomer
+	c.mu.Unlock()
+	if watch != nil {
+		watch(id, s.Version)
 	}
 }
 

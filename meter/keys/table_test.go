@@ -167,3 +167,22 @@ func TestCustomerBlockOutlastsTheKeysReset(t *testing.T) {
 			got.Blocked, got.BlockedUntil, midnight)
 	}
 }
+
+// TestWatchStatesSeesNewerStates: a watcher is told of each newer key and
+// customer state as it is applied, with its id and version, and of no
+// older one (the gateway's spend holds count charges from it).
+func TestWatchStatesSeesNewerStates(t *testing.T) {
+	c := NewCache(nil, nil, slog.New(slog.DiscardHandler))
+	var seen []string
+	c.WatchStates(func(id string, v int64) { seen = append(seen, fmt.Sprintf("key %s %d", id, v)) },
+		func(id string, v int64) { seen = append(seen, fmt.Sprintf("customer %s %d", id, v)) })
+	h := sha256.Sum256([]byte("w"))
+	c.setKey(h, usage.KeyState{KeyID: "k1", CustomerID: "c1", Version: 2})
+	c.setKey(h, usage.KeyState{KeyID: "k1", CustomerID: "c1", Version: 1}) // older: not applied
+	c.setKey(h, usage.KeyState{KeyID: "k1", CustomerID: "c1", Version: 3})
+	c.setCustomer("c1", usage.CustomerState{Version: 5}, true)
+	c.setCustomer("c1", usage.CustomerState{Version: 4}, true)
+	if want := []string{"key k1 2", "key k1 3", "customer c1 5"}; !reflect.DeepEqual(seen, want) {
+		t.Fatalf("watched %v; want %v", seen, want)
+	}
+}
