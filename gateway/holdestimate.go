@@ -31,9 +31,10 @@ const unratable = 1 << 50
 // cost, in nano-units of k's currency (rounded up): for each attempt, its
 // prompt at a token a byte of its upstream body (no byte-level tokenizer
 // counts more; bytes / 4, the tpm_limit's estimate, held a fourth of a
-// prompt of one-letter words, each a token: a review's 20 such requests
-// at once were charged 1.8 times their key's limit) and its output limit (outputLimit; none for embeddings), rated as the
-// ledger will with the prompt all uncached or all written to the cache
+// prompt of one-letter words, each a token: 20 such requests at once
+// were charged about twice their key's limit) and its output limit
+// (outputLimit; none for embeddings), rated as the ledger will with the
+// prompt all uncached or all written to the cache
 // and the output all reasoning or none, whichever costs more; the largest
 // over the attempts, whose fallbacks may be priced higher. 0 when the
 // gateway has no Rater; unratable when a rating fails.

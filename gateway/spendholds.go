@@ -16,19 +16,19 @@ import (
 //
 // The ledger counts a key's spend as the meter commits, and publishes its
 // state (usage.KeyState: its limits and its spend as of Version) when the
-// spend crosses a limit or the key changes; between two states, a gateway
-// knew only blocked or not, and admitted every request sent together
-// while the last charge had not yet crossed the limit (50 concurrent
-// $0.01 streams on a $0.01 limit: $0.50). Now each request holds what it
-// may cost (its prompt's estimate and its output limit, rated as the
-// ledger will) from its admission until it ends; it then counts its
-// charge until the next state. A request is admitted while what is left,
-// after the state's spend, the charges since and the holds of the
-// requests in flight, is above 0: so a limit is overrun by at most the
-// hold of the last request admitted and what requests cost beyond their
-// holds, on each gateway.
-// Gateways do not share holds or charges: N gateways may each spend what
-// is left (docs/pricing-and-budgets.md).
+// key changes and as the spend passes half, three quarters and nine
+// tenths of a limit, and the limit (a customer's as its credit left
+// halves). Between two states a gateway once knew only blocked or not,
+// and admitted every request sent together while the last charge had not
+// yet crossed the limit (50 concurrent $0.01 streams on a $0.01 limit:
+// $0.50). Now each request holds what it may cost (holdEstimate) from its
+// admission until it ends; it then counts its charge until the next state
+// arrives (countMap.arrived). A request is admitted while what is left,
+// after the state's spend, the charges since and the holds of the requests
+// in flight, is above 0: so a limit is overrun by at most the hold of the
+// last request admitted and what requests cost beyond their holds, on
+// each gateway. Gateways do not share holds or charges: each may spend
+// what was left at the last state (docs/pricing-and-budgets.md).
 type spendHolds struct {
 	now       func() time.Time
 	mu        sync.Mutex
@@ -48,7 +48,7 @@ type spendCount struct {
 	held    int64 // by the requests in flight
 	open    int64 // the requests in flight
 	// charged is charged since version; dayCharged and monthCharged the
-	// part of it in the UTC day and month day and month (a key's limits).
+	// part of it in the UTC day day and month month (a key's limits).
 	charged                  int64
 	day, month               int64
 	dayCharged, monthCharged int64
