@@ -200,7 +200,23 @@ func (s *Server) holdSpend(w http.ResponseWriter, r *http.Request, attempts []pr
 		return true
 	}
 	now := time.Now()
-	release, no := s.spend.hold(key, s.holdEstimate(key, attempts, endpoint, now))
+	est := s.holdEstimate(key, attempts, endpoint, now)
+	release, no := s.spend.hold(key, est)
+	for try := 0; no == staleState && try < 3; try++ {
+		// A newer state of the key or its customer came after the key was
+		// read: read it again (the cache has it).
+		k, ok := s.keys.LookupKey(s.customerKey(r))
+		if !ok {
+			env.WriteError(w, provider.Err(http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+				"incorrect or revoked API key"))
+			return false
+		}
+		if refuseBlocked(w, env, &k, now) {
+			return false
+		}
+		st.key, st.keyAt = k, now
+		release, no = s.spend.hold(&st.key, est)
+	}
 	if no != nil {
 		refuseSpend(w, env, no, now)
 		return false

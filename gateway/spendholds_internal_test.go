@@ -364,3 +364,60 @@ func FuzzOutputLimit(f *testing.F) {
 		}
 	})
 }
+
+// TestSpendHoldsRefuseAStaleState: a key state read before a newer one
+// arrived (and reset the count to it) is refused as stale, for the caller
+// to read the key again: checked against it, the charges made between the
+// two states were lost (a review: a key 1.6 times over its limit, its
+// requests' bodies sent 35 ms after their headers as a state arrived).
+func TestSpendHoldsRefuseAStaleState(t *testing.T) {
+	now := time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)
+	h := holdsAt(&now)
+	v1 := &usage.KeyState{KeyID: "k", CustomerID: "c", DailyLimitMicros: new(int64(10_000)),
+		CreditLeftMicros: new(int64(50_000)), CustomerVersion: now.Add(-time.Hour).UnixNano(), Version: now.Add(-time.Hour).UnixNano()}
+	admitted(t, h, v1, 1, 9000)[0](9000)
+	h.keys.arrived(&h.mu)("k", now.UnixNano()) // the state of the ledger's 9,000
+	if _, no := h.hold(v1, 500_000); no != staleState {
+		t.Fatalf("a hold on the state before: %+v; want staleState", no)
+	}
+	v2 := *v1
+	v2.DaySpentMicros, v2.Version = 9000, now.UnixNano()
+	admitted(t, h, &v2, 2, 500) // 1,000 left: 500, then 0
+	if _, no := h.hold(&v2, 500_000); no == nil || no == staleState || !no.held {
+		t.Fatalf("the newer state, 1,000 held of 1,000 left: %+v; want held", no)
+	}
+	h.customers.arrived(&h.mu)("c", now.UnixNano())
+	if _, no := h.hold(&v2, 1); no != staleState {
+		t.Fatalf("a hold on the customer's state before: %+v; want staleState", no)
+	}
+}
+
+// staticKey is a KeyLookup that knows one key state, whatever the secret.
+type staticKey struct{ k usage.KeyState }
+
+func (s staticKey) LookupKey(string) (usage.KeyState, bool) { return s.k, true }
+
+// TestHoldSpendReadsAStaleKeyAgain: a request whose key was read before a
+// newer state arrived is held against the newer state, read again: here
+// the ledger's state says the limit is spent (402), where the old one
+// would have admitted it.
+func TestHoldSpendReadsAStaleKeyAgain(t *testing.T) {
+	now := time.Now()
+	v1 := usage.KeyState{KeyID: "k", CustomerID: "c", DailyLimitMicros: new(int64(10_000)), Version: now.Add(-time.Second).UnixNano()}
+	v2 := v1
+	v2.DaySpentMicros, v2.Version = 10_000, now.UnixNano()
+	s := &Server{keys: staticKey{v2}, spend: newSpendHolds()}
+	release, _ := s.spend.hold(&v1, 0) // the count, at v1
+	release(0, now)
+	s.spend.keys.arrived(&s.spend.mu)("k", v2.Version)
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	r.Header.Set("Authorization", "Bearer tg-any")
+	r, st := stateFor(r)
+	st.key, st.hasKey = v1, true
+	w := httptest.NewRecorder()
+	if s.holdSpend(w, r, []prepared{{path: "/chat/completions"}}, "/v1/chat/completions", chatErrors) ||
+		w.Code != http.StatusPaymentRequired || st.key.Version != v2.Version {
+		t.Fatalf("a request read at the state before: %d %s, its key at version %d; want 402 on the newer state (%d)",
+			w.Code, w.Body, st.key.Version, v2.Version)
+	}
+}
