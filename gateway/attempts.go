@@ -186,12 +186,13 @@ type spendHold struct {
 }
 
 // holdSpend holds what the request r, to be served by attempts, may cost
-// (holdEstimate) against its key's
-// spend limits and its customer's credit, in r's requestState, where its
-// exchanges find it (newExchange); or, having answered the refusal in
-// env, reports false. A key without any holds nothing. It is apart from
-// serveAttempts, whose frame stays on a stream's stack for the stream's
-// whole life (see headerFlusher): it spends none of it.
+// (holdEstimate) against its key's spend limits and its customer's
+// credit, in r's requestState, where its exchanges find it (newExchange);
+// or, having answered the refusal in env (429 spend_held, 402, or 401 for
+// a key revoked meanwhile), reports false. A key without any holds
+// nothing. It is apart from serveAttempts, whose frame stays on a stream's
+// stack for the stream's whole life (see headerFlusher): it spends none of
+// it.
 //
 //go:noinline
 func (s *Server) holdSpend(w http.ResponseWriter, r *http.Request, attempts []prepared, endpoint string, env provider.Envelope) bool {
