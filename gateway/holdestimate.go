@@ -54,7 +54,7 @@ func (s *Server) holdEstimate(k *usage.KeyState, attempts []prepared, endpoint s
 			{PromptTokens: prompt, CacheWriteTokens: prompt, CompletionTokens: output},
 			{PromptTokens: prompt, CompletionTokens: output, ReasoningTokens: output},
 		} {
-			e := usage.Event{CustomerID: k.CustomerID, KeyID: k.KeyID, Model: a.route().model, Time: now,
+			e := usage.Event{CustomerID: k.CustomerID, KeyID: k.KeyID, Model: a.model, Time: now,
 				Status: usage.StatusOK, Usage: u}
 			r, ok := s.rates.Rate(&e)
 			if !ok {
@@ -103,7 +103,7 @@ func outputLimit(body []byte, path string) int64 {
 		return 0
 	}
 	o := outputFields{api: api, exact: -1, loose: -1}
-	if !o.read(body, false) || o.unreadable {
+	if !o.read(body, false, false) || o.unreadable {
 		return maxHoldOutputTokens
 	}
 	limit := max(o.exact, o.loose)
@@ -180,14 +180,10 @@ type outputFields struct {
 	unreadable                   bool
 }
 
-// read reads obj, a JSON object, into o (nested: a member of it named as
-// the API's nested object, whose names are loose when its own is), and
-// reports whether it was one.
-func (o *outputFields) read(obj []byte, nested bool) bool {
-	return o.readAs(obj, nested, false)
-}
-
-func (o *outputFields) readAs(obj []byte, nested, loose bool) bool {
+// read reads obj, a JSON object, into o (nested: the API's nested object,
+// whose names are all loose when its own name is: loose), and reports
+// whether it was one.
+func (o *outputFields) read(obj []byte, nested, loose bool) bool {
 	l := jsonscan.New(obj)
 	if !l.Lit("{") {
 		return false
@@ -224,7 +220,7 @@ func (o *outputFields) readAs(obj []byte, nested, loose bool) bool {
 func (o *outputFields) member(name string, value []byte, nested, loose bool) {
 	if !nested && len(o.api.nested) > 0 {
 		if exact, ok := matches(name, o.api.nested); ok {
-			o.readAs(value, true, !exact)
+			o.read(value, true, !exact)
 		}
 		return
 	}

@@ -280,7 +280,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	s.hidden.seed(d.HiddenReasoning)
 	if w, ok := d.Keys.(StateWatcher); ok {
-		w.WatchStates(s.spend.keys.arrived(&s.spend.mu), s.spend.customers.arrived(&s.spend.mu))
+		w.WatchStates(s.spend.arrived(s.spend.keys), s.spend.arrived(s.spend.customers))
 	}
 	return s, nil
 }

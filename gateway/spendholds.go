@@ -23,7 +23,7 @@ import (
 // yet crossed the limit (50 concurrent $0.01 streams on a $0.01 limit:
 // $0.50). Now each request holds what it may cost (holdEstimate) from its
 // admission until it ends; it then counts its charge until the next state
-// arrives (countMap.arrived). A request is admitted while what is left,
+// arrives (spendHolds.arrived). A request is admitted while what is left,
 // after the state's spend, the charges since and the holds of the requests
 // in flight, is above 0: so a limit is overrun by at most the hold of the
 // last request admitted and what requests cost beyond their holds, on
@@ -88,15 +88,15 @@ func (m countMap) count(id string, version int64, now time.Time) *spendCount {
 }
 
 // arrived returns the function a StateWatcher calls as a newer state of a
-// key or customer of m is applied (under mu, the holds' lock): from then
-// on, the count's charges are those the state does not hold. Left to the
-// next hold, the reset threw away the charges of the requests that ended
-// in between (a review: 16 of 40 admitted past a limit whose state had
-// come while 8 slow streams ran, 23% over it).
-func (m countMap) arrived(mu *sync.Mutex) func(id string, version int64) {
+// key or customer of m, one of h's counts, is applied: from then on, the
+// count's charges are those the state does not hold. Left to the next
+// hold, the reset threw away the charges of the requests that ended in
+// between (a review: 16 of 40 admitted past a limit whose state had come
+// while 8 slow streams ran, 15-23% over it).
+func (h *spendHolds) arrived(m countMap) func(id string, version int64) {
 	return func(id string, version int64) {
-		mu.Lock()
-		defer mu.Unlock()
+		h.mu.Lock()
+		defer h.mu.Unlock()
 		if c := m[id]; c != nil && version > c.version {
 			c.version, c.charged, c.dayCharged, c.monthCharged = version, 0, 0, 0
 		}

@@ -376,7 +376,7 @@ func TestSpendHoldsRefuseAStaleState(t *testing.T) {
 	v1 := &usage.KeyState{KeyID: "k", CustomerID: "c", DailyLimitMicros: new(int64(10_000)),
 		CreditLeftMicros: new(int64(50_000)), CustomerVersion: now.Add(-time.Hour).UnixNano(), Version: now.Add(-time.Hour).UnixNano()}
 	admitted(t, h, v1, 1, 9000)[0](9000)
-	h.keys.arrived(&h.mu)("k", now.UnixNano()) // the state of the ledger's 9,000
+	h.arrived(h.keys)("k", now.UnixNano()) // the state of the ledger's 9,000
 	if _, no := h.hold(v1, 500_000); no != staleState {
 		t.Fatalf("a hold on the state before: %+v; want staleState", no)
 	}
@@ -386,7 +386,7 @@ func TestSpendHoldsRefuseAStaleState(t *testing.T) {
 	if _, no := h.hold(&v2, 500_000); no == nil || no == staleState || !no.held {
 		t.Fatalf("the newer state, 1,000 held of 1,000 left: %+v; want held", no)
 	}
-	h.customers.arrived(&h.mu)("c", now.UnixNano())
+	h.arrived(h.customers)("c", now.UnixNano())
 	if _, no := h.hold(&v2, 1); no != staleState {
 		t.Fatalf("a hold on the customer's state before: %+v; want staleState", no)
 	}
@@ -409,7 +409,7 @@ func TestHoldSpendReadsAStaleKeyAgain(t *testing.T) {
 	s := &Server{keys: staticKey{v2}, spend: newSpendHolds()}
 	release, _ := s.spend.hold(&v1, 0) // the count, at v1
 	release(0, now)
-	s.spend.keys.arrived(&s.spend.mu)("k", v2.Version)
+	s.spend.arrived(s.spend.keys)("k", v2.Version)
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	r.Header.Set("Authorization", "Bearer tg-any")
 	r, st := stateFor(r)
@@ -419,5 +419,40 @@ func TestHoldSpendReadsAStaleKeyAgain(t *testing.T) {
 		w.Code != http.StatusPaymentRequired || st.key.Version != v2.Version {
 		t.Fatalf("a request read at the state before: %d %s, its key at version %d; want 402 on the newer state (%d)",
 			w.Code, w.Body, st.key.Version, v2.Version)
+	}
+}
+
+// oneRate is a Rater that rates every model at one price, as the ledger
+// does (usage.RateEvent).
+type oneRate usage.Price
+
+func (p oneRate) Rate(e *usage.Event) (usage.Rating, bool) {
+	r, err := usage.RateEvent(e, []usage.Price{usage.Price(p)}, nil)
+	return r, err == nil
+}
+
+// TestHoldEstimateHoldsAPromptAtATokenAByte: a prompt is held at a token a
+// byte of its body, at the dearer of its input and cache-write prices; a
+// prompt of one-letter words bills a token a word, twice what bytes / 4,
+// the tpm_limit's estimate, held (20 such requests at once were charged
+// 2.1 times their key's limit). Embeddings hold no output; the dearest of
+// the attempts is held.
+func TestHoldEstimateHoldsAPromptAtATokenAByte(t *testing.T) {
+	s := &Server{rates: oneRate{Currency: "USD", InputMicros: 1_000_000, CacheWriteMicros: 1_250_000, OutputMicros: 2_000_000,
+		EffectiveFrom: time.Unix(0, 0)}}
+	body := []byte(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"` + strings.Repeat("a ", 2000) + `"}]}`)
+	k := &usage.KeyState{CustomerID: "c", KeyID: "k"}
+	// len(body) tokens at $1.25 per 1M, 10 tokens at $2: in nano-units.
+	want := int64(len(body))*1250 + 10*2000
+	if got := s.holdEstimate(k, []prepared{{attempt: attempt{model: "m"}, path: "/chat/completions", body: body}}, "/v1/chat/completions", time.Now()); got != want {
+		t.Errorf("a chat request of %d bytes: %d nano-units held, want %d", len(body), got, want)
+	}
+	if got := s.holdEstimate(k, []prepared{{attempt: attempt{model: "m"}, path: "/embeddings", body: body}}, "/v1/embeddings", time.Now()); got != int64(len(body))*1250 {
+		t.Errorf("embeddings: %d nano-units held, want the prompt's alone (%d)", got, int64(len(body))*1250)
+	}
+	short := []byte(`{"max_tokens":10}`)
+	two := []prepared{{attempt: attempt{model: "m"}, path: "/chat/completions", body: short}, {attempt: attempt{model: "m"}, path: "/chat/completions", body: body}}
+	if got := s.holdEstimate(k, two, "/v1/chat/completions", time.Now()); got != want {
+		t.Errorf("two attempts: %d held, want the dearer's (%d)", got, want)
 	}
 }

@@ -336,10 +336,6 @@ func (s *Store) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 	if err == nil {
 		return k, nil
 	}
-	if isCode(err, "55P03") { // lock_not_available: spendLockWait passed
-		return Key{}, errorf(EUnavailable, "key %s: its spend limit could not be changed now: the meter "+
-			"held a batch (or a re-rating) open for more than %s, and is not held back longer for a limit; try again", keyID, spendLockWait)
-	}
 	err = dbError(err, "key "+keyID)
 	if ErrorCode(err) == ENotFound && s.keyRevoked(ctx, keyID) {
 		return Key{}, errorf(EConflict, "key %s is already revoked", keyID)

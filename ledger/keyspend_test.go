@@ -210,15 +210,7 @@ func TestKeySpendCountsABatchRacingARerate(t *testing.T) {
 func TestALimitChangeHoldsTheMeterBackBoundedly(t *testing.T) {
 	s, c, k := limitedKey(t, "100")
 	ctx := context.Background()
-	// Another customer's key: its batch shares no row with the paused one.
-	c2, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "other"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k2, _, err := s.CreateKey(ctx, c2.ID, ledger.KeyInput{Name: "other"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2, k2 := newCustomer(t, s) // another customer's key: its batch shares no row with the paused one
 	usd := usage.Tokens{PromptTokens: 1_000_000}
 	now := time.Now().UTC()
 	paused, release := make(chan struct{}), make(chan struct{})

@@ -426,7 +426,7 @@ const spendPeriods = `(SELECT date_trunc('day', now() AT TIME ZONE 'UTC') AT TIM
 //     Adders do not wait for each other.
 //   - A limit change (UpdateKey setting daily_limit or monthly_limit) sets
 //     which keys have their spend moved, and recomputes the key's spend
-//     from its rollups. It takes the lock exclusively (spendLockExclusive)
+//     from its rollups. It takes the lock exclusively (spendLockExclusiveBounded)
 //     before anything else, so that no adder is between its snapshot and
 //     its commit meanwhile: the recompute, a statement of its own after
 //     the lock, sees every charge committed before it, and every adder

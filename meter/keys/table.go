@@ -201,14 +201,16 @@ func (t *table) state(h [32]byte, r *row) usage.KeyState {
 		t := time.Unix(0, r.blockedUntil)
 		s.BlockedUntil = &t
 	}
-	if sp, ok := t.spend[h]; ok {
-		if sp.daily != noLimit {
-			s.DailyLimitMicros = &sp.daily
+	if r.spendLimited { // the map is read for the few keys with limits only
+		if sp, ok := t.spend[h]; ok {
+			if sp.daily != noLimit {
+				s.DailyLimitMicros = &sp.daily
+			}
+			if sp.monthly != noLimit {
+				s.MonthlyLimitMicros = &sp.monthly
+			}
+			s.DaySpentMicros, s.MonthSpentMicros = sp.daySpent, sp.monthSpent
 		}
-		if sp.monthly != noLimit {
-			s.MonthlyLimitMicros = &sp.monthly
-		}
-		s.DaySpentMicros, s.MonthSpentMicros = sp.daySpent, sp.monthSpent
 	}
 	if cu.creditLimited && cu.hasCreditLeft {
 		left := cu.creditLeft
