@@ -47,6 +47,16 @@ var heldBack = openai.ErrorPayload("server_error", "metering_unavailable",
 // prompt.
 var errNoData = errors.New("the upstream stream ended before any data")
 
+// errCutShort ends a stream whose upstream closed it cleanly after data
+// but before its end: no finish_reason on any choice, no final usage
+// report, no [DONE] (nor Anthropic's message_stop). The protocol ends
+// every completed stream with one of them (DESIGN: some providers never
+// send [DONE], and end at the finish chunk, which stays a clean end), so
+// the answer was cut short upstream: recorded as a stream that broke,
+// an upstream error with the relayed output billed, and the client told
+// in an error chunk instead of a [DONE] that says it is complete.
+var errCutShort = errors.New("the upstream stream ended before its finish_reason or [DONE]: cut short")
+
 // relayChatStream relays an upstream stream to a chat completions client,
 // event by event, flushed whenever the next event has not arrived yet (so
 // events that arrive together leave in one write, and none waits). With
@@ -89,6 +99,8 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 				readErr = err
 			case !sawData:
 				readErr = errNoData
+			case !x.report.Ended && !x.report.Final && x.report.FinishReason == "" && x.report.Error == "":
+				readErr = errCutShort
 			}
 			break
 		}

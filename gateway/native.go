@@ -208,11 +208,14 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				x.flush()
 				panic(http.ErrAbortHandler)
 			}
-			if endEvent != "" && sawData && !x.report.Ended && x.report.Error == "" {
+			if endEvent != "" && sawData && !x.report.Ended && !x.report.Final && x.report.Error == "" {
 				// The protocol ends every stream with its own event, and
-				// this one ended without it: cut short upstream, as a
-				// stream that broke is (what was relayed is billed, its
-				// usage estimated when the provider reported none).
+				// this one ended without it, and before the provider's
+				// final usage report (Anthropic's message_delta, with the
+				// stop reason: what follows it is message_stop alone): cut
+				// short upstream, as a stream that broke is (what was
+				// relayed is billed, its usage estimated when the provider
+				// reported none).
 				x.report.Error = "upstream stream ended without " + endEvent + ": cut short"
 			}
 			x.markComplete() // every upstream byte is forwarded below

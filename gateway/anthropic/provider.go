@@ -34,6 +34,10 @@ func Provider() provider.Provider {
 			NewTap:     func() provider.StreamTap { return &Tap{} },
 			BodyUsage:  BodyUsage,
 			PromptText: func(b []byte) tap.Prompt { return tap.Prompt{Text: PromptText(b)} },
+			// Anthropic ends every stream with message_stop ("Streaming
+			// Messages", docs.anthropic.com: message_start, content
+			// blocks, one or more message_delta, then message_stop).
+			EndEvent: "message_stop",
 		}},
 	}
 }

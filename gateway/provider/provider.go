@@ -172,11 +172,13 @@ type Route struct {
 	// EndEvent, when set, names the event with which the route's protocol
 	// ends every stream, and which its tap reads as the end
 	// (tap.Report.Ended): a stream that ends without it (its body closed
-	// cleanly after data) was cut short upstream, and is recorded as a
+	// cleanly after data), and without the provider's final usage report
+	// (tap.Report.Final), was cut short upstream, and is recorded as a
 	// broken stream is, an upstream error with the usage of what was
-	// relayed estimated (unless the provider reported it). Empty: the
-	// protocol may end a stream with its body (Anthropic's and Gemini's
-	// streams are read to their end as they come).
+	// relayed estimated (unless the provider reported it): the Responses
+	// API's response.completed (or .failed, .incomplete), Anthropic's
+	// message_stop. Empty: the protocol may end a stream with its body
+	// (Gemini's streams are read to their end as they come).
 	EndEvent string
 }
 
