@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -148,11 +149,16 @@ func (s *Store) insertEntry(ctx context.Context, n newEntry) (Entry, error) {
 		if amountE12.IsNegative() {
 			field, amountE12 = "charges_e12", amountE12.Neg()
 		}
-		_, err = tx.Exec(ctx, `
+		var balance string
+		err = tx.QueryRow(ctx, `
 			INSERT INTO customer_balances (customer_id, currency, `+field+`) VALUES ($1, $2, $3)
-			ON CONFLICT (customer_id, currency) DO UPDATE SET `+field+` = customer_balances.`+field+` + EXCLUDED.`+field,
-			n.customerID, e.Currency, amountE12.String())
+			ON CONFLICT (customer_id, currency) DO UPDATE SET `+field+` = customer_balances.`+field+` + EXCLUDED.`+field+`
+			RETURNING (credits_e12 - charges_e12)::text`,
+			n.customerID, e.Currency, amountE12.String()).Scan(&balance)
 		if err != nil {
+			return err
+		}
+		if err := checkBalance(balance, n.amountE12); err != nil {
 			return err
 		}
 		_, err = outbox(ctx, tx, "customer", n.customerID) // the balance moved: the budget state may flip
@@ -166,6 +172,29 @@ func (s *Store) insertEntry(ctx context.Context, n newEntry) (Entry, error) {
 		return n.replay(first)
 	}
 	return e, dbError(err, "customer "+n.customerID)
+}
+
+// maxBalanceE12 is the most a customer's balance may be, either way, after
+// an entry that moves it away from zero: 2^62 micro-units (4,611,686,018,427.387904
+// currency units), the most one amount may be (ParseSignedMicros).
+var maxBalanceE12 = decimal.New(1<<62, 6)
+
+// checkBalance refuses, EInvalid, an entry of amountE12 that left the
+// balance (balanceE12, 1e-12 units, as Postgres's numeric text) past
+// maxBalanceE12 and further from zero than before it. Such a balance
+// means nothing for a real customer, and the sums the gateways' states
+// are made of would outgrow int64. An entry towards zero (a refund, a
+// reversal, a charge) is never refused.
+func checkBalance(balanceE12 string, amountE12 decimal.Decimal) error {
+	after, err := decimal.NewFromString(balanceE12)
+	if err != nil {
+		return fmt.Errorf("balance %q: %w", balanceE12, err)
+	}
+	if after.Abs().LessThanOrEqual(maxBalanceE12) || after.Sub(amountE12).Abs().GreaterThanOrEqual(after.Abs()) {
+		return nil
+	}
+	return errorf(EInvalid, "amount: the customer's balance would be %s, past ±%s, the most the ledger keeps",
+		after.Shift(-12).String(), maxBalanceE12.Shift(-12).String())
 }
 
 const entryColumns = `id, customer_id, kind, amount_e12::text, currency, effective_at,

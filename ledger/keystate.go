@@ -21,13 +21,21 @@ const (
 	blockedMonthlyZero = "this API key's monthly spend limit is 0: it may spend nothing until the limit is raised"
 )
 
+// maxMicrosSQL is 2^62, the most micro-units an amount the ledger takes
+// may be (ParseSignedMicros), as SQL: the states' sums of numeric
+// amounts (a balance plus a credit limit, a key's spend) are clamped to
+// it before they are cast to bigint. Unclamped, a sum past int64 failed
+// the state's query, and with it every key change the syncer published
+// after it (a revocation that never reached the gateways).
+const maxMicrosSQL = "4611686018427387904"
+
 // keyStateQuery reads keys' states as of one clock reading ($1, from
 // readClock): their limits,
 // and whether their spend of the current UTC day or month (key_spend; 0
 // when the key has spent nothing in it) has reached their daily or
 // monthly limit, and whether that limit is 0 (a key frozen by its limit,
 // blocked for as long as the limit stays 0); then its limits and that
-// spend in micro-units (rounded up), for the gateways' spend holds. The reading, in Unix
+// spend in micro-units (rounded up, at most 2^62: see maxMicrosSQL), for the gateways' spend holds. The reading, in Unix
 // nanoseconds, is the states' version. Callers add a WHERE clause on k,
 // its parameters from $2.
 const keyStateQuery = `
@@ -39,8 +47,8 @@ SELECT k.id::text, k.customer_id::text, k.secret_hash, k.revoked_at IS NOT NULL,
   d.day, d.month, d.version,
   k.daily_limit_micros IS NOT NULL OR k.monthly_limit_micros IS NOT NULL, c.currency,
   k.daily_limit_micros, k.monthly_limit_micros,
-  coalesce(ceil(CASE WHEN sp.day_start = d.day THEN sp.day_e12 ELSE 0 END / 1000000), 0)::bigint,
-  coalesce(ceil(CASE WHEN sp.month_start = d.month THEN sp.month_e12 ELSE 0 END / 1000000), 0)::bigint
+  least(coalesce(ceil(CASE WHEN sp.day_start = d.day THEN sp.day_e12 ELSE 0 END / 1000000), 0), ` + maxMicrosSQL + `)::bigint,
+  least(coalesce(ceil(CASE WHEN sp.month_start = d.month THEN sp.month_e12 ELSE 0 END / 1000000), 0), ` + maxMicrosSQL + `)::bigint
 FROM (SELECT date_trunc('day', t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS day,
         date_trunc('month', t AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS month,
         (extract(epoch FROM t) * 1000000000)::bigint AS version
@@ -54,7 +62,7 @@ LEFT JOIN key_spend sp ON sp.key_id = k.id
 // reading ($1, from readClock, their version): blocked when the
 // customer has a credit limit and balance ≤ −credit_limit, and then what
 // it may still spend (balance + credit_limit, in micro-units rounded
-// down; NULL without a credit limit). Callers add a
+// down, within ±2^62; NULL without a credit limit). Callers add a
 // WHERE clause on c, its parameters from $2.
 const customerStateQuery = `
 SELECT c.id::text, c.currency,
@@ -62,7 +70,9 @@ SELECT c.id::text, c.currency,
     AND coalesce(b.credits_e12 - b.charges_e12, 0) <= -c.credit_limit_micros::numeric * 1000000,
   (extract(epoch FROM $1::timestamptz) * 1000000000)::bigint,
   c.credit_limit_micros IS NOT NULL,
-  floor((coalesce(b.credits_e12 - b.charges_e12, 0) + c.credit_limit_micros::numeric * 1000000) / 1000000)::bigint
+  CASE WHEN c.credit_limit_micros IS NOT NULL THEN -- least and greatest skip a NULL
+    least(greatest(floor((coalesce(b.credits_e12 - b.charges_e12, 0) + c.credit_limit_micros::numeric * 1000000) / 1000000),
+      -` + maxMicrosSQL + `), ` + maxMicrosSQL + `)::bigint END
 FROM customers c
 LEFT JOIN customer_balances b ON b.customer_id = c.id AND b.currency = c.currency
 `
