@@ -115,8 +115,12 @@ type CustomerPatch struct {
 
 // UpdateCustomer applies a patch. A customer's currency never changes. A
 // new credit limit goes to the key outbox in the same transaction, for the
-// gateways. It returns ENotFound or EInvalid.
+// gateways. It returns ENotFound, or EInvalid for a bad field or a patch
+// that changes nothing.
 func (s *Store) UpdateCustomer(ctx context.Context, id string, p CustomerPatch) (Customer, error) {
+	if p.Name == nil && !p.SetCreditLimit {
+		return Customer{}, errorf(EInvalid, "nothing to change: give name or credit_limit")
+	}
 	if p.Name != nil && strings.TrimSpace(*p.Name) == "" {
 		return Customer{}, errorf(EInvalid, "name must not be empty")
 	}

@@ -226,8 +226,13 @@ func scanKey(row pgx.Row) (Key, error) {
 
 // UpdateKey applies a patch to an active key, with its change in the key
 // outbox in the same transaction. It returns ENotFound for an unknown key,
-// EConflict for a revoked one, EInvalid for a bad limit.
+// EConflict for a revoked one, EInvalid for a bad limit or a patch that
+// changes nothing.
 func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, error) {
+	if p == (KeyPatch{}) {
+		return Key{}, errorf(EInvalid, "nothing to change: give name, daily_limit, monthly_limit, rpm_limit, tpm_limit, "+
+			"max_concurrent, expires_at or allowed_models")
+	}
 	if p.Name.Set && (p.Name.Value == nil || strings.TrimSpace(*p.Name.Value) == "") {
 		return Key{}, errorf(EInvalid, "name must not be empty")
 	}

@@ -315,8 +315,11 @@ func TestKeyPatchValidates(t *testing.T) {
 	if _, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{RPMLimit: ledger.Of(int64(1))}); ledger.ErrorCode(err) != ledger.EConflict {
 		t.Fatalf("patching a revoked key: %v; want conflict", err)
 	}
-	if _, err := s.UpdateKey(ctx, c.ID, ledger.KeyPatch{}); ledger.ErrorCode(err) != ledger.ENotFound {
+	if _, err := s.UpdateKey(ctx, c.ID, ledger.KeyPatch{RPMLimit: ledger.Of(int64(1))}); ledger.ErrorCode(err) != ledger.ENotFound {
 		t.Fatalf("patching an unknown key: %v; want not found", err)
+	}
+	if _, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{}); ledger.ErrorCode(err) != ledger.EInvalid {
+		t.Fatalf("a patch that changes nothing: %v; want invalid", err)
 	}
 }
 

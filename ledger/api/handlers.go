@@ -197,6 +197,11 @@ func (a *Admin) usage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, err := a.store.Usage(r.Context(), uq)
+	if err == nil && len(page.Data) == 0 && uq.CustomerID != "" {
+		// An unknown customer is 404, as on its balance and statements,
+		// not an empty page that reads as a customer with no usage.
+		_, err = a.store.Customer(r.Context(), uq.CustomerID)
+	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
