@@ -52,6 +52,9 @@ func ensureDLQStream(ctx context.Context, js jetstream.JetStream, cfg StreamConf
 		Name: DLQStream, Description: "Tollgate usage events set aside by the meter worker, with the reason",
 		Subjects: []string{DLQSubject}, Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
 		Duplicates: cfg.DuplicateWindow, // a dead letter sent again (put's msgID) is dropped within it
+		// A limit an operator sets refuses new dead letters (the worker
+		// retries them) rather than discarding the oldest unreplayed one.
+		Discard: jetstream.DiscardNew,
 	})
 	if err != nil {
 		return fmt.Errorf("dead-letter stream: %w", err)

@@ -117,8 +117,14 @@ func (w *Worker) release(ctx context.Context, e *estimates) pending {
 			n++
 		}
 		if n < len(e.seqs) && err == nil {
-			// The estimates stored within the duplicate window after it.
-			for n < len(e.seqs) && !e.times[n].After(first.Time.Add(w.dupWindow)) {
+			// The estimates stored within the duplicate window after it:
+			// the window the worker read at its start or, when the stream's
+			// is shorter now (edited by an operator), that one.
+			window := w.dupWindow
+			if si, ierr := w.usage.Info(ctx); ierr == nil {
+				window = min(window, si.Config.Duplicates)
+			}
+			for n < len(e.seqs) && !e.times[n].After(first.Time.Add(window)) {
 				n++
 			}
 		}

@@ -42,6 +42,10 @@ func (c *StreamConfig) defaults() {
 // Events are kept on file storage until the meter has them in the ledger,
 // so JetStream holds them while Postgres is down.
 //
+// Its duplicate window is cfg's or, when the stream has a longer one,
+// the stream's: it is never lowered (see below). A stream with a limit
+// refuses events past it (DiscardNew), never discards one.
+//
 // A new stream has limits retention with no limit: nothing removes an event
 // but the meter workers, which trim the stream below their durable
 // consumer's ack floor (Worker.Run), every event of it acknowledged. That
@@ -64,6 +68,12 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		if old.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy {
 			retention = jetstream.WorkQueuePolicy
 		}
+		// Never lowered: a worker holds a crash estimate back until an
+		// exact event of its id would have been dropped by this window
+		// (estimates.go), and a process with a shorter
+		// meter.duplicate_window shrinking it under running workers let
+		// an estimate be billed in place of its exact event.
+		cfg.DuplicateWindow = max(cfg.DuplicateWindow, old.CachedInfo().Config.Duplicates)
 	case !errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, fmt.Errorf("usage stream %s: %w", cfg.Name, err)
 	}
@@ -75,7 +85,11 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DuplicateWindow,
-		Discard:     jetstream.DiscardOld,
+		// No limit is set, and should an operator set one (nats stream
+		// edit), a full stream refuses new events (the gateways spool
+		// them, durable) rather than discarding the oldest, which may not
+		// be in the ledger yet. The next EnsureStream takes the limit off.
+		Discard: jetstream.DiscardNew,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("usage stream %s: %w", cfg.Name, err)
