@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export TOLLGATE_ADMIN_TOKEN="${TOLLGATE_ADMIN_TOKEN:-demo-admin-token}"
-export TOLLGATE_DATA_DIR="${TOLLGATE_DATA_DIR:-./tollgate-data}"
+export TOLLGATE_DATA_DIR="${TOLLGATE_DATA_DIR:-$PWD/tollgate-data}"
 export TOLLGATE_LISTEN="${TOLLGATE_LISTEN:-127.0.0.1:8080}"
 export TOLLGATE_ADMIN_LISTEN="${TOLLGATE_ADMIN_LISTEN:-127.0.0.1:8081}"
 sim_listen="${SIM_LISTEN:-127.0.0.1:9090}"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,4 +37,25 @@ func lockDataDir(dir string) (release func() error, err error) {
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return f.Close, nil
+}
+
+// logDataDir logs where the data directory is, as an absolute path: the
+// crash journal and the spools (and serve's embedded JetStream store) are
+// read back from there at the next start. A relative TOLLGATE_DATA_DIR
+// (the default, ./tollgate-data) is resolved against the working
+// directory, so a start from another one does not see what an earlier run
+// left (requests in flight at a crash, events spooled while NATS was out
+// of reach): that is a warning, naming both paths.
+func logDataDir(log *slog.Logger, dir string) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	if filepath.IsAbs(dir) {
+		log.Info("data directory", "path", abs)
+		return
+	}
+	log.Warn("TOLLGATE_DATA_DIR is relative: a start from another working directory uses another data directory, "+
+		"and does not send what a crash or an outage left in this one; set an absolute path",
+		"data_dir", dir, "path", abs)
 }

@@ -140,6 +140,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		if err != nil {
 			return nil, err
 		}
+		logDataDir(log, e.DataDir)
 		a.started("data directory lock", time.Second, func(context.Context) error { return release() })
 	}
 	// A gateway serves without the ledger: keys, limits and prices come
