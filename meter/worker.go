@@ -294,7 +294,8 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) (out pending, overDelivered []jetstream.Msg) {
 	out = pending{events: make([]usage.Event, 0, len(msgs)), msgs: make([]jetstream.Msg, 0, len(msgs))}
 	for _, m := range msgs {
-		if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
+		md, mdErr := m.Metadata()
+		if mdErr == nil && md.NumDelivered > 1 {
 			w.obs.Redelivered()
 			if md.NumDelivered > uint64(w.cfg.MaxDeliver) {
 				overDelivered = append(overDelivered, m)
@@ -305,6 +306,9 @@ func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) (out pending,
 		if err == nil {
 			e.Normalize() // an event from an older or foreign publisher
 			err = e.Validate()
+		}
+		if err == nil && mdErr == nil {
+			e.NotAheadOf(md.Timestamp) // a gateway's clock ahead: dated when stored
 		}
 		if err != nil {
 			w.obs.DeadLetter("undecodable")

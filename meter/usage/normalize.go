@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -65,7 +66,36 @@ const (
 	CorrectionHTTPStatus = "http_status_out_of_range"
 	// CorrectionAttempt: an attempt number outside [0, MaxAttempt] was clamped.
 	CorrectionAttempt = "attempt_out_of_range"
+	// CorrectionTimeAhead: the event's time was more than MaxTimeAhead past
+	// the time JetStream stored it (a gateway's clock running ahead), and
+	// was set to that time by the meter (Event.NotAheadOf).
+	CorrectionTimeAhead = "time_ahead_of_receipt"
 )
+
+// MaxTimeAhead is how far past its receipt an event's time may be: the
+// ledger's bound for entries' effective_at (5 minutes), for clocks that
+// run a little ahead.
+const MaxTimeAhead = 5 * time.Minute
+
+// NotAheadOf sets e's time to received, the time the usage stream stored
+// it, when it is more than MaxTimeAhead past it, recording
+// CorrectionTimeAhead, and reports whether it did. A gateway whose clock
+// ran ahead (by hours, or years) dated its events so: charged to the
+// balance, and so to the customer's budget, at once, they appeared on no
+// statement until their month came.
+func (e *Event) NotAheadOf(received time.Time) bool {
+	if received.IsZero() || !e.Time.After(received.Add(MaxTimeAhead)) {
+		return false
+	}
+	e.Time = received
+	if !HasCorrection(e.Corrections, CorrectionTimeAhead) {
+		if e.Corrections != "" {
+			e.Corrections += ","
+		}
+		e.Corrections, _, _ = Clean(e.Corrections+CorrectionTimeAhead, MaxCorrectionsLen)
+	}
+	return true
+}
 
 // Normalize brings e within the ranges Validate checks, and records each
 // correction in e.Corrections. It reports whether it changed anything.
