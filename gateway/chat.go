@@ -170,6 +170,8 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 			tp.Chunk(c, &x.report)
 			x.report.Final = x.report.Reported
 			ambiguous = c.AmbiguousUsage
+		} else if streamAnswer(resp.Header, body) {
+			tapStreamAnswer(body, &x.report)
 		} else {
 			x.unreadableBody(body, err)
 		}

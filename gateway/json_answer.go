@@ -10,6 +10,8 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/gateway/sse"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // jsonAnswer reports whether an upstream response is a whole JSON body
@@ -106,4 +108,53 @@ func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provid
 	}
 	out.data(chunk)
 	out.end(nil)
+}
+
+// streamAnswer reports whether body, a non-streamed request's answer that
+// parseAnswer could not read, is an SSE stream: its Content-Type says
+// text/event-stream, or it starts with an SSE field. An upstream that
+// ignored "stream": false sends one.
+func streamAnswer(h http.Header, body []byte) bool {
+	if mt, _, err := mime.ParseMediaType(h.Get("Content-Type")); err == nil && mt == "text/event-stream" {
+		return true
+	}
+	b := bytes.TrimLeft(body, " \t\r\n")
+	for _, field := range [][]byte{[]byte("data:"), []byte("event:"), []byte("id:"), []byte(":")} {
+		if bytes.HasPrefix(b, field) {
+			return true
+		}
+	}
+	return false
+}
+
+// tapStreamAnswer reads body, an answer that came as an SSE stream, into
+// r chunk by chunk as the stream relay would: the provider's usage, and
+// the output of its chunks for an estimate, not the bytes of its framing
+// (read as one unreadable body, a stream's framing was billed as output,
+// about 45 times its content). A chunk it cannot read, and any other line
+// of the body, is counted as output by its bytes, as the relay counts
+// what reaches the client.
+func tapStreamAnswer(body []byte, r *tap.Report) {
+	rd := sse.NewReader(bytes.NewReader(body))
+	var tp openai.ChatTap
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			break
+		}
+		r.AddOutputBytes(ev.Other)
+		switch {
+		case !ev.HasData || bytes.Equal(ev.Data, doneData):
+		case string(ev.Type) == "error":
+			r.Error, r.FinishReason = "upstream error event: "+string(ev.Data), "error"
+		default:
+			c, err := parseAnswer(ev.Data)
+			if err != nil {
+				r.AddOutputBytes(ev.Data)
+				continue
+			}
+			tp.Chunk(c, r)
+		}
+	}
+	r.Final = r.Reported
 }
