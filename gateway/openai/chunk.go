@@ -64,6 +64,7 @@ type Chunk struct {
 		Message struct {
 			Content          string     `json:"content"`
 			ReasoningContent string     `json:"reasoning_content"`
+			Reasoning        string     `json:"reasoning"`
 			Refusal          string     `json:"refusal"`
 			FunctionCall     *function  `json:"function_call"`
 			ToolCalls        []toolCall `json:"tool_calls"`
@@ -97,8 +98,19 @@ type function struct {
 	Arguments string `json:"arguments"`
 }
 
+// toolCall is one of a delta's or message's tool calls: a function's, or
+// a custom tool's (OpenAI's "custom" tools, whose call carries a free-form
+// "input" string where a function's carries JSON "arguments").
 type toolCall struct {
-	Function function `json:"function"`
+	Function function    `json:"function"`
+	Custom   *customCall `json:"custom"`
+}
+
+// customCall is a custom tool's call: its name and input, the model's
+// output.
+type customCall struct {
+	Name  string `json:"name"`
+	Input string `json:"input"`
 }
 
 // ParseChunk decodes the fields the gateway needs from a chunk's JSON. It

@@ -167,6 +167,13 @@ func leniencyCalls(msg map[string]any) {
 				if f, ok := tc["function"].(map[string]any); ok {
 					fix(f)
 				}
+				if c, ok := tc["custom"].(map[string]any); ok {
+					for _, k := range [2]string{"name", "input"} {
+						if _, ok := c[k].(string); !ok {
+							delete(c, k)
+						}
+					}
+				}
 			}
 		}
 	}

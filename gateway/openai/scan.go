@@ -78,7 +78,8 @@ const (
 // ScanChunk reads the fields of a chat.completion.chunk that the gateway
 // needs without decoding it, reusing s, and reports whether it could. It
 // cannot, and the chunk must go to ParseChunk, when the chunk carries an
-// error (non-null), and for anything it does not read exactly as
+// error (non-null), a custom tool's call or a message's reasoning (rare:
+// ParseChunk reads them), and for anything it does not read exactly as
 // encoding/json would: invalid JSON, a field of an unexpected type, a
 // repeated field it reads, a key with an escape, an upper-case or a
 // non-ASCII letter (encoding/json matches keys case-insensitively),
@@ -360,6 +361,8 @@ func (s *ChunkScan) message(isDelta bool) bool {
 			return 2, s.text(&s.texts[reasoningContent])
 		case k == "reasoning" && isDelta:
 			return 4, s.text(&s.texts[deltaReasoning])
+		case k == "reasoning":
+			return 0, false // a message's reasoning (ParseChunk reads it): rare, not scanned
 		case k == "tool_calls":
 			return 8, s.toolCalls(calls)
 		case k == "refusal":
@@ -383,7 +386,11 @@ func (s *ChunkScan) toolCalls(calls *[][2]span) bool {
 // toolCall reads one tool call object: its function's name and arguments.
 func (s *ChunkScan) toolCall(c *[2]span) bool {
 	return s.object(func(key []byte) (uint8, bool) {
-		if string(key) != "function" {
+		switch string(key) {
+		case "custom":
+			return 0, false // a custom tool's call (ParseChunk reads it): not scanned
+		case "function":
+		default:
 			return 0, s.l.Skip()
 		}
 		return 1, s.l.Lit("null") || s.function(&c[0], &c[1])

@@ -75,6 +75,9 @@ var scanSeeds = []string{
 	`{"choices":[{"delta":{"function_call":{"name":"f","arguments":"{\"a\":1}"},"refusal":"no","content":null}}]}`,
 	`{"choices":[{"message":{"refusal":"I can't","function_call":null,"tool_calls":[{"function":{"name":"g"}}]},"delta":{"function_call":{"arguments":null}}}]}`,
 	`{"choices":[{"delta":{"function_call":{"name":"f","name":"g"}}}]}`, `{"choices":[{"delta":{"refusal":1}}]}`,
+	// a custom tool's call and a message's reasoning: left to ParseChunk
+	`{"choices":[{"delta":{"tool_calls":[{"index":0,"type":"custom","custom":{"name":"sql","input":"SELECT 1"}}]}}]}`,
+	`{"choices":[{"message":{"content":null,"reasoning":"think","tool_calls":[{"custom":{"input":"x"}},{"function":{"name":"f"}}]}}]}`,
 }
 
 // FuzzScanChunk checks ScanChunk against encoding/json: whenever it reads

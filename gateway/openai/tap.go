@@ -52,6 +52,7 @@ func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 		r.AddReasoning(ch.Delta.Reasoning)
 		r.AddOutput(ch.Message.Content)
 		r.AddReasoning(ch.Message.ReasoningContent)
+		r.AddReasoning(ch.Message.Reasoning)
 		r.AddOutput(ch.Text)
 		r.AddOutput(ch.Delta.Refusal)
 		r.AddOutput(ch.Message.Refusal)
@@ -61,13 +62,15 @@ func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 				r.AddOutput(f.Arguments)
 			}
 		}
-		for _, tc := range ch.Delta.ToolCalls {
-			r.AddOutput(tc.Function.Name)
-			r.AddOutput(tc.Function.Arguments)
-		}
-		for _, tc := range ch.Message.ToolCalls {
-			r.AddOutput(tc.Function.Name)
-			r.AddOutput(tc.Function.Arguments)
+		for _, calls := range [2][]toolCall{ch.Delta.ToolCalls, ch.Message.ToolCalls} {
+			for _, tc := range calls {
+				r.AddOutput(tc.Function.Name)
+				r.AddOutput(tc.Function.Arguments)
+				if tc.Custom != nil {
+					r.AddOutput(tc.Custom.Name)
+					r.AddOutput(tc.Custom.Input)
+				}
+			}
 		}
 	}
 	if len(c.Choices) > 0 {
