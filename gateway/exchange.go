@@ -79,6 +79,12 @@ type exchange struct {
 	stoppedReading bool
 
 	clientGone atomic.Bool
+	// pending is a copy of the event being published, journaled should the
+	// sink be slow; pubDone says the sink has answered (both under pubMu;
+	// see journalIfSlow).
+	pending usage.Event
+	pubMu   sync.Mutex
+	pubDone bool
 	// oneChoice says the request asks for one choice (n absent or 1): an
 	// OpenAI stream's report in its finish chunk is then its last.
 	oneChoice bool
@@ -344,13 +350,53 @@ func (x *exchange) commit() {
 		x.retire()
 		return
 	}
-	if err := x.s.sink.Publish(context.WithoutCancel(x.ctx), e); err != nil {
+	slow := x.journalIfSlow(e)
+	err := x.s.sink.Publish(context.WithoutCancel(x.ctx), e)
+	x.published(slow)
+	if err != nil {
 		x.s.journal.Fail(e)
 		x.undurable = x.s.logUndurable("usage event not published", e, err)
 		x.s.owe(e)
 		return
 	}
 	x.s.journal.End(e.ID)
+}
+
+// slowPublish is how long commit waits for the sink's answer before it
+// journals the event it is publishing as the request's final one.
+const slowPublish = 10 * time.Millisecond
+
+// journalIfSlow journals e as the request's final event (Journal.Fail)
+// should the sink take longer than slowPublish to answer, and returns the
+// timer, for published once the sink has answered. Until then the
+// journal held only the request's last checkpoint, which may miss the
+// provider's final usage report and the output of the last read: a
+// process killed while a slow NATS (a leader election, a connection that
+// stopped answering) held the PubAck for up to publish_timeout was
+// recovered with an estimate of a request whose exact usage it had (a
+// crash review: 201 of 400 completion tokens, no reasoning, and 0 for a
+// non-streamed answer). The next start publishes the journaled event as
+// it is, under its id, which JetStream or the ledger drops if its PubAck
+// had come. A fast publish, nearly every one, journals nothing more.
+func (x *exchange) journalIfSlow(e *usage.Event) *time.Timer {
+	x.pending = *e // the sink normalizes e as it publishes: the timer's goroutine reads a copy
+	return time.AfterFunc(slowPublish, func() {
+		x.pubMu.Lock()
+		defer x.pubMu.Unlock()
+		if !x.pubDone {
+			x.s.journal.Fail(&x.pending)
+		}
+	})
+}
+
+// published ends journalIfSlow's wait: the sink has answered. A journal
+// write the timer began is over when it returns, so that the End or Fail
+// that follows comes after it.
+func (x *exchange) published(slow *time.Timer) {
+	slow.Stop()
+	x.pubMu.Lock()
+	x.pubDone = true
+	x.pubMu.Unlock()
 }
 
 // logUndurable logs an event the sink refused (neither published nor
