@@ -26,10 +26,18 @@ func TestANonStreamedRequestAnsweredWithAStream(t *testing.T) {
 		chunk(`{"index":0,"delta":{},"finish_reason":"stop"}`)
 	usageChunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],` +
 		`"usage":{"prompt_tokens":9,"completion_tokens":150,"total_tokens":159}}` + "\n\n"
+	// A report before the output (a review): a progress report, not the
+	// bill; the output after it is counted, as on the stream relay.
+	early := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],` +
+		`"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}}` + "\n\n"
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if strings.Contains(string(body), "typed") {
 			w.Header().Set("Content-Type", "text/event-stream")
+		}
+		if strings.Contains(string(body), "early") {
+			_, _ = io.WriteString(w, early+content+"data: [DONE]\n\n")
+			return
 		}
 		if strings.Contains(string(body), "usage") {
 			_, _ = io.WriteString(w, content+usageChunk+"data: [DONE]\n\n")
@@ -39,7 +47,7 @@ func TestANonStreamedRequestAnsweredWithAStream(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	st := oneProviderStack(t, "openai", up.URL)
-	for _, input := range []string{"usage typed", "usage", "no report typed"} {
+	for _, input := range []string{"usage typed", "usage", "no report typed", "early report"} {
 		e, got := doRequest(t, st, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"`+input+`"}]}`)
 		if strings.Count(got, "lorem ipsum") != 30 || !strings.HasPrefix(got, "data: ") {
 			t.Errorf("%s: the client got %q, want the upstream's stream", input, got)
@@ -53,9 +61,14 @@ func TestANonStreamedRequestAnsweredWithAStream(t *testing.T) {
 			}
 			continue
 		}
-		// No report: the chunks' output, 30 × "lorem ipsum dolor sit amet ",
-		// about 6 tokens each, estimated; not the framing's thousands.
-		if e.UsageSource != usage.SourceEstimated || e.Usage.CompletionTokens < 120 || e.Usage.CompletionTokens > 250 {
+		// No report (or one before the output): the chunks' output, 30 ×
+		// "lorem ipsum dolor sit amet ", about 6 tokens each, estimated;
+		// not the framing's thousands, nor the early report's 1.
+		want := usage.SourceEstimated
+		if strings.HasPrefix(input, "early") {
+			want = usage.SourcePartial
+		}
+		if e.UsageSource != want || e.Usage.CompletionTokens < 120 || e.Usage.CompletionTokens > 250 {
 			t.Errorf("%s: billed %s %+v, want the output of the chunks estimated, about 180 tokens", input, e.UsageSource, e.Usage)
 		}
 	}

@@ -52,9 +52,10 @@ func ensureDLQStream(ctx context.Context, js jetstream.JetStream, cfg StreamConf
 		Name: DLQStream, Description: "Tollgate usage events set aside by the meter worker, with the reason",
 		Subjects: []string{DLQSubject}, Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
 		Duplicates: cfg.DuplicateWindow, // a dead letter sent again (put's msgID) is dropped within it
-		// A limit an operator sets refuses new dead letters (the worker
-		// retries them) rather than discarding the oldest unreplayed one.
-		Discard: jetstream.DiscardNew,
+		// No limit; one an operator sets discards the oldest dead letters
+		// (DiscardOld, JetStream's default): refusing new ones instead
+		// held every worker at the first it could not set aside, and so
+		// all metering (a review).
 	})
 	if err != nil {
 		return fmt.Errorf("dead-letter stream: %w", err)

@@ -43,8 +43,9 @@ func (c *StreamConfig) defaults() {
 // so JetStream holds them while Postgres is down.
 //
 // Its duplicate window is cfg's or, when the stream has a longer one,
-// the stream's: it is never lowered (see below). A stream with a limit
-// refuses events past it (DiscardNew), never discards one.
+// the stream's: it is never lowered (see below). A stream given a count
+// or size limit refuses events past it (DiscardNew) rather than discard
+// one; a max_age still removes events at that age, written or not.
 //
 // A new stream has limits retention with no limit: nothing removes an event
 // but the meter workers, which trim the stream below their durable
@@ -85,10 +86,11 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		Storage:     jetstream.FileStorage,
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DuplicateWindow,
-		// No limit is set, and should an operator set one (nats stream
-		// edit), a full stream refuses new events (the gateways spool
-		// them, durable) rather than discarding the oldest, which may not
-		// be in the ledger yet. The next EnsureStream takes the limit off.
+		// No limit is set, and should an operator set a count or size
+		// limit (nats stream edit), a full stream refuses new events (the
+		// gateways spool them, durable) rather than discarding the
+		// oldest, which may not be in the ledger yet. The next
+		// EnsureStream takes the limit off.
 		Discard: jetstream.DiscardNew,
 	})
 	if err != nil {

@@ -31,18 +31,12 @@ func TestAStreamLimitRefusesEventsRatherThanDiscardingThem(t *testing.T) {
 	down := downStore{Store: store, up: make(chan struct{})}
 	metertest.StartWorker(t, ctx, js, down, meter.WorkerConfig{AckWait: 2 * time.Second, BatchWait: 5 * time.Millisecond,
 		BatchSize: 20, MaxAckPending: 40})
-	for _, name := range []string{meter.DefaultStreamName, meter.DLQStream} {
-		st, err := js.Stream(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := st.CachedInfo().Config.Discard; d != jetstream.DiscardNew {
-			t.Errorf("stream %s discards %s at a limit; want new events refused", name, d)
-		}
-	}
 	st, err := js.Stream(ctx, meter.DefaultStreamName)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d := st.CachedInfo().Config.Discard; d != jetstream.DiscardNew {
+		t.Errorf("the usage stream discards %s at a limit; want new events refused", d)
 	}
 	cfg := st.CachedInfo().Config
 	cfg.MaxMsgs = 100 // the operator's limit, the rest of the stream's configuration kept
@@ -69,6 +63,41 @@ func TestAStreamLimitRefusesEventsRatherThanDiscardingThem(t *testing.T) {
 		t.Fatalf("the ledger holds %d of the %d events JetStream acknowledged", n, acked)
 	}
 	noDeadLetters(t, js, "at a stream limit")
+}
+
+// TestAFullDeadLetterStreamDoesNotHoldTheMeter (a review): the dead-letter
+// stream refused new letters at a limit an operator set (DiscardNew, for
+// a while): the worker retried the first event it could not set aside
+// without end, and every valid event behind it, on every worker, waited
+// (0 of 5 in the ledger). A limit on it discards its oldest letters.
+func TestAFullDeadLetterStreamDoesNotHoldTheMeter(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store, dbURL := ledgertest.NewStoreURL(t)
+	count := ledgerCount(t, dbURL)
+	js := metertest.NewStream(t)
+	if _, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchWait: 5 * time.Millisecond, BatchSize: 1})
+	st, err := js.Stream(ctx, meter.DLQStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.MaxMsgs = 1 // the operator's limit
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`{"v":99,"n":1}`, `{"v":99,"n":2}`} {
+		if _, err := js.Publish(ctx, meter.DefaultSubject, []byte(bad)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishEvents(t, ctx, meter.NewPublisher(js, meter.StreamConfig{}, 0), 5)
+	if n := awaitCount(count, 5, 15*time.Second); n != 5 {
+		t.Fatalf("the ledger holds %d of 5 valid events behind two dead letters at a full dead-letter stream", n)
+	}
 }
 
 // TestTheDuplicateWindowIsNeverShrunkUnderTheWorkers (a crash review): a
@@ -134,7 +163,19 @@ func TestTheDuplicateWindowIsNeverShrunkUnderTheWorkers(t *testing.T) {
 		if err := pub.Publish(ctx, &exact); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond)
+		// Worker A holds it (B, not running yet, cannot take it).
+		cons, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if ci, err := cons.Info(ctx); err == nil && ci.NumAckPending == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("worker A did not take the exact event within 10 s")
+			}
+		}
 		stopWorker(t, astop, adone, 10*time.Second)
 		bctx, bstop := context.WithCancel(ctx)
 		bdone := make(chan error, 1)

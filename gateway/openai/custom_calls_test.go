@@ -22,6 +22,8 @@ func TestCustomToolCallsAreOutput(t *testing.T) {
 		{`{"choices":[{"index":0,"message":{"role":"assistant","reasoning":"step by step","content":"42"}}]}`,
 			"42step by step"},
 		{`{"created":1.5,"choices":[{"index":0,"delta":{"tool_calls":[{"custom":{"name":"f","input":"lenient"}}]}}]}`, "flenient"},
+		// "custom" of another type: the chunk's usage is still read.
+		{`{"choices":[{"index":0,"delta":{"tool_calls":[{"custom":"free text"}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":7}}`, ""},
 	} {
 		var s ChunkScan
 		if ScanChunk([]byte(c.data), &s) {
@@ -38,6 +40,9 @@ func TestCustomToolCallsAreOutput(t *testing.T) {
 		tp.Chunk(ch, &r)
 		if got := r.Output.String(); got != c.output {
 			t.Errorf("%s: output %q, want %q", c.data, got, c.output)
+		}
+		if c.output == "" && (!r.Reported || r.Usage.CompletionTokens != 7) {
+			t.Errorf("%s: usage %+v (reported %v), want the chunk's", c.data, r.Usage, r.Reported)
 		}
 	}
 }

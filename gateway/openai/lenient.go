@@ -167,12 +167,16 @@ func leniencyCalls(msg map[string]any) {
 				if f, ok := tc["function"].(map[string]any); ok {
 					fix(f)
 				}
-				if c, ok := tc["custom"].(map[string]any); ok {
+				switch c := tc["custom"].(type) {
+				case nil:
+				case map[string]any:
 					for _, k := range [2]string{"name", "input"} {
 						if _, ok := c[k].(string); !ok {
 							delete(c, k)
 						}
 					}
+				default: // not a custom call's object: its bytes are not read as one
+					delete(tc, "custom")
 				}
 			}
 		}
