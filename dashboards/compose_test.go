@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -470,4 +471,26 @@ func mustAbs(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return abs
+}
+
+// TestComposeWaitsForTheShutdownGrace (a crash review): docker compose
+// stop sends SIGTERM, then SIGKILL after the service's stop_grace_period,
+// 10 s unless set; the gateway lets open streams run for
+// TOLLGATE_SHUTDOWN_GRACE (30 s by default) and drains their usage for
+// shutdown_drain (5 s), so every stream still open at 10 s ended crashed,
+// its usage estimated, rather than cut_off with the usage it drained. Each
+// tollgate service waits longer than both.
+func TestComposeWaitsForTheShutdownGrace(t *testing.T) {
+	const needs = 30*time.Second + 5*time.Second
+	for name, s := range loadCompose(t, "demo").Services {
+		if !strings.HasPrefix(name, "tollgate-") || name == "tollgate-migrate" {
+			continue
+		}
+		if grace := deref(s.Environment["TOLLGATE_SHUTDOWN_GRACE"]); grace != "" {
+			t.Fatalf("%s sets TOLLGATE_SHUTDOWN_GRACE=%s: check its stop_grace_period against it", name, grace)
+		}
+		if s.StopGracePeriod == nil || time.Duration(*s.StopGracePeriod) <= needs {
+			t.Errorf("%s: stop_grace_period %v; want more than the shutdown grace and drain, %s", name, s.StopGracePeriod, needs)
+		}
+	}
 }
