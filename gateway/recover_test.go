@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -119,20 +117,9 @@ func TestCrashSnapshotRecoversAStreamInFlight(t *testing.T) {
 		}
 	}
 	time.Sleep(30 * time.Millisecond) // a checkpoint, and the journal's write
-	snap := t.TempDir()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.journal"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(snap, filepath.Base(f)), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, reqs, err := journal.Open(snap)
-	if err != nil || len(reqs) != 1 {
-		t.Fatalf("recovered %d requests (%v), want the one in flight", len(reqs), err)
+	reqs := killSnapshot(t, dir)
+	if len(reqs) != 1 {
+		t.Fatalf("recovered %d requests, want the one in flight", len(reqs))
 	}
 	e := gw.Recover(reqs)[0]
 	prompt, _ := sim.PromptTokens([]byte(body))

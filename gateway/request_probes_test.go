@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -124,20 +122,7 @@ func TestHugeAttributionDoesNotHideJournaledRequests(t *testing.T) {
 	}
 	var reqs []journal.Request
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		snap := t.TempDir() // the journal as a kill -9 would leave it
-		files, _ := filepath.Glob(filepath.Join(dir, "*.journal"))
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(snap, filepath.Base(f)), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, reqs, err = journal.Open(snap); err != nil {
-			t.Fatal(err)
-		}
+		reqs = killSnapshot(t, dir)
 		if len(reqs) >= 2 {
 			break
 		}

@@ -1,11 +1,8 @@
 package gateway_test
 
 import (
-	"context"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -37,16 +34,9 @@ func TestAKillAwaitingAPubAckRecoversTheExactEvent(t *testing.T) {
 			}
 			defer j.Close()
 			st := newStack(t, nil)
-			gw, err := gateway.New(gateway.Config{Providers: []gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: st.sim.URL + "/v1"}},
+			gw := startGateway(t, gateway.Config{Providers: []gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: st.sim.URL + "/v1"}},
 				Models: []gateway.ModelConfig{{Name: c.model, Provider: "sim"}}},
 				gateway.Deps{Providers: providers(), Keys: keys{}, Sink: st.sink, Journal: j})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := gw.Start("127.0.0.1:0", nil); err != nil {
-				t.Fatal(err)
-			}
-			defer gw.Stop(context.Background())
 			st.url = "http://" + gw.Addr()
 			st.sink.holdEvents(t)
 			respc := make(chan *http.Response, 1)
@@ -58,16 +48,7 @@ func TestAKillAwaitingAPubAckRecoversTheExactEvent(t *testing.T) {
 			// The journal as a kill would leave it, once the wait has lasted.
 			var reqs []journal.Request
 			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				snap := t.TempDir()
-				files, _ := filepath.Glob(filepath.Join(dir, "*.journal"))
-				for _, f := range files {
-					b, _ := os.ReadFile(f)
-					_ = os.WriteFile(filepath.Join(snap, filepath.Base(f)), b, 0o600)
-				}
-				if _, reqs, err = journal.Open(snap); err != nil {
-					t.Fatal(err)
-				}
-				if len(reqs) == 1 && reqs[0].Final != nil {
+				if reqs = killSnapshot(t, dir); len(reqs) == 1 && reqs[0].Final != nil {
 					break
 				}
 			}
