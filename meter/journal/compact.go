@@ -64,6 +64,7 @@ func (j *Journal) compact() (kept int64, err error) {
 		_ = os.Remove(next + compactingSuffix)
 		return err
 	}
+	reserve(f, int64(len(keep))+segmentReserve) // the new segment's room, as openSegment's
 	if _, err := f.Write(keep); err != nil {
 		return 0, abandon(err)
 	}
