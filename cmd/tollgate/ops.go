@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tollgate-dev/tollgate/ledger/api"
 	"github.com/tollgate-dev/tollgate/ledger/web"
 )
 
@@ -158,8 +159,9 @@ func (a *app) meterDown() string {
 // opsHandler serves, on the admin listener of every role: GET /metrics
 // (Prometheus), GET /healthz (alive) and GET /readyz (see readiness), and
 // the admin API and the console (/console/) when this process runs the admin role; with pprof, the
-// runtime profiles under /debug/pprof/ (net/http/pprof).
-func (a *app) opsHandler(r roles, reg *prometheus.Registry, admin http.Handler, pprof bool) http.Handler {
+// runtime profiles under /debug/pprof/ (net/http/pprof). With the admin role, trusted tells the
+// requests with the operators' credentials (for api.Listener.SetTrusted); nil without it.
+func (a *app) opsHandler(r roles, reg *prometheus.Registry, adm *api.Admin, pprof bool) (_ http.Handler, trusted func(*http.Request) bool) {
 	mux := chi.NewRouter()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if pprof {
@@ -173,19 +175,23 @@ func (a *app) opsHandler(r roles, reg *prometheus.Registry, admin http.Handler, 
 		}
 		_ = json.NewEncoder(w).Encode(rd)
 	})
-	if admin != nil {
+	if adm != nil {
 		// The operators' console, over the admin API (GET / redirects to it).
+		admin := adm.Handler()
 		console := web.NewConsole(admin, 30*time.Second, a.log)
 		console.Routes(mux)
 		a.started("console", 5*time.Second, func(context.Context) error { console.Close(); return nil })
 		mux.Mount("/", admin)
+		// The bodies read ahead are the operators': the admin token's, a
+		// console session's.
+		trusted = func(req *http.Request) bool { return adm.Authorized(req) || console.SignedIn(req) }
 	} else {
 		mux.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 		})
 	}
-	return mux
+	return mux, trusted
 }
 
 // pprofHandler serves net/http/pprof's index and profiles under

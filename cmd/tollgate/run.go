@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -282,10 +281,10 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 			return nil, err
 		}
 	}
-	var adminAPI http.Handler
+	var adm *api.Admin
 	if r.admin {
-		adm, err := api.NewAdmin(a.store, e.AdminToken, log)
-		if err != nil {
+		var err error
+		if adm, err = api.NewAdmin(a.store, e.AdminToken, log); err != nil {
 			return nil, err
 		}
 		if len(e.AdminToken) < minAdminToken {
@@ -298,9 +297,12 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		if a.keySync != nil {
 			adm.SetKeySync(a.keySync)
 		}
-		adminAPI = adm.Handler()
 	}
-	a.admin = api.NewListener(a.opsHandler(r, reg, adminAPI, e.Pprof), log)
+	h, trusted := a.opsHandler(r, reg, adm, e.Pprof)
+	a.admin = api.NewListener(h, log)
+	if trusted != nil {
+		a.admin.SetTrusted(trusted)
+	}
 	if err := a.admin.Start(e.AdminListen); err != nil {
 		return nil, fmt.Errorf("TOLLGATE_ADMIN_LISTEN: %w", err)
 	}

@@ -104,17 +104,31 @@ func (a *Admin) Handler() http.Handler {
 	return r
 }
 
+// bearer returns the token of r's Authorization header: the Bearer
+// scheme, in any case, and spaces around the token (RFC 9110, section
+// 11.1: "1*SP"), as the LLM routes and the customer API read it; ok is
+// false for another scheme or none (a bare token was taken once, which
+// they refuse).
+func bearer(r *http.Request) (token string, ok bool) {
+	v := r.Header.Get("Authorization")
+	if len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
+		return strings.TrimSpace(v[len("Bearer "):]), true
+	}
+	return "", false
+}
+
+// Authorized reports whether r carries the admin token (Authorization:
+// Bearer), compared as authenticate compares it. The admin listener reads
+// ahead the bodies of such requests alone (Listener.SetTrusted).
+func (a *Admin) Authorized(r *http.Request) bool {
+	got, ok := bearer(r)
+	return ok && a.isToken(got)
+}
+
 func (a *Admin) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The Bearer scheme, in any case, and spaces around the token
-		// (RFC 9110, section 11.1: "1*SP"), as the LLM routes and the
-		// customer API read it; a bare token was taken too, which they
-		// refuse.
 		v := r.Header.Get("Authorization")
-		got, ok := "", false
-		if len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
-			got, ok = strings.TrimSpace(v[len("Bearer "):]), true
-		}
+		got, ok := bearer(r)
 		if !ok || !a.isToken(got) {
 			reason := "wrong token"
 			switch {

@@ -94,6 +94,17 @@ func (l *Listener) Start(addr string) error {
 // Addr is the address Start bound.
 func (l *Listener) Addr() string { return l.addr }
 
+// SetTrusted sets how the listener tells a request whose credentials are
+// valid (the admin token, a console session: Admin.Authorized,
+// web.Console.SignedIn): only such a request has its body read ahead, out
+// of the bodies' shared budget, and its ReadTimeout lifted. Without it,
+// any request with an Authorization header or a cookie had, and a client
+// with none of the operators' credentials could hold the whole budget
+// with 16 slow bodies, every operator's write waiting behind them (a
+// review: a console form answered 503 after 30 s). Call it before Start;
+// unset, a request with either header counts as one with credentials.
+func (l *Listener) SetTrusted(trusted func(*http.Request) bool) { l.bodies.trusted = trusted }
+
 // Stop stops accepting and waits for requests in flight until ctx ends,
 // then cuts off what is left (an export: its request's context is
 // cancelled, its connection closed) and waits up to 5 s more for those
@@ -131,6 +142,9 @@ type bodyBudget struct {
 	wait time.Duration
 	// held is the bytes reserved now; peak the most ever reserved at once.
 	held, peak atomic.Int64
+	// trusted tells a request with valid credentials (Listener.SetTrusted);
+	// nil: one with an Authorization header or a cookie.
+	trusted func(*http.Request) bool
 }
 
 func newBodyBudget(total int64, wait time.Duration) *bodyBudget {
@@ -163,7 +177,8 @@ func (b *bodyBudget) release(n int64) {
 // even after its body was read.)
 //
 // Only a request that carries credentials (an Authorization header or a
-// cookie, the console's session) has its body read ahead, at most maxBody
+// cookie, the console's session; valid ones, when the listener was told
+// how to tell them: SetTrusted) has its body read ahead, at most maxBody
 // bytes, the most any admin or console route reads: a longer one is
 // refused, EInvalid, before it is read. Its bytes come out of b (a request
 // waiting for room past b.wait is answered EUnavailable, 503), into one
@@ -175,7 +190,11 @@ func (b *bodyBudget) release(n int64) {
 func (b *bodyBudget) readAhead(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
-		if hasBody && r.Header.Get("Authorization") == "" && r.Header.Get("Cookie") == "" {
+		credentials := r.Header.Get("Authorization") != "" || r.Header.Get("Cookie") != ""
+		if b.trusted != nil && credentials {
+			credentials = b.trusted(r)
+		}
+		if hasBody && !credentials {
 			next.ServeHTTP(w, r)
 			return
 		}

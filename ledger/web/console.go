@@ -26,6 +26,11 @@ type Console struct {
 	now      func() time.Time
 }
 
+// SignedIn reports whether r carries a live console session (its cookie).
+// The admin listener reads ahead the bodies of such requests
+// (api.Listener.SetTrusted).
+func (c *Console) SignedIn(r *http.Request) bool { return c.sess.get(r) != nil }
+
 // NewConsole returns the console over the admin API's handler (api.Admin's
 // Handler). maxAge is how long the figures that read the whole ledger
 // (the overview's month, the reconciliation of the last day) are reused
