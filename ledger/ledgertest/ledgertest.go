@@ -48,7 +48,10 @@ func NewDatabase(t testing.TB) string {
 		t.Fatalf("ledgertest: create database: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// DROP DATABASE waits for a checkpoint: on a Postgres busy with
+		// writes (other tests, other load) that took over 30 s once (a
+		// run beside a load test, 2026-12-05).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, base)
 		if err != nil {
