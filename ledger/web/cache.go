@@ -21,7 +21,13 @@ type cache[T any] struct {
 	key        string
 	at         time.Time
 	refreshing bool
-	wg         sync.WaitGroup
+	// failed is the error of the last background computation for
+	// failedKey, at failedAt, while there is no value for that key: a view
+	// within failBackoff of it gets the error, not "computing" again.
+	failed    error
+	failedKey string
+	failedAt  time.Time
+	wg        sync.WaitGroup
 	// base is the background recomputations' context, ended by stop.
 	base context.Context
 	stop context.CancelFunc
@@ -32,11 +38,18 @@ func newCache[T any](maxAge time.Duration) *cache[T] {
 	return &cache[T]{maxAge: maxAge, base: base, stop: stop}
 }
 
+// failBackoff is how long a background computation's error is shown
+// before a view starts another.
+const failBackoff = 30 * time.Second
+
 // get returns the value for key, computing it with load when there is
 // none fresh enough: a stale value is returned at once while a new one is
 // computed in the background. When there is no value for key yet, get
 // waits for load unless async, in which case it starts load in the
-// background and returns nil. fresh forces load (waiting); maxAge 0
+// background and returns nil; once that load has failed, get returns its
+// error for failBackoff, then starts another (before, the error was
+// dropped and each view of the page started the computation again,
+// "computing" for ever: a review). fresh forces load (waiting); maxAge 0
 // always loads.
 func (c *cache[T]) get(ctx context.Context, key string, fresh, async bool, load func(context.Context) (*T, error)) (*T, error) {
 	c.mu.Lock()
@@ -44,6 +57,9 @@ func (c *cache[T]) get(ctx context.Context, key string, fresh, async bool, load 
 	var last *T
 	if c.key == key {
 		last = c.last
+	}
+	if async && !fresh && last == nil && c.failed != nil && c.failedKey == key && time.Since(c.failedAt) < failBackoff {
+		return nil, c.failed
 	}
 	switch {
 	case c.maxAge <= 0 || fresh || (last == nil && !async):
@@ -64,7 +80,9 @@ func (c *cache[T]) get(ctx context.Context, key string, fresh, async bool, load 
 			v, err := load(rctx)
 			c.mu.Lock()
 			if err == nil {
-				c.last, c.key, c.at = v, key, time.Now()
+				c.last, c.key, c.at, c.failed = v, key, time.Now(), nil
+			} else {
+				c.failed, c.failedKey, c.failedAt = err, key, time.Now()
 			}
 			c.refreshing = false
 			c.mu.Unlock()

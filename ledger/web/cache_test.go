@@ -65,3 +65,40 @@ func TestCacheCloseCancelsTheRefresh(t *testing.T) {
 		t.Fatal("close did not end the background recomputation")
 	}
 }
+
+// TestCacheShowsAFailedComputation (a review): a background computation
+// that failed with no value to show (the overview's month figures with the
+// database down, or past refreshTimeout on a large ledger) was dropped:
+// every view showed "computing" and started the whole computation again.
+// Its error is returned for failBackoff, with no new computation; then
+// the next view starts one, and its value is served once computed.
+func TestCacheShowsAFailedComputation(t *testing.T) {
+	c := newCache[int](time.Hour)
+	ctx := context.Background()
+	calls := 0
+	failing := func(context.Context) (*int, error) { calls++; return nil, errors.New("database unreachable") }
+	if v, err := c.get(ctx, "k", false, true, failing); v != nil || err != nil {
+		t.Fatalf("first async get = %v %v, want nothing yet", v, err)
+	}
+	c.wg.Wait()
+	for range 3 {
+		if v, err := c.get(ctx, "k", false, true, failing); v != nil || err == nil || err.Error() != "database unreachable" {
+			t.Fatalf("a view after the failed computation = %v %v, want its error", v, err)
+		}
+	}
+	c.wg.Wait()
+	if calls != 1 {
+		t.Fatalf("%d computations; want the one, the views within the backoff starting none", calls)
+	}
+	c.mu.Lock()
+	c.failedAt = time.Now().Add(-failBackoff) // the backoff is over
+	c.mu.Unlock()
+	load := func(context.Context) (*int, error) { calls++; v := 7; return &v, nil }
+	if v, err := c.get(ctx, "k", false, true, load); v != nil || err != nil {
+		t.Fatalf("a view past the backoff = %v %v, want a new computation begun", v, err)
+	}
+	c.wg.Wait()
+	if v, err := c.get(ctx, "k", false, true, load); v == nil || *v != 7 || err != nil {
+		t.Fatalf("after it = %v %v, want its value", v, err)
+	}
+}
