@@ -63,6 +63,7 @@ func (c *Console) Routes(r chi.Router) {
 		r.Post("/customers/{id}/credits", c.addCredit)
 		r.Post("/customers/{id}/keys", c.issueKey)
 		r.Get("/keys", c.keysPage)
+		r.Get("/keys/issued", c.issuedPage)
 		r.Post("/keys/{id}/revoke", c.revokeKey)
 		r.Post("/keys/{id}/limits", c.setLimits)
 		r.Get("/prices", c.pricesPage)

@@ -94,18 +94,28 @@ func TestConsoleCSRF(t *testing.T) {
 }
 
 // TestConsoleKeys issues a key (secret shown once), sets limits and
-// revokes it, all through the admin API.
+// revokes it, all through the admin API. The issue redirects to the page
+// that shows the secret (post, redirect, get): rendered as the POST's
+// answer, a reload issued a second live key (a review); a second view
+// of the page shows no secret, and issues nothing.
 func TestConsoleKeys(t *testing.T) {
 	g := newRig(t)
 	cust, _, _ := g.customer("keys-co", "m1", 0)
 	c := g.browser()
 	csrf := g.signIn(c, "console", "token", adminToken)
-	status, body, _ := g.do(c, "POST", "/console/customers/"+cust.ID+"/keys", url.Values{"csrf": {csrf}, "name": {"web"},
+	status, body, h := g.do(c, "POST", "/console/customers/"+cust.ID+"/keys", url.Values{"csrf": {csrf}, "name": {"web"},
 		"rpm_limit": {"60"}, "daily_limit": {"50"}, "allowed_models": {"m1, m2"}})
-	if status != http.StatusCreated || !strings.Contains(body, `id="secret"`) {
-		t.Fatalf("issue = %d %s", status, body)
+	if status != http.StatusSeeOther || h.Get("Location") != "/console/keys/issued" {
+		t.Fatalf("issue = %d %s (to %q), want 303 to /console/keys/issued", status, body, h.Get("Location"))
+	}
+	status, body, _ = g.do(c, "GET", "/console/keys/issued", nil)
+	if status != http.StatusOK || !strings.Contains(body, `id="secret"`) {
+		t.Fatalf("the issued page = %d %s", status, body)
 	}
 	secret := between(body, `aria-label="The new key's secret">`, "<")
+	if status, again, h := g.do(c, "GET", "/console/keys/issued", nil); status != http.StatusSeeOther || strings.Contains(again, secret) {
+		t.Fatalf("a second view of the issued page = %d (to %q) %s; want a redirect, the secret not shown again", status, h.Get("Location"), again)
+	}
 	ks, err := g.api.Keys(context.Background(), cust.ID)
 	if err != nil || len(ks) != 2 {
 		t.Fatalf("keys = %v %v", ks, err)

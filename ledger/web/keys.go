@@ -81,8 +81,24 @@ func (c *Console) issueKey(w http.ResponseWriter, r *http.Request) {
 		c.done(w, r, "/console/keys?customer="+id, "", err)
 		return
 	}
-	c.pages.render(w, c.log, http.StatusCreated, "issued", c.view(r, "keys", "Key issued",
-		issuedData{CustomerID: id, Name: k.Name, Secret: k.Secret, Prefix: k.Prefix}))
+	// Post, redirect, get: the secret is shown by a GET, once. Rendered
+	// as the POST's answer, a reload of it (or the browser's "resend")
+	// issued a second live key, the operator seeing only its secret (a
+	// review).
+	c.sess.setIssued(sessionOf(r), &issuedData{CustomerID: id, Name: k.Name, Secret: k.Secret, Prefix: k.Prefix})
+	http.Redirect(w, r, "/console/keys/issued", http.StatusSeeOther)
+}
+
+// issuedPage shows the key the session just issued, its secret this once;
+// a view after that says it was shown.
+func (c *Console) issuedPage(w http.ResponseWriter, r *http.Request) {
+	k := c.sess.popIssued(sessionOf(r))
+	if k == nil {
+		c.done(w, r, "/console/customers", "", errors.New("that key's secret was shown once, on the page after it was issued, "+
+			"and is not kept: issue a new key (and revoke the old one) if it was not copied"))
+		return
+	}
+	c.pages.render(w, c.log, http.StatusOK, "issued", c.view(r, "keys", "Key issued", *k))
 }
 
 func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {

@@ -39,6 +39,9 @@ type session struct {
 	// notice and failure are what the last write did, said once by the
 	// next page (guarded by sessions.mu).
 	notice, failure string
+	// issued is a key the console just issued, its secret shown once by
+	// the page the issue redirects to (guarded by sessions.mu).
+	issued *issuedData
 }
 
 // sessions is an in-memory session store, one per interface.
@@ -169,6 +172,23 @@ func (s *sessions) popFlash(ss *session) (notice, failure string) {
 	notice, failure = ss.notice, ss.failure
 	ss.notice, ss.failure = "", ""
 	return notice, failure
+}
+
+// setIssued keeps a key just issued for the session's next view of the
+// issued page.
+func (s *sessions) setIssued(ss *session, k *issuedData) {
+	s.mu.Lock()
+	ss.issued = k
+	s.mu.Unlock()
+}
+
+// popIssued returns and forgets the key just issued, or nil.
+func (s *sessions) popIssued(ss *session) *issuedData {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := ss.issued
+	ss.issued = nil
+	return k
 }
 
 type sessionKey struct{}
