@@ -140,6 +140,11 @@ func tapStreamAnswer(body []byte, r *tap.Report) {
 	for {
 		ev, err := rd.Next()
 		if err != nil {
+			if !errors.Is(err, io.EOF) && !r.Reported {
+				// Read no further (an event past the reader's bound): the
+				// whole body by its bytes, as an unreadable answer is.
+				r.AddOutputBytes(body)
+			}
 			break
 		}
 		r.AddOutputBytes(ev.Other)
