@@ -483,13 +483,16 @@ const (
 // daily or monthly limit, making those missing (a zero spend, which
 // recomputeKeySpend then sets), within tx. It waits for the batches that
 // moved them to commit (see the key spend lock).
-func lockKeySpend(ctx context.Context, tx pgx.Tx, keyIDs []string) error {
-	_, err := tx.Exec(ctx, `
+// lockKeySpendSQL is lockKeySpend's statement, $1 the keys' ids.
+const lockKeySpendSQL = `
 		INSERT INTO key_spend (key_id, day_start, day_e12, month_start, month_e12)
-		SELECT k.id, d.day, 0, d.month, 0 FROM api_keys k CROSS JOIN `+spendPeriods+`
+		SELECT k.id, d.day, 0, d.month, 0 FROM api_keys k CROSS JOIN ` + spendPeriods + `
 		WHERE k.id = ANY($1::uuid[]) AND (k.daily_limit_micros IS NOT NULL OR k.monthly_limit_micros IS NOT NULL)
 		ORDER BY k.id
-		ON CONFLICT (key_id) DO UPDATE SET day_e12 = key_spend.day_e12`, keyIDs)
+		ON CONFLICT (key_id) DO UPDATE SET day_e12 = key_spend.day_e12`
+
+func lockKeySpend(ctx context.Context, tx pgx.Tx, keyIDs []string) error {
+	_, err := tx.Exec(ctx, lockKeySpendSQL, keyIDs)
 	if err != nil {
 		return fmt.Errorf("key spend: lock: %w", err)
 	}
