@@ -10,6 +10,12 @@ import (
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
+// chatEvent is an SSE event of an OpenAI chat.completion.chunk whose
+// choices are rest.
+func chatEvent(rest string) string {
+	return `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[` + rest + `]}` + "\n\n"
+}
+
 // TestStreamsWithoutTheirEndAreCut: an upstream that closes its stream
 // cleanly after some output but before the protocol's end (no
 // finish_reason, no usage report, no [DONE]; Anthropic's stream without
@@ -21,12 +27,9 @@ import (
 // came. A stream that ends at its finish chunk without [DONE] (DESIGN:
 // some providers never send it) stays a clean end.
 func TestStreamsWithoutTheirEndAreCut(t *testing.T) {
-	chunk := func(rest string) string {
-		return `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[` + rest + `]}` + "\n\n"
-	}
-	content := chunk(`{"index":0,"delta":{"role":"assistant","content":""}}`) +
-		strings.Repeat(chunk(`{"index":0,"delta":{"content":"word "}}`), 10)
-	finish := chunk(`{"index":0,"delta":{},"finish_reason":"stop"}`)
+	content := chatEvent(`{"index":0,"delta":{"role":"assistant","content":""}}`) +
+		strings.Repeat(chatEvent(`{"index":0,"delta":{"content":"word "}}`), 10)
+	finish := chatEvent(`{"index":0,"delta":{},"finish_reason":"stop"}`)
 	usageChunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],` +
 		`"usage":{"prompt_tokens":9,"completion_tokens":10,"total_tokens":19}}` + "\n\n"
 	openaiUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

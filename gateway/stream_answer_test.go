@@ -18,12 +18,9 @@ import (
 // as the stream relay reads it: its usage billed when it has one, else the
 // output of its chunks estimated. The client gets the body unchanged.
 func TestANonStreamedRequestAnsweredWithAStream(t *testing.T) {
-	chunk := func(rest string) string {
-		return `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[` + rest + `]}` + "\n\n"
-	}
-	content := chunk(`{"index":0,"delta":{"role":"assistant","content":""}}`) +
-		strings.Repeat(chunk(`{"index":0,"delta":{"content":"lorem ipsum dolor sit amet "}}`), 30) +
-		chunk(`{"index":0,"delta":{},"finish_reason":"stop"}`)
+	content := chatEvent(`{"index":0,"delta":{"role":"assistant","content":""}}`) +
+		strings.Repeat(chatEvent(`{"index":0,"delta":{"content":"lorem ipsum dolor sit amet "}}`), 30) +
+		chatEvent(`{"index":0,"delta":{},"finish_reason":"stop"}`)
 	usageChunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],` +
 		`"usage":{"prompt_tokens":9,"completion_tokens":150,"total_tokens":159}}` + "\n\n"
 	// A report before the output (a review): a progress report, not the

@@ -145,14 +145,23 @@ func (s *Store) Rerate(ctx context.Context, from, to time.Time, progress func(Re
 				}
 				moved.queue(&writes)
 				// The batch's writes go in one round trip (pipelined, in
-				// order): one statement at a time, three an adjusted event, the
-				// round trips were most of a re-rating's time.
+				// order): one statement at a time, the round trips were most
+				// of a re-rating's time.
 				if writes.Len() > 1 {
 					if err := tx.SendBatch(ctx, &writes).Close(); err != nil {
 						return err
 					}
 				}
-				return spendMoved(ctx, tx, slices.Sorted(maps.Keys(keys)), slices.Sorted(maps.Keys(customers)))
+				if len(keys) == 0 {
+					return nil
+				}
+				// The keys' spend rows are locked (above): spendMoved's
+				// recomputation and outbox, without its lock.
+				keyIDs := slices.Sorted(maps.Keys(keys))
+				if err := recomputeKeySpend(ctx, tx, keyIDs); err != nil {
+					return err
+				}
+				return outboxAll(ctx, tx, keyIDs, slices.Sorted(maps.Keys(customers)))
 			})
 		})
 		if err != nil {
