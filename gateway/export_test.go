@@ -25,3 +25,11 @@ func IdleHandedBack(s *Server) int {
 	defer s.handback.mu.Unlock()
 	return len(s.handback.idle)
 }
+
+// ClientConnections is how many client connections s's listener holds
+// open: accepted and not yet closed by the gateway.
+func ClientConnections(s *Server) int {
+	s.clients.mu.Lock()
+	defer s.clients.mu.Unlock()
+	return len(s.clients.conns)
+}

@@ -158,6 +158,9 @@ type Server struct {
 
 	srv  *http.Server
 	addr string
+	// clients is the clients' listener, which counts their open
+	// connections (set by Start).
+	clients *capListener
 	// handback takes back the connections streams took (see takeover);
 	// streams counts the taken streams whose body has not ended, which
 	// http.Server.Shutdown does not wait for, and watchers their
@@ -301,7 +304,8 @@ func (s *Server) Start(addr string, h http.Handler) error {
 	}
 	s.addr = ln.Addr().String()
 	maxConns := ConnectionCap(s.cfg)
-	ln = limitListener(ln, maxConns)
+	s.clients = limitListener(ln, maxConns)
+	ln = s.clients
 	s.log.Info("gateway: client connections capped", "max_connections", maxConns)
 	s.handback = newHandback(ln.Addr(), s.cfg.IdleTimeout)
 	if pollHangups {

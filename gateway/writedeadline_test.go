@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,6 +35,7 @@ func TestClientThatStopsReading(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := newStack(t, func(c *gateway.Config) { c.WriteTimeout = 300 * time.Millisecond })
 			before := st.simStats(t)
+			open := gateway.ClientConnections(st.gw)
 			const n = 100000
 			body := fmt.Sprintf(`{"model":"sim-small","stream":true,"max_tokens":%d,"messages":[{"role":"user","content":"hi"}],"metadata":{"sim_chunks":"%d"}}`, n, n)
 			conn := postUnread(t, st, body)
@@ -73,12 +75,22 @@ func TestClientThatStopsReading(t *testing.T) {
 				t.Fatalf("event %+v; the simulator billed %+v", e, billed)
 			}
 
-			// The gateway closed the connection: what the kernel holds
-			// drains, then the read ends (not by the test's deadline).
-			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			// The gateway closed the connection (a CI run, 2026-12-05,
+			// once read no end of it within 10 s: whether the gateway kept
+			// it or the kernel was slow to hand over what it held for the
+			// client, the test could not tell, so it asks the gateway).
+			for deadline := time.Now().Add(10 * time.Second); gateway.ClientConnections(st.gw) > open; {
+				if time.Now().After(deadline) {
+					t.Fatalf("the gateway kept the connection of a client that stopped reading open: %s", socketStates(conn))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			// The client sees the end: what the kernel holds drains, then
+			// the read ends (not by the test's deadline).
+			_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
 			_, err := io.Copy(io.Discard, conn)
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				t.Fatal("the gateway kept the connection of a client that stopped reading open")
+				t.Fatalf("the gateway closed the connection, yet the client read no end of it in 60 s: %s", socketStates(conn))
 			}
 			if !strings.Contains(fmt.Sprint(err), "reset") && err != nil {
 				t.Fatalf("reading the rest: %v", err)
@@ -164,6 +176,17 @@ func postUnread(t *testing.T, st *stack, body string) net.Conn {
 	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		testKey, len(body), body)
 	return conn
+}
+
+// socketStates is what ss says of both ends of conn, for a failure's
+// message (the state, the queues, the timers).
+func socketStates(conn net.Conn) string {
+	port := conn.LocalAddr().(*net.TCPAddr).Port
+	out, err := exec.Command("ss", "-tnoi", "state", "all", fmt.Sprintf("( sport = :%d or dport = :%d )", port, port)).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("(ss: %v)", err)
+	}
+	return "\n" + string(out)
 }
 
 // TestClientThatStopsReadingDrainBounded: a client that stops reading
