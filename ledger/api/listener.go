@@ -73,6 +73,7 @@ func (l *Listener) Start(addr string) error {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
 	l.addr = ln.Addr().String()
+	ln = lowWaterListener{ln}
 	base, cut := context.WithCancel(context.Background())
 	l.cut = cut
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -89,6 +90,21 @@ func (l *Listener) Start(addr string) error {
 		}
 	})
 	return nil
+}
+
+// notSentLowWater is the unsent bytes, in bytes, a connection of the
+// admin listener queues before its writes wait (see lowWater).
+const notSentLowWater = 64 << 10
+
+// lowWaterListener sets each connection it accepts to notSentLowWater.
+type lowWaterListener struct{ net.Listener }
+
+func (l lowWaterListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		lowWater(c)
+	}
+	return c, err
 }
 
 // Addr is the address Start bound.
