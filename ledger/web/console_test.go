@@ -108,6 +108,10 @@ func TestConsoleKeys(t *testing.T) {
 	if status != http.StatusSeeOther || h.Get("Location") != "/console/keys/issued" {
 		t.Fatalf("issue = %d %s (to %q), want 303 to /console/keys/issued", status, body, h.Get("Location"))
 	}
+	// A HEAD (a link checker, a prefetch) does not use up the one view.
+	if status, _, _ := g.do(c, "HEAD", "/console/keys/issued", nil); status != http.StatusOK {
+		t.Fatalf("HEAD of the issued page = %d, want 200", status)
+	}
 	status, body, _ = g.do(c, "GET", "/console/keys/issued", nil)
 	if status != http.StatusOK || !strings.Contains(body, `id="secret"`) {
 		t.Fatalf("the issued page = %d %s", status, body)

@@ -90,8 +90,13 @@ func (c *Console) issueKey(w http.ResponseWriter, r *http.Request) {
 }
 
 // issuedPage shows the key the session just issued, its secret this once;
-// a view after that says it was shown.
+// a view after that says it was shown. A HEAD is answered 200 and leaves
+// the secret for the GET.
 func (c *Console) issuedPage(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead { // answered unseen: it must not use up the secret's one view
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		return
+	}
 	k := c.sess.popIssued(sessionOf(r))
 	if k == nil {
 		c.done(w, r, "/console/customers", "", errors.New("that key's secret was shown once, on the page after it was issued, "+

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/tollgate-dev/tollgate/ledger/api"
 )
@@ -40,7 +41,9 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 	root := "/" + f.app
 	r.Get(root, func(w http.ResponseWriter, req *http.Request) { http.Redirect(w, req, root+"/", http.StatusFound) })
 	r.Route(root, func(r chi.Router) {
-		r.Use(secure, limitBody, browserAddr, wholeQuery)
+		// A HEAD is answered as the GET of its path, without the body
+		// (net/http drops it): link checkers and uptime probes send HEAD.
+		r.Use(middleware.GetHead, secure, limitBody, browserAddr, wholeQuery)
 		r.Get("/static/style.css", style)
 		r.Get("/signin", f.page)
 		r.Post("/signin", f.signin)
