@@ -127,6 +127,7 @@ func TestClientThatStopsReadingLater(t *testing.T) {
 		c.WriteTimeout = 300 * time.Millisecond
 		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "flood", Type: "openai", BaseURL: up.URL})
 	})
+	open := gateway.ClientConnections(st.gw)
 	conn := postUnread(t, st, `{"model":"flood/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	br := bufio.NewReaderSize(conn, 512)
 	resp, err := http.ReadResponse(br, nil)
@@ -153,10 +154,18 @@ func TestClientThatStopsReadingLater(t *testing.T) {
 		e.Usage.CompletionTokens != 16*(chunks+1) || e.Usage.PromptTokens != 7 {
 		t.Fatalf("event %+v", e)
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	// The gateway closed the connection (see TestClientThatStopsReading),
+	// and the client reads its end.
+	for deadline := time.Now().Add(10 * time.Second); gateway.ClientConnections(st.gw) > open; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway kept the connection of a client that stopped reading open: %s", socketStates(conn))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
 	_, err = io.Copy(io.Discard, br)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatal("the gateway kept the connection of a client that stopped reading open")
+		t.Fatalf("the gateway closed the connection, yet the client read no end of it in 60 s: %s", socketStates(conn))
 	}
 }
 
