@@ -231,7 +231,7 @@ func (s *Store) CustomersPage(ctx context.Context, q CustomerQuery) (CustomerPag
 	afterAt, afterID := time.Time{}, "00000000-0000-0000-0000-000000000000" // no cursor: from the first
 	if q.Cursor != "" {
 		var err error
-		if afterAt, afterID, err = decodeCustomerCursor(q.Cursor); err != nil {
+		if afterAt, afterID, err = decodeCreatedCursor(q.Cursor); err != nil {
 			return CustomerPage{}, err
 		}
 	}
@@ -251,8 +251,7 @@ func (s *Store) CustomersPage(ctx context.Context, q CustomerQuery) (CustomerPag
 	if len(out) > q.Limit { // one more than the page: customers follow
 		page.Data = out[:q.Limit]
 		last := page.Data[q.Limit-1]
-		page.NextCursor = base64.RawURLEncoding.EncodeToString(
-			[]byte(last.CreatedAt.UTC().Format(time.RFC3339Nano) + " " + last.ID))
+		page.NextCursor = encodeCreatedCursor(last.CreatedAt, last.ID)
 	}
 	return page, nil
 }
@@ -267,9 +266,18 @@ const customersPageQuery = `SELECT ` + customerColumns + ` FROM customers
 		  AND (created_at, id) > ($3, $4::uuid)
 		ORDER BY created_at, id LIMIT $5`
 
-// decodeCustomerCursor returns the creation time and id of the customer a
-// page of CustomersPage ended with.
-func decodeCustomerCursor(c string) (time.Time, string, error) {
+// encodeCreatedCursor is the cursor of a page (of CustomersPage or
+// KeysPage) that ended with the row created at at with id: base64 (URL
+// alphabet, unpadded) of the time in RFC 3339 to the nanosecond, a space
+// and the id.
+func encodeCreatedCursor(at time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + " " + id))
+}
+
+// decodeCreatedCursor returns the creation time and id of the row a page
+// of CustomersPage or KeysPage ended with (encodeCreatedCursor), or
+// EInvalid.
+func decodeCreatedCursor(c string) (time.Time, string, error) {
 	bad := errorf(EInvalid, "cursor: %q is not a cursor this API returned", c)
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {

@@ -348,22 +348,83 @@ func (s *Store) RevokeKey(ctx context.Context, keyID string) (Key, error) {
 	return Key{}, err
 }
 
-// Keys lists a customer's keys (never their secrets), oldest first. It
-// returns ENotFound for an unknown customer.
-func (s *Store) Keys(ctx context.Context, customerID string) ([]Key, error) {
-	if _, err := s.Customer(ctx, customerID); err != nil {
-		return nil, err
+// Key pages: the number of keys a page holds when no limit is asked for,
+// and the most a limit may ask for (as for customers).
+const (
+	DefaultKeyLimit = 1000
+	MaxKeyLimit     = 10000
+)
+
+// KeyQuery selects a page of a customer's keys. Limit is the page's size
+// (0: DefaultKeyLimit; at most MaxKeyLimit), Cursor the NextCursor of the
+// previous page ("": the first).
+type KeyQuery struct {
+	Limit  int
+	Cursor string
+}
+
+// KeyPage is one page of a customer's keys (never their secrets), oldest
+// first, revoked and expired ones included. NextCursor, "" on the last
+// page, continues with the keys created after Data's last.
+type KeyPage struct {
+	Data       []Key  `json:"data"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// KeysPage lists a customer's keys a page at a time, in the order
+// (created_at, id): the first q.Limit after q.Cursor. Only that page is
+// read however many keys the customer has (migration 11's index). A key
+// is placed by its created_at, the start of the transaction that created
+// it: one committed while a client pages comes after its pages, unless its
+// transaction began before the page the client last read, which the client
+// then does not see. It returns EInvalid for a limit out of range or a
+// cursor it did not return, and ENotFound for an unknown customer.
+func (s *Store) KeysPage(ctx context.Context, customerID string, q KeyQuery) (KeyPage, error) {
+	if q.Limit == 0 {
+		q.Limit = DefaultKeyLimit
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE customer_id = $1 ORDER BY created_at, id`, customerID)
+	if q.Limit < 1 || q.Limit > MaxKeyLimit {
+		return KeyPage{}, errorf(EInvalid, "limit: %d is not between 1 and %d", q.Limit, MaxKeyLimit)
+	}
+	afterAt, afterID := time.Time{}, "00000000-0000-0000-0000-000000000000" // no cursor: from the first
+	if q.Cursor != "" {
+		var err error
+		if afterAt, afterID, err = decodeCreatedCursor(q.Cursor); err != nil {
+			return KeyPage{}, err
+		}
+	}
+	rows, err := s.pool.Query(ctx, keysPageQuery, customerID, afterAt, afterID, q.Limit+1)
 	if err != nil {
-		return nil, dbError(err, "keys")
+		return KeyPage{}, dbError(err, "keys")
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) { return scanKey(r) })
-	if out == nil {
-		out = []Key{}
+	if err != nil {
+		return KeyPage{}, dbError(err, "keys")
 	}
-	return out, dbError(err, "keys")
+	if len(out) == 0 { // no keys here: is there such a customer? (a key is one's)
+		if _, err := s.Customer(ctx, customerID); err != nil {
+			return KeyPage{}, err
+		}
+	}
+	page := KeyPage{Data: out}
+	if page.Data == nil {
+		page.Data = []Key{}
+	}
+	if len(out) > q.Limit { // one more than the page: keys follow
+		page.Data = out[:q.Limit]
+		last := page.Data[q.Limit-1]
+		page.NextCursor = encodeCreatedCursor(last.CreatedAt, last.ID)
+	}
+	return page, nil
 }
+
+// keysPageQuery reads a page of a customer's keys: $1 the customer, $2 and
+// $3 the creation time and id the page starts after, $4 the most rows. Its
+// order is migration 11's index (api_keys_customer_created_idx), so that a
+// page reads its rows alone.
+const keysPageQuery = `SELECT ` + keyColumns + ` FROM api_keys
+		WHERE customer_id = $1 AND (created_at, id) > ($2, $3::uuid)
+		ORDER BY created_at, id LIMIT $4`
 
 // outbox records in tx that the state of a key or a customer changed, and
 // returns the change's sequence.

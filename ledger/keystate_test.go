@@ -335,9 +335,9 @@ func TestCreateKeyNeedsAName(t *testing.T) {
 			t.Errorf("CreateKey(name %q) = %v; want invalid: name must not be empty", name, err)
 		}
 	}
-	ks, err := s.Keys(ctx, c.ID)
-	if err != nil || len(ks) != 1 {
-		t.Fatalf("Keys = %d keys, %v; want only setup's", len(ks), err)
+	page, err := s.KeysPage(ctx, c.ID, ledger.KeyQuery{})
+	if err != nil || len(page.Data) != 1 {
+		t.Fatalf("KeysPage = %d keys, %v; want only setup's", len(page.Data), err)
 	}
 }
 
