@@ -99,11 +99,50 @@ func (c *Client) CreateKey(ctx context.Context, customerID string, in ledger.Key
 	return call[CreatedKey](ctx, c, "POST", "/admin/v1/customers/"+seg(customerID)+"/keys", in)
 }
 
-// Keys returns a customer's API keys, revoked ones included. Returns
-// ENotFound if the customer does not exist, EInvalid if its id is not a
-// UUID.
+// Keys returns every API key of a customer (never their secrets), oldest
+// first, revoked and expired ones included: AllKeys from the first page,
+// a page of the server's default size at a time. A list for people (the
+// console) is KeysPage: a customer may have many thousands of keys.
+// Returns ENotFound if the customer does not exist, EInvalid if its id is
+// not a UUID.
 func (c *Client) Keys(ctx context.Context, customerID string) ([]ledger.Key, error) {
-	return getList[ledger.Key](ctx, c, "/admin/v1/customers/"+seg(customerID)+"/keys")
+	return c.AllKeys(ctx, customerID, ledger.KeyQuery{})
+}
+
+// AllKeys returns every key of a customer from q.Cursor on ("": the
+// first), oldest first, asking for them a page (of q.Limit, or the
+// server's default size) at a time (KeysPage) and following the cursors.
+// Returns ENotFound if the customer does not exist, EInvalid if its id is
+// not a UUID or for a limit out of range or a cursor the server did not
+// return.
+func (c *Client) AllKeys(ctx context.Context, customerID string, q ledger.KeyQuery) ([]ledger.Key, error) {
+	out := []ledger.Key{}
+	for {
+		page, err := c.KeysPage(ctx, customerID, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Data...)
+		if page.NextCursor == "" {
+			return out, nil
+		}
+		q.Cursor = page.NextCursor
+	}
+}
+
+// KeysPage returns one page of a customer's keys (never their secrets),
+// oldest first: the first q.Limit (1 to ledger.MaxKeyLimit; 0: the
+// server's default, ledger.DefaultKeyLimit) after q.Cursor ("": the first
+// page). Its NextCursor, "" on the last page, asks for the next. Returns
+// ENotFound if the customer does not exist, EInvalid if its id is not a
+// UUID or for a limit out of range or a cursor the server did not return.
+func (c *Client) KeysPage(ctx context.Context, customerID string, q ledger.KeyQuery) (ledger.KeyPage, error) {
+	l := ""
+	if q.Limit != 0 {
+		l = strconv.Itoa(q.Limit)
+	}
+	path := "/admin/v1/customers/" + seg(customerID) + "/keys" + query("limit", l, "cursor", q.Cursor)
+	return call[ledger.KeyPage](ctx, c, "GET", path, nil)
 }
 
 // RevokeKey revokes an API key and returns it. Returns ENotFound if it
