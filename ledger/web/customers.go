@@ -100,9 +100,13 @@ func pageQuery(q, cursor string) string {
 }
 
 type customerData struct {
-	Customer  ledger.Customer
-	Balance   ledger.Balance
+	Customer ledger.Customer
+	Balance  ledger.Balance
+	// Keys are the customer's first keysPerPage keys, oldest first;
+	// MoreKeys is the link to the keys page's next page when it has more
+	// ("": none).
 	Keys      []ledger.Key
+	MoreKeys  string
 	Overrides []api.Override
 	Entries   []ledger.Entry // the latest entriesShown of the range, newest first
 	// EntriesFrom is the first day (UTC) of the entries' range: this
@@ -133,7 +137,13 @@ func (c *Console) customerPage(w http.ResponseWriter, r *http.Request) {
 	err := parallel(
 		func() (e error) { d.Customer, e = cl.Customer(ctx, id); return },
 		func() (e error) { d.Balance, e = cl.Balance(ctx, id); return },
-		func() (e error) { d.Keys, e = cl.Keys(ctx, id); return },
+		func() error { // a page: a customer may have 100,000 keys
+			page, err := cl.KeysPage(ctx, id, ledger.KeyQuery{Limit: keysPerPage})
+			if d.Keys = page.Data; page.NextCursor != "" {
+				d.MoreKeys = keysLink(id, page.NextCursor)
+			}
+			return err
+		},
 		func() (e error) { d.Overrides, e = cl.Overrides(ctx, id); return },
 		func() (e error) {
 			d.Entries, e = cl.LatestEntries(ctx, id, d.EntriesFrom, time.Time{}, entriesShown+1)
