@@ -133,19 +133,31 @@ func keyCommands() []*command {
 			}
 		},
 	}, {
-		name: "keys list", args: "--customer CUSTOMER_ID",
-		summary: "list a customer's API keys (GET /admin/v1/customers/{id}/keys)",
-		example: "tollgate keys list --customer 0197a3c2-…",
+		name: "keys list", args: "--customer CUSTOMER_ID [--limit N | --cursor C]",
+		summary: "list a customer's API keys, oldest first (GET /admin/v1/customers/{id}/keys)",
+		example: "tollgate keys list --customer 0197a3c2-…\n  tollgate keys list --customer 0197a3c2-… --limit 20",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			customer := idFlag(fs, "customer", "customer id (required)")
+			limit := fs.Int("limit", 0, "only the first N keys (1 to 10000), one page; without it or --cursor, every key, read a page at a time")
+			cursor := fs.String("cursor", "", "the page of keys after a previous page: its next_cursor")
 			return func(c *cli, _ []string) error {
 				if err := requireFlags("customer", *customer); err != nil {
 					return err
 				}
-				ks, err := c.api.Keys(c.ctx, *customer)
-				return c.show(data(ks), err, func() {
-					rows := make([][]string, len(ks))
-					for i, k := range ks {
+				if flagGiven(fs, "limit") && (*limit < 1 || *limit > ledger.MaxKeyLimit) {
+					return usagef("--limit: %d is not from 1 to %d (a page of keys; leave it out for every key)", *limit, ledger.MaxKeyLimit)
+				}
+				q := ledger.KeyQuery{Limit: *limit, Cursor: *cursor}
+				var page ledger.KeyPage
+				var err error
+				if flagGiven(fs, "limit") || *cursor != "" {
+					page, err = c.api.KeysPage(c.ctx, *customer, q)
+				} else {
+					page.Data, err = c.api.AllKeys(c.ctx, *customer, q)
+				}
+				return c.show(page, err, func() {
+					rows := make([][]string, len(page.Data))
+					for i, k := range page.Data {
 						status := "active"
 						switch {
 						case k.RevokedAt != nil:
@@ -157,6 +169,9 @@ func keyCommands() []*command {
 							rateLimits(k), ts(&k.CreatedAt), ts(k.LastUsedAt), status}
 					}
 					c.table([]string{"ID", "NAME", "PREFIX", "DAILY LIMIT", "MONTHLY LIMIT", "RATE LIMITS", "CREATED", "LAST USED", "STATUS"}, rows)
+					if page.NextCursor != "" {
+						c.warn("More keys follow: add --cursor " + page.NextCursor + ", or leave out --limit and --cursor for every key.")
+					}
 				})
 			}
 		},
