@@ -115,6 +115,10 @@ func TestKeysArePaged(t *testing.T) {
 			t.Errorf("an unknown customer's keys%s = %d %s; want 404", q, status, body)
 		}
 	}
+	// A customer id that is not a UUID is 400 naming what is wrong, not a 500.
+	if status, body, _ := send("GET", s.admin+"/admin/v1/customers/not-a-uuid/keys", adminToken, ""); status != http.StatusBadRequest {
+		t.Errorf("the keys of customer not-a-uuid = %d %s; want 400", status, body)
+	}
 	var none ledger.Customer
 	s.adm("POST", "/admin/v1/customers", `{"name":"no keys"}`, http.StatusCreated, &none)
 	if b := s.adm("GET", "/admin/v1/customers/"+none.ID+"/keys", "", http.StatusOK, nil); string(b) != `{"data":[]}`+"\n" && string(b) != `{"data":[]}` {
