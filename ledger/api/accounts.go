@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -33,6 +34,20 @@ func (a *Admin) createOverride(w http.ResponseWriter, r *http.Request) {
 type Override struct {
 	ledger.Override
 	Price *ledger.PriceInput `json:"price,omitempty"`
+}
+
+// MarshalJSON writes a discount's discount_bp even when it is 0 (an
+// override that ends a discount: without it, the override showed neither
+// discount_bp nor price), and a custom price's price without discount_bp.
+func (o Override) MarshalJSON() ([]byte, error) {
+	type plain Override // without this method
+	if o.Price != nil {
+		return json.Marshal(plain(o))
+	}
+	return json.Marshal(struct {
+		plain
+		DiscountBP int `json:"discount_bp"` // shadows the ledger's omitempty one
+	}{plain(o), o.DiscountBP})
 }
 
 func overrideJSON(o ledger.Override) Override {
