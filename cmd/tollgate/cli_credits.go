@@ -96,11 +96,16 @@ func entryFlags(kind, amountHelp string) func(fs *flag.FlagSet) func(*cli, []str
 		amount := amountFlag(fs, "amount", amountHelp, kind == ledger.KindAdjustment)
 		memo := fs.String("memo", "", "why, for the ledger and the statement")
 		key := fs.String("idempotency-key", "", "a retry with the same key returns the first entry instead of adding another")
+		at := fs.String("effective-at", "", "when it takes effect, RFC 3339 or a date (UTC midnight): a payment received last week (default: now)")
 		return func(c *cli, _ []string) error {
 			if err := requireFlags("customer", *customer, "amount", *amount); err != nil {
 				return err
 			}
-			in := ledger.EntryInput{Amount: *amount, Memo: *memo, IdempotencyKey: *key}
+			when, err := parseWhen("effective-at", *at)
+			if err != nil {
+				return err
+			}
+			in := ledger.EntryInput{Amount: *amount, Memo: *memo, IdempotencyKey: *key, EffectiveAt: when}
 			return c.showEntry(c.api.AddEntry(c.ctx, *customer, kind, in))
 		}
 	}

@@ -194,4 +194,16 @@ func TestCLICredits(t *testing.T) {
 	if got := field(t, s.tgOK("customers", "balance", s.customerID), "Balance"); got != "-5 USD" {
 		t.Fatalf("balance after reverse: %s", got)
 	}
+	// --effective-at dates a payment received earlier (a finance review:
+	// docs/billing.md describes backdating, which only the API could do).
+	var back ledger.Entry
+	s.tgJSON(&back, "credits", "grant", "--customer", s.customerID, "--amount", "7", "--effective-at", "2026-01-15")
+	if !back.EffectiveAt.Equal(time.Date(2026, 1, 15, 0, 0, 0, 0, time.UTC)) || back.Amount != "7" {
+		t.Fatalf("grant --effective-at 2026-01-15: %+v", back)
+	}
+	s.tgJSON(&back, "credits", "adjust", "--customer", s.customerID, "--amount", "-2", "--effective-at", "2026-01-16T12:00:00+02:00")
+	if !back.EffectiveAt.Equal(time.Date(2026, 1, 16, 10, 0, 0, 0, time.UTC)) {
+		t.Fatalf("adjust --effective-at 2026-01-16T12:00:00+02:00: %+v", back)
+	}
+	s.tgFail(exitUsage, "--effective-at", "credits", "grant", "--customer", s.customerID, "--amount", "1", "--effective-at", "last week")
 }
