@@ -161,6 +161,7 @@ func (s *Server) serveAttempts(w http.ResponseWriter, r *http.Request, attempts 
 	for i, p := range attempts {
 		x := s.newExchange(w, r, p.route(), endpoint, stream, env)
 		x.event.Attempt = i + 1
+		x.upBody, x.upPath = p.body, p.path
 		x.canRetry, x.retryUntil = i+1 < len(attempts), until
 		s.runAttempt(x, p, run)
 		x.wmu.Lock()

@@ -53,7 +53,12 @@ type exchange struct {
 	event      *usage.Event
 	report     tap.Report
 	promptText func() tap.Prompt // the request's prompt, for estimates
-	env        provider.Envelope
+	// upBody and upPath are the attempt's upstream request (its body as
+	// sent, its path below the base URL), whose output limit bounds the
+	// hidden reasoning an estimate adds (addHiddenReasoning).
+	upBody []byte
+	upPath string
+	env    provider.Envelope
 
 	w         http.ResponseWriter
 	flushTo   func() error // w's flush (see flusherOf)
@@ -522,7 +527,14 @@ func (x *exchange) addHiddenReasoning() {
 	if !unreported && !countedNothing || r.ReasoningShown || r.Output.Len() == 0 {
 		return
 	}
-	if hidden := x.s.hidden.expected(e.CustomerID, e.Model); hidden > 0 {
+	hidden := x.s.hidden.expected(e.CustomerID, e.Model)
+	if limit, ok := statedOutputLimit(x.upBody, x.upPath); ok && x.upPath != "" {
+		// Reasoning counts against the output limit (max_completion_tokens,
+		// Responses' max_output_tokens, Gemini's maxOutputTokens): no more
+		// was spent than the limit leaves after the output counted.
+		hidden = min(hidden, limit-e.Usage.CompletionTokens)
+	}
+	if hidden > 0 {
 		e.Usage.CompletionTokens += hidden
 		e.Usage.ReasoningTokens = hidden
 		note := fmt.Sprintf("%d reasoning tokens the model hides estimated from its recent average", hidden)

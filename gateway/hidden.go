@@ -26,10 +26,16 @@ import (
 // gets the median of the model's customers' averages, which no one
 // customer sets (the lower middle one of an even count; the median an
 // earlier process journaled while fewer than three customers have one).
-// A customer still sets its own: cheap requests that reason little lower
-// the estimate of its next stream cut short with no usage report (which
-// needs that stream to outrun the drain, DrainTimeout, after the client
-// left). docs/billing.md says so.
+// Nor can a customer lower its own below the model's median: its cheap
+// requests that reasoned little then cut its costly streams short, the
+// customer choosing which (it hangs up, and the stream outruns the drain,
+// DrainTimeout), and their reasoning went unbilled (an attacker's review:
+// ten requests of max_tokens 2 took a cut stream's 2,000 reasoning tokens
+// to 1, and one key spent 4.2 times its daily limit in provider cost).
+// A customer's estimate is the larger of its own average and the median,
+// and never more than the request's stated output limit leaves
+// (exchange.addHiddenReasoning). A customer alone on a model (or one of
+// two, before a journaled median) still sets the median itself.
 type hiddenReasoning struct {
 	mu     sync.Mutex
 	models map[string]*modelReasoning // at most maxModels
@@ -183,8 +189,9 @@ func (h *hiddenReasoning) medianOf(m *modelReasoning, now bool) int64 {
 func roundTokens(a int64) int64 { return (a + 1<<(hiddenFrac-1)) >> hiddenFrac }
 
 // expected is the hidden reasoning, in tokens, to estimate for a request
-// of customer's to model: the customer's own average, else the model's
-// median (0 for a model not seen).
+// of customer's to model: the larger of the customer's own average and the
+// model's median; the median for a customer without an average (0 for a
+// model not seen).
 func (h *hiddenReasoning) expected(customer, model string) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -192,8 +199,9 @@ func (h *hiddenReasoning) expected(customer, model string) int64 {
 	if m == nil {
 		return 0
 	}
+	median := h.medianOf(m, false)
 	if a, ok := m.byCustomer[customer]; ok {
-		return roundTokens(a)
+		return roundTokens(max(a, median))
 	}
-	return roundTokens(h.medianOf(m, false))
+	return roundTokens(median)
 }

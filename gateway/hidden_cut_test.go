@@ -99,6 +99,14 @@ func TestCancelledReasoningStreamBillsHiddenReasoning(t *testing.T) {
 		t.Fatalf("cancelled after output: %s (%q), %s usage %+v; want client_cancelled, estimated, 300 reasoning tokens within completion",
 			e.Status, e.Error, e.UsageSource, e.Usage)
 	}
+	// Reasoning counts against the request's output limit: no more is
+	// added than the limit leaves after the output counted (the estimate
+	// is at least the model's median now, so a customer whose requests
+	// reason little could otherwise be billed more than it asked for).
+	e = cancelAfter(t, st, "/v1/chat/completions", `{"model":"o-m","stream":true,"max_completion_tokens":50,"messages":[{"role":"user","content":"output"}]}`, `"content":"word "`)
+	if e.Usage.CompletionTokens != 50 || e.Usage.ReasoningTokens <= 0 || e.Usage.ReasoningTokens >= 50 {
+		t.Fatalf("cancelled with max_completion_tokens 50: usage %+v; want 50 completion tokens, the reasoning what the output left", e.Usage)
+	}
 	if e := cancelled("none yet", ""); e.Usage.ReasoningTokens != 0 || e.Usage.CompletionTokens != 0 {
 		t.Fatalf("no output: %s, usage %+v; want no reasoning added", e.Status, e.Usage)
 	}

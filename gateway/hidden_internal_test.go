@@ -117,6 +117,32 @@ func TestHiddenReasoningSeedStandsUntilThreeCustomers(t *testing.T) {
 	}
 }
 
+// TestHiddenReasoningCannotBeTrainedDown (an attacker's review): a
+// customer taught its own average with requests that reasoned little, then
+// cut its costly streams short (it hung up; they outran the drain), and
+// their reasoning went unbilled: ten requests of max_tokens 2 took a cut
+// stream's 2,000 reasoning tokens to 1. A customer's estimate is now at
+// least the model's median, which no one customer sets; it still rises
+// with its own costly requests.
+func TestHiddenReasoningCannotBeTrainedDown(t *testing.T) {
+	h := newHiddenReasoning()
+	now := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	h.now = func() time.Time { return now }
+	learnFrom(h, "honest-1", 1800, 30)
+	learnFrom(h, "honest-2", 2000, 30)
+	learnFrom(h, "honest-3", 2200, 30)
+	learnFrom(h, "attacker", 2000, 30)
+	learnFrom(h, "attacker", 1, 40) // its cheap requests
+	now = now.Add(medianEvery)
+	if got := h.expected("attacker", "o"); got != 1800 {
+		t.Errorf("the attacker's estimate after 40 cheap requests = %d, want the median, 1800 (the lower middle of its own, 1800, 2000 and 2200)", got)
+	}
+	learnFrom(h, "costly", 9000, 40)
+	if got := h.expected("costly", "o"); got < 8900 {
+		t.Errorf("a customer whose requests reason more = %d, want its own (near 9000)", got)
+	}
+}
+
 // learnFrom has h observe times requests of customer to model "o" whose
 // provider reported reasoning hidden reasoning tokens.
 func learnFrom(h *hiddenReasoning, customer string, reasoning int64, times int) {

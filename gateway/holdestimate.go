@@ -122,6 +122,23 @@ func outputLimit(body []byte, path string) int64 {
 	return min(limit, maxHoldOutputTokens)
 }
 
+// statedOutputLimit is outputLimit of a body that states its output limit
+// exactly under its API's name, and true; false when it states none (the
+// upstream's own default bounds it then, which the gateway does not know),
+// or its API is not one outputLimit knows, or a limit is not a number.
+// An API without output (embeddings) states 0.
+func statedOutputLimit(body []byte, path string) (int64, bool) {
+	api := outputAPIOf(path)
+	if api.none {
+		return 0, true
+	}
+	o := outputFields{api: api, exact: -1, loose: -1}
+	if api.unknown || !o.read(body, false, false) || o.unreadable || o.exact < 0 {
+		return 0, false
+	}
+	return outputLimit(body, path), true
+}
+
 // outputAPI is what outputLimit reads in an API's request body: its
 // output limits and choice counts (top-level names), Gemini's
 // generationConfig (nested: its names are read inside it), a completions
