@@ -12,12 +12,12 @@ import (
 // customer's balance.
 func creditCommands() []*command {
 	return []*command{{
-		name: "credits grant", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY]",
+		name: "credits grant", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY] [--effective-at TIME]",
 		summary: "credit a customer's balance (POST /admin/v1/customers/{id}/credits)",
 		example: "tollgate credits grant --customer 0197a3c2-… --amount 100 --memo 'January top-up' --idempotency-key topup-0197a3c2-2026-01",
 		flags:   entryFlags(ledger.KindCredit, "amount to credit, a positive decimal in the customer's currency (required)"),
 	}, {
-		name: "credits adjust", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY]",
+		name: "credits adjust", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY] [--effective-at TIME]",
 		summary: "correct a customer's balance either way (POST /admin/v1/customers/{id}/adjustments)",
 		example: "tollgate credits adjust --customer 0197a3c2-… --amount -5 --memo 'duplicate credit'",
 		flags:   entryFlags(ledger.KindAdjustment, "amount, a non-zero decimal: positive in the customer's favour (required)"),

@@ -81,10 +81,15 @@ func (c *Console) client(r *http.Request) *api.Client {
 	return api.NewClient("http://admin.in-process", ss.secret, inProcess(c.admin))
 }
 
-// view is the layout's fields for a signed-in page.
+// view is the layout's fields for a signed-in page. A HEAD's view leaves
+// what the last write did for the GET to say (a HEAD is answered unseen:
+// a link checker's used it up).
 func (c *Console) view(r *http.Request, nav, title string, data any) view {
 	ss := sessionOf(r)
-	notice, failure := c.sess.popFlash(ss)
+	var notice, failure string
+	if r.Method != http.MethodHead {
+		notice, failure = c.sess.popFlash(ss)
+	}
 	return view{App: "console", Title: title, Nav: nav, CSRF: ss.csrf, Who: "operator",
 		Notice: notice, Error: failure, Data: data}
 }

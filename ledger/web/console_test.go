@@ -117,6 +117,9 @@ func TestConsoleKeys(t *testing.T) {
 		t.Fatalf("the issued page = %d %s", status, body)
 	}
 	secret := between(body, `aria-label="The new key's secret">`, "<")
+	if status, _, h := g.do(c, "HEAD", "/console/keys/issued", nil); status != http.StatusSeeOther || h.Get("Location") != "/console/customers" {
+		t.Fatalf("HEAD of the issued page once shown = %d to %q; want the GET's 303 to /console/customers", status, h.Get("Location"))
+	}
 	if status, again, h := g.do(c, "GET", "/console/keys/issued", nil); status != http.StatusSeeOther || strings.Contains(again, secret) {
 		t.Fatalf("a second view of the issued page = %d (to %q) %s; want a redirect, the secret not shown again", status, h.Get("Location"), again)
 	}

@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -33,5 +35,25 @@ func TestPagesAnswerHEAD(t *testing.T) {
 	if status, _, h := g.do(anon, "HEAD", "/console/customers", nil); status != getStatus || h.Get("Location") != getHeader.Get("Location") || getHeader.Get("Location") == "" {
 		t.Errorf("HEAD /console/customers signed out = %d to %q; GET = %d to %q: want the same redirect to sign in",
 			status, h.Get("Location"), getStatus, getHeader.Get("Location"))
+	}
+}
+
+// TestHEADKeepsWhatTheLastWriteSaid: a HEAD of a page (answered by its
+// GET handler) does not use up the notice the last write left, as it does
+// not the issued key's secret (a review: a link checker erased "Credit of
+// 5 USD recorded" before the operator saw it).
+func TestHEADKeepsWhatTheLastWriteSaid(t *testing.T) {
+	g := newRig(t)
+	cust, _, _ := g.customer("flash-co", "m1", 0)
+	c := g.browser()
+	csrf := g.signIn(c, "console", "token", adminToken)
+	if status, _, _ := g.do(c, "POST", "/console/customers/"+cust.ID+"/credits", url.Values{"amount": {"5"}, "csrf": {csrf}}); status != http.StatusSeeOther {
+		t.Fatalf("credit = %d", status)
+	}
+	if status, _, _ := g.do(c, "HEAD", "/console/customers/"+cust.ID, nil); status != http.StatusOK {
+		t.Fatalf("HEAD = %d", status)
+	}
+	if _, body, _ := g.do(c, "GET", "/console/customers/"+cust.ID, nil); !strings.Contains(body, "Credit of 5 USD recorded") {
+		t.Errorf("after a HEAD, the GET no longer says the credit was recorded")
 	}
 }

@@ -130,17 +130,22 @@ func (c *Console) issueKey(w http.ResponseWriter, r *http.Request) {
 }
 
 // issuedPage shows the key the session just issued, its secret this once;
-// a view after that says it was shown. A HEAD is answered 200 and leaves
-// the secret for the GET.
+// a view after that says it was shown. A HEAD is answered as the GET
+// would be, and leaves the secret for it.
 func (c *Console) issuedPage(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodHead { // answered unseen: it must not use up the secret's one view
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	head := r.Method == http.MethodHead // answered unseen: it must not use up the secret's one view
+	k := c.sess.popIssued(sessionOf(r), head)
+	if k == nil && head { // where the GET goes, without the message it leaves
+		http.Redirect(w, r, "/console/customers", http.StatusSeeOther)
 		return
 	}
-	k := c.sess.popIssued(sessionOf(r))
 	if k == nil {
 		c.done(w, r, "/console/customers", "", errors.New("that key's secret was shown once, on the page after it was issued, "+
 			"and is not kept: issue a new key (and revoke the old one) if it was not copied"))
+		return
+	}
+	if head {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		return
 	}
 	c.pages.render(w, c.log, http.StatusOK, "issued", c.view(r, "keys", "Key issued", *k))

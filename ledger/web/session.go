@@ -182,12 +182,15 @@ func (s *sessions) setIssued(ss *session, k *issuedData) {
 	s.mu.Unlock()
 }
 
-// popIssued returns and forgets the key just issued, or nil.
-func (s *sessions) popIssued(ss *session) *issuedData {
+// popIssued returns and forgets the key just issued, or nil; with keep,
+// it returns it and keeps it (a HEAD, answered unseen).
+func (s *sessions) popIssued(ss *session, keep bool) *issuedData {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := ss.issued
-	ss.issued = nil
+	if !keep {
+		ss.issued = nil
+	}
 	return k
 }
 
