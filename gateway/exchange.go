@@ -191,7 +191,7 @@ func (x *exchange) begin(body []byte) {
 	// The placeholder usage after Normalize: reasoning expected against no
 	// completion yet is no correction, and a crashed event keeps the
 	// journaled corrections.
-	e.Usage = usage.Tokens{PromptTokens: int64(len(body) / 4), ReasoningTokens: x.s.hidden.expected(e.CustomerID, e.Model)}
+	e.Usage = usage.Tokens{PromptTokens: int64(len(body) / 4), ReasoningTokens: x.s.hidden.estimate(e.CustomerID, e.Model, x.upBody, x.upPath, 0)}
 	x.s.journal.Begin(&e, body)
 }
 
@@ -527,17 +527,10 @@ func (x *exchange) addHiddenReasoning() {
 	if !unreported && !countedNothing || r.ReasoningShown || r.Output.Len() == 0 {
 		return
 	}
-	hidden := x.s.hidden.expected(e.CustomerID, e.Model)
-	if limit, ok := statedOutputLimit(x.upBody, x.upPath); ok && x.upPath != "" {
-		// Reasoning counts against the output limit (max_completion_tokens,
-		// Responses' max_output_tokens, Gemini's maxOutputTokens): no more
-		// was spent than the limit leaves after the output counted.
-		hidden = min(hidden, limit-e.Usage.CompletionTokens)
-	}
-	if hidden > 0 {
+	if hidden := x.s.hidden.estimate(e.CustomerID, e.Model, x.upBody, x.upPath, e.Usage.CompletionTokens); hidden > 0 {
 		e.Usage.CompletionTokens += hidden
 		e.Usage.ReasoningTokens = hidden
-		note := fmt.Sprintf("%d reasoning tokens the model hides estimated from its recent average", hidden)
+		note := fmt.Sprintf("%d reasoning tokens the model hides estimated from recent averages", hidden)
 		switch {
 		case e.Status == usage.StatusOK: // no error to tell; usage_source says it is estimated
 		case e.Error == "":

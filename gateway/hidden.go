@@ -33,8 +33,8 @@ import (
 // ten requests of max_tokens 2 took a cut stream's 2,000 reasoning tokens
 // to 1, and one key spent 4.2 times its daily limit in provider cost).
 // A customer's estimate is the larger of its own average and the median,
-// and never more than the request's stated output limit leaves
-// (exchange.addHiddenReasoning). A customer alone on a model (or one of
+// unless the request asked for the least reasoning or none, and never more
+// than the request's stated output limit leaves (estimate). A customer alone on a model (or one of
 // two, before a journaled median) still sets the median itself.
 type hiddenReasoning struct {
 	mu     sync.Mutex
@@ -193,15 +193,23 @@ func roundTokens(a int64) int64 { return (a + 1<<(hiddenFrac-1)) >> hiddenFrac }
 // model's median; the median for a customer without an average (0 for a
 // model not seen).
 func (h *hiddenReasoning) expected(customer, model string) int64 {
+	own, ok, median := h.averages(customer, model)
+	if ok {
+		return max(own, median)
+	}
+	return median
+}
+
+// averages returns customer's own average for model, in tokens, and
+// whether it has one, and the model's median (see medianOf); 0 for a model
+// not seen.
+func (h *hiddenReasoning) averages(customer, model string) (own int64, ok bool, median int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m := h.models[model]
 	if m == nil {
-		return 0
+		return 0, false, 0
 	}
-	median := h.medianOf(m, false)
-	if a, ok := m.byCustomer[customer]; ok {
-		return roundTokens(max(a, median))
-	}
-	return roundTokens(median)
+	a, ok := m.byCustomer[customer]
+	return roundTokens(a), ok, roundTokens(h.medianOf(m, false))
 }

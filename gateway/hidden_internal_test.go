@@ -151,3 +151,44 @@ func learnFrom(h *hiddenReasoning, customer string, reasoning int64, times int) 
 			Usage: usage.Tokens{CompletionTokens: reasoning + 10, ReasoningTokens: reasoning}}, &tap.Report{})
 	}
 }
+
+// TestHiddenEstimateFollowsTheRequest: the estimate reads what the request
+// asked for. Reasoning turned off (OpenAI's effort "none", a Gemini
+// thinkingBudget of 0) adds none, though the customer's average is below
+// the model's median (a review: the median floor billed such a customer
+// other customers' reasoning); effort "minimal" takes the customer's own
+// average; any other the larger of its own and the median; and never more
+// than the request's stated output limit leaves after its output.
+func TestHiddenEstimateFollowsTheRequest(t *testing.T) {
+	h := newHiddenReasoning()
+	learnFrom(h, "a", 1700, 30)
+	learnFrom(h, "b", 1800, 30)
+	learnFrom(h, "c", 1900, 30)
+	learnFrom(h, "light", 100, 40)
+	const chat, responses, gemini = "/chat/completions", "/responses", "/models/o:streamGenerateContent?alt=sse"
+	for _, c := range []struct {
+		name, customer, path, body string
+		visible, want              int64
+	}{
+		{"effort unsaid", "light", chat, `{"model":"o"}`, 0, 1700},
+		{"effort high", "light", chat, `{"model":"o","reasoning_effort":"high"}`, 0, 1700},
+		{"effort none", "light", chat, `{"model":"o","reasoning_effort":"none"}`, 0, 0},
+		{"effort none, said again as high (the last is read)", "light", chat, `{"reasoning_effort":"none","reasoning_effort":"high"}`, 0, 1700},
+		{"effort minimal", "light", chat, `{"reasoning_effort":"minimal"}`, 0, 100},
+		{"effort minimal, no average of its own", "new", chat, `{"reasoning_effort":"minimal"}`, 0, 1700},
+		{"Responses effort none", "light", responses, `{"reasoning":{"effort":"none"}}`, 0, 0},
+		{"Responses effort escaped", "light", responses, `{"reasoning":{"effort":"n\u006fne"}}`, 0, 0},
+		{"Gemini thinking off", "light", gemini, `{"generationConfig":{"thinkingConfig":{"thinkingBudget":0}}}`, 0, 0},
+		{"Gemini thinking dynamic", "light", gemini, `{"generationConfig":{"thinkingConfig":{"thinkingBudget":-1}}}`, 0, 1700},
+		{"a stated limit", "light", chat, `{"max_completion_tokens":500}`, 100, 400},
+		{"a stated limit the output used up", "light", chat, `{"max_completion_tokens":500}`, 600, 0},
+		{"Gemini's limit", "light", gemini, `{"generationConfig":{"maxOutputTokens":300}}`, 0, 300},
+	} {
+		if got := h.estimate(c.customer, "o", []byte(c.body), c.path, c.visible); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+	if got := h.estimate("light", "unseen", []byte(`{}`), chat, 0); got != 0 {
+		t.Errorf("a model not seen: %d, want 0", got)
+	}
+}

@@ -76,10 +76,15 @@ func (s *Server) Recover(reqs []journal.Request) []usage.Event {
 			}
 			e.Usage.CompletionTokens = max(reported, scaled)
 		}
+		if limit, ok := statedOutputLimit(r.Body, e.Endpoint); ok && r.BodyLen <= len(r.Body) {
+			// Begin journaled it against no output yet: within the
+			// request's output limit, the output counted takes its share.
+			hidden = min(hidden, limit-e.Usage.CompletionTokens)
+		}
 		if !r.ReasoningShown && e.Usage.ReasoningTokens == 0 && hidden > 0 {
 			e.Usage.CompletionTokens += hidden
 			e.Usage.ReasoningTokens = hidden
-			e.Error += fmt.Sprintf("; %d reasoning tokens the model hides estimated from its recent average", hidden)
+			e.Error += fmt.Sprintf("; %d reasoning tokens the model hides estimated from recent averages", hidden)
 		}
 		e.Normalize()
 		out = append(out, e)

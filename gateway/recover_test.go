@@ -163,10 +163,16 @@ func TestHiddenReasoningCarriesOver(t *testing.T) {
 	}
 	defer gw.Stop(context.Background())
 	next := &stack{url: "http://" + gw.Addr()}
-	resp := next.post(t, "/v1/chat/completions", `{"model":"sim-pro","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`)
+	resp := next.post(t, "/v1/chat/completions", `{"model":"sim-pro","max_tokens":40,"messages":[{"role":"user","content":"hi"}]}`)
 	resp.Body.Close()
 	if got := j.begunReasoning(resp.Header.Get("X-Request-Id")); got != 10 {
 		t.Fatalf("the new gateway journaled its first request expecting %d hidden reasoning tokens, want 10", got)
+	}
+	// Within a request's output limit: one of max_tokens 4 can spend 4.
+	small := next.post(t, "/v1/chat/completions", `{"model":"sim-pro","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`)
+	small.Body.Close()
+	if got := j.begunReasoning(small.Header.Get("X-Request-Id")); got != 4 {
+		t.Fatalf("a request of max_tokens 4 journaled expecting %d hidden reasoning tokens, want 4 (its limit)", got)
 	}
 	// Reasoning expected of a request that has no output yet is no
 	// correction: a crashed event would carry it into the ledger.
@@ -221,5 +227,29 @@ func TestABurstBeforeAPauseIsJournaled(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// TestRecoveredHiddenReasoningWithinTheOutputLimit (a review): a crashed
+// request that stated max_completion_tokens 50 is billed no more than 50
+// completion tokens, as the same request cut short is: the begin record
+// journals the hidden reasoning against no output yet, and Recover added
+// it whole to the output counted (1,802 for an estimate of 1,800).
+func TestRecoveredHiddenReasoningWithinTheOutputLimit(t *testing.T) {
+	st := newStack(t, nil)
+	body := []byte(`{"model":"sim-pro","stream":true,"max_completion_tokens":50,"messages":[{"role":"user","content":"word word word"}]}`)
+	now := time.Now()
+	e := begun("0197a3c2-0000-7000-8000-0000000000a1", "/v1/chat/completions")
+	e.Usage.ReasoningTokens = 1800 // journaled by an older gateway, or a median floor against no output
+	got := st.gw.Recover([]journal.Request{{Event: e, Body: body, BodyLen: len(body), Output: []byte("tok tok"), OutputLen: 7,
+		Checkpoints: 2, Began: now, Last: now.Add(100 * time.Millisecond)}})
+	if u := got[0].Usage; u.CompletionTokens != 50 || u.ReasoningTokens <= 0 || u.ReasoningTokens >= 50 {
+		t.Errorf("recovered crash of a request with max_completion_tokens 50: %+v; want 50 completion tokens, the reasoning what the output left", u)
+	}
+	// A body the journal cut short is not read for its limit.
+	got = st.gw.Recover([]journal.Request{{Event: e, Body: body[:40], BodyLen: len(body), Output: []byte("tok tok"), OutputLen: 7,
+		Checkpoints: 2, Began: now, Last: now.Add(100 * time.Millisecond)}})
+	if u := got[0].Usage; u.ReasoningTokens != 1800 {
+		t.Errorf("recovered crash whose journaled body was cut: %+v; want the journaled 1800 reasoning tokens", u)
 	}
 }
