@@ -215,11 +215,9 @@ type CustomerPage struct {
 // limit out of range, a cursor it did not return, or a name or search
 // text that is not valid text.
 func (s *Store) CustomersPage(ctx context.Context, q CustomerQuery) (CustomerPage, error) {
-	if q.Limit == 0 {
-		q.Limit = DefaultCustomerLimit
-	}
-	if q.Limit < 1 || q.Limit > MaxCustomerLimit {
-		return CustomerPage{}, errorf(EInvalid, "limit: %d is not between 1 and %d", q.Limit, MaxCustomerLimit)
+	limit, err := pageLimit(q.Limit, DefaultCustomerLimit, MaxCustomerLimit)
+	if err != nil {
+		return CustomerPage{}, err
 	}
 	if err := checkText("name", q.Name, MaxNameLen); err != nil {
 		return CustomerPage{}, err
@@ -228,15 +226,12 @@ func (s *Store) CustomersPage(ctx context.Context, q CustomerQuery) (CustomerPag
 	if err := checkText("q", search, MaxNameLen); err != nil {
 		return CustomerPage{}, err
 	}
-	afterAt, afterID := time.Time{}, "00000000-0000-0000-0000-000000000000" // no cursor: from the first
-	if q.Cursor != "" {
-		var err error
-		if afterAt, afterID, err = decodeCreatedCursor(q.Cursor); err != nil {
-			return CustomerPage{}, err
-		}
+	afterAt, afterID, err := decodeCreatedCursor(q.Cursor)
+	if err != nil {
+		return CustomerPage{}, err
 	}
 	// strpos, not LIKE: a search for "50%" or "a_b" means those characters.
-	rows, err := s.pool.Query(ctx, customersPageQuery, q.Name, search, afterAt, afterID, q.Limit+1)
+	rows, err := s.pool.Query(ctx, customersPageQuery, q.Name, search, afterAt, afterID, limit+1)
 	if err != nil {
 		return CustomerPage{}, dbError(err, "customers")
 	}
@@ -244,15 +239,8 @@ func (s *Store) CustomersPage(ctx context.Context, q CustomerQuery) (CustomerPag
 	if err != nil {
 		return CustomerPage{}, dbError(err, "customers")
 	}
-	page := CustomerPage{Data: out}
-	if page.Data == nil {
-		page.Data = []Customer{}
-	}
-	if len(out) > q.Limit { // one more than the page: customers follow
-		page.Data = out[:q.Limit]
-		last := page.Data[q.Limit-1]
-		page.NextCursor = encodeCreatedCursor(last.CreatedAt, last.ID)
-	}
+	page := CustomerPage{}
+	page.Data, page.NextCursor = createdPage(out, limit, func(c Customer) (time.Time, string) { return c.CreatedAt, c.ID })
 	return page, nil
 }
 
@@ -274,10 +262,41 @@ func encodeCreatedCursor(at time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + " " + id))
 }
 
+// pageLimit is a page's limit asked for: def for 0; EInvalid naming limit
+// when it is not between 1 and most.
+func pageLimit(limit, def, most int) (int, error) {
+	if limit == 0 {
+		limit = def
+	}
+	if limit < 1 || limit > most {
+		return 0, errorf(EInvalid, "limit: %d is not between 1 and %d", limit, most)
+	}
+	return limit, nil
+}
+
+// createdPage is the page of rows, read in (created_at, id) order as
+// limit+1 of them, and the cursor after its last ("" when rows held no
+// more than limit: none follow); rows is never nil. created gives a row's
+// creation time and id.
+func createdPage[T any](rows []T, limit int, created func(T) (time.Time, string)) ([]T, string) {
+	if rows == nil {
+		rows = []T{}
+	}
+	if len(rows) <= limit {
+		return rows, ""
+	}
+	rows = rows[:limit]
+	return rows, encodeCreatedCursor(created(rows[limit-1]))
+}
+
 // decodeCreatedCursor returns the creation time and id of the row a page
-// of CustomersPage or KeysPage ended with (encodeCreatedCursor), or
+// of CustomersPage or KeysPage ended with (encodeCreatedCursor; before the
+// first row for ""), or
 // EInvalid.
 func decodeCreatedCursor(c string) (time.Time, string, error) {
+	if c == "" { // no cursor: from the first
+		return time.Time{}, "00000000-0000-0000-0000-000000000000", nil
+	}
 	bad := errorf(EInvalid, "cursor: %q is not a cursor this API returned", c)
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {

@@ -380,20 +380,15 @@ type KeyPage struct {
 // then does not see. It returns EInvalid for a limit out of range or a
 // cursor it did not return, and ENotFound for an unknown customer.
 func (s *Store) KeysPage(ctx context.Context, customerID string, q KeyQuery) (KeyPage, error) {
-	if q.Limit == 0 {
-		q.Limit = DefaultKeyLimit
+	limit, err := pageLimit(q.Limit, DefaultKeyLimit, MaxKeyLimit)
+	if err != nil {
+		return KeyPage{}, err
 	}
-	if q.Limit < 1 || q.Limit > MaxKeyLimit {
-		return KeyPage{}, errorf(EInvalid, "limit: %d is not between 1 and %d", q.Limit, MaxKeyLimit)
+	afterAt, afterID, err := decodeCreatedCursor(q.Cursor)
+	if err != nil {
+		return KeyPage{}, err
 	}
-	afterAt, afterID := time.Time{}, "00000000-0000-0000-0000-000000000000" // no cursor: from the first
-	if q.Cursor != "" {
-		var err error
-		if afterAt, afterID, err = decodeCreatedCursor(q.Cursor); err != nil {
-			return KeyPage{}, err
-		}
-	}
-	rows, err := s.pool.Query(ctx, keysPageQuery, customerID, afterAt, afterID, q.Limit+1)
+	rows, err := s.pool.Query(ctx, keysPageQuery, customerID, afterAt, afterID, limit+1)
 	if err != nil {
 		return KeyPage{}, dbError(err, "keys")
 	}
@@ -406,15 +401,8 @@ func (s *Store) KeysPage(ctx context.Context, customerID string, q KeyQuery) (Ke
 			return KeyPage{}, err
 		}
 	}
-	page := KeyPage{Data: out}
-	if page.Data == nil {
-		page.Data = []Key{}
-	}
-	if len(out) > q.Limit { // one more than the page: keys follow
-		page.Data = out[:q.Limit]
-		last := page.Data[q.Limit-1]
-		page.NextCursor = encodeCreatedCursor(last.CreatedAt, last.ID)
-	}
+	page := KeyPage{}
+	page.Data, page.NextCursor = createdPage(out, limit, func(k Key) (time.Time, string) { return k.CreatedAt, k.ID })
 	return page, nil
 }
 

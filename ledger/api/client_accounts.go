@@ -38,17 +38,28 @@ func (c *Client) Customers(ctx context.Context, name string) ([]ledger.Customer,
 // them a page (of q.Limit, or the server's default size) at a time
 // (CustomersPage) and following the cursors from q.Cursor.
 func (c *Client) AllCustomers(ctx context.Context, q ledger.CustomerQuery) ([]ledger.Customer, error) {
-	out := []ledger.Customer{}
-	for {
+	return allPages(q.Cursor, func(cursor string) ([]ledger.Customer, string, error) {
+		q.Cursor = cursor
 		page, err := c.CustomersPage(ctx, q)
+		return page.Data, page.NextCursor, err
+	})
+}
+
+// allPages reads the pages page returns from cursor on, each naming the
+// next's cursor ("": the last), and returns their items in order, or the
+// first error.
+func allPages[T any](cursor string, page func(cursor string) ([]T, string, error)) ([]T, error) {
+	out := []T{}
+	for {
+		items, next, err := page(cursor)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, page.Data...)
-		if page.NextCursor == "" {
+		out = append(out, items...)
+		if next == "" {
 			return out, nil
 		}
-		q.Cursor = page.NextCursor
+		cursor = next
 	}
 }
 
@@ -116,18 +127,11 @@ func (c *Client) Keys(ctx context.Context, customerID string) ([]ledger.Key, err
 // not a UUID or for a limit out of range or a cursor the server did not
 // return.
 func (c *Client) AllKeys(ctx context.Context, customerID string, q ledger.KeyQuery) ([]ledger.Key, error) {
-	out := []ledger.Key{}
-	for {
+	return allPages(q.Cursor, func(cursor string) ([]ledger.Key, string, error) {
+		q.Cursor = cursor
 		page, err := c.KeysPage(ctx, customerID, q)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page.Data...)
-		if page.NextCursor == "" {
-			return out, nil
-		}
-		q.Cursor = page.NextCursor
-	}
+		return page.Data, page.NextCursor, err
+	})
 }
 
 // KeysPage returns one page of a customer's keys (never their secrets),

@@ -30,18 +30,11 @@ func (c *Client) Usage(ctx context.Context, q ledger.UsageQuery) (ledger.UsagePa
 // UsageAll is Usage following the pages' cursors from q.Cursor to the
 // last page: every group's row. It returns Usage's errors.
 func (c *Client) UsageAll(ctx context.Context, q ledger.UsageQuery) ([]ledger.UsageRow, error) {
-	rows := []ledger.UsageRow{}
-	for {
+	return allPages(q.Cursor, func(cursor string) ([]ledger.UsageRow, string, error) {
+		q.Cursor = cursor
 		page, err := c.Usage(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, page.Data...)
-		if page.NextCursor == "" {
-			return rows, nil
-		}
-		q.Cursor = page.NextCursor
-	}
+		return page.Data, page.NextCursor, err
+	})
 }
 
 // Rerate re-rates the events in [from, to) with the price book as it is
