@@ -87,7 +87,8 @@ func keysLink(customer, cursor string) string {
 	return "/console/keys?" + v.Encode()
 }
 
-// keysBack is the keys page a key form (revoke, limits) returns to: the
+// keysBack is the keys page a key form (revoke, limits; issue when
+// refused) returns to: the
 // page of its customer's keys it was sent from (its customer and cursor
 // fields).
 func keysBack(r *http.Request) string {
@@ -112,13 +113,14 @@ func (c *Console) issueKey(w http.ResponseWriter, r *http.Request) {
 	}
 	in.DailyLimit, in.MonthlyLimit = optionalAmount(r, "daily_limit"), optionalAmount(r, "monthly_limit")
 	in.AllowedModels = modelList(r.PostFormValue("allowed_models"))
+	back := keysLink(id, r.PostFormValue("cursor")) // a refusal returns to the page the form was on
 	if err != nil {
-		c.done(w, r, "/console/keys?customer="+id, "", err)
+		c.done(w, r, back, "", err)
 		return
 	}
 	k, err := c.client(r).CreateKey(r.Context(), id, in)
 	if err != nil {
-		c.done(w, r, "/console/keys?customer="+id, "", err)
+		c.done(w, r, back, "", err)
 		return
 	}
 	// Post, redirect, get: the secret is shown by a GET, once. Rendered

@@ -104,6 +104,15 @@ func TestConsoleKeysArePaged(t *testing.T) {
 	if status != http.StatusSeeOther || h.Get("Location") != second {
 		t.Errorf("revoke on the second page = %d to %q; want 303 back to %q", status, h.Get("Location"), second)
 	}
+	// So does a refused issue (a browser review: it went to the first page).
+	if !strings.Contains(body, `<input type="hidden" name="csrf" value="`+csrf+`"><input type="hidden" name="cursor" value="`+cursor[1]+`">`) {
+		t.Errorf("the issue form on the second page does not send its cursor")
+	}
+	status, _, h = g.do(c, "POST", "/console/customers/"+cu.ID+"/keys",
+		url.Values{"csrf": {csrf}, "name": {"bad"}, "rpm_limit": {"abc"}, "cursor": {html.UnescapeString(cursor[1])}})
+	if status != http.StatusSeeOther || h.Get("Location") != second {
+		t.Errorf("a refused issue on the second page = %d to %q; want 303 back to %q", status, h.Get("Location"), second)
+	}
 	_, names, last := get(next)
 	if want := append(seq(51, extra), "main"); !slices.Equal(names, want) || last != "" {
 		t.Errorf("the last page of keys: %v, next %q; want %v and no next page", names, last, want)
