@@ -139,7 +139,7 @@ func (p *Portal) checkKey(r *http.Request, key string) (subject, who string, sta
 func (p *Portal) refuse(w http.ResponseWriter, r *http.Request, name, nav, title string, err error) {
 	if ae, ok := err.(*apiError); ok && ae.Status == http.StatusUnauthorized {
 		p.sess.end(w, r)
-		http.Redirect(w, r, "/portal/signin", http.StatusSeeOther)
+		http.Redirect(w, r, "/portal/signin?ended=refused", http.StatusSeeOther) // the sign-in page says why
 		return
 	}
 	v := p.view(r, nav, title, nil)

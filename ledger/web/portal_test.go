@@ -61,7 +61,7 @@ func TestPortalIsolation(t *testing.T) {
 	if _, err := g.api.RevokeKey(context.Background(), ks[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if status, _, h := g.do(c, "GET", "/portal/", nil); status != http.StatusSeeOther || h.Get("Location") != "/portal/signin" {
+	if status, _, h := g.do(c, "GET", "/portal/", nil); status != http.StatusSeeOther || h.Get("Location") != "/portal/signin?ended=refused" {
 		t.Errorf("portal after the key's revocation = %d to %q, want 303 to sign in", status, h.Get("Location"))
 	}
 	if status, _, _ := g.do(g.browser(), "POST", "/portal/signin", url.Values{"key": {keyA}}); status != http.StatusUnauthorized {

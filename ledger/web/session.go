@@ -206,7 +206,14 @@ func (s *sessions) require(ended http.HandlerFunc) func(http.Handler) http.Handl
 			ss := s.get(r)
 			if ss == nil {
 				if r.Method == http.MethodGet || r.Method == http.MethodHead {
-					http.Redirect(w, r, s.path+"signin", http.StatusSeeOther)
+					// Back to this page once signed in (a browser review:
+					// a link to page 2 of a customer's keys, followed
+					// signed out, ended on the overview).
+					to := s.path + "signin"
+					if uri := r.URL.RequestURI(); uri != s.path {
+						to += "?next=" + url.QueryEscape(uri)
+					}
+					http.Redirect(w, r, to, http.StatusSeeOther)
 					return
 				}
 				ended(w, r)

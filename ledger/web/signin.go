@@ -4,6 +4,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"path"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -30,8 +32,9 @@ type signinForm struct {
 	check func(r *http.Request, secret string) (subject, who string, status int, msg string)
 }
 
-// signinData is the sign-in form: the password field's name and label.
-type signinData struct{ Field, Label string }
+// signinData is the sign-in form: the password field's name and label,
+// and Next, the page of the app to go to once signed in ("": its first).
+type signinData struct{ Field, Label, Next string }
 
 // mount adds the app to r under /<app>/ (GET /<app> redirects there), every
 // answer with the security headers: its style sheet and sign-in open to
@@ -57,11 +60,37 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 
 // page is GET /<app>/signin: the form, or the app for a browser signed in.
 func (f *signinForm) page(w http.ResponseWriter, r *http.Request) {
+	next := f.next(r.URL.Query().Get("next"))
 	if f.sess.get(r) != nil {
-		http.Redirect(w, r, "/"+f.app+"/", http.StatusSeeOther)
+		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	f.pages.render(w, f.log, http.StatusOK, "signin", view{App: f.app, Title: "Sign in", Data: f.form})
+	v := view{App: f.app, Title: "Sign in", Data: f.form}
+	if next != "/"+f.app+"/" {
+		form := f.form
+		form.Next = next
+		v.Data, v.Notice = form, "Sign in to see that page; you will be taken to it."
+	}
+	if r.URL.Query().Get("ended") == "refused" {
+		v.Notice = "Your session ended: what it signed in with no longer signs in (revoked or expired). Sign in again."
+	}
+	f.pages.render(w, f.log, http.StatusOK, "signin", v)
+}
+
+// next is where a sign-in goes once done: next, a page of the app's
+// (/<app>/..., a path alone: no other site, nor the sign-in page), or the
+// app's first page.
+func (f *signinForm) next(next string) string {
+	root := "/" + f.app + "/"
+	u, err := url.Parse(next)
+	switch {
+	case err != nil, u.Scheme != "", u.Host != "", u.User != nil, u.Opaque != "",
+		!strings.HasPrefix(next, root), strings.ContainsAny(next, "\\\r\n"),
+		strings.HasPrefix(u.Path, root+"signin"),
+		path.Clean(u.Path) != u.Path && path.Clean(u.Path)+"/" != u.Path: // no dot segments
+		return root
+	}
+	return next
 }
 
 // sessionEnded is what the sign-in page says to a browser that sent a
@@ -106,7 +135,7 @@ func (f *signinForm) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.sess.start(w, r, secret, subject, who)
-	http.Redirect(w, r, "/"+f.app+"/", http.StatusSeeOther)
+	http.Redirect(w, r, f.next(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
 // signout is POST /<app>/signout: the session ends.
