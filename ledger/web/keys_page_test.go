@@ -104,6 +104,11 @@ func TestConsoleKeysArePaged(t *testing.T) {
 	if status != http.StatusSeeOther || h.Get("Location") != second {
 		t.Errorf("revoke on the second page = %d to %q; want 303 back to %q", status, h.Get("Location"), second)
 	}
+	// Each key's limit controls name it, as its revoke button does (a
+	// browser review: 25 "Set limits" alike to a screen reader).
+	if !strings.Contains(body, `<summary aria-label="Set limits of key key-0026 (`) || !strings.Contains(body, `aria-label="Save limits of key key-0026 (`) {
+		t.Errorf("the second page's limit controls do not name their key")
+	}
 	// So does a refused issue (a browser review: it went to the first page).
 	if !strings.Contains(body, `<input type="hidden" name="csrf" value="`+csrf+`"><input type="hidden" name="cursor" value="`+cursor[1]+`">`) {
 		t.Errorf("the issue form on the second page does not send its cursor")
