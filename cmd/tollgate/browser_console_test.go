@@ -208,6 +208,19 @@ func TestBrowserConsole(t *testing.T) {
 	if strings.Contains(html, secret) {
 		t.Errorf("the keys page shows the secret again")
 	}
+	// On a phone each key is a card that fits the screen, its limits form
+	// open too (a browser review: the table ran 408 px wide in a 364 px
+	// box, its Revoke buttons and limits form cut off at the edge).
+	do(t, tab, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	overflow := run(t, tab, chromedp.Evaluate[int](`(() => {
+		document.querySelectorAll('#keys details').forEach(d => d.open = true);
+		return document.querySelector('#keys').scrollWidth - document.querySelector('#keys').parentElement.clientWidth;
+	})()`))
+	if overflow > 0 {
+		t.Errorf("at a phone's width the keys table is %d px wider than its box", overflow)
+	}
+	do(t, tab, chromedp.EmulateViewport(1280, 800))
+	html = page(t, tab, s.admin+"/console/keys?customer="+s.customerID)
 	navigate(t, tab, chromedp.Click(chromedp.CSS("#key-"+issued.ID+" button.danger")))
 	if n := text(t, tab, "p.notice"); !strings.Contains(n, "revoked") {
 		t.Errorf("after revoking, the notice is %q", n)
