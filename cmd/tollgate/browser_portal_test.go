@@ -101,6 +101,16 @@ func TestBrowserPortal(t *testing.T) {
 		}
 	}
 	requestLogFitsAPhone(t, tab, s.gateway+"/portal/requests", len(reqs.Data))
+	// So do the usage tables of the first page (a browser review: their
+	// Cost column was off the screen at a phone's width).
+	do(t, tab, chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile, chromedp.EmulateTouch, chromedp.EmulateScale(2)))
+	page(t, tab, s.gateway+"/portal/")
+	wider := run(t, tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#usage-by-model, #usage-by-day')]
+		.filter(w => w.scrollWidth > w.clientWidth).map(w => w.id + ': ' + w.scrollWidth + ' px in ' + w.clientWidth)`))
+	do(t, tab, chromedp.EmulateReset())
+	if len(wider) != 0 {
+		t.Errorf("at 375 px the portal's usage tables scroll sideways: %q", wider)
+	}
 	for _, id := range idsA {
 		if !strings.Contains(all.String(), id) {
 			t.Errorf("A's request %s is not on A's portal", id)

@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	keyRow   = regexp.MustCompile(`<tr id="key-[0-9a-f-]{36}"><td class="name">([^<]+)</td>`)
+	keyRow   = regexp.MustCompile(`<tr id="key-[0-9a-f-]{36}"><td class="name"[^>]*>([^<]+)</td>`)
 	moreKeys = regexp.MustCompile(`<p class="muted" id="more-keys">[^<]*<a href="([^"]+)" rel="next">`)
 )
 
