@@ -25,24 +25,7 @@ import (
 // database connections for ever).
 func TestStalledExportClientsAreLetGo(t *testing.T) {
 	s := newServerWith(t, func(a *api.Admin) { api.SetExportWait(a, 300*time.Millisecond) })
-	ctx := context.Background()
-	c, err := s.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "big", Currency: "USD"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _, err := s.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	day := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
-	batch := make([]usage.Event, 0, 5000)
-	for i := range 50_000 { // about 10 MB of CSV: more than loopback's socket buffers hold
-		batch = append(batch, event(c.ID, k.ID, "m", day.Add(time.Duration(i)*time.Second), usage.Tokens{PromptTokens: 100, CompletionTokens: 50}))
-		if len(batch) == cap(batch) {
-			s.write(batch...)
-			batch = batch[:0]
-		}
-	}
+	writeBigMonth(t, s, 50_000) // about 10 MB of CSV: more than loopback's socket buffers hold
 	u, _ := url.Parse(s.admin)
 	path := "/admin/v1/export?from=2024-05-01&to=2024-06-01"
 	for range ledger.MaxExports {
@@ -94,24 +77,8 @@ func TestASlowExportClientIsServedToTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Stop(ctx) })
-	c, err := s.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "big", Currency: "USD"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _, err := s.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	day := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
 	const rows = 30_000 // about 6 MB of CSV
-	batch := make([]usage.Event, 0, 5000)
-	for i := range rows {
-		batch = append(batch, event(c.ID, k.ID, "m", day.Add(time.Duration(i)*time.Second), usage.Tokens{PromptTokens: 100, CompletionTokens: 50}))
-		if len(batch) == cap(batch) {
-			s.write(batch...)
-			batch = batch[:0]
-		}
-	}
+	writeBigMonth(t, s, rows)
 	req, _ := http.NewRequest("GET", "http://"+l.Addr()+"/admin/v1/export?from=2024-05-01&to=2024-06-01", nil)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	resp, err := http.DefaultClient.Do(req)
@@ -137,5 +104,32 @@ func TestASlowExportClientIsServedToTheEnd(t *testing.T) {
 	}
 	if n := bytes.Count(got.Bytes(), []byte("\n")); n != rows+1 {
 		t.Fatalf("the export read slowly ended after %d lines (%d bytes, %v); want %d", n, got.Len(), time.Since(start), rows+1)
+	}
+}
+
+// writeBigMonth writes rows events of one customer and key into May 2024,
+// a second apart, 200 bytes or so of export CSV each.
+func writeBigMonth(t *testing.T, s *server, rows int) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := s.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "big", Currency: "USD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := s.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+	batch := make([]usage.Event, 0, 5000)
+	for i := range rows {
+		batch = append(batch, event(c.ID, k.ID, "m", day.Add(time.Duration(i)*time.Second), usage.Tokens{PromptTokens: 100, CompletionTokens: 50}))
+		if len(batch) == cap(batch) {
+			s.write(batch...)
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		s.write(batch...)
 	}
 }
