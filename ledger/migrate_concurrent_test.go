@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/pressly/goose/v3/lock"
+
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 )
@@ -104,5 +107,68 @@ func TestMigrationLockHolderNamesTheSession(t *testing.T) {
 	h, err := s.MigrationLockHolder(ctx)
 	if err != nil || !strings.Contains(h, fmt.Sprintf("pid %d", pid)) || !strings.Contains(h, "stuck-migrator") {
 		t.Fatalf("holder %q, %v; want pid %d, stuck-migrator", h, err, pid)
+	}
+}
+
+// TestMigrationLockHolderNamesWhatItWaitsFor: a migrator whose statement
+// waits on another session (migration 11's CREATE INDEX CONCURRENTLY
+// waits for every older transaction: an export's, a pg_dump's) is named
+// with the sessions it waits for, which are what to end or wait out; the
+// log named only the migrator's own session (a crash review).
+func TestMigrationLockHolderNamesWhatItWaitsFor(t *testing.T) {
+	ctx := context.Background()
+	url := ledgertest.NewDatabase(t)
+	s, err := ledger.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	connect := func(app string) *pgx.Conn {
+		cfg, err := pgx.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RuntimeParams["application_name"] = app
+		c, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	blocker, migrator := connect("long-export"), connect("stuck-migrator")
+	defer blocker.Close(ctx)
+	defer migrator.Close(ctx)
+	if _, err := blocker.Exec(ctx, "CREATE TABLE probe (x int)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := blocker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "LOCK TABLE probe IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrator.Exec(ctx, "SELECT pg_advisory_lock($1)", lock.DefaultLockID); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() { _, err := migrator.Exec(ctx, "SELECT count(*) FROM probe"); waiting <- err }()
+	want := fmt.Sprintf("waits for pid %d (application 'long-export'", blocker.PgConn().PID())
+	var h string
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(h, want) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		if h, err = s.MigrationLockHolder(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(h, fmt.Sprintf("pid %d", migrator.PgConn().PID())) || !strings.Contains(h, want) {
+		t.Errorf("holder %q; want the migrator and %q", h, want)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiting; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -34,8 +34,9 @@ func migrateLogged(ctx context.Context, log *slog.Logger, s *ledger.Store) (int,
 				// The holder may be this process, applying a long
 				// migration: its statement says which.
 				log.Info("migrations not done yet: the migration lock is held", "holder", h,
-					"hint", "if that session is this process's or another's migration at work, wait; "+
-						"one that runs no migration (a killed migrator's, idle) can be ended with SELECT pg_terminate_backend(pid)")
+					"hint", "if that session is this process's or another's migration at work, wait, or end what it waits for "+
+						"(an old transaction: an export, a pg_dump); one that runs no migration (a killed migrator's, idle) "+
+						"can be ended with SELECT pg_terminate_backend(pid)")
 			}
 		}
 	})

@@ -202,7 +202,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 			log.Info("applying migrations")
 			n, err := migrateLogged(ctx, log, a.store)
 			if err != nil && ctx.Err() != nil {
-				return errStoppedWaiting // a stop as asked: the migration in hand rolled back
+				return errStoppedWaiting // a stop as asked: a migration in a transaction rolled back; one outside (11) is built again next time
 			}
 			if err == nil {
 				log.Info("migrations applied", "count", n)
