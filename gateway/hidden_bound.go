@@ -12,7 +12,7 @@ import (
 // visible output tokens were counted. body is the request as sent to path
 // (the upstream's path, or the gateway's endpoint for a journaled one). It
 // is hiddenReasoning's figure for the reasoning the request asked for:
-//   - none when it turned reasoning off (reasoningOff: effort "none", a
+//   - none when it turned reasoning off (reasoningEffort: effort "none", a
 //     Gemini thinkingBudget of 0): the model spent none, whatever this
 //     customer's other requests did (a review: the median floor billed such
 //     requests other customers' reasoning);
