@@ -191,7 +191,11 @@ func (x *exchange) begin(body []byte) {
 	// The placeholder usage after Normalize: reasoning expected against no
 	// completion yet is no correction, and a crashed event keeps the
 	// journaled corrections.
-	e.Usage = usage.Tokens{PromptTokens: int64(len(body) / 4), ReasoningTokens: x.s.hidden.estimate(e.CustomerID, e.Model, x.upBody, x.upPath, 0)}
+	// The hidden reasoning a crash would bill, as averages give it; the
+	// request's own settings and limit are read by Recover, from the body
+	// journaled, only after a crash (a per-request read of a large body
+	// costs more than the rest of begin).
+	e.Usage = usage.Tokens{PromptTokens: int64(len(body) / 4), ReasoningTokens: x.s.hidden.expected(e.CustomerID, e.Model)}
 	x.s.journal.Begin(&e, body)
 }
 

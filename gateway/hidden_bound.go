@@ -9,8 +9,9 @@ import (
 
 // estimate is the hidden reasoning, in tokens, to add to a request of
 // customer's to model whose usage the provider never reported, after
-// visible output tokens were counted. body is the request as sent to path
-// (the upstream's path, or the gateway's endpoint for a journaled one). It
+// visible output tokens were counted (exchange.addHiddenReasoning; a
+// crashed request's is expected's, bounded by Recover the same way but for
+// "minimal"). body is the request as sent to path. It
 // is hiddenReasoning's figure for the reasoning the request asked for:
 //   - none when it turned reasoning off (reasoningEffort: effort "none", a
 //     Gemini thinkingBudget of 0): the model spent none, whatever this

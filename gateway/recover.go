@@ -76,10 +76,15 @@ func (s *Server) Recover(reqs []journal.Request) []usage.Event {
 			}
 			e.Usage.CompletionTokens = max(reported, scaled)
 		}
-		if limit, ok := statedOutputLimit(r.Body, e.Endpoint); ok && r.BodyLen <= len(r.Body) {
-			// Begin journaled it against no output yet: within the
-			// request's output limit, the output counted takes its share.
-			hidden = min(hidden, limit-e.Usage.CompletionTokens)
+		if r.BodyLen <= len(r.Body) && hidden > 0 { // the request's own settings, as estimate reads them
+			if reasoningEffort(r.Body, e.Endpoint) == effortOff {
+				hidden = 0
+			}
+			if limit, ok := statedOutputLimit(r.Body, e.Endpoint); ok {
+				// Begin journaled it against no output yet: within the
+				// request's output limit, the output counted takes its share.
+				hidden = min(hidden, limit-e.Usage.CompletionTokens)
+			}
 		}
 		if !r.ReasoningShown && e.Usage.ReasoningTokens == 0 && hidden > 0 {
 			e.Usage.CompletionTokens += hidden
