@@ -89,12 +89,7 @@ func TestMigrateDownFromNewerRelease(t *testing.T) {
 // session was silent for its whole 10 minutes (a crash review).
 func TestMigrationLockHolderNamesTheSession(t *testing.T) {
 	ctx := context.Background()
-	url := ledgertest.NewDatabase(t)
-	s, err := ledger.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s, url := openFresh(t)
 	if h, err := s.MigrationLockHolder(ctx); err != nil || h != "" {
 		t.Fatalf("no lock held: holder %q, %v", h, err)
 	}
@@ -117,12 +112,7 @@ func TestMigrationLockHolderNamesTheSession(t *testing.T) {
 // log named only the migrator's own session (a crash review).
 func TestMigrationLockHolderNamesWhatItWaitsFor(t *testing.T) {
 	ctx := context.Background()
-	url := ledgertest.NewDatabase(t)
-	s, err := ledger.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s, url := openFresh(t)
 	connect := func(app string) *pgx.Conn {
 		cfg, err := pgx.ParseConfig(url)
 		if err != nil {
@@ -171,4 +161,17 @@ func TestMigrationLockHolderNamesWhatItWaitsFor(t *testing.T) {
 	if err := <-waiting; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openFresh opens a store on a new database, not migrated, and returns
+// it with the database's URL.
+func openFresh(t *testing.T) (*ledger.Store, string) {
+	t.Helper()
+	url := ledgertest.NewDatabase(t)
+	s, err := ledger.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s, url
 }

@@ -95,10 +95,8 @@ type selfKey struct{}
 // (Anthropic's SDKs), x-goog-api-key or ?key= (Google's) that is present.
 // It returns "" when there is none.
 func customerSecret(r *http.Request) string {
-	if v := r.Header.Get("Authorization"); len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
-		if k := strings.TrimSpace(v[len("Bearer "):]); k != "" {
-			return k
-		}
+	if k, ok := bearer(r); ok && k != "" {
+		return k
 	}
 	for _, k := range []string{r.Header.Get("X-Api-Key"), r.Header.Get("X-Goog-Api-Key"), r.URL.Query().Get("key")} {
 		if k = strings.TrimSpace(k); k != "" {
