@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -47,6 +48,8 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 		// A HEAD is answered as the GET of its path, without the body
 		// (net/http drops it): link checkers and uptime probes send HEAD.
 		r.Use(middleware.GetHead, secure, limitBody, browserAddr, wholeQuery)
+		r.NotFound(f.missing(http.StatusNotFound, "There is no page at %s."))
+		r.MethodNotAllowed(f.missing(http.StatusMethodNotAllowed, "The page %s does not take a %s request."))
 		r.Get("/static/style.css", style)
 		r.Get("/signin", f.page)
 		r.Post("/signin", f.signin)
@@ -56,6 +59,25 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 			pages(r)
 		})
 	})
+}
+
+// missing answers a path under /<app>/ that no page has (404), or a page
+// asked for with a method it does not take (405), with the app's error
+// page rather than net/http's plain text: msg is a format of the path
+// (and the method). A signed-in browser gets the app's navigation.
+func (f *signinForm) missing(status int, msg string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v := view{App: f.app, Title: http.StatusText(status)}
+		if status == http.StatusMethodNotAllowed {
+			v.Error = fmt.Sprintf(msg, r.URL.Path, r.Method)
+		} else {
+			v.Error = fmt.Sprintf(msg, r.URL.Path)
+		}
+		if ss := f.sess.get(r); ss != nil {
+			v.Who, v.CSRF = ss.who, ss.csrf
+		}
+		f.pages.render(w, f.log, status, "error", v)
+	}
 }
 
 // page is GET /<app>/signin: the form, or the app for a browser signed in.
