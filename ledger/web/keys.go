@@ -118,16 +118,34 @@ func (c *Console) issueKey(w http.ResponseWriter, r *http.Request) {
 		c.done(w, r, back, "", err)
 		return
 	}
-	k, err := c.client(r).CreateKey(r.Context(), id, in)
-	if err != nil {
+	// One key per form shown: a double click sends the form twice, and
+	// each sending issued a live key, the operator seeing the secret of
+	// only the second (a review).
+	ss := sessionOf(r)
+	k, resent, err := c.sess.issueOnce(ss, r.PostFormValue("form_id"), func() (*issuedData, error) {
+		k, err := c.client(r).CreateKey(r.Context(), id, in)
+		if err != nil {
+			return nil, err
+		}
+		return &issuedData{CustomerID: id, Name: k.Name, Secret: k.Secret, Prefix: k.Prefix}, nil
+	})
+	switch {
+	case err != nil:
 		c.done(w, r, back, "", err)
+		return
+	case k == nil: // resent after its secret was let go
+		c.done(w, r, back, "", errors.New("that form already issued a key, whose secret was shown once; "+
+			"to issue another key, fill in the form on this page"))
+		return
+	case resent && k.CustomerID != id: // the form's id sent to another customer's address
+		c.done(w, r, back, "", errors.New("that form already issued a key for another customer"))
 		return
 	}
 	// Post, redirect, get: the secret is shown by a GET, once. Rendered
 	// as the POST's answer, a reload of it (or the browser's "resend")
 	// issued a second live key, the operator seeing only its secret (a
 	// review).
-	c.sess.setIssued(sessionOf(r), &issuedData{CustomerID: id, Name: k.Name, Secret: k.Secret, Prefix: k.Prefix})
+	c.sess.setIssued(ss, k)
 	http.Redirect(w, r, "/console/keys/issued", http.StatusSeeOther)
 }
 

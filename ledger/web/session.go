@@ -42,7 +42,27 @@ type session struct {
 	// issued is a key the console just issued, its secret shown once by
 	// the page the issue redirects to (guarded by sessions.mu).
 	issued *issuedData
+	// issueMu makes one issue of a key at a time; issuedBy is the keys
+	// issued by each form (its form_id) under it (see issueOnce).
+	issueMu  sync.Mutex
+	issuedBy []formIssue
 }
+
+// formIssue is a key the console issued for one rendering of the issue
+// form (its form_id), and when.
+type formIssue struct {
+	formID string
+	key    issuedData
+	at     time.Time
+}
+
+// Bounds of what a session remembers of the keys it issued: the forms,
+// and how long the secret of one is kept to be shown again to the same
+// form sent twice (a double click, the browser's resend).
+const (
+	maxFormIssues  = 64
+	formIssueShown = 2 * time.Minute
+)
 
 // sessions is an in-memory session store, one per interface.
 type sessions struct {
@@ -180,6 +200,44 @@ func (s *sessions) setIssued(ss *session, k *issuedData) {
 	s.mu.Lock()
 	ss.issued = k
 	s.mu.Unlock()
+}
+
+// issueOnce issues a key for the form formID by issue, once per form: a
+// form sent again while its first sending is still issuing waits for it,
+// and gets the key the first issued (resent), its secret shown again if
+// it was issued less than formIssueShown ago (nil otherwise: the secret is
+// no longer kept, and the caller says the form already issued a key). A
+// formID of "" (a form without one) issues every time.
+func (s *sessions) issueOnce(ss *session, formID string, issue func() (*issuedData, error)) (k *issuedData, resent bool, err error) {
+	if formID == "" {
+		k, err = issue()
+		return k, false, err
+	}
+	ss.issueMu.Lock()
+	defer ss.issueMu.Unlock()
+	s.mu.Lock()
+	for _, f := range ss.issuedBy {
+		if f.formID == formID {
+			var again *issuedData
+			if s.now().Sub(f.at) < formIssueShown {
+				kept := f.key
+				again = &kept
+			}
+			s.mu.Unlock()
+			return again, true, nil
+		}
+	}
+	s.mu.Unlock()
+	if k, err = issue(); err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	if len(ss.issuedBy) >= maxFormIssues {
+		ss.issuedBy = append(ss.issuedBy[:0], ss.issuedBy[1:]...)
+	}
+	ss.issuedBy = append(ss.issuedBy, formIssue{formID: formID, key: *k, at: s.now()})
+	s.mu.Unlock()
+	return k, false, nil
 }
 
 // popIssued returns and forgets the key just issued, or nil; with keep,
