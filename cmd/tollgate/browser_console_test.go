@@ -222,6 +222,10 @@ func TestBrowserConsole(t *testing.T) {
 	do(t, tab, chromedp.EmulateViewport(1280, 800))
 	html = page(t, tab, s.admin+"/console/keys?customer="+s.customerID)
 	navigate(t, tab, chromedp.Click(chromedp.CSS("#key-"+issued.ID+" button.danger")))
+	if k, err := cl.Key(ctx, issued.ID); err != nil || k.RevokedAt != nil {
+		t.Fatalf("the Revoke button revoked at once (%+v %v): it asks first", k, err)
+	}
+	navigate(t, tab, chromedp.Click(chromedp.CSS("#confirm-revoke")))
 	if n := text(t, tab, "p.notice"); !strings.Contains(n, "revoked") {
 		t.Errorf("after revoking, the notice is %q", n)
 	}

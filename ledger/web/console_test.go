@@ -161,7 +161,15 @@ func TestConsoleKeys(t *testing.T) {
 	if k3, _ := g.api.Key(context.Background(), k.ID); k3.MonthlyLimit == nil || !strings.Contains(body, "daily_limit") {
 		t.Errorf("a daily limit of \"lots\": key %+v, page does not name the field:\n%s", k3, body)
 	}
-	if status, _, _ := g.do(c, "POST", "/console/keys/"+k.ID+"/revoke", url.Values{"csrf": {csrf}, "customer": {cust.ID}}); status != http.StatusSeeOther {
+	// Revoke asks first: a revocation cannot be undone.
+	status, body, _ = g.do(c, "POST", "/console/keys/"+k.ID+"/revoke", url.Values{"csrf": {csrf}, "customer": {cust.ID}})
+	if status != http.StatusOK || !strings.Contains(body, "Revoke the key <strong>web</strong>") || !strings.Contains(body, `name="confirm" value="yes"`) {
+		t.Fatalf("revoke, unconfirmed = %d, want the page that asks:\n%s", status, body)
+	}
+	if k3, _ := g.api.Key(context.Background(), k.ID); k3.RevokedAt != nil {
+		t.Fatalf("the key was revoked before the operator confirmed")
+	}
+	if status, _, _ := g.do(c, "POST", "/console/keys/"+k.ID+"/revoke", url.Values{"csrf": {csrf}, "customer": {cust.ID}, "confirm": {"yes"}}); status != http.StatusSeeOther {
 		t.Fatalf("revoke = %d", status)
 	}
 	if k3, _ := g.api.Key(context.Background(), k.ID); k3.RevokedAt == nil {

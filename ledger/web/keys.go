@@ -171,8 +171,33 @@ func (c *Console) issuedPage(w http.ResponseWriter, r *http.Request) {
 	c.pages.render(w, c.log, http.StatusOK, "issued", c.view(r, "keys", "Key issued", *k))
 }
 
+// revokeData is the page that asks before a key is revoked.
+type revokeData struct {
+	Key                    ledger.Key
+	Customer, Cursor, Back string // the keys page the form came from
+}
+
+// revokeKey revokes a key once confirmed: the keys page's Revoke button
+// asks first (a page with the key's name and a second button), since a
+// revocation cannot be undone and a click beside the limits form did it
+// at once (a review).
 func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {
-	k, err := c.client(r).RevokeKey(r.Context(), chi.URLParam(r, "id"))
+	id := chi.URLParam(r, "id")
+	if r.PostFormValue("confirm") != "yes" {
+		k, err := c.client(r).Key(r.Context(), id)
+		if err != nil {
+			c.done(w, r, keysBack(r), "", err)
+			return
+		}
+		if k.RevokedAt != nil {
+			c.done(w, r, keysBack(r), "Key "+k.Prefix+"… was already revoked.", nil)
+			return
+		}
+		d := revokeData{Key: k, Customer: r.PostFormValue("customer"), Cursor: r.PostFormValue("cursor"), Back: keysBack(r)}
+		c.pages.render(w, c.log, http.StatusOK, "revoke", c.view(r, "keys", "Revoke "+k.Name+"?", d))
+		return
+	}
+	k, err := c.client(r).RevokeKey(r.Context(), id)
 	c.done(w, r, keysBack(r), "Key "+k.Prefix+"… revoked.", err)
 }
 

@@ -99,8 +99,14 @@ func TestConsoleKeysArePaged(t *testing.T) {
 	if id == nil || cursor == nil || cursor[1] == "" {
 		t.Fatalf("the second page has no revoke form with its cursor")
 	}
-	status, _, h := g.do(c, "POST", "/console/keys/"+id[1]+"/revoke",
-		url.Values{"csrf": {csrf}, "customer": {cu.ID}, "cursor": {html.UnescapeString(cursor[1])}})
+	form := url.Values{"csrf": {csrf}, "customer": {cu.ID}, "cursor": {html.UnescapeString(cursor[1])}}
+	status, asks, _ := g.do(c, "POST", "/console/keys/"+id[1]+"/revoke", form)
+	if status != http.StatusOK || !strings.Contains(asks, `<a href="`+html.EscapeString(second)+`">Cancel</a>`) ||
+		!strings.Contains(asks, `name="cursor" value="`+cursor[1]+`"`) {
+		t.Errorf("revoke on the second page, unconfirmed = %d; want the page that asks, its Cancel back to %q and its cursor:\n%s", status, second, asks)
+	}
+	form.Set("confirm", "yes")
+	status, _, h := g.do(c, "POST", "/console/keys/"+id[1]+"/revoke", form)
 	if status != http.StatusSeeOther || h.Get("Location") != second {
 		t.Errorf("revoke on the second page = %d to %q; want 303 back to %q", status, h.Get("Location"), second)
 	}
