@@ -237,7 +237,15 @@ func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k, err := c.client(r).UpdateKey(r.Context(), chi.URLParam(r, "id"), p)
-	c.done(w, r, back, "Limits of key "+k.Prefix+"… saved.", err)
+	notice := "Limits of key " + k.Prefix + "… saved."
+	if p.ExpiresAt.Set && k.ExpiresAt != nil && !k.ExpiresAt.After(c.now()) {
+		// Not refused: a past expiry suspends a key that a later one
+		// lets back in (revoking cannot be undone). But "saved" alone hid
+		// that the key now refuses every request (a review).
+		notice = "Limits of key " + k.Prefix + "… saved. Its expiry, " + optionalTime(k.ExpiresAt) +
+			" UTC, has passed: the key is refused from now on, until a later expiry is set."
+	}
+	c.done(w, r, back, notice, err)
 }
 
 // maxCounts are the largest values the ledger takes for the count fields

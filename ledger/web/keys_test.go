@@ -138,3 +138,34 @@ func TestConsoleTooLargeLimitSaysSo(t *testing.T) {
 		t.Errorf("keys = %d (%v), want the first one only", len(ks), err)
 	}
 }
+
+// TestConsolePastExpirySaysTheKeyIsRefused: an expiry set in the past is
+// kept (it suspends the key until a later one is set) but the page said
+// only "saved", while the gateway now refused the key: it says so.
+func TestConsolePastExpirySaysTheKeyIsRefused(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	cu, _, _ := g.customer("suspended", "none", 0)
+	k, err := g.api.CreateKey(ctx, cu.ID, ledger.KeyInput{Name: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := g.browser()
+	g.signIn(c, "console", "token", adminToken)
+	save := func(expiry string) string {
+		_, body, _ := g.do(c, "GET", "/console/keys?customer="+cu.ID, nil)
+		form := limitsForm(t, body, k.ID)
+		form.Set("expires_at", expiry)
+		if status, _, _ := g.do(c, "POST", "/console/keys/"+k.ID+"/limits", form); status != http.StatusSeeOther {
+			t.Fatalf("set limits = %d", status)
+		}
+		_, body, _ = g.do(c, "GET", "/console/keys?customer="+cu.ID, nil)
+		return between(body, `<p class="notice" role="status">`, "</p>")
+	}
+	if n := save("2020-01-02"); !strings.Contains(n, "Its expiry, 2020-01-02 00:00 UTC, has passed: the key is refused from now on") {
+		t.Errorf("after a past expiry the notice is %q, want it to say the key is refused", n)
+	}
+	if n := save(time.Now().AddDate(1, 0, 0).Format("2006-01-02")); n != "Limits of key "+k.Prefix+"… saved." {
+		t.Errorf("after a later expiry the notice is %q, want saved alone", n)
+	}
+}
