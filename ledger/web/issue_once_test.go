@@ -36,10 +36,10 @@ func TestIssueFormSentTwiceIssuesOneKey(t *testing.T) {
 	}
 	issue := func(id string) string {
 		status, body, h := g.do(c, "POST", "/console/customers/"+cust.ID+"/keys", url.Values{"csrf": {csrf}, "name": {"web"}, "form_id": {id}})
-		if status != http.StatusSeeOther || h.Get("Location") != "/console/keys/issued" {
-			t.Fatalf("issue = %d %s (to %q), want 303 to /console/keys/issued", status, body, h.Get("Location"))
+		if status != http.StatusSeeOther || h.Get("Location") != "/console/keys/issued?customer="+cust.ID {
+			t.Fatalf("issue = %d %s (to %q), want 303 to the issued page", status, body, h.Get("Location"))
 		}
-		_, body, _ = g.do(c, "GET", "/console/keys/issued", nil)
+		_, body, _ = g.do(c, "GET", h.Get("Location"), nil)
 		return between(body, `aria-label="The new key's secret">`, "<")
 	}
 
@@ -58,7 +58,7 @@ func TestIssueFormSentTwiceIssuesOneKey(t *testing.T) {
 	for range 2 {
 		wg.Go(func() {
 			status, _, h := g.do(c, "POST", "/console/customers/"+cust.ID+"/keys", url.Values{"csrf": {csrf}, "name": {"web"}, "form_id": {id}})
-			if status != http.StatusSeeOther || h.Get("Location") != "/console/keys/issued" {
+			if status != http.StatusSeeOther || h.Get("Location") != "/console/keys/issued?customer="+cust.ID {
 				t.Errorf("issue at once = %d (to %q)", status, h.Get("Location"))
 			}
 		})

@@ -146,7 +146,7 @@ func (c *Console) issueKey(w http.ResponseWriter, r *http.Request) {
 	// issued a second live key, the operator seeing only its secret (a
 	// review).
 	c.sess.setIssued(ss, k)
-	http.Redirect(w, r, "/console/keys/issued", http.StatusSeeOther)
+	http.Redirect(w, r, "/console/keys/issued?customer="+url.QueryEscape(id), http.StatusSeeOther)
 }
 
 // issuedPage shows the key the session just issued, its secret this once;
@@ -155,12 +155,18 @@ func (c *Console) issueKey(w http.ResponseWriter, r *http.Request) {
 func (c *Console) issuedPage(w http.ResponseWriter, r *http.Request) {
 	head := r.Method == http.MethodHead // answered unseen: it must not use up the secret's one view
 	k := c.sess.popIssued(sessionOf(r), head)
+	// A reload goes back to the keys of the customer the key was issued
+	// to (the page's ?customer=; it went to the customers page, a review).
+	back := "/console/customers"
+	if cust := r.URL.Query().Get("customer"); cust != "" {
+		back = keysLink(cust, "")
+	}
 	if k == nil && head { // where the GET goes, without the message it leaves
-		http.Redirect(w, r, "/console/customers", http.StatusSeeOther)
+		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
 	if k == nil {
-		c.done(w, r, "/console/customers", "", errors.New("that key's secret was shown once, on the page after it was issued, "+
+		c.done(w, r, back, "", errors.New("that key's secret was shown once, on the page after it was issued, "+
 			"and is not kept: issue a new key (and revoke the old one) if it was not copied"))
 		return
 	}
