@@ -65,7 +65,7 @@ func (c chart) SVG() template.HTML {
 			y := decimal.New(h-bottom, 0).Sub(decimal.New(plotH, 0).Mul(f)).StringFixed(1)
 			fmt.Fprintf(&b, `<line x1="%d" y1="%s" x2="%d" y2="%s" stroke="#ccc" stroke-dasharray="4 4"/>`, left, y, w, y)
 			fmt.Fprintf(&b, `<text x="%d" y="%s" font-size="14" text-anchor="end" fill="#333">%s</text>`, left-6,
-				decimal.RequireFromString(y).Add(decimal.New(4, 0)).StringFixed(1), axisLabel(peak.Mul(f)))
+				decimal.RequireFromString(y).Add(decimal.New(4, 0)).StringFixed(1), axisLabelOf(peak.Mul(f), peak))
 		}
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="14" text-anchor="end" fill="#333">0</text>`, left-6, h-bottom+4)
@@ -127,7 +127,13 @@ func shortDate(s string) string {
 // three significant digits, 0.123, 0.00123, then 1.23e-4, so that the
 // gridlines of the smallest amounts (the peak and its half) are told
 // apart and from 0.
-func axisLabel(d decimal.Decimal) string {
+func axisLabel(d decimal.Decimal) string { return axisLabelOf(d, d) }
+
+// axisLabelOf formats d, a gridline's value on an axis whose peak is peak,
+// as axisLabel formats peak, at peak's scale below 1: the half of 0.00144
+// is 0.00072 (not 7.2e-4), the half of 1.44e-4 is 0.72e-4, so that the two
+// gridlines read alike (a browser review saw 0.00144 over 7.18e-4).
+func axisLabelOf(d, peak decimal.Decimal) string {
 	for _, u := range []struct {
 		exp    int32
 		suffix string
@@ -136,23 +142,22 @@ func axisLabel(d decimal.Decimal) string {
 			return d.Shift(-u.exp).Round(1).String() + u.suffix
 		}
 	}
-	if d.GreaterThanOrEqual(decimal.New(1, 0)) {
+	if d.GreaterThanOrEqual(decimal.New(1, 0)) || peak.GreaterThanOrEqual(decimal.New(1, 0)) {
 		return d.Round(2).String()
 	}
-	if !d.IsPositive() {
+	if !d.IsPositive() || !peak.IsPositive() {
 		return d.String()
 	}
-	// d is m×10^-n with 1 <= m < 10.
+	// peak is m×10^-n with 1 <= m < 10.
 	n := int32(1)
-	for d.Shift(n).LessThan(decimal.New(1, 0)) {
+	for peak.Shift(n).LessThan(decimal.New(1, 0)) {
 		n++
 	}
 	if n <= 3 {
 		return d.Round(n + 2).String()
 	}
-	m := d.Shift(n).Round(2)
-	if m.GreaterThanOrEqual(decimal.New(10, 0)) {
-		m, n = m.Shift(-1), n-1
+	if peak.Shift(n).Round(2).GreaterThanOrEqual(decimal.New(10, 0)) {
+		n-- // peak rounds up to the next power of ten
 	}
-	return m.String() + "e-" + strconv.Itoa(int(n))
+	return d.Shift(n).Round(2).String() + "e-" + strconv.Itoa(int(n))
 }

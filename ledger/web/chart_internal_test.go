@@ -45,6 +45,15 @@ func TestAxisLabel(t *testing.T) {
 			t.Errorf("axisLabel(%s) = %s, want %s", in, got, want)
 		}
 	}
+	// A gridline below the peak is written at the peak's scale.
+	for _, c := range []struct{ half, peak, want string }{
+		{"0.00072", "0.00144", "0.00072"}, {"0.0000718", "0.0001436", "0.72e-4"}, {"0.25", "0.5", "0.25"},
+		{"0.6", "1.2", "0.6"}, {"750", "1500", "750"}, {"0.0004999995", "0.000999999", "0.5e-3"},
+	} {
+		if got := axisLabelOf(amount(c.half), amount(c.peak)); got != c.want {
+			t.Errorf("axisLabelOf(%s, peak %s) = %s, want %s", c.half, c.peak, got, c.want)
+		}
+	}
 	// The gridlines of a chart whose peak is 0.00003 USD.
 	svg := string(chart{Title: "t", Labels: []string{"2026-01-01"}, Unit: "USD",
 		Series: []series{{Name: "a", Values: []decimal.Decimal{amount("0.00003")}}}}.SVG())
