@@ -70,6 +70,7 @@ func OpenLazy(url string) (*Store, error) {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	sessionParams(cfg)
+	poolSize(cfg, url)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", cfg.ConnConfig.Database, err)
@@ -147,6 +148,22 @@ func (u *unreachableError) Unwrap() error { return u.err }
 // review: 70 s of a SIGSTOPped worker, and the ledger with it).
 const IdleInTransactionTimeout = "60s"
 
+// DefaultMaxConns is the least size of the ledger's connection pool when
+// the url does not set pool_max_conns: pgxpool's own default (the larger
+// of 4 and the CPUs) leaves, on a small machine, 4 connections for the
+// meter workers, the key sync, the admin API and the customer API's reads
+// together, of which the customer API may take half (api.Self).
+const DefaultMaxConns = 8
+
+// poolSize raises cfg's pool to DefaultMaxConns unless url sets its own
+// pool_max_conns. Connections open as they are needed: an idle process
+// holds few.
+func poolSize(cfg *pgxpool.Config, url string) {
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, DefaultMaxConns)
+	}
+}
+
 // sessionParams sets what every ledger session runs with: the UTC time
 // zone as a startup parameter, and IdleInTransactionTimeout with a SET
 // once connected (a startup parameter of that name is refused by
@@ -169,6 +186,7 @@ func open(ctx context.Context, url string, create bool) (*Store, error) {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	sessionParams(cfg)
+	poolSize(cfg, url)
 	if create {
 		if err := createDatabase(ctx, cfg.ConnConfig); err != nil {
 			return nil, &unreachableError{err}
@@ -304,6 +322,11 @@ func (s *Store) CheckTables(ctx context.Context) error {
 
 // Close closes the connection pool.
 func (s *Store) Close() { s.pool.Close() }
+
+// MaxConns is the most connections the store's pool opens (the database
+// URL's pool_max_conns; pgxpool's default is the larger of 4 and the
+// number of CPUs).
+func (s *Store) MaxConns() int { return int(s.pool.Config().MaxConns) }
 
 // MigrateDown rolls migrations back to version (0 removes every table).
 // It is for operators undoing an upgrade, and for tests. It returns the
