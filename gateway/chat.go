@@ -187,8 +187,8 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 	x.markComplete()
 	x.httpStatusOK()
 	x.commit()
-	if ambiguous {
-		body = x.billedUsage(body)
+	if ambiguous || usage.HasCorrection(x.event.Corrections, usage.CorrectionReasoningOutsideCompletion) {
+		body = x.billedUsage(body) // every client reads what was billed
 	}
 	body = x.withCost(body)
 	if x.respond(http.StatusOK, false, func(h http.Header) {

@@ -517,10 +517,12 @@ func (c *chatWriter) end(readErr error) {
 
 // reportedAsBilled reports whether the upstream's own usage chunk says
 // what e bills: e's counts are the provider's (usage_source upstream) and
-// Normalize changed none of them. Otherwise the client is sent e's counts,
-// not a report that the bill contradicts (a completion the report did not
-// count, estimated; a cached count clamped to the prompt).
+// neither Normalize nor the gateway changed any of them. Otherwise the
+// client is sent e's counts, not a report that the bill contradicts (a
+// completion the report did not count, estimated; a cached count clamped
+// to the prompt; reasoning counted apart from the completion).
 func reportedAsBilled(e *usage.Event) bool {
 	return e.UsageSource == usage.SourceUpstream && !usage.HasCorrection(e.Corrections, usage.CorrectionNegative) &&
-		!usage.HasCorrection(e.Corrections, usage.CorrectionOverMax) && !usage.HasCorrection(e.Corrections, usage.CorrectionCacheOverPrompt)
+		!usage.HasCorrection(e.Corrections, usage.CorrectionOverMax) && !usage.HasCorrection(e.Corrections, usage.CorrectionCacheOverPrompt) &&
+		!usage.HasCorrection(e.Corrections, usage.CorrectionReasoningOutsideCompletion)
 }

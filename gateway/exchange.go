@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -494,6 +495,9 @@ func (x *exchange) settle() {
 	}
 	if x.responded {
 		e.Usage, e.UsageSource = r.Resolve(x.s.est, x.promptText)
+		if r.ReasoningOutside && e.UsageSource == usage.SourceUpstream && !usage.HasCorrection(e.Corrections, usage.CorrectionReasoningOutsideCompletion) {
+			e.Corrections = strings.TrimPrefix(e.Corrections+","+usage.CorrectionReasoningOutsideCompletion, ",")
+		}
 		x.addHiddenReasoning()
 	} else { // refused or unreachable: nothing was produced, nothing is billed
 		e.Usage, e.UsageSource = usage.Tokens{}, usage.SourceEstimated

@@ -34,7 +34,8 @@ type Usage struct {
 
 // Meter converts u into normalized usage. OpenAI's prompt_tokens already
 // includes cached tokens, and completion_tokens includes reasoning tokens,
-// so the figures carry over as they are.
+// so the figures carry over as they are, but for a report whose total
+// counts the reasoning apart from completion_tokens (ReasoningOutside).
 func (u *Usage) Meter() usage.Tokens {
 	m := usage.Tokens{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
 	if d := u.PromptTokensDetails; d != nil {
@@ -43,7 +44,41 @@ func (u *Usage) Meter() usage.Tokens {
 	if d := u.CompletionTokensDetails; d != nil {
 		m.ReasoningTokens = d.ReasoningTokens
 	}
+	m.CompletionTokens += reasoningOutside(m, u.TotalTokens)
 	return m
+}
+
+// ReasoningOutside reports whether u counts its reasoning tokens apart
+// from completion_tokens (see reasoningOutside): Meter then bills them
+// added to it, and u, as the upstream wrote it, is not what was billed.
+func (u *Usage) ReasoningOutside() bool {
+	m := usage.Tokens{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	if d := u.CompletionTokensDetails; d != nil {
+		m.ReasoningTokens = d.ReasoningTokens
+	}
+	return reasoningOutside(m, u.TotalTokens) > 0
+}
+
+// reasoningOutside returns the reasoning tokens that a usage report (u as
+// read, total its total_tokens) counts apart from its completion_tokens,
+// or 0. OpenAI counts reasoning within completion_tokens, so that
+// total_tokens = prompt_tokens + completion_tokens. xAI counts it apart
+// ("reasoning tokens are separated from the completion_tokens": xAI's and
+// Vertex AI's docs on Grok reasoning), and its total_tokens = prompt_tokens
+// + completion_tokens + reasoning_tokens: billed as completion_tokens
+// alone, half a Grok request's output went unbilled (a review). A report
+// whose total says so has its reasoning added to its completion; one whose
+// total says nothing (absent, 0, or another sum) is read as OpenAI's.
+func reasoningOutside(u usage.Tokens, total int64) int64 {
+	r := u.ReasoningTokens
+	if r <= 0 || total <= 0 || u.PromptTokens < 0 || u.CompletionTokens < 0 ||
+		u.PromptTokens > usage.MaxCount || u.CompletionTokens > usage.MaxCount || r > usage.MaxCount {
+		return 0
+	}
+	if total != u.PromptTokens+u.CompletionTokens+r {
+		return 0
+	}
+	return r
 }
 
 // Chunk is what the gateway reads from one chat.completion.chunk (or from a

@@ -31,10 +31,14 @@ type ChunkScan struct {
 	// HasUsage reports one (token counts; zero for a count absent or
 	// null).
 	Usage usage.Tokens
-	// total is the usage's total_tokens (read to be held to encoding/json,
-	// which fails on one that is not an integer; Meter does not use it).
+	// total is the usage's total_tokens (held to encoding/json, which
+	// fails on one that is not an integer; and see reasoningOutside).
 	total    int64
 	hasUsage bool
+	// ReasoningOutside is set when the usage counts its reasoning apart
+	// from completion_tokens, as Usage.ReasoningOutside reports: Usage has
+	// it added to CompletionTokens.
+	ReasoningOutside bool
 	// usageFrom and usageTo delimit a top-level "usage":null member with
 	// one adjacent comma, when usageTo > 0.
 	usageFrom, usageTo int
@@ -106,7 +110,7 @@ func ScanChunk(data []byte, s *ChunkScan) bool {
 func (s *ChunkScan) scan(data []byte) bool {
 	s.ID, s.Model, s.Created, s.Choices, s.FinishReason = nil, nil, 0, 0, nil
 	s.Output, s.usageFrom, s.usageTo, s.Reasoning = s.Output[:0], 0, 0, false
-	s.Usage, s.total, s.hasUsage = usage.Tokens{}, 0, false
+	s.Usage, s.total, s.hasUsage, s.ReasoningOutside = usage.Tokens{}, 0, false, false
 	s.l = jsonscan.New(data)
 	l := &s.l
 	if !l.Lit("{") {
@@ -141,6 +145,10 @@ func (s *ChunkScan) scan(data []byte) bool {
 		case "usage":
 			bit = 16
 			ok = l.Lit("null") || s.usageObject()
+			if r := reasoningOutside(s.Usage, s.total); ok && r > 0 {
+				s.Usage.CompletionTokens += r
+				s.ReasoningOutside = true
+			}
 		case "error":
 			bit = 32
 			ok = l.Lit("null")
@@ -463,6 +471,7 @@ func (t *ChatTap) Scanned(s *ChunkScan, r *tap.Report) {
 	}
 	if s.hasUsage {
 		r.SetUsage(s.Usage)
+		r.ReasoningOutside = s.ReasoningOutside
 		if t.finished || s.Choices == 0 && r.Output.Len() > 0 {
 			r.MarkFinal()
 		}

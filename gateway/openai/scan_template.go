@@ -116,7 +116,7 @@ func (t *template) read(data []byte, s *ChunkScan) bool {
 	shift := l.Pos() - t.to
 	s.ID, s.Model, s.FinishReason = t.id.in(data, t.to, shift), t.model.in(data, t.to, shift), t.finish.in(data, t.to, shift)
 	s.Created, s.Choices = t.created, 1
-	s.Usage, s.total, s.hasUsage = usage.Tokens{}, 0, false
+	s.Usage, s.total, s.hasUsage, s.ReasoningOutside = usage.Tokens{}, 0, false, false
 	s.usageFrom, s.usageTo = t.usageFrom, t.usageTo
 	if s.usageTo > 0 && s.usageFrom >= t.to {
 		s.usageFrom, s.usageTo = s.usageFrom+shift, s.usageTo+shift

@@ -53,6 +53,8 @@ func fixtureChunks(tb testing.TB) [][]byte {
 var scanSeeds = []string{
 	`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"usage":null}`,
 	`{"usage":null,"id":"c"}`, `{"usage":null}`, `{ "a" : 1 , "usage" : null }`, `{"usage":{"prompt_tokens":1}}`,
+	`{"choices":[],"usage":{"prompt_tokens":663,"completion_tokens":50,"total_tokens":837,"completion_tokens_details":{"reasoning_tokens":124}}}`, // xAI: reasoning outside completion
+	`{"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":6,"completion_tokens_details":{"reasoning_tokens":3}},"choices":[]}`,
 	`{"choices":[{"message":{"content":"a","tool_calls":[{"function":{"arguments":"{}","name":"f"}}]},"delta":{"reasoning":"r","tool_calls":[null,{"function":null}]}}]}`,
 	`{"choices":[{"delta":{"content":"a\u00e9\ud83d\ude00\ud800\n"}},null,{"finish_reason":"stop"}],"created":-0}`,
 	`{"Choices":[]}`, `{"choices":[],"choices":[]}`, `{"\u0069d":"x"}`, `{"id":"a\"b"}`, `{"created":1.5}`, `{"created":"1"}`,
@@ -110,7 +112,7 @@ func checkScan(t *testing.T, data []byte) {
 		s.HasUsage() != (c.Usage != nil) || s.UsageOnly() != c.UsageOnly() {
 		t.Fatalf("%q:\nscan %+v\njson %+v", data, s, c)
 	}
-	if c.Usage != nil && (s.Usage != c.Usage.Meter() || s.total != c.Usage.TotalTokens) {
+	if c.Usage != nil && (s.Usage != c.Usage.Meter() || s.total != c.Usage.TotalTokens || s.ReasoningOutside != c.Usage.ReasoningOutside()) {
 		t.Fatalf("%q: usage differs:\nscan %+v total %d\njson %+v total %d", data, s.Usage, s.total, c.Usage.Meter(), c.Usage.TotalTokens)
 	}
 	for _, finished := range []bool{false, true} { // Final depends on a finish chunk before
@@ -120,7 +122,8 @@ func checkScan(t *testing.T, data []byte) {
 		slowTap.Chunk(c, &slow)
 		if fast.Output.String() != slow.Output.String() || fast.ServedModel != slow.ServedModel ||
 			fast.FinishReason != slow.FinishReason || fastTap != slowTap || fast.Usage != slow.Usage ||
-			fast.Reported != slow.Reported || fast.Final != slow.Final || fast.ReasoningShown != slow.ReasoningShown {
+			fast.Reported != slow.Reported || fast.Final != slow.Final || fast.ReasoningShown != slow.ReasoningShown ||
+			fast.ReasoningOutside != slow.ReasoningOutside {
 			t.Fatalf("%q: tp differs:\nscan output %q model %q finish %q usage %+v reported %v final %v\n"+
 				"json output %q model %q finish %q usage %+v reported %v final %v",
 				data, fast.Output.String(), fast.ServedModel, fast.FinishReason, fast.Usage, fast.Reported, fast.Final,

@@ -78,6 +78,7 @@ func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 	}
 	if c.Usage != nil {
 		r.SetUsage(c.Usage.Meter())
+		r.ReasoningOutside = c.Usage.ReasoningOutside()
 		if t.finished || len(c.Choices) == 0 && r.Output.Len() > 0 || c.Error != nil {
 			r.MarkFinal()
 		}

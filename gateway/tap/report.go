@@ -62,6 +62,12 @@ type Report struct {
 	// estimate counts when the provider's figures are missing or partial.
 	// Error text is never added.
 	Output strings.Builder
+	// ReasoningOutside is set with the latest usage report (by the OpenAI
+	// taps) when that report counted its reasoning apart from its
+	// completion_tokens, which Usage then includes (see
+	// usage.CorrectionReasoningOutsideCompletion): the report, as the
+	// provider wrote it, is not what is billed.
+	ReasoningOutside bool
 	// ReasoningShown is true once the provider streamed reasoning as text
 	// (OpenAI-compatible reasoning_content, Anthropic's thinking, Gemini's
 	// thought parts), which Output then holds: the reasoning tokens it

@@ -60,6 +60,12 @@ const (
 	// does send this on an error frame, and its figures are the record),
 	// and the ledger rates reasoning_tokens as at most completion_tokens.
 	CorrectionReasoningOverCompletion = "reasoning_over_completion"
+	// CorrectionReasoningOutsideCompletion: the provider counted its
+	// reasoning tokens apart from completion_tokens (its total_tokens is
+	// prompt + completion + reasoning: xAI's Grok), and the gateway added
+	// them to completion_tokens, which by OpenAI's convention, the
+	// ledger's, includes them. Set by the gateway, not by Normalize.
+	CorrectionReasoningOutsideCompletion = "reasoning_outside_completion"
 	// CorrectionNegativeDuration: a negative ttft_ms or duration_ms was raised to 0.
 	CorrectionNegativeDuration = "negative_duration"
 	// CorrectionHTTPStatus: an http_status outside [0, 999] was set to 0.
