@@ -491,3 +491,39 @@ func TestCloseBeginsTheGatewaysStopFirst(t *testing.T) {
 		t.Fatalf("stopped %s; want admin listener,gateway,database", got)
 	}
 }
+
+// TestCLIUsageByDeploymentShowsAttemptsNotCharged: grouped by deployment
+// (or provider) the admin API counts the failed attempts retried elsewhere
+// in not_charged_requests, which docs/billing.md has an operator use to
+// reconcile a provider's invoice. The table left the column out: a
+// deployment whose every attempt failed showed as "1 request, cost 0",
+// indistinguishable from an unpriced one (a new operator's review).
+func TestCLIUsageByDeploymentShowsAttemptsNotCharged(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/admin/v1/usage" {
+			http.NotFound(w, r)
+			return
+		}
+		g := r.URL.Query().Get("group_by")
+		w.Write([]byte(`{"data":[{"group":"east/sim-pro","` + g + `":"east/sim-pro","requests":1,"not_charged_requests":1,` +
+			`"unpriced_requests":0,"prompt_tokens":0,"cached_tokens":0,"cache_write_tokens":0,"completion_tokens":0,` +
+			`"reasoning_tokens":0,"web_search_requests":0,"cost":"0","currency":""},` +
+			`{"group":"west","` + g + `":"west","requests":6,"unpriced_requests":0,"prompt_tokens":48,"cached_tokens":24,` +
+			`"cache_write_tokens":0,"completion_tokens":30,"reasoning_tokens":12,"web_search_requests":0,"cost":"0.00039","currency":"USD"}]}`))
+	}))
+	defer srv.Close()
+	for _, g := range []string{"deployment", "provider"} {
+		r := runTollgate(t, nil, "usage", "--admin-url", srv.URL, "--group-by", g)
+		if r.code != exitOK || !strings.Contains(r.out, "NOT CHARGED") {
+			t.Fatalf("usage --group-by %s: exit %d, stdout %q, stderr %q", g, r.code, r.out, r.errOut)
+		}
+		rows := tableRows(t, r.out, strings.ToUpper(g))
+		if len(rows) != 2 || rows[0][1] != "1" || rows[0][2] != "1" || rows[1][1] != "6" || rows[1][2] != "0" {
+			t.Errorf("usage --group-by %s: rows %q; want REQUESTS then NOT CHARGED", g, rows)
+		}
+	}
+	r := runTollgate(t, nil, "usage", "--admin-url", srv.URL, "--group-by", "model")
+	if r.code != exitOK || strings.Contains(r.out, "NOT CHARGED") {
+		t.Errorf("usage --group-by model: exit %d, stdout %q; the column is the deployment's and provider's", r.code, r.out)
+	}
+}

@@ -132,11 +132,19 @@ func (c *cli) usage(q ledger.UsageQuery, all bool) error {
 		page, err = c.api.Usage(c.ctx, q)
 	}
 	byCustomer := q.GroupBy == "customer"
+	// Grouped by deployment or provider, the API counts the failed attempts
+	// retried elsewhere (not charged) among the requests: the column an
+	// operator reconciling a provider's invoice needs (docs/billing.md).
+	attempts := q.GroupBy == "deployment" || q.GroupBy == "provider"
 	return c.show(page, err, func() {
 		n := func(v int64) string { return strconv.FormatInt(v, 10) }
 		header := []string{strings.ToUpper(orDefault(q.GroupBy, "model"))}
 		if byCustomer {
 			header = append(header, "NAME")
+		}
+		header = append(header, "REQUESTS")
+		if attempts {
+			header = append(header, "NOT CHARGED")
 		}
 		table := make([][]string, len(page.Data))
 		for i, r := range page.Data {
@@ -144,10 +152,14 @@ func (c *cli) usage(q ledger.UsageQuery, all bool) error {
 			if byCustomer {
 				table[i] = append(table[i], dash(r.CustomerName))
 			}
-			table[i] = append(table[i], n(r.Requests), n(r.UnpricedRequests), n(r.PromptTokens), n(r.CachedTokens),
+			table[i] = append(table[i], n(r.Requests))
+			if attempts {
+				table[i] = append(table[i], n(r.NotChargedRequests))
+			}
+			table[i] = append(table[i], n(r.UnpricedRequests), n(r.PromptTokens), n(r.CachedTokens),
 				n(r.CacheWriteTokens), n(r.CompletionTokens), n(r.ReasoningTokens), n(r.WebSearches), r.Cost, dash(r.Currency))
 		}
-		c.table(append(header, "REQUESTS", "UNPRICED", "PROMPT", "CACHED", "CACHE WRITE",
+		c.table(append(header, "UNPRICED", "PROMPT", "CACHED", "CACHE WRITE",
 			"COMPLETION", "REASONING", "WEB SEARCHES", "COST", "CURRENCY"), table)
 		if page.NextCursor != "" {
 			c.warn("More groups follow: add --all, or --cursor " + page.NextCursor + ".")
