@@ -6,8 +6,22 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// noJetStream says what "no responders" means on a connection that is up:
+// the NATS server answers, but no JetStream does, as when nats-server runs
+// without -js (a new operator's first try). Without it the log said only
+// "meter worker waiting for NATS ... no responders available for request"
+// while NATS was there, and the worker waited forever.
+func noJetStream(js jetstream.JetStream, err error) error {
+	if errors.Is(err, nats.ErrNoResponders) && js.Conn().IsConnected() {
+		return fmt.Errorf("%w (NATS is connected but no JetStream answers: enable JetStream on the server, "+
+			"nats-server -js or a jetstream {} block as deploy/nats.conf has)", err)
+	}
+	return err
+}
 
 // StreamConfig describes the JetStream stream that carries usage events.
 type StreamConfig struct {
@@ -76,7 +90,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		// an estimate be billed in place of its exact event.
 		cfg.DuplicateWindow = max(cfg.DuplicateWindow, old.CachedInfo().Config.Duplicates)
 	case !errors.Is(err, jetstream.ErrStreamNotFound):
-		return nil, fmt.Errorf("usage stream %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("usage stream %s: %w", cfg.Name, noJetStream(js, err))
 	}
 	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        cfg.Name,
@@ -94,7 +108,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		Discard: jetstream.DiscardNew,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("usage stream %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("usage stream %s: %w", cfg.Name, noJetStream(js, err))
 	}
 	return s, nil
 }

@@ -167,7 +167,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 	cfg.defaults()
 	stream, err := js.Stream(ctx, cfg.Stream.Name)
 	if err != nil {
-		return nil, fmt.Errorf("usage stream %s: %w", cfg.Stream.Name, err)
+		return nil, fmt.Errorf("usage stream %s: %w", cfg.Stream.Name, noJetStream(js, err))
 	}
 	usageStream, dupWindow := stream, stream.CachedInfo().Config.Duplicates
 	switch version := js.Conn().ConnectedServerVersion(); {
