@@ -305,3 +305,32 @@ func TestSlowWholeAnswerIsServedAndBilled(t *testing.T) {
 		t.Fatalf("stream without headers: %d %s, event %s; want 504 after connect_timeout", resp.StatusCode, b, e.Status)
 	}
 }
+
+// TestAdminPathOnTheLLMListenerSaysWhereTheAdminAPIIs: an admin client or
+// a browser pointed at the LLM listener (TOLLGATE_ADMIN_URL set to :8080,
+// a natural slip) got "no route for GET /admin/v1/customers", which the
+// CLI showed as "not found" (exit 3), as if the customer were missing.
+// The answer names the admin listener.
+func TestAdminPathOnTheLLMListenerSaysWhereTheAdminAPIIs(t *testing.T) {
+	st := newStack(t, nil)
+	for _, path := range []string{"/admin/v1/customers", "/console/", "/readyz", "/metrics"} {
+		resp, err := http.Get(st.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "TOLLGATE_ADMIN_LISTEN") {
+			t.Errorf("GET %s: %d %s; want 404 naming the admin listener", path, resp.StatusCode, b)
+		}
+	}
+	resp, err := http.Get(st.url + "/v1/nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || strings.Contains(string(b), "TOLLGATE_ADMIN_LISTEN") {
+		t.Errorf("GET /v1/nope: %d %s; want a plain 404", resp.StatusCode, b)
+	}
+}

@@ -53,8 +53,13 @@ func (s *Server) Handler() http.Handler {
 		}
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.envelopeFor(r.URL.Path).WriteError(w, provider.Err(http.StatusNotFound, "invalid_request_error", "not_found",
-			"no route for "+r.Method+" "+r.URL.Path))
+		msg := "no route for " + r.Method + " " + r.URL.Path
+		if strings.HasPrefix(r.URL.Path, "/admin/") || strings.HasPrefix(r.URL.Path, "/console/") || r.URL.Path == "/readyz" || r.URL.Path == "/metrics" {
+			// An admin client (TOLLGATE_ADMIN_URL, --admin-url) or a
+			// browser pointed at the LLM listener: say where it is.
+			msg += " on the LLM API's listener: the admin API, the console, /readyz and /metrics are on the admin listener (TOLLGATE_ADMIN_LISTEN, :8081 by default)"
+		}
+		s.envelopeFor(r.URL.Path).WriteError(w, provider.Err(http.StatusNotFound, "invalid_request_error", "not_found", msg))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		s.envelopeFor(r.URL.Path).WriteError(w, provider.Err(http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed",
