@@ -93,7 +93,7 @@ func priceCommands() []*command {
 		args:    "--customer ID [--model MODEL] (--discount-percent P | --currency USD --input X --output X [...]) --effective-from TIME [--effective-to TIME]",
 		summary: "give a customer a discount or a custom price (POST /admin/v1/customers/{id}/overrides)",
 		example: "tollgate overrides create --customer 0197a3c2-… --discount-percent 12.5 --effective-from 2026-01-01\n" +
-			"  tollgate overrides create --customer 0197a3c2-… --model sim-pro --currency USD --input 2 --output 8 \\\n      --effective-from 2026-01-01",
+			"  tollgate overrides create --customer 0197a3c2-… --model sim-pro --currency USD --input 2 --cached-input 1 \\\n      --cache-write 2.5 --output 8 --effective-from 2026-01-01",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			customer := idFlag(fs, "customer", "customer id (required)")
 			model := fs.String("model", "", "model (default: every model; required for a custom price)")
@@ -118,6 +118,16 @@ func priceCommands() []*command {
 						return err
 					}
 					in.Price = &p
+					// A class left out is charged at --input (or --output),
+					// not at the price book's rate for it: a "cheaper"
+					// custom price without --cached-input charged cache
+					// reads 60% above the list (a review).
+					for _, f := range []struct{ flag, v string }{{"cached-input", p.CachedInput}, {"cache-write", p.CacheWrite}} {
+						if f.v == "" {
+							c.warn("note: no --" + f.flag + ": this custom price charges those prompt tokens at --input (" + p.Input +
+								" per million), not at the price book's rate for them")
+						}
+					}
 				}
 				var err error
 				if in.EffectiveFrom, err = parseWhen("effective-from", *from); err != nil {

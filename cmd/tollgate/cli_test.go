@@ -129,11 +129,22 @@ func TestCLIPricesOverridesRerate(t *testing.T) {
 	if field(t, out, "Terms") != "12.5% off the price book" || field(t, out, "Model") != "(all models)" {
 		t.Fatalf("overrides create (discount):\n%s", out)
 	}
-	s.tgOK("overrides", "create", "--customer", s.customerID, "--model", "sim-pro", "--currency", "USD",
+	// A custom price that leaves out the cache classes charges them at
+	// its input, and the CLI says so (a review: "cheaper" than the list,
+	// it charged cache reads 60% above it); given, it says nothing.
+	r = s.tg("overrides", "create", "--customer", s.customerID, "--model", "sim-pro", "--currency", "USD",
 		"--input", "2", "--output", "8", "--effective-from", "2026-01-01")
+	if r.code != exitOK || !strings.Contains(r.errOut, "no --cached-input: this custom price charges those prompt tokens at --input (2 per million)") ||
+		!strings.Contains(r.errOut, "no --cache-write") {
+		t.Fatalf("overrides create without the cache classes: exit %d, stderr %q", r.code, r.errOut)
+	}
+	if r := s.tg("overrides", "create", "--customer", s.customerID, "--model", "sim-small", "--currency", "USD",
+		"--input", "2", "--cached-input", "1", "--cache-write", "2.5", "--output", "8", "--effective-from", "2026-01-01"); r.code != exitOK || r.errOut != "" {
+		t.Fatalf("overrides create with the cache classes: exit %d, stderr %q", r.code, r.errOut)
+	}
 	var ovs struct{ Data []api.Override }
 	s.tgJSON(&ovs, "overrides", "list", "--customer", s.customerID)
-	if len(ovs.Data) != 2 {
+	if len(ovs.Data) != 3 {
 		t.Fatalf("overrides list --json: %+v", ovs)
 	}
 	out = s.tgOK("overrides", "list", "--customer", s.customerID)
