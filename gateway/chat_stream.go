@@ -17,6 +17,14 @@ import (
 
 var doneData = []byte("[DONE]")
 
+// isDone reports whether data ends an OpenAI stream: as OpenAI's SDKs read
+// it, any data that begins with [DONE] (openai-python: `if
+// sse.data.startswith("[DONE]")`; openai-node likewise). Read as equal to
+// it, an upstream's "[DONE] " (a trailing space) was relayed as a chunk,
+// billed as output, and the usage chunk the client asked for followed it,
+// where its SDK never reads (a review).
+func isDone(data []byte) bool { return bytes.HasPrefix(data, doneData) }
+
 // errorChunk starts the error payload a translator makes of an upstream
 // error (anthropic.Stream, gemini.Stream).
 var errorChunk = []byte(`{"error":`)
@@ -372,7 +380,7 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 		c.send(*ev) // comments: keep-alives pass
 		return false
 	}
-	if bytes.Equal(ev.Data, doneData) {
+	if isDone(ev.Data) {
 		return true
 	}
 	if s := c.scan; openai.ScanChunk(ev.Data, s) { // every chunk without an error, usage included

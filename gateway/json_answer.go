@@ -149,7 +149,7 @@ func tapStreamAnswer(body []byte, r *tap.Report) {
 		}
 		r.AddOutputBytes(ev.Other)
 		switch {
-		case !ev.HasData || bytes.Equal(ev.Data, doneData):
+		case !ev.HasData || isDone(ev.Data):
 		case string(ev.Type) == "error":
 			r.Error, r.FinishReason = "upstream error event: "+string(ev.Data), "error"
 		default:
