@@ -81,6 +81,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		tr = chat.NewStream("chatcmpl-"+x.event.ID, model, x.start.Unix())
 	}
 	out := newChatWriter(x, resp.Header, includeUsage, "chatcmpl-"+x.event.ID, model, x.start.Unix())
+	out.tr = tr
 	defer out.release()
 	rd := readers.Get().(*sse.Reader)
 	rd.Reset(resp.Body)
@@ -243,6 +244,10 @@ type chatWriter struct {
 	// then, and nothing is sent.
 	up      *sse.Event
 	gaveWay bool
+	// tr is the stream's translation, when the upstream speaks another
+	// protocol: end sends what it held back for the end
+	// (provider.ChunkStreamEnd).
+	tr provider.ChunkStream
 	// batch holds the events sent since the last flush (from batches,
 	// only while it holds some): the client's writer gets them in one
 	// write per flush, not one per event.
@@ -487,6 +492,9 @@ func (c *chatWriter) end(readErr error) {
 			return
 		}
 	}
+	if c.tr != nil {
+		c.heldForEnd() // before an error chunk of the gateway's
+	}
 	switch {
 	case errors.Is(cause, errStalled):
 		x.report.Error = cause.Error()
@@ -521,6 +529,19 @@ func (c *chatWriter) end(readErr error) {
 		c.data(doneData)
 	}
 	c.flush()
+}
+
+// heldForEnd sends what the stream's translation held back for its end
+// (provider.ChunkStreamEnd), before the usage chunk and [DONE]. A function
+// of its own, kept out of end's frame.
+//
+//go:noinline
+func (c *chatWriter) heldForEnd() {
+	if e, ok := c.tr.(provider.ChunkStreamEnd); ok {
+		for _, p := range e.End(&c.x.report, nil) {
+			c.data(p)
+		}
+	}
 }
 
 // reportedAsBilled reports whether the upstream's own usage chunk says

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/gateway/fixture"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
@@ -67,7 +68,7 @@ func translateStream(tb testing.TB, stream []byte) ([][]byte, *tap.Report) {
 	r := new(tap.Report)
 	var out [][]byte
 	events(tb, stream, func(ev *sse.Event) { out = s.Event(ev, r, out) })
-	return out, r
+	return s.(provider.ChunkStreamEnd).End(r, out), r
 }
 
 func estimator(tb testing.TB) *tap.Estimator {

@@ -41,8 +41,9 @@ type Stream struct {
 // choiceState is what a Stream remembers of one candidate (one choice).
 type choiceState struct {
 	index   int
-	started bool // the role chunk was sent
-	calls   int  // tool calls sent so far
+	started bool   // the role chunk was sent
+	calls   int    // tool calls sent so far
+	finish  string // the candidate's last finishReason, sent by End
 }
 
 // Event taps ev's usage into r exactly as Tap does and appends to dst the
@@ -112,14 +113,36 @@ func (s *Stream) translate(resp *response, dst [][]byte) [][]byte {
 			dst = append(dst, s.end(b, ""))
 		}
 		if c.FinishReason != "" {
-			dst = s.finish(st, finishReason(c.FinishReason, st.calls > 0), dst)
+			st.finish = c.FinishReason // sent once, at the end (see End)
 		}
 	}
 	if len(resp.Candidates) == 0 && resp.PromptFeedback != nil && resp.PromptFeedback.BlockReason != "" {
 		dst = s.finish(s.choice(0), "content_filter", dst)
 	}
 	if desc, code := errorOf(resp.Error); desc != "" {
+		dst = s.finishes(dst) // the choices that finished before it, then the error
 		dst = append(dst, errorPayload(desc, code))
+	}
+	return dst
+}
+
+// End appends each choice's finish chunk, once, with the candidate's last
+// finishReason (provider.ChunkStreamEnd), in the choices' order. Vertex AI
+// puts finishReason "STOP" on every chunk of a stream
+// (fixtures/gemini/vertex-error-mid-stream.sse): sent as it came, the
+// client got finish_reason "stop" after every piece of content, where
+// OpenAI sends one per choice, on its last chunk (a review). An upstream
+// error sends the finishes held so far before its error chunk.
+func (s *Stream) End(_ *tap.Report, dst [][]byte) [][]byte { return s.finishes(dst) }
+
+// finishes appends the finish chunks held (see End) and forgets them.
+func (s *Stream) finishes(dst [][]byte) [][]byte {
+	for i := range s.choices {
+		st := &s.choices[i]
+		if st.finish != "" {
+			dst = s.finish(st, finishReason(st.finish, st.calls > 0), dst)
+			st.finish = ""
+		}
 	}
 	return dst
 }

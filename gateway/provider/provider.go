@@ -104,6 +104,16 @@ type ChunkStream interface {
 	Event(ev *sse.Event, r *tap.Report, dst [][]byte) [][]byte
 }
 
+// ChunkStreamEnd is a ChunkStream that holds chunks back until the
+// upstream stream has ended, such as each choice's finish chunk when the
+// provider may repeat its finish reason on every chunk (Vertex AI's
+// Gemini): the relay calls End once the upstream's last event is read,
+// unless the stream gave way to another attempt, and sends what it
+// appends to dst before the usage chunk and [DONE].
+type ChunkStreamEnd interface {
+	End(r *tap.Report, dst [][]byte) [][]byte
+}
+
 // StreamTap reads usage from an upstream stream in one wire format, for a
 // native route, whose bytes go to the client unchanged.
 type StreamTap interface {
