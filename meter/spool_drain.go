@@ -55,42 +55,43 @@ func (s *Spool) readCursor() (spoolCursor, error) {
 	return spoolCursor{}, nil
 }
 
-// writeCursor replaces the cursor atomically and durably. It reports
-// whether the new cursor took the old one's place, which a later
-// readCursor sees, even when it returns the error of the directory's
-// fsync that follows.
-func (s *Spool) writeCursor(c spoolCursor) (replaced bool, err error) {
+// writeCursor replaces the cursor atomically and durably.
+func (s *Spool) writeCursor(c spoolCursor) error {
 	b, _ := json.Marshal(c)
 	tmp := filepath.Join(s.dir, "cursor.tmp")
 	f, err := os.Create(tmp)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if _, err := f.Write(b); err != nil {
 		f.Close()
-		return false, err
+		return err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return false, err
+		return err
 	}
 	f.Close()
 	if err := os.Rename(tmp, filepath.Join(s.dir, "cursor")); err != nil {
-		return false, err
+		return err
 	}
-	return true, syncDir(s.dir)
+	return syncDir(s.dir)
 }
 
 // Drain hands the records not yet sent on to send, in the order they were
-// spooled, advancing the cursor as it goes (durably, every 256 records and
-// at the end) and deleting segments it has finished. It stops at the first
-// record send returns an error for, and returns how many it sent. A record
-// sent whose cursor advance was lost to a crash, or to a cursor write that
-// failed, is sent again later: for events, with the same id, which
-// JetStream and the ledger drop. Stats counts a record as sent only once
-// the cursor past it is durable, so that the records sent again are not
-// counted off twice. Bytes damaged on disk between intact records are
-// skipped (see scanSegment, and DrainSkipping). Drains run one at a time.
+// spooled, advancing the cursor as it goes (in memory at once; durably
+// every 256 records and at the end) and deleting segments it has finished.
+// It stops at the first record send returns an error for, and returns how
+// many it sent. A cursor that cannot be saved (a disk the spool itself
+// filled during an outage) does not stop it: it sends on, deletes the
+// segments it finishes, which frees the disk, and returns the save's error
+// once done. A record sent whose durable cursor advance was lost to a
+// crash, or to a cursor write that failed, is sent again after a restart:
+// for events, with the same id, which JetStream and the ledger drop. A
+// drain stopping at every unsaved cursor sent the same 256 records for
+// ever, the events behind them never reaching JetStream (a review). Bytes
+// damaged on disk between intact records are skipped (see scanSegment,
+// and DrainSkipping). Drains run one at a time.
 func (s *Spool) Drain(ctx context.Context, send func(ctx context.Context, data []byte) error) (int, error) {
 	return s.DrainSkipping(ctx, send, nil)
 }
@@ -112,16 +113,21 @@ func (s *Spool) DrainSkipping(ctx context.Context, send func(ctx context.Context
 	active, committed := s.segNum, s.segSize // the active segment is read up to its fsync'd records only
 	s.mu.Unlock()
 	sent := 0
-	// Sent since the cursor was last saved: counted off Stats on the save.
+	// Sent since the last save point: counted off Stats there, saved or
+	// not (this process sends them no more; a restart counts the spool
+	// again from the cursor saved).
 	var unsaved, unsavedBytes int64
-	save := func(c spoolCursor) error {
-		replaced, err := s.writeCursor(c)
-		if replaced { // the next drain starts past them, whatever the error
-			s.cur = c
-			s.sentOn(unsaved, unsavedBytes)
-			unsaved, unsavedBytes = 0, 0
+	var saveErr error // the last save's, when it failed
+	save := func(c spoolCursor) {
+		s.cur = c // the next drain starts past them, whatever the error
+		s.sentOn(unsaved, unsavedBytes)
+		unsaved, unsavedBytes = 0, 0
+		if err := s.writeCursor(c); err != nil {
+			saveErr = fmt.Errorf("spool: the cursor could not be saved (sent on; after a restart what was sent since is sent again, "+
+				"and JetStream and the ledger drop it): %w", err)
+		} else {
+			saveErr = nil
 		}
-		return err
 	}
 	for _, n := range segs {
 		if n < cur.Segment {
@@ -149,7 +155,7 @@ func (s *Spool) DrainSkipping(ctx context.Context, send func(ctx context.Context
 			unsavedBytes += 8 + int64(len(data))
 			if sinceSave++; sinceSave == 256 {
 				sinceSave = 0
-				return save(cur)
+				save(cur)
 			}
 			return nil
 		}, func(raw []byte, where string, next int64) error {
@@ -162,21 +168,22 @@ func (s *Spool) DrainSkipping(ctx context.Context, send func(ctx context.Context
 			cur = spoolCursor{Segment: n, Offset: next} // set aside: a later drain starts past them
 			return nil
 		})
-		if werr := save(cur); err == nil {
-			err = werr
-		}
+		save(cur)
 		if err != nil {
 			return sent, err
 		}
 		if n < active {
-			// Finished and no longer written to.
+			// Finished and no longer written to. Removed even when the
+			// cursor in it was not saved: a restart then reads on from
+			// the next segment, and what this one held was sent.
 			if err := os.Remove(s.segPath(n)); err != nil {
 				return sent, fmt.Errorf("spool: %w", err)
 			}
 			cur = spoolCursor{Segment: n + 1}
 		}
 	}
-	return sent, save(cur)
+	save(cur)
+	return sent, saveErr
 }
 
 // sentOn counts events records, of size bytes in all, off Stats: their
