@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/journal"
 	"github.com/tollgate-dev/tollgate/meter/keys"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // keyLoadWait bounds how long a gateway's start waits for the key buckets.
@@ -91,19 +92,83 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 }
 
 // recover records, as crashed, the requests an earlier process left in
-// flight in the crash journal, then lets the journal forget them.
+// flight in the crash journal, then lets the journal forget them. Events it
+// can neither publish nor spool (the spool's disk full) do not stop the
+// start: a review saw a gateway whose spool had filled its disk during a
+// NATS outage exit at every start, in a loop, its spool never drained.
+// The gateway serves, and retryRecovered sends them once it can; the
+// journal keeps them until then, and a restart recovers them again.
 func (a *app) recover(ctx context.Context, crashed []journal.Request) error {
 	if len(crashed) == 0 {
 		return a.journal.Release()
 	}
-	events := a.gw.Recover(crashed)
+	return a.recordRecovered(ctx, a.gw.Recover(crashed))
+}
+
+// recordRecovered makes the recovered requests' events durable and
+// releases the journal, or, when it cannot, leaves them to retryRecovered
+// (see recover).
+func (a *app) recordRecovered(ctx context.Context, events []usage.Event) error {
+	rest, err := a.publishRecovered(ctx, events)
+	if err == nil {
+		a.log.Warn("crash journal: requests in flight when the last process died are recorded", "requests", len(events))
+		return a.journal.Release()
+	}
+	a.log.Error("crash journal: requests in flight when the last process died could not be recorded yet; "+
+		"retried every 10 s (the journal keeps them meanwhile)", "requests", len(events), "not_recorded", len(rest), "err", err)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go a.retryRecovered(rest, stop, done)
+	a.started("recovered requests' retry", 5*time.Second, func(context.Context) error {
+		close(stop)
+		<-done
+		return nil
+	})
+	return nil
+}
+
+// publishRecovered publishes events in order, behind the spool: a
+// request's real event, spooled just before the crash, goes first, and the
+// ledger keeps it rather than this estimate. It returns the events from
+// the first it could not make durable on, with that error.
+func (a *app) publishRecovered(ctx context.Context, events []usage.Event) ([]usage.Event, error) {
 	for i := range events {
-		// Behind the spool: a request's real event, spooled just before the
-		// crash, goes first, and the ledger keeps it rather than this estimate.
 		if err := a.sink.PublishBehindSpool(ctx, &events[i]); err != nil {
-			return fmt.Errorf("recover the requests in flight at the last crash: %w", err)
+			return events[i:], fmt.Errorf("recover the requests in flight at the last crash: %w", err)
 		}
 	}
-	a.log.Warn("crash journal: requests in flight when the last process died are recorded", "requests", len(events))
-	return a.journal.Release()
+	return nil, nil
 }
+
+// retryRecovered tries the recovered events publishRecovered could not
+// make durable every recoveryRetry until it can, then releases the
+// journal; it returns when stop is closed, closing done.
+func (a *app) retryRecovered(rest []usage.Event, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(recoveryRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		left, err := a.publishRecovered(ctx, rest)
+		cancel()
+		if err != nil {
+			rest = left
+			a.log.Warn("crash journal: recovered requests still not recorded", "not_recorded", len(rest), "err", err)
+			continue
+		}
+		if err := a.journal.Release(); err != nil {
+			a.log.Error("crash journal: the recovered requests are recorded, but the journal could not forget them "+
+				"(the next start records them again; the ledger drops the repeats)", "err", err)
+		} else {
+			a.log.Warn("crash journal: the recovered requests in flight when the last process died are recorded")
+		}
+		return
+	}
+}
+
+// recoveryRetry is how often retryRecovered tries again.
+var recoveryRetry = 10 * time.Second
