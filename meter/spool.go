@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/meter/dirlock"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -37,7 +38,8 @@ import (
 // everything on disk sent again: see readCursor).
 type Spool struct {
 	dir     string
-	maxSize int64 // bytes; 0 is unlimited
+	lock    *dirlock.Lock // dir's, held from OpenSpool to Close
+	maxSize int64         // bytes; 0 is unlimited
 
 	mu      sync.Mutex
 	pending []spoolWrite
@@ -78,11 +80,24 @@ const maxSegment = 64 << 20
 // what it may hold (0: no cap). It counts what earlier processes left
 // unpublished, and removes the segments that hold nothing left to send
 // (see tidy).
-func OpenSpool(dir string, maxBytes int64) (*Spool, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+func OpenSpool(dir string, maxBytes int64) (_ *Spool, err error) {
+	// One process at a time, as the crash journal (journal.Open): two
+	// would drain each other's segments away.
+	lock, err := dirlock.Acquire(dir)
+	var busy *dirlock.BusyError
+	switch {
+	case errors.As(err, &busy):
+		return nil, fmt.Errorf("spool: %s is in use by another process (pid %s): each gateway needs spools of its own "+
+			"(its own TOLLGATE_DATA_DIR, not linked or mounted to another's)", dir, busy.Holder)
+	case err != nil:
 		return nil, fmt.Errorf("spool: %w", err)
 	}
-	s := &Spool{dir: dir, maxSize: maxBytes, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			_ = lock.Release()
+		}
+	}()
+	s := &Spool{dir: dir, lock: lock, maxSize: maxBytes, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	segs, err := s.segments()
 	if err != nil {
 		return nil, err
@@ -366,7 +381,11 @@ func (s *Spool) Close() error {
 	default:
 	}
 	<-s.done
-	return s.seg.Close()
+	err := s.seg.Close()
+	if lerr := s.lock.Release(); err == nil {
+		err = lerr
+	}
+	return err
 }
 
 // scanSegment calls fn for each complete, intact record of the segment at

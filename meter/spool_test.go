@@ -224,3 +224,32 @@ func TestSpoolDrainsPastAnUnsavableCursor(t *testing.T) {
 		t.Fatalf("drained spool: %d events, %d bytes, oldest %v; want none", c, b, age)
 	}
 }
+
+// TestSpoolInUseIsRefused: a spool directory another open Spool holds (a
+// second gateway's spool linked or mounted to the first's) is refused, as
+// the crash journal is: two would drain each other's segments away.
+func TestSpoolInUseIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := meter.OpenSpool(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "spool")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if second, err := meter.OpenSpool(link, 0); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		if second != nil {
+			second.Close()
+		}
+		t.Fatalf("a second OpenSpool of a spool in use = %v, want it refused", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := meter.OpenSpool(link, 0)
+	if err != nil {
+		t.Fatalf("OpenSpool once the first closed = %v", err)
+	}
+	again.Close()
+}

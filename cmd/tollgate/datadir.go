@@ -1,12 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+
+	"github.com/tollgate-dev/tollgate/meter/dirlock"
 )
 
 // lockDataDir takes an exclusive lock (flock) on dir's LOCK file, making
@@ -17,26 +17,16 @@ import (
 // spool segments away: a second process is refused at start instead. It
 // returns an error naming the holder's pid when dir is in use.
 func lockDataDir(dir string) (release func() error, err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
-	}
-	path := filepath.Join(dir, "LOCK")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
-	}
-	if busy, err := tryLock(f); err != nil || busy {
-		_ = f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("data directory: lock %s: %w", path, err)
-		}
-		holder, _ := os.ReadFile(path)
+	l, err := dirlock.Acquire(dir)
+	var busy *dirlock.BusyError
+	switch {
+	case errors.As(err, &busy):
 		return nil, fmt.Errorf("data directory %s is in use by another tollgate process (pid %s): each gateway needs a "+
-			"data directory of its own (TOLLGATE_DATA_DIR)", dir, strings.TrimSpace(string(holder)))
+			"data directory of its own (TOLLGATE_DATA_DIR)", dir, busy.Holder)
+	case err != nil:
+		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return f.Close, nil
+	return l.Release, nil
 }
 
 // logDataDir logs where the data directory is, as an absolute path: the

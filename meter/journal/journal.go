@@ -27,6 +27,7 @@ package journal
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -36,6 +37,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/meter/dirlock"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -67,7 +69,8 @@ const CheckpointDelay = 10 * time.Millisecond
 // safe for concurrent use and never wait for an fsync of their own; only
 // Begin waits, for its record's write (see Begin).
 type Journal struct {
-	dir string
+	dir  string
+	lock *dirlock.Lock // dir's, held from Open to Close
 	// seed seals every record this process writes, in segments named
 	// with it (see seals).
 	seed uint32
@@ -124,10 +127,26 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // requests an earlier process began and did not end, oldest first. They
 // stay in the journal until Release is called: call it once their events
 // are durable, so that a crash during recovery loses nothing either.
-func Open(dir string) (*Journal, []Request, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+func Open(dir string) (j *Journal, reqs []Request, err error) {
+	// One process at a time: a second gateway on this journal (reached
+	// through a link or a mount of another data directory's, which the
+	// data directory's own lock does not see) took the first's requests in
+	// flight for a crashed process's, billed them as estimates, and its
+	// Release deleted the segment the first still wrote (a crash review).
+	lock, err := dirlock.Acquire(dir)
+	var busy *dirlock.BusyError
+	switch {
+	case errors.As(err, &busy):
+		return nil, nil, fmt.Errorf("journal: %s is in use by another process (pid %s): each gateway needs a crash journal "+
+			"of its own (its own TOLLGATE_DATA_DIR, not linked or mounted to another's)", dir, busy.Holder)
+	case err != nil:
 		return nil, nil, fmt.Errorf("journal: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			_ = lock.Release()
+		}
+	}()
 	segs, sl, err := segments(dir)
 	if err != nil {
 		return nil, nil, err
@@ -154,7 +173,7 @@ func Open(dir string) (*Journal, []Request, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	j := &Journal{dir: dir, seed: seed, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
+	j = &Journal{dir: dir, lock: lock, seed: seed, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		older: segs, olderSeals: sl, recovered: hidden, lazy: time.NewTimer(time.Hour)}
 	j.lazy.Stop()
 	if hidden != nil {
@@ -467,6 +486,9 @@ func (j *Journal) Close() error {
 			err = cerr
 		}
 		j.seg = nil
+	}
+	if lerr := j.lock.Release(); err == nil {
+		err = lerr
 	}
 	return err
 }

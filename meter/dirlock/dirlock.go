@@ -1,0 +1,78 @@
+// Package dirlock provides an exclusive lock on a directory, held by one
+// process at a time: for the directories a process must own alone (a
+// data directory, a crash journal, a spool), whose files another process
+// would take for a crashed one's and delete or send on under it.
+package dirlock
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Lock is a held lock on a directory: an exclusive lock (flock on Unix,
+// LockFileEx on Windows) on its LOCK file, which holds the pid of the
+// process that took it.
+type Lock struct{ f *os.File }
+
+// BusyError is Acquire's error when another process holds the lock.
+type BusyError struct {
+	Dir    string
+	Holder string // the holder's pid, as it wrote it ("" when unknown)
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("%s is in use by another process (pid %s)", e.Dir, orUnknown(e.Holder))
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// Acquire takes the lock on dir (made when missing, mode 0700) without
+// waiting, and writes this process's pid into its LOCK file. The lock is
+// the open file's: it is held until Release, or until the process ends
+// (a crash releases it). A second Acquire of dir, by another process or by
+// this one, fails with *BusyError while it is held, however dir is
+// reached (a symbolic link, a bind mount: the lock is the file's). Other
+// errors are the file system's.
+func Acquire(dir string) (*Lock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "LOCK")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if busy, err := tryLock(f); err != nil || busy {
+		_ = f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		holder, _ := os.ReadFile(path)
+		return nil, &BusyError{Dir: dir, Holder: strings.TrimSpace(string(holder))}
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return &Lock{f: f}, nil
+}
+
+// Release releases the lock; a second call does nothing.
+func (l *Lock) Release() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	if errors.Is(err, os.ErrClosed) {
+		return nil
+	}
+	return err
+}
