@@ -174,9 +174,37 @@ func ParseChunk(data []byte) (*Chunk, error) {
 				}
 				c.Usage = u
 			}
+		} else if raw, ok, _ := jsonscan.Member(data, "usage"); ok && ambiguousCounts(raw) {
+			c.AmbiguousUsage = true
 		}
 	}
 	return c, nil
+}
+
+// ambiguousCounts reports a usage object (raw) with a count, or a details
+// object, that encoding/json reads from a member not spelled exactly once
+// (another case, a Unicode fold such as U+212A KELVIN SIGN for 'k', an
+// escape, a repeat), where JavaScript's and Python's decoders read the
+// member spelled exactly: "prompt_tokens":1000000 beside "PROMPT_TOKENS":10
+// was billed 10 and relayed as it came, the client reading 1,000,000 (a
+// review). Such a usage is billed as encoding/json reads it, and the
+// client is sent the billed usage (Chunk.AmbiguousUsage).
+func ambiguousCounts(raw []byte) bool {
+	if _, bad, _ := jsonscan.AmbiguousKey(raw, "prompt_tokens", "completion_tokens", "total_tokens",
+		"prompt_tokens_details", "completion_tokens_details"); bad {
+		return true
+	}
+	for _, d := range [...]struct {
+		name string
+		keys []string
+	}{{"prompt_tokens_details", []string{"cached_tokens", "cache_write_tokens"}}, {"completion_tokens_details", []string{"reasoning_tokens"}}} {
+		if sub, ok, _ := jsonscan.Member(raw, d.name); ok {
+			if _, bad, _ := jsonscan.AmbiguousKey(sub, d.keys...); bad {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // FinishReason returns the first choice's finish reason, or "".
