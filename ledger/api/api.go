@@ -68,7 +68,7 @@ func (a *Admin) Handler() http.Handler {
 	})
 	r.Get("/admin/v1/openapi.json", a.openAPI) // the API's description: no token needed
 	r.Route("/admin/v1", func(r chi.Router) {
-		r.Use(a.authenticate, func(next http.Handler) http.Handler { return checkRoutedQuery(top, next) })
+		r.Use(private, a.authenticate, func(next http.Handler) http.Handler { return checkRoutedQuery(top, next) })
 		customer, key, event := r.With(a.validID("customer")), r.With(a.validID("key")), r.With(a.validID("event"))
 		r.Post("/customers", a.createCustomer)
 		r.Get("/customers", a.listCustomers)
@@ -171,6 +171,19 @@ func (a *Admin) errorAnswer(r *http.Request, err error) (code, msg string) {
 		return ledger.EInternal, "internal error; see the server log"
 	}
 	return code, err.Error()
+}
+
+// private marks every answer of the admin and customer APIs as not to be
+// stored by a cache or a browser (a new key's secret, a customer's usage
+// and request log: a review found the customer API's answers, which a key
+// in the query string also reaches, cacheable and sniffable on the portal's
+// origin), nor read as another type than its Content-Type.
+func private(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -90,11 +90,11 @@ func NewSelf(store *ledger.Store, keys KeyLookup, log *slog.Logger) *Self {
 // (QueryStringError).
 func (c *Self) Routes(r chi.Router) {
 	get := func(pattern string, h http.HandlerFunc, mw ...func(http.Handler) http.Handler) {
-		mw = append([]func(http.Handler) http.Handler{checkQueryString, c.authenticate, checkQuery("GET "+pattern, "key")}, mw...)
+		mw = append([]func(http.Handler) http.Handler{private, checkQueryString, c.authenticate, checkQuery("GET "+pattern, "key")}, mw...)
 		r.With(mw...).Get(pattern, h)
 	}
 	// customer_id is the admin API's; usage says why it is not taken here.
-	r.With(checkQueryString, c.authenticate, checkQuery("GET /v1/usage", "key", "customer_id")).Get("/v1/usage", c.usage)
+	r.With(private, checkQueryString, c.authenticate, checkQuery("GET /v1/usage", "key", "customer_id")).Get("/v1/usage", c.usage)
 	get("/v1/balance", c.balance)
 	get("/v1/statements/{period}", c.statement)
 	get("/v1/requests", c.requests)

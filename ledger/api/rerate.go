@@ -64,9 +64,7 @@ func (a *Admin) rerate(w http.ResponseWriter, r *http.Request) {
 		a.respond(w, r, http.StatusOK, res, err)
 		return
 	}
-	w.Header().Set("Content-Type", ndjson)
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Type", ndjson) // no-store and nosniff: private, as every answer here
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	line := func(l RerateLine) {
