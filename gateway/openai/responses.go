@@ -130,6 +130,22 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 		}
 	}
 	switch typ {
+	case "response.failed", "response.completed", "response.incomplete":
+		if r.Output.Len() == 0 && resp != nil {
+			// No .delta event carried the answer (a compatible server that
+			// sends only the .done events and the final response): its
+			// output items are what the client read. Estimated from
+			// nothing, a review saw such an answer billed 0 completion
+			// tokens, where the same answer not streamed is counted.
+			var o struct {
+				Output json.RawMessage `json:"output"`
+			}
+			if json.Unmarshal(ev.Response, &o) == nil {
+				addOutputItems(o.Output, r)
+			}
+		}
+	}
+	switch typ {
 	case "response.failed":
 		if r.Error == "" { // a failure, whatever its response object says (or lacks)
 			r.Error, r.FinishReason = "response failed: "+failure(resp), "error"
@@ -164,26 +180,7 @@ func ResponsesBody(body []byte, r *tap.Report) error {
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return err
 	}
-	var items []json.RawMessage
-	_ = json.Unmarshal(resp.Output, &items) // not an array: no output items
-	for _, raw := range items {
-		var o struct {
-			Type, Name, Arguments json.RawMessage
-			Content, Summary      json.RawMessage
-		}
-		if json.Unmarshal(raw, &o) != nil {
-			continue
-		}
-		typ, _ := text(o.Type)
-		for _, c := range texts(o.Content) {
-			addText(c, r, typ == "reasoning") // a reasoning item's content: the reasoning's own text (open models)
-		}
-		for _, c := range texts(o.Summary) {
-			addText(c, r, false) // a summary: the reasoning stays hidden (see Event)
-		}
-		addText(o.Name, r, false)
-		addText(o.Arguments, r, false)
-	}
+	items := addOutputItems(resp.Output, r)
 	observeResponse(&resp.responseObject, r)
 	r.Final = r.Reported
 	if status, _ := text(resp.Status); status == "" && len(items) == 0 && r.Error == "" &&
@@ -210,6 +207,34 @@ func texts(raw json.RawMessage) []json.RawMessage {
 		}
 	}
 	return out
+}
+
+// addOutputItems counts the text of a response's output items (output, a
+// JSON array) as produced output: messages' content, reasoning items'
+// content (the reasoning's own text) and summaries, function calls' names
+// and arguments. It returns the items.
+func addOutputItems(output json.RawMessage, r *tap.Report) []json.RawMessage {
+	var items []json.RawMessage
+	_ = json.Unmarshal(output, &items) // not an array: no output items
+	for _, raw := range items {
+		var o struct {
+			Type, Name, Arguments json.RawMessage
+			Content, Summary      json.RawMessage
+		}
+		if json.Unmarshal(raw, &o) != nil {
+			continue
+		}
+		typ, _ := text(o.Type)
+		for _, c := range texts(o.Content) {
+			addText(c, r, typ == "reasoning") // a reasoning item's content: the reasoning's own text (open models)
+		}
+		for _, c := range texts(o.Summary) {
+			addText(c, r, false) // a summary: the reasoning stays hidden (see Event)
+		}
+		addText(o.Name, r, false)
+		addText(o.Arguments, r, false)
+	}
+	return items
 }
 
 // observeResponse records what a response object says: the model served,
