@@ -1,10 +1,12 @@
 package anthropic
 
 import (
-	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"bytes"
+	"encoding/json"
 	"strconv"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
+	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
@@ -92,7 +94,17 @@ func (s *Stream) Event(ev *sse.Event, r *tap.Report, dst [][]byte) [][]byte {
 			c = openai.AppendString(c, b.ID)
 			c = append(c, `,"type":"function","function":{"name":`...)
 			c = openai.AppendString(c, b.Name)
-			return append(dst, s.end(append(c, `,"arguments":""}}]}`...), ""))
+			dst = append(dst, s.end(append(c, `,"arguments":""}}]}`...), ""))
+			// An input given whole here, not in input_json_delta fragments
+			// (Anthropic streams {} here; some compatible servers send it
+			// all), is the call's arguments: the tap bills it as output,
+			// and the client got "{}" (a review).
+			var in bytes.Buffer
+			if json.Compact(&in, b.Input) == nil && in.Len() > 2 && in.Bytes()[0] == '{' {
+				s.args[e.Index] = true
+				dst = s.arguments(dst, i, in.String())
+			}
+			return dst
 		}
 	case "content_block_delta":
 		switch d := &e.Delta; d.Type {
