@@ -388,6 +388,19 @@ func (s *Spool) Close() error {
 	return err
 }
 
+// tornTail logs the bytes at the end of a segment no longer written to,
+// from off, that hold no whole record and are not sent: a record a crash
+// cut short, which no Append returned for, or, on a disk that damaged
+// them, records that were acknowledged and are lost. A crash review saw
+// the last record of a segment damaged on disk go without a trace.
+func tornTail(f *os.File, path string, off int64) {
+	if st, err := f.Stat(); err == nil && st.Size() > off {
+		slog.Warn("spool: the end of a segment holds no whole record and is not sent: a write a crash cut short "+
+			"(never acknowledged), or, if the disk damaged it, events lost",
+			"segment", path, "offset", off, "bytes", st.Size()-off)
+	}
+}
+
 // scanSegment calls fn for each complete, intact record of the segment at
 // or after offset from (and ending at or before limit, when limit >= 0),
 // with the offset just past the record. A torn or corrupt tail ends the
@@ -423,6 +436,9 @@ func scanSegment(path string, from, limit int64, fn func(data []byte, next int64
 		if !ok {
 			next, err := resync(f, off, limit)
 			if err != nil || next < 0 {
+				if err == nil && limit < 0 {
+					tornTail(f, path, off)
+				}
 				return err // a torn or corrupt tail
 			}
 			slog.Warn("spool: a corrupt record skipped; the records after it are kept",
