@@ -78,8 +78,12 @@ type KeyLookup interface {
 
 // NewSelf returns the customer API, authenticating keys with keys.
 func NewSelf(store *ledger.Store, keys KeyLookup, log *slog.Logger) *Self {
+	conns := ledger.DefaultMaxConns // a Self that only lists its routes has no store
+	if store != nil {
+		conns = store.MaxConns()
+	}
 	return &Self{keys: keys, reads: &Admin{store: store, log: log}, slots: map[string]*customerSlots{},
-		all: make(chan struct{}, selfQueriesAll(store.MaxConns()))}
+		all: make(chan struct{}, selfQueriesAll(conns))}
 }
 
 // Routes adds GET /v1/usage, GET /v1/balance, GET /v1/requests, GET
