@@ -52,6 +52,9 @@ type Spool struct {
 	// behind for a new segment; the writer's next commit tries again
 	// first, and fails until it can (see torn).
 	tornTail bool
+	// writeErr is the last commit's error, nil once one succeeds (see
+	// WriteError).
+	writeErr error
 	// size and count are the bytes and events not yet published; oldest
 	// is the time of the oldest unpublished append (zero when empty).
 	size, count int64
@@ -291,6 +294,9 @@ func (s *Spool) writer() {
 		s.mu.Unlock()
 		if len(batch) > 0 {
 			err := s.commit(batch)
+			s.mu.Lock()
+			s.writeErr = err // nil again once a write succeeds
+			s.mu.Unlock()
 			for _, w := range batch {
 				w.errc <- err
 			}
@@ -358,6 +364,16 @@ func (s *Spool) commit(batch []spoolWrite) error {
 
 // Stats returns the events and bytes not yet published, and the age of
 // the oldest (0 when empty).
+// WriteError returns the error of the spool's last write, while its
+// writes fail (a full disk, say), and nil once one succeeds: the events
+// that could not be spooled stay in the gateway's crash journal. A crash
+// review saw /readyz say nothing of it while every append failed.
+func (s *Spool) WriteError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writeErr
+}
+
 func (s *Spool) Stats() (events, bytes int64, oldest time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

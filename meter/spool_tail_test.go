@@ -3,6 +3,7 @@ package meter_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // TestSpoolTornTailIsLogged: the end of a segment that holds no whole
@@ -56,5 +59,42 @@ func TestSpoolTornTailIsLogged(t *testing.T) {
 	}
 	if sent != 2 || !strings.Contains(logged.String(), "the end of a segment holds no whole record and is not sent") {
 		t.Fatalf("sent %d of 3 (the third cut short); log:\n%s", sent, logged.String())
+	}
+}
+
+// TestSpoolWriteErrorIsReported: while the spool's writes fail (its disk
+// full) it says so (/readyz shows it as the spool's write_error), and says
+// nothing once a write succeeds again. A crash review saw /readyz report
+// the spool "accepting" while every append failed.
+func TestSpoolWriteErrorIsReported(t *testing.T) {
+	disk := metertest.SmallDisk(t, 64<<10)
+	s, err := meter.OpenSpool(filepath.Join(disk, "spool"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WriteError(); err != nil {
+		t.Fatalf("a new spool's write error = %v", err)
+	}
+	filler := metertest.FillDisk(t, disk)
+	big := testEvent(1)
+	big.Metadata = map[string]string{}
+	for i := range usage.MaxMetadataPairs {
+		big.Metadata[fmt.Sprintf("tag%02d", i)] = strings.Repeat("x", usage.MaxMetadataValueLen)
+	}
+	if err := s.Append(big); err == nil {
+		t.Fatal("an 8 KiB event was spooled on a full disk")
+	}
+	if err := s.WriteError(); err == nil || !strings.Contains(err.Error(), "no space left") {
+		t.Fatalf("after a failed append the write error = %v, want the disk's", err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(big); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteError(); err != nil {
+		t.Fatalf("after an append succeeded the write error = %v, want none", err)
 	}
 }

@@ -27,8 +27,10 @@ import (
 //     gateway spools meanwhile.
 //   - keys: "loaded" once the gateway holds a key snapshot (not ready
 //     before).
-//   - spool: its depth and age, and "accepting": false when the gateway
-//     refuses new requests (spool full, or older than spool_max_age).
+//   - spool: its depth and age, "accepting": false when the gateway
+//     refuses new requests (spool full, or older than spool_max_age), and
+//     "write_error" while its writes fail (the events it could not take
+//     wait in the crash journal).
 //   - embedded_store_hand_over: while this process hands over the store
 //     an embedded JetStream left in its data directory (startHandOver),
 //     what it is doing: waiting for NATS and its streams, moving, or
@@ -63,6 +65,9 @@ type spoolStatus struct {
 	OldestSeconds float64 `json:"oldest_seconds"`
 	Accepting     bool    `json:"accepting"`
 	Refusal       string  `json:"refusal,omitempty"`
+	// WriteError is the spool's write error while its writes fail (a
+	// full disk): the events it could not take wait in the crash journal.
+	WriteError string `json:"write_error,omitempty"`
 }
 
 func (a *app) readiness(ctx context.Context, r roles) readiness {
@@ -113,6 +118,9 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 	if a.spool != nil {
 		n, b, age := a.spool.Stats()
 		rd.Spool = &spoolStatus{Events: n, Bytes: b, OldestSeconds: age.Seconds(), Accepting: true}
+		if err := a.spool.WriteError(); err != nil {
+			rd.Spool.WriteError = err.Error()
+		}
 		if err := a.sink.Accepting(); err != nil {
 			rd.Spool.Accepting, rd.Spool.Refusal, gatewayReady = false, err.Error(), false
 			rd.Degraded["gateway"] = "its usage spool refuses more events: " + err.Error()
