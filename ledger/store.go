@@ -323,9 +323,9 @@ func (s *Store) CheckTables(ctx context.Context) error {
 // Close closes the connection pool.
 func (s *Store) Close() { s.pool.Close() }
 
-// MaxConns is the most connections the store's pool opens (the database
-// URL's pool_max_conns; pgxpool's default is the larger of 4 and the
-// number of CPUs).
+// MaxConns is the most connections the store's pool opens: the database
+// URL's pool_max_conns, else DefaultMaxConns or the number of CPUs,
+// whichever is larger.
 func (s *Store) MaxConns() int { return int(s.pool.Config().MaxConns) }
 
 // MigrateDown rolls migrations back to version (0 removes every table).

@@ -87,12 +87,7 @@ func OpenSpool(dir string, maxBytes int64) (_ *Spool, err error) {
 	// One process at a time, as the crash journal (journal.Open): two
 	// would drain each other's segments away.
 	lock, err := dirlock.Acquire(dir)
-	var busy *dirlock.BusyError
-	switch {
-	case errors.As(err, &busy):
-		return nil, fmt.Errorf("spool: %s is in use by another process (pid %s): each gateway needs spools of its own "+
-			"(its own TOLLGATE_DATA_DIR, not linked or mounted to another's)", dir, busy.Holder)
-	case err != nil:
+	if err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
 	}
 	defer func() {

@@ -116,10 +116,11 @@ func (a *app) recordRecovered(ctx context.Context, events []usage.Event) error {
 	}
 	a.log.Error("crash journal: requests in flight when the last process died could not be recorded yet; "+
 		"retried every 10 s (the journal keeps them meanwhile)", "requests", len(events), "not_recorded", len(rest), "err", err)
-	stop, done := make(chan struct{}), make(chan struct{})
-	go a.retryRecovered(rest, stop, done)
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go a.retryRecovered(rctx, rest, done)
 	a.started("recovered requests' retry", 5*time.Second, func(context.Context) error {
-		close(stop)
+		stop() // an attempt in hand ends too
 		<-done
 		return nil
 	})
@@ -141,19 +142,20 @@ func (a *app) publishRecovered(ctx context.Context, events []usage.Event) ([]usa
 
 // retryRecovered tries the recovered events publishRecovered could not
 // make durable every recoveryRetry until it can, then releases the
-// journal; it returns when stop is closed, closing done.
-func (a *app) retryRecovered(rest []usage.Event, stop <-chan struct{}, done chan<- struct{}) {
+// journal; it returns when ctx ends (an attempt in hand with it), closing
+// done.
+func (a *app) retryRecovered(ctx context.Context, rest []usage.Event, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(recoveryRetry)
 	defer t.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		left, err := a.publishRecovered(ctx, rest)
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		left, err := a.publishRecovered(actx, rest)
 		cancel()
 		if err != nil {
 			rest = left

@@ -51,13 +51,7 @@ func (u *Usage) Meter() usage.Tokens {
 // ReasoningOutside reports whether u counts its reasoning tokens apart
 // from completion_tokens (see reasoningOutside): Meter then bills them
 // added to it, and u, as the upstream wrote it, is not what was billed.
-func (u *Usage) ReasoningOutside() bool {
-	m := usage.Tokens{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
-	if d := u.CompletionTokensDetails; d != nil {
-		m.ReasoningTokens = d.ReasoningTokens
-	}
-	return reasoningOutside(m, u.TotalTokens) > 0
-}
+func (u *Usage) ReasoningOutside() bool { return u.Meter().CompletionTokens != u.CompletionTokens }
 
 // reasoningOutside returns the reasoning tokens that a usage report (u as
 // read, total its total_tokens) counts apart from its completion_tokens,

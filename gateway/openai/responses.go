@@ -130,22 +130,6 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 		}
 	}
 	switch typ {
-	case "response.failed", "response.completed", "response.incomplete":
-		if r.Output.Len() == 0 && resp != nil {
-			// No .delta event carried the answer (a compatible server that
-			// sends only the .done events and the final response): its
-			// output items are what the client read. Estimated from
-			// nothing, a review saw such an answer billed 0 completion
-			// tokens, where the same answer not streamed is counted.
-			var o struct {
-				Output json.RawMessage `json:"output"`
-			}
-			if json.Unmarshal(ev.Response, &o) == nil {
-				addOutputItems(o.Output, r)
-			}
-		}
-	}
-	switch typ {
 	case "response.failed":
 		if r.Error == "" { // a failure, whatever its response object says (or lacks)
 			r.Error, r.FinishReason = "response failed: "+failure(resp), "error"
@@ -153,6 +137,19 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 		r.Ended = true
 	case "response.completed", "response.incomplete":
 		r.Ended = true // the stream's last event: nothing follows it
+	}
+	if r.Ended && r.Output.Len() == 0 && resp != nil {
+		// No .delta event carried the answer (a compatible server that
+		// sends only the .done events and the final response): its output
+		// items are what the client read. Estimated from nothing, a review
+		// saw such an answer billed 0 completion tokens, where the same
+		// answer not streamed is counted.
+		var o struct {
+			Output json.RawMessage `json:"output"`
+		}
+		if json.Unmarshal(ev.Response, &o) == nil {
+			addOutputItems(o.Output, r)
+		}
 	}
 }
 

@@ -28,6 +28,9 @@ func TestIssueOnceLetsTheSecretGo(t *testing.T) {
 	if k, resent, err := s.issueOnce(ss, "f1", issue); err != nil || !resent || k != nil {
 		t.Fatalf("again after the window = %+v %v %v, want resent with no key", k, resent, err)
 	}
+	if ss.issuedBy[0].key.Secret != "" {
+		t.Fatalf("the session still holds the secret past the window")
+	}
 	if issued != 1 {
 		t.Fatalf("issued %d keys for one form, want 1", issued)
 	}

@@ -216,10 +216,16 @@ func (s *sessions) issueOnce(ss *session, formID string, issue func() (*issuedDa
 	ss.issueMu.Lock()
 	defer ss.issueMu.Unlock()
 	s.mu.Lock()
+	now := s.now()
+	for i := range ss.issuedBy {
+		if f := &ss.issuedBy[i]; now.Sub(f.at) >= formIssueShown {
+			f.key.Secret = "" // past the window: not kept, only the form's id
+		}
+	}
 	for _, f := range ss.issuedBy {
 		if f.formID == formID {
 			var again *issuedData
-			if s.now().Sub(f.at) < formIssueShown {
+			if f.key.Secret != "" {
 				kept := f.key
 				again = &kept
 			}

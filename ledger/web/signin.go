@@ -2,7 +2,6 @@ package web
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -48,8 +47,10 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 		// A HEAD is answered as the GET of its path, without the body
 		// (net/http drops it): link checkers and uptime probes send HEAD.
 		r.Use(middleware.GetHead, secure, limitBody, browserAddr, wholeQuery)
-		r.NotFound(f.missing(http.StatusNotFound, "There is no page at %s."))
-		r.MethodNotAllowed(f.missing(http.StatusMethodNotAllowed, "The page %s does not take a %s request."))
+		r.NotFound(f.missing(http.StatusNotFound, func(r *http.Request) string { return "There is no page at " + r.URL.Path + "." }))
+		r.MethodNotAllowed(f.missing(http.StatusMethodNotAllowed, func(r *http.Request) string {
+			return "The page " + r.URL.Path + " does not take a " + r.Method + " request."
+		}))
 		r.Get("/static/style.css", style)
 		r.Get("/signin", f.page)
 		r.Post("/signin", f.signin)
@@ -63,16 +64,11 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 
 // missing answers a path under /<app>/ that no page has (404), or a page
 // asked for with a method it does not take (405), with the app's error
-// page rather than net/http's plain text: msg is a format of the path
-// (and the method). A signed-in browser gets the app's navigation.
-func (f *signinForm) missing(status int, msg string) http.HandlerFunc {
+// page rather than net/http's plain text, saying what say says of the
+// request. A signed-in browser gets the app's navigation.
+func (f *signinForm) missing(status int, say func(*http.Request) string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v := view{App: f.app, Title: http.StatusText(status)}
-		if status == http.StatusMethodNotAllowed {
-			v.Error = fmt.Sprintf(msg, r.URL.Path, r.Method)
-		} else {
-			v.Error = fmt.Sprintf(msg, r.URL.Path)
-		}
+		v := view{App: f.app, Title: http.StatusText(status), Error: say(r)}
 		if ss := f.sess.get(r); ss != nil {
 			v.Who, v.CSRF = ss.who, ss.csrf
 		}

@@ -25,7 +25,8 @@ type BusyError struct {
 }
 
 func (e *BusyError) Error() string {
-	return fmt.Sprintf("%s is in use by another process (pid %s)", e.Dir, orUnknown(e.Holder))
+	return fmt.Sprintf("%s is in use by another process (pid %s): each process needs a directory of its own "+
+		"(for tollgate, its own TOLLGATE_DATA_DIR, not linked or mounted to another's)", e.Dir, orUnknown(e.Holder))
 }
 
 func orUnknown(s string) string {
