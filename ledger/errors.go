@@ -18,6 +18,8 @@ const (
 	EUnauthorized = "unauthorized" // the caller's credentials are missing or wrong
 	EUnavailable  = "unavailable"  // something the operation needs is not reachable from here
 	EInternal     = "internal"     // anything else: the details are in the server's log
+	// ERateLimited: too many requests of the caller's; retry after a wait.
+	ERateLimited = "rate_limit_exceeded"
 )
 
 // Error is a ledger error with a code a caller can act on and a message

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,8 @@ type Admin struct {
 	sync      KeySync
 	// authFails logs failed authentications (authlog.go).
 	authFails *authFailures
+	// guesses slows down wrong tokens per client address (guesses.go).
+	guesses *guesses
 	// exportWait bounds each write of an export (ExportWriteTimeout).
 	exportWait time.Duration
 }
@@ -42,7 +45,7 @@ func NewAdmin(store *ledger.Store, token string, log *slog.Logger) (*Admin, erro
 		return nil, errors.New("the admin token is empty: set TOLLGATE_ADMIN_TOKEN")
 	}
 	return &Admin{store: store, tokenHash: sha256.Sum256([]byte(token)), log: log, authFails: &authFailures{log: log, now: time.Now},
-		exportWait: ExportWriteTimeout}, nil
+		guesses: newGuesses(), exportWait: ExportWriteTimeout}, nil
 }
 
 // isToken reports whether got is the admin token, in time that depends on
@@ -127,6 +130,14 @@ func (a *Admin) Authorized(r *http.Request) bool {
 
 func (a *Admin) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := a.authFails.now()
+		if d := a.guesses.wait(r, now); d > 0 {
+			a.authFails.failed(r, "too many wrong tokens from this address")
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfter(d)))
+			writeError(w, ledger.ERateLimited, fmt.Sprintf("too many wrong admin tokens from this address: try again in %d s (%d may be sent at once, then one every %s)",
+				retryAfter(d), GuessBurst, GuessEvery))
+			return
+		}
 		v := r.Header.Get("Authorization")
 		got, ok := bearer(r)
 		if !ok || !a.isToken(got) {
@@ -138,6 +149,7 @@ func (a *Admin) authenticate(next http.Handler) http.Handler {
 				reason = "not the Bearer scheme"
 			}
 			a.authFails.failed(r, reason)
+			a.guesses.failed(r, now)
 			writeError(w, ledger.EUnauthorized, "missing or wrong admin token (Authorization: Bearer $TOLLGATE_ADMIN_TOKEN)")
 			return
 		}

@@ -26,6 +26,7 @@ var errorStatuses = [...]struct {
 	{ledger.EConflict, http.StatusConflict},
 	{ledger.EInternal, http.StatusInternalServerError},
 	{ledger.EUnavailable, http.StatusServiceUnavailable},
+	{ledger.ERateLimited, http.StatusTooManyRequests},
 	{ledger.EUnauthorized, http.StatusForbidden},
 	{ledger.EInvalid, http.StatusUnprocessableEntity},
 }

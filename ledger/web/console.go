@@ -101,8 +101,11 @@ func (c *Console) checkToken(r *http.Request, token string) (subject, who string
 	// Any authenticated read would do: the price list of a model that
 	// cannot exist is a small one.
 	if _, err := cl.Prices(r.Context(), "(console sign-in)"); err != nil {
-		if ledger.ErrorCode(err) == ledger.EUnauthorized {
+		switch ledger.ErrorCode(err) {
+		case ledger.EUnauthorized:
 			return "", "", http.StatusUnauthorized, "That is not the admin token."
+		case ledger.ERateLimited: // too many wrong tokens from this browser's address
+			return "", "", http.StatusTooManyRequests, "Not checked: " + errorText(err) + "."
 		}
 		return "", "", http.StatusServiceUnavailable, "The admin API could not check the token: " + errorText(err)
 	}

@@ -65,3 +65,42 @@ func TestConsoleSigninFailureNamesTheBrowser(t *testing.T) {
 		t.Fatalf("the failed sign-in is not logged with the browser's address:\n%s", out)
 	}
 }
+
+// TestConsoleSigninIsSlowedDownAfterWrongTokens: nothing slowed down
+// guessing the admin token at the console's sign-in. The admin API now
+// answers an address past api.GuessBurst wrong tokens 429 (guesses.go),
+// and the console, which asks it with the browser's address, says so:
+// 429, "try again", the right token refused too until the wait is over.
+func TestConsoleSigninIsSlowedDownAfterWrongTokens(t *testing.T) {
+	adm, err := api.NewAdmin(ledgertest.NewStore(t), adminToken, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := chi.NewRouter()
+	console := web.NewConsole(adm.Handler(), 0, slog.New(slog.DiscardHandler))
+	t.Cleanup(console.Close)
+	console.Routes(r)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	signIn := func(token string) (int, string) {
+		t.Helper()
+		resp, err := client.PostForm(srv.URL+"/console/signin", url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	for i := range api.GuessBurst {
+		if code, _ := signIn("not-the-token"); code != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d, want 401", i+1, code)
+		}
+	}
+	code, page := signIn(adminToken)
+	if code != http.StatusTooManyRequests || !strings.Contains(page, "try again in") {
+		t.Fatalf("the right token after %d wrong ones: %d, want 429 saying when to try again:\n%s", api.GuessBurst, code, page)
+	}
+}
