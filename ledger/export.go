@@ -28,7 +28,9 @@ import (
 //     discount_bp) / 10000, as first rated: the event. (An event's cost,
 //     what the customer is charged for it, is its charge less the amounts
 //     of its rerate entries.) A rerate entry's list_cost is the change it
-//     made to its event's list cost.
+//     made to its event's list cost, and its price_id, override_id and
+//     discount_bp the terms that re-rated it (empty on entries made before
+//     migration 12).
 //   - recorded_at: when the ledger wrote the row (the event's recorded_at,
 //     the entry's created_at), RFC 3339 UTC with microseconds. A row
 //     recorded after a period was closed (a late event, a re-rating, a
@@ -62,7 +64,7 @@ const exportCopy = `COPY (
   UNION ALL
   SELECT 'entry', to_char(l.effective_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), l.event_id,
     l.id, l.customer_id, l.key_id, %[8]s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    l.price_id, NULL, NULL, %[9]s, trim_scale(l.cost_e12 * 0.000000000001)::text, NULL, NULL, %[10]s,
+    l.price_id, l.override_id, NULL, %[9]s, trim_scale(l.cost_e12 * 0.000000000001)::text, l.discount_bp, NULL, %[10]s,
     trim_scale(l.amount_e12 * 0.000000000001)::text, %[11]s, l.reverses,
     to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
   FROM ledger_entries l WHERE l.effective_at >= %[1]s AND l.effective_at < %[2]s

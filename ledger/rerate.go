@@ -300,10 +300,10 @@ func rerateOne(w *pgx.Batch, moved *rerateMoves, p *pricing, ev *rerateEvent, re
 	hour := ev.e.Time.UTC().Truncate(time.Hour)
 	w.Queue(`
 		INSERT INTO ledger_entries (customer_id, kind, amount_e12, cost_e12, currency, effective_at, event_id, key_id, model,
-		  price_id, memo)
-		VALUES ($1, 'rerate', $2, $3, $4, $5, $6, $7, $8, $9, 're-rated')`,
+		  price_id, override_id, discount_bp, memo)
+		VALUES ($1, 'rerate', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 're-rated')`,
 		ev.e.CustomerID, delta.Neg().String(), costDelta.String(), r.Currency, ev.e.Time, ev.e.ID, ev.e.KeyID, ev.e.Model,
-		r.PriceID)
+		r.PriceID, r.OverrideID, r.DiscountBP)
 	row := rollupRow{customer: ev.e.CustomerID, hour: hour, key: ev.e.KeyID, model: ev.e.Model, currency: r.Currency}
 	if ev.unpriced {
 		// First priced: the event's counts move from the unpriced row to
