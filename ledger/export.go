@@ -31,6 +31,10 @@ import (
 //     made to its event's list cost, and its price_id, override_id and
 //     discount_bp the terms that re-rated it (empty on entries made before
 //     migration 12).
+//   - corrections: the event's corrections (docs/billing.md,
+//     "Corrections"), comma-separated: what the gateway or the meter
+//     changed before storing it (counts clamped, a time moved), so that
+//     figures the ledger altered are told from a provider's.
 //   - recorded_at: when the ledger wrote the row (the event's recorded_at,
 //     the entry's created_at), RFC 3339 UTC with microseconds. A row
 //     recorded after a period was closed (a late event, a re-rating, a
@@ -46,10 +50,10 @@ import (
 var ExportColumns = []string{"record", "time", "event_id", "entry_id", "customer_id", "key_id", "model",
 	"provider", "status", "usage_source", "prompt_tokens", "cached_tokens", "cache_write_tokens",
 	"completion_tokens", "reasoning_tokens", "web_search_requests", "price_id", "override_id", "unpriced",
-	"currency", "list_cost", "discount_bp", "charge", "kind", "amount", "memo", "reverses", "recorded_at"}
+	"currency", "list_cost", "discount_bp", "charge", "kind", "amount", "memo", "reverses", "corrections", "recorded_at"}
 
 // exportCopy selects ExportColumns over [%[1]s, %[2]s), its text columns
-// neutralised by csvTextSQL (%[3]s to %[11]s). Multiplying by a power of
+// neutralised by csvTextSQL (%[3]s to %[12]s). Multiplying by a power of
 // ten keeps numeric exact where dividing would round.
 const exportCopy = `COPY (
   SELECT 'event' AS record, to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "time",
@@ -58,14 +62,14 @@ const exportCopy = `COPY (
     e.completion_tokens, e.reasoning_tokens, e.web_search_requests, e.price_id, e.override_id, e.unpriced::text AS unpriced,
     %[7]s AS currency, trim_scale(e.cost_e12 * 0.000000000001)::text AS list_cost, e.discount_bp,
     trim_scale(e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0000000000000001)::text AS charge,
-    NULL AS kind, NULL AS amount, NULL AS memo, NULL::bigint AS reverses,
+    NULL AS kind, NULL AS amount, NULL AS memo, NULL::bigint AS reverses, %[12]s AS corrections,
     to_char(e.recorded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS recorded_at
   FROM usage_events e WHERE e.occurred_at >= %[1]s AND e.occurred_at < %[2]s
   UNION ALL
   SELECT 'entry', to_char(l.effective_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), l.event_id,
     l.id, l.customer_id, l.key_id, %[8]s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
     l.price_id, l.override_id, NULL, %[9]s, trim_scale(l.cost_e12 * 0.000000000001)::text, l.discount_bp, NULL, %[10]s,
-    trim_scale(l.amount_e12 * 0.000000000001)::text, %[11]s, l.reverses,
+    trim_scale(l.amount_e12 * 0.000000000001)::text, %[11]s, l.reverses, NULL,
     to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
   FROM ledger_entries l WHERE l.effective_at >= %[1]s AND l.effective_at < %[2]s
 ) TO STDOUT WITH (FORMAT csv, HEADER)`
@@ -123,7 +127,7 @@ func (s *Store) ExportLines(ctx context.Context, from, to time.Time, w io.Writer
 	tag, err := conn.PgConn().CopyTo(ctx, lw, fmt.Sprintf(exportCopy, sqlTime(from), sqlTime(to),
 		csvTextSQL("e.model"), csvTextSQL("e.provider"), csvTextSQL("e.status"), csvTextSQL("e.usage_source"),
 		csvTextSQL("e.currency"), csvTextSQL("l.model"), csvTextSQL("l.currency"), csvTextSQL("l.kind"),
-		csvTextSQL("l.memo")))
+		csvTextSQL("l.memo"), csvTextSQL("e.corrections")))
 	if err != nil {
 		return max(lw.lines-1, 0), fmt.Errorf("export: %w", err)
 	}
