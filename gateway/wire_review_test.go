@@ -63,3 +63,27 @@ func TestGeminiLoweredReportIsNotBilledBelowWhatTheClientRead(t *testing.T) {
 		})
 	}
 }
+
+// TestAnthropicOverloadedAfterMessageStartBillsNothing: Anthropic's usual
+// overload is a message_start, then an error event (overloaded_error)
+// before any content. docs/billing.md: "An upstream that refused (an
+// error frame before any output) ... bills nothing", as the Responses
+// route does for response.created then error. The native Anthropic route
+// billed message_start's figures as partial: the prompt and message_start's
+// placeholder output token, for an answer the client never got.
+func TestAnthropicOverloadedAfterMessageStartBillsNothing(t *testing.T) {
+	for name, body := range map[string]string{
+		"at once":    anthStart(1) + anthEv("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
+		"after ping": anthStart(1) + anthEv("ping", `{"type":"ping"}`) + anthEv("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, e := scriptedNative(t, "anthropic", "/anthropic/v1/messages", anthRequest, body)
+			if !strings.Contains(got, "overloaded_error") {
+				t.Fatalf("the client did not get the error: %s", got)
+			}
+			if e.Status != usage.StatusUpstreamError || e.Usage.Total() != 0 {
+				t.Fatalf("event %s %s %+v; want upstream_error billing nothing (a refusal before any output)", e.Status, e.UsageSource, e.Usage)
+			}
+		})
+	}
+}
