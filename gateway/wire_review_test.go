@@ -36,10 +36,10 @@ func scriptedNative(t *testing.T, typ, path, req, body string) (string, usage.Ev
 }
 
 // TestGeminiLoweredReportIsNotBilledBelowWhatTheClientRead: Gemini's
-// usageMetadata is cumulative, so a count never falls; an upstream whose
-// last chunk reports fewer tokens than a chunk before it (or leaves a
-// count out, a chunk with promptTokenCount alone) was billed the last
-// report: the client read 300 completion tokens in the stream and the
+// usageMetadata is cumulative, so the output count never falls; an
+// upstream whose last chunk reports fewer output tokens than a chunk
+// before it (or leaves the count out, a chunk with promptTokenCount
+// alone) was billed the last report: the client read 300 completion tokens in the stream and the
 // ledger billed 3. The native Anthropic relay refuses such a lowered
 // report (TestALoweredReportIsNotBilledBelowWhatTheClientRead); the
 // cumulative Gemini path took it as the bill.
@@ -57,8 +57,11 @@ func TestGeminiLoweredReportIsNotBilledBelowWhatTheClientRead(t *testing.T) {
 			if !strings.Contains(got, `"candidatesTokenCount":300`) {
 				t.Fatalf("the client did not read the first report: %s", got)
 			}
-			if e.Usage.CompletionTokens < 300 || e.Usage.PromptTokens < 1000 {
-				t.Fatalf("billed %+v (%s); the client read a report of 1000 prompt and 300 completion tokens", e.Usage, e.UsageSource)
+			// The prompt may fall (the recorded flash2-prompt-count-changes
+			// stream: 15, 15, 13, the last billed); the output already
+			// generated and reported cannot.
+			if e.Usage.CompletionTokens < 300 {
+				t.Fatalf("billed %+v (%s); the client read a report of 300 completion tokens", e.Usage, e.UsageSource)
 			}
 		})
 	}
