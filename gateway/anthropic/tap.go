@@ -120,6 +120,12 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 	if isErr {
 		typ, msg := e.errorInfo()
 		setError(r, typ, msg)
+		if !r.Final && r.Output.Len() == 0 {
+			// message_start, then an error before any content (Anthropic's
+			// usual overloaded_error): a refusal, which bills nothing
+			// (docs/billing.md), not message_start's opening figures.
+			r.Usage, r.Reported = usage.Tokens{}, false
+		}
 		return e, true
 	}
 	if e == nil {
