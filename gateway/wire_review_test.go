@@ -90,3 +90,49 @@ func TestAnthropicOverloadedAfterMessageStartBillsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestNativeSSEUnderAJSONTypeIsReadAsAStream: an upstream (or a proxy in
+// front of it) that labels a stream application/json sends SSE all the
+// same. The chat route reads such a body as the stream it is
+// (relayAnswerAsStream); the native routes read it as a whole JSON body,
+// failed to, and billed its raw bytes as estimated output: 124 completion
+// tokens and 1 prompt token, status upstream_error, for an Anthropic
+// answer the provider reported as 10 prompt and 5 completion tokens and
+// the client received whole.
+func TestNativeSSEUnderAJSONTypeIsReadAsAStream(t *testing.T) {
+	for _, tc := range []struct {
+		typ, path, req, body string
+		prompt, completion   int64
+	}{
+		{"anthropic", "/anthropic/v1/messages", anthRequest,
+			anthStart(1) + anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hello there"}}`) +
+				anthDelta5 + anthEv("message_stop", `{"type":"message_stop"}`), 10, 5},
+		{"gemini", "/gemini/v1beta/models/m:streamGenerateContent?alt=sse", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`,
+			`data: {"candidates":[{"content":{"parts":[{"text":"hello world"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":40}}` + "\n\n", 10, 40},
+		{"openai", "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`,
+			"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n" +
+				"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"usage\":{\"input_tokens\":10,\"output_tokens\":2}}}\n\n", 10, 2},
+	} {
+		t.Run(tc.typ, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			defer up.Close()
+			st := nativeStack(t, tc.typ, up.URL, 5*time.Second)
+			resp := st.post(t, tc.path, tc.req, "x-api-key", testKey)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != tc.body {
+				t.Fatalf("the client got %q, want the upstream's bytes", b)
+			}
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			if e.Status != usage.StatusOK || e.UsageSource != usage.SourceUpstream ||
+				e.Usage.PromptTokens != tc.prompt || e.Usage.CompletionTokens != tc.completion {
+				t.Fatalf("event %s %s %+v (%q); want ok, upstream, %d prompt and %d completion tokens",
+					e.Status, e.UsageSource, e.Usage, e.Error, tc.prompt, tc.completion)
+			}
+		})
+	}
+}
