@@ -80,7 +80,16 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 			}
 			defer resp.Body.Close()
 			if call.SSE && jsonAnswer(resp.Header) {
-				s.passBody(x, resp, rt.BodyUsage) // a whole body, not the stream asked for
+				// A whole body, not the stream asked for; or SSE under a
+				// JSON type (mislabelled), read as the stream it is, from
+				// the bytes read, as relayAnswerAsStream reads it.
+				body, err := s.readBody(x, resp.Body)
+				if err == nil && len(bytes.TrimLeft(body, " \t\r\n")) > 0 && !jsonStart(body) {
+					resp.Body = io.NopCloser(bytes.NewReader(body))
+					s.passThrough(x, at.route(), resp, rt.NewTap(), rt.BodyUsage, rt.EndEvent)
+					return
+				}
+				s.relayBody(x, resp, body, err, rt.BodyUsage)
 				return
 			}
 			if call.SSE {
@@ -96,6 +105,11 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 // tapped, the event durable before the body is sent.
 func (s *Server) passBody(x *exchange, resp *http.Response, bodyUsage func([]byte, *tap.Report) error) {
 	body, err := s.readBody(x, resp.Body)
+	s.relayBody(x, resp, body, err, bodyUsage)
+}
+
+// relayBody is passBody's relay of body, read with err.
+func (s *Server) relayBody(x *exchange, resp *http.Response, body []byte, err error, bodyUsage func([]byte, *tap.Report) error) {
 	if err != nil {
 		status, eventStatus := x.failure()
 		x.fail(status, eventStatus, err)
