@@ -136,3 +136,42 @@ func TestNativeSSEUnderAJSONTypeIsReadAsAStream(t *testing.T) {
 		})
 	}
 }
+
+// TestAnthropicContentWithAFieldOfAnotherTypeIsCounted: a content event
+// whose text a client reads, but with another field of an unexpected type
+// (an index written 0.0 or "0", a block's id a number), was
+// dropped whole by the Anthropic tap: its text never reached the estimate.
+// A stream that then broke was billed message_start's placeholder (1
+// completion token) for about 1,000 tokens of text the client received.
+// The chat and Responses routes count such events (TestChunksOfOtherField
+// TypesAreCounted, TestResponsesFieldsOfOtherTypes).
+func TestAnthropicContentWithAFieldOfAnotherTypeIsCounted(t *testing.T) {
+	txt := strings.Repeat("lorem ipsum dolor sit amet ", 200)
+	for name, ev := range map[string]string{
+		"float index":  anthEv("content_block_delta", `{"type":"content_block_delta","index":0.0,"delta":{"type":"text_delta","text":"`+txt+`"}}`),
+		"string index": anthEv("content_block_delta", `{"type":"content_block_delta","index":"0","delta":{"type":"text_delta","text":"`+txt+`"}}`),
+		"block start":  anthEv("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"`+txt+`","id":7}}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, anthStart(1)+ev)
+				w.(http.Flusher).Flush()
+				panic(http.ErrAbortHandler) // the stream breaks
+			}))
+			defer up.Close()
+			st := nativeStack(t, "anthropic", up.URL, 5*time.Second)
+			resp := st.post(t, "/anthropic/v1/messages", anthRequest, "x-api-key", testKey)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(b), txt) {
+				t.Fatalf("the client did not get the text")
+			}
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			if e.Usage.CompletionTokens < 500 {
+				t.Fatalf("billed %+v (%s) for about 1,000 tokens of text the client received", e.Usage, e.UsageSource)
+			}
+		})
+	}
+}
