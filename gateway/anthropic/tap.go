@@ -113,6 +113,9 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 		// an error.
 		var head struct{ Type string }
 		isErr = isErr || json.Unmarshal(ev.Data, &head) == nil && head.Type == "error"
+		if !isErr {
+			countContent(ev.Data, r)
+		}
 		e = nil
 	} else if e.Type == "error" {
 		isErr = true
@@ -170,21 +173,7 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 	case "message_stop":
 		r.Ended = true
 	case "content_block_start":
-		b := &e.ContentBlock
-		switch b.Type {
-		case "tool_use", "server_tool_use":
-			r.AddOutput(b.Name)
-			if in := bytes.TrimSpace(b.Input); len(in) > 0 && !bytes.Equal(in, []byte("{}")) && !bytes.Equal(in, []byte("null")) {
-				// Anthropic starts a tool call with an empty input and
-				// streams it in input_json_delta; an input given whole
-				// here is output the client takes as the call's.
-				r.AddOutputBytes(in)
-			}
-		case "text":
-			r.AddOutput(b.Text)
-		case "thinking":
-			r.AddReasoning(b.Thinking)
-		}
+		e.ContentBlock.addTo(r)
 	case "content_block_delta":
 		e.Delta.addTo(r)
 	}
@@ -395,4 +384,41 @@ func decodeEvent(data []byte, e *wireEvent) bool {
 		e.Message.Usage = recheckUsage(probe.Message.Usage, e.Message.Usage)
 	}
 	return true
+}
+
+// addTo records the output a content_block_start carries in r.
+func (b *wireBlock) addTo(r *tap.Report) {
+	switch b.Type {
+	case "tool_use", "server_tool_use":
+		r.AddOutput(b.Name)
+		if in := bytes.TrimSpace(b.Input); len(in) > 0 && !bytes.Equal(in, []byte("{}")) && !bytes.Equal(in, []byte("null")) {
+			// Anthropic starts a tool call with an empty input and
+			// streams it in input_json_delta; an input given whole
+			// here is output the client takes as the call's.
+			r.AddOutputBytes(in)
+		}
+	case "text":
+		r.AddOutput(b.Text)
+	case "thinking":
+		r.AddReasoning(b.Thinking)
+	}
+}
+
+// countContent counts in r the output of a content event that decodeEvent
+// dropped for a field of another type elsewhere (an index written 0.0 or
+// "0", a block id that is a number): a client that reads its text still
+// shows it, so it is output, though the event is not translated.
+// encoding/json decodes the rest of an object past such a field.
+func countContent(data []byte, r *tap.Report) {
+	var e wireEvent
+	var te *json.UnmarshalTypeError
+	if err := json.Unmarshal(data, &e); !errors.As(err, &te) {
+		return
+	}
+	switch e.Type {
+	case "content_block_start":
+		e.ContentBlock.addTo(r)
+	case "content_block_delta":
+		e.Delta.addTo(r)
+	}
 }
