@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -173,5 +174,46 @@ func TestAnthropicContentWithAFieldOfAnotherTypeIsCounted(t *testing.T) {
 				t.Fatalf("billed %+v (%s) for about 1,000 tokens of text the client received", e.Usage, e.UsageSource)
 			}
 		})
+	}
+}
+
+// TestWholeBodyTrickledIsNotAStall: stall_timeout bounds the silence
+// between two upstream events, but a whole body (Gemini's
+// streamGenerateContent without alt=sse: one JSON array whose elements
+// arrive as they are generated) was read under a stall timer nothing
+// touched: an answer sending every 200 ms was cut at stall_timeout from
+// its start, 504 to the client and a timeout event billing no output,
+// for 800 tokens the upstream generated (and bills).
+func TestWholeBodyTrickledIsNotAStall(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, "[")
+		for i := range 8 {
+			if i > 0 {
+				_, _ = io.WriteString(w, ",\r\n")
+			}
+			_, _ = io.WriteString(w, `{"candidates":[{"content":{"parts":[{"text":"word "}],"role":"model"}`)
+			if i == 7 {
+				_, _ = io.WriteString(w, `,"finishReason":"STOP"`)
+			}
+			_, _ = io.WriteString(w, `}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":`+itoa((i+1)*100)+`}}`)
+			w.(http.Flusher).Flush()
+			time.Sleep(200 * time.Millisecond)
+		}
+		_, _ = io.WriteString(w, "]")
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{{Name: "up", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "k", StallTimeout: 500 * time.Millisecond}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "up"}}
+	})
+	resp := st.post(t, "/gemini/v1beta/models/m:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if resp.StatusCode != http.StatusOK || e.Status != usage.StatusOK || e.Usage.CompletionTokens != 800 {
+		t.Fatalf("%d %.120s; event %s %s %+v %q; want 200, ok, 800 completion tokens",
+			resp.StatusCode, b, e.Status, e.UsageSource, e.Usage, e.Error)
 	}
 }
