@@ -208,10 +208,13 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		fmt.Sprintf("the upstream provider answered %d: %s", resp.StatusCode, bytes.TrimSpace(body))))
 }
 
-// readBody reads a whole upstream body (at most 64 MiB) under the stall timer.
+// readBody reads a whole upstream body (at most 64 MiB) under the stall
+// timer, which bounds the silence between its bytes (Gemini's array-form
+// streamGenerateContent sends its elements as they are generated), not
+// the time the whole body takes.
 func (s *Server) readBody(x *exchange, body io.Reader) ([]byte, error) {
 	x.armStall()
-	b, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	b, err := io.ReadAll(io.LimitReader(touchReader{x, body}, 64<<20))
 	if err != nil && x.cause() != nil {
 		err = x.cause()
 	}
@@ -225,4 +228,19 @@ func (x *exchange) failure() (int, usage.Status) {
 		return http.StatusGatewayTimeout, usage.StatusTimeout
 	}
 	return http.StatusBadGateway, usage.StatusUpstreamError
+}
+
+// touchReader is an upstream body whose every read that brings bytes
+// tells the stall timer the upstream is not silent.
+type touchReader struct {
+	x *exchange
+	r io.Reader
+}
+
+func (t touchReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.x.touch()
+	}
+	return n, err
 }
