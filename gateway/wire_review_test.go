@@ -217,3 +217,40 @@ func TestWholeBodyTrickledIsNotAStall(t *testing.T) {
 			resp.StatusCode, b, e.Status, e.UsageSource, e.Usage, e.Error)
 	}
 }
+
+// TestAnthropicIterationsCannotBillBelowTheTopLevelUsage: with server-side
+// compaction, usage.iterations[] lists every billed iteration and the
+// top-level figures only the last one, so each sum is at least its
+// top-level figure. The tap billed the sums whenever iterations[] had
+// been sent, below a top-level figure the client read: iterations of
+// null or {} (sums of 0: 900 prompt and 500 completion tokens read, an
+// estimate of 1 and 2 billed), sums below the top level (500 read, 5
+// billed), and a later message_delta without iterations[] (its
+// output_tokens 500 read, the earlier sum of 5 billed).
+func TestAnthropicIterationsCannotBillBelowTheTopLevelUsage(t *testing.T) {
+	txt := anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hello there"}}`)
+	end := anthEv("message_stop", `{"type":"message_stop"}`)
+	delta := func(usage string) string {
+		return anthEv("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":`+usage+`}`)
+	}
+	for name, tc := range map[string]struct {
+		body               string
+		prompt, completion int64
+	}{
+		"null iteration":  {delta(`{"input_tokens":900,"output_tokens":500,"iterations":[null]}`), 900, 500},
+		"empty iteration": {delta(`{"input_tokens":900,"output_tokens":500,"iterations":[{}]}`), 900, 500},
+		"sums below":      {delta(`{"input_tokens":900,"output_tokens":500,"iterations":[{"input_tokens":10,"output_tokens":5}]}`), 900, 500},
+		"later delta without iterations": {delta(`{"output_tokens":5,"iterations":[{"input_tokens":10,"output_tokens":5}]}`) +
+			delta(`{"output_tokens":500}`), 10, 500},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, e := scriptedNative(t, "anthropic", "/anthropic/v1/messages", anthRequest, anthStart(1)+txt+tc.body+end)
+			if !strings.Contains(got, `"output_tokens":500`) {
+				t.Fatalf("the client did not read the report: %s", got)
+			}
+			if e.Usage.PromptTokens < tc.prompt || e.Usage.CompletionTokens < tc.completion {
+				t.Fatalf("billed %+v (%s); the client read %d prompt and %d completion tokens", e.Usage, e.UsageSource, tc.prompt, tc.completion)
+			}
+		})
+	}
+}
