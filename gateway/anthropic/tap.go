@@ -42,8 +42,13 @@ type Tap struct {
 	// latest report could not be read: a report is the provider's figures
 	// only while it is 0.
 	unread uint8
-	ev     wireEvent // the event being decoded, reused
-	buf    []byte    // fastDelta's scratch space
+	// carried has a bit set for each top-level figure a message_delta (or
+	// a whole body) carried readably: with iterations[], such a figure
+	// bounds its sum from below (see normalized); message_start's do not.
+	carried uint8
+	inDelta bool      // merge is reading a message_delta's usage
+	ev      wireEvent // the event being decoded, reused
+	buf     []byte    // fastDelta's scratch space
 }
 
 // counts are Anthropic's raw usage figures, in tokens (webSearch counts
@@ -158,7 +163,9 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 		}
 		if e.Usage != nil {
 			t.opened = true
+			t.inDelta = true
 			t.merge(e.Usage, r)
+			t.inDelta = false
 			if e.Usage.OutputTokens == nil && len(e.Usage.Iterations) == 0 && !e.Usage.garbled {
 				// Anthropic's message_delta always counts the output (older
 				// streams send that alone): one that does not (null, or left
@@ -221,13 +228,18 @@ func (t *Tap) merge(u *wireUsage, r *tap.Report) {
 // input_tokens excludes cache reads and writes, so the prompt is their sum.
 // With server-side compaction the top-level figures cover only the last
 // iteration and usage.iterations[] lists every billed one, so the token
-// figures are the sums over the iterations. Reasoning is output_tokens_
+// figures are the sums over the iterations, never below a top-level
+// figure a message_delta carried (the sums include it). Reasoning is output_tokens_
 // details.thinking_tokens when sent (thinking is otherwise inside
 // output_tokens and not split out, so 0).
 func (t *Tap) normalized() usage.Tokens {
 	c := t.top
 	if t.hasIt {
-		c.input, c.cacheWrite, c.cacheRead, c.output = t.iter.input, t.iter.cacheWrite, t.iter.cacheRead, t.iter.output
+		// Every iteration is in the sums, the last one too: a sum below
+		// its top-level figure (iterations of null or {}, or a later
+		// message_delta without iterations[]) is not the bill.
+		c.input, c.cacheWrite = t.atLeast(fInput, t.iter.input), t.atLeast(fCacheWrite, t.iter.cacheWrite)
+		c.cacheRead, c.output = t.atLeast(fCacheRead, t.iter.cacheRead), t.atLeast(fOutput, t.iter.output)
 	}
 	return usage.Tokens{
 		PromptTokens:      add(add(c.input, c.cacheRead), c.cacheWrite),
@@ -237,6 +249,26 @@ func (t *Tap) normalized() usage.Tokens {
 		ReasoningTokens:   c.thinking,
 		WebSearchRequests: c.webSearch,
 	}
+}
+
+// atLeast is sum, an iterations[] sum, raised to its top-level figure
+// when a message_delta carried that one (field says which).
+func (t *Tap) atLeast(field uint8, sum int64) int64 {
+	if t.carried&field == 0 {
+		return sum
+	}
+	var top int64
+	switch field {
+	case fInput:
+		top = t.top.input
+	case fCacheWrite:
+		top = t.top.cacheWrite
+	case fCacheRead:
+		top = t.top.cacheRead
+	case fOutput:
+		top = t.top.output
+	}
+	return max(sum, top)
 }
 
 // set overrides *dst with v when the field was sent and could be read,
@@ -249,6 +281,9 @@ func (t *Tap) set(field uint8, dst *int64, v *tap.Count) {
 	default:
 		*dst = int64(*v)
 		t.unread &^= field
+		if t.inDelta {
+			t.carried |= field
+		}
 	}
 }
 
@@ -333,7 +368,7 @@ func bodyUsage(body []byte, r *tap.Report) (*wireMessage, error) {
 		r.FinishReason = finishReason(m.StopReason)
 	}
 	if m.Usage != nil {
-		var t Tap
+		t := Tap{inDelta: true}
 		t.merge(m.Usage, r)
 		if t.unread == 0 {
 			r.Reported, r.Final = true, true
