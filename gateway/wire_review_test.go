@@ -254,3 +254,39 @@ func TestAnthropicIterationsCannotBillBelowTheTopLevelUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestNativeStreamAnswerToANonStreamedRequestIsReadAsAStream: an upstream
+// that ignores "stream": false answers with SSE. The chat route reads such
+// an answer chunk by chunk (tapStreamAnswer: read as one unreadable body,
+// a stream's framing was billed as output, about 45 times its content);
+// the native routes still billed its raw bytes as estimated output: 124
+// completion tokens and 1 prompt token, status upstream_error, for an
+// Anthropic answer the provider reported as 10 prompt and 5 completion
+// tokens.
+func TestNativeStreamAnswerToANonStreamedRequestIsReadAsAStream(t *testing.T) {
+	for _, tc := range []struct {
+		typ, path, req, body string
+		prompt, completion   int64
+	}{
+		{"anthropic", "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`,
+			anthStart(1) + anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hello there"}}`) +
+				anthDelta5 + anthEv("message_stop", `{"type":"message_stop"}`), 10, 5},
+		{"gemini", "/gemini/v1beta/models/m:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`,
+			`data: {"candidates":[{"content":{"parts":[{"text":"hello world"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":40}}` + "\n\n", 10, 40},
+		{"openai", "/v1/responses", `{"model":"m","input":"hi"}`,
+			"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n" +
+				"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"usage\":{\"input_tokens\":10,\"output_tokens\":2}}}\n\n", 10, 2},
+	} {
+		t.Run(tc.typ, func(t *testing.T) {
+			got, e := scriptedNative(t, tc.typ, tc.path, tc.req, tc.body)
+			if got != tc.body {
+				t.Fatalf("the client got %q, want the upstream's bytes", got)
+			}
+			if e.Status != usage.StatusOK || e.UsageSource != usage.SourceUpstream ||
+				e.Usage.PromptTokens != tc.prompt || e.Usage.CompletionTokens != tc.completion {
+				t.Fatalf("event %s %s %+v (%q); want ok, upstream, %d prompt and %d completion tokens",
+					e.Status, e.UsageSource, e.Usage, e.Error, tc.prompt, tc.completion)
+			}
+		})
+	}
+}
