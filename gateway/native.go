@@ -89,34 +89,51 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 					s.passThrough(x, at.route(), resp, rt.NewTap(), rt.BodyUsage, rt.EndEvent)
 					return
 				}
-				s.relayBody(x, resp, body, err, rt.BodyUsage)
+				s.relayBody(x, resp, body, err, rt)
 				return
 			}
 			if call.SSE {
 				s.passThrough(x, at.route(), resp, rt.NewTap(), rt.BodyUsage, rt.EndEvent)
 				return
 			}
-			s.passBody(x, resp, rt.BodyUsage)
+			s.passBody(x, resp, rt)
 		})
 	}
 }
 
 // passBody relays a whole native response body unchanged, its usage
 // tapped, the event durable before the body is sent.
-func (s *Server) passBody(x *exchange, resp *http.Response, bodyUsage func([]byte, *tap.Report) error) {
+func (s *Server) passBody(x *exchange, resp *http.Response, rt *provider.Route) {
 	body, err := s.readBody(x, resp.Body)
-	s.relayBody(x, resp, body, err, bodyUsage)
+	s.relayBody(x, resp, body, err, rt)
 }
 
-// relayBody is passBody's relay of body, read with err.
-func (s *Server) relayBody(x *exchange, resp *http.Response, body []byte, err error, bodyUsage func([]byte, *tap.Report) error) {
+// relayBody is passBody's relay of body, read with err. A body that is SSE
+// (an upstream that ignored "stream": false) is tapped event by event by
+// the route's stream tap, as tapStreamAnswer reads one on the chat route:
+// read as one unreadable body, its framing would be billed as output.
+func (s *Server) relayBody(x *exchange, resp *http.Response, body []byte, err error, rt *provider.Route) {
 	if err != nil {
 		status, eventStatus := x.failure()
 		x.fail(status, eventStatus, err)
 		return
 	}
-	if err := bodyUsage(body, &x.report); err != nil {
-		x.unreadableBody(body, err)
+	if err := rt.BodyUsage(body, &x.report); err != nil {
+		if !jsonStart(body) && streamAnswer(resp.Header, body) && rt.NewTap != nil {
+			tp := rt.NewTap()
+			rd := sse.NewReader(bytes.NewReader(body))
+			for {
+				ev, rerr := rd.Next()
+				if rerr != nil {
+					break
+				}
+				tp.Event(&ev, &x.report)
+				x.report.StreamEvent(ev.HasData)
+			}
+		}
+		if r := &x.report; !r.Reported && r.Output.Len() == 0 {
+			x.unreadableBody(body, err)
+		}
 	}
 	if x.errorUnder200(body) {
 		return // an error object, the provider's failure: the next attempt serves
