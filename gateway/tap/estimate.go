@@ -2,6 +2,8 @@ package tap
 
 import (
 	"fmt"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer"
 )
@@ -25,8 +27,25 @@ func NewEstimator() (*Estimator, error) {
 }
 
 // Count returns the number of tokens in s (0 for ""). Invalid UTF-8 is
-// counted as the tokenizer's replacement, never refused.
+// counted as the tokenizer's replacement, never refused. A text longer
+// than countWindow is counted in pieces cut where the encoding's
+// pre-tokenizer would cut anyway (see cutNear), so that the count is the
+// same and the tokenizer's memory stays bounded: it allocates some fifty
+// times its input (810 MB to count 16 MiB at once).
 func (e *Estimator) Count(s string) int64 {
+	var n int64
+	for len(s) > countWindow {
+		cut := cutNear(s, countWindow)
+		n += e.count(s[:cut])
+		s = s[cut:]
+	}
+	return n + e.count(s)
+}
+
+// countWindow is the most Count hands the tokenizer at once, in bytes.
+const countWindow = 64 << 10
+
+func (e *Estimator) count(s string) int64 {
 	if s == "" {
 		return 0
 	}
@@ -36,6 +55,35 @@ func (e *Estimator) Count(s string) int64 {
 		return int64((len(s) + 3) / 4)
 	}
 	return int64(n)
+}
+
+// cutNear returns where to cut s (longer than limit) at most limit bytes
+// in, at least limit/2: before a single space between two characters
+// that are not spaces, where o200k_base's pre-tokenizer begins a piece
+// (" word", " 42", " ,": its pattern puts one leading space with what
+// follows, and no piece spans a space into a word), so the pieces' counts
+// add up to the whole's. A text with no such space there (no spaces at
+// all, as in Chinese) is cut at a character's start, which may differ
+// from the whole's count by a token or so a cut.
+func cutNear(s string, limit int) int {
+	for i := limit; i > limit/2; i-- {
+		if s[i] != ' ' {
+			continue
+		}
+		before, _ := utf8.DecodeLastRuneInString(s[:i])
+		after, _ := utf8.DecodeRuneInString(s[i+1:])
+		if !unicode.IsSpace(before) && !unicode.IsSpace(after) {
+			return i
+		}
+	}
+	i := limit
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	if i == 0 {
+		return limit // not UTF-8: cut anywhere
+	}
+	return i
 }
 
 // Prompt estimates a prompt's tokens: its text, plus, for a list of chat
