@@ -60,6 +60,10 @@ type exchange struct {
 	upBody []byte
 	upPath string
 	env    provider.Envelope
+	// body is the upstream response body as the relays read it: bounded
+	// by the output it holds (boundedBody), without an allocation of its
+	// own.
+	body boundedBody
 
 	w         http.ResponseWriter
 	flushTo   func() error // w's flush (see flusherOf)

@@ -24,16 +24,16 @@ func (nopJournal) End(string)                                     {}
 func (nopJournal) Fail(*usage.Event)                              {}
 func (nopJournal) HiddenReasoning(map[string]int64)               {}
 
-// TestStreamedOutputDoesNotGrowTheHeapWithoutBound: a stream's relay keeps
-// every byte of output text it taps (tap.Report.Output, a strings.Builder)
-// until the request ends, for an estimate it may never need. Nothing
-// bounds it but request_timeout (1 h by default): an upstream that streams
-// without end (a looping model, a broken or hostile server) makes one
-// request hold its whole output in memory, and a few such requests end the
-// process (out of memory), every stream in it with it. Measured: a 256 MB
-// Anthropic stream relayed to a client that keeps none of it peaked at
-// 781 MB of heap. The text kept for an estimate should be bounded (counted
-// as it goes past a bound), as readBody bounds a whole body at 64 MiB.
+// TestStreamedOutputDoesNotGrowTheHeapWithoutBound: a stream's relay kept
+// every byte of output text it tapped (tap.Report.Output) until the
+// request ended, for an estimate it may never need, bounded by nothing but
+// request_timeout (1 h by default): an upstream that streams without end
+// (a looping model, a broken or hostile server) made one request hold its
+// whole output in memory, and a few such requests ended the process (out
+// of memory), every stream in it with it. A 256 MB Anthropic stream
+// relayed to a client that kept none of it peaked at 781 MB of heap (a
+// review). Past gateway.MaxOutputText the stream is now broken off as an
+// upstream error, and what was relayed up to there is billed.
 func TestStreamedOutputDoesNotGrowTheHeapWithoutBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("streams 160 MB")
@@ -81,8 +81,16 @@ func TestStreamedOutputDoesNotGrowTheHeapWithoutBound(t *testing.T) {
 	n, _ := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	close(done)
-	if e := sink.event(t, resp.Header.Get("X-Request-Id")); n < total || e.Usage.CompletionTokens != 5 {
-		t.Fatalf("relayed %d bytes, event %+v", n, e.Usage)
+	e := sink.event(t, resp.Header.Get("X-Request-Id"))
+	if n >= total || n < gateway.MaxOutputText {
+		t.Errorf("relayed %d MB of a %d MB stream; want it broken off past %d MB of output", n>>20, total>>20, gateway.MaxOutputText>>20)
+	}
+	// "lorem ipsum " is three tokens in twelve bytes or so: at least a
+	// token per 8 bytes relayed is billed, not the 5 the upstream never
+	// got to report.
+	if e.Status != usage.StatusUpstreamError || !strings.Contains(e.Error, "MiB of text") ||
+		e.UsageSource == usage.SourceUpstream || e.Usage.CompletionTokens < gateway.MaxOutputText/8 {
+		t.Errorf("event: status %s, error %q, %s usage %+v; want upstream_error naming the bound, the relayed output billed", e.Status, e.Error, e.UsageSource, e.Usage)
 	}
 	if grew := int64(peak.Load()) - int64(base.HeapInuse); grew > 80<<20 {
 		t.Fatalf("relaying %d MB the client kept none of grew the heap by %d MB: the output text is kept whole", n>>20, grew>>20)

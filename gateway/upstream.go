@@ -64,6 +64,8 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	}
 	x.responded = true
 	x.checkpoint() // the journal learns the upstream answered: it bills from here
+	x.body = boundedBody{x: x, body: resp.Body}
+	resp.Body = &x.body
 	return resp
 }
 
