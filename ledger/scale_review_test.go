@@ -1,0 +1,187 @@
+package ledger_test
+
+// Scale review (rv-scale): the ledger's reads of one customer's month, of
+// an hour's reconciliation, of a day's export must read what they answer
+// for, not the whole history of the ledger or of the customer. Each test
+// fills a year of one busy customer's ledger (12 monthly partitions) and
+// counts the rows Postgres reads (pg_stat_user_tables and
+// pg_stat_user_indexes) while one Store call runs, or asks for the plan.
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+)
+
+const (
+	yearCustomer = "00000000-0000-0000-0000-00000000000c"
+	yearBusyKey  = "00000000-0000-0000-0001-00000000000a"
+	yearQuietKey = "00000000-0000-0000-0001-00000000000b"
+	// yearPerMonth events of the busy key a month, 12 months of 2025; the
+	// quiet key has 5 events, in January.
+	yearPerMonth = 3000
+)
+
+// yearFill is a year of the busy customer: events, their ids, their
+// rollups and balance, a credit a month, and a rerate entry for every
+// third event (as a re-rating of the year leaves: an entry per event).
+const yearFill = `
+INSERT INTO customers (id, name) VALUES ('` + yearCustomer + `', 'year');
+INSERT INTO api_keys (id, customer_id, prefix, secret_hash) VALUES
+  ('` + yearBusyKey + `', '` + yearCustomer + `', 'tg-a', sha256('a')),
+  ('` + yearQuietKey + `', '` + yearCustomer + `', 'tg-b', sha256('b'));
+DO $$
+DECLARE m timestamptz;
+BEGIN
+  FOR m IN SELECT generate_series(timestamptz '2025-01-01 00:00Z', '2025-12-01 00:00Z', interval '1 month') LOOP
+    EXECUTE format('CREATE TABLE %I PARTITION OF usage_events FOR VALUES FROM (%L) TO (%L)',
+      'usage_events_' || to_char(m AT TIME ZONE 'UTC', 'YYYY_MM'), m, m + interval '1 month');
+  END LOOP;
+END $$;
+INSERT INTO usage_events (id, occurred_at, customer_id, key_id, provider, model, served_model, endpoint, stream,
+  status, http_status, finish_reason, prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens,
+  reasoning_tokens, web_search_requests, usage_source, ttft_ms, duration_ms, error, price_id, currency, cost_e12)
+SELECT gen_random_uuid(), t, '` + yearCustomer + `', k, 'openai', 'm' || (n % 3), 'm' || (n % 3), '/v1/chat/completions',
+  false, 'ok', 200, 'stop', 10, 0, 0, 5, 0, 0, 'upstream', 1, 1, '', NULL, 'USD', 1000
+FROM (SELECT n, timestamptz '2025-01-01 00:00Z' + (n - 1) * (interval '365 days' / (12 * ` + "3000" + `)) AS t,
+        '` + yearBusyKey + `'::uuid AS k FROM generate_series(1, 12 * 3000) n
+      UNION ALL
+      SELECT 100000 + n, timestamptz '2025-01-02 00:00Z' + n * interval '1 minute', '` + yearQuietKey + `'::uuid
+      FROM generate_series(1, 5) n) x;
+INSERT INTO event_ids (id, occurred_at) SELECT id, occurred_at FROM usage_events;
+INSERT INTO usage_hourly
+SELECT customer_id, date_trunc('hour', occurred_at), key_id, model, currency, count(*), 0, sum(prompt_tokens),
+  sum(cached_tokens), sum(cache_write_tokens), sum(completion_tokens), sum(reasoning_tokens),
+  sum(web_search_requests), sum(cost_e12), sum(cost_e12)
+FROM usage_events GROUP BY 1, 2, 3, 4, 5;
+INSERT INTO ledger_entries (customer_id, kind, amount_e12, currency, effective_at, memo)
+SELECT '` + yearCustomer + `', 'credit', 1000000000000000, 'USD', m, 'monthly credit'
+FROM generate_series(timestamptz '2025-01-01 00:00Z', '2025-12-01 00:00Z', interval '1 month') m;
+INSERT INTO ledger_entries (customer_id, kind, amount_e12, currency, effective_at, event_id, key_id, model, cost_e12)
+SELECT customer_id, 'rerate', 0, 'USD', occurred_at, id, key_id, model, 0
+FROM usage_events WHERE prompt_tokens = 10 AND (extract(epoch FROM occurred_at)::bigint / 60) % 3 = 0;
+INSERT INTO customer_balances (customer_id, currency, credits_e12, charges_e12)
+SELECT '` + yearCustomer + `', 'USD', (SELECT sum(amount_e12) FROM ledger_entries WHERE kind = 'credit'),
+  (SELECT sum(charge_e12) FROM usage_hourly);
+`
+
+// newYearLedger returns the URL of a fresh migrated database holding
+// yearFill, vacuumed and analyzed.
+func newYearLedger(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	_, url := ledgertest.NewStoreURL(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range []string{yearFill, `VACUUM ANALYZE`} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return url
+}
+
+// rowsRead runs f with a Store of its own on the database at url and
+// returns the rows Postgres read from the tables whose names start with
+// table (usage_events: every partition) meanwhile: rows read by
+// sequential scans, rows fetched by index and bitmap scans, and index
+// entries read (index-only scans). A backend's counters reach the
+// statistics when it ends, so f's Store is closed before they are read.
+func rowsRead(t *testing.T, url, table string, f func(ctx context.Context, s *ledger.Store)) int64 {
+	t.Helper()
+	ctx := context.Background()
+	read := func() int64 {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var n int64
+		err = conn.QueryRow(ctx, `SELECT
+			(SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0) FROM pg_stat_user_tables WHERE relname LIKE $1 || '%')
+			+ (SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes WHERE relname LIKE $1 || '%')`, table).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// The counters settle once every backend that read has ended.
+	settled := func() int64 {
+		last := read()
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+			time.Sleep(700 * time.Millisecond)
+			n := read()
+			if n == last {
+				return n
+			}
+			last = n
+		}
+		return last
+	}
+	before := settled()
+	s, err := ledger.OpenExisting(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f(ctx, s)
+	s.Close()
+	return settled() - before
+}
+
+// TestStatementReadsItsPeriodNotTheCustomersHistory: a statement of a
+// month reads that month's rollups; its opening balance summed every
+// rollup row of the customer before the month (statement.go,
+// readOpening), so the statement of a customer's 13th month read 12
+// months of rollups, and the cost of a statement grew with the
+// customer's age.
+func TestStatementReadsItsPeriodNotTheCustomersHistory(t *testing.T) {
+	url := newYearLedger(t)
+	var st ledger.Statement
+	n := rowsRead(t, url, "usage_hourly", func(ctx context.Context, s *ledger.Store) {
+		var err error
+		if st, err = s.Statement(ctx, yearCustomer, "2025-12"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if len(st.Sections) != 1 || st.Sections[0].OpeningBalance == "0" {
+		t.Fatalf("statement: %+v", st.Sections)
+	}
+	// December's rollups are at most yearPerMonth rows; read twice
+	// (index entries and rows) that is 2 × yearPerMonth.
+	if limit := int64(4 * yearPerMonth); n > limit {
+		t.Errorf("the statement of 2025-12 read %d rollup rows (a month holds at most %d): it reads the customer's whole history (limit %d)",
+			n, yearPerMonth, limit)
+	}
+}
+
+// TestExportReadsItsPeriodsEntriesAlone: an export of a day read every
+// ledger entry ever made (export.go: ledger_entries by effective_at, which
+// no index leads with): a re-rating makes an entry per event, so the
+// entries grow like the events, and every export, and every
+// reconciliation (its rerate entries by effective_at), read them all.
+func TestExportReadsItsPeriodsEntriesAlone(t *testing.T) {
+	url := newYearLedger(t)
+	from := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
+	var rows int64
+	n := rowsRead(t, url, "ledger_entries", func(ctx context.Context, s *ledger.Store) {
+		var err error
+		if rows, err = s.ExportLines(ctx, from, from.AddDate(0, 0, 1), io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if rows == 0 {
+		t.Fatal("the export is empty")
+	}
+	if limit := int64(1000); n > limit {
+		t.Errorf("an export of one day (%d lines) read %d ledger entries: every entry ever made (limit %d)", rows, n, limit)
+	}
+}
