@@ -74,11 +74,31 @@ func (s *Store) Requests(ctx context.Context, q RequestQuery) (RequestPage, erro
 		}
 		beforeTime, beforeID = at, id
 	}
+	// Only the filters given are in the query's text: pgx prepares a query
+	// once per connection, and after five executions Postgres may plan it
+	// once for any parameters (a generic plan), in which a filter written
+	// ($5 = '' OR e.end_user = $5) cannot use its index: every page by end
+	// user then read every event of the customer (5.4-8 s for one with
+	// 4,000,000 events). Each combination of filters is a query of its own.
+	where := ""
+	if q.Model != "" {
+		where += ` AND e.model = $4`
+	} else {
+		where += ` AND $4 = ''`
+	}
+	if q.EndUser != "" {
+		where += ` AND e.end_user = $5`
+	} else {
+		where += ` AND $5 = ''`
+	}
+	if key != "" {
+		where += ` AND e.key_id = $9::uuid`
+	} else {
+		where += ` AND $9 = ''`
+	}
 	rows, err := s.pool.Query(ctx, selectEvents+`
-		WHERE e.customer_id = $1 AND e.occurred_at >= $2 AND e.occurred_at < $3
-		  AND ($4 = '' OR e.model = $4) AND ($5 = '' OR e.end_user = $5)
+		WHERE e.customer_id = $1 AND e.occurred_at >= $2 AND e.occurred_at < $3`+where+`
 		  AND (e.occurred_at, e.id) < ($6, $7::uuid)
-		  AND ($9 = '' OR e.key_id = NULLIF($9, '')::uuid)
 		ORDER BY e.occurred_at DESC, e.id DESC LIMIT $8`,
 		customer, from, to, q.Model, q.EndUser, beforeTime, beforeID, q.Limit+1, key)
 	if err != nil {
