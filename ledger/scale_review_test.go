@@ -156,6 +156,21 @@ func TestStatementReadsItsPeriodNotTheCustomersHistory(t *testing.T) {
 	if len(st.Sections) != 1 || st.Sections[0].OpeningBalance == "0" {
 		t.Fatalf("statement: %+v", st.Sections)
 	}
+	// The opening balance is the sums before the period, however read.
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var want string
+	if err := conn.QueryRow(context.Background(), `SELECT trim_scale(((SELECT sum(amount_e12) FROM ledger_entries
+		WHERE kind <> 'rerate' AND effective_at < '2025-12-01Z') - (SELECT sum(charge_e12) FROM usage_hourly
+		WHERE hour < '2025-12-01Z')) * 0.000000000001)::text`).Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Sections[0].OpeningBalance; got != want {
+		t.Errorf("opening balance %s, want %s", got, want)
+	}
 	// December's rollups are at most yearPerMonth rows; read twice
 	// (index entries and rows) that is 2 × yearPerMonth.
 	if limit := int64(4 * yearPerMonth); n > limit {

@@ -281,14 +281,40 @@ func (st *Statement) readEntries(ctx context.Context, tx pgx.Tx, section func(st
 
 // readOpening reads the balance at the start of the period: entries
 // before it (rerate entries are in the rollups' charges) less charges.
+//
+// Summed from the customer's first rollup, it read every rollup row of
+// the customer before the period: a statement's cost grew with the
+// customer's age (3.5 s for the 13th month of a customer with 3,000,000
+// rollup rows). The balance the ledger keeps (customer_balances, moved in
+// the same transactions as the entries and rollups, checked by
+// reconciliation) is the same sums over all time, so the opening is also
+// that balance less what came after the period's start; whichever side
+// of the period holds fewer months of the customer's rollups is read.
 func (st *Statement) readOpening(ctx context.Context, tx pgx.Tx, section func(string) *sectionAcc) error {
-	rows, err := tx.Query(ctx, `
+	query := `
 		SELECT currency, sum(amount)::text FROM (
 		  SELECT currency, amount_e12 AS amount FROM ledger_entries
 		  WHERE customer_id = $1 AND effective_at < $2 AND kind <> 'rerate'
 		  UNION ALL
 		  SELECT currency, -charge_e12 FROM usage_hourly WHERE customer_id = $1 AND hour < $2 AND currency <> ''
-		) m GROUP BY currency HAVING sum(amount) <> 0`, st.CustomerID, st.From)
+		) m GROUP BY currency HAVING sum(amount) <> 0`
+	var first, last *time.Time
+	if err := tx.QueryRow(ctx, `SELECT (SELECT min(hour) FROM usage_hourly WHERE customer_id = $1),
+		(SELECT max(hour) FROM usage_hourly WHERE customer_id = $1)`, st.CustomerID).Scan(&first, &last); err != nil {
+		return err
+	}
+	if first != nil && last != nil && last.Sub(st.From) < st.From.Sub(*first) {
+		query = `
+		SELECT currency, sum(amount)::text FROM (
+		  SELECT currency, credits_e12 - charges_e12 AS amount FROM customer_balances WHERE customer_id = $1
+		  UNION ALL
+		  SELECT currency, -amount_e12 FROM ledger_entries
+		  WHERE customer_id = $1 AND effective_at >= $2 AND kind <> 'rerate'
+		  UNION ALL
+		  SELECT currency, charge_e12 FROM usage_hourly WHERE customer_id = $1 AND hour >= $2 AND currency <> ''
+		) m GROUP BY currency HAVING sum(amount) <> 0`
+	}
+	rows, err := tx.Query(ctx, query, st.CustomerID, st.From)
 	if err != nil {
 		return err
 	}
