@@ -234,3 +234,26 @@ func TestRequestsByEndUserUseTheirIndexOnEveryCall(t *testing.T) {
 		t.Errorf("six first pages and three pages by end user read %d event rows: the end user's pages read the customer's every event (limit %d)", n, limit)
 	}
 }
+
+// TestReconcileReadsItsRangeNotTheWholeLedger: the reconciliation of one
+// hour checked balances by summing every event of every customer ever
+// stored (reconcile.go, checkBalances): the console's reconciliation page
+// (the last 24 hours, by default) read the whole usage_events table.
+func TestReconcileReadsItsRangeNotTheWholeLedger(t *testing.T) {
+	url := newYearLedger(t)
+	from := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
+	var rec ledger.Reconciliation
+	n := rowsRead(t, url, "usage_events", func(ctx context.Context, s *ledger.Store) {
+		var err error
+		if rec, err = s.Reconcile(ctx, from, from.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if rec.Events == 0 || rec.Events > 10 {
+		t.Fatalf("events in the hour: %d", rec.Events)
+	}
+	// The hour holds a handful of events; the ledger 36,005.
+	if limit := int64(1000); n > limit {
+		t.Errorf("reconciling one hour (%d events) read %d event rows: it reads the whole ledger (limit %d)", rec.Events, n, limit)
+	}
+}
