@@ -103,3 +103,27 @@ func TestCountOfALongTextIsBoundedInMemory(t *testing.T) {
 		t.Errorf("counting %d MB grew the heap by %d MB", len(s)>>20, grew>>20)
 	}
 }
+
+// BenchmarkCountLongText compares Count, in pieces, with the tokenizer on
+// the whole text (the baseline), on 1 MiB of prose: time and memory.
+func BenchmarkCountLongText(b *testing.B) {
+	e, err := NewEstimator()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := strings.Repeat("The ledger records every token, exactly once; 42 customers paid. ", 1<<20/66)
+	b.Run("pieces", func(b *testing.B) {
+		b.SetBytes(int64(len(s)))
+		b.ReportAllocs()
+		for b.Loop() {
+			e.Count(s)
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		b.SetBytes(int64(len(s)))
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = e.codec.Count(s)
+		}
+	})
+}
