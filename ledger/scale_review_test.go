@@ -10,6 +10,7 @@ package ledger_test
 import (
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -256,4 +257,104 @@ func TestReconcileReadsItsRangeNotTheWholeLedger(t *testing.T) {
 	if limit := int64(1000); n > limit {
 		t.Errorf("reconciling one hour (%d events) read %d event rows: it reads the whole ledger (limit %d)", rec.Events, n, limit)
 	}
+}
+
+// TestRequestsOfAQuietKeyReadTheKeysEventsAlone: a customer's request
+// log filtered by key (GET /v1/requests?key_id=, the console) walks the
+// customer's events newest first (usage_events_customer_time_idx) and
+// filters by key: for a key with few events among the customer's many,
+// a page read every event of the customer.
+func TestRequestsOfAQuietKeyReadTheKeysEventsAlone(t *testing.T) {
+	url := newYearLedger(t)
+	var page ledger.RequestPage
+	n := rowsRead(t, url, "usage_events", func(ctx context.Context, s *ledger.Store) {
+		var err error
+		if page, err = s.Requests(ctx, ledger.RequestQuery{CustomerID: yearCustomer, KeyID: yearQuietKey}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if len(page.Data) != 5 {
+		t.Fatalf("the quiet key's requests: %d, want 5", len(page.Data))
+	}
+	if limit := int64(1000); n > limit {
+		t.Errorf("a page of a key's 5 requests read %d event rows: every event of its customer (limit %d)", n, limit)
+	}
+}
+
+// TestRequestsOfAKeyPageAsTheEventsDo: a request log filtered by key is
+// read hour by hour from the key's rollups (keyRequests); its pages, with
+// and without a model, within a range or not, hold exactly the key's
+// events newest first, as the events themselves list them, across pages
+// of more hours than one batch reads.
+func TestRequestsOfAKeyPageAsTheEventsDo(t *testing.T) {
+	url := newYearLedger(t)
+	ctx := context.Background()
+	s, err := ledger.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	march, june := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		key, model string
+		from, to   time.Time
+		limit      int
+	}{
+		{yearQuietKey, "", time.Time{}, time.Time{}, 2},
+		{yearBusyKey, "", march, june.Add(-90 * time.Minute), 1000},
+		{yearBusyKey, "m1", march, june, 700},
+		{yearBusyKey, "m2", time.Time{}, time.Time{}, 1000},
+		{yearBusyKey, "no-such-model", time.Time{}, time.Time{}, 10},
+	} {
+		from, to := tc.from, tc.to
+		if from.IsZero() {
+			from = time.Unix(0, 0)
+		}
+		if to.IsZero() {
+			to = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+		}
+		rows, err := conn.Query(ctx, `SELECT id::text FROM usage_events WHERE customer_id = $1 AND key_id = $2
+			AND ($3 = '' OR model = $3) AND occurred_at >= $4 AND occurred_at < $5 ORDER BY occurred_at DESC, id DESC`,
+			yearCustomer, tc.key, tc.model, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		q := ledger.RequestQuery{CustomerID: yearCustomer, KeyID: tc.key, Model: tc.model, From: tc.from, To: tc.to, Limit: tc.limit}
+		for pages := 0; ; pages++ {
+			page, err := s.Requests(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range page.Data {
+				got = append(got, e.ID)
+			}
+			if page.NextCursor == "" || pages > 100 {
+				break
+			}
+			q.Cursor = page.NextCursor
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("key %s model %q [%s, %s) by %d: %d events paged, the key's are %d (first difference at %d)",
+				tc.key, tc.model, tc.from, tc.to, tc.limit, len(got), len(want), firstDiff(got, want))
+		}
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
