@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+)
+
+// scripted is an upstream that answers each model with a canned response.
+type scripted struct {
+	mu    sync.Mutex
+	resp  map[string]cannedResp
+	hits  atomic.Int64
+	last  atomic.Value // last request body
+}
+
+type cannedResp struct {
+	status  int
+	headers map[string]string
+	body    string
+	ctype   string
+}
+
+func (sc *scripted) set(model string, c cannedResp) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.resp == nil {
+		sc.resp = map[string]cannedResp{}
+	}
+	sc.resp[model] = c
+}
+
+func (sc *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sc.hits.Add(1)
+	b, _ := io.ReadAll(r.Body)
+	sc.last.Store(string(b))
+	model := ""
+	if i := strings.Index(string(b), `"model":"`); i >= 0 {
+		rest := string(b)[i+9:]
+		model = rest[:strings.IndexByte(rest, '"')]
+	}
+	if _, rest, ok := strings.Cut(r.URL.Path, "/models/"); ok {
+		model, _, _ = strings.Cut(rest, ":")
+	}
+	sc.mu.Lock()
+	c, ok := sc.resp[model]
+	sc.mu.Unlock()
+	if !ok {
+		http.Error(w, "no script for "+model, 404)
+		return
+	}
+	if c.ctype == "" {
+		c.ctype = "application/json"
+		if strings.HasPrefix(c.body, "data:") || strings.HasPrefix(c.body, "event:") {
+			c.ctype = "text/event-stream"
+		}
+	}
+	w.Header().Set("Content-Type", c.ctype)
+	for k, v := range c.headers {
+		w.Header().Set(k, v)
+	}
+	if c.status == 0 {
+		c.status = 200
+	}
+	w.WriteHeader(c.status)
+	_, _ = io.WriteString(w, c.body)
+}
+
+func scriptedStack(t *testing.T) (*stack, *scripted) {
+	sc := &scripted{}
+	srv := httptest.NewServer(sc)
+	t.Cleanup(srv.Close)
+	s := newStack(t, func(c *fileConfig) {
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "fake", Type: "openai", BaseURL: srv.URL + "/v1", APIKey: "k", PrefixRoutes: "all"},
+			gateway.ProviderConfig{Name: "fake-anthropic", Type: "anthropic", BaseURL: srv.URL + "/v1", APIKey: "k", PrefixRoutes: "all"},
+			gateway.ProviderConfig{Name: "fake-gemini", Type: "gemini", BaseURL: srv.URL + "/v1beta", APIKey: "k", PrefixRoutes: "all"},
+		)
+	})
+	return s, sc
+}
+
+func oaClient(s *stack, retries int) *openai.Client {
+	c := openai.NewClient(option.WithBaseURL(s.gateway+"/v1"), option.WithAPIKey(s.secret), option.WithMaxRetries(retries))
+	return &c
+}
+
+// TestAnthropicSDKErrorCarriesRequestID: the Anthropic SDK reads a
+// request's id from the "request-id" response header (Error.RequestID,
+// printed in every error as "(Request-ID: ...)", the id a developer quotes
+// to support). Through the gateway that header was empty, on the
+// gateway's own refusals, on relayed upstream errors and on errors in a
+// stream: the gateway sends its id only as X-Request-Id, and drops the
+// upstream's request-id. The id the SDK shows must be the gateway's
+// request id, the ledger event's.
+func TestAnthropicSDKErrorCarriesRequestID(t *testing.T) {
+	s, sc := scriptedStack(t)
+	sc.set("limited", cannedResp{status: 429, headers: map[string]string{"request-id": "req_upstream", "retry-after": "1"},
+		body: `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`})
+	sc.set("overloaded", cannedResp{body: "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"})
+	params := func(model string) anthropic.MessageNewParams {
+		return anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 16,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}
+	}
+	for _, c := range []struct{ name, key, model string }{
+		{"the gateway's 401", "sk-wrong", "fake-anthropic/limited"},
+		{"an upstream 429", s.secret, "fake-anthropic/limited"},
+		{"an error event in a stream", s.secret, "fake-anthropic/overloaded"},
+	} {
+		client := anthropic.NewClient(aoption.WithBaseURL(s.gateway+"/anthropic"), aoption.WithAPIKey(c.key), aoption.WithMaxRetries(0))
+		var resp *http.Response
+		var err error
+		if strings.Contains(c.name, "stream") {
+			st := client.Messages.NewStreaming(context.Background(), params(c.model), aoption.WithResponseInto(&resp))
+			for st.Next() {
+			}
+			err = st.Err()
+		} else {
+			_, err = client.Messages.New(context.Background(), params(c.model), aoption.WithResponseInto(&resp))
+		}
+		var ae *anthropic.Error
+		if !errors.As(err, &ae) {
+			t.Fatalf("%s: %T %v, want an *anthropic.Error", c.name, err, err)
+		}
+		id := ae.Response.Header.Get("X-Request-Id")
+		if id == "" || ae.RequestID != id {
+			t.Errorf("%s: the SDK's RequestID is %q, the gateway's request id %q (error: %v)", c.name, ae.RequestID, id, err)
+		}
+	}
+}
