@@ -131,8 +131,10 @@ func stateFor(r *http.Request) (*http.Request, *requestState) {
 }
 
 // requestID gives every request an id, a UUIDv7 (time-ordered, as the
-// ledger's keys like), sent as X-Request-Id on every response; an
-// upstream request's usage event carries it as its id.
+// ledger's keys like), sent as X-Request-Id on every response, and as
+// Request-Id too: the header Anthropic's API and SDKs read a request's id
+// from (the SDK's Error.RequestID, shown in its errors). An upstream
+// request's usage event carries it as its id.
 func requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(w, withRequestID(w, r))
@@ -149,7 +151,9 @@ func withRequestID(w http.ResponseWriter, r *http.Request) *http.Request {
 		id = uuid.New()
 	}
 	s := id.String()
-	w.Header().Set("X-Request-Id", s)
+	h := w.Header()
+	h.Set("X-Request-Id", s)
+	h.Set("Request-Id", s)
 	r, st := stateFor(r)
 	st.id = s
 	return r

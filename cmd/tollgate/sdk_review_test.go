@@ -21,10 +21,10 @@ import (
 
 // scripted is an upstream that answers each model with a canned response.
 type scripted struct {
-	mu    sync.Mutex
-	resp  map[string]cannedResp
-	hits  atomic.Int64
-	last  atomic.Value // last request body
+	mu   sync.Mutex
+	resp map[string]cannedResp
+	hits atomic.Int64
+	last atomic.Value // last request body
 }
 
 type cannedResp struct {
