@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -138,6 +142,43 @@ func TestAnthropicSDKErrorCarriesRequestID(t *testing.T) {
 		id := ae.Response.Header.Get("X-Request-Id")
 		if id == "" || ae.RequestID != id {
 			t.Errorf("%s: the SDK's RequestID is %q, the gateway's request id %q (error: %v)", c.name, ae.RequestID, id, err)
+		}
+	}
+}
+
+// TestOpenAISDKEmbeddingsBase64OnGemini: a client asking for
+// encoding_format "base64" (openai-node and openai-python ask for it by
+// default, and decode each embedding from base64 little-endian float32)
+// must get base64 strings. Translated to Gemini, whose embeddings come
+// as number arrays, the gateway answered number arrays whatever the client
+// asked: openai-node's Buffer.from(array, "base64") decodes them into
+// garbage vectors, silently.
+func TestOpenAISDKEmbeddingsBase64OnGemini(t *testing.T) {
+	s, sc := scriptedStack(t)
+	sc.set("g-emb", cannedResp{body: `{"embeddings":[{"values":[0.5,-2]},{"values":[0.25,1]}]}`})
+	r, err := oaClient(s, 0).Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "fake-gemini/g-emb",
+		EncodingFormat: openai.EmbeddingNewParamsEncodingFormatBase64,
+		Input:          openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"a", "b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]float32{{0.5, -2}, {0.25, 1}}
+	if len(r.Data) != len(want) {
+		t.Fatalf("%d embeddings, want %d", len(r.Data), len(want))
+	}
+	for i, d := range r.Data {
+		var b64 string
+		if err := json.Unmarshal([]byte(d.JSON.Embedding.Raw()), &b64); err != nil {
+			t.Fatalf("embedding %d is %s, not the base64 string the client asked for", i, d.JSON.Embedding.Raw())
+		}
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil || len(raw) != 4*len(want[i]) {
+			t.Fatalf("embedding %d: %q is not %d float32s in base64 (%v)", i, b64, len(want[i]), err)
+		}
+		for j, w := range want[i] {
+			if got := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:])); got != w {
+				t.Fatalf("embedding %d value %d = %v, want %v", i, j, got, w)
+			}
 		}
 	}
 }
