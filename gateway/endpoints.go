@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
@@ -89,6 +90,8 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	input := req.fields["input"]
+	var format string
+	base64Asked := json.Unmarshal(req.fields["encoding_format"], &format) == nil && format == "base64"
 	s.serveAttempts(w, r, attempts, "/v1/embeddings", false, chatErrors, func(x *exchange, p prepared) {
 		x.event.EndUser, x.event.Metadata = endUser, tags
 		x.promptText = func() tap.Prompt { return inputPrompt(input) }
@@ -102,6 +105,10 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		out := raw
 		if err == nil {
 			out, err = s.providers[p.dep.provider.Type].Embeddings.Body(raw, req.model, &x.report)
+		}
+		if err == nil && base64Asked {
+			// A translated provider's number arrays, as the client asked.
+			out, err = openai.Base64Embeddings(out)
 		}
 		if err != nil {
 			status, eventStatus := x.failure()

@@ -1,7 +1,10 @@
 package openai
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"math"
 
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
@@ -75,4 +78,45 @@ func (Embeddings) Body(body []byte, _ string, r *tap.Report) ([]byte, error) {
 // isNull reports whether raw, a member's JSON value, is absent or null.
 func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
+}
+
+// Base64Embeddings rewrites, in an OpenAI embeddings response, every
+// embedding that is an array of numbers into what encoding_format "base64"
+// asks for: its values as little-endian float32s, base64-encoded (OpenAI's
+// encoding, which openai-node and openai-python ask for by default and
+// decode). A translated provider (Gemini) answers number arrays only. A
+// body with no number-array embedding is returned unchanged, so that an
+// upstream's own base64 answer passes through as it came.
+func Base64Embeddings(body []byte) ([]byte, error) {
+	var resp map[string]json.RawMessage
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return nil, err
+	}
+	var data []map[string]json.RawMessage
+	if json.Unmarshal(resp["data"], &data) != nil {
+		return body, nil
+	}
+	changed := false
+	for _, item := range data {
+		var values []float64
+		raw := item["embedding"]
+		if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &values) != nil {
+			continue
+		}
+		b := make([]byte, 4*len(values))
+		for i, v := range values {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
+		}
+		item["embedding"] = AppendString(nil, base64.StdEncoding.EncodeToString(b))
+		changed = true
+	}
+	if !changed {
+		return body, nil
+	}
+	d, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
+	}
+	resp["data"] = d
+	return json.Marshal(resp)
 }
