@@ -21,6 +21,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // scripted is an upstream that answers each model with a canned response.
@@ -180,5 +181,30 @@ func TestOpenAISDKEmbeddingsBase64OnGemini(t *testing.T) {
 				t.Fatalf("embedding %d value %d = %v, want %v", i, j, got, w)
 			}
 		}
+	}
+}
+
+// TestOpenAISDKNonStreamedEstimateShown: an OpenAI-compatible upstream
+// that reports no usage on a non-streamed chat completion is billed an
+// estimate, as a stream is. A non-streamed answer always carries usage in
+// OpenAI's API (the SDK's ChatCompletion.Usage), and the gateway writes
+// its estimate into the stream's usage chunk and into an embeddings
+// answer; here the client was told nothing (Usage all zero) while the
+// ledger billed the estimate.
+func TestOpenAISDKNonStreamedEstimateShown(t *testing.T) {
+	s, sc := scriptedStack(t)
+	sc.set("no-usage", cannedResp{body: `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"The quick brown fox jumps over the lazy dog."},"finish_reason":"stop"}]}`})
+	var resp *http.Response
+	r, err := oaClient(s, 0).Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "fake/no-usage",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("say something")}}, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.event(resp.Header.Get("X-Request-Id"))
+	if e.UsageSource != usage.SourceEstimated || e.Usage.CompletionTokens == 0 {
+		t.Fatalf("event %+v, want an estimate", e.Event)
+	}
+	if u := r.Usage; u.PromptTokens != e.Usage.PromptTokens || u.CompletionTokens != e.Usage.CompletionTokens || u.TotalTokens != e.Usage.Total() {
+		t.Fatalf("the client was told %d+%d=%d tokens (%s), the ledger billed %+v", u.PromptTokens, u.CompletionTokens, u.TotalTokens, r.RawJSON(), e.Usage)
 	}
 }
