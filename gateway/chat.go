@@ -187,8 +187,13 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 	x.markComplete()
 	x.httpStatusOK()
 	x.commit()
-	if ambiguous || usage.HasCorrection(x.event.Corrections, usage.CorrectionReasoningOutsideCompletion) {
-		body = x.billedUsage(body) // every client reads what was billed
+	if ambiguous || usage.HasCorrection(x.event.Corrections, usage.CorrectionReasoningOutsideCompletion) ||
+		x.event.UsageSource != usage.SourceUpstream && x.report.Error == "" {
+		// Every client reads what was billed: an estimate too (the
+		// upstream reported no usage, or not all of it), as a stream's
+		// usage chunk and an embeddings answer carry it; a non-streamed
+		// answer always has usage in OpenAI's API. An error body gets none.
+		body = x.billedUsage(body)
 	}
 	body = x.withCost(body)
 	if x.respond(http.StatusOK, false, func(h http.Header) {
