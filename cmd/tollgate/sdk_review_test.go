@@ -19,6 +19,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -206,5 +207,28 @@ func TestOpenAISDKNonStreamedEstimateShown(t *testing.T) {
 	}
 	if u := r.Usage; u.PromptTokens != e.Usage.PromptTokens || u.CompletionTokens != e.Usage.CompletionTokens || u.TotalTokens != e.Usage.Total() {
 		t.Fatalf("the client was told %d+%d=%d tokens (%s), the ledger billed %+v", u.PromptTokens, u.CompletionTokens, u.TotalTokens, r.RawJSON(), e.Usage)
+	}
+}
+
+// TestOpenAISDKResponsesNonStreamedEstimateShown: as
+// TestOpenAISDKNonStreamedEstimateShown, on POST /v1/responses: a
+// response without usage is billed an estimate, and the client, whose
+// Response.Usage always has OpenAI's figures, is told 0 input and 0 output
+// tokens.
+func TestOpenAISDKResponsesNonStreamedEstimateShown(t *testing.T) {
+	s, sc := scriptedStack(t)
+	sc.set("resp-no-usage", cannedResp{body: `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"m","output":[{"type":"message","id":"m1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"The quick brown fox jumps over the lazy dog.","annotations":[]}]}]}`})
+	var resp *http.Response
+	r, err := oaClient(s, 0).Responses.New(context.Background(), responses.ResponseNewParams{Model: "fake/resp-no-usage",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("say something")}}, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.event(resp.Header.Get("X-Request-Id"))
+	if e.UsageSource != usage.SourceEstimated || e.Usage.CompletionTokens == 0 {
+		t.Fatalf("event %+v, want an estimate", e.Event)
+	}
+	if u := r.Usage; u.InputTokens != e.Usage.PromptTokens || u.OutputTokens != e.Usage.CompletionTokens {
+		t.Fatalf("the client was told %d input and %d output tokens, the ledger billed %+v", u.InputTokens, u.OutputTokens, e.Usage)
 	}
 }
