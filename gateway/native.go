@@ -142,6 +142,9 @@ func (s *Server) relayBody(x *exchange, resp *http.Response, body []byte, err er
 	x.markComplete()
 	x.httpStatusOK()
 	x.commit()
+	if rt.BilledUsage != nil && x.event.UsageSource != usage.SourceUpstream && x.report.Error == "" {
+		body = rt.BilledUsage(body, x.event.Usage) // what was billed, as a stream's usage chunk tells it
+	}
 	if x.respond(http.StatusOK, false, func(h http.Header) {
 		copyHeader(h, resp)
 		x.setCostHeaders(h)

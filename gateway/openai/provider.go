@@ -24,13 +24,14 @@ func Provider() provider.Provider {
 		Embeddings:  Embeddings{},
 		Completions: true,
 		Routes: []provider.Route{{
-			Pattern:    "/v1/responses",
-			Read:       readResponses,
-			NewTap:     func() provider.StreamTap { return ResponsesTap{} },
-			BodyUsage:  ResponsesBody,
-			PromptText: func(b []byte) tap.Prompt { return tap.Prompt{Text: ResponsesPromptText(b)} },
-			Errors:     ResponsesEnvelope{},
-			EndEvent:   "response.completed, response.failed or response.incomplete",
+			Pattern:     "/v1/responses",
+			Read:        readResponses,
+			NewTap:      func() provider.StreamTap { return ResponsesTap{} },
+			BodyUsage:   ResponsesBody,
+			BilledUsage: ResponsesBilledUsage,
+			PromptText:  func(b []byte) tap.Prompt { return tap.Prompt{Text: ResponsesPromptText(b)} },
+			Errors:      ResponsesEnvelope{},
+			EndEvent:    "response.completed, response.failed or response.incomplete",
 		}},
 	}
 }

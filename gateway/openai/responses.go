@@ -7,6 +7,7 @@ import (
 	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // Responses API (POST /v1/responses). Source: OpenAI API reference,
@@ -270,4 +271,29 @@ func observeResponse(resp *responseObject, r *tap.Report) {
 	} else {
 		r.Final = false
 	}
+}
+
+// ResponsesBilledUsage sets a non-streamed response's "usage" to t, in the
+// Responses API's shape (input_tokens with input_tokens_details.cached_tokens,
+// output_tokens with output_tokens_details.reasoning_tokens, total_tokens).
+// It returns body unchanged when it is not a JSON object.
+func ResponsesBilledUsage(body []byte, t usage.Tokens) []byte {
+	u, err := json.Marshal(map[string]any{
+		"input_tokens":          t.PromptTokens,
+		"input_tokens_details":  map[string]int64{"cached_tokens": t.CachedTokens},
+		"output_tokens":         t.CompletionTokens,
+		"output_tokens_details": map[string]int64{"reasoning_tokens": t.ReasoningTokens},
+		"total_tokens":          t.Total(),
+	})
+	if err != nil {
+		return body
+	}
+	out, err := jsonscan.DeleteMember(body, "usage")
+	if err != nil {
+		return body
+	}
+	if out, err = jsonscan.SetMember(out, "usage", u); err != nil {
+		return body
+	}
+	return out
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
@@ -177,6 +178,11 @@ type Route struct {
 	BodyUsage func(body []byte, r *tap.Report) error
 	// PromptText is the request's prompt, for estimates.
 	PromptText func(body []byte) tap.Prompt
+	// BilledUsage, when set, writes into a whole response body the usage
+	// billed (t), in the route's shape, for a body whose usage was not
+	// the provider's (estimated, or partly): every client reads what was
+	// billed. It returns body unchanged when it cannot.
+	BilledUsage func(body []byte, t usage.Tokens) []byte
 	// Errors, when set, replaces the provider's Errors on this route.
 	Errors Envelope
 	// EndEvent, when set, names the event with which the route's protocol
