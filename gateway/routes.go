@@ -151,9 +151,8 @@ func withRequestID(w http.ResponseWriter, r *http.Request) *http.Request {
 		id = uuid.New()
 	}
 	s := id.String()
-	h := w.Header()
-	h.Set("X-Request-Id", s)
-	h.Set("Request-Id", s)
+	h, v := w.Header(), []string{s} // both headers share the value: one allocation, as one header took
+	h["X-Request-Id"], h["Request-Id"] = v, v
 	r, st := stateFor(r)
 	st.id = s
 	return r
