@@ -80,6 +80,11 @@ type toolChoice struct {
 //     low, medium, high → thinking {type:enabled, budget_tokens 1024, 1024,
 //     4096, 16384}, trimmed below max_tokens (1024 is Anthropic's minimum;
 //     a smaller limit is an error); a thinking object passes as it is
+//   - thinking is left out of a request that continues a tool loop (its
+//     last message holds tool results): the assistant turn before it is
+//     sent without its thinking block, which chat completions have no
+//     field to carry back, and Anthropic refuses such a turn with
+//     thinking on
 //   - stop → stop_sequences; temperature and top_p as they are; user →
 //     metadata.user_id; stream from the argument
 //
@@ -111,6 +116,14 @@ func (Chat) Request(body []byte, upstreamModel string, stream bool) (string, []b
 	}
 	if err := limits(&in, &out); err != nil {
 		return "", nil, err
+	}
+	if out.Thinking != nil && inToolTurn(out.Messages) {
+		// The assistant's tool_use turn goes back without its thinking
+		// block (chat completions carry no signature for it), which
+		// Anthropic refuses with thinking on ("Extended thinking": the
+		// last assistant turn of a tool loop must keep its signed
+		// thinking): the turn goes on without thinking.
+		out.Thinking = nil
 	}
 	if in.User != "" {
 		out.Metadata = &struct {
@@ -212,4 +225,19 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// inToolTurn reports whether msgs end in tool results: the request goes
+// on with an assistant turn that called tools.
+func inToolTurn(msgs []message) bool {
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "user" {
+		return false
+	}
+	blocks, _ := msgs[len(msgs)-1].Content.([]block)
+	for _, b := range blocks {
+		if b.Type == "tool_result" {
+			return true
+		}
+	}
+	return false
 }
