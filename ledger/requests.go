@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // RequestQuery selects one customer's stored events (its request log),
@@ -100,8 +101,8 @@ func (s *Store) Requests(ctx context.Context, q RequestQuery) (RequestPage, erro
 	}
 	args := []any{customer, from, to, q.Model, q.EndUser, beforeTime, beforeID, q.Limit + 1, key}
 	page := RequestPage{Data: []RatedEvent{}}
-	if key != "" && q.EndUser == "" {
-		if err := s.keyRequests(ctx, &page, where, args); err != nil {
+	if (key != "" || q.Model != "") && q.EndUser == "" {
+		if err := s.rollupRequests(ctx, &page, where, args); err != nil {
 			return RequestPage{}, dbError(err, "requests")
 		}
 	} else if err := s.readRequests(ctx, &page, selectEvents+`
@@ -136,47 +137,41 @@ func (s *Store) readRequests(ctx context.Context, page *RequestPage, query strin
 	return rows.Err()
 }
 
-// keyHours is how many of a key's hours keyRequests reads the events of
-// at once.
-const keyHours = 48
+// rollupHours is how many hours rollupRequests reads the events of at
+// once.
+const rollupHours = 48
 
-// keyRequests reads a page of one key's events (Requests' args: $9 the
-// key, $8 the events wanted) hour by hour: the hours the key has rollup
-// rows in (usage_hourly_key_idx), newest first, keyHours at a time, and
-// in each the customer's events of that hour (usage_events' customer and
-// time index). There is no index of the events by key (each would cost
-// every event's write): walking the customer's events newest first and
-// keeping the key's read every event of the customer for a key with few
-// of them (6-10 s for a customer with 4 million events, a review).
-func (s *Store) keyRequests(ctx context.Context, page *RequestPage, where string, args []any) error {
-	model := ` AND $5 = ''`
+// rollupRequests reads a page of a customer's events of one key, one
+// model or both (Requests' args: $9 the key, $4 the model, $8 the events
+// wanted) hour by hour: the hours its rollups hold such events in, newest
+// first, rollupHours at a time (by key: usage_hourly_key_idx; by model
+// alone: the customer's rollup rows), and in each the customer's events
+// of that hour (usage_events' customer and time index). There is no
+// index of the events by key or model (each would cost every event's
+// write): walking the customer's events newest first and keeping the
+// key's read every event of the customer for a key with few of them
+// (6-10 s for a customer with 4 million events, a review), and for a
+// model it never used.
+func (s *Store) rollupRequests(ctx context.Context, page *RequestPage, where string, args []any) error {
+	key, model := `key_id = $1::uuid`, ` AND $5 = ''`
+	if args[8] == "" {
+		key = `$1 = ''`
+	}
 	if args[3] != "" {
 		model = ` AND model = $5`
 	}
 	want := args[7].(int)
 	before := args[5].(time.Time)
 	for {
-		var hours []time.Time
 		rows, err := s.pool.Query(ctx, `SELECT DISTINCT hour FROM usage_hourly
-			WHERE key_id = $1::uuid AND customer_id = $2 AND hour >= date_trunc('hour', $3::timestamptz) AND hour < $4 AND hour <= $6`+model+`
-			ORDER BY hour DESC LIMIT `+strconv.Itoa(keyHours), args[8], args[0], args[1], args[2], args[3], before)
+			WHERE `+key+` AND customer_id = $2 AND hour >= date_trunc('hour', $3::timestamptz) AND hour < $4 AND hour <= $6`+model+`
+			ORDER BY hour DESC LIMIT `+strconv.Itoa(rollupHours), args[8], args[0], args[1], args[2], args[3], before)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var h time.Time
-			if err := rows.Scan(&h); err != nil {
-				rows.Close()
-				return err
-			}
-			hours = append(hours, h)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		hours, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+		if err != nil || len(hours) == 0 {
 			return err
-		}
-		if len(hours) == 0 {
-			return nil
 		}
 		batch := append(slices.Clone(args), hours) // $10
 		batch[7] = want - len(page.Data)
@@ -187,7 +182,7 @@ func (s *Store) keyRequests(ctx context.Context, page *RequestPage, where string
 			ORDER BY e.occurred_at DESC, e.id DESC LIMIT $8`, batch...); err != nil {
 			return err
 		}
-		if len(page.Data) >= want || len(hours) < keyHours {
+		if len(page.Data) >= want || len(hours) < rollupHours {
 			return nil
 		}
 		before = hours[len(hours)-1].Add(-time.Microsecond) // the hours before this batch's oldest
