@@ -171,15 +171,20 @@ const usageFromAttempts = `(` + chargedEvents + `
     AND a.occurred_at >= $4 AND a.occurred_at < $5) AS usage_hourly`
 
 // chargedEvents is usage_hourly's shape computed from the events, with
-// each event's deployment and provider.
+// each event's deployment and provider. An event's rerate entries are
+// dated at the event's time (rerateOne): those of the range are read
+// once, by time (ledger_entries_effective_idx, or the customer's index),
+// and joined; a probe of ledger_entries for each event took 2.4 s for a
+// month of a customer with 4 million events (a scale review).
 const chargedEvents = `SELECT e.customer_id, date_trunc('hour', e.occurred_at) AS hour, e.key_id, e.model,
     e.end_user, coalesce(r.currency, e.currency) AS currency, 1 AS requests,
     (e.unpriced AND r.currency IS NULL)::int AS unpriced_requests, e.prompt_tokens, e.cached_tokens,
     e.cache_write_tokens, e.completion_tokens, e.reasoning_tokens, e.web_search_requests,
     e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0) AS charge_e12,
     e.deployment, e.provider, 0 AS not_charged
-  FROM usage_events e LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount
-    FROM ledger_entries WHERE event_id = e.id AND kind = 'rerate') r ON true
+  FROM usage_events e LEFT JOIN (SELECT event_id, max(currency) AS currency, sum(amount_e12) AS amount
+    FROM ledger_entries WHERE kind = 'rerate' AND effective_at >= $4 AND effective_at < $5
+      AND ($1 = '' OR customer_id = NULLIF($1, '')::uuid) GROUP BY event_id) r ON r.event_id = e.id
   WHERE ($1 = '' OR e.customer_id = NULLIF($1, '')::uuid) AND ($9 = '' OR e.end_user = $9)
     AND e.occurred_at >= $4 AND e.occurred_at < $5`
 
