@@ -131,14 +131,14 @@ func (a *Admin) Authorized(r *http.Request) bool {
 func (a *Admin) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := a.authFails.now()
-		if d := a.guesses.wait(r, now); d > 0 {
+		v := r.Header.Get("Authorization")
+		if d := a.guesses.wait(r, now); v != "" && d > 0 {
 			a.authFails.failed(r, "too many wrong tokens from this address")
 			w.Header().Set("Retry-After", strconv.Itoa(retryAfter(d)))
 			writeError(w, ledger.ERateLimited, fmt.Sprintf("too many wrong admin tokens from this address: try again in %d s (%d may be sent at once, then one every %s)",
 				retryAfter(d), GuessBurst, GuessEvery))
 			return
 		}
-		v := r.Header.Get("Authorization")
 		got, ok := bearer(r)
 		if !ok || !a.isToken(got) {
 			reason := "wrong token"
@@ -149,7 +149,9 @@ func (a *Admin) authenticate(next http.Handler) http.Handler {
 				reason = "not the Bearer scheme"
 			}
 			a.authFails.failed(r, reason)
-			a.guesses.failed(r, now)
+			if v != "" {
+				a.guesses.failed(r, now)
+			}
 			writeError(w, ledger.EUnauthorized, "missing or wrong admin token (Authorization: Bearer $TOLLGATE_ADMIN_TOKEN)")
 			return
 		}

@@ -12,17 +12,21 @@ import (
 )
 
 // Guessing the admin token is slowed down per client address: an address
-// may send GuessBurst wrong tokens at once, then one more every GuessEvery
-// (ten a minute); beyond that its requests are answered 429
-// rate_limit_exceeded, with Retry-After, before their token is looked at
-// (so a right token guessed then is refused too). A right token spends
-// nothing. The console's sign-in asks the admin API with the browser's
-// address, so it is slowed down alike. An IPv6 address counts with its
-// /64 (one host's usual share). Customer API keys are not slowed down:
-// they carry 256 random bits (ledger.KeyPrefix).
+// may send GuessBurst wrong tokens at once, then one more every GuessEvery;
+// beyond that its requests that carry a token are answered 429
+// rate_limit_exceeded, with Retry-After, before the token is looked at
+// (so a right token guessed then is refused too). A request with no
+// Authorization header guesses nothing: it is neither counted nor slowed
+// down (401), so that probing the routes unauthenticated reads their
+// 401s. A right token spends nothing. The console's sign-in asks the admin
+// API with the browser's address, so it is slowed down alike. An IPv6
+// address counts with its /64 (one host's usual share). Customer API keys
+// are not slowed down: they carry 256 random bits (ledger.KeyPrefix). The
+// allowance is generous for a person or a script with a stale token and
+// still turns thousands of guesses a second into one.
 const (
-	GuessBurst = 10
-	GuessEvery = 6 * time.Second
+	GuessBurst = 50
+	GuessEvery = time.Second
 )
 
 // guessAddrs bounds the addresses whose wrong guesses are remembered at

@@ -59,6 +59,26 @@ func TestWrongAdminTokensAreSlowedDown(t *testing.T) {
 			t.Fatalf("Retry-After %q, want 1..%d s", rec.Header().Get("Retry-After"), int(GuessEvery/time.Second))
 		}
 	}
+	// A request without a token guesses nothing: 401 as ever, and not
+	// counted (probing the routes unauthenticated reads their 401s).
+	bare := httptest.NewRequest("GET", "/admin/v1/nothing-here", nil)
+	bare.RemoteAddr = guesser
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, bare)
+	if rec.Code != http.StatusUnauthorized {
+		t.Fatalf("no token from the slowed-down address: %d, want 401", rec.Code)
+	}
+	for range 3 * GuessBurst {
+		bare.RemoteAddr = "198.51.100.77:5000"
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, bare)
+		if rec.Code != http.StatusUnauthorized {
+			t.Fatalf("no token, again and again: %d, want 401", rec.Code)
+		}
+	}
+	if rec := try("198.51.100.77:5000", "the-admin-token"); rec.Code != http.StatusNotFound {
+		t.Fatalf("the right token after %d requests without one: %d, want 404", 3*GuessBurst, rec.Code)
+	}
 	if rec := try(other, "the-admin-token"); rec.Code != http.StatusNotFound {
 		t.Fatalf("another address, the right token: %d, want 404", rec.Code)
 	}
