@@ -160,6 +160,7 @@ func statDelta(t *testing.T, url, table, stat string, f func(ctx context.Context
 // months of rollups, and the cost of a statement grew with the
 // customer's age.
 func TestStatementReadsItsPeriodNotTheCustomersHistory(t *testing.T) {
+	t.Parallel() // Postgres builds the year's ledger: see the Makefile's test target
 	url := newYearLedger(t)
 	var st ledger.Statement
 	n := rowsRead(t, url, "usage_hourly", func(ctx context.Context, s *ledger.Store) {
@@ -200,6 +201,7 @@ func TestStatementReadsItsPeriodNotTheCustomersHistory(t *testing.T) {
 // entries grow like the events, and every export, and every
 // reconciliation (its rerate entries by effective_at), read them all.
 func TestExportReadsItsPeriodsEntriesAlone(t *testing.T) {
+	t.Parallel() // Postgres builds the year's ledger: see the Makefile's test target
 	url := newYearLedger(t)
 	from := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
 	var rows int64
@@ -226,6 +228,7 @@ func TestExportReadsItsPeriodsEntriesAlone(t *testing.T) {
 // of the customer. On a 13,200,000-event ledger a big customer's page by
 // end user took 18 ms as a custom plan and 5.4-8 s as the generic one.
 func TestRequestsByEndUserUseTheirIndexOnEveryCall(t *testing.T) {
+	t.Parallel() // Postgres builds the year's ledger: see the Makefile's test target
 	url := newYearLedger(t) + "&pool_max_conns=1"
 	if !strings.Contains(url, "?") {
 		t.Fatalf("url %s", url)
@@ -255,6 +258,7 @@ func TestRequestsByEndUserUseTheirIndexOnEveryCall(t *testing.T) {
 // stored (reconcile.go, checkBalances): the console's reconciliation page
 // (the last 24 hours, by default) read the whole usage_events table.
 func TestReconcileReadsItsRangeNotTheWholeLedger(t *testing.T) {
+	t.Parallel() // Postgres builds the year's ledger: see the Makefile's test target
 	url := newYearLedger(t)
 	from := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
 	var rec ledger.Reconciliation
@@ -279,6 +283,7 @@ func TestReconcileReadsItsRangeNotTheWholeLedger(t *testing.T) {
 // filters by key: for a key with few events among the customer's many,
 // a page read every event of the customer.
 func TestRequestsOfAQuietKeyReadTheKeysEventsAlone(t *testing.T) {
+	t.Parallel() // Postgres builds the year's ledger: see the Makefile's test target
 	url := newYearLedger(t)
 	var page ledger.RequestPage
 	n := rowsRead(t, url, "usage_events", func(ctx context.Context, s *ledger.Store) {
@@ -301,6 +306,7 @@ func TestRequestsOfAQuietKeyReadTheKeysEventsAlone(t *testing.T) {
 // the events asked for, newest first, as the events themselves list them,
 // across pages of more hours than one batch reads.
 func TestRequestsOfAKeyPageAsTheEventsDo(t *testing.T) {
+	t.Parallel() // Postgres builds the year's ledger: see the Makefile's test target
 	url := newYearLedger(t)
 	ctx := context.Background()
 	s, err := ledger.Open(ctx, url)
@@ -380,6 +386,7 @@ func firstDiff(a, b []string) int {
 // newest first to find none (6.5-8.7 s for one with 4 million events, a
 // review); its rollups say there is none.
 func TestRequestsOfAModelNeverUsedReadNoEvents(t *testing.T) {
+	t.Parallel() // Postgres builds the year's ledger: see the Makefile's test target
 	url := newYearLedger(t)
 	var page ledger.RequestPage
 	n := rowsRead(t, url, "usage_events", func(ctx context.Context, s *ledger.Store) {
@@ -402,6 +409,7 @@ func TestRequestsOfAModelNeverUsedReadNoEvents(t *testing.T) {
 // with 4 million events took 2.4 s (the scale review). The month's rerate
 // entries are now read once, by time, and joined.
 func TestUsageFromEventsProbesNoEntryPerEvent(t *testing.T) {
+	t.Parallel() // Postgres builds the year's ledger: see the Makefile's test target
 	url := newYearLedger(t)
 	march, april := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2025, 4, 1, 0, 0, 0, 0, time.UTC)
 	for _, group := range []string{"end_user", "deployment"} {
