@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -260,10 +261,17 @@ func (x *exchange) cutOff(drain time.Duration) {
 
 // armStall starts the stall timer: the upstream is cut off when nothing
 // arrives for StallTimeout. Call touch on every upstream event.
+//
+// The timer is made idle and then set (Reset), so that its first run
+// reads t after t was written: set at once, a first check due at once
+// (request_timeout nearly over, a short stall_timeout) could run before
+// the assignment and call stallCheck with a nil timer (the race detector
+// caught it).
 func (x *exchange) armStall() {
 	x.touch()
 	var t *time.Timer
-	t = time.AfterFunc(x.nextCheck(time.Since(x.start), 0), func() { x.stallCheck(t) })
+	t = time.AfterFunc(math.MaxInt64, func() { x.stallCheck(t) })
+	t.Reset(x.nextCheck(time.Since(x.start), 0))
 	x.stall = t
 }
 
