@@ -1,14 +1,11 @@
 package api
 
 import (
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Guessing the admin token is slowed down per client address: an address
@@ -36,72 +33,75 @@ const (
 // slowed down together rather than remembered without bound).
 const guessAddrs = 4096
 
-// guesses is the allowance of wrong admin tokens of each client address.
+// guesses is the allowance of wrong admin tokens of each client address,
+// kept as a time, not a count (the generic cell rate algorithm): an
+// address's due time moves GuessEvery later with each wrong token (from
+// now, when it lies in the past), and the address may send one while its
+// due time is at most (GuessBurst-1)×GuessEvery ahead. Times and
+// durations are integers: nothing here is a float.
 type guesses struct {
 	mu     sync.Mutex
-	by     map[netip.Prefix]*rate.Limiter
-	shared *rate.Limiter // addresses beyond guessAddrs, and unparsable ones
+	by     map[netip.Prefix]*time.Time
+	shared time.Time // addresses beyond guessAddrs, and unparsable ones
 }
 
-func newGuesses() *guesses {
-	return &guesses{by: map[netip.Prefix]*rate.Limiter{}, shared: newGuessLimiter()}
-}
+func newGuesses() *guesses { return &guesses{by: map[netip.Prefix]*time.Time{}} }
 
-func newGuessLimiter() *rate.Limiter { return rate.NewLimiter(rate.Every(GuessEvery), GuessBurst) }
+// slack is how far ahead of now an address's due time may be while it may
+// still guess.
+const slack = (GuessBurst - 1) * GuessEvery
 
 // wait is how long r's address must wait before its token is looked at
 // again: 0 while it has a guess left.
 func (g *guesses) wait(r *http.Request, now time.Time) time.Duration {
-	l := g.limiter(r, now, false)
-	if l == nil {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	due := *g.due(r, now, false)
+	if !due.After(now.Add(slack)) { // a zero time too: Sub would saturate
 		return 0
 	}
-	tokens := l.TokensAt(now)
-	if tokens >= 1 {
-		return 0
-	}
-	return time.Duration((1 - tokens) * float64(GuessEvery))
+	return due.Sub(now) - slack
 }
 
 // failed spends one of r's address's guesses on a wrong token.
 func (g *guesses) failed(r *http.Request, now time.Time) {
-	g.limiter(r, now, true).AllowN(now, 1)
-}
-
-// limiter returns the allowance of r's address. One not remembered yet
-// (it never guessed wrong, or its allowance refilled and was forgotten)
-// has nil, a full allowance, unless remember is set: then it is
-// remembered from now on. When there is no room left, new addresses have
-// the shared allowance.
-func (g *guesses) limiter(r *http.Request, now time.Time, remember bool) *rate.Limiter {
-	key, ok := clientPrefix(r.RemoteAddr)
-	if !ok {
-		return g.shared
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if l := g.by[key]; l != nil {
-		return l
+	due := g.due(r, now, true)
+	if due.Before(now) {
+		*due = now
 	}
-	if !remember {
-		if len(g.by) >= guessAddrs {
-			return g.shared // a new address may be sharing it: look there
-		}
-		return nil
+	*due = due.Add(GuessEvery)
+}
+
+// due returns r's address's due time, under g.mu. An address not
+// remembered (it never guessed wrong, or its due time passed and it was
+// forgotten) has a scratch zero time, unless remember is set: then it is
+// remembered from now on. When there is no room left, new addresses share
+// one due time.
+func (g *guesses) due(r *http.Request, now time.Time, remember bool) *time.Time {
+	key, ok := clientPrefix(r.RemoteAddr)
+	if !ok {
+		return &g.shared
+	}
+	if t := g.by[key]; t != nil {
+		return t
 	}
 	if len(g.by) >= guessAddrs {
-		for k, l := range g.by {
-			if l.TokensAt(now) >= GuessBurst {
-				delete(g.by, k)
+		for k, t := range g.by {
+			if !t.After(now) {
+				delete(g.by, k) // its allowance is whole again
 			}
 		}
 		if len(g.by) >= guessAddrs {
-			return g.shared
+			return &g.shared
 		}
 	}
-	l := newGuessLimiter()
-	g.by[key] = l
-	return l
+	t := new(time.Time)
+	if remember {
+		g.by[key] = t
+	}
+	return t
 }
 
 // clientPrefix is the address of remoteAddr (host:port, as net/http sets
@@ -126,5 +126,5 @@ func clientPrefix(remoteAddr string) (netip.Prefix, bool) {
 
 // retryAfter is d as a Retry-After header's whole seconds, at least 1.
 func retryAfter(d time.Duration) int {
-	return max(1, int(math.Ceil(d.Seconds())))
+	return max(1, int((d+time.Second-1)/time.Second))
 }
