@@ -13,8 +13,8 @@ import (
 
 // deployment is one deployment of a model (see DeploymentConfig) with its
 // health on this gateway: a deployment that failed rests for a cool-down,
-// which doubles with each failure in a row (up to RetryConfig.MaxCooldown)
-// and is at least what the upstream's Retry-After asked for; a success
+// which doubles with each failure in a row (each once its rest is over;
+// up to RetryConfig.MaxCooldown) and is at least what the upstream's Retry-After asked for; a success
 // ends the run of failures.
 type deployment struct {
 	name     string
@@ -71,7 +71,9 @@ func (d *deployment) availableAt() time.Time {
 // ends it: a failure (a connect error, a 429 or 5xx, a stream broken before
 // its first byte, the provider's error under a 200) starts a cool-down of at least retryAfter, a success
 // ends the run of failures; an attempt that neither succeeded nor failed
-// upstream (the client left, say) leaves the health as it was.
+// upstream (the client left, say) leaves the health as it was. The run
+// counts a failure only once d's rest is over: failures in flight
+// together are one.
 func (d *deployment) acquire() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -104,7 +106,14 @@ func (d *deployment) release(o outcome, retryAfter time.Duration, rc RetryConfig
 	case outcomeOK:
 		d.failures = 0
 	case outcomeFailed:
-		d.failures++
+		// A failure while d rests already (an attempt in flight with the
+		// one that began the rest, or one sent to it as a last resort)
+		// is of the same run: it extends the rest, and does not double it.
+		// Counted one by one, eight attempts failed by one blip rested d
+		// 128 times its cool-down.
+		if now := d.now(); d.failures == 0 || !now.Before(d.restUntil) {
+			d.failures++
+		}
 		rest := rc.Cooldown << min(d.failures-1, 20)
 		if rest <= 0 || rest > rc.MaxCooldown {
 			rest = rc.MaxCooldown
