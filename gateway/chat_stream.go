@@ -244,6 +244,9 @@ type chatWriter struct {
 	// then, and nothing is sent.
 	up      *sse.Event
 	gaveWay bool
+	// erred says the stream's first error (x.report.Error) was seen, and
+	// its deployment's failure judged (exchange.errorFrame).
+	erred bool
 	// tr is the stream's translation, when the upstream speaks another
 	// protocol: end sends what it held back for the end
 	// (provider.ChunkStreamEnd).
@@ -316,6 +319,10 @@ func (c *chatWriter) send(ev sse.Event) {
 			h.Set("X-Accel-Buffering", "no")
 			passHeaders(h, c.upstream)
 		})
+	}
+	if !c.erred && c.up != nil && x.report.Error != "" {
+		c.erred = true
+		x.errorFrame(c.up) // the upstream's error, sent: its deployment may have failed
 	}
 	if ev.HasData {
 		x.firstByte()
@@ -498,9 +505,11 @@ func (c *chatWriter) end(readErr error) {
 	switch {
 	case errors.Is(cause, errStalled):
 		x.report.Error = cause.Error()
+		x.brokeAfterStart(cause)
 		// The cause says which bound: stall_timeout, or request_timeout.
 		c.data(openai.ErrorPayload("upstream_error", "upstream_timeout", "upstream timeout: "+cause.Error()))
 	case readErr != nil && cause == nil:
+		x.brokeAfterStart(nil)
 		x.report.Error = "upstream stream broke: " + x.s.scrubFor(x.event.Provider, readErr.Error())
 		c.data(openai.ErrorPayload("upstream_error", "upstream_error", x.report.Error))
 	}

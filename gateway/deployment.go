@@ -69,7 +69,9 @@ func (d *deployment) availableAt() time.Time {
 
 // acquire counts an attempt starting on d; release(failed, retryAfter)
 // ends it: a failure (a connect error, a 429 or 5xx, a stream broken before
-// its first byte, the provider's error under a 200) starts a cool-down of at least retryAfter, a success
+// its first byte, the provider's error under a 200, or a stream that broke,
+// stalled or sent the provider's error after its first byte:
+// exchange.brokeAfterStart) starts a cool-down of at least retryAfter, a success
 // ends the run of failures; an attempt that neither succeeded nor failed
 // upstream (the client left, say) leaves the health as it was. The run
 // counts a failure only once d's rest is over: failures in flight

@@ -143,7 +143,8 @@ type exchange struct {
 	// of it was written to the client, and its event is the operator's
 	// cost. upstreamFailed says the deployment failed (a connect error, a
 	// 429 or 5xx, a broken stream, the provider's error under a 200:
-	// errorUnder200), retryAfter the backoff it asked for.
+	// errorUnder200, or after the first byte: brokeAfterStart), retryAfter
+	// the backoff it asked for.
 	canRetry       bool
 	retryUntil     time.Time
 	retry          bool

@@ -238,6 +238,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				// Comments were forwarded, and the protocol has no error
 				// frame of ours: abort, so the client sees a broken stream,
 				// not a clean end, the event durable first.
+				x.brokeAfterStart(nil)
 				x.commit()
 				x.flush()
 				panic(http.ErrAbortHandler)
@@ -251,6 +252,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				// relayed is billed, its usage estimated when the provider
 				// reported none).
 				x.report.Error = "upstream stream ended without " + endEvent + ": cut short"
+				x.brokeAfterStart(nil)
 			}
 			x.markComplete() // every upstream byte is forwarded below
 			if len(held) > 0 && !x.clientGone.Load() {
@@ -288,8 +290,10 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				switch cause := x.cause(); {
 				case errors.Is(cause, errStalled):
 					x.report.Error = cause.Error()
+					x.brokeAfterStart(cause)
 				case cause == nil: // not our own cancellation (the client gone, a drain's end)
 					x.report.Error = "upstream stream broke: " + s.scrubFor(rt.provider.Name, err.Error())
+					x.brokeAfterStart(nil)
 				}
 			}
 			if x.clientGone.Load() {
@@ -318,6 +322,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			// The stream's first event is the provider's failure, and
 			// nothing of it reached the client: the next attempt serves.
 			return
+		}
+		if hadError == "" && x.report.Error != "" {
+			x.errorFrame(&ev)
 		}
 		x.report.StreamEvent(ev.HasData)
 		x.progress()

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -159,4 +161,31 @@ func (x *exchange) errorUnder200(errBody []byte) bool {
 	}
 	x.upstreamFailed = true
 	return x.mayRetry()
+}
+
+// brokeAfterStart records that the upstream failed a stream after the
+// client had its first byte, too late for another attempt, cause the
+// stream's end (nil: it broke, or ended cut short): its deployment failed,
+// and rests as one that failed before the first byte does (see
+// deployment). Left as it was, a deployment that broke every stream after
+// its first byte kept its share of the traffic for ever. A stream that ran
+// past request_timeout is not the deployment's failure.
+func (x *exchange) brokeAfterStart(cause error) {
+	if !errors.Is(cause, errRequestTimeout) {
+		x.upstreamFailed = true
+	}
+}
+
+// errorFrame is called when ev, an upstream stream's event, brought the
+// stream's first error (x.report.Error): when the error names the
+// provider's side (serverSide), as Anthropic's overloaded_error after
+// message_start does, the deployment failed, though the client may have
+// had its first byte and no other attempt can follow (see
+// brokeAfterStart); an error of the client's side rests nothing.
+//
+//go:noinline
+func (x *exchange) errorFrame(ev *sse.Event) {
+	if serverSide(eventError(ev)) {
+		x.upstreamFailed = true
+	}
 }
