@@ -112,6 +112,13 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			status, eventStatus := x.failure()
+			if x.report.Error != "" && !serverSide(raw) {
+				// A translated error object under a 200 naming the
+				// client's side: its answer, no failover, no cool-down
+				// (as translateBody answers it on the chat route).
+				x.failHere(status, eventStatus, err)
+				return
+			}
 			x.fail(status, eventStatus, err)
 			return
 		}

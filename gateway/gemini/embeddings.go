@@ -77,14 +77,18 @@ func (Embeddings) Request(body []byte, upstreamModel string) (string, []byte, er
 
 // Body translates embedContent's {"embedding":{"values"}} or
 // batchEmbedContents' {"embeddings":[{"values"}]} into OpenAI's list, its
-// usage zero (the gateway sets its estimate).
-func (Embeddings) Body(body []byte, model string, _ *tap.Report) ([]byte, error) {
+// usage zero (the gateway sets its estimate). A body that is an error
+// object and holds no embedding (an error under a 200) records the error
+// in r, which bills nothing (tap.Report.Resolve), and is returned as the
+// error; the caller judges whose failure it is.
+func (Embeddings) Body(body []byte, model string, r *tap.Report) ([]byte, error) {
 	type values struct {
 		Values []json.Number `json:"values"`
 	}
 	var resp struct {
-		Embedding  *values  `json:"embedding"`
-		Embeddings []values `json:"embeddings"`
+		Embedding  *values         `json:"embedding"`
+		Embeddings []values        `json:"embeddings"`
+		Error      json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, err
@@ -92,6 +96,10 @@ func (Embeddings) Body(body []byte, model string, _ *tap.Report) ([]byte, error)
 	list := resp.Embeddings
 	if resp.Embedding != nil {
 		list = []values{*resp.Embedding}
+	}
+	if desc, _ := errorOf(resp.Error); desc != "" && len(list) == 0 {
+		r.Error, r.FinishReason = desc, "error"
+		return nil, errors.New(desc)
 	}
 	if len(list) == 0 {
 		return nil, errors.New("the upstream response holds no embedding")
