@@ -159,6 +159,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 // translated. The event is durable before the body is sent.
 func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Chat, model string) {
 	body, err := s.readBody(x, resp.Body)
+	err = x.emptyBody(body, err)
 	body, ok := x.translateBody(body, err, tr, model)
 	if !ok {
 		return
@@ -219,7 +220,7 @@ func (x *exchange) translateBody(body []byte, err error, tr provider.Chat, model
 	}
 	if err != nil {
 		status, eventStatus := x.failure()
-		if tr != nil && x.report.Error != "" && !serverSide(raw) {
+		if tr != nil && x.report.Error != "" && !serverSide(raw) && err != errEmptyBody {
 			x.failHere(status, eventStatus, err)
 			return nil, false
 		}

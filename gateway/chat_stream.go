@@ -55,6 +55,22 @@ var heldBack = openai.ErrorPayload("server_error", "metering_unavailable",
 // prompt.
 var errNoData = errors.New("the upstream stream ended before any data")
 
+// errEmptyBody is errNoData's like for a whole body: an upstream that
+// answered 200 with nothing in its body (whitespace at most) served
+// nothing, so it failed before any output: 502, or the next attempt.
+var errEmptyBody = errors.New("the upstream answered 200 with an empty body")
+
+// emptyBody returns errEmptyBody, recorded as a failure before any
+// output (which bills nothing), when body, read without error, holds
+// nothing; else err.
+func (x *exchange) emptyBody(body []byte, err error) error {
+	if err == nil && len(bytes.TrimSpace(body)) == 0 {
+		x.failedBeforeOutput(errEmptyBody)
+		return errEmptyBody
+	}
+	return err
+}
+
 // errCutShort ends a stream whose upstream closed it cleanly after data
 // but before its end: no finish_reason on any choice, no final usage
 // report, no [DONE] (nor Anthropic's message_stop). The protocol ends

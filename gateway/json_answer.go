@@ -76,6 +76,7 @@ func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provid
 		s.relayChatStream(x, resp, includeUsage, model, tr)
 		return
 	}
+	err = x.emptyBody(body, err)
 	body, ok := x.translateBody(body, err, tr, model)
 	if !ok {
 		return

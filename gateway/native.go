@@ -113,7 +113,7 @@ func (s *Server) passBody(x *exchange, resp *http.Response, rt *provider.Route) 
 // the route's stream tap, as tapStreamAnswer reads one on the chat route:
 // read as one unreadable body, its framing would be billed as output.
 func (s *Server) relayBody(x *exchange, resp *http.Response, body []byte, err error, rt *provider.Route) {
-	if err != nil {
+	if err = x.emptyBody(body, err); err != nil {
 		status, eventStatus := x.failure()
 		x.fail(status, eventStatus, err)
 		return
