@@ -29,7 +29,8 @@ import (
 // Shapes read: OpenAI's {"error":{"type","code"}} (and OpenAI-compatible
 // ones' "status_code"), the Responses API's {"type":"error","code"},
 // Anthropic's {"type":"error","error":{"type"}}, Gemini's
-// {"error":{"code","status"}}, alone or as the only element of an array.
+// {"error":{"code","status"}}, alone or as the only element of an array,
+// and the Responses API's {"type":"response.failed","response":{"error"}}.
 func serverSide(b []byte) bool {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '[' {
@@ -40,12 +41,18 @@ func serverSide(b []byte) bool {
 		b = arr[0]
 	}
 	var top struct {
-		Type  json.RawMessage `json:"type"`
-		Code  json.RawMessage `json:"code"`
-		Error json.RawMessage `json:"error"`
+		Type     json.RawMessage `json:"type"`
+		Code     json.RawMessage `json:"code"`
+		Error    json.RawMessage `json:"error"`
+		Response struct {
+			Error json.RawMessage `json:"error"`
+		} `json:"response"`
 	}
 	if json.Unmarshal(b, &top) != nil {
 		return false
+	}
+	if t, _ := jsonText(top.Type); t == "response.failed" && len(top.Error) == 0 {
+		top.Error = top.Response.Error // the Responses API's failed stream: its error is the response's
 	}
 	var inner struct {
 		Type       json.RawMessage `json:"type"`

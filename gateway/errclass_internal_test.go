@@ -25,6 +25,11 @@ func TestServerSide(t *testing.T) {
 		{`{"type":"error","code":"server_error","message":"overloaded","param":null}`, true},
 		{`{"type":"error","code":"invalid_prompt","message":"no"}`, false},
 		{`{"type":"error","sequence_number":2,"error":{"type":"insufficient_quota","code":"insufficient_quota","message":"quota"}}`, true},
+		// Its failed stream: the error is the response's.
+		{`{"type":"response.failed","sequence_number":1,"response":{"id":"r","status":"failed","error":{"code":"server_error","message":"failed"}}}`, true},
+		{`{"type":"response.failed","response":{"status":"failed","error":{"code":"invalid_prompt","message":"no"}}}`, false},
+		{`{"type":"response.failed","response":{"status":"failed","error":null}}`, false},
+		{`{"type":"response.completed","response":{"status":"completed","error":{"code":"server_error"}}}`, false},
 		// Anthropic.
 		{`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, true},
 		{`{"type":"error","error":{"type":"api_error","message":"Internal"}}`, true},
