@@ -24,13 +24,17 @@ const (
 	DefaultSpoolMaxBytes   = 1 << 30
 )
 
+// minDuplicateWindow is the shortest duplicate window JetStream takes for a
+// stream (nats-server refuses a negative one, or one under 100ms).
+const minDuplicateWindow = 100 * time.Millisecond
+
 // Config is the metering pipeline's configuration (the config file's
 // `meter:` section). Zero fields take the documented defaults.
 type Config struct {
 	// Replicas of the usage stream: 1 on one server, 3 in a cluster. Default 1.
 	Replicas int `yaml:"replicas"`
 	// DuplicateWindow is how long JetStream drops republished event ids.
-	// Default 10m.
+	// Default 10m; at least 100ms, the shortest JetStream takes.
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
 	// MaxAckPending caps events delivered to workers and not yet
 	// acknowledged. Default 24000: four batches, so that a worker's pull
@@ -121,6 +125,9 @@ func (c *Config) Validate() error {
 		// A batch filling is not kept from redelivery: its first events
 		// would come again, and pass max_deliver, while it fills.
 		return fmt.Errorf("meter.batch_wait (%s) must be at most a third of meter.ack_wait (%s)", c.BatchWait, c.AckWait)
+	case c.DuplicateWindow < minDuplicateWindow:
+		// JetStream refuses such a usage stream: nothing would be metered.
+		return fmt.Errorf("meter.duplicate_window must be at least %s (JetStream refuses a shorter one), not %s", minDuplicateWindow, c.DuplicateWindow)
 	case c.SpoolMaxAge < 0:
 		return fmt.Errorf("meter.spool_max_age must be 0 (none) or more, not %s", c.SpoolMaxAge)
 	case c.SpoolMaxBytes < 1<<20:
