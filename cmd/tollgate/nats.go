@@ -36,7 +36,7 @@ func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetS
 			a.log.Warn("NATS: disconnected; reconnecting", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			url := nc.ConnectedUrlRedacted()
+			url := redactURL(nc.ConnectedUrl()) // not ConnectedUrlRedacted: it leaves a token (nats://TOKEN@host)
 			if e.NATSURL == "" {
 				url = "in-process (the embedded server)" // nats.go names its default URL, which is not it
 			}
@@ -70,6 +70,10 @@ func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetS
 		return nil, errors.New("TOLLGATE_NATS_URL is required: only `tollgate serve` embeds JetStream")
 	}
 	if err != nil {
+		var ue *url.Error // a URL that does not parse, named whole in the error
+		if errors.As(err, &ue) {
+			ue.URL = redactURL(ue.URL)
+		}
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
 	if e.NATSURL != "" && !a.nc.IsConnected() {
@@ -88,12 +92,33 @@ func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetS
 }
 
 // redactURL is raw (one or more NATS URLs, comma-separated) with any
-// password replaced by "xxxxx", for the log.
+// password replaced by "xxxxx", for the log; so is a user without a
+// password, which NATS takes as a token (nats://TOKEN@host), and whatever
+// comes before the host of a URL that does not parse.
 func redactURL(raw string) string {
 	parts := strings.Split(raw, ",")
 	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil {
-			parts[i] = u.Redacted()
+		u, err := url.Parse(strings.TrimSpace(p))
+		switch {
+		case err != nil:
+			if at := strings.LastIndex(p, "@"); at >= 0 {
+				scheme, _, ok := strings.Cut(p, "://")
+				if !ok {
+					scheme = ""
+				} else {
+					scheme += "://"
+				}
+				parts[i] = scheme + "xxxxx" + p[at:]
+			}
+		case u.User == nil:
+			parts[i] = u.String()
+		default:
+			if _, ok := u.User.Password(); ok {
+				u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			} else {
+				u.User = url.User("xxxxx")
+			}
+			parts[i] = u.String()
 		}
 	}
 	return strings.Join(parts, ",")
