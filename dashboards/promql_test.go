@@ -46,7 +46,7 @@ func closedValues(t *testing.T, known exposed) map[string][]string {
 		"reason": metrics.DeadLetterReasons,
 		"class":  {"prompt", "cached", "cache_write", "completion", "reasoning"},
 		"stream": {"true", "false"},
-		"kind":   {"timeout", "refused", "stream_error"},
+		"kind":   {"timeout", "refused", "invalid_request", "unreachable", "stream_error"},
 	}
 }
 

@@ -40,7 +40,7 @@ func newMetrics(cfg Config, reg prometheus.Registerer) *metrics {
 		m.requests = f("requests_total", "Upstream requests by outcome (the usage event's status).", "endpoint", "provider", "model", "status")
 		m.responses = f("responses_total", "HTTP responses of the LLM API by status code, rejections included.", "endpoint", "code")
 		m.tokens = f("tokens_total", "Tokens metered, by class (prompt includes cached and cache_write; completion includes reasoning).", "provider", "model", "class")
-		m.upstreamErr = f("upstream_errors_total", "Upstream failures by kind: refused (the provider's own 4xx/5xx), unreachable (no connection or TLS), timeout (connect_timeout, stall_timeout, request_timeout), stream_error (a stream that broke or sent an error frame).", "provider", "kind")
+		m.upstreamErr = f("upstream_errors_total", "Upstream failures by kind: refused (the provider's own 4xx/5xx: its key, a model it does not serve, 429, 5xx), invalid_request (the provider refused the client's request: 400, 413, 422), unreachable (no connection or TLS), timeout (connect_timeout, stall_timeout, request_timeout), stream_error (a stream that broke or sent an error frame).", "provider", "kind")
 		m.retries = f("retries_total", "Attempts that failed before the client's first byte and went on to another deployment, by the failed deployment.", "provider", "deployment")
 		m.source = f("usage_source_total", "Usage events by usage_source.", "source")
 		buckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -91,11 +91,26 @@ func (m *metrics) observe(e *usage.Event, unreached bool) {
 		m.upstreamErr.WithLabelValues(e.Provider, "timeout").Inc()
 	case e.Status == usage.StatusUpstreamError && unreached:
 		m.upstreamErr.WithLabelValues(e.Provider, "unreachable").Inc()
+	case e.Status == usage.StatusUpstreamError && invalidRequest(e.HTTPStatus):
+		m.upstreamErr.WithLabelValues(e.Provider, "invalid_request").Inc()
 	case e.Status == usage.StatusUpstreamError && e.HTTPStatus >= 400:
 		m.upstreamErr.WithLabelValues(e.Provider, "refused").Inc()
 	case e.Status == usage.StatusUpstreamError:
 		m.upstreamErr.WithLabelValues(e.Provider, "stream_error").Inc()
 	}
+}
+
+// invalidRequest reports whether status, an upstream's HTTP status, says
+// the client's request was at fault (400 Bad Request, 413 Content Too
+// Large, 422 Unprocessable Content: a bad field, too long a prompt), which
+// every deployment would refuse too: upstream_errors_total counts it as
+// kind "invalid_request", apart from the provider's own refusals (401 and
+// 403 for its key, 404 for a model it does not serve, 429, 5xx), so that
+// a tenant sending bad requests does not page the operator about a
+// provider (TollgateUpstreamErrors leaves the kind out).
+func invalidRequest(status int) bool {
+	return status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge ||
+		status == http.StatusUnprocessableEntity
 }
 
 // countResponses counts every response of the LLM API by status code.
