@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,23 +46,25 @@ func (o *owed) add(e *usage.Event) bool {
 	return true
 }
 
-// take returns the events held, and holds none.
-func (o *owed) take() []*usage.Event {
+// held returns the events held, oldest first. They stay held (and
+// counted by the gauge) while republishOwed offers them: taken out, the
+// gauge read 0 during each offer, nearly always with a publish that waits
+// its timeout, and the alert on it never fired.
+func (o *owed) held() []*usage.Event {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	es := o.events
-	o.events = nil
-	return es
+	return slices.Clone(o.events)
 }
 
-// putBack holds es again, before any added since take.
-func (o *owed) putBack(es []*usage.Event) {
-	if len(es) == 0 {
+// drop lets go of the n oldest events held, made durable; those added
+// since held stay.
+func (o *owed) drop(n int) {
+	if n == 0 {
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.events = append(es, o.events...)
+	o.events = slices.Delete(o.events, 0, n)
 }
 
 // len is how many events are held.
@@ -87,7 +90,7 @@ func (s *Server) owe(e *usage.Event) bool {
 // next round) or ctx ends; each one made durable has its journal entry
 // ended. It returns how many are still owed.
 func (s *Server) republishOwed(ctx context.Context) int {
-	es := s.owed.take()
+	es := s.owed.held()
 	done := 0
 	for _, e := range es {
 		if ctx.Err() != nil {
@@ -102,7 +105,7 @@ func (s *Server) republishOwed(ctx context.Context) int {
 		s.journal.End(e.ID)
 		done++
 	}
-	s.owed.putBack(es[done:])
+	s.owed.drop(done)
 	left := len(es) - done
 	if done > 0 {
 		s.log.Warn("usage events the sink had refused are now durable", "events", done, "still_owed", left)
