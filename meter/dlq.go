@@ -76,9 +76,9 @@ const maxDeadLetter = 512 << 10
 const maxDeadLetterEventID = 256
 
 // put sets data (a usage event message, with its event id when known)
-// aside with reason, waiting for the PubAck. Data beyond maxDeadLetter,
-// and an event id beyond maxDeadLetterEventID, are cut, and the reason
-// says so. msgID names this setting aside (its
+// aside with reason, waiting for the PubAck. Data beyond maxDeadLetter
+// (or what the server's max_payload leaves it: keep), and an event id
+// beyond maxDeadLetterEventID, are cut, and the reason says so. msgID names this setting aside (its
 // source: a usage stream message, a spool record), so that sending it
 // again (a redelivery, a drain resumed from an older cursor after a kill)
 // is dropped by the stream's duplicate window rather than set aside twice;
@@ -89,15 +89,15 @@ const maxDeadLetterEventID = 256
 // until the worker was restarted.
 func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason, msgID string) error {
 	msg := nats.NewMsg(DLQSubject)
-	if len(data) > maxDeadLetter {
-		reason += fmt.Sprintf(" (the message's %d bytes are cut to its first %d here)", len(data), maxDeadLetter)
-		data = data[:maxDeadLetter]
-	}
-	msg.Data = data
 	if len(eventID) > maxDeadLetterEventID {
 		reason += fmt.Sprintf(" (its %d-byte message id is cut to its first %d in Tollgate-Event-Id)", len(eventID), maxDeadLetterEventID)
 		eventID = strings.ToValidUTF8(eventID[:maxDeadLetterEventID], "")
 	}
+	if keep := d.keep(len(reason) + len(eventID) + len(msgID)); len(data) > keep {
+		reason += fmt.Sprintf(" (the message's %d bytes are cut to its first %d here)", len(data), keep)
+		data = data[:keep]
+	}
+	msg.Data = data
 	msg.Header.Set(HeaderReason, reason)
 	if eventID != "" {
 		msg.Header.Set(HeaderEventID, eventID)
@@ -113,6 +113,25 @@ func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason, msgID strin
 		_, err = d.js.PublishMsg(ctx, msg)
 	}
 	return err
+}
+
+// deadLetterHeaders is room, in bytes, for a dead letter's headers beside
+// their values (the names, the framing) and for the note on a cut that
+// put adds to the reason.
+const deadLetterHeaders = 256
+
+// keep is the most of a message's data a dead letter keeps: maxDeadLetter,
+// or less when the server's max_payload, which counts the headers too, is
+// smaller; values is the bytes of the headers' values. Cut only past
+// maxDeadLetter, a message over a max_payload set below 512 KiB (an event
+// the gateway could not publish for its size) was refused here too, and
+// waited in the dead-letter spool for good, with the records behind it.
+func (d *DLQ) keep(values int) int {
+	keep := maxDeadLetter
+	if nc := d.js.Conn(); nc != nil && nc.MaxPayload() > 0 {
+		keep = min(keep, int(nc.MaxPayload())-values-deadLetterHeaders)
+	}
+	return max(keep, 0)
 }
 
 // List returns up to limit dead letters, oldest first.
