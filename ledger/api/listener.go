@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -73,7 +74,7 @@ func (l *Listener) Start(addr string) error {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
 	l.addr = ln.Addr().String()
-	ln = lowWaterListener{ln}
+	ln = netutil.LimitListener(lowWaterListener{ln}, maxConnections)
 	base, cut := context.WithCancel(context.Background())
 	l.cut = cut
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -91,6 +92,17 @@ func (l *Listener) Start(addr string) error {
 	})
 	return nil
 }
+
+// maxConnections is the most connections the admin listener holds at
+// once; more wait in the kernel's accept queue, holding no descriptor of
+// the process, until one closes (an idle one within 10 s: ReadHeaderTimeout,
+// IdleTimeout). Operators, the console, Prometheus and health checks need
+// tens. Uncapped, clients that connected and sent nothing took every
+// descriptor the process had, and its JetStream store, crash journal,
+// spool and Postgres pool failed: this is a quarter of what the gateway's
+// connection cap leaves the rest of the process (gateway.ConnectionCap,
+// 1,024).
+const maxConnections = 256
 
 // notSentLowWater is the unsent bytes, in bytes, a connection of the
 // admin listener queues before its writes wait (see lowWater).
