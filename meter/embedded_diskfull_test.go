@@ -64,3 +64,39 @@ func TestEmbeddedWaitsForSpaceBeforeARestart(t *testing.T) {
 		t.Fatalf("Stop: %v", err)
 	}
 }
+
+// TestEmbeddedStartedOnAFullDiskTakesEventsOnceSpaceReturns: nats-server
+// sizes JetStream's storage, when not told, at 75% of the disk space free
+// as it starts. `tollgate serve` started on a full disk (restarted by its
+// supervisor while the disk was still full, say) got a JetStream of no
+// storage at all, for the life of the process: with the disk freed, every
+// stream it asked for was refused "insufficient storage resources
+// available" (err_code 10047): no usage stream, no key buckets, the
+// gateway never ready and the ledger standing still until the process was
+// restarted (a review: not ready 75 s after the disk was freed, and for
+// good). The same sizing capped a server restarted by heal at 75% of the
+// few MiB free at that moment.
+func TestEmbeddedStartedOnAFullDiskTakesEventsOnceSpaceReturns(t *testing.T) {
+	disk := metertest.SmallDisk(t, 24<<20)
+	filler := metertest.FillDisk(t, disk)
+	_, js := startInProcess(t, disk, meter.SyncPolicy{Interval: 20 * time.Millisecond},
+		slog.New(slog.DiscardHandler))
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err = meter.EnsureStream(ctx, js, meter.StreamConfig{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the disk was freed, the usage stream is still refused: %v", err)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := meter.NewPublisher(js, meter.StreamConfig{}, 0).Publish(pctx, testEvent(1)); err != nil {
+		t.Fatalf("publish once the disk was freed: %v", err)
+	}
+}
