@@ -105,15 +105,23 @@ func StartEmbedded(dir, listen string, sync SyncPolicy, log *slog.Logger) (*Embe
 	}
 	e.opts = func() *server.Options {
 		return &server.Options{
-			ServerName:   "tollgate-embedded",
-			JetStream:    true,
-			StoreDir:     dir,
-			NoSigs:       true,
-			SyncAlways:   sync.Always,
-			SyncInterval: sync.Interval,
-			DontListen:   listen == "",
-			Host:         host,
-			Port:         port,
+			ServerName: "tollgate-embedded",
+			JetStream:  true,
+			StoreDir:   dir,
+			// Told nothing, nats-server sizes the store at 75% of the
+			// disk space free as it starts, for the server's life: one
+			// started on a full disk (or restarted by heal with a few MiB
+			// free) refused every stream and every event "insufficient
+			// storage resources" once the disk was freed, until the
+			// process restarted. The usage stream is trimmed as the
+			// ledger takes it; a disk that fills is met by heal instead.
+			JetStreamMaxStore: server.JetStreamMaxStoreDefault,
+			NoSigs:            true,
+			SyncAlways:        sync.Always,
+			SyncInterval:      sync.Interval,
+			DontListen:        listen == "",
+			Host:              host,
+			Port:              port,
 		}
 	}
 	s, err := e.start(0)
