@@ -130,7 +130,10 @@ type RetryConfig struct {
 	// the first included. Default 3; 1 turns failover off.
 	MaxAttempts int `yaml:"max_attempts"`
 	// Budget is the time after which no new attempt starts, counted from
-	// the request's arrival. Default 30s.
+	// the request's arrival. Default 60s: twice the default
+	// connect_timeout, so that a deployment that sends no headers (a hung
+	// upstream) is followed by another attempt; at 30s, equal to it, the
+	// client got the hung deployment's 504 and never the next one.
 	Budget time.Duration `yaml:"budget"`
 	// Cooldown is how long a deployment that failed (a connect error, a
 	// 429, a 5xx, or a stream that broke before its first byte) is passed
@@ -256,7 +259,7 @@ func (c *Config) fillDefaults() {
 		c.Retry.MaxAttempts = 3
 	}
 	if c.Retry.Budget <= 0 {
-		c.Retry.Budget = 30 * time.Second
+		c.Retry.Budget = 60 * time.Second
 	}
 	if c.Retry.Cooldown <= 0 {
 		c.Retry.Cooldown = 5 * time.Second

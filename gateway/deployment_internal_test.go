@@ -138,8 +138,16 @@ func TestDeploymentsConfig(t *testing.T) {
 	if d := cfg.Models[0].Deployments; len(d) != 1 || d[0].Name != "a/u" || d[0].Weight != 1 || d[0].UpstreamModel != "u" {
 		t.Fatalf("single form: %+v", d)
 	}
-	if cfg.Retry.MaxAttempts != 3 || cfg.Retry.Budget != 30*time.Second || cfg.Retry.Cooldown != 5*time.Second || cfg.Retry.MaxCooldown != 5*time.Minute {
+	if cfg.Retry.MaxAttempts != 3 || cfg.Retry.Budget != 60*time.Second || cfg.Retry.Cooldown != 5*time.Second || cfg.Retry.MaxCooldown != 5*time.Minute {
 		t.Fatalf("retry defaults %+v", cfg.Retry)
+	}
+	// A deployment that sends no headers fails at connect_timeout: the
+	// budget must leave time for the next attempt then (a failover review:
+	// at 30s each, a hung deployment's 504 was every such request's answer).
+	for _, p := range cfg.Providers {
+		if p.ConnectTimeout >= cfg.Retry.Budget {
+			t.Fatalf("provider %s: default connect_timeout %v leaves no failover within the default retry budget %v", p.Name, p.ConnectTimeout, cfg.Retry.Budget)
+		}
 	}
 }
 
