@@ -228,11 +228,12 @@ func (s *Server) holdSpend(w http.ResponseWriter, r *http.Request, attempts []pr
 }
 
 // end releases the hold, once, counting the charge of x, the request's
-// last attempt, in the day of its start.
+// last attempt, in the day of its event's time (the request's first
+// attempt's start), as the ledger counts it.
 func (h *spendHold) end(x *exchange) {
 	if h != nil && !h.ended {
 		h.ended = true
-		h.release(x.s.chargeOf(x), x.start)
+		h.release(x.s.chargeOf(x), x.event.Time)
 	}
 }
 

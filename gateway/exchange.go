@@ -172,6 +172,15 @@ func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, e
 	}
 	if st := stateOf(r); st != nil {
 		x.held = st.held
+		// Every attempt of the request is dated at its first one's start
+		// (usage.Event.Time: it places the charged one in its period and
+		// selects its price version). At each attempt's own start, a
+		// request retried across midnight or a price change was billed in
+		// the next day, month or price version.
+		if st.arrived.IsZero() {
+			st.arrived = start
+		}
+		x.event.Time = st.arrived.UTC()
 	}
 	x.ck.at = 0
 	x.ctx, x.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))

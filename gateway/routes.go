@@ -102,6 +102,9 @@ type requestState struct {
 	key    usage.KeyState
 	hasKey bool
 	keyAt  time.Time // when key was read (checkKey, recheckKey)
+	// arrived is when the request's first attempt started (newExchange):
+	// the time of every attempt's event, zero before the first.
+	arrived time.Time
 	// held is the request's hold on its key's spend limits (holdSpend),
 	// which its attempts' exchanges carry; nil when none.
 	held *spendHold
