@@ -47,6 +47,12 @@ type spendCount struct {
 	version int64 // the state's Version the charges count from
 	held    int64 // by the requests in flight
 	open    int64 // the requests in flight
+	// dayHeld and dayOpen, monthHeld and monthOpen: held and open of the
+	// requests admitted in the UTC day day and month month, whose charges
+	// count in them (a key's limits): a request begun before midnight
+	// holds nothing of the new day's limit.
+	dayHeld, dayOpen     int64
+	monthHeld, monthOpen int64
 	// charged is charged since version; dayCharged and monthCharged the
 	// part of it in the UTC day day and month month (a key's limits).
 	charged                  int64
@@ -107,10 +113,10 @@ func (h *spendHolds) arrived(m countMap) func(id string, version int64) {
 // they change.
 func (c *spendCount) roll(now time.Time) {
 	if d := utcDay(now); c.day != d {
-		c.day, c.dayCharged = d, 0
+		c.day, c.dayCharged, c.dayHeld, c.dayOpen = d, 0, 0, 0
 	}
 	if mo := utcMonth(now); c.month != mo {
-		c.month, c.monthCharged = mo, 0
+		c.month, c.monthCharged, c.monthHeld, c.monthOpen = mo, 0, 0, 0
 	}
 }
 
@@ -164,12 +170,13 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 			limit      *int64
 			spent      int64 // in the state, of its day or month
 			charged    int64 // since, today or this month
+			held, open int64 // by the requests in flight begun today or this month
 			samePeriod bool  // the state's day or month is now's
 			what       string
 			until      time.Time
 		}{
-			{k.DailyLimitMicros, nanos(k.DaySpentMicros), kc.dayCharged, utcDay(vt) == kc.day, "daily spend limit", nextDay(now)},
-			{k.MonthlyLimitMicros, nanos(k.MonthSpentMicros), kc.monthCharged, utcMonth(vt) == kc.month, "monthly spend limit", nextMonth(now)},
+			{k.DailyLimitMicros, nanos(k.DaySpentMicros), kc.dayCharged, kc.dayHeld, kc.dayOpen, utcDay(vt) == kc.day, "daily spend limit", nextDay(now)},
+			{k.MonthlyLimitMicros, nanos(k.MonthSpentMicros), kc.monthCharged, kc.monthHeld, kc.monthOpen, utcMonth(vt) == kc.month, "monthly spend limit", nextMonth(now)},
 		} {
 			if l.limit == nil {
 				continue
@@ -178,7 +185,7 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 			if l.samePeriod {
 				spent += l.spent
 			}
-			if no := refusalAt(nanos(*l.limit)-spent, kc.held, kc.open, l.what, l.until); no != nil {
+			if no := refusalAt(nanos(*l.limit)-spent, l.held, l.open, l.what, l.until); no != nil {
 				return nil, no
 			}
 		}
@@ -188,10 +195,13 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 			return nil, no
 		}
 	}
+	day, month := utcDay(now), utcMonth(now) // the request's, its charge's
 	for _, c := range []*spendCount{kc, cc} {
 		if c != nil {
 			c.held += est
 			c.open++
+			c.dayHeld, c.dayOpen = c.dayHeld+est, c.dayOpen+1
+			c.monthHeld, c.monthOpen = c.monthHeld+est, c.monthOpen+1
 		}
 	}
 	var once sync.Once
@@ -207,6 +217,12 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 				c.held -= est
 				c.open--
 				c.roll(now)
+				if day == c.day {
+					c.dayHeld, c.dayOpen = c.dayHeld-est, c.dayOpen-1
+				}
+				if month == c.month {
+					c.monthHeld, c.monthOpen = c.monthHeld-est, c.monthOpen-1
+				}
 				c.charged += charge
 				if utcDay(at) == c.day {
 					c.dayCharged += charge
