@@ -16,9 +16,10 @@ import (
 // port from 0 to 65535 or a service name, and a TOLLGATE_DATABASE_URL
 // pgxpool cannot parse as ledger.Open parses it (its message hides a
 // password), and TOLLGATE_LOG_LEVEL (which stops any other command before
-// it runs).
+// it runs), and a variable whose name is a near miss of one of these
+// (misspeltEnv).
 func envProblems() []string {
-	var problems []string
+	problems := misspeltEnv(os.Environ())
 	if _, err := newLogger(io.Discard, os.Getenv("TOLLGATE_LOG_LEVEL")); err != nil {
 		problems = append(problems, err.Error())
 	}

@@ -511,6 +511,36 @@ func TestConfigCheckEnvListsEveryProblem(t *testing.T) {
 	}
 }
 
+// TestConfigCheckMisspeltVariables: a misspelt variable was ignored and
+// config check called the environment valid, while the process ran on
+// the default it was meant to replace (an operator review:
+// TOLLGATE_ADMIN_LISTN=127.0.0.1:9 left the admin listener, /metrics and
+// pprof without a token, on every interface). A near miss of a variable
+// tollgate reads is a problem naming both; the tests' and benchmarks'
+// own TOLLGATE_ variables are not.
+func TestConfigCheckMisspeltVariables(t *testing.T) {
+	t.Setenv("TOLLGATE_ADMIN_LISTN", "127.0.0.1:9")
+	t.Setenv("TOLLGATE_DATABSE_URL", "postgres://u@db/ledger")
+	t.Setenv("tollgate_listen", ":9")
+	var out, errOut bytes.Buffer
+	code := configCheck([]string{"--config", "../../examples/demo.yaml"}, &out, &errOut)
+	for _, want := range []string{
+		"TOLLGATE_ADMIN_LISTN is set, but tollgate reads no such variable: did you mean TOLLGATE_ADMIN_LISTEN?",
+		"TOLLGATE_DATABSE_URL is set, but tollgate reads no such variable: did you mean TOLLGATE_DATABASE_URL?",
+		"tollgate_listen is set, but tollgate reads no such variable: did you mean TOLLGATE_LISTEN?",
+	} {
+		if code != exitInvalid || !strings.Contains(errOut.String(), want) {
+			t.Errorf("config check with misspelt variables: exit %d, stderr:\n%s\nwant exit 5 and %q", code, errOut.String(), want)
+		}
+	}
+	others := []string{"TOLLGATE_TEST_DATABASE_URL=x", "TOLLGATE_FIXTURES=x", "TOLLGATE_CHROMIUM=x", "TOLLGATE_PGBIN=x",
+		"TOLLGATE_BENCH_EVENTS=1", "TOLLGATE_DEMO_CONFIG=x", "TOLLGATE_SCREENSHOTS=x", "TOLLGATE_NATS_SERVER=x",
+		"TOLLGATE_DATA_DIR=x", "TOLLGATE_ADMIN_URL=x", "TOLLGATE_=x", "TOLLGATE=x", "PATH=/bin"}
+	if got := misspeltEnv(others); len(got) != 0 {
+		t.Errorf("misspeltEnv(%q) = %q, want none", others, got)
+	}
+}
+
 // TestConfigCheckBadTimes: a price's effective_from that is no time
 // stopped the decoder, and config check said only "this is not
 // well-formed YAML (parsing time ...)", with no line, hiding every other

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"time"
 
@@ -31,6 +32,9 @@ func runRoles(ctx context.Context, log *slog.Logger, name string, args []string,
 	e, err := loadEnv()
 	if err != nil {
 		return err
+	}
+	for _, m := range misspeltEnv(os.Environ()) {
+		log.Warn(m)
 	}
 	if r.admin && e.AdminToken == "" { // before the database, the migrations and the embedded NATS
 		return &envError{"TOLLGATE_ADMIN_TOKEN is not set: `tollgate " + name + "` runs the admin API and needs its bearer token"}
