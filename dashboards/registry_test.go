@@ -99,6 +99,7 @@ func buildRegistry(dir string) (exposed, error) {
 	mm := metrics.NewMeter(rec)
 	mm.CollectConsumer()
 	mm.CollectSpool(spool)
+	mm.CollectDeadSpool(spool)
 	j, _, err := journal.Open(filepath.Join(dir, "journal"))
 	if err != nil {
 		return nil, err
@@ -218,6 +219,7 @@ func TestRegistry(t *testing.T) {
 		"tollgate_meter_publish_seconds_bucket":    {"le"},
 		"tollgate_meter_dead_letters_total":        {"reason"},
 		"tollgate_meter_spool_oldest_seconds":      {},
+		"tollgate_meter_dead_spool_oldest_seconds": {},
 		"tollgate_gateway_journal_failing":         {},
 		"tollgate_ledger_unpriced_events_total":    {},
 		"process_resident_memory_bytes":            {},

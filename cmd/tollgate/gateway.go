@@ -63,6 +63,7 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 	a.republisher.Start()
 	a.started("spool republisher", 10*time.Second, a.republisher.Stop) // its last drain, NATS still there
 	mm.CollectSpool(a.spool)
+	mm.CollectDeadSpool(a.dead)
 	a.sink = meter.NewDurablePublisher(pub, a.spool, a.dead, a.nc.IsConnected, mc.SpoolMaxAge, log, mm)
 	var crashed []journal.Request
 	if a.journal, crashed, err = journal.Open(filepath.Join(e.DataDir, "journal")); err != nil {

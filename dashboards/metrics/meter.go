@@ -36,20 +36,20 @@ var DeadLetterReasons = []string{"undecodable", "refused", "max_deliver", "unpub
 // Meter exports the metering pipeline's measurements (meter.Observer) as
 // tollgate_meter_* series.
 type Meter struct {
-	publish        prometheus.Histogram
-	publishFailed  prometheus.Counter
-	batchSize      prometheus.Histogram
-	write          prometheus.Histogram
-	written        prometheus.Counter
-	duplicates     prometheus.Counter
-	redeliveries   prometheus.Counter
-	deadLetters    *prometheus.CounterVec
-	pending        prometheus.Gauge
-	ackPending     prometheus.Gauge
-	sampled        prometheus.Gauge
-	trimFailures   prometheus.Counter
-	reg            prometheus.Registerer
-	spoolCollected bool
+	publish                            prometheus.Histogram
+	publishFailed                      prometheus.Counter
+	batchSize                          prometheus.Histogram
+	write                              prometheus.Histogram
+	written                            prometheus.Counter
+	duplicates                         prometheus.Counter
+	redeliveries                       prometheus.Counter
+	deadLetters                        *prometheus.CounterVec
+	pending                            prometheus.Gauge
+	ackPending                         prometheus.Gauge
+	sampled                            prometheus.Gauge
+	trimFailures                       prometheus.Counter
+	reg                                prometheus.Registerer
+	spoolCollected, deadSpoolCollected bool
 }
 
 var _ meter.Observer = (*Meter)(nil)
@@ -115,6 +115,26 @@ func (m *Meter) CollectSpool(s *meter.Spool) {
 	g("spool_events", "Usage events in the local spool, waiting for NATS.", func() float64 { n, _, _ := s.Stats(); return float64(n) })
 	g("spool_bytes", "Bytes in the local spool.", func() float64 { _, b, _ := s.Stats(); return float64(b) })
 	g("spool_oldest_seconds", "Age of the oldest spooled event (0 when empty).", func() float64 { _, _, a := s.Stats(); return a.Seconds() })
+}
+
+// CollectDeadSpool exposes the depth and age of the gateway's dead-letter
+// spool (TOLLGATE_DATA_DIR/spool-dead): dead letters the gateway set aside
+// (an event NATS refuses for good) that the dead-letter stream
+// (TOLLGATE_USAGE_DLQ) has not taken yet. Such an event is in neither the
+// ledger nor `tollgate dlq list` until it does; only the first call
+// registers the gauges.
+func (m *Meter) CollectDeadSpool(s *meter.Spool) {
+	if m.deadSpoolCollected {
+		return
+	}
+	m.deadSpoolCollected = true
+	g := func(name, help string, f func() float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "meter", Name: name, Help: help}, f))
+	}
+	g("dead_spool_events", "Dead letters in the gateway's local dead-letter spool, waiting for the dead-letter stream.",
+		func() float64 { n, _, _ := s.Stats(); return float64(n) })
+	g("dead_spool_oldest_seconds", "Age of the oldest dead letter in the local dead-letter spool (0 when empty).",
+		func() float64 { _, _, a := s.Stats(); return a.Seconds() })
 }
 
 // CollectJournal exposes whether the gateway's crash journal cannot write
