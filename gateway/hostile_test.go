@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -457,5 +458,45 @@ func TestKeepAlivesForeverEndAtRequestTimeout(t *testing.T) {
 				t.Errorf("event %s %q %+v; want a timeout at request_timeout billing the output relayed", e.Status, e.Error, e.Usage)
 			}
 		})
+	}
+}
+
+// TestNonStreamedAnswerSaysWhatIsBilled: a non-streamed chat answer whose
+// usage the gateway corrected before billing it (cached tokens beyond the
+// prompt, clamped to it) reached the client with the upstream's figures
+// unchanged: 1,000,000 cached tokens shown, 10 billed. A streamed
+// answer's usage chunk already says what is billed (reportedAsBilled);
+// the whole answer must too.
+func TestNonStreamedAnswerSaysWhatIsBilled(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},`+
+			`"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":4,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":1000000}}}`)
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "evil", Type: "openai", BaseURL: up.URL})
+	})
+	resp := st.post(t, "/v1/chat/completions", `{"model":"evil/m","messages":[{"role":"user","content":"hi"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Usage.CachedTokens != 10 || !usage.HasCorrection(e.Corrections, usage.CorrectionCacheOverPrompt) {
+		t.Fatalf("event %+v %s", e.Usage, e.Corrections)
+	}
+	var answer struct {
+		Usage struct {
+			Prompt  int64 `json:"prompt_tokens"`
+			Details struct {
+				Cached int64 `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &answer); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	if answer.Usage.Prompt != e.Usage.PromptTokens || answer.Usage.Details.Cached != e.Usage.CachedTokens {
+		t.Fatalf("the client reads prompt %d, cached %d; billed prompt %d, cached %d: %s",
+			answer.Usage.Prompt, answer.Usage.Details.Cached, e.Usage.PromptTokens, e.Usage.CachedTokens, b)
 	}
 }
