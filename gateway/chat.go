@@ -189,11 +189,13 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 	x.httpStatusOK()
 	x.commit()
 	if ambiguous || usage.HasCorrection(x.event.Corrections, usage.CorrectionReasoningOutsideCompletion) ||
-		x.event.UsageSource != usage.SourceUpstream && x.report.Error == "" {
+		!reportedAsBilled(x.event) && x.report.Error == "" {
 		// Every client reads what was billed: an estimate too (the
-		// upstream reported no usage, or not all of it), as a stream's
-		// usage chunk and an embeddings answer carry it; a non-streamed
-		// answer always has usage in OpenAI's API. An error body gets none.
+		// upstream reported no usage, or not all of it), or counts the
+		// gateway corrected (clamped, as reportedAsBilled lists them), as
+		// a stream's usage chunk and an embeddings answer carry it; a
+		// non-streamed answer always has usage in OpenAI's API. An error
+		// body gets none.
 		body = x.billedUsage(body)
 	}
 	body = x.withCost(body)
