@@ -192,3 +192,48 @@ func TestNativeCancelBeforeOutputBillsThePrompt(t *testing.T) {
 		})
 	}
 }
+
+// TestResponsesImagesCountInAnEstimate: a Responses API request's
+// input_image parts counted nothing in an estimated prompt, where the same
+// images as a chat request's image_url parts count 765 tokens each (85 at
+// detail "low"). A client that sends images on /v1/responses, reads the
+// first delta and hangs up on a response that outlasts drain_timeout was
+// billed its text alone: 4 prompt tokens for ten images the chat route
+// bills 7,660 for, and the provider bills the operator for them all.
+func TestResponsesImagesCountInAnEstimate(t *testing.T) {
+	created := `event: response.created` + "\n" + `data: {"type":"response.created","response":{"id":"resp_1","object":"response","status":"in_progress","model":"m","output":[]}}` + "\n\n" +
+		`event: response.output_text.delta` + "\n" + `data: {"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"hello there"}` + "\n\n"
+	chunk := `data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"hello there"}}]}` + "\n\n"
+	const img = `data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==`
+	var inputs, parts []string
+	for i := 0; i < 9; i++ {
+		inputs = append(inputs, `{"type":"input_image","image_url":"`+img+`"}`)
+		parts = append(parts, `{"type":"image_url","image_url":{"url":"`+img+`"}}`)
+	}
+	inputs = append(inputs, `{"type":"input_image","image_url":"`+img+`","detail":"low"}`)
+	parts = append(parts, `{"type":"image_url","image_url":{"url":"`+img+`","detail":"low"}}`)
+	const images = 9*765 + 85
+	for _, tc := range []struct{ name, up, path, body string }{
+		{"chat", chunk, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"what is this"},` +
+			strings.Join(parts, ",") + `]}]}`},
+		{"responses", created, "/v1/responses", `{"model":"m","stream":true,"input":[{"role":"user","content":[{"type":"input_text","text":"what is this"},` +
+			strings.Join(inputs, ",") + `]}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, let := heldUpstream(t, tc.up)
+			st := nativeStack(t, "openai", up.URL, 300*time.Millisecond)
+			resp := st.post(t, tc.path, tc.body)
+			until(t, lines(resp.Body), "hello there")
+			resp.Body.Close()
+			select {
+			case <-let:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the upstream was still held 20 s after the client left (drain_timeout 300 ms)")
+			}
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			if e.UsageSource != usage.SourceEstimated || e.Usage.PromptTokens < images {
+				t.Fatalf("event %s %s %+v; want an estimated prompt of at least %d tokens (the images)", e.Status, e.UsageSource, e.Usage, images)
+			}
+		})
+	}
+}
