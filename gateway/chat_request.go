@@ -326,7 +326,7 @@ func chatPromptText(messages json.RawMessage, defs ...json.RawMessage) tap.Promp
 		for _, p := range parts {
 			add(p.Text)
 			if p.Type == "image_url" {
-				media += imageTokens(p.ImageURL.Detail)
+				media += openai.ImageTokens(p.ImageURL.Detail)
 			}
 		}
 	}
@@ -344,19 +344,6 @@ func chatPromptText(messages json.RawMessage, defs ...json.RawMessage) tap.Promp
 // prediction (a predicted output, which the provider reads and bills).
 func chatDefs(fields map[string]json.RawMessage) []json.RawMessage {
 	return []json.RawMessage{fields["tools"], fields["functions"], fields["response_format"], fields["prediction"]}
-}
-
-// imageTokens is what an estimate counts for an image part of a chat
-// message, whose size it does not read: OpenAI's count for a 1024×1024
-// image, 85 tokens and 170 for each of its four 512-pixel tiles (765), or
-// 85 at detail "low" (OpenAI docs, "Images and vision", calculating
-// costs). An image counted 0, so a request cut short with no usage report
-// was billed its text alone.
-func imageTokens(detail string) int64 {
-	if detail == "low" {
-		return 85
-	}
-	return 765
 }
 
 // toolCallText is what an estimate counts of an assistant message's tool

@@ -29,7 +29,7 @@ func Provider() provider.Provider {
 			NewTap:      func() provider.StreamTap { return ResponsesTap{} },
 			BodyUsage:   ResponsesBody,
 			BilledUsage: ResponsesBilledUsage,
-			PromptText:  func(b []byte) tap.Prompt { return tap.Prompt{Text: ResponsesPromptText(b)} },
+			PromptText:  ResponsesPrompt,
 			Errors:      ResponsesEnvelope{},
 			EndEvent:    "response.completed, response.failed or response.incomplete",
 		}},
@@ -171,12 +171,15 @@ func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 		}}, nil
 }
 
-// ResponsesPromptText is the text of a Responses API request that reaches
-// the model, for an estimate: its instructions; its input, a string or
-// items whose content (or a function call's output) is a string or has
-// text parts, with function calls' names and arguments; and its tools and
-// text format (a JSON schema), as they are written.
-func ResponsesPromptText(body []byte) string {
+// ResponsesPrompt is the prompt of a Responses API request that reaches
+// the model, for an estimate: the text of its instructions; of its input,
+// a string or items whose content (or a function call's output) is a
+// string or has text parts, with function calls' names and arguments; and
+// of its tools and text format (a JSON schema), as they are written; and
+// its input_image parts, counted as a chat request's image_url parts are
+// (ImageTokens). An image counted 0, so a response cut short with no usage
+// report was billed its text alone.
+func ResponsesPrompt(body []byte) tap.Prompt {
 	var req struct {
 		Instructions json.RawMessage `json:"instructions"`
 		Input        json.RawMessage `json:"input"`
@@ -185,6 +188,7 @@ func ResponsesPromptText(body []byte) string {
 	}
 	_ = json.Unmarshal(body, &req)
 	var b strings.Builder
+	var media int64
 	add := func(s string) {
 		if s != "" {
 			b.WriteString(s)
@@ -214,11 +218,16 @@ func ResponsesPromptText(body []byte) string {
 				continue
 			}
 			var parts []struct {
-				Text string `json:"text"`
+				Type   string `json:"type"`
+				Text   string `json:"text"`
+				Detail string `json:"detail"`
 			}
 			_ = json.Unmarshal(raw, &parts)
 			for _, p := range parts {
 				add(p.Text)
+				if p.Type == "input_image" {
+					media += ImageTokens(p.Detail)
+				}
 			}
 		}
 	}
@@ -227,7 +236,21 @@ func ResponsesPromptText(body []byte) string {
 			add(string(d)) // definitions reach the model as text
 		}
 	}
-	return b.String()
+	return tap.Prompt{Text: b.String(), Media: media}
+}
+
+// ImageTokens is what an estimate counts for an image part of a request
+// (a chat message's image_url, a Responses input_image), whose size it
+// does not read: OpenAI's count for a 1024×1024 image, 85 tokens and 170
+// for each of its four 512-pixel tiles (765), or 85 at detail "low"
+// (OpenAI docs, "Images and vision", calculating costs). An image counted
+// 0, so a request cut short with no usage report was billed its text
+// alone.
+func ImageTokens(detail string) int64 {
+	if detail == "low" {
+		return 85
+	}
+	return 765
 }
 
 // Envelope is OpenAI's error envelope:
