@@ -2,12 +2,15 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -170,4 +173,53 @@ func TestUsageMembersDecodersReadDifferently(t *testing.T) {
 		t.Fatalf("stream: no usage chunk: %s", b)
 	}
 	check("stream", st.sink.event(t, resp.Header.Get("X-Request-Id")), usageChunk)
+}
+
+// TestEmbeddingsInputSpelledTwiceIsRefused: on /v1/embeddings the gateway
+// estimates the input it reads under "input", exactly, while a
+// translated provider's request (Gemini's, whose embeddings report no
+// usage, so that the estimate is the bill) was made from the body read by
+// encoding/json, which takes "Input" as input too, the last one winning.
+// {"input":"hi","Input":[a thousand texts]} had the upstream embed the
+// thousand texts and the customer billed for "hi": 1 token. A body that
+// spells the input twice, or otherwise than exactly, is refused as the
+// other members the gateway acts on are, before anything goes upstream.
+func TestEmbeddingsInputSpelledTwiceIsRefused(t *testing.T) {
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		n := strings.Count(string(b), `"text"`)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"embeddings":[`+strings.TrimSuffix(strings.Repeat(`{"values":[0.1]},`, n), ",")+`]}`)
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{{Name: "g", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "gm-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "embed", Provider: "g"}}
+	})
+	text := strings.Repeat("the quick brown fox jumps over the lazy dog ", 20)
+	many := `"` + text + `"` + strings.Repeat(`,"`+text+`"`, 999)
+	for _, body := range []string{
+		`{"model":"embed","input":"hi","Input":[` + many + `]}`,
+		`{"model":"embed","input":"hi","INPUT":[` + many + `]}`,
+		`{"model":"embed","Input":[` + many + `],"input":["hi"]}`,
+		`{"model":"embed","input":"hi","inp\u0075t":[` + many + `]}`,
+	} {
+		resp := st.post(t, "/v1/embeddings", body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			t.Errorf("%.60s…: served, %d texts embedded upstream, billed %d prompt tokens (%s)",
+				body, strings.Count(string(b), `"object":"embedding"`), e.Usage.PromptTokens, e.UsageSource)
+			continue
+		}
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "ambiguous") {
+			t.Errorf("%.60s…: %d %.200s; want 400 naming the ambiguous member", body, resp.StatusCode, b)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the upstream was called %d times; want none", n)
+	}
 }
