@@ -37,6 +37,13 @@ func (s *Server) openAIRoute(w http.ResponseWriter, r *http.Request, required, e
 	if err == nil {
 		err = req.checkPassedKeys(body)
 	}
+	if err == nil {
+		// The estimate reads required (input, prompt) by its exact key,
+		// while a translated provider's request is made from the body as
+		// encoding/json reads it ("Input" too, the last one winning), and
+		// Gemini's embeddings report no usage: the estimate is the bill.
+		err = provider.CheckPassedBody(body, required)
+	}
 	if err == nil && isNull(req.fields[required]) {
 		err = fmt.Errorf("%s: is required", required)
 	}
