@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,4 +237,57 @@ func TestResponsesImagesCountInAnEstimate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestChatMessagesSpelledTwiceIsRefused: the chat route estimates the
+// prompt from "messages", read by its exact key, while the Anthropic
+// translation builds the upstream request from the body as encoding/json
+// reads it, "Messages" too, the last one winning. With
+// "messages":[hi],"Messages":[a long prompt], the upstream was sent the
+// long prompt, and a request cut short before its first usage report
+// (the client gone, the upstream silent past drain_timeout) was billed
+// the estimate of "hi": 8 tokens for a prompt of about 1,800. Such a body
+// is refused, as an ambiguous model or stream is, before any upstream call.
+func TestChatMessagesSpelledTwiceIsRefused(t *testing.T) {
+	var calls, sent atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		sent.Store(int64(len(b)))
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		holdOpen(r, 5*time.Second)
+	}))
+	t.Cleanup(up.Close)
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = []gateway.ProviderConfig{{Name: "up", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k-123456789"}}
+		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "up"}}
+		c.DrainTimeout = 300 * time.Millisecond
+	})
+	prompt := strings.Repeat("Tell me everything about the history of Rome. ", 200)
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"Messages":[{"role":"user","content":"` + prompt + `"}]}`
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, st.url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusBadRequest && strings.Contains(string(b), "ambiguous") && calls.Load() == 0 {
+			return
+		}
+		t.Logf("client: %d %.200s", resp.StatusCode, b)
+	}
+	for deadline := time.Now().Add(10 * time.Second); st.sink.count() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream was called %d times and no event was made", calls.Load())
+		}
+	}
+	st.sink.mu.Lock()
+	e := st.sink.events[0]
+	st.sink.mu.Unlock()
+	t.Fatalf("served: the upstream was called %d times, sent %d bytes, and the event billed %d prompt tokens (%s); want 400 naming the ambiguous member",
+		calls.Load(), sent.Load(), e.Usage.PromptTokens, e.UsageSource)
 }
