@@ -101,7 +101,9 @@ func (r *chatRequest) oneChoice() bool {
 
 // checkPassedKeys refuses body, parsed into r, when one of the members the
 // gateway acts on (model, stream, stream_options, and stream_options'
-// include_usage, service_tier, modalities, audio, n, messages) is not sent once and spelled exactly
+// include_usage, service_tier, modalities, audio, n, and what a prompt's
+// estimate counts: messages, tools, functions, response_format,
+// prediction) is not sent once and spelled exactly
 // (provider.CheckPassedBody): the gateway reads them by their exact keys,
 // while the other members go upstream as they are, to upstreams that may
 // match keys as encoding/json does (any case, ſ for s). "Stream":true would
@@ -109,9 +111,11 @@ func (r *chatRequest) oneChoice() bool {
 // body, and a later "ſtream_options" or "include_uſage" would turn off the
 // usage report the gateway asks for. A later "Messages" was the prompt a
 // translation (Anthropic's) sent upstream, while an estimate counted
-// "messages".
+// "messages" (and a later "Tools" the tool definitions it sent, while the
+// estimate counted "tools").
 func (r *chatRequest) checkPassedKeys(body []byte) error {
-	if err := provider.CheckPassedBody(body, "model", "stream", "stream_options", "service_tier", "modalities", "audio", "n", "messages"); err != nil {
+	if err := provider.CheckPassedBody(body, "model", "stream", "stream_options", "service_tier", "modalities", "audio", "n",
+		"messages", "tools", "functions", "response_format", "prediction"); err != nil {
 		return err
 	}
 	if raw := r.fields["stream_options"]; len(raw) > 0 && raw[0] == '{' {

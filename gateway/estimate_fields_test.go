@@ -248,7 +248,20 @@ func TestResponsesImagesCountInAnEstimate(t *testing.T) {
 // (the client gone, the upstream silent past drain_timeout) was billed
 // the estimate of "hi": 8 tokens for a prompt of about 1,800. Such a body
 // is refused, as an ambiguous model or stream is, before any upstream call.
+// So is one with "tools" and "Tools": the estimate counts the tool
+// definitions of "tools" too.
 func TestChatMessagesSpelledTwiceIsRefused(t *testing.T) {
+	prompt := strings.Repeat("Tell me everything about the history of Rome. ", 200)
+	big := `{"type":"function","function":{"name":"f","description":"` + prompt + `","parameters":{"type":"object"}}}`
+	for name, body := range map[string]string{
+		"messages": `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"Messages":[{"role":"user","content":"` + prompt + `"}]}`,
+		"tools":    `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"tools":[],"Tools":[` + big + `]}`,
+	} {
+		t.Run(name, func(t *testing.T) { chatMemberSpelledTwice(t, body) })
+	}
+}
+
+func chatMemberSpelledTwice(t *testing.T, body string) {
 	var calls, sent atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
@@ -265,8 +278,6 @@ func TestChatMessagesSpelledTwiceIsRefused(t *testing.T) {
 		c.Models = []gateway.ModelConfig{{Name: "m", Provider: "up"}}
 		c.DrainTimeout = 300 * time.Millisecond
 	})
-	prompt := strings.Repeat("Tell me everything about the history of Rome. ", 200)
-	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"Messages":[{"role":"user","content":"` + prompt + `"}]}`
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, st.url+"/v1/chat/completions", strings.NewReader(body))
