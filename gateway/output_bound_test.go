@@ -92,7 +92,12 @@ func TestStreamedOutputDoesNotGrowTheHeapWithoutBound(t *testing.T) {
 		e.UsageSource == usage.SourceUpstream || e.Usage.CompletionTokens < gateway.MaxOutputText/8 {
 		t.Errorf("event: status %s, error %q, %s usage %+v; want upstream_error naming the bound, the relayed output billed", e.Status, e.Error, e.UsageSource, e.Usage)
 	}
-	if grew := int64(peak.Load()) - int64(base.HeapInuse); grew > 80<<20 {
+	// Kept whole, the text alone is the stream's 160 MB (a builder's
+	// doubling makes it up to 256 MB); bounded, the heap grew 64-75 MB
+	// with other work on the machine, and 81-88 MB beside other packages'
+	// tests (the collector lags behind the relay's garbage): 120 MB tells
+	// the two apart without failing on a busy machine.
+	if grew := int64(peak.Load()) - int64(base.HeapInuse); grew > 120<<20 {
 		t.Fatalf("relaying %d MB the client kept none of grew the heap by %d MB: the output text is kept whole", n>>20, grew>>20)
 	}
 }
