@@ -64,8 +64,13 @@ func (m *memSink) eventsOf(id string) []usage.Event {
 	return out
 }
 
+// TestFailoverOn429And5xx: a 429 or a 5xx is the deployment's failure, and
+// so is a 401: the gateway sends the deployment's own key, so a 401 says
+// that key is wrong (rotated, revoked, mistyped), which another deployment
+// may not be (a failover review: every request drawn to such a deployment
+// got its 401, and it never rested).
 func TestFailoverOn429And5xx(t *testing.T) {
-	for _, status := range []int{429, 500, 503} {
+	for _, status := range []int{401, 429, 500, 503} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			st := failoverStack(t, nil)
 			// Both deployments of smart fail once: the request lands on the fallback.

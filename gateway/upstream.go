@@ -185,7 +185,12 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", redirectMessage(resp.StatusCode)))
 		return
 	}
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+	// A 401 is the deployment's key refused (the gateway sends its own):
+	// the deployment's failure, as a 429 or a 5xx is, which another
+	// deployment may not share. A 403 or 404 can be the client's request
+	// (a beta it may not use, a previous_response_id unknown) and goes to
+	// the client as it came, resting nothing.
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		x.upstreamFailed, x.retryAfter = true, retryAfter(resp.Header, time.Now())
 		if x.mayRetry() {
 			return

@@ -27,7 +27,8 @@ type Faults struct {
 	FailNext int `json:"fail_next"`
 	// FailAll answers every request with Status while set.
 	FailAll bool `json:"fail_all"`
-	// Status is the failures' HTTP status, 429 or 500..599. Default 429.
+	// Status is the failures' HTTP status: 401 (the deployment's key
+	// refused), 429 or 500..599. Default 429.
 	Status int `json:"status"`
 	// RetryAfter, when set, is the Retry-After header of the failures (in
 	// seconds, as text); by default 429 and 503 carry "1", as providers'.
@@ -46,8 +47,8 @@ func (f *Faults) validate() error {
 		f.Status = http.StatusTooManyRequests
 	}
 	switch {
-	case f.Status != http.StatusTooManyRequests && (f.Status < 500 || f.Status > 599):
-		return fmt.Errorf("status must be 429 or 500..599, got %d", f.Status)
+	case f.Status != http.StatusUnauthorized && f.Status != http.StatusTooManyRequests && (f.Status < 500 || f.Status > 599):
+		return fmt.Errorf("status must be 401, 429 or 500..599, got %d", f.Status)
 	case f.FailNext < 0 || f.DieNext < 0 || f.DieAfter < 0:
 		return fmt.Errorf("fail_next, die_next and die_after may not be negative")
 	}
