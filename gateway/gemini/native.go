@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // ModelFromPath parses the native route's "models/{model}:{method}" (a
@@ -47,7 +49,9 @@ type promptRequest struct {
 
 type promptContent struct {
 	Parts []struct {
-		Text         string `json:"text"`
+		Text         string    `json:"text"`
+		InlineData   *struct{} `json:"inlineData"` // present or not: its bytes are not kept
+		FileData     *struct{} `json:"fileData"`
 		FunctionCall *struct {
 			Name string          `json:"name"`
 			Args json.RawMessage `json:"args"`
@@ -63,15 +67,28 @@ type promptContent struct {
 // tokenizer counts to estimate its prompt when the provider reports no
 // usage: the systemInstruction and contents text, function call names and
 // arguments, function responses, and the tools' JSON (Gemini counts
-// declarations as prompt), joined by newlines. Media parts are not text and
-// are not counted. A body that is not JSON is returned whole, so that an
-// estimate errs high rather than at zero.
-func PromptText(body []byte) string {
+// declarations as prompt), joined by newlines (Prompt's Text). A body that
+// is not JSON is returned whole, so that an estimate errs high rather than
+// at zero.
+func PromptText(body []byte) string { return Prompt(body).Text }
+
+// MediaPartTokens is what an estimate counts for each media part of a
+// prompt (inlineData, fileData): Gemini counts an image with both sides
+// at most 384 pixels as 258 tokens, a larger one 258 per 768×768 tile,
+// and a document 258 per page (Google's "Understand and count tokens"
+// guide), so 258 is the least any such part costs.
+const MediaPartTokens = 258
+
+// Prompt returns PromptText's text, and in Media MediaPartTokens for each
+// media part (inlineData, fileData) of the systemInstruction and contents:
+// counted as zero, a request cut before its first usage report was billed
+// its text alone, however many images or pages it sent.
+func Prompt(body []byte) tap.Prompt {
 	var req promptRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		var te *json.UnmarshalTypeError
 		if !errors.As(err, &te) {
-			return string(body)
+			return tap.Prompt{Text: string(body)}
 		}
 	}
 	var b strings.Builder
@@ -88,9 +105,13 @@ func PromptText(body []byte) string {
 	if req.SystemInstruction != nil {
 		contents = append([]promptContent{*req.SystemInstruction}, contents...)
 	}
+	var media int64
 	for _, c := range contents {
 		for _, p := range c.Parts {
 			add(p.Text)
+			if p.InlineData != nil || p.FileData != nil {
+				media += MediaPartTokens
+			}
 			if fc := p.FunctionCall; fc != nil {
 				add(fc.Name)
 				add(string(fc.Args))
@@ -104,5 +125,5 @@ func PromptText(body []byte) string {
 	if !isNull(req.Tools) {
 		add(string(req.Tools))
 	}
-	return b.String()
+	return tap.Prompt{Text: b.String(), Media: media}
 }

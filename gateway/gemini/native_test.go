@@ -53,3 +53,22 @@ func TestPromptText(t *testing.T) {
 		t.Errorf("translated: %v %q", err, PromptText(req))
 	}
 }
+
+// TestPromptCountsMediaParts: an estimate of a native Gemini request
+// counted its images and documents as nothing (a client attack review:
+// a thinking model cut before its first usage report was billed the text
+// alone); each inlineData or fileData part is now MediaPartTokens, the
+// least Gemini counts for one.
+func TestPromptCountsMediaParts(t *testing.T) {
+	body := `{"systemInstruction":{"parts":[{"text":"S"}]},"contents":[
+	  {"role":"user","parts":[{"text":"Compare"},{"inlineData":{"mimeType":"image/png","data":"AAAA"}},
+	    {"inlineData":{"mimeType":"image/jpeg","data":"BBBB"}},{"fileData":{"mimeType":"application/pdf","fileUri":"gs://b/f.pdf"}},
+	    {"inlineData":null}]}]}`
+	p := Prompt([]byte(body))
+	if p.Text != "S\nCompare" || p.Media != 3*MediaPartTokens {
+		t.Errorf("Prompt = text %q, media %d; want \"S\\nCompare\" and %d", p.Text, p.Media, 3*MediaPartTokens)
+	}
+	if p := Prompt([]byte(`{"contents":[{"parts":[{"text":"hi"}]}]}`)); p.Media != 0 {
+		t.Errorf("text only: media %d", p.Media)
+	}
+}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/provider"
-	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // Provider is the Gemini API, as the gateway registers it: chat
@@ -49,7 +48,7 @@ func generateRoute(pattern string) provider.Route {
 		Read:       readGenerate,
 		NewTap:     func() provider.StreamTap { return &Tap{} },
 		BodyUsage:  BodyUsage,
-		PromptText: func(b []byte) tap.Prompt { return tap.Prompt{Text: PromptText(b)} },
+		PromptText: Prompt,
 	}
 }
 
