@@ -369,3 +369,30 @@ func TestOpenAPIUsageUnknownCustomer(t *testing.T) {
 	c := newContract(t)
 	c.check("GET", s.admin+"/admin/v1/usage?customer_id=00000000-0000-4000-8000-000000000000", adminToken, "", http.StatusNotFound)
 }
+
+// TestOpenAPICustomerGroupings: every group_by value openapi.json offers
+// on GET /v1/usage is one the customer API takes. It offered the admin
+// API's (customer, deployment and provider too, which this API refuses
+// with 400): a client generated from it, and its users, were offered
+// groupings that always fail.
+func TestOpenAPICustomerGroupings(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	c := newContract(t)
+	_, _, secret := s.customer(`{"name":"groupings"}`)
+	op := c.doc.Paths.Find("/v1/usage").Get
+	var offered []string
+	for _, p := range op.Parameters {
+		if p.Value.Name == "group_by" {
+			for _, v := range p.Value.Schema.Value.Enum {
+				offered = append(offered, v.(string))
+			}
+		}
+	}
+	if len(offered) == 0 {
+		t.Fatal("GET /v1/usage documents no group_by values")
+	}
+	for _, g := range offered {
+		c.check("GET", s.llm+"/v1/usage?group_by="+g, secret, "", http.StatusOK)
+	}
+}
