@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -394,5 +395,33 @@ func TestOpenAPICustomerGroupings(t *testing.T) {
 	}
 	for _, g := range offered {
 		c.check("GET", s.llm+"/v1/usage?group_by="+g, secret, "", http.StatusOK)
+	}
+}
+
+// TestOpenAPIKeyCountMaximums: a key made with each count limit at the
+// maximum openapi.json allows (KeyCreate) is made, and patched to it
+// (KeyPatch). max_concurrent was documented up to 1099511627776, as
+// rpm_limit and tpm_limit are, but its column is an integer: anything above
+// 2147483647 was refused with 400, so a client that checked its input
+// against the document still failed.
+func TestOpenAPIKeyCountMaximums(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	c := newContract(t)
+	cust, keyID, _ := s.customer(`{"name":"maximums"}`)
+	for _, schema := range []string{"KeyCreate", "KeyPatch"} {
+		for _, field := range []string{"rpm_limit", "tpm_limit", "max_concurrent"} {
+			max := c.doc.Components.Schemas[schema].Value.Properties[field].Value.Max
+			if max == nil {
+				t.Errorf("%s.%s has no maximum", schema, field)
+				continue
+			}
+			body := fmt.Sprintf(`{"name":"k",%q:%d}`, field, int64(*max))
+			if schema == "KeyCreate" {
+				c.check("POST", s.admin+"/admin/v1/customers/"+cust+"/keys", adminToken, body, http.StatusCreated)
+			} else {
+				c.check("PATCH", s.admin+"/admin/v1/keys/"+keyID, adminToken, body, http.StatusOK)
+			}
+		}
 	}
 }
