@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -422,6 +423,53 @@ func TestOpenAPIKeyCountMaximums(t *testing.T) {
 			} else {
 				c.check("PATCH", s.admin+"/admin/v1/keys/"+keyID, adminToken, body, http.StatusOK)
 			}
+		}
+	}
+}
+
+// TestAdminMethodNotAllowedEnvelope: a method a path of the admin API
+// does not take is answered 405 with the API's error envelope (README:
+// "Errors are {"error":{"message","type","code"}}") and the methods it
+// takes in Allow. It was answered with an empty body, which the API's
+// client read as an internal error ("Method Not Allowed (HTTP 405)").
+func TestAdminMethodNotAllowedEnvelope(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	c := newContract(t)
+	cust, _, _ := s.customer(`{"name":"methods"}`)
+	for _, tc := range []struct{ method, path, allow string }{
+		{"DELETE", "/admin/v1/customers/" + cust, "GET, PATCH"},
+		{"PUT", "/admin/v1/customers", "GET, POST"},
+		{"GET", "/admin/v1/rerate", "POST"},
+	} {
+		req, err := http.NewRequest(tc.method, s.admin+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var v any
+		err = json.Unmarshal(b, &v)
+		if err == nil {
+			err = c.doc.Components.Schemas["Error"].Value.VisitJSON(v)
+		}
+		if resp.StatusCode != http.StatusMethodNotAllowed || err != nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			t.Errorf("%s %s = %d %q %s (%v), want 405 with the error envelope", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), b, err)
+		}
+		var allow []string
+		for _, v := range resp.Header.Values("Allow") {
+			for m := range strings.SplitSeq(v, ",") {
+				allow = append(allow, strings.TrimSpace(m))
+			}
+		}
+		slices.Sort(allow)
+		if got := strings.Join(allow, ", "); got != tc.allow {
+			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
 		}
 	}
 }
