@@ -104,6 +104,17 @@ func (a *Admin) Handler() http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, ledger.ENotFound, "no route for "+r.Method+" "+r.URL.Path)
 	})
+	// A method a path does not take: 405 with the envelope (type invalid)
+	// and, as chi's own answer had, the methods it takes in Allow; chi's
+	// own answer had no body, which Client read as an internal error.
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch} {
+			if top.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				w.Header().Add("Allow", m)
+			}
+		}
+		writeEnvelope(w, http.StatusMethodNotAllowed, ledger.EInvalid, r.Method+" is not allowed on "+r.URL.Path)
+	})
 	return r
 }
 
