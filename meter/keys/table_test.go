@@ -186,3 +186,37 @@ func TestWatchStatesSeesNewerStates(t *testing.T) {
 		t.Fatalf("watched %v; want %v", seen, want)
 	}
 }
+
+// TestReplacedModelListsAreForgotten: a key's allowed_models list that a
+// newer state replaced, or that its key's revocation left unused, is not
+// held for the life of the process. Every distinct list was interned for
+// ever ("few distinct lists"), so an operator who edits allowlists (a
+// fine-tune added to a key's list each time one ships) or issues and
+// revokes keys with lists of their own grew every gateway's memory with
+// each edit: 10,000 edits of one key held 10,001 lists.
+func TestReplacedModelListsAreForgotten(t *testing.T) {
+	const edits = 10_000
+	c := NewCache(nil, nil, slog.New(slog.DiscardHandler))
+	id := uuid.NewString()
+	h := sha256.Sum256([]byte("edited"))
+	for i := range edits {
+		c.setKey(h, usage.KeyState{KeyID: id, CustomerID: "c1", AllowedModels: []string{"gpt-4o", fmt.Sprintf("ft:gpt-4o:acme:%d", i)},
+			Version: int64(i + 1)})
+	}
+	// Keys issued with lists of their own, then revoked.
+	for i := range edits {
+		k := sha256.Sum256([]byte("revoked" + strconv.Itoa(i)))
+		c.setKey(k, usage.KeyState{KeyID: uuid.NewString(), CustomerID: "c2", AllowedModels: []string{fmt.Sprintf("ft:mini:%d", i)}, Version: 1})
+		c.setKey(k, usage.KeyState{Revoked: true, Version: 2})
+	}
+	got, ok := c.LookupKey("edited")
+	if want := []string{"gpt-4o", fmt.Sprintf("ft:gpt-4o:acme:%d", edits-1)}; !ok || !reflect.DeepEqual(got.AllowedModels, want) {
+		t.Fatalf("the edited key's list: %v (found %v), want %v", got.AllowedModels, ok, want)
+	}
+	if n := len(c.keys.lists.nums); n > 1 {
+		t.Errorf("model lists held after %d edits of one key and %d revoked keys: %d, want 1 (the live one)", edits, edits, n)
+	}
+	if n := len(c.keys.lists.vals); n > 3 {
+		t.Errorf("model list slots: %d, want at most 3 (nil, the live list, one freed and reused)", n)
+	}
+}
