@@ -109,12 +109,9 @@ func (m *Meter) CollectSpool(s *meter.Spool) {
 		return
 	}
 	m.spoolCollected = true
-	g := func(name, help string, f func() float64) {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "meter", Name: name, Help: help}, f))
-	}
-	g("spool_events", "Usage events in the local spool, waiting for NATS.", func() float64 { n, _, _ := s.Stats(); return float64(n) })
-	g("spool_bytes", "Bytes in the local spool.", func() float64 { _, b, _ := s.Stats(); return float64(b) })
-	g("spool_oldest_seconds", "Age of the oldest spooled event (0 when empty).", func() float64 { _, _, a := s.Stats(); return a.Seconds() })
+	m.gauge("spool_events", "Usage events in the local spool, waiting for NATS.", func() float64 { n, _, _ := s.Stats(); return float64(n) })
+	m.gauge("spool_bytes", "Bytes in the local spool.", func() float64 { _, b, _ := s.Stats(); return float64(b) })
+	m.gauge("spool_oldest_seconds", "Age of the oldest spooled event (0 when empty).", func() float64 { _, _, a := s.Stats(); return a.Seconds() })
 }
 
 // CollectDeadSpool exposes the depth and age of the gateway's dead-letter
@@ -128,13 +125,15 @@ func (m *Meter) CollectDeadSpool(s *meter.Spool) {
 		return
 	}
 	m.deadSpoolCollected = true
-	g := func(name, help string, f func() float64) {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "meter", Name: name, Help: help}, f))
-	}
-	g("dead_spool_events", "Dead letters in the gateway's local dead-letter spool, waiting for the dead-letter stream.",
+	m.gauge("dead_spool_events", "Dead letters in the gateway's local dead-letter spool, waiting for the dead-letter stream.",
 		func() float64 { n, _, _ := s.Stats(); return float64(n) })
-	g("dead_spool_oldest_seconds", "Age of the oldest dead letter in the local dead-letter spool (0 when empty).",
+	m.gauge("dead_spool_oldest_seconds", "Age of the oldest dead letter in the local dead-letter spool (0 when empty).",
 		func() float64 { _, _, a := s.Stats(); return a.Seconds() })
+}
+
+// gauge registers tollgate_meter_<name>, read from f at each scrape.
+func (m *Meter) gauge(name, help string, f func() float64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tollgate", Subsystem: "meter", Name: name, Help: help}, f))
 }
 
 // CollectJournal exposes whether the gateway's crash journal cannot write
