@@ -74,10 +74,14 @@ func (o *owed) len() int {
 	return len(o.events)
 }
 
-// owe holds e, which the sink refused, for another publish, and reports
-// whether it could.
+// owe holds a copy of e, which the sink refused, for another publish, and
+// reports whether it could. A copy: the sink normalizes an event in place
+// as it publishes, on the background loop's goroutine, while the request
+// that owed e goes on reading it (its usage chunk, its spend hold's
+// charge); holding e itself was a data race.
 func (s *Server) owe(e *usage.Event) bool {
-	if !s.owed.add(e) {
+	held := *e // Metadata is shared: Normalize replaces the map, never writes it
+	if !s.owed.add(&held) {
 		s.log.Error("usage events owed: more than the most held for another publish; this one waits in the crash journal for the next start",
 			"event_id", e.ID, "held", maxOwed)
 		return false
