@@ -196,8 +196,14 @@ func (t *takeover) take() {
 	if !t.stopRelay() {
 		return // the client left: net/http's context ended
 	}
+	// Counted before the hijack: from it until the count, neither
+	// http.Server.Shutdown (the connection is not net/http's any more) nor
+	// Stop's wait on streams saw the stream, and Stop's grace could end
+	// without cutting it off.
+	t.s.streams.Add(1)
 	conn, rw, err := t.hj.Hijack()
 	if err != nil {
+		t.s.streams.Done()
 		t.stopRelay = context.AfterFunc(t.reqCtx, t.relayCancel)
 		return
 	}
@@ -208,7 +214,6 @@ func (t *takeover) take() {
 	t.taken, t.conn = true, conn
 	t.w, t.hj, t.flushTo, t.reqCtx = nil, nil, nil, nil
 	t.body.drop()
-	t.s.streams.Add(1)
 	t.s.taken.Add(1)
 	if pc, ok := conn.(*prefixConn); ok && len(pc.pre) > 0 {
 		t.pending = append(t.pending, pc.pre...) // not read by net/http yet: kept in order
