@@ -27,46 +27,9 @@ import (
 // nearly all the time (a review: 39 events owed, every scrape 0), so the
 // alert never fired.
 func TestOwedGaugeCountsEventsBeingOfferedAgain(t *testing.T) {
-	js := metertest.Connect(t, metertest.NewServer(t))
-	// Something answers nothing on the usage subject: every publish waits
-	// for its PubAck until the publisher's timeout.
-	sub, err := js.Conn().Subscribe(meter.DefaultSubject, func(*nats.Msg) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-
-	disk := metertest.SmallDisk(t, 1<<20)
-	spool, err := meter.OpenSpool(filepath.Join(disk, "spool"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { spool.Close() })
-	dead, err := meter.OpenSpool(filepath.Join(disk, "spool-dead"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dead.Close() })
-	metertest.FillDisk(t, disk)
-
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sink := meter.NewDurablePublisher(meter.NewPublisher(js, meter.StreamConfig{}, 500*time.Millisecond),
-		spool, dead, func() bool { return true }, 0, log, nil)
-	j := &memJournal{}
 	reg := prometheus.NewRegistry()
-	cfg, _ := simConfig(t)
-	gw := startGateway(t, cfg, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: sink,
-		Journal: j, Metrics: reg, Log: log})
-	st := &stack{gw: gw, url: "http://" + gw.Addr()}
-
-	resp := st.post(t, "/v1/chat/completions",
+	owingRequest(t, 500*time.Millisecond, reg,
 		`{"model":"sim-small","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if calls := j.of(resp.Header.Get("X-Request-Id")); len(calls) < 2 || calls[len(calls)-1] != "fail" {
-		t.Fatalf("journal calls %v: want the event journaled as refused (fail)", calls)
-	}
-
 	owed := func() float64 {
 		mfs, err := reg.Gather()
 		if err != nil {
@@ -93,5 +56,48 @@ func TestOwedGaugeCountsEventsBeingOfferedAgain(t *testing.T) {
 	if zeros > 0 {
 		t.Errorf("the owed gauge read 0 in %d of 30 scrapes (100 ms apart) while one event was owed throughout: %s",
 			zeros, strings.Join(samples, " "))
+	}
+}
+
+// owingRequest serves body on a gateway whose sink refuses every event
+// (NATS answers no publish, each waiting publishTimeout; the spools' disk
+// is full), with its metrics in reg, and checks that the request's event
+// was journaled as refused: owed, offered again every second.
+func owingRequest(t *testing.T, publishTimeout time.Duration, reg *prometheus.Registry, body string) {
+	t.Helper()
+	js := metertest.Connect(t, metertest.NewServer(t))
+	// Something answers nothing on the usage subject: every publish waits
+	// for its PubAck until the publisher's timeout.
+	sub, err := js.Conn().Subscribe(meter.DefaultSubject, func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	disk := metertest.SmallDisk(t, 1<<20)
+	spools := make([]*meter.Spool, 2)
+	for i, name := range []string{"spool", "spool-dead"} {
+		if spools[i], err = meter.OpenSpool(filepath.Join(disk, name), 0); err != nil {
+			t.Fatal(err)
+		}
+		sp := spools[i]
+		t.Cleanup(func() { sp.Close() })
+	}
+	metertest.FillDisk(t, disk)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sink := meter.NewDurablePublisher(meter.NewPublisher(js, meter.StreamConfig{}, publishTimeout),
+		spools[0], spools[1], func() bool { return true }, 0, log, nil)
+	j := &memJournal{}
+	cfg, _ := simConfig(t)
+	deps := gateway.Deps{Providers: providers(), Keys: keys{}, Sink: sink, Journal: j, Log: log}
+	if reg != nil {
+		deps.Metrics = reg
+	}
+	gw := startGateway(t, cfg, deps)
+	st := &stack{gw: gw, url: "http://" + gw.Addr()}
+	resp := st.post(t, "/v1/chat/completions", body)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if calls := j.of(resp.Header.Get("X-Request-Id")); len(calls) < 2 || calls[len(calls)-1] != "fail" {
+		t.Fatalf("journal calls %v: want the event journaled as refused (fail)", calls)
 	}
 }
