@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -27,26 +26,7 @@ import (
 // for good: the event reached neither the ledger nor `tollgate dlq list`,
 // and everything behind it in the dead-letter spool waited with it.
 func TestAnEventOverASmallMaxPayloadReachesTheDeadLetterStream(t *testing.T) {
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		MaxPayload: 8 << 10, NoLog: true, NoSigs: true}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := metertest.Connect(t, metertest.NewServerWith(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), MaxPayload: 8 << 10}))
 	ctx := context.Background()
 	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
 		t.Fatal(err)

@@ -36,6 +36,30 @@ func NewServer(t testing.TB) *server.Server {
 	return s.Server()
 }
 
+// NewServerWith starts a NATS server with opts (a test's own settings: a
+// small max_payload, no JetStream), on a random loopback port unless opts
+// names one; it shuts down when the test ends.
+func NewServerWith(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	if opts.Host == "" {
+		opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("metertest: %v", err)
+	}
+	s.Start()
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("metertest: the NATS server is not ready")
+	}
+	return s
+}
+
 // Connect connects to s and returns a JetStream handle; the connection
 // closes when the test ends.
 func Connect(t testing.TB, s *server.Server) jetstream.JetStream {
