@@ -64,7 +64,7 @@ func TestRunDemoCtrlC(t *testing.T) {
 	// Ctrl-C while a slow stream is relayed: the README promises it
 	// TOLLGATE_SHUTDOWN_GRACE to finish, but the SIGINT also reached
 	// upstream-sim, which gave it 10s and broke it off (a user's walkthrough).
-	stream := d.slowStream(t, key[1])
+	stream, _ := d.slowStream(t, key[1])
 	if err := syscall.Kill(-d.cmd.Process.Pid, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +78,8 @@ func TestRunDemoCtrlC(t *testing.T) {
 // through the demo with key (14 s: longer than the 10 s upstream-sim gives
 // its streams when told to stop, which broke this one when Ctrl-C reached
 // it), waits for its first chunk, and returns a channel that receives the
-// whole body once the stream has ended.
-func (d *runDemo) slowStream(t *testing.T, key string) <-chan string {
+// whole body once the stream has ended, and the request's id.
+func (d *runDemo) slowStream(t *testing.T, key string) (<-chan string, string) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", "http://"+d.listen+"/v1/chat/completions",
 		strings.NewReader(`{"model":"sim-small","max_tokens":28,"stream":true,"metadata":{"sim_delay_ms":"500"},`+
@@ -101,7 +101,7 @@ func (d *runDemo) slowStream(t *testing.T, key string) <-chan string {
 		rest, _ := io.ReadAll(br)
 		body <- first + string(rest)
 	}()
-	return body
+	return body, resp.Header.Get("X-Request-Id")
 }
 
 // TestRunDemoCtrlCReachingAChildFirst: a terminal's Ctrl-C reaches every
@@ -117,28 +117,34 @@ func TestRunDemoCtrlCReachingAChildFirst(t *testing.T) {
 		t.Skip("builds and runs the demo stack")
 	}
 	d := startRunDemo(t)
-	tollgate := -1
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		// pid (comm) state ppid pgrp ...
-		if i := strings.LastIndexByte(string(b), ')'); err == nil && i > 0 && strings.HasSuffix(string(b[:i]), "(tollgate") {
-			if fields := strings.Fields(string(b[i+1:])); len(fields) > 2 && fields[2] == strconv.Itoa(d.cmd.Process.Pid) {
-				tollgate, _ = strconv.Atoi(strings.Fields(string(b))[0])
-			}
-		}
-	}
-	if tollgate < 0 {
-		t.Fatalf("no tollgate in process group %d", d.cmd.Process.Pid)
-	}
+	tollgate := d.tollgatePID(t)
 	if err := syscall.Kill(tollgate, syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	d.stopped(t, "tollgate's SIGINT")
 }
 
+// tollgatePID returns the pid of the demo's tollgate process.
+func (d *runDemo) tollgatePID(t *testing.T) int {
+	t.Helper()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		// pid (comm) state ppid pgrp ...
+		if i := strings.LastIndexByte(string(b), ')'); err == nil && i > 0 && strings.HasSuffix(string(b[:i]), "(tollgate") {
+			if fields := strings.Fields(string(b[i+1:])); len(fields) > 2 && fields[2] == strconv.Itoa(d.cmd.Process.Pid) {
+				pid, _ := strconv.Atoi(strings.Fields(string(b))[0])
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no tollgate in process group %d", d.cmd.Process.Pid)
+	return 0
+}
+
 // runDemo is scripts/run-demo.sh running with the real binaries, up.
 type runDemo struct {
+	root, dbURL                  string // the binaries' and script's directory, the database
 	cmd                          *exec.Cmd
 	out                          *metertest.LockedBuffer
 	done                         chan error
@@ -203,12 +209,20 @@ func startRunDemo(t *testing.T) *runDemo {
 // refused a port as already in use.
 func tryRunDemo(t *testing.T, root, dbURL string, attempt int) (*runDemo, string) {
 	t.Helper()
-	simAddr, listen, adminListen := freeAddr(t), freeAddr(t), freeAddr(t)
-	dataDir := filepath.Join(root, "data"+strconv.Itoa(attempt))
-	cmd := exec.Command("bash", filepath.Join(root, "scripts", "run-demo.sh"))
-	cmd.Env = append(os.Environ(), "TOLLGATE_DATABASE_URL="+dbURL, "TOLLGATE_NATS_URL=",
-		"TOLLGATE_DATA_DIR="+dataDir, "TOLLGATE_LISTEN="+listen, "TOLLGATE_ADMIN_LISTEN="+adminListen,
-		"SIM_LISTEN="+simAddr, "TOLLGATE_ADMIN_TOKEN=run-demo-test")
+	d := &runDemo{root: root, dbURL: dbURL, dataDir: filepath.Join(root, "data"+strconv.Itoa(attempt)),
+		simAddr: freeAddr(t), listen: freeAddr(t), adminListen: freeAddr(t)}
+	return d.launch(t)
+}
+
+// launch starts d's run-demo.sh on d's ports, database and data
+// directory, and waits for the demo to be up; it returns nil and the
+// script's output when the script refused a port as already in use.
+func (d *runDemo) launch(t *testing.T) (*runDemo, string) {
+	t.Helper()
+	cmd := exec.Command("bash", filepath.Join(d.root, "scripts", "run-demo.sh"))
+	cmd.Env = append(os.Environ(), "TOLLGATE_DATABASE_URL="+d.dbURL, "TOLLGATE_NATS_URL=",
+		"TOLLGATE_DATA_DIR="+d.dataDir, "TOLLGATE_LISTEN="+d.listen, "TOLLGATE_ADMIN_LISTEN="+d.adminListen,
+		"SIM_LISTEN="+d.simAddr, "TOLLGATE_ADMIN_TOKEN=run-demo-test")
 	out := &metertest.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, as a shell gives a foreground job.
@@ -236,7 +250,9 @@ func tryRunDemo(t *testing.T, root, dbURL string, attempt int) (*runDemo, string
 	if !up || !strings.Contains(out.String(), "Tollgate is running") {
 		t.Fatalf("the demo did not come up:\n%s", out.String())
 	}
-	return &runDemo{cmd: cmd, out: out, done: done, dataDir: dataDir, simAddr: simAddr, listen: listen, adminListen: adminListen}, ""
+	next := *d
+	next.cmd, next.out, next.done = cmd, out, done
+	return &next, ""
 }
 
 // stopped checks that the demo ended as Ctrl-C should end it: exit 0,

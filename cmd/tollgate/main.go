@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // serverUsage is the top of `tollgate --help`: the server commands.
@@ -102,6 +103,7 @@ func main() {
 	defer stop()
 	cmd, args := os.Args[1], os.Args[2:]
 	if _, ok := serverCommands[cmd]; ok {
+		go exitOnSecondSignal(ctx, log, exit)
 		err = runServer(ctx, log, cmd, args, os.Stdout)
 		_ = logs.Stop() // the log's lines before the error that ends the process
 		exit(serverExit(cmd, err, os.Stderr))
@@ -114,6 +116,33 @@ func main() {
 	code := runCLI(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	exit(code)
+}
+
+// exitOnSecondSignal waits for the first SIGINT or SIGTERM, which begins
+// a server command's shutdown (ctx done), then ends the process at the
+// next one that comes a second or more after it, with exit code 1,
+// however long the shutdown still has (TOLLGATE_SHUTDOWN_GRACE, then
+// shutdown_drain): a second Ctrl-C was swallowed, and a server kept a
+// terminal, or `make run` after its script had exited, for up to 35 s at
+// the defaults. Signals within the first second are the same request to
+// stop: a terminal's Ctrl-C reaches both tollgate and the script that
+// started it, which passes it on (scripts/run-demo.sh sends SIGTERM).
+// Nothing billable is lost: as after a kill, every request still in
+// flight is in the crash journal and recorded at the next start, and
+// what the meter had not committed is delivered again.
+func exitOnSecondSignal(ctx context.Context, log *slog.Logger, exit func(int)) {
+	<-ctx.Done()
+	first := time.Now()
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	for s := range again {
+		if time.Since(first) < time.Second {
+			continue
+		}
+		log.Error("a second signal: exiting now, before the shutdown has finished; the requests still in flight are in the crash journal and are recorded at the next start",
+			"signal", s.String())
+		exit(exitError)
+	}
 }
 
 // asksHelp reports whether args (the program name left out) ask only for
