@@ -55,10 +55,10 @@ type Spool struct {
 	// writeErr is the last commit's error, nil once one succeeds (see
 	// WriteError).
 	writeErr error
-	// size and count are the bytes and events not yet published; oldest
-	// is the time of the oldest unpublished append (zero when empty).
+	// size and count are the bytes and events not yet published; ages
+	// time them (see noteAppend).
 	size, count int64
-	oldest      time.Time
+	ages        spoolAges
 	done        chan struct{}
 	// drainMu makes Drain the spool's one drainer at a time, and guards
 	// cur, the cursor as last saved: read from its file once, at open.
@@ -109,9 +109,7 @@ func OpenSpool(dir string, maxBytes int64) (_ *Spool, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.count > 0 {
-		s.oldest = time.Now() // unknown across restarts: age counts from now
-	}
+	s.ages.appended(s.count, time.Now()) // unknown across restarts: their age counts from now
 	if err := s.openSegment(next); err != nil {
 		return nil, err
 	}
@@ -349,9 +347,7 @@ func (s *Spool) commit(batch []spoolWrite) error {
 	s.mu.Lock()
 	s.segSize += int64(len(buf))
 	s.size += int64(len(buf))
-	if s.count == 0 {
-		s.oldest = time.Now()
-	}
+	s.ages.appended(int64(len(batch)), time.Now())
 	s.count += int64(len(batch))
 	s.mu.Unlock()
 	return nil
@@ -373,7 +369,7 @@ func (s *Spool) Stats() (events, bytes int64, oldest time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.count > 0 {
-		oldest = time.Since(s.oldest)
+		oldest = time.Since(s.ages.oldest())
 	}
 	return s.count, s.size, oldest
 }

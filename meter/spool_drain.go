@@ -193,7 +193,5 @@ func (s *Spool) sentOn(events, size int64) {
 	defer s.mu.Unlock()
 	s.count -= events
 	s.size -= size
-	if s.count == 0 {
-		s.oldest = time.Time{}
-	}
+	s.ages.published(events)
 }
