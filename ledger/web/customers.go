@@ -160,19 +160,24 @@ func (c *Console) customerPage(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		d.Usage, err = modelDayChart(r, cl, id, ms, ms.AddDate(0, 1, 0), d.ByModel, d.ByDay)
 	}
+	if err != nil {
+		// Nothing of a customer partly read is shown: its empty figures
+		// read as real ones (no credit limit: "unlimited"), and its credit
+		// form would credit an id that is no customer.
+		v := c.view(r, "customers", "Customer", nil)
+		v.Error = errorText(err)
+		status := http.StatusBadGateway
+		if ledger.ErrorCode(err) == ledger.ENotFound || ledger.ErrorCode(err) == ledger.EInvalid {
+			status = http.StatusNotFound
+		}
+		c.pages.render(w, c.log, status, "error", v)
+		return
+	}
 	if len(d.Entries) > entriesShown { // oldest first: the first is one too many
 		d.Entries, d.MoreEntries = d.Entries[len(d.Entries)-entriesShown:], true
 	}
 	slices.Reverse(d.Entries) // newest first
-	v := c.view(r, "customers", "Customer "+d.Customer.Name, d)
-	status := http.StatusOK
-	if err != nil {
-		v.Error = errorText(err)
-		if ledger.ErrorCode(err) == ledger.ENotFound || ledger.ErrorCode(err) == ledger.EInvalid {
-			status = http.StatusNotFound
-		}
-	}
-	c.pages.render(w, c.log, status, "customer", v)
+	c.pages.render(w, c.log, http.StatusOK, "customer", c.view(r, "customers", "Customer "+d.Customer.Name, d))
 }
 
 var periodPattern = regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])$`)
