@@ -87,11 +87,12 @@ func (c *Console) client(r *http.Request) *api.Client {
 func (c *Console) view(r *http.Request, nav, title string, data any) view {
 	ss := sessionOf(r)
 	var notice, failure string
+	var refused refusedForm
 	if r.Method != http.MethodHead {
-		notice, failure = c.sess.popFlash(ss)
+		notice, failure, refused = c.sess.popFlash(ss)
 	}
 	return view{App: "console", Title: title, Nav: nav, CSRF: ss.csrf, Who: "operator",
-		Notice: notice, Error: failure, Data: data}
+		Notice: notice, Error: failure, Refused: refused, Data: data}
 }
 
 // checkToken checks the token with the admin API itself: a token the API

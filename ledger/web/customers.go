@@ -213,5 +213,9 @@ func (c *Console) addCredit(w http.ResponseWriter, r *http.Request) {
 	e, err := c.client(r).AddEntry(r.Context(), id, ledger.KindCredit, ledger.EntryInput{
 		Amount: strings.TrimSpace(r.PostFormValue("amount")), Memo: r.PostFormValue("memo"),
 		IdempotencyKey: r.PostFormValue("idempotency_key")})
-	c.done(w, r, "/console/customers/"+id, "Credit of "+e.Amount+" "+e.Currency+" recorded (entry "+strconv.FormatInt(e.ID, 10)+").", err)
+	if err != nil {
+		c.refuse(w, r, "/console/customers/"+id, "credit", creditForm, err)
+		return
+	}
+	c.done(w, r, "/console/customers/"+id, "Credit of "+e.Amount+" "+e.Currency+" recorded (entry "+strconv.FormatInt(e.ID, 10)+").", nil)
 }

@@ -119,17 +119,17 @@ func TestConsoleTooLargeLimitSaysSo(t *testing.T) {
 	cu, _, _ := g.customer("greedy", "none", 0)
 	c := g.browser()
 	csrf := g.signIn(c, "console", "token", adminToken)
-	for _, f := range []struct{ field, value, most string }{
-		{"tpm_limit", "99999999999999999999", "1,099,511,627,776"},
-		{"rpm_limit", "1099511627777", "1,099,511,627,776"},
-		{"max_concurrent", "9223372036854775808", "2,147,483,647"},
+	for _, f := range []struct{ field, value, most, label string }{
+		{"tpm_limit", "99999999999999999999", "1,099,511,627,776", "Tokens per minute"},
+		{"rpm_limit", "1099511627777", "1,099,511,627,776", "Requests per minute"},
+		{"max_concurrent", "9223372036854775808", "2,147,483,647", "Requests at once"},
 	} {
 		status, _, h := g.do(c, "POST", "/console/customers/"+cu.ID+"/keys", url.Values{"csrf": {csrf}, "name": {"k"}, f.field: {f.value}})
 		if status != http.StatusSeeOther {
 			t.Fatalf("issue with %s=%s = %d", f.field, f.value, status)
 		}
 		_, body, _ := g.do(c, "GET", h.Get("Location"), nil)
-		want := f.field + ": &#34;" + f.value + "&#34; is too large: the most is " + f.most
+		want := f.label + ": &#34;" + f.value + "&#34; is too large: the most is " + f.most
 		if !strings.Contains(body, want) {
 			t.Errorf("%s=%s: the page lacks %q:\n%s", f.field, f.value, want, body[strings.Index(body, "<main"):])
 		}

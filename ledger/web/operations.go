@@ -97,12 +97,16 @@ func (c *Console) addPrice(w http.ResponseWriter, r *http.Request) {
 		to, err = optionalDate(r, "effective_to")
 	}
 	if err != nil {
-		c.done(w, r, "/console/prices", "", err)
+		c.refuse(w, r, "/console/prices", "price", priceForm, err)
 		return
 	}
 	in.EffectiveFrom, in.EffectiveTo = *from, to
 	p, err := c.client(r).CreatePrice(r.Context(), in)
-	c.done(w, r, "/console/prices", "Price version "+strconv.FormatInt(p.ID, 10)+" for "+p.Model+" added.", err)
+	if err != nil {
+		c.refuse(w, r, "/console/prices", "price", priceForm, err)
+		return
+	}
+	c.done(w, r, "/console/prices", "Price version "+strconv.FormatInt(p.ID, 10)+" for "+p.Model+" added.", nil)
 }
 
 type reconciliationData struct {

@@ -54,7 +54,7 @@ func TestConsoleRefusedFormKept(t *testing.T) {
 			if k == "form_id" || k == "idempotency_key" {
 				continue
 			}
-			if !regexp.MustCompile(`name="` + k + `"[^>]* value="` + regexp.QuoteMeta(v[0]) + `"`).MatchString(body) &&
+			if !regexp.MustCompile(`name="`+k+`"[^>]* value="`+regexp.QuoteMeta(v[0])+`"`).MatchString(body) &&
 				!regexp.MustCompile(`value="`+regexp.QuoteMeta(v[0])+`"[^>]* name="`+k+`"`).MatchString(body) {
 				t.Errorf("after POST %s refused, field %s does not hold %q", tc.action, k, v[0])
 			}

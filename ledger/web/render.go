@@ -33,6 +33,9 @@ type view struct {
 	// Refresh, when not 0, makes the page reload itself after that many
 	// seconds (a figure still being computed).
 	Refresh int
+	// Refused is the form the last write was refused for, to show filled
+	// in as it was sent, its error beside its field.
+	Refused refusedForm
 	Data    any
 }
 

@@ -39,6 +39,9 @@ type session struct {
 	// notice and failure are what the last write did, said once by the
 	// next page (guarded by sessions.mu).
 	notice, failure string
+	// refused is the form the last write was refused for, shown filled
+	// in by the next page (guarded by sessions.mu).
+	refused refusedForm
 	// issued is a key the console just issued, its secret shown once by
 	// the page the issue redirects to (guarded by sessions.mu).
 	issued *issuedData
@@ -185,13 +188,21 @@ func (s *sessions) setFlash(ss *session, notice, failure string) {
 	s.mu.Unlock()
 }
 
-// popFlash returns and forgets what the last write did.
-func (s *sessions) popFlash(ss *session) (notice, failure string) {
+// setRefused keeps a refused form for the session's next page.
+func (s *sessions) setRefused(ss *session, f refusedForm) {
+	s.mu.Lock()
+	ss.refused = f
+	s.mu.Unlock()
+}
+
+// popFlash returns and forgets what the last write did, and the form
+// it refused, if any.
+func (s *sessions) popFlash(ss *session) (notice, failure string, refused refusedForm) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	notice, failure = ss.notice, ss.failure
-	ss.notice, ss.failure = "", ""
-	return notice, failure
+	notice, failure, refused = ss.notice, ss.failure, ss.refused
+	ss.notice, ss.failure, ss.refused = "", "", refusedForm{}
+	return notice, failure, refused
 }
 
 // setIssued keeps a key just issued for the session's next view of the
