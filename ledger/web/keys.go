@@ -237,12 +237,16 @@ func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
 	if models == nil {
 		p.AllowedModels.Value = nil
 	}
-	back := keysBack(r)
+	back, id := keysBack(r), chi.URLParam(r, "id")
 	if err != nil {
-		c.done(w, r, back, "", err)
+		c.refuse(w, r, back, "limits-"+id, limitsForm(id), err)
 		return
 	}
-	k, err := c.client(r).UpdateKey(r.Context(), chi.URLParam(r, "id"), p)
+	k, err := c.client(r).UpdateKey(r.Context(), id, p)
+	if ledger.ErrorCode(err) == ledger.EInvalid {
+		c.refuse(w, r, back, "limits-"+id, limitsForm(id), err)
+		return
+	}
 	notice := "Limits of key " + k.Prefix + "… saved."
 	if p.ExpiresAt.Set && k.ExpiresAt != nil && !k.ExpiresAt.After(c.now()) {
 		// Not refused: a past expiry suspends a key that a later one

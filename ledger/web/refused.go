@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -30,15 +31,28 @@ var (
 		{"web_search", "Web search", "search"}, {"effective_from", "Effective from", "from"}, {"effective_to", "Effective to", "to"}}
 )
 
+// limitsForm is the limits form of key id: its inputs' ids end with the
+// key's.
+func limitsForm(id string) []formField {
+	fields := slices.Clone(issueForm[1:]) // all but the name
+	for i := range fields {
+		fields[i].ID += "-" + id
+	}
+	return fields
+}
+
 // refusedForm is a form the console or the API refused, kept in the
 // session for the page the refusal returns to: what was typed, and the
 // field the error is about. The zero value is no form.
 type refusedForm struct {
-	form   string     // the form's id ("issue", "credit", "price")
+	form   string     // the form's id ("issue", "credit", "price", "limits-" and a key's id)
 	values url.Values // as sent, but the CSRF token
 	field  *formField // the field the error names, nil for none
 	err    string     // the error, in the labels' words
 }
+
+// Is reports whether form is the refused one.
+func (f refusedForm) Is(form string) bool { return f.form != "" && f.form == form }
 
 // Value is what was typed in field of form, when it is the refused one,
 // else shown: the field's value on the page.
