@@ -31,18 +31,18 @@ func ParseSignedMicros(field, s string) (int64, error) {
 	if strings.TrimSpace(s) == "" {
 		return 0, errorf(EInvalid, "%s: is required, a decimal string like \"10.50\"", field)
 	}
+	d, err := decimal.NewFromString(strings.TrimSpace(s))
+	if err != nil {
+		// Text with an "e" in it ("ten", "5 EUR") is no number either.
+		return 0, errorf(EInvalid, "%s: %q is not a decimal number", field, s)
+	}
 	if strings.ContainsAny(s, "eE") {
 		// decimal reads "1e6" as a million: a typo away from "16" or "1.6"
 		// in an amount of money, so only plain notation is taken.
-		out := "1000000"
-		if d, err := decimal.NewFromString(strings.TrimSpace(s)); err == nil && d.Exponent() > -40 && d.Exponent() < 40 {
-			out = d.String()
+		if d.Exponent() > -40 && d.Exponent() < 40 {
+			return 0, errorf(EInvalid, "%s: %q is in exponent notation; write the number out (%q)", field, s, d.String())
 		}
-		return 0, errorf(EInvalid, "%s: %q is in exponent notation; write the number out (%q)", field, s, out)
-	}
-	d, err := decimal.NewFromString(strings.TrimSpace(s))
-	if err != nil {
-		return 0, errorf(EInvalid, "%s: %q is not a decimal number", field, s)
+		return 0, errorf(EInvalid, "%s: %q is in exponent notation; write the number out", field, s)
 	}
 	m := d.Shift(6)
 	switch {
