@@ -119,7 +119,15 @@ const sessionEnded = "Your session has ended (or you signed out), so what you se
 // a GET (which require sends to the sign-in page): a form posted after the
 // session ended. It was not acted on; the sign-in form says so (401).
 func (f *signinForm) ended(w http.ResponseWriter, r *http.Request) {
-	f.pages.render(w, f.log, http.StatusUnauthorized, "signin", view{App: f.app, Title: "Sign in", Error: sessionEnded, Data: f.form})
+	// Signed in again, back to the page the form was on (its Referer, of
+	// this app on this host) to send it again: it went to the first page.
+	form := f.form
+	if ref, err := url.Parse(r.Referer()); err == nil && ref.Host == r.Host {
+		if next := f.next(ref.RequestURI()); next != "/"+f.app+"/" {
+			form.Next = next
+		}
+	}
+	f.pages.render(w, f.log, http.StatusUnauthorized, "signin", view{App: f.app, Title: "Sign in", Error: sessionEnded, Data: form})
 }
 
 // signin is POST /<app>/signin: a form posted from this site with a secret
