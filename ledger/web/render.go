@@ -97,6 +97,16 @@ func secure(next http.Handler) http.Handler {
 	})
 }
 
+// favicon serves the icon the layout names: without one, browsers ask
+// for /favicon.ico, which neither listener has, and every page logged a
+// 404 in the browser's console.
+func favicon(w http.ResponseWriter, _ *http.Request) {
+	b, _ := assets.ReadFile("assets/favicon.svg")
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "max-age=3600")
+	_, _ = w.Write(b)
+}
+
 // style serves the stylesheet.
 func style(w http.ResponseWriter, _ *http.Request) {
 	b, _ := assets.ReadFile("assets/style.css")

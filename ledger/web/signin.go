@@ -52,6 +52,7 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 			return "The page " + r.URL.Path + " does not take a " + r.Method + " request."
 		}))
 		r.Get("/static/style.css", style)
+		r.Get("/static/favicon.svg", favicon)
 		r.Get("/signin", f.page)
 		r.Post("/signin", f.signin)
 		r.Group(func(r chi.Router) {
