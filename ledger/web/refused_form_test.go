@@ -77,3 +77,19 @@ func TestConsoleRefusedFormKept(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleRefusedFormOnlyWhereSent: a refused credit form is shown
+// filled in on its own customer's page only: on another customer's page
+// (another tab, say) the amount would credit the wrong customer.
+func TestConsoleRefusedFormOnlyWhereSent(t *testing.T) {
+	g := newRig(t)
+	a, _, _ := g.customer("alpha", "sim-pro", 0)
+	b, _, _ := g.customer("bravo", "sim-pro", 0)
+	c := g.browser()
+	csrf := g.signIn(c, "console", "token", adminToken)
+	g.do(c, "POST", "/console/customers/"+a.ID+"/credits", url.Values{"csrf": {csrf}, "amount": {"12 5"}, "memo": {"for alpha"}})
+	_, body, _ := g.do(c, "GET", "/console/customers/"+b.ID, nil)
+	if strings.Contains(body, `value="12 5"`) || strings.Contains(body, `value="for alpha"`) || strings.Contains(body, "aria-invalid") {
+		t.Errorf("bravo's page shows alpha's refused credit form")
+	}
+}
