@@ -214,7 +214,7 @@ func (c *Console) addCredit(w http.ResponseWriter, r *http.Request) {
 		Amount: strings.TrimSpace(r.PostFormValue("amount")), Memo: r.PostFormValue("memo"),
 		IdempotencyKey: r.PostFormValue("idempotency_key")})
 	if err != nil {
-		c.refuse(w, r, "/console/customers/"+id, "credit", creditForm, err)
+		c.refuse(w, r, "/console/customers/"+id, "credit-"+id, creditForm, err)
 		return
 	}
 	c.done(w, r, "/console/customers/"+id, "Credit of "+e.Amount+" "+e.Currency+" recorded (entry "+strconv.FormatInt(e.ID, 10)+").", nil)

@@ -115,7 +115,7 @@ func (c *Console) issueKey(w http.ResponseWriter, r *http.Request) {
 	in.AllowedModels = modelList(r.PostFormValue("allowed_models"))
 	back := keysLink(id, r.PostFormValue("cursor")) // a refusal returns to the page the form was on
 	if err != nil {
-		c.refuse(w, r, back, "issue", issueForm, err)
+		c.refuse(w, r, back, "issue-"+id, issueForm, err)
 		return
 	}
 	// One key per form shown: a double click sends the form twice, and
@@ -131,7 +131,7 @@ func (c *Console) issueKey(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case err != nil:
-		c.refuse(w, r, back, "issue", issueForm, err)
+		c.refuse(w, r, back, "issue-"+id, issueForm, err)
 		return
 	case k == nil: // resent after its secret was let go
 		c.done(w, r, back, "", errors.New("that form already issued a key, whose secret was shown once; "+

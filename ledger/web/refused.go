@@ -45,7 +45,10 @@ func limitsForm(id string) []formField {
 // session for the page the refusal returns to: what was typed, and the
 // field the error is about. The zero value is no form.
 type refusedForm struct {
-	form   string     // the form's id ("issue", "credit", "price", "limits-" and a key's id)
+	// form is the form's id: "price", or "credit-", "issue-" and the
+	// customer's id, or "limits-" and the key's (a form is shown filled
+	// in only where it was sent from).
+	form   string
 	values url.Values // as sent, but the CSRF token
 	field  *formField // the field the error names, nil for none
 	err    string     // the error, in the labels' words
