@@ -21,6 +21,9 @@ const customersPerPage = 25
 type customerListItem struct {
 	ledger.Customer
 	Balance ledger.Balance
+	// Unread is whether the balance could not be read: its zero figures
+	// are not shown (no credit limit would read "unlimited").
+	Unread bool
 }
 
 type customersData struct {
@@ -49,6 +52,7 @@ func (c *Console) customersPage(w http.ResponseWriter, r *http.Request) {
 			calls[i] = func() (err error) {
 				d.Items[i].Customer = cu
 				d.Items[i].Balance, err = cl.Balance(r.Context(), cu.ID)
+				d.Items[i].Unread = err != nil
 				return err
 			}
 		}
