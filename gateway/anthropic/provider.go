@@ -83,9 +83,14 @@ func readMessages(r *http.Request, body []byte) (provider.Call, error) {
 }
 
 // readRequest is readMessages, which refuses options Anthropic bills at
-// other rates (standardPricing) when priced.
+// other rates (standardPricing) when priced. What an estimate reads of the
+// prompt (messages, system, tools: PromptText, by encoding/json, without
+// regard to case) must be sent once and spelled exactly, as Anthropic reads
+// it: "messages":[a long prompt],"Messages":[hi] sent the long prompt and
+// had a cut stream billed the estimate of "hi".
 func readRequest(r *http.Request, body []byte, priced bool) (provider.Call, error) {
-	if err := provider.CheckPassedBody(body, "model", "stream", "speed", "inference_geo"); err != nil {
+	if err := provider.CheckPassedBody(body, "model", "stream", "speed", "inference_geo",
+		"messages", "system", "tools"); err != nil {
 		return provider.Call{}, err
 	}
 	if priced {

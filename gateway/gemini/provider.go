@@ -89,6 +89,13 @@ func readGenerate(r *http.Request, body []byte) (provider.Call, error) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
 			"the request body is not valid JSON")
 	}
+	// What an estimate reads of the prompt (Prompt, by encoding/json,
+	// without regard to case) must be sent once and spelled exactly, as
+	// Gemini reads it: "contents":[a long prompt],"Contents":[hi] sent the
+	// long prompt and had a cut stream billed the estimate of "hi".
+	if err := provider.CheckPassedBody(body, "contents", "systemInstruction", "system_instruction", "tools"); err != nil {
+		return provider.Call{}, err
+	}
 	stream := method == "streamGenerateContent"
 	alt := r.URL.Query().Get("alt")
 	// alt is Google's response format for every REST API (json, sse, media,

@@ -127,9 +127,14 @@ func TextOnly(fields map[string]json.RawMessage) error {
 // ("background": true) is refused: the upstream answers at once with a
 // queued response without usage and generates afterwards, out of the
 // gateway's sight, so the generation would be neither billed nor held by
-// the key's spend, token or concurrency limits.
+// the key's spend, token or concurrency limits. What an estimate reads of
+// the prompt (input, instructions, tools, text: ResponsesPrompt, by
+// encoding/json, without regard to case) must be sent once and spelled
+// exactly, as the upstream reads it: "input":[a long prompt],"Input":"hi"
+// sent the long prompt and had a cut stream billed the estimate of "hi".
 func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
-	if err := provider.CheckPassedBody(body, "model", "stream", "background", "service_tier"); err != nil {
+	if err := provider.CheckPassedBody(body, "model", "stream", "background", "service_tier",
+		"input", "instructions", "tools", "text"); err != nil {
 		return provider.Call{}, err
 	}
 	var req struct {
