@@ -72,3 +72,23 @@ func TestPromptCountsMediaParts(t *testing.T) {
 		t.Errorf("text only: media %d", p.Media)
 	}
 }
+
+// TestPromptReadsSnakeCaseFields: the Gemini API takes a request's fields
+// by their proto names too (system_instruction, inline_data, file_data,
+// function_call, function_response), as Google's own REST examples write
+// them; the estimate read the camelCase names alone, so a request written
+// so was estimated without its system instruction, its images and pages
+// (MediaPartTokens each) and its function turns: a thinking model cut
+// before its first usage report was billed the contents' text alone.
+func TestPromptReadsSnakeCaseFields(t *testing.T) {
+	body := `{"system_instruction":{"parts":[{"text":"S"}]},"contents":[
+	  {"role":"user","parts":[{"text":"Compare"},{"inline_data":{"mime_type":"image/png","data":"AAAA"}},
+	    {"file_data":{"mime_type":"application/pdf","file_uri":"gs://b/f.pdf"}}]},
+	  {"role":"model","parts":[{"function_call":{"name":"f","args":{"q":"x"}}}]},
+	  {"role":"user","parts":[{"function_response":{"name":"f","response":{"r":"y"}}}]}]}`
+	p := Prompt([]byte(body))
+	const want = "S\nCompare\nf\n{\"q\":\"x\"}\nf\n{\"r\":\"y\"}"
+	if p.Text != want || p.Media != 2*MediaPartTokens {
+		t.Errorf("Prompt = text %q, media %d; want %q and %d", p.Text, p.Media, want, 2*MediaPartTokens)
+	}
+}
