@@ -40,27 +40,37 @@ func ModelFromPath(p string) (model, method string, ok bool) {
 	return model, method, true
 }
 
-// promptRequest is what PromptText reads of a GenerateContentRequest.
+// promptRequest is what PromptText reads of a GenerateContentRequest. The
+// Gemini API takes each field by its JSON name (systemInstruction) or its
+// proto name (system_instruction), as Google's REST examples write them:
+// both are read, so that a request in either spelling is estimated whole.
 type promptRequest struct {
-	SystemInstruction *promptContent  `json:"systemInstruction"`
-	Contents          []promptContent `json:"contents"`
-	Tools             json.RawMessage `json:"tools"`
+	SystemInstruction      *promptContent  `json:"systemInstruction"`
+	SystemInstructionProto *promptContent  `json:"system_instruction"`
+	Contents               []promptContent `json:"contents"`
+	Tools                  json.RawMessage `json:"tools"`
 }
 
 type promptContent struct {
 	Parts []struct {
-		Text         string    `json:"text"`
-		InlineData   *struct{} `json:"inlineData"` // present or not: its bytes are not kept
-		FileData     *struct{} `json:"fileData"`
-		FunctionCall *struct {
-			Name string          `json:"name"`
-			Args json.RawMessage `json:"args"`
-		} `json:"functionCall"`
-		FunctionResponse *struct {
-			Name     string          `json:"name"`
-			Response json.RawMessage `json:"response"`
-		} `json:"functionResponse"`
+		Text          string        `json:"text"`
+		InlineData    *struct{}     `json:"inlineData"` // present or not: its bytes are not kept
+		InlineDataP   *struct{}     `json:"inline_data"`
+		FileData      *struct{}     `json:"fileData"`
+		FileDataP     *struct{}     `json:"file_data"`
+		FunctionCall  *functionPart `json:"functionCall"`
+		FunctionCallP *functionPart `json:"function_call"`
+		FunctionResp  *functionPart `json:"functionResponse"`
+		FunctionRespP *functionPart `json:"function_response"`
 	} `json:"parts"`
+}
+
+// functionPart is what an estimate reads of a functionCall part (its name
+// and args) or a functionResponse part (its name and response).
+type functionPart struct {
+	Name     string          `json:"name"`
+	Args     json.RawMessage `json:"args"`
+	Response json.RawMessage `json:"response"`
 }
 
 // PromptText returns the text of a Gemini GenerateContentRequest that a
@@ -102,23 +112,29 @@ func Prompt(body []byte) tap.Prompt {
 		b.WriteString(s)
 	}
 	contents := req.Contents
-	if req.SystemInstruction != nil {
-		contents = append([]promptContent{*req.SystemInstruction}, contents...)
+	for _, si := range []*promptContent{req.SystemInstructionProto, req.SystemInstruction} {
+		if si != nil {
+			contents = append([]promptContent{*si}, contents...)
+		}
 	}
 	var media int64
 	for _, c := range contents {
 		for _, p := range c.Parts {
 			add(p.Text)
-			if p.InlineData != nil || p.FileData != nil {
+			if p.InlineData != nil || p.FileData != nil || p.InlineDataP != nil || p.FileDataP != nil {
 				media += MediaPartTokens
 			}
-			if fc := p.FunctionCall; fc != nil {
-				add(fc.Name)
-				add(string(fc.Args))
+			for _, fc := range []*functionPart{p.FunctionCall, p.FunctionCallP} {
+				if fc != nil {
+					add(fc.Name)
+					add(string(fc.Args))
+				}
 			}
-			if fr := p.FunctionResponse; fr != nil {
-				add(fr.Name)
-				add(string(fr.Response))
+			for _, fr := range []*functionPart{p.FunctionResp, p.FunctionRespP} {
+				if fr != nil {
+					add(fr.Name)
+					add(string(fr.Response))
+				}
 			}
 		}
 	}
