@@ -1,0 +1,68 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// TestPromptObjectKeySpelledTwiceIsRefused: the chat route refuses
+// "messages" spelled twice, but the estimate reads each message (and its
+// content parts) with encoding/json too, without regard to case, the last
+// one winning: {"role":"user","content":[1,000 words],"Content":"hi"}
+// went to an OpenAI upstream, which reads "content", and a stream cut
+// short before its usage report was billed the estimate of "hi" (8 prompt
+// tokens). So with the Responses API's input items. Such a body is
+// refused before any upstream call; a JSON schema whose properties differ
+// only in case (in tools, counted as written) is still served.
+func TestPromptObjectKeySpelledTwiceIsRefused(t *testing.T) {
+	words := strings.TrimSpace(strings.Repeat("ledger ", 1000))
+	chunk := `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"ok"}}]}` + "\n\n"
+	delta := "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"ok\"}\n\n"
+	for _, c := range []struct{ name, path, body, stream string }{
+		{"chat message content", "/v1/chat/completions",
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":"` + words + `","Content":"hi"}]}`, chunk},
+		{"chat content part text", "/v1/chat/completions",
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":[{"type":"text","text":"` + words + `","TEXT":"hi"}]}]}`, chunk},
+		{"responses item content", "/v1/responses",
+			`{"model":"m","stream":true,"input":[{"role":"user","content":"` + words + `","Content":"hi"}]}`, delta},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var calls atomic.Int64
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, c.stream)
+			}))
+			t.Cleanup(up.Close)
+			st := oneProviderStack(t, "openai", up.URL)
+			resp := st.post(t, c.path, c.body)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusBadRequest && strings.Contains(string(b), "ambiguous") && calls.Load() == 0 {
+				return
+			}
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			t.Fatalf("served %d (upstream called %d times), billed %d prompt tokens (%s) for a prompt of about 1,000 sent upstream; want 400 naming the ambiguous member",
+				resp.StatusCode, calls.Load(), e.Usage.PromptTokens, e.UsageSource)
+		})
+	}
+	t.Run("schema properties", func(t *testing.T) {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, chunk+"data: [DONE]\n\n")
+		}))
+		t.Cleanup(up.Close)
+		st := oneProviderStack(t, "openai", up.URL)
+		resp := st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],`+
+			`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"id":{"type":"string"},"ID":{"type":"string"}}}}}]}`)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("a tool schema with properties id and ID: %d %s; want 200", resp.StatusCode, b)
+		}
+	})
+}
