@@ -118,6 +118,13 @@ func (r *chatRequest) checkPassedKeys(body []byte) error {
 		"messages", "tools", "functions", "response_format", "prediction"); err != nil {
 		return err
 	}
+	if raw := r.fields["messages"]; len(raw) > 0 {
+		// The estimate reads each message and content part by
+		// encoding/json too (chatPromptText).
+		if err := provider.CheckFoldedKeys("messages", raw); err != nil {
+			return err
+		}
+	}
 	if raw := r.fields["stream_options"]; len(raw) > 0 && raw[0] == '{' {
 		if err := provider.CheckPassedBody(raw, "include_usage"); err != nil {
 			return fmt.Errorf("stream_options: %w", err)

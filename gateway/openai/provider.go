@@ -148,10 +148,18 @@ func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 		SafetyIdentifier any             `json:"safety_identifier"`
 		User             any             `json:"user"`
 		Metadata         json.RawMessage `json:"metadata"`
+		Input            json.RawMessage `json:"input"`
 	}
 	if err := json.Unmarshal(body, &raw); err == nil && !utf8.Valid(raw.Model) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
 			"model: is not valid UTF-8")
+	}
+	if len(raw.Input) > 0 {
+		// The estimate reads each input item and content part by
+		// encoding/json too (ResponsesPrompt).
+		if err := provider.CheckFoldedKeys("input", raw.Input); err != nil {
+			return provider.Call{}, err
+		}
 	}
 	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -79,4 +80,31 @@ func FuzzAmbiguousKey(f *testing.F) {
 			t.Fatalf("%q: jsonscan finds %q ambiguous, CheckPassedBody passes it", body, wantKey)
 		}
 	})
+}
+
+// TestFoldedKeyDecodedAgrees: CheckFoldedKeys' encoding/json fallback
+// finds what jsonscan.FoldedKey finds on the values the latter can scan,
+// and finds it past the scanner's depth.
+func TestFoldedKeyDecodedAgrees(t *testing.T) {
+	for _, v := range []string{
+		`[{"role":"user","content":"a"},{"content":"b"}]`,
+		`[{"role":"user","content":"a","Content":"b"}]`,
+		`[{"content":[{"type":"text","text":"a","TEXT":"b"}]}]`,
+		`{"a":{"b":1,"b":2}}`,
+		`{"\u0063ontent":1,"content":2}`,
+		`{"ſtream":1,"stream":2}`,
+		`"s"`,
+		`[]`,
+		`{}`,
+	} {
+		wantKey, want, _ := jsonscan.FoldedKey([]byte(v))
+		gotKey, got := foldedKeyDecoded(json.NewDecoder(strings.NewReader(v)))
+		if got != want || gotKey != wantKey {
+			t.Errorf("%s: decoded %q %v, scanned %q %v", v, gotKey, got, wantKey, want)
+		}
+	}
+	deep := `[{"content":"a","Content":"b","x":` + strings.Repeat("[", jsonscan.MaxDepth+2) + strings.Repeat("]", jsonscan.MaxDepth+2) + `}]`
+	if err := CheckFoldedKeys("messages", []byte(deep)); err == nil {
+		t.Errorf("a value nested past jsonscan.MaxDepth hid its ambiguous member")
+	}
 }

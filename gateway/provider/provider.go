@@ -284,6 +284,64 @@ func ambiguousKeyDecoded(obj []byte, names ...string) (string, bool) {
 	return "", false
 }
 
+// CheckFoldedKeys refuses (400) v, the value of the request body's member
+// named member, when an object anywhere in it has two keys that are one
+// without regard to case (jsonscan.FoldedKey): the gateway's estimate
+// reads such a value with encoding/json, the last of them winning, while
+// an upstream that matches keys exactly reads another.
+// {"role":"user","content":[a long prompt],"Content":"hi"} sent the long
+// prompt, and a cut request was billed the estimate of "hi". A value the
+// scanner cannot read to its end (nested deeper than jsonscan.MaxDepth) is
+// checked again with encoding/json's tokenizer.
+func CheckFoldedKeys(member string, v []byte) error {
+	key, bad, scanned := jsonscan.FoldedKey(v)
+	if !bad && !scanned {
+		key, bad = foldedKeyDecoded(json.NewDecoder(bytes.NewReader(v)))
+	}
+	if bad {
+		return Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			fmt.Sprintf("the request body's %s has an object whose member %q is ambiguous: send each member once, spelled exactly so", member, key))
+	}
+	return nil
+}
+
+// foldedKeyDecoded is jsonscan.FoldedKey by encoding/json's tokenizer,
+// reading one value from dec; it reports nothing for what is not valid
+// JSON (the caller's decoder refuses it).
+func foldedKeyDecoded(dec *json.Decoder) (string, bool) {
+	t, err := dec.Token()
+	if err != nil {
+		return "", false
+	}
+	switch t {
+	case json.Delim('{'):
+		var keys [][]byte
+		for dec.More() {
+			k, err := dec.Token()
+			text, isKey := k.(string)
+			if err != nil || !isKey {
+				return "", false
+			}
+			keys = append(keys, []byte(text))
+			if key, bad := foldedKeyDecoded(dec); bad {
+				return key, true
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return "", false
+		}
+		return jsonscan.Folded(keys)
+	case json.Delim('['):
+		for dec.More() {
+			if key, bad := foldedKeyDecoded(dec); bad {
+				return key, true
+			}
+		}
+		_, _ = dec.Token()
+	}
+	return "", false
+}
+
 // Err is a convenience: an Error with the given status, type, code and message.
 func Err(status int, typ, code, msg string) Error {
 	return Error{Status: status, Type: typ, Code: code, Message: msg}

@@ -1,0 +1,36 @@
+package jsonscan
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestFoldedKey(t *testing.T) {
+	many := make([]string, 20000)
+	for i := range many {
+		many[i] = `"k` + strconv.Itoa(i) + `":1`
+	}
+	for _, c := range []struct {
+		v            string
+		key          string
+		bad, scanned bool
+	}{
+		{`[{"role":"user","content":"a"},{"content":"b"}]`, "", false, true},
+		{`[{"role":"user","content":"a","Content":"b"}]`, "Content", true, true},
+		{`[{"content":[{"type":"text","text":"a","TEXT":"b"}]}]`, "TEXT", true, true},
+		{`{"a":{"b":1,"b":2}}`, "b", true, true},
+		{`{"\u0063ontent":1,"content":2}`, "content", true, true},
+		{`{"ſtream":1,"stream":2}`, "stream", true, true},
+		{`{"a":1,"A":{}`, "", false, false}, // not JSON: the caller's decoder refuses it
+		{`"just a string"`, "", false, true},
+		{`{` + strings.Join(many, ",") + `}`, "", false, true},
+		{`{` + strings.Join(many, ",") + `,"K19999":2}`, "K19999", true, true},
+		{strings.Repeat("[", MaxDepth+2) + strings.Repeat("]", MaxDepth+2), "", false, false},
+	} {
+		key, bad, scanned := FoldedKey([]byte(c.v))
+		if key != c.key || bad != c.bad || scanned != c.scanned {
+			t.Errorf("FoldedKey(%.60s) = %q, %v, %v; want %q, %v, %v", c.v, key, bad, scanned, c.key, c.bad, c.scanned)
+		}
+	}
+}
