@@ -500,3 +500,38 @@ func TestNonStreamedAnswerSaysWhatIsBilled(t *testing.T) {
 			answer.Usage.Prompt, answer.Usage.Details.Cached, e.Usage.PromptTokens, e.Usage.CachedTokens, b)
 	}
 }
+
+// TestEmbeddingsAnswerSaysWhatIsBilled: an embeddings answer whose usage
+// the gateway corrected before billing it (a count past usage.MaxCount,
+// clamped) reached the client with the upstream's figure unchanged, as a
+// non-streamed chat answer did before reportedAsBilled was read there
+// too: 9,000,000,000,000,000 prompt tokens shown, 1,000,000,000 billed.
+func TestEmbeddingsAnswerSaysWhatIsBilled(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"m",`+
+			`"usage":{"prompt_tokens":9000000000000000,"total_tokens":9000000000000000}}`)
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "evil", Type: "openai", BaseURL: up.URL})
+	})
+	resp := st.post(t, "/v1/embeddings", `{"model":"evil/m","input":"hi"}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if !usage.HasCorrection(e.Corrections, usage.CorrectionOverMax) {
+		t.Fatalf("event %+v %q: want the count clamped", e.Usage, e.Corrections)
+	}
+	var answer struct {
+		Usage struct {
+			Prompt int64 `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &answer); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	if answer.Usage.Prompt != e.Usage.PromptTokens {
+		t.Fatalf("the client reads prompt %d; billed prompt %d: %s", answer.Usage.Prompt, e.Usage.PromptTokens, b)
+	}
+}
