@@ -138,8 +138,10 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		x.commit()
 		// The usage the event records, in the response, when the upstream's
 		// is not there to read: an estimate, or a report whose members
-		// Body removed (Embeddings.Body). An error body gets none.
-		if _, exact, _ := jsonscan.Member(out, "usage"); x.report.Error == "" && (!x.report.Reported || !exact) {
+		// Body removed (Embeddings.Body); or when it is not what was billed
+		// (a count the gateway corrected: reportedAsBilled). An error body
+		// gets none.
+		if _, exact, _ := jsonscan.Member(out, "usage"); x.report.Error == "" && (!x.report.Reported || !exact || !reportedAsBilled(x.event)) {
 			n := strconv.AppendInt(nil, x.event.Usage.PromptTokens, 10)
 			u := append(append(append(append([]byte(`{"prompt_tokens":`), n...), `,"total_tokens":`...), n...), '}')
 			if b, err := jsonscan.SetMember(out, "usage", u); err == nil {
