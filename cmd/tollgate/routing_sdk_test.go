@@ -246,6 +246,19 @@ func TestDeploymentsExampleValidates(t *testing.T) {
 		smart.Deployments[1].Name != "west" || smart.Fallbacks[0] != "cheap" || len(cfg.Models[1].Deployments) != 1 {
 		t.Fatalf("models %+v", cfg.Models)
 	}
+	// Its failover must follow a hung deployment: with a budget no longer
+	// than connect_timeout (30s by default), the hung deployment's 504 was
+	// the answer and no other attempt started (docs/configuration.md,
+	// retry.budget).
+	for _, p := range cfg.Providers {
+		connect := p.ConnectTimeout
+		if connect <= 0 {
+			connect = 30 * time.Second
+		}
+		if cfg.Retry.Budget <= connect {
+			t.Errorf("retry.budget %s is not above provider %s's connect_timeout %s: a hung deployment is never followed by another", cfg.Retry.Budget, p.Name, connect)
+		}
+	}
 }
 
 // TestRoutingSDKModelRetrieve: openai-go's models.retrieve finds a model of
