@@ -603,3 +603,17 @@ func TestConfigCheckBadTimesWrittenEveryWay(t *testing.T) {
 		}
 	}
 }
+
+// TestMisspeltEnvOnWindows: Windows' environment names are not case
+// sensitive, and os.Getenv("TOLLGATE_LISTEN") reads a variable set as
+// tollgate_listen there: config check called it misspelt and "ignored",
+// and failed (exit 5), though tollgate ran on it. A near miss is still
+// one.
+func TestMisspeltEnvOnWindows(t *testing.T) {
+	defer func(was bool) { envFoldsCase = was }(envFoldsCase)
+	envFoldsCase = true
+	got := misspeltEnv([]string{"tollgate_listen=:9", "Tollgate_Admin_Token=x", "TOLLGATE_LISTN=:9"})
+	if len(got) != 1 || !strings.HasPrefix(got[0], "TOLLGATE_LISTN is set") {
+		t.Errorf("misspeltEnv on Windows = %q, want TOLLGATE_LISTN alone", got)
+	}
+}

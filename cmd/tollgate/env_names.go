@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -15,6 +16,10 @@ var runtimeEnv = []string{
 	"TOLLGATE_LISTEN", "TOLLGATE_ADMIN_LISTEN", "TOLLGATE_DATA_DIR", "TOLLGATE_SHUTDOWN_GRACE",
 	"TOLLGATE_PPROF", "TOLLGATE_LOG_LEVEL",
 }
+
+// envFoldsCase says environment names match without regard to case, as
+// on Windows, where os.Getenv("TOLLGATE_LISTEN") reads tollgate_listen.
+var envFoldsCase = runtime.GOOS == "windows"
 
 // misspeltEnv returns a sentence for each variable of environ (as
 // os.Environ gives it, NAME=value) that tollgate does not read but whose
