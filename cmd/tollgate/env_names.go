@@ -24,7 +24,8 @@ var envFoldsCase = runtime.GOOS == "windows"
 // misspeltEnv returns a sentence for each variable of environ (as
 // os.Environ gives it, NAME=value) that tollgate does not read but whose
 // name is within two edits of one it does (TOLLGATE_ADMIN_LISTN,
-// TOLLGATE_DATABSE_URL, tollgate_listen): such a setting is ignored, and
+// TOLLGATE_DATABSE_URL, tollgate_listen except on Windows, envFoldsCase):
+// such a setting is ignored, and
 // the process runs on the default it was meant to replace (the admin
 // listener on every interface, the default database). Other TOLLGATE_
 // names (the tests' and the benchmarks' own) are left alone. Sorted by
@@ -37,6 +38,9 @@ func misspeltEnv(environ []string) []string {
 			continue
 		}
 		upper := strings.ToUpper(name)
+		if envFoldsCase && slices.Contains(runtimeEnv, upper) {
+			continue // read as it is (Windows)
+		}
 		for _, known := range runtimeEnv {
 			if upper == known || levenshtein.ComputeDistance(upper, known) <= 2 {
 				out = append(out, fmt.Sprintf("%s is set, but tollgate reads no such variable: did you mean %s? (unset, it takes its default)", name, known))
