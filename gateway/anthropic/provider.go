@@ -105,10 +105,25 @@ func readRequest(r *http.Request, body []byte, priced bool) (provider.Call, erro
 	var raw struct {
 		Model    json.RawMessage `json:"model"`
 		Metadata json.RawMessage `json:"metadata"`
+		Messages json.RawMessage `json:"messages"`
+		System   json.RawMessage `json:"system"`
 	}
 	if err := json.Unmarshal(body, &raw); err == nil && !utf8.Valid(raw.Model) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
 			"model: is not valid UTF-8")
+	}
+	// The estimate reads each message and block by encoding/json too
+	// (PromptText); a tool_use block's input is the tool's own JSON,
+	// counted as written.
+	for _, m := range []struct {
+		name string
+		v    json.RawMessage
+	}{{"messages", raw.Messages}, {"system", raw.System}} {
+		if len(m.v) > 0 {
+			if err := provider.CheckFoldedKeys(m.name, m.v, "input"); err != nil {
+				return provider.Call{}, err
+			}
+		}
 	}
 	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",

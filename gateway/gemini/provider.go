@@ -96,6 +96,25 @@ func readGenerate(r *http.Request, body []byte) (provider.Call, error) {
 	if err := provider.CheckPassedBody(body, "contents", "systemInstruction", "system_instruction", "tools"); err != nil {
 		return provider.Call{}, err
 	}
+	// So must each content and part's (a functionCall's args and a
+	// functionResponse's response are the tool's own JSON, counted as
+	// written).
+	var prompt struct {
+		Contents json.RawMessage `json:"contents"`
+		System   json.RawMessage `json:"systemInstruction"`
+		SystemP  json.RawMessage `json:"system_instruction"`
+	}
+	_ = json.Unmarshal(body, &prompt) // valid JSON; another shape is the upstream's to refuse
+	for _, m := range []struct {
+		name string
+		v    json.RawMessage
+	}{{"contents", prompt.Contents}, {"systemInstruction", prompt.System}, {"system_instruction", prompt.SystemP}} {
+		if len(m.v) > 0 {
+			if err := provider.CheckFoldedKeys(m.name, m.v, "args", "response"); err != nil {
+				return provider.Call{}, err
+			}
+		}
+	}
 	stream := method == "streamGenerateContent"
 	alt := r.URL.Query().Get("alt")
 	// alt is Google's response format for every REST API (json, sse, media,

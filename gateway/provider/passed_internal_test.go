@@ -98,7 +98,7 @@ func TestFoldedKeyDecodedAgrees(t *testing.T) {
 		`{}`,
 	} {
 		wantKey, want, _ := jsonscan.FoldedKey([]byte(v))
-		gotKey, got := foldedKeyDecoded(json.NewDecoder(strings.NewReader(v)))
+		gotKey, got := foldedKeyDecoded(json.NewDecoder(strings.NewReader(v)), nil)
 		if got != want || gotKey != wantKey {
 			t.Errorf("%s: decoded %q %v, scanned %q %v", v, gotKey, got, wantKey, want)
 		}

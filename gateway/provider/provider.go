@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/gateway/sse"
@@ -292,11 +293,14 @@ func ambiguousKeyDecoded(obj []byte, names ...string) (string, bool) {
 // {"role":"user","content":[a long prompt],"Content":"hi"} sent the long
 // prompt, and a cut request was billed the estimate of "hi". A value the
 // scanner cannot read to its end (nested deeper than jsonscan.MaxDepth) is
-// checked again with encoding/json's tokenizer.
-func CheckFoldedKeys(member string, v []byte) error {
-	key, bad, scanned := jsonscan.FoldedKey(v)
+// checked again with encoding/json's tokenizer. The values of members
+// named exactly one of opaque (a tool's own JSON, which the estimate
+// counts as written, and where keys one in case are the tool's own) are
+// not looked into.
+func CheckFoldedKeys(member string, v []byte, opaque ...string) error {
+	key, bad, scanned := jsonscan.FoldedKey(v, opaque...)
 	if !bad && !scanned {
-		key, bad = foldedKeyDecoded(json.NewDecoder(bytes.NewReader(v)))
+		key, bad = foldedKeyDecoded(json.NewDecoder(bytes.NewReader(v)), opaque)
 	}
 	if bad {
 		return Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
@@ -308,7 +312,7 @@ func CheckFoldedKeys(member string, v []byte) error {
 // foldedKeyDecoded is jsonscan.FoldedKey by encoding/json's tokenizer,
 // reading one value from dec; it reports nothing for what is not valid
 // JSON (the caller's decoder refuses it).
-func foldedKeyDecoded(dec *json.Decoder) (string, bool) {
+func foldedKeyDecoded(dec *json.Decoder, opaque []string) (string, bool) {
 	t, err := dec.Token()
 	if err != nil {
 		return "", false
@@ -323,7 +327,12 @@ func foldedKeyDecoded(dec *json.Decoder) (string, bool) {
 				return "", false
 			}
 			keys = append(keys, []byte(text))
-			if key, bad := foldedKeyDecoded(dec); bad {
+			if slices.Contains(opaque, text) {
+				var skip json.RawMessage
+				if dec.Decode(&skip) != nil {
+					return "", false
+				}
+			} else if key, bad := foldedKeyDecoded(dec, opaque); bad {
 				return key, true
 			}
 		}
@@ -333,7 +342,7 @@ func foldedKeyDecoded(dec *json.Decoder) (string, bool) {
 		return jsonscan.Folded(keys)
 	case json.Delim('['):
 		for dec.More() {
-			if key, bad := foldedKeyDecoded(dec); bad {
+			if key, bad := foldedKeyDecoded(dec, opaque); bad {
 				return key, true
 			}
 		}

@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -15,11 +16,13 @@ import (
 // "content" and "Content" would be two texts. scanned reports that v was
 // read to its end: with bad false and scanned false, v is not JSON the
 // scanner reads (invalid JSON, or nesting deeper than MaxDepth), and may
-// still hold such a member after where the scan stopped.
-func FoldedKey(v []byte) (key string, bad, scanned bool) {
+// still hold such a member after where the scan stopped. The values of
+// members whose key is exactly one of opaque (a tool's own arguments,
+// read as written) are not looked into.
+func FoldedKey(v []byte, opaque ...string) (key string, bad, scanned bool) {
 	l := New(v)
 	var keys [][]byte // the keys of the objects open, outermost first
-	key, bad, ok := l.foldedValue(&keys, 0)
+	key, bad, ok := l.foldedValue(&keys, opaque, 0)
 	if bad {
 		return key, true, true
 	}
@@ -28,7 +31,7 @@ func FoldedKey(v []byte) (key string, bad, scanned bool) {
 
 // foldedValue consumes one value for FoldedKey; keys holds the keys of the
 // objects around it, to be reused.
-func (l *Lexer) foldedValue(keys *[][]byte, depth int) (key string, bad, ok bool) {
+func (l *Lexer) foldedValue(keys *[][]byte, opaque []string, depth int) (key string, bad, ok bool) {
 	if depth > MaxDepth {
 		return "", false, false
 	}
@@ -46,7 +49,11 @@ func (l *Lexer) foldedValue(keys *[][]byte, depth int) (key string, bad, ok bool
 				return "", false, false
 			}
 			*keys = append(*keys, text)
-			if k, bad, ok := l.foldedValue(keys, depth+1); bad || !ok {
+			if slices.Contains(opaque, string(text)) {
+				if !l.Skip() {
+					return "", false, false
+				}
+			} else if k, bad, ok := l.foldedValue(keys, opaque, depth+1); bad || !ok {
 				return k, bad, ok
 			}
 			if l.Lit("}") {
@@ -63,7 +70,7 @@ func (l *Lexer) foldedValue(keys *[][]byte, depth int) (key string, bad, ok bool
 			return "", false, true
 		}
 		for {
-			if k, bad, ok := l.foldedValue(keys, depth+1); bad || !ok {
+			if k, bad, ok := l.foldedValue(keys, opaque, depth+1); bad || !ok {
 				return k, bad, ok
 			}
 			if l.Lit("]") {

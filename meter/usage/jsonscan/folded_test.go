@@ -34,3 +34,18 @@ func TestFoldedKey(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldedKeyOpaque: the value of a member named one of opaque is not
+// looked into; a member named so in another case is.
+func TestFoldedKeyOpaque(t *testing.T) {
+	v := []byte(`[{"type":"tool_use","input":{"id":1,"ID":2}}]`)
+	if _, bad, scanned := FoldedKey(v, "input"); bad || !scanned {
+		t.Errorf("opaque input: bad %v, scanned %v", bad, scanned)
+	}
+	if key, bad, _ := FoldedKey(v); !bad || key != "ID" {
+		t.Errorf("input looked into: %q %v", key, bad)
+	}
+	if key, bad, _ := FoldedKey([]byte(`{"Input":{"id":1,"ID":2}}`), "input"); !bad || key != "ID" {
+		t.Errorf("Input, not input: %q %v", key, bad)
+	}
+}
