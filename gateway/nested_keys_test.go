@@ -122,3 +122,24 @@ func TestNativePromptObjectKeySpelledTwiceIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestResponsesInputMapsOfTheirOwnAreServed: a Responses input item may
+// carry a map of the client's or a tool's own, whose keys may differ only
+// in case (a local shell call's env: http_proxy and HTTP_PROXY): such a
+// request is served, as OpenAI serves it.
+func TestResponsesInputMapsOfTheirOwnAreServed(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"ok\"}\n\n")
+	}))
+	t.Cleanup(up.Close)
+	st := oneProviderStack(t, "openai", up.URL)
+	resp := st.post(t, "/v1/responses", `{"model":"m","stream":true,"input":[{"role":"user","content":"hi"},`+
+		`{"type":"local_shell_call","id":"l","call_id":"c","status":"completed","action":{"type":"exec","command":["ls"],"env":{"http_proxy":"a","HTTP_PROXY":"a"}}},`+
+		`{"type":"local_shell_call_output","call_id":"c","output":"ok"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a local shell call's env with http_proxy and HTTP_PROXY: %d %s; want it served", resp.StatusCode, b)
+	}
+}

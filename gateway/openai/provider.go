@@ -156,8 +156,11 @@ func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 	}
 	if len(raw.Input) > 0 {
 		// The estimate reads each input item and content part by
-		// encoding/json too (ResponsesPrompt).
-		if err := provider.CheckFoldedKeys("input", raw.Input); err != nil {
+		// encoding/json too (ResponsesPrompt). Maps of the client's or a
+		// tool's own (a local shell call's env, where http_proxy and
+		// HTTP_PROXY may both be; an MCP tool's input_schema; a file
+		// search result's attributes; metadata) are not looked into.
+		if err := provider.CheckFoldedKeys("input", raw.Input, "env", "input_schema", "attributes", "metadata"); err != nil {
 			return provider.Call{}, err
 		}
 	}
