@@ -136,7 +136,9 @@ func KillChild(t testing.TB, test, env, prefix string, upto int) int {
 	}
 	sc := bufio.NewScanner(out)
 	n := -1
-	for sc.Scan() && n < upto {
+	// n is checked before the next line is read: a child that stops at
+	// upto (held where the kill is to land) prints nothing more.
+	for n < upto && sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
 			fmt.Sscan(v, &n)
 		}
