@@ -127,6 +127,11 @@ func KillChild(t testing.TB, test, env, prefix string, upto int) int {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
 	cmd.Env = append(os.Environ(), env)
+	// Killed with the test process too: a test binary ended by its
+	// -timeout panics without reaching the kill below, and a child held
+	// where the kill was to land lived on, holding the test's database
+	// (which its clean-up then could not drop) and its connections.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
