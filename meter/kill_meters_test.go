@@ -115,9 +115,15 @@ func TestMetersKilledMidBatchWriteEachEventOnce(t *testing.T) {
 			e := &usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
 				Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream,
 				Usage: usage.Tokens{PromptTokens: 1, CompletionTokens: i % 7}}
-			if err := pub.Publish(ctx, e); err != nil {
-				t.Error(err)
-				return
+			// Sent again until acknowledged, as the gateway's spool does:
+			// a copy stored before a lost PubAck is dropped as a duplicate.
+			for pub.Publish(ctx, e) != nil {
+				select {
+				case <-killed:
+					t.Error("an event was never acknowledged")
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
 			}
 			published, completion = published+1, completion+i%7
 		}
