@@ -229,8 +229,11 @@ func blankEvent(ev *sse.Event) bool {
 }
 
 // readers keeps SSE readers, with their buffers, from one stream to the
-// next (a new Reader allocates a 1 KiB buffer).
-var readers = sync.Pool{New: func() any { return sse.NewReader(nil) }}
+// next (a new Reader allocates a 1 KiB buffer). An event may be as large
+// as a whole answer (maxAnswer), not sse.DefaultMaxEvent's 8 MiB: a
+// generated image comes whole in one event, and a larger one broke the
+// stream and lost the usage that came with it.
+var readers = sync.Pool{New: func() any { return sse.NewReaderSize(nil, maxAnswer) }}
 
 // chatWriter writes a chat.completion.chunk stream to the client through
 // its exchange. The response headers wait for the first event, so that an

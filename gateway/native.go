@@ -511,7 +511,7 @@ func quietAfterFinal(ev *sse.Event, end bool) bool {
 
 // maxNoData bounds the bytes passThrough keeps of a body with no data
 // event in it, as readBody bounds a whole body.
-const maxNoData = 64 << 20
+const maxNoData = maxAnswer
 
 // recorder keeps the bytes a Reader reads from the upstream until they are
 // taken to be forwarded, so that they go out event by event, unchanged.

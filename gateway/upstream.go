@@ -215,13 +215,22 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		fmt.Sprintf("the upstream provider answered %d: %s", resp.StatusCode, bytes.TrimSpace(body))))
 }
 
-// readBody reads a whole upstream body (at most 64 MiB) under the stall
+// maxAnswer bounds what the gateway reads of one upstream answer at a
+// time, in bytes: a whole non-streamed body (readBody), and one event of
+// a stream (the relays' SSE readers). 64 MiB holds the largest answers
+// providers send in one piece, generated images in base64 (a 4K PNG is
+// some 20 MiB, and the Responses API's response.completed repeats every
+// image beside the usage), so that a streamed answer is no more bounded
+// than the same answer not streamed.
+const maxAnswer = 64 << 20
+
+// readBody reads a whole upstream body (at most maxAnswer) under the stall
 // timer, which bounds the silence between its bytes (Gemini's array-form
 // streamGenerateContent sends its elements as they are generated), not
 // the time the whole body takes.
 func (s *Server) readBody(x *exchange, body io.Reader) ([]byte, error) {
 	x.armStall()
-	b, err := io.ReadAll(io.LimitReader(touchReader{x, body}, 64<<20))
+	b, err := io.ReadAll(io.LimitReader(touchReader{x, body}, maxAnswer))
 	if err != nil && x.cause() != nil {
 		err = x.cause()
 	}
