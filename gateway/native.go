@@ -478,8 +478,40 @@ const maxHeld = 64 << 10
 // event may come at any point.
 var quietTypes = map[string]bool{"ping": true, "content_block_stop": true, "message_delta": true, "message_stop": true, "error": true}
 
+// outputTypes are the events of Anthropic's protocol that carry output
+// (message_start's message, content_block_start's block,
+// content_block_delta's delta), and outputMembers the members they carry
+// it in. Any other type is one the protocol may add ("handle unknown
+// event types gracefully"), which Anthropic's SDKs and the tap skip: an
+// event of such a type without any of outputMembers, in any spelling, is
+// quiet after the final report (Gemini's candidates are among them, for a
+// Gemini stream read on after its event was made durable). A Responses
+// API event ("response.…") carries output in many members, and is never
+// of an unknown type here.
+var (
+	outputTypes   = map[string]bool{"message_start": true, "content_block_start": true, "content_block_delta": true}
+	outputMembers = []string{"message", "content_block", "delta", "candidates"}
+)
+
+// unknownQuiet reports whether typ, an event's type, is none the
+// protocols define and fields, its data's members, hold none that output
+// comes in.
+func unknownQuiet(typ string, fields map[string]json.RawMessage) bool {
+	if outputTypes[typ] || strings.HasPrefix(typ, "response.") {
+		return false
+	}
+	for k := range fields {
+		for _, m := range outputMembers {
+			if strings.EqualFold(k, m) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // quietAfterFinal reports whether ev, a data event, is one of quietTypes,
-// or the stream's end (end: the tap read it as the end, as the Responses
+// of an unknown type without output (unknownQuiet), or the stream's end (end: the tap read it as the end, as the Responses
 // API's response.completed), by its data's "type" and by its event name
 // when it has one (a ping may come with empty data, or as data alone).
 // The type is read as a case-sensitive client reads it, and data that
@@ -506,7 +538,7 @@ func quietAfterFinal(ev *sse.Event, end bool) bool {
 	if typ == "" {
 		return name == "ping"
 	}
-	return (name == "" || name == typ) && (quietTypes[typ] || end)
+	return (name == "" || name == typ) && (quietTypes[typ] || end || unknownQuiet(typ, fields))
 }
 
 // maxNoData bounds the bytes passThrough keeps of a body with no data
