@@ -235,11 +235,12 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 					x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errNoData)
 					return
 				}
-				// Comments were forwarded, and the protocol has no error
-				// frame of ours: abort, so the client sees a broken stream,
-				// not a clean end, the event durable first.
+				// Comments were forwarded: the protocol's error event, then
+				// abort, so the client sees a broken stream, not a clean
+				// end, the event durable first.
 				x.brokeAfterStart(nil)
 				x.commit()
+				forward(x.env.StreamError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", errNoData.Error())))
 				x.flush()
 				panic(http.ErrAbortHandler)
 			}
@@ -286,21 +287,27 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				x.fail(status, eventStatus, err)
 				return
 			}
+			var frame []byte // the error event the client gets, when the break is the gateway's to report
 			if x.report.Error == "" {
 				switch cause := x.cause(); {
 				case errors.Is(cause, errStalled):
 					x.report.Error = cause.Error()
 					x.brokeAfterStart(cause)
+					frame = x.env.StreamError(provider.Err(http.StatusGatewayTimeout, "upstream_error", "upstream_timeout",
+						"upstream timeout: "+cause.Error()))
 				case cause == nil: // not our own cancellation (the client gone, a drain's end)
 					x.report.Error = "upstream stream broke: " + s.scrubFor(rt.provider.Name, err.Error())
 					x.brokeAfterStart(nil)
+					frame = x.env.StreamError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", x.report.Error))
 				}
 			}
 			if x.clientGone.Load() {
 				return
 			}
-			// The provider's protocol has no error frame of ours to send:
-			// abort, so the client sees a broken stream, not a clean end.
+			// The stream ends with the protocol's own error event (as the
+			// chat route's ends with an error chunk), so that an SDK raises
+			// its typed error, then is aborted, so that a client that reads
+			// no error event still sees a broken stream, not a clean end.
 			// A held chunk (output, and a report) goes first, once the
 			// event is durable: its headers before the commit, for the
 			// event's status and time to first byte.
@@ -311,6 +318,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			if !x.undurable {
 				forward(held)
 			}
+			forward(frame)
 			x.flush()
 			panic(http.ErrAbortHandler)
 		}
