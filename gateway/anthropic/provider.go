@@ -29,11 +29,12 @@ func Provider() provider.Provider {
 			Read:    readCountTokens,
 		}},
 		Routes: []provider.Route{{
-			Pattern:    "/anthropic/v1/messages",
-			Read:       readMessages,
-			NewTap:     func() provider.StreamTap { return &Tap{} },
-			BodyUsage:  BodyUsage,
-			PromptText: func(b []byte) tap.Prompt { return tap.Prompt{Text: PromptText(b)} },
+			Pattern:     "/anthropic/v1/messages",
+			Read:        readMessages,
+			NewTap:      func() provider.StreamTap { return &Tap{} },
+			BodyUsage:   BodyUsage,
+			BilledUsage: BilledUsage,
+			PromptText:  func(b []byte) tap.Prompt { return tap.Prompt{Text: PromptText(b)} },
 			// Anthropic ends every stream with message_stop ("Streaming
 			// Messages", docs.anthropic.com: message_start, content
 			// blocks, one or more message_delta, then message_stop).

@@ -44,11 +44,12 @@ func Provider() provider.Provider {
 // version is the one the upstream serves.
 func generateRoute(pattern string) provider.Route {
 	return provider.Route{
-		Pattern:    pattern,
-		Read:       readGenerate,
-		NewTap:     func() provider.StreamTap { return &Tap{} },
-		BodyUsage:  BodyUsage,
-		PromptText: Prompt,
+		Pattern:     pattern,
+		Read:        readGenerate,
+		NewTap:      func() provider.StreamTap { return &Tap{} },
+		BodyUsage:   BodyUsage,
+		BilledUsage: BilledUsage,
+		PromptText:  Prompt,
 	}
 }
 
