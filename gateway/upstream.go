@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/gateway/anthropic"
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
@@ -152,6 +153,36 @@ func unwrapURL(err error) string {
 	return err.Error()
 }
 
+// inOpenAIEnvelope is the error object obj of an upstream refusal with
+// status, to be answered in OpenAI's envelope: on the gateway's own
+// (OpenAI) routes, x's envelope, served by a provider that speaks another
+// protocol (Anthropic's {"type":"error","error":{"type","message"}},
+// Gemini's {"error":{"code":429,"message","status"}}). Relayed as it came,
+// an OpenAI SDK read Gemini's number code and no type. The message and
+// status are the upstream's; the type is its own (Anthropic's names are
+// OpenAI's) or the one its status means; the code Gemini's status name,
+// else the type. ok is false for an OpenAI upstream or route, or an error
+// without a message.
+func inOpenAIEnvelope(x *exchange, rt route, status int, obj json.RawMessage) (e provider.Error, ok bool) {
+	if x.env != chatErrors || rt.provider.Type == "openai" {
+		return e, false
+	}
+	var upstream struct {
+		Message, Type, Status json.RawMessage
+	}
+	var msg, typ, code string
+	if json.Unmarshal(obj, &upstream) != nil || json.Unmarshal(upstream.Message, &msg) != nil || msg == "" {
+		return e, false
+	}
+	if json.Unmarshal(upstream.Type, &typ) != nil || typ == "" {
+		typ = anthropic.ErrorType(status)
+	}
+	if json.Unmarshal(upstream.Status, &code) != nil || code == "" {
+		code = typ
+	}
+	return provider.Err(status, typ, code, msg), true
+}
+
 // passedHeaders are the upstream response headers a client's SDK acts on,
 // passed through on errors and successes: the provider's backoff and its
 // rate-limit state.
@@ -200,6 +231,13 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(body, &env) == nil && len(env.Error) > 0 && env.Error[0] == '{' {
+		if e, ok := inOpenAIEnvelope(x, rt, resp.StatusCode, env.Error); ok {
+			x.wmu.Lock()
+			passHeaders(x.w.Header(), resp.Header)
+			x.wmu.Unlock()
+			x.writeError(e)
+			return
+		}
 		if x.respond(resp.StatusCode, false, func(h http.Header) {
 			h.Set("Content-Type", "application/json")
 			passHeaders(h, resp.Header)
