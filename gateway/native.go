@@ -86,14 +86,14 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 				body, err := s.readBody(x, resp.Body)
 				if err == nil && len(bytes.TrimLeft(body, " \t\r\n")) > 0 && !jsonStart(body) {
 					resp.Body = io.NopCloser(bytes.NewReader(body))
-					s.passThrough(x, at.route(), resp, rt.NewTap(), rt.BodyUsage, rt.EndEvent)
+					s.passThrough(x, at.route(), resp, rt.NewTap(), rt.BodyUsage, rt.EndEvent, rt.BilledEnd)
 					return
 				}
 				s.relayBody(x, resp, body, err, rt)
 				return
 			}
 			if call.SSE {
-				s.passThrough(x, at.route(), resp, rt.NewTap(), rt.BodyUsage, rt.EndEvent)
+				s.passThrough(x, at.route(), resp, rt.NewTap(), rt.BodyUsage, rt.EndEvent, rt.BilledEnd)
 				return
 			}
 			s.passBody(x, resp, rt)
@@ -172,8 +172,11 @@ func (x *exchange) unreadableBody(body []byte, err error) {
 // whatever its Content-Type said) is billed from bodyUsage, as passBody
 // bills it, or estimated from its bytes: it is relayed, so never free.
 // endEvent is the route's provider.Route.EndEvent: with one, a stream that
-// ends without it is recorded as cut short.
-func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp provider.StreamTap, bodyUsage func([]byte, *tap.Report) error, endEvent string) {
+// ends without it is recorded as cut short. billedEnd, the route's
+// provider.Route.BilledEnd, when not nil, writes the usage billed into the
+// end event of a stream whose usage was not the provider's.
+func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp provider.StreamTap, bodyUsage func([]byte, *tap.Report) error, endEvent string,
+	billedEnd func([]byte, usage.Tokens) []byte) {
 	x.armStall()
 	src := &recorder{r: resp.Body}
 	rd := readers.Get().(*sse.Reader)
@@ -452,6 +455,12 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				durable()
 			}
 			forward(held)
+			if billedEnd != nil && ev.HasData && x.event.UsageSource != usage.SourceUpstream && x.report.Error == "" {
+				// The end tells what was billed, as a chat stream's usage
+				// chunk and a non-streamed answer (BilledUsage) do.
+				ev.Data = billedEnd(ev.Data, x.event.Usage)
+				chunk = sse.AppendEvent(nil, ev)
+			}
 			forward(chunk)
 			x.flush()
 			x.commit()

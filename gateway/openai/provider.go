@@ -29,6 +29,7 @@ func Provider() provider.Provider {
 			NewTap:      func() provider.StreamTap { return ResponsesTap{} },
 			BodyUsage:   ResponsesBody,
 			BilledUsage: ResponsesBilledUsage,
+			BilledEnd:   ResponsesBilledEnd,
 			PromptText:  ResponsesPrompt,
 			Errors:      ResponsesEnvelope{},
 			EndEvent:    "response.completed, response.failed or response.incomplete",

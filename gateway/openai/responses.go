@@ -297,3 +297,22 @@ func ResponsesBilledUsage(body []byte, t usage.Tokens) []byte {
 	}
 	return out
 }
+
+// ResponsesBilledEnd sets, in the data of a stream's last event
+// (response.completed, response.incomplete or response.failed), the
+// response's "usage" to t (ResponsesBilledUsage). It returns data
+// unchanged when it holds no response object.
+func ResponsesBilledEnd(data []byte, t usage.Tokens) []byte {
+	resp, ok, err := jsonscan.Member(data, "response")
+	if err != nil || !ok || len(resp) == 0 || resp[0] != '{' {
+		return data
+	}
+	out, err := jsonscan.DeleteMember(data, "response")
+	if err != nil {
+		return data
+	}
+	if out, err = jsonscan.SetMember(out, "response", ResponsesBilledUsage(resp, t)); err != nil {
+		return data
+	}
+	return out
+}
