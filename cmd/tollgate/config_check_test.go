@@ -617,3 +617,58 @@ func TestMisspeltEnvOnWindows(t *testing.T) {
 		t.Errorf("misspeltEnv on Windows = %q, want TOLLGATE_LISTN alone", got)
 	}
 }
+
+// TestConfigZeroDurationIsTheDefault: docs/configuration.md says a setting
+// left out, or 0, takes its default, and config check's own messages say
+// "must be 0 (its default) or more"; a duration written 0 (no unit, which
+// Go's time.ParseDuration and TOLLGATE_SHUTDOWN_GRACE take) was refused as
+// "not a duration", so the file the message asked for did not start.
+func TestConfigZeroDurationIsTheDefault(t *testing.T) {
+	cfg, err := parseConfig("tollgate.yaml", []byte(`providers:
+  - name: sim
+    type: openai
+    base_url: http://127.0.0.1:9090/v1
+    api_key: x
+    connect_timeout: 0
+    stall_timeout: 0
+models:
+  - name: m
+    provider: sim
+drain_timeout: 0
+retry: {budget: 0, cooldown: 0}
+meter:
+  ack_wait: 0
+  spool_max_age: 0
+`), providerTypes())
+	if err != nil {
+		t.Fatalf("a file with durations of 0 is refused: %v", err)
+	}
+	if p := cfg.Providers[0]; p.ConnectTimeout != 30*time.Second || p.StallTimeout != 5*time.Minute {
+		t.Errorf("connect_timeout 0 is %v, stall_timeout 0 is %v: want their defaults, 30s and 5m", p.ConnectTimeout, p.StallTimeout)
+	}
+	if cfg.DrainTimeout != 30*time.Second || cfg.Retry.Budget != time.Minute || cfg.Retry.Cooldown != 5*time.Second {
+		t.Errorf("drain_timeout %v, retry.budget %v, retry.cooldown %v: want 30s, 1m0s, 5s", cfg.DrainTimeout, cfg.Retry.Budget, cfg.Retry.Cooldown)
+	}
+	if cfg.Meter.AckWait != 30*time.Second || cfg.Meter.SpoolMaxAge != 0 {
+		t.Errorf("meter.ack_wait %v, meter.spool_max_age %v: want 30s and 0 (none)", cfg.Meter.AckWait, cfg.Meter.SpoolMaxAge)
+	}
+	// A number with no unit other than 0 is still refused: 30 is not 30s.
+	if code, _, got := checkConfigText(t, "drain_timeout: 30\n"); code != exitInvalid || !strings.Contains(got, `drain_timeout: "30" is not a duration`) {
+		t.Errorf("drain_timeout: 30: exit %d, said:\n%s", code, got)
+	}
+}
+
+// TestConfigCheckNamesTheSettingInAFlowMapping: in a mapping written on one
+// line, a value the decoder refused was put on the first setting of the
+// line whose value began the same: {stall_timeout: 300s, connect_timeout: 30}
+// blamed stall_timeout, which is right, for connect_timeout's "30".
+func TestConfigCheckNamesTheSettingInAFlowMapping(t *testing.T) {
+	code, _, got := checkConfigText(t, `providers:
+  - {name: sim, type: openai, base_url: "http://127.0.0.1:9090/v1", api_key: x, stall_timeout: 300s, connect_timeout: 30}
+models: [{name: m, provider: sim}]
+`)
+	want := `providers[0] ("sim").connect_timeout: "30" is not a duration`
+	if code != exitInvalid || !strings.Contains(got, want) {
+		t.Errorf("exit %d, said:\n%s\nwant it to name %q", code, got, want)
+	}
+}
