@@ -40,6 +40,7 @@ type configNode struct {
 	raw   string // providers[0].base_url
 	value string // the scalar as written
 	kind  yaml.Kind
+	tag   string // the resolved tag, "!!int" or "!!str"
 }
 
 func newConfigIndex(root *yaml.Node) *configIndex {
@@ -58,7 +59,7 @@ func (x *configIndex) walk(n *yaml.Node, raw string) {
 		}
 		return
 	}
-	x.values[n.Line] = append(x.values[n.Line], configNode{raw: raw, value: n.Value, kind: n.Kind})
+	x.values[n.Line] = append(x.values[n.Line], configNode{raw: raw, value: n.Value, kind: n.Kind, tag: n.ShortTag()})
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -158,7 +159,14 @@ func (x *configIndex) yamlProblems(msgs []string) (problems []string, paths map[
 		}
 		if m := yamlMismatch.FindStringSubmatch(msg); m != nil {
 			line, _ := strconv.Atoi(m[1])
-			shown := strings.TrimSuffix(m[3], "...")
+			if m[2] == "int" && m[3] == "0" && m[4] == "time.Duration" {
+				// A duration written 0, without a unit: the decoder
+				// left it at 0, its default, as the docs say.
+				continue
+			}
+			shown, cut := strings.CutSuffix(m[3], "...")
+			// The value the decoder quotes, of its tag: on a line
+			// holding several (a one-line mapping), the one it means.
 			raw := x.find(x.values[line], func(n configNode) bool {
 				switch m[2] {
 				case "seq":
@@ -166,7 +174,8 @@ func (x *configIndex) yamlProblems(msgs []string) (problems []string, paths map[
 				case "map":
 					return n.kind == yaml.MappingNode
 				}
-				return n.kind == yaml.ScalarNode && strings.HasPrefix(n.value, shown)
+				return n.kind == yaml.ScalarNode && n.tag == "!!"+m[2] &&
+					(n.value == shown || cut && strings.HasPrefix(n.value, shown))
 			})
 			value := m[3]
 			for _, n := range x.values[line] {
