@@ -292,7 +292,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 			return nil, err
 		}
 		if len(e.AdminToken) < minAdminToken {
-			log.Warn("TOLLGATE_ADMIN_TOKEN is short enough to be guessed (nothing slows guesses down): use 32 random bytes or more, such as `openssl rand -hex 32`, and keep TOLLGATE_ADMIN_LISTEN on the operators' network",
+			log.Warn("TOLLGATE_ADMIN_TOKEN is short enough to be guessed (wrong tokens are slowed down per client address, not stopped, and many addresses guess faster): use 32 random bytes or more, such as `openssl rand -hex 32`, and keep TOLLGATE_ADMIN_LISTEN on the operators' network",
 				"bytes", len(e.AdminToken))
 		}
 		if a.dlq != nil {
