@@ -54,6 +54,45 @@ func TestConfigCheckTheGuidesFile(t *testing.T) {
 	}
 }
 
+// TestConfigCheckEveryDocsYAML: every yaml block of README.md and docs/
+// is a configuration file config check finds valid as it stands (the
+// README's providers and its meter: section are copied into files as
+// they are), its providers' api_key_env set.
+func TestConfigCheckEveryDocsYAML(t *testing.T) {
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"} {
+		t.Setenv(v, "sk-docs-123456789")
+	}
+	blocks := 0
+	for _, path := range append([]string{"../../README.md"}, docs...) {
+		text, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := string(text)
+		for {
+			_, after, ok := strings.Cut(rest, "\n```yaml\n")
+			if !ok {
+				break
+			}
+			block, tail, closed := strings.Cut(after, "\n```")
+			if !closed {
+				t.Fatalf("%s: a yaml block is not closed", path)
+			}
+			rest, blocks = tail, blocks+1
+			if code, out, errOut := checkConfigText(t, block); code != exitOK {
+				t.Errorf("%s, yaml block %q…: exit %d: %s%s", path, block[:min(len(block), 40)], code, out, errOut)
+			}
+		}
+	}
+	if blocks < 3 {
+		t.Fatalf("found %d yaml blocks in README.md and docs/, want the README's two and configuration.md's", blocks)
+	}
+}
+
 // TestConfigCheckEveryProblem: one run lists every problem of a file, the
 // decoder's and each validator's, one sentence each, in the file's order,
 // naming the setting as the file spells it and its line, never a Go type
