@@ -2,6 +2,8 @@ package ledger_test
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +71,36 @@ func TestAttemptsNotCharged(t *testing.T) {
 	rec, err := s.Reconcile(ctx, at.Add(-time.Hour), at.Add(time.Hour))
 	if err != nil || !rec.Clean || rec.Events != 1 || rec.Attempts != 2 || rec.EventIDs != 3 {
 		t.Fatalf("reconcile %+v, %v", rec, err)
+	}
+}
+
+// TestNotChargedRequestsOnEveryDeploymentRow: grouped by deployment or
+// provider, every row carries not_charged_requests, 0 included, as
+// docs/billing.md has an operator subtract it from requests to reconcile
+// a provider's invoice; it was left out at 0 (jq's `.requests -
+// .not_charged_requests` failed on null, Python's row["…"] raised
+// KeyError). Other groupings leave it out.
+func TestNotChargedRequestsOnEveryDeploymentRow(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	at := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	served := newEvent(c.ID, k.ID, "smart", at, usage.Tokens{PromptTokens: 100, CompletionTokens: 20})
+	served.Provider, served.Deployment, served.Attempt = "west", "west", 1
+	if _, err := s.WriteEvents(ctx, []usage.Event{served}); err != nil {
+		t.Fatal(err)
+	}
+	for _, by := range []string{"deployment", "provider", "model"} {
+		page, err := s.Usage(ctx, ledger.UsageQuery{GroupBy: by})
+		if err != nil || len(page.Data) != 1 {
+			t.Fatalf("usage by %s: %+v, %v", by, page, err)
+		}
+		b, err := json.Marshal(page.Data[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		has := strings.Contains(string(b), `"not_charged_requests":0`)
+		if want := by != "model"; has != want {
+			t.Errorf("usage by %s: %s\nwant not_charged_requests 0 in it: %v", by, b, want)
+		}
 	}
 }
