@@ -82,8 +82,9 @@ type UsageRow struct {
 	Period       string `json:"period,omitempty"`
 	Requests     int64  `json:"requests"`
 	// NotChargedRequests counts the attempts among Requests that were not
-	// charged (group_by deployment and provider only).
-	NotChargedRequests int64  `json:"not_charged_requests,omitempty"`
+	// charged: set, 0 included, when grouped by deployment or provider,
+	// and nil otherwise.
+	NotChargedRequests *int64 `json:"not_charged_requests,omitempty"`
 	UnpricedRequests   int64  `json:"unpriced_requests"`
 	PromptTokens       int64  `json:"prompt_tokens"`
 	CachedTokens       int64  `json:"cached_tokens"`
@@ -271,8 +272,9 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 	for rows.Next() {
 		var r UsageRow
 		var cost string
+		var notCharged int64
 		if err := rows.Scan(&r.Group, &r.Currency, &r.Requests, &r.UnpricedRequests, &r.PromptTokens, &r.CachedTokens,
-			&r.CacheWriteTokens, &r.CompletionTokens, &r.ReasoningTokens, &r.WebSearches, &cost, &r.NotChargedRequests); err != nil {
+			&r.CacheWriteTokens, &r.CompletionTokens, &r.ReasoningTokens, &r.WebSearches, &cost, &notCharged); err != nil {
 			return UsagePage{}, dbError(err, "usage query")
 		}
 		if r.Cost, err = FormatE12(cost); err != nil {
@@ -288,9 +290,9 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) (UsagePage, error) {
 		case "end_user":
 			r.EndUser = r.Group
 		case "deployment":
-			r.Deployment = r.Group
+			r.Deployment, r.NotChargedRequests = r.Group, &notCharged
 		case "provider":
-			r.Provider = r.Group
+			r.Provider, r.NotChargedRequests = r.Group, &notCharged
 		default:
 			r.Period = r.Group
 		}

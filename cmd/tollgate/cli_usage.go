@@ -154,7 +154,11 @@ func (c *cli) usage(q ledger.UsageQuery, all bool) error {
 			}
 			table[i] = append(table[i], n(r.Requests))
 			if attempts {
-				table[i] = append(table[i], n(r.NotChargedRequests))
+				var notCharged int64 // left out by a server before 0 was given
+				if r.NotChargedRequests != nil {
+					notCharged = *r.NotChargedRequests
+				}
+				table[i] = append(table[i], n(notCharged))
 			}
 			table[i] = append(table[i], n(r.UnpricedRequests), n(r.PromptTokens), n(r.CachedTokens),
 				n(r.CacheWriteTokens), n(r.CompletionTokens), n(r.ReasoningTokens), n(r.WebSearches), r.Cost, dash(r.Currency))
