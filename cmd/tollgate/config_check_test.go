@@ -711,3 +711,33 @@ models: [{name: m, provider: sim}]
 		t.Errorf("exit %d, said:\n%s\nwant it to name %q", code, got, want)
 	}
 }
+
+// TestConfigCheckEveryProblemOfAProvider: a provider with a bad protocol
+// was dropped from the check there, so its prefix_routes and api_key_env
+// problems, and its models' own, went unsaid until the protocol was fixed
+// (docs/operations.md: config check lists every problem in one run).
+func TestConfigCheckEveryProblemOfAProvider(t *testing.T) {
+	code, _, got := checkConfigText(t, `providers:
+  - name: sim
+    type: openai
+    base_url: http://127.0.0.1:9090/v1
+    protocol: h3
+    prefix_routes: bogus
+    api_key_env: TOLLGATE_TEST_UNSET_KEY
+models:
+  - name: m
+    provider: sim
+    upstrem_model: x
+`)
+	for _, want := range []string{
+		`is not valid: 4 problems.`,
+		`providers[0] ("sim"): protocol "h3" is not known`,
+		`providers[0] ("sim"): prefix_routes "bogus" is not known`,
+		`providers[0] ("sim"): api_key_env names TOLLGATE_TEST_UNSET_KEY, which is not set`,
+		`models[0] ("m"): "upstrem_model" is not a setting here`,
+	} {
+		if code != exitInvalid || !strings.Contains(got, want) {
+			t.Errorf("exit %d, said:\n%s\nwant it to contain %q", code, got, want)
+		}
+	}
+}
