@@ -222,6 +222,10 @@ func gatewayProblems(c gateway.Config, types []string) []checkProblem {
 					pc.BaseURL = "http://placeholder.invalid"
 				case "api_key_env":
 					pc.APIKeyEnv = ""
+				case "protocol":
+					pc.Protocol = ""
+				case "prefix_routes":
+					pc.PrefixRoutes = ""
 				default:
 					drop = true
 				}
