@@ -741,3 +741,34 @@ models:
 		}
 	}
 }
+
+// TestConfigCheckEveryProblemOfAModel: a model was dropped from the check
+// at its first problem of a deployment's weight or limits, or of a
+// fallback, so its next deployment's and fallbacks' problems went unsaid
+// until that one was fixed.
+func TestConfigCheckEveryProblemOfAModel(t *testing.T) {
+	code, _, got := checkConfigText(t, `providers:
+  - {name: p, type: openai, base_url: "http://127.0.0.1:9090/v1", api_key: x}
+models:
+  - name: m
+    deployments:
+      - {provider: p, weight: -1}
+      - {provider: p, upstream_model: b, max_concurrent: -2}
+      - {provider: nope}
+    fallbacks: [m, zz, m2]
+  - name: m2
+    provider: p
+`)
+	for _, want := range []string{
+		`is not valid: 5 problems.`,
+		`models[0] ("m").deployments[0]: weight must be a positive integer, got -1 (line 6).`,
+		`models[0] ("m").deployments[1]: max_concurrent and rpm_limit may not be negative (line 7).`,
+		`models[0] ("m").deployments[2]: provider "nope" is not defined under providers (line 8).`,
+		`models[0] ("m").fallbacks[0]: "m" is not another model defined under models (line 9).`,
+		`models[0] ("m").fallbacks[1]: "zz" is not another model defined under models (line 9).`,
+	} {
+		if code != exitInvalid || !strings.Contains(got, want) {
+			t.Errorf("exit %d, said:\n%s\nwant it to contain %q", code, got, want)
+		}
+	}
+}
