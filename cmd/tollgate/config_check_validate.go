@@ -231,11 +231,21 @@ func gatewayProblems(c gateway.Config, types []string) []checkProblem {
 				}
 			default:
 				mc := &c.Models[i]
-				var j int
+				var j, f int
 				_, deployment := fmt.Sscanf(nested, "deployments[%d]", &j)
+				_, fallback := fmt.Sscanf(strings.TrimPrefix(p.raw, raw+"."), "fallbacks[%d]", &f) // no field follows its index
 				switch {
 				case nested == "" && field == "name":
 					mc.Name = fmt.Sprintf("invalid-model-%d", lists[list][live].orig)
+				case deployment == nil && j < len(mc.Deployments) && field == "weight":
+					mc.Deployments[j].Weight = 1
+				case deployment == nil && j < len(mc.Deployments) && field == "max_concurrent":
+					mc.Deployments[j].MaxConcurrent, mc.Deployments[j].RPMLimit = 0, 0
+				case fallback == nil && f < len(mc.Fallbacks) && otherModel(c.Models, mc.Name) != "":
+					// Another model of the file in its place: the next
+					// fallback is checked in turn (one that is dropped
+					// later is said of its own, not of this fallback).
+					mc.Fallbacks[f] = otherModel(c.Models, mc.Name)
 				case field != "provider" || len(c.Providers) == 0:
 					drop = true
 				case nested == "" || (deployment == nil && yamlField(mc, "deployments").Len() == 0):
@@ -275,6 +285,16 @@ func gatewayProblems(c gateway.Config, types []string) []checkProblem {
 
 // cloneModels copies models deeply enough for Validate to fill in a copy:
 // their lists (deployments, fallbacks) too.
+// otherModel returns the name of a model of models other than name, or "".
+func otherModel(models []gateway.ModelConfig, name string) string {
+	for _, m := range models {
+		if m.Name != "" && m.Name != name {
+			return m.Name
+		}
+	}
+	return ""
+}
+
 func cloneModels(models []gateway.ModelConfig) []gateway.ModelConfig {
 	out := slices.Clone(models)
 	for i := range out {
