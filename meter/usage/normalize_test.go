@@ -209,3 +209,15 @@ func FuzzNormalize(f *testing.F) {
 		}
 	})
 }
+
+// TestNormalizeClampsAtMaxCount: the bound is MaxCount itself, not some
+// larger figure: a count at it is kept, one a token above it is lowered
+// to it and flagged.
+func TestNormalizeClampsAtMaxCount(t *testing.T) {
+	e := validEvent()
+	e.Usage = usage.Tokens{PromptTokens: usage.MaxCount, CompletionTokens: usage.MaxCount + 1}
+	if !e.Normalize() || e.Usage.PromptTokens != usage.MaxCount || e.Usage.CompletionTokens != usage.MaxCount ||
+		e.Corrections != usage.CorrectionOverMax {
+		t.Fatalf("usage %+v, corrections %q; want both at %d, %q", e.Usage, e.Corrections, usage.MaxCount, usage.CorrectionOverMax)
+	}
+}
