@@ -152,47 +152,65 @@ func TestTranslatedStreamErrorsAreScrubbed(t *testing.T) {
 // rides only in the usage chunk, and only when the client asked for it.
 func TestUsageUnderAnotherSpellingIsStripped(t *testing.T) {
 	for _, key := range []string{`"us\u0061ge"`, `"Usage"`} {
-		for _, include := range []bool{false, true} {
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "text/event-stream")
-				fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\n")
-				fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],`+key+`:{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8}}`+"\n\n")
-				fmt.Fprint(w, "data: [DONE]\n\n")
-			}))
-			st := newStack(t, func(c *gateway.Config) {
-				c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "u", Type: "openai", BaseURL: up.URL})
-			})
-			opts := ""
-			if include {
-				opts = `"stream_options":{"include_usage":true},`
+		usageOnlyInTheUsageChunk(t, key)
+	}
+}
+
+// TestUsageInAFinishChunkIsStripped: an upstream that puts its usage in
+// the finish chunk (DESIGN.md, "Usage on the wire") has it read and
+// stripped there: the client gets usage only in the usage chunk, and only
+// when it asked (invariant 7). Leaving the member in the chunk passed
+// every other test: a client that did not ask got the upstream's usage,
+// and one that asked got it twice.
+func TestUsageInAFinishChunkIsStripped(t *testing.T) {
+	usageOnlyInTheUsageChunk(t, `"usage"`)
+}
+
+// usageOnlyInTheUsageChunk streams a finish chunk carrying its usage under
+// key, to a client that asks for the usage chunk and to one that does
+// not, and checks that usage reaches the client only in the usage chunk.
+func usageOnlyInTheUsageChunk(t *testing.T, key string) {
+	t.Helper()
+	for _, include := range []bool{false, true} {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\n")
+			fmt.Fprint(w, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],`+key+`:{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8}}`+"\n\n")
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		}))
+		st := newStack(t, func(c *gateway.Config) {
+			c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "u", Type: "openai", BaseURL: up.URL})
+		})
+		opts := ""
+		if include {
+			opts = `"stream_options":{"include_usage":true},`
+		}
+		resp := st.post(t, "/v1/chat/completions", `{"model":"u/m","stream":true,`+opts+`"messages":[{"role":"user","content":"hi"}]}`)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		up.Close()
+		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+		if e.Usage.PromptTokens != 7 {
+			t.Fatalf("%s: event usage %+v: want the upstream's 7 prompt tokens", key, e.Usage)
+		}
+		withUsage := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok || data == "[DONE]" {
+				continue
 			}
-			resp := st.post(t, "/v1/chat/completions", `{"model":"u/m","stream":true,`+opts+`"messages":[{"role":"user","content":"hi"}]}`)
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			up.Close()
-			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
-			if e.Usage.PromptTokens != 7 {
-				t.Fatalf("%s: event usage %+v: want the upstream's 7 prompt tokens", key, e.Usage)
+			var chunk struct {
+				Usage json.RawMessage `json:"usage"`
 			}
-			withUsage := 0
-			for _, line := range strings.Split(string(b), "\n") {
-				data, ok := strings.CutPrefix(line, "data: ")
-				if !ok || data == "[DONE]" {
-					continue
-				}
-				var chunk struct {
-					Usage json.RawMessage `json:"usage"`
-				}
-				if err := json.Unmarshal([]byte(data), &chunk); err != nil {
-					t.Fatalf("%s: chunk %s: %v", key, data, err)
-				}
-				if chunk.Usage != nil && string(chunk.Usage) != "null" {
-					withUsage++
-				}
+			if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+				t.Fatalf("%s: chunk %s: %v", key, data, err)
 			}
-			if want := map[bool]int{false: 0, true: 1}[include]; withUsage != want {
-				t.Errorf("%s, include_usage %v: %d chunks carry usage, want %d:\n%s", key, include, withUsage, want, b)
+			if chunk.Usage != nil && string(chunk.Usage) != "null" {
+				withUsage++
 			}
+		}
+		if want := map[bool]int{false: 0, true: 1}[include]; withUsage != want {
+			t.Errorf("%s, include_usage %v: %d chunks carry usage, want %d:\n%s", key, include, withUsage, want, b)
 		}
 	}
 }
