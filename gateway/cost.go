@@ -68,14 +68,7 @@ func (x *exchange) withCost(obj []byte) []byte {
 // (openai.Chunk.AmbiguousUsage), so that every client reads what was
 // billed. It returns obj unchanged when it is not a JSON object.
 func (x *exchange) billedUsage(obj []byte) []byte {
-	out, err := jsonscan.DeleteMember(obj, "usage")
-	if err != nil {
-		return obj
-	}
-	if out, err = jsonscan.SetMember(out, "usage", openai.AppendUsage(nil, x.event.Usage)); err != nil {
-		return obj
-	}
-	return out
+	return jsonscan.ReplaceMember(obj, "usage", openai.AppendUsage(nil, x.event.Usage))
 }
 
 // setUsageCost returns obj, a JSON object, with "cost": charge set in its

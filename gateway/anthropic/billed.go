@@ -27,12 +27,5 @@ func BilledUsage(body []byte, t usage.Tokens) []byte {
 	if err != nil {
 		return body
 	}
-	out, err := jsonscan.DeleteMember(body, "usage")
-	if err != nil {
-		return body
-	}
-	if out, err = jsonscan.SetMember(out, "usage", u); err != nil {
-		return body
-	}
-	return out
+	return jsonscan.ReplaceMember(body, "usage", u)
 }

@@ -24,12 +24,5 @@ func BilledUsage(body []byte, t usage.Tokens) []byte {
 	if err != nil {
 		return body
 	}
-	out, err := jsonscan.DeleteMember(body, "usageMetadata")
-	if err != nil {
-		return body
-	}
-	if out, err = jsonscan.SetMember(out, "usageMetadata", u); err != nil {
-		return body
-	}
-	return out
+	return jsonscan.ReplaceMember(body, "usageMetadata", u)
 }

@@ -288,14 +288,7 @@ func ResponsesBilledUsage(body []byte, t usage.Tokens) []byte {
 	if err != nil {
 		return body
 	}
-	out, err := jsonscan.DeleteMember(body, "usage")
-	if err != nil {
-		return body
-	}
-	if out, err = jsonscan.SetMember(out, "usage", u); err != nil {
-		return body
-	}
-	return out
+	return jsonscan.ReplaceMember(body, "usage", u)
 }
 
 // ResponsesBilledEnd sets, in the data of a stream's last event
@@ -307,12 +300,5 @@ func ResponsesBilledEnd(data []byte, t usage.Tokens) []byte {
 	if err != nil || !ok || len(resp) == 0 || resp[0] != '{' {
 		return data
 	}
-	out, err := jsonscan.DeleteMember(data, "response")
-	if err != nil {
-		return data
-	}
-	if out, err = jsonscan.SetMember(out, "response", ResponsesBilledUsage(resp, t)); err != nil {
-		return data
-	}
-	return out
+	return jsonscan.ReplaceMember(data, "response", ResponsesBilledUsage(resp, t))
 }

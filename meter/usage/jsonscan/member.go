@@ -20,6 +20,22 @@ func SetMember(obj []byte, key string, value []byte) ([]byte, error) {
 	return AppendSetMember(make([]byte, 0, len(obj)+len(value)+len(key)+4), obj, key, value)
 }
 
+// ReplaceMember returns obj, a JSON object, with every member that
+// encoding/json would decode as key (DeleteMember: a repeat, or another
+// case) replaced by one member key with value (valid JSON): so that every
+// reader of the result, exact or case-folding, reads value. It returns obj
+// unchanged when obj is not one valid JSON object.
+func ReplaceMember(obj []byte, key string, value []byte) []byte {
+	out, err := DeleteMember(obj, key)
+	if err != nil {
+		return obj
+	}
+	if out, err = SetMember(out, key, value); err != nil {
+		return obj
+	}
+	return out
+}
+
 // AppendSetMember is SetMember appending the result to dst: it returns
 // dst unchanged, with ErrNotObject, when obj is not one valid JSON object.
 func AppendSetMember(dst, obj []byte, key string, value []byte) ([]byte, error) {

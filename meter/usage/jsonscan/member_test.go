@@ -270,3 +270,24 @@ func BenchmarkStripUsage(b *testing.B) {
 		}
 	})
 }
+
+// TestReplaceMember: every member encoding/json reads as the key (a
+// repeat, another case) goes, and one member with the value takes their
+// place; what is not an object comes back as it was.
+func TestReplaceMember(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`{"a":1,"Usage":2,"usage":3}`, `{"a":1,"usage":{"x":1}}`},
+		{`{"a":1}`, `{"a":1,"usage":{"x":1}}`},
+		{`{}`, `{"usage":{"x":1}}`},
+		{`[{"usage":1}]`, `[{"usage":1}]`},
+		{`{"usage":`, `{"usage":`},
+	} {
+		got := ReplaceMember([]byte(tt.in), "usage", []byte(`{"x":1}`))
+		if string(got) != tt.want {
+			t.Errorf("ReplaceMember(%s) = %s, want %s", tt.in, got, tt.want)
+		}
+		if json.Valid([]byte(tt.want)) && !json.Valid(got) {
+			t.Errorf("ReplaceMember(%s) = %s: not JSON", tt.in, got)
+		}
+	}
+}
