@@ -184,3 +184,37 @@ func TestOpenExistingDoesNotCreate(t *testing.T) {
 		t.Fatalf("Open did not create database %s", name)
 	}
 }
+
+// TestMigrationSixDownKeepsEventIDsToEvents: migration 6 keeps the attempts
+// not charged in usage_attempts and claims their ids in event_ids; its
+// Down dropped the table but left the ids, so that at version 5 (where
+// every id in event_ids is an event's) and after migrating up again,
+// reconciliation counted an id without an event for each attempt, and was
+// never clean again.
+func TestMigrationSixDownKeepsEventIDsToEvents(t *testing.T) {
+	ctx := context.Background()
+	s, c, k := setup(t)
+	at := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	served := newEvent(c.ID, k.ID, "m", at, usage.Tokens{PromptTokens: 10})
+	served.Deployment, served.Attempt = "west", 2
+	failed := newEvent(c.ID, k.ID, "m", at, usage.Tokens{PromptTokens: 10})
+	failed.Deployment, failed.Attempt, failed.RequestID, failed.NotCharged, failed.Status = "east", 1, served.ID, true, usage.StatusUpstreamError
+	if _, err := s.WriteEvents(ctx, []usage.Event{served, failed}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.MigrateDown(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ExecForTest(ctx, `DO $$ BEGIN
+		IF (SELECT count(*) FROM event_ids) <> (SELECT count(*) FROM usage_events) THEN
+			RAISE EXCEPTION 'at version 5: % ids in event_ids, % events', (SELECT count(*) FROM event_ids), (SELECT count(*) FROM usage_events);
+		END IF; END $$`); err != nil {
+		t.Error(err)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.Reconcile(ctx, at.Truncate(time.Hour), at.Add(time.Hour)); err != nil || !rec.Clean || rec.IDsWithoutEvent != 0 {
+		t.Errorf("reconciliation after migration 6's Down and Up: %+v, %v; want clean", rec, err)
+	}
+}
