@@ -175,3 +175,44 @@ func openFresh(t *testing.T) (*ledger.Store, string) {
 	t.Cleanup(s.Close)
 	return s, url
 }
+
+// TestCheckMigratedWritesNothing: a process of one role never migrates,
+// and its check of an unmigrated database (a new one, or the wrong one
+// named by TOLLGATE_DATABASE_URL) made goose's version table there, with
+// its version 0, before saying to run `tollgate migrate`: a role wrote to
+// a schema that is not Tollgate's, and another application's goose
+// table of the same name, at a version past Tollgate's, was then taken for
+// a migrated ledger. It reads the version and creates nothing.
+func TestCheckMigratedWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	url := ledgertest.NewDatabase(t)
+	s, err := ledger.OpenExisting(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CheckMigrated(ctx); err == nil || !strings.Contains(err.Error(), "run `tollgate migrate`") {
+		t.Fatalf("CheckMigrated on an empty database: %v, want a pointer to tollgate migrate", err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var tables string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(string_agg(tablename, ', '), '') FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != "" {
+		t.Errorf("CheckMigrated on an empty database made tables %s; want none", tables)
+	}
+	// Another application's database, migrated by goose past Tollgate's version.
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS goose_db_version (id serial PRIMARY KEY, version_id bigint NOT NULL, is_applied boolean NOT NULL, tstamp timestamp DEFAULT now());
+		INSERT INTO goose_db_version (version_id, is_applied) SELECT 0, true WHERE NOT EXISTS (SELECT 1 FROM goose_db_version);
+		INSERT INTO goose_db_version (version_id, is_applied) VALUES (40, true)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckMigrated(ctx); err == nil || !strings.Contains(err.Error(), "run `tollgate migrate`") {
+		t.Errorf("CheckMigrated on another application's goose database at version 40: %v, want it refused", err)
+	}
+}
