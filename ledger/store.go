@@ -278,9 +278,21 @@ func (s *Store) Migrate(ctx context.Context) (int, error) {
 }
 
 // CheckMigrated returns an error saying to run `tollgate migrate` when the
-// database's schema is older than this binary's migrations (a process of
-// one role never migrates: `tollgate migrate` or `tollgate serve` does).
+// database's schema is older than this binary's migrations, or when it
+// holds no ledger tables (a process of one role never migrates: `tollgate
+// migrate` or `tollgate serve` does). It writes nothing: goose makes its
+// version table where it reads a version, so a database without one
+// (a new one, or another application's) is refused before goose reads it.
+// A database at a newer release's version is taken (its binaries roll one
+// at a time). It returns the database's error when it does not answer.
 func (s *Store) CheckMigrated(ctx context.Context) error {
+	var versioned bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`).Scan(&versioned); err != nil {
+		return fmt.Errorf("read the migration version: %w", err)
+	}
+	if !versioned {
+		return errors.New("the database has no migrations applied: run `tollgate migrate`")
+	}
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
 	p, err := migrator(db, false)
@@ -298,6 +310,12 @@ func (s *Store) CheckMigrated(ctx context.Context) error {
 	want := sources[len(sources)-1].Version
 	if have < want {
 		return fmt.Errorf("the database is at migration %d and this binary needs %d: run `tollgate migrate`", have, want)
+	}
+	if err := s.CheckTables(ctx); err != nil {
+		if Down(err) {
+			return fmt.Errorf("read the ledger's tables: %w", err)
+		}
+		return fmt.Errorf("the database is at migration %d: %w", have, err)
 	}
 	return nil
 }
