@@ -216,3 +216,48 @@ func TestCheckMigratedWritesNothing(t *testing.T) {
 		t.Errorf("CheckMigrated on another application's goose database at version 40: %v, want it refused", err)
 	}
 }
+
+// TestMigrateDownOfAnUnmigratedDatabaseWritesNothing: `tollgate migrate
+// --down-to N` against a database without Tollgate's migrations (a wrong
+// TOLLGATE_DATABASE_URL) made goose's version table there and reported
+// nothing rolled back; against another application's goose database, at
+// a version below Tollgate's last, it would run Tollgate's Down
+// migrations on it. It is refused, and nothing is written.
+func TestMigrateDownOfAnUnmigratedDatabaseWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	url := ledgertest.NewDatabase(t)
+	s, err := ledger.OpenExisting(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, n, err := s.MigrateDown(ctx, 0); err == nil || n != 0 {
+		t.Errorf("MigrateDown(0) on an empty database: %d rolled back, %v; want it refused", n, err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var tables string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(string_agg(tablename, ', '), '') FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != "" {
+		t.Errorf("MigrateDown on an empty database made tables %s; want none", tables)
+	}
+	// Another application's, migrated by goose to its version 3.
+	if _, err := conn.Exec(ctx, `DROP TABLE IF EXISTS goose_db_version;
+		CREATE TABLE goose_db_version (id serial PRIMARY KEY, version_id bigint NOT NULL, is_applied boolean NOT NULL, tstamp timestamp DEFAULT now());
+		INSERT INTO goose_db_version (version_id, is_applied) VALUES (0, true), (1, true), (2, true), (3, true);
+		CREATE TABLE usage_events (id bigint PRIMARY KEY, corrections text, end_user text, metadata jsonb)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, n, err := s.MigrateDown(ctx, 2); err == nil || n != 0 {
+		t.Errorf("MigrateDown(2) on another application's goose database: %d rolled back, %v; want it refused", n, err)
+	}
+	var cols int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns WHERE table_name = 'usage_events'`).Scan(&cols); err != nil || cols != 4 {
+		t.Errorf("the other application's table has %d columns (%v), want its 4", cols, err)
+	}
+}
