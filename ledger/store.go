@@ -352,10 +352,19 @@ func (s *Store) MaxConns() int { return int(s.pool.Config().MaxConns) }
 // none when version is not below the database's (goose's DownTo then does
 // nothing, without an error). A negative version is refused, and so is a
 // database at a version this binary does not hold (a newer release's: only
-// its binary has the Down of its migrations).
+// its binary has the Down of its migrations), and so is a database without
+// goose's version table or, above version, without the ledger's tables
+// (not Tollgate's: a wrong database URL), to which nothing is written.
 func (s *Store) MigrateDown(ctx context.Context, version int64) (from int64, rolledBack int, err error) {
 	if version < 0 {
 		return 0, 0, errorf(EInvalid, "migrate down to %d: the version must be 0 or more", version)
+	}
+	var versioned bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`).Scan(&versioned); err != nil {
+		return 0, 0, fmt.Errorf("migrate down to %d: the database's version: %w", version, err)
+	}
+	if !versioned { // goose would make its table, and report nothing rolled back
+		return 0, 0, errorf(EInvalid, "migrate down to %d: the database has no migrations applied (check TOLLGATE_DATABASE_URL)", version)
 	}
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
@@ -370,6 +379,15 @@ func (s *Store) MigrateDown(ctx context.Context, version int64) (from int64, rol
 	if newest := sources[len(sources)-1].Version; from > newest && version < from {
 		return from, 0, errorf(EInvalid, "migrate down to %d: the database is at migration %d, a newer release's, and this binary's migrations end at %d: run `tollgate migrate --down-to %d` with the release that added migration %d, then roll the binaries back",
 			version, from, newest, version, from)
+	}
+	if version < from {
+		// Another application's goose database is not Tollgate's to roll back.
+		if err := s.CheckTables(ctx); err != nil {
+			if Down(err) {
+				return from, 0, fmt.Errorf("migrate down to %d: %w", version, err)
+			}
+			return from, 0, errorf(EInvalid, "migrate down to %d: the database is at migration %d but holds no ledger tables: it is not Tollgate's (check TOLLGATE_DATABASE_URL)", version, from)
+		}
 	}
 	res, err := p.DownTo(ctx, version)
 	if err != nil {
