@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"fmt"
+	nurl "net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -259,5 +260,54 @@ func TestMigrateDownOfAnUnmigratedDatabaseWritesNothing(t *testing.T) {
 	var cols int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.columns WHERE table_name = 'usage_events'`).Scan(&cols); err != nil || cols != 4 {
 		t.Errorf("the other application's table has %d columns (%v), want its 4", cols, err)
+	}
+}
+
+// TestOpenCreatesTheDatabaseOnceWhenProcessesRace: two processes that
+// create the ledger's database at once (`tollgate migrate` beside a
+// `serve` replica, or two replicas, on a new Postgres) both open it. The
+// second's CREATE DATABASE failed, not always with duplicate_database but
+// with a unique violation on pg_database, and `tollgate migrate` exited 1
+// with "create database: duplicate key value violates unique constraint
+// pg_database_datname_index" (an upgrade review: 3 runs in 3).
+func TestOpenCreatesTheDatabaseOnceWhenProcessesRace(t *testing.T) {
+	ctx := context.Background()
+	for round := range 4 {
+		url := ledgertest.NewDatabase(t)
+		u, err := nurl.Parse(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimPrefix(u.Path, "/")
+		u.Path = "/postgres"
+		admin, err := pgx.Connect(ctx, u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize())
+		admin.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var errs [4]error
+		start := make(chan struct{})
+		for i := range errs {
+			wg.Go(func() {
+				<-start
+				s, err := ledger.Open(ctx, url)
+				if err == nil {
+					s.Close()
+				}
+				errs[i] = err
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("round %d: Open %d of %d at once on a missing database: %v", round, i, len(errs), err)
+			}
+		}
 	}
 }
