@@ -222,7 +222,10 @@ func createDatabase(ctx context.Context, cfg *pgx.ConnConfig) error {
 	}
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{cfg.Database}.Sanitize())
-	if err != nil && !isCode(err, "42P04") { // duplicate_database: created meanwhile
+	// Created meanwhile by another process: duplicate_database when it had
+	// committed, a unique violation on pg_database's names when both
+	// inserted the name at once.
+	if err != nil && !isCode(err, "42P04") && !isCode(err, "23505") {
 		return fmt.Errorf("create database %q: %w", cfg.Database, err)
 	}
 	return nil
