@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 
 // populateLedger fills s with a ledger of every kind of row: price
 // versions, a discount, events in three monthly partitions, an attempt
-// not charged, credits with idempotency keys, a refund and re-ratings.
-func populateLedger(t *testing.T, s *ledger.Store) (*billing, *billing) {
+// not charged, credits with idempotency keys, a refund and re-ratings. It
+// returns the two customers' billings and the events written.
+func populateLedger(t *testing.T, s *ledger.Store) (*billing, *billing, []usage.Event) {
 	t.Helper()
 	ctx := context.Background()
 	b, d := newBilling(t, s), newBilling(t, s)
@@ -51,7 +53,7 @@ func populateLedger(t *testing.T, s *ledger.Store) (*billing, *billing) {
 	if _, err := s.Rerate(ctx, jan, jan.AddDate(0, 3, 0), nil); err != nil {
 		t.Fatal(err)
 	}
-	return b, d
+	return b, d, evs
 }
 
 // statements returns the statements of b's and d's customers for the
@@ -75,7 +77,10 @@ func statements(t *testing.T, bs ...*billing) map[string]ledger.Statement {
 func TestMigrationsRoundTripKeepTheBooks(t *testing.T) {
 	ctx := context.Background()
 	s := ledgertest.NewStore(t)
-	b, d := populateLedger(t, s)
+	b, d, evs := populateLedger(t, s)
+	// A replayed attempt not charged is stored again once its Down (6's)
+	// dropped it; a replayed charged event never is.
+	evs = slices.DeleteFunc(evs, func(e usage.Event) bool { return e.NotCharged })
 	want := statements(t, b, d)
 	all, _, err := s.MigrateDown(ctx, 1<<40) // the version, rolling nothing back
 	if err != nil {
@@ -94,6 +99,13 @@ func TestMigrationsRoundTripKeepTheBooks(t *testing.T) {
 		rec, err := s.Reconcile(ctx, jan, jan.AddDate(0, 3, 0))
 		if err != nil || !rec.Clean {
 			t.Errorf("down to %d and up: reconciliation %+v, %v", v, rec, err)
+		}
+		// Replays are still recognised: the events, and a credit by its key.
+		if n, err := s.WriteEvents(ctx, evs); err != nil || n != 0 {
+			t.Errorf("down to %d and up: the events written again stored %d, %v; want none", v, n, err)
+		}
+		if e, err := s.AddEntry(ctx, b.c.ID, ledger.KindCredit, ledger.EntryInput{Amount: "100", IdempotencyKey: "grant-" + b.c.ID, EffectiveAt: jan}); err != nil || e.ID != 1 {
+			t.Errorf("down to %d and up: the credit asked again = %+v, %v; want entry 1", v, e, err)
 		}
 	}
 }
