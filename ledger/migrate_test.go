@@ -218,3 +218,66 @@ func TestMigrationSixDownKeepsEventIDsToEvents(t *testing.T) {
 		t.Errorf("reconciliation after migration 6's Down and Up: %+v, %v; want clean", rec, err)
 	}
 }
+
+// TestMigration12DoesNotHoldLedgerEntriesBehindAReader: migration 12 adds
+// two columns to ledger_entries, which needs the table to itself for an
+// instant. Its ALTER TABLE waited in the lock queue for every open read of
+// the table (an export downloading for minutes), and every credit,
+// refund, statement and request-log read queued behind it for as long: a
+// credit asked while an upgrade waited on a reader never answered. It now
+// tries for the lock a moment at a time, and lets them through between.
+func TestMigration12DoesNotHoldLedgerEntriesBehindAReader(t *testing.T) {
+	ctx := context.Background()
+	s, url := ledgertest.NewStoreURL(t)
+	b := newBilling(t, s)
+	if _, _, err := s.MigrateDown(ctx, 11); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close(ctx)
+	tx, err := reader.Begin(ctx) // an export, reading the entries
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT count(*) FROM ledger_entries`); err != nil {
+		t.Fatal(err)
+	}
+	migrated := make(chan error, 1)
+	go func() { _, err := s.Migrate(ctx); migrated <- err }()
+	// Wait until migration 12 is at work (waiting for the reader).
+	for {
+		var waiting bool
+		if err := reader.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+			AND query LIKE '%ADD COLUMN override_id%' AND pid <> pg_backend_pid())`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-migrated:
+			t.Fatalf("Migrate ended while a reader held ledger_entries: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	// A credit meanwhile is written; the bound only ends the test when it
+	// is not (it waited as long as the reader).
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := s.AddEntry(cctx, b.c.ID, ledger.KindCredit, ledger.EntryInput{Amount: "1"}); err != nil {
+		t.Errorf("a credit while migration 12 waits for a reader: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatalf("Migrate once the reader ended: %v", err)
+	}
+	if err := s.CheckMigrated(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
