@@ -18,9 +18,10 @@ const (
 
 // checkpoint is an exchange's journaling state.
 type checkpoint struct {
-	at     time.Duration // of the last checkpoint, since the exchange's start (0: the start)
-	events int           // upstream events since
-	outAt  int           // report.Output's length at the last checkpoint
+	at      time.Duration // of the last checkpoint, since the exchange's start (0: the start)
+	events  int           // upstream events since
+	outAt   int           // report.Output's length at the last checkpoint
+	thinkAt int           // report.Reasoning's length at the last checkpoint
 }
 
 // progress counts an upstream event and checkpoints when one is due.
@@ -45,17 +46,18 @@ func (x *exchange) waiting() {
 	}
 }
 
-// checkpoint journals the output streamed since the last checkpoint and the
-// provider's usage report so far. The text is journaled as it is, not
+// checkpoint journals the output streamed since the last checkpoint (and
+// apart, the reasoning shown among it) and the provider's usage report so
+// far. The text is journaled as it is, not
 // counted: the tokenizer runs only at recovery.
 func (x *exchange) checkpoint() {
 	r := &x.report
-	out := r.Output.String()[x.ck.outAt:]
+	out, thought := r.Output.String()[x.ck.outAt:], r.Reasoning.String()[x.ck.thinkAt:]
 	var rep *usage.Tokens
 	if r.Reported {
 		u := r.Usage
 		rep = &u
 	}
-	x.ck.at, x.ck.events, x.ck.outAt = time.Since(x.start), 0, r.Output.Len()
-	x.s.journal.Checkpoint(x.event.ID, out, rep, r.ReasoningShown)
+	x.ck.at, x.ck.events, x.ck.outAt, x.ck.thinkAt = time.Since(x.start), 0, r.Output.Len(), r.Reasoning.Len()
+	x.s.journal.Checkpoint(x.event.ID, out, thought, rep, r.ReasoningShown)
 }

@@ -166,7 +166,7 @@ func (j *memJournal) begunReasoning(id string) int64 {
 	defer j.mu.Unlock()
 	return j.reasoning[id]
 }
-func (j *memJournal) Checkpoint(id, output string, _ *usage.Tokens, _ bool) {
+func (j *memJournal) Checkpoint(id, output, _ string, _ *usage.Tokens, _ bool) {
 	j.add("checkpoint " + id + " " + output)
 }
 func (j *memJournal) End(id string)       { j.add("end " + id) }

@@ -18,11 +18,11 @@ import (
 // which would be measured as the gateway's).
 type nopJournal struct{}
 
-func (nopJournal) Begin(*usage.Event, []byte)                     {}
-func (nopJournal) Checkpoint(string, string, *usage.Tokens, bool) {}
-func (nopJournal) End(string)                                     {}
-func (nopJournal) Fail(*usage.Event)                              {}
-func (nopJournal) HiddenReasoning(map[string]int64)               {}
+func (nopJournal) Begin(*usage.Event, []byte)                             {}
+func (nopJournal) Checkpoint(string, string, string, *usage.Tokens, bool) {}
+func (nopJournal) End(string)                                             {}
+func (nopJournal) Fail(*usage.Event)                                      {}
+func (nopJournal) HiddenReasoning(map[string]int64)                       {}
 
 // TestStreamedOutputDoesNotGrowTheHeapWithoutBound: a stream's relay kept
 // every byte of output text it tapped (tap.Report.Output) until the

@@ -24,6 +24,9 @@ import (
 //   - otherwise the tokenizer's count of the prompt (from the journaled
 //     body; a body longer than the journal keeps is estimated at 4 bytes a
 //     token) and of that output: source estimated;
+//   - either way, the reasoning the stream showed as text (journaled
+//     apart) counted as reasoning tokens within the completion, as
+//     tap.Report.Resolve counts it for a stream cut short;
 //   - plus, when the stream showed no reasoning and the provider reported
 //     none, the reasoning the model was seen to spend unseen (the average
 //     of its recent requests on this gateway, as the journal recorded it
@@ -63,6 +66,7 @@ func (s *Server) Recover(reqs []journal.Request) []usage.Event {
 			rep.SetUsage(*r.Reported)
 		}
 		rep.AddOutputBytes(r.Output) // after the report: its count may raise completion_tokens
+		rep.Reasoning.Write(r.Reasoning)
 		prompt := func() tap.Prompt { return s.promptOf(e.Endpoint, r) }
 		e.Usage, e.UsageSource = rep.Resolve(s.est, prompt)
 		if kept := len(r.Output); r.OutputLen > kept && kept > 0 {
@@ -70,11 +74,16 @@ func (s *Server) Recover(reqs []journal.Request) []usage.Event {
 			// tokenizer's count of them is scaled to the whole. The
 			// provider's own count covers the whole already, and is not.
 			scaled := s.est.Count(string(r.Output)) * int64(r.OutputLen) / int64(kept)
-			var reported int64
+			var reported, reasoning int64
 			if r.Reported != nil {
-				reported = r.Reported.CompletionTokens
+				reported, reasoning = r.Reported.CompletionTokens, r.Reported.ReasoningTokens
 			}
 			e.Usage.CompletionTokens = max(reported, scaled)
+			if kept := len(r.Reasoning); r.ReasoningLen > kept && kept > 0 {
+				// So is the reasoning shown, within the completion.
+				shown := s.est.Count(string(r.Reasoning)) * int64(r.ReasoningLen) / int64(kept)
+				e.Usage.ReasoningTokens = max(reasoning, min(shown, e.Usage.CompletionTokens))
+			}
 		}
 		if r.BodyLen <= len(r.Body) && hidden > 0 { // the request's own settings, as estimate reads them
 			if reasoningEffort(r.Body, e.Endpoint) == effortOff {

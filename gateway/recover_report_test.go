@@ -30,7 +30,7 @@ func TestRecoverDoesNotScaleTheProvidersReport(t *testing.T) {
 	var streamed int64
 	for range 8 { // 2 MiB in all
 		streamed += 64 << 10
-		j.Checkpoint(e.ID, chunk, &usage.Tokens{PromptTokens: 10, CompletionTokens: streamed}, false)
+		j.Checkpoint(e.ID, chunk, "", &usage.Tokens{PromptTokens: 10, CompletionTokens: streamed}, false)
 	}
 	if err := j.Close(); err != nil { // a kill -9: the request never ended
 		t.Fatal(err)

@@ -84,9 +84,10 @@ type Journal interface {
 	// must survive the process's death by then (written, not fsync'd).
 	Begin(e *usage.Event, body []byte)
 	// Checkpoint records progress: output streamed since the last
-	// checkpoint, the provider's usage report so far (nil when none), and
-	// whether reasoning was shown as text.
-	Checkpoint(id string, output string, reported *usage.Tokens, reasoningShown bool)
+	// checkpoint, the reasoning shown as text among it, the provider's
+	// usage report so far (nil when none), and whether reasoning was shown
+	// as text.
+	Checkpoint(id string, output, reasoning string, reported *usage.Tokens, reasoningShown bool)
 	// End records that the request's event is durable.
 	End(id string)
 	// Fail records a request's final event that could not be made durable,
@@ -460,8 +461,8 @@ func (s *Server) CutOff() int {
 // noJournal journals nothing.
 type noJournal struct{}
 
-func (noJournal) Begin(*usage.Event, []byte)                     {}
-func (noJournal) Checkpoint(string, string, *usage.Tokens, bool) {}
-func (noJournal) End(string)                                     {}
-func (noJournal) Fail(*usage.Event)                              {}
-func (noJournal) HiddenReasoning(map[string]int64)               {}
+func (noJournal) Begin(*usage.Event, []byte)                             {}
+func (noJournal) Checkpoint(string, string, string, *usage.Tokens, bool) {}
+func (noJournal) End(string)                                             {}
+func (noJournal) Fail(*usage.Event)                                      {}
+func (noJournal) HiddenReasoning(map[string]int64)                       {}

@@ -163,7 +163,7 @@ func TestCrashEstimateDoesNotOvertakeASpooledEvent(t *testing.T) {
 	begun := real
 	begun.Status, begun.UsageSource, begun.Usage = "", usage.SourceEstimated, usage.Tokens{}
 	j.Begin(&begun, []byte(`{"model":"sim-pro","messages":[{"role":"user","content":"hello"}]}`))
-	j.Checkpoint(real.ID, "some of the output", nil, false)
+	j.Checkpoint(real.ID, "some of the output", "", nil, false)
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,9 @@ type ChunkScan struct {
 	// Reasoning is true when a choice shows reasoning text
 	// (reasoning_content or reasoning).
 	Reasoning bool
+	// ReasoningText is that reasoning text of all choices, unescaped (a
+	// part of Output), for an estimate to count as reasoning.
+	ReasoningText []byte
 	// Usage is the chunk's usage object, as Usage.Meter gives it, when
 	// HasUsage reports one (token counts; zero for a count absent or
 	// null).
@@ -110,6 +113,7 @@ func ScanChunk(data []byte, s *ChunkScan) bool {
 func (s *ChunkScan) scan(data []byte) bool {
 	s.ID, s.Model, s.Created, s.Choices, s.FinishReason = nil, nil, 0, 0, nil
 	s.Output, s.usageFrom, s.usageTo, s.Reasoning = s.Output[:0], 0, 0, false
+	s.ReasoningText = s.ReasoningText[:0]
 	s.Usage, s.total, s.hasUsage, s.ReasoningOutside = usage.Tokens{}, 0, false, false
 	s.l = jsonscan.New(data)
 	l := &s.l
@@ -329,9 +333,11 @@ func (s *ChunkScan) choice() bool {
 	}
 	// ChatTap's order: the texts, the delta's tool calls, the message's.
 	for i, t := range s.texts {
+		at := len(s.Output)
 		s.add(t)
 		if len(t.raw) > 0 && (i == deltaReasoningContent || i == deltaReasoning || i == messageReasoningContent) {
 			s.Reasoning = true
+			s.ReasoningText = append(s.ReasoningText, s.Output[at:]...)
 		}
 	}
 	for _, calls := range [2][][2]span{s.deltaCalls, s.messageCalls} {
@@ -463,6 +469,7 @@ func (t *ChatTap) Scanned(s *ChunkScan, r *tap.Report) {
 		t.finished = true
 	}
 	r.AddOutputBytes(s.Output)
+	r.Reasoning.Write(s.ReasoningText)
 	if s.Reasoning {
 		r.ReasoningShown = true
 	}

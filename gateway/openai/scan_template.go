@@ -124,5 +124,9 @@ func (t *template) read(data []byte, s *ChunkScan) bool {
 	s.Output = s.Output[:0]
 	s.add(span{raw: raw, escaped: escaped})
 	s.Reasoning = len(raw) > 0 && (t.text == deltaReasoningContent || t.text == deltaReasoning || t.text == messageReasoningContent)
+	s.ReasoningText = s.ReasoningText[:0]
+	if s.Reasoning {
+		s.ReasoningText = append(s.ReasoningText, s.Output...)
+	}
 	return true
 }

@@ -73,6 +73,10 @@ type Report struct {
 	// thought parts), which Output then holds: the reasoning tokens it
 	// reports are not hidden from an estimate.
 	ReasoningShown bool
+	// Reasoning collects the reasoning the provider showed as text, which
+	// Output holds too: an estimate counts it as reasoning_tokens, within
+	// completion_tokens (see Resolve).
+	Reasoning strings.Builder
 	// OutputFloored is set by Resolve when the provider's final report
 	// counted no completion tokens though output was relayed, and the
 	// completion is the tokenizer's count: the report said nothing of the
@@ -97,6 +101,17 @@ func (r *Report) AddOutput(s string) { r.Output.WriteString(s) }
 func (r *Report) AddReasoning(s string) {
 	if s != "" {
 		r.Output.WriteString(s)
+		r.Reasoning.WriteString(s)
+		r.ReasoningShown = true
+	}
+}
+
+// AddReasoningBytes records reasoning the provider showed as text, like
+// AddReasoning.
+func (r *Report) AddReasoningBytes(b []byte) {
+	if len(b) > 0 {
+		r.Output.Write(b)
+		r.Reasoning.Write(b)
 		r.ReasoningShown = true
 	}
 }
@@ -187,6 +202,11 @@ type Prompt struct {
 //     is estimated, as below, though the output is none.
 //   - Not reported otherwise: prompt and completion both estimated with
 //     the tokenizer (see Estimator.Prompt); source "estimated".
+//
+// Whenever the completion is the tokenizer's count of the output, the
+// reasoning the provider showed as text (Reasoning) is counted as
+// reasoning_tokens within it, unless the provider's report counted more:
+// a stream cut short after its reasoning bills it as reasoning.
 func (r *Report) Resolve(est *Estimator, prompt func() Prompt) (usage.Tokens, usage.Source) {
 	switch {
 	case !r.Reported && r.Error != "" && r.Output.Len() == 0 && !r.Began:
@@ -209,15 +229,30 @@ func (r *Report) Resolve(est *Estimator, prompt func() Prompt) (usage.Tokens, us
 	case r.Reported:
 		u, _ := r.floor(est, prompt) // a completion floored counts all the output already
 		if r.Output.Len() > r.outputAt && u.CompletionTokens == r.Usage.CompletionTokens {
-			u.CompletionTokens = max(u.CompletionTokens, est.Count(r.Output.String()))
+			if n := est.Count(r.Output.String()); n > u.CompletionTokens {
+				u.CompletionTokens = n
+				r.shownReasoning(est, &u)
+			}
 		}
 		return u, usage.SourcePartial
 	default:
-		return usage.Tokens{
+		u := usage.Tokens{
 			PromptTokens:     est.Prompt(prompt()),
 			CompletionTokens: est.Count(r.Output.String()),
-		}, usage.SourceEstimated
+		}
+		r.shownReasoning(est, &u)
+		return u, usage.SourceEstimated
 	}
+}
+
+// shownReasoning raises u's reasoning_tokens, whose completion_tokens is
+// the tokenizer's count of the output, to the tokenizer's count of the
+// reasoning shown as text, at most the completion.
+func (r *Report) shownReasoning(est *Estimator, u *usage.Tokens) {
+	if r.Reasoning.Len() == 0 {
+		return
+	}
+	u.ReasoningTokens = max(u.ReasoningTokens, min(est.Count(r.Reasoning.String()), u.CompletionTokens))
 }
 
 // floor returns r.Usage with what it cannot lack estimated (see Resolve):
@@ -229,6 +264,7 @@ func (r *Report) floor(est *Estimator, prompt func() Prompt) (usage.Tokens, bool
 	if u.CompletionTokens <= 0 && r.Output.Len() > 0 {
 		if n := est.Count(r.Output.String()); n > 0 {
 			u.CompletionTokens, floored = n, true
+			r.shownReasoning(est, &u)
 		}
 	}
 	if u.PromptTokens <= 0 && u.CompletionTokens > 0 {

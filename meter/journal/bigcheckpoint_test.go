@@ -22,10 +22,10 @@ func TestJournalHugeCheckpoint(t *testing.T) {
 	}
 	big, other := testEvent(1), testEvent(2)
 	j.Begin(big, body)
-	j.Checkpoint(big.ID, strings.Repeat("word ", 300_000), nil, false) // 1.5 MB in one upstream event
+	j.Checkpoint(big.ID, strings.Repeat("word ", 300_000), "", nil, false) // 1.5 MB in one upstream event
 	j.written(t)
 	j.Begin(other, body)
-	j.Checkpoint(other.ID, "tok tok tok", nil, false)
+	j.Checkpoint(other.ID, "tok tok tok", "", nil, false)
 	j.written(t)
 	j.Close() // as a kill -9: nothing ended
 

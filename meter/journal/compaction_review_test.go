@@ -61,7 +61,7 @@ func TestCompactionOnAFullDiskHidesNoLaterRecords(t *testing.T) {
 	}
 	after := testEvent(3)
 	j.Begin(after, []byte(`{"after":1}`))
-	j.Checkpoint(after.ID, "streamed after the disk was freed", nil, false)
+	j.Checkpoint(after.ID, "streamed after the disk was freed", "", nil, false)
 	j.written(t)
 	time.Sleep(2 * CheckpointDelay)
 	j.written(t)
@@ -145,7 +145,7 @@ func TestAFailedCompactionDropsNoFinalEvent(t *testing.T) {
 	// The request streams on, ends, and the spool refuses its final event:
 	// it is journaled with Fail.
 	j.End(trigger.ID)
-	j.Checkpoint(req.ID, "tok tok tok ", nil, false)
+	j.Checkpoint(req.ID, "tok tok tok ", "", nil, false)
 	final := *req
 	final.Usage.PromptTokens, final.Usage.CompletionTokens = 1234, 567
 	j.Fail(&final)
@@ -201,7 +201,7 @@ func TestATornCompactionCopyLosesNoOutput(t *testing.T) {
 	}
 	e := testEvent(1)
 	j.Begin(e, []byte(`{"a":1}`))
-	j.Checkpoint(e.ID, strings.Repeat("tok ", 20000), &usage.Tokens{PromptTokens: 7, CompletionTokens: 20000}, false)
+	j.Checkpoint(e.ID, strings.Repeat("tok ", 20000), "", &usage.Tokens{PromptTokens: 7, CompletionTokens: 20000}, false)
 	// The kill -9 mid-write: the old segment is still there, and the copy,
 	// still under its compacting name, stops inside its checkpoint record.
 	compactLeavingTheOld(t, j)

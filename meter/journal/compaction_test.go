@@ -25,10 +25,10 @@ func TestJournalCompacts(t *testing.T) {
 	for i := 1; i <= 3000; i++ {
 		e := testEvent(i)
 		j.Begin(e, bytes.Repeat([]byte("x"), 200))
-		j.Checkpoint(e.ID, "tok ", nil, false)
+		j.Checkpoint(e.ID, "tok ", "", nil, false)
 		j.End(e.ID)
 		if i%10 == 0 {
-			j.Checkpoint(long.ID, "out ", &usage.Tokens{PromptTokens: int64(i)}, false)
+			j.Checkpoint(long.ID, "out ", "", &usage.Tokens{PromptTokens: int64(i)}, false)
 			want.WriteString("out ")
 		}
 		if i%500 == 0 {
@@ -64,7 +64,7 @@ func TestJournalCompactionDoesNotHoldBeginsBack(t *testing.T) {
 	body := []byte(`{"model":"sim-pro","messages":[{"role":"user","content":"hello"}]}`)
 	a, b, c, d := testEvent(1), testEvent(2), testEvent(3), testEvent(4)
 	j.Begin(a, body)
-	j.Checkpoint(a.ID, "before ", nil, false)
+	j.Checkpoint(a.ID, "before ", "", nil, false)
 	j.Begin(b, body)
 	hooked := make(chan struct{})
 	compactHook = func() { // on the writer goroutine, the new segment written
@@ -74,7 +74,7 @@ func TestJournalCompactionDoesNotHoldBeginsBack(t *testing.T) {
 		go func() {
 			defer close(done)
 			j.Begin(c, body)
-			j.Checkpoint(a.ID, "during", nil, false)
+			j.Checkpoint(a.ID, "during", "", nil, false)
 			j.End(b.ID)
 			j.Begin(d, body) // writes the checkpoint and the end with it
 		}()
@@ -169,7 +169,7 @@ func TestJournalCompactionKeepsEachOpenKind(t *testing.T) {
 	for i := 1; i <= 2000; i++ {
 		e := testEvent(i)
 		j.Begin(e, bytes.Repeat([]byte("x"), 100))
-		j.Checkpoint(e.ID, "tok ", &usage.Tokens{PromptTokens: 1}, true)
+		j.Checkpoint(e.ID, "tok ", "", &usage.Tokens{PromptTokens: 1}, true)
 		switch i {
 		case 500:
 			j.Begin(begun, []byte(`{"begun":1}`))
@@ -177,13 +177,13 @@ func TestJournalCompactionKeepsEachOpenKind(t *testing.T) {
 			j.Begin(streaming, []byte(`{"streaming":1}`))
 		case 900:
 			j.Begin(failed, []byte(`{"failed":1}`))
-			j.Checkpoint(failed.ID, "f", nil, false)
+			j.Checkpoint(failed.ID, "f", "", nil, false)
 			final := *failed
 			final.Status, final.Usage = usage.StatusOK, usage.Tokens{PromptTokens: 9, CompletionTokens: 4}
 			j.Fail(&final)
 		}
 		if i >= 700 && i%100 == 0 {
-			j.Checkpoint(streaming.ID, "s", &usage.Tokens{CompletionTokens: int64(i)}, false)
+			j.Checkpoint(streaming.ID, "s", "", &usage.Tokens{CompletionTokens: int64(i)}, false)
 		}
 		j.End(e.ID)
 		if i%250 == 0 {
@@ -228,8 +228,8 @@ func TestJournalCompactionCrashCountsOutputOnce(t *testing.T) {
 	}
 	e, other := testEvent(1), testEvent(2)
 	j.Begin(e, []byte(`{"a":1}`))
-	j.Checkpoint(e.ID, "tok tok ", &usage.Tokens{PromptTokens: 7, CompletionTokens: 2}, false)
-	j.Checkpoint(e.ID, "tok ", nil, false)
+	j.Checkpoint(e.ID, "tok tok ", "", &usage.Tokens{PromptTokens: 7, CompletionTokens: 2}, false)
+	j.Checkpoint(e.ID, "tok ", "", nil, false)
 	j.Begin(other, []byte(`{"b":2}`))
 	final := *other
 	final.Usage = usage.Tokens{PromptTokens: 5, CompletionTokens: 3}
@@ -271,7 +271,7 @@ func BenchmarkCompactionRead(b *testing.B) {
 	for i := 1; i <= 10000; i++ {
 		e := testEvent(i)
 		j.Begin(e, body)
-		j.Checkpoint(e.ID, "tok tok tok tok tok tok tok tok tok tok ", &usage.Tokens{PromptTokens: 50, CompletionTokens: 10}, false)
+		j.Checkpoint(e.ID, "tok tok tok tok tok tok tok tok tok tok ", "", &usage.Tokens{PromptTokens: 50, CompletionTokens: 10}, false)
 		if i%100 == 0 {
 			id, _ := parseID(e.ID)
 			open[id] = true

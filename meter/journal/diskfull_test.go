@@ -57,7 +57,7 @@ func TestJournalAfterADiskFull(t *testing.T) {
 	}
 	after := testEvent(3)
 	j.Begin(after, body)
-	j.Checkpoint(after.ID, "streamed output", nil, false)
+	j.Checkpoint(after.ID, "streamed output", "", nil, false)
 	j.written(t)
 	// kill -9: nothing ends; what was written stays (Close only flushes
 	// what is buffered, which is nothing now).

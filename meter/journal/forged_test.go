@@ -42,7 +42,7 @@ func segmentWith(t *testing.T, output []byte) (dir, path string, b []byte, at in
 	}
 	body := []byte(`{"model":"sim-pro"}`)
 	j.Begin(testEvent(1), body)
-	j.Checkpoint(testEvent(1).ID, string(output), nil, false)
+	j.Checkpoint(testEvent(1).ID, string(output), "", nil, false)
 	j.Begin(testEvent(2), body)
 	if err := j.Close(); err != nil {
 		t.Fatal(err)

@@ -307,11 +307,13 @@ func (j *Journal) writeSegment(b []byte) error {
 }
 
 // Checkpoint journals a request's progress: output is the text it
-// streamed since its last checkpoint; reported, when not nil, is the
-// provider's latest usage report; reasoningShown says the stream showed
-// its reasoning as text (so none of it is hidden). The record is written
-// within CheckpointDelay, or sooner with the next begin, end or failure.
-func (j *Journal) Checkpoint(id string, output string, reported *usage.Tokens, reasoningShown bool) {
+// streamed since its last checkpoint, and reasoning the part of it that is
+// reasoning shown as text (journaled apart, so that recovery counts it as
+// reasoning tokens); reported, when not nil, is the provider's latest usage
+// report; reasoningShown says the stream showed its reasoning as text (so
+// none of it is hidden). The record is written within CheckpointDelay, or
+// sooner with the next begin, end or failure.
+func (j *Journal) Checkpoint(id string, output, reasoning string, reported *usage.Tokens, reasoningShown bool) {
 	key, ok := parseID(id)
 	if !ok {
 		return
@@ -326,15 +328,17 @@ func (j *Journal) Checkpoint(id string, output string, reported *usage.Tokens, r
 	}
 	start := j.startRecord(kindCheckpoint, key, time.Now())
 	j.buf = appendProgress(j.buf, reported, reasoningShown)
+	flagsAt := len(j.buf) - 1 - countsLen(reported)
 	if skipped := len(output) - MaxOutput; skipped > 0 {
 		// One checkpoint keeps at most MaxOutput of the output (and the
 		// length of the rest), as compaction does: a record beyond the
 		// reader's bound would end its segment there, hiding the records
 		// after it (one large upstream event can be 8 MiB).
-		j.buf[len(j.buf)-1-countsLen(reported)] |= flagSkipped
+		j.buf[flagsAt] |= flagSkipped
 		j.buf = binary.BigEndian.AppendUint64(j.buf, uint64(skipped))
 		output = output[:MaxOutput]
 	}
+	j.buf = appendReasoning(j.buf, flagsAt, reasoning, len(reasoning))
 	j.buf = append(j.buf, output...)
 	finishRecord(j.buf[start:], j.seed)
 	if !j.lazyArmed {

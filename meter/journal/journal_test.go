@@ -51,9 +51,9 @@ func TestJournalRecoversWhatDidNotEnd(t *testing.T) {
 	for _, e := range []*usage.Event{ended, streaming, failed} {
 		j.Begin(e, body)
 	}
-	j.Checkpoint(streaming.ID, "tok tok ", nil, false)
+	j.Checkpoint(streaming.ID, "tok tok ", "", nil, false)
 	reported := usage.Tokens{PromptTokens: 12, CachedTokens: 6}
-	j.Checkpoint(streaming.ID, "tok ", &reported, true)
+	j.Checkpoint(streaming.ID, "tok ", "", &reported, true)
 	j.End(ended.ID)
 	final := *failed
 	final.Status, final.Usage = usage.StatusOK, usage.Tokens{PromptTokens: 9, CompletionTokens: 4}
@@ -111,7 +111,7 @@ func TestJournalWritesALoneCheckpoint(t *testing.T) {
 	j.Begin(e, []byte("{}"))
 	j.written(t)
 	took := time.Now()
-	j.Checkpoint(e.ID, "tok tok ", nil, false)
+	j.Checkpoint(e.ID, "tok tok ", "", nil, false)
 	j.mu.Lock()
 	buffered := len(j.buf)
 	j.mu.Unlock()
@@ -148,7 +148,7 @@ func TestJournalSurvivesKill9(t *testing.T) {
 		for i := 0; ; i++ {
 			e := testEvent(i)
 			j.Begin(e, []byte("{}"))
-			j.Checkpoint(e.ID, strings.Repeat("tok ", i%7+1), nil, false)
+			j.Checkpoint(e.ID, strings.Repeat("tok ", i%7+1), "", nil, false)
 			if i%2 == 0 {
 				j.End(e.ID)
 			}

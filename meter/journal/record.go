@@ -36,6 +36,11 @@ type Request struct {
 	Reported *usage.Tokens
 	// ReasoningShown says the stream showed reasoning as text.
 	ReasoningShown bool
+	// Reasoning is the reasoning text the request streamed (a part of
+	// Output, journaled apart so that recovery counts it as reasoning),
+	// at most MaxOutput bytes of ReasoningLen.
+	Reasoning    []byte
+	ReasoningLen int
 	// Checkpoints counts its checkpoints: the gateway checkpoints a
 	// request first when its upstream answers, so none means the upstream
 	// had not answered yet.
@@ -64,19 +69,37 @@ const (
 // and crc cover data, the crc seeded with the journal's secret (see seals).
 //
 //   - begin: [event JSON length uint32][event JSON][body length uint32][body]
-//   - checkpoint: [flags uint8][6 int64 counts if flags&1][output]
+//   - checkpoint: [flags uint8][6 int64 counts if flags&1][skipped uint64
+//     if flags&4][if flags&8: reasoning length uint32, reasoning not
+//     kept uint64, reasoning][output]
 //   - end: nothing
 //   - fail: [event JSON]
 //   - hidden: [the averages JSON], request id all zeros
 const headerLen = 8 + 1 + 16 + 8
 
-// Checkpoint flags. flagSkipped (compaction only) is followed, after the
-// counts, by the length of output not kept, as a uint64.
+// Checkpoint flags. flagSkipped is followed, after the counts, by the
+// length of output not kept, as a uint64; flagReasoningText, after that,
+// by the reasoning text among the output (see appendReasoning).
 const (
-	flagReported  = 1
-	flagReasoning = 2
-	flagSkipped   = 4
+	flagReported      = 1
+	flagReasoning     = 2
+	flagSkipped       = 4
+	flagReasoningText = 8
 )
+
+// appendReasoning appends to b, whose flags are at b[flagsAt], the
+// reasoning text of a checkpoint: at most MaxOutput bytes of it kept, of
+// total bytes in all (the rest not kept, its length is).
+func appendReasoning(b []byte, flagsAt int, reasoning string, total int) []byte {
+	if total <= 0 {
+		return b
+	}
+	kept := reasoning[:min(len(reasoning), MaxOutput)]
+	b[flagsAt] |= flagReasoningText
+	b = binary.BigEndian.AppendUint32(b, uint32(len(kept)))
+	b = binary.BigEndian.AppendUint64(b, uint64(max(total-len(kept), 0)))
+	return append(b, kept...)
+}
 
 // countsLen is the length of the counts appendProgress writes for reported.
 func countsLen(reported *usage.Tokens) int {
@@ -177,11 +200,13 @@ func appendRequest(b []byte, r *Request, seed uint32) []byte {
 	if r.Checkpoints > 0 { // none: its upstream had not answered
 		rec(kindCheckpoint, r.Last, func(b []byte) []byte {
 			b = appendProgress(b, r.Reported, r.ReasoningShown)
+			flagsAt := len(b) - 1 - countsLen(r.Reported)
 			if skipped := r.OutputLen - len(r.Output); skipped > 0 {
 				// The output beyond MaxOutput is not kept, its length is.
-				b[len(b)-1-countsLen(r.Reported)] |= flagSkipped
+				b[flagsAt] |= flagSkipped
 				b = binary.BigEndian.AppendUint64(b, uint64(skipped))
 			}
+			b = appendReasoning(b, flagsAt, string(r.Reasoning), r.ReasoningLen)
 			return append(b, r.Output...)
 		})
 	}
@@ -373,6 +398,16 @@ func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo
 					r.OutputLen += int(binary.BigEndian.Uint64(rest))
 					rest = rest[8:]
 				}
+				if flags&flagReasoningText != 0 {
+					if len(rest) < 12 || uint64(len(rest)-12) < uint64(binary.BigEndian.Uint32(rest)) {
+						return
+					}
+					n := int(binary.BigEndian.Uint32(rest))
+					room := MaxOutput - len(r.Reasoning)
+					r.Reasoning = append(r.Reasoning, rest[12:12+min(n, max(room, 0))]...)
+					r.ReasoningLen += n + int(binary.BigEndian.Uint64(rest[4:]))
+					rest = rest[12+n:]
+				}
 				r.ReasoningShown = r.ReasoningShown || flags&flagReasoning != 0
 				room := MaxOutput - len(r.Output)
 				r.Output = append(r.Output, rest[:min(len(rest), max(room, 0))]...)
@@ -489,7 +524,7 @@ func scan(path string, seg uint64, limit int64, seed uint32, fn func(kind uint8,
 }
 
 // maxRecord bounds a record's length: a longer one is corrupt.
-const maxRecord = MaxBody + MaxOutput + 64<<10
+const maxRecord = MaxBody + 2*MaxOutput + 64<<10
 
 // resync returns the offset of the first intact record of f (size bytes)
 // at or after from, its crc right under seed, or -1 when there is none:

@@ -29,7 +29,7 @@ func TestJournalWritesOnAFullDiskWithinItsReserve(t *testing.T) {
 	for i := range n {
 		e := testEvent(i + 1)
 		j.Begin(e, body)
-		j.Checkpoint(e.ID, output, nil, false)
+		j.Checkpoint(e.ID, output, "", nil, false)
 	}
 	j.written(t)
 	if err := j.Failing(); err != nil {
