@@ -123,7 +123,7 @@ func checkScan(t *testing.T, data []byte) {
 		if fast.Output.String() != slow.Output.String() || fast.ServedModel != slow.ServedModel ||
 			fast.FinishReason != slow.FinishReason || fastTap != slowTap || fast.Usage != slow.Usage ||
 			fast.Reported != slow.Reported || fast.Final != slow.Final || fast.ReasoningShown != slow.ReasoningShown ||
-			fast.ReasoningOutside != slow.ReasoningOutside {
+			fast.ReasoningOutside != slow.ReasoningOutside || fast.Reasoning.String() != slow.Reasoning.String() {
 			t.Fatalf("%q: tp differs:\nscan output %q model %q finish %q usage %+v reported %v final %v\n"+
 				"json output %q model %q finish %q usage %+v reported %v final %v",
 				data, fast.Output.String(), fast.ServedModel, fast.FinishReason, fast.Usage, fast.Reported, fast.Final,
@@ -404,7 +404,7 @@ func checkTemplate(t *testing.T, s *ChunkScan, data []byte) {
 	}
 	if string(s.ID) != string(fresh.ID) || string(s.Model) != string(fresh.Model) || s.Created != fresh.Created ||
 		s.Choices != fresh.Choices || string(s.FinishReason) != string(fresh.FinishReason) ||
-		string(s.Output) != string(fresh.Output) || s.Reasoning != fresh.Reasoning || s.Usage != fresh.Usage ||
+		string(s.Output) != string(fresh.Output) || s.Reasoning != fresh.Reasoning || string(s.ReasoningText) != string(fresh.ReasoningText) || s.Usage != fresh.Usage ||
 		s.total != fresh.total || s.hasUsage != fresh.hasUsage || s.usageFrom != fresh.usageFrom || s.usageTo != fresh.usageTo {
 		t.Fatalf("%q:\nafter a template %+v\nfresh %+v", data, s, &fresh)
 	}
