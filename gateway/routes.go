@@ -21,7 +21,8 @@ var chatErrors provider.Envelope = openai.Envelope{}
 // Handler returns the HTTP routes: POST /v1/chat/completions,
 // /v1/completions and /v1/embeddings, GET /v1/models and /v1/models/{id},
 // every provider's native routes and token-counting endpoints, and GET
-// /healthz. Every response carries X-Request-Id.
+// /healthz. Every response carries X-Request-Id and X-Content-Type-Options:
+// nosniff (its JSON echoes a path or a model name as sent, "<" included).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(requestID)
@@ -156,10 +157,15 @@ func withRequestID(w http.ResponseWriter, r *http.Request) *http.Request {
 	s := id.String()
 	h, v := w.Header(), []string{s} // both headers share the value: one allocation, as one header took
 	h["X-Request-Id"], h["Request-Id"] = v, v
+	h["X-Content-Type-Options"] = nosniff
 	r, st := stateFor(r)
 	st.id = s
 	return r
 }
+
+// nosniff is every answer's X-Content-Type-Options, shared (Header.Add
+// appends to a copy: its capacity is its length).
+var nosniff = []string{"nosniff"}
 
 // requestIDOf is r's id (see requestID), or a new one for a request that
 // did not pass requestID.
