@@ -180,8 +180,8 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 			return // an error object, the provider's failure: the next attempt serves
 		}
 	}
-	ct := resp.Header.Get("Content-Type")
-	if tr != nil || ct == "" {
+	ct := answerType(resp.Header.Get("Content-Type"), "application/json")
+	if tr != nil {
 		ct = "application/json"
 	}
 	x.firstByte()

@@ -294,7 +294,7 @@ func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provi
 			return
 		}
 		h := w.Header()
-		h.Set("Content-Type", resp.Header.Get("Content-Type"))
+		h.Set("Content-Type", answerType(resp.Header.Get("Content-Type"), "application/json"))
 		passHeaders(h, resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write([]byte(s.scrubFor(d.provider.Name, string(out))))

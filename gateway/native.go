@@ -146,7 +146,7 @@ func (s *Server) relayBody(x *exchange, resp *http.Response, body []byte, err er
 		body = rt.BilledUsage(body, x.event.Usage) // what was billed, as a stream's usage chunk tells it
 	}
 	if x.respond(http.StatusOK, false, func(h http.Header) {
-		copyHeader(h, resp)
+		copyHeader(h, resp, "application/json")
 		x.setCostHeaders(h)
 	}) {
 		x.write(body)
@@ -186,7 +186,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 	start := func() { // the response's headers, before its first bytes or a commit
 		if !started {
 			started = true
-			x.respond(http.StatusOK, true, func(h http.Header) { copyHeader(h, resp) })
+			x.respond(http.StatusOK, true, func(h http.Header) { copyHeader(h, resp, "text/event-stream") })
 			x.firstByte()
 		}
 	}
@@ -597,13 +597,13 @@ func (c *recorder) compact() {
 	}
 }
 
-// copyHeader passes the upstream's content headers, and its backoff and
-// rate-limit headers, on.
-func copyHeader(h http.Header, resp *http.Response) {
-	for _, k := range []string{"Content-Type", "Cache-Control"} {
-		if v := resp.Header.Get(k); v != "" {
-			h.Set(k, v)
-		}
+// copyHeader passes the upstream's content headers (its Content-Type as
+// answerType lets it, else fallback), and its backoff and rate-limit
+// headers, on.
+func copyHeader(h http.Header, resp *http.Response, fallback string) {
+	h.Set("Content-Type", answerType(resp.Header.Get("Content-Type"), fallback))
+	if v := resp.Header.Get("Cache-Control"); v != "" {
+		h.Set("Cache-Control", v)
 	}
 	h.Set("X-Accel-Buffering", "no")
 	passHeaders(h, resp.Header)

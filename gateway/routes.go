@@ -21,8 +21,9 @@ var chatErrors provider.Envelope = openai.Envelope{}
 // Handler returns the HTTP routes: POST /v1/chat/completions,
 // /v1/completions and /v1/embeddings, GET /v1/models and /v1/models/{id},
 // every provider's native routes and token-counting endpoints, and GET
-// /healthz. Every response carries X-Request-Id and X-Content-Type-Options:
-// nosniff (its JSON echoes a path or a model name as sent, "<" included).
+// /healthz. Every response carries X-Request-Id, X-Content-Type-Options:
+// nosniff (its JSON echoes a path or a model name as sent, "<" included)
+// and a Content-Security-Policy under which nothing runs (runNothing).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(requestID)
@@ -157,7 +158,7 @@ func withRequestID(w http.ResponseWriter, r *http.Request) *http.Request {
 	s := id.String()
 	h, v := w.Header(), []string{s} // both headers share the value: one allocation, as one header took
 	h["X-Request-Id"], h["Request-Id"] = v, v
-	h["X-Content-Type-Options"] = nosniff
+	h["X-Content-Type-Options"], h["Content-Security-Policy"] = nosniff, runNothing
 	r, st := stateFor(r)
 	st.id = s
 	return r
@@ -166,6 +167,12 @@ func withRequestID(w http.ResponseWriter, r *http.Request) *http.Request {
 // nosniff is every answer's X-Content-Type-Options, shared (Header.Add
 // appends to a copy: its capacity is its length).
 var nosniff = []string{"nosniff"}
+
+// runNothing is every answer's Content-Security-Policy: the gateway
+// answers JSON and SSE, never a page, so should a browser render one
+// (model output with markup, under a type an upstream chose), nothing in
+// it runs, loads or frames.
+var runNothing = []string{"default-src 'none'; frame-ancestors 'none'; sandbox"}
 
 // requestIDOf is r's id (see requestID), or a new one for a request that
 // did not pass requestID.
