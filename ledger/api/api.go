@@ -132,11 +132,15 @@ func bearer(r *http.Request) (token string, ok bool) {
 }
 
 // Authorized reports whether r carries the admin token (Authorization:
-// Bearer), compared as authenticate compares it. The admin listener reads
-// ahead the bodies of such requests alone (Listener.SetTrusted).
+// Bearer), compared as authenticate compares it, from an address that may
+// still guess (guesses.go): from one that must wait, every token is
+// refused alike, as authenticate refuses it, so that what is done with the
+// request (the admin listener reads ahead the bodies of authorized
+// requests alone: Listener.SetTrusted) does not tell the right token from
+// the others past the guess limit.
 func (a *Admin) Authorized(r *http.Request) bool {
 	got, ok := bearer(r)
-	return ok && a.isToken(got)
+	return ok && a.guesses.wait(r, a.authFails.now()) == 0 && a.isToken(got)
 }
 
 func (a *Admin) authenticate(next http.Handler) http.Handler {
