@@ -54,7 +54,7 @@ func (Embeddings) Request(body []byte, upstreamModel string) (string, []byte, er
 	}
 	// ":" escaped, as Chat.Request escapes it: unescaped, a model
 	// "m:generateContent" would put two methods in the path.
-	base := "/models/" + strings.ReplaceAll(url.PathEscape(upstreamModel), ":", "%3A")
+	base := modelPath(upstreamModel)
 	var one string
 	if json.Unmarshal(req.Input, &one) == nil {
 		b, err := json.Marshal(embedContent{Content: textContent(one), OutputDimensionality: req.Dimensions})
@@ -142,6 +142,6 @@ func readCountTokens(r *http.Request, body []byte) (provider.Call, error) {
 	}
 	return provider.Call{Model: model, Endpoint: prefix + "models/{model}:countTokens",
 		Upstream: func(upstream string) (string, []byte, error) {
-			return "/models/" + url.PathEscape(upstream) + ":countTokens", body, nil
+			return modelPath(upstream) + ":countTokens", body, nil
 		}}, nil
 }

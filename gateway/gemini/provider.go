@@ -128,7 +128,7 @@ func readGenerate(r *http.Request, body []byte) (provider.Call, error) {
 	return provider.Call{Model: model, Stream: stream, SSE: stream && alt == "sse",
 		Endpoint: prefix + "models/{model}:" + method,
 		Upstream: func(upstream string) (string, []byte, error) {
-			path := "/models/" + url.PathEscape(upstream) + ":" + method
+			path := modelPath(upstream) + ":" + method
 			if alt != "" {
 				path += "?" + url.Values{"alt": {alt}}.Encode()
 			}

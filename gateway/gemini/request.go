@@ -119,11 +119,19 @@ func (Chat) Request(body []byte, upstreamModel string, stream bool) (string, []b
 	if err != nil {
 		return "", nil, fmt.Errorf("encoding the Gemini request: %w", err)
 	}
-	model := strings.ReplaceAll(url.PathEscape(strings.TrimPrefix(upstreamModel, "models/")), ":", "%3A")
+	model := modelPath(strings.TrimPrefix(upstreamModel, "models/"))
 	if stream {
-		return "/models/" + model + ":streamGenerateContent?alt=sse", out, nil
+		return model + ":streamGenerateContent?alt=sse", out, nil
 	}
-	return "/models/" + model + ":generateContent", out, nil
+	return model + ":generateContent", out, nil
+}
+
+// modelPath is the upstream path of model, "/models/{model}", the name
+// path-escaped with its colons too: a colon ends the name in Gemini's
+// paths (":generateContent"), and url.PathEscape leaves it, so a name
+// holding one would choose the method.
+func modelPath(model string) string {
+	return "/models/" + strings.ReplaceAll(url.PathEscape(model), ":", "%3A")
 }
 
 // signs reports whether replayed function calls need a thought signature:
