@@ -95,7 +95,8 @@ func (l *Listener) Start(addr string) error {
 
 // maxConnections is the most connections the admin listener holds at
 // once; more wait in the kernel's accept queue, holding no descriptor of
-// the process, until one closes (an idle one within 10 s: ReadHeaderTimeout,
+// the process, until one closes (one that sends nothing within 10 s,
+// ReadHeaderTimeout; one idle between requests within 120 s,
 // IdleTimeout). Operators, the console, Prometheus and health checks need
 // tens. Uncapped, clients that connected and sent nothing took every
 // descriptor the process had, and its JetStream store, crash journal,
