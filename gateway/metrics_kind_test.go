@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
 	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/provider"
@@ -95,4 +96,73 @@ func upstreamErrorKinds(t *testing.T, reg *prometheus.Registry) map[string]strin
 		}
 	}
 	return out
+}
+
+// TestUpstreamErrorKindFailedOver: a deployment that answers 503, and whose
+// request goes on to another deployment, is counted as kind "refused" (the
+// provider's own 5xx), as it is when no other deployment serves the model.
+// Its attempt sent the client nothing, so its event's http_status is 0,
+// and it was counted as "stream_error" (a stream that broke), which sent
+// the operator reading the Upstream errors panel to look for broken
+// streams of a provider that refused every request (an observability
+// review, against upstream-sim's fail_all).
+func TestUpstreamErrorKindFailedOver(t *testing.T) {
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"message":"overloaded","type":"server_error"}}`, http.StatusServiceUnavailable)
+	}))
+	defer failing.Close()
+	up := httptest.NewServer(sim.New())
+	defer up.Close()
+	cfg := gateway.Config{
+		Providers: []gateway.ProviderConfig{
+			{Name: "failing", Type: "openai", BaseURL: failing.URL + "/v1", APIKey: "sk-fail"},
+			{Name: "sim", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-sim"},
+		},
+		Models: []gateway.ModelConfig{{Name: "m", Deployments: []gateway.DeploymentConfig{
+			{Provider: "failing", UpstreamModel: "sim-pro"}, {Provider: "sim", UpstreamModel: "sim-pro"}}}},
+	}
+	reg := prometheus.NewRegistry()
+	gw, err := gateway.New(cfg, gateway.Deps{Providers: []provider.Provider{openai.Provider()},
+		Keys: modelLabelKeys{}, Sink: &modelLabelSink{}, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Start("127.0.0.1:0", nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = gw.Stop(ctx)
+	}()
+	// The deployment is picked at random: send until one request has
+	// tried the failing one first and gone on.
+	failedOver := func() bool {
+		for _, c := range counters(t, reg, "tollgate_gateway_retries_total") {
+			if c.labels["provider"] == "failing" && c.value > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < 64 && !failedOver(); i++ {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions",
+			strings.NewReader(`{"model":"m","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer tg-model-label")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d, want 200 from the second deployment", resp.StatusCode)
+		}
+	}
+	if !failedOver() {
+		t.Fatal("no request tried the failing deployment")
+	}
+	if got := upstreamErrorKinds(t, reg); got["failing"] != "refused" || len(got) != 1 {
+		t.Fatalf("tollgate_gateway_upstream_errors_total kinds by provider: %v, want failing: refused", got)
+	}
 }
