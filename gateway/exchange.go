@@ -130,7 +130,12 @@ type exchange struct {
 	drainTimer *time.Timer
 	responded  bool // the upstream answered 200
 	unreached  bool // the upstream could not be reached (metrics: kind "unreachable")
-	committed  bool // the event is made (durable, or in the journal)
+	// refusedWith is the HTTP status the upstream refused the request
+	// with (not 200), 0 if it did not: the metrics' kind of a failed
+	// attempt that went on to another deployment, whose event sent the
+	// client no status.
+	refusedWith int
+	committed   bool // the event is made (durable, or in the journal)
 	// undurable: commit could neither publish nor journal the event (the
 	// sink and the crash journal both failing): it is held in memory
 	// alone, and a stream withholds its usage and its end (see heldBack).
@@ -528,7 +533,7 @@ func (x *exchange) settle() {
 	e.Normalize() // whatever the upstream sent, the event can be stored
 	x.s.limits.tokens(x.key, e.Usage.Total())
 	x.s.hidden.observe(e, r)
-	x.s.metrics.observe(e, x.unreached)
+	x.s.metrics.observe(e, x.unreached, x.refusedWith)
 	level := slog.LevelInfo // a failed request stays in the log at TOLLGATE_LOG_LEVEL=warn
 	if e.Status == usage.StatusUpstreamError || e.Status == usage.StatusTimeout || e.Status == usage.StatusCutOff {
 		level = slog.LevelWarn

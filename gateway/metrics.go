@@ -64,10 +64,19 @@ func (m *metrics) model(name string) string {
 
 // observe records a finished exchange's event; unreached says its
 // upstream could not be reached (upstream_errors_total kind "unreachable":
-// not the provider's refusal, which "refused" counts).
-func (m *metrics) observe(e *usage.Event, unreached bool) {
+// not the provider's refusal, which "refused" counts); refusedWith is the
+// HTTP status the upstream refused it with, 0 if none. An attempt that
+// failed over to another deployment sent the client nothing (its event's
+// HTTPStatus is 0): its kind is read from refusedWith, so that a provider's
+// 503 is counted "refused" whether or not another deployment served the
+// request.
+func (m *metrics) observe(e *usage.Event, unreached bool, refusedWith int) {
 	if m == nil {
 		return
+	}
+	status := e.HTTPStatus
+	if refusedWith != 0 {
+		status = refusedWith
 	}
 	model := m.model(e.Model)
 	m.requests.WithLabelValues(e.Endpoint, e.Provider, model, string(e.Status)).Inc()
@@ -91,9 +100,9 @@ func (m *metrics) observe(e *usage.Event, unreached bool) {
 		m.upstreamErr.WithLabelValues(e.Provider, "timeout").Inc()
 	case e.Status == usage.StatusUpstreamError && unreached:
 		m.upstreamErr.WithLabelValues(e.Provider, "unreachable").Inc()
-	case e.Status == usage.StatusUpstreamError && invalidRequest(e.HTTPStatus):
+	case e.Status == usage.StatusUpstreamError && invalidRequest(status):
 		m.upstreamErr.WithLabelValues(e.Provider, "invalid_request").Inc()
-	case e.Status == usage.StatusUpstreamError && e.HTTPStatus >= 400:
+	case e.Status == usage.StatusUpstreamError && status >= 400:
 		m.upstreamErr.WithLabelValues(e.Provider, "refused").Inc()
 	case e.Status == usage.StatusUpstreamError:
 		m.upstreamErr.WithLabelValues(e.Provider, "stream_error").Inc()

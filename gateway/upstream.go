@@ -203,7 +203,7 @@ func passHeaders(dst, src http.Header) {
 func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	body = []byte(s.scrubFor(rt.provider.Name, string(body)))
-	x.event.Status = usage.StatusUpstreamError
+	x.event.Status, x.refusedWith = usage.StatusUpstreamError, resp.StatusCode
 	x.event.Error = fmt.Sprintf("upstream status %d", resp.StatusCode)
 	if s.redirected(rt.provider.Name, x.event.ID, resp) {
 		// A deployment that redirects is misconfigured: the next one, if
