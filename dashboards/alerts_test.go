@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -73,6 +75,50 @@ func TestPromtool(t *testing.T) {
 		out, err := exec.CommandContext(t.Context(), promtool, args...).CombinedOutput()
 		if err != nil {
 			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// alertRowRE matches a row of the alerts table in docs/operations.md:
+// | `TollgateX` | severity | fires when | what to do |.
+var alertRowRE = regexp.MustCompile("(?m)^\\| `(Tollgate\\w+)` \\|(.*)$")
+
+// TestAlertRunbook checks that every alert of alerts.yml has its row in
+// the runbook (docs/operations.md, "Alerts"), and that the row names a
+// metric the rule reads: the operator paged looks the alert up there, and
+// goes from it to the series on the dashboard or /metrics.
+func TestAlertRunbook(t *testing.T) {
+	var rules alertRules
+	readYAML(t, "dashboards/alerts.yml", &rules, false)
+	doc, err := os.ReadFile(filepath.Join(repo, "docs/operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, m := range alertRowRE.FindAllStringSubmatch(string(doc), -1) {
+		rows[m[1]] += m[2]
+	}
+	c := newChecker(t)
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			row, ok := rows[r.Alert]
+			if !ok {
+				t.Errorf("%s has no row in docs/operations.md's alerts table", r.Alert)
+				continue
+			}
+			used, err := c.check(r.Expr, nil)
+			if err != nil {
+				t.Errorf("%s: %v", r.Alert, err)
+				continue
+			}
+			if !slices.ContainsFunc(used, func(m string) bool {
+				return strings.Contains(row, "`"+strings.TrimSuffix(m, "_bucket")+"`")
+			}) {
+				t.Errorf("%s: its row in docs/operations.md names none of the metrics it reads, %v", r.Alert, used)
+			}
 		}
 	}
 }
