@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -75,5 +77,37 @@ func TestLogBuffer(t *testing.T) {
 	}
 	if !strings.HasSuffix(out.String(), "\"msg\":\"after the error\"}\n") {
 		t.Fatalf("Stop did not write the held line: %q", out.String())
+	}
+}
+
+// TestServerExitLogsJSON: a server process that stops on an error (a
+// database behind its migrations, a spool cursor it cannot read) writes
+// that error as its last log line, JSON at ERROR like every other, with
+// the exit code. It was a plain-text line without a level between the
+// JSON ones: a log pipeline that reads JSON dropped the one line saying
+// why the process died, and an alert on level ERROR missed it (an
+// observability review, `tollgate gateway` against an unmigrated database).
+func TestServerExitLogsJSON(t *testing.T) {
+	cause := errors.New("the database is at migration 0 and this binary needs 13: run `tollgate migrate`")
+	for _, cmd := range []string{"serve", "gateway", "meter", "admin", "migrate"} {
+		var stderr bytes.Buffer
+		if code := serverExit(cmd, cause, &stderr); code != exitError {
+			t.Errorf("%s: exit %d, want %d", cmd, code, exitError)
+		}
+		var line struct {
+			Level, Msg string
+			ExitCode   int `json:"exit_code"`
+		}
+		if strings.Count(stderr.String(), "\n") != 1 || json.Unmarshal(stderr.Bytes(), &line) != nil ||
+			line.Level != "ERROR" || line.Msg != "tollgate "+cmd+": "+cause.Error() || line.ExitCode != exitError {
+			t.Errorf("%s: stderr %q, want one JSON line at ERROR with the error and exit_code 1", cmd, stderr.String())
+		}
+	}
+	// demo is a client of the admin API, run by hand: its error stays a
+	// line of text, as the admin commands' do.
+	var stderr bytes.Buffer
+	serverExit("demo", cause, &stderr)
+	if stderr.String() != "tollgate demo: "+cause.Error()+"\n" {
+		t.Errorf("demo: stderr %q", stderr.String())
 	}
 }
