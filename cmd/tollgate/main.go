@@ -207,7 +207,8 @@ func runServer(ctx context.Context, log *slog.Logger, cmd string, args []string,
 // line, and returns its exit code: 0 when it succeeded or showed its
 // --help; 2 (exitUsage) for a bad flag or argument, with a pointer to
 // --help, and for an unusable environment variable, as for a bad
-// TOLLGATE_LOG_LEVEL; 1 otherwise.
+// TOLLGATE_LOG_LEVEL; 1 otherwise, the error then written as the process's
+// last log line (JSON, level ERROR, with exit_code), but for demo's.
 func serverExit(cmd string, err error, stderr io.Writer) int {
 	var ue *usageError
 	var ee *envError
@@ -221,10 +222,13 @@ func serverExit(cmd string, err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate %s: %v\n", cmd, err)
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "tollgate %s: %v\n", cmd, err)
 	if cmd == "demo" { // an admin API client: its refusals exit as the admin commands' do
+		fmt.Fprintf(stderr, "tollgate %s: %v\n", cmd, err)
 		return exitCode(err)
 	}
+	// The process's last log line: JSON at ERROR, as every line before it,
+	// so that a pipeline reading JSON (and an alert on the level) has it.
+	slog.New(slog.NewJSONHandler(stderr, nil)).Error(fmt.Sprintf("tollgate %s: %v", cmd, err), "exit_code", exitError)
 	return exitError
 }
 
