@@ -111,15 +111,24 @@ func TestUpstreamErrorKindFailedOver(t *testing.T) {
 		http.Error(w, `{"error":{"message":"overloaded","type":"server_error"}}`, http.StatusServiceUnavailable)
 	}))
 	defer failing.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://127.0.0.1:1/v1/chat/completions", http.StatusFound)
+	}))
+	defer redirecting.Close()
 	up := httptest.NewServer(sim.New())
 	defer up.Close()
 	cfg := gateway.Config{
 		Providers: []gateway.ProviderConfig{
 			{Name: "failing", Type: "openai", BaseURL: failing.URL + "/v1", APIKey: "sk-fail"},
+			{Name: "redirecting", Type: "openai", BaseURL: redirecting.URL + "/v1", APIKey: "sk-redir"},
 			{Name: "sim", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-sim"},
 		},
-		Models: []gateway.ModelConfig{{Name: "m", Deployments: []gateway.DeploymentConfig{
-			{Provider: "failing", UpstreamModel: "sim-pro"}, {Provider: "sim", UpstreamModel: "sim-pro"}}}},
+		Models: []gateway.ModelConfig{
+			{Name: "m", Deployments: []gateway.DeploymentConfig{
+				{Provider: "failing", UpstreamModel: "sim-pro"}, {Provider: "sim", UpstreamModel: "sim-pro"}}},
+			{Name: "r", Deployments: []gateway.DeploymentConfig{
+				{Provider: "redirecting", UpstreamModel: "sim-pro"}, {Provider: "sim", UpstreamModel: "sim-pro"}}},
+		},
 	}
 	reg := prometheus.NewRegistry()
 	gw, err := gateway.New(cfg, gateway.Deps{Providers: []provider.Provider{openai.Provider()},
@@ -135,19 +144,20 @@ func TestUpstreamErrorKindFailedOver(t *testing.T) {
 		defer cancel()
 		_ = gw.Stop(ctx)
 	}()
-	// The deployment is picked at random: send until one request has
-	// tried the failing one first and gone on.
-	failedOver := func() bool {
+	// The deployment is picked at random: send until a request of each
+	// model has tried the failing one first and gone on.
+	failedOver := func(p string) bool {
 		for _, c := range counters(t, reg, "tollgate_gateway_retries_total") {
-			if c.labels["provider"] == "failing" && c.value > 0 {
+			if c.labels["provider"] == p && c.value > 0 {
 				return true
 			}
 		}
 		return false
 	}
-	for i := 0; i < 64 && !failedOver(); i++ {
+	for i := 0; i < 128 && !(failedOver("failing") && failedOver("redirecting")); i++ {
+		model := []string{"m", "r"}[i%2]
 		req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions",
-			strings.NewReader(`{"model":"m","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
+			strings.NewReader(`{"model":"`+model+`","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
 		req.Header.Set("Authorization", "Bearer tg-model-label")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -159,10 +169,10 @@ func TestUpstreamErrorKindFailedOver(t *testing.T) {
 			t.Fatalf("status %d, want 200 from the second deployment", resp.StatusCode)
 		}
 	}
-	if !failedOver() {
-		t.Fatal("no request tried the failing deployment")
+	if !failedOver("failing") || !failedOver("redirecting") {
+		t.Fatal("no request tried a failing deployment")
 	}
-	if got := upstreamErrorKinds(t, reg); got["failing"] != "refused" || len(got) != 1 {
-		t.Fatalf("tollgate_gateway_upstream_errors_total kinds by provider: %v, want failing: refused", got)
+	if got := upstreamErrorKinds(t, reg); got["failing"] != "refused" || got["redirecting"] != "refused" || len(got) != 2 {
+		t.Fatalf("tollgate_gateway_upstream_errors_total kinds by provider: %v, want failing and redirecting: refused", got)
 	}
 }
