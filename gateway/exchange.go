@@ -130,10 +130,10 @@ type exchange struct {
 	drainTimer *time.Timer
 	responded  bool // the upstream answered 200
 	unreached  bool // the upstream could not be reached (metrics: kind "unreachable")
-	// refusedWith is the HTTP status the upstream refused the request
-	// with (not 200), 0 if it did not: the metrics' kind of a failed
-	// attempt that went on to another deployment, whose event sent the
-	// client no status.
+	// refusedWith is the HTTP status the upstream's refusal is answered
+	// with (its own, or 502 for a redirect), 0 if it did not refuse: the
+	// metrics' kind of a failed attempt that went on to another
+	// deployment, whose event sent the client no status.
 	refusedWith int
 	committed   bool // the event is made (durable, or in the journal)
 	// undurable: commit could neither publish nor journal the event (the

@@ -65,17 +65,17 @@ func (m *metrics) model(name string) string {
 // observe records a finished exchange's event; unreached says its
 // upstream could not be reached (upstream_errors_total kind "unreachable":
 // not the provider's refusal, which "refused" counts); refusedWith is the
-// HTTP status the upstream refused it with, 0 if none. An attempt that
-// failed over to another deployment sent the client nothing (its event's
-// HTTPStatus is 0): its kind is read from refusedWith, so that a provider's
-// 503 is counted "refused" whether or not another deployment served the
-// request.
+// HTTP status the upstream's refusal would have been answered with, 0 if
+// none. An attempt that failed over to another deployment sent the client
+// nothing (its event's HTTPStatus is 0): its kind is read from
+// refusedWith, so that a provider's 503 is counted "refused" whether or not
+// another deployment served the request.
 func (m *metrics) observe(e *usage.Event, unreached bool, refusedWith int) {
 	if m == nil {
 		return
 	}
 	status := e.HTTPStatus
-	if refusedWith != 0 {
+	if status == 0 {
 		status = refusedWith
 	}
 	model := m.model(e.Model)

@@ -209,7 +209,7 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		// A deployment that redirects is misconfigured: the next one, if
 		// any, is tried, as for a 5xx.
 		x.event.Error += ": a redirect, not followed"
-		x.upstreamFailed = true
+		x.upstreamFailed, x.refusedWith = true, http.StatusBadGateway
 		if x.mayRetry() {
 			return
 		}
