@@ -22,6 +22,7 @@ type target struct {
 	RefID      string      `json:"refId"`
 	Datasource *datasource `json:"datasource"`
 	Expr       string      `json:"expr"`
+	Legend     string      `json:"legendFormat"`
 	RawSQL     string      `json:"rawSql"`
 	RawQuery   bool        `json:"rawQuery"`
 	Format     string      `json:"format"`

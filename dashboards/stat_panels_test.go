@@ -38,54 +38,40 @@ var healthyStats = map[string]float64{
 	"Dead letters (range)": 0,
 }
 
+// healthyTokens add to healthySeries the tokens of a model that reports
+// neither cached nor reasoning tokens (as most do): 8 prompt and 20
+// completion tokens a request.
+var healthyTokens = map[string]string{
+	`tollgate_gateway_tokens_total{provider="sim",model="sim-small",class="prompt"}`:     "0+480x20",
+	`tollgate_gateway_tokens_total{provider="sim",model="sim-small",class="completion"}`: "0+1200x20",
+}
+
+// healthyShares is what the share panels of operations.json show, by
+// legend, for healthySeries and healthyTokens: 0, not an empty graph,
+// for a share of tokens no model reports.
+var healthyShares = map[string]float64{
+	"cached / prompt":        0,
+	"reasoning / completion": 0,
+}
+
 // TestStatPanelsOfAHealthyStack evaluates every stat panel's query of
 // operations.json with promtool against healthySeries and checks the
 // figure it shows.
 func TestStatPanelsOfAHealthyStack(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
-			t.Fatalf("promtool is not installed (apt-get install prometheus): %v", err)
-		}
-		t.Skip("promtool is not installed: apt-get install prometheus to run this test (under CI=true this fails)")
-	}
-	type sample struct {
-		Labels string  `json:"labels"`
-		Value  float64 `json:"value"`
-	}
-	type exprTest struct {
-		Expr       string   `json:"expr"`
-		EvalTime   string   `json:"eval_time"`
-		ExpSamples []sample `json:"exp_samples"`
-	}
-	type series struct {
-		Series string `json:"series"`
-		Values string `json:"values"`
-	}
-	var input []series
-	for s, v := range healthySeries {
-		input = append(input, series{s, v})
-	}
 	var tests []exprTest
 	seen := map[string]bool{}
-	for _, d := range loadDashboards(t) {
-		if d.file != "operations.json" {
+	for _, p := range operationsPanels(t) {
+		if p.Type != "stat" {
 			continue
 		}
-		for _, p := range d.leafPanels() {
-			if p.Type != "stat" {
-				continue
-			}
-			want, ok := healthyStats[p.Title]
-			if !ok {
-				t.Errorf("stat panel %q: no figure for a healthy stack in healthyStats", p.Title)
-				continue
-			}
-			seen[p.Title] = true
-			for _, tg := range p.Targets {
-				expr := strings.NewReplacer(`$__rate_interval`, "5m", `$__range`, "1h", `"$model"`, `".*"`).Replace(tg.Expr)
-				tests = append(tests, exprTest{expr, "20m", []sample{{"{}", want}}})
-			}
+		want, ok := healthyStats[p.Title]
+		if !ok {
+			t.Errorf("stat panel %q: no figure for a healthy stack in healthyStats", p.Title)
+			continue
+		}
+		seen[p.Title] = true
+		for _, tg := range p.Targets {
+			tests = append(tests, exprTest{grafanaExpr(tg.Expr), "20m", []sample{{"{}", want}}})
 		}
 	}
 	for title := range healthyStats {
@@ -93,15 +79,89 @@ func TestStatPanelsOfAHealthyStack(t *testing.T) {
 			t.Errorf("operations.json has no stat panel %q", title)
 		}
 	}
+	promtoolExprTests(t, healthySeries, tests)
+}
+
+// TestSharePanelsOfAHealthyStack: a share of tokens that no model reports
+// (cached, reasoning) reads 0 while there is traffic; its line was missing
+// (the numerator selects no series), which reads as no data rather than
+// as nothing cached.
+func TestSharePanelsOfAHealthyStack(t *testing.T) {
+	input := map[string]string{}
+	for _, m := range []map[string]string{healthySeries, healthyTokens} {
+		for k, v := range m {
+			input[k] = v
+		}
+	}
+	var tests []exprTest
+	for _, p := range operationsPanels(t) {
+		for _, tg := range p.Targets {
+			if want, ok := healthyShares[tg.Legend]; ok {
+				tests = append(tests, exprTest{grafanaExpr(tg.Expr), "20m", []sample{{"{}", want}}})
+			}
+		}
+	}
+	if len(tests) != len(healthyShares) {
+		t.Fatalf("operations.json has %d of the %d share series", len(tests), len(healthyShares))
+	}
+	promtoolExprTests(t, input, tests)
+}
+
+func operationsPanels(t *testing.T) []panel {
+	t.Helper()
+	for _, d := range loadDashboards(t) {
+		if d.file == "operations.json" {
+			return d.leafPanels()
+		}
+	}
+	t.Fatal("no operations.json")
+	return nil
+}
+
+// grafanaExpr is expr as Grafana sends it with every model selected.
+func grafanaExpr(expr string) string {
+	return strings.NewReplacer(`$__rate_interval`, "5m", `$__range`, "1h", `"$model"`, `".*"`).Replace(expr)
+}
+
+type sample struct {
+	Labels string  `json:"labels"`
+	Value  float64 `json:"value"`
+}
+
+type exprTest struct {
+	Expr       string   `json:"expr"`
+	EvalTime   string   `json:"eval_time"`
+	ExpSamples []sample `json:"exp_samples"`
+}
+
+// promtoolExprTests runs tests with `promtool test rules` on input, series
+// scraped every minute (under CI=true it fails when promtool is missing).
+func promtoolExprTests(t *testing.T, input map[string]string, tests []exprTest) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			t.Fatalf("promtool is not installed (apt-get install prometheus): %v", err)
+		}
+		t.Skip("promtool is not installed: apt-get install prometheus to run this test (under CI=true this fails)")
+	}
+	type series struct {
+		Series string `json:"series"`
+		Values string `json:"values"`
+	}
+	var in []series
+	for s, v := range input {
+		in = append(in, series{s, v})
+	}
 	file := map[string]any{
 		"evaluation_interval": "1m",
-		"tests":               []any{map[string]any{"interval": "1m", "input_series": input, "promql_expr_test": tests}},
+		"tests":               []any{map[string]any{"interval": "1m", "input_series": in, "promql_expr_test": tests}},
 	}
 	b, err := json.Marshal(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "stat_panels_test.yml")
+	path := filepath.Join(t.TempDir(), "panels_test.yml")
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
