@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/provider"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // TestUpstreamErrorKinds: a provider that cannot be reached is counted as
@@ -174,5 +176,111 @@ func TestUpstreamErrorKindFailedOver(t *testing.T) {
 	}
 	if got := upstreamErrorKinds(t, reg); got["failing"] != "refused" || got["redirecting"] != "refused" || len(got) != 2 {
 		t.Fatalf("tollgate_gateway_upstream_errors_total kinds by provider: %v, want failing and redirecting: refused", got)
+	}
+}
+
+// eventSink keeps the events published.
+type eventSink struct {
+	mu     sync.Mutex
+	events []usage.Event
+}
+
+func (s *eventSink) Publish(_ context.Context, e *usage.Event) error {
+	s.mu.Lock()
+	s.events = append(s.events, *e)
+	s.mu.Unlock()
+	return nil
+}
+
+// TestTTFTIncludesFailedAttempts: a request whose first deployment did not
+// answer within connect_timeout (300 ms) and that another deployment then
+// served got its first byte 300 ms or more after the gateway received
+// it, and its event's ttft_ms and duration_ms, and the TTFT and duration
+// histograms, say so ("from receiving the request", as the event's and
+// the metrics' documentation has it). They were measured from the start
+// of the last attempt: 1 ms, while the client had waited 300 ms, so that
+// the TTFT panel hid exactly the latency a failing deployment adds.
+func TestTTFTIncludesFailedAttempts(t *testing.T) {
+	release := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // answers nothing
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer hanging.Close()
+	defer close(release)
+	up := httptest.NewServer(sim.New())
+	defer up.Close()
+	const connectTimeout = 300 * time.Millisecond
+	cfg := gateway.Config{
+		Providers: []gateway.ProviderConfig{
+			{Name: "hanging", Type: "openai", BaseURL: hanging.URL + "/v1", APIKey: "sk-hang", ConnectTimeout: connectTimeout},
+			{Name: "sim", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-sim"},
+		},
+		Models: []gateway.ModelConfig{{Name: "m", Deployments: []gateway.DeploymentConfig{
+			{Provider: "hanging", UpstreamModel: "sim-pro", Weight: 1000}, {Provider: "sim", UpstreamModel: "sim-pro"}}}},
+	}
+	reg := prometheus.NewRegistry()
+	sink := &eventSink{}
+	gw, err := gateway.New(cfg, gateway.Deps{Providers: []provider.Provider{openai.Provider()},
+		Keys: modelLabelKeys{}, Sink: sink, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Start("127.0.0.1:0", nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = gw.Stop(ctx)
+	}()
+	// The deployment is drawn by weight: send until a request has tried
+	// the hanging one first (it then rests, and the next go to sim).
+	served := func() *usage.Event {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		for i := range sink.events {
+			if e := &sink.events[i]; e.Attempt == 2 && e.Status == usage.StatusOK {
+				return e
+			}
+		}
+		return nil
+	}
+	for i := 0; i < 16 && served() == nil; i++ {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions",
+			strings.NewReader(`{"model":"m","stream":true,"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer tg-model-label")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	e := served()
+	if e == nil {
+		t.Fatal("no request went on from the hanging deployment to sim")
+	}
+	if e.TTFTMillis < connectTimeout.Milliseconds() || e.DurationMillis < connectTimeout.Milliseconds() {
+		t.Errorf("the served attempt's event: ttft_ms %d, duration_ms %d; want both at least %d (the client waited for the first deployment)",
+			e.TTFTMillis, e.DurationMillis, connectTimeout.Milliseconds())
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "tollgate_gateway_ttft_seconds" && mf.GetName() != "tollgate_gateway_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "provider" && l.GetValue() == "sim" && m.GetHistogram().GetSampleSum() < connectTimeout.Seconds() {
+					t.Errorf("%s{provider=\"sim\"}: sum %.3f s, want at least %.3f s", mf.GetName(), m.GetHistogram().GetSampleSum(), connectTimeout.Seconds())
+				}
+			}
+		}
 	}
 }
