@@ -51,7 +51,7 @@ func (e timeoutError) Is(target error) bool { return target == errStalled }
 type exchange struct {
 	s          *Server
 	key        *usage.KeyState // the client's key
-	start      time.Time
+	start      time.Time       // when this attempt began (its timers' origin; see began)
 	event      *usage.Event
 	report     tap.Report
 	promptText func() tap.Prompt // the request's prompt, for estimates
@@ -529,7 +529,7 @@ func (x *exchange) settle() {
 	} else { // refused or unreachable: nothing was produced, nothing is billed
 		e.Usage, e.UsageSource = usage.Tokens{}, usage.SourceEstimated
 	}
-	e.DurationMillis = time.Since(x.start).Milliseconds()
+	e.DurationMillis = time.Since(x.began()).Milliseconds()
 	e.Normalize() // whatever the upstream sent, the event can be stored
 	x.s.limits.tokens(x.key, e.Usage.Total())
 	x.s.hidden.observe(e, r)
@@ -619,10 +619,23 @@ func (x *exchange) markComplete() {
 	}
 }
 
+// began is when the request's first attempt began: the event's ttft_ms
+// and duration_ms, and the TTFT and duration histograms, count from it, so
+// that they include what failed attempts made the client wait. It is read
+// from retryUntil (serveAttempts sets it to then plus retry.budget for
+// every attempt), not kept in serveAttempts' frame, which stays on a
+// stream's stack for its whole life (TestStreamStack); start when unset.
+func (x *exchange) began() time.Time {
+	if x.retryUntil.IsZero() {
+		return x.start
+	}
+	return x.retryUntil.Add(-x.s.cfg.Retry.Budget)
+}
+
 // firstByte records the time to first token, once.
 func (x *exchange) firstByte() {
 	if x.event.TTFTMillis == 0 {
-		x.event.TTFTMillis = max(time.Since(x.start).Milliseconds(), 1)
+		x.event.TTFTMillis = max(time.Since(x.began()).Milliseconds(), 1)
 	}
 }
 
