@@ -246,17 +246,28 @@ func TestMigration12DoesNotHoldLedgerEntriesBehindAReader(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT count(*) FROM ledger_entries`); err != nil {
 		t.Fatal(err)
 	}
+	// The watch has a connection of its own: in the reader's transaction,
+	// pg_stat_activity is the snapshot its first read took, which a
+	// migration started after it never enters (the test hung on a fast VM).
+	watch, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(ctx)
 	migrated := make(chan error, 1)
 	go func() { _, err := s.Migrate(ctx); migrated <- err }()
 	// Wait until migration 12 is at work (waiting for the reader).
-	for {
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		var waiting bool
-		if err := reader.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
+		if err := watch.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database()
 			AND query LIKE '%ADD COLUMN override_id%' AND pid <> pg_backend_pid())`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting {
 			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("migration 12 was not seen at work within 30 s")
 		}
 		select {
 		case err := <-migrated:
