@@ -166,3 +166,24 @@ func TestHeader(t *testing.T) {
 		t.Errorf("header %v", h)
 	}
 }
+
+// TestRequestToolParametersAsJSONSchema: OpenAI's function parameters are
+// JSON Schema, and OpenAI's strict mode requires additionalProperties
+// false on every object; SDK helpers also write $defs/$ref, const and
+// type arrays. Sent as a FunctionDeclaration's "parameters" (Gemini's
+// OpenAPI subset, which knows none of these), Gemini refused the request
+// with 400 INVALID_ARGUMENT ("Unknown name \"additionalProperties\""). They
+// belong in "parametersJsonSchema", the field Gemini documents for a JSON
+// Schema, as response_format's schema already goes to responseJsonSchema.
+func TestRequestToolParametersAsJSONSchema(t *testing.T) {
+	schema := `{"type":"object","properties":{"city":{"$ref":"#/$defs/City"},"unit":{"type":["string","null"],"enum":["c","f",null]}},"required":["city","unit"],"additionalProperties":false,"$defs":{"City":{"type":"string","const":"Paris"}}}`
+	in := `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"weather","strict":true,"parameters":` + schema + `}}]}`
+	_, body, err := Chat{}.Request([]byte(in), "gemini-2.5-flash", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"contents":[{"role":"user","parts":[{"text":"x"}]}],"tools":[{"functionDeclarations":[{"name":"weather","parametersJsonSchema":` + schema + `}]}]}`
+	if !jsonEqual(t, body, []byte(want)) {
+		t.Errorf("body\n%s\nwant\n%s", body, want)
+	}
+}
