@@ -10,10 +10,14 @@ type toolOut struct {
 	FunctionDeclarations []funcDecl `json:"functionDeclarations"`
 }
 
+// funcDecl is a FunctionDeclaration. Its parameters go as
+// parametersJsonSchema: OpenAI's are JSON Schema (additionalProperties,
+// $defs, type arrays, ...), which Gemini's "parameters" (an OpenAPI subset)
+// refuses.
 type funcDecl struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Parameters  json.RawMessage `json:"parametersJsonSchema,omitempty"`
 }
 
 type toolConfig struct {
@@ -53,8 +57,11 @@ var thinkingBudgets = map[string]int64{
 // options translates the request's other fields:
 //
 //   - tools (type "function" only): tools[{functionDeclarations:[{name,
-//     description, parameters}]}]; an object schema without properties is
-//     sent without parameters, since Gemini refuses an empty OBJECT;
+//     description, parametersJsonSchema}]}], parameters passing as the
+//     JSON Schema they are (Gemini's "parameters", an OpenAPI subset,
+//     refuses additionalProperties, which OpenAI's strict mode requires,
+//     $defs and type arrays); an object schema without properties is sent
+//     without parameters;
 //   - tool_choice: "auto" → AUTO, "none" → NONE, "required" → ANY,
 //     {"type":"function","function":{"name"}} → ANY with
 //     allowedFunctionNames [name] (toolConfig.functionCallingConfig);

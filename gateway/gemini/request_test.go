@@ -66,7 +66,7 @@ func TestRequest(t *testing.T) {
 			                          {"functionResponse":{"name":"weather_eu","response":{"content":"21C"}}}]},
 			  {"role":"model","parts":[{"text":"Paris 18C, Rome 21C."}]},
 			  {"role":"user","parts":[{"text":"Thanks"}]}],
-			 "tools":[{"functionDeclarations":[{"name":"weather","description":"Weather now","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},{"name":"weather_eu"}]}],
+			 "tools":[{"functionDeclarations":[{"name":"weather","description":"Weather now","parametersJsonSchema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},{"name":"weather_eu"}]}],
 			 "toolConfig":{"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":["weather"]}}}`},
 		{"reused tool call ids resolve to the latest; no signature before Gemini 3", "gemini-2.5-flash", false,
 			`{"messages":[{"role":"user","content":"go"},
