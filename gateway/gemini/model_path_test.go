@@ -33,3 +33,23 @@ func TestUpstreamPathsEscapeTheModelsColon(t *testing.T) {
 		t.Errorf("the embeddings translation's path = %q (%v)", path, err)
 	}
 }
+
+// TestEmbeddingsUpstreamModelWithModelsPrefix: Gemini names its models
+// "models/{id}", and the chat translation takes a deployment's upstream
+// model in either form. The embeddings translation did not: upstream model
+// "models/text-embedding-004" went to /models/models%2Ftext-embedding-004
+// (a 404 from Gemini) and, batched, named "models/models/..." in each
+// request, so a deployment that served chat served no embeddings.
+func TestEmbeddingsUpstreamModelWithModelsPrefix(t *testing.T) {
+	for _, model := range []string{"text-embedding-004", "models/text-embedding-004"} {
+		path, _, err := (Embeddings{}).Request([]byte(`{"input":"hi"}`), model)
+		if err != nil || path != "/models/text-embedding-004:embedContent" {
+			t.Errorf("%s: path %q (%v), want /models/text-embedding-004:embedContent", model, path, err)
+		}
+		path, body, err := (Embeddings{}).Request([]byte(`{"input":["a","b"]}`), model)
+		want := `{"requests":[{"model":"models/text-embedding-004","content":{"parts":[{"text":"a"}]}},{"model":"models/text-embedding-004","content":{"parts":[{"text":"b"}]}}]}`
+		if err != nil || path != "/models/text-embedding-004:batchEmbedContents" || string(body) != want {
+			t.Errorf("%s: batch path %q body %s (%v), want %s", model, path, body, err, want)
+		}
+	}
+}
