@@ -17,7 +17,8 @@ import (
 // input to POST /models/{model}:embedContent, an array of strings to
 // :batchEmbedContents (Gemini API reference, "Embeddings"); dimensions
 // becomes outputDimensionality. Token-array inputs have no Gemini
-// equivalent and are refused. Gemini reports no token usage for
+// equivalent and are refused. The upstream model may be named with or
+// without Gemini's "models/" prefix. Gemini reports no token usage for
 // embeddings, so the gateway estimates it (usage_source estimated).
 type Embeddings struct{}
 
@@ -54,6 +55,9 @@ func (Embeddings) Request(body []byte, upstreamModel string) (string, []byte, er
 	}
 	// ":" escaped, as Chat.Request escapes it: unescaped, a model
 	// "m:generateContent" would put two methods in the path.
+	// A leading "models/" (Gemini's own form of a model's name) is
+	// dropped, as Chat.Request drops it.
+	upstreamModel = strings.TrimPrefix(upstreamModel, "models/")
 	base := modelPath(upstreamModel)
 	var one string
 	if json.Unmarshal(req.Input, &one) == nil {
