@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"strconv"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
@@ -40,7 +39,7 @@ type choiceOut struct {
 // with id, model and created, and taps its usage into r as BodyUsage does.
 // Candidate n becomes choice n: its text parts are message.content (null
 // when there are none), its thought parts message.reasoning_content, its
-// functionCall parts message.tool_calls (ids "call_<i>", as in a stream),
+// functionCall parts message.tool_calls (ids as in a stream, see callID),
 // and its finishReason is mapped as Tap maps it (null when absent); a
 // prompt blocked outright is choice 0 with finish_reason "content_filter".
 // usage is OpenAI's usage object of the normalized figures, and is left out
@@ -71,7 +70,7 @@ func (Chat) Body(body []byte, id, model string, created int64, r *tap.Report) ([
 			for _, p := range c.Content.Parts {
 				switch {
 				case p.FunctionCall != nil:
-					tc := openai.ToolCall{ID: "call_" + strconv.Itoa(len(ch.Message.ToolCalls)), Type: "function"}
+					tc := openai.ToolCall{ID: callID(callIDPrefix(id), ch.Index, len(ch.Message.ToolCalls)), Type: "function"}
 					tc.Function.Name, tc.Function.Arguments = p.FunctionCall.Name, argsJSON(p.FunctionCall.Args)
 					ch.Message.ToolCalls = append(ch.Message.ToolCalls, tc)
 				case p.Thought:

@@ -20,8 +20,8 @@ func TestBody(t *testing.T) {
 			 "usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":7,"thoughtsTokenCount":2},"modelVersion":"gemini-2.5-pro"}`,
 			`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gemini-test","choices":[
 			  {"index":0,"message":{"role":"assistant","content":null,"reasoning_content":"hmm","tool_calls":[
-			    {"id":"call_0","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}},
-			    {"id":"call_1","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"},
+			    {"id":"call_1_0_0","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}},
+			    {"id":"call_1_0_1","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"},
 			  {"index":1,"message":{"role":"assistant","content":"<b>&"},"finish_reason":"content_filter"}],
 			 "usage":{"prompt_tokens":5,"completion_tokens":9,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}}`},
 		{"array of streamed responses, no usage", `[{"candidates":[{"content":{"parts":[{"text":"a"}]}}]},{"candidates":[{"content":{"parts":[{"text":"b"}]},"finishReason":"MAX_TOKENS"}]}]`,

@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -285,4 +286,19 @@ func errorPayload(desc, code string) []byte {
 		b = openai.AppendString(b, code)
 	}
 	return append(b, "}}"...)
+}
+
+// callIDPrefix returns the opening of the tool call ids of the answer
+// whose chat completion id is id: "call_" and id without "chatcmpl-".
+// Gemini gives function calls no id; OpenAI's are unique, and clients key
+// calls and their results on them, so each names its answer (see callID).
+func callIDPrefix(id string) string {
+	return "call_" + strings.TrimPrefix(id, "chatcmpl-") + "_"
+}
+
+// callID returns the id of call i (counting from 0) of choice choice:
+// prefix (see callIDPrefix), then "<choice>_<i>". Request finds a call's
+// function name from its id whatever its form.
+func callID(prefix string, choice, i int) string {
+	return prefix + strconv.Itoa(choice) + "_" + strconv.Itoa(i)
 }

@@ -23,7 +23,7 @@ func (Chat) NewStream(id, model string, created int64) provider.ChunkStream {
 	p = append(p, `,"model":`...)
 	p = openai.AppendString(p, model)
 	p = append(p, `,"choices":[{"index":`...)
-	return &Stream{prefix: p}
+	return &Stream{prefix: p, callID: callIDPrefix(id)}
 }
 
 // Stream translates one Gemini response stream into OpenAI chunks. It is
@@ -31,6 +31,7 @@ func (Chat) NewStream(id, model string, created int64) provider.ChunkStream {
 type Stream struct {
 	tap     Tap
 	prefix  []byte // the chunk up to the choice index
+	callID  string // its tool call ids' opening (see callIDPrefix)
 	choices []choiceState
 	// at maps a candidate index to its state in choices: an upstream may
 	// send any number of candidates, and a scan of choices for each made
@@ -55,7 +56,8 @@ type choiceState struct {
 //   - a text part: delta.content; a thought part (thought:true):
 //     delta.reasoning_content; empty text parts are dropped;
 //   - a functionCall part: delta.tool_calls with one complete call, whose
-//     id is "call_<i>", i its index among the choice's calls, and whose
+//     id is "call_<answer>_<choice>_<i>" (see callIDPrefix), i its index
+//     among the choice's calls, and whose
 //     arguments are the args object as a JSON string ("{}" when absent).
 //     Gemini matches function responses to calls by name, so the id only
 //     has to lead Request from a tool message back to its call's name;
@@ -183,9 +185,9 @@ func (s *Stream) toolCallChunk(st *choiceState, fc *functionCall) []byte {
 	b := s.chunk(st.index, len(fc.Name)+len(fc.Args)+96)
 	b = append(b, `{"tool_calls":[{"index":`...)
 	b = strconv.AppendInt(b, int64(st.calls), 10)
-	b = append(b, `,"id":"call_`...)
-	b = strconv.AppendInt(b, int64(st.calls), 10)
-	b = append(b, `","type":"function","function":{"name":`...)
+	b = append(b, `,"id":`...)
+	b = openai.AppendString(b, callID(s.callID, st.index, st.calls))
+	b = append(b, `,"type":"function","function":{"name":`...)
 	b = openai.AppendString(b, fc.Name)
 	b = append(b, `,"arguments":`...)
 	b = openai.AppendString(b, argsJSON(fc.Args))

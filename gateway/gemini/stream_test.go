@@ -168,7 +168,7 @@ func TestStreamToolCalls(t *testing.T) {
 		t.Fatalf("%d chunks, want role, tool call, finish: %s", len(chunks), bytes.Join(payloads, []byte("\n")))
 	}
 	tc := chunks[1].Choices[0].Delta.ToolCalls
-	if len(tc) != 1 || tc[0].Index != 0 || tc[0].ID != "call_0" || tc[0].Type != "function" ||
+	if len(tc) != 1 || tc[0].Index != 0 || tc[0].ID != "call_1_0_0" || tc[0].Type != "function" ||
 		tc[0].Function.Name != "get_country" || tc[0].Function.Arguments != "{}" {
 		t.Errorf("tool call chunk: %s", payloads[1])
 	}
@@ -188,8 +188,8 @@ func TestStreamEvents(t *testing.T) {
 	want := strings.Join([]string{
 		pre + `0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
 		pre + `0,"delta":{"content":"<a\u0000\"é"},"finish_reason":null}]}`,
-		pre + `0,"delta":{"tool_calls":[{"index":0,"id":"call_0","type":"function","function":{"name":"f","arguments":"{\"x\":[1,2]}"}}]},"finish_reason":null}]}`,
-		pre + `0,"delta":{"tool_calls":[{"index":1,"id":"call_1","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":null}]}`,
+		pre + `0,"delta":{"tool_calls":[{"index":0,"id":"call_1_0_0","type":"function","function":{"name":"f","arguments":"{\"x\":[1,2]}"}}]},"finish_reason":null}]}`,
+		pre + `0,"delta":{"tool_calls":[{"index":1,"id":"call_1_0_1","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":null}]}`,
 		pre + `1,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
 		pre + `1,"delta":{"content":"second"},"finish_reason":null}]}`,
 		pre + `0,"delta":{},"finish_reason":"tool_calls"}]}`,
