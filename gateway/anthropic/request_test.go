@@ -89,6 +89,12 @@ func TestRequest(t *testing.T) {
 		{"reasoning_effort none",
 			`{"messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"none","max_tokens":50}`,
 			`{"model":"claude-up","max_tokens":50,"messages":[{"role":"user","content":"Hi"}]}`},
+		// OpenAI's temperature runs 0 to 2, Anthropic's 0 to 1: sent as it
+		// was, 1.5 had Anthropic refuse the request (400 "temperature:
+		// range: 0..1") where OpenAI answers. Above 1 it is sent as 1.
+		{"temperature above Anthropic's range",
+			`{"messages":[{"role":"user","content":"Hi"}],"temperature":1.5}`,
+			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}],"temperature":1}`},
 		{"text passes unescaped",
 			`{"messages":[{"role":"user","content":"<b>&</b>"}]}`,
 			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"<b>&</b>"}]}`},
