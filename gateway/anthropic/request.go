@@ -85,7 +85,8 @@ type toolChoice struct {
 //     sent without its thinking block, which chat completions have no
 //     field to carry back, and Anthropic refuses such a turn with
 //     thinking on
-//   - stop → stop_sequences; temperature and top_p as they are; user →
+//   - stop → stop_sequences; temperature as it is up to 1 (Anthropic's
+//     most; OpenAI's is 2), 1 above; top_p as it is; user →
 //     metadata.user_id; stream from the argument
 //
 // Fields without an equivalent (seed, logprobs, penalties, response_format,
@@ -98,6 +99,12 @@ func (Chat) Request(body []byte, upstreamModel string, stream bool) (string, []b
 		return "", nil, err
 	}
 	out := messagesRequest{Model: upstreamModel, Stream: stream, Temperature: in.Temperature, TopP: in.TopP}
+	if out.Temperature != nil && *out.Temperature > 1 {
+		// OpenAI's range is 0 to 2, Anthropic's 0 to 1, and it refuses
+		// a request above it: the most random it takes.
+		one := 1.0
+		out.Temperature = &one
+	}
 	if in.N != nil && *in.N != 1 {
 		return "", nil, errors.New("n: Anthropic returns one choice; only 1 is supported")
 	}
