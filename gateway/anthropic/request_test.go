@@ -95,6 +95,17 @@ func TestRequest(t *testing.T) {
 		{"temperature above Anthropic's range",
 			`{"messages":[{"role":"user","content":"Hi"}],"temperature":1.5}`,
 			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}],"temperature":1}`},
+		// response_format json_schema was dropped: the client asked for
+		// JSON of a schema and got prose, which Anthropic's structured
+		// outputs (output_config.format) would have constrained.
+		{"response_format json_schema to output_config.format",
+			`{"messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"person","strict":true,
+			  "schema":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":false}}}}`,
+			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}],
+			  "output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":false}}}}`},
+		{"response_format text and json_object have no equivalent",
+			`{"messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_object"}}`,
+			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}]}`},
 		{"text passes unescaped",
 			`{"messages":[{"role":"user","content":"<b>&</b>"}]}`,
 			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"<b>&</b>"}]}`},
@@ -151,6 +162,7 @@ func TestRequestErrors(t *testing.T) {
 		{`{"messages":[` + user + `],"reasoning_effort":"low","max_completion_tokens":1000}`, "reasoning_effort: thinking needs max_completion_tokens above 1024, got 1000"},
 		{`{"messages":[` + user + `],"reasoning_effort":"max"}`, `reasoning_effort: unknown value "max"`},
 		{`{"messages":[` + user + `],"thinking":"on"}`, "thinking: not a JSON object"},
+		{`{"messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":{"name":"x"}}}`, "response_format.json_schema.schema: not a JSON object"},
 	} {
 		_, _, err := Chat{}.Request([]byte(c.in), "claude-up", false)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
