@@ -22,8 +22,8 @@ const APIVersion = "2023-06-01"
 const DefaultMaxTokens = 4096
 
 // chatRequest is the part of an OpenAI chat completion request that has a
-// Messages equivalent. Other fields (seed, logprobs, penalties,
-// response_format, ...) have none and are ignored.
+// Messages equivalent. Other fields (seed, logprobs, penalties, ...) have
+// none and are ignored.
 type chatRequest struct {
 	Messages            []json.RawMessage `json:"messages"`
 	Tools               []json.RawMessage `json:"tools"`
@@ -38,6 +38,7 @@ type chatRequest struct {
 	Thinking            json.RawMessage   `json:"thinking"`
 	User                string            `json:"user"`
 	N                   *int64            `json:"n"`
+	ResponseFormat      json.RawMessage   `json:"response_format"`
 }
 
 // messagesRequest is the Messages request the gateway sends.
@@ -52,10 +53,20 @@ type messagesRequest struct {
 	Temperature   *float64        `json:"temperature,omitempty"`
 	TopP          *float64        `json:"top_p,omitempty"`
 	Thinking      json.RawMessage `json:"thinking,omitempty"`
+	OutputConfig  *outputConfig   `json:"output_config,omitempty"`
 	Stream        bool            `json:"stream,omitempty"`
 	Metadata      *struct {
 		UserID string `json:"user_id"`
 	} `json:"metadata,omitempty"`
+}
+
+// outputConfig is a Messages request's output_config: format is
+// structured outputs' {"type":"json_schema","schema":...}.
+type outputConfig struct {
+	Format struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	} `json:"format"`
 }
 
 type toolChoice struct {
@@ -85,12 +96,16 @@ type toolChoice struct {
 //     sent without its thinking block, which chat completions have no
 //     field to carry back, and Anthropic refuses such a turn with
 //     thinking on
+//   - response_format json_schema → output_config.format {type
+//     json_schema, schema} (structured outputs, for the models that have
+//     them); text and json_object, which has no Messages equivalent, are
+//     dropped
 //   - stop → stop_sequences; temperature as it is up to 1 (Anthropic's
 //     most; OpenAI's is 2), 1 above; top_p as it is; user →
 //     metadata.user_id; stream from the argument
 //
-// Fields without an equivalent (seed, logprobs, penalties, response_format,
-// ...) are dropped; n other than 1 is refused. Its errors are the client's
+// Fields without an equivalent (seed, logprobs, penalties, ...) are
+// dropped; n other than 1 is refused. Its errors are the client's
 // and name the field at fault, such as
 // "messages[2].tool_calls[0].function.arguments: not a JSON object".
 func (Chat) Request(body []byte, upstreamModel string, stream bool) (string, []byte, error) {
@@ -122,6 +137,9 @@ func (Chat) Request(body []byte, upstreamModel string, stream bool) (string, []b
 		return "", nil, err
 	}
 	if err := limits(&in, &out); err != nil {
+		return "", nil, err
+	}
+	if out.OutputConfig, err = convertResponseFormat(in.ResponseFormat); err != nil {
 		return "", nil, err
 	}
 	if out.Thinking != nil && inToolTurn(out.Messages) {
@@ -203,6 +221,30 @@ func limits(in *chatRequest, out *messagesRequest) error {
 		out.Thinking = fmt.Appendf(nil, `{"type":"enabled","budget_tokens":%d}`, budget)
 	}
 	return nil
+}
+
+// convertResponseFormat turns response_format json_schema into
+// output_config, its schema an object; other formats have no equivalent
+// (nil).
+func convertResponseFormat(raw json.RawMessage) (*outputConfig, error) {
+	if k := kindOf(raw); k == 0 || k == 'n' {
+		return nil, nil
+	}
+	var rf struct {
+		Type       string `json:"type"`
+		JSONSchema struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if err := decode(raw, &rf, "response_format"); err != nil || rf.Type != "json_schema" {
+		return nil, err
+	}
+	if kindOf(rf.JSONSchema.Schema) != '{' {
+		return nil, errors.New("response_format.json_schema.schema: not a JSON object")
+	}
+	oc := new(outputConfig)
+	oc.Format.Type, oc.Format.Schema = "json_schema", bytes.TrimSpace(rf.JSONSchema.Schema)
+	return oc, nil
 }
 
 // convertStop turns stop (a string or an array of strings) into
