@@ -398,6 +398,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			// and any after it (the same frame again leaves Error as it was).
 			chunk = s.scrubBytes(rt.provider.Name, chunk)
 		}
+		own := len(chunk) // this event's bytes, which a final report's hold moves to held's end
 		if len(held) > 0 && !x.report.Cumulative && !x.committed {
 			// The event after the final report.
 			switch {
@@ -454,13 +455,16 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			if !x.committed { // the end is what the commit holds back, with any final report
 				durable()
 			}
-			forward(held)
 			if billedEnd != nil && ev.HasData && x.event.UsageSource != usage.SourceUpstream && x.report.Error == "" {
 				// The end tells what was billed, as a chat stream's usage
 				// chunk and a non-streamed answer (BilledUsage) do.
 				ev.Data = billedEnd(ev.Data, x.event.Usage)
+				if chunk == nil { // held as the final report (a count completed): it goes out once, as billed
+					held = held[:len(held)-own]
+				}
 				chunk = sse.AppendEvent(nil, ev)
 			}
+			forward(held)
 			forward(chunk)
 			x.flush()
 			x.commit()
