@@ -142,8 +142,10 @@ func (s *Server) relayBody(x *exchange, resp *http.Response, body []byte, err er
 	x.markComplete()
 	x.httpStatusOK()
 	x.commit()
-	if rt.BilledUsage != nil && x.event.UsageSource != usage.SourceUpstream && x.report.Error == "" {
-		body = rt.BilledUsage(body, x.event.Usage) // what was billed, as a stream's usage chunk tells it
+	if rt.BilledUsage != nil && !reportedAsBilled(x.event) && x.report.Error == "" {
+		// What was billed (an estimate, or the upstream's count corrected),
+		// as a chat answer and a stream's usage chunk tell it.
+		body = rt.BilledUsage(body, x.event.Usage)
 	}
 	if x.respond(http.StatusOK, false, func(h http.Header) {
 		copyHeader(h, resp, "application/json")
@@ -174,7 +176,8 @@ func (x *exchange) unreadableBody(body []byte, err error) {
 // endEvent is the route's provider.Route.EndEvent: with one, a stream that
 // ends without it is recorded as cut short. billedEnd, the route's
 // provider.Route.BilledEnd, when not nil, writes the usage billed into the
-// end event of a stream whose usage was not the provider's.
+// end event of a stream whose usage was not the provider's as it reported
+// it (estimated, partly, or corrected: reportedAsBilled).
 func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp provider.StreamTap, bodyUsage func([]byte, *tap.Report) error, endEvent string,
 	billedEnd func([]byte, usage.Tokens) []byte) {
 	x.armStall()
@@ -455,7 +458,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			if !x.committed { // the end is what the commit holds back, with any final report
 				durable()
 			}
-			if billedEnd != nil && ev.HasData && x.event.UsageSource != usage.SourceUpstream && x.report.Error == "" {
+			if billedEnd != nil && ev.HasData && !reportedAsBilled(x.event) && x.report.Error == "" {
 				// The end tells what was billed, as a chat stream's usage
 				// chunk and a non-streamed answer (BilledUsage) do.
 				ev.Data = billedEnd(ev.Data, x.event.Usage)

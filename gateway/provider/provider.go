@@ -181,13 +181,13 @@ type Route struct {
 	PromptText func(body []byte) tap.Prompt
 	// BilledUsage, when set, writes into a whole response body the usage
 	// billed (t), in the route's shape, for a body whose usage was not
-	// the provider's (estimated, or partly): every client reads what was
-	// billed. It returns body unchanged when it cannot.
+	// the provider's as it reported it (estimated, partly, or a count the
+	// gateway corrected): every client reads what was billed. It returns body unchanged when it cannot.
 	BilledUsage func(body []byte, t usage.Tokens) []byte
 	// BilledEnd, when set, writes the usage billed (t) into the data of a
 	// stream's end event (the one its tap reads as the end,
-	// tap.Report.Ended), for a stream whose usage was not the provider's:
-	// as BilledUsage does for a whole body. It returns data unchanged when
+	// tap.Report.Ended), for a stream whose usage was not the provider's
+	// as it reported it: as BilledUsage does for a whole body. It returns data unchanged when
 	// it cannot.
 	BilledEnd func(data []byte, t usage.Tokens) []byte
 	// Errors, when set, replaces the provider's Errors on this route.
