@@ -283,8 +283,6 @@ func gatewayProblems(c gateway.Config, types []string) []checkProblem {
 	return out
 }
 
-// cloneModels copies models deeply enough for Validate to fill in a copy:
-// their lists (deployments, fallbacks) too.
 // otherModel returns the name of a model of models other than name, or "".
 func otherModel(models []gateway.ModelConfig, name string) string {
 	for _, m := range models {
@@ -295,6 +293,8 @@ func otherModel(models []gateway.ModelConfig, name string) string {
 	return ""
 }
 
+// cloneModels copies models deeply enough for Validate to fill in a copy:
+// their lists (deployments, fallbacks) too.
 func cloneModels(models []gateway.ModelConfig) []gateway.ModelConfig {
 	out := slices.Clone(models)
 	for i := range out {
