@@ -1,0 +1,180 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// batchGemini is a scripted Gemini upstream for embeddings: it refuses a
+// batchEmbedContents of more than 100 requests as Gemini does (400
+// INVALID_ARGUMENT), answers each input "input N ..." with the embedding
+// [N], counts its calls, and answers the call numbered failAt (from 1) with
+// a 503.
+type batchGemini struct {
+	mu     sync.Mutex
+	calls  int
+	sizes  []int
+	failAt int
+}
+
+func (g *batchGemini) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Requests []struct {
+			Content struct {
+				Parts []struct {
+					Text string `json:"text"`
+				} `json:"parts"`
+			} `json:"content"`
+		} `json:"requests"`
+		Content *struct {
+			Parts []struct {
+				Text string `json:"text"`
+			} `json:"parts"`
+		} `json:"content"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	g.mu.Lock()
+	g.calls++
+	call := g.calls
+	g.sizes = append(g.sizes, len(req.Requests))
+	g.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	value := func(text string) string {
+		var n int
+		_, _ = fmt.Sscanf(text, "input %d", &n)
+		return fmt.Sprintf(`{"values":[%d,0.5]}`, n)
+	}
+	switch {
+	case call == g.failAt:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}`))
+	case strings.HasSuffix(r.URL.Path, ":embedContent") && req.Content != nil:
+		_, _ = fmt.Fprintf(w, `{"embedding":%s}`, value(req.Content.Parts[0].Text))
+	case len(req.Requests) > 100:
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":{"code":400,"message":"* BatchEmbedContentsRequest.requests: at most 100 requests can be in one batch","status":"INVALID_ARGUMENT"}}`))
+	default:
+		var vals []string
+		for _, q := range req.Requests {
+			vals = append(vals, value(q.Content.Parts[0].Text))
+		}
+		_, _ = fmt.Fprintf(w, `{"embeddings":[%s]}`, strings.Join(vals, ","))
+	}
+}
+
+func batchStack(t *testing.T, g *batchGemini) (*stack, openai.Client) {
+	t.Helper()
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "batch-gemini", Type: "gemini", BaseURL: srv.URL + "/v1beta"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "gemini-emb", Deployments: []gateway.DeploymentConfig{
+			{Name: "batch-gemini", Provider: "batch-gemini", UpstreamModel: "text-embedding-004"}}})
+		c.Retry.MaxAttempts = 1
+	})
+	return st, openai.NewClient(option.WithBaseURL(st.url+"/v1/"), option.WithAPIKey(testKey), option.WithMaxRetries(0))
+}
+
+func embedInputs(n int) []string {
+	in := make([]string, n)
+	for i := range in {
+		in[i] = fmt.Sprintf("input %d of a request larger than one Gemini batch", i)
+	}
+	return in
+}
+
+// promptEstimate is what the gateway bills, estimated, for the inputs:
+// the usage of one embedContent call of them joined (the estimate counts
+// an array's strings joined by newlines).
+func promptEstimate(t *testing.T, st *stack, c openai.Client, inputs []string) int64 {
+	t.Helper()
+	var resp *http.Response
+	r, err := c.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "gemini-emb",
+		Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String(strings.Join(inputs, "\n"))}}, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Usage.PromptTokens != r.Usage.PromptTokens || e.Usage.PromptTokens == 0 {
+		t.Fatalf("control: event %+v, answer's usage %+v", e.Usage, r.Usage)
+	}
+	return r.Usage.PromptTokens
+}
+
+// OpenAI's embeddings API takes up to 2048 inputs in one request; Gemini's
+// batchEmbedContents at most 100. The gateway sent every input in one
+// batch, so 250 inputs on a Gemini deployment got Gemini's 400. It sends
+// them in batches of at most 100, in order, and answers them as one: 250
+// embeddings, each at its index, one usage event billing the whole input.
+func TestGeminiEmbeddingsOverOneBatch(t *testing.T) {
+	g := &batchGemini{}
+	st, c := batchStack(t, g)
+	inputs := embedInputs(250)
+	var resp *http.Response
+	r, err := c.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "gemini-emb",
+		Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs}}, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatalf("250 inputs: %v", err)
+	}
+	if len(r.Data) != len(inputs) {
+		t.Fatalf("%d embeddings, want %d", len(r.Data), len(inputs))
+	}
+	for i, d := range r.Data {
+		if d.Index != int64(i) || len(d.Embedding) != 2 || d.Embedding[0] != float64(i) {
+			t.Fatalf("embedding %d: index %d, values %v; want index %d, values [%d 0.5]", i, d.Index, d.Embedding, i, i)
+		}
+	}
+	g.mu.Lock()
+	sizes := fmt.Sprint(g.sizes)
+	g.mu.Unlock()
+	if sizes != "[100 100 50]" {
+		t.Errorf("upstream batches %s, want [100 100 50]", sizes)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	e := st.sink.event(t, id)
+	want := promptEstimate(t, st, c, inputs)
+	if evs := st.sink.eventsOf(id); len(evs) != 1 || e.Status != usage.StatusOK || e.NotCharged ||
+		e.Usage.PromptTokens != want || r.Usage.PromptTokens != want || r.Usage.TotalTokens != want {
+		t.Errorf("events %+v, answer's usage %+v: want one ok event billing the whole input, %d tokens", evs, r.Usage, want)
+	}
+}
+
+// A batch that fails after others were embedded fails the request (no
+// partial answer), and its one event bills what the provider embedded and
+// charged for: the inputs of the batches before it, estimated.
+func TestGeminiEmbeddingsBatchFailsMidway(t *testing.T) {
+	g := &batchGemini{failAt: 2}
+	st, c := batchStack(t, g)
+	inputs := embedInputs(250)
+	var resp *http.Response
+	_, err := c.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "gemini-emb",
+		Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs}}, option.WithResponseInto(&resp))
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("err %v, want the upstream's 503", err)
+	}
+	g.mu.Lock()
+	calls := g.calls
+	g.mu.Unlock()
+	if calls != 2 {
+		t.Errorf("%d upstream calls, want 2: none after the batch that failed", calls)
+	}
+	id := ae.Response.Header.Get("X-Request-Id")
+	e := st.sink.event(t, id)
+	want := promptEstimate(t, st, c, inputs[:100])
+	if evs := st.sink.eventsOf(id); len(evs) != 1 || e.Status != usage.StatusUpstreamError || e.NotCharged || e.Usage.PromptTokens != want {
+		t.Errorf("events %+v: want one upstream_error event billing the first batch's %d tokens", evs, want)
+	}
+}
