@@ -86,7 +86,12 @@ func (s *Server) openAIRoute(w http.ResponseWriter, r *http.Request, required, e
 // provider with one (provider.Embeddings), translated where it differs.
 // An event's usage is its input tokens (prompt_tokens), priced per 1M
 // input tokens like any prompt; the provider's count when it reports one,
-// else a tokenizer estimate of the input (usage_source estimated).
+// else a tokenizer estimate of the input (usage_source estimated). A
+// provider that takes fewer inputs in one call than OpenAI's API
+// (provider.EmbeddingBatches: Gemini, 100) gets the request as batches,
+// one after another, on the attempt's one exchange: its timers, journal
+// and failover as for one call, the answers joined in input order, and a
+// failed batch fails the attempt, billing the batches embedded before it.
 func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	body, req, endUser, tags, attempts, ok := s.openAIRoute(w, r, "input", "/v1/embeddings",
 		func(p *provider.Provider) bool { return p.Embeddings != nil },
@@ -101,36 +106,53 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	base64Asked := json.Unmarshal(req.fields["encoding_format"], &format) == nil && format == "base64"
 	s.serveAttempts(w, r, attempts, "/v1/embeddings", false, chatErrors, func(x *exchange, p prepared) {
 		x.event.EndUser, x.event.Metadata = endUser, tags
-		x.promptText = func() tap.Prompt { return inputPrompt(input) }
+		emb := s.providers[p.dep.provider.Type].Embeddings
+		bodies, inputs := embeddingBatches(emb, p.body)
+		// The estimate counts the whole input (one call, or every batch
+		// embedded), else the inputs of the batches embedded so far.
+		whole, done := len(bodies) == 1, 0
+		x.promptText = func() tap.Prompt {
+			if whole {
+				return inputPrompt(input)
+			}
+			return inputPrompt(firstInputs(input, done))
+		}
 		x.begin(body)
-		resp := s.callUpstream(x, p.route(), p.path, p.body, nil)
-		if resp == nil {
-			return
+		var outs [][]byte
+		var header http.Header
+		for i, upBody := range bodies {
+			if i > 0 {
+				// The last batch's body was read: the next one's wait
+				// for its headers is bounded as the first's was
+				// (callUpstream), not by the stall timer.
+				x.stallOff.Store(true)
+				x.stall.Stop()
+				x.touch()
+			}
+			out, h, ok := s.embeddingsCall(x, p, upBody, req.model)
+			if !ok {
+				return
+			}
+			if len(bodies) > 1 {
+				// The provider embedded (and bills) this batch's inputs: a
+				// later batch's failure bills them (estimated), not the
+				// whole input and not nothing (see Report.Began).
+				done += inputs[i]
+				x.report.Began = true
+				x.stallOff.Store(false)
+			}
+			outs, header = append(outs, out), h
 		}
-		defer resp.Body.Close()
-		raw, err := s.readBody(x, resp.Body)
-		out := raw
-		if err == nil {
-			out, err = s.providers[p.dep.provider.Type].Embeddings.Body(raw, req.model, &x.report)
-		}
+		whole = true
+		out, err := joinEmbeddings(outs)
 		if err == nil && base64Asked {
 			// A translated provider's number arrays, as the client asked.
 			out, err = openai.Base64Embeddings(out)
 		}
 		if err != nil {
 			status, eventStatus := x.failure()
-			if x.report.Error != "" && !serverSide(raw) {
-				// A translated error object under a 200 naming the
-				// client's side: its answer, no failover, no cool-down
-				// (as translateBody answers it on the chat route).
-				x.failHere(status, eventStatus, err)
-				return
-			}
 			x.fail(status, eventStatus, err)
 			return
-		}
-		if x.errorUnder200(raw) {
-			return // an error object, the provider's failure: the next attempt serves
 		}
 		x.firstByte()
 		x.markComplete()
@@ -151,12 +173,102 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		out = x.withCost(out)
 		if x.respond(http.StatusOK, false, func(h http.Header) {
 			h.Set("Content-Type", "application/json")
-			passHeaders(h, resp.Header)
+			passHeaders(h, header)
 			x.setCostHeaders(h)
 		}) {
 			x.write(out)
 		}
 	})
+}
+
+// embeddingsCall makes one upstream call of an embeddings request's
+// attempt p, upBody its body (the whole request, or one batch of it), and
+// returns its answer in OpenAI's form with the upstream's headers; or,
+// having failed the exchange (its answer to the client, or the next
+// attempt), reports false.
+func (s *Server) embeddingsCall(x *exchange, p prepared, upBody []byte, model string) ([]byte, http.Header, bool) {
+	resp := s.callUpstream(x, p.route(), p.path, upBody, nil)
+	if resp == nil {
+		return nil, nil, false
+	}
+	defer resp.Body.Close()
+	raw, err := s.readBody(x, resp.Body)
+	out := raw
+	if err == nil {
+		out, err = s.providers[p.dep.provider.Type].Embeddings.Body(raw, model, &x.report)
+	}
+	if err != nil {
+		status, eventStatus := x.failure()
+		if x.report.Error != "" && !serverSide(raw) {
+			// A translated error object under a 200 naming the
+			// client's side: its answer, no failover, no cool-down
+			// (as translateBody answers it on the chat route).
+			x.failHere(status, eventStatus, err)
+			return nil, nil, false
+		}
+		x.fail(status, eventStatus, err)
+		return nil, nil, false
+	}
+	if x.errorUnder200(raw) {
+		return nil, nil, false // an error object, the provider's failure: the next attempt serves
+	}
+	return out, resp.Header, true
+}
+
+// embeddingBatches is the upstream bodies of an embeddings request whose
+// upstream body is upBody: upBody alone, or the batches its provider
+// splits it into (provider.EmbeddingBatches) with the number of inputs of
+// each.
+func embeddingBatches(emb provider.Embeddings, upBody []byte) ([][]byte, []int) {
+	if b, ok := emb.(provider.EmbeddingBatches); ok {
+		if bodies, inputs, err := b.Split(upBody); err == nil && len(bodies) > 0 {
+			return bodies, inputs
+		}
+	}
+	return [][]byte{upBody}, nil
+}
+
+// firstInputs is the first n strings of an embeddings input that is an
+// array of strings, as JSON.
+func firstInputs(input json.RawMessage, n int) json.RawMessage {
+	var many []string
+	if json.Unmarshal(input, &many) != nil {
+		return input
+	}
+	b, _ := json.Marshal(many[:min(n, len(many))])
+	return b
+}
+
+// joinEmbeddings joins the OpenAI embeddings answers of a request's
+// batches, in order, into one: the first's, its data the batches' in
+// order, each index the embedding's place in the whole input.
+func joinEmbeddings(outs [][]byte) ([]byte, error) {
+	if len(outs) == 1 {
+		return outs[0], nil
+	}
+	type item struct {
+		Object    string          `json:"object"`
+		Index     int             `json:"index"`
+		Embedding json.RawMessage `json:"embedding"`
+	}
+	var all []item
+	for _, out := range outs {
+		var list struct {
+			Data []item `json:"data"`
+		}
+		if err := json.Unmarshal(out, &list); err != nil {
+			return nil, err
+		}
+		for _, it := range list.Data {
+			it.Index = len(all)
+			all = append(all, it)
+		}
+	}
+	data, err := json.Marshal(all)
+	if err != nil {
+		return nil, err
+	}
+	return jsonscan.SetMember(outs[0], "data", data)
 }
 
 // completions serves POST /v1/completions, OpenAI's legacy completions,

@@ -20,9 +20,44 @@ import (
 // equivalent and are refused. The upstream model may be named with or
 // without Gemini's "models/" prefix. Gemini reports no token usage for
 // embeddings, so the gateway estimates it (usage_source estimated).
+// batchEmbedContents takes at most MaxBatch requests: Split cuts a larger
+// array into calls of at most that many (provider.EmbeddingBatches).
 type Embeddings struct{}
 
-var _ provider.Embeddings = Embeddings{}
+var (
+	_ provider.Embeddings       = Embeddings{}
+	_ provider.EmbeddingBatches = Embeddings{}
+)
+
+// MaxBatch is the most requests Gemini's batchEmbedContents takes in one
+// call (its API answers 400 INVALID_ARGUMENT past it).
+const MaxBatch = 100
+
+// Split cuts a batchEmbedContents body of more than MaxBatch requests into
+// bodies of at most MaxBatch each, in order, with the number of inputs of
+// each; nil for an embedContent body or a batch that fits one call.
+func (Embeddings) Split(upBody []byte) ([][]byte, []int, error) {
+	var batch struct {
+		Requests []json.RawMessage `json:"requests"`
+	}
+	if err := json.Unmarshal(upBody, &batch); err != nil || len(batch.Requests) <= MaxBatch {
+		return nil, nil, nil // embedContent's body, or one call's batch
+	}
+	var bodies [][]byte
+	var inputs []int
+	for rest := batch.Requests; len(rest) > 0; {
+		n := min(len(rest), MaxBatch)
+		b, err := json.Marshal(struct {
+			Requests []json.RawMessage `json:"requests"`
+		}{rest[:n]})
+		if err != nil {
+			return nil, nil, err
+		}
+		bodies, inputs = append(bodies, b), append(inputs, n)
+		rest = rest[n:]
+	}
+	return bodies, inputs, nil
+}
 
 type embedContent struct {
 	Model                string    `json:"model,omitempty"`

@@ -66,6 +66,19 @@ type Embeddings interface {
 	Body(body []byte, model string, r *tap.Report) ([]byte, error)
 }
 
+// EmbeddingBatches is implemented by an Embeddings whose provider takes
+// at most a number of inputs in one call (Gemini's batchEmbedContents:
+// 100 requests), where OpenAI's API takes up to 2048: the gateway sends a
+// larger request as several upstream calls, one after another, within the
+// request's one exchange (one usage event), and joins their answers.
+type EmbeddingBatches interface {
+	// Split cuts the upstream body that Request made into bodies of at
+	// most the provider's limit of inputs each, in input order, and the
+	// number of inputs of each; nil when the body fits one call. Its
+	// error is the client's fault (400).
+	Split(upBody []byte) (bodies [][]byte, inputs []int, err error)
+}
+
 // Counter is a token-counting endpoint of a provider (Anthropic's
 // count_tokens, Gemini's countTokens): authenticated, routed like the
 // model's requests, relayed as the provider answers, and not metered.
