@@ -178,3 +178,62 @@ func TestGeminiEmbeddingsBatchFailsMidway(t *testing.T) {
 		t.Errorf("events %+v: want one upstream_error event billing the first batch's %d tokens", evs, want)
 	}
 }
+
+// A batch that fails after others were embedded, with another attempt to
+// follow: the attempt's event is the operator's cost (not charged, billing
+// what the provider embedded), and the next attempt sends every batch and
+// is charged the whole input, once.
+func TestGeminiEmbeddingsBatchFailsOver(t *testing.T) {
+	bad, good := &batchGemini{failAt: 2}, &batchGemini{}
+	badSrv, goodSrv := httptest.NewServer(bad), httptest.NewServer(good)
+	t.Cleanup(badSrv.Close)
+	t.Cleanup(goodSrv.Close)
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "bad-gemini", Type: "gemini", BaseURL: badSrv.URL + "/v1beta"},
+			gateway.ProviderConfig{Name: "good-gemini", Type: "gemini", BaseURL: goodSrv.URL + "/v1beta"})
+		c.Models = append(c.Models,
+			gateway.ModelConfig{Name: "gemini-emb", Deployments: []gateway.DeploymentConfig{
+				{Name: "bad-gemini", Provider: "bad-gemini", UpstreamModel: "text-embedding-004"}}, Fallbacks: []string{"gemini-emb-2"}},
+			gateway.ModelConfig{Name: "gemini-emb-2", Deployments: []gateway.DeploymentConfig{
+				{Name: "good-gemini", Provider: "good-gemini", UpstreamModel: "text-embedding-004"}}})
+		c.Retry.MaxAttempts = 2
+	})
+	c := openai.NewClient(option.WithBaseURL(st.url+"/v1/"), option.WithAPIKey(testKey), option.WithMaxRetries(0))
+	inputs := embedInputs(250)
+	var resp *http.Response
+	r, err := c.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "gemini-emb",
+		Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs}}, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatalf("250 inputs: %v", err)
+	}
+	if len(r.Data) != len(inputs) || r.Data[249].Index != 249 || r.Data[249].Embedding[0] != 249 {
+		t.Fatalf("%d embeddings, want %d in order", len(r.Data), len(inputs))
+	}
+	bad.mu.Lock()
+	badCalls := bad.calls
+	bad.mu.Unlock()
+	good.mu.Lock()
+	goodSizes := fmt.Sprint(good.sizes)
+	good.mu.Unlock()
+	if badCalls != 2 || goodSizes != "[100 100 50]" {
+		t.Errorf("failing deployment called %d times (want 2), the next one got batches %s (want [100 100 50])", badCalls, goodSizes)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	e := st.sink.event(t, id)
+	evs := st.sink.eventsOf(id)
+	first, whole := promptEstimate(t, st, c, inputs[:100]), promptEstimate(t, st, c, inputs)
+	charged, retired := 0, 0
+	for _, ev := range evs {
+		switch {
+		case !ev.NotCharged && ev.Status == usage.StatusOK && ev.Usage.PromptTokens == whole:
+			charged++
+		case ev.NotCharged && ev.Status == usage.StatusUpstreamError && ev.Usage.PromptTokens == first:
+			retired++
+		}
+	}
+	if len(evs) != 2 || charged != 1 || retired != 1 || e.Usage.PromptTokens != whole || r.Usage.PromptTokens != whole {
+		t.Errorf("events %+v, answer's usage %+v: want the failed attempt's (not charged, %d tokens) and one charged the whole input (%d)",
+			evs, r.Usage, first, whole)
+	}
+}
