@@ -328,19 +328,23 @@ func (j *Journal) Checkpoint(id string, output, reasoning string, reported *usag
 	}
 	start := j.startRecord(kindCheckpoint, key, time.Now())
 	j.buf = appendProgress(j.buf, reported, reasoningShown)
-	flagsAt := len(j.buf) - 1 - countsLen(reported)
 	if skipped := len(output) - MaxOutput; skipped > 0 {
 		// One checkpoint keeps at most MaxOutput of the output (and the
 		// length of the rest), as compaction does: a record beyond the
 		// reader's bound would end its segment there, hiding the records
 		// after it (one large upstream event can be 8 MiB).
-		j.buf[flagsAt] |= flagSkipped
+		j.buf[len(j.buf)-1-countsLen(reported)] |= flagSkipped
 		j.buf = binary.BigEndian.AppendUint64(j.buf, uint64(skipped))
 		output = output[:MaxOutput]
 	}
-	j.buf = appendReasoning(j.buf, flagsAt, reasoning, len(reasoning))
 	j.buf = append(j.buf, output...)
 	finishRecord(j.buf[start:], j.seed)
+	if reasoning != "" {
+		// A record of its own (see kindReasoning).
+		start = j.startRecord(kindReasoning, key, time.Now())
+		j.buf = appendReasoning(j.buf, reasoning, len(reasoning))
+		finishRecord(j.buf[start:], j.seed)
+	}
 	if !j.lazyArmed {
 		j.lazyArmed = true
 		j.lazy.Reset(CheckpointDelay)

@@ -62,6 +62,11 @@ const (
 	// kindCompacted opens a segment compaction wrote: its payload is the
 	// number of the segment it replaces (uint64), which recovery skips.
 	kindCompacted uint8 = 6
+	// kindReasoning follows a checkpoint whose output holds reasoning
+	// shown as text: its payload is that reasoning (see appendReasoning).
+	// A record of its own, not a part of the checkpoint's: a release
+	// before it ignores the kind, and so reads the output once.
+	kindReasoning uint8 = 7
 )
 
 // A record is [length uint32][crc32c uint32][data]: data is [kind uint8]
@@ -70,33 +75,26 @@ const (
 //
 //   - begin: [event JSON length uint32][event JSON][body length uint32][body]
 //   - checkpoint: [flags uint8][6 int64 counts if flags&1][skipped uint64
-//     if flags&4][if flags&8: reasoning length uint32, reasoning not
-//     kept uint64, reasoning][output]
+//     if flags&4][output]
+//   - reasoning (after a checkpoint): [reasoning not kept uint64][reasoning]
 //   - end: nothing
 //   - fail: [event JSON]
 //   - hidden: [the averages JSON], request id all zeros
 const headerLen = 8 + 1 + 16 + 8
 
 // Checkpoint flags. flagSkipped is followed, after the counts, by the
-// length of output not kept, as a uint64; flagReasoningText, after that,
-// by the reasoning text among the output (see appendReasoning).
+// length of output not kept, as a uint64.
 const (
-	flagReported      = 1
-	flagReasoning     = 2
-	flagSkipped       = 4
-	flagReasoningText = 8
+	flagReported  = 1
+	flagReasoning = 2
+	flagSkipped   = 4
 )
 
-// appendReasoning appends to b, whose flags are at b[flagsAt], the
-// reasoning text of a checkpoint: at most MaxOutput bytes of it kept, of
-// total bytes in all (the rest not kept, its length is).
-func appendReasoning(b []byte, flagsAt int, reasoning string, total int) []byte {
-	if total <= 0 {
-		return b
-	}
+// appendReasoning appends to b the payload of a reasoning record: at most
+// MaxOutput bytes of the reasoning kept, of total bytes in all (the rest
+// not kept, its length is).
+func appendReasoning(b []byte, reasoning string, total int) []byte {
 	kept := reasoning[:min(len(reasoning), MaxOutput)]
-	b[flagsAt] |= flagReasoningText
-	b = binary.BigEndian.AppendUint32(b, uint32(len(kept)))
 	b = binary.BigEndian.AppendUint64(b, uint64(max(total-len(kept), 0)))
 	return append(b, kept...)
 }
@@ -200,15 +198,18 @@ func appendRequest(b []byte, r *Request, seed uint32) []byte {
 	if r.Checkpoints > 0 { // none: its upstream had not answered
 		rec(kindCheckpoint, r.Last, func(b []byte) []byte {
 			b = appendProgress(b, r.Reported, r.ReasoningShown)
-			flagsAt := len(b) - 1 - countsLen(r.Reported)
 			if skipped := r.OutputLen - len(r.Output); skipped > 0 {
 				// The output beyond MaxOutput is not kept, its length is.
-				b[flagsAt] |= flagSkipped
+				b[len(b)-1-countsLen(r.Reported)] |= flagSkipped
 				b = binary.BigEndian.AppendUint64(b, uint64(skipped))
 			}
-			b = appendReasoning(b, flagsAt, string(r.Reasoning), r.ReasoningLen)
 			return append(b, r.Output...)
 		})
+		if r.ReasoningLen > 0 {
+			rec(kindReasoning, r.Last, func(b []byte) []byte {
+				return appendReasoning(b, string(r.Reasoning), r.ReasoningLen)
+			})
+		}
 	}
 	if r.Final != nil {
 		f := encodeEvent(r.Final)
@@ -398,22 +399,20 @@ func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo
 					r.OutputLen += int(binary.BigEndian.Uint64(rest))
 					rest = rest[8:]
 				}
-				if flags&flagReasoningText != 0 {
-					if len(rest) < 12 || uint64(len(rest)-12) < uint64(binary.BigEndian.Uint32(rest)) {
-						return
-					}
-					n := int(binary.BigEndian.Uint32(rest))
-					room := MaxOutput - len(r.Reasoning)
-					r.Reasoning = append(r.Reasoning, rest[12:12+min(n, max(room, 0))]...)
-					r.ReasoningLen += n + int(binary.BigEndian.Uint64(rest[4:]))
-					rest = rest[12+n:]
-				}
 				r.ReasoningShown = r.ReasoningShown || flags&flagReasoning != 0
 				room := MaxOutput - len(r.Output)
 				r.Output = append(r.Output, rest[:min(len(rest), max(room, 0))]...)
 				r.OutputLen += len(rest)
 				r.Last = t
 				r.Checkpoints++
+			case kindReasoning:
+				if r == nil || len(payload) < 8 {
+					return
+				}
+				text := payload[8:]
+				room := MaxOutput - len(r.Reasoning)
+				r.Reasoning = append(r.Reasoning, text[:min(len(text), max(room, 0))]...)
+				r.ReasoningLen += len(text) + int(binary.BigEndian.Uint64(payload))
 			case kindFail:
 				if r == nil {
 					return
