@@ -2,6 +2,7 @@ package meter
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -109,7 +110,6 @@ func OpenSpool(dir string, maxBytes int64) (_ *Spool, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.ages.appended(s.count, time.Now()) // unknown across restarts: their age counts from now
 	if err := s.openSegment(next); err != nil {
 		return nil, err
 	}
@@ -117,7 +117,33 @@ func OpenSpool(dir string, maxBytes int64) (_ *Spool, err error) {
 	return s, nil
 }
 
-// tidy counts the records of segs left to send after cur, removes the
+// spooledBy returns when the spooled record data was appended at the
+// latest: a usage event's time (its request's start; its event is spooled
+// once it ends), or now for another record or a time to come. A process
+// times its appends as it makes them; a restart reads the times of the
+// records left from the records (see tidy), with no decoding: the time
+// is the third member of an event's JSON (Event.AppendJSON).
+func spooledBy(data []byte, now time.Time) time.Time {
+	const member = `,"time":"`
+	head := data[:min(len(data), 256)]
+	i := bytes.Index(head, []byte(member))
+	if i < 0 {
+		return now
+	}
+	v := head[i+len(member):]
+	j := bytes.IndexByte(v, '"')
+	if j < 0 {
+		return now
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(v[:j]))
+	if err != nil || t.After(now) {
+		return now
+	}
+	return t
+}
+
+// tidy counts the records of segs left to send after cur, timing them
+// (see spooledBy), removes the
 // segments that hold none (sent whole, empty, or only a torn record that
 // no Append returned for, as Drain would once past them) and returns the
 // number of the segment to append to: the last one when it is empty and
@@ -127,6 +153,7 @@ func OpenSpool(dir string, maxBytes int64) (_ *Spool, err error) {
 // republisher drains only a spool that counts events.
 func (s *Spool) tidy(segs []uint64, cur spoolCursor) (next uint64, err error) {
 	next = cur.Segment + 1 // the cursor's segment may be gone: new records go after it, or Drain would skip them
+	now := time.Now()
 	removed := false
 	for i, n := range segs {
 		from := int64(0)
@@ -140,6 +167,7 @@ func (s *Spool) tidy(segs []uint64, cur spoolCursor) (next uint64, err error) {
 		end := from
 		if from >= 0 {
 			err := scanSegment(s.segPath(n), from, -1, func(data []byte, off int64) error {
+				s.ages.appended(1, spooledBy(data, now))
 				records++
 				s.size += 8 + int64(len(data)) // as Drain counts it off; a torn tail is not waiting
 				end = off
@@ -353,8 +381,6 @@ func (s *Spool) commit(batch []spoolWrite) error {
 	return nil
 }
 
-// Stats returns the events and bytes not yet published, and the age of
-// the oldest (0 when empty).
 // WriteError returns the error of the spool's last write, while its
 // writes fail (a full disk, say), and nil once one succeeds: the events
 // that could not be spooled stay in the gateway's crash journal. A crash
@@ -365,6 +391,9 @@ func (s *Spool) WriteError() error {
 	return s.writeErr
 }
 
+// Stats returns the events and bytes not yet published, and the age of
+// the oldest (0 when empty): since its append, or after a restart since
+// its request was received (see spooledBy).
 func (s *Spool) Stats() (events, bytes int64, oldest time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
