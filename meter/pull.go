@@ -77,11 +77,6 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			switch {
 			case consumeEnds(err):
-				if errors.Is(err, jetstream.ErrConsumerDeleted) || gone(err) {
-					// Before nats.go ends the subscription: no
-					// acknowledgement is sent after (incarnation.go).
-					w.consumerReplaced(err)
-				}
 				select {
 				case ended <- err:
 				default:
@@ -151,9 +146,6 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 		case err := <-ended:
 			stop()
 			return err
-		case <-w.replaced:
-			stop()
-			return errReplaced
 		case <-suspect:
 			if err := w.consumerGone(ctx); err != nil {
 				w.cfg.Logger.Warn("meter: the usage consumer is gone (NATS lost its store?); setting it up again", "err", err)
@@ -187,21 +179,15 @@ func (w *Worker) consumerGone(ctx context.Context) error {
 }
 
 // consumerInfo asks JetStream for the worker's consumer, waiting up to 5 s
-// for the answer, and returns its error: nil when the consumer is there
-// and is the one the worker set up, errReplaced when it was made again
-// (see replacedBy).
+// for the answer, and returns its error: nil when the consumer is there.
 func (w *Worker) consumerInfo(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	info, err := w.cons.Info(ctx)
-	if rerr := w.replacedBy(info, err); rerr != nil {
-		return rerr
-	}
+	_, err := w.cons.Info(ctx)
 	return err
 }
 
-// gone reports whether err says the consumer or its stream does not exist
-// (errReplaced says so too).
+// gone reports whether err says the consumer or its stream does not exist.
 func gone(err error) bool {
 	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
 }

@@ -40,8 +40,8 @@ func (w *Worker) trim(ctx context.Context) {
 		switch {
 		case err == nil:
 			trimmed, logged = floor, time.Time{}
-		case ctx.Err() != nil, isClosed(w.replaced):
-			return // the pull ends too
+		case ctx.Err() != nil:
+			return
 		default:
 			w.obs.TrimFailed()
 			if time.Since(logged) >= trimLogEvery {
@@ -56,9 +56,6 @@ func (w *Worker) trim(ctx context.Context) {
 // has passed trimmed (see trimFloor), and returns the floor trimmed to.
 func (w *Worker) trimTo(ctx context.Context, trimmed uint64) (uint64, error) {
 	info, err := w.cons.Info(ctx)
-	if rerr := w.replacedBy(info, err); rerr != nil {
-		return trimmed, rerr // the floor of another consumer: not ours to trim to
-	}
 	if err != nil || info.AckFloor.Stream <= trimmed {
 		return trimmed, err
 	}

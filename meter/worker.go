@@ -143,15 +143,6 @@ type Worker struct {
 	// whether it has in this Run.
 	onProgress func()
 	progressed atomic.Bool
-	// The consumer the worker set up, and whether it is gone or another
-	// (see incarnation.go): created is its creation time; replaced is
-	// closed once it is known to be gone or made again; reconnects is the
-	// connection's count of reconnects when it was last known to be ours.
-	nc           *nats.Conn
-	created      time.Time
-	replaced     chan struct{}
-	replacedOnce sync.Once
-	reconnects   atomic.Uint64
 }
 
 // progressAfter is how long a subscription of the consumer must last,
@@ -202,10 +193,8 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
 	}
-	w := &Worker{cfg: cfg, cons: cons, stream: stream, usage: usageStream, dupWindow: dupWindow, store: store, dlq: dlq,
-		obs: observer(cfg.Observer), nc: js.Conn(), created: cons.CachedInfo().Created, replaced: make(chan struct{})}
-	w.reconnects.Store(w.nc.Stats().Reconnects)
-	return w, nil
+	return &Worker{cfg: cfg, cons: cons, stream: stream, usage: usageStream, dupWindow: dupWindow, store: store, dlq: dlq,
+		obs: observer(cfg.Observer)}, nil
 }
 
 // Run moves events until ctx ends, then stops: its subscription drains
@@ -345,7 +334,7 @@ func (w *Worker) setAsideOverDelivered(ctx context.Context, msgs []jetstream.Msg
 		if stored[i] {
 			w.cfg.Logger.Warn("meter: an event delivered more than max_deliver times is in the ledger already; acknowledged",
 				"event_id", eventID(m), "deliveries", delivered)
-			w.ack(ctx, []jetstream.Msg{m})
+			_ = m.Ack()
 			continue
 		}
 		w.obs.DeadLetter("max_deliver")
@@ -387,7 +376,13 @@ func (w *Worker) write(ctx context.Context, first pending) {
 				failing = false
 			}
 			w.obs.BatchWritten(len(p.events), n, time.Since(start))
-			w.ack(ctx, p.msgs)
+			for _, m := range p.msgs {
+				if err := m.Ack(); err != nil {
+					// The event is committed; a lost ack only means a
+					// redelivery, which the ledger skips.
+					w.cfg.Logger.Warn("meter: ack", "err", err)
+				}
+			}
 			todo = todo[:len(todo)-1]
 			backoff = newBackoff(retryLimit)
 			continue
@@ -517,7 +512,7 @@ func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 		handBack([]jetstream.Msg{m}) // stopping: redelivered, and set aside then
 		return
 	}
-	w.ack(ctx, []jetstream.Msg{m})
+	_ = m.Ack()
 }
 
 // eventID is the event id m's headers give: HeaderEventID on a replayed
