@@ -95,7 +95,9 @@ func TestAFullDeadLetterStreamDoesNotHoldTheMeter(t *testing.T) {
 		}
 	}
 	publishEvents(t, ctx, meter.NewPublisher(js, meter.StreamConfig{}, 0), 5)
-	if n := awaitCount(count, 5, 15*time.Second); n != 5 {
+	// A bound, not a measure: under -race beside the package's other
+	// tests, 15 s saw 3 of the 5 once (CI, 2026-12-05).
+	if n := awaitCount(count, 5, time.Minute); n != 5 {
 		t.Fatalf("the ledger holds %d of 5 valid events behind two dead letters at a full dead-letter stream", n)
 	}
 }
