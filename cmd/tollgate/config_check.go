@@ -79,6 +79,11 @@ func configCheck(args []string, stdout, stderr io.Writer) int {
 	if len(cfg.Providers) == 0 {
 		fmt.Fprintln(stdout, "Note: it defines no provider, so a gateway started with it routes no model (fine for a meter or admin process).")
 	}
+	if os.Getenv("TOLLGATE_NATS_URL") == "" {
+		if err := cfg.Meter.CheckEmbedded(); err != nil { // a note: the file may be checked away from its cluster
+			fmt.Fprintf(stdout, "Note: TOLLGATE_NATS_URL is not set here, and `tollgate serve` without it refuses this file: %v.\n", err)
+		}
+	}
 	if problems := envProblems(); len(problems) > 0 {
 		fmt.Fprintf(stderr, "The environment is not valid: %d %s.\n", len(problems), plural(len(problems), "problem", "problems"))
 		for _, p := range problems {

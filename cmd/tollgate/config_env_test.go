@@ -296,3 +296,18 @@ func TestMisspeltEnvOnWindows(t *testing.T) {
 		t.Errorf("misspeltEnv on Windows = %q, want TOLLGATE_LISTN alone", got)
 	}
 }
+
+// TestConfigCheckNotesReplicasWithoutACluster: a file asking for 3 replicas
+// passes (it may be checked away from its cluster) but says that serve
+// without TOLLGATE_NATS_URL refuses it; with the variable set it says nothing.
+func TestConfigCheckNotesReplicasWithoutACluster(t *testing.T) {
+	t.Setenv("TOLLGATE_NATS_URL", "")
+	code, out, errOut := checkConfigText(t, "meter:\n  replicas: 3\n")
+	if code != exitOK || !strings.Contains(out, "TOLLGATE_NATS_URL is not set here") || !strings.Contains(out, "meter.replicas is 3") {
+		t.Errorf("replicas 3 without a NATS URL: exit %d, said:\n%s%s", code, out, errOut)
+	}
+	t.Setenv("TOLLGATE_NATS_URL", "nats://n1:4222,nats://n2:4222,nats://n3:4222")
+	if code, out, errOut := checkConfigText(t, "meter:\n  replicas: 3\n"); code != exitOK || strings.Contains(out, "TOLLGATE_NATS_URL is not set") {
+		t.Errorf("replicas 3 with a NATS URL: exit %d, said:\n%s%s", code, out, errOut)
+	}
+}
