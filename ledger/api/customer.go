@@ -89,16 +89,18 @@ func NewSelf(store *ledger.Store, keys KeyLookup, log *slog.Logger) *Self {
 // Routes adds GET /v1/usage, GET /v1/balance, GET /v1/requests, GET
 // /v1/requests/{id} and GET /v1/statements/{period} to r.
 // A query parameter a route does not take (openapi.json's, and key, which
-// may carry the API key) is refused with 400 (checkQuery), and so, before
+// may carry the API key) is refused with 400 (checkQuery; customer_id, the
+// admin API's, before it, with a sentence of its own: refuseCustomerID),
+// and so, before
 // the key is looked for, is a query string that does not parse whole
 // (QueryStringError).
 func (c *Self) Routes(r chi.Router) {
 	get := func(pattern string, h http.HandlerFunc, mw ...func(http.Handler) http.Handler) {
-		mw = append([]func(http.Handler) http.Handler{private, checkQueryString, c.authenticate, checkQuery("GET "+pattern, "key")}, mw...)
+		mw = append([]func(http.Handler) http.Handler{private, checkQueryString, c.authenticate, refuseCustomerID,
+			checkQuery("GET "+pattern, "key")}, mw...)
 		r.With(mw...).Get(pattern, h)
 	}
-	// customer_id is the admin API's; usage says why it is not taken here.
-	r.With(private, checkQueryString, c.authenticate, checkQuery("GET /v1/usage", "key", "customer_id")).Get("/v1/usage", c.usage)
+	get("/v1/usage", c.usage)
 	get("/v1/balance", c.balance)
 	get("/v1/statements/{period}", c.statement)
 	get("/v1/requests", c.requests)
@@ -106,6 +108,20 @@ func (c *Self) Routes(r chi.Router) {
 }
 
 type selfKey struct{}
+
+// refuseCustomerID refuses (400, ledger.EInvalid) a customer API request
+// naming a customer_id: the admin API's parameter, which a customer
+// might send expecting it to choose whose data it reads; the customer
+// API reads only its caller's.
+func refuseCustomerID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("customer_id") {
+			writeError(w, ledger.EInvalid, "customer_id: not taken here: this API shows your own usage and requests, those of the customer whose key you send")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // customerSecret is the key a request to the customer API sends, read as
 // the LLM routes read it (gateway: customerKey), so that the key a client
@@ -238,8 +254,9 @@ var selfGroupings = []string{"model", "key", "hour", "day", "month", "end_user"}
 func (c *Self) usage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	switch g := q.Get("group_by"); {
-	case q.Has("customer_id") || g == "customer" || g == "deployment" || g == "provider":
-		writeError(w, ledger.EInvalid, "customer_id and group_by=customer, deployment or provider are not available here: this API shows your own usage")
+	case g == "customer" || g == "deployment" || g == "provider":
+		// customer_id is refused before (refuseCustomerID).
+		writeError(w, ledger.EInvalid, "group_by: customer, deployment and provider are not available here: this API shows your own usage")
 		return
 	case g != "" && !slices.Contains(selfGroupings, g):
 		// The ledger's own message would list the admin-only groupings too.
