@@ -45,3 +45,22 @@ func TestCustomerUsageParametersListed(t *testing.T) {
 		t.Errorf("GET /v1/usage?customer_id= says %q; want it to say this API shows the caller's own usage", msg)
 	}
 }
+
+// TestCustomerRequestNotFoundNamesRequest: the customer API's 404 for a
+// request id it does not find calls it a request, as its 400 does
+// ("request id ... is not valid"), not the ledger's event: a customer
+// review was answered "event <id> not found" for the X-Request-Id of a
+// request refused before it reached the ledger.
+func TestCustomerRequestNotFoundNamesRequest(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	_, _, secret := s.customer(`{"name":"a","currency":"USD"}`)
+	const id = "0197a3c2-1111-7222-8333-444455556666"
+	status, body, err := send("GET", s.llm+"/v1/requests/"+id, secret, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := errorMessage(t, "GET /v1/requests/{unknown}", http.StatusNotFound, status, body); msg != "request "+id+" not found" {
+		t.Errorf("GET /v1/requests/{unknown} says %q; want %q", msg, "request "+id+" not found")
+	}
+}
