@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -275,12 +276,14 @@ func (c *Self) balance(w http.ResponseWriter, r *http.Request) {
 
 // request serves GET /v1/requests/{id}: one of the customer's requests
 // (its id is the X-Request-Id it was answered with) as the ledger stored
-// it. Another customer's request is not found, as an unknown one is.
+// it. Another customer's request is not found, as an unknown one is:
+// both are "request <id> not found" (ledger.ENotFound).
 func (c *Self) request(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	e, err := c.reads.store.Event(r.Context(), id)
-	if err == nil && e.CustomerID != r.Context().Value(selfKey{}).(string) {
-		err = &ledger.Error{Code: ledger.ENotFound, Message: "event " + id + " not found"}
+	var le *ledger.Error
+	if (err == nil && e.CustomerID != r.Context().Value(selfKey{}).(string)) || (errors.As(err, &le) && le.Code == ledger.ENotFound) {
+		err = &ledger.Error{Code: ledger.ENotFound, Message: "request " + id + " not found"}
 	}
 	c.reads.respond(w, r, http.StatusOK, customerRequest{RatedEvent: e}, err)
 }
