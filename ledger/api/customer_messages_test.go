@@ -64,3 +64,29 @@ func TestCustomerRequestNotFoundNamesRequest(t *testing.T) {
 		t.Errorf("GET /v1/requests/{unknown} says %q; want %q", msg, "request "+id+" not found")
 	}
 }
+
+// TestSpaceBeforeTimeIsExplained: a time whose date and time are
+// separated by a space (Python's str(datetime), which its HTTP clients
+// encode with its offset's "+" as %2B) is refused saying to write a "T",
+// not that a "+" must be sent as %2B, which it was. An unencoded offset
+// "+" still gets that hint.
+func TestSpaceBeforeTimeIsExplained(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	_, _, secret := s.customer(`{"name":"a","currency":"USD"}`)
+	status, body, err := send("GET", s.llm+"/v1/usage?from=2026-11-01+10:00:00%2B00:00", secret, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := errorMessage(t, "from with a space before the time", http.StatusBadRequest, status, body)
+	if !strings.Contains(msg, `"T"`) || strings.Contains(msg, "%2B") {
+		t.Errorf("from=2026-11-01 10:00:00+00:00 says %q; want it to say to write a \"T\", without the %%2B hint", msg)
+	}
+	status, body, err = send("GET", s.llm+"/v1/usage?from=2026-11-01T10:00:00+05:30", secret, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := errorMessage(t, "from with an unencoded +", http.StatusBadRequest, status, body); !strings.Contains(msg, "%2B") || strings.Contains(msg, `"T"`) {
+		t.Errorf("from=2026-11-01T10:00:00 05:30 says %q; want the %%2B hint alone", msg)
+	}
+}
