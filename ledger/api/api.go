@@ -228,6 +228,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // parseTime accepts RFC 3339 timestamps and YYYY-MM-DD dates (UTC
 // midnight) of the years 0001 to 9998: Postgres has no year 0, and a range
 // or period rounded up from late 9999 would end in a year JSON cannot hold.
+// Any other is EInvalid naming field, saying how to write a space where a
+// "T" or an offset's "+" belongs.
 func parseTime(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
@@ -244,7 +246,14 @@ func parseTime(field, s string) (time.Time, error) {
 		return t, nil
 	}
 	msg := fmt.Sprintf("%s: %q is neither RFC 3339 (2026-01-31T00:00:00Z) nor a date (2026-01-31)", field, s)
-	if strings.Contains(s, " ") {
+	rest := s
+	if len(s) > len(time.DateOnly) && s[len(time.DateOnly)] == ' ' {
+		// The date and the time separated by a space: Python's
+		// str(datetime), whose "+" its HTTP clients send as %2B.
+		msg += `; write a "T" between the date and the time (2026-01-31T00:00:00Z), not a space`
+		rest = s[len(time.DateOnly)+1:]
+	}
+	if strings.Contains(rest, " ") {
 		// A "+" of an offset sent unencoded in a query string arrives as a space.
 		msg += `; a "+" in a query string must be sent as %2B (2026-01-31T00:00:00%2B05:30)`
 	}
