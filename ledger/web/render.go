@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/tollgate-dev/tollgate/ledger"
 )
 
 //go:embed assets
@@ -59,6 +61,33 @@ var funcs = template.FuncMap{
 	"nonce":   randomToken,
 	"pct":     func(bp int) string { return decimal.New(int64(bp), -2).String() + "%" },
 	"rows":    func(label string, rows any) map[string]any { return map[string]any{"Label": label, "Rows": rows} },
+	"rowCost": rowCost,
+	"eventCost": func(e ledger.RatedEvent) string {
+		if e.Unpriced && e.Currency == "" { // not priced by a re-rating since
+			return notPriced
+		}
+		return e.Cost + " " + e.Currency
+	},
+}
+
+// notPriced is what a page shows for the cost of usage no price rated
+// yet: stored at cost 0 until a price is added and a re-rating charges
+// it, so not free.
+const notPriced = "not priced yet"
+
+// rowCost is a usage row's cost as a page shows it: "2 USD", with its
+// requests not priced yet said apart, "2 USD (1 request not priced yet)",
+// and "not priced yet" for a row of nothing else (no currency).
+func rowCost(r ledger.UsageRow) string {
+	switch {
+	case r.UnpricedRequests == 0:
+		return r.Cost + " " + r.Currency
+	case r.Currency == "":
+		return notPriced
+	case r.UnpricedRequests == 1:
+		return r.Cost + " " + r.Currency + " (1 request " + notPriced + ")"
+	}
+	return r.Cost + " " + r.Currency + " (" + formatInt(r.UnpricedRequests) + " requests " + notPriced + ")"
 }
 
 func parseTemplates(pages ...string) templates {
