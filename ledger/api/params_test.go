@@ -62,9 +62,9 @@ func TestQueryParametersRefused(t *testing.T) {
 		status, body, _ := send("GET", s.admin+"/admin/v1/usage?"+q, adminToken, "")
 		invalid(t, "admin usage?"+q, status, body, "customer_id")
 	}
-	for _, q := range []string{"customer_id=" + cust, "group_by=customer"} {
+	for q, field := range map[string]string{"customer_id=" + cust: "customer_id", "group_by=customer": "group_by"} {
 		status, body, _ := send("GET", s.llm+"/v1/usage?"+q, secret, "")
-		invalid(t, "customer usage?"+q, status, body, "customer")
+		invalid(t, "customer usage?"+q, status, body, field)
 	}
 	// The bounds themselves, and the cursor with its own grouping, are fine.
 	for _, q := range []string{"limit=1", "limit=1000", "limit=", "group_by=model&cursor=" + modelCursor} {
