@@ -142,7 +142,7 @@ func (s *Server) relayBody(x *exchange, resp *http.Response, body []byte, err er
 	x.markComplete()
 	x.httpStatusOK()
 	x.commit()
-	if rt.BilledUsage != nil && !reportedAsBilled(x.event) && x.report.Error == "" {
+	if rt.BilledUsage != nil && x.showsBilled() && x.report.Error == "" {
 		// What was billed (an estimate, or the upstream's count corrected),
 		// as a chat answer and a stream's usage chunk tell it.
 		body = rt.BilledUsage(body, x.event.Usage)
@@ -458,7 +458,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			if !x.committed { // the end is what the commit holds back, with any final report
 				durable()
 			}
-			if billedEnd != nil && ev.HasData && !reportedAsBilled(x.event) && x.report.Error == "" {
+			if billedEnd != nil && ev.HasData && x.showsBilled() && x.report.Error == "" {
 				// The end tells what was billed, as a chat stream's usage
 				// chunk and a non-streamed answer (BilledUsage) do.
 				ev.Data = billedEnd(ev.Data, x.event.Usage)
@@ -614,4 +614,12 @@ func copyHeader(h http.Header, resp *http.Response, fallback string) {
 	}
 	h.Set("X-Accel-Buffering", "no")
 	passHeaders(h, resp.Header)
+}
+
+// showsBilled reports whether a native answer is to carry the usage
+// billed in place of the provider's report: the report is not what was
+// billed (reportedAsBilled), or a client's SDK may read it otherwise
+// than the tap did (tap.Report.AmbiguousUsage).
+func (x *exchange) showsBilled() bool {
+	return !reportedAsBilled(x.event) || x.report.AmbiguousUsage
 }

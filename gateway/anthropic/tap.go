@@ -367,6 +367,7 @@ func bodyUsage(body []byte, r *tap.Report) (*wireMessage, error) {
 	if m.StopReason != "" {
 		r.FinishReason = finishReason(m.StopReason)
 	}
+	r.AmbiguousUsage = tap.AmbiguousUsage(body, "usage", usageKeys)
 	if m.Usage != nil {
 		t := Tap{inDelta: true}
 		t.merge(m.Usage, r)
@@ -386,6 +387,14 @@ func bodyUsage(body []byte, r *tap.Report) (*wireMessage, error) {
 		}
 	}
 	return m, nil
+}
+
+// usageKeys are the members of a Messages usage object the tap reads
+// (see tap.AmbiguousUsage).
+var usageKeys = tap.UsageKeys{
+	"input_tokens": nil, "cache_creation_input_tokens": nil, "cache_read_input_tokens": nil, "output_tokens": nil,
+	"output_tokens_details": {"thinking_tokens": nil}, "server_tool_use": {"web_search_requests": nil},
+	"iterations": {"input_tokens": nil, "cache_creation_input_tokens": nil, "cache_read_input_tokens": nil, "output_tokens": nil},
 }
 
 // decodeEvent decodes one event's data into e, which must be zero, and

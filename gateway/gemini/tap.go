@@ -180,6 +180,13 @@ func (t *Tap) observe(resp *response, r *tap.Report) {
 	}
 }
 
+// usageKeys are the members of a usageMetadata object the tap reads (see
+// tap.AmbiguousUsage).
+var usageKeys = tap.UsageKeys{
+	"promptTokenCount": nil, "cachedContentTokenCount": nil, "candidatesTokenCount": nil,
+	"toolUsePromptTokenCount": nil, "thoughtsTokenCount": nil, "totalTokenCount": nil,
+}
+
 // ErrNoResponse is returned by BodyUsage and Chat.Body for a body that
 // holds no GenerateContentResponse.
 var ErrNoResponse = errors.New("gemini: body is not a GenerateContentResponse")
@@ -210,8 +217,9 @@ func tapBody(body []byte, r *tap.Report) ([]response, error) {
 	for i := range resps {
 		t.observe(&resps[i], r)
 	}
-	if b := bytes.TrimSpace(body); b[0] == '{' && r.Reported {
-		r.Final = true
+	if b := bytes.TrimSpace(body); b[0] == '{' {
+		r.Final = r.Final || r.Reported
+		r.AmbiguousUsage = tap.AmbiguousUsage(b, "usageMetadata", usageKeys)
 	}
 	return resps, nil
 }

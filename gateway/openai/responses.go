@@ -89,6 +89,13 @@ func addText(raw json.RawMessage, r *tap.Report, reasoning bool) {
 	}
 }
 
+// responsesUsageKeys are the members of a Responses API usage object
+// (see tap.AmbiguousUsage).
+var responsesUsageKeys = tap.UsageKeys{
+	"input_tokens": nil, "input_tokens_details": {"cached_tokens": nil},
+	"output_tokens": nil, "output_tokens_details": {"reasoning_tokens": nil}, "total_tokens": nil,
+}
+
 // ResponsesTap reads usage from a Responses API stream. It satisfies the
 // gateway's stream tap.
 type ResponsesTap struct{}
@@ -127,7 +134,12 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	if len(ev.Response) > 0 && string(ev.Response) != "null" {
 		resp = new(responseObject)
 		if json.Unmarshal(ev.Response, resp) == nil {
-			observeResponse(resp, r)
+			if observeResponse(resp, r) {
+				// This response's usage is the report now, which the
+				// client reads as its SDK does (see tap.AmbiguousUsage).
+				_, bad, _ := jsonscan.AmbiguousKey(data, "response")
+				r.AmbiguousUsage = bad || tap.AmbiguousUsage(ev.Response, "usage", responsesUsageKeys)
+			}
 		}
 	}
 	switch typ {
@@ -180,6 +192,7 @@ func ResponsesBody(body []byte, r *tap.Report) error {
 	}
 	items := addOutputItems(resp.Output, r)
 	observeResponse(&resp.responseObject, r)
+	r.AmbiguousUsage = tap.AmbiguousUsage(body, "usage", responsesUsageKeys)
 	r.Final = r.Reported
 	if status, _ := text(resp.Status); status == "" && len(items) == 0 && r.Error == "" &&
 		len(resp.Error) > 0 && string(resp.Error) != "null" {
@@ -237,8 +250,8 @@ func addOutputItems(output json.RawMessage, r *tap.Report) []json.RawMessage {
 
 // observeResponse records what a response object says: the model served,
 // the finish reason its status means, and its usage, final once the status
-// is a terminal one.
-func observeResponse(resp *responseObject, r *tap.Report) {
+// is a terminal one. It reports whether it took a usage report.
+func observeResponse(resp *responseObject, r *tap.Report) bool {
 	if model, _ := text(resp.Model); model != "" {
 		r.ServedModel = model
 	}
@@ -255,15 +268,15 @@ func observeResponse(resp *responseObject, r *tap.Report) {
 		}
 	}
 	if len(resp.Usage) == 0 || string(resp.Usage) == "null" {
-		return
+		return false
 	}
 	var u responsesUsage
 	if json.Unmarshal(resp.Usage, &u) != nil {
-		return // no report: the usage is estimated
+		return false // no report: the usage is estimated
 	}
 	t, ok := u.meter()
 	if !ok {
-		return // no report: the usage is estimated
+		return false // no report: the usage is estimated
 	}
 	r.SetUsage(t)
 	if status == "completed" || status == "incomplete" || status == "failed" {
@@ -271,6 +284,7 @@ func observeResponse(resp *responseObject, r *tap.Report) {
 	} else {
 		r.Final = false
 	}
+	return true
 }
 
 // ResponsesBilledUsage sets a non-streamed response's "usage" to t, in the

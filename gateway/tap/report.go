@@ -77,6 +77,12 @@ type Report struct {
 	// Output holds too: an estimate counts it as reasoning_tokens, within
 	// completion_tokens (see Resolve).
 	Reasoning strings.Builder
+	// AmbiguousUsage is set by a tap whose latest usage report spells its
+	// usage member, or a count it reads, otherwise than exactly once
+	// (AmbiguousUsage): the tap billed what encoding/json read, which a
+	// client's SDK may read otherwise, so the answer is to carry the usage
+	// billed rather than the report as the provider wrote it.
+	AmbiguousUsage bool
 	// OutputFloored is set by Resolve when the provider's final report
 	// counted no completion tokens though output was relayed, and the
 	// completion is the tokenizer's count: the report said nothing of the
