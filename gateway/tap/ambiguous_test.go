@@ -24,7 +24,7 @@ func TestAmbiguousUsage(t *testing.T) {
 		{`{"usage":{"details":{"cached_tokens":1,"Cached_Tokens":2}}}`, true},
 		{`{"usage":{"iterations":[{"output_tokens":1},{"output_tokens":1,"OUTPUT_TOKENS":9}]}}`, true},
 		{`{"usage":{"iterations":[[{"output_tokens":1,"OUTPUT_TOKENS":9}]]}}`, false}, // not read by the tap either
-		{`{"usage":{"input_tokens":1}`, true}, // not JSON the scanner reads
+		{`{"usage":{"input_tokens":1}`, true},                                         // not JSON the scanner reads
 	} {
 		if got := tap.AmbiguousUsage([]byte(c.obj), "usage", keys); got != c.want {
 			t.Errorf("AmbiguousUsage(%s) = %v, want %v", c.obj, got, c.want)
