@@ -28,6 +28,7 @@ import (
 	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // Tap reads usage from one Anthropic Messages stream, as POST /v1/messages
@@ -135,6 +136,13 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 			r.Usage, r.Reported = usage.Tokens{}, false
 		}
 		return e, true
+	}
+	if _, folded, _ := jsonscan.FoldedKey(ev.Data, "input"); folded {
+		// Two keys one in case: encoding/json read the last, a client's
+		// SDK may read the other ({"text":"…","Text":""}). The event
+		// whole is counted as output: never free, whatever a client
+		// reads. A tool's own input is not looked into.
+		r.AddOutputBytes(ev.Data)
 	}
 	if e == nil {
 		return nil, false
@@ -363,6 +371,9 @@ func bodyUsage(body []byte, r *tap.Report) (*wireMessage, error) {
 	}
 	if m.Model != "" {
 		r.ServedModel = m.Model
+	}
+	if _, folded, _ := jsonscan.FoldedKey(body, "input"); folded {
+		r.AddOutputBytes(body) // as a stream's event (see observe)
 	}
 	if m.StopReason != "" {
 		r.FinishReason = finishReason(m.StopReason)

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
@@ -117,6 +118,33 @@ type Chunk struct {
 	// Go's merges them all), so the gateway must not pass its usage on as
 	// it is: it strips every such member and writes the usage it billed.
 	AmbiguousUsage bool `json:"-"`
+	// shadow is the whole chunk when one of its output fields is spelled
+	// both exactly and otherwise (chatShadowed): ChatTap.Chunk counts it
+	// as output, as the text the decode read may not be what a client
+	// reads.
+	shadow []byte
+}
+
+// chatShadowed reports whether data, a chunk or a whole completion, holds
+// on the path to its output (choices, a choice's text, delta and message,
+// their content, reasoning, refusal, function call and tool calls) a
+// member spelled both exactly and otherwise (tap.AnyShadowed).
+func chatShadowed(data []byte) bool {
+	fn := func(f []byte) bool { return tap.AnyShadowed(f, "name", nil) || tap.AnyShadowed(f, "arguments", nil) }
+	custom := func(c []byte) bool { return tap.AnyShadowed(c, "name", nil) || tap.AnyShadowed(c, "input", nil) }
+	msg := func(m []byte) bool {
+		for _, f := range [...]string{"content", "reasoning_content", "reasoning", "refusal"} {
+			if tap.AnyShadowed(m, f, nil) {
+				return true
+			}
+		}
+		return tap.AnyShadowed(m, "function_call", fn) || tap.AnyShadowed(m, "tool_calls", func(tc []byte) bool {
+			return tap.AnyShadowed(tc, "function", fn) || tap.AnyShadowed(tc, "custom", custom)
+		})
+	}
+	return tap.AnyShadowed(data, "choices", func(c []byte) bool {
+		return tap.AnyShadowed(c, "text", nil) || tap.AnyShadowed(c, "delta", msg) || tap.AnyShadowed(c, "message", msg)
+	})
 }
 
 // function is a tool call's function, or the deprecated "function_call"
@@ -155,6 +183,11 @@ func ParseChunk(data []byte) (*Chunk, error) {
 	}
 	if len(c.Error) > 0 && bytes.Equal(c.Error, []byte("null")) {
 		c.Error = nil
+	}
+	// Two keys one in case (jsonscan.FoldedKey's quick scan, no decode)
+	// are needed for an output field to be shadowed.
+	if _, folded, _ := jsonscan.FoldedKey(data); folded && c.Error == nil && chatShadowed(data) {
+		c.shadow = data
 	}
 	// Only a report read can be read differently: a chunk with none (the
 	// most that come here) is not scanned again.

@@ -130,6 +130,12 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	case strings.HasSuffix(typ, ".delta") && !strings.Contains(typ, "audio"):
 		addText(ev.Delta, r, false)
 	}
+	if _, folded, _ := jsonscan.FoldedKey(data); folded && typ != "error" && !named {
+		// Two keys one in case: encoding/json read the last, a client's
+		// SDK may read the other ({"delta":"…","Delta":""}). The event
+		// whole is counted as output: never free, whatever a client reads.
+		r.AddOutputBytes(data)
+	}
 	var resp *responseObject
 	if len(ev.Response) > 0 && string(ev.Response) != "null" {
 		resp = new(responseObject)
@@ -189,6 +195,9 @@ func ResponsesBody(body []byte, r *tap.Report) error {
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return err
+	}
+	if _, folded, _ := jsonscan.FoldedKey(body); folded {
+		r.AddOutputBytes(body) // as a stream's event (see ResponsesTap.Event)
 	}
 	items := addOutputItems(resp.Output, r)
 	observeResponse(&resp.responseObject, r)

@@ -45,6 +45,7 @@ func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 	if c.Error != nil {
 		r.Error = "upstream error frame: " + string(c.Error)
 	}
+	r.AddOutputBytes(c.shadow) // a chunk whose output a client may read otherwise (see chatShadowed)
 	for i := range c.Choices {
 		ch := &c.Choices[i]
 		r.AddOutput(ch.Delta.Content)
