@@ -28,6 +28,9 @@ type batchGemini struct {
 	calls  int
 	sizes  []int
 	failAt int
+	// shortAt is the call whose batch answers one embedding fewer than
+	// its inputs (0: none).
+	shortAt int
 }
 
 func (g *batchGemini) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -70,6 +73,9 @@ func (g *batchGemini) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var vals []string
 		for _, q := range req.Requests {
 			vals = append(vals, value(q.Content.Parts[0].Text))
+		}
+		if call == g.shortAt {
+			vals = vals[1:]
 		}
 		_, _ = fmt.Fprintf(w, `{"embeddings":[%s]}`, strings.Join(vals, ","))
 	}
@@ -235,5 +241,26 @@ func TestGeminiEmbeddingsBatchFailsOver(t *testing.T) {
 	if len(evs) != 2 || charged != 1 || retired != 1 || e.Usage.PromptTokens != whole || r.Usage.PromptTokens != whole {
 		t.Errorf("events %+v, answer's usage %+v: want the failed attempt's (not charged, %d tokens) and one charged the whole input (%d)",
 			evs, r.Usage, first, whole)
+	}
+}
+
+// TestGeminiEmbeddingsBatchAnswersTooFew (a review): a batch that answered
+// one embedding fewer than its inputs was joined all the same, and every
+// later embedding was labelled with the index of the input before its own:
+// 249 embeddings for 250 inputs, the last labelled 248, a client matching
+// vectors to texts by index got wrong ones. It is now the upstream's error
+// (502), and the inputs embedded are billed.
+func TestGeminiEmbeddingsBatchAnswersTooFew(t *testing.T) {
+	g := &batchGemini{shortAt: 1}
+	st, c := batchStack(t, g)
+	_, err := c.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "gemini-emb",
+		Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: embedInputs(250)}})
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadGateway || !strings.Contains(ae.Message, "99 embeddings for batch 1 of 3, which has 100 inputs") {
+		t.Fatalf("err %v, want a 502 naming the batch that answered too few", err)
+	}
+	e := st.sink.event(t, ae.Response.Header.Get("X-Request-Id"))
+	if e.Status != usage.StatusUpstreamError || e.Usage.PromptTokens <= 0 {
+		t.Errorf("event %s usage %+v: want upstream_error billing the inputs embedded", e.Status, e.Usage)
 	}
 }
