@@ -144,7 +144,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 			outs, header = append(outs, out), h
 		}
 		whole = true
-		out, err := joinEmbeddings(outs)
+		out, err := joinEmbeddings(outs, inputs)
 		if err == nil && base64Asked {
 			// A translated provider's number arrays, as the client asked.
 			out, err = openai.Base64Embeddings(out)
@@ -241,8 +241,11 @@ func firstInputs(input json.RawMessage, n int) json.RawMessage {
 
 // joinEmbeddings joins the OpenAI embeddings answers of a request's
 // batches, in order, into one: the first's, its data the batches' in
-// order, each index the embedding's place in the whole input.
-func joinEmbeddings(outs [][]byte) ([]byte, error) {
+// order, each index the embedding's place in the whole input. A batch
+// that answered another number of embeddings than inputs[i], its number of
+// inputs, is an error: every later embedding would be labelled with
+// another input's index.
+func joinEmbeddings(outs [][]byte, inputs []int) ([]byte, error) {
 	if len(outs) == 1 {
 		return outs[0], nil
 	}
@@ -252,12 +255,16 @@ func joinEmbeddings(outs [][]byte) ([]byte, error) {
 		Embedding json.RawMessage `json:"embedding"`
 	}
 	var all []item
-	for _, out := range outs {
+	for i, out := range outs {
 		var list struct {
 			Data []item `json:"data"`
 		}
 		if err := json.Unmarshal(out, &list); err != nil {
 			return nil, err
+		}
+		if i < len(inputs) && len(list.Data) != inputs[i] {
+			return nil, fmt.Errorf("the upstream answered %d embeddings for batch %d of %d, which has %d inputs",
+				len(list.Data), i+1, len(outs), inputs[i])
 		}
 		for _, it := range list.Data {
 			it.Index = len(all)
