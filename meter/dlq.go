@@ -35,7 +35,8 @@ type DLQ struct {
 }
 
 // EnsureDLQ creates (or updates) the dead-letter stream: file storage,
-// kept until replayed or removed by an operator. subject is the usage
+// kept until replayed or removed by an operator, with cfg.Replicas or, when
+// the stream has more, the stream's. subject is the usage
 // stream's subject, where Replay sends events back.
 func EnsureDLQ(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (*DLQ, error) {
 	cfg.defaults()
@@ -48,6 +49,15 @@ func EnsureDLQ(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) (*
 // ensureDLQStream creates (or updates) the dead-letter stream for the
 // usage stream of cfg (defaults applied).
 func ensureDLQStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
+	// Its replicas are never lowered, as the usage stream's (EnsureStream):
+	// a `tollgate admin` started without --config (meter.replicas 1)
+	// scaled an R3 dead-letter stream down to one copy (a review).
+	switch old, err := js.Stream(ctx, DLQStream); {
+	case err == nil:
+		cfg.Replicas = max(cfg.Replicas, old.CachedInfo().Config.Replicas)
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Errorf("dead-letter stream: %w", err)
+	}
 	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: DLQStream, Description: "Tollgate usage events set aside by the meter worker, with the reason",
 		Subjects: []string{DLQSubject}, Storage: jetstream.FileStorage, Replicas: cfg.Replicas,

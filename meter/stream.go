@@ -57,7 +57,9 @@ func (c *StreamConfig) defaults() {
 // so JetStream holds them while Postgres is down.
 //
 // Its duplicate window is cfg's or, when the stream has a longer one,
-// the stream's: it is never lowered (see below). A stream given a count
+// the stream's: it is never lowered (see below). Its replicas are never
+// lowered either: cfg.Replicas below the stream's leaves them as they are
+// (lower them with `nats stream edit --replicas`). A stream given a count
 // or size limit refuses events past it (DiscardNew) rather than discard
 // one; a max_age still removes events at that age, written or not.
 //
@@ -89,6 +91,11 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg StreamConfig)
 		// meter.duplicate_window shrinking it under running workers let
 		// an estimate be billed in place of its exact event.
 		cfg.DuplicateWindow = max(cfg.DuplicateWindow, old.CachedInfo().Config.Duplicates)
+		// Nor are its replicas: a process with meter.replicas 1 (the
+		// default, as for a `tollgate meter` or `admin` started without
+		// --config) scaled an R3 stream down to one copy beside gateways
+		// configured for three (a review).
+		cfg.Replicas = max(cfg.Replicas, old.CachedInfo().Config.Replicas)
 	case !errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, fmt.Errorf("usage stream %s: %w", cfg.Name, noJetStream(js, err))
 	}
