@@ -26,35 +26,42 @@ import (
 // other as one cluster, and waits until JetStream has a meta leader.
 func startCluster(t *testing.T, n int) []*server.Server {
 	t.Helper()
+	servers, _ := startClusterOpts(t, n)
+	return servers
+}
+
+// freePort returns a loopback TCP port free when asked.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startClusterOpts is startCluster, returning each server's options too:
+// startServer(t, opts[i]) starts a stopped one again, at the same client
+// and route ports, on the same store.
+func startClusterOpts(t *testing.T, n int) ([]*server.Server, []*server.Options) {
+	t.Helper()
 	ports := make([]int, n)
 	var routes []string
 	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
+		ports[i] = freePort(t)
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
 	}
 	servers := make([]*server.Server, n)
+	opts := make([]*server.Options, n)
 	for i := range servers {
-		opts := &server.Options{
-			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: server.RANDOM_PORT,
+		opts[i] = &server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: freePort(t),
 			JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 			Cluster: server.ClusterOpts{Name: "tollgate-test", Host: "127.0.0.1", Port: ports[i]},
 			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
 		}
-		s, err := server.NewServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Start()
-		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-		if !s.ReadyForConnections(10 * time.Second) {
-			t.Fatalf("server %s not ready", opts.ServerName)
-		}
-		servers[i] = s
+		servers[i] = startServer(t, opts[i])
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -66,13 +73,29 @@ func startCluster(t *testing.T, n int) []*server.Server {
 			routed = routed && s.NumRoutes() >= n-1
 		}
 		if leaders == 1 && routed {
-			return servers
+			return servers, opts
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("cluster did not form: %d meta leaders, routed %v", leaders, routed)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// startServer starts a JetStream server with opts, stopped at the test's
+// end, and waits until it takes connections.
+func startServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatalf("server %s not ready", opts.ServerName)
+	}
+	return s
 }
 
 // asyncErrors counts the asynchronous errors of the test's connections.
