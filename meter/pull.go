@@ -118,14 +118,34 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 	defer healthy.Stop()
 	progress := healthy.C
 	done := ctx.Done()
-	var closed <-chan struct{}  // once draining: closed when the handler has had every message
-	var giveUp <-chan time.Time // once draining: drainWait
+	var closed <-chan struct{}   // once draining: closed when the handler has had every message
+	var giveUp <-chan time.Time  // once draining: drainWait
+	var recheck <-chan time.Time // while the consumer does not answer (stall): when to ask again
+	// ask asks JetStream for the consumer after a missed heartbeat, and
+	// again every stallRecheck while it does not answer; it returns the
+	// error when the consumer or its stream is gone.
+	ask := func() error {
+		recheck = nil
+		switch err := w.consumerInfo(ctx); {
+		case gone(err):
+			return err
+		case err == nil:
+			w.unstall()
+		case done != nil: // not stopping
+			w.stall(err)
+			recheck = time.After(stallRecheck)
+		}
+		return nil
+	}
 	for {
 		select {
 		case m := <-msgs:
 			if progress != nil {
 				w.madeProgress()
 				progress = nil
+			}
+			if w.stalled.Load() {
+				w.unstall()
 			}
 			b.add(m)
 		case <-progress:
@@ -147,7 +167,13 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 			stop()
 			return err
 		case <-suspect:
-			if err := w.consumerGone(ctx); err != nil {
+			if err := ask(); err != nil {
+				w.cfg.Logger.Warn("meter: the usage consumer is gone (NATS lost its store?); setting it up again", "err", err)
+				stop()
+				return err
+			}
+		case <-recheck:
+			if err := ask(); err != nil {
 				w.cfg.Logger.Warn("meter: the usage consumer is gone (NATS lost its store?); setting it up again", "err", err)
 				stop()
 				return err
@@ -157,7 +183,7 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 			// sent, and then Closed is.
 			cc.Drain()
 			done, closed, giveUp = nil, cc.Closed(), time.After(drainWait)
-			progress = nil // stopping is not progress
+			progress, recheck = nil, nil // stopping is not progress
 		case <-closed:
 			b.rest(msgs)
 			return nil
@@ -166,16 +192,6 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 			return nil
 		}
 	}
-}
-
-// consumerGone asks JetStream for the worker's consumer, and returns the
-// answer's error when it says the consumer or its stream does not exist
-// (nil when it is there, or when NATS does not answer).
-func (w *Worker) consumerGone(ctx context.Context) error {
-	if err := w.consumerInfo(ctx); gone(err) {
-		return err
-	}
-	return nil
 }
 
 // consumerInfo asks JetStream for the worker's consumer, waiting up to 5 s

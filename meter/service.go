@@ -21,8 +21,10 @@ import (
 // which the next attempt makes again), or a JetStream that answers and
 // refuses the stream or the consumer as configured (say, meter.replicas 3
 // on a server that is not in a cluster), which no wait cures and which is
-// logged at ERROR. A failure is cleared once a worker set up again makes
-// progress, not as soon as it is set up.
+// logged at ERROR; or, while the worker runs, its consumer not answering
+// (a cluster without a quorum: ServiceStatus.Stalled). A failure is
+// cleared once a worker set up again makes progress, not as soon as it is
+// set up; a stall, once the consumer answers again.
 type Service struct {
 	js    jetstream.JetStream
 	store Store
@@ -57,6 +59,12 @@ type ServiceStatus struct {
 	// transientAPIErrors). Nothing is written to the ledger until it is
 	// fixed.
 	Refused bool
+	// Stalled reports that the worker runs but its consumer does not
+	// answer: its subscription missed JetStream's heartbeats, and JetStream
+	// did not answer for the consumer, or answered an error (a cluster
+	// that lost its quorum has no leader for it). Nothing is delivered
+	// until it answers, which clears Err.
+	Stalled bool
 }
 
 // refusalLogEvery bounds how often a refusal lasting on is logged again.
@@ -132,7 +140,7 @@ func (s *Service) attempt(ctx context.Context) (progressed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	w.onProgress = s.running
+	w.onProgress, w.onStall = s.running, s.stalled
 	err = w.Run(ctx)
 	return w.progressed.Load(), err
 }
@@ -148,6 +156,17 @@ func (s *Service) running() {
 	// loggedErr stays: a Run that fails again at once (a refusal it meets
 	// after set-up) is still logged at most once a minute.
 	s.status = ServiceStatus{}
+}
+
+// stalled records that the running worker's consumer does not answer
+// (Worker.stall): nothing is delivered until it does, when the worker
+// calls running.
+func (s *Service) stalled(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.status.Err == nil {
+		s.status = ServiceStatus{Err: err, Since: time.Now(), Stalled: true}
+	}
 }
 
 // failed records err, the set-up's or the run's, and logs it: a refusal

@@ -143,6 +143,40 @@ type Worker struct {
 	// whether it has in this Run.
 	onProgress func()
 	progressed atomic.Bool
+	// onStall, when set (by Service), is called when the worker's
+	// consumer stops answering (see stall); onProgress again when it
+	// answers. stalled says whether it does not answer now.
+	onStall func(error)
+	stalled atomic.Bool
+}
+
+// stallRecheck is how often a worker whose consumer does not answer (see
+// stall) asks JetStream for it again.
+const stallRecheck = 2 * time.Second
+
+// stall records that the worker's consumer does not answer: its
+// subscription had no heartbeat, and JetStream, asked for the consumer,
+// did not answer or answered err (a cluster that lost its quorum has no
+// leader for it). Nothing is delivered meanwhile, and the worker's
+// subscription, which nats.go keeps pulling, says nothing else of it.
+func (w *Worker) stall(err error) {
+	if w.stalled.CompareAndSwap(false, true) {
+		w.cfg.Logger.Warn("meter: the usage consumer does not answer (JetStream has no leader for it: a cluster without a quorum?); "+
+			"nothing is written to the ledger until it does, and events wait in JetStream or the gateways' spools", "err", err)
+		if w.onStall != nil {
+			w.onStall(err)
+		}
+	}
+}
+
+// unstall records that the worker's consumer answers again (see stall).
+func (w *Worker) unstall() {
+	if w.stalled.CompareAndSwap(true, false) {
+		w.cfg.Logger.Info("meter: the usage consumer answers again")
+		if w.onProgress != nil {
+			w.onProgress()
+		}
+	}
 }
 
 // progressAfter is how long a subscription of the consumer must last,

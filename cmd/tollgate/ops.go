@@ -40,7 +40,8 @@ import (
 //     serve, "meter" and "admin" while Postgres is down), each with why;
 //     "meter" also when its worker cannot set up the usage stream or its
 //     consumer, with NATS' words (meter.replicas 3 on a NATS that is not
-//     a cluster, say).
+//     a cluster, say), or when its consumer stops answering (a cluster
+//     that lost its quorum).
 //
 // Without the gateway, a process is ready when none of its roles is
 // degraded.
@@ -156,6 +157,9 @@ func (a *app) meterDown() string {
 	switch since := st.Since.UTC().Format(time.RFC3339); {
 	case st.Err == nil:
 		return ""
+	case st.Stalled:
+		return "the meter worker's consumer does not answer (since " + since + "): " + st.Err.Error() +
+			"; JetStream has no leader for it (a cluster without a quorum?), and events wait in JetStream or the gateways' spools"
 	case st.Refused:
 		return "NATS refuses the usage stream or its consumer as configured (since " + since + "): " + st.Err.Error() +
 			"; nothing is written to the ledger until that is fixed, and events wait in JetStream or the gateways' spools"
