@@ -17,6 +17,10 @@ import (
 	"github.com/tollgate-dev/tollgate/meter"
 )
 
+// natsPingInterval is how often a process pings its NATS server; two
+// pings unanswered, it takes the server as gone and reconnects.
+const natsPingInterval = 5 * time.Second
+
 // connectNATS connects to TOLLGATE_NATS_URL or, for serve without one,
 // embeds a JetStream server with its data under the data directory,
 // syncing as sync says. Given TOLLGATE_NATS_URL, it hands a store the
@@ -29,6 +33,13 @@ func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetS
 	// idle, until a restart.
 	asyncErrors := &repeats{every: time.Minute} // when each asynchronous error was last logged at WARN
 	opts := []nats.Option{nats.Name("tollgate"), nats.MaxReconnects(-1), nats.ReconnectWait(500 * time.Millisecond),
+		// A server that stops answering without closing the connection (a
+		// node paused, or cut off by a partition that drops packets) is
+		// left for another of TOLLGATE_NATS_URL's after natsPingInterval
+		// times 2 or 3 (two pings unanswered), not nats.go's 2 minutes
+		// times as many: meanwhile every gateway request waited the
+		// publish timeout at its end and spooled its event (a review).
+		nats.PingInterval(natsPingInterval), nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if nc.IsClosed() { // closed on purpose (shutdown): not reconnecting; ClosedHandler reports an error
 				return
