@@ -522,9 +522,6 @@ func (x *exchange) settle() {
 	}
 	if x.responded {
 		e.Usage, e.UsageSource = r.Resolve(x.s.est, x.promptText)
-		if e.UsageSource != usage.SourceUpstream {
-			boundEstimate(&e.Usage, r.Usage.CompletionTokens, x.upBody, x.upPath)
-		}
 		if r.ReasoningOutside && e.UsageSource == usage.SourceUpstream && !usage.HasCorrection(e.Corrections, usage.CorrectionReasoningOutsideCompletion) {
 			e.Corrections = strings.TrimPrefix(e.Corrections+","+usage.CorrectionReasoningOutsideCompletion, ",")
 		}

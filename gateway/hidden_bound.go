@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/tollgate-dev/tollgate/meter/usage"
 	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
@@ -121,26 +120,4 @@ func member(obj []byte, key string) []byte {
 func pathOnly(path string) string {
 	p, _, _ := strings.Cut(path, "?")
 	return p
-}
-
-// boundEstimate lowers u's completion_tokens, counted by the tokenizer
-// (usage_source estimated or partial), to the output limit the request
-// body sent to path states (statedOutputLimit: max_tokens,
-// max_completion_tokens, Responses' max_output_tokens, Gemini's
-// maxOutputTokens, times its choices): the provider stops there and bills
-// no more, while o200k_base's count of another model's text can exceed it
-// (a review: 200 words under max_tokens 20 billed 200). What the provider
-// reported itself (reported, in tokens) is never lowered, and the
-// reasoning stays within the completion. A body that states no limit, or
-// one cut short, leaves u as it is.
-func boundEstimate(u *usage.Tokens, reported int64, body []byte, path string) {
-	if u.CompletionTokens <= reported {
-		return
-	}
-	limit, ok := statedOutputLimit(body, path)
-	if !ok || path == "" || u.CompletionTokens <= limit {
-		return
-	}
-	u.CompletionTokens = max(limit, reported)
-	u.ReasoningTokens = min(u.ReasoningTokens, u.CompletionTokens)
 }

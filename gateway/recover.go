@@ -85,13 +85,6 @@ func (s *Server) Recover(reqs []journal.Request) []usage.Event {
 				e.Usage.ReasoningTokens = max(reasoning, min(shown, e.Usage.CompletionTokens))
 			}
 		}
-		if r.BodyLen <= len(r.Body) && e.UsageSource != usage.SourceUpstream {
-			var reported int64
-			if r.Reported != nil {
-				reported = r.Reported.CompletionTokens
-			}
-			boundEstimate(&e.Usage, reported, r.Body, e.Endpoint)
-		}
 		if r.BodyLen <= len(r.Body) && hidden > 0 { // the request's own settings, as estimate reads them
 			if reasoningEffort(r.Body, e.Endpoint) == effortOff {
 				hidden = 0
