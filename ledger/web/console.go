@@ -3,6 +3,7 @@ package web
 import (
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -40,7 +41,8 @@ func NewConsole(admin http.Handler, maxAge time.Duration, log *slog.Logger) *Con
 		pages:    parseTemplates("signin", "overview", "customers", "customer", "keys", "issued", "revoke", "prices", "reconciliation", "dlq", "error"),
 		overview: newCache[overview](maxAge), recon: newCache[reconciliationData](maxAge), now: time.Now}
 	c.in = &signinForm{app: "console", form: signinData{Field: "token", Label: "Admin token"},
-		empty: "Enter the admin token (TOLLGATE_ADMIN_TOKEN).", sess: c.sess, pages: c.pages, log: log, check: c.checkToken}
+		empty: "Enter the admin token (TOLLGATE_ADMIN_TOKEN).", sess: c.sess, pages: c.pages, log: log, check: c.checkToken,
+		resumable: consoleForm}
 	return c
 }
 
@@ -72,6 +74,24 @@ func (c *Console) Routes(r chi.Router) {
 		r.Get("/dlq", c.dlqPage)
 		r.Post("/dlq/replay", c.replay)
 	})
+}
+
+// consoleForm is the id (refusedForm's) of the form whose input a POST to
+// path sends, "" for one with nothing typed (revoke, replay, sign out).
+func consoleForm(path string) string {
+	p := strings.Split(strings.TrimPrefix(path, "/console/"), "/")
+	switch {
+	case path == "/console/prices":
+		return "price"
+	case len(p) != 3 || p[1] == "":
+	case p[0] == "customers" && p[2] == "credits":
+		return "credit-" + p[1]
+	case p[0] == "customers" && p[2] == "keys":
+		return "issue-" + p[1]
+	case p[0] == "keys" && p[2] == "limits":
+		return "limits-" + p[1]
+	}
+	return ""
 }
 
 // client is the admin API client for the request's session: in-process,

@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"path"
@@ -30,11 +31,20 @@ type signinForm struct {
 	// and the name its pages show; or, refused, the HTTP status and the
 	// message to answer with (status 0: accepted).
 	check func(r *http.Request, secret string) (subject, who string, status int, msg string)
+	// resumable, when not nil, names the form a POST to path sends (its
+	// refusedForm id), "" for none whose input is worth keeping: a form
+	// sent after the session ended is carried through the sign-in page,
+	// and the page it was on shows it filled in as it was typed.
+	resumable func(path string) string
 }
 
 // signinData is the sign-in form: the password field's name and label,
 // and Next, the page of the app to go to once signed in ("": its first).
-type signinData struct{ Field, Label, Next string }
+// ResumePath and Resume are a form sent after the session ended: the path
+// it was sent to and its fields as sent (URL-encoded, without the CSRF
+// token), for the page it was on to show filled in once signed in ("":
+// none).
+type signinData struct{ Field, Label, Next, ResumePath, Resume string }
 
 // mount adds the app to r under /<app>/ (GET /<app> redirects there), every
 // answer with the security headers: its style sheet and sign-in open to
@@ -128,7 +138,37 @@ func (f *signinForm) ended(w http.ResponseWriter, r *http.Request) {
 			form.Next = next
 		}
 	}
-	f.pages.render(w, f.log, http.StatusUnauthorized, "signin", view{App: f.app, Title: "Sign in", Error: sessionEnded, Data: form})
+	msg := sessionEnded
+	if f.resumable != nil && f.resumable(r.URL.Path) != "" && parseForm(r) == nil {
+		// What was typed is kept, in the sign-in form (the browser has no
+		// session to keep it in): it came back empty, all of it to type
+		// again.
+		values := maps.Clone(r.PostForm)
+		values.Del("csrf")
+		form.ResumePath, form.Resume = r.URL.Path, values.Encode()
+		msg = sessionEndedKept
+	}
+	f.pages.render(w, f.log, http.StatusUnauthorized, "signin", view{App: f.app, Title: "Sign in", Error: msg, Data: form})
+}
+
+// sessionEndedKept is sessionEnded for a form whose input is kept.
+const sessionEndedKept = "Your session has ended (or you signed out), so what you sent was not done. Sign in, then send it again: the form will be filled in as you typed it."
+
+// formNotSent is what the page says of a form filled in again after a
+// sign-in (signinForm.resumable).
+const formNotSent = "Your session had ended, so this form was not sent. It is filled in as you typed it: check it and send it again."
+
+// carried is the sign-in form as posted: where it goes next and the form
+// it carries (signinData.Resume), for the page that answers it.
+func (f *signinForm) carried(r *http.Request) signinData {
+	form := f.form
+	if next := f.next(r.PostFormValue("next")); next != "/"+f.app+"/" {
+		form.Next = next
+	}
+	if path := r.PostFormValue("resume_path"); f.resumable != nil && f.resumable(path) != "" {
+		form.ResumePath, form.Resume = path, r.PostFormValue("resume")
+	}
+	return form
 }
 
 // signin is POST /<app>/signin: a form posted from this site with a secret
@@ -136,7 +176,10 @@ func (f *signinForm) ended(w http.ResponseWriter, r *http.Request) {
 // with why.
 func (f *signinForm) signin(w http.ResponseWriter, r *http.Request) {
 	fail := func(status int, msg string) {
-		f.pages.render(w, f.log, status, "signin", view{App: f.app, Title: "Sign in", Error: msg, Data: f.form})
+		// A mistyped secret keeps where the sign-in goes and what it
+		// carries: they were dropped, the page asked for and the form
+		// sent lost to one typo.
+		f.pages.render(w, f.log, status, "signin", view{App: f.app, Title: "Sign in", Error: msg, Data: f.carried(r)})
 	}
 	if err := parseForm(r); err != nil {
 		var tooBig *http.MaxBytesError
@@ -161,7 +204,14 @@ func (f *signinForm) signin(w http.ResponseWriter, r *http.Request) {
 		fail(status, msg)
 		return
 	}
-	f.sess.start(w, r, secret, subject, who)
+	ss := f.sess.start(w, r, secret, subject, who)
+	if form := f.carried(r); form.ResumePath != "" {
+		if values, err := url.ParseQuery(form.Resume); err == nil {
+			values.Del("csrf")
+			f.sess.setRefused(ss, refusedForm{form: f.resumable(form.ResumePath), values: values})
+			f.sess.setFlash(ss, formNotSent, "")
+		}
+	}
 	http.Redirect(w, r, f.next(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
