@@ -2,10 +2,13 @@ package main
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // TestBrowserConsoleRevokeLongKeyNameFits: the page that asks before a key
@@ -33,6 +36,91 @@ func TestBrowserConsoleRevokeLongKeyNameFits(t *testing.T) {
 			cancel: document.querySelector('#confirm-revoke ~ a').getBoundingClientRect().right}))()`))
 		if f.Page > f.Viewport || f.Button > f.Viewport || f.Cancel > f.Viewport {
 			t.Errorf("at %d px the revoke page is %v px wide; the button ends at %v px, Cancel at %v", width, f.Page, f.Button, f.Cancel)
+		}
+	}
+}
+
+// TestBrowserTablesScrollWithKeyboard: at a laptop's width zoomed to 200%
+// (640 CSS px), a table wider than the page scrolls sideways in its own
+// box; with the keyboard alone that box takes the focus (Tab), says which
+// table it holds, and scrolls with the arrow keys, so the columns to the
+// right (the cost, the request id) can be read. The boxes could not be
+// focused (axe-core's scrollable-region-focusable, serious, on every page
+// with a table): a browser that does not focus scrolling boxes of itself
+// left those columns out of a keyboard user's reach, and in one that does,
+// a screen reader named the box nothing.
+func TestBrowserTablesScrollWithKeyboard(t *testing.T) {
+	s := newStack(t, nil)
+	for _, m := range []string{"sim-pro", "sim-small"} {
+		_, id := chat(t, s.gateway, s.secret, m)
+		s.event(id)
+	}
+	console, portal := browserTab(t), browserTab(t)
+	signInBrowser(t, console, s.admin, "console", "token", testAdminToken)
+	signInBrowser(t, portal, s.gateway, "portal", "key", s.secret)
+	pages := []struct {
+		console bool
+		url     string
+	}{
+		{true, s.admin + "/console/?fresh=1"}, {true, s.admin + "/console/customers"}, {true, s.admin + "/console/customers/" + s.customerID},
+		{true, s.admin + "/console/prices"},
+		{false, s.gateway + "/portal/"}, {false, s.gateway + "/portal/requests"}, {false, s.gateway + "/portal/statements"},
+	}
+	for _, p := range pages {
+		tab := portal
+		if p.console {
+			tab = console
+		}
+		do(t, tab, chromedp.EmulateViewport(640, 800))
+		page(t, tab, p.url)
+		do(t, tab, chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('details').forEach(d => d.open = true)`))
+		type box struct {
+			Index              int
+			Name               string
+			Focusable, Labeled bool
+		}
+		boxes := run(t, tab, chromedp.Evaluate[[]box](`[...document.querySelectorAll('main .scroll')].map((e, i) => ({index: i,
+			name: e.id || (e.querySelector('table') || {}).id || String(i),
+			focusable: e.getAttribute('tabindex') === '0',
+			labeled: !!(e.getAttribute('role') === 'region' && (e.getAttribute('aria-label') || '').trim()),
+			wide: e.scrollWidth > e.clientWidth})).filter(b => b.wide)`))
+		if len(boxes) == 0 {
+			continue
+		}
+		for _, b := range boxes {
+			if !b.Focusable || !b.Labeled {
+				t.Errorf("%s at 640 px: the table box %s scrolls sideways; focusable with Tab %v, a named region %v", p.url, b.Name, b.Focusable, b.Labeled)
+			}
+		}
+		// The first such box, reached with Tab, scrolls with the right arrow.
+		first := boxes[0].Index
+		reached := false
+		for range 80 {
+			do(t, tab, chromedp.KeyEvent(kb.Tab))
+			if run(t, tab, chromedp.Evaluate[bool](`document.activeElement === document.querySelectorAll('main .scroll')[`+strconv.Itoa(first)+`]`)) {
+				reached = true
+				break
+			}
+		}
+		if !reached {
+			t.Errorf("%s at 640 px: 80 Tabs did not reach the table box %s", p.url, boxes[0].Name)
+			continue
+		}
+		// Keyboard scrolling is animated, and a press just after the focus
+		// moved the page to the box was seen to do nothing: a few presses,
+		// each given time to begin scrolling.
+		var left float64
+		for range 10 {
+			do(t, tab, chromedp.KeyEvent(kb.ArrowRight))
+			for deadline := time.Now().Add(time.Second); left <= 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				left = run(t, tab, chromedp.Evaluate[float64](`document.activeElement.scrollLeft`))
+			}
+			if left > 0 {
+				break
+			}
+		}
+		if left <= 0 {
+			t.Errorf("%s at 640 px: the focused table box %s did not scroll with the right arrow", p.url, boxes[0].Name)
 		}
 	}
 }
