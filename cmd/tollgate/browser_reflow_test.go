@@ -124,3 +124,29 @@ func TestBrowserTablesScrollWithKeyboard(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserSigninErrorDescribesField: a secret refused at the sign-in
+// of either app (a wrong one, or none) comes back with the focus on its
+// field, which is marked invalid and described by the error, so that a
+// screen reader, starting at the focused field, says why. The error was
+// only in an alert above the form, which screen readers do not read out
+// when the page is loaded with it: the field, focused as before, said
+// nothing of it.
+func TestBrowserSigninErrorDescribesField(t *testing.T) {
+	tab := browserTab(t)
+	s := newStack(t, nil)
+	for _, app := range []struct{ base, name, field, wrong, says string }{
+		{s.admin, "console", "token", "not-the-token", "That is not the admin token."},
+		{s.gateway, "portal", "key", "tg-not-a-key", "unknown, revoked or expired"},
+	} {
+		signInBrowser(t, tab, app.base, app.name, app.field, app.wrong)
+		type focus struct{ ID, Invalid, Described string }
+		f := run(t, tab, chromedp.Evaluate[focus](`(() => { const e = document.activeElement;
+			const d = document.getElementById(e.getAttribute('aria-describedby') || '-');
+			return {id: e.id, invalid: e.getAttribute('aria-invalid') || '', described: d ? d.textContent : ''}; })()`))
+		if f.ID != "secret" || f.Invalid != "true" || !strings.Contains(f.Described, app.says) {
+			t.Errorf("%s: after a wrong secret the focus is on #%s, aria-invalid %q, described by %q; want #secret, invalid, described by the error (%q)",
+				app.name, f.ID, f.Invalid, f.Described, app.says)
+		}
+	}
+}
