@@ -44,7 +44,13 @@ type signinForm struct {
 // it was sent to and its fields as sent (URL-encoded, without the CSRF
 // token), for the page it was on to show filled in once signed in ("":
 // none).
-type signinData struct{ Field, Label, Next, ResumePath, Resume string }
+//
+// Refused is whether the secret sent was refused (wrong, or none): its
+// field is then marked invalid.
+type signinData struct {
+	Field, Label, Next, ResumePath, Resume string
+	Refused                                bool
+}
 
 // mount adds the app to r under /<app>/ (GET /<app> redirects there), every
 // answer with the security headers: its style sheet and sign-in open to
@@ -179,7 +185,12 @@ func (f *signinForm) signin(w http.ResponseWriter, r *http.Request) {
 		// A mistyped secret keeps where the sign-in goes and what it
 		// carries: they were dropped, the page asked for and the form
 		// sent lost to one typo.
-		f.pages.render(w, f.log, status, "signin", view{App: f.app, Title: "Sign in", Error: msg, Data: f.carried(r)})
+		// The field is described by the error (an alert on a page just
+		// loaded is not read out; the focused field is) and, when the
+		// secret was refused, marked invalid.
+		form := f.carried(r)
+		form.Refused = status == http.StatusUnauthorized
+		f.pages.render(w, f.log, status, "signin", view{App: f.app, Title: "Sign in", Error: msg, Data: form})
 	}
 	if err := parseForm(r); err != nil {
 		var tooBig *http.MaxBytesError
