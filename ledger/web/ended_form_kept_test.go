@@ -47,6 +47,7 @@ func TestConsoleFormAfterSessionEndedKeepsInput(t *testing.T) {
 		req, _ := http.NewRequest("POST", g.url+tc.action, strings.NewReader(f.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Referer", g.url+tc.page)
+		req.Header.Set("Origin", g.url)
 		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -99,5 +100,34 @@ func TestConsoleFormAfterSessionEndedKeepsInput(t *testing.T) {
 	}
 	if bal, _ := g.api.Balance(t.Context(), cu.ID); bal.Credits != "0" {
 		t.Errorf("the customer has credits %s; want 0", bal.Credits)
+	}
+}
+
+// TestConsoleFormFromAnotherSiteNotKept: a form another site posts to the
+// console (the browser sends no cookie across sites, so it meets the
+// "session ended" sign-in page) is not carried through the sign-in: signed
+// in there, the operator would find the other site's amount in the credit
+// form, said to be theirs, to send again.
+func TestConsoleFormFromAnotherSiteNotKept(t *testing.T) {
+	g := newRig(t)
+	cu, _, _ := g.customer("acme", "sim-pro", 0)
+	for _, origin := range []string{"http://evil.example", ""} {
+		c := g.browser()
+		form := url.Values{"csrf": {"x"}, "amount": {"9999"}, "memo": {"from elsewhere"}}
+		req, _ := http.NewRequest("POST", g.url+"/console/customers/"+cu.ID+"/credits", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Referer", g.url+"/console/customers/"+cu.ID)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "9999") || strings.Contains(string(b), `name="resume`) {
+			t.Errorf("a credit form posted with Origin %q: the sign-in page carries it:\n%s", origin, b)
+		}
 	}
 }
