@@ -105,7 +105,8 @@ func TestConsoleFormAfterSessionEndedKeepsInput(t *testing.T) {
 
 // TestConsoleFormFromAnotherSiteNotKept: a form another site posts to the
 // console (the browser sends no cookie across sites, so it meets the
-// "session ended" sign-in page) is not carried through the sign-in: signed
+// "session ended" sign-in page), or to its sign-in with a form to carry,
+// is not carried through the sign-in: signed
 // in there, the operator would find the other site's amount in the credit
 // form, said to be theirs, to send again.
 func TestConsoleFormFromAnotherSiteNotKept(t *testing.T) {
@@ -128,6 +129,21 @@ func TestConsoleFormFromAnotherSiteNotKept(t *testing.T) {
 		resp.Body.Close()
 		if strings.Contains(string(b), "9999") || strings.Contains(string(b), `name="resume`) {
 			t.Errorf("a credit form posted with Origin %q: the sign-in page carries it:\n%s", origin, b)
+		}
+		// Nor one posted to the sign-in itself, as its page would carry it.
+		form = url.Values{"token": {""}, "resume_path": {"/console/customers/" + cu.ID + "/credits"}, "resume": {"amount=9999"}}
+		req, _ = http.NewRequest("POST", g.url+"/console/signin", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		if resp, err = c.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "9999") {
+			t.Errorf("a sign-in form posted with Origin %q carrying a credit form: the page carries it on", origin)
 		}
 	}
 }
