@@ -12,6 +12,22 @@ import (
 
 var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
 
+// signInFromHere posts the console's sign-in form as a browser does from
+// the console's own page: with its Origin.
+func signInFromHere(t *testing.T, g *rig, c *http.Client, form url.Values) (int, string, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", g.url+"/console/signin", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", g.url)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
 // TestConsoleFormAfterSessionEndedKeepsInput: a console form sent after
 // the session ended (8 hours after sign-in, or a restart of the server) is
 // not acted on, and the sign-in page says so; signed in again there, the
@@ -68,13 +84,13 @@ func TestConsoleFormAfterSessionEndedKeepsInput(t *testing.T) {
 		}
 		signin := hidden(string(b))
 		signin.Set("token", adminToken+"x")
-		status, page, _ := g.do(c, "POST", "/console/signin", signin)
+		status, page, _ := signInFromHere(t, g, c, signin)
 		if status != http.StatusUnauthorized {
 			t.Fatalf("a wrong token = %d %s", status, page)
 		}
 		signin = hidden(page)
 		signin.Set("token", adminToken)
-		status, _, h := g.do(c, "POST", "/console/signin", signin)
+		status, _, h := signInFromHere(t, g, c, signin)
 		if status != http.StatusSeeOther || h.Get("Location") != tc.page {
 			t.Errorf("signed in again after POST %s: %d to %q; want 303 to %s", tc.action, status, h.Get("Location"), tc.page)
 			continue

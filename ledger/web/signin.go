@@ -145,7 +145,7 @@ func (f *signinForm) ended(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	msg := sessionEnded
-	if f.resumable != nil && f.resumable(r.URL.Path) != "" && parseForm(r) == nil {
+	if f.resumable != nil && f.resumable(r.URL.Path) != "" && fromHere(r) && parseForm(r) == nil {
 		// What was typed is kept, in the sign-in form (the browser has no
 		// session to keep it in): it came back empty, all of it to type
 		// again.
@@ -157,6 +157,16 @@ func (f *signinForm) ended(w http.ResponseWriter, r *http.Request) {
 	f.pages.render(w, f.log, http.StatusUnauthorized, "signin", view{App: f.app, Title: "Sign in", Error: msg, Data: form})
 }
 
+// fromHere reports whether a posted form says it came from a page of this
+// host: an Origin header naming it (browsers send one with every POST),
+// and no Sec-Fetch-Site other than same-origin. Only such a form is kept
+// through the sign-in: another site's, kept, would be shown in the
+// operator's form as theirs to send again.
+func fromHere(r *http.Request) bool {
+	site := r.Header.Get("Sec-Fetch-Site")
+	return r.Header.Get("Origin") != "" && sameOrigin(r) && (site == "" || site == "same-origin")
+}
+
 // sessionEndedKept is sessionEnded for a form whose input is kept.
 const sessionEndedKept = "Your session has ended (or you signed out), so what you sent was not done. Sign in, then send it again: the form will be filled in as you typed it."
 
@@ -165,13 +175,14 @@ const sessionEndedKept = "Your session has ended (or you signed out), so what yo
 const formNotSent = "Your session had ended, so this form was not sent. It is filled in as you typed it: check it and send it again."
 
 // carried is the sign-in form as posted: where it goes next and the form
-// it carries (signinData.Resume), for the page that answers it.
+// it carries (signinData.Resume; only from a page of this host, fromHere),
+// for the page that answers it.
 func (f *signinForm) carried(r *http.Request) signinData {
 	form := f.form
 	if next := f.next(r.PostFormValue("next")); next != "/"+f.app+"/" {
 		form.Next = next
 	}
-	if path := r.PostFormValue("resume_path"); f.resumable != nil && f.resumable(path) != "" {
+	if path := r.PostFormValue("resume_path"); f.resumable != nil && f.resumable(path) != "" && fromHere(r) {
 		form.ResumePath, form.Resume = path, r.PostFormValue("resume")
 	}
 	return form
