@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 )
@@ -148,5 +151,38 @@ func TestBrowserSigninErrorDescribesField(t *testing.T) {
 			t.Errorf("%s: after a wrong secret the focus is on #%s, aria-invalid %q, described by %q; want #secret, invalid, described by the error (%q)",
 				app.name, f.ID, f.Invalid, f.Described, app.says)
 		}
+	}
+}
+
+// TestBrowserConsoleFormKeptAcrossSignIn: in chromium, a key form typed
+// while the session ends (its cookie gone, as after a restart) and sent
+// meets the sign-in page; signed in there, the keys page shows the form as
+// it was typed, saying it was not sent, and nothing was issued.
+func TestBrowserConsoleFormKeptAcrossSignIn(t *testing.T) {
+	tab := browserTab(t)
+	s := newStack(t, nil)
+	signInBrowser(t, tab, s.admin, "console", "token", testAdminToken)
+	page(t, tab, s.admin+"/console/keys?customer="+s.customerID)
+	do(t, tab, chromedp.SendKeys(chromedp.CSS("#name"), "typed name"), chromedp.SendKeys(chromedp.CSS("#rpm"), "42"),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, network.ClearBrowserCookies, cdp.Empty{})
+			return err
+		}))
+	navigate(t, tab, chromedp.Click(chromedp.CSS("#issue button")))
+	do(t, tab, chromedp.SendKeys(chromedp.CSS("#secret"), testAdminToken))
+	navigate(t, tab, chromedp.Click(chromedp.CSS("main button[type=submit]")))
+	if loc := run(t, tab, chromedp.Location()); !strings.HasSuffix(loc, "/console/keys?customer="+s.customerID) {
+		t.Fatalf("signed in again, the browser is at %s; want the keys page", loc)
+	}
+	name, rpm := run(t, tab, chromedp.Value(chromedp.CSS("#name"))), run(t, tab, chromedp.Value(chromedp.CSS("#rpm")))
+	if name != "typed name" || rpm != "42" || !strings.Contains(text(t, tab, "p.notice"), "was not sent") {
+		t.Errorf("signed in again, the form holds name %q, rpm %q, the page says %q", name, rpm, text(t, tab, "main"))
+	}
+	var keys struct {
+		Data []struct{ Name string } `json:"data"`
+	}
+	s.adminDo("GET", "/admin/v1/customers/"+s.customerID+"/keys", "", http.StatusOK, &keys)
+	if len(keys.Data) != 1 {
+		t.Errorf("the customer has %d keys; want the 1 it had", len(keys.Data))
 	}
 }
