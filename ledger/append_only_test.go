@@ -53,3 +53,63 @@ func TestEveryLedgerTableIsAppendOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerTablesRefuseTruncate: the triggers above refuse UPDATE and
+// DELETE row by row, and TRUNCATE fires no row trigger: an audit emptied
+// ledger_entries, and a month's usage_events partition, with one
+// statement each as the role Tollgate connects as (and as the parent's
+// row triggers let through a TRUNCATE of one partition, a trigger on
+// usage_events alone would not hold its months). Every ledger table, and
+// every month's partition, made before the migration or after it, must
+// refuse it too.
+func TestLedgerTablesRefuseTruncate(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "2", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateOverride(ctx, c.ID, ledger.OverrideInput{Model: "m", DiscountPercent: "10", EffectiveFrom: jan}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddEntry(ctx, c.ID, ledger.KindCredit, ledger.EntryInput{Amount: "10", Memo: "top-up"}); err != nil {
+		t.Fatal(err)
+	}
+	attempt := newEvent(c.ID, k.ID, "m", jan.Add(time.Hour), usage.Tokens{PromptTokens: 5})
+	attempt.NotCharged, attempt.Attempt, attempt.RequestID = true, 1, uuid.NewString()
+	attempt.Status, attempt.HTTPStatus = usage.StatusUpstreamError, 502
+	events := []usage.Event{attempt, newEvent(c.ID, k.ID, "m", jan.Add(time.Hour), usage.Tokens{PromptTokens: 7})}
+	if _, err := s.WriteEvents(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	tables := []string{"ledger_entries", "prices", "price_overrides", "usage_attempts", "usage_events", "usage_events_2026_01"}
+	check := func(when string) {
+		t.Helper()
+		for _, table := range tables {
+			if n, err := s.QueryInt64ForTest(ctx, "SELECT count(*) FROM "+table); err != nil || n == 0 {
+				t.Fatalf("%s: %s holds %d rows (%v)", when, table, n, err)
+			}
+			// A TRUNCATE let through is undone by the exception after it,
+			// so that every table is tried on the ledger as it was.
+			err := s.ExecForTest(ctx, "DO $$ BEGIN TRUNCATE "+table+" CASCADE; "+
+				"RAISE EXCEPTION 'TRUNCATE let through'; END $$")
+			if err == nil || !strings.Contains(err.Error(), "append-only") {
+				t.Errorf("%s: TRUNCATE %s: %v; want it refused, the ledger being append-only", when, table, err)
+			}
+		}
+	}
+	check("a partition made after the migration")
+	// A partition that was there when the migration ran: roll it back and
+	// apply it again.
+	version, _, err := s.MigrateDown(ctx, 1<<40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.MigrateDown(ctx, version-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("a partition made before the migration")
+}
