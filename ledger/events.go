@@ -170,7 +170,8 @@ func (s *Store) ensurePartitions(ctx context.Context, events []usage.Event) erro
 // every open read of it (an export, pg_dump's whole backup), every other
 // read and write of the events queued behind it meanwhile. ATTACH PARTITION takes SHARE UPDATE
 // EXCLUSIVE, which neither reads nor writes conflict with; it gives the
-// new table the parent's indexes and row triggers (append-only). Makers
+// new table the parent's indexes and row triggers (append-only); a statement
+// trigger of its own refuses TRUNCATE, which the parent's do not cover. Makers
 // of one partition, in any process, take turns on an advisory lock, so
 // that the second finds the table the first made.
 func (s *Store) makePartition(ctx context.Context, name string, from, to time.Time) error {
@@ -190,8 +191,15 @@ func (s *Store) makePartition(ctx context.Context, name string, from, to time.Ti
 		if _, err := tx.Exec(ctx, `CREATE TABLE `+table+` (LIKE usage_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, fmt.Sprintf(`ALTER TABLE usage_events ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`,
-			table, from.Format(time.RFC3339), to.Format(time.RFC3339)))
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`ALTER TABLE usage_events ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`,
+			table, from.Format(time.RFC3339), to.Format(time.RFC3339))); err != nil {
+			return err
+		}
+		// TRUNCATE of one partition fires only its own statement
+		// triggers, not the parent's: the month refuses it itself
+		// (migration 14).
+		_, err := tx.Exec(ctx, `CREATE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON `+table+
+			` FOR EACH STATEMENT EXECUTE FUNCTION ledger_append_only()`)
 		return err
 	})
 }
