@@ -9,8 +9,8 @@ import (
 )
 
 // Reconciliation is what Reconcile found. Clean is true when the ledger
-// agrees with itself: no rollup or balance mismatch, and every event has
-// its one id. Unpriced events and rejected duplicates are reported but do
+// agrees with itself: no rollup or balance mismatch, every event has its
+// one id, and every rerate entry its event. Unpriced events and rejected duplicates are reported but do
 // not make it unclean: they are facts to act on (add a price and re-rate;
 // watch redeliveries), not inconsistencies; so are events of an unknown
 // customer or of another customer's key. Amounts are exact decimal
@@ -32,6 +32,13 @@ type Reconciliation struct {
 	EventsWithoutID int64 `json:"events_without_id"`
 	IDsWithoutEvent int64 `json:"ids_without_event"`
 	DuplicateIDs    int64 `json:"duplicate_ids"`
+	// RerateEntriesWithoutEvent counts the rerate entries effective in
+	// range whose event is not stored at that time for that customer: a
+	// re-rating dates its entry at its event's time and moves that hour's
+	// rollup with it, so such an entry was written another way (by hand).
+	// The rollups and balances do not hold it, while an export's charges
+	// and the event's cost do, so they would disagree with the statement.
+	RerateEntriesWithoutEvent int64 `json:"rerate_entries_without_event"`
 	// RollupMismatches lists (at most MaxListed of RollupMismatchCount)
 	// hourly rollup rows that differ from the events and rerate entries.
 	RollupMismatches    []RollupMismatch `json:"rollup_mismatches"`
@@ -119,7 +126,7 @@ type UnpricedModel struct {
 // one repeatable-read snapshot: the hourly rollups against the events and
 // rerate entries (every rollup row, per customer, hour, key, model and
 // currency: requests, each token class, the list cost and the charge); the events against
-// their dedupe keys; the balances against the entries and events (all
+// their dedupe keys; the rerate entries against their events; the balances against the entries and events (all
 // time); and it counts unpriced events and rejected duplicates. It returns
 // EInvalid when from is not before to. It reads every event in range:
 // run it off-peak, or against a replica, on large ranges.
@@ -132,7 +139,8 @@ func (s *Store) Reconcile(ctx context.Context, from, to time.Time) (Reconciliati
 	rec := Reconciliation{From: from.UTC().Truncate(time.Hour), To: to.UTC().Add(time.Hour - 1).Truncate(time.Hour),
 		RollupMismatches: []RollupMismatch{}, BalanceMismatches: []BalanceMismatch{}, Unpriced: []UnpricedModel{}}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		for _, step := range []func(context.Context, pgx.Tx) error{rec.checkRollups, rec.checkIDs, rec.checkBalances, rec.countUnpriced, rec.checkOwners} {
+		for _, step := range []func(context.Context, pgx.Tx) error{rec.checkRollups, rec.checkIDs, rec.checkRerateEntries,
+			rec.checkBalances, rec.countUnpriced, rec.checkOwners} {
 			if err := step(ctx, tx); err != nil {
 				return err
 			}
@@ -143,7 +151,8 @@ func (s *Store) Reconcile(ctx context.Context, from, to time.Time) (Reconciliati
 		return Reconciliation{}, dbError(err, "reconciliation")
 	}
 	rec.Clean = rec.RollupMismatchCount == 0 && len(rec.BalanceMismatches) == 0 && rec.EventsWithoutID == 0 &&
-		rec.IDsWithoutEvent == 0 && rec.DuplicateIDs == 0 && rec.Events+rec.Attempts == rec.EventIDs
+		rec.IDsWithoutEvent == 0 && rec.DuplicateIDs == 0 && rec.Events+rec.Attempts == rec.EventIDs &&
+		rec.RerateEntriesWithoutEvent == 0
 	return rec, nil
 }
 
@@ -288,6 +297,21 @@ func (rec *Reconciliation) checkIDs(ctx context.Context, tx pgx.Tx) error {
 	).Scan(&rec.Events, &rec.EventIDs, &rec.EventsWithoutID, &rec.IDsWithoutEvent, &rec.DuplicateIDs, &rec.DuplicatesRejected,
 		&rec.Attempts)
 	return err
+}
+
+// checkRerateEntries counts the rerate entries in range without their
+// event: none stored with the entry's event id, customer and time (an
+// entry is dated at its event's time, to the microsecond). checkRollups
+// joins rerate entries to the events of the range by id alone, so an entry
+// naming no event, or dated away from its event (in another range), was
+// in no rollup figure it checks.
+func (rec *Reconciliation) checkRerateEntries(ctx context.Context, tx pgx.Tx) error {
+	return tx.QueryRow(ctx, `
+		SELECT count(*) FROM ledger_entries l
+		WHERE l.kind = 'rerate' AND l.effective_at >= $1 AND l.effective_at < $2
+		  AND NOT EXISTS (SELECT 1 FROM usage_events e
+		    WHERE e.id = l.event_id AND e.occurred_at = l.effective_at AND e.customer_id = l.customer_id)`,
+		rec.From, rec.To).Scan(&rec.RerateEntriesWithoutEvent)
 }
 
 // checkBalances recomputes every balance row as insertEntry, stagedStatement

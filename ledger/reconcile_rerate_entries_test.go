@@ -43,7 +43,7 @@ func TestReconcileFindsRerateEntriesWithoutTheirEvent(t *testing.T) {
 	months := []time.Time{time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
 		time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
 	for i := range 3 {
-		if rec, err := s.Reconcile(ctx, months[i], months[i+1]); err != nil || !rec.Clean {
+		if rec, err := s.Reconcile(ctx, months[i], months[i+1]); err != nil || !rec.Clean || rec.RerateEntriesWithoutEvent != 0 {
 			t.Fatalf("%s: Reconcile = %+v, %v; want clean", months[i].Format("2006-01"), rec, err)
 		}
 	}
@@ -62,9 +62,13 @@ func TestReconcileFindsRerateEntriesWithoutTheirEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Clean == forged {
-			t.Errorf("%s: clean %v with a forged rerate entry in it: %v; Reconcile = %+v",
-				months[i].Format("2006-01"), rec.Clean, forged, rec)
+		want := int64(0)
+		if forged {
+			want = 1
+		}
+		if rec.Clean == forged || rec.RerateEntriesWithoutEvent != want {
+			t.Errorf("%s: clean %v, %d rerate entries without their event; want clean %v, %d",
+				months[i].Format("2006-01"), rec.Clean, rec.RerateEntriesWithoutEvent, !forged, want)
 		}
 	}
 }

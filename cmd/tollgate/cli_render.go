@@ -66,7 +66,7 @@ func (c *cli) showReconciliation(r ledger.Reconciliation) {
 	c.fields("Range", ts(&r.From)+" to "+ts(&r.To), "Clean", clean,
 		"Events", n(r.Events), "Attempts (not charged)", n(r.Attempts), "Event ids", n(r.EventIDs),
 		"Events without id", n(r.EventsWithoutID), "Ids without event", n(r.IDsWithoutEvent), "Duplicate ids", n(r.DuplicateIDs),
-		"Rollup mismatches", n(r.RollupMismatchCount), "Balance mismatches", strconv.Itoa(len(r.BalanceMismatches)),
+		"Rerate entries without event", n(r.RerateEntriesWithoutEvent), "Rollup mismatches", n(r.RollupMismatchCount), "Balance mismatches", strconv.Itoa(len(r.BalanceMismatches)),
 		"Unpriced events", n(r.UnpricedEvents), "Duplicates rejected", n(r.DuplicatesRejected),
 		"Events of unknown customers", n(r.UnknownCustomerEvents), "Events of another customer's key", n(r.ForeignKeyEvents))
 	if r.UnknownCustomerEvents+r.ForeignKeyEvents > 0 {
@@ -82,7 +82,8 @@ func (c *cli) showReconciliation(r ledger.Reconciliation) {
 		v    int64
 		what string
 	}{{r.EventsWithoutID, "events without an event id"}, {r.IDsWithoutEvent, "event ids without an event"},
-		{r.DuplicateIDs, "ids stored as more than one event"}} {
+		{r.DuplicateIDs, "ids stored as more than one event"},
+		{r.RerateEntriesWithoutEvent, "rerate entries without their event (none stored with that id, customer and time)"}} {
 		if d.v != 0 {
 			counts = append(counts, fmt.Sprintf("%s: %d", d.what, d.v))
 		}
