@@ -1,0 +1,53 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestCLITablesShowControlCharactersEscaped: an end user is named by the
+// customer's own clients (the request's user or safety_identifier field,
+// or X-Tollgate-End-User), and a tag by its metadata: text no operator
+// chose, which `tollgate usage --group-by end_user` printed to the
+// operator's terminal as it came. An audit's request naming its user
+// "alice\x1b]0;pwned\x07\nmallory   999999 …" set the terminal's title
+// and printed a second row, a forged end user with 999999 requests, under
+// the real one. Every cell a table or a field list prints shows a control
+// character escaped, on the row it belongs to.
+func TestCLITablesShowControlCharactersEscaped(t *testing.T) {
+	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/admin/v1/usage":
+			_, _ = w.Write([]byte(`{"data":[{"group":"alice\u001b]0;pwned\u0007\nmallory\t999999\u009b2J\u202e","requests":1,` +
+				`"unpriced_requests":0,"prompt_tokens":1,"cached_tokens":0,"cache_write_tokens":0,"completion_tokens":1,` +
+				`"reasoning_tokens":0,"web_search_requests":0,"cost":"0.000001","currency":"USD"}]}`))
+		case "/admin/v1/customers/0197a3c2-1111-7222-8333-444455556666":
+			_, _ = w.Write([]byte(`{"id":"0197a3c2-1111-7222-8333-444455556666","name":"acme\u001b[2J\r\nName: forged",` +
+				`"currency":"USD","credit_limit":null,"created_at":"2026-12-05T00:00:00Z","updated_at":"2026-12-05T00:00:00Z"}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer admin.Close()
+	env := map[string]string{"TOLLGATE_ADMIN_URL": admin.URL, "TOLLGATE_ADMIN_TOKEN": testAdminToken}
+	for _, args := range [][]string{
+		{"usage", "--customer", "0197a3c2-1111-7222-8333-444455556666", "--group-by", "end_user", "--from", "2026-12-01"},
+		{"customers", "get", "0197a3c2-1111-7222-8333-444455556666"},
+	} {
+		r := runTollgate(t, env, args...)
+		if r.code != exitOK {
+			t.Fatalf("%v: exit %d, %s", args, r.code, r.errOut)
+		}
+		if i := strings.IndexFunc(r.out, func(c rune) bool {
+			return c != '\n' && (c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == '\u202e')
+		}); i >= 0 {
+			t.Errorf("%v printed control character %q:\n%q", args, []rune(r.out[i:])[0], r.out)
+		}
+		if strings.Contains(r.out, "\nmallory") || strings.Contains(r.out, "\nName: forged") {
+			t.Errorf("%v printed a value's line break as a row of its own:\n%s", args, r.out)
+		}
+	}
+}
