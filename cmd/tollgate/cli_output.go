@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // show prints what a command got: v as JSON with --json, else render's
@@ -42,23 +45,65 @@ func data[T any](rows []T) any {
 	}{rows}
 }
 
-// table prints rows under a header, in aligned columns.
+// table prints rows under a header, in aligned columns, each cell shown
+// by printable.
 func (c *cli) table(header []string, rows [][]string) {
 	w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, strings.Join(header, "\t"))
+	cells := []string{}
 	for _, r := range rows {
-		fmt.Fprintln(w, strings.Join(r, "\t"))
+		cells = cells[:0]
+		for _, v := range r {
+			cells = append(cells, printable(v))
+		}
+		fmt.Fprintln(w, strings.Join(cells, "\t"))
 	}
 	w.Flush()
 }
 
-// fields prints name, value pairs as two aligned columns.
+// fields prints name, value pairs as two aligned columns, each value
+// shown by printable.
 func (c *cli) fields(pairs ...string) {
 	w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	for i := 0; i+1 < len(pairs); i += 2 {
-		fmt.Fprintf(w, "%s:\t%s\n", pairs[i], pairs[i+1])
+		fmt.Fprintf(w, "%s:\t%s\n", pairs[i], printable(pairs[i+1]))
 	}
 	w.Flush()
+}
+
+// printable is s with every control character (C0, DEL, C1: a line break,
+// a tab, an escape sequence's ESC or CSI) and every bidirectional
+// formatting character (U+200E, U+200F, U+202A to U+202E, U+2066 to
+// U+2069) written as its Go escape (\n, \x1b, \u202e), and invalid UTF-8
+// as \x escapes: the ledger holds text no operator chose (end users and
+// tags sent by customers' clients, errors and model names sent by
+// upstreams), and a table cell must neither drive the terminal nor break
+// into rows of its own. Other text is unchanged.
+func printable(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, unprintable) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case unprintable(r):
+			q := strconv.QuoteRune(r) // '\n', '\x1b', '\u202e'
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// unprintable reports whether printable escapes r.
+func unprintable(r rune) bool {
+	return unicode.IsControl(r) || r == '\u200e' || r == '\u200f' ||
+		(r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069')
 }
 
 // opt shows an optional value, "-" for none.
