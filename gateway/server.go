@@ -385,9 +385,9 @@ func (s *Server) Addr() string { return s.addr }
 // finish until ctx ends (the grace period), then cuts off those still
 // running (an error frame in their protocol, their upstream read on for
 // ShutdownDrain to learn its usage) and waits for them. Every request's
-// usage event is durable when Stop returns. It returns ctx.Err() when the
-// grace period ran out, else nil; it is idempotent and safe on a server
-// never started.
+// usage event is durable when Stop returns, and the upstream connections
+// left idle are closed. It returns ctx.Err() when the grace period ran
+// out, else nil; it is idempotent and safe on a server never started.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		if s.srv == nil {
@@ -429,6 +429,11 @@ func (s *Server) Stop(ctx context.Context) error {
 		s.stopBackground()
 		<-s.backgroundDone
 		s.serving.Wait() // Serve returns once Shutdown or Close has closed its listener
+		// The upstream connections the requests left idle (up to 1,024 a
+		// host, two goroutines each) close now, not at the transports'
+		// idle timeout after Stop returned.
+		s.client.CloseIdleConnections()
+		s.h2c.CloseIdleConnections()
 	})
 	return s.stopErr
 }
