@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +153,11 @@ func TestARefusedEventIsPublishedOnceTheSinkRecovers(t *testing.T) {
 	if n := st.sink.count(); n != 0 {
 		t.Fatalf("%d events published while the sink refused them", n)
 	}
+	// Refused again, it is still owed: its journal entry not ended, or a
+	// crash now would lose it.
+	if calls := st.journal.of(id); calls[len(calls)-1] != "fail" || slices.Contains(calls, "end") {
+		t.Fatalf("journal calls after a refused offer: %v (want it left failed, not ended)", calls)
+	}
 	st.sink.setFail(nil)
 	e := st.sink.event(t, id)
 	if e.Usage.CompletionTokens == 0 {
@@ -168,5 +174,8 @@ func TestARefusedEventIsPublishedOnceTheSinkRecovers(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	if n := st.sink.count(); n != 1 {
 		t.Errorf("the owed event was published %d times, want once", n)
+	}
+	if calls := st.journal.of(id); slices.Index(calls, "end") != len(calls)-1 {
+		t.Errorf("journal calls: %v (want one end, once it was published)", calls)
 	}
 }
