@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,11 @@ func TestARefusedAttemptEventIsPublishedOnceTheSinkRecovers(t *testing.T) {
 	if n := st.sink.count(); n != 0 {
 		t.Fatalf("%d events published while the sink refused them", n)
 	}
+	// Each refused event's journal entry stays open until it is published:
+	// ended before, a crash now would lose it.
+	if ended := endedUnpublished(st.journal); len(ended) > 0 {
+		t.Fatalf("events journaled as failed, then ended while the sink refused them: %v", ended)
+	}
 	st.sink.setFail(nil)
 	if e := st.sink.event(t, id); e.NotCharged || e.Deployment != "spare" {
 		t.Errorf("served attempt %+v", e)
@@ -49,4 +55,26 @@ func TestARefusedAttemptEventIsPublishedOnceTheSinkRecovers(t *testing.T) {
 			t.Errorf("failed attempt on %s: %+v", d, e)
 		}
 	}
+}
+
+// endedUnpublished returns the ids j ended after journaling their final
+// event as failed (the sink refused it), in the order of the ends.
+func endedUnpublished(j *memJournal) []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	failed := map[string]bool{}
+	var ended []string
+	for _, c := range j.calls {
+		kind, rest, _ := strings.Cut(c, " ")
+		id, _, _ := strings.Cut(rest, " ")
+		switch kind {
+		case "fail":
+			failed[id] = true
+		case "end":
+			if failed[id] {
+				ended = append(ended, id)
+			}
+		}
+	}
+	return ended
 }
