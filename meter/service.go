@@ -176,7 +176,7 @@ func (s *Service) failed(err error) {
 	if err == nil { // Run ends without an error only with its context
 		err = errors.New("the worker stopped")
 	}
-	refused := refusal(err)
+	refused := Refused(err)
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -213,10 +213,12 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 }
 
-// refusal reports whether err is JetStream refusing the usage stream or its
-// consumer as configured: a JetStream API error, other than the transient
-// ones (transientAPIErrors).
-func refusal(err error) bool {
+// Refused reports whether err is JetStream refusing the usage stream or its
+// consumer as configured (say, meter.replicas 3 on a server that is not in
+// a cluster: "replicas > 1 not supported in non-clustered mode"), which no
+// wait cures: a JetStream API error, other than the transient ones
+// (transientAPIErrors). NATS out of reach is not a refusal.
+func Refused(err error) bool {
 	var api *jetstream.APIError
 	return errors.As(err, &api) && !transientAPIErrors[api.ErrorCode]
 }

@@ -35,8 +35,8 @@ func TestRefusalLeavesOutTransientAPIErrors(t *testing.T) {
 		{api(10039, "JetStream not enabled for account"), true},
 		{api(10023, "insufficient resources"), true},
 	} {
-		if got := refusal(c.err); got != c.refused {
-			t.Errorf("refusal(%v) = %v, want %v", c.err, got, c.refused)
+		if got := Refused(c.err); got != c.refused {
+			t.Errorf("Refused(%v) = %v, want %v", c.err, got, c.refused)
 		}
 	}
 }

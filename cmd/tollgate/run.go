@@ -257,11 +257,11 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 				if r.gateway {
 					then = "events are spooled until it is"
 				}
-				log.Warn("usage stream not reachable yet; "+then, "err", err)
+				streamNotReady(log, "usage stream", then, err)
 			}
 		}
 		if a.dlq, err = meter.EnsureDLQ(sctx, js, mc.Stream()); err != nil {
-			log.Warn("dead-letter stream not reachable yet", "err", err)
+			streamNotReady(log, "dead-letter stream", "", err)
 			a.dlq = nil
 		}
 		scancel()
@@ -371,3 +371,20 @@ func migrate(ctx context.Context, log *slog.Logger, args []string, stdout io.Wri
 // a warning: the admin API and the console's sign-in answer every guess at
 // once, so the token's length is what stands against guessing.
 const minAdminToken = 32
+
+// streamNotReady logs that the start could not make or update stream
+// (what, as the log names it): JetStream refusing it as configured at
+// ERROR with NATS' words, as no wait cures it (a gateway publishes to the
+// stream if it is there as it was, and spools otherwise); NATS out of reach
+// at WARN, saying then (what happens meanwhile), if not "".
+func streamNotReady(log *slog.Logger, what, then string, err error) {
+	if meter.Refused(err) {
+		log.Error(what+" refused by JetStream as configured (check meter.replicas against the NATS servers, "+
+			"and the stream's settings if it was made by hand); a gateway publishes to it if it is there, and spools otherwise", "err", err)
+		return
+	}
+	if then != "" {
+		then = "; " + then
+	}
+	log.Warn(what+" not reachable yet"+then, "err", err)
+}
