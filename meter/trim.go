@@ -3,6 +3,7 @@ package meter
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,48 @@ import (
 // trimLogEvery is how often a trim that keeps failing is logged again.
 const trimLogEvery = 5 * time.Minute
 
+// trimErrorAfter is how long trims must keep failing to be logged at ERROR:
+// a leader change, or a node resuming with a stale view of the stream
+// (an ack floor past a last sequence it has not caught up on yet), fails a
+// few trims and passes within seconds; permissions or a stream that lost
+// its tail do not.
+const trimErrorAfter = time.Minute
+
+// trimFailures is how a run of failed trims is logged: at WARN at its
+// first failure, at ERROR once it has lasted trimErrorAfter and then every
+// trimLogEvery; and its end, once it had been logged.
+type trimFailures struct {
+	since, logged time.Time
+	erred         bool
+}
+
+// failed records a failure at now and returns the level to log it at, and
+// whether to log it.
+func (f *trimFailures) failed(now time.Time) (slog.Level, bool) {
+	if f.since.IsZero() {
+		f.since = now
+	}
+	switch {
+	case now.Sub(f.since) >= trimErrorAfter:
+		if !f.erred || now.Sub(f.logged) >= trimLogEvery {
+			f.erred, f.logged = true, now
+			return slog.LevelError, true
+		}
+	case f.logged.IsZero():
+		f.logged = now
+		return slog.LevelWarn, true
+	}
+	return 0, false
+}
+
+// ok records a trim that worked, and reports whether it ends a run of
+// failures that was logged.
+func (f *trimFailures) ok() bool {
+	logged := !f.logged.IsZero()
+	*f = trimFailures{}
+	return logged
+}
+
 // trim removes from the usage stream, every TrimEvery until ctx ends, the
 // events at or below the durable consumer's ack floor: the stream sequence
 // below which every event has been acknowledged, that is written to the
@@ -21,15 +64,14 @@ const trimLogEvery = 5 * time.Minute
 // delivered to no worker yet, is above the floor and stays. The floor is
 // the consumer's, not this worker's: every worker sharing the consumer
 // trims to the same floor, and a purge below the stream's first sequence
-// removes nothing. A failed or refused trim is logged (again every
-// trimLogEvery while it lasts), counted (Observer.TrimFailed) and tried
-// again at the next tick; the events stay in the stream meanwhile, which
-// costs only disk.
+// removes nothing. A failed or refused trim is logged (see trimFailures),
+// counted (Observer.TrimFailed) and tried again at the next tick; the
+// events stay in the stream meanwhile, which costs only disk.
 func (w *Worker) trim(ctx context.Context) {
 	t := time.NewTicker(w.cfg.TrimEvery)
 	defer t.Stop()
-	var trimmed uint64   // the floor of the last trim
-	var logged time.Time // when the current run of failures was last logged
+	var trimmed uint64 // the floor of the last trim
+	var fails trimFailures
 	for {
 		select {
 		case <-ctx.Done():
@@ -39,14 +81,17 @@ func (w *Worker) trim(ctx context.Context) {
 		floor, err := w.trimTo(ctx, trimmed)
 		switch {
 		case err == nil:
-			trimmed, logged = floor, time.Time{}
+			trimmed = floor
+			if fails.ok() {
+				w.cfg.Logger.Info("meter: the usage stream is trimmed again")
+			}
 		case ctx.Err() != nil:
 			return
 		default:
 			w.obs.TrimFailed()
-			if time.Since(logged) >= trimLogEvery {
-				logged = time.Now()
-				w.cfg.Logger.Error("meter: the usage stream is not trimmed; it keeps every event until this is fixed", "err", err)
+			if level, ok := fails.failed(time.Now()); ok {
+				w.cfg.Logger.Log(ctx, level, "meter: the usage stream is not trimmed; it keeps every event until this is fixed",
+					"err", err, "failing_for", time.Since(fails.since).Round(time.Second).String())
 			}
 		}
 	}
