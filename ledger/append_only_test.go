@@ -113,3 +113,26 @@ func TestLedgerTablesRefuseTruncate(t *testing.T) {
 	}
 	check("a partition made before the migration")
 }
+
+// TestMigrationNoTruncateAgainAfterPartitionMade: rolled back to 13 (to
+// roll a release back), a process of this release still running makes the
+// next month's partition, with its TRUNCATE trigger (makePartition); the
+// migration applied again must take that partition as it is, not stop on
+// the trigger it already has.
+func TestMigrationNoTruncateAgainAfterPartitionMade(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	if _, _, err := s.MigrateDown(ctx, 13); err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvent(c.ID, k.ID, "m", time.Date(2031, 3, 5, 0, 0, 0, 0, time.UTC), usage.Tokens{PromptTokens: 5})
+	if _, err := s.WriteEvents(ctx, []usage.Event{ev}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate up again after a partition was made at 13: %v", err)
+	}
+	if err := s.ExecForTest(ctx, "TRUNCATE usage_events_2031_03"); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Errorf("TRUNCATE of the month: %v; want it refused", err)
+	}
+}
