@@ -25,7 +25,10 @@ DO $$
 DECLARE
     part regclass;
 BEGIN
-    FOR part IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'usage_events'::regclass LOOP
+    -- A partition made by Store.makePartition while the ledger was rolled
+    -- back below 14 (a process of this release still running) has it.
+    FOR part IN SELECT i.inhrelid::regclass FROM pg_inherits i WHERE i.inhparent = 'usage_events'::regclass
+            AND NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = i.inhrelid AND t.tgname = 'ledger_no_truncate') LOOP
         EXECUTE format('CREATE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON %s '
             'FOR EACH STATEMENT EXECUTE FUNCTION ledger_append_only()', part);
     END LOOP;
