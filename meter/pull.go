@@ -131,11 +131,17 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 			return err
 		case err == nil:
 			w.unstall()
-		case done != nil: // not stopping
+		case done != nil && ctx.Err() == nil: // not stopping (a stop cuts the question short)
 			w.stall(err)
 			recheck = time.After(stallRecheck)
 		}
 		return nil
+	}
+	if w.stalled.Load() {
+		// A subscription made again while the consumer did not answer
+		// (the last one ended meanwhile) asks again as the last did:
+		// else an idle worker stayed stalled until an event came.
+		recheck = time.After(stallRecheck)
 	}
 	for {
 		select {
