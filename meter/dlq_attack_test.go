@@ -242,20 +242,13 @@ func TestReplayKeepsTheEventID(t *testing.T) {
 
 // lostAck is a delivered message whose acknowledgment never reaches
 // JetStream (the worker crashed right after the dead letter's PubAck).
-type lostAck struct{ jetstream.Msg }
-
-func (lostAck) Ack() error { return nil }
-
-// TestPoisonRedeliveredIsSetAsideOnce: a poison message set aside whose
-// acknowledgment was lost is delivered again, to another worker; the
-// dead-letter stream still holds it once.
-func TestPoisonRedeliveredIsSetAsideOnce(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store := ledgertest.NewStore(t)
-	js := metertest.NewStream(t)
-	cfg := meter.WorkerConfig{AckWait: time.Second}
-	first, err := meter.NewWorker(ctx, js, store, cfg)
+// fetchPoison makes a worker of cfg on js (its consumer made), publishes
+// one poison message ({"v":99}, an event of a version no worker reads) and
+// fetches it from the worker's consumer as the worker would: the worker,
+// its consumer and the batch holding the message.
+func fetchPoison(t *testing.T, ctx context.Context, js jetstream.JetStream, store meter.Store, cfg meter.WorkerConfig) (*meter.Worker, jetstream.Consumer, jetstream.MessageBatch) {
+	t.Helper()
+	w, err := meter.NewWorker(ctx, js, store, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +263,23 @@ func TestPoisonRedeliveredIsSetAsideOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w, cons, b
+}
+
+type lostAck struct{ jetstream.Msg }
+
+func (lostAck) Ack() error { return nil }
+
+// TestPoisonRedeliveredIsSetAsideOnce: a poison message set aside whose
+// acknowledgment was lost is delivered again, to another worker; the
+// dead-letter stream still holds it once.
+func TestPoisonRedeliveredIsSetAsideOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	cfg := meter.WorkerConfig{AckWait: time.Second}
+	first, cons, b := fetchPoison(t, ctx, js, store, cfg)
 	for m := range b.Messages() {
 		meter.SetAside(first, ctx, lostAck{m}, "undecodable (the first worker)")
 	}

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
@@ -24,21 +22,7 @@ func TestSetAsideCutShortByAStopLeavesThePoisonUnacknowledged(t *testing.T) {
 	store := ledgertest.NewStore(t)
 	js := metertest.NewStream(t)
 	cfg := meter.WorkerConfig{AckWait: time.Second}
-	first, err := meter.NewWorker(ctx, js, store, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(ctx, meter.DefaultSubject, []byte(`{"v":99}`)); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, cons, b := fetchPoison(t, ctx, js, store, cfg)
 	stopped, stop := context.WithCancel(ctx)
 	stop() // the worker is stopping: the dead letter's publish is not made
 	got := 0
