@@ -67,8 +67,8 @@ func TestBrowserPortal(t *testing.T) {
 	if got, want := text(t, tab, "#balance"), bal.Balance+" "+bal.Currency; got != want {
 		t.Errorf("portal balance = %q, the API's = %q", got, want)
 	}
-	if got := text(t, tab, "#credits"); got != bal.Credits {
-		t.Errorf("portal credits = %q, the API's = %q", got, bal.Credits)
+	if got, want := text(t, tab, "#credits"), bal.Credits+" "+bal.Currency; got != want {
+		t.Errorf("portal credits = %q, the API's = %q", got, want)
 	}
 	if got, want := text(t, tab, "#spend-month"), sumCosts(byModel.costs()); got != want {
 		t.Errorf("portal spend this month = %q, the API's = %q", got, want)

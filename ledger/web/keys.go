@@ -307,7 +307,7 @@ func optionalDate(r *http.Request, field string) (*time.Time, error) {
 			return &t, nil
 		}
 	}
-	return nil, &ledger.Error{Code: ledger.EInvalid, Message: field + ": " + strconv.Quote(s) + " is not a date (2026-01-31)"}
+	return nil, &ledger.Error{Code: ledger.EInvalid, Message: field + ": " + strconv.Quote(s) + " is not a date (2026-01-31 or 2026-01-31T18:00, UTC)"}
 }
 
 // modelList splits a comma- or space-separated list of models (nil: none).
