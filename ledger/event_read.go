@@ -32,6 +32,10 @@ type RatedEvent struct {
 	Charge     string `json:"charge"`
 	Cost       string `json:"cost"`
 	Currency   string `json:"currency"`
+	// Rerated is true when a re-rating has charged the event anew (it has
+	// rerate entries): its Cost then differs from Charge, and an event
+	// Unpriced when stored may have a Cost.
+	Rerated bool `json:"rerated"`
 }
 
 // selectEvents reads events (as e) with their rerate entries (as r).
@@ -41,8 +45,8 @@ const selectEvents = `SELECT e.id, e.occurred_at, e.customer_id, e.key_id, e.pro
   e.ttft_ms, e.duration_ms, e.error, e.corrections, e.end_user, e.metadata, e.deployment, e.attempt, coalesce(e.price_id, 0), coalesce(e.override_id, 0), e.unpriced,
   coalesce(r.currency, e.currency), e.cost_e12::text, e.discount_bp,
   (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001)::text,
-  (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0))::text
-FROM usage_events e LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount
+  (e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0))::text, r.n > 0
+FROM usage_events e LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount, count(*) AS n
   FROM ledger_entries WHERE event_id = e.id AND kind = 'rerate') r ON true `
 
 func scanEvent(row pgx.Row) (RatedEvent, error) {
@@ -55,7 +59,7 @@ func scanEvent(row pgx.Row) (RatedEvent, error) {
 		&e.Usage.CachedTokens, &e.Usage.CacheWriteTokens, &e.Usage.CompletionTokens,
 		&e.Usage.ReasoningTokens, &e.Usage.WebSearchRequests, &e.UsageSource, &e.TTFTMillis,
 		&e.DurationMillis, &e.Error, &e.Corrections, &e.EndUser, &e.Metadata, &e.Deployment, &e.Attempt, &r.PriceID, &r.OverrideID, &r.Unpriced, &r.Currency, &listCost, &r.DiscountBP,
-		&charge, &cost)
+		&charge, &cost, &r.Rerated)
 	if err != nil {
 		return RatedEvent{}, err
 	}
