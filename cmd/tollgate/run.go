@@ -175,7 +175,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		if !r.gatewayOnly() || !ledger.Down(err) {
 			return nil, err
 		}
-		log.Warn("database unreachable: the gateway serves without it; its customer API (/v1/usage, /v1/balance, /v1/requests, /v1/statements) "+
+		log.Warn("database unreachable: the gateway serves without it; its customer API (/v1/usage, /v1/balance, /v1/keys, /v1/requests, /v1/statements) "+
 			"and look-ups of keys not yet in the key buckets fail until it is back", "err", err)
 		if a.store, err = ledger.OpenLazy(e.DatabaseURL); err != nil {
 			return nil, err

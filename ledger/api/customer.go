@@ -87,8 +87,8 @@ func NewSelf(store *ledger.Store, keys KeyLookup, log *slog.Logger) *Self {
 		all: make(chan struct{}, selfQueriesAll(conns))}
 }
 
-// Routes adds GET /v1/usage, GET /v1/balance, GET /v1/requests, GET
-// /v1/requests/{id} and GET /v1/statements/{period} to r.
+// Routes adds GET /v1/usage, GET /v1/balance, GET /v1/keys, GET
+// /v1/requests, GET /v1/requests/{id} and GET /v1/statements/{period} to r.
 // A query parameter a route does not take (openapi.json's, and key, which
 // may carry the API key) is refused with 400 (checkQuery; customer_id, the
 // admin API's, before it, with a sentence of its own: refuseCustomerID),
@@ -103,6 +103,7 @@ func (c *Self) Routes(r chi.Router) {
 	}
 	get("/v1/usage", c.usage)
 	get("/v1/balance", c.balance)
+	get("/v1/keys", c.listKeys)
 	get("/v1/statements/{period}", c.statement)
 	get("/v1/requests", c.requests)
 	get("/v1/requests/{id}", c.request, c.reads.validID("request"))
@@ -272,6 +273,25 @@ func (c *Self) usage(w http.ResponseWriter, r *http.Request) {
 func (c *Self) balance(w http.ResponseWriter, r *http.Request) {
 	b, err := c.reads.store.Balance(r.Context(), r.Context().Value(selfKey{}).(string))
 	c.reads.respond(w, r, http.StatusOK, b, err)
+}
+
+// listKeys serves GET /v1/keys: the caller's customer's keys, oldest first,
+// a page at a time (limit 1 to ledger.MaxKeyLimit, 1000 by default;
+// cursor is the previous page's next_cursor), as the admin API's
+// GET /admin/v1/customers/{id}/keys answers them: names, prefixes and
+// limits, never a secret (the ledger keeps only their hashes).
+func (c *Self) listKeys(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	kq := ledger.KeyQuery{Cursor: q.Get("cursor")}
+	if l := q.Get("limit"); l != "" {
+		var err error
+		if kq.Limit, err = intParam("limit", l, 1, ledger.MaxKeyLimit); err != nil {
+			c.reads.fail(w, r, err)
+			return
+		}
+	}
+	page, err := c.reads.store.KeysPage(r.Context(), r.Context().Value(selfKey{}).(string), kq)
+	c.reads.respond(w, r, http.StatusOK, page, err)
 }
 
 // request serves GET /v1/requests/{id}: one of the customer's requests
