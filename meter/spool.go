@@ -42,6 +42,9 @@ type Spool struct {
 	lock    *dirlock.Lock // dir's, held from OpenSpool to Close
 	maxSize int64         // bytes; 0 is unlimited
 
+	closeOnce sync.Once // Close's work, which a second Close waits for
+	closeErr  error
+
 	mu      sync.Mutex
 	pending []spoolWrite
 	wake    chan struct{}
@@ -403,13 +406,17 @@ func (s *Spool) Stats() (events, bytes int64, oldest time.Duration) {
 	return s.count, s.size, oldest
 }
 
-// Close stops the writer after the pending appends are written.
+// Close stops the writer after the pending appends are written, then
+// closes the segment and releases the directory. A Close called while
+// another runs returns once that one has, with its error: a lifecycle
+// review saw the second return at once, the spool still open.
 func (s *Spool) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Spool) close() error {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
 	s.closed = true
 	s.mu.Unlock()
 	select {

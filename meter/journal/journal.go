@@ -88,6 +88,9 @@ type Journal struct {
 	buf    []byte             // records not yet written
 	open   map[[16]byte]uint8 // requests begun and not ended: their kind (begun or failed)
 	closed bool
+
+	closeOnce sync.Once // Close's work, which a second Close waits for
+	closeErr  error
 	// failing is the error of the last write or fsync while it failed,
 	// nil once one succeeds after it (see Failing); isFailing says whether
 	// it is set, read without mu on every request.
@@ -432,14 +435,15 @@ const (
 // ended are then lost to the next start (the error says how many bytes;
 // the gateway logged each failed event). It returns one too when an fsync
 // failed. A failed write that a later one got past is not reported. It is
-// idempotent.
+// idempotent: a Close called while another runs returns once that one has
+// (its last records written, its directory released), with its error.
 func (j *Journal) Close() error {
+	j.closeOnce.Do(func() { j.closeErr = j.close() })
+	return j.closeErr
+}
+
+func (j *Journal) close() error {
 	j.mu.Lock()
-	if j.closed {
-		j.mu.Unlock()
-		<-j.done
-		return nil
-	}
 	j.closed = true
 	j.mu.Unlock()
 	j.signal()
