@@ -131,7 +131,7 @@ func (w *Worker) release(ctx context.Context, e *estimates) pending {
 		out = pending{events: e.events[:n:n], msgs: e.msgs[:n:n]}
 		e.events, e.msgs, e.seqs, e.times = e.events[n:], e.msgs[n:], e.seqs[n:], e.times[n:]
 	}
-	inProgress(e.msgs)
+	inProgress(w.gate, e.msgs)
 	if len(e.events) > 0 {
 		e.timer = time.NewTimer(e.every)
 	}

@@ -5,6 +5,7 @@ package meter
 // it waits, and handed back or awaited as Run decides.
 
 import (
+	"context"
 	"hash/maphash"
 	"slices"
 	"time"
@@ -36,7 +37,7 @@ func notHeld(over, held []jetstream.Msg) []jetstream.Msg {
 
 // await returns once every channel in chans is closed, keeping msgs' ack
 // wait from running out meanwhile (InProgress every `every`).
-func await(chans []chan struct{}, msgs []jetstream.Msg, every time.Duration) {
+func await(g *ackGate, chans []chan struct{}, msgs []jetstream.Msg, every time.Duration) {
 	if len(chans) == 0 {
 		return
 	}
@@ -48,7 +49,7 @@ func await(chans []chan struct{}, msgs []jetstream.Msg, every time.Duration) {
 			case <-c:
 				open = false
 			case <-t.C:
-				inProgress(msgs)
+				inProgress(g, msgs)
 			}
 		}
 	}
@@ -72,7 +73,7 @@ func (w *Worker) handOut(ds pending, lanes []chan pending, inFlight []chan struc
 	for i, p := range split(ds, len(lanes), whole, seed) {
 		if len(p.events) > 0 {
 			p.done = make(chan struct{})
-			handOver(lanes[i], p, p.msgs, w.cfg.AckWait/3, after...)
+			handOver(w.gate, lanes[i], p, p.msgs, w.cfg.AckWait/3, after...)
 			after = nil
 			inFlight = append(inFlight, p.done)
 		}
@@ -102,8 +103,8 @@ const splitAt = 1000
 // it. The channels it sends on are unbuffered, so that a batch is always
 // here or with the stage that extends it (the batcher's flush, write's
 // retries), never in a buffer between them.
-func handOver[T any](out chan<- T, v T, msgs []jetstream.Msg, every time.Duration, after ...chan struct{}) {
-	await(after, msgs, every) // then a new ticker: at most 2 × every between two extensions
+func handOver[T any](g *ackGate, out chan<- T, v T, msgs []jetstream.Msg, every time.Duration, after ...chan struct{}) {
+	await(g, after, msgs, every) // then a new ticker: at most 2 × every between two extensions
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -111,13 +112,18 @@ func handOver[T any](out chan<- T, v T, msgs []jetstream.Msg, every time.Duratio
 		case out <- v:
 			return
 		case <-t.C:
-			inProgress(msgs)
+			inProgress(g, msgs)
 		}
 	}
 }
 
-// inProgress extends the ack wait of msgs.
-func inProgress(msgs []jetstream.Msg) {
+// inProgress extends the ack wait of msgs, unless g holds their
+// acknowledgements back (an extension of a gone stream's message would
+// delay the redelivery of the new event at its sequence).
+func inProgress(g *ackGate, msgs []jetstream.Msg) {
+	if len(msgs) == 0 || !g.live(context.Background()) {
+		return
+	}
 	for _, m := range msgs {
 		_ = m.InProgress()
 	}
@@ -164,7 +170,10 @@ func isClosed(c chan struct{}) bool {
 
 // handBack gives a stopping worker's messages back (Nak), to be
 // redelivered to any worker after handBackDelay.
-func handBack(msgs []jetstream.Msg) {
+func handBack(g *ackGate, msgs []jetstream.Msg) {
+	if len(msgs) == 0 || !g.live(context.Background()) {
+		return // a gone stream's (nothing to redeliver), or not known yet: redelivered after the ack wait
+	}
 	for _, m := range msgs {
 		_ = m.NakWithDelay(handBackDelay)
 	}

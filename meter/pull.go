@@ -15,7 +15,8 @@ import (
 // ctx ends, then drains: every message the server delivered to the worker
 // is put in a batch, and so written or handed back, none left to the ack
 // wait. Run reads out to its end. It returns an error only when the
-// consumer is gone (deleted); other failures are retried after a backoff.
+// consumer is gone (deleted) or the usage stream is (errStreamReplaced);
+// other failures are retried after a backoff.
 //
 // It consumes through one subscription for as long as it runs (nats.go's
 // Consume), not a Fetch per batch. A Fetch ends on its own timer once no
@@ -33,7 +34,7 @@ func (w *Worker) pull(ctx context.Context, out chan<- []jetstream.Msg) error {
 		case err == nil:
 			return nil // ctx ended
 		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound),
-			errors.Is(err, jetstream.ErrStreamNotFound):
+			errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, errStreamReplaced):
 			return fmt.Errorf("consume %s: %w", w.cfg.Durable, err) // the service sets them up again
 		}
 		wait, _ := backoff.Next()
@@ -68,7 +69,9 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 		select {
 		case msgs <- m:
 		case <-quit:
-			_ = m.Nak()
+			if w.gate.live(ctx) {
+				_ = m.Nak()
+			}
 		}
 	},
 		// The messages delivered and not yet batched, at most: nats.go asks
@@ -77,6 +80,7 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			switch {
 			case consumeEnds(err):
+				w.gate.suspect() // the consumer gone, perhaps with its stream
 				select {
 				case ended <- err:
 				default:
@@ -96,7 +100,7 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 	// the subscription would pull on meanwhile, and be redelivered what
 	// the lanes hand back (handBackDelay).
 	defer context.AfterFunc(ctx, cc.Drain)()
-	b := batcher{in: msgs, quit: quit, out: out, size: w.cfg.BatchSize, wait: w.cfg.BatchWait, every: w.cfg.AckWait / 3, timer: time.NewTimer(time.Hour)}
+	b := batcher{gate: w.gate, in: msgs, quit: quit, out: out, size: w.cfg.BatchSize, wait: w.cfg.BatchWait, every: w.cfg.AckWait / 3, timer: time.NewTimer(time.Hour)}
 	b.timer.Stop()
 	// stop ends the subscription at once (its buffered messages go to the
 	// ack wait), and batches what msgs holds once no handler can add to it.
@@ -121,6 +125,7 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 	var closed <-chan struct{}   // once draining: closed when the handler has had every message
 	var giveUp <-chan time.Time  // once draining: drainWait
 	var recheck <-chan time.Time // while the consumer does not answer (stall): when to ask again
+	replaced := w.gate.done()    // the usage stream is gone: this worker is done with it
 	// ask asks JetStream for the consumer after a missed heartbeat, and
 	// again every stallRecheck while it does not answer; it returns the
 	// error when the consumer or its stream is gone.
@@ -161,6 +166,7 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 				w.madeProgress()
 			case gone(err):
 				w.cfg.Logger.Warn("meter: the usage consumer is gone; setting it up again", "err", err)
+				w.gate.suspect()
 				stop()
 				return err
 			case done != nil: // no answer: ask again later, unless stopping
@@ -175,15 +181,22 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 		case <-suspect:
 			if err := ask(); err != nil {
 				w.cfg.Logger.Warn("meter: the usage consumer is gone (NATS lost its store?); setting it up again", "err", err)
+				w.gate.suspect()
 				stop()
 				return err
 			}
 		case <-recheck:
 			if err := ask(); err != nil {
 				w.cfg.Logger.Warn("meter: the usage consumer is gone (NATS lost its store?); setting it up again", "err", err)
+				w.gate.suspect()
 				stop()
 				return err
 			}
+		case <-replaced:
+			// The worker acknowledges nothing more (ackGate): what it is
+			// delivered now would wait out its ack wait.
+			stop()
+			return errStreamReplaced
 		case <-done:
 			// The server stops delivering, the handler is given what it had
 			// sent, and then Closed is.
@@ -222,6 +235,7 @@ const drainWait = 5 * time.Second
 
 // batcher gathers messages from in into batches for out.
 type batcher struct {
+	gate  *ackGate // holds back the extensions of a gone stream's messages
 	in    <-chan jetstream.Msg
 	quit  chan struct{} // closed once the subscription is stopping: flush reads no more from in
 	out   chan<- []jetstream.Msg
@@ -289,8 +303,8 @@ func (b *batcher) flush() {
 		case m := <-in:
 			next = append(next, m)
 		case <-t.C:
-			inProgress(held)
-			inProgress(next)
+			inProgress(b.gate, held)
+			inProgress(b.gate, next)
 		}
 	}
 }

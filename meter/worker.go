@@ -138,6 +138,9 @@ type Worker struct {
 	// AckWait). One transient failure (a deadlock) does it too: those
 	// parts are redelivered 10 s later, one delivery more.
 	stopFailed atomic.Bool
+	// gate holds back the acknowledgements of a usage stream that is gone
+	// (see ackGate).
+	gate *ackGate
 	// onProgress, when set (by Service), is called once per Run, when the
 	// worker first makes progress (see madeProgress); progressed says
 	// whether it has in this Run.
@@ -199,6 +202,7 @@ func (w *Worker) madeProgress() {
 // stream must exist (see EnsureStream).
 func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg WorkerConfig) (*Worker, error) {
 	cfg.defaults()
+	reconnects := js.Conn().Stats().Reconnects // before the stream's info: a reconnect after it is checked
 	stream, err := js.Stream(ctx, cfg.Stream.Name)
 	if err != nil {
 		return nil, fmt.Errorf("usage stream %s: %w", cfg.Stream.Name, noJetStream(js, err))
@@ -228,7 +232,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
 	}
 	return &Worker{cfg: cfg, cons: cons, stream: stream, usage: usageStream, dupWindow: dupWindow, store: store, dlq: dlq,
-		obs: observer(cfg.Observer)}, nil
+		obs: observer(cfg.Observer), gate: newAckGate(js.Conn(), usageStream, reconnects, cfg.Logger)}, nil
 }
 
 // Run moves events until ctx ends, then stops: its subscription drains
@@ -238,7 +242,9 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 // fails, to be redelivered after handBackDelay, not the ack wait. Run
 // returns when its goroutines have; the
 // error is non-nil only when the consumer cannot be read at all (it was
-// deleted, say).
+// deleted, say), or the usage stream the worker was set up on is gone
+// (deleted, perhaps made again: see ackGate), when nothing it holds is
+// acknowledged.
 //
 // Three stages overlap: one goroutine gathers the next batch (see pull), Run decodes
 // the last one, and the lanes' goroutines write the one before (a lane is
@@ -253,6 +259,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, store Store, cfg Wor
 func (w *Worker) Run(ctx context.Context) error {
 	w.stopFailed.Store(false)
 	w.progressed.Store(false)
+	defer w.gate.watch()()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	// The consumer's watch and the stream's trim end with the pull (the
@@ -286,7 +293,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	wasWhole := false
 	var inFlight []chan struct{}                               // the parts handed to the lanes and not yet written
 	est := estimates{every: min(time.Second, w.cfg.AckWait/3)} // crashed events waiting for those before them
-	defer func() { handBack(est.msgs) }()
+	defer func() { handBack(w.gate, est.msgs) }()
 	for {
 		var ds pending
 		var over []jetstream.Msg // delivered more than MaxDeliver times
@@ -314,7 +321,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			// lane still (they pile up behind a Postgres outage): the
 			// ledger is asked once what is in flight is written, or it
 			// would not hold them yet, and they would be set aside.
-			await(inFlight, over, w.cfg.AckWait/3)
+			await(w.gate, inFlight, over, w.cfg.AckWait/3)
 			w.setAsideOverDelivered(ctx, notHeld(over, est.msgs))
 		}
 	}
@@ -368,7 +375,7 @@ func (w *Worker) setAsideOverDelivered(ctx context.Context, msgs []jetstream.Msg
 		if stored[i] {
 			w.cfg.Logger.Warn("meter: an event delivered more than max_deliver times is in the ledger already; acknowledged",
 				"event_id", eventID(m), "deliveries", delivered)
-			_ = m.Ack()
+			w.ack(ctx, []jetstream.Msg{m}, "an event delivered more than max_deliver times is in the ledger already")
 			continue
 		}
 		w.obs.DeadLetter("max_deliver")
@@ -396,7 +403,7 @@ func (w *Worker) write(ctx context.Context, first pending) {
 		}
 		if ctx.Err() != nil && w.stopFailed.Load() {
 			for _, p := range todo {
-				handBack(p.msgs)
+				handBack(w.gate, p.msgs)
 			}
 			return
 		}
@@ -410,13 +417,9 @@ func (w *Worker) write(ctx context.Context, first pending) {
 				failing = false
 			}
 			w.obs.BatchWritten(len(p.events), n, time.Since(start))
-			for _, m := range p.msgs {
-				if err := m.Ack(); err != nil {
-					// The event is committed; a lost ack only means a
-					// redelivery, which the ledger skips.
-					w.cfg.Logger.Warn("meter: ack", "err", err)
-				}
-			}
+			// Acknowledged unless their stream is gone (ackGate): the
+			// commit stands either way, the events are real.
+			w.ack(ctx, p.msgs, "a batch written to the ledger")
 			todo = todo[:len(todo)-1]
 			backoff = newBackoff(retryLimit)
 			continue
@@ -446,7 +449,7 @@ func (w *Worker) write(ctx context.Context, first pending) {
 		if ctx.Err() != nil {
 			w.stopFailed.Store(true)
 			for _, p := range todo {
-				handBack(p.msgs)
+				handBack(w.gate, p.msgs)
 			}
 			return
 		}
@@ -459,7 +462,7 @@ func (w *Worker) write(ctx context.Context, first pending) {
 			"events", len(p.events), "backoff", wait, "err", err)
 		failing = true
 		for _, p := range todo {
-			inProgress(p.msgs) // keep the ack wait from running out
+			inProgress(w.gate, p.msgs) // keep the ack wait from running out
 		}
 		select {
 		case <-ctx.Done():
@@ -543,10 +546,10 @@ func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 		return retry.RetryableError(err)
 	})
 	if err != nil {
-		handBack([]jetstream.Msg{m}) // stopping: redelivered, and set aside then
+		handBack(w.gate, []jetstream.Msg{m}) // stopping: redelivered, and set aside then
 		return
 	}
-	_ = m.Ack()
+	w.ack(ctx, []jetstream.Msg{m}, "an event set aside in the dead-letter stream")
 }
 
 // eventID is the event id m's headers give: HeaderEventID on a replayed
