@@ -23,7 +23,11 @@ func TestServiceReportsAConsumerWithoutQuorum(t *testing.T) {
 	servers, opts := startClusterOpts(t, 3)
 	js := connectAll(t, servers)
 	scfg := meter.StreamConfig{Replicas: 3}
-	svc := meter.NewService(js, ledgertest.NewStore(t), meter.WorkerConfig{Stream: scfg, Logger: slog.New(slog.DiscardHandler)})
+	// Pull requests of 4 s (heartbeats every 2 s) instead of nats.go's 30 s:
+	// the loss is noticed in seconds, not the 15 s of missed heartbeats
+	// that made this the slowest test of the package.
+	wcfg := meter.WithPullExpiry(meter.WorkerConfig{Stream: scfg, Logger: slog.New(slog.DiscardHandler)}, 4*time.Second)
+	svc := meter.NewService(js, ledgertest.NewStore(t), wcfg)
 	svc.Start()
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -65,9 +69,9 @@ func TestServiceReportsAConsumerWithoutQuorum(t *testing.T) {
 			stopped = append(stopped, i)
 		}
 	}
-	// nats.go reports missed heartbeats after twice its heartbeat (15 s
-	// for the default 30 s pull expiry); the service asks for its consumer
-	// then, which has no leader to answer.
+	// nats.go reports missed heartbeats after twice its heartbeat (4 s
+	// here; 15 s for the default 30 s pull expiry); the service asks for
+	// its consumer then, which has no leader to answer.
 	until("the service reports its consumer without a quorum", 45*time.Second, func() bool { return svc.Status().Err != nil })
 	t.Logf("with 2 of 3 servers stopped, after %s: %v", time.Since(start).Round(time.Second), svc.Status().Err)
 	start = time.Now()

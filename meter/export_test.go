@@ -1,5 +1,7 @@
 package meter
 
+import "time"
+
 // Restart restarts e's server as heal does after a store failed: refusing
 // a server that did not load all its store holds unless lenient.
 func (e *Embedded) Restart(lenient bool) error { return e.restart(lenient) }
@@ -10,3 +12,11 @@ var Trimmable = trimmable
 
 // SetAside is (*Worker).setAside: m to the dead-letter stream with reason, then acknowledged.
 var SetAside = (*Worker).setAside
+
+// WithPullExpiry returns c with its subscription's pull requests lasting d
+// (its heartbeats every d/2), so that a test sees a consumer that stops
+// answering within seconds.
+func WithPullExpiry(c WorkerConfig, d time.Duration) WorkerConfig {
+	c.pullExpiry = d
+	return c
+}

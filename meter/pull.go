@@ -77,6 +77,7 @@ func (w *Worker) consume(ctx context.Context, out chan<- []jetstream.Msg) error 
 		// The messages delivered and not yet batched, at most: nats.go asks
 		// for more as they fall below half of it.
 		jetstream.PullMaxMessages(w.cfg.BatchSize),
+		jetstream.PullExpiry(w.cfg.pullExpiry),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			switch {
 			case consumeEnds(err):

@@ -79,6 +79,12 @@ type WorkerConfig struct {
 	Logger *slog.Logger
 	// Observer, when set, receives the worker's measurements.
 	Observer Observer
+
+	// pullExpiry is how long each pull request of the subscription lasts
+	// (nats.go's PullExpiry, default 30 s); its heartbeats, and so how soon
+	// a consumer that stops answering is noticed, follow from it. Tests
+	// shorten it.
+	pullExpiry time.Duration
 }
 
 func (c *WorkerConfig) defaults() {
@@ -106,6 +112,9 @@ func (c *WorkerConfig) defaults() {
 	}
 	if c.TrimEvery <= 0 {
 		c.TrimEvery = DefaultTrimEvery
+	}
+	if c.pullExpiry <= 0 {
+		c.pullExpiry = 30 * time.Second // nats.go's default
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
