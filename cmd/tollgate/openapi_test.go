@@ -435,6 +435,9 @@ func TestOpenAPIConformance(t *testing.T) {
 		h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/usage" + q, auth: s.secret, want: http.StatusOK})
 	}
 	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/balance", auth: s.secret, want: http.StatusOK})
+	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/keys", auth: s.secret, want: http.StatusOK})
+	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/keys?limit=1", auth: s.secret, want: http.StatusOK})
+	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/keys?limit=0", auth: s.secret, want: http.StatusBadRequest, invalid: true})
 	for _, q := range []string{"", "?limit=1&model=sim-pro&" + window, "?end_user=nobody"} {
 		h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/requests" + q, auth: s.secret, want: http.StatusOK})
 	}
