@@ -25,6 +25,9 @@ type Observer interface {
 	// TrimFailed is one failed or refused trim of the usage stream below
 	// the consumer's ack floor (the stream keeps the events meanwhile).
 	TrimFailed()
+	// LateEvent is an event received more than LateAfter after the end of
+	// the UTC month it is dated in: it moves that month's statement.
+	LateEvent()
 }
 
 // nopObserver observes nothing.
@@ -36,6 +39,7 @@ func (nopObserver) DeadLetter(string)                    {}
 func (nopObserver) Redelivered()                         {}
 func (nopObserver) ConsumerPending(uint64, uint64)       {}
 func (nopObserver) TrimFailed()                          {}
+func (nopObserver) LateEvent()                           {}
 
 func observer(o Observer) Observer {
 	if o == nil {

@@ -48,6 +48,7 @@ type Meter struct {
 	ackPending                         prometheus.Gauge
 	sampled                            prometheus.Gauge
 	trimFailures                       prometheus.Counter
+	late                               prometheus.Counter
 	reg                                prometheus.Registerer
 	spoolCollected, deadSpoolCollected bool
 }
@@ -79,13 +80,15 @@ func NewMeter(reg prometheus.Registerer) *Meter {
 			"When the worker last read the consumer's backlog from NATS (Unix seconds): the two gauges above are as of then."))),
 		trimFailures: prometheus.NewCounter(prometheus.CounterOpts(o("trim_failures_total",
 			"Failed or refused trims of the usage stream below the meter's ack floor (the stream keeps its events meanwhile)."))),
+		late: prometheus.NewCounter(prometheus.CounterOpts(o("late_events_total",
+			"Usage events received more than an hour after the end of the UTC month they are dated in: each moved that month's statement."))),
 		reg: reg,
 	}
 	for _, r := range DeadLetterReasons {
 		m.deadLetters.WithLabelValues(r)
 	}
 	reg.MustRegister(m.publish, m.publishFailed, m.batchSize, m.write, m.written, m.duplicates, m.redeliveries,
-		m.deadLetters, m.trimFailures)
+		m.deadLetters, m.trimFailures, m.late)
 	return m
 }
 
@@ -193,3 +196,6 @@ func (m *Meter) ConsumerPending(pending, ackPending uint64) {
 
 // TrimFailed implements meter.Observer.
 func (m *Meter) TrimFailed() { m.trimFailures.Inc() }
+
+// LateEvent implements meter.Observer.
+func (m *Meter) LateEvent() { m.late.Inc() }
