@@ -33,6 +33,98 @@ func (o *lateObserver) Redelivered()                         {}
 func (o *lateObserver) ConsumerPending(uint64, uint64)       {}
 func (o *lateObserver) TrimFailed()                          {}
 
+// billingRig is a ledger served by the admin API (a real HTTP server over
+// a fresh database) and a meter worker taking events from a real
+// JetStream stream, with a customer, its key and a price for model "m"
+// of 1 (input) and 2 (output) USD per million tokens from 2020.
+type billingRig struct {
+	t    *testing.T
+	ctx  context.Context
+	c    *api.Client
+	cust ledger.Customer
+	key  api.CreatedKey
+	pub  *meter.Publisher
+	logs *metertest.LockedBuffer
+	obs  *lateObserver
+}
+
+func newBillingRig(t *testing.T) *billingRig {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	store := ledgertest.NewStore(t)
+	adm, err := api.NewAdmin(store, "rig-token", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(adm.Handler())
+	t.Cleanup(srv.Close)
+	r := &billingRig{t: t, ctx: ctx, c: api.NewClient(srv.URL, "rig-token", nil), logs: &metertest.LockedBuffer{}, obs: &lateObserver{}}
+	if r.cust, err = r.c.CreateCustomer(ctx, ledger.CustomerInput{Name: "rig", Currency: "USD"}); err != nil {
+		t.Fatal(err)
+	}
+	if r.key, err = r.c.CreateKey(ctx, r.cust.ID, ledger.KeyInput{Name: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.c.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "2",
+		EffectiveFrom: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	js := metertest.NewStream(t)
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchWait: 5 * time.Millisecond, Observer: r.obs,
+		Logger: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	t.Cleanup(cancel) // before StartWorker's cleanup waits for the worker
+	r.pub = meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	return r
+}
+
+// event is a streamed request of the rig's key to "m", begun at at and
+// lasting ms milliseconds: a million prompt and a million completion
+// tokens (3 USD at the rig's price).
+func (r *billingRig) event(at time.Time, ms int64) usage.Event {
+	return usage.Event{Version: 1, ID: uuid.NewString(), Time: at, CustomerID: r.cust.ID, KeyID: r.key.ID,
+		Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Stream: true, Status: usage.StatusOK,
+		UsageSource: usage.SourceUpstream, DurationMillis: ms, Usage: usage.Tokens{PromptTokens: 1000000, CompletionTokens: 1000000}}
+}
+
+// deliver publishes es, as a gateway (or its spool) does, and waits until
+// the admin API shows each.
+func (r *billingRig) deliver(es ...*usage.Event) {
+	r.t.Helper()
+	for _, e := range es {
+		if err := r.pub.Publish(r.ctx, e); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, e := range es {
+		for {
+			_, err := r.c.Event(r.ctx, e.ID)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				r.t.Fatalf("event %s not stored: %v", e.ID, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// statementTotal is the exact total of the customer's statement of
+// period ("0" when it has no section).
+func (r *billingRig) statementTotal(period string) string {
+	r.t.Helper()
+	st, err := r.c.Statement(r.ctx, r.cust.ID, period)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if len(st.Sections) == 0 {
+		return "0"
+	}
+	return st.Sections[0].ExactTotal
+}
+
 // TestALateEventOfAPastMonth (a finance review of time boundaries): a
 // stream that began at 23:59:59.9 on a month's last day and ended after
 // midnight belongs to the month it began in, in every report read through
@@ -46,35 +138,9 @@ func (o *lateObserver) TrimFailed()                          {}
 // tollgate_meter_late_events_total) and logs a warning naming it and its
 // month; an event of the current month is neither.
 func TestALateEventOfAPastMonth(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	store := ledgertest.NewStore(t)
-	adm, err := api.NewAdmin(store, "late-token", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(adm.Handler())
-	defer srv.Close()
-	c := api.NewClient(srv.URL, "late-token", nil)
-	cust, err := c.CreateCustomer(ctx, ledger.CustomerInput{Name: "late", Currency: "USD"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := c.CreateKey(ctx, cust.ID, ledger.KeyInput{Name: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "2",
-		EffectiveFrom: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
-		t.Fatal(err)
-	}
-
-	var logs metertest.LockedBuffer
-	obs := &lateObserver{}
-	js := metertest.NewStream(t)
-	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchWait: 5 * time.Millisecond, Observer: obs,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
-	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	r := newBillingRig(t)
+	ctx, c, cust := r.ctx, r.c, r.cust
+	logs, obs := r.logs, r.obs
 
 	// The last day of the month before last, 23:59:59.9 UTC: a month
 	// over and (its statement issued) closed, whatever day the test runs.
@@ -82,30 +148,8 @@ func TestALateEventOfAPastMonth(t *testing.T) {
 	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, -2, 0)
 	next := month.AddDate(0, 1, 0)
 	began := next.Add(-100 * time.Millisecond)
-	event := func(at time.Time) usage.Event {
-		return usage.Event{Version: 1, ID: uuid.NewString(), Time: at, CustomerID: cust.ID, KeyID: key.ID,
-			Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Stream: true, Status: usage.StatusOK,
-			UsageSource: usage.SourceUpstream, DurationMillis: 3000, // ended after midnight
-			Usage: usage.Tokens{PromptTokens: 1000000, CompletionTokens: 1000000}}
-	}
-	late, current := event(began), event(now)
-	for _, e := range []*usage.Event{&late, &current} {
-		if err := pub.Publish(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		_, err1 := c.Event(ctx, late.ID)
-		_, err2 := c.Event(ctx, current.ID)
-		if err1 == nil && err2 == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events not stored: %v, %v", err1, err2)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	late, current := r.event(began, 3000), r.event(now, 3000) // ended after midnight
+	r.deliver(&late, &current)
 
 	period, nextPeriod := month.Format("2006-01"), next.Format("2006-01")
 	st, err := c.Statement(ctx, cust.ID, period)
@@ -173,5 +217,84 @@ func TestALateEventOfAPastMonth(t *testing.T) {
 	}
 	if strings.Contains(text, current.ID) {
 		t.Errorf("the worker's logs name the event of the current month %s:\n%s", current.ID, text)
+	}
+}
+
+// TestABackdatedPriceMovesAPastStatementOnlyWhenRerated (a finance review
+// of time boundaries): a price version made through the admin API with an
+// effective time in a closed month is accepted (it is how a missing price
+// is added before re-rating), and moves no stored event: the month's
+// statement stands until `rerate` is run over it. An event of that month
+// delivered after it (a spool drained late) is rated by it, as every
+// event is by the price in force at its time; re-rating then brings the
+// rest to it, with a rerate entry dated at each event's time (in the
+// month's statement, recorded now). A price version made while a request
+// is in flight, effective after the request began, does not apply to it:
+// the request is rated at its start, and re-rating leaves it so.
+func TestABackdatedPriceMovesAPastStatementOnlyWhenRerated(t *testing.T) {
+	r := newBillingRig(t)
+	ctx, c := r.ctx, r.c
+	now := time.Now().UTC()
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, -2, 0)
+	next, period := month.AddDate(0, 1, 0), month.Format("2006-01")
+	at := month.AddDate(0, 0, 10) // the 11th, 00:00
+	first := r.event(at, 2000)
+	r.deliver(&first)
+	if got := r.statementTotal(period); got != "3" {
+		t.Fatalf("statement of %s: %s; want 3", period, got)
+	}
+
+	backdated, err := c.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "10", Output: "20",
+		EffectiveFrom: at.Add(-time.Hour)})
+	if err != nil {
+		t.Fatalf("a price version effective in a closed month: %v", err)
+	}
+	if got := r.statementTotal(period); got != "3" {
+		t.Errorf("statement of %s after a back-dated price: %s; want 3, as it was (no event moves until re-rated)", period, got)
+	}
+	second := r.event(at, 2000) // the same instant, delivered late
+	r.deliver(&second)
+	e1, err1 := c.Event(ctx, first.ID)
+	e2, err2 := c.Event(ctx, second.ID)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if e1.Cost != "3" || e2.Cost != "30" || e2.PriceID != backdated.ID {
+		t.Errorf("before re-rating: the first event costs %s, the late one %s (price %d); want 3 and 30 (price %d, in force at its time)",
+			e1.Cost, e2.Cost, e2.PriceID, backdated.ID)
+	}
+	if got := r.statementTotal(period); got != "33" {
+		t.Errorf("statement of %s with the late event: %s; want 33", period, got)
+	}
+
+	res, err := c.Rerate(ctx, month, next, nil)
+	if err != nil || res.Adjusted != 1 {
+		t.Fatalf("rerate %s: %+v, %v; want the first event adjusted", period, res, err)
+	}
+	if got := r.statementTotal(period); got != "60" {
+		t.Errorf("statement of %s after re-rating: %s; want 60", period, got)
+	}
+	entries, err := c.Entries(ctx, r.cust.ID, month, next)
+	if err != nil || len(entries) != 1 || entries[0].Kind != "rerate" || !entries[0].EffectiveAt.Equal(at) || entries[0].Amount != "-27" {
+		t.Errorf("entries of %s after re-rating: %+v, %v; want one rerate entry of -27 at %s", period, entries, err, at)
+	}
+	if rec, err := c.Reconcile(ctx, month, next); err != nil || !rec.Clean {
+		t.Errorf("reconciliation of %s: %+v, %v; want clean", period, rec, err)
+	}
+
+	// In flight: begun a second before a price version that takes effect
+	// half a second later, and delivered after it was made.
+	begun := time.Now().UTC().Add(-time.Second)
+	inFlight := r.event(begun, 1500)
+	if _, err := c.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "100", Output: "200",
+		EffectiveFrom: begun.Add(500 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	r.deliver(&inFlight)
+	if e, err := c.Event(ctx, inFlight.ID); err != nil || e.Cost != "30" || e.PriceID != backdated.ID {
+		t.Errorf("a request in flight as a price version took effect: %+v, %v; want rated at its start, 30 by price %d", e, err, backdated.ID)
+	}
+	if res, err := c.Rerate(ctx, begun.Add(-time.Hour), begun.Add(time.Hour), nil); err != nil || res.Adjusted != 0 {
+		t.Errorf("re-rating the request in flight: %+v, %v; want nothing adjusted", res, err)
 	}
 }
