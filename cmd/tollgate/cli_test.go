@@ -96,8 +96,15 @@ func TestCLIPricesOverridesRerate(t *testing.T) {
 		t.Fatalf("event priced without a price: %+v", e)
 	}
 
-	out := s.tgOK("prices", "create", "--model", "sim-pro", "--currency", "USD", "--input", "2.50",
+	// A start in the past is noted: the events already stored keep their
+	// price until re-rated, while those delivered late are rated by it.
+	r := s.tg("prices", "create", "--model", "sim-pro", "--currency", "USD", "--input", "2.50",
 		"--cached-input", "1.25", "--output", "10", "--effective-from", from)
+	out := r.out
+	if r.code != exitOK || !strings.Contains(r.errOut, "note: --effective-from is in the past") ||
+		!strings.Contains(r.errOut, "tollgate rerate --from "+from) {
+		t.Fatalf("prices create from the past: exit %d, stderr %q", r.code, r.errOut)
+	}
 	if field(t, out, "Model") != "sim-pro" || !strings.Contains(field(t, out, "Prices (per 1M tokens)"), "input 2.5") {
 		t.Fatalf("prices create:\n%s", out)
 	}
@@ -113,7 +120,7 @@ func TestCLIPricesOverridesRerate(t *testing.T) {
 		t.Fatalf("prices list --model --json: %+v", prices)
 	}
 
-	r := s.tg("rerate", "--from", from, "--to", to, "--progress")
+	r = s.tg("rerate", "--from", from, "--to", to, "--progress")
 	if out = r.out; r.code != exitOK || field(t, out, "Examined") != "1" || field(t, out, "Adjusted") != "1" || field(t, out, "Newly priced") != "1" {
 		t.Fatalf("rerate: exit %d\n%s", r.code, out)
 	}
