@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/api"
@@ -36,6 +37,19 @@ func priceTerms(p ledger.PriceInput) string {
 	return s + " " + p.Currency
 }
 
+// notePast notes on stderr a price version or override that starts in the
+// past (from, as given on the command line): the events already stored
+// since then keep the price they were rated at until re-rated, while those
+// of the period delivered from now on (late) are rated by it, so that the
+// period's statement mixes the two until `tollgate rerate` is run over it.
+func (c *cli) notePast(from string, start time.Time) {
+	if !start.Before(time.Now()) {
+		return
+	}
+	c.warn("note: --effective-from is in the past: the events already stored since then keep their price; " +
+		"to charge them this one, run tollgate rerate --from " + from + " --to <now> (events of that time delivered late are rated by it)")
+}
+
 // priceCommands are `tollgate prices ...` and `tollgate overrides ...`.
 func priceCommands() []*command {
 	return []*command{{
@@ -63,6 +77,9 @@ func priceCommands() []*command {
 					return err
 				}
 				out, err := c.api.CreatePrice(c.ctx, in)
+				if err == nil {
+					c.notePast(*from, out.EffectiveFrom)
+				}
 				return c.show(out, err, func() {
 					c.fields("ID", fmt.Sprint(out.ID), "Model", out.Model, "Prices (per 1M tokens)", priceTerms(out.PriceInput),
 						"Effective from", ts(&out.EffectiveFrom), "Effective to", ts(out.EffectiveTo))
@@ -137,6 +154,9 @@ func priceCommands() []*command {
 					return err
 				}
 				out, err := c.api.CreateOverride(c.ctx, *customer, in)
+				if err == nil {
+					c.notePast(*from, out.EffectiveFrom)
+				}
 				return c.show(out, err, func() {
 					c.fields("ID", fmt.Sprint(out.ID), "Customer", out.CustomerID, "Model", modelOrAll(out.Model),
 						"Terms", overrideTerms(out), "Effective from", ts(&out.EffectiveFrom), "Effective to", ts(out.EffectiveTo))
