@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -41,6 +43,7 @@ type billingRig struct {
 	t    *testing.T
 	ctx  context.Context
 	c    *api.Client
+	url  string // the admin API's
 	cust ledger.Customer
 	key  api.CreatedKey
 	pub  *meter.Publisher
@@ -59,7 +62,7 @@ func newBillingRig(t *testing.T) *billingRig {
 	}
 	srv := httptest.NewServer(adm.Handler())
 	t.Cleanup(srv.Close)
-	r := &billingRig{t: t, ctx: ctx, c: api.NewClient(srv.URL, "rig-token", nil), logs: &metertest.LockedBuffer{}, obs: &lateObserver{}}
+	r := &billingRig{t: t, ctx: ctx, c: api.NewClient(srv.URL, "rig-token", nil), url: srv.URL, logs: &metertest.LockedBuffer{}, obs: &lateObserver{}}
 	if r.cust, err = r.c.CreateCustomer(ctx, ledger.CustomerInput{Name: "rig", Currency: "USD"}); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +139,11 @@ func (r *billingRig) statementTotal(period string) string {
 // already issued moved unseen until someone re-ran its export. Now the
 // meter counts such an event (Observer.LateEvent,
 // tollgate_meter_late_events_total) and logs a warning naming it and its
-// month; an event of the current month is neither.
+// month; an event of the current month is neither. Reconciliation, clean,
+// did not tell either: it now counts the events and entries of its range
+// recorded more than an hour after their month was over (late_events,
+// late_entries: here the event, and a payment dated back into the month)
+// and when the last row of the range was recorded (last_recorded_at).
 func TestALateEventOfAPastMonth(t *testing.T) {
 	r := newBillingRig(t)
 	ctx, c, cust := r.ctx, r.c, r.cust
@@ -200,12 +207,43 @@ func TestALateEventOfAPastMonth(t *testing.T) {
 			t.Errorf("usage by %s: %+v; want one group %s of cost 3", g.by, rows, g.want)
 		}
 	}
-	rec, err := c.Reconcile(ctx, month, next)
+	// A payment received in that month, recorded now (dated back).
+	if _, err := c.AddEntry(ctx, cust.ID, "credit", ledger.EntryInput{Amount: "5", EffectiveAt: month.AddDate(0, 0, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	// Reconciliation is clean (the ledger agrees with itself), and says
+	// which rows of the range were recorded after its month was over, and
+	// the last time one was: a statement or export of the month made
+	// before then has changed since.
+	before := time.Now().Add(-time.Second)
+	req, _ := http.NewRequest("GET", r.url+"/admin/v1/reconciliation?from="+month.Format(time.RFC3339)+"&to="+next.Format(time.RFC3339), nil)
+	req.Header.Set("Authorization", "Bearer rig-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Clean          bool       `json:"clean"`
+		Events         int64      `json:"events"`
+		LateEvents     *int64     `json:"late_events"`
+		LateEntries    *int64     `json:"late_entries"`
+		LastRecordedAt *time.Time `json:"last_recorded_at"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&rec)
+	resp.Body.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !rec.Clean || rec.Events != 1 {
 		t.Errorf("reconciliation of %s: clean %v, %d events; want clean, 1", period, rec.Clean, rec.Events)
+	}
+	if rec.LateEvents == nil || *rec.LateEvents != 1 || rec.LateEntries == nil || *rec.LateEntries != 1 ||
+		rec.LastRecordedAt == nil || rec.LastRecordedAt.Before(before.Add(-time.Minute)) {
+		t.Errorf("reconciliation of %s: late_events %v, late_entries %v, last_recorded_at %v; want 1, 1 and about now",
+			period, rec.LateEvents, rec.LateEntries, rec.LastRecordedAt)
+	}
+	if rec, err := c.Reconcile(ctx, next, next.AddDate(0, 1, 0)); err != nil || rec.Events != 0 {
+		t.Errorf("reconciliation of %s: %+v, %v; want no events", nextPeriod, rec, err)
 	}
 
 	if n := obs.late.Load(); n != 1 {
