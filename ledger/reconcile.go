@@ -2,10 +2,13 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // Reconciliation is what Reconcile found. Clean is true when the ledger
@@ -64,6 +67,16 @@ type Reconciliation struct {
 	// owners are.
 	UnknownCustomerEvents int64 `json:"unknown_customer_events"`
 	ForeignKeyEvents      int64 `json:"foreign_key_events"`
+	// LateEvents and LateEntries count the events and entries in range
+	// recorded more than usage.LateAfter (an hour) after the end of the
+	// UTC month they are dated in: each moved a month already over (a
+	// late delivery, a re-rating, a payment dated back). LastRecordedAt
+	// is when the last event or entry in range was recorded (nil when
+	// there is none): a statement or export of the range made before it
+	// has changed since. Facts, not part of Clean.
+	LateEvents     int64      `json:"late_events"`
+	LateEntries    int64      `json:"late_entries"`
+	LastRecordedAt *time.Time `json:"last_recorded_at"`
 }
 
 // MaxListed caps the rollup mismatches a Reconciliation lists.
@@ -140,7 +153,7 @@ func (s *Store) Reconcile(ctx context.Context, from, to time.Time) (Reconciliati
 		RollupMismatches: []RollupMismatch{}, BalanceMismatches: []BalanceMismatch{}, Unpriced: []UnpricedModel{}}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		for _, step := range []func(context.Context, pgx.Tx) error{rec.checkRollups, rec.checkIDs, rec.checkRerateEntries,
-			rec.checkBalances, rec.countUnpriced, rec.checkOwners} {
+			rec.checkBalances, rec.countUnpriced, rec.checkOwners, rec.checkRecorded} {
 			if err := step(ctx, tx); err != nil {
 				return err
 			}
@@ -154,6 +167,32 @@ func (s *Store) Reconcile(ctx context.Context, from, to time.Time) (Reconciliati
 		rec.IDsWithoutEvent == 0 && rec.DuplicateIDs == 0 && rec.Events+rec.Attempts == rec.EventIDs &&
 		rec.RerateEntriesWithoutEvent == 0
 	return rec, nil
+}
+
+// lateSQL is true for a row dated at %[1]s and recorded at %[2]s more than
+// usage.LateAfter after the end of its UTC month.
+const lateSQL = `%[2]s > (date_trunc('month', %[1]s AT TIME ZONE 'UTC') AT TIME ZONE 'UTC') + interval '1 month' + $3 * interval '1 second'`
+
+// checkRecorded counts the entries in range recorded late (usage.Late),
+// and moves LastRecordedAt (the events', from checkIDs) to the last of
+// them when it is later.
+func (rec *Reconciliation) checkRecorded(ctx context.Context, tx pgx.Tx) error {
+	var last *time.Time
+	err := tx.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE `+fmt.Sprintf(lateSQL, "effective_at", "created_at")+`), max(created_at)
+		FROM ledger_entries WHERE effective_at >= $1 AND effective_at < $2`,
+		rec.From, rec.To, int64(usage.LateAfter/time.Second)).Scan(&rec.LateEntries, &last)
+	if err != nil {
+		return err
+	}
+	if last != nil && (rec.LastRecordedAt == nil || last.After(*rec.LastRecordedAt)) {
+		rec.LastRecordedAt = last
+	}
+	if rec.LastRecordedAt != nil {
+		u := rec.LastRecordedAt.UTC()
+		rec.LastRecordedAt = &u
+	}
+	return nil
 }
 
 // checkOwners counts the events in range of a customer the ledger does
@@ -275,15 +314,20 @@ func (f RollupFigures) diff(g RollupFigures, sameListCost, sameCharge bool) []st
 
 // checkIDs matches the events in range with their dedupe keys. An id
 // stored as two events matches event_ids once at most, so duplicates are
-// looked for among the events without a key only.
+// looked for among the events without a key only. The one read of the
+// events it counts also counts those recorded late and the last recorded.
 func (rec *Reconciliation) checkIDs(ctx context.Context, tx pgx.Tx) error {
 	err := tx.QueryRow(ctx, `
-		WITH orphans AS (
+		WITH evc AS (
+		  SELECT count(*) AS n, count(*) FILTER (WHERE `+fmt.Sprintf(lateSQL, "occurred_at", "recorded_at")+`) AS late,
+		    max(recorded_at) AS last
+		  FROM usage_events WHERE occurred_at >= $1 AND occurred_at < $2
+		), orphans AS (
 		  SELECT e.id, e.occurred_at FROM usage_events e
 		  WHERE e.occurred_at >= $1 AND e.occurred_at < $2
 		    AND NOT EXISTS (SELECT 1 FROM event_ids i WHERE i.id = e.id AND i.occurred_at = e.occurred_at)
 		)
-		SELECT (SELECT count(*) FROM usage_events WHERE occurred_at >= $1 AND occurred_at < $2),
+		SELECT (SELECT n FROM evc), (SELECT late FROM evc), (SELECT last FROM evc),
 		  (SELECT count(*) FROM event_ids WHERE occurred_at >= $1 AND occurred_at < $2),
 		  (SELECT count(*) FROM orphans),
 		  (SELECT count(*) FROM event_ids i WHERE i.occurred_at >= $1 AND i.occurred_at < $2
@@ -294,7 +338,8 @@ func (rec *Reconciliation) checkIDs(ctx context.Context, tx pgx.Tx) error {
 		    WHERE EXISTS (SELECT 1 FROM usage_events d WHERE d.id = o.id AND d.occurred_at <> o.occurred_at)),
 		  coalesce((SELECT value FROM ingest_counters WHERE name = 'duplicates'), 0),
 		  (SELECT count(*) FROM usage_attempts WHERE occurred_at >= $1 AND occurred_at < $2)`, rec.From, rec.To,
-	).Scan(&rec.Events, &rec.EventIDs, &rec.EventsWithoutID, &rec.IDsWithoutEvent, &rec.DuplicateIDs, &rec.DuplicatesRejected,
+		int64(usage.LateAfter/time.Second),
+	).Scan(&rec.Events, &rec.LateEvents, &rec.LastRecordedAt, &rec.EventIDs, &rec.EventsWithoutID, &rec.IDsWithoutEvent, &rec.DuplicateIDs, &rec.DuplicatesRejected,
 		&rec.Attempts)
 	return err
 }

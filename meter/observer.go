@@ -25,7 +25,7 @@ type Observer interface {
 	// TrimFailed is one failed or refused trim of the usage stream below
 	// the consumer's ack floor (the stream keeps the events meanwhile).
 	TrimFailed()
-	// LateEvent is an event received more than LateAfter after the end of
+	// LateEvent is an event received more than usage.LateAfter after the end of
 	// the UTC month it is dated in: it moves that month's statement.
 	LateEvent()
 }

@@ -372,26 +372,17 @@ func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) (out pending,
 	return out, overDelivered
 }
 
-// LateAfter is how long after the end of the UTC month an event is dated
-// in it may be received before the worker reports it late (a warning and
-// Observer.LateEvent): longer than a request begun before midnight runs
-// (a stream, its retries, the drain after its client left), so that what
-// it reports is a delivery that moved a month already over: a spool
-// drained late, a dead letter replayed, a crashed request recovered at a
-// later start, or a gateway whose clock is behind.
-const LateAfter = time.Hour
-
 // noteLate reports e, received (stored in the usage stream) at received,
-// when that is more than LateAfter after the end of e's UTC month. Such an
+// when that is more than usage.LateAfter after the end of e's UTC month
+// (a warning and Observer.LateEvent). Such an
 // event is stored as any other, at its own time: it moves its month's
 // statement (docs/billing.md, "What moves a past statement"), which may
 // have been issued already. A redelivery is reported again.
 func (w *Worker) noteLate(e *usage.Event, received time.Time) {
-	t := e.Time.UTC()
-	end := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, 1, 0)
-	if received.IsZero() || !received.After(end.Add(LateAfter)) {
+	if received.IsZero() || !usage.Late(e.Time, received) {
 		return
 	}
+	t := e.Time.UTC()
 	w.obs.LateEvent()
 	w.cfg.Logger.Warn("meter: an event of a month already over was received: it moves that month's statement",
 		"event_id", e.ID, "customer_id", e.CustomerID, "period", t.Format("2006-01"),

@@ -83,6 +83,25 @@ const (
 // run a little ahead.
 const MaxTimeAhead = 5 * time.Minute
 
+// LateAfter is how long after the end of the UTC month a row (an event,
+// an entry) is dated in it may be recorded before it counts as late: it
+// then moved a month already over, whose statement may have been issued
+// (the meter logs and counts such an event; reconciliation counts them).
+// An hour is longer than a request begun before midnight runs (a stream,
+// its retries, the drain after its client left), so that what counts is a
+// delivery after the month: a spool drained late, a dead letter replayed,
+// a crashed request recovered at a later start, a gateway whose clock is
+// behind, a payment dated back.
+const LateAfter = time.Hour
+
+// Late reports whether a row dated at was recorded (received) more than
+// LateAfter after the end of at's UTC month.
+func Late(at, recorded time.Time) bool {
+	t := at.UTC()
+	end := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, 1, 0)
+	return recorded.After(end.Add(LateAfter))
+}
+
 // NotAheadOf sets e's time to received, the time the usage stream stored
 // it, when it is more than MaxTimeAhead past it, recording
 // CorrectionTimeAhead, and reports whether it did. A gateway whose clock
