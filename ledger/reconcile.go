@@ -140,7 +140,8 @@ type UnpricedModel struct {
 // rerate entries (every rollup row, per customer, hour, key, model and
 // currency: requests, each token class, the list cost and the charge); the events against
 // their dedupe keys; the rerate entries against their events; the balances against the entries and events (all
-// time); and it counts unpriced events and rejected duplicates. It returns
+// time); and it counts unpriced events, rejected duplicates and the rows
+// recorded after their month was over (LateEvents, LateEntries). It returns
 // EInvalid when from is not before to. It reads every event in range:
 // run it off-peak, or against a replica, on large ranges.
 func (s *Store) Reconcile(ctx context.Context, from, to time.Time) (Reconciliation, error) {
