@@ -1,10 +1,13 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
 )
 
 // TestConsoleReconciliationShowsTheRangeChecked: the API widens a range to
@@ -38,6 +41,38 @@ func TestConsoleReconciliationShowsTheRangeChecked(t *testing.T) {
 		}
 		if strings.Contains(body, "Checked at") || strings.Contains(body, `id="verdict"`) || !strings.Contains(body, "Nothing was checked") {
 			t.Errorf("?%s: the page says it checked:\n%s", q, body)
+		}
+	}
+}
+
+// TestConsoleReconciliationShowsRowsRecordedLate (a finance review of time
+// boundaries): a payment dated back into a month long over moves its
+// statement; the page says how many of the range's events and entries
+// were recorded after their month, and when its last row was recorded,
+// as the API does.
+func TestConsoleReconciliationShowsRowsRecordedLate(t *testing.T) {
+	g := newRig(t)
+	cust, _, _ := g.customer("late-co", "m1", 0)
+	now := time.Now().UTC()
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, -2, 0)
+	if _, err := g.api.AddEntry(context.Background(), cust.ID, "credit",
+		ledger.EntryInput{Amount: "5", EffectiveAt: month.AddDate(0, 0, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	c := g.browser()
+	g.signIn(c, "console", "token", adminToken)
+	status, body, _ := g.do(c, "GET", "/console/reconciliation?from="+month.Format("2006-01-02T15:04")+
+		"&to="+month.AddDate(0, 1, 0).Format("2006-01-02T15:04"), nil)
+	if status != http.StatusOK {
+		t.Fatalf("GET /console/reconciliation = %d:\n%s", status, body)
+	}
+	for _, want := range []string{
+		`<th scope="row">Events recorded after their month</th><td class="n">0</td>`,
+		`<th scope="row">Entries recorded after their month</th><td class="n">1</td>`,
+		`<th scope="row">Last recorded (UTC)</th><td class="n">` + now.Format("2006-01-02"),
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the reconciliation page lacks %q:\n%s", want, body)
 		}
 	}
 }
