@@ -343,6 +343,8 @@ func (w *Worker) Run(ctx context.Context) error {
 // what is in flight is written. Nothing is silently dropped.
 func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) (out pending, overDelivered []jetstream.Msg) {
 	out = pending{events: make([]usage.Event, 0, len(msgs)), msgs: make([]jetstream.Msg, 0, len(msgs))}
+	var late lateEvents
+	defer late.log(w.cfg.Logger)
 	for _, m := range msgs {
 		md, mdErr := m.Metadata()
 		if mdErr == nil && md.NumDelivered > 1 {
@@ -359,7 +361,10 @@ func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) (out pending,
 		}
 		if err == nil && mdErr == nil {
 			e.NotAheadOf(md.Timestamp) // a gateway's clock ahead: dated when stored
-			w.noteLate(&e, md.Timestamp)
+			if !md.Timestamp.IsZero() && usage.Late(e.Time, md.Timestamp) {
+				w.obs.LateEvent()
+				late.add(&e, md.Timestamp)
+			}
 		}
 		if err != nil {
 			w.obs.DeadLetter("undecodable")
@@ -372,21 +377,35 @@ func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) (out pending,
 	return out, overDelivered
 }
 
-// noteLate reports e, received (stored in the usage stream) at received,
-// when that is more than usage.LateAfter after the end of e's UTC month
-// (a warning and Observer.LateEvent). Such an
-// event is stored as any other, at its own time: it moves its month's
-// statement (docs/billing.md, "What moves a past statement"), which may
-// have been issued already. A redelivery is reported again.
-func (w *Worker) noteLate(e *usage.Event, received time.Time) {
-	if received.IsZero() || !usage.Late(e.Time, received) {
+// lateEvents are the events of a batch received (stored in the usage
+// stream) more than usage.LateAfter after the end of their UTC month,
+// counted by Observer.LateEvent each and logged once a batch (a spool
+// drained days after a month's end holds thousands). Such an event is
+// stored as any other, at its own time: it moves its month's statement
+// (docs/billing.md, "What moves a past statement"), which may have been
+// issued already. A redelivery is reported again.
+type lateEvents struct {
+	n        int
+	first    usage.Event // its id, customer and time
+	received time.Time
+}
+
+func (l *lateEvents) add(e *usage.Event, received time.Time) {
+	if l.n == 0 {
+		l.first, l.received = *e, received
+	}
+	l.n++
+}
+
+// log warns of the batch's late events, naming the first.
+func (l *lateEvents) log(log *slog.Logger) {
+	if l.n == 0 {
 		return
 	}
-	t := e.Time.UTC()
-	w.obs.LateEvent()
-	w.cfg.Logger.Warn("meter: an event of a month already over was received: it moves that month's statement",
-		"event_id", e.ID, "customer_id", e.CustomerID, "period", t.Format("2006-01"),
-		"time", t.Format(time.RFC3339Nano), "received", received.UTC().Format(time.RFC3339Nano))
+	t := l.first.Time.UTC()
+	log.Warn("meter: events of a month already over were received: they move that month's statement",
+		"events", l.n, "event_id", l.first.ID, "customer_id", l.first.CustomerID, "period", t.Format("2006-01"),
+		"time", t.Format(time.RFC3339Nano), "received", l.received.UTC().Format(time.RFC3339Nano))
 }
 
 // setAsideOverDelivered sets aside the messages delivered more than
