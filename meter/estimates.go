@@ -1,7 +1,9 @@
 package meter
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"sort"
 	"time"
 
@@ -32,6 +34,17 @@ import (
 // kept from redelivery (InProgress), its condition checked again every
 // `every`, and handed back when the worker stops. A run of held estimates
 // goes together once the events before the first are acknowledged.
+
+// A group (HeaderEvents) is stored under its first event's id alone, so
+// JetStream does not drop an estimate of any other of its events: before
+// writing an estimate under the window's rule, the worker reads the
+// groups stored from the first event not acknowledged up to the estimate,
+// and holds it while one of them carries its id (clearOfGroups).
+
+// maxGroupScan bounds the messages clearOfGroups reads for one check: an
+// estimate behind more unacknowledged messages than that is held until the
+// ack floor comes nearer.
+const maxGroupScan = 2000
 
 // estimates are the crashed events a worker holds, with their stream
 // sequences and times, index for index.
@@ -124,9 +137,11 @@ func (w *Worker) release(ctx context.Context, e *estimates) pending {
 			if si, ierr := w.usage.Info(ctx); ierr == nil {
 				window = min(window, si.Config.Duplicates)
 			}
-			for n < len(e.seqs) && !e.times[n].After(first.Time.Add(window)) {
-				n++
+			m := n
+			for m < len(e.seqs) && !e.times[m].After(first.Time.Add(window)) {
+				m++
 			}
+			n = w.clearOfGroups(ctx, first.Sequence, e, n, m)
 		}
 		out = pending{events: e.events[:n:n], msgs: e.msgs[:n:n]}
 		e.events, e.msgs, e.seqs, e.times = e.events[n:], e.msgs[n:], e.seqs[n:], e.times[n:]
@@ -148,4 +163,46 @@ func (s bySeq) Swap(i, j int) {
 	s.times[i], s.times[j] = s.times[j], s.times[i]
 	s.events[i], s.events[j] = s.events[j], s.events[i]
 	s.msgs[i], s.msgs[j] = s.msgs[j], s.msgs[i]
+}
+
+// clearOfGroups returns how many of e's held estimates n..m-1 (in stream
+// order, each within the duplicate window of from, the first message not
+// acknowledged) may be written: those before the first whose id a group
+// stored from `from` up to it carries (that group not written yet, its
+// exact event would lose to the estimate in the ledger), or that it could
+// not check (JetStream did not answer, or maxGroupScan was reached).
+func (w *Worker) clearOfGroups(ctx context.Context, from uint64, e *estimates, n, m int) int {
+	if n >= m {
+		return n
+	}
+	grouped := map[string]uint64{} // event id -> the stream sequence of the group carrying it
+	seq, read := from, 0
+	for seq < e.seqs[m-1] && read < maxGroupScan {
+		msg, err := w.usage.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(">"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			seq = e.seqs[m-1] // nothing stored after seq
+			break
+		}
+		if err != nil {
+			break
+		}
+		read++
+		if msg.Header.Get(HeaderEvents) != "" {
+			for _, line := range bytes.Split(msg.Data, []byte{'\n'}) {
+				if ev, err := usage.Decode(line); err == nil {
+					ev.Normalize()
+					if _, ok := grouped[ev.ID]; !ok {
+						grouped[ev.ID] = msg.Sequence
+					}
+				}
+			}
+		}
+		seq = msg.Sequence + 1
+	}
+	for i := n; i < m; i++ {
+		if s, ok := grouped[e.events[i].ID]; seq < e.seqs[i] || ok && s < e.seqs[i] {
+			return i
+		}
+	}
+	return m
 }

@@ -240,11 +240,12 @@ type batcher struct {
 	in    <-chan jetstream.Msg
 	quit  chan struct{} // closed once the subscription is stopping: flush reads no more from in
 	out   chan<- []jetstream.Msg
-	size  int           // the most messages in a batch
+	size  int           // the most events in a batch (a group's count as many)
 	wait  time.Duration // the longest a batch waits after its first message
 	every time.Duration // how often a batch waiting for out extends its ack wait
 	timer *time.Timer   // running while the batch holds messages
 	batch []jetstream.Msg
+	n     int // the events batch holds: a group counts its events (eventCount)
 }
 
 func (b *batcher) add(m jetstream.Msg) {
@@ -255,7 +256,8 @@ func (b *batcher) add(m jetstream.Msg) {
 		b.batch = make([]jetstream.Msg, 0, min(b.size, 64))
 		b.timer.Reset(b.wait)
 	}
-	if b.batch = append(b.batch, m); len(b.batch) >= b.size {
+	b.batch = append(b.batch, m)
+	if b.n += eventCount(m); b.n >= b.size {
 		b.flush()
 	}
 }
@@ -283,26 +285,28 @@ func (b *batcher) due() <-chan time.Time {
 func (b *batcher) flush() {
 	b.timer.Stop()
 	held := b.batch
-	b.batch = nil
+	b.batch, b.n = nil, 0
 	if len(held) == 0 {
 		return
 	}
 	t := time.NewTicker(b.every)
 	defer t.Stop()
 	var next []jetstream.Msg
+	events := 0 // in next
 	for {
 		in := b.in
-		if len(next) >= b.size-1 || isClosed(b.quit) {
+		if events >= b.size-1 || isClosed(b.quit) {
 			in = nil
 		}
 		select {
 		case b.out <- held:
-			if b.batch = next; len(next) > 0 {
+			if b.batch, b.n = next, events; len(next) > 0 {
 				b.timer.Reset(b.wait)
 			}
 			return
 		case m := <-in:
 			next = append(next, m)
+			events += eventCount(m)
 		case <-t.C:
 			inProgress(b.gate, held)
 			inProgress(b.gate, next)

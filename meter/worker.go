@@ -47,8 +47,9 @@ type WorkerConfig struct {
 	// Durable is the durable consumer's name, shared by all workers so that
 	// adding workers adds throughput. Default "tollgate-meter".
 	Durable string
-	// BatchSize caps the events in a batch, and the events delivered to
-	// the worker and not yet batched. Default 6000 (DefaultBatchSize).
+	// BatchSize caps the events in a batch, and the messages delivered to
+	// the worker and not yet batched (a group, HeaderEvents, is one message
+	// of up to 16 events). Default 6000 (DefaultBatchSize).
 	BatchSize int
 	// WriteLanes is how many ledger transactions the worker runs at once.
 	// A pulled batch of a backlog (splitAt events or more) is split by
@@ -64,8 +65,8 @@ type WorkerConfig struct {
 	// Default 30s; the worker extends it while it retries a batch, and
 	// bounds each write attempt to a third of it.
 	AckWait time.Duration
-	// MaxAckPending caps the events delivered and not yet acknowledged
-	// across all workers. Default 24000 (DefaultMaxAckPending).
+	// MaxAckPending caps the messages delivered and not yet acknowledged
+	// across all workers (a group is one). Default 24000 (DefaultMaxAckPending).
 	MaxAckPending int
 	// MaxDeliver caps deliveries of one event (default 20): past it the
 	// event goes to the dead-letter stream rather than block the others.
@@ -336,12 +337,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// decode reads a pulled batch's events. Messages that no retry can store
-// (undecodable or invalid) are set aside in the dead-letter stream with
-// the reason, not returned; those delivered more than MaxDeliver times are
+// decode reads a pulled batch's events, a group's one by one (ungroup).
+// Events that no retry can store (undecodable or invalid) are set aside in
+// the dead-letter stream with the reason, each alone, not returned; those delivered more than MaxDeliver times are
 // returned apart (overDelivered), for Run to check against the ledger once
 // what is in flight is written. Nothing is silently dropped.
 func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) (out pending, overDelivered []jetstream.Msg) {
+	msgs = ungroup(msgs) // a group's events, each as a message of its own
 	out = pending{events: make([]usage.Event, 0, len(msgs)), msgs: make([]jetstream.Msg, 0, len(msgs))}
 	var late lateEvents
 	defer late.log(w.cfg.Logger)
@@ -583,6 +585,9 @@ func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 		// the dead-letter stream would drop as a resend.
 		msgID = "dlq-" + meta.Stream + "-" + strconv.FormatUint(meta.Sequence.Stream, 10) +
 			"-" + strconv.FormatInt(meta.Timestamp.UnixNano(), 10)
+		if em, ok := m.(*eventMsg); ok { // one event of a group: its place in it
+			msgID += "-" + strconv.Itoa(em.index)
+		}
 	}
 	err := retry.Do(ctx, newBackoff(5*time.Second), func(ctx context.Context) error {
 		err := w.dlq.put(ctx, m.Data(), eventID(m), reason, msgID)
@@ -599,8 +604,12 @@ func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 }
 
 // eventID is the event id m's headers give: HeaderEventID on a replayed
-// dead letter, else its Nats-Msg-Id, which a publisher sets to the event id.
+// dead letter, else its Nats-Msg-Id, which a publisher sets to the event id;
+// for one event of a group, the id its JSON gives.
 func eventID(m jetstream.Msg) string {
+	if em, ok := m.(*eventMsg); ok {
+		return em.id()
+	}
 	if id := m.Headers().Get(HeaderEventID); id != "" {
 		return id
 	}
