@@ -3,12 +3,14 @@
 //
 //   - Publisher (publish.go) publishes an event on the usage stream
 //     (TOLLGATE_USAGE, subject tollgate.usage.v1) with its id as
-//     Nats-Msg-Id and waits for the PubAck; when JetStream does not answer
+//     Nats-Msg-Id and waits for the PubAck, or, while another publish
+//     waits for its own, in the next message with the events that came
+//     meanwhile (a group, group.go); when JetStream does not answer
 //     it writes the event to a local Spool, which a Republisher drains once
 //     NATS is back. The gateway reaches it through its event sink, wired
 //     in cmd/tollgate (the event is meter/usage's), and answers its client
 //     only once the event is durable.
-//   - Worker (worker.go, pull.go) consumes the stream with a durable pull
+//   - Worker (worker.go, pull.go, grouped.go) consumes the stream with a durable pull
 //     consumer, writes each batch into a Store (the ledger) in one
 //     transaction per write lane, and acknowledges the events only after
 //     the commit. An event no retry can store goes to the dead-letter

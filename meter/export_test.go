@@ -1,6 +1,9 @@
 package meter
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Restart restarts e's server as heal does after a store failed: refusing
 // a server that did not load all its store holds unless lenient.
@@ -19,4 +22,15 @@ var SetAside = (*Worker).setAside
 func WithPullExpiry(c WorkerConfig, d time.Duration) WorkerConfig {
 	c.pullExpiry = d
 	return c
+}
+
+// PublishBatch is (*Publisher).publishBatch of the encoded events datas
+// under ids: one message for them all when there are several (a group),
+// and each event's outcome.
+func (p *Publisher) PublishBatch(ctx context.Context, ids []string, datas [][]byte) []error {
+	batch := make([]*groupWaiter, len(ids))
+	for i := range ids {
+		batch[i] = &groupWaiter{id: ids[i], data: datas[i]}
+	}
+	return p.publishBatch(ctx, batch)
 }

@@ -20,6 +20,7 @@ type Publisher struct {
 	js      jetstream.JetStream
 	subject string
 	timeout time.Duration
+	group   grouper // the events waiting for the publish in flight (group.go)
 }
 
 // NewPublisher returns a Publisher on cfg's subject (see StreamConfig).
@@ -32,7 +33,12 @@ func NewPublisher(js jetstream.JetStream, cfg StreamConfig, timeout time.Duratio
 	return &Publisher{js: js, subject: cfg.Subject, timeout: timeout}
 }
 
-// Publish sends e with Nats-Msg-Id set to e.ID and waits for the PubAck. It
+// Publish sends e and waits for the PubAck of the message that carries it:
+// alone, with Nats-Msg-Id set to e.ID, when no other publish of p is in
+// flight; else, once the one in flight has its PubAck, in one message with
+// the events that queued meanwhile (a group: see HeaderEvents), which
+// costs JetStream one store, delivery and ack for them all. A crash
+// estimate (status crashed) always goes alone. It
 // returns an error wrapping usage.ErrInvalidEvent when e is invalid, an
 // error for which Permanent is true when NATS refuses the message itself,
 // one wrapping jetstream.ErrNoStreamResponse at once, without waiting for
@@ -53,7 +59,13 @@ func (p *Publisher) Publish(ctx context.Context, e *usage.Event) error {
 	*bp = data
 	// The NATS client copies data into its own buffer (or, disconnected,
 	// its reconnect buffer) before Publish returns.
-	return p.PublishData(ctx, e.ID, data)
+	if e.Status == usage.StatusCrashed {
+		// A crash estimate goes alone, under its id: JetStream drops it
+		// when its exact event was published alone within the duplicate
+		// window, and the worker holds it by its own sequence (estimates).
+		return p.PublishData(ctx, e.ID, data)
+	}
+	return p.publishGrouped(ctx, e.ID, data)
 }
 
 // eventBufs holds Publish's encoding buffers between calls: a new one per
