@@ -146,8 +146,12 @@ func (g *ackGate) done() <-chan struct{} {
 
 // watch subscribes to JetStream's advisory of the usage stream's deletion,
 // which replaces the stream at once; it returns the unsubscribe. Without
-// it (a NATS user not allowed the subject), the stream is checked after
-// each reconnect and each sign of its loss.
+// it, the stream is checked only after each reconnect and each sign of its
+// loss. A NATS user not allowed the subject does not fail Subscribe: the
+// server refuses it afterwards, and nats.go reports the permissions
+// violation to the connection's error handler (tollgate logs it as an
+// asynchronous error); only a Subscribe that fails at once (a closed
+// connection) is logged here.
 func (g *ackGate) watch() (stop func()) {
 	if g == nil {
 		return func() {}
