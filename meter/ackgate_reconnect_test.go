@@ -66,41 +66,9 @@ func testAcksAfterRestart(t *testing.T, e *meter.Embedded, conn nats.Option) {
 	done := metertest.StartWorker(t, ctx, js, store, cfg)
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	customer := uuid.NewString()
-	publish := func() {
-		t.Helper()
-		for range n {
-			ev := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer,
-				KeyID: uuid.NewString(), Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions",
-				Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
-			if err := pub.Publish(ctx, &ev); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	acked := func(want uint64) {
-		t.Helper()
-		var ci *jetstream.ConsumerInfo
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			c, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
-			if err != nil {
-				continue
-			}
-			if ci, err = c.Info(ctx); err == nil && ci.AckFloor.Stream == want && ci.NumAckPending == 0 {
-				break
-			}
-		}
-		if ci == nil {
-			t.Fatal("the consumer did not answer")
-		}
-		if ci.AckFloor.Stream != want || ci.NumAckPending != 0 || ci.NumRedelivered != 0 {
-			t.Fatalf("consumer: ack floor %d, %d pending acknowledgement, %d redelivered; want every one of the %d events acknowledged within 5 s (ack wait 30 s), none redelivered: "+
-				"the worker's acknowledgements are held back",
-				ci.AckFloor.Stream, ci.NumAckPending, ci.NumRedelivered, want)
-		}
-	}
-	publish()
+	publishFor(t, ctx, pub, customer, n, 0)
 	waitUsage(t, store, customer, n)
-	acked(n)
+	waitAcked(t, ctx, js, n, 5*time.Second)
 
 	reconnects := nc.Stats().Reconnects
 	if err := e.Restart(false); err != nil {
@@ -111,12 +79,55 @@ func testAcksAfterRestart(t *testing.T, e *meter.Embedded, conn nats.Option) {
 			t.Fatal("the connection did not reconnect to the restarted server")
 		}
 	}
-	publish()
+	publishFor(t, ctx, pub, customer, n, 0)
 	waitUsage(t, store, customer, 2*n)
-	acked(2 * n)
+	waitAcked(t, ctx, js, 2*n, 5*time.Second)
 	select {
 	case err := <-done:
 		t.Fatalf("the worker stopped (%v); want it to go on with the stream it was set up on", err)
 	default:
 	}
+}
+
+// publishFor publishes n events of customer, each retried for up to
+// retryFor (a usage stream being set up again) before the test fails.
+func publishFor(t *testing.T, ctx context.Context, pub *meter.Publisher, customer string, n int, retryFor time.Duration) {
+	t.Helper()
+	for range n {
+		ev := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer,
+			KeyID: uuid.NewString(), Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions",
+			Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
+		for end := time.Now().Add(retryFor); ; time.Sleep(100 * time.Millisecond) {
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			err := pub.Publish(pctx, &ev)
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("publish: %v", err)
+			}
+		}
+	}
+}
+
+// waitAcked waits up to within for the usage consumer to have every event
+// up to stream sequence want acknowledged, none pending and none
+// redelivered: the ledger's counts cannot tell an acknowledgement held
+// back (it drops the redelivery), the consumer can.
+func waitAcked(t *testing.T, ctx context.Context, js jetstream.JetStream, want uint64, within time.Duration) {
+	t.Helper()
+	var ci *jetstream.ConsumerInfo
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if c, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter"); err == nil {
+			if ci, err = c.Info(ctx); err == nil && ci.AckFloor.Stream == want && ci.NumAckPending == 0 && ci.NumRedelivered == 0 {
+				return
+			}
+		}
+	}
+	if ci == nil {
+		t.Fatal("the usage consumer did not answer")
+	}
+	t.Fatalf("consumer: ack floor %d, %d pending acknowledgement, %d redelivered; want all %d events acknowledged within %s, "+
+		"none redelivered: the worker's acknowledgements are held back", ci.AckFloor.Stream, ci.NumAckPending, ci.NumRedelivered, want, within)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
-	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // TestTheServiceGoesOnAfterTheUsageStreamIsDeleted: the usage stream is
@@ -67,45 +66,9 @@ func testServiceAfterDeletion(t *testing.T, denyAdvisory bool) {
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	customer := uuid.NewString()
 	const n = 5
-	publish := func() {
-		t.Helper()
-		for range n {
-			ev := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer,
-				KeyID: uuid.NewString(), Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions",
-				Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
-			var err error
-			for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-				pctx, cancel := context.WithTimeout(ctx, time.Second)
-				err = pub.Publish(pctx, &ev)
-				cancel()
-				if err == nil {
-					break
-				}
-			}
-			if err != nil {
-				t.Fatalf("publish: %v (the usage stream was not set up again)", err)
-			}
-		}
-	}
-	acked := func(want uint64) {
-		t.Helper()
-		var ci *jetstream.ConsumerInfo
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if c, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter"); err == nil {
-				if ci, err = c.Info(ctx); err == nil && ci.AckFloor.Stream == want && ci.NumAckPending == 0 {
-					return
-				}
-			}
-		}
-		if ci == nil {
-			t.Fatal("no consumer")
-		}
-		t.Fatalf("consumer: ack floor %d, %d pending acknowledgement; want the %d events of the stream acknowledged (ack wait 30 s)",
-			ci.AckFloor.Stream, ci.NumAckPending, want)
-	}
-	publish()
+	publishFor(t, ctx, pub, customer, n, 15*time.Second) // once the service has made the stream
 	waitUsage(t, store, customer, n)
-	acked(n)
+	waitAcked(t, ctx, js, n, 15*time.Second)
 	if denied.Load() != denyAdvisory {
 		t.Fatalf("permission violation seen: %v; want %v (the worker subscribes to the advisory subject)", denied.Load(), denyAdvisory)
 	}
@@ -113,7 +76,7 @@ func testServiceAfterDeletion(t *testing.T, denyAdvisory bool) {
 	if err := js.DeleteStream(ctx, meter.DefaultStreamName); err != nil {
 		t.Fatal(err)
 	}
-	publish() // once the service has made the stream again
+	publishFor(t, ctx, pub, customer, n, 15*time.Second) // once the service has made the stream again
 	waitUsage(t, store, customer, 2*n)
-	acked(n) // the new stream numbers its events from 1
+	waitAcked(t, ctx, js, n, 15*time.Second) // the new stream numbers its events from 1
 }
