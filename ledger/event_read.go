@@ -33,8 +33,10 @@ type RatedEvent struct {
 	Cost       string `json:"cost"`
 	Currency   string `json:"currency"`
 	// Rerated is true when a re-rating has charged the event anew (it has
-	// rerate entries): its Cost then differs from Charge, and an event
-	// Unpriced when stored may have a Cost.
+	// rerate entries): its Cost is then what the re-ratings made it, which
+	// may differ from Charge (or not: a 100% discount moves only the list
+	// cost, and a price changed and changed back nets to nothing), and an
+	// event Unpriced when stored may have a Cost.
 	Rerated bool `json:"rerated"`
 }
 
