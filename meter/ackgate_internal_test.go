@@ -87,3 +87,45 @@ func TestARunWhoseStreamIsReplacedEnds(t *testing.T) {
 		t.Fatal("Run went on 10 s after its stream was replaced; want it to end with errStreamReplaced")
 	}
 }
+
+// TestTheGateTakesTheStreamsDeletionAdvisory: JetStream's advisory of the
+// usage stream's deletion replaces a watching gate at once, with no
+// acknowledgement asking first. Every other test of the gate passed with
+// the advisory's subject misspelt (the consumer's loss, or a reconnect,
+// caught the deletion there); without it, a deletion made while a worker
+// stays connected is learned only from its consumer's loss, which can
+// come late (docs/operations.md).
+func TestTheGateTakesTheStreamsDeletionAdvisory(t *testing.T) {
+	e, err := StartEmbedded(t.TempDir(), "127.0.0.1:0", SyncPolicy{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown()
+	nc, err := nats.Connect(e.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	stream, err := EnsureStream(ctx, js, StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newAckGate(nc, stream, nc.Stats().Reconnects, slog.Default())
+	defer g.watch()()
+	if err := nc.Flush(); err != nil { // the subscription is the server's
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, DefaultStreamName); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the gate was not replaced within 5 s of the usage stream's deletion: its advisory did not reach it")
+	}
+	if g.live(ctx) {
+		t.Error("the gate lets acknowledgements through after the stream's deletion")
+	}
+}
