@@ -17,22 +17,8 @@ import (
 // of a batch on the hot path: the check that the connection is up and has
 // not reconnected since the stream was last seen (no request).
 func BenchmarkAckGateLive(b *testing.B) {
-	e, err := StartEmbedded(b.TempDir(), "127.0.0.1:0", SyncPolicy{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Shutdown()
-	nc, err := nats.Connect(e.ClientURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	_, nc, _, stream := gateServer(b)
 	ctx := context.Background()
-	stream, err := EnsureStream(ctx, js, StreamConfig{})
-	if err != nil {
-		b.Fatal(err)
-	}
 	g := newAckGate(nc, stream, nc.Stats().Reconnects, slog.Default())
 	for b.Loop() {
 		if !g.live(ctx) {
@@ -53,22 +39,9 @@ func (noStore) WriteEvents(context.Context, []usage.Event) (int, error) { return
 // retried as a failure to consume, each new subscription would end at
 // once on the gate, for ever: Run would never end, and nothing be written.
 func TestARunWhoseStreamIsReplacedEnds(t *testing.T) {
-	e, err := StartEmbedded(t.TempDir(), "127.0.0.1:0", SyncPolicy{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown()
-	nc, err := nats.Connect(e.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	_, _, js, _ := gateServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := EnsureStream(ctx, js, StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
 	w, err := NewWorker(ctx, js, noStore{}, WorkerConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -96,22 +69,8 @@ func TestARunWhoseStreamIsReplacedEnds(t *testing.T) {
 // stays connected is learned only from its consumer's loss, which can
 // come late (docs/operations.md).
 func TestTheGateTakesTheStreamsDeletionAdvisory(t *testing.T) {
-	e, err := StartEmbedded(t.TempDir(), "127.0.0.1:0", SyncPolicy{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown()
-	nc, err := nats.Connect(e.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	_, nc, js, stream := gateServer(t)
 	ctx := context.Background()
-	stream, err := EnsureStream(ctx, js, StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	g := newAckGate(nc, stream, nc.Stats().Reconnects, slog.Default())
 	defer g.watch()()
 	if err := nc.Flush(); err != nil { // the subscription is the server's
@@ -128,4 +87,69 @@ func TestTheGateTakesTheStreamsDeletionAdvisory(t *testing.T) {
 	if g.live(ctx) {
 		t.Error("the gate lets acknowledgements through after the stream's deletion")
 	}
+}
+
+// TestTheGateHoldsAcknowledgementsWhileDisconnected: while the connection
+// is down the gate lets no acknowledgement through, even with no
+// reconnect counted yet: nats.go buffers what is sent meanwhile and sends
+// it to whatever server it reconnects to, before the gate could ask that
+// server for the stream. Once reconnected to the same stream, it lets them
+// through again.
+func TestTheGateHoldsAcknowledgementsWhileDisconnected(t *testing.T) {
+	e, nc, _, stream := gateServer(t)
+	ctx := context.Background()
+	g := newAckGate(nc, stream, nc.Stats().Reconnects, slog.Default())
+	if !g.live(ctx) {
+		t.Fatal("the gate holds back the acknowledgements of a stream that is there")
+	}
+	e.mu.Lock()
+	srv := e.srv
+	e.mu.Unlock()
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	for deadline := time.Now().Add(5 * time.Second); nc.IsConnected(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection did not notice its server gone")
+		}
+	}
+	if g.live(ctx) {
+		t.Fatal("the gate lets acknowledgements through while the connection is down (nats.go would send them to the next server)")
+	}
+	if err := e.restart(false); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !nc.IsConnected(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection did not reconnect")
+		}
+	}
+	if !g.live(ctx) {
+		t.Error("the gate holds back acknowledgements after a reconnect to the same stream")
+	}
+}
+
+// gateServer starts an embedded server on a loopback port, connects to it
+// (reconnecting every 50 ms, for ever) and makes the usage stream; all
+// end with the test.
+func gateServer(t testing.TB) (*Embedded, *nats.Conn, jetstream.JetStream, jetstream.Stream) {
+	t.Helper()
+	e, err := StartEmbedded(t.TempDir(), "127.0.0.1:0", SyncPolicy{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	nc, err := nats.Connect(e.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := EnsureStream(context.Background(), js, StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, nc, js, stream
 }
