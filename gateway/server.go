@@ -177,6 +177,9 @@ type Server struct {
 	polled   atomic.Int64 // of which watched by hangups
 	stopOnce sync.Once
 	stopErr  error
+	// started is set by the first Start that listens, stopCalled by Stop:
+	// a Server starts once, and never after Stop (it could not be stopped).
+	started, stopCalled atomic.Bool
 	// background runs the periodic work of a started server (see
 	// background); stopBackground ends it and backgroundDone says it has.
 	stopBackground context.CancelFunc
@@ -294,13 +297,23 @@ func New(cfg Config, d Deps) (*Server, error) {
 // ConnectionCap(cfg) client connections at once (at the cap, a new one
 // takes the place of the one unused longest: closeOldest), bounds reading a request
 // (ReadTimeout, and 10s for its headers) and keep-alive idleness
-// (IdleTimeout); responses stream unbounded.
+// (IdleTimeout); responses stream unbounded. A Server starts once: Start
+// returns an error when it was started already, or stopped (a Stop before
+// Start uses the Server up), and when addr cannot be listened on (then it
+// may be started again).
 func (s *Server) Start(addr string, h http.Handler) error {
+	if s.stopCalled.Load() {
+		return errors.New("gateway: Start after Stop: a stopped server does not start again")
+	}
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("gateway: started already")
+	}
 	if h == nil {
 		h = s.Handler()
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		s.started.Store(false)
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
 	s.addr = ln.Addr().String()
@@ -389,6 +402,7 @@ func (s *Server) Addr() string { return s.addr }
 // left idle are closed. It returns ctx.Err() when the grace period ran
 // out, else nil; it is idempotent and safe on a server never started.
 func (s *Server) Stop(ctx context.Context) error {
+	s.stopCalled.Store(true)
 	s.stopOnce.Do(func() {
 		if s.srv == nil {
 			return
