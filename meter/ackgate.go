@@ -34,7 +34,9 @@ var errStreamReplaced = errors.New("the usage stream was deleted (or deleted and
 // since its last reconnect and since any sign that the stream went (its
 // consumer deleted, or gone), that the stream is the one it was set up
 // on: one STREAM.INFO request after each, not one a batch. JetStream's
-// advisory of the stream's deletion replaces it at once. Once replaced,
+// advisory of the stream's deletion replaces it at once; the advisory is
+// best effort (nats-server v2.15.2 can drop it as the stream's send loop
+// quits), and the consumer's loss then tells. Once replaced,
 // the worker acknowledges nothing more, writes what it holds (the events
 // are real), and ends its subscription.
 //
@@ -146,8 +148,9 @@ func (g *ackGate) done() <-chan struct{} {
 
 // watch subscribes to JetStream's advisory of the usage stream's deletion,
 // which replaces the stream at once; it returns the unsubscribe. Without
-// it, the stream is checked only after each reconnect and each sign of its
-// loss. A NATS user not allowed the subject does not fail Subscribe: the
+// it, or when the server drops the advisory (it queues it on the deleted
+// stream's send loop as that loop quits, stream.go stop), the stream is
+// checked only after each reconnect and each sign of its loss. A NATS user not allowed the subject does not fail Subscribe: the
 // server refuses it afterwards, and nats.go reports the permissions
 // violation to the connection's error handler (tollgate logs it as an
 // asynchronous error); only a Subscribe that fails at once (a closed

@@ -68,6 +68,13 @@ func TestARunWhoseStreamIsReplacedEnds(t *testing.T) {
 // caught the deletion there); without it, a deletion made while a worker
 // stays connected is learned only from its consumer's loss, which can
 // come late (docs/operations.md).
+//
+// The advisory is best effort: nats-server v2.15.2 queues it on the
+// deleted stream's own send loop and closes that loop's quit channel at
+// once (stream.go, stop), and the loop's select may take the quit first
+// and drop it (seen once in CI: no advisory within 5 s). So the stream is
+// made again and deleted until one advisory reaches the gate, up to
+// deletions times: a misspelt subject fails every time.
 func TestTheGateTakesTheStreamsDeletionAdvisory(t *testing.T) {
 	_, nc, js, stream := gateServer(t)
 	ctx := context.Background()
@@ -76,13 +83,24 @@ func TestTheGateTakesTheStreamsDeletionAdvisory(t *testing.T) {
 	if err := nc.Flush(); err != nil { // the subscription is the server's
 		t.Fatal(err)
 	}
-	if err := js.DeleteStream(ctx, DefaultStreamName); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-g.done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the gate was not replaced within 5 s of the usage stream's deletion: its advisory did not reach it")
+	const deletions = 8
+	for i := 1; ; i++ {
+		if err := js.DeleteStream(ctx, DefaultStreamName); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-g.done():
+		case <-time.After(2 * time.Second):
+			if i == deletions {
+				t.Fatalf("the gate was not replaced within 2 s of any of %d deletions of the usage stream: their advisories did not reach it", deletions)
+			}
+			t.Logf("deletion %d: no advisory within 2 s (nats-server may drop it); making the stream again", i)
+			if _, err := EnsureStream(ctx, js, StreamConfig{}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		break
 	}
 	if g.live(ctx) {
 		t.Error("the gate lets acknowledgements through after the stream's deletion")
