@@ -34,3 +34,6 @@ func (p *Publisher) PublishBatch(ctx context.Context, ids []string, datas [][]by
 	}
 	return p.publishBatch(ctx, batch)
 }
+
+// MaxGroupEvents is maxGroupEvents, the most events a group may hold.
+const MaxGroupEvents = maxGroupEvents

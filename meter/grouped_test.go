@@ -193,3 +193,64 @@ func TestWorkerHoldsAnEstimateWhoseExactEventIsInAGroup(t *testing.T) {
 		t.Fatalf("usage = %+v, want the group's two events", row)
 	}
 }
+
+// TestWorkerSetsAsideAMalformedGroupWhole: a message whose Tollgate-Events
+// header does not match its lines, is not a count, or asks for more events
+// than a group may hold (meter.MaxGroupEvents) is set aside whole, as one
+// dead letter with its reason and all its bytes, not line by line: a
+// publisher with the subject's rights could otherwise send a few hundred
+// KiB of empty lines under "Tollgate-Events: 2" and have the worker set
+// aside each alone (thousands of dead letters, the stream held up behind
+// them). A well-formed group behind them lands.
+func TestWorkerSetsAsideAMalformedGroupWhole(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	customer := uuid.NewString()
+	publishRaw := func(header string, data []byte) {
+		m := &nats.Msg{Subject: meter.DefaultSubject, Data: data, Header: nats.Header{meter.HeaderEvents: []string{header}}}
+		if _, err := js.PublishMsg(ctx, m, jetstream.WithMsgID(uuid.NewString())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	encode := func(e usage.Event) []byte {
+		b, err := e.AppendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	empty := bytes.Repeat([]byte{'\n'}, 5000)
+	publishRaw("2", empty) // 5,001 empty lines under a count of 2
+	noCount := encode(groupEvent(customer, 1))
+	publishRaw("abc", noCount) // no count
+	over := bytes.Repeat(append(encode(groupEvent(customer, 1)), '\n'), meter.MaxGroupEvents+1)
+	over = over[:len(over)-1]
+	publishRaw(strconv.Itoa(meter.MaxGroupEvents+1), over) // more than a group holds
+	good1, good2 := groupEvent(customer, 10), groupEvent(customer, 20)
+	publishGroup(t, js, good1.ID, encode(good1), encode(good2))
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{})
+
+	if row := waitUsage(t, store, customer, 2); row.PromptTokens != 30 {
+		t.Fatalf("usage = %+v, want the well-formed group's two events (10+20 prompt tokens) alone", row)
+	}
+	waitAllAcked(t, js, "the malformed groups set aside and the good one written")
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	letters, err := dlq.List(ctx, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(letters) != 3 {
+		t.Fatalf("%d dead letters, want 3: each malformed group set aside whole", len(letters))
+	}
+	for i, want := range [][]byte{empty, noCount, over} {
+		l := letters[i]
+		if !strings.Contains(l.Reason, "group") || len(l.Data) != len(want) {
+			t.Errorf("dead letter %d: reason %q, %d bytes; want a malformed group's reason and its %d bytes", i, l.Reason, len(l.Data), len(want))
+		}
+	}
+}
