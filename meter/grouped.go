@@ -7,6 +7,7 @@ package meter
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 
@@ -61,41 +62,75 @@ func (m *eventMsg) id() string {
 	return e.ID
 }
 
-// eventCount is how many events m carries: HeaderEvents's count for a
-// group, else 1.
+// eventCount is how many events m carries, for a batch's count: its
+// group's (groupSize), else 1.
 func eventCount(m jetstream.Msg) int {
-	if h := m.Headers().Get(HeaderEvents); h != "" {
-		if n, err := strconv.Atoi(h); err == nil && n > 1 {
-			return n
-		}
+	if n, err := groupSize(m); err == nil && n > 1 {
+		return n
 	}
 	return 1
 }
 
+// groupSize reads m's HeaderEvents: 0 when it has none (one event), its
+// count when it is a well-formed group (a count of 1 to maxGroupEvents,
+// and as many lines), else an error that says what is wrong. It counts
+// the lines before a group is split, so a message cannot make the worker
+// split more than maxGroupEvents lines.
+func groupSize(m jetstream.Msg) (int, error) {
+	h := m.Headers().Get(HeaderEvents)
+	if h == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(h)
+	if err != nil || n < 1 || n > maxGroupEvents {
+		return 0, fmt.Errorf("malformed group: its %s header is %.40q, not a count of 1 to %d events", HeaderEvents, h, maxGroupEvents)
+	}
+	if lines := bytes.Count(m.Data(), []byte{'\n'}) + 1; lines != n {
+		return 0, fmt.Errorf("malformed group: its %s header counts %d events, its data holds %d lines", HeaderEvents, n, lines)
+	}
+	return n, nil
+}
+
+// malformed is a message set aside whole, with why: a group whose header
+// and data disagree (groupSize).
+type malformed struct {
+	msg jetstream.Msg
+	why error
+}
+
 // ungroup returns msgs with each group's message replaced by its events
-// (eventMsg), in order; msgs itself when it holds no group.
-func ungroup(msgs []jetstream.Msg) []jetstream.Msg {
-	n := 0
-	for _, m := range msgs {
-		if m.Headers().Get(HeaderEvents) != "" {
-			n++
-		}
-	}
-	if n == 0 {
-		return msgs
-	}
-	out := make([]jetstream.Msg, 0, len(msgs)+n*4)
-	for _, m := range msgs {
-		if m.Headers().Get(HeaderEvents) == "" {
-			out = append(out, m)
+// (eventMsg), in order (msgs itself when it holds no group), and apart
+// the messages whose group is malformed (groupSize), to be set aside
+// whole: no line of them is read as an event.
+func ungroup(msgs []jetstream.Msg) (out []jetstream.Msg, bad []malformed) {
+	for i, m := range msgs {
+		n, err := groupSize(m)
+		if n == 0 && err == nil {
+			if out != nil {
+				out = append(out, m)
+			}
 			continue
 		}
-		lines := bytes.Split(m.Data(), []byte{'\n'})
+		if out == nil { // the first group: what came before it, as it is
+			out = append(make([]jetstream.Msg, 0, len(msgs)+4*(len(msgs)-i)), msgs[:i]...)
+		}
+		if err != nil {
+			bad = append(bad, malformed{msg: m, why: err})
+			continue
+		}
 		g := &groupAck{Msg: m}
-		g.left.Store(int32(len(lines)))
-		for i, l := range lines {
-			out = append(out, &eventMsg{groupAck: g, data: l, index: i})
+		g.left.Store(int32(n))
+		data := m.Data()
+		for i := range n {
+			line := data
+			if j := bytes.IndexByte(data, '\n'); j >= 0 {
+				line, data = data[:j], data[j+1:]
+			}
+			out = append(out, &eventMsg{groupAck: g, data: line, index: i})
 		}
 	}
-	return out
+	if out == nil {
+		return msgs, nil
+	}
+	return out, bad
 }

@@ -339,11 +339,16 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // decode reads a pulled batch's events, a group's one by one (ungroup).
 // Events that no retry can store (undecodable or invalid) are set aside in
-// the dead-letter stream with the reason, each alone, not returned; those delivered more than MaxDeliver times are
+// the dead-letter stream with the reason, each alone, not returned (a
+// malformed group whole, ungroup); those delivered more than MaxDeliver times are
 // returned apart (overDelivered), for Run to check against the ledger once
 // what is in flight is written. Nothing is silently dropped.
 func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) (out pending, overDelivered []jetstream.Msg) {
-	msgs = ungroup(msgs) // a group's events, each as a message of its own
+	msgs, malformed := ungroup(msgs) // a group's events, each as a message of its own
+	for _, b := range malformed {
+		w.obs.DeadLetter("undecodable")
+		w.setAside(ctx, b.msg, b.why.Error()+"; set aside whole")
+	}
 	out = pending{events: make([]usage.Event, 0, len(msgs)), msgs: make([]jetstream.Msg, 0, len(msgs))}
 	var late lateEvents
 	defer late.log(w.cfg.Logger)
