@@ -29,8 +29,9 @@ var errStreamReplaced = errors.New("the usage stream was deleted (or deleted and
 //
 // The stream is named by its creation time (StreamInfo.Created, which
 // NATS keeps across restarts). A worker sends an acknowledgement only
-// while its connection is up (one sent while it reconnects is buffered,
-// and goes to whatever server it reconnects to) and after it has seen,
+// while its connection is up (nats.go buffers one sent while it
+// reconnects, for whatever server it reconnects to, unless the connection
+// keeps no reconnect buffer, as tollgate's does not) and after it has seen,
 // since its last reconnect and since any sign that the stream went (its
 // consumer deleted, or gone), that the stream is the one it was set up
 // on: one STREAM.INFO request after each, not one a batch. JetStream's

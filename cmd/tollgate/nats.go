@@ -40,6 +40,15 @@ func (a *app) connectNATS(e env, r roles, sync meter.SyncPolicy) (jetstream.JetS
 		// times as many: meanwhile every gateway request waited the
 		// publish timeout at its end and spooled its event (a review).
 		nats.PingInterval(natsPingInterval), nats.MaxPingsOutstanding(2),
+		// Nothing given to the connection while it reconnects is kept
+		// for the server it reaches next (nats.go's default keeps 8 MiB):
+		// a meter worker's acknowledgements would go to a usage stream
+		// made again there, acknowledging its events at those sequences
+		// (meter's ackGate), and a gateway's publish would wait its whole
+		// timeout for a PubAck. Such a publish fails at once instead
+		// (nats.ErrReconnectBufExceeded): the ack is not sent (the batch
+		// is delivered again; the ledger drops it), the event is spooled.
+		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if nc.IsClosed() { // closed on purpose (shutdown): not reconnecting; ClosedHandler reports an error
 				return
