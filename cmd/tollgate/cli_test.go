@@ -110,8 +110,17 @@ func TestCLIPricesOverridesRerate(t *testing.T) {
 	}
 	s.tgOK("prices", "create", "--model", "sim-small", "--currency", "USD", "--input", "0.15", "--output", "0.6",
 		"--effective-from", "2026-01-01", "--effective-to", "2027-01-01")
+	// A version that ended in the past too: its rerate ends where it did,
+	// not now (over the later events it would find no price of its own).
+	pastFrom := time.Now().UTC().Add(-72 * time.Hour).Format("2006-01-02")
+	pastTo := time.Now().UTC().Add(-48 * time.Hour).Format("2006-01-02")
+	r = s.tg("prices", "create", "--model", "sim-old", "--currency", "USD", "--input", "1", "--output", "2",
+		"--effective-from", pastFrom, "--effective-to", pastTo)
+	if r.code != exitOK || !strings.Contains(r.errOut, "tollgate rerate --from "+pastFrom+" --to "+pastTo) {
+		t.Fatalf("prices create over a past period: exit %d, stderr %q; want the rerate over that period", r.code, r.errOut)
+	}
 	rows := tableRows(t, s.tgOK("prices", "list"), "ID")
-	if len(rows) != 2 {
+	if len(rows) != 3 {
 		t.Fatalf("prices list: %q", rows)
 	}
 	var prices struct{ Data []api.Price }
