@@ -38,16 +38,22 @@ func priceTerms(p ledger.PriceInput) string {
 }
 
 // notePast notes on stderr a price version or override that starts in the
-// past (from, as given on the command line): the events already stored
-// since then keep the price they were rated at until re-rated, while those
-// of the period delivered from now on (late) are rated by it, so that the
-// period's statement mixes the two until `tollgate rerate` is run over it.
-func (c *cli) notePast(from string, start time.Time) {
+// past (from and to, as given on the command line; end, the version's
+// end, nil when open): the events already stored since then keep the
+// price they were rated at until re-rated, while those of the period
+// delivered from now on (late) are rated by it, so that the period's
+// statement mixes the two until `tollgate rerate` is run over it: up to
+// now, or to its end when that is past too.
+func (c *cli) notePast(from, to string, start time.Time, end *time.Time) {
 	if !start.Before(time.Now()) {
 		return
 	}
+	until := "<now>"
+	if end != nil && end.Before(time.Now()) {
+		until = to
+	}
 	c.warn("note: --effective-from is in the past: the events already stored since then keep their price; " +
-		"to charge them this one, run tollgate rerate --from " + from + " --to <now> (events of that time delivered late are rated by it)")
+		"to charge them this one, run tollgate rerate --from " + from + " --to " + until + " (events of that time delivered late are rated by it)")
 }
 
 // priceCommands are `tollgate prices ...` and `tollgate overrides ...`.
@@ -78,7 +84,7 @@ func priceCommands() []*command {
 				}
 				out, err := c.api.CreatePrice(c.ctx, in)
 				if err == nil {
-					c.notePast(*from, out.EffectiveFrom)
+					c.notePast(*from, *to, out.EffectiveFrom, out.EffectiveTo)
 				}
 				return c.show(out, err, func() {
 					c.fields("ID", fmt.Sprint(out.ID), "Model", out.Model, "Prices (per 1M tokens)", priceTerms(out.PriceInput),
@@ -155,7 +161,7 @@ func priceCommands() []*command {
 				}
 				out, err := c.api.CreateOverride(c.ctx, *customer, in)
 				if err == nil {
-					c.notePast(*from, out.EffectiveFrom)
+					c.notePast(*from, *to, out.EffectiveFrom, out.EffectiveTo)
 				}
 				return c.show(out, err, func() {
 					c.fields("ID", fmt.Sprint(out.ID), "Customer", out.CustomerID, "Model", modelOrAll(out.Model),
