@@ -136,3 +136,37 @@ func TestMigrationNoTruncateAgainAfterPartitionMade(t *testing.T) {
 		t.Errorf("TRUNCATE of the month: %v; want it refused", err)
 	}
 }
+
+// TestAPartitionAnOlderBinaryMadeRefusesTruncate: during a rolling
+// upgrade, a process of a release from before migration 14, still
+// running on the migrated ledger, makes a month's partition without the
+// TRUNCATE trigger (it knows nothing of it), and the migration, applied
+// already, does not run again. The first write of this release to that
+// month finds the partition there and gives it the trigger; a table of
+// that name an operator detached (an archived month) is left as it is.
+func TestAPartitionAnOlderBinaryMadeRefusesTruncate(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE TABLE usage_events_2032_07 (LIKE usage_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`,
+		`ALTER TABLE usage_events ATTACH PARTITION usage_events_2032_07 FOR VALUES FROM ('2032-07-01T00:00:00Z') TO ('2032-08-01T00:00:00Z')`,
+		`CREATE TABLE usage_events_2032_09 (LIKE usage_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`, // detached: an archive
+	} {
+		if err := s.ExecForTest(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := newEvent(c.ID, k.ID, "m", time.Date(2032, 7, 5, 0, 0, 0, 0, time.UTC), usage.Tokens{PromptTokens: 5})
+	if _, err := s.WriteEvents(ctx, []usage.Event{ev}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.ExecForTest(ctx, "DO $$ BEGIN TRUNCATE usage_events_2032_07; RAISE EXCEPTION 'TRUNCATE let through'; END $$")
+	if err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Errorf("TRUNCATE of a month an older binary made: %v; want it refused, the ledger being append-only", err)
+	}
+	late := newEvent(c.ID, k.ID, "m", time.Date(2032, 9, 5, 0, 0, 0, 0, time.UTC), usage.Tokens{PromptTokens: 5})
+	_, _ = s.WriteEvents(ctx, []usage.Event{late}) // no partition takes it: refused, as before
+	if err := s.ExecForTest(ctx, "TRUNCATE usage_events_2032_09"); err != nil {
+		t.Errorf("TRUNCATE of a detached table of a month's name: %v; want it left as the operator had it", err)
+	}
+}
