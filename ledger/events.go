@@ -171,7 +171,8 @@ func (s *Store) ensurePartitions(ctx context.Context, events []usage.Event) erro
 // read and write of the events queued behind it meanwhile. ATTACH PARTITION takes SHARE UPDATE
 // EXCLUSIVE, which neither reads nor writes conflict with; it gives the
 // new table the parent's indexes and row triggers (append-only); a statement
-// trigger of its own refuses TRUNCATE, which the parent's do not cover. Makers
+// trigger of its own refuses TRUNCATE, which the parent's do not cover (one
+// made without it by an older release is given it: truncateRefused). Makers
 // of one partition, in any process, take turns on an advisory lock, so
 // that the second finds the table the first made.
 func (s *Store) makePartition(ctx context.Context, name string, from, to time.Time) error {
@@ -184,8 +185,11 @@ func (s *Store) makePartition(ctx context.Context, name string, from, to time.Ti
 		// an archived month then finds no partition, and is set aside),
 		// as CREATE TABLE IF NOT EXISTS … PARTITION OF left it.
 		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil || exists {
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil {
 			return err
+		}
+		if exists {
+			return truncateRefused(ctx, tx, name)
 		}
 		table := pgx.Identifier{name}.Sanitize()
 		if _, err := tx.Exec(ctx, `CREATE TABLE `+table+` (LIKE usage_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`); err != nil {
@@ -202,6 +206,22 @@ func (s *Store) makePartition(ctx context.Context, name string, from, to time.Ti
 			` FOR EACH STATEMENT EXECUTE FUNCTION ledger_append_only()`)
 		return err
 	})
+}
+
+// truncateRefused gives the partition name, made by a release from before
+// migration 14 (a process still running during a rolling upgrade, which
+// makes a month's partition without the trigger), its TRUNCATE trigger,
+// when it is attached to usage_events and lacks it. A table of that name
+// not attached (a month an operator detached to archive) is left alone.
+func truncateRefused(ctx context.Context, tx pgx.Tx, name string) error {
+	var missing bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = $1::regclass AND inhparent = 'usage_events'::regclass)
+		AND NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass AND tgname = 'ledger_no_truncate')`, name).Scan(&missing); err != nil || !missing {
+		return err
+	}
+	_, err := tx.Exec(ctx, `CREATE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON `+pgx.Identifier{name}.Sanitize()+
+		` FOR EACH STATEMENT EXECUTE FUNCTION ledger_append_only()`)
+	return err
 }
 
 // StoredIDs returns which of ids (event ids, any case) the ledger holds:
