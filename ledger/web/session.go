@@ -274,8 +274,11 @@ type sessionKey struct{}
 // require lets a request with a live session through, with the session
 // in its context (sessionOf); others go to the sign-in page (GET, HEAD)
 // or are answered by ended (a form posted after the session ended). A
-// POST must carry the session's CSRF token and no foreign Origin (403).
-func (s *sessions) require(ended http.HandlerFunc) func(http.Handler) http.Handler {
+// POST must carry the session's CSRF token and no foreign Origin (403);
+// one from a page of this site with another token (loaded before a new
+// sign-in) is answered by stale, which may keep it, and returns false
+// when it does not.
+func (s *sessions) require(ended http.HandlerFunc, stale func(http.ResponseWriter, *http.Request, *session) bool) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ss := s.get(r)
@@ -298,6 +301,9 @@ func (s *sessions) require(ended http.HandlerFunc) func(http.Handler) http.Handl
 				return
 			}
 			if r.Method == http.MethodPost && (!sameOrigin(r) || !validCSRF(r, ss)) {
+				if fromHere(r) && stale(w, r, ss) {
+					return
+				}
 				http.Error(w, "refused: the form's CSRF token is missing or wrong; reload the page and try again", http.StatusForbidden)
 				return
 			}

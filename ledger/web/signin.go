@@ -72,7 +72,7 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 		r.Get("/signin", f.page)
 		r.Post("/signin", f.signin)
 		r.Group(func(r chi.Router) {
-			r.Use(f.sess.require(f.ended))
+			r.Use(f.sess.require(f.ended, f.stale))
 			r.Post("/signout", f.signout)
 			pages(r)
 		})
@@ -155,6 +155,34 @@ func (f *signinForm) ended(w http.ResponseWriter, r *http.Request) {
 		msg = sessionEndedKept
 	}
 	f.pages.render(w, f.log, http.StatusUnauthorized, "signin", view{App: f.app, Title: "Sign in", Error: msg, Data: form})
+}
+
+// formStale is what the page says of a form filled in again after it
+// came with another session's CSRF token (signinForm.stale).
+const formStale = "This form came from a page loaded before you signed in again, so it was not sent. It is filled in as you typed it: check it and send it again."
+
+// stale answers a form posted from a page of this site (fromHere) with a
+// CSRF token other than its live session's: a page loaded before the
+// operator signed in again (in another tab). It is not acted on; when its
+// input is worth keeping (resumable) and its Referer is a page of this
+// app, that page shows it filled in as it was typed, saying so (303 back
+// there), as a form kept through a sign-in is; else it reports false,
+// and the request is refused (403).
+func (f *signinForm) stale(w http.ResponseWriter, r *http.Request, ss *session) bool {
+	if f.resumable == nil || f.resumable(r.URL.Path) == "" {
+		return false
+	}
+	ref, err := url.Parse(r.Referer())
+	if err != nil || ref.Host != r.Host {
+		return false
+	}
+	back := f.next(ref.RequestURI())
+	values := maps.Clone(r.PostForm)
+	values.Del("csrf")
+	f.sess.setRefused(ss, refusedForm{form: f.resumable(r.URL.Path), values: values})
+	f.sess.setFlash(ss, formStale, "")
+	http.Redirect(w, r, back, http.StatusSeeOther)
+	return true
 }
 
 // fromHere reports whether a posted form says it came from a page of this
