@@ -10,6 +10,14 @@ import (
 	"testing"
 )
 
+// fieldHolds reports whether page has an input named name whose value is
+// value (HTML-escaped), its attributes in either order.
+func fieldHolds(page, name, value string) bool {
+	esc := regexp.QuoteMeta(html.EscapeString(value))
+	return regexp.MustCompile(`name="`+name+`"[^>]* value="`+esc+`"`).MatchString(page) ||
+		regexp.MustCompile(`value="`+esc+`"[^>]* name="`+name+`"`).MatchString(page)
+}
+
 var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
 
 // signInFromHere posts the console's sign-in form as a browser does from
@@ -100,9 +108,7 @@ func TestConsoleFormAfterSessionEndedKeepsInput(t *testing.T) {
 			if k == "form_id" || k == "customer" || k == "cursor" || k == "expires_at_shown" {
 				continue
 			}
-			esc := regexp.QuoteMeta(html.EscapeString(v[0]))
-			if !regexp.MustCompile(`name="`+k+`"[^>]* value="`+esc+`"`).MatchString(body) &&
-				!regexp.MustCompile(`value="`+esc+`"[^>]* name="`+k+`"`).MatchString(body) {
+			if !fieldHolds(body, k, v[0]) {
 				t.Errorf("signed in again after POST %s, field %s does not hold %q", tc.action, k, v[0])
 			}
 		}
