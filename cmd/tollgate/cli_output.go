@@ -25,14 +25,45 @@ func (c *cli) show(v any, err error, render func()) error {
 }
 
 // printJSON prints v as indented JSON: what the API answered, as it
-// answered it (the same types, encoded the same way).
+// answered it (the same types, encoded the same way), with the runes a
+// terminal acts on that encoding/json leaves raw written as \u escapes
+// (escapeTerminalRunes).
 func (c *cli) printJSON(v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	_, err = c.stdout.Write(append(b, '\n'))
+	_, err = c.stdout.Write(append(escapeTerminalRunes(b), '\n'))
 	return err
+}
+
+// escapeTerminalRunes returns JSON text b with the C1 controls (U+0080 to
+// U+009F; U+009B is a terminal's CSI where C1 is honoured) and the
+// bidirectional embeddings, overrides and isolates (U+202A to U+202E,
+// U+2066 to U+2069, which show text reordered) written as \u escapes.
+// encoding/json escapes the C0 controls, U+2028 and U+2029, not these;
+// outside strings JSON holds only ASCII, so each is in a string, and its
+// escape decodes to the same rune. b itself when it holds none.
+func escapeTerminalRunes(b []byte) []byte {
+	var out []byte
+	last := 0
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r >= 0x80 && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 {
+			out = append(out, b[last:i]...)
+			out = fmt.Appendf(out, `\u%04x`, r)
+			last = i + size
+		}
+		i += size
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[last:]...)
 }
 
 // data is a list as the API answers it: {"data": [...]}, never null.
