@@ -28,10 +28,19 @@ const (
 // back. The zero value is ready to use; stop ends the idle ones, and wait
 // waits for every one to return.
 type workers struct {
-	mu      sync.Mutex
-	idle    []*worker // oldest first
-	stopped bool
-	wg      sync.WaitGroup
+	mu        sync.Mutex
+	idle      []*worker // oldest first
+	stopped   bool
+	wg        sync.WaitGroup
+	idleLimit time.Duration // how long one may wait; 0 is workerIdleLimit
+}
+
+// limit is how long an idle goroutine may wait.
+func (ws *workers) limit() time.Duration {
+	if ws.idleLimit > 0 {
+		return ws.idleLimit
+	}
+	return workerIdleLimit
 }
 
 // worker is one kept goroutine: it runs the functions sent on run, until
@@ -104,7 +113,7 @@ func (ws *workers) keep(w *worker) bool {
 	if ws.stopped || len(ws.idle) >= maxIdleWorkers {
 		return false
 	}
-	if len(ws.idle) > 0 && now.Sub(ws.idle[0].since) > workerIdleLimit {
+	if len(ws.idle) > 0 && now.Sub(ws.idle[0].since) > ws.limit() {
 		close(ws.idle[0].run)
 		ws.idle[0] = nil
 		ws.idle = ws.idle[1:]

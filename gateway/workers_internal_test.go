@@ -113,6 +113,30 @@ func TestWorkersBounded(t *testing.T) {
 	ws.mu.Unlock()
 }
 
+// TestWorkersEndIdleOnesWithoutTraffic: the goroutines a burst left
+// waiting end once idle past the limit, though no request comes back to
+// end them: 200 kept after a burst, each with the stack its request grew,
+// waited for ever on a gateway that went quiet (up to maxIdleWorkers).
+func TestWorkersEndIdleOnesWithoutTraffic(t *testing.T) {
+	ws := workers{idleLimit: 100 * time.Millisecond}
+	defer func() { ws.stop(); ws.wait() }()
+	const n = 200
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		ws.do(func() { defer wg.Done(); <-release })
+	}
+	close(release)
+	wg.Wait()
+	waitIdle(t, &ws, n)
+	for deadline := time.Now().Add(3 * time.Second); idleCount(&ws) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines still wait 3 s after a burst, idle past their %s limit", idleCount(&ws), ws.idleLimit)
+		}
+	}
+}
+
 func idleCount(ws *workers) int {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
