@@ -24,8 +24,8 @@ const (
 // while it waits.
 //
 // Idle goroutines wait most recently used first; at most maxIdleWorkers
-// wait, and one that waited over workerIdleLimit exits when another comes
-// back. The zero value is ready to use; stop ends the idle ones, and wait
+// wait, and one that waited over workerIdleLimit exits (when another comes
+// back, or at the latest when the reaper's timer next runs). The zero value is ready to use; stop ends the idle ones, and wait
 // waits for every one to return.
 type workers struct {
 	mu        sync.Mutex
@@ -33,6 +33,7 @@ type workers struct {
 	stopped   bool
 	wg        sync.WaitGroup
 	idleLimit time.Duration // how long one may wait; 0 is workerIdleLimit
+	reaper    *time.Timer   // armed while any wait: ends those idle past the limit (reap)
 }
 
 // limit is how long an idle goroutine may wait.
@@ -120,7 +121,40 @@ func (ws *workers) keep(w *worker) bool {
 	}
 	w.since = now
 	ws.idle = append(ws.idle, w)
+	if len(ws.idle) == 1 {
+		ws.armReaper(ws.limit())
+	}
 	return true
+}
+
+// armReaper has reap run after d, once; called with mu held.
+func (ws *workers) armReaper(d time.Duration) {
+	if ws.reaper == nil {
+		ws.reaper = time.AfterFunc(d, ws.reap)
+		return
+	}
+	ws.reaper.Reset(d)
+}
+
+// reap ends the goroutines idle past the limit, so that those a burst
+// left end though no request comes back (keep ends one only as another
+// returns), and runs again when the oldest left will be.
+func (ws *workers) reap() {
+	now := time.Now()
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.stopped {
+		return
+	}
+	limit := ws.limit()
+	for len(ws.idle) > 0 && now.Sub(ws.idle[0].since) >= limit {
+		close(ws.idle[0].run)
+		ws.idle[0] = nil
+		ws.idle = ws.idle[1:]
+	}
+	if len(ws.idle) > 0 {
+		ws.armReaper(ws.idle[0].since.Add(limit).Sub(now))
+	}
 }
 
 // stop ends the idle goroutines, and every busy one once its function
@@ -129,6 +163,9 @@ func (ws *workers) stop() {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	ws.stopped = true
+	if ws.reaper != nil {
+		ws.reaper.Stop()
+	}
 	for _, w := range ws.idle {
 		close(w.run)
 	}
