@@ -173,8 +173,9 @@ func (g *ackGate) watch() (stop func()) {
 
 // ack acknowledges msgs, written to the ledger or set aside (what says
 // which), unless the gate holds them back (live): then it sends none, and
-// logs the count at WARN. Once the connection refuses one (dropped since
-// the gate's check), it sends none of the rest, and logs their count. Those of a stream still there are delivered
+// logs the count at WARN. Once the connection refuses one (dropped,
+// closed or draining since the gate's check), it sends none of the rest,
+// and logs their count once. Those of a stream still there are delivered
 // again, and the ledger drops them (or the dead-letter stream, a resend).
 func (w *Worker) ack(ctx context.Context, msgs []jetstream.Msg, what string) {
 	if len(msgs) == 0 {
@@ -190,7 +191,7 @@ func (w *Worker) ack(ctx context.Context, msgs []jetstream.Msg, what string) {
 		if err := m.Ack(); err != nil {
 			// Committed or set aside; a lost ack only means a
 			// redelivery, which the ledger skips.
-			if errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrConnectionClosed) {
+			if errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionDraining) {
 				// The connection dropped after the gate's check (it keeps
 				// no reconnect buffer): none of the rest is sent, not one
 				// a warning each, nor to the server it may have reached
