@@ -39,7 +39,8 @@ import (
 // JetStream does not drop an estimate of any other of its events: before
 // writing an estimate under the window's rule, the worker reads the
 // groups stored from the first event not acknowledged up to the estimate,
-// and holds it while one of them carries its id (clearOfGroups).
+// and holds it while one of them carries its id (clearOfGroups); a
+// malformed group, which the worker sets aside whole, carries none.
 
 // maxGroupScan bounds the messages clearOfGroups reads for one check: an
 // estimate behind more unacknowledged messages than that is held until the
@@ -187,7 +188,10 @@ func (w *Worker) clearOfGroups(ctx context.Context, from uint64, e *estimates, n
 			break
 		}
 		read++
-		if msg.Header.Get(HeaderEvents) != "" {
+		// A malformed group (groupLines) is set aside whole by the
+		// worker, none of its lines written: not split, however many
+		// lines it holds.
+		if n, err := groupLines(msg.Header.Get(HeaderEvents), msg.Data); err == nil && n > 0 {
 			for _, line := range bytes.Split(msg.Data, []byte{'\n'}) {
 				if ev, err := usage.Decode(line); err == nil {
 					ev.Normalize()

@@ -77,7 +77,12 @@ func eventCount(m jetstream.Msg) int {
 // the lines before a group is split, so a message cannot make the worker
 // split more than maxGroupEvents lines.
 func groupSize(m jetstream.Msg) (int, error) {
-	h := m.Headers().Get(HeaderEvents)
+	return groupLines(m.Headers().Get(HeaderEvents), m.Data())
+}
+
+// groupLines is groupSize for a message whose HeaderEvents is h (the
+// first value, "" for none) and whose data is data.
+func groupLines(h string, data []byte) (int, error) {
 	if h == "" {
 		return 0, nil
 	}
@@ -85,7 +90,7 @@ func groupSize(m jetstream.Msg) (int, error) {
 	if err != nil || n < 1 || n > maxGroupEvents {
 		return 0, fmt.Errorf("malformed group: its %s header is %.40q, not a count of 1 to %d events", HeaderEvents, h, maxGroupEvents)
 	}
-	if lines := bytes.Count(m.Data(), []byte{'\n'}) + 1; lines != n {
+	if lines := bytes.Count(data, []byte{'\n'}) + 1; lines != n {
 		return 0, fmt.Errorf("malformed group: its %s header counts %d events, its data holds %d lines", HeaderEvents, n, lines)
 	}
 	return n, nil
