@@ -62,7 +62,7 @@ func TestCLITablesShowControlCharactersEscaped(t *testing.T) {
 // the operator's terminal raw. They are written as \u escapes, which
 // decode to the same strings.
 func TestCLIJSONShowsTerminalControlsEscaped(t *testing.T) {
-	const group = "alice\u009b2J\u0085x\u202edcba\u2066y"
+	const group = "alice\u009b2J\u0085x\u202edcba\u2066y\u200fz"
 	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		body, _ := json.Marshal(map[string]any{"data": []map[string]any{{"group": group, "requests": 1, "unpriced_requests": 0,
@@ -78,7 +78,7 @@ func TestCLIJSONShowsTerminalControlsEscaped(t *testing.T) {
 		t.Fatalf("usage --json: exit %d, %s", r.code, r.errOut)
 	}
 	if i := strings.IndexFunc(r.out, func(c rune) bool {
-		return c >= 0x80 && c < 0xa0 || c >= 0x202a && c <= 0x202e || c >= 0x2066 && c <= 0x2069
+		return c >= 0x80 && c < 0xa0 || c == 0x200e || c == 0x200f || c >= 0x202a && c <= 0x202e || c >= 0x2066 && c <= 0x2069
 	}); i >= 0 {
 		t.Errorf("usage --json printed %q raw:\n%q", []rune(r.out[i:])[0], r.out)
 	}
