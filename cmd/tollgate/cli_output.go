@@ -37,13 +37,14 @@ func (c *cli) printJSON(v any) error {
 	return err
 }
 
-// escapeTerminalRunes returns JSON text b with the C1 controls (U+0080 to
-// U+009F; U+009B is a terminal's CSI where C1 is honoured) and the
-// bidirectional embeddings, overrides and isolates (U+202A to U+202E,
-// U+2066 to U+2069, which show text reordered) written as \u escapes.
-// encoding/json escapes the C0 controls, U+2028 and U+2029, not these;
-// outside strings JSON holds only ASCII, so each is in a string, and its
-// escape decodes to the same rune. b itself when it holds none.
+// escapeTerminalRunes returns JSON text b with the runes a table escapes
+// (unprintable) that encoding/json leaves raw written as \u escapes: the
+// C1 controls (U+0080 to U+009F; U+009B is a terminal's CSI where C1 is
+// honoured) and the bidirectional marks, embeddings, overrides and
+// isolates (which show text reordered). encoding/json escapes the C0
+// controls; outside strings JSON holds only ASCII, so each is in a
+// string, and its escape decodes to the same rune. b itself when it holds
+// none.
 func escapeTerminalRunes(b []byte) []byte {
 	var out []byte
 	last := 0
@@ -53,7 +54,7 @@ func escapeTerminalRunes(b []byte) []byte {
 			continue
 		}
 		r, size := utf8.DecodeRune(b[i:])
-		if r >= 0x80 && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 {
+		if unprintable(r) {
 			out = append(out, b[last:i]...)
 			out = fmt.Appendf(out, `\u%04x`, r)
 			last = i + size
