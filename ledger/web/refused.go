@@ -87,13 +87,19 @@ func (f refusedForm) Error(form, field string) template.HTML {
 // underscores, a word of its own.
 var fieldName = regexp.MustCompile(`\b[a-z]+(_[a-z]+)*\b`)
 
+// asTyped is a posted form's values as the operator typed them: a copy
+// without the CSRF token, to keep for the form shown again.
+func asTyped(values url.Values) url.Values {
+	values = maps.Clone(values)
+	values.Del("csrf")
+	return values
+}
+
 // refused words err for the form fields: the field the error begins with
 // (as "rpm_limit: …" or "name must …") becomes its label, as does every
 // other field with an underscore in its name the message mentions.
 func refused(form string, fields []formField, values url.Values, err error) refusedForm {
-	values = maps.Clone(values)
-	values.Del("csrf")
-	f := refusedForm{form: form, values: values, err: errorText(err)}
+	f := refusedForm{form: form, values: asTyped(values), err: errorText(err)}
 	if ledger.ErrorCode(err) != ledger.EInvalid {
 		return f
 	}

@@ -3,7 +3,6 @@ package web
 import (
 	"errors"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/url"
 	"path"
@@ -139,19 +138,15 @@ func (f *signinForm) ended(w http.ResponseWriter, r *http.Request) {
 	// Signed in again, back to the page the form was on (its Referer, of
 	// this app on this host) to send it again: it went to the first page.
 	form := f.form
-	if ref, err := url.Parse(r.Referer()); err == nil && ref.Host == r.Host {
-		if next := f.next(ref.RequestURI()); next != "/"+f.app+"/" {
-			form.Next = next
-		}
+	if next, ok := f.sentFrom(r); ok && next != "/"+f.app+"/" {
+		form.Next = next
 	}
 	msg := sessionEnded
 	if f.resumable != nil && f.resumable(r.URL.Path) != "" && fromHere(r) && parseForm(r) == nil {
 		// What was typed is kept, in the sign-in form (the browser has no
 		// session to keep it in): it came back empty, all of it to type
 		// again.
-		values := maps.Clone(r.PostForm)
-		values.Del("csrf")
-		form.ResumePath, form.Resume = r.URL.Path, values.Encode()
+		form.ResumePath, form.Resume = r.URL.Path, asTyped(r.PostForm).Encode()
 		msg = sessionEndedKept
 	}
 	f.pages.render(w, f.log, http.StatusUnauthorized, "signin", view{App: f.app, Title: "Sign in", Error: msg, Data: form})
@@ -172,17 +167,25 @@ func (f *signinForm) stale(w http.ResponseWriter, r *http.Request, ss *session) 
 	if f.resumable == nil || f.resumable(r.URL.Path) == "" {
 		return false
 	}
-	ref, err := url.Parse(r.Referer())
-	if err != nil || ref.Host != r.Host {
+	back, ok := f.sentFrom(r)
+	if !ok {
 		return false
 	}
-	back := f.next(ref.RequestURI())
-	values := maps.Clone(r.PostForm)
-	values.Del("csrf")
-	f.sess.setRefused(ss, refusedForm{form: f.resumable(r.URL.Path), values: values})
+	f.sess.setRefused(ss, refusedForm{form: f.resumable(r.URL.Path), values: asTyped(r.PostForm)})
 	f.sess.setFlash(ss, formStale, "")
 	http.Redirect(w, r, back, http.StatusSeeOther)
 	return true
+}
+
+// sentFrom is the page of this app a form was sent from, by its Referer
+// (f.next's rules: the app's first page for anything else of this host);
+// false when the Referer is missing or names another host.
+func (f *signinForm) sentFrom(r *http.Request) (string, bool) {
+	ref, err := url.Parse(r.Referer())
+	if err != nil || ref.Host != r.Host {
+		return "", false
+	}
+	return f.next(ref.RequestURI()), true
 }
 
 // fromHere reports whether a posted form says it came from a page of this
@@ -257,8 +260,7 @@ func (f *signinForm) signin(w http.ResponseWriter, r *http.Request) {
 	ss := f.sess.start(w, r, secret, subject, who)
 	if form := f.carried(r); form.ResumePath != "" {
 		if values, err := url.ParseQuery(form.Resume); err == nil {
-			values.Del("csrf")
-			f.sess.setRefused(ss, refusedForm{form: f.resumable(form.ResumePath), values: values})
+			f.sess.setRefused(ss, refusedForm{form: f.resumable(form.ResumePath), values: asTyped(values)})
 			f.sess.setFlash(ss, formNotSent, "")
 		}
 	}
