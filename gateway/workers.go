@@ -24,9 +24,10 @@ const (
 // while it waits.
 //
 // Idle goroutines wait most recently used first; at most maxIdleWorkers
-// wait, and one that waited over workerIdleLimit exits (when another comes
-// back, or at the latest when the reaper's timer next runs). The zero value is ready to use; stop ends the idle ones, and wait
-// waits for every one to return.
+// wait, and one that waited over workerIdleLimit exits when another comes
+// back, or at the latest when the reaper's timer next runs (reap). The
+// zero value is ready to use; stop ends the idle ones and the timer, and
+// wait waits for every goroutine to return.
 type workers struct {
 	mu        sync.Mutex
 	idle      []*worker // oldest first

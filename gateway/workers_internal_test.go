@@ -81,14 +81,7 @@ func TestWorkersBounded(t *testing.T) {
 	var ws workers
 	defer func() { ws.stop(); ws.wait() }()
 	n := maxIdleWorkers + 10
-	var wg sync.WaitGroup
-	release := make(chan struct{})
-	for range n {
-		wg.Add(1)
-		ws.do(func() { defer wg.Done(); <-release })
-	}
-	close(release)
-	wg.Wait()
+	burst(&ws, n)
 	waitIdle(t, &ws, maxIdleWorkers)
 	time.Sleep(20 * time.Millisecond)
 	if got := idleCount(&ws); got != maxIdleWorkers {
@@ -121,6 +114,18 @@ func TestWorkersEndIdleOnesWithoutTraffic(t *testing.T) {
 	ws := workers{idleLimit: 100 * time.Millisecond}
 	defer func() { ws.stop(); ws.wait() }()
 	const n = 200
+	burst(&ws, n)
+	waitIdle(t, &ws, n)
+	for deadline := time.Now().Add(3 * time.Second); idleCount(&ws) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines still wait 3 s after a burst, idle past their %s limit", idleCount(&ws), ws.idleLimit)
+		}
+	}
+}
+
+// burst runs n functions on ws at once, each holding its goroutine until
+// all have one, and returns when they have returned.
+func burst(ws *workers, n int) {
 	var wg sync.WaitGroup
 	release := make(chan struct{})
 	for range n {
@@ -129,12 +134,6 @@ func TestWorkersEndIdleOnesWithoutTraffic(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
-	waitIdle(t, &ws, n)
-	for deadline := time.Now().Add(3 * time.Second); idleCount(&ws) > 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines still wait 3 s after a burst, idle past their %s limit", idleCount(&ws), ws.idleLimit)
-		}
-	}
 }
 
 func idleCount(ws *workers) int {

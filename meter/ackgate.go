@@ -151,8 +151,9 @@ func (g *ackGate) done() <-chan struct{} {
 // which replaces the stream at once; it returns the unsubscribe. Without
 // it, or when the server drops the advisory (it queues it on the deleted
 // stream's send loop as that loop quits, stream.go stop), the stream is
-// checked only after each reconnect and each sign of its loss. A NATS user not allowed the subject does not fail Subscribe: the
-// server refuses it afterwards, and nats.go reports the permissions
+// checked only after each reconnect and each sign of its loss. A NATS
+// user not allowed the subject does not fail Subscribe: the server
+// refuses it afterwards, and nats.go reports the permissions
 // violation to the connection's error handler (tollgate logs it as an
 // asynchronous error); only a Subscribe that fails at once (a closed
 // connection) is logged here.
