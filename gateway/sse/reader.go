@@ -368,3 +368,9 @@ func (s *eventScan) scan(b []byte) bool {
 	}
 	return false
 }
+
+// Cut is not answered yet: it always reports false.
+func (r *Reader) Cut() bool { return false }
+
+// SourceEnded is not answered yet: it always reports false.
+func (r *Reader) SourceEnded() bool { return false }
