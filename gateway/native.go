@@ -448,7 +448,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				restFor = x.report.Reports
 				x.renewRest()
 			}
-			if !rd.Buffered() {
+			if !rd.Buffered() && !rd.Cut() {
 				x.waiting()
 			}
 			continue
@@ -475,7 +475,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			return
 		}
 		forward(chunk)
-		if !rd.Buffered() {
+		if !rd.Buffered() && !rd.Cut() { // the next event is not here yet, nor on its way
 			x.flush()
 			x.waiting()
 		}

@@ -90,13 +90,14 @@ func TestCutKeepsABurstInOneFlush(t *testing.T) {
 }
 
 // TestCutPromisesNoEventWithoutARead: Cut says the source had more at
-// hand, not that an event is buffered: the next Next reads the source.
+// hand, not that an event is buffered: with none buffered, the next Next
+// reads the source.
 func TestCutPromisesNoEventWithoutARead(t *testing.T) {
 	src := &countingReader{r: bytes.NewReader(chatEvents(12, 330))}
 	r := NewReader(src)
 	cuts := 0
 	for {
-		cut := r.Cut()
+		cut := r.Cut() && !r.Buffered()
 		before := src.reads
 		_, err := r.Next()
 		if err == io.EOF {
@@ -121,13 +122,13 @@ func TestCutPromisesNoEventWithoutARead(t *testing.T) {
 // io.EOF, which a source may return with its last bytes.
 func TestSourceEnded(t *testing.T) {
 	in := chatEvents(3, 100)
-	r := NewReader(iotest.DataErrReader(bytes.NewReader(in)))
+	r := NewReader(iotest.DataErrReader(&pieces{p: [][]byte{in[:200], in[200:]}}))
 	for i := range 3 {
 		if _, err := r.Next(); err != nil {
 			t.Fatal(err)
 		}
 		if ended := r.SourceEnded(); ended != (i == 2) {
-			t.Errorf("after event %d of 3 read with the last bytes and EOF together: SourceEnded %v", i+1, ended)
+			t.Errorf("after event %d of 3, the last read with the last bytes and EOF together: SourceEnded %v", i+1, ended)
 		}
 	}
 	r.Reset(bytes.NewReader(in))

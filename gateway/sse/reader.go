@@ -40,6 +40,23 @@ func (p *prefixed) Read(b []byte) (int, error) {
 	return p.src.Read(b)
 }
 
+// source is a Reader's source, read through it so that the Reader knows
+// whether the source has ended (see SourceEnded).
+type source struct {
+	r      io.Reader
+	ended  bool // the source returned io.EOF
+	filled bool // its last read filled all the room it was given (see Cut)
+}
+
+func (s *source) Read(b []byte) (int, error) {
+	n, err := s.r.Read(b)
+	s.filled = n == len(b) && n > 0
+	if err == io.EOF { //nolint:errorlint // io.Reader's contract: EOF itself
+		s.ended = true
+	}
+	return n, err
+}
+
 // bigReaders holds bufio.Readers of bigBufSize between streams.
 var bigReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bigBufSize) }}
 
@@ -53,7 +70,7 @@ const bom = "\xEF\xBB\xBF"
 type Reader struct {
 	br    *bufio.Reader // small, or a big one from bigReaders
 	small *bufio.Reader
-	src   io.Reader
+	src   source   // what the buffers read
 	full  bool     // the source filled small: move to a big buffer
 	pre   prefixed // what a big buffer reads: small's unread bytes, then src
 	max   int
@@ -89,8 +106,10 @@ func newReader(src io.Reader, maxEvent, size int) *Reader {
 	if maxEvent <= 0 {
 		maxEvent = DefaultMaxEvent
 	}
-	br := bufio.NewReaderSize(src, size)
-	return &Reader{br: br, small: br, src: src, max: maxEvent}
+	r := &Reader{src: source{r: src}, max: maxEvent}
+	r.small = bufio.NewReaderSize(&r.src, size)
+	r.br = r.small
+	return r
 }
 
 // Reset discards the Reader's state and makes it read a new stream from src,
@@ -101,8 +120,9 @@ func (r *Reader) Reset(src io.Reader) {
 		bigReaders.Put(r.br)
 		r.br = r.small
 	}
-	r.br.Reset(src)
-	r.src, r.full, r.pre = src, false, prefixed{}
+	r.src = source{r: src}
+	r.br.Reset(&r.src)
+	r.full, r.pre = false, prefixed{}
 	r.rest, r.partial, r.err, r.fatal = nil, false, nil, nil
 	r.skipLF, r.started, r.long = false, false, r.long[:0]
 	r.clear()
@@ -252,7 +272,7 @@ func (r *Reader) read() {
 	if r.full && r.br == r.small && r.small.Size() == bufSize {
 		// small's unread bytes stay in its buffer, untouched until Reset.
 		rest, _ := r.small.Peek(r.small.Buffered())
-		r.pre = prefixed{pre: rest, src: r.src}
+		r.pre = prefixed{pre: rest, src: &r.src}
 		r.br = bigReaders.Get().(*bufio.Reader)
 		r.br.Reset(&r.pre)
 	}
@@ -303,6 +323,40 @@ func (r *Reader) Rest() io.Reader {
 // forwards, after each event, all but the last Pending of them, and so
 // forwards the stream event by event, byte for byte.
 func (r *Reader) Pending() int { return r.br.Buffered() + len(r.rest) + len(r.long) }
+
+// Cut reports whether the source's last read filled the Reader's buffer to
+// its end and stopped in the middle of a line: the source had more at hand
+// than the buffer held (an upstream writes an event whole, so the rest of a
+// line it began was sent with it), and a Next reads it once the events
+// buffered (see Buffered) are returned. A relay skips its flush then, as
+// when Buffered, so that what the upstream sent together goes to the
+// client together: a short stream's first 1 KiB (the small buffer's worth)
+// went out in a write of its own, and the rest in another (BENCHMARKS.md,
+// "Issue 16, stop 62"). Unlike Buffered it promises no event without a
+// read, and that read waits if the source sent a line's start at exactly a
+// buffer's end and then paused; a buffer that ends at a line's end is not
+// Cut.
+func (r *Reader) Cut() bool {
+	if !r.src.filled || r.err != nil || r.fatal != nil {
+		return false
+	}
+	// The last byte read and not yet returned: small's unread bytes wait
+	// in pre after a move to a big buffer, and come after what br holds.
+	if n := len(r.pre.pre); n > 0 {
+		return r.pre.pre[n-1] != '\n'
+	}
+	if n := r.br.Buffered(); n > 0 {
+		b, _ := r.br.Peek(n) // never reads: the bytes are buffered
+		return b[n-1] != '\n'
+	}
+	return len(r.rest) > 0 && r.rest[len(r.rest)-1] != '\n'
+}
+
+// SourceEnded reports whether the source has returned io.EOF: every byte
+// of the stream is read, though events of it may still be buffered. An
+// HTTP/1.1 body returns it with its last bytes when the body's end came in
+// the same read.
+func (r *Reader) SourceEnded() bool { return r.src.ended }
 
 // Buffered reports whether the input already read from the source holds a
 // complete event, so that the next call to Next returns it without reading
@@ -368,9 +422,3 @@ func (s *eventScan) scan(b []byte) bool {
 	}
 	return false
 }
-
-// Cut is not answered yet: it always reports false.
-func (r *Reader) Cut() bool { return false }
-
-// SourceEnded is not answered yet: it always reports false.
-func (r *Reader) SourceEnded() bool { return false }

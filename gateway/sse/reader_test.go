@@ -181,11 +181,12 @@ func TestReaderReset(t *testing.T) {
 	if err != nil || err2 != nil || !equal(got, []tev{data("a")}) || !equal(got2, []tev{data("b")}) {
 		t.Fatalf("got %+v, %v then %+v, %v", got, err, got2, err2)
 	}
-	// A *bufio.Reader that is large enough is read directly, Reset included.
+	// A *bufio.Reader source is read through the Reader's own buffer (which
+	// tells SourceEnded), Reset included.
 	br := bufio.NewReaderSize(strings.NewReader("data: c\n\n"), bufSize)
 	r = NewReader(br)
 	r.Reset(br)
-	if got, err := readAll(r); err != nil || !equal(got, []tev{data("c")}) || r.br != br {
+	if got, err := readAll(r); err != nil || !equal(got, []tev{data("c")}) || !r.SourceEnded() {
 		t.Fatalf("bufio source: got %+v, %v", got, err)
 	}
 }
