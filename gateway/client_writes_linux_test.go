@@ -10,24 +10,36 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-dev/tollgate/gateway"
 )
 
-// oneWriteUpstream serves every request on its connections with body, sent
-// with its header and the chunked body's end in one write: an upstream
-// whose whole short stream reaches the gateway in one read.
-func oneWriteUpstream(t *testing.T, body []byte) string {
+// rawUpstream serves every request on its connections with the pieces of
+// a body, each a chunk of the chunked body sent in one write, pause apart:
+// the first with the response's header, the last with the body's end. One
+// piece is an upstream whose whole short stream reaches the gateway in one
+// read.
+func rawUpstream(t *testing.T, pause time.Duration, pieces ...[]byte) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
-	resp := fmt.Appendf(nil, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n", len(body))
-	resp = append(append(resp, body...), "\r\n0\r\n\r\n"...)
+	writes := make([][]byte, len(pieces))
+	for i, p := range pieces {
+		if i == 0 {
+			writes[i] = []byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+		}
+		writes[i] = append(fmt.Appendf(writes[i], "%x\r\n", len(p)), p...)
+		writes[i] = append(writes[i], "\r\n"...)
+		if i == len(pieces)-1 {
+			writes[i] = append(writes[i], "0\r\n\r\n"...)
+		}
+	}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -43,8 +55,13 @@ func oneWriteUpstream(t *testing.T, body []byte) string {
 						return
 					}
 					_, _ = io.Copy(io.Discard, req.Body)
-					if _, err := c.Write(resp); err != nil {
-						return
+					for i, w := range writes {
+						if i > 0 {
+							time.Sleep(pause)
+						}
+						if _, err := c.Write(w); err != nil {
+							return
+						}
 					}
 				}
 			}()
@@ -79,46 +96,78 @@ func shortStream(n int) []byte {
 func TestAShortStreamReachesTheClientInTwoWrites(t *testing.T) {
 	sink := &memSink{}
 	gw := startGateway(t, gateway.Config{
-		Providers: []gateway.ProviderConfig{{Name: "one", Type: "openai", BaseURL: oneWriteUpstream(t, shortStream(10)), APIKey: "sk-one-1234"}},
+		Providers: []gateway.ProviderConfig{{Name: "one", Type: "openai", BaseURL: rawUpstream(t, 0, shortStream(10)), APIKey: "sk-one-1234"}},
 		Models:    []gateway.ModelConfig{{Name: "m", Provider: "one"}},
 	}, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: sink, Journal: &memJournal{}})
 	for _, includeUsage := range []bool{true, false} {
-		var conn *net.TCPConn
-		client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err == nil {
-				conn = c.(*net.TCPConn)
-			}
-			return c, err
-		}}}
-		body := fmt.Sprintf(`{"model":"m","stream":true,"stream_options":{"include_usage":%v},"messages":[{"role":"user","content":"hi"}]}`, includeUsage)
-		req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+testKey)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		if n := streamWrites(t, gw.Addr(), includeUsage); n != 2 {
+			t.Errorf("include_usage %v: the response came in %d writes, want 2", includeUsage, n)
 		}
-		got, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK || !bytes.HasSuffix(got, []byte("data: [DONE]\n\n")) ||
-			bytes.Contains(got, []byte(`"usage"`)) != includeUsage {
-			t.Fatalf("include_usage %v: %d %q, %v", includeUsage, resp.StatusCode, got, err)
-		}
-		raw, err := conn.SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var info *unix.TCPInfo
-		_ = raw.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Data_segs_in != 2 {
-			t.Errorf("include_usage %v: the response came in %d writes, want 2", includeUsage, info.Data_segs_in)
-		}
-		client.CloseIdleConnections()
 	}
 	if n := sink.count(); n != 2 {
 		t.Errorf("%d events published, want 2", n)
+	}
+}
+
+// streamWrites streams a chat completion of model m from the gateway at
+// addr, checks the body, and returns how many TCP segments brought the
+// response's data: the gateway's writes to the client, each smaller than
+// the loopback's MSS and sent at once (net/http sets TCP_NODELAY).
+func streamWrites(t *testing.T, addr string, includeUsage bool) uint32 {
+	t.Helper()
+	var conn *net.TCPConn
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			conn = c.(*net.TCPConn)
+		}
+		return c, err
+	}}
+	defer tr.CloseIdleConnections()
+	body := fmt.Sprintf(`{"model":"m","stream":true,"stream_options":{"include_usage":%v},"messages":[{"role":"user","content":"hi"}]}`, includeUsage)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !bytes.HasSuffix(got, []byte("data: [DONE]\n\n")) ||
+		bytes.Contains(got, []byte(`"usage"`)) != includeUsage {
+		t.Fatalf("include_usage %v: %d %q, %v", includeUsage, resp.StatusCode, got, err)
+	}
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *unix.TCPInfo
+	if cerr := raw.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Data_segs_in
+}
+
+// TestATakenStreamEndsInOneWrite: a stream that outlasts takeAfter (its
+// connection taken from net/http, see takeover) and whose last piece
+// brings the upstream body's end sends its end, the usage chunk, [DONE]
+// and the body's last chunk, in one write: three writes for the header
+// and first events, the finish, and the end. Its end took two.
+func TestATakenStreamEndsInOneWrite(t *testing.T) {
+	stream := shortStream(2)
+	cut := bytes.Index(stream, []byte(`"finish_reason":"stop"`))
+	cut = bytes.LastIndex(stream[:cut], []byte("data: "))
+	gw := startGateway(t, gateway.Config{
+		Providers: []gateway.ProviderConfig{{Name: "one", Type: "openai", BaseURL: rawUpstream(t, 300*time.Millisecond, stream[:cut], stream[cut:]), APIKey: "sk-one-1234"}},
+		Models:    []gateway.ModelConfig{{Name: "m", Provider: "one"}},
+	}, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: &memSink{}, Journal: &memJournal{}})
+	if n := streamWrites(t, gw.Addr(), true); n != 3 {
+		t.Errorf("the response came in %d writes, want 3", n)
+	}
+	if n := gateway.TakenStreams(gw); n != 1 {
+		t.Errorf("%d streams taken from net/http, want 1", n)
 	}
 }
