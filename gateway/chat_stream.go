@@ -165,8 +165,8 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 			done = true
 			break // the provider's own end (Anthropic's message_stop)
 		}
-		if !rd.Buffered() {
-			out.flush() // the next event is not here yet: send what we have
+		if !rd.Buffered() && !rd.Cut() {
+			out.flush() // the next event is not here yet, nor on its way: send what we have
 			x.waiting()
 		}
 		// The usage is known once its report is final, and every choice's:
@@ -193,6 +193,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	if c := x.cause(); errors.Is(c, errQuietAfterUsage) || errors.Is(c, errUsageKnown) || errors.Is(c, errUsageKnownNoSlot) {
 		readErr = nil // the end, as a [DONE] would have said; or all that was to be read
 	}
+	out.bodyRead = done && rd.SourceEnded()
 	out.end(readErr)
 	if done {
 		x.readToEnd(resp.Body)
@@ -275,6 +276,10 @@ type chatWriter struct {
 	// write per flush, not one per event.
 	batch *[]byte
 	scan  *openai.ChunkScan // its own, kept with it in the pool: copied by value, it took a stream's stack past 8 KiB
+	// bodyRead says the upstream's body was read to its end with the
+	// stream's own end: end leaves its last write unflushed, for the
+	// handler's return to send with the response body's end.
+	bodyRead bool
 }
 
 // maxBatch is the most a chatWriter holds before it writes, in bytes,
@@ -556,7 +561,26 @@ func (c *chatWriter) end(readErr error) {
 	if !c.doneSent {
 		c.data(doneData)
 	}
+	if c.bodyRead {
+		c.leave()
+		return
+	}
 	c.flush()
+}
+
+// leave writes what send wrote without flushing it: the handler returns at
+// once (the upstream's body has ended: readToEnd has nothing to wait for),
+// and net/http, or a taken connection's end, sends it in one write with
+// the response body's end, where a flush took a write of its own
+// (BENCHMARKS.md, "Issue 16, stop 63").
+func (c *chatWriter) leave() {
+	if c.batch == nil {
+		return
+	}
+	if len(*c.batch) > 0 {
+		c.x.write(*c.batch)
+	}
+	c.putBatch()
 }
 
 // heldForEnd sends what the stream's translation held back for its end

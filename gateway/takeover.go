@@ -304,19 +304,35 @@ func (t *takeover) FlushError() error {
 	if !t.taken {
 		return t.flushTo()
 	}
+	return t.send(false)
+}
+
+// send writes what was written to the connection as one chunk, and with
+// last the body's end after it, in the same write. A failed write ends the
+// chain's context: the client is gone.
+func (t *takeover) send(last bool) error {
 	if t.failed != nil {
 		return t.failed
 	}
-	if t.buf == nil {
+	if t.buf == nil && !last {
 		return nil
 	}
+	if t.buf == nil {
+		t.buf = takenBufs.Get().(*[]byte)
+	}
 	b := *t.buf
-	var sz [16]byte
-	size := strconv.AppendUint(sz[:0], uint64(len(b)-chunkHead), 16)
-	at := chunkHead - len(size) - 2
-	copy(b[at:], size)
-	b[chunkHead-2], b[chunkHead-1] = '\r', '\n'
-	b = append(b, '\r', '\n')
+	at := chunkHead
+	if len(b) > chunkHead {
+		var sz [16]byte
+		size := strconv.AppendUint(sz[:0], uint64(len(b)-chunkHead), 16)
+		at = chunkHead - len(size) - 2
+		copy(b[at:], size)
+		b[chunkHead-2], b[chunkHead-1] = '\r', '\n'
+		b = append(b, '\r', '\n')
+	}
+	if last {
+		b = append(b, bodyEnd...)
+	}
 	_, err := t.conn.Write(b[at:])
 	*t.buf = b
 	t.release()
@@ -397,10 +413,8 @@ func (t *takeover) watched(b []byte, err error) {
 // client's next request, or closes it (the body did not end whole, the
 // client hung up or asked to close, the gateway is stopping).
 func (t *takeover) end(whole bool) {
-	if whole && t.failed == nil && t.FlushError() == nil {
-		if _, err := t.conn.Write(bodyEnd); err != nil {
-			t.failed = err
-		}
+	if whole && t.failed == nil {
+		_ = t.send(true) // what the chain left unflushed, and the body's end: one write
 	}
 	t.release()
 	t.s.streams.Done()
