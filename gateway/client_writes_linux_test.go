@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // rawUpstream serves every request on its connections with the pieces of
@@ -100,7 +101,12 @@ func TestAShortStreamReachesTheClientInTwoWrites(t *testing.T) {
 		Models:    []gateway.ModelConfig{{Name: "m", Provider: "one"}},
 	}, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: sink, Journal: &memJournal{}})
 	for _, includeUsage := range []bool{true, false} {
-		if n := streamWrites(t, gw.Addr(), includeUsage); n != 2 {
+		body := fmt.Sprintf(`{"model":"m","stream":true,"stream_options":{"include_usage":%v},"messages":[{"role":"user","content":"hi"}]}`, includeUsage)
+		got, n := streamWrites(t, gw.Addr(), "/v1/chat/completions", body)
+		if !bytes.HasSuffix(got, []byte("data: [DONE]\n\n")) || bytes.Contains(got, []byte(`"usage"`)) != includeUsage {
+			t.Fatalf("include_usage %v: %q", includeUsage, got)
+		}
+		if n != 2 {
 			t.Errorf("include_usage %v: the response came in %d writes, want 2", includeUsage, n)
 		}
 	}
@@ -109,11 +115,11 @@ func TestAShortStreamReachesTheClientInTwoWrites(t *testing.T) {
 	}
 }
 
-// streamWrites streams a chat completion of model m from the gateway at
-// addr, checks the body, and returns how many TCP segments brought the
-// response's data: the gateway's writes to the client, each smaller than
+// streamWrites posts body to path on the gateway at addr, and returns the
+// response's body (its status checked: 200) and how many TCP segments
+// brought its data: the gateway's writes to the client, each smaller than
 // the loopback's MSS and sent at once (net/http sets TCP_NODELAY).
-func streamWrites(t *testing.T, addr string, includeUsage bool) uint32 {
+func streamWrites(t *testing.T, addr, path, body string) ([]byte, uint32) {
 	t.Helper()
 	var conn *net.TCPConn
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -124,8 +130,7 @@ func streamWrites(t *testing.T, addr string, includeUsage bool) uint32 {
 		return c, err
 	}}
 	defer tr.CloseIdleConnections()
-	body := fmt.Sprintf(`{"model":"m","stream":true,"stream_options":{"include_usage":%v},"messages":[{"role":"user","content":"hi"}]}`, includeUsage)
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+testKey)
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
@@ -133,9 +138,8 @@ func streamWrites(t *testing.T, addr string, includeUsage bool) uint32 {
 	}
 	got, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || !bytes.HasSuffix(got, []byte("data: [DONE]\n\n")) ||
-		bytes.Contains(got, []byte(`"usage"`)) != includeUsage {
-		t.Fatalf("include_usage %v: %d %q, %v", includeUsage, resp.StatusCode, got, err)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %q, %v", path, resp.StatusCode, got, err)
 	}
 	raw, err := conn.SyscallConn()
 	if err != nil {
@@ -148,7 +152,7 @@ func streamWrites(t *testing.T, addr string, includeUsage bool) uint32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.Data_segs_in
+	return got, info.Data_segs_in
 }
 
 // TestATakenStreamEndsInOneWrite: a stream that outlasts takeAfter (its
@@ -164,10 +168,38 @@ func TestATakenStreamEndsInOneWrite(t *testing.T) {
 		Providers: []gateway.ProviderConfig{{Name: "one", Type: "openai", BaseURL: rawUpstream(t, 300*time.Millisecond, stream[:cut], stream[cut:]), APIKey: "sk-one-1234"}},
 		Models:    []gateway.ModelConfig{{Name: "m", Provider: "one"}},
 	}, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: &memSink{}, Journal: &memJournal{}})
-	if n := streamWrites(t, gw.Addr(), true); n != 3 {
+	chat := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+	if _, n := streamWrites(t, gw.Addr(), "/v1/chat/completions", chat); n != 3 {
 		t.Errorf("the response came in %d writes, want 3", n)
 	}
 	if n := gateway.TakenStreams(gw); n != 1 {
 		t.Errorf("%d streams taken from net/http, want 1", n)
+	}
+}
+
+// TestANativeStreamReachesTheClientInTwoWrites: an Anthropic stream on
+// the native route that the upstream sent in one piece reaches the client
+// in two writes: its events, then, once the event is durable, its end
+// (message_stop) with the body's end. It took three.
+func TestANativeStreamReachesTheClientInTwoWrites(t *testing.T) {
+	body := anthStart(1) +
+		anthEv("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+		strings.Repeat(anthEv("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"word "}}`), 10) +
+		anthEv("content_block_stop", `{"type":"content_block_stop","index":0}`) + anthDelta5 +
+		anthEv("message_stop", `{"type":"message_stop"}`)
+	sink := &memSink{}
+	gw := startGateway(t, gateway.Config{
+		Providers: []gateway.ProviderConfig{{Name: "one", Type: "anthropic", BaseURL: rawUpstream(t, 0, []byte(body)), APIKey: "sk-ant-1234"}},
+		Models:    []gateway.ModelConfig{{Name: "m", Provider: "one"}},
+	}, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: sink, Journal: &memJournal{}})
+	got, n := streamWrites(t, gw.Addr(), "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if !bytes.Contains(got, []byte("event: message_stop")) {
+		t.Fatalf("no message_stop: %q", got)
+	}
+	if n != 2 {
+		t.Errorf("the response came in %d writes, want 2", n)
+	}
+	if e := sink.eventWhere(t, "the stream", func(*usage.Event) bool { return true }); e.Usage.CompletionTokens != 5 {
+		t.Errorf("billed %d completion tokens, want 5", e.Usage.CompletionTokens)
 	}
 }
