@@ -469,7 +469,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			}
 			forward(held)
 			forward(chunk)
-			x.flush()
+			if !rd.SourceEnded() {
+				x.flush()
+			} // else the handler's return sends it with the body's end, in one write (see chatWriter.leave)
 			x.commit()
 			x.readToEnd(resp.Body)
 			return
