@@ -207,6 +207,31 @@ func TestClientDeadLetters(t *testing.T) {
 	}
 }
 
+// TestClientReplayOfACutGroupIsAConflict: a set-aside group cut to the
+// dead-letter stream's 512 KiB is replayed as its events, and its last
+// line is not whole: the admin API refuses it as a conflict naming its
+// sequence (it answered 200 and sent the data back to be set aside again),
+// and replays nothing.
+func TestClientReplayOfACutGroupIsAConflict(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js := metertest.NewStream(t)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	noErr(t, "EnsureDLQ", err)
+	s := newServerWith(t, func(a *api.Admin) { a.SetDeadLetters(dlq) })
+	msg := nats.NewMsg(meter.DLQSubject)
+	msg.Data = []byte("{\"v\":1}\n{\"v\":1,\"id\":\"cut her")
+	msg.Header.Set(meter.HeaderReason, "malformed group: its Tollgate-Events header counts 3 events, its data holds 2 lines; "+
+		"set aside whole (the message's 600000 bytes are cut to its first 524032 here)")
+	ack, err := js.PublishMsg(ctx, msg)
+	noErr(t, "publish a dead letter", err)
+	n, err := s.client().ReplayDeadLetters(ctx, nil)
+	wantCode(t, "ReplayDeadLetters of a cut group", err, ledger.EConflict, fmt.Sprintf("dead letter %d", ack.Sequence))
+	if left, _ := s.client().DeadLetters(ctx, 10); n != 0 || len(left) != 1 {
+		t.Fatalf("after a refused replay: %d replayed, %d left, want 0 and 1", n, len(left))
+	}
+}
+
 // TestInputTheDatabaseCannotStoreIsInvalid: a NUL byte in text (Postgres
 // refuses it) or a count past its column is refused as invalid (400),
 // never answered as an internal error.
