@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -104,7 +102,7 @@ func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason, msgID strin
 		eventID = strings.ToValidUTF8(eventID[:maxDeadLetterEventID], "")
 	}
 	if keep := d.keep(len(reason) + len(eventID) + len(msgID)); len(data) > keep {
-		reason += fmt.Sprintf(" (the message's %d bytes are cut to its first %d here)", len(data), keep)
+		reason += fmt.Sprintf(cutNote, len(data), keep)
 		data = data[:keep]
 	}
 	msg.Data = data
@@ -123,6 +121,23 @@ func (d *DLQ) put(ctx context.Context, data []byte, eventID, reason, msgID strin
 		_, err = d.js.PublishMsg(ctx, msg)
 	}
 	return err
+}
+
+// cutNote ends the reason of a dead letter whose data put cut: the
+// message's bytes, and those kept.
+const cutNote = " (the message's %d bytes are cut to its first %d here)"
+
+// wasCut reports whether a dead letter's reason ends in put's cutNote.
+func wasCut(reason string) bool {
+	i := strings.LastIndex(reason, " (the message's ")
+	if i < 0 {
+		return false
+	}
+	var from, to int
+	if _, err := fmt.Sscanf(reason[i:], cutNote, &from, &to); err != nil {
+		return false
+	}
+	return reason[i:] == fmt.Sprintf(cutNote, from, to)
 }
 
 // deadLetterHeaders is room, in bytes, for a dead letter's headers beside
@@ -155,11 +170,23 @@ func (d *DLQ) List(ctx context.Context, limit int) ([]usage.DeadLetter, error) {
 	if err != nil {
 		return nil, err
 	}
+	ms, err := letters(ctx, s, limit)
+	out := make([]usage.DeadLetter, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, usage.DeadLetter{Seq: m.Sequence, Time: m.Time, Reason: m.Header.Get(HeaderReason),
+			EventID: m.Header.Get(HeaderEventID), Data: string(m.Data)})
+	}
+	return out, err
+}
+
+// letters returns up to limit messages of the dead-letter stream s, oldest
+// first: those read before an error too.
+func letters(ctx context.Context, s jetstream.Stream, limit int) ([]*jetstream.RawStreamMsg, error) {
 	info, err := s.Info(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := []usage.DeadLetter{}
+	var out []*jetstream.RawStreamMsg
 	if info.State.Msgs == 0 {
 		return out, nil
 	}
@@ -173,84 +200,8 @@ func (d *DLQ) List(ctx context.Context, limit int) ([]usage.DeadLetter, error) {
 		if err != nil {
 			return out, err
 		}
-		out = append(out, usage.DeadLetter{Seq: m.Sequence, Time: m.Time, Reason: m.Header.Get(HeaderReason),
-			EventID: m.Header.Get(HeaderEventID), Data: string(m.Data)})
+		out = append(out, m)
 		seq = m.Sequence + 1
 	}
 	return out, nil
-}
-
-// NoDeadLetterError is Replay's answer for a sequence the dead-letter
-// stream does not hold: never set aside, or replayed already.
-type NoDeadLetterError struct{ Seq uint64 }
-
-// Error names the sequence not found.
-func (e *NoDeadLetterError) Error() string {
-	return fmt.Sprintf("dead letter %d not found", e.Seq)
-}
-
-// NotFound reports true: the admin API answers the error as not found.
-func (e *NoDeadLetterError) NotFound() bool { return true }
-
-// Replay sends dead letters back to the usage stream (after the cause was
-// fixed) and removes them from the dead-letter stream: those with the
-// given sequences, or all of them when seqs is empty. It returns how many
-// it replayed. The ledger drops any that were stored meanwhile. A sequence
-// given that the stream does not hold is a *NoDeadLetterError, and then
-// none is replayed.
-func (d *DLQ) Replay(ctx context.Context, seqs []uint64) (int, error) {
-	s, err := d.js.Stream(ctx, DLQStream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) { // deleted by hand: no dead letters (List)
-		if len(seqs) > 0 {
-			return 0, &NoDeadLetterError{Seq: slices.Min(seqs)}
-		}
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	if len(seqs) == 0 {
-		all, err := d.List(ctx, 1<<30)
-		if err != nil {
-			return 0, err
-		}
-		for _, l := range all {
-			seqs = append(seqs, l.Seq)
-		}
-	} else {
-		seqs = slices.Compact(slices.Sorted(slices.Values(seqs)))
-		for _, seq := range seqs {
-			if _, err := s.GetMsg(ctx, seq); errors.Is(err, jetstream.ErrMsgNotFound) {
-				return 0, &NoDeadLetterError{Seq: seq}
-			}
-		}
-	}
-	n := 0
-	for _, seq := range seqs {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			return n, fmt.Errorf("dead letter %d: %w", seq, err)
-		}
-		msg := nats.NewMsg(d.subject)
-		msg.Data = m.Data
-		if id := m.Header.Get(HeaderEventID); id != "" {
-			// A new Nats-Msg-Id, so JetStream's window does not drop the
-			// replay; the ledger's key still holds. It names this dead
-			// letter by its sequence and time (a dead-letter stream made
-			// again numbers from 1 again), so that only a replay of this
-			// same letter again (a crash before its removal) is dropped.
-			// The event id goes along, for a dead letter of the replay to
-			// name the event.
-			msg.Header.Set(nats.MsgIdHdr, id+"-replay-"+strconv.FormatUint(seq, 10)+"-"+strconv.FormatInt(m.Time.UnixNano(), 10))
-			msg.Header.Set(HeaderEventID, id)
-		}
-		if _, err := d.js.PublishMsg(ctx, msg); err != nil {
-			return n, fmt.Errorf("replay dead letter %d: %w", seq, err)
-		}
-		if err := s.DeleteMsg(ctx, seq); err != nil {
-			return n, fmt.Errorf("remove replayed dead letter %d: %w", seq, err)
-		}
-		n++
-	}
-	return n, nil
 }

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -53,13 +54,16 @@ func (m *eventMsg) Ack() error {
 }
 
 // id is the event's id, or "" when its JSON does not decode.
-func (m *eventMsg) id() string {
-	e, err := usage.Decode(m.data)
+func (m *eventMsg) id() string { return lineID(m.data) }
+
+// lineID is the id of the event whose JSON is line (a group's line), in
+// lower case as Normalize writes it, or "" when it does not decode.
+func lineID(line []byte) string {
+	e, err := usage.Decode(line)
 	if err != nil {
 		return ""
 	}
-	e.Normalize()
-	return e.ID
+	return strings.ToLower(e.ID) // all Normalize does to an id
 }
 
 // eventCount is how many events m carries, for a batch's count: its
@@ -80,6 +84,10 @@ func groupSize(m jetstream.Msg) (int, error) {
 	return groupLines(m.Headers().Get(HeaderEvents), m.Data())
 }
 
+// malformedGroup begins the reason of a group set aside whole
+// (groupLines): Replay sends such a dead letter back as its events.
+const malformedGroup = "malformed group: "
+
 // groupLines is groupSize for a message whose HeaderEvents is h (the
 // first value, "" for none) and whose data is data.
 func groupLines(h string, data []byte) (int, error) {
@@ -88,10 +96,10 @@ func groupLines(h string, data []byte) (int, error) {
 	}
 	n, err := strconv.Atoi(h)
 	if err != nil || n < 1 || n > maxGroupEvents {
-		return 0, fmt.Errorf("malformed group: its %s header is %.40q, not a count of 1 to %d events", HeaderEvents, h, maxGroupEvents)
+		return 0, fmt.Errorf(malformedGroup+"its %s header is %.40q, not a count of 1 to %d events", HeaderEvents, h, maxGroupEvents)
 	}
 	if lines := bytes.Count(data, []byte{'\n'}) + 1; lines != n {
-		return 0, fmt.Errorf("malformed group: its %s header counts %d events, its data holds %d lines", HeaderEvents, n, lines)
+		return 0, fmt.Errorf(malformedGroup+"its %s header counts %d events, its data holds %d lines", HeaderEvents, n, lines)
 	}
 	return n, nil
 }

@@ -122,10 +122,12 @@ func (c *Client) DeadLetters(ctx context.Context, limit int) ([]usage.DeadLetter
 }
 
 // ReplayDeadLetters sends the dead letters with the given sequences (every
-// one when seqs is empty) back to the usage stream, and returns how many.
-// Returns ENotFound for a sequence the dead-letter stream does not hold
-// (none is replayed then), EUnavailable when the server has no NATS
-// connection.
+// one when seqs is empty) back to the usage stream, and returns how many
+// dead letters (a group set aside whole counts one; it goes back as its
+// events). Returns ENotFound for a sequence the dead-letter stream does
+// not hold, EConflict for a letter that cannot be replayed (a group cut to
+// 512 KiB), none being replayed then; EUnavailable when the server has no
+// NATS connection.
 func (c *Client) ReplayDeadLetters(ctx context.Context, seqs []uint64) (int, error) {
 	in := struct {
 		Seqs []uint64 `json:"seqs"`

@@ -16,9 +16,13 @@ type DeadLetters interface {
 	// List returns up to limit dead letters, oldest first.
 	List(ctx context.Context, limit int) ([]usage.DeadLetter, error)
 	// Replay sends the dead letters with the given sequences (all when
-	// empty) back to the usage stream and returns how many. A sequence it
-	// does not hold is an error with a NotFound method reporting true
-	// (meter.NoDeadLetterError), answered as not found.
+	// empty) back to the usage stream and returns how many dead letters
+	// (a group set aside whole counts one; it goes back as its events). A
+	// sequence it does not hold is an error with a NotFound method
+	// reporting true (meter.NoDeadLetterError), answered as not found; a
+	// letter it cannot replay (a group cut to 512 KiB), one with a
+	// Conflict method reporting true (meter.UnreplayableError), answered
+	// as a conflict. Either way none is replayed.
 	Replay(ctx context.Context, seqs []uint64) (int, error)
 }
 
@@ -73,8 +77,12 @@ func (a *Admin) replayDLQ(w http.ResponseWriter, r *http.Request) {
 	}
 	n, err := d.Replay(r.Context(), in.Seqs)
 	var nf interface{ NotFound() bool }
-	if errors.As(err, &nf) && nf.NotFound() {
+	var cf interface{ Conflict() bool }
+	switch {
+	case errors.As(err, &nf) && nf.NotFound():
 		err = &ledger.Error{Code: ledger.ENotFound, Message: err.Error()}
+	case errors.As(err, &cf) && cf.Conflict():
+		err = &ledger.Error{Code: ledger.EConflict, Message: err.Error()}
 	}
 	a.respond(w, r, http.StatusOK, map[string]int{"replayed": n}, err)
 }
