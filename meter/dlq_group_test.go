@@ -213,3 +213,31 @@ func TestReplayRefusesACutGroup(t *testing.T) {
 		t.Fatalf("Replay of the poison alone = %d, %v", n, err)
 	}
 }
+
+// TestReplayRefusesAGroupOfMoreEventsThanAGroupHolds: a malformed group
+// is replayed a message a line, and a group holds at most 16 events; a
+// letter of more lines (512 KiB of short lines would be thousands of
+// messages, each set aside again alone) is refused as a conflict, nothing
+// replayed.
+func TestReplayRefusesAGroupOfMoreEventsThanAGroupHolds(t *testing.T) {
+	ctx, _, js := meteredWorker(t)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	customer := uuid.NewString()
+	lines := make([][]byte, meter.MaxGroupEvents+1)
+	for i := range lines {
+		lines[i] = encodeEvent(t, groupEvent(customer, 1))
+	}
+	letter := setAsideGroup(t, ctx, js, dlq, strconv.Itoa(len(lines)), bytes.Join(lines, []byte{'\n'}))
+	before := usageLastSeq(t, ctx, js)
+	n, err := dlq.Replay(ctx, []uint64{letter.Seq})
+	var conflict interface{ Conflict() bool }
+	if !errors.As(err, &conflict) || n != 0 || !strings.Contains(err.Error(), "more than "+strconv.Itoa(meter.MaxGroupEvents)) {
+		t.Fatalf("Replay = %d, %v; want a conflict: more than %d events", n, err, meter.MaxGroupEvents)
+	}
+	if after := usageLastSeq(t, ctx, js); after != before {
+		t.Fatalf("a refused replay stored %d messages; want none", after-before)
+	}
+}
