@@ -36,6 +36,10 @@ type env struct {
 	// Pprof serves net/http/pprof under /debug/pprof/ on the admin listener
 	// (TOLLGATE_PPROF=1 or true; off by default: profiles reveal request data).
 	Pprof bool
+	// handOverRetry is the first and the longest wait between attempts of
+	// a failed embedded store hand-over (zero: 5 s and 1 min); tests
+	// shorten it. No variable sets it.
+	handOverRetry [2]time.Duration
 }
 
 // envError is a variable of the environment with a value the process
