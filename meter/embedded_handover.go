@@ -134,7 +134,7 @@ func HandOver(ctx context.Context, dir string, nc *nats.Conn, now time.Time, log
 	}
 	to := filepath.Clean(dir) + HandedOverSuffix + now.UTC().Format("20060102T150405Z")
 	if err := os.Rename(dir, to); err != nil {
-		return rep, fmt.Errorf("hand over %s: all was handed over, but the directory was not renamed (the next start hands it over again, harmlessly): %w", dir, err)
+		return rep, fmt.Errorf("hand over %s: all was handed over, but the directory was not renamed (a later hand-over sends it again, harmlessly): %w", dir, err)
 	}
 	rep.Dir = to
 	return rep, nil

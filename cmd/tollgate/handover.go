@@ -22,14 +22,17 @@ import (
 // streams (the roles' start, or the meter worker, makes them), then moves
 // every message (meter.HandOver) and renames the directory to
 // jetstream.handed-over-<UTC time>, logging at WARN what it moved and where
-// the directory went. While it waits, the store stays as it is; stopped
-// before it is done, or failing, it leaves the store for the next start,
-// which hands it over again (a message sent twice is dropped by JetStream's
-// duplicate window, then by the ledger's unique event id). A process
+// the directory went. While it waits, the store stays as it is. An attempt
+// that fails leaves the store as it is too, and is tried again in the
+// process, after a wait of 5 s doubling up to a minute (see handOver);
+// stopped before it is done, it leaves the store for the next start. Either
+// sends again what an earlier attempt sent: dropped by JetStream's
+// duplicate window, then by the ledger's unique event id. A process
 // without the gateway role (which holds the data directory's lock) takes
-// the lock while it moves the store, and leaves the store alone when
-// another process holds it: a `tollgate serve` whose embedded server runs
-// on it, or a gateway that hands it over itself.
+// the lock while an attempt moves the store (not while it waits to try
+// again), and leaves the store alone when another process holds it: a
+// `tollgate serve` whose embedded server runs on it, or a gateway that
+// hands it over itself.
 func (a *app) startHandOver(e env, r roles) {
 	dir := filepath.Join(e.DataDir, "jetstream")
 	found, err := meter.HasEmbeddedStore(dir)
@@ -47,7 +50,7 @@ func (a *app) startHandOver(e env, r roles) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.handOver(ctx, dir, e.DataDir, !r.gateway)
+		a.handOver(ctx, dir, e.DataDir, !r.gateway, e.handOverRetry)
 	}()
 	a.started("embedded store hand-over", 10*time.Second, func(sctx context.Context) error {
 		cancel()
@@ -60,9 +63,33 @@ func (a *app) startHandOver(e env, r roles) {
 	})
 }
 
+// The waits between the attempts of a failed hand-over: the first, doubled
+// after each failure up to the longest. What fails an attempt is mostly
+// brief (NATS lost between the streams' check and the attempt, a stream
+// without its leader for a few seconds), and what is not (another stream
+// taking a subject, a directory that cannot be renamed) waits for an
+// operator, whose fix the next attempt picks up. An attempt reopens the
+// whole store and sends it all again, so it is not repeated more than once
+// a minute; and the resends of a failure that lasts a few minutes stay
+// within the duplicate window (meter.duplicate_window, 10 minutes by
+// default) of the first send, which drops them (past it, the ledger's
+// unique event id drops a usage event; a dead letter is stored again).
+const (
+	handOverFirstWait   = 5 * time.Second
+	handOverLongestWait = time.Minute
+)
+
 // handOver waits for NATS and its streams, then hands the store in dir
-// over, taking dataDir's lock for it when lock is set; it logs the outcome.
-func (a *app) handOver(ctx context.Context, dir, dataDir string, lock bool) {
+// over, taking dataDir's lock for each attempt when lock is set; a failed
+// attempt is tried again, after waits from retry[0] doubling up to
+// retry[1] (zero: handOverFirstWait and handOverLongestWait), until one
+// succeeds or ctx ends. It logs the outcome: the first failure at ERROR,
+// the later ones at WARN, each with its attempt number and the wait.
+func (a *app) handOver(ctx context.Context, dir, dataDir string, lock bool, retry [2]time.Duration) {
+	wait, longest := retry[0], retry[1]
+	if wait <= 0 || longest <= 0 {
+		wait, longest = handOverFirstWait, handOverLongestWait
+	}
 	stopped := func() {
 		a.log.Warn("embedded store hand-over: stopped before it was done; the store stays, and the next start hands it over", "dir", dir)
 	}
@@ -71,48 +98,78 @@ func (a *app) handOver(ctx context.Context, dir, dataDir string, lock bool) {
 		a.log.Error("embedded store hand-over: not handed over", "dir", dir, "err", err)
 		return
 	}
-	for waited := false; ; waited = true {
-		err := streamsReady(ctx, js)
-		if err == nil {
-			break
+	waited := false
+	for attempt := 1; ; attempt++ {
+		for {
+			err := streamsReady(ctx, js)
+			if err == nil {
+				break
+			}
+			if !waited {
+				waited = true
+				a.log.Warn("embedded store hand-over: waiting for NATS and its usage and dead-letter streams; the store stays as it is meanwhile",
+					"dir", dir, "err", err)
+			}
+			a.setHandOver("waiting for NATS and its usage and dead-letter streams (" + err.Error() + "); the store stays in " + dir + " meanwhile")
+			select {
+			case <-ctx.Done():
+				stopped()
+				return
+			case <-time.After(time.Second):
+			}
 		}
-		if !waited {
-			a.log.Warn("embedded store hand-over: waiting for NATS and its usage and dead-letter streams; the store stays as it is meanwhile",
-				"dir", dir, "err", err)
+		done, rep, err := a.handOverOnce(ctx, dir, dataDir, lock)
+		switch {
+		case done:
+			return
+		case ctx.Err() != nil:
+			stopped()
+			return
 		}
-		a.setHandOver("waiting for NATS and its usage and dead-letter streams (" + err.Error() + "); the store stays in " + dir + " meanwhile")
+		next := time.Now().Add(wait).UTC().Truncate(time.Second)
+		a.setHandOver(fmt.Sprintf("failed (attempt %d): %v; the store stays in %s; trying again at %s",
+			attempt, err, dir, next.Format(time.RFC3339)))
+		args := []any{"dir", dir, "err", err, "attempt", attempt, "retry_in", wait.String(),
+			"usage_events_sent", rep.Events, "dead_letters_sent", rep.DeadLetters}
+		if attempt == 1 {
+			a.log.Error("embedded store hand-over: not handed over; the store stays as it is, and this process tries again (later failures are logged at WARN)", args...)
+		} else {
+			a.log.Warn("embedded store hand-over: not handed over again; the store stays as it is, and this process tries again", args...)
+		}
 		select {
 		case <-ctx.Done():
 			stopped()
 			return
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, longest)
 	}
+}
+
+// handOverOnce is one attempt of handOver, once NATS holds both streams:
+// done when the store was handed over, or is left to the process holding
+// dataDir's lock (taken for the attempt, and released after it, when lock
+// is set); else the error, and what was sent before it.
+func (a *app) handOverOnce(ctx context.Context, dir, dataDir string, lock bool) (done bool, rep meter.HandOverReport, err error) {
 	if lock {
 		release, err := lockDataDir(dataDir)
 		if err != nil {
 			a.log.Warn("embedded store hand-over: not by this process, which leaves the store to the one using the data directory", "dir", dir, "err", err)
 			a.setHandOver("")
-			return
+			return true, rep, nil
 		}
 		defer release()
 	}
 	a.setHandOver("moving the usage events and dead letters of " + dir + " to TOLLGATE_NATS_URL")
-	rep, err := meter.HandOver(ctx, dir, a.nc, time.Now(), a.log)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		stopped()
-	case err != nil:
-		a.setHandOver("failed: " + err.Error() + "; the store stays in " + dir + ", and the next start hands it over again")
-		a.log.Error("embedded store hand-over: not handed over; the store stays as it is, and the next start tries again", "dir", dir, "err", err,
-			"usage_events_sent", rep.Events, "dead_letters_sent", rep.DeadLetters)
-	default:
-		a.setHandOver("")
-		a.log.Warn("NATS: the embedded JetStream store was handed over to TOLLGATE_NATS_URL",
-			"usage_events", rep.Events, "usage_events_there_already", rep.EventsKnown, "usage_events_metered_before", rep.EventsDone,
-			"dead_letters", rep.DeadLetters, "dead_letters_there_already", rep.DeadLettersKnown,
-			"moved_to", rep.Dir, "streams_left_there", rep.Left)
+	if rep, err = meter.HandOver(ctx, dir, a.nc, time.Now(), a.log); err != nil {
+		return false, rep, err
 	}
+	a.setHandOver("")
+	a.log.Warn("NATS: the embedded JetStream store was handed over to TOLLGATE_NATS_URL",
+		"usage_events", rep.Events, "usage_events_there_already", rep.EventsKnown, "usage_events_metered_before", rep.EventsDone,
+		"dead_letters", rep.DeadLetters, "dead_letters_there_already", rep.DeadLettersKnown,
+		"moved_to", rep.Dir, "streams_left_there", rep.Left)
+	return true, rep, nil
 }
 
 // streamsReady returns nil once NATS answers for both the usage and the

@@ -34,8 +34,9 @@ import (
 //   - embedded_store_hand_over: while this process hands over the store
 //     an embedded JetStream left in its data directory (startHandOver),
 //     what it is doing: waiting for NATS and its streams, moving, or
-//     failed (the next start tries again). It does not make the process
-//     unready: the events it holds are metered once moved.
+//     failed, with the error and when this process tries again. It does
+//     not make the process unready: the events it holds are metered once
+//     moved.
 //   - degraded: the roles of this process that cannot work now (say, in
 //     serve, "meter" and "admin" while Postgres is down), each with why;
 //     "meter" also when its worker cannot set up the usage stream or its
