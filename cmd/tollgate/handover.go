@@ -126,7 +126,7 @@ func (a *app) handOver(ctx context.Context, dir, dataDir string, lock bool, retr
 			stopped()
 			return
 		}
-		next := time.Now().Add(wait).UTC().Truncate(time.Second)
+		next := time.Now().Add(wait).UTC()
 		a.setHandOver(fmt.Sprintf("failed (attempt %d): %v; the store stays in %s; trying again at %s",
 			attempt, err, dir, next.Format(time.RFC3339)))
 		args := []any{"dir", dir, "err", err, "attempt", attempt, "retry_in", wait.String(),
