@@ -40,6 +40,10 @@ type env struct {
 	// a failed embedded store hand-over (zero: 5 s and 1 min); tests
 	// shorten it. No variable sets it.
 	handOverRetry [2]time.Duration
+	// dlqRetry is the first and the longest wait between attempts to make
+	// the dead-letter stream for the admin API after its start failed to
+	// (zero: 1 s and 30 s); tests change it. No variable sets it.
+	dlqRetry [2]time.Duration
 }
 
 // envError is a variable of the environment with a value the process
