@@ -52,6 +52,10 @@ type app struct {
 	// in the data directory is doing (startHandOver), for /readyz: nil or
 	// "" when there is none, or it is done.
 	handOverState atomic.Pointer[string]
+	// dlqState is why the admin API's dead-letter routes are not available
+	// yet (retryDeadLetters), for /readyz: nil once they are, or when this
+	// process has no admin role or no NATS.
+	dlqState atomic.Pointer[string]
 	// Addr and AdminAddr are the bound listen addresses.
 	Addr, AdminAddr string
 }

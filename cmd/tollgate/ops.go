@@ -37,6 +37,12 @@ import (
 //     failed, with the error and when this process tries again. It does
 //     not make the process unready: the events it holds are metered once
 //     moved.
+//   - dead_letters: while the admin role could not make the dead-letter
+//     stream yet (NATS not reachable, or the stream refused: another
+//     stream holding its subject, say), why, and that it tries again
+//     (retryDeadLetters). Its dead-letter endpoints answer 503
+//     meanwhile; the rest of the admin API serves, so the process stays
+//     ready, as for the hand-over.
 //   - degraded: the roles of this process that cannot work now (say, in
 //     serve, "meter" and "admin" while Postgres is down), each with why;
 //     "meter" also when its worker cannot set up the usage stream or its
@@ -57,8 +63,11 @@ type readiness struct {
 	Journal string `json:"journal,omitempty"`
 	// HandOver is what the embedded store's hand-over is doing, while it
 	// has not ended (see startHandOver).
-	HandOver string            `json:"embedded_store_hand_over,omitempty"`
-	Degraded map[string]string `json:"degraded,omitempty"`
+	HandOver string `json:"embedded_store_hand_over,omitempty"`
+	// DeadLetters is why the admin API's dead-letter routes are not
+	// available yet, while they are not (see retryDeadLetters).
+	DeadLetters string            `json:"dead_letters,omitempty"`
+	Degraded    map[string]string `json:"degraded,omitempty"`
 }
 
 type spoolStatus struct {
@@ -137,6 +146,9 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 	}
 	if h := a.handOverState.Load(); h != nil {
 		rd.HandOver = *h
+	}
+	if d := a.dlqState.Load(); d != nil {
+		rd.DeadLetters = *d
 	}
 	if r.gateway {
 		rd.Ready = gatewayReady

@@ -242,6 +242,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		}
 	}
 	var js jetstream.JetStream
+	var dlqErr error // the dead-letter stream's, when the start could not make it
 	if r.gateway || r.meter || (r.admin && e.NATSURL != "") {
 		if js, err = a.connectNATS(e, r, mc.Sync()); err != nil {
 			return nil, err
@@ -260,8 +261,8 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 				streamNotReady(log, "usage stream", then, err)
 			}
 		}
-		if a.dlq, err = meter.EnsureDLQ(sctx, js, mc.Stream()); err != nil {
-			streamNotReady(log, "dead-letter stream", "", err)
+		if a.dlq, dlqErr = meter.EnsureDLQ(sctx, js, mc.Stream()); dlqErr != nil {
+			streamNotReady(log, "dead-letter stream", "", dlqErr) // the admin role says what waits for it (retryDeadLetters)
 			a.dlq = nil
 		}
 		scancel()
@@ -295,8 +296,11 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 			log.Warn("TOLLGATE_ADMIN_TOKEN is short enough to be guessed (wrong tokens are slowed down per client address, not stopped, and many addresses guess faster): use 32 random bytes or more, such as `openssl rand -hex 32`, and keep TOLLGATE_ADMIN_LISTEN on the operators' network",
 				"bytes", len(e.AdminToken))
 		}
-		if a.dlq != nil {
+		switch {
+		case a.dlq != nil:
 			adm.SetDeadLetters(a.dlq)
+		case dlqErr != nil: // NATS not reachable yet, or the stream refused until an operator's fix
+			a.retryDeadLetters(js, mc.Stream(), adm, dlqErr, e.dlqRetry)
 		}
 		if a.keySync != nil {
 			adm.SetKeySync(a.keySync)

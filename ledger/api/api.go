@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -28,7 +29,7 @@ type Admin struct {
 	// tokenHash is the SHA-256 digest of the admin token (see isToken).
 	tokenHash [sha256.Size]byte
 	log       *slog.Logger
-	dlq       DeadLetters
+	dlq       atomic.Pointer[dlqState] // set while the API serves (SetDeadLetters, SetDeadLettersPending)
 	sync      KeySync
 	// authFails logs failed authentications (authlog.go).
 	authFails *authFailures

@@ -26,17 +26,40 @@ type DeadLetters interface {
 	Replay(ctx context.Context, seqs []uint64) (int, error)
 }
 
-// SetDeadLetters enables the dead-letter routes; without it they answer
-// 503 (this process has no NATS connection).
-func (a *Admin) SetDeadLetters(d DeadLetters) { a.dlq = d }
+// SetDeadLetters enables the dead-letter routes; until it is called they
+// answer 503: this process has no NATS connection, or, after
+// SetDeadLettersPending, its dead-letter stream is not made yet. It is
+// safe to call while the API serves.
+func (a *Admin) SetDeadLetters(d DeadLetters) { a.dlq.Store(&dlqState{d: d}) }
+
+// SetDeadLettersPending makes the dead-letter routes answer 503 "the
+// dead-letter stream is not reachable yet: <cause>; retrying", until
+// SetDeadLetters: the process has NATS, but could not make the stream
+// yet (NATS not reachable, or the stream refused), and tries again. It is
+// safe to call while the API serves.
+func (a *Admin) SetDeadLettersPending(cause error) {
+	a.dlq.Store(&dlqState{pending: "the dead-letter stream is not reachable yet: " + cause.Error() + "; retrying"})
+}
+
+// dlqState is the dead letters the routes serve (SetDeadLetters) or,
+// while they are not there yet, why (SetDeadLettersPending).
+type dlqState struct {
+	d       DeadLetters
+	pending string
+}
 
 func (a *Admin) deadLetters(w http.ResponseWriter, r *http.Request) (DeadLetters, bool) {
-	if a.dlq == nil {
+	st := a.dlq.Load()
+	switch {
+	case st == nil:
 		writeError(w, ledger.EUnavailable,
 			"the dead-letter stream is not reachable from this process: run the admin API with TOLLGATE_NATS_URL set, or use tollgate serve")
 		return nil, false
+	case st.d == nil:
+		writeError(w, ledger.EUnavailable, st.pending)
+		return nil, false
 	}
-	return a.dlq, true
+	return st.d, true
 }
 
 // listDLQ serves GET /admin/v1/dlq?limit=N (default 100, at most 10000).
