@@ -217,3 +217,25 @@ func readyz(t *testing.T, a *app) (int, map[string]string) {
 	}
 	return resp.StatusCode, out
 }
+
+// TestDeadLettersComeUpOnceNATSDoes: `tollgate admin` started before its
+// NATS answers lists the dead letters once NATS is up, without a restart.
+func TestDeadLettersComeUpOnceNATSDoes(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	a := startAdminOn(t, "nats://"+addr, [2]time.Duration{50 * time.Millisecond, 200 * time.Millisecond}, io.Discard)
+	wantDLQPending(t, a, "")
+	natsOn(t, t.TempDir(), addr)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		status, body := getDLQ(t, a)
+		if status == http.StatusOK && strings.Contains(body, `"data":[]`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /admin/v1/dlq once NATS is up = %d %s; want 200, no dead letters, without a restart", status, body)
+		}
+	}
+	if status, rd := readyz(t, a); status != http.StatusOK || rd["dead_letters"] != "" {
+		t.Errorf("/readyz once NATS is up: %d %v; want 200, no dead_letters", status, rd)
+	}
+}
