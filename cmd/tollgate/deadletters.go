@@ -33,11 +33,12 @@ const dlqRepeatLog = 10 * time.Minute
 // dead-letter routes, and so the console's page and `tollgate dlq`, answer
 // 503 with err (api.Admin.SetDeadLettersPending), and /readyz says so in
 // dead_letters (not unready: the rest of the admin API serves). It logs
-// that at WARN; in the background it tries again, after waits from retry[0] doubling up to
-// retry[1] (zero: dlqFirstWait and dlqLongestWait), logging a new cause at
-// WARN and the same one again only every dlqRepeatLog; once the stream is
-// made it enables the routes and logs at INFO. Its stop, registered here,
-// ends the wait or the attempt at once.
+// that at WARN; in the background it tries again, after waits from
+// retry[0] doubling up to retry[1] (zero: dlqFirstWait and
+// dlqLongestWait), logging a new cause at WARN and the same one again
+// only every dlqRepeatLog (at DEBUG between); once the stream is made it
+// enables the routes and logs at INFO. Its stop, registered here, ends
+// the wait or the attempt at once.
 func (a *app) retryDeadLetters(js jetstream.JetStream, cfg meter.StreamConfig, adm *api.Admin, err error, retry [2]time.Duration) {
 	a.setDeadLettersPending(adm, err)
 	a.log.Warn("the admin API's dead-letter endpoints (list, replay; the console's page, tollgate dlq) answer 503 until the dead-letter stream is made: "+
