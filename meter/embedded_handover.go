@@ -323,3 +323,7 @@ func (h *storeMover) publish(ctx context.Context, name string, msgs []*nats.Msg)
 	}
 	return known, nil
 }
+
+// handOverNoProgress is how long HandOver resends messages none of which
+// is acknowledged before it gives up (a variable for the tests).
+var handOverNoProgress = 2 * time.Minute

@@ -37,3 +37,11 @@ func (p *Publisher) PublishBatch(ctx context.Context, ids []string, datas [][]by
 
 // MaxGroupEvents is maxGroupEvents, the most events a group may hold.
 const MaxGroupEvents = maxGroupEvents
+
+// SetHandOverNoProgress sets how long HandOver resends without any message
+// acknowledged before it gives up, and returns what restores it.
+func SetHandOverNoProgress(d time.Duration) (restore func()) {
+	was := handOverNoProgress
+	handOverNoProgress = d
+	return func() { handOverNoProgress = was }
+}
