@@ -104,6 +104,7 @@ func TestHandOverFailsAtOnceOnAPermanentRefusal(t *testing.T) {
 			if err == nil {
 				t.Fatal("handed over")
 			}
+			t.Log(err)
 			if took := time.Since(began); took > 5*time.Second {
 				t.Errorf("failed after %v; want at once", took)
 			}
@@ -188,6 +189,7 @@ func TestHandOverWithoutProgressGivesUp(t *testing.T) {
 	if err == nil {
 		t.Fatal("handed over")
 	}
+	t.Log(err)
 	if took > 5*time.Second {
 		t.Errorf("gave up after %v; want soon after the 500ms bound", took)
 	}
