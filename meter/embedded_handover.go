@@ -69,7 +69,13 @@ const handOverBatch = 256
 // usage event), so that a message sent twice is dropped by the
 // destination's duplicate window and, past it, by the ledger's unique event
 // id. It waits for the PubAck of each, sending again those not
-// acknowledged (NATS unreachable, say) until ctx ends. Then it stops the
+// acknowledged (NATS unreachable, a stream between leaders, say) until ctx
+// ends or, when no message was acknowledged for 2 minutes, failing with the
+// last reason; a message NATS refuses for good (larger than its
+// max_payload, refused by the stream: max_msg_size, max_msgs or max_bytes
+// with discard new...; a subject no stream takes) fails it at once, the
+// error naming the stream, the message (its sequence in the store, its
+// Nats-Msg-Id) and the cause. Then it stops the
 // embedded server and renames dir to dir+HandedOverSuffix+now (UTC), where
 // the store stays for audit and is not handed over again.
 //
@@ -113,7 +119,7 @@ func HandOver(ctx context.Context, dir string, nc *nats.Conn, now time.Time, log
 	if err != nil {
 		return rep, fmt.Errorf("hand over %s: %w", dir, err)
 	}
-	h := &storeMover{dst: dst, log: log}
+	h := &storeMover{dst: dst, log: log, progress: time.Now()}
 	if rep.Events, rep.EventsKnown, rep.EventsDone, err = h.stream(ctx, srcJS, DefaultStreamName, true); err != nil {
 		return rep, fmt.Errorf("hand over %s: %w", dir, err)
 	}
@@ -166,6 +172,10 @@ type storeMover struct {
 	dst      jetstream.JetStream
 	log      *slog.Logger
 	lastWarn time.Time // of a publish failure
+	progress time.Time // of the last PubAck, or of the start
+	// subjectAsked is when refusal last asked NATS which stream takes a
+	// subject without responders.
+	subjectAsked time.Time
 }
 
 // stream hands over every message of src's stream name (none if it does
@@ -190,7 +200,7 @@ func (h *storeMover) stream(ctx context.Context, src jetstream.JetStream, name s
 			return 0, 0, 0, fmt.Errorf("stream %s: %w", name, err)
 		}
 	}
-	batch := make([]*nats.Msg, 0, handOverBatch)
+	batch := make([]outgoing, 0, handOverBatch)
 	flush := func() error {
 		k, err := h.publish(ctx, name, batch)
 		moved, known = moved+len(batch), known+k
@@ -212,7 +222,7 @@ func (h *storeMover) stream(ctx context.Context, src jetstream.JetStream, name s
 			done++
 			continue
 		}
-		batch = append(batch, handOverMsg(name, m))
+		batch = append(batch, outgoing{seq: m.Sequence, msg: handOverMsg(name, m)})
 		if len(batch) == cap(batch) {
 			if err := flush(); err != nil {
 				return moved, known, done, err
@@ -269,23 +279,64 @@ func handOverMsg(name string, m *jetstream.RawStreamMsg) *nats.Msg {
 	return out
 }
 
+// outgoing is a message of the embedded store as it is handed over, with
+// its sequence there (for the errors that name it).
+type outgoing struct {
+	seq uint64
+	msg *nats.Msg
+}
+
+// String names m for an operator: its sequence in the embedded store, its
+// Nats-Msg-Id (a usage event's id) and a dead letter's event id, and its
+// size, headers included.
+func (m outgoing) String() string {
+	s := fmt.Sprintf("message %d of the embedded store (Nats-Msg-Id %s", m.seq, m.msg.Header.Get(nats.MsgIdHdr))
+	if id := m.msg.Header.Get(HeaderEventID); id != "" {
+		s += ", event " + id
+	}
+	size := len(m.msg.Data)
+	for k, vs := range m.msg.Header {
+		for _, v := range vs {
+			size += len(k) + len(v) + 4 // "k: v\r\n"
+		}
+	}
+	return fmt.Sprintf("%s, about %d bytes)", s, size)
+}
+
+// handOverNoProgress is how long HandOver keeps sending again messages
+// that are not acknowledged while none is (a variable for the tests): what
+// clears by itself clears well within it (a JetStream leader election
+// takes seconds, a NATS restart or a client's reconnection tens of
+// seconds), and past it the hand-over fails with the last error, so that
+// the caller logs why and tries again later (cmd/tollgate: /readyz says
+// "failed ... trying again at"), instead of sending in silence for ever.
+// It is longer than the PubAck timeout (10 s) with the waits between the
+// resends (1 s doubling up to 10 s) several times over.
+var handOverNoProgress = 2 * time.Minute
+
 // publish sends msgs to dst and waits for the PubAck of each, sending
 // again those that got none, every second and then up to every 10
-// seconds, until ctx ends. It returns how many dst dropped as duplicates.
-// A PubAck from another stream than name is an error.
-func (h *storeMover) publish(ctx context.Context, name string, msgs []*nats.Msg) (known int, err error) {
+// seconds. It returns how many dst dropped as duplicates. A PubAck from
+// another stream than name is an error, as is a refusal that sending again
+// would not change (see refusal), at once; and, after handOverNoProgress
+// without any message acknowledged, the last reason of the resends.
+func (h *storeMover) publish(ctx context.Context, name string, msgs []outgoing) (known int, err error) {
 	wait := time.Second
+	var lastErr error
 	for len(msgs) > 0 {
-		var failed []*nats.Msg
-		var lastErr error
+		var failed []outgoing
 		futures := make([]jetstream.PubAckFuture, len(msgs))
 		for i, m := range msgs {
-			f, err := h.dst.PublishMsgAsync(m)
+			f, err := h.dst.PublishMsgAsync(m.msg)
 			if err != nil {
+				if err := h.refusal(ctx, name, m, err); err != nil {
+					return known, err
+				}
 				failed, lastErr = append(failed, m), err
 			}
 			futures[i] = f
 		}
+		stalled := time.NewTimer(time.Until(h.progress.Add(handOverNoProgress)))
 		for i, f := range futures {
 			if f == nil {
 				continue
@@ -293,30 +344,48 @@ func (h *storeMover) publish(ctx context.Context, name string, msgs []*nats.Msg)
 			select {
 			case ack := <-f.Ok():
 				if ack.Stream != name {
-					return known, fmt.Errorf("stream %s: message %s was stored by stream %s on NATS, which takes subject %s too: "+
-						"give that subject to %s alone", name, msgs[i].Header.Get(nats.MsgIdHdr), ack.Stream, msgs[i].Subject, name)
+					stalled.Stop()
+					return known, fmt.Errorf("stream %s: %s was stored by stream %s on NATS, which takes subject %s too: "+
+						"give that subject to %s alone", name, msgs[i], ack.Stream, msgs[i].msg.Subject, name)
 				}
 				if ack.Duplicate {
 					known++
 				}
+				h.progress = time.Now()
+				stalled.Reset(handOverNoProgress)
 			case err := <-f.Err():
+				if err := h.refusal(ctx, name, msgs[i], err); err != nil {
+					stalled.Stop()
+					return known, err
+				}
 				failed, lastErr = append(failed, msgs[i]), err
 			case <-ctx.Done():
+				stalled.Stop()
 				return known, ctx.Err()
+			case <-stalled.C:
+				if lastErr == nil {
+					lastErr = errors.New("no PubAck came (timeout)")
+				}
+				return known, h.stalled(name, msgs[i], lastErr)
 			}
 		}
+		stalled.Stop()
 		if len(failed) == 0 {
 			return known, nil
+		}
+		left := time.Until(h.progress.Add(handOverNoProgress))
+		if left <= 0 {
+			return known, h.stalled(name, failed[0], lastErr)
 		}
 		if time.Since(h.lastWarn) >= time.Minute {
 			h.lastWarn = time.Now()
 			h.log.Warn("embedded store hand-over: NATS did not acknowledge messages; sending them again (repeats within a minute are not logged)",
-				"stream", name, "messages", len(failed), "err", lastErr)
+				"stream", name, "messages", len(failed), "err", lastErr, "gives_up_in", left.Round(time.Second).String())
 		}
 		select {
 		case <-ctx.Done():
 			return known, ctx.Err()
-		case <-time.After(wait):
+		case <-time.After(min(wait, left)):
 		}
 		wait = min(2*wait, 10*time.Second)
 		msgs = failed
@@ -324,6 +393,55 @@ func (h *storeMover) publish(ctx context.Context, name string, msgs []*nats.Msg)
 	return known, nil
 }
 
-// handOverNoProgress is how long HandOver resends messages none of which
-// is acknowledged before it gives up (a variable for the tests).
-var handOverNoProgress = 2 * time.Minute
+// stalled is the error of a hand-over that got no message acknowledged for
+// handOverNoProgress, m among those waiting, err the last reason.
+func (h *storeMover) stalled(name string, m outgoing, err error) error {
+	return fmt.Errorf("stream %s: no message acknowledged by NATS for %v, %s among those unacknowledged: %w", name, handOverNoProgress, m, err)
+}
+
+// refusal is the error that ends the hand-over when err, what publishing m
+// to stream name got, would be got again however often m were sent: nil
+// when sending it again may succeed (no PubAck in time, a stream without
+// its leader for now, NATS lost for a while). It names the stream, the
+// message and the cause. A refusal is:
+//   - m larger than the max_payload of the NATS server (nats.ErrMaxPayload);
+//   - any PubAck carrying an error: the stream checked m against its
+//     configuration and contents and refused it, which another send does
+//     not change. Among them "message size exceeds maximum allowed"
+//     (max_msg_size), "maximum messages exceeded" and "maximum bytes
+//     exceeded" (max_msgs, max_bytes with discard new), "maximum messages
+//     per subject exceeded", "resource limits exceeded for account",
+//     "insufficient resources", a sealed stream. (A stream without its
+//     leader sends no PubAck: that is a timeout.)
+//   - no responders for m's subject (jetstream.ErrNoStreamResponse) when
+//     no stream on NATS takes that subject (a stream that does is between
+//     leaders: sent again);
+//   - the connection to NATS closed, for good.
+func (h *storeMover) refusal(ctx context.Context, name string, m outgoing, err error) error {
+	var apiErr *jetstream.APIError
+	var why string
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload):
+		why = fmt.Sprintf("is larger than the max_payload of the NATS server (%d bytes)", h.dst.Conn().MaxPayload())
+	case errors.As(err, &apiErr):
+		why = "was refused by the stream on NATS"
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		// Asked once a round at most: a batch without responders would
+		// otherwise ask for each of its messages.
+		if time.Since(h.subjectAsked) < time.Second {
+			return nil
+		}
+		h.subjectAsked = time.Now()
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, lerr := h.dst.StreamNameBySubject(lctx, m.msg.Subject); !errors.Is(lerr, jetstream.ErrStreamNotFound) {
+			return nil
+		}
+		why = fmt.Sprintf("found no stream on NATS: no stream takes its subject %s (give it to %s)", m.msg.Subject, name)
+	case errors.Is(err, nats.ErrConnectionClosed):
+		why = "was not sent: the connection to NATS is closed"
+	default:
+		return nil
+	}
+	return fmt.Errorf("stream %s: %s %s; sending it again would not change that: %w", name, m, why, err)
+}

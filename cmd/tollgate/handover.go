@@ -65,10 +65,11 @@ func (a *app) startHandOver(e env, r roles) {
 
 // The waits between the attempts of a failed hand-over: the first, doubled
 // after each failure up to the longest. What fails an attempt is mostly
-// brief (NATS lost between the streams' check and the attempt, a stream
-// without its leader for a few seconds), and what is not (another stream
-// taking a subject, a directory that cannot be renamed) waits for an
-// operator, whose fix the next attempt picks up. An attempt reopens the
+// brief (NATS lost between the streams' check and the attempt, or for
+// longer than meter.HandOver resends without progress), and what is not
+// (another stream taking a subject, a message NATS refuses for good: larger
+// than its max_payload, past a stream's limits; a directory that cannot be
+// renamed) waits for an operator, whose fix the next attempt picks up. An attempt reopens the
 // whole store and sends it all again, so it is not repeated more than once
 // a minute; and the resends of a failure that lasts a few minutes stay
 // within the duplicate window (meter.duplicate_window, 10 minutes by
