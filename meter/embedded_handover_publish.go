@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -171,6 +172,32 @@ func (h *storeMover) refusal(ctx context.Context, name string, m outgoing, err e
 	return fmt.Errorf("stream %s: %s %s; sending it again would not change that: %w", name, m, why, err)
 }
 
+// The PubAck errors of a message refused for good (nats-server's
+// ErrorIdentifiers: nats.go names few of them).
+const (
+	errCodeAccountResources      jetstream.ErrorCode = 10002 // resource limits exceeded for account
+	errCodeInsufficientResources jetstream.ErrorCode = 10023 // the server's JetStream storage is full
+	errCodeStoreFailed           jetstream.ErrorCode = 10077 // "maximum messages exceeded", "maximum bytes exceeded"...
+	errCodeHeaderTooLarge        jetstream.ErrorCode = 10097 // header size exceeds maximum allowed
+	errCodeStreamSealed          jetstream.ErrorCode = 10109
+)
+
 // refusedForGood reports whether e, a PubAck's error, refuses the message
-// for good: every one does, for now.
-func refusedForGood(e *jetstream.APIError) bool { return true }
+// for what the stream is (its max_msg_size, max_msgs or max_bytes with
+// discard new, its account's or server's storage full, sealed), which a
+// resend of the same message does not change: only an operator does. The
+// others are sent again, up to handOverNoProgress: "duplicate message id
+// is in process" (10158: a resend while the first send is still being
+// replicated in a cluster) passes by itself, and one not known here may
+// too. A store failure is for good but "store is closed" (the stream
+// stopping or restarting).
+func refusedForGood(e *jetstream.APIError) bool {
+	switch e.ErrorCode {
+	case jetstream.JSErrCodeStreamMessageExceedsMaximum, errCodeHeaderTooLarge,
+		errCodeAccountResources, errCodeInsufficientResources, errCodeStreamSealed:
+		return true
+	case errCodeStoreFailed:
+		return !strings.Contains(e.Description, "closed")
+	}
+	return false
+}
