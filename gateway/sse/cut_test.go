@@ -156,3 +156,18 @@ func sum(v []int) int {
 	}
 	return n
 }
+
+// TestCutNotAfterTheSourceEnded: a buffer filled by the source's last
+// read, mid-line, with its end: nothing more comes, so it is not Cut.
+func TestCutNotAfterTheSourceEnded(t *testing.T) {
+	in := append(chatEvents(3, 256), bytes.Repeat([]byte("x"), 256)...) // 1 KiB, its last line unended
+	r := NewReader(iotest.DataErrReader(bytes.NewReader(in)))
+	for range 3 {
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Cut() {
+		t.Error("the source ended with the buffer's last bytes: Cut")
+	}
+}
