@@ -337,8 +337,8 @@ func (r *Reader) Pending() int { return r.br.Buffered() + len(r.rest) + len(r.lo
 // buffer's end and then paused; a buffer that ends at a line's end is not
 // Cut.
 func (r *Reader) Cut() bool {
-	if !r.src.filled || r.err != nil || r.fatal != nil {
-		return false
+	if !r.src.filled || r.src.ended || r.err != nil || r.fatal != nil {
+		return false // nothing more comes after the source's end
 	}
 	// The last byte read and not yet returned: small's unread bytes wait
 	// in pre after a move to a big buffer, and come after what br holds.
