@@ -299,3 +299,44 @@ func TestWaitHealthyUnreachable(t *testing.T) {
 		t.Fatalf("a server answering 503: %v, want an error naming 503", err)
 	}
 }
+
+// TestClientRemoveDeadLetters: removing one of two dead letters through
+// the admin API leaves the other; an unknown sequence is not found and
+// removes nothing, the letters beside it included; no sequences is
+// refused (there is no "remove all": removed usage is lost for good).
+func TestClientRemoveDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js := metertest.NewStream(t)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	noErr(t, "EnsureDLQ", err)
+	s := newServerWith(t, func(a *api.Admin) { a.SetDeadLetters(dlq) })
+	c := s.client()
+	for _, reason := range []string{"schema version 7", "schema version 8"} {
+		msg := nats.NewMsg(meter.DLQSubject)
+		msg.Data = []byte(`{"v":7}`)
+		msg.Header.Set(meter.HeaderReason, reason)
+		_, err := js.PublishMsg(ctx, msg)
+		noErr(t, "publish a dead letter", err)
+	}
+	ls, err := c.DeadLetters(ctx, 10)
+	noErr(t, "DeadLetters", err)
+
+	n, err := c.RemoveDeadLetters(ctx, []uint64{ls[1].Seq, 999})
+	wantCode(t, "RemoveDeadLetters with an unknown sequence", err, ledger.ENotFound, "dead letter 999 not found")
+	if left, _ := c.DeadLetters(ctx, 10); n != 0 || len(left) != 2 {
+		t.Fatalf("after a refused removal: %d removed, %d left, want 0 and 2", n, len(left))
+	}
+	_, err = c.RemoveDeadLetters(ctx, nil)
+	wantCode(t, "RemoveDeadLetters of nothing", err, ledger.EInvalid, "seqs")
+	_, err = c.RemoveDeadLetters(ctx, []uint64{0})
+	wantCode(t, "RemoveDeadLetters of sequence 0", err, ledger.EInvalid, "sequences start at 1")
+
+	n, err = c.RemoveDeadLetters(ctx, []uint64{ls[0].Seq})
+	noErr(t, "RemoveDeadLetters", err)
+	left, err := c.DeadLetters(ctx, 10)
+	noErr(t, "DeadLetters", err)
+	if n != 1 || len(left) != 1 || left[0].Seq != ls[1].Seq {
+		t.Fatalf("removed %d, left %+v; want 1, and letter %d", n, left, ls[1].Seq)
+	}
+}

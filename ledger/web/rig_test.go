@@ -60,11 +60,21 @@ func newRigWith(t *testing.T, setup func(*web.Portal)) *rig {
 // nil, as the console (and the rig's client) reach it.
 func newRigWrapped(t *testing.T, setup func(*web.Portal), wrap func(http.Handler) http.Handler) *rig {
 	t.Helper()
+	return newRigAdmin(t, setup, wrap, nil)
+}
+
+// newRigAdmin is newRigWrapped with setupAdmin, when not nil, run on the
+// admin API before it serves (its dead letters, say).
+func newRigAdmin(t *testing.T, setup func(*web.Portal), wrap func(http.Handler) http.Handler, setupAdmin func(*api.Admin)) *rig {
+	t.Helper()
 	store, dbURL := ledgertest.NewStoreURL(t)
 	log := slog.New(slog.DiscardHandler)
 	adm, err := api.NewAdmin(store, adminToken, log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setupAdmin != nil {
+		setupAdmin(adm)
 	}
 	admin := adm.Handler()
 	if wrap != nil {

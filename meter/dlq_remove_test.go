@@ -1,0 +1,79 @@
+package meter_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
+)
+
+// TestDLQRemove: removing one of two dead letters leaves the other;
+// removing a sequence the stream does not hold removes nothing, the
+// letters given beside it included; each removal is logged at WARN with
+// the letter's sequence, event id, reason and its data, cut to a few KiB:
+// removed usage is dropped from billing for good, and the log is what
+// remains of it.
+func TestDLQRemove(t *testing.T) {
+	ctx := context.Background()
+	js := metertest.NewStream(t)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged metertest.LockedBuffer
+	dlq.SetLog(slog.New(slog.NewTextHandler(&logged, nil)))
+	big := `{"v":1,"id":"evt-big","model":"` + strings.Repeat("m", 100<<10) + `"}`
+	var seqs []uint64
+	for _, l := range []struct{ data, id, reason string }{
+		{big, "evt-big", "malformed group: cut; set aside whole"},
+		{`{"v":7}`, "evt-7", "schema version 7"},
+	} {
+		msg := nats.NewMsg(meter.DLQSubject)
+		msg.Data = []byte(l.data)
+		msg.Header.Set(meter.HeaderReason, l.reason)
+		msg.Header.Set(meter.HeaderEventID, l.id)
+		ack, err := js.PublishMsg(ctx, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+
+	n, err := dlq.Remove(ctx, []uint64{seqs[0], seqs[0]})
+	if err != nil || n != 1 {
+		t.Fatalf("Remove = %d, %v; want 1", n, err)
+	}
+	left, err := dlq.List(ctx, 10)
+	if err != nil || len(left) != 1 || left[0].Seq != seqs[1] {
+		t.Fatalf("after Remove: %+v, %v; want only letter %d", left, err, seqs[1])
+	}
+	line := logged.String()
+	for _, want := range []string{"level=WARN", "seq=" + strconv.FormatUint(seqs[0], 10), "event_id=evt-big",
+		`reason="malformed group: cut; set aside whole"`, `{\"v\":1,\"id\":\"evt-big\",\"model\":\"mmmm`, "data_bytes=" + strconv.Itoa(len(big))} {
+		if !strings.Contains(line, want) {
+			t.Fatalf("log %.600q lacks %q", line, want)
+		}
+	}
+	if len(line) > 8<<10 {
+		t.Fatalf("log line of %d bytes: the data is not cut", len(line))
+	}
+
+	n, err = dlq.Remove(ctx, []uint64{seqs[1], 999})
+	var nf *meter.NoDeadLetterError
+	if !errors.As(err, &nf) || nf.Seq != 999 || n != 0 {
+		t.Fatalf("Remove with an unknown sequence = %d, %v; want 0 and dead letter 999 not found", n, err)
+	}
+	if left, _ := dlq.List(ctx, 10); len(left) != 1 {
+		t.Fatalf("after a refused Remove %d letters are left, want 1", len(left))
+	}
+	if _, err := dlq.Remove(ctx, []uint64{seqs[0]}); !errors.As(err, &nf) {
+		t.Fatalf("Remove of a removed letter = %v, want not found", err)
+	}
+}
