@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -30,6 +31,7 @@ type DLQ struct {
 	js      jetstream.JetStream
 	cfg     StreamConfig // the usage stream's: its subject is where replayed events go
 	subject string       // where replayed events go
+	log     *slog.Logger // where Remove records what it removed (SetLog); nil: slog.Default
 }
 
 // EnsureDLQ creates (or updates) the dead-letter stream: file storage,

@@ -16,8 +16,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// NoDeadLetterError is Replay's answer for a sequence the dead-letter
-// stream does not hold: never set aside, or replayed already.
+// NoDeadLetterError is Replay's and Remove's answer for a sequence the
+// dead-letter stream does not hold: never set aside, or replayed or
+// removed already.
 type NoDeadLetterError struct{ Seq uint64 }
 
 // Error names the sequence not found.
@@ -75,7 +76,7 @@ func (e *UnreplayableError) Conflict() bool { return true }
 // and a group that cannot be replayed as its events (cut to 512 KiB, its
 // last line not whole; more than 16 events) an *UnreplayableError, seqs
 // given or not: its events are recovered by hand from its data (List), and
-// the letter removed with `nats stream rmm`.
+// the letter removed with Remove (`tollgate dlq remove`).
 func (d *DLQ) Replay(ctx context.Context, seqs []uint64) (int, error) {
 	s, err := d.js.Stream(ctx, DLQStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) { // deleted by hand: no dead letters (List)

@@ -3,12 +3,13 @@ package main
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // dlqCommands are `tollgate dlq ...`: usage events the meter worker set
-// aside, and their replay.
+// aside, their replay, and their removal.
 func dlqCommands() []*command {
 	return []*command{{
 		name: "dlq list", args: "[--limit N]",
@@ -64,5 +65,54 @@ func dlqCommands() []*command {
 				})
 			}
 		},
+	}, {
+		name: "dlq remove", args: "--seq N [--seq M...] --yes",
+		summary: "remove dead letters for good, without replaying them: their usage is never billed; the server logs each with its data (POST /admin/v1/dlq/remove)",
+		example: "tollgate dlq remove --seq 3 --yes",
+		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
+			var seqs seqList
+			fs.Var(&seqs, "seq", "a sequence, as dlq list shows it (repeat it, or N,M, for more)")
+			yes := fs.Bool("yes", false, "remove them: their usage is dropped from billing for good")
+			return func(c *cli, _ []string) error {
+				if len(seqs) == 0 {
+					return usagef("give --seq N (dlq list shows them); there is no remove-all")
+				}
+				if !*yes {
+					return usagef("removing drops the dead letters' usage from billing for good: check them with dlq list, then add --yes")
+				}
+				n, err := c.api.RemoveDeadLetters(c.ctx, seqs)
+				return c.show(map[string]int{"removed": n}, err, func() {
+					done := slices.Compact(slices.Sorted(slices.Values(seqs)))
+					names := make([]string, len(done))
+					for i, s := range done {
+						names[i] = strconv.FormatUint(s, 10)
+					}
+					fmt.Fprintf(c.stdout, "removed %d dead letters: %s\n", n, strings.Join(names, ", "))
+				})
+			}
+		},
 	}}
+}
+
+// seqList is a --seq flag given once or more, each a sequence or several
+// comma-separated; 0, which JetStream refuses, is refused here.
+type seqList []uint64
+
+func (l *seqList) String() string { return fmt.Sprint([]uint64(*l)) }
+
+func (l *seqList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a sequence number", s)
+		}
+		if n == 0 {
+			return fmt.Errorf("sequences start at 1, as dlq list shows them")
+		}
+		*l = append(*l, n)
+	}
+	return nil
 }

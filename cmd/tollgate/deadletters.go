@@ -84,6 +84,7 @@ func (a *app) untilDeadLetters(ctx context.Context, js jetstream.JetStream, cfg 
 			return
 		}
 		if err == nil {
+			d.SetLog(a.log) // Remove's record of what it dropped from billing
 			adm.SetDeadLetters(d)
 			a.dlqState.Store(nil)
 			a.log.Info("dead-letter stream made: the admin API's dead-letter endpoints are available", "attempt", attempt)

@@ -429,6 +429,8 @@ func TestOpenAPIConformance(t *testing.T) {
 	h.do(openAPICall{base: s.admin, method: "GET", path: "/admin/v1/dlq?limit=0", auth: testAdminToken, want: http.StatusBadRequest, invalid: true})
 	h.admin("POST", "/admin/v1/dlq/replay", `{"seqs":[]}`, http.StatusOK)
 	h.admin("POST", "/admin/v1/dlq/replay", `{"seqs":[999999]}`, http.StatusNotFound)
+	h.admin("POST", "/admin/v1/dlq/remove", `{"seqs":[999999]}`, http.StatusNotFound)
+	h.do(openAPICall{base: s.admin, method: "POST", path: "/admin/v1/dlq/remove", body: `{"seqs":[]}`, auth: testAdminToken, want: http.StatusBadRequest, invalid: true})
 
 	// The customer API, on the LLM listener with the customer's key.
 	for _, q := range []string{"", "?group_by=day&" + window, "?group_by=key&limit=1"} {

@@ -298,6 +298,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		}
 		switch {
 		case a.dlq != nil:
+			a.dlq.SetLog(log) // Remove's record of what it dropped from billing
 			adm.SetDeadLetters(a.dlq)
 		case dlqErr != nil: // NATS not reachable yet, or the stream refused until an operator's fix
 			a.retryDeadLetters(js, mc.Stream(), adm, dlqErr, e.dlqRetry)

@@ -101,6 +101,7 @@ func (a *Admin) Handler() http.Handler {
 		r.Get("/reconciliation", a.reconciliation)
 		r.Get("/dlq", a.listDLQ)
 		r.Post("/dlq/replay", a.replayDLQ)
+		r.Post("/dlq/remove", a.removeDLQ)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, ledger.ENotFound, "no route for "+r.Method+" "+r.URL.Path)

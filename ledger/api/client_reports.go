@@ -137,3 +137,18 @@ func (c *Client) ReplayDeadLetters(ctx context.Context, seqs []uint64) (int, err
 	}](ctx, c, "POST", "/admin/v1/dlq/replay", in)
 	return out.Replayed, err
 }
+
+// RemoveDeadLetters removes the dead letters with the given sequences (at
+// least one) for good, without replaying them, and returns how many (POST
+// /admin/v1/dlq/remove). A sequence the stream does not hold is
+// ledger.ENotFound, and then none is removed; no sequences is
+// ledger.EInvalid.
+func (c *Client) RemoveDeadLetters(ctx context.Context, seqs []uint64) (int, error) {
+	in := struct {
+		Seqs []uint64 `json:"seqs"`
+	}{Seqs: append([]uint64{}, seqs...)}
+	out, err := call[struct {
+		Removed int `json:"removed"`
+	}](ctx, c, "POST", "/admin/v1/dlq/remove", in)
+	return out.Removed, err
+}

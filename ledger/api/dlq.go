@@ -24,6 +24,11 @@ type DeadLetters interface {
 	// Conflict method reporting true (meter.UnreplayableError), answered
 	// as a conflict. Either way none is replayed.
 	Replay(ctx context.Context, seqs []uint64) (int, error)
+	// Remove deletes the dead letters with the given sequences (at least
+	// one) without sending them back, logging each at WARN, and returns
+	// how many. A sequence it does not hold is an error with a NotFound
+	// method reporting true, and then none is removed.
+	Remove(ctx context.Context, seqs []uint64) (int, error)
 }
 
 // SetDeadLetters enables the dead-letter routes; until it is called they
@@ -94,18 +99,59 @@ func (a *Admin) replayDLQ(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if slices.Contains(in.Seqs, 0) {
-		a.fail(w, r, &ledger.Error{Code: ledger.EInvalid, Message: "seqs: 0 is not a dead letter's sequence; sequences start at 1 (tollgate dlq list shows them)"})
+	if err := checkSeqs(in.Seqs); err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	n, err := d.Replay(r.Context(), in.Seqs)
+	a.respond(w, r, http.StatusOK, map[string]int{"replayed": n}, dlqError(err))
+}
+
+// removeDLQ serves POST /admin/v1/dlq/remove {"seqs": [..]}: seqs is
+// required and not empty, as removed usage is lost for good (there is
+// no "remove all", unlike replay).
+func (a *Admin) removeDLQ(w http.ResponseWriter, r *http.Request) {
+	d, ok := a.deadLetters(w, r)
+	if !ok {
+		return
+	}
+	var in struct {
+		Seqs []uint64 `json:"seqs"`
+	}
+	if err := decode(r, &in); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if len(in.Seqs) == 0 {
+		a.fail(w, r, &ledger.Error{Code: ledger.EInvalid, Message: "seqs: required, the sequences of the dead letters to remove (tollgate dlq list shows them); there is no remove-all"})
+		return
+	}
+	if err := checkSeqs(in.Seqs); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	n, err := d.Remove(r.Context(), in.Seqs)
+	a.respond(w, r, http.StatusOK, map[string]int{"removed": n}, dlqError(err))
+}
+
+// checkSeqs refuses sequence 0, which JetStream refuses as a bad request.
+func checkSeqs(seqs []uint64) error {
+	if slices.Contains(seqs, 0) {
+		return &ledger.Error{Code: ledger.EInvalid, Message: "seqs: 0 is not a dead letter's sequence; sequences start at 1 (tollgate dlq list shows them)"}
+	}
+	return nil
+}
+
+// dlqError is err of Replay or Remove as the API answers it: not found
+// or a conflict when it says so (DeadLetters), else as it is.
+func dlqError(err error) error {
 	var nf interface{ NotFound() bool }
 	var cf interface{ Conflict() bool }
 	switch {
 	case errors.As(err, &nf) && nf.NotFound():
-		err = &ledger.Error{Code: ledger.ENotFound, Message: err.Error()}
+		return &ledger.Error{Code: ledger.ENotFound, Message: err.Error()}
 	case errors.As(err, &cf) && cf.Conflict():
-		err = &ledger.Error{Code: ledger.EConflict, Message: err.Error()}
+		return &ledger.Error{Code: ledger.EConflict, Message: err.Error()}
 	}
-	a.respond(w, r, http.StatusOK, map[string]int{"replayed": n}, err)
+	return err
 }

@@ -1,0 +1,78 @@
+package meter
+
+// How an operator drops a dead letter for good: DLQ.Remove.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// SetLog sets the logger Remove records each removed dead letter on
+// (slog.Default until it is called). Call it before the DLQ is shared.
+func (d *DLQ) SetLog(log *slog.Logger) { d.log = log }
+
+// maxRemovedLog is the most of a removed dead letter's data, in bytes,
+// that Remove's log line keeps: an event's JSON is well under it, and a
+// group set aside whole (up to 512 KiB) would flood the log.
+const maxRemovedLog = 4 << 10
+
+// Remove deletes the dead letters with the given sequences from the
+// dead-letter stream, without sending them back: their usage is dropped
+// from billing for good (a letter Replay refuses, say, whose events the
+// operator recovered by hand from its data). It returns how many it
+// removed; no sequences removes none.
+//
+// Every sequence is checked before any letter is removed, and then none
+// is: one the stream does not hold (never set aside, replayed or removed
+// already) is a *NoDeadLetterError. Each letter removed is logged at WARN
+// with its sequence, time, event id, reason and data (its first 4 KiB,
+// and its length in bytes): that line is what remains of it.
+func (d *DLQ) Remove(ctx context.Context, seqs []uint64) (int, error) {
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	s, err := d.js.Stream(ctx, DLQStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) { // deleted by hand: no dead letters (List)
+		return 0, &NoDeadLetterError{Seq: slices.Min(seqs)}
+	}
+	if err != nil {
+		return 0, err
+	}
+	var ms []*jetstream.RawStreamMsg
+	for _, seq := range slices.Compact(slices.Sorted(slices.Values(seqs))) {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, &NoDeadLetterError{Seq: seq}
+		}
+		if err != nil {
+			return 0, fmt.Errorf("dead letter %d: %w", seq, err)
+		}
+		ms = append(ms, m)
+	}
+	log := d.log
+	if log == nil {
+		log = slog.Default()
+	}
+	for i, m := range ms {
+		if err := s.DeleteMsg(ctx, m.Sequence); err != nil {
+			if errors.Is(err, jetstream.ErrMsgNotFound) { // replayed or removed meanwhile
+				err = &NoDeadLetterError{Seq: m.Sequence}
+			}
+			return i, fmt.Errorf("remove dead letter %d: %w", m.Sequence, err)
+		}
+		data := m.Data
+		if len(data) > maxRemovedLog {
+			data = data[:maxRemovedLog]
+		}
+		log.WarnContext(ctx, "dead letter removed: its usage is dropped from billing for good",
+			"seq", m.Sequence, "time", m.Time, "event_id", m.Header.Get(HeaderEventID), "reason", m.Header.Get(HeaderReason),
+			"data", strings.ToValidUTF8(string(data), "\uFFFD"), "data_bytes", len(m.Data))
+	}
+	return len(ms), nil
+}
