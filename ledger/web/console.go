@@ -38,7 +38,7 @@ func (c *Console) SignedIn(r *http.Request) bool { return c.sess.get(r) != nil }
 // before they are recomputed in the background (0: never reused).
 func NewConsole(admin http.Handler, maxAge time.Duration, log *slog.Logger) *Console {
 	c := &Console{admin: admin, log: log, sess: newSessions("tollgate_console", "/console/"),
-		pages:    parseTemplates("signin", "overview", "customers", "customer", "keys", "issued", "revoke", "prices", "reconciliation", "dlq", "error"),
+		pages:    parseTemplates("signin", "overview", "customers", "customer", "keys", "issued", "revoke", "prices", "reconciliation", "dlq", "dlqremove", "error"),
 		overview: newCache[overview](maxAge), recon: newCache[reconciliationData](maxAge), now: time.Now}
 	c.in = &signinForm{app: "console", form: signinData{Field: "token", Label: "Admin token"},
 		empty: "Enter the admin token (TOLLGATE_ADMIN_TOKEN).", sess: c.sess, pages: c.pages, log: log, check: c.checkToken,
@@ -73,11 +73,12 @@ func (c *Console) Routes(r chi.Router) {
 		r.Get("/reconciliation", c.reconciliationPage)
 		r.Get("/dlq", c.dlqPage)
 		r.Post("/dlq/replay", c.replay)
+		r.Post("/dlq/remove", c.removeDeadLetter)
 	})
 }
 
 // consoleForm is the id (refusedForm's) of the form whose input a POST to
-// path sends, "" for one with nothing typed (revoke, replay, sign out).
+// path sends, "" for one with nothing typed (revoke, replay, remove, sign out).
 func consoleForm(path string) string {
 	p := strings.Split(strings.TrimPrefix(path, "/console/"), "/")
 	switch {

@@ -213,3 +213,44 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	n, err := c.client(r).ReplayDeadLetters(r.Context(), seqs)
 	c.done(w, r, "/console/dlq", strconv.Itoa(n)+" dead letters replayed.", err)
 }
+
+// dlqRemoveData is the page that asks before a dead letter is removed:
+// its sequence, and the letter when the list still shows it.
+type dlqRemoveData struct {
+	Seq    uint64
+	Letter *usage.DeadLetter
+}
+
+// removeDeadLetter removes one dead letter (seq) for good once confirmed:
+// the row's Remove button asks first (a page with the letter and a second
+// button), as its usage is then never billed and a click beside Replay
+// would otherwise do it at once. The server logs what it removed.
+func (c *Console) removeDeadLetter(w http.ResponseWriter, r *http.Request) {
+	s := r.PostFormValue("seq")
+	seq, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || seq == 0 {
+		c.done(w, r, "/console/dlq", "", &ledger.Error{Code: ledger.EInvalid, Message: "seq: " + strconv.Quote(s) + " is not a sequence number"})
+		return
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		ls, err := c.client(r).DeadLetters(r.Context(), dlqLimit) // the page the button was on
+		if err != nil {
+			c.done(w, r, "/console/dlq", "", err)
+			return
+		}
+		d := dlqRemoveData{Seq: seq}
+		for i := range ls {
+			if ls[i].Seq == seq {
+				d.Letter = &ls[i]
+			}
+		}
+		if d.Letter == nil {
+			c.done(w, r, "/console/dlq", "", &ledger.Error{Code: ledger.ENotFound, Message: "dead letter " + s + " not found: replayed or removed already"})
+			return
+		}
+		c.pages.render(w, c.log, http.StatusOK, "dlqremove", c.view(r, "dlq", "Remove dead letter "+s+"?", d))
+		return
+	}
+	n, err := c.client(r).RemoveDeadLetters(r.Context(), []uint64{seq})
+	c.done(w, r, "/console/dlq", strconv.Itoa(n)+" dead letter removed (sequence "+s+").", err)
+}
