@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +201,44 @@ func TestHandOverWithoutProgressGivesUp(t *testing.T) {
 	}
 	if ok, _ := meter.HasEmbeddedStore(dir); !ok {
 		t.Fatal("the store was moved")
+	}
+}
+
+// TestFailedHandOversLeaveNoSubscriptionBehind: each HandOver publishes
+// through a JetStream context of its own on the caller's connection, whose
+// async publishes subscribe to a reply subject and watch the connection's
+// status from a goroutine, both kept until the connection closes. The
+// process's hand-over is tried again every minute while it fails (and
+// the connection is the gateway's, open for the process's life): attempts
+// that each left them behind grew its subscriptions and goroutines by one
+// a minute, for as long as the failure lasted.
+func TestFailedHandOversLeaveNoSubscriptionBehind(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "jetstream")
+	bigStore(t, dir, 2, 8<<10)
+	js := metertest.Connect(t, metertest.NewServerWith(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), MaxPayload: 4 << 10}))
+	ctx := context.Background()
+	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	nc := js.Conn()
+	subs, goroutines := nc.NumSubscriptions(), runtime.NumGoroutine()
+	const attempts = 10
+	for range attempts {
+		if _, err := handOverWithin(t, 20*time.Second, dir, nc); err == nil {
+			t.Fatal("handed over past max_payload")
+		}
+	}
+	if n := nc.NumSubscriptions(); n != subs {
+		t.Errorf("the connection has %d subscriptions after %d failed hand-overs, %d before", n, attempts, subs)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() >= goroutines+attempts && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n >= goroutines+attempts {
+		t.Errorf("%d goroutines after %d failed hand-overs, %d before", n, attempts, goroutines)
 	}
 }
