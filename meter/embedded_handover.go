@@ -97,6 +97,11 @@ func HandOver(ctx context.Context, dir string, nc *nats.Conn, now time.Time, log
 	if err != nil {
 		return rep, fmt.Errorf("hand over %s: %w", dir, err)
 	}
+	// Its async publishes subscribe on nc to a reply subject, and watch
+	// nc's status from a goroutine, until nc closes: nc is the caller's
+	// (a process's, for its life), and a failed hand-over is tried again
+	// every minute, each attempt leaving a subscription and goroutines.
+	defer dst.CleanupPublisher()
 	for _, name := range []string{DefaultStreamName, DLQStream} {
 		if _, err := dst.Stream(ctx, name); err != nil {
 			return rep, fmt.Errorf("hand over %s: stream %s on NATS: %w", dir, name, err)
