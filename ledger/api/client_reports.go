@@ -126,8 +126,8 @@ func (c *Client) DeadLetters(ctx context.Context, limit int) ([]usage.DeadLetter
 // dead letters (a group set aside whole counts one; it goes back as its
 // events). Returns ENotFound for a sequence the dead-letter stream does
 // not hold, EConflict for a letter that cannot be replayed (a group cut to
-// 512 KiB), none being replayed then; EUnavailable when the server has no
-// NATS connection.
+// 512 KiB, or of more than 16 events), none being replayed then;
+// EUnavailable when the server has no NATS connection.
 func (c *Client) ReplayDeadLetters(ctx context.Context, seqs []uint64) (int, error) {
 	in := struct {
 		Seqs []uint64 `json:"seqs"`

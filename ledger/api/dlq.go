@@ -20,9 +20,10 @@ type DeadLetters interface {
 	// (a group set aside whole counts one; it goes back as its events). A
 	// sequence it does not hold is an error with a NotFound method
 	// reporting true (meter.NoDeadLetterError), answered as not found; a
-	// letter it cannot replay (a group cut to 512 KiB), one with a
-	// Conflict method reporting true (meter.UnreplayableError), answered
-	// as a conflict. Either way none is replayed.
+	// letter it cannot replay (a group cut to 512 KiB, or of more than 16
+	// events), one with a Conflict method reporting true
+	// (meter.UnreplayableError), answered as a conflict. Either way none
+	// is replayed.
 	Replay(ctx context.Context, seqs []uint64) (int, error)
 	// Remove deletes the dead letters with the given sequences (at least
 	// one) without sending them back, logging each at WARN, and returns
