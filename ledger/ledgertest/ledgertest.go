@@ -71,6 +71,64 @@ func NewDatabase(t testing.TB) string {
 	return u.String()
 }
 
+// NewOwnedDatabase creates an ordinary login role named
+// tollgate_test_role_<random> (not a superuser, without CREATEDB or
+// CREATEROLE) and an empty database owned by it, drops both (the database
+// first, forcibly) when the test ends, even when it fails, and returns the
+// database's URL with that role as its user, and the role's name: a test
+// connecting with it runs as an operator's application role does. The
+// server's trust auth lets it in without a password.
+func NewOwnedDatabase(t testing.TB) (dbURL, role string) {
+	t.Helper()
+	base := os.Getenv(EnvURL)
+	if base == "" {
+		base = defaultURL
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("ledgertest: Postgres is unreachable at %s (set %s): %v", base, EnvURL, err)
+	}
+	defer conn.Close(ctx)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	role = "tollgate_test_role_" + hex.EncodeToString(b[:])
+	name := "tollgate_test_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE ROLE "+role+" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"); err != nil {
+		t.Fatalf("ledgertest: create role: %v", err)
+	}
+	drop := func(what string, sqls ...string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // see NewDatabase
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("ledgertest: drop %s: %v", what, err)
+			return
+		}
+		defer conn.Close(ctx)
+		for _, q := range sqls {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Errorf("ledgertest: drop %s: %v", what, err)
+				return
+			}
+		}
+	}
+	// Cleanups run last first: the database goes, then its owner.
+	t.Cleanup(func() { drop("role "+role, "DROP ROLE IF EXISTS "+role) })
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" OWNER "+role); err != nil {
+		t.Fatalf("ledgertest: create database: %v", err)
+	}
+	t.Cleanup(func() { drop("database "+name, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("ledgertest: %s: %v", EnvURL, err)
+	}
+	u.Path = "/" + name
+	u.User = url.User(role)
+	return u.String(), role
+}
+
 // NewStore returns a Store over a fresh migrated database (see NewDatabase),
 // closed when the test ends.
 func NewStore(t testing.TB) *ledger.Store {
