@@ -133,12 +133,14 @@ func TestExpandMacros(t *testing.T) {
 
 // TestBillingQueries runs every SQL query of the dashboards, as Grafana's
 // read-only role from deploy/postgres, against a ledger filled through the
-// Store API, and wants at least one row from each.
+// Store API by an ordinary role that owns the database, as compose's
+// Tollgate role does, and wants at least one row from each.
 func TestBillingQueries(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url := ledgertest.NewDatabase(t)
-	conn, err := pgx.Connect(ctx, url)
+	url, appRole := ledgertest.NewOwnedDatabase(t)
+	// deploy/postgres's scripts run as the superuser.
+	conn, err := pgx.Connect(ctx, ledgertest.SuperuserURL(t, url))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +154,15 @@ func TestBillingQueries(t *testing.T) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	reader := "grafana_reader_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, strings.ReplaceAll(string(script), "grafana_reader", reader)); err != nil {
+	sql := strings.ReplaceAll(string(script), "grafana_reader", reader)
+	sql = strings.ReplaceAll(sql, "FOR ROLE tollgate ", "FOR ROLE "+appRole+" ")
+	if _, err := conn.Exec(ctx, sql); err != nil {
 		t.Fatalf("deploy/postgres/10-grafana-reader.sql: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := pgx.Connect(ctx, url)
+		c, err := pgx.Connect(ctx, ledgertest.SuperuserURL(t, url))
 		if err != nil {
 			t.Error(err)
 			return

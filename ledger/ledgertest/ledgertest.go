@@ -129,6 +129,27 @@ func NewOwnedDatabase(t testing.TB) (dbURL, role string) {
 	return u.String(), role
 }
 
+// SuperuserURL returns dbURL (a database NewDatabase or NewOwnedDatabase
+// made) with the user of the server's URL (EnvURL's, or the default's
+// postgres superuser) in place of its own, for what only that user may do.
+func SuperuserURL(t testing.TB, dbURL string) string {
+	t.Helper()
+	base := os.Getenv(EnvURL)
+	if base == "" {
+		base = defaultURL
+	}
+	b, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("ledgertest: %s: %v", EnvURL, err)
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatalf("ledgertest: %v", err)
+	}
+	u.User = b.User
+	return u.String()
+}
+
 // NewStore returns a Store over a fresh migrated database (see NewDatabase),
 // closed when the test ends.
 func NewStore(t testing.TB) *ledger.Store {
