@@ -2,6 +2,9 @@ package dashboards
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"regexp"
@@ -39,6 +42,30 @@ func TestMoveToTollgateRole(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Grafana's reader, made at the volume's initialisation by the earlier
+	// release's script, whose default privileges named the superuser.
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	reader := "grafana_reader_" + hex.EncodeToString(b[:])
+	readerSQL := fmt.Sprintf(`CREATE ROLE %[1]s NOLOGIN; GRANT USAGE ON SCHEMA public TO %[1]s;
+		ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO %[1]s`, reader)
+	if _, err := conn.Exec(ctx, readerSQL); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, adminURL)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP OWNED BY "+reader+"; DROP ROLE "+reader); err != nil {
+			t.Errorf("drop role %s: %v", reader, err)
+		}
+	})
+
 	// The earlier release, as the superuser: tables, a month's partition.
 	old, err := ledger.Open(ctx, adminURL)
 	if err != nil {
@@ -75,6 +102,7 @@ func TestMoveToTollgateRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	sql := regexp.MustCompile(`\btollgate\b`).ReplaceAllString(string(script), role)
+	sql = strings.ReplaceAll(sql, "grafana_reader", reader)
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		t.Fatalf("deploy/postgres-move-to-tollgate-role.sql: %v", err)
 	}
@@ -102,6 +130,13 @@ func TestMoveToTollgateRole(t *testing.T) {
 	}
 	if r, err := s.Reconcile(ctx, jan, jan.AddDate(0, 2, 0)); err != nil || !r.Clean || r.Events != 3 {
 		t.Fatalf("Reconcile as %s = %+v, %v; want 3 events, clean", role, r, err)
+	}
+	// The reader reads the month the earlier release made, and the one
+	// the role made since.
+	for _, table := range []string{"usage_events_2026_01", "usage_events_2026_02", "customers"} {
+		if n, err := queryAs(ctx, conn, reader, "SELECT 1 FROM "+table); err != nil || n == 0 {
+			t.Errorf("%s as Grafana's reader: %d rows, %v", table, n, err)
+		}
 	}
 	if _, _, err := s.MigrateDown(ctx, 0); err != nil {
 		t.Fatalf("MigrateDown(0) as %s: %v", role, err)
