@@ -169,7 +169,9 @@ func (h *storeMover) refusal(ctx context.Context, name string, m outgoing, err e
 	default:
 		return nil
 	}
-	return fmt.Errorf("stream %s: %s %s; sending it again would not change that: %w", name, m, why, err)
+	// The attempt ends; the caller's next one sends everything again (a
+	// full stream may have room by then, as the meter trims it).
+	return fmt.Errorf("stream %s: %s %s; this attempt ends, as sending it again now would not change that (the next attempt sends it again): %w", name, m, why, err)
 }
 
 // The PubAck errors of a message refused for good (nats-server's
