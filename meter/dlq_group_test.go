@@ -76,10 +76,7 @@ func usageLastSeq(t *testing.T, ctx context.Context, js jetstream.JetStream) uin
 // the id its JSON gives.
 func TestReplayOfAMalformedGroupWritesItsEvents(t *testing.T) {
 	ctx, store, js := meteredWorker(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := mustDLQ(t, js)
 	customer := uuid.NewString()
 	e1, e2 := groupEvent(customer, 10), groupEvent(customer, 20)
 	badID := uuid.NewString()
@@ -107,10 +104,7 @@ func TestReplayOfAMalformedGroupWritesItsEvents(t *testing.T) {
 // in for the crash.
 func TestReplayOfAGroupTwiceCountsOnce(t *testing.T) {
 	ctx, store, js := meteredWorker(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := mustDLQ(t, js)
 	customer := uuid.NewString()
 	e1, e2 := groupEvent(customer, 10), groupEvent(customer, 20)
 	letter := setAsideGroup(t, ctx, js, dlq, "3", bytes.Join([][]byte{encodeEvent(t, e1), encodeEvent(t, e2)}, []byte{'\n'}))
@@ -152,10 +146,7 @@ func TestReplayOfAGroupTwiceCountsOnce(t *testing.T) {
 // worker to set aside again) and removes it.
 func TestReplayOfABlankGroupPublishesNothing(t *testing.T) {
 	ctx, _, js := meteredWorker(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := mustDLQ(t, js)
 	letter := setAsideGroup(t, ctx, js, dlq, "2", []byte("\n \n\t\n"))
 	before := usageLastSeq(t, ctx, js)
 	if n, err := dlq.Replay(ctx, []uint64{letter.Seq}); err != nil || n != 1 {
@@ -176,10 +167,7 @@ func TestReplayOfABlankGroupPublishesNothing(t *testing.T) {
 // held; the other dead letters replay when named.
 func TestReplayRefusesACutGroup(t *testing.T) {
 	ctx, _, js := meteredWorker(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := mustDLQ(t, js)
 	customer := uuid.NewString()
 	long := bytes.Repeat([]byte("x"), 600<<10)
 	cut := setAsideGroup(t, ctx, js, dlq, "5", bytes.Join([][]byte{encodeEvent(t, groupEvent(customer, 1)), encodeEvent(t, groupEvent(customer, 2)), long}, []byte{'\n'}))
@@ -221,10 +209,7 @@ func TestReplayRefusesACutGroup(t *testing.T) {
 // replayed.
 func TestReplayRefusesAGroupOfMoreEventsThanAGroupHolds(t *testing.T) {
 	ctx, _, js := meteredWorker(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := mustDLQ(t, js)
 	customer := uuid.NewString()
 	lines := make([][]byte, meter.MaxGroupEvents+1)
 	for i := range lines {

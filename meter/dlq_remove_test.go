@@ -23,10 +23,7 @@ import (
 func TestDLQRemove(t *testing.T) {
 	ctx := context.Background()
 	js := metertest.NewStream(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := mustDLQ(t, js)
 	var logged metertest.LockedBuffer
 	dlq.SetLog(slog.New(slog.NewTextHandler(&logged, nil)))
 	big := `{"v":1,"id":"evt-big","model":"` + strings.Repeat("m", 100<<10) + `"}`
