@@ -30,45 +30,9 @@ const defaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 // when Postgres is unreachable: such tests never skip.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
-	base := os.Getenv(EnvURL)
-	if base == "" {
-		base = defaultURL
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("ledgertest: Postgres is unreachable at %s (set %s): %v", base, EnvURL, err)
-	}
-	defer conn.Close(ctx)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "tollgate_test_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("ledgertest: create database: %v", err)
-	}
-	t.Cleanup(func() {
-		// DROP DATABASE waits for a checkpoint: on a Postgres busy with
-		// writes (other tests, other load) that took over 30 s once (a
-		// run beside a load test, 2026-12-05).
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("ledgertest: drop database %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("ledgertest: drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("ledgertest: %s: %v", EnvURL, err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	name := "tollgate_test_" + randomHex()
+	createThenDrop(t, "database "+name, "CREATE DATABASE "+name, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	return databaseURL(t, name, nil)
 }
 
 // NewOwnedDatabase creates an ordinary login role named
@@ -80,53 +44,13 @@ func NewDatabase(t testing.TB) string {
 // server's trust auth lets it in without a password.
 func NewOwnedDatabase(t testing.TB) (dbURL, role string) {
 	t.Helper()
-	base := os.Getenv(EnvURL)
-	if base == "" {
-		base = defaultURL
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("ledgertest: Postgres is unreachable at %s (set %s): %v", base, EnvURL, err)
-	}
-	defer conn.Close(ctx)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	role = "tollgate_test_role_" + hex.EncodeToString(b[:])
-	name := "tollgate_test_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE ROLE "+role+" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"); err != nil {
-		t.Fatalf("ledgertest: create role: %v", err)
-	}
-	drop := func(what string, sqls ...string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // see NewDatabase
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("ledgertest: drop %s: %v", what, err)
-			return
-		}
-		defer conn.Close(ctx)
-		for _, q := range sqls {
-			if _, err := conn.Exec(ctx, q); err != nil {
-				t.Errorf("ledgertest: drop %s: %v", what, err)
-				return
-			}
-		}
-	}
+	suffix := randomHex()
+	role, name := "tollgate_test_role_"+suffix, "tollgate_test_"+suffix
 	// Cleanups run last first: the database goes, then its owner.
-	t.Cleanup(func() { drop("role "+role, "DROP ROLE IF EXISTS "+role) })
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" OWNER "+role); err != nil {
-		t.Fatalf("ledgertest: create database: %v", err)
-	}
-	t.Cleanup(func() { drop("database "+name, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("ledgertest: %s: %v", EnvURL, err)
-	}
-	u.Path = "/" + name
-	u.User = url.User(role)
-	return u.String(), role
+	createThenDrop(t, "role "+role, "CREATE ROLE "+role+" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS",
+		"DROP ROLE IF EXISTS "+role)
+	createThenDrop(t, "database "+name, "CREATE DATABASE "+name+" OWNER "+role, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	return databaseURL(t, name, url.User(role)), role
 }
 
 // SuperuserURL returns dbURL (a database NewDatabase or NewOwnedDatabase
@@ -134,20 +58,83 @@ func NewOwnedDatabase(t testing.TB) (dbURL, role string) {
 // postgres superuser) in place of its own, for what only that user may do.
 func SuperuserURL(t testing.TB, dbURL string) string {
 	t.Helper()
-	base := os.Getenv(EnvURL)
-	if base == "" {
-		base = defaultURL
-	}
-	b, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("ledgertest: %s: %v", EnvURL, err)
-	}
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatalf("ledgertest: %v", err)
 	}
-	u.User = b.User
+	u.User = serverURL(t).User
 	return u.String()
+}
+
+// serverBase is the URL of the server tests make their databases on.
+func serverBase() string {
+	if base := os.Getenv(EnvURL); base != "" {
+		return base
+	}
+	return defaultURL
+}
+
+// serverURL is serverBase, parsed.
+func serverURL(t testing.TB) *url.URL {
+	t.Helper()
+	u, err := url.Parse(serverBase())
+	if err != nil {
+		t.Fatalf("ledgertest: %s: %v", EnvURL, err)
+	}
+	return u
+}
+
+// databaseURL is the URL of the database name on the server, as user (nil:
+// the server URL's own).
+func databaseURL(t testing.TB, name string, user *url.Userinfo) string {
+	t.Helper()
+	u := serverURL(t)
+	u.Path = "/" + name
+	if user != nil {
+		u.User = user
+	}
+	return u.String()
+}
+
+// randomHex is 12 random hex digits, for names no other test takes.
+func randomHex() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// createThenDrop runs create on the server, failing the test when Postgres
+// is unreachable or refuses it, and runs drop when the test ends, whatever
+// its outcome. what names the object in failures.
+func createThenDrop(t testing.TB, what, create, drop string) {
+	t.Helper()
+	base := serverBase()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("ledgertest: Postgres is unreachable at %s (set %s): %v", base, EnvURL, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, create); err != nil {
+		t.Fatalf("ledgertest: create %s: %v", what, err)
+	}
+	t.Cleanup(func() {
+		// DROP DATABASE waits for a checkpoint: on a Postgres busy with
+		// writes (other tests, other load) that took over 30 s once (a
+		// run beside a load test, 2026-12-05).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("ledgertest: drop %s: %v", what, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, drop); err != nil {
+			t.Errorf("ledgertest: drop %s: %v", what, err)
+		}
+	})
 }
 
 // NewStore returns a Store over a fresh migrated database (see NewDatabase),
