@@ -45,3 +45,15 @@ func SetHandOverNoProgress(d time.Duration) (restore func()) {
 	handOverNoProgress = d
 	return func() { handOverNoProgress = was }
 }
+
+// CutNote is cutNote, the note a dead letter's reason ends in when its
+// data was cut.
+const CutNote = cutNote
+
+// SetReplayPage sets how many dead letters Replay reads at a time when it
+// replays every one, and returns what restores it.
+func SetReplayPage(n int) (restore func()) {
+	was := replayPage
+	replayPage = n
+	return func() { replayPage = was }
+}
