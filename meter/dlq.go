@@ -188,19 +188,28 @@ func letters(ctx context.Context, s jetstream.Stream, limit int) ([]*jetstream.R
 	if err != nil {
 		return nil, err
 	}
-	var out []*jetstream.RawStreamMsg
 	if info.State.Msgs == 0 {
-		return out, nil
+		return nil, nil
 	}
+	return lettersFrom(ctx, s, info.State.FirstSeq, info.State.LastSeq, limit)
+}
+
+// lettersFrom returns up to limit dead letters of s from sequence seq
+// through last, oldest first.
+func lettersFrom(ctx context.Context, s jetstream.Stream, seq, last uint64, limit int) ([]*jetstream.RawStreamMsg, error) {
+	var out []*jetstream.RawStreamMsg
 	// Each request asks for the next letter present at or after seq, so
 	// that the letters replayed (deleted) between them cost nothing.
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && len(out) < limit; {
+	for seq <= last && len(out) < limit {
 		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(DLQSubject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
 		}
 		if err != nil {
 			return out, err
+		}
+		if m.Sequence > last {
+			break
 		}
 		out = append(out, m)
 		seq = m.Sequence + 1

@@ -13,9 +13,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// SetLog sets the logger Remove records each removed dead letter on
-// (slog.Default until it is called). Call it before the DLQ is shared.
+// SetLog sets the logger Remove records each removed dead letter on, and
+// a replay of every dead letter its progress (slog.Default until it is
+// called). Call it before the DLQ is shared.
 func (d *DLQ) SetLog(log *slog.Logger) { d.log = log }
+
+// logger is the logger SetLog set, or slog.Default.
+func (d *DLQ) logger() *slog.Logger {
+	if d.log == nil {
+		return slog.Default()
+	}
+	return d.log
+}
 
 // maxRemovedLog is the most of a removed dead letter's data, in bytes,
 // that Remove's log line keeps: an event's JSON is well under it, and a
@@ -55,10 +64,7 @@ func (d *DLQ) Remove(ctx context.Context, seqs []uint64) (int, error) {
 		}
 		ms = append(ms, m)
 	}
-	log := d.log
-	if log == nil {
-		log = slog.Default()
-	}
+	log := d.logger()
 	for i, m := range ms {
 		if err := s.DeleteMsg(ctx, m.Sequence); err != nil {
 			if errors.Is(err, jetstream.ErrMsgNotFound) { // replayed or removed meanwhile
