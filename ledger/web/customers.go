@@ -62,7 +62,7 @@ func (c *Console) customersPage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		v.Error = errorText(err)
 	}
-	c.pages.render(w, c.log, http.StatusOK, "customers", v)
+	c.pages.render(w, c.log, queryStatus(err), "customers", v)
 }
 
 // customerChoice reads one page of customersPerPage customers, oldest

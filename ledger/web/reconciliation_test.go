@@ -36,8 +36,8 @@ func TestConsoleReconciliationShowsTheRangeChecked(t *testing.T) {
 	}
 	for _, q := range []string{"from=garbage&to=" + to, "from=" + to + "&to=" + from} {
 		status, body, _ := g.do(c, "GET", "/console/reconciliation?"+q, nil)
-		if status != http.StatusOK || !strings.Contains(body, `class="error"`) {
-			t.Errorf("?%s = %d, want 200 with the error", q, status)
+		if status != http.StatusBadRequest || !strings.Contains(body, `class="error"`) {
+			t.Errorf("?%s = %d, want 400 with the error (TestConsoleBadQueryAnswers4xx)", q, status)
 		}
 		if strings.Contains(body, "Checked at") || strings.Contains(body, `id="verdict"`) || !strings.Contains(body, "Nothing was checked") {
 			t.Errorf("?%s: the page says it checked:\n%s", q, body)
