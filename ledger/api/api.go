@@ -208,14 +208,22 @@ func (a *Admin) errorAnswer(r *http.Request, err error) (code, msg string) {
 // stored by a cache or a browser (a new key's secret, a customer's usage
 // and request log: a review found the customer API's answers, which a key
 // in the query string also reaches, cacheable and sniffable on the portal's
-// origin), nor read as another type than its Content-Type.
+// origin), nor read as another type than its Content-Type, nor run, load
+// or be framed as a page should a browser render one (runNothing): they
+// share their origins with the portal and the console, and echo what
+// customers chose (end-user ids, memos, model names).
 func private(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Security-Policy", runNothing)
 		next.ServeHTTP(w, r)
 	})
 }
+
+// runNothing is the Content-Security-Policy of every answer of the APIs,
+// as of the gateway's: they answer JSON, NDJSON and CSV, never a page.
+const runNothing = "default-src 'none'; frame-ancestors 'none'; sandbox"
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
