@@ -190,7 +190,7 @@ var periodPattern = regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])$`)
 func (c *Console) statementCSV(w http.ResponseWriter, r *http.Request) {
 	id, period := chi.URLParam(r, "id"), chi.URLParam(r, "period")
 	if !periodPattern.MatchString(period) {
-		http.Error(w, "the period is YYYY-MM", http.StatusBadRequest)
+		c.in.refuse(w, r, http.StatusBadRequest, "There is no statement for "+period+": the period is YYYY-MM.")
 		return
 	}
 	var buf strings.Builder
@@ -202,7 +202,7 @@ func (c *Console) statementCSV(w http.ResponseWriter, r *http.Request) {
 		case ledger.EInvalid:
 			status = http.StatusBadRequest
 		}
-		http.Error(w, errorText(err), status)
+		c.in.refuse(w, r, status, errorText(err))
 		return
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")

@@ -124,7 +124,7 @@ func (p *Portal) statementsPage(w http.ResponseWriter, r *http.Request) {
 func (p *Portal) statementCSV(w http.ResponseWriter, r *http.Request) {
 	ss, period := sessionOf(r), chi.URLParam(r, "period")
 	if !periodPattern.MatchString(period) {
-		http.Error(w, "the period is YYYY-MM", http.StatusBadRequest)
+		p.in.refuse(w, r, http.StatusBadRequest, "There is no statement for "+period+": the period is YYYY-MM.")
 		return
 	}
 	b, err := p.get(r.Context(), ss.secret, "/v1/statements/"+period+"?format=csv")

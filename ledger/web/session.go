@@ -277,8 +277,9 @@ type sessionKey struct{}
 // POST must carry the session's CSRF token and no foreign Origin (403);
 // one from a page of this site with another token (loaded before a new
 // sign-in) is answered by stale, which may keep it, and returns false
-// when it does not.
-func (s *sessions) require(ended http.HandlerFunc, stale func(http.ResponseWriter, *http.Request, *session) bool) func(http.Handler) http.Handler {
+// when it does not. Refusals are answered by refuse (the app's error page).
+func (s *sessions) require(ended http.HandlerFunc, stale func(http.ResponseWriter, *http.Request, *session) bool,
+	refuse func(w http.ResponseWriter, r *http.Request, status int, msg string)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ss := s.get(r)
@@ -297,14 +298,14 @@ func (s *sessions) require(ended http.HandlerFunc, stale func(http.ResponseWrite
 				ended(w, r)
 				return
 			}
-			if r.Method == http.MethodPost && !formRead(w, r) {
+			if r.Method == http.MethodPost && !formRead(w, r, refuse) {
 				return
 			}
 			if r.Method == http.MethodPost && (!sameOrigin(r) || !validCSRF(r, ss)) {
 				if fromHere(r) && stale(w, r, ss) {
 					return
 				}
-				http.Error(w, "refused: the form's CSRF token is missing or wrong; reload the page and try again", http.StatusForbidden)
+				refuse(w, r, http.StatusForbidden, "Not done: the form's CSRF token is missing or wrong. Reload the page and try again.")
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, ss)))
@@ -313,19 +314,21 @@ func (s *sessions) require(ended http.HandlerFunc, stale func(http.ResponseWrite
 }
 
 // formRead reads a posted form within its bound (limitBody), answering
-// 413 when the body is larger and 400 when it cannot be read, and reports
-// whether it could: a form cut off at the bound is not taken for one
-// without its CSRF token.
-func formRead(w http.ResponseWriter, r *http.Request) bool {
+// (by refuse) 413 when the body is larger and 400 when it cannot be read,
+// and reports whether it could: a form cut off at the bound is not taken
+// for one without its CSRF token.
+func formRead(w http.ResponseWriter, r *http.Request, refuse func(http.ResponseWriter, *http.Request, int, string)) bool {
 	err := parseForm(r)
 	var tooBig *http.MaxBytesError
 	switch {
 	case err == nil:
 		return true
 	case errors.As(err, &tooBig):
-		http.Error(w, fmt.Sprintf("refused: the form is larger than %d KiB", tooBig.Limit>>10), http.StatusRequestEntityTooLarge)
+		refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("Not done: the form is larger than %d KiB.", tooBig.Limit>>10))
 	default:
-		http.Error(w, "refused: the form could not be read: "+err.Error(), http.StatusBadRequest)
+		// What net/http says of it ("multipart: NextPart: EOF") is not
+		// for people; a browser's form always reads.
+		refuse(w, r, http.StatusBadRequest, "Not done: the form could not be read (it is not one this page sends). Reload the page and try again.")
 	}
 	return false
 }

@@ -61,7 +61,7 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 	r.Route(root, func(r chi.Router) {
 		// A HEAD is answered as the GET of its path, without the body
 		// (net/http drops it): link checkers and uptime probes send HEAD.
-		r.Use(middleware.GetHead, secure, limitBody, browserAddr, wholeQuery)
+		r.Use(middleware.GetHead, secure, limitBody, browserAddr, f.wholeQuery)
 		r.NotFound(f.missing(http.StatusNotFound, func(r *http.Request) string { return "There is no page at " + r.URL.Path + "." }))
 		r.MethodNotAllowed(f.missing(http.StatusMethodNotAllowed, func(r *http.Request) string {
 			return "The page " + r.URL.Path + " does not take a " + r.Method + " request."
@@ -71,7 +71,7 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 		r.Get("/signin", f.page)
 		r.Post("/signin", f.signin)
 		r.Group(func(r chi.Router) {
-			r.Use(f.sess.require(f.ended, f.stale))
+			r.Use(f.sess.require(f.ended, f.stale, f.refuse))
 			r.Post("/signout", f.signout)
 			pages(r)
 		})
@@ -83,13 +83,18 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 // page rather than net/http's plain text, saying what say says of the
 // request. A signed-in browser gets the app's navigation.
 func (f *signinForm) missing(status int, say func(*http.Request) string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		v := view{App: f.app, Title: http.StatusText(status), Error: say(r)}
-		if ss := f.sess.get(r); ss != nil {
-			v.Who, v.CSRF = ss.who, ss.csrf
-		}
-		f.pages.render(w, f.log, status, "error", v)
+	return func(w http.ResponseWriter, r *http.Request) { f.refuse(w, r, status, say(r)) }
+}
+
+// refuse answers a request the app does not act on with its error page,
+// status and msg, rather than net/http's plain text: a signed-in browser
+// gets the app's navigation, the way back.
+func (f *signinForm) refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	v := view{App: f.app, Title: http.StatusText(status), Error: msg}
+	if ss := f.sess.get(r); ss != nil {
+		v.Who, v.CSRF = ss.who, ss.csrf
 	}
+	f.pages.render(w, f.log, status, "error", v)
 }
 
 // page is GET /<app>/signin: the form, or the app for a browser signed in.
@@ -277,10 +282,10 @@ func (f *signinForm) signout(w http.ResponseWriter, r *http.Request) {
 // whole (api.QueryStringError): url.Values drops what does not parse, and
 // a page would show what it was not asked for (the first page of a list
 // asked for its next one).
-func wholeQuery(next http.Handler) http.Handler {
+func (f *signinForm) wholeQuery(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := api.QueryStringError(r.URL.RawQuery); err != nil {
-			http.Error(w, "refused: "+err.Error(), http.StatusBadRequest)
+			f.refuse(w, r, http.StatusBadRequest, "The address's query cannot be read: "+err.Error()+".")
 			return
 		}
 		next.ServeHTTP(w, r)
