@@ -122,7 +122,22 @@ func checkCounts(rpm, tpm, concurrent *int64) error {
 	return nil
 }
 
+// Bounds of a key's allowed_models. The list travels in the key's state,
+// one NATS message (NATS' default max_payload is 1 MiB), as JSON, which
+// writes < > & as six bytes each: a list the admin API's 1 MiB body could
+// carry made a state of 5.4 MB, which the key syncer retried forever,
+// holding back every key change after it. A longer allowlist is better
+// written with provider/*.
+const (
+	MaxAllowedModels      = 1000      // entries
+	MaxAllowedModelsBytes = 64 * 1024 // the list as JSON
+)
+
 func checkModels(models []string) ([]string, error) {
+	if len(models) > MaxAllowedModels {
+		return nil, errorf(EInvalid, "allowed_models: %d entries, more than %d; name a provider's models as provider/*",
+			len(models), MaxAllowedModels)
+	}
 	out := []string{}
 	for _, m := range models {
 		m = strings.TrimSpace(m)
@@ -130,6 +145,10 @@ func checkModels(models []string) ([]string, error) {
 			return nil, errorf(EInvalid, "allowed_models: %q is not a model name or provider/*", m)
 		}
 		out = append(out, m)
+	}
+	if b, err := json.Marshal(out); err != nil || len(b) > MaxAllowedModelsBytes {
+		return nil, errorf(EInvalid, "allowed_models: %d bytes as JSON, more than %d (< > and & count six); name a provider's models as provider/*",
+			len(b), MaxAllowedModelsBytes)
 	}
 	return out, nil
 }
