@@ -177,6 +177,9 @@ func queryCustomerStates(ctx context.Context, q pgx.Tx, where string, args ...an
 		c := &out[at[o.CustomerID]].State
 		c.Overrides = append(c.Overrides, o.terms())
 	}
+	for i := range out { // only what can still apply: the state is one NATS message
+		out[i].State.Overrides = liveOverrides(out[i].State.Overrides, clock)
+	}
 	return out, nil
 }
 

@@ -163,6 +163,9 @@ func (s *Store) CreateOverride(ctx context.Context, customerID string, in Overri
 		).Scan(&o.ID); err != nil {
 			return err
 		}
+		if err := checkOverrideState(ctx, tx, o); err != nil {
+			return err
+		}
 		_, err = outbox(ctx, tx, "customer", customerID) // the gateways show costs on these terms
 		return err
 	})
