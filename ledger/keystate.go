@@ -209,6 +209,9 @@ func queryModelPrices(ctx context.Context, q pgx.Tx, models []string) ([]usage.M
 		mp := &out[at[p.Model]]
 		mp.Versions = append(mp.Versions, p)
 	}
+	for i := range out { // only what can still apply: the state is one NATS message
+		out[i].Versions = livePrices(out[i].Versions, clock)
+	}
 	return out, nil
 }
 

@@ -171,6 +171,9 @@ func (s *Store) CreatePrice(ctx context.Context, in PriceInput) (Price, error) {
 		).Scan(&p.ID); err != nil {
 			return err
 		}
+		if err := checkPriceState(ctx, tx, p); err != nil {
+			return err
+		}
 		_, err = outbox(ctx, tx, "price", p.Model) // the gateways show costs at this price
 		return err
 	})
