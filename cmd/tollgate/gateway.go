@@ -83,7 +83,12 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 	self.Routes(llm)
 	self.Routes(customerAPI)
 	web.NewPortal(customerAPI, log).Routes(llm) // the customer portal, over the customer API
-	llm.Mount("/", a.gw.Handler())
+	gw := a.gw.Handler()
+	llm.Mount("/", gw)
+	// A method chi does not know is answered by this router before any
+	// route: the gateway answers it (405, its JSON error), not chi (a bare
+	// 405 with no body).
+	llm.MethodNotAllowed(gw.ServeHTTP)
 	if err := a.gw.Start(e.Listen, llm); err != nil {
 		return fmt.Errorf("TOLLGATE_LISTEN: %w", err)
 	}

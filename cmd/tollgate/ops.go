@@ -207,6 +207,10 @@ func (a *app) opsHandler(r roles, reg *prometheus.Registry, adm *api.Admin, ppro
 		console.Routes(mux)
 		a.started("console", 5*time.Second, func(context.Context) error { console.Close(); return nil })
 		mux.Mount("/", admin)
+		// A method chi does not know is answered by this router before any
+		// route: the admin API answers it (405, its JSON error), not chi
+		// (a bare 405 with no body).
+		mux.MethodNotAllowed(admin.ServeHTTP)
 		// The bodies read ahead are the operators': the admin token's, a
 		// console session's.
 		trusted = func(req *http.Request) bool { return adm.Authorized(req) || console.SignedIn(req) }
