@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,33 +62,47 @@ func laterOverride(a, b *usage.Override) bool {
 }
 
 // checkOverrideState refuses (EInvalid) override o, just written in tx,
-// when it is one that can still apply and the customer's overrides that
-// can are then more than MaxLiveTermsBytes as JSON. An override that
-// can no longer apply (one for re-rating the past) is always taken.
+// when it is one that can still apply and makes the customer's overrides
+// that can more than MaxLiveTermsBytes as JSON, and more of them than
+// without it: an override that can no longer apply (one for re-rating the
+// past) is always taken, and so is one that replaces another (a way out
+// for a customer already past the bound).
 func checkOverrideState(ctx context.Context, tx pgx.Tx, o Override) error {
 	all, err := queryOverrides(ctx, tx, `WHERE customer_id = $1`, o.CustomerID)
 	if err != nil {
 		return err
 	}
-	terms := make([]usage.Override, len(all))
-	for i, a := range all {
-		terms[i] = a.terms()
+	var with, without []usage.Override
+	for _, a := range all {
+		with = append(with, a.terms())
+		if a.ID != o.ID {
+			without = append(without, a.terms())
+		}
 	}
-	live := liveOverrides(terms, time.Now())
-	isLive := false
-	for _, l := range live {
-		isLive = isLive || l.ID == o.ID
-	}
-	if !isLive {
-		return nil
-	}
-	b, err := json.Marshal(live)
-	if err != nil || len(b) <= MaxLiveTermsBytes {
+	now := time.Now()
+	after, err := termsGrow(liveOverrides(with, now), liveOverrides(without, now), func(l usage.Override) bool { return l.ID == o.ID })
+	if err != nil || after == 0 {
 		return err
 	}
 	return errorf(EInvalid, "the overrides of customer %s in force or to come would be %d bytes as JSON, more than %d "+
 		"(they go to every gateway in one message; < > and & count six bytes): fewer of them, or an all-models discount, can say it",
-		o.CustomerID, len(b), MaxLiveTermsBytes)
+		o.CustomerID, after, MaxLiveTermsBytes)
+}
+
+// termsGrow returns the size as JSON of with, the live terms with a new
+// one, when the new one is among them (isNew), they are more than
+// MaxLiveTermsBytes, and they are more terms than without, the live terms
+// before it (the new one replaces none); 0 when the new terms are to be
+// taken.
+func termsGrow[T any](with, without []T, isNew func(T) bool) (int, error) {
+	if len(with) <= len(without) || !slices.ContainsFunc(with, isNew) {
+		return 0, nil
+	}
+	b, err := json.Marshal(with)
+	if err != nil || len(b) <= MaxLiveTermsBytes {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 // livePrices returns those of ps (one model's, sorted by EffectiveFrom)
@@ -115,27 +130,20 @@ func livePrices(ps []Price, at time.Time) []Price {
 }
 
 // checkPriceState refuses (EInvalid) price version p, just written in tx,
-// when it can still apply and its model's versions that can are then more
-// than MaxLiveTermsBytes as JSON: they go to the gateways in one
-// message, and versions are never removed. A version that can no longer
-// apply (one for re-rating the past) is always taken.
+// as checkOverrideState refuses an override: when it can still apply and
+// makes its model's versions that can more than MaxLiveTermsBytes as
+// JSON, and more of them than without it (versions are never removed).
 func checkPriceState(ctx context.Context, tx pgx.Tx, p Price) error {
 	all, err := queryPrices(ctx, tx, `WHERE model = $1`, p.Model)
 	if err != nil {
 		return err
 	}
-	live := livePrices(all, time.Now())
-	isLive := false
-	for _, l := range live {
-		isLive = isLive || l.ID == p.ID
-	}
-	if !isLive {
-		return nil
-	}
-	b, err := json.Marshal(live)
-	if err != nil || len(b) <= MaxLiveTermsBytes {
+	without := slices.DeleteFunc(slices.Clone(all), func(a Price) bool { return a.ID == p.ID })
+	now := time.Now()
+	after, err := termsGrow(livePrices(all, now), livePrices(without, now), func(l Price) bool { return l.ID == p.ID })
+	if err != nil || after == 0 {
 		return err
 	}
 	return errorf(EInvalid, "the price versions of %q in force or to come would be %d bytes as JSON, more than %d "+
-		"(they go to every gateway in one message; < > and & count six bytes)", p.Model, len(b), MaxLiveTermsBytes)
+		"(they go to every gateway in one message; < > and & count six bytes)", p.Model, after, MaxLiveTermsBytes)
 }
