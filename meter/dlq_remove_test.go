@@ -1,12 +1,15 @@
 package meter_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -72,5 +75,49 @@ func TestDLQRemove(t *testing.T) {
 	}
 	if _, err := dlq.Remove(ctx, []uint64{seqs[0]}); !errors.As(err, &nf) {
 		t.Fatalf("Remove of a removed letter = %v, want not found", err)
+	}
+}
+
+// TestDLQRemoveLogKeepsItsOwnTime: the WARN line of a removed letter, the
+// only record of its usage left, names when the letter was set aside as
+// dead_lettered_at. Named time, it was a second "time" member beside the
+// record's own in the JSON log, and a log pipeline (which keeps the last
+// of two) filed the line under the letter's time, not the removal's.
+func TestDLQRemoveLogKeepsItsOwnTime(t *testing.T) {
+	ctx := context.Background()
+	js := metertest.NewStream(t)
+	dlq := mustDLQ(t, js)
+	var logged metertest.LockedBuffer
+	dlq.SetLog(slog.New(slog.NewJSONHandler(&logged, nil)))
+	msg := nats.NewMsg(meter.DLQSubject)
+	msg.Data = []byte(`{"v":7}`)
+	msg.Header.Set(meter.HeaderReason, "schema version 7")
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	letters, err := dlq.List(ctx, 10)
+	if err != nil || len(letters) != 1 {
+		t.Fatalf("List = %+v, %v; want the letter", letters, err)
+	}
+	time.Sleep(20 * time.Millisecond) // the removal's time differs from the letter's
+	before := time.Now()
+	if n, err := dlq.Remove(ctx, []uint64{ack.Sequence}); err != nil || n != 1 {
+		t.Fatalf("Remove = %d, %v; want 1", n, err)
+	}
+	line := []byte(logged.String())
+	if n := bytes.Count(line, []byte(`"time":`)); n != 1 {
+		t.Fatalf(`log record with %d "time" members, want 1 (the record's): %s`, n, line)
+	}
+	var rec struct {
+		Time           time.Time
+		DeadLetteredAt time.Time `json:"dead_lettered_at"`
+	}
+	if err := json.Unmarshal(line, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Time.Before(before) || !rec.DeadLetteredAt.Equal(letters[0].Time) {
+		t.Errorf("logged time %s (want at or after %s) and dead_lettered_at %s (want %s): %s",
+			rec.Time, before, rec.DeadLetteredAt, letters[0].Time, line)
 	}
 }
