@@ -76,8 +76,9 @@ func (d *DLQ) Remove(ctx context.Context, seqs []uint64) (int, error) {
 		if len(data) > maxRemovedLog {
 			data = data[:maxRemovedLog]
 		}
+		// When it was set aside is dead_lettered_at: "time" is the JSON record's own.
 		log.WarnContext(ctx, "dead letter removed: its usage is dropped from billing for good",
-			"seq", m.Sequence, "time", m.Time, "event_id", m.Header.Get(HeaderEventID), "reason", m.Header.Get(HeaderReason),
+			"seq", m.Sequence, "dead_lettered_at", m.Time, "event_id", m.Header.Get(HeaderEventID), "reason", m.Header.Get(HeaderReason),
 			"data", strings.ToValidUTF8(string(data), "\uFFFD"), "data_bytes", len(m.Data))
 	}
 	return len(ms), nil

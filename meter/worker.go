@@ -404,7 +404,8 @@ func (l *lateEvents) add(e *usage.Event, received time.Time) {
 	l.n++
 }
 
-// log warns of the batch's late events, naming the first.
+// log warns of the batch's late events, naming the first (its time as
+// event_time: "time" is the JSON record's own).
 func (l *lateEvents) log(log *slog.Logger) {
 	if l.n == 0 {
 		return
@@ -412,7 +413,7 @@ func (l *lateEvents) log(log *slog.Logger) {
 	t := l.first.Time.UTC()
 	log.Warn("meter: events of a month already over were received: they move that month's statement",
 		"events", l.n, "event_id", l.first.ID, "customer_id", l.first.CustomerID, "period", t.Format("2006-01"),
-		"time", t.Format(time.RFC3339Nano), "received", l.received.UTC().Format(time.RFC3339Nano))
+		"event_time", t.Format(time.RFC3339Nano), "received", l.received.UTC().Format(time.RFC3339Nano))
 }
 
 // setAsideOverDelivered sets aside the messages delivered more than
