@@ -527,3 +527,28 @@ func TestCLIUsageByDeploymentShowsAttemptsNotCharged(t *testing.T) {
 		t.Errorf("usage --group-by model: exit %d, stdout %q; the column is the deployment's and provider's", r.code, r.out)
 	}
 }
+
+// TestFlagsUsageShowsNumbersAsNumbers: a command's --help shows a number
+// flag's default as a number and a string's quoted, as Go's flag package
+// does ("--limit int ... (default "100")" read as a string to quote), and
+// the counts of keys create and update as N, as their synopsis does, not
+// as "string".
+func TestFlagsUsageShowsNumbersAsNumbers(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.Int("limit", 100, "at most this many")
+	fs.String("format", "json", "json or csv")
+	got := flagsUsage(fs)
+	for _, want := range []string{"--limit int\n      at most this many (default 100)\n", "--format string\n      json or csv (default \"json\")\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("flagsUsage:\n%s\nlacks %q", got, want)
+		}
+	}
+	for _, verb := range []string{"create", "update"} {
+		r := runTollgate(t, nil, "keys", verb, "--help")
+		for _, f := range []string{"rpm-limit", "tpm-limit", "max-concurrent"} {
+			if !strings.Contains(r.out, "\n  --"+f+" N\n") {
+				t.Errorf("tollgate keys %s --help shows --%s not as N:\n%s", verb, f, r.out)
+			}
+		}
+	}
+}
