@@ -86,11 +86,26 @@ func flagsUsage(fs *flag.FlagSet) string {
 		kind, usage := flag.UnquoteUsage(f)
 		fmt.Fprintf(&flags, "  --%s\n      %s", strings.TrimSpace(f.Name+" "+kind), usage)
 		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
-			fmt.Fprintf(&flags, " (default %q)", f.DefValue)
+			if isString(f) {
+				fmt.Fprintf(&flags, " (default %q)", f.DefValue)
+			} else { // a number, as Go's flag package shows it
+				fmt.Fprintf(&flags, " (default %s)", f.DefValue)
+			}
 		}
 		flags.WriteString("\n")
 	})
 	return flags.String()
+}
+
+// isString reports whether f holds a string (its default is then shown
+// quoted).
+func isString(f *flag.Flag) bool {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return true
+	}
+	_, s := g.Get().(string)
+	return s
 }
 
 func upperFirst(s string) string {
