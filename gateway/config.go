@@ -36,11 +36,11 @@ type ProviderConfig struct {
 	// timeout. Default 5m, for reasoning models that think before speaking.
 	StallTimeout time.Duration `yaml:"stall_timeout"`
 	// RequestTimeout bounds a whole upstream request, from the client's
-	// request to the answer's end, however busy the upstream keeps it: an
-	// upstream that sends keep-alive comments, blank lines or output without
-	// end is cut off there as it is at a stall (504 before the first
-	// event, an error event mid-stream; the event a timeout billing what
-	// was relayed). Default 1h.
+	// request to the answer's end (the wait for its headers too), however
+	// busy the upstream keeps it: an upstream that sends keep-alive
+	// comments, blank lines or output without end is cut off there as it
+	// is at a stall (504 before the first event, an error event
+	// mid-stream; the event a timeout billing what was relayed). Default 1h.
 	RequestTimeout time.Duration `yaml:"request_timeout"`
 	// Protocol is how an http:// BaseURL is reached: "" (the default) is
 	// HTTP/1.1, one connection per open request; ProtocolH2C is HTTP/2

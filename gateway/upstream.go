@@ -20,8 +20,9 @@ import (
 // callUpstream sends the upstream request of x (path below the provider's
 // base URL, body, and extra headers) and returns the response once its
 // headers arrive with status 200. Otherwise it answers the client itself
-// (502 unreachable or redirected, 504 no answer within connect_timeout, or
-// the upstream's own status and error, scrubbed) and returns nil.
+// (502 unreachable or redirected, 504 no answer within connect_timeout, a
+// non-streamed request's stall_timeout or what is left of request_timeout,
+// or the upstream's own status and error, scrubbed) and returns nil.
 func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, header http.Header) *http.Response {
 	up, err := s.upstreamRequest(x.ctx, rt.provider, path, body, header)
 	if err != nil {
@@ -38,6 +39,13 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	if !x.event.Stream && rt.provider.StallTimeout > wait {
 		wait, waitCause = rt.provider.StallTimeout, errAnswerTimeout
 	}
+	// request_timeout bounds the whole request, this wait too: the stall
+	// timer that enforces it is armed only once the headers are in, and
+	// an upstream that never answered held a request to connect_timeout
+	// (or stall_timeout, 5m by default) whatever request_timeout said.
+	if left := x.endBy - time.Since(x.start); x.endBy > 0 && left < wait {
+		wait, waitCause = max(left, 0), errRequestTimeout
+	}
 	connect := timerCancel(x, wait, waitCause)
 	// The round trip runs aside (see headerFlusher): net/http's client
 	// path is about 3 KiB deep, and made from here it would take a
@@ -48,7 +56,7 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	connect.Stop()
 	if err != nil {
 		switch cause := x.cause(); {
-		case errors.Is(cause, errConnectTimeout), errors.Is(cause, errAnswerTimeout):
+		case errors.Is(cause, errConnectTimeout), errors.Is(cause, errAnswerTimeout), errors.Is(cause, errRequestTimeout):
 			x.fail(http.StatusGatewayTimeout, usage.StatusTimeout, cause)
 		case x.clientGone.Load():
 			x.event.Error = "client gone before the upstream answered"
