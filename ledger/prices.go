@@ -103,8 +103,8 @@ func orZero(s string) string {
 
 // checkCurrency returns EInvalid, naming the field currency, unless c (the
 // upper-cased raw) is three letters that golang.org/x/text/currency knows
-// as an ISO 4217 code, or that isoMinorUnit lists (UYW, SLE, VES, VED and
-// ZWG, which x/text does not know).
+// as an ISO 4217 code, or that isoMinorUnit lists (UYW, SLE, VES, VED,
+// ZWG, MRU and XCG, which x/text does not know).
 func checkCurrency(c, raw string) error {
 	if len(c) != 3 || strings.Trim(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
 		return errorf(EInvalid, "currency: %q is not a three-letter ISO 4217 code", raw)

@@ -132,8 +132,10 @@ var isoMinorUnit = map[string]int{
 	"UYW": 4,
 	// Codes ISO 4217 added since x/text's data, each of 2 decimals: the
 	// new leone (Sierra Leone, 2022), the bolívar soberano and digital
-	// (Venezuela, 2018 and 2021) and the Zimbabwe gold (2024).
-	"SLE": 2, "VES": 2, "VED": 2, "ZWG": 2,
+	// (Venezuela, 2018 and 2021), the Zimbabwe gold (2024), the
+	// ouguiya (Mauritania, 2018) and the Caribbean guilder (Curaçao and
+	// Sint Maarten, 2025).
+	"SLE": 2, "VES": 2, "VED": 2, "ZWG": 2, "MRU": 2, "XCG": 2,
 }
 
 // RoundMinor rounds an exact amount half to even to the minor unit of
