@@ -371,7 +371,8 @@ func (c *Cache) applyPrices(e jetstream.KeyValueEntry) {
 // the price book and the customer's overrides the cache holds; ok=false
 // when it cannot (the cost then stays unshown, never guessed), and until
 // the buckets' values at start are loaded (Loaded): an empty price book
-// would call every model unpriced. A price
+// would call every model unpriced; nor for a model whose prices were
+// withheld as too big to publish (usage.ModelPrices.Withheld). A price
 // changed in the meantime makes the ledger's charge differ: the ledger's
 // is the one billed.
 func (c *Cache) Rate(e *usage.Event) (usage.Rating, bool) {
@@ -379,13 +380,16 @@ func (c *Cache) Rate(e *usage.Event) (usage.Rating, bool) {
 		return usage.Rating{}, false
 	}
 	c.mu.RLock()
-	prices := c.prices[e.Model].Versions
+	mp := c.prices[e.Model]
 	var overrides []usage.Override
 	if n, ok := c.keys.customerNum[e.CustomerID]; ok {
 		overrides = c.keys.customers[n].overrides
 	}
 	c.mu.RUnlock()
-	r, err := usage.RateEvent(e, prices, overrides)
+	if mp.Withheld != "" {
+		return usage.Rating{}, false
+	}
+	r, err := usage.RateEvent(e, mp.Versions, overrides)
 	return r, err == nil
 }
 

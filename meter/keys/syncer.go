@@ -268,7 +268,7 @@ func (s *Syncer) ready(ctx context.Context) bool {
 	for tries := 0; ; tries++ {
 		b, err := s.open(ctx)
 		if err == nil {
-			s.b, s.pub = b, NewPublisher(b)
+			s.b, s.pub = b, NewPublisher(b, s.log)
 			return true
 		}
 		if tries == 0 && ctx.Err() == nil {
@@ -433,7 +433,8 @@ func (s *Syncer) fullSync(ctx context.Context, epoch string) error {
 const createWindow = 1024
 
 // create publishes states pipelined, each only where its entry is absent;
-// one that exists (published meanwhile) is put under the version check.
+// one that exists (published meanwhile) is put under the version check,
+// and one too big for a message (tooBig) by the Publisher, smaller.
 func (s *Syncer) create(ctx context.Context, c usage.Changes) error {
 	type put struct {
 		kv  jetstream.KeyValue
@@ -447,7 +448,7 @@ func (s *Syncer) create(ctx context.Context, c usage.Changes) error {
 		case <-p.ack.Ok():
 			return nil
 		case err := <-p.ack.Err():
-			if !isWrongRevision(err) {
+			if !isWrongRevision(err) && !tooBig(err) {
 				return fmt.Errorf("publish %s %s: %w", p.kv.Bucket(), p.key, err)
 			}
 			return p.put(ctx)
@@ -476,7 +477,9 @@ func (s *Syncer) create(ctx context.Context, c usage.Changes) error {
 		}
 		ack, err := s.b.js.PublishAsync("$KV."+kv.Bucket()+"."+key, data, jetstream.WithExpectLastSequencePerSubject(0),
 			jetstream.WithStallWait(10*time.Second))
-		if err != nil {
+		if tooBig(err) {
+			return fallback(ctx) // published smaller
+		} else if err != nil {
 			return fmt.Errorf("publish %s %s: %w", kv.Bucket(), key, err)
 		}
 		puts = append(puts, put{kv, key, ack, fallback})

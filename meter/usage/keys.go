@@ -137,6 +137,10 @@ type CustomerChange struct {
 type ModelPrices struct {
 	Model    string  `json:"model"`
 	Versions []Price `json:"versions"`
+	// Withheld, when not empty, says why Versions are not here: they were
+	// too big to publish. A gateway then cannot estimate the model's costs
+	// (rather than take it for unpriced); the ledger still rates it.
+	Withheld string `json:"withheld,omitempty"`
 	// Version orders the states of one model, as KeyState.Version.
 	Version int64 `json:"version"`
 }
