@@ -3,14 +3,17 @@ package keys_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+	"github.com/tollgate-dev/tollgate/meter/keys"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
@@ -165,5 +168,59 @@ func TestOversizedStatesDoNotStopKeySync(t *testing.T) {
 	eventually(t, 5*time.Second, "the fixed key's full state on the gateway", func() bool {
 		st, ok := gw.LookupKey(bigSecret)
 		return ok && st.BlockedAt(time.Now()) == "" && len(st.AllowedModels) == 1
+	})
+}
+
+// TestAStatePastTheBucketsValueSize: a bucket given a max value size
+// (max_msg_size of its stream, set by hand) refuses a state past it with
+// a JetStream error (10054) rather than the client's max_payload one:
+// it is published smaller too, through a full sync and a change alike.
+func TestAStatePastTheBucketsValueSize(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	if _, err := r.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: keys.KeysBucket, History: 1, MaxValueSize: 2048}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := make([]string, 40)
+	for i := range models {
+		models[i] = fmt.Sprint(strings.Repeat("m", 100), i)
+	}
+	big, bigSecret, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "big", AllowedModels: models})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sync := r.syncer() // a full sync: big is in the ledger already
+	gw := r.cache(nil)
+	eventually(t, 10*time.Second, "the full sync", func() bool { return sync.FullSyncs() > 0 })
+	refused := func() bool {
+		st, ok := gw.LookupKey(bigSecret)
+		return ok && strings.Contains(st.BlockedAt(time.Now()), "too large") && len(st.AllowedModels) == 0
+	}
+	eventually(t, 5*time.Second, "the key past the value size refused on the gateway", refused)
+	models = append(models, "one more")
+	k, err := r.store.UpdateKey(ctx, big.ID, ledger.KeyPatch{AllowedModels: ledger.Optional[[]string]{Set: true, Value: &models}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := sync.Wait(wctx, k.Change); err != nil {
+		t.Fatalf("a change past the value size: %v", err)
+	}
+	eventually(t, 5*time.Second, "the changed key past the value size refused on the gateway", refused)
+	models = models[:2]
+	if k, err = r.store.UpdateKey(ctx, big.ID, ledger.KeyPatch{AllowedModels: ledger.Optional[[]string]{Set: true, Value: &models}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sync.Wait(wctx, k.Change); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the key's full state once it fits", func() bool {
+		st, ok := gw.LookupKey(bigSecret)
+		return ok && st.BlockedAt(time.Now()) == "" && len(st.AllowedModels) == 2
 	})
 }
