@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -192,6 +193,24 @@ func letters(ctx context.Context, s jetstream.Stream, limit int) ([]*jetstream.R
 		return nil, nil
 	}
 	return lettersFrom(ctx, s, info.State.FirstSeq, info.State.LastSeq, limit)
+}
+
+// namedLetters returns the dead letters of s with the sequences seqs, in
+// order, each once, or a *NoDeadLetterError for the first one s does not
+// hold.
+func namedLetters(ctx context.Context, s jetstream.Stream, seqs []uint64) ([]*jetstream.RawStreamMsg, error) {
+	var ms []*jetstream.RawStreamMsg
+	for _, seq := range slices.Compact(slices.Sorted(slices.Values(seqs))) {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, &NoDeadLetterError{Seq: seq}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dead letter %d: %w", seq, err)
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
 }
 
 // lettersFrom returns up to limit dead letters of s from sequence seq

@@ -53,16 +53,9 @@ func (d *DLQ) Remove(ctx context.Context, seqs []uint64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var ms []*jetstream.RawStreamMsg
-	for _, seq := range slices.Compact(slices.Sorted(slices.Values(seqs))) {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return 0, &NoDeadLetterError{Seq: seq}
-		}
-		if err != nil {
-			return 0, fmt.Errorf("dead letter %d: %w", seq, err)
-		}
-		ms = append(ms, m)
+	ms, err := namedLetters(ctx, s, seqs)
+	if err != nil {
+		return 0, err
 	}
 	log := d.logger()
 	for i, m := range ms {

@@ -97,16 +97,9 @@ func (d *DLQ) Replay(ctx context.Context, seqs []uint64) (int, error) {
 	if len(seqs) == 0 {
 		return d.replayAll(ctx, s)
 	}
-	var ms []*jetstream.RawStreamMsg
-	for _, seq := range slices.Compact(slices.Sorted(slices.Values(seqs))) {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return 0, &NoDeadLetterError{Seq: seq}
-		}
-		if err != nil {
-			return 0, fmt.Errorf("dead letter %d: %w", seq, err)
-		}
-		ms = append(ms, m)
+	ms, err := namedLetters(ctx, s, seqs)
+	if err != nil {
+		return 0, err
 	}
 	for _, m := range ms {
 		if _, err := d.replayMsgs(m); err != nil {
