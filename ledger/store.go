@@ -60,6 +60,14 @@ func Open(ctx context.Context, url string) (*Store, error) { return open(ctx, ur
 // only make sense on a ledger that is there, such as a rollback.
 func OpenExisting(ctx context.Context, url string) (*Store, error) { return open(ctx, url, false) }
 
+// CheckURL returns the error Open would return for url (a key=value
+// string or a postgres:// URL, pool_* settings included) before it
+// connects, or nil; it connects to nothing. pgx's error hides a password.
+func CheckURL(url string) error {
+	_, err := pgxpool.ParseConfig(url)
+	return err
+}
+
 // OpenLazy is Open without creating the database or connecting to it:
 // the pool connects when it is first used. It is for a process that can
 // serve without the ledger while Postgres is unreachable (a gateway), and

@@ -6,7 +6,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/tollgate-dev/tollgate/ledger"
 )
 
 // envProblems lists what in the environment a process started now could
@@ -14,8 +14,7 @@ import (
 // refuses (TOLLGATE_SHUTDOWN_GRACE, TOLLGATE_PPROF), a listen address
 // (TOLLGATE_LISTEN, TOLLGATE_ADMIN_LISTEN) that is not host:port with a
 // port from 0 to 65535 or a service name, and a TOLLGATE_DATABASE_URL
-// pgxpool cannot parse as ledger.Open parses it (its message hides a
-// password), and TOLLGATE_LOG_LEVEL (which stops any other command before
+// that ledger.Open would refuse before it connects (ledger.CheckURL), and TOLLGATE_LOG_LEVEL (which stops any other command before
 // it runs), and a variable whose name is a near miss of one of these
 // (misspeltEnv).
 func envProblems() []string {
@@ -37,7 +36,7 @@ func envProblems() []string {
 		}
 	}
 	if u := os.Getenv("TOLLGATE_DATABASE_URL"); u != "" {
-		if _, err := pgxpool.ParseConfig(u); err != nil { // as ledger.Open parses it, pool_* settings too
+		if err := ledger.CheckURL(u); err != nil {
 			problems = append(problems, fmt.Sprintf("TOLLGATE_DATABASE_URL: %v", err))
 		}
 	}
