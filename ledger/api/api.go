@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 )
@@ -67,6 +68,9 @@ func (a *Admin) isToken(got string) bool {
 func (a *Admin) Handler() http.Handler {
 	r := chi.NewRouter()
 	top := r
+	// HEAD of a GET route is answered as GET, without the body (RFC 9110,
+	// section 9.3.2), as the console's is; it was refused with 405.
+	r.Use(middleware.GetHead)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

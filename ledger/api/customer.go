@@ -88,7 +88,8 @@ func NewSelf(store *ledger.Store, keys KeyLookup, log *slog.Logger) *Self {
 }
 
 // Routes adds GET /v1/usage, GET /v1/balance, GET /v1/keys, GET
-// /v1/requests, GET /v1/requests/{id} and GET /v1/statements/{period} to r.
+// /v1/requests, GET /v1/requests/{id} and GET /v1/statements/{period} to r,
+// and HEAD of each, answered as GET without the body.
 // A query parameter a route does not take (openapi.json's, and key, which
 // may carry the API key) is refused with 400 (checkQuery; customer_id, the
 // admin API's, before it, with a sentence of its own: refuseCustomerID),
@@ -100,6 +101,7 @@ func (c *Self) Routes(r chi.Router) {
 		mw = append([]func(http.Handler) http.Handler{private, checkQueryString, c.authenticate, refuseCustomerID,
 			checkQuery("GET "+pattern, "key")}, mw...)
 		r.With(mw...).Get(pattern, h)
+		r.With(mw...).Head(pattern, h) // as GET, the body dropped by net/http (RFC 9110, 9.3.2)
 	}
 	get("/v1/usage", c.usage)
 	get("/v1/balance", c.balance)
