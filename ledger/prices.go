@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"math"
 	"strings"
 	"time"
 
@@ -84,6 +85,19 @@ func (in PriceInput) Price() (Price, error) {
 			return Price{}, err
 		}
 	}
+	// A fee is charged whole on an event (usage.Rate: micro-units × 1e6 in
+	// 1e-12 units), and one event costs at most an int64 of those: a
+	// larger request_fee overflowed every event of the model, each set
+	// aside as a dead letter, and a larger web_search every event with one.
+	for _, f := range []struct {
+		name   string
+		micros int64
+	}{{"request_fee", p.RequestFeeMicros}, {"web_search", p.WebSearchMicros}} {
+		if f.micros > maxFeeMicros {
+			return Price{}, errorf(EInvalid, "%s: %s is more than one event can cost (at most %s %s)",
+				f.name, FormatMicros(f.micros), FormatMicros(maxFeeMicros), p.Currency)
+		}
+	}
 	if in.Reasoning != "" {
 		r, err := ParseMicros("reasoning", in.Reasoning)
 		if err != nil {
@@ -93,6 +107,10 @@ func (in PriceInput) Price() (Price, error) {
 	}
 	return p, nil
 }
+
+// maxFeeMicros is the largest request_fee or web_search price, in
+// micro-units, that one event can carry: math.MaxInt64 1e-12 units.
+const maxFeeMicros = math.MaxInt64 / 1_000_000
 
 func orZero(s string) string {
 	if s == "" {
