@@ -142,6 +142,9 @@ func (s *Store) CreateOverride(ctx context.Context, customerID string, in Overri
 					e.EffectiveFrom.Format(time.RFC3339), fmtEnd(e.EffectiveTo))
 			}
 		}
+		if err := discountHasAPrice(ctx, tx, o, existing); err != nil {
+			return err
+		}
 		c := o.Custom
 		if c == nil {
 			c = &Price{}
@@ -226,4 +229,35 @@ func queryOverrides(ctx context.Context, q querier, where string, args ...any) (
 func (o Override) terms() usage.Override {
 	return usage.Override{ID: o.ID, Model: o.Model, Custom: o.Custom, DiscountBP: o.DiscountBP,
 		EffectiveFrom: o.EffectiveFrom, EffectiveTo: o.EffectiveTo}
+}
+
+// discountHasAPrice refuses (EInvalid) discount o for one model when it
+// would take over, at its start, from a custom price of the customer's
+// (existing: the customer's overrides of that model) for a model the
+// price book does not price then: the discount has nothing to take off,
+// so the customer's requests went unpriced, billed nothing, from its
+// start.
+func discountHasAPrice(ctx context.Context, tx pgx.Tx, o Override, existing []Override) error {
+	if o.Custom != nil || o.Model == "" {
+		return nil
+	}
+	at := o.EffectiveFrom
+	var custom *Override
+	for i, e := range existing {
+		if e.Custom != nil && !e.EffectiveFrom.After(at) && (e.EffectiveTo == nil || at.Before(*e.EffectiveTo)) {
+			custom = &existing[i]
+		}
+	}
+	if custom == nil {
+		return nil
+	}
+	var priced bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM prices WHERE model = $1 AND effective_from <= $2
+		AND (effective_to IS NULL OR effective_to > $2))`, o.Model, at).Scan(&priced); err != nil || priced {
+		return err
+	}
+	return errorf(EInvalid, "discount_percent: the price book has no price for model %q at %s, and the customer's custom price "+
+		"(override %d) is in force then: the discount would take over from it with nothing to discount, leaving the "+
+		"customer's requests unpriced; give a custom price instead, or price the model in the price book first",
+		o.Model, at.Format(time.RFC3339), custom.ID)
 }
