@@ -353,7 +353,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			known = k
 			x.usageKnown.Store(k)
 		}
-		lowered := hadReports > 0 && !x.report.Cumulative && below(x.report.Usage, finalUsage)
+		lowered := hadReports > 0 && !x.report.Cumulative && tap.Lowers(x.report.Usage, finalUsage)
 		if afterFinal := x.committed || hadReports > 0 && !x.report.Cumulative; afterFinal &&
 			(ev.HasData && (x.report.Output.Len() > hadOutput || !quietAfterFinal(&ev, x.report.Ended)) ||
 				x.committed && x.report.Reports != hadReports || lowered) {
@@ -482,13 +482,6 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 			x.waiting()
 		}
 	}
-}
-
-// below reports whether any count of u is below the same count of was.
-func below(u, was usage.Tokens) bool {
-	return u.PromptTokens < was.PromptTokens || u.CachedTokens < was.CachedTokens ||
-		u.CacheWriteTokens < was.CacheWriteTokens || u.CompletionTokens < was.CompletionTokens ||
-		u.ReasoningTokens < was.ReasoningTokens || u.WebSearchRequests < was.WebSearchRequests
 }
 
 // maxHeld bounds the quiet events held after a final report that is not

@@ -477,8 +477,9 @@ func (t *ChatTap) Scanned(s *ChunkScan, r *tap.Report) {
 		t.settled = false
 	}
 	if s.hasUsage {
-		r.SetUsage(s.Usage)
-		r.ReasoningOutside = s.ReasoningOutside
+		if r.SetUsage(s.Usage) {
+			r.ReasoningOutside = s.ReasoningOutside
+		}
 		if t.finished || s.Choices == 0 && r.Output.Len() > 0 {
 			r.MarkFinal()
 		}

@@ -78,8 +78,9 @@ func (t *ChatTap) Chunk(c *Chunk, r *tap.Report) {
 		t.settled = false
 	}
 	if c.Usage != nil {
-		r.SetUsage(c.Usage.Meter())
-		r.ReasoningOutside = c.Usage.ReasoningOutside()
+		if r.SetUsage(c.Usage.Meter()) {
+			r.ReasoningOutside = c.Usage.ReasoningOutside()
+		}
 		if t.finished || len(c.Choices) == 0 && r.Output.Len() > 0 || c.Error != nil {
 			r.MarkFinal()
 		}

@@ -132,11 +132,37 @@ func (r *Report) AddOutputBytes(b []byte) { r.Output.Write(b) }
 // more completion tokens than the last (a report repeated, or lowered,
 // after output, such as a second Anthropic message_start, does not make
 // that output counted).
-func (r *Report) SetUsage(u usage.Tokens) {
+//
+// A report that counts nothing (every count 0 or less: `"usage":{}`, or
+// zeros, as some proxies append after the provider's own) after one that
+// counted something is not taken, and SetUsage returns false: taken as the
+// last report, it replaced the provider's figures, and the stream was
+// billed the estimate of its streamed text (2 tokens of a 500-token
+// answer, in a review).
+func (r *Report) SetUsage(u usage.Tokens) bool {
+	if r.Reported && countsNothing(u) && !countsNothing(r.Usage) {
+		return false
+	}
 	if !r.Reported || u.CompletionTokens > r.Usage.CompletionTokens {
 		r.outputAt = r.Output.Len()
 	}
 	r.Usage, r.Reported = u, true
+	return true
+}
+
+// countsNothing reports whether every count of u is 0 or less.
+func countsNothing(u usage.Tokens) bool {
+	return u.PromptTokens <= 0 && u.CachedTokens <= 0 && u.CacheWriteTokens <= 0 && u.CompletionTokens <= 0 &&
+		u.ReasoningTokens <= 0 && u.WebSearchRequests <= 0
+}
+
+// Lowers reports whether any count of u is below the same count of was: a
+// cumulative report never lowers one (Anthropic's message_delta), so one
+// that does, after a final report, is not the provider's later figure.
+func Lowers(u, was usage.Tokens) bool {
+	return u.PromptTokens < was.PromptTokens || u.CachedTokens < was.CachedTokens ||
+		u.CacheWriteTokens < was.CacheWriteTokens || u.CompletionTokens < was.CompletionTokens ||
+		u.ReasoningTokens < was.ReasoningTokens || u.WebSearchRequests < was.WebSearchRequests
 }
 
 // StreamEvent keeps Began after the relay has tapped one stream event:
