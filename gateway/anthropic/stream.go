@@ -21,6 +21,9 @@ type Stream struct {
 	args   map[int64]bool // content block index → its tool call has arguments
 	nTools int            // tool_use blocks seen
 	role   bool           // the role chunk went out
+	// finished: the finish chunk went out (a message_delta repeated sends
+	// no second one).
+	finished bool
 }
 
 // NewStream starts the translation of one response stream into chunks
@@ -34,7 +37,7 @@ func (Chat) NewStream(id, model string, created int64) provider.ChunkStream {
 	p = append(p, `,"model":`...)
 	p = openai.AppendString(p, model)
 	p = append(p, `,"choices":[{"index":0,"delta":`...)
-	return &Stream{prefix: p}
+	return &Stream{prefix: p, tap: Tap{keepsFinal: true}}
 }
 
 // Event taps ev's usage into r exactly as Tap.Event does, and appends to
@@ -50,7 +53,10 @@ func (Chat) NewStream(id, model string, created int64) provider.ChunkStream {
 //     that ends with no fragment (input {}) → arguments "{}", as OpenAI
 //     streams a call without arguments
 //   - message_delta with a stop_reason → an empty delta with the mapped
-//     finish_reason (see finishReason)
+//     finish_reason (see finishReason), once: Anthropic may send more than
+//     one message_delta, and an OpenAI stream ends a choice once
+//   - a message_delta that lowers a count of the final report before it is
+//     not taken (see Tap.keepFinal)
 //   - an error event → {"error":{"message","type","code":null}}, type being
 //     Anthropic's error type (overloaded_error, api_error, ...)
 //
@@ -126,7 +132,8 @@ func (s *Stream) Event(ev *sse.Event, r *tap.Report, dst [][]byte) [][]byte {
 			return s.arguments(dst, i, "{}")
 		}
 	case "message_delta":
-		if e.Delta.StopReason != "" {
+		if e.Delta.StopReason != "" && !s.finished {
+			s.finished = true
 			dst = s.start(dst)
 			return append(dst, s.end(append(s.chunk(0), `{}`...), finishReason(e.Delta.StopReason)))
 		}

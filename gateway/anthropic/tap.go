@@ -47,9 +47,13 @@ type Tap struct {
 	// a whole body) carried readably: with iterations[], such a figure
 	// bounds its sum from below (see normalized); message_start's do not.
 	carried uint8
-	inDelta bool      // merge is reading a message_delta's usage
-	ev      wireEvent // the event being decoded, reused
-	buf     []byte    // fastDelta's scratch space
+	inDelta bool // merge is reading a message_delta's usage
+	// final says a message_delta's report was taken as final, and
+	// keepsFinal that a later one may not lower it (see keepFinal: the
+	// chat route's Stream; the native route decides that itself).
+	final, keepsFinal bool
+	ev                wireEvent // the event being decoded, reused
+	buf               []byte    // fastDelta's scratch space
 }
 
 // counts are Anthropic's raw usage figures, in tokens (webSearch counts
@@ -166,6 +170,11 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 			}
 		}
 	case "message_delta":
+		if t.final && t.keepsFinal {
+			// A final report taken already: this one may not lower it
+			// (see keepFinal).
+			defer t.keepFinal(r, t.saved(r))
+		}
 		if e.Delta.StopReason != "" {
 			r.FinishReason = finishReason(e.Delta.StopReason)
 		}
@@ -183,6 +192,7 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 			if t.unread == 0 {
 				r.Reported = true
 				r.MarkFinal()
+				t.final = true
 			}
 		}
 	case "message_stop":
@@ -193,6 +203,35 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 		e.Delta.addTo(r)
 	}
 	return e, false
+}
+
+// tapState is what keepFinal restores: the tap's figures and the report's
+// usage and finish reason.
+type tapState struct {
+	top, iter       counts
+	hasIt           bool
+	unread, carried uint8
+	usage           usage.Tokens
+	finish          string
+}
+
+// saved is t's and r's state before an event.
+func (t *Tap) saved(r *tap.Report) tapState {
+	return tapState{t.top, t.iter, t.hasIt, t.unread, t.carried, r.Usage, r.FinishReason}
+}
+
+// keepFinal undoes a message_delta, after a final one, that lowered a
+// count of it (was: the state before it): Anthropic's counts are
+// cumulative and never fall, and the native route bills the report before
+// such a one and does not relay it (relayNative), so the chat route,
+// translating the same bytes, bills that report too; it had billed the
+// lowered figures (5 of 50 output tokens, in a review).
+func (t *Tap) keepFinal(r *tap.Report, was tapState) {
+	if !tap.Lowers(r.Usage, was.usage) {
+		return
+	}
+	t.top, t.iter, t.hasIt, t.unread, t.carried = was.top, was.iter, was.hasIt, was.unread, was.carried
+	r.Usage, r.FinishReason = was.usage, was.finish
 }
 
 // merge lays u over the figures seen so far and renormalizes r.Usage from
