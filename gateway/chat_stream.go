@@ -456,7 +456,12 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	}
 	if err != nil {
 		r.AddOutputBytes(ev.Data) // no JSON object: passed on untouched, and counted as output
-		c.send(*ev)
+		// But for one the body's end cut short (counted all the same): sent
+		// as an event, it was a chunk the client's SDK failed to decode,
+		// before the stream's cut-short error after it (a gateway probe).
+		if !ev.Unended {
+			c.send(*ev)
+		}
 		return false
 	}
 	tp.Chunk(ch, r)

@@ -134,7 +134,7 @@ func (r *Reader) Reset(src io.Reader) {
 //
 // Next returns io.EOF at the end of the input, after returning any pending
 // event that has a field even if no blank line ended it (the spec would drop
-// it). It returns ErrEventTooLarge when an event exceeds the maximum size, and
+// it; the event is then Unended). It returns ErrEventTooLarge when an event exceeds the maximum size, and
 // a read error of the underlying reader as it is (the pending event is then
 // discarded). Errors are sticky. The returned Event's slices are valid only
 // until the next call.
@@ -147,13 +147,13 @@ func (r *Reader) Next() (Event, error) {
 		line, err := r.line()
 		if err != nil {
 			if err == io.EOF && r.pending {
-				return r.event(), nil
+				return r.event(true), nil
 			}
 			return Event{}, err
 		}
 		if len(line) == 0 {
 			if r.pending {
-				return r.event(), nil
+				return r.event(false), nil
 			}
 			continue
 		}
@@ -173,10 +173,13 @@ func (r *Reader) clear() {
 	r.hasID, r.hasData, r.hasComment = false, false, false
 }
 
-func (r *Reader) event() Event {
+// event is the pending event, unended when the input's end ended it
+// (made in Next's result: a copy in Next's frame took a stream's stack
+// past 8 KiB, TestStreamStack).
+func (r *Reader) event(unended bool) Event {
 	return Event{
 		Type: r.typ, Data: r.data, ID: r.id, HasID: r.hasID, Retry: r.retry,
-		Comment: r.comment, Other: r.other, HasData: r.hasData, HasComment: r.hasComment,
+		Comment: r.comment, Other: r.other, HasData: r.hasData, HasComment: r.hasComment, Unended: unended,
 	}
 }
 

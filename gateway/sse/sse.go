@@ -64,4 +64,8 @@ type Event struct {
 	// HasComment reports that at least one comment line was present, which
 	// distinguishes a bare ":" keep-alive from no comment at all.
 	HasComment bool
+	// Unended reports that the end of the input, not a blank line, ended
+	// the event (Reader.Next returns it; the spec would drop it): its last
+	// line may be cut short, as a body broken off mid-line leaves it.
+	Unended bool
 }
