@@ -23,8 +23,14 @@ type Publisher struct {
 	log *slog.Logger
 }
 
-// NewPublisher returns a Publisher into b, logging to log.
-func NewPublisher(b Buckets, log *slog.Logger) *Publisher { return &Publisher{b: b, log: log} }
+// NewPublisher returns a Publisher into b, logging to log (slog.Default
+// when nil).
+func NewPublisher(b Buckets, log *slog.Logger) *Publisher {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Publisher{b: b, log: log}
+}
 
 // PutKey publishes the state of the key whose secret hashes to hash
 // (usage.KeyHash), unless a newer one is there. It returns an error when
