@@ -137,16 +137,17 @@ func (c *Console) checkToken(r *http.Request, token string) (subject, who string
 // queryStatus is the status of a page whose query the API refused with
 // err: 400 for input it cannot take (a cursor it did not make, an id that
 // is not one, a range that is none), 404 for something that does not
-// exist, and 200 otherwise (no error, or the API's own failure, which the
-// page says while still showing what it could read).
-func queryStatus(err error) int {
+// exist, and otherwise (no error, or the API's own failure) what the
+// caller gives: 200 for a page, which says the failure while still
+// showing what it could read.
+func queryStatus(err error, otherwise int) int {
 	switch ledger.ErrorCode(err) {
 	case ledger.EInvalid:
 		return http.StatusBadRequest
 	case ledger.ENotFound:
 		return http.StatusNotFound
 	}
-	return http.StatusOK
+	return otherwise
 }
 
 // done redirects after a write to path, leaving in the session what

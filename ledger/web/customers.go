@@ -62,7 +62,7 @@ func (c *Console) customersPage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		v.Error = errorText(err)
 	}
-	c.pages.render(w, c.log, queryStatus(err), "customers", v)
+	c.pages.render(w, c.log, queryStatus(err, http.StatusOK), "customers", v)
 }
 
 // customerChoice reads one page of customersPerPage customers, oldest
@@ -195,14 +195,7 @@ func (c *Console) statementCSV(w http.ResponseWriter, r *http.Request) {
 	}
 	var buf strings.Builder
 	if _, err := c.client(r).WriteStatement(r.Context(), id, period, "csv", &buf); err != nil {
-		status := http.StatusBadGateway
-		switch ledger.ErrorCode(err) {
-		case ledger.ENotFound:
-			status = http.StatusNotFound
-		case ledger.EInvalid:
-			status = http.StatusBadRequest
-		}
-		c.in.refuse(w, r, status, errorText(err))
+		c.in.refuse(w, r, queryStatus(err, http.StatusBadGateway), errorText(err))
 		return
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")

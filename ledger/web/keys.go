@@ -74,7 +74,7 @@ func (c *Console) keysPage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		v.Error = errorText(err)
 	}
-	c.pages.render(w, c.log, queryStatus(err), "keys", v)
+	c.pages.render(w, c.log, queryStatus(err, http.StatusOK), "keys", v)
 }
 
 // keysLink is the keys page of customer's keys after cursor (the API's

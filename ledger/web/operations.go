@@ -169,7 +169,7 @@ func (c *Console) reconciliationPage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		v.Error = errorText(err)
 	}
-	c.pages.render(w, c.log, queryStatus(err), "reconciliation", v)
+	c.pages.render(w, c.log, queryStatus(err, http.StatusOK), "reconciliation", v)
 }
 
 func parseFormTime(field, s string) (time.Time, error) {
