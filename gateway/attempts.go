@@ -214,17 +214,27 @@ func (s *Server) holdSpend(w http.ResponseWriter, r *http.Request, attempts []pr
 			return false
 		}
 		if refuseBlocked(w, env, &k, now) {
+			st.uncountRequest()
 			return false
 		}
 		st.key, st.keyAt = k, now
 		release, no = s.spend.hold(&st.key, est)
 	}
 	if no != nil {
+		st.uncountRequest() // a spend refusal does not count against rpm_limit
 		refuseSpend(w, env, no, now)
 		return false
 	}
 	st.held = &spendHold{release: release}
 	return true
+}
+
+// uncountRequest takes the request out of its key's requests of the
+// minute (requestState.uncount), when it was counted.
+func (st *requestState) uncountRequest() {
+	if st.uncount != nil {
+		st.uncount()
+	}
 }
 
 // end releases the hold, once, counting the charge of x, the request's

@@ -95,11 +95,12 @@ func (s *Server) checkMetered(w http.ResponseWriter, r *http.Request, env provid
 			return nil, nil
 		}
 	}
-	release, over := s.limits.admit(keyOf(r), r.ContentLength/4)
+	release, uncount, over := s.limits.admitCounted(keyOf(r), r.ContentLength/4)
 	if over != nil {
 		refuseOverLimit(w, env, over)
 		return nil, nil
 	}
+	stateOf(r).uncount = uncount // a refusal for its spend (holdSpend) does not count against rpm_limit
 	return r, release
 }
 

@@ -118,8 +118,21 @@ var overConcurrency = &refusal{"concurrency", "this API key has reached its limi
 // together do not each find the minute empty; its real tokens are counted
 // by tokens as it settles, and the estimate given back by release.
 func (l *limiter) admit(k *usage.KeyState, estimate int64) (release func(), over *refusal) {
+	release, _, over = l.admitCounted(k, estimate)
+	return release, over
+}
+
+// admitCounted is admit, and also returns uncount, which takes the
+// request back out of its key's requests of the minute (its tokens and its
+// place among the open requests stay until release): for a request that is
+// then refused for its spend limit or its customer's credit, which does not
+// count against rpm_limit (docs/pricing-and-budgets.md, "Rate limits"), as
+// the refusal before admission (the key's state says it may not spend)
+// does not. Calling uncount again, or once the request's second has left
+// the minute, does nothing.
+func (l *limiter) admitCounted(k *usage.KeyState, estimate int64) (release, uncount func(), over *refusal) {
 	if !limited(k) {
-		return func() {}, nil
+		return func() {}, func() {}, nil
 	}
 	var oreq, otok, oopen int64
 	if l.share != nil {
@@ -132,13 +145,13 @@ func (l *limiter) admit(k *usage.KeyState, estimate int64) (release func(), over
 	switch {
 	case k.MaxConcurrent > 0 && c.open+oopen+l.buffering[k.KeyID] >= k.MaxConcurrent: // bodies being read count (enterBuffering)
 		l.mu.Unlock()
-		return nil, overConcurrency
+		return nil, nil, overConcurrency
 	case k.RPMLimit > 0 && req+oreq >= k.RPMLimit:
 		l.mu.Unlock()
-		return nil, &refusal{"requests", "this API key has reached its limit of requests per minute", c.retryAfter(now, c.req[:])}
+		return nil, nil, &refusal{"requests", "this API key has reached its limit of requests per minute", c.retryAfter(now, c.req[:])}
 	case k.TPMLimit > 0 && tok+otok >= k.TPMLimit:
 		l.mu.Unlock()
-		return nil, &refusal{"tokens", "this API key has reached its limit of tokens per minute", c.retryAfter(now, c.tok[:])}
+		return nil, nil, &refusal{"tokens", "this API key has reached its limit of tokens per minute", c.retryAfter(now, c.tok[:])}
 	}
 	c.bucket(now)
 	c.req[now%window]++
@@ -151,8 +164,8 @@ func (l *limiter) admit(k *usage.KeyState, estimate int64) (release func(), over
 	c.lastTouch = now
 	l.publish(k.KeyID, c, now) // unlocks
 	id := k.KeyID
-	var once sync.Once
-	return func() {
+	var once, uncounted sync.Once
+	release = func() {
 		once.Do(func() {
 			l.mu.Lock()
 			c := l.keys[id]
@@ -166,7 +179,20 @@ func (l *limiter) admit(k *usage.KeyState, estimate int64) (release func(), over
 			}
 			l.publish(id, c, l.now().Unix())
 		})
-	}, nil
+	}
+	uncount = func() {
+		uncounted.Do(func() {
+			l.mu.Lock()
+			c := l.keys[id]
+			if i := now % window; c == nil || c.sec[i] != now || c.req[i] <= 0 { // gone from the minute
+				l.mu.Unlock()
+				return
+			}
+			c.req[now%window]--
+			l.publish(id, c, l.now().Unix())
+		})
+	}
+	return release, uncount, nil
 }
 
 // counts returns the counts of a key, made when new (l.mu held).

@@ -110,6 +110,10 @@ type requestState struct {
 	// held is the request's hold on its key's spend limits (holdSpend),
 	// which its attempts' exchanges carry; nil when none.
 	held *spendHold
+	// uncount takes the request out of its key's requests of the minute
+	// (limiter.admitCounted), for a request refused for its spend; nil
+	// before its admission.
+	uncount func()
 }
 
 type requestStateKey struct{}
