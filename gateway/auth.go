@@ -223,6 +223,7 @@ func (s *Server) recheckKey(w http.ResponseWriter, r *http.Request, env provider
 		return false
 	}
 	if refuseBlocked(w, env, &k, now) {
+		st.uncountRequest() // a spend refusal does not count against rpm_limit
 		return false
 	}
 	st.key, st.keyAt = k, now
