@@ -142,10 +142,10 @@ var staleState = &spendRefusal{held: true, message: "this API key's state change
 // est against k's limits and its customer's credit until release is
 // called with the request's charge (nano-units; 0 when it was not charged)
 // and its start, whose UTC day and month it counts in (as the ledger
-// does); or refuses it, or answers staleState for a k older than its
-// count. A key without spend limits or credit is admitted
-// with a release that does nothing; a second call of release does
-// nothing either.
+// does); or refuses it (when several limits do, with the one that lasts:
+// lasts), or answers staleState for a k older than its count. A key
+// without spend limits or credit is admitted with a release that does
+// nothing; a second call of release does nothing either.
 func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int64, at time.Time), no *spendRefusal) {
 	if !spendLimited(k) {
 		return func(int64, time.Time) {}, nil
@@ -164,6 +164,7 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 			return nil, staleState
 		}
 	}
+	var refused *spendRefusal // the one that lasts (lasts), of those below
 	if kc != nil {
 		vt := time.Unix(0, k.Version)
 		for _, l := range [...]struct {
@@ -185,15 +186,14 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 			if l.samePeriod {
 				spent += l.spent
 			}
-			if no := refusalAt(nanos(*l.limit)-spent, l.held, l.open, l.what, l.until); no != nil {
-				return nil, no
-			}
+			refused = lasts(refused, refusalAt(nanos(*l.limit)-spent, l.held, l.open, l.what, l.until))
 		}
 	}
 	if cc != nil {
-		if no := refusalAt(nanos(*k.CreditLeftMicros)-cc.charged, cc.held, cc.open, "", time.Time{}); no != nil {
-			return nil, no
-		}
+		refused = lasts(refused, refusalAt(nanos(*k.CreditLeftMicros)-cc.charged, cc.held, cc.open, "", time.Time{}))
+	}
+	if refused != nil {
+		return nil, refused
 	}
 	day, month := utcDay(now), utcMonth(now) // the request's, its charge's
 	for _, c := range []*spendCount{kc, cc} {
@@ -262,6 +262,33 @@ func refusalAt(left, held, open int64, what string, until time.Time) *spendRefus
 		return &spendRefusal{message: "the account's prepaid balance and credit limit are exhausted; add credit to continue"}
 	}
 	return &spendRefusal{message: "this API key has reached its " + what, until: until}
+}
+
+// lasts is the one of two refusals (either may be nil) that refuses
+// longer, so that a request several limits refuse is told of the last to
+// lift: a spent limit over a held one (the requests in flight may end in a
+// second), the customer's credit (lifted by a top-up only) over a key's
+// limit, and of two key limits the one that resets later (the monthly, as
+// the ledger's key state names it when both are spent).
+func lasts(a, b *spendRefusal) *spendRefusal {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case a.held != b.held:
+		if a.held {
+			return b
+		}
+		return a
+	case a.held:
+		return a
+	case a.until.IsZero():
+		return a
+	case b.until.IsZero() || b.until.After(a.until):
+		return b
+	}
+	return a
 }
 
 func nextDay(t time.Time) time.Time {
