@@ -491,6 +491,9 @@ func scan(path string, seg uint64, limit int64, seed uint32, fn func(kind uint8,
 		st, n, data = readRecord(r, data, seed)
 		switch st {
 		case recordEnd:
+			if limit < 0 {
+				damagedTail(path, seg, off, size)
+			}
 			return nil // the end, or the torn tail
 		case recordBadCRC:
 			// Skipped whole: the next record begins where its length says,
@@ -502,8 +505,14 @@ func scan(path string, seg uint64, limit int64, seed uint32, fn func(kind uint8,
 		case recordBadLength:
 			// The next record may be anywhere.
 			next, err := resync(sr, size, off+1, seed)
-			if err != nil || next < 0 {
-				return err // a torn or corrupt tail
+			if err != nil {
+				return err
+			}
+			if next < 0 {
+				if limit < 0 {
+					damagedTail(path, seg, off, size)
+				}
+				return nil // a torn or corrupt tail
 			}
 			slog.Warn("journal: a corrupt record skipped; the records after it are kept",
 				"dir", filepath.Dir(path), "segment", seg, "offset", off, "skipped_bytes", next-off)
@@ -519,6 +528,21 @@ func scan(path string, seg uint64, limit int64, seed uint32, fn func(kind uint8,
 		copy(id[:], data[1:17])
 		t := time.Unix(0, int64(binary.BigEndian.Uint64(data[17:payloadAt]))).UTC()
 		fn(data[0], id, t, data[payloadAt:])
+	}
+}
+
+// damagedTail warns of the bytes of the segment at path from off to its
+// size, which hold no whole record: a write a power loss cut short, or,
+// on a disk that damaged them (zeros where blocks were never written, a
+// damaged length with nothing intact after it), records of requests that
+// are then lost to recovery. A kill -9 leaves none (the kernel keeps whole
+// writes), and a clean stop none: a crash review saw a zeroed segment's
+// requests in flight go unbilled without a trace.
+func damagedTail(path string, seg uint64, off, size int64) {
+	if size > off {
+		slog.Warn("journal: the end of a segment holds no whole record and is not read: a write a power loss cut short, "+
+			"or, if the disk damaged it, requests in flight lost to recovery (their usage is not billed)",
+			"dir", filepath.Dir(path), "segment", seg, "offset", off, "bytes", size-off)
 	}
 }
 
