@@ -162,3 +162,88 @@ func captureLogs(t *testing.T) *metertest.LockedBuffer {
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	return &logs
 }
+
+// TestSpoolCursorAtOddsWithTheDiskResendsEverything: a cursor that parses
+// but does not fit the segments on disk (a flipped digit, a restore that
+// brought back a cursor newer than the segments) was believed: past its
+// segment's end, the segment was taken as sent and deleted at the next
+// start, and with a segment number past the segments holding events, those
+// were deleted as sent, in both cases without a word (a crash review: 27
+// events a gateway had spooled, each acknowledged to its client, gone from
+// the spool and never in the ledger). Inside a record, the bytes from
+// there to the next record went to the dead-letter stream as a corrupt
+// record. Such a cursor is set aside as one that does not parse is, and
+// everything on disk is sent again.
+func TestSpoolCursorAtOddsWithTheDiskResendsEverything(t *testing.T) {
+	for name, cursor := range map[string]func(saved string, off int64) string{
+		"offset past its segment's end": func(string, int64) string { return `{"segment":1,"offset":99999}` },
+		"offset inside a record":        func(_ string, off int64) string { return fmt.Sprintf(`{"segment":1,"offset":%d}`, off+5) },
+		"segment past the segments":     func(string, int64) string { return `{"segment":7,"offset":0}` },
+	} {
+		t.Run(name, func(t *testing.T) {
+			logs := captureLogs(t)
+			dir := t.TempDir()
+			s, err := meter.OpenSpool(dir, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 5 {
+				if err := s.Append(testEvent(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if sent, _ := s.Drain(context.Background(), failAfter(2)); sent != 2 {
+				t.Fatalf("Drain sent %d, want 2", sent)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "cursor")
+			saved, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var off int64
+			if _, err := fmt.Sscanf(string(saved), `{"segment":1,"offset":%d}`, &off); err != nil {
+				t.Fatalf("the cursor saved, %s: %v", saved, err)
+			}
+			damaged := cursor(string(saved), off)
+			if err := os.WriteFile(path, []byte(damaged), 0o600); err != nil {
+				t.Fatal(err)
+			}
+
+			s2, err := meter.OpenSpool(dir, 0)
+			if err != nil {
+				t.Fatalf("OpenSpool with the cursor %s: %v", damaged, err)
+			}
+			defer s2.Close()
+			if n, _, _ := s2.Stats(); n != 5 {
+				t.Errorf("after the restart: %d events waiting, want all 5 (the cursor does not fit the disk: everything on it is sent again)", n)
+			}
+			var got []int64
+			if _, err := s2.DrainSkipping(context.Background(), func(_ context.Context, data []byte) error {
+				e, _ := usage.Decode(data)
+				got = append(got, e.Usage.PromptTokens)
+				return nil
+			}, func(_ context.Context, raw []byte, where string) error {
+				t.Errorf("bytes set aside as a corrupt record (%s): %q", where, raw)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != "[0 1 2 3 4]" {
+				t.Errorf("drained %v, want [0 1 2 3 4]", got)
+			}
+			broken, _ := filepath.Glob(filepath.Join(dir, "cursor.broken-*"))
+			if len(broken) != 1 {
+				t.Fatalf("broken cursors kept: %v, want one", broken)
+			}
+			if b, _ := os.ReadFile(broken[0]); string(b) != damaged {
+				t.Errorf("%s holds %q, want the cursor %q", broken[0], b, damaged)
+			}
+			if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, path) {
+				t.Errorf("no warning naming %s: %s", path, l)
+			}
+		})
+	}
+}
