@@ -108,6 +108,9 @@ func OpenSpool(dir string, maxBytes int64) (_ *Spool, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if cur, err = s.checkCursor(segs, cur); err != nil {
+		return nil, err
+	}
 	s.cur = cur
 	next, err := s.tidy(segs, cur)
 	if err != nil {

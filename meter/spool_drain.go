@@ -45,15 +45,88 @@ func (s *Spool) readCursor() (spoolCursor, error) {
 	if err == nil {
 		return c, nil
 	}
+	s.setCursorAside("spool: the cursor does not parse; the spool is sent again from its oldest segment (JetStream and the ledger drop what was sent already)", err)
+	return spoolCursor{}, nil
+}
+
+// setCursorAside renames the cursor file cursor.broken-<unix time>, kept
+// for inspection, and warns with msg and why, naming both files.
+func (s *Spool) setCursorAside(msg string, why error) {
+	path := filepath.Join(s.dir, "cursor")
 	aside := fmt.Sprintf("%s.broken-%d", path, time.Now().Unix())
 	kept := aside
 	if rerr := os.Rename(path, aside); rerr != nil {
 		kept = "not kept: " + rerr.Error() // the next cursor written replaces it
 	}
-	slog.Warn("spool: the cursor does not parse; the spool is sent again from its oldest segment (JetStream and the ledger drop what was sent already)",
-		"cursor", path, "err", err, "kept_as", kept)
+	slog.Warn(msg, "cursor", path, "err", why, "kept_as", kept)
+}
+
+// checkCursor returns cur when it fits the segments on disk (segs), and
+// otherwise sets the cursor file aside (see setCursorAside) and returns
+// the start of the oldest segment, from which everything on disk is sent
+// again (with the same ids, which JetStream and the ledger drop). A cursor
+// fits when no segment before its own holds a record (Drain removes each
+// segment it finishes before its cursor moves past it) and, its own
+// segment on disk, its offset is that segment's start or the end of a
+// record or of bytes set aside there. A cursor that parses and does not
+// fit (a flipped digit, a restore that brought back a cursor newer than
+// the segments) had the segments before it, or its own past its offset,
+// taken as sent and deleted unread, or the bytes from inside a record
+// dead-lettered as a corrupt one.
+func (s *Spool) checkCursor(segs []uint64, cur spoolCursor) (spoolCursor, error) {
+	if cur == (spoolCursor{}) {
+		return cur, nil
+	}
+	var why error
+	for _, n := range segs {
+		switch {
+		case n < cur.Segment:
+			held := false
+			err := scanSegment(s.segPath(n), 0, -1, func([]byte, int64) error {
+				held = true
+				return errCursorChecked
+			}, nil)
+			if err != nil && !errors.Is(err, errCursorChecked) {
+				return cur, err
+			}
+			if held {
+				why = fmt.Errorf("segment %d, before the cursor's (%d), holds records", n, cur.Segment)
+			}
+		case n == cur.Segment && cur.Offset > 0:
+			found := false
+			at := func(next int64) error {
+				if next == cur.Offset {
+					found = true
+					return errCursorChecked
+				}
+				if next > cur.Offset {
+					return errCursorChecked
+				}
+				return nil
+			}
+			err := scanSegment(s.segPath(n), 0, -1, func(_ []byte, next int64) error { return at(next) },
+				func(_ []byte, _ string, next int64) error { return at(next) })
+			if err != nil && !errors.Is(err, errCursorChecked) {
+				return cur, err
+			}
+			if !found {
+				why = fmt.Errorf("offset %d of segment %d is not where a record of it ends", cur.Offset, n)
+			}
+		}
+		if why != nil {
+			break
+		}
+	}
+	if why == nil {
+		return cur, nil
+	}
+	s.setCursorAside("spool: the cursor does not fit the segments on disk; the spool is sent again from its oldest segment "+
+		"(JetStream and the ledger drop what was sent already)", why)
 	return spoolCursor{}, nil
 }
+
+// errCursorChecked ends checkCursor's scans early.
+var errCursorChecked = errors.New("checked")
 
 // writeCursor replaces the cursor atomically and durably.
 func (s *Spool) writeCursor(c spoolCursor) error {
