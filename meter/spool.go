@@ -102,25 +102,35 @@ func OpenSpool(dir string, maxBytes int64) (_ *Spool, err error) {
 	s := &Spool{dir: dir, lock: lock, maxSize: maxBytes, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	segs, err := s.segments()
 	if err != nil {
-		return nil, err
+		return nil, s.unreadable(err)
 	}
 	cur, err := s.readCursor()
 	if err != nil {
 		return nil, err
 	}
 	if cur, err = s.checkCursor(segs, cur); err != nil {
-		return nil, err
+		return nil, s.unreadable(err)
 	}
 	s.cur = cur
 	next, err := s.tidy(segs, cur)
 	if err != nil {
-		return nil, err
+		return nil, s.unreadable(err)
 	}
 	if err := s.openSegment(next); err != nil {
-		return nil, err
+		return nil, s.unreadable(err)
 	}
 	go s.writer()
 	return s, nil
+}
+
+// unreadable is OpenSpool's error err when the spool cannot be read or
+// written (a restore that changed its owner or mode, a failing disk),
+// saying what to do: a start that refused with the file system's error
+// alone left an operator to guess, and deleting the segment, the obvious
+// guess, loses records acknowledged and not yet sent on.
+func (s *Spool) unreadable(err error) error {
+	return fmt.Errorf("%w: make the spool directory %s and its segments readable and writable by the gateway's user; "+
+		"do not delete the segments: they hold records not yet sent on (usage events acknowledged to their clients)", err, s.dir)
 }
 
 // spooledBy returns when the spooled record data was appended at the

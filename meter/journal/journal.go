@@ -146,7 +146,7 @@ func Open(dir string) (j *Journal, reqs []Request, err error) {
 	}()
 	segs, sl, err := segments(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, unreadable(dir, err)
 	}
 	seed, err := newSeed()
 	if err != nil {
@@ -163,12 +163,12 @@ func Open(dir string) (j *Journal, reqs []Request, err error) {
 	}
 	gone, err := replaced(dir, segs, sl)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, unreadable(dir, err)
 	}
 	live := slices.DeleteFunc(slices.Clone(segs), func(n uint64) bool { return gone[n] })
 	reqs, hidden, err := recoverSegments(dir, live, nil, sl)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, unreadable(dir, err)
 	}
 	j = &Journal{dir: dir, lock: lock, seed: seed, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		older: segs, olderSeals: sl, recovered: hidden, lazy: time.NewTimer(time.Hour)}
@@ -177,10 +177,20 @@ func Open(dir string) (j *Journal, reqs []Request, err error) {
 		j.hidden, _ = json.Marshal(hidden)
 	}
 	if err := j.openSegment(next); err != nil {
-		return nil, nil, err
+		return nil, nil, unreadable(dir, err)
 	}
 	go j.writer()
 	return j, reqs, nil
+}
+
+// unreadable is Open's error err when the journal in dir cannot be read
+// or written (a restore that changed its owner or mode, a failing disk),
+// saying what to do: a start that refused with the file system's error
+// alone left an operator to guess, and deleting the segment, the obvious
+// guess, loses the requests in flight it holds, unbilled.
+func unreadable(dir string, err error) error {
+	return fmt.Errorf("%w: make the journal directory %s and its segments readable and writable by the gateway's user; "+
+		"do not delete the segments: they hold the requests in flight at the last stop, which are billed from them", err, dir)
 }
 
 // Release removes what earlier processes left in the journal: call it
