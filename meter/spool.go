@@ -285,7 +285,10 @@ func (s *Spool) AppendOwed(e *usage.Event) error {
 
 // AppendRecord writes one record (1 byte to 16 MiB) to the spool and
 // returns once it is on disk (fsync'd). It returns ErrSpoolFull when the
-// spool is at its cap.
+// spool is at its cap. Records are JSON objects (a usage event, a dead
+// letter): past bytes damaged on disk, the search for the next intact
+// record looks only where one begins with '{' and ends with '}', so a
+// record that is not one is set aside with the damaged bytes before it.
 func (s *Spool) AppendRecord(data []byte) error { return s.appendRecord(data, true) }
 
 // appendRecord is AppendRecord, held to the cap when capped is true.
@@ -527,7 +530,8 @@ func scanSegment(path string, from, limit int64, fn func(data []byte, next int64
 
 // resync returns the offset of the first intact, non-empty record of f
 // after the bad one at off (within limit, when limit >= 0), or -1 when
-// there is none: the bad record is the segment's tail.
+// there is none: the bad record is the segment's tail. Only a JSON object
+// is taken for a record (see AppendRecord).
 func resync(f *os.File, off, limit int64) (int64, error) {
 	st, err := f.Stat()
 	if err != nil {
@@ -547,6 +551,12 @@ func resync(f *os.File, off, limit int64) (int64, error) {
 	for i := 1; i+8 <= len(rest); i++ {
 		n := int(binary.BigEndian.Uint32(rest[i:]))
 		if n == 0 || n > maxRecord || i+8+n > len(rest) {
+			continue
+		}
+		if rest[i+8] != '{' || rest[i+8+n-1] != '}' {
+			// Not a JSON object, as every record is: no crc of megabytes
+			// at each offset of random bytes whose length fits (a 250th of
+			// them), which held a start for minutes over a damaged segment.
 			continue
 		}
 		if crc32.Checksum(rest[i+8:i+8+n], crcTable) == binary.BigEndian.Uint32(rest[i+4:]) {
