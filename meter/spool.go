@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -100,7 +101,7 @@ func OpenSpool(dir string, maxBytes int64) (_ *Spool, err error) {
 		}
 	}()
 	s := &Spool{dir: dir, lock: lock, maxSize: maxBytes, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	segs, err := s.segments()
+	segs, err := s.segments(true)
 	if err != nil {
 		return nil, s.unreadable(err)
 	}
@@ -226,20 +227,34 @@ func (s *Spool) tidy(segs []uint64, cur spoolCursor) (next uint64, err error) {
 
 func (s *Spool) segPath(n uint64) string { return filepath.Join(s.dir, fmt.Sprintf("%020d.seg", n)) }
 
-// segments lists the segment numbers on disk, ascending.
-func (s *Spool) segments() ([]uint64, error) {
+// segments lists the segment numbers on disk, ascending: the files named
+// as segPath names them. Others whose names end .seg are left alone,
+// and, when warn is set (at open), warned of: read from the front of
+// any such name, a number made a copy ("00000000000000000001 (copy).seg")
+// the same segment again, its events counted twice, and "7.seg" a segment
+// whose file (00000000000000000007.seg) did not exist, which failed the
+// start.
+func (s *Spool) segments(warn bool) ([]uint64, error) {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
 	}
 	var out []uint64
 	for _, e := range ents {
-		var n uint64
-		if name, ok := strings.CutSuffix(e.Name(), ".seg"); ok {
-			if _, err := fmt.Sscanf(name, "%d", &n); err == nil {
-				out = append(out, n)
-			}
+		name, ok := strings.CutSuffix(e.Name(), ".seg")
+		if !ok {
+			continue
 		}
+		n, err := strconv.ParseUint(name, 10, 64)
+		if err != nil || e.Name() != filepath.Base(s.segPath(n)) {
+			if warn {
+				slog.Warn("spool: a file named like a segment is not one (segments are named with 20 digits, as 00000000000000000001.seg): "+
+					"left alone and not sent; if it holds records of this spool, give it the name of a segment after the last one",
+					"dir", s.dir, "file", e.Name())
+			}
+			continue
+		}
+		out = append(out, n)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out, nil

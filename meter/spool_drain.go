@@ -178,7 +178,7 @@ func (s *Spool) DrainSkipping(ctx context.Context, send func(ctx context.Context
 	s.drainMu.Lock()
 	defer s.drainMu.Unlock()
 	cur := s.cur
-	segs, err := s.segments()
+	segs, err := s.segments(false)
 	if err != nil {
 		return 0, err
 	}
