@@ -165,7 +165,8 @@ func TestConsolePastExpirySaysTheKeyIsRefused(t *testing.T) {
 	if n := save("2020-01-02"); !strings.Contains(n, "Its expiry, 2020-01-02 00:00 UTC, has passed: the key is refused from now on") {
 		t.Errorf("after a past expiry the notice is %q, want it to say the key is refused", n)
 	}
-	if n := save(time.Now().AddDate(1, 0, 0).Format("2006-01-02")); n != "Limits of key "+k.Prefix+"… saved." {
-		t.Errorf("after a later expiry the notice is %q, want saved alone", n)
+	later := time.Now().AddDate(1, 0, 0).Format("2006-01-02")
+	if n, want := save(later), "Limits of key "+k.Prefix+"… saved: expiry 2020-01-02 00:00:00 UTC → "+later+" 00:00:00 UTC."; n != want {
+		t.Errorf("after a later expiry the notice is %q, want %q (what changed, and no more)", n, want)
 	}
 }

@@ -66,6 +66,17 @@ func (f refusedForm) Value(form, field, shown string) string {
 	return f.values.Get(field)
 }
 
+// Kept is field's value as sent in form, when it is the refused one and
+// sent it, else shown. It is for hidden fields (what the page showed, as
+// a key's limits form's name_shown), which a form sent by other means
+// than the page (or by an older page) may lack.
+func (f refusedForm) Kept(form, field, shown string) string {
+	if v, ok := f.values[field]; f.form == form && ok && len(v) > 0 {
+		return v[0]
+	}
+	return shown
+}
+
 // Invalid is the attributes of form's input field: when the error is
 // about it, marked invalid, described by the error beside it, focused.
 func (f refusedForm) Invalid(form, field string) template.HTMLAttr {

@@ -68,6 +68,10 @@ var funcs = template.FuncMap{
 		}
 		return e.Cost + " " + e.Currency
 	},
+	// limitsShown and limitNames are a key's limits form's values, by
+	// field, and its fields' names (see keyLimits).
+	"limitsShown": keyLimitsShown,
+	"limitNames":  keyLimitNames,
 }
 
 // notPriced is what a page shows for the cost of usage no price rated
