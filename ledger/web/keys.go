@@ -205,6 +205,14 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k, err := c.client(r).RevokeKey(r.Context(), id)
+	if ledger.ErrorCode(err) == ledger.EConflict {
+		// Confirmed twice (a double click): the second answer, the one
+		// shown, said "already revoked" as an error.
+		if k, kerr := c.client(r).Key(r.Context(), id); kerr == nil && k.RevokedAt != nil {
+			c.done(w, r, keysBack(r), "Key "+k.Prefix+"… was revoked at "+optionalTime(k.RevokedAt)+" UTC.", nil)
+			return
+		}
+	}
 	c.done(w, r, keysBack(r), "Key "+k.Prefix+"… revoked.", err)
 }
 

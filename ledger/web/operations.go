@@ -101,13 +101,34 @@ func (c *Console) addPrice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.EffectiveFrom, in.EffectiveTo = *from, to
-	p, err := c.client(r).CreatePrice(r.Context(), in)
+	// One version per form shown: sent twice (a double click, the
+	// browser's resend), the second sending met the first's version as a
+	// conflict, and the page the browser showed said so, the form filled
+	// in again, as if nothing had been added.
+	notice, resent, err := c.sess.doOnce(sessionOf(r), r.PostFormValue("form_id"), func() (string, error) {
+		p, err := c.client(r).CreatePrice(r.Context(), in)
+		if err != nil {
+			return "", err
+		}
+		until := "open-ended"
+		if p.EffectiveTo != nil {
+			until = "until " + day(*p.EffectiveTo) + " UTC"
+		}
+		return "Price version " + strconv.FormatInt(p.ID, 10) + " for " + p.Model + " added: " + p.Currency +
+			", from " + day(p.EffectiveFrom) + " UTC, " + until + ".", nil
+	})
 	if err != nil {
 		c.refuse(w, r, "/console/prices", "price", priceForm, err)
 		return
 	}
-	c.done(w, r, "/console/prices", "Price version "+strconv.FormatInt(p.ID, 10)+" for "+p.Model+" added.", nil)
+	if resent {
+		notice = "That form was sent twice and added one version. " + notice
+	}
+	c.done(w, r, "/console/prices", notice, nil)
 }
+
+// day is t as the console's pages show a time: UTC, to the minute.
+func day(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") }
 
 type reconciliationData struct {
 	From, To string // the range asked, as the form gave it

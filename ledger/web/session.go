@@ -49,6 +49,16 @@ type session struct {
 	// issued by each form (its form_id) under it (see issueOnce).
 	issueMu  sync.Mutex
 	issuedBy []formIssue
+	// doneMu makes one write of a form sent with a form_id at a time
+	// (other than a key's issue); doneBy is what each such form did (see
+	// doOnce).
+	doneMu sync.Mutex
+	doneBy []formDone
+}
+
+// formDone is what a form sent with a form_id did: its notice.
+type formDone struct {
+	formID, notice string
 }
 
 // formIssue is a key the console issued for one rendering of the issue
@@ -255,6 +265,39 @@ func (s *sessions) issueOnce(ss *session, formID string, issue func() (*issuedDa
 	ss.issuedBy = append(ss.issuedBy, formIssue{formID: formID, key: *k, at: s.now()})
 	s.mu.Unlock()
 	return k, false, nil
+}
+
+// doOnce runs write for the form formID names (its form_id, one per
+// rendering of the form), once: sent again (a double click, the browser's
+// resend), even while the first sending is still being written, the form
+// is not written again and doOnce returns the notice its first sending
+// returned, with resent true. A write that fails is not remembered, so a
+// refused form may be sent again. Without a form_id, write is run.
+func (s *sessions) doOnce(ss *session, formID string, write func() (notice string, err error)) (notice string, resent bool, err error) {
+	if formID == "" {
+		notice, err = write()
+		return notice, false, err
+	}
+	ss.doneMu.Lock()
+	defer ss.doneMu.Unlock()
+	s.mu.Lock()
+	for _, f := range ss.doneBy {
+		if f.formID == formID {
+			s.mu.Unlock()
+			return f.notice, true, nil
+		}
+	}
+	s.mu.Unlock()
+	if notice, err = write(); err != nil {
+		return "", false, err
+	}
+	s.mu.Lock()
+	if len(ss.doneBy) >= maxFormIssues {
+		ss.doneBy = append(ss.doneBy[:0], ss.doneBy[1:]...)
+	}
+	ss.doneBy = append(ss.doneBy, formDone{formID: formID, notice: notice})
+	s.mu.Unlock()
+	return notice, false, nil
 }
 
 // popIssued returns and forgets the key just issued, or nil; with keep,
