@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -204,15 +205,50 @@ func (c *Console) statementCSV(w http.ResponseWriter, r *http.Request) {
 }
 
 // addCredit records a credit through the API, with the form's
-// idempotency key so that a resubmitted form credits once.
+// idempotency key so that a resubmitted form credits once. An amount
+// with more decimals than the customer's currency's minor unit ("10.005"
+// yen: likely 10,005 written with a thousands separator, or a typo in the
+// cents) is refused once, the form kept with that amount as checked
+// (amount_checked); sent again unchanged it is recorded as typed (the
+// ledger keeps micro-units).
 func (c *Console) addCredit(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	e, err := c.client(r).AddEntry(r.Context(), id, ledger.KindCredit, ledger.EntryInput{
-		Amount: strings.TrimSpace(r.PostFormValue("amount")), Memo: r.PostFormValue("memo"),
+	cl := c.client(r)
+	amount := strings.TrimSpace(r.PostFormValue("amount"))
+	if places := decimalPlaces(amount); places > 0 && amount != r.PostFormValue("amount_checked") {
+		cu, err := cl.Customer(r.Context(), id)
+		if err != nil {
+			c.refuse(w, r, "/console/customers/"+id, "credit-"+id, creditForm, err)
+			return
+		}
+		if scale, _ := ledger.MinorUnit(cu.Currency); places > scale {
+			r.PostForm.Set("amount_checked", amount)
+			c.refuse(w, r, "/console/customers/"+id, "credit-"+id, creditForm, &ledger.Error{Code: ledger.EInvalid,
+				Message: fmt.Sprintf("amount: %q has %d decimal places, and a %s has %d: check it (write no thousands separator); "+
+					"to credit %s %s as it is, send the form again", amount, places, cu.Currency, scale, amount, cu.Currency)})
+			return
+		}
+	}
+	e, err := cl.AddEntry(r.Context(), id, ledger.KindCredit, ledger.EntryInput{
+		Amount: amount, Memo: r.PostFormValue("memo"),
 		IdempotencyKey: r.PostFormValue("idempotency_key")})
 	if err != nil {
 		c.refuse(w, r, "/console/customers/"+id, "credit-"+id, creditForm, err)
 		return
 	}
 	c.done(w, r, "/console/customers/"+id, "Credit of "+e.Amount+" "+e.Currency+" recorded (entry "+strconv.FormatInt(e.ID, 10)+").", nil)
+}
+
+// plainAmount is an amount written out: digits, and a fraction.
+var plainAmount = regexp.MustCompile(`^[0-9]*(\.[0-9]*)?$`)
+
+// decimalPlaces is how many decimals amount, written out, has that are
+// not trailing zeros ("10.50": 1); 0 for one that is not written out (the
+// API says what is wrong with it).
+func decimalPlaces(amount string) int {
+	if !plainAmount.MatchString(amount) {
+		return 0
+	}
+	_, frac, _ := strings.Cut(amount, ".")
+	return len(strings.TrimRight(frac, "0"))
 }

@@ -5,7 +5,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -296,14 +295,12 @@ func canonCount(s string) string {
 	return s
 }
 
-var plainDecimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
-
 func canonAmount(s string) string {
 	s = strings.TrimSpace(s)
-	if !plainDecimal.MatchString(s) {
+	if !plainAmount.MatchString(s) || strings.Trim(s, ".") == "" {
 		return s
 	}
-	if i := strings.IndexByte(s, '.'); i >= 0 {
+	if strings.Contains(s, ".") {
 		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	}
 	if s = strings.TrimLeft(s, "0"); s == "" || s[0] == '.' {
