@@ -152,3 +152,53 @@ func TestConsoleLimitsNoLostUpdate(t *testing.T) {
 		t.Errorf("sent again: rpm %v, daily %v; want 120, 40.5", got.RPMLimit, got.DailyLimit)
 	}
 }
+
+// TestConsoleLimitsBehindABatchKept: a spend limit change that waited for
+// the meter's batches past the ledger's bound (503, "try again") came
+// back as an error alone, the form closed with the stored limits and the
+// operator's edits gone. It comes back open, as it was typed, to send
+// again.
+func TestConsoleLimitsBehindABatchKept(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	cu, _, _ := g.customer("waiting", "none", 0)
+	k, err := g.api.CreateKey(ctx, cu.ID, ledger.KeyInput{Name: "waits"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := g.browser()
+	g.signIn(c, "console", "token", adminToken)
+	_, body, _ := g.do(c, "GET", "/console/keys?customer="+cu.ID, nil)
+	form := limitsForm(t, body, k.ID)
+	form.Set("daily_limit", "12.5")
+	form.Set("rpm_limit", "90")
+	db, err := pgx.Connect(ctx, g.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtext('tollgate key spend'))`); err != nil {
+		t.Fatal(err)
+	}
+	_, _, h := g.do(c, "POST", "/console/keys/"+k.ID+"/limits", form)
+	_ = tx.Rollback(ctx)
+	_, failure, body := g.limitsNotice(c, h)
+	if !strings.Contains(failure, "try again") {
+		t.Errorf("a daily limit behind a batch: error %q", failure)
+	}
+	kept := limitsForm(t, body, k.ID)
+	if kept.Get("daily_limit") != "12.5" || kept.Get("rpm_limit") != "90" || !strings.Contains(body, `<details open><summary aria-label="Set limits of key waits`) {
+		t.Errorf("the form came back holding daily %q, rpm %q (open: %v); want it open, as typed", kept.Get("daily_limit"), kept.Get("rpm_limit"),
+			strings.Contains(body, "<details open>"))
+	}
+	// Sent again, it is saved.
+	_, _, h = g.do(c, "POST", "/console/keys/"+k.ID+"/limits", kept)
+	if notice, failure, _ := g.limitsNotice(c, h); failure != "" || !strings.Contains(notice, "daily spend limit none → 12.5") {
+		t.Errorf("sent again: notice %q, error %q", notice, failure)
+	}
+}
