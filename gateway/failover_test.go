@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -234,5 +235,67 @@ func TestSingleDeploymentFormUnchanged(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("after a 429: status %d", resp.StatusCode)
+	}
+}
+
+// TestFailoverOnUnexpectedSuccessStatus: an upstream that answers a
+// status of 2xx other than 200 (a base_url at a queue's 202 Accepted, a
+// proxy's 204 No Content) served nothing, as one that answers 3xx did
+// not: the deployment failed, the next one serves, and when none is left
+// the client gets 502 in its envelope. Relayed as the upstream's own
+// status, the client was told 202 or 204, a success to its SDK, with an
+// error object or nothing for a body, the request never went to the
+// healthy deployment beside it, and the broken one never rested.
+func TestFailoverOnUnexpectedSuccessStatus(t *testing.T) {
+	for _, status := range []int{201, 202, 204, 206} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			odd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(status)
+				if status != http.StatusNoContent {
+					_, _ = io.WriteString(w, `{"status":"queued"}`)
+				}
+			}))
+			t.Cleanup(odd.Close)
+			st := failoverStack(t, func(c *gateway.Config) {
+				c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "odd", Type: "openai", BaseURL: odd.URL + "/v1", APIKey: "k"})
+				c.Models[len(c.Models)-2].Deployments[0] = gateway.DeploymentConfig{Name: "odd", Provider: "odd", UpstreamModel: "sim-small", Weight: 1 << 30}
+				c.Models = append(c.Models, gateway.ModelConfig{Name: "odd-only", Provider: "odd", UpstreamModel: "sim-small"})
+			})
+			for _, stream := range []string{"false", "true"} {
+				resp := st.post(t, "/v1/chat/completions", `{"model":"smart","stream":`+stream+`,"messages":[{"role":"user","content":"hi there"}]}`)
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				id := resp.Header.Get("X-Request-Id")
+				if resp.StatusCode != 200 || strings.Contains(string(body), `"error"`) {
+					t.Fatalf("stream %s: status %d: %s", stream, resp.StatusCode, body)
+				}
+				if e := st.sink.event(t, id); e.Deployment == "odd" || e.Status != usage.StatusOK || e.NotCharged {
+					t.Errorf("stream %s: served by %+v", stream, e)
+				}
+				evs := st.sink.eventsOf(id)
+				if stream == "true" {
+					if len(evs) != 1 || evs[0].Deployment == "odd" {
+						t.Errorf("stream %s: the deployment that answered %d does not rest: attempts %+v", stream, status, evs)
+					}
+					continue
+				}
+				if len(evs) != 2 || evs[0].Deployment != "odd" || !evs[0].NotCharged || evs[0].Status != usage.StatusUpstreamError ||
+					!strings.Contains(evs[0].Error, strconv.Itoa(status)) {
+					t.Errorf("stream %s: attempts %+v, want the one on odd failed and not charged", stream, evs)
+				}
+			}
+			// Alone, its answer is the client's 502, in OpenAI's envelope.
+			resp := st.post(t, "/v1/chat/completions", `{"model":"odd-only","messages":[{"role":"user","content":"hi there"}]}`)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `"type":"upstream_error"`) {
+				t.Fatalf("alone: status %d: %s", resp.StatusCode, body)
+			}
+			if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.HTTPStatus != http.StatusBadGateway || e.Status != usage.StatusUpstreamError || e.NotCharged {
+				t.Errorf("alone: event %+v", e)
+			}
+		})
 	}
 }
