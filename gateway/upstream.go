@@ -22,7 +22,8 @@ import (
 // headers arrive with status 200. Otherwise it answers the client itself
 // (502 unreachable or redirected, 504 no answer within connect_timeout, a
 // non-streamed request's stall_timeout or what is left of request_timeout,
-// or the upstream's own status and error, scrubbed) and returns nil.
+// 502 for any other status below 400, or the upstream's own status and
+// error, scrubbed) and returns nil.
 func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, header http.Header) *http.Response {
 	up, err := s.upstreamRequest(x.ctx, rt.provider, path, body, header)
 	if err != nil {
@@ -207,7 +208,8 @@ func passHeaders(dst, src http.Header) {
 // relayUpstreamError passes an upstream's refusal to the client with its
 // status and its backoff headers: its own body when it is a JSON error
 // object, else wrapped in the route's envelope; either way scrubbed of the
-// provider's credential and address.
+// provider's credential and address. A status below 400 (a redirect, or a
+// 2xx but 200) is the deployment's failure, answered 502.
 func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	body = []byte(s.scrubFor(rt.provider.Name, string(body)))
@@ -222,6 +224,22 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 			return
 		}
 		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", redirectMessage(resp.StatusCode)))
+		return
+	}
+	if resp.StatusCode < 400 {
+		// Any other status below 400 but 200 (202 Accepted from a queue,
+		// 204 from a proxy): nothing was served, and no API the gateway
+		// speaks answers so. Relayed, the client read a success status
+		// with an error object, or no body, for its answer. It is the
+		// deployment's failure, as a redirect is: the next one serves,
+		// else the client gets 502.
+		x.event.Error += ": not an answer"
+		x.upstreamFailed, x.refusedWith = true, http.StatusBadGateway
+		if x.mayRetry() {
+			return
+		}
+		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
+			fmt.Sprintf("the upstream provider answered %d, which is not an answer: %s", resp.StatusCode, bytes.TrimSpace(body))))
 		return
 	}
 	// A 401 is the deployment's key refused (the gateway sends its own):
