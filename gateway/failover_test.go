@@ -299,3 +299,39 @@ func TestFailoverOnUnexpectedSuccessStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstream401IsNotTheClientsKey: an upstream's 401 refuses the key the
+// gateway sent, the deployment's own, which the client neither sent nor
+// can fix. On the last attempt it is answered 502, in the route's
+// envelope. Relayed as it came, a client whose key the gateway had just
+// accepted got 401 invalid_api_key (OpenAI's words) or
+// authentication_error (Anthropic's): the gateway's own answer to a
+// revoked key, on which an SDK raises its authentication error and
+// retries nothing, and the customer blames (and rotates) its key.
+func TestUpstream401IsNotTheClientsKey(t *testing.T) {
+	st := failoverStack(t, func(c *gateway.Config) {
+		base := strings.TrimSuffix(c.Providers[0].BaseURL, "/v1")
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "claude-d", Type: "anthropic", BaseURL: base + "/d/claude-d/v1", APIKey: "k"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "claude-d", Provider: "claude-d", UpstreamModel: "sim-small"})
+	})
+	st.setFaults(t, "spare", `{"fail_all":true,"status":401}`)
+	st.setFaults(t, "claude-d", `{"fail_all":true,"status":401}`)
+	for _, c := range []struct{ path, body, want string }{
+		{"/v1/chat/completions", `{"model":"cheap","messages":[{"role":"user","content":"hi"}]}`, `"type":"upstream_error"`},
+		{"/v1/chat/completions", `{"model":"claude-d","messages":[{"role":"user","content":"hi"}]}`, `"type":"upstream_error"`},
+		{"/anthropic/v1/messages", `{"model":"claude-d","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, `"type":"api_error"`},
+	} {
+		resp := st.post(t, c.path, c.body)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), c.want) ||
+			strings.Contains(string(body), "invalid_api_key") || strings.Contains(string(body), "authentication_error") {
+			t.Errorf("%s %s: status %d: %s; want 502 with %s", c.path, c.body, resp.StatusCode, body, c.want)
+			continue
+		}
+		e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+		if e.Status != usage.StatusUpstreamError || e.HTTPStatus != http.StatusBadGateway || !strings.Contains(e.Error, "401") || e.NotCharged {
+			t.Errorf("%s: event %+v", c.path, e)
+		}
+	}
+}
