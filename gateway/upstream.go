@@ -209,7 +209,8 @@ func passHeaders(dst, src http.Header) {
 // status and its backoff headers: its own body when it is a JSON error
 // object, else wrapped in the route's envelope; either way scrubbed of the
 // provider's credential and address. A status below 400 (a redirect, or a
-// 2xx but 200) is the deployment's failure, answered 502.
+// 2xx but 200) is the deployment's failure, answered 502, and so is a 401
+// (the deployment's own key refused, which the client cannot fix).
 func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	body = []byte(s.scrubFor(rt.provider.Name, string(body)))
@@ -252,6 +253,17 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		if x.mayRetry() {
 			return
 		}
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		// The deployment's key, not the client's, was refused: relayed,
+		// the 401 (OpenAI's invalid_api_key, Anthropic's
+		// authentication_error) read as the gateway refusing the client's
+		// own key, which it had just accepted. The client gets 502; the
+		// event and the log say "upstream status 401".
+		x.refusedWith = http.StatusBadGateway
+		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
+			"the upstream provider refused the gateway's credentials for this model's deployment (401); the gateway's operator must fix them"))
+		return
 	}
 	var env struct {
 		Error json.RawMessage `json:"error"`
