@@ -335,3 +335,66 @@ func TestUpstream401IsNotTheClientsKey(t *testing.T) {
 		}
 	}
 }
+
+// TestGeminiKeyRefusedFailsOver: Gemini refuses an API key with 400
+// INVALID_ARGUMENT and the reason API_KEY_INVALID in its details, not with
+// a 401. It is the deployment's own key refused, as an upstream 401 is:
+// the next deployment serves, the refused one rests, and alone it is
+// answered 502, not a 400 telling the client its key was not valid. As a
+// 400 it was the client's error: no failover, no rest, and every request
+// drawn to a deployment whose key was rotated got "API key not valid".
+func TestGeminiKeyRefusedFailsOver(t *testing.T) {
+	const refusal = `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT",` +
+		`"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}}`
+	refused := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, refusal)
+	}))
+	t.Cleanup(refused.Close)
+	st := failoverStack(t, func(c *gateway.Config) {
+		base := strings.TrimSuffix(c.Providers[0].BaseURL, "/v1")
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "gm-old", Type: "gemini", BaseURL: refused.URL + "/v1beta", APIKey: "gm-rotated"},
+			gateway.ProviderConfig{Name: "gm-new", Type: "gemini", BaseURL: base + "/d/gm-new/v1beta", APIKey: "gm-current"})
+		c.Models = append(c.Models,
+			gateway.ModelConfig{Name: "gm", Deployments: []gateway.DeploymentConfig{
+				{Name: "gm-old", Provider: "gm-old", UpstreamModel: "sim-small", Weight: 1 << 30},
+				{Name: "gm-new", Provider: "gm-new", UpstreamModel: "sim-small", Weight: 1}}},
+			gateway.ModelConfig{Name: "gm-alone", Provider: "gm-old", UpstreamModel: "sim-small"})
+	})
+	resp := st.post(t, "/gemini/v1beta/models/gm:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "x-goog-api-key", testKey)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	evs := st.sink.eventsOf(id)
+	if len(evs) != 2 || evs[0].Deployment != "gm-old" || !evs[0].NotCharged || evs[1].Deployment != "gm-new" || evs[1].Status != usage.StatusOK {
+		t.Fatalf("attempts %+v, want gm-old refused and not charged, then gm-new", evs)
+	}
+	// gm-old rests: the next request goes to gm-new first.
+	resp = st.post(t, "/v1/chat/completions", `{"model":"gm","messages":[{"role":"user","content":"hi"}]}`)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if evs := st.sink.eventsOf(resp.Header.Get("X-Request-Id")); resp.StatusCode != 200 || len(evs) != 1 || evs[0].Deployment != "gm-new" {
+		t.Fatalf("while gm-old rests: status %d %s, attempts %+v", resp.StatusCode, body, evs)
+	}
+	for _, c := range []struct{ path, body, header string }{
+		{"/gemini/v1beta/models/gm-alone:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, "x-goog-api-key"},
+		{"/v1/chat/completions", `{"model":"gm-alone","messages":[{"role":"user","content":"hi"}]}`, "Authorization"},
+	} {
+		v := testKey
+		if c.header == "Authorization" {
+			v = "Bearer " + testKey
+		}
+		resp := st.post(t, c.path, c.body, c.header, v)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway || strings.Contains(string(body), "API key not valid") {
+			t.Errorf("%s alone: status %d: %s; want 502", c.path, resp.StatusCode, body)
+		}
+	}
+}
