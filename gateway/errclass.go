@@ -144,3 +144,28 @@ var clientErrorWords = map[string]bool{
 	"context_length_exceeded": true, "content_filter": true, "content_policy_violation": true,
 	"invalid_api_key": true, "model_not_found": true, "invalid_prompt": true,
 }
+
+// keyRefusal reports whether b, the body of an upstream's 400, is Google's
+// refusal of the API key the gateway sent (the deployment's own): Gemini
+// answers an invalid or expired key with 400 INVALID_ARGUMENT, not 401,
+// its error's details naming the reason in an ErrorInfo
+// ({"error":{"details":[{"reason":"API_KEY_INVALID"}]}}). Any other 400 is
+// the client's request.
+func keyRefusal(b []byte) bool {
+	var body struct {
+		Error struct {
+			Details []struct {
+				Reason string `json:"reason"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &body) != nil {
+		return false
+	}
+	for _, d := range body.Error.Details {
+		if d.Reason == "API_KEY_INVALID" || d.Reason == "API_KEY_EXPIRED" {
+			return true
+		}
+	}
+	return false
+}

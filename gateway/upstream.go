@@ -245,16 +245,24 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 	}
 	// A 401 is the deployment's key refused (the gateway sends its own):
 	// the deployment's failure, as a 429 or a 5xx is, which another
-	// deployment may not share. A 403 or 404 can be the client's request
-	// (a beta it may not use, a previous_response_id unknown) and goes to
-	// the client as it came, resting nothing.
-	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+	// deployment may not share; so is Gemini's 400 that names the key
+	// (keyRefused). A 403 or 404 can be the client's request (a beta it
+	// may not use, a previous_response_id unknown) and goes to the client
+	// as it came, resting nothing.
+	keyRefused := resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusBadRequest && keyRefusal(body)
+	if resp.StatusCode == http.StatusBadRequest && keyRefused {
+		// Counted as the provider's refusal (metrics kind "refused"), not
+		// as the client's invalid request.
+		x.event.Error += ": the deployment's API key refused"
+		x.refusedWith = http.StatusUnauthorized
+	}
+	if keyRefused || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		x.upstreamFailed, x.retryAfter = true, retryAfter(resp.Header, time.Now())
 		if x.mayRetry() {
 			return
 		}
 	}
-	if resp.StatusCode == http.StatusUnauthorized {
+	if keyRefused {
 		// The deployment's key, not the client's, was refused: relayed,
 		// the 401 (OpenAI's invalid_api_key, Anthropic's
 		// authentication_error) read as the gateway refusing the client's
@@ -262,7 +270,7 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		// event and the log say "upstream status 401".
 		x.refusedWith = http.StatusBadGateway
 		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
-			"the upstream provider refused the gateway's credentials for this model's deployment (401); the gateway's operator must fix them"))
+			fmt.Sprintf("the upstream provider refused the gateway's credentials for this model's deployment (%d); the gateway's operator must fix them", resp.StatusCode)))
 		return
 	}
 	var env struct {
