@@ -398,3 +398,52 @@ func TestGeminiKeyRefusedFailsOver(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstream402FailsOver: an upstream's 402 (Anthropic's billing_error,
+// OpenRouter's or Mistral's payment_required) says the operator's account
+// with the provider cannot pay, never the client's: the deployment's
+// failure, as a 401 is, and as billing_error already was under a 200. The
+// next deployment serves; alone, the client gets 502. Relayed as a 402,
+// the client read the gateway's own refusal of its customer's balance
+// (402 insufficient_quota), and the deployment kept its share.
+func TestUpstream402FailsOver(t *testing.T) {
+	broke := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusPaymentRequired)
+		_, _ = io.WriteString(w, `{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low to access the Anthropic API."}}`)
+	}))
+	t.Cleanup(broke.Close)
+	st := failoverStack(t, func(c *gateway.Config) {
+		base := strings.TrimSuffix(c.Providers[0].BaseURL, "/v1")
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "broke", Type: "anthropic", BaseURL: broke.URL + "/v1", APIKey: "k1"},
+			gateway.ProviderConfig{Name: "paid", Type: "anthropic", BaseURL: base + "/d/paid/v1", APIKey: "k2"})
+		c.Models = append(c.Models,
+			gateway.ModelConfig{Name: "cl", Deployments: []gateway.DeploymentConfig{
+				{Name: "broke", Provider: "broke", UpstreamModel: "sim-small", Weight: 1 << 30},
+				{Name: "paid", Provider: "paid", UpstreamModel: "sim-small", Weight: 1}}},
+			gateway.ModelConfig{Name: "cl-alone", Provider: "broke", UpstreamModel: "sim-small"})
+	})
+	resp := st.post(t, "/anthropic/v1/messages", `{"model":"cl","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	evs := st.sink.eventsOf(resp.Header.Get("X-Request-Id"))
+	if len(evs) != 2 || evs[0].Deployment != "broke" || !evs[0].NotCharged || evs[1].Deployment != "paid" || evs[1].Status != usage.StatusOK {
+		t.Fatalf("attempts %+v, want broke refused and not charged, then paid", evs)
+	}
+	for _, c := range []struct{ path, body, want string }{
+		{"/anthropic/v1/messages", `{"model":"cl-alone","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, `"type":"api_error"`},
+		{"/v1/chat/completions", `{"model":"cl-alone","messages":[{"role":"user","content":"hi"}]}`, `"type":"upstream_error"`},
+	} {
+		resp := st.post(t, c.path, c.body, "x-api-key", testKey)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), c.want) || strings.Contains(string(body), "billing_error") {
+			t.Errorf("%s alone: status %d: %s; want 502 with %s", c.path, resp.StatusCode, body, c.want)
+		}
+	}
+}
