@@ -210,7 +210,8 @@ func passHeaders(dst, src http.Header) {
 // object, else wrapped in the route's envelope; either way scrubbed of the
 // provider's credential and address. A status below 400 (a redirect, or a
 // 2xx but 200) is the deployment's failure, answered 502, and so is a 401
-// (the deployment's own key refused, which the client cannot fix).
+// or 402 (the deployment's own key or account refused, which the client
+// cannot fix).
 func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	body = []byte(s.scrubFor(rt.provider.Name, string(body)))
@@ -243,13 +244,15 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 			fmt.Sprintf("the upstream provider answered %d, which is not an answer: %s", resp.StatusCode, bytes.TrimSpace(body))))
 		return
 	}
-	// A 401 is the deployment's key refused (the gateway sends its own):
-	// the deployment's failure, as a 429 or a 5xx is, which another
-	// deployment may not share; so is Gemini's 400 that names the key
-	// (keyRefused). A 403 or 404 can be the client's request (a beta it
-	// may not use, a previous_response_id unknown) and goes to the client
-	// as it came, resting nothing.
-	keyRefused := resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusBadRequest && keyRefusal(body)
+	// A 401 is the deployment's key refused (the gateway sends its own),
+	// a 402 its account unable to pay (Anthropic's billing_error: the
+	// operator's account, never the client's): the deployment's failure,
+	// as a 429 or a 5xx is, which another deployment may not share; so is
+	// Gemini's 400 that names the key (keyRefusal). A 403 or 404 can be
+	// the client's request (a beta it may not use, a previous_response_id
+	// unknown) and goes to the client as it came, resting nothing.
+	keyRefused := resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusPaymentRequired ||
+		resp.StatusCode == http.StatusBadRequest && keyRefusal(body)
 	if resp.StatusCode == http.StatusBadRequest && keyRefused {
 		// Counted as the provider's refusal (metrics kind "refused"), not
 		// as the client's invalid request.
@@ -263,14 +266,15 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		}
 	}
 	if keyRefused {
-		// The deployment's key, not the client's, was refused: relayed,
-		// the 401 (OpenAI's invalid_api_key, Anthropic's
+		// The deployment's key or account, not the client's, was refused:
+		// relayed, the 401 (OpenAI's invalid_api_key, Anthropic's
 		// authentication_error) read as the gateway refusing the client's
-		// own key, which it had just accepted. The client gets 502; the
-		// event and the log say "upstream status 401".
+		// own key, which it had just accepted, and a 402 as the gateway
+		// refusing its customer's balance. The client gets 502; the event
+		// and the log say "upstream status 401" (or 402, 400).
 		x.refusedWith = http.StatusBadGateway
 		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
-			fmt.Sprintf("the upstream provider refused the gateway's credentials for this model's deployment (%d); the gateway's operator must fix them", resp.StatusCode)))
+			fmt.Sprintf("the upstream provider refused the gateway's credentials or account for this model's deployment (%d); the gateway's operator must fix them", resp.StatusCode)))
 		return
 	}
 	var env struct {
