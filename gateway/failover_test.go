@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -445,5 +446,58 @@ func TestUpstream402FailsOver(t *testing.T) {
 		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), c.want) || strings.Contains(string(body), "billing_error") {
 			t.Errorf("%s alone: status %d: %s; want 502 with %s", c.path, resp.StatusCode, body, c.want)
 		}
+	}
+}
+
+// TestErrorBodyThatNeverEnds: an upstream that answers an error status and
+// then holds its body open (a Content-Length it never sends) is bounded
+// by its stall_timeout, as any upstream body is: the request fails over to
+// the next deployment, or, alone, is answered with the status. The body of
+// a refusal was read with no timer at all (connect_timeout ends with the
+// headers): such an upstream held the request, and its client, past
+// stall_timeout and request_timeout for as long as it liked, and the
+// healthy deployment beside it was never tried.
+func TestErrorBodyThatNeverEnds(t *testing.T) {
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error":`)
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(hung.Close)
+	st := failoverStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "hung", Type: "openai", BaseURL: hung.URL + "/v1", APIKey: "k",
+			StallTimeout: 200 * time.Millisecond, RequestTimeout: 400 * time.Millisecond})
+		c.Models[len(c.Models)-2].Deployments[0] = gateway.DeploymentConfig{Name: "hung", Provider: "hung", UpstreamModel: "sim-small", Weight: 1 << 30}
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "hung-only", Provider: "hung", UpstreamModel: "sim-small"})
+	})
+	send := func(model string) (*http.Response, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, st.url+"/v1/chat/completions",
+			strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hi there"}]}`))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", model, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(body)
+	}
+	resp, body := send("smart")
+	if resp.StatusCode != 200 {
+		t.Fatalf("smart: status %d: %s", resp.StatusCode, body)
+	}
+	evs := st.sink.eventsOf(resp.Header.Get("X-Request-Id"))
+	if len(evs) != 2 || evs[0].Deployment != "hung" || !evs[0].NotCharged || evs[0].Status != usage.StatusUpstreamError || evs[1].Status != usage.StatusOK {
+		t.Fatalf("attempts %+v, want hung failed and not charged, then served", evs)
+	}
+	resp, body = send("hung-only")
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("hung-only: status %d: %s", resp.StatusCode, body)
 	}
 }
