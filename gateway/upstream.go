@@ -213,7 +213,14 @@ func passHeaders(dst, src http.Header) {
 // or 402 (the deployment's own key or account refused, which the client
 // cannot fix).
 func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var body []byte
+	if resp.StatusCode >= 200 { // a 101's body may be the connection itself, which no timer ends
+		// Under the stall timer, as any upstream body: read with none, a
+		// refusal whose body never ended (a Content-Length never sent)
+		// held the request past stall_timeout and request_timeout, and
+		// no other deployment was tried. What came is the body.
+		body, _ = s.readBody(x, io.LimitReader(resp.Body, 64<<10))
+	}
 	body = []byte(s.scrubFor(rt.provider.Name, string(body)))
 	x.event.Status, x.refusedWith = usage.StatusUpstreamError, resp.StatusCode
 	x.event.Error = fmt.Sprintf("upstream status %d", resp.StatusCode)
