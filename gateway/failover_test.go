@@ -2,11 +2,13 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -499,5 +501,53 @@ func TestErrorBodyThatNeverEnds(t *testing.T) {
 	resp, body = send("hung-only")
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("hung-only: status %d: %s", resp.StatusCode, body)
+	}
+}
+
+// TestEmbeddingsBatchBodyThatNeverEnds: the body of a Gemini embeddings
+// request's second batch is bounded by stall_timeout as the first's is.
+// Between batches the stall timer is stopped (the next batch's headers
+// are awaited under connect_timeout), and the body read after them armed
+// it stopped still: a second batch whose body never ended held the
+// request for as long as its upstream liked.
+func TestEmbeddingsBatchBodyThatNeverEnds(t *testing.T) {
+	g := &batchGemini{}
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			g.ServeHTTP(w, r)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "100000")
+		_, _ = io.WriteString(w, `{"embeddings":[`)
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "batch-gemini", Type: "gemini", BaseURL: srv.URL + "/v1beta",
+			StallTimeout: 200 * time.Millisecond})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "gemini-emb", Deployments: []gateway.DeploymentConfig{
+			{Name: "batch-gemini", Provider: "batch-gemini", UpstreamModel: "text-embedding-004"}}})
+	})
+	in, _ := json.Marshal(embedInputs(150))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, st.url+"/v1/embeddings",
+		strings.NewReader(`{"model":"gemini-emb","input":`+string(in)+`}`))
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("150 inputs, the second batch's body never ending: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("status %d: %s; want 504", resp.StatusCode, body)
+	}
+	if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Status != usage.StatusTimeout {
+		t.Errorf("event %+v", e)
 	}
 }
