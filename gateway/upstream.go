@@ -324,6 +324,7 @@ const maxAnswer = 64 << 20
 // streamGenerateContent sends its elements as they are generated), not
 // the time the whole body takes.
 func (s *Server) readBody(x *exchange, body io.Reader) ([]byte, error) {
+	x.stallOff.Store(false) // stopped between an embeddings request's batches
 	x.armStall()
 	b, err := io.ReadAll(io.LimitReader(touchReader{x, body}, maxAnswer))
 	if err != nil && x.cause() != nil {
