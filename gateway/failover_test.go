@@ -3,11 +3,14 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -549,5 +552,72 @@ func TestEmbeddingsBatchBodyThatNeverEnds(t *testing.T) {
 	}
 	if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Status != usage.StatusTimeout {
 		t.Errorf("event %+v", e)
+	}
+}
+
+// TestDeploymentRestLogged: a deployment that begins to rest says so in
+// the gateway's log, once per rest (not per attempt that fails while it
+// rests): which deployment, for how long, and why (its attempt's error);
+// and one that serves again after a run of failures says it recovered.
+// Neither a metric nor a line said so: a deployment rested for a day by
+// an upstream's Retry-After (it wins over max_cooldown) simply lost its
+// traffic, and the operator could learn why only from the one request
+// line of the attempt that began the rest.
+func TestDeploymentRestLogged(t *testing.T) {
+	var mu sync.Mutex
+	var logged strings.Builder
+	cfg, up := simConfig(t)
+	base := strings.TrimSuffix(cfg.Providers[0].BaseURL, "/v1")
+	cfg.Providers = append(cfg.Providers,
+		gateway.ProviderConfig{Name: "east", Type: "openai", BaseURL: base + "/d/east/v1"},
+		gateway.ProviderConfig{Name: "west", Type: "openai", BaseURL: base + "/d/west/v1"})
+	cfg.Models = append(cfg.Models, gateway.ModelConfig{Name: "smart", Deployments: []gateway.DeploymentConfig{
+		{Name: "east", Provider: "east", UpstreamModel: "sim-small", Weight: 1 << 30},
+		{Name: "west", Provider: "west", UpstreamModel: "sim-small", Weight: 1}}})
+	cfg.Retry.Cooldown, cfg.Retry.MaxCooldown = 50*time.Millisecond, time.Hour
+	st := &stack{sim: up, sink: &memSink{}, journal: &memJournal{}}
+	st.gw = startGateway(t, cfg, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: st.sink, Journal: st.journal,
+		Log: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logged}, nil))})
+	st.url = "http://" + st.gw.Addr()
+	send := func() usage.Event {
+		t.Helper()
+		resp := st.post(t, "/v1/chat/completions", `{"model":"smart","messages":[{"role":"user","content":"hi"}]}`)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	}
+	lines := func(msg string) []map[string]any {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []map[string]any
+		for _, l := range strings.Split(logged.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == msg {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	st.setFaults(t, "east", `{"fail_next":1,"status":503,"retry_after":"0.2"}`)
+	if e := send(); e.Deployment != "west" {
+		t.Fatalf("served by %s", e.Deployment)
+	}
+	rests := lines("gateway: deployment resting")
+	if len(rests) != 1 || rests[0]["deployment"] != "east" || rests[0]["model"] != "smart" || rests[0]["provider"] != "east" ||
+		rests[0]["rest"] != "200ms" || rests[0]["failures"] != float64(1) || !strings.Contains(fmt.Sprint(rests[0]["error"]), "upstream status 503") {
+		t.Fatalf("rest lines %v, want one for east: 200ms (its Retry-After), its first failure, upstream status 503", rests)
+	}
+	time.Sleep(250 * time.Millisecond)
+	if e := send(); e.Deployment != "east" {
+		t.Fatalf("after the rest: served by %s", e.Deployment)
+	}
+	if back := lines("gateway: deployment recovered"); len(back) != 1 || back[0]["deployment"] != "east" || back[0]["failures"] != float64(1) {
+		t.Fatalf("recovery lines %v, want one for east after 1 failure", back)
+	}
+	if e := send(); e.Deployment != "east" || len(lines("gateway: deployment recovered")) != 1 {
+		t.Fatalf("a success without failures before it logged a recovery, or went to %s", e.Deployment)
 	}
 }
