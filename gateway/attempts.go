@@ -266,9 +266,41 @@ func (s *Server) chargeOf(x *exchange) int64 {
 // (a relay that aborts the handler panics through here).
 func (s *Server) runAttempt(x *exchange, p prepared, run func(x *exchange, p prepared)) {
 	p.dep.acquire()
-	defer func() { p.dep.release(x.outcome(), x.retryAfter, s.cfg.Retry) }()
+	defer func() { s.endAttempt(x, p.dep, p.model) }() // a closure: p's copy in a defer record took a stream's stack past 8 KiB
 	defer x.finish()
 	run(x, p)
+}
+
+// endAttempt moves the health of d, the deployment of x, an attempt for
+// model, by how it went, and logs what that changed (logHealth).
+//
+//go:noinline
+func (s *Server) endAttempt(x *exchange, d *deployment, model string) {
+	s.logHealth(d, model, x, d.release(x.outcome(), x.retryAfter, s.cfg.Retry))
+}
+
+// logHealth logs c, a change in the health of d, made by the end of its
+// attempt x for model: at WARN, a rest begun (at most one line a rest, the
+// attempts that fail while it rests not logged), with its length, the
+// failures in a row and the attempt's error (why); at INFO, a recovery (a
+// success after failures). Without them an operator saw a deployment
+// lose its traffic (for up to a day, when an upstream's Retry-After asks
+// for it) with nothing to say why but the request line of the attempt
+// that began the rest.
+func (s *Server) logHealth(d *deployment, model string, x *exchange, c change) {
+	switch {
+	case c.rested:
+		rid := x.event.RequestID // a retried attempt's event has an id of its own (retire)
+		if rid == "" {
+			rid = x.event.ID
+		}
+		s.log.Warn("gateway: deployment resting", "deployment", d.name, "provider", d.provider.Name, "model", model,
+			"rest", c.rest.String(), "failures", c.failures, "retry_after", x.retryAfter.String(),
+			"request_id", rid, "error", x.event.Error)
+	case c.recovered:
+		s.log.Info("gateway: deployment recovered", "deployment", d.name, "provider", d.provider.Name, "model", model,
+			"failures", c.failures)
+	}
 }
 
 // outcome is how the attempt went for its deployment's health: failed

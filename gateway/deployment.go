@@ -67,8 +67,8 @@ func (d *deployment) availableAt() time.Time {
 	return d.restUntil
 }
 
-// acquire counts an attempt starting on d; release(failed, retryAfter)
-// ends it: a failure (a connect error, a 429 or 5xx, a stream broken before
+// acquire counts an attempt starting on d; release(outcome, retryAfter)
+// ends it, and returns what it changed (change): a failure (a connect error, a 429 or 5xx, a stream broken before
 // its first byte, the provider's error under a 200, or a stream that broke,
 // stalled or sent the provider's error after its first byte:
 // exchange.brokeAfterStart) starts a cool-down of at least retryAfter, a success
@@ -100,21 +100,36 @@ const (
 	outcomeFailed
 )
 
-func (d *deployment) release(o outcome, retryAfter time.Duration, rc RetryConfig) {
+// change is what an attempt's end did to its deployment's health, for the
+// operator's log (Server.logHealth): a rest begun (a failure counted in
+// the run: at most one a rest), of rest (a duration), the failures in a
+// row counted so far; or a run of failures ended by a success
+// (recovered), of failures. The zero change is none.
+type change struct {
+	rested, recovered bool
+	rest              time.Duration
+	failures          int
+}
+
+func (d *deployment) release(o outcome, retryAfter time.Duration, rc RetryConfig) change {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.open--
 	switch o {
 	case outcomeOK:
+		c := change{recovered: d.failures > 0, failures: d.failures}
 		d.failures = 0
+		return c
 	case outcomeFailed:
 		// A failure while d rests already (an attempt in flight with the
 		// one that began the rest, or one sent to it as a last resort)
 		// is of the same run: it extends the rest, and does not double it.
 		// Counted one by one, eight attempts failed by one blip rested d
 		// 128 times its cool-down.
+		counted := false
 		if now := d.now(); d.failures == 0 || !now.Before(d.restUntil) {
 			d.failures++
+			counted = true
 		}
 		rest := rc.Cooldown << min(d.failures-1, 20)
 		if rest <= 0 || rest > rc.MaxCooldown {
@@ -124,7 +139,9 @@ func (d *deployment) release(o outcome, retryAfter time.Duration, rc RetryConfig
 		if until := d.now().Add(rest); until.After(d.restUntil) {
 			d.restUntil = until
 		}
+		return change{rested: counted, rest: rest, failures: d.failures}
 	}
+	return change{}
 }
 
 // weightedOrder returns ds in a random order in which each place goes to
