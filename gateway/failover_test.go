@@ -620,4 +620,18 @@ func TestDeploymentRestLogged(t *testing.T) {
 	if e := send(); e.Deployment != "east" || len(lines("gateway: deployment recovered")) != 1 {
 		t.Fatalf("a success without failures before it logged a recovery, or went to %s", e.Deployment)
 	}
+	// A "provider/model" name outside the table has no health kept (a
+	// deployment of its own, each request): its failures rest nothing, and
+	// log no rest, one line a failed request.
+	st.setFaults(t, "east", `{"fail_next":1,"status":503}`)
+	resp := st.post(t, "/v1/chat/completions", `{"model":"east/sim-pro","messages":[{"role":"user","content":"hi"}]}`)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("east/sim-pro: status %d", resp.StatusCode)
+	}
+	st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if rests := lines("gateway: deployment resting"); len(rests) != 1 {
+		t.Fatalf("rest lines %v, want only the first (east's)", rests)
+	}
 }
