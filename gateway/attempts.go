@@ -288,6 +288,9 @@ func (s *Server) endAttempt(x *exchange, d *deployment, model string) {
 // for it) with nothing to say why but the request line of the attempt
 // that began the rest.
 func (s *Server) logHealth(d *deployment, model string, x *exchange, c change) {
+	if _, table := s.routes.models[model]; !table {
+		return // a "provider/model" name outside the table: a deployment of its own per request, no health kept
+	}
 	switch {
 	case c.rested:
 		rid := x.event.RequestID // a retried attempt's event has an id of its own (retire)
