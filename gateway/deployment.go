@@ -68,13 +68,14 @@ func (d *deployment) availableAt() time.Time {
 }
 
 // acquire counts an attempt starting on d; release(outcome, retryAfter)
-// ends it, and returns what it changed (change): a failure (a connect error, a 429 or 5xx, a stream broken before
-// its first byte, the provider's error under a 200, or a stream that broke,
-// stalled or sent the provider's error after its first byte:
-// exchange.brokeAfterStart) starts a cool-down of at least retryAfter, a success
-// ends the run of failures; an attempt that neither succeeded nor failed
-// upstream (the client left, say) leaves the health as it was. The run
-// counts a failure only once d's rest is over: failures in flight
+// ends it, and returns what it changed (change): a failure (a connect
+// error, a 401, 402, 429 or 5xx, a stream broken before its first byte,
+// the provider's error under a 200, or a stream that broke, stalled or
+// sent the provider's error after its first byte:
+// exchange.brokeAfterStart) starts a cool-down of at least retryAfter, a
+// success ends the run of failures; an attempt that neither succeeded nor
+// failed upstream (the client left, say) leaves the health as it was. The
+// run counts a failure only once d's rest is over: failures in flight
 // together are one.
 func (d *deployment) acquire() {
 	d.mu.Lock()
