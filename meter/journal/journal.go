@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,6 +117,9 @@ type Journal struct {
 	// and olderSeals their seeds.
 	older      []uint64
 	olderSeals seals
+	// damaged are the paths of older segments with damaged bytes, which
+	// Release keeps aside (see keepAside).
+	damaged map[string]bool
 	// hidden is the last hidden reasoning averages journaled (or
 	// recovered), kept through compaction.
 	hidden []byte
@@ -166,12 +170,13 @@ func Open(dir string) (j *Journal, reqs []Request, err error) {
 		return nil, nil, unreadable(dir, err)
 	}
 	live := slices.DeleteFunc(slices.Clone(segs), func(n uint64) bool { return gone[n] })
-	reqs, hidden, err := recoverSegments(dir, live, nil, sl)
+	damaged := map[string]bool{}
+	reqs, hidden, err := recoverNoting(dir, live, nil, -1, sl, damaged)
 	if err != nil {
 		return nil, nil, unreadable(dir, err)
 	}
 	j = &Journal{dir: dir, lock: lock, seed: seed, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		older: segs, olderSeals: sl, recovered: hidden, lazy: time.NewTimer(time.Hour)}
+		older: segs, olderSeals: sl, damaged: damaged, recovered: hidden, lazy: time.NewTimer(time.Hour)}
 	j.lazy.Stop()
 	if hidden != nil {
 		j.hidden, _ = json.Marshal(hidden)
@@ -194,14 +199,37 @@ func unreadable(dir string, err error) error {
 }
 
 // Release removes what earlier processes left in the journal: call it
-// once the requests Open returned are durably recorded.
+// once the requests Open returned are durably recorded. A segment with
+// damaged bytes is kept aside instead, renamed <segment>.damaged, and the
+// oldest of those kept aside before are deleted past a bound (see
+// keepAside and damagedSuffix). It returns the file system's error when a
+// segment can be neither removed nor kept aside.
 func (j *Journal) Release() error {
 	j.mu.Lock()
-	older, sl := j.older, j.olderSeals
+	older, sl, damaged := j.older, j.olderSeals, j.damaged
 	j.older = nil
 	j.mu.Unlock()
+	kept := map[string]bool{}
 	for _, n := range older {
-		if err := os.Remove(segPath(j.dir, n, sl.seedOf(n))); err != nil && !os.IsNotExist(err) {
+		path := segPath(j.dir, n, sl.seedOf(n))
+		if damaged[path] {
+			aside, err := keepAside(path)
+			if err != nil {
+				return err
+			}
+			kept[aside] = true
+			slog.Warn("journal: a segment with damaged records is kept aside, not deleted: it is never read again; "+
+				"bill by hand the requests its warnings named, then delete it (docs/operations.md, \"Durability\")",
+				"file", aside)
+			continue
+		}
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("journal: %w", err)
+		}
+	}
+	if len(kept) > 0 {
+		pruneDamaged(j.dir, kept)
+		if err := syncDir(j.dir); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
 	}

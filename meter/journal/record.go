@@ -335,6 +335,12 @@ func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool, s seals)
 // to its first upTo bytes (all of it when upTo < 0): compaction reads the
 // records written before it began, while others are appended.
 func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo int64, s seals) ([]Request, map[string]int64, error) {
+	return recoverNoting(dir, segs, only, upTo, s, nil)
+}
+
+// recoverNoting is recoverSegmentsUpTo noting in damaged, when not nil,
+// the segments whose bytes it could not all read (see noteDamage).
+func recoverNoting(dir string, segs []uint64, only map[[16]byte]bool, upTo int64, s seals, damaged map[string]bool) ([]Request, map[string]int64, error) {
 	var hidden map[string]int64
 	byID := map[[16]byte]*Request{}
 	var order [][16]byte
@@ -343,7 +349,12 @@ func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo
 		if i == len(segs)-1 {
 			limit = upTo
 		}
-		err := scan(segPath(dir, n, s.seedOf(n)), n, limit, s.seedOf(n), func(kind uint8, id [16]byte, t time.Time, payload []byte) {
+		path := segPath(dir, n, s.seedOf(n))
+		var bad func(io.ReaderAt, int64, int64) error
+		if damaged != nil {
+			bad = func(f io.ReaderAt, from, to int64) error { return noteDamage(damaged, path, f, from, to) }
+		}
+		err := scanNoting(path, n, limit, s.seedOf(n), bad, func(kind uint8, id [16]byte, t time.Time, payload []byte) {
 			if only != nil && !only[id] {
 				return
 			}
@@ -465,6 +476,18 @@ func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo
 // With limit ≥ 0 it reads only the file's first limit bytes, as if the
 // file ended there.
 func scan(path string, seg uint64, limit int64, seed uint32, fn func(kind uint8, id [16]byte, t time.Time, payload []byte)) error {
+	return scanNoting(path, seg, limit, seed, nil, fn)
+}
+
+// scanNoting is scan giving bad, when not nil, each span of the file it
+// does not read (from, to: a record skipped, the bytes a search for the
+// next record passed over, the tail), with the file to read it from; an
+// error from bad ends the scan.
+func scanNoting(path string, seg uint64, limit int64, seed uint32, bad func(f io.ReaderAt, from, to int64) error,
+	fn func(kind uint8, id [16]byte, t time.Time, payload []byte)) error {
+	if bad == nil {
+		bad = func(io.ReaderAt, int64, int64) error { return nil }
+	}
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil
@@ -493,6 +516,9 @@ func scan(path string, seg uint64, limit int64, seed uint32, fn func(kind uint8,
 		case recordEnd:
 			if limit < 0 {
 				damagedTail(path, seg, off, size)
+				if off < size {
+					return bad(sr, off, size)
+				}
 			}
 			return nil // the end, or the torn tail
 		case recordBadCRC:
@@ -500,6 +526,9 @@ func scan(path string, seg uint64, limit int64, seed uint32, fn func(kind uint8,
 			// and is read (and judged, torn, damaged or intact) as any other.
 			// A search from there would look inside it, were it bad too.
 			slog.Warn("journal: a corrupt record skipped", "dir", filepath.Dir(path), "segment", seg, "offset", off, "skipped_bytes", 8+int64(n))
+			if err := bad(sr, off, off+8+int64(n)); err != nil {
+				return err
+			}
 			off += 8 + int64(n)
 			continue
 		case recordBadLength:
@@ -511,11 +540,15 @@ func scan(path string, seg uint64, limit int64, seed uint32, fn func(kind uint8,
 			if next < 0 {
 				if limit < 0 {
 					damagedTail(path, seg, off, size)
+					return bad(sr, off, size)
 				}
 				return nil // a torn or corrupt tail
 			}
 			slog.Warn("journal: a corrupt record skipped; the records after it are kept",
 				"dir", filepath.Dir(path), "segment", seg, "offset", off, "skipped_bytes", next-off)
+			if err := bad(sr, off, next); err != nil {
+				return err
+			}
 			if _, err := sr.Seek(next, io.SeekStart); err != nil {
 				return fmt.Errorf("journal: %w", err)
 			}
