@@ -25,6 +25,7 @@
 package journal
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -33,6 +34,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,10 +115,8 @@ type Journal struct {
 	seg       *os.File
 	segNum    uint64
 	segSize   int64
-	// older holds the segments of an earlier process, kept until Release,
-	// and olderSeals their seeds.
-	older      []uint64
-	olderSeals seals
+	// older holds the segments of earlier processes, kept until Release.
+	older []segFile
 	// damaged are the paths of older segments with damaged bytes, which
 	// Release keeps aside (see keepAside).
 	damaged map[string]bool
@@ -148,10 +148,11 @@ func Open(dir string) (j *Journal, reqs []Request, err error) {
 			_ = lock.Release()
 		}
 	}()
-	segs, sl, err := segments(dir)
+	segs, err := segmentFiles(dir)
 	if err != nil {
 		return nil, nil, unreadable(dir, err)
 	}
+	warnAlike(dir, segs)
 	seed, err := newSeed()
 	if err != nil {
 		return nil, nil, err
@@ -163,20 +164,20 @@ func Open(dir string) (j *Journal, reqs []Request, err error) {
 	}
 	next := uint64(1)
 	if len(segs) > 0 {
-		next = segs[len(segs)-1] + 1
+		next = segs[len(segs)-1].n + 1
 	}
-	gone, err := replaced(dir, segs, sl)
+	gone, err := replaced(dir, segs)
 	if err != nil {
 		return nil, nil, unreadable(dir, err)
 	}
-	live := slices.DeleteFunc(slices.Clone(segs), func(n uint64) bool { return gone[n] })
+	live := slices.DeleteFunc(slices.Clone(segs), func(f segFile) bool { return gone[f.segKey] })
 	damaged := map[string]bool{}
-	reqs, hidden, err := recoverNoting(dir, live, nil, -1, sl, damaged)
+	reqs, hidden, err := recoverNoting(dir, live, nil, -1, damaged)
 	if err != nil {
 		return nil, nil, unreadable(dir, err)
 	}
 	j = &Journal{dir: dir, lock: lock, seed: seed, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		older: segs, olderSeals: sl, damaged: damaged, recovered: hidden, lazy: time.NewTimer(time.Hour)}
+		older: segs, damaged: damaged, recovered: hidden, lazy: time.NewTimer(time.Hour)}
 	j.lazy.Stop()
 	if hidden != nil {
 		j.hidden, _ = json.Marshal(hidden)
@@ -206,12 +207,12 @@ func unreadable(dir string, err error) error {
 // segment can be neither removed nor kept aside.
 func (j *Journal) Release() error {
 	j.mu.Lock()
-	older, sl, damaged := j.older, j.olderSeals, j.damaged
+	older, damaged := j.older, j.damaged
 	j.older = nil
 	j.mu.Unlock()
 	kept := map[string]bool{}
-	for _, n := range older {
-		path := segPath(j.dir, n, sl.seedOf(n))
+	for _, f := range older {
+		path := filepath.Join(j.dir, f.name)
 		if damaged[path] {
 			aside, err := keepAside(path)
 			if err != nil {
@@ -563,24 +564,72 @@ func (j *Journal) openSegment(n uint64) error {
 // stream the client had 364 of).
 var segmentReserve = maxSegment + maxSegment/4
 
-// segments lists the segment numbers in dir, ascending, and their seeds.
-// Two segments are never numbered alike: a process numbers its first
-// after the last it finds, and a compaction's after the one it replaces.
-func segments(dir string) ([]uint64, seals, error) {
+// segKey names a segment: its number and its seed.
+type segKey struct {
+	n    uint64
+	seed uint32
+}
+
+// segFile is a segment file of the journal's directory.
+type segFile struct {
+	segKey
+	name string // its file name, in the journal's directory
+}
+
+// segmentFiles lists the segment files in dir, by number, then seed, then
+// name. One journal never numbers two segments alike (a process numbers
+// its first after the last it finds, and a compaction's after the one it
+// replaces), but a directory can hold two journals' segments (one
+// gateway's data directory copied or restored over another's): each is
+// its own, numbered alike or not, and all are read (see warnAlike). Known
+// by number alone, of two numbered alike one was read and the other never
+// read or deleted.
+func segmentFiles(dir string) ([]segFile, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("journal: %w", err)
+		return nil, fmt.Errorf("journal: %w", err)
 	}
-	var out []uint64
-	sl := seals{}
+	var out []segFile
 	for _, e := range ents {
 		if n, seed, ok := parseSegment(e.Name()); ok {
-			out = append(out, n)
-			sl[n] = seed
+			out = append(out, segFile{segKey{n, seed}, e.Name()})
 		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out), sl, nil
+	slices.SortFunc(out, func(a, b segFile) int {
+		if c := cmp.Compare(a.n, b.n); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.seed, b.seed); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return out, nil
+}
+
+// warnAlike warns of the segments of segs numbered alike, naming them:
+// two journals in one directory. Each is read, its requests recovered,
+// and released (each journal's records name requests of its own, and
+// each is read in its own order), so nothing is lost, but a gateway
+// whose journal is another's has its requests in flight recovered by the
+// wrong process.
+func warnAlike(dir string, segs []segFile) {
+	for i := 0; i < len(segs); {
+		k := i + 1
+		for k < len(segs) && segs[k].n == segs[i].n {
+			k++
+		}
+		if k-i > 1 {
+			var names []string
+			for _, f := range segs[i:k] {
+				names = append(names, f.name)
+			}
+			slog.Warn("journal: segments numbered alike: two journals' segments in one directory (a data directory copied or restored over another). "+
+				"Both are read, their requests in flight recovered, and released as usual; keep each gateway's data directory its own",
+				"dir", dir, "number", segs[i].n, "files", names)
+		}
+		i = k
+	}
 }
 
 func syncDir(dir string) error {

@@ -246,15 +246,20 @@ func appendCompacted(b []byte, old uint64, seed uint32) []byte {
 // naming the one it was made from, and is complete (it is renamed into
 // place only once written and fsync'd), so a crash before that one was
 // removed leaves both, and only the later one counts.
-func replaced(dir string, segs []uint64, s seals) (map[uint64]bool, error) {
-	out := map[uint64]bool{}
-	for _, n := range segs {
-		kind, payload, err := firstRecord(segPath(dir, n, s.seedOf(n)), s.seedOf(n))
+//
+// A compaction's segment is sealed with the seed of the one it replaces
+// (one process made both), so it replaces only the segment of that number
+// and seed: in a directory that holds two journals (see segmentFiles),
+// the other's segment of that number is its own, and was deleted unread.
+func replaced(dir string, segs []segFile) (map[segKey]bool, error) {
+	out := map[segKey]bool{}
+	for _, f := range segs {
+		kind, payload, err := firstRecord(filepath.Join(dir, f.name), f.seed)
 		if err != nil {
 			return nil, err
 		}
 		if kind == kindCompacted && len(payload) == 8 {
-			out[binary.BigEndian.Uint64(payload)] = true
+			out[segKey{binary.BigEndian.Uint64(payload), f.seed}] = true
 		}
 	}
 	return out, nil
@@ -335,26 +340,31 @@ func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool, s seals)
 // to its first upTo bytes (all of it when upTo < 0): compaction reads the
 // records written before it began, while others are appended.
 func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo int64, s seals) ([]Request, map[string]int64, error) {
-	return recoverNoting(dir, segs, only, upTo, s, nil)
+	files := make([]segFile, len(segs))
+	for i, n := range segs {
+		files[i] = segFile{segKey{n, s.seedOf(n)}, filepath.Base(segPath(dir, n, s.seedOf(n)))}
+	}
+	return recoverNoting(dir, files, only, upTo, nil)
 }
 
-// recoverNoting is recoverSegmentsUpTo noting in damaged, when not nil,
-// the segments whose bytes it could not all read (see noteDamage).
-func recoverNoting(dir string, segs []uint64, only map[[16]byte]bool, upTo int64, s seals, damaged map[string]bool) ([]Request, map[string]int64, error) {
+// recoverNoting is recoverSegmentsUpTo of the segment files segs, noting
+// in damaged, when not nil, the paths of segments whose bytes it could not
+// all read (see noteDamage).
+func recoverNoting(dir string, segs []segFile, only map[[16]byte]bool, upTo int64, damaged map[string]bool) ([]Request, map[string]int64, error) {
 	var hidden map[string]int64
 	byID := map[[16]byte]*Request{}
 	var order [][16]byte
-	for i, n := range segs {
+	for i, sf := range segs {
 		limit := int64(-1)
 		if i == len(segs)-1 {
 			limit = upTo
 		}
-		path := segPath(dir, n, s.seedOf(n))
+		path := filepath.Join(dir, sf.name)
 		var bad func(io.ReaderAt, int64, int64) error
 		if damaged != nil {
 			bad = func(f io.ReaderAt, from, to int64) error { return noteDamage(damaged, path, f, from, to) }
 		}
-		err := scanNoting(path, n, limit, s.seedOf(n), bad, func(kind uint8, id [16]byte, t time.Time, payload []byte) {
+		err := scanNoting(path, sf.n, limit, sf.seed, bad, func(kind uint8, id [16]byte, t time.Time, payload []byte) {
 			if only != nil && !only[id] {
 				return
 			}
