@@ -102,11 +102,13 @@ func (r *Republisher) round(ctx context.Context) {
 	if !r.connected() {
 		return
 	}
-	if n, _, _ := r.dead.Stats(); n > 0 {
+	// Bytes with no event are damaged records waiting to be set aside
+	// (see Spool.DrainSkipping).
+	if n, size, _ := r.dead.Stats(); n > 0 || size > 0 {
 		sent, err := r.dead.DrainSkipping(ctx, r.sendDead, r.skipped("dead-letter spool"))
 		r.report("dead letters", sent, err, ctx)
 	}
-	if n, _, _ := r.spool.Stats(); n > 0 {
+	if n, size, _ := r.spool.Stats(); n > 0 || size > 0 {
 		sent, err := r.spool.DrainSkipping(ctx, r.sendEvent, r.skipped("usage spool"))
 		r.report("usage events", sent, err, ctx)
 	}

@@ -181,6 +181,7 @@ func (s *Spool) tidy(segs []uint64, cur spoolCursor) (next uint64, err error) {
 			from = cur.Offset
 		}
 		var records int64
+		damaged := false
 		end := from
 		if from >= 0 {
 			err := scanSegment(s.segPath(n), from, -1, func(data []byte, off int64) error {
@@ -189,12 +190,21 @@ func (s *Spool) tidy(segs []uint64, cur spoolCursor) (next uint64, err error) {
 				s.size += 8 + int64(len(data)) // as Drain counts it off; a torn tail is not waiting
 				end = off
 				return nil
-			}, nil)
+			}, func(raw []byte, _ string, off int64) error {
+				// Damaged records, between intact ones or at the end: bytes
+				// waiting to be set aside (see DrainSkipping), though no
+				// event, so that the republisher drains a spool that holds
+				// nothing else, and the segment stays until it has.
+				s.size += int64(len(raw))
+				damaged = true
+				end = off
+				return nil
+			})
 			if err != nil {
 				return 0, err
 			}
 		}
-		if records > 0 {
+		if records > 0 || damaged {
 			s.count += records
 			next = max(next, n+1)
 			continue
@@ -427,7 +437,9 @@ func (s *Spool) WriteError() error {
 
 // Stats returns the events and bytes not yet published, and the age of
 // the oldest (0 when empty): since its append, or after a restart since
-// its request was received (see spooledBy).
+// its request was received (see spooledBy). The bytes include those of
+// damaged records found at open, until a drain sets them aside (see
+// DrainSkipping): bytes with no event.
 func (s *Spool) Stats() (events, bytes int64, oldest time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -462,17 +474,107 @@ func (s *Spool) close() error {
 	return err
 }
 
-// tornTail logs the bytes at the end of a segment no longer written to,
-// from off, that hold no whole record and are not sent: a record a crash
-// cut short, which no Append returned for, or, on a disk that damaged
-// them, records that were acknowledged and are lost. A crash review saw
-// the last record of a segment damaged on disk go without a trace.
-func tornTail(f *os.File, path string, off int64) {
-	if st, err := f.Stat(); err == nil && st.Size() > off {
-		slog.Warn("spool: the end of a segment holds no whole record and is not sent: a write a crash cut short "+
-			"(never acknowledged), or, if the disk damaged it, events lost",
-			"segment", path, "offset", off, "bytes", st.Size()-off)
+// tailKind is what the bytes at the end of a segment that hold no whole
+// record are (see classifyTail).
+type tailKind int
+
+const (
+	tailZeros   tailKind = iota // none, or zeros only: no record
+	tailTorn                    // the start of one record, never whole: a write no Append returned for
+	tailDamaged                 // anything else: records damaged on disk, acknowledged
+)
+
+// classifyTail says what b, the bytes at the end of a segment from the
+// first that is not an intact record (with none intact after it), are.
+//
+// The spool writes a batch of records with one write, fsyncs it, and only
+// then acknowledges its appends; it neither preallocates nor pads (the
+// file grows by its writes alone), and a failed write is cut back. So a
+// process killed mid-write (kill -9) leaves, after its last whole record,
+// the start of one record, the file ending inside it; a power loss before
+// the fsync may leave that start followed by zeros (blocks the file grew
+// by and its data never reached), or zeros alone. Neither was
+// acknowledged: the event's request is still open in the crash journal,
+// which bills it at the next start, so these bytes are not data. The
+// rule: the tail is torn when its non-zero bytes all lie inside the first
+// record its header announces and do not reach that record's last byte
+// (a record is a JSON object, whose last byte, '}', is never zero), or it
+// is too short to hold a header; zeros alone are no record. Any other
+// tail is damaged: a record whose length or crc is wrong though its bytes
+// are all there, or bytes past the first record's end; a write once whole
+// (fsync'd and acknowledged) that the disk damaged since, to be set aside
+// with its bytes like a damaged record between intact ones. A damaged
+// length that still announces a record longer than the tail reads as
+// torn: the one case the rule gets wrong, and the warning says so.
+func classifyTail(b []byte) tailKind {
+	last := len(b) - 1
+	for last >= 0 && b[last] == 0 {
+		last--
 	}
+	switch {
+	case last < 0:
+		return tailZeros
+	case len(b) < 8:
+		return tailTorn
+	}
+	n := int64(binary.BigEndian.Uint32(b))
+	if n == 0 || n > maxRecord {
+		return tailDamaged
+	}
+	if int64(last) < 8+n-1 {
+		return tailTorn
+	}
+	return tailDamaged
+}
+
+// readTail returns the bytes of f from off to its end.
+func readTail(f *os.File, off int64) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	if st.Size() <= off {
+		return nil, nil
+	}
+	b := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	return b, nil
+}
+
+// badTail handles the bytes at the end of the segment at path, from off,
+// that hold no whole record (see classifyTail): a torn write or zeros are
+// logged and left (they go with the segment); damaged records are given
+// to skipped, when not nil, as bytes damaged between intact records are,
+// and logged otherwise. A crash review saw the last record of a segment
+// damaged on disk go without a trace; a later one saw it only logged,
+// then deleted with its segment, where the same damage a record earlier
+// went to the dead-letter stream.
+func badTail(f *os.File, path string, off int64, skipped func(raw []byte, where string, next int64) error) error {
+	tail, err := readTail(f, off)
+	if err != nil || len(tail) == 0 {
+		return err
+	}
+	switch classifyTail(tail) {
+	case tailZeros:
+		slog.Warn("spool: the end of a segment holds no whole record and is not sent: zeros, as a power loss leaves "+
+			"where the file grew and its data never reached the disk (no record)",
+			"segment", path, "offset", off, "bytes", len(tail))
+	case tailTorn:
+		slog.Warn("spool: the end of a segment holds no whole record and is not sent: the start of a record whose write "+
+			"a crash cut short, never acknowledged (its request is billed from the crash journal); or, if the disk "+
+			"damaged its length, an event lost",
+			"segment", path, "offset", off, "bytes", len(tail))
+	default:
+		if skipped != nil {
+			where := fmt.Sprintf("%s, bytes %d to %d, the segment's end", filepath.Base(path), off, off+int64(len(tail)))
+			return skipped(tail, where, off+int64(len(tail)))
+		}
+		slog.Warn("spool: the end of a segment holds damaged records, not sent: events acknowledged and damaged on disk",
+			"segment", path, "offset", off, "bytes", len(tail))
+	}
+	return nil
 }
 
 // scanSegment calls fn for each complete, intact record of the segment at
@@ -483,6 +585,9 @@ func tornTail(f *os.File, path string, off int64) {
 // resumes at the next intact record: those were acknowledged. skipped,
 // when not nil, is given the bytes skipped, where they were and the
 // offset past them first; an error from it ends the scan before them.
+// Without limit, bytes at the end that hold no whole record and are
+// damaged records, not a torn write or zeros (see classifyTail), are
+// given to skipped too, as the last bytes skipped.
 func scanSegment(path string, from, limit int64, fn func(data []byte, next int64) error, skipped func(raw []byte, where string, next int64) error) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -511,7 +616,7 @@ func scanSegment(path string, from, limit int64, fn func(data []byte, next int64
 			next, err := resync(f, off, limit)
 			if err != nil || next < 0 {
 				if err == nil && limit < 0 {
-					tornTail(f, path, off)
+					return badTail(f, path, off, skipped)
 				}
 				return err // a torn or corrupt tail
 			}

@@ -170,9 +170,11 @@ func (s *Spool) Drain(ctx context.Context, send func(ctx context.Context, data [
 }
 
 // DrainSkipping is Drain giving bytes damaged on disk between intact
-// records (see scanSegment) to skipped, when not nil, with where they
-// were, before the records after them are sent; an error from it stops
-// the drain there, to be tried again.
+// records, or at a segment's end (see scanSegment and classifyTail), to
+// skipped, when not nil, with where they were, before the records after
+// them are sent and before their segment is deleted; an error from it
+// stops the drain there, to be tried again. Without skipped they are
+// dropped.
 func (s *Spool) DrainSkipping(ctx context.Context, send func(ctx context.Context, data []byte) error,
 	skipped func(ctx context.Context, raw []byte, where string) error) (int, error) {
 	s.drainMu.Lock()
@@ -232,13 +234,16 @@ func (s *Spool) DrainSkipping(ctx context.Context, send func(ctx context.Context
 			}
 			return nil
 		}, func(raw []byte, where string, next int64) error {
-			if skipped == nil {
-				return nil
+			if skipped != nil {
+				if err := skipped(ctx, raw, where); err != nil {
+					return err
+				}
 			}
-			if err := skipped(ctx, raw, where); err != nil {
-				return err
-			}
-			cur = spoolCursor{Segment: n, Offset: next} // set aside: a later drain starts past them
+			// Set aside (or, without skipped, dropped): a later drain starts
+			// past them, and their bytes are counted off as OpenSpool
+			// counted them (no event).
+			cur = spoolCursor{Segment: n, Offset: next}
+			unsavedBytes += int64(len(raw))
 			return nil
 		})
 		save(cur)
