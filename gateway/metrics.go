@@ -3,7 +3,9 @@ package gateway
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -122,7 +124,8 @@ func invalidRequest(status int) bool {
 		status == http.StatusUnprocessableEntity
 }
 
-// countResponses counts every response of the LLM API by status code.
+// countResponses counts every response of the LLM API by status code and
+// endpoint (endpointOf).
 func (m *metrics) countResponses(next http.Handler) http.Handler {
 	if m == nil {
 		return next
@@ -134,14 +137,28 @@ func (m *metrics) countResponses(next http.Handler) http.Handler {
 	})
 }
 
+// endpointOf is the endpoint label of a request the router has served:
+// the pattern of the route it matched (a bounded set: the routes Handler
+// registers), "/gemini" for every Gemini route, "/v1/models/{id}" for one
+// model, and "other" for a request no route matched. It reads chi's
+// matched pattern rather than the path, so that a route added to Handler
+// is counted under its own name; the gateway's router has no sub-routers,
+// so the pattern is the last one matched, taken without a copy.
 func endpointOf(r *http.Request) string {
-	switch p := r.URL.Path; {
-	case p == "/v1/chat/completions", p == "/v1/responses", p == "/v1/models", p == "/anthropic/v1/messages":
-		return p
-	case len(p) > len("/gemini/") && p[:len("/gemini/")] == "/gemini/":
-		return "/gemini"
+	rc := chi.RouteContext(r.Context())
+	if rc == nil || len(rc.RoutePatterns) == 0 {
+		return "other"
 	}
-	return "other"
+	switch p := rc.RoutePatterns[len(rc.RoutePatterns)-1]; {
+	case p == "" || p == "/*":
+		return "other"
+	case strings.HasPrefix(p, "/gemini/"):
+		return "/gemini"
+	case p == "/v1/models/*":
+		return "/v1/models/{id}"
+	default:
+		return p
+	}
 }
 
 // statusRecorder remembers the status code while keeping Flush and Unwrap,
