@@ -2,6 +2,7 @@ package meter_test
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +66,39 @@ func TestConfigCheckEmbedded(t *testing.T) {
 			!strings.Contains(err.Error(), "single node") || !strings.Contains(err.Error(), "set meter.replicas to 1")) {
 			t.Errorf("replicas %d on the embedded server: %v; want it refused, saying why and what to do", replicas, err)
 		}
+	}
+}
+
+// TestConfigRefusesEveryNegativeSetting: a negative count, size or
+// duration in the meter: section is a mistake, and Validate names it (with
+// its setting as the file spells it) rather than take it for the default,
+// as docs/configuration.md says of every setting: meter.publish_timeout: -1s
+// was taken for 2s without a word.
+func TestConfigRefusesEveryNegativeSetting(t *testing.T) {
+	typ := reflect.TypeOf(meter.Config{})
+	n := 0
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name := "meter." + strings.Split(f.Tag.Get("yaml"), ",")[0]
+		var c meter.Config
+		v := reflect.ValueOf(&c).Elem().Field(i)
+		switch v.Kind() {
+		case reflect.Int, reflect.Int64:
+			if f.Type == reflect.TypeOf(time.Duration(0)) {
+				v.SetInt(int64(-time.Second))
+			} else {
+				v.SetInt(-1)
+			}
+		default:
+			continue
+		}
+		n++
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s below 0: Validate says %v; want an error naming %s", name, err, name)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("checked %d settings; want every count, size and duration of meter.Config", n)
 	}
 }
