@@ -128,6 +128,9 @@ func (c *Config) Validate() error {
 	case c.DuplicateWindow < minDuplicateWindow:
 		// JetStream refuses such a usage stream: nothing would be metered.
 		return fmt.Errorf("meter.duplicate_window must be at least %s (JetStream refuses a shorter one), not %s", minDuplicateWindow, c.DuplicateWindow)
+	case c.PublishTimeout < 0:
+		// NewPublisher took it for the default without a word.
+		return fmt.Errorf("meter.publish_timeout must be 0 (its default) or more, not %s", c.PublishTimeout)
 	case c.SpoolMaxAge < 0:
 		return fmt.Errorf("meter.spool_max_age must be 0 (none) or more, not %s", c.SpoolMaxAge)
 	case c.SpoolMaxBytes < 1<<20:
