@@ -22,6 +22,14 @@ func keyOf(r *http.Request) *usage.KeyState {
 	return nil
 }
 
+// customerOf is the customer id of key (keyOf's), "" when there is none.
+func customerOf(key *usage.KeyState) string {
+	if key == nil {
+		return ""
+	}
+	return key.CustomerID
+}
+
 // steps are the middleware of a metered route: authenticate the key,
 // admit the request while its usage can be metered, check the key's budget
 // and its rate and concurrency limits (each answering a refusal in env, the

@@ -402,7 +402,7 @@ func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provi
 			return
 		}
 		defer resp.Body.Close()
-		if s.redirected(d.provider.Name, requestIDOf(r), resp) {
+		if s.redirected(d.provider.Name, requestIDOf(r), customerOf(key), resp) {
 			env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", redirectMessage(resp.StatusCode)))
 			return
 		}

@@ -136,12 +136,15 @@ const (
 // a GET there answered. A redirect is answered as a failed upstream; its
 // Location goes to the operator's log only, as it may name an internal
 // address, scrubbed of the provider's key (an upstream may echo it there).
-func (s *Server) redirected(name, requestID string, resp *http.Response) bool {
+// The line names the request and its customer (requestID, customerID), as
+// every line about a request does.
+func (s *Server) redirected(name, requestID, customerID string, resp *http.Response) bool {
 	if resp.StatusCode < 300 || resp.StatusCode > 399 {
 		return false
 	}
 	s.log.Warn("gateway: an upstream answered with a redirect, not followed: is its base_url out of date?",
-		"provider", name, "status", resp.StatusCode, "location", s.scrubFor(name, resp.Header.Get("Location")), "request_id", requestID)
+		"provider", name, "status", resp.StatusCode, "location", s.scrubFor(name, resp.Header.Get("Location")),
+		"request_id", requestID, "customer_id", customerID)
 	return true
 }
 
@@ -224,7 +227,7 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 	body = []byte(s.scrubFor(rt.provider.Name, string(body)))
 	x.event.Status, x.refusedWith = usage.StatusUpstreamError, resp.StatusCode
 	x.event.Error = fmt.Sprintf("upstream status %d", resp.StatusCode)
-	if s.redirected(rt.provider.Name, x.event.ID, resp) {
+	if s.redirected(rt.provider.Name, x.event.ID, x.event.CustomerID, resp) {
 		// A deployment that redirects is misconfigured: the next one, if
 		// any, is tried, as for a 5xx.
 		x.event.Error += ": a redirect, not followed"
