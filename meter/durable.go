@@ -1,6 +1,7 @@
 package meter
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,7 +109,8 @@ func (d *DurablePublisher) setAside(e *usage.Event, reason string) error {
 	if err != nil {
 		data = fmt.Appendf(nil, "%+v", *e)
 	}
-	d.log.Error("usage event set aside for the dead-letter stream", "request_id", e.ID, "reason", reason)
+	// A retried attempt's event has an id of its own, and its request's in RequestID.
+	d.log.Error("usage event set aside for the dead-letter stream", "request_id", cmp.Or(e.RequestID, e.ID), "event_id", e.ID, "customer_id", e.CustomerID, "reason", reason)
 	d.obs.DeadLetter("unpublishable")
 	rec, _ := json.Marshal(deadRecord{EventID: e.ID, Reason: reason, Data: data})
 	if err := d.dead.AppendRecord(rec); err != nil {
