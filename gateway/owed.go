@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -83,7 +84,7 @@ func (s *Server) owe(e *usage.Event) bool {
 	held := *e // Metadata is shared: Normalize replaces the map, never writes it
 	if !s.owed.add(&held) {
 		s.log.Error("usage events owed: more than the most held for another publish; this one waits in the crash journal for the next start",
-			"event_id", e.ID, "held", maxOwed)
+			"request_id", cmp.Or(e.RequestID, e.ID), "event_id", e.ID, "customer_id", e.CustomerID, "held", maxOwed)
 		return false
 	}
 	return true
