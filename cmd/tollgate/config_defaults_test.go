@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -104,5 +106,48 @@ func TestConfigGuideShowsTheEnvironmentDefaults(t *testing.T) {
 		if _, ok := documented[v]; !ok {
 			t.Errorf("docs/configuration.md's Environment table has no row for %s, which tollgate reads", v)
 		}
+	}
+}
+
+// TestConfigGuideShowsEverySetting: config check answers an unknown
+// setting with "docs/configuration.md describes every setting", so the
+// guide's annotated file names each field the file's structs take (api_key
+// as a comment beside api_key_env).
+func TestConfigGuideShowsEverySetting(t *testing.T) {
+	guide, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(guide), "## The file\n\n```yaml\n")
+	file, _, _ := strings.Cut(rest, "\n```")
+	var walk func(prefix string, typ reflect.Type)
+	n := 0
+	walk = func(prefix string, typ reflect.Type) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct || typ.PkgPath() == "time" {
+			return
+		}
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if opts == "inline" {
+				walk(prefix, f.Type)
+				continue
+			}
+			if name == "" || name == "-" {
+				continue
+			}
+			n++
+			if !regexp.MustCompile(`(?m)(^|[\s{,])` + regexp.QuoteMeta(name) + `:`).MatchString(file) {
+				t.Errorf("docs/configuration.md's annotated file does not show %s%s", prefix, name)
+			}
+			walk(prefix+name+".", f.Type)
+		}
+	}
+	walk("", reflect.TypeOf(fileConfig{}))
+	if n < 40 {
+		t.Fatalf("walked %d settings; want every one of fileConfig", n)
 	}
 }
