@@ -486,3 +486,36 @@ models:
 		}
 	}
 }
+
+// TestConfigCheckEveryProblemAfterADeploymentsName: a deployment named as
+// another of its model (or with a name too long) dropped its whole model
+// from the check, so the model's other problems, and a second model of the
+// same name, went unsaid until it was fixed.
+func TestConfigCheckEveryProblemAfterADeploymentsName(t *testing.T) {
+	code, _, got := checkConfigText(t, `providers:
+  - {name: east, type: openai, base_url: "http://127.0.0.1:9090/v1", api_key: x}
+  - {name: west, type: openai, base_url: "http://127.0.0.1:9091/v1", api_key: x}
+models:
+  - name: smart
+    deployments:
+      - {name: d1, provider: east, upstream_model: gpt-4o}
+      - {name: d1, provider: west, upstream_model: gpt-4o}
+      - {provider: west, upstream_model: gpt-4o-mini, weight: -1}
+    fallbacks: [nowhere]
+  - name: other
+    provider: east
+  - name: smart
+    provider: west
+`)
+	for _, want := range []string{
+		`is not valid: 4 problems.`,
+		`models[0] ("smart").deployments[1] ("d1"): a deployment named "d1" is already defined for this model (name them apart) (line 8).`,
+		`models[0] ("smart").deployments[2]: weight must be a positive integer, got -1 (line 9).`,
+		`models[0] ("smart").fallbacks[0]: "nowhere" is not another model defined under models (line 10).`,
+		`models[2] ("smart"): a model with this name is already defined (line 13).`,
+	} {
+		if code != exitInvalid || !strings.Contains(got, want) {
+			t.Errorf("exit %d, said:\n%s\nwant it to contain %q", code, got, want)
+		}
+	}
+}
