@@ -193,8 +193,8 @@ func gatewayProblems(c gateway.Config, types []string) []checkProblem {
 				body = body[len(n[0]):]
 			}
 			field := leadingKey.FindString(body)
-			if strings.Contains(body, "already defined") && p.raw == raw {
-				field = "name"
+			if strings.Contains(body, "already defined") {
+				field = "name" // of the entry, or of its deployment
 			}
 			if field != "" {
 				p.raw += "." + field
@@ -237,6 +237,11 @@ func gatewayProblems(c gateway.Config, types []string) []checkProblem {
 				switch {
 				case nested == "" && field == "name":
 					mc.Name = fmt.Sprintf("invalid-model-%d", lists[list][live].orig)
+				case deployment == nil && j < len(mc.Deployments) && field == "name":
+					// Named as another of its model's, or too long: a
+					// name of its own, and the model's other problems
+					// are checked in turn.
+					mc.Deployments[j].Name = fmt.Sprintf("invalid-deployment-%d", j)
 				case deployment == nil && j < len(mc.Deployments) && field == "weight":
 					mc.Deployments[j].Weight = 1
 				case deployment == nil && j < len(mc.Deployments) && field == "max_concurrent":
