@@ -519,3 +519,34 @@ models:
 		}
 	}
 }
+
+// TestConfigCheckSaysADuplicateOfAModelItCannotRepair: a model config
+// check cannot repair (provider and deployments both given) was left out
+// of the rest of the check, name and all, so a second model of its name
+// went unsaid until the first was fixed; it now stands in under its name.
+func TestConfigCheckSaysADuplicateOfAModelItCannotRepair(t *testing.T) {
+	code, _, got := checkConfigText(t, `providers:
+  - {name: east, type: openai, base_url: "http://127.0.0.1:9090/v1", api_key: x}
+  - {name: west, type: openai, base_url: "http://127.0.0.1:9091/v1", api_key: x}
+models:
+  - name: smart
+    provider: east
+    deployments:
+      - {provider: west, upstream_model: gpt-4o}
+      - {provider: east, upstream_model: gpt-4o}
+  - name: smart
+    provider: west
+  - name: x
+    provider: east
+    fallbacks: [smart]
+`)
+	for _, want := range []string{
+		`is not valid: 2 problems.`,
+		`models[0] ("smart"): give provider or deployments, not both (line 5).`,
+		`models[1] ("smart"): a model with this name is already defined (line 10).`,
+	} {
+		if code != exitInvalid || !strings.Contains(got, want) {
+			t.Errorf("exit %d, said:\n%s\nwant it to contain %q", code, got, want)
+		}
+	}
+}
