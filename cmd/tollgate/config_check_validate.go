@@ -269,14 +269,20 @@ func gatewayProblems(c gateway.Config, types []string) []checkProblem {
 				out = append(out, p)
 			}
 			if drop {
-				if list == "providers" {
+				switch {
+				case list == "providers":
 					dropped[c.Providers[i].Name] = true
 					c.Providers = slices.Delete(c.Providers, i, i+1)
-				} else {
+					lists[list][live].gone = true
+				case c.Models[i].Name != "" && field != "name" && len(c.Providers) > 0:
+					// A valid stand-in of the same name: the name stays
+					// taken, so that a second model of it is still said.
+					c.Models[i] = gateway.ModelConfig{Name: c.Models[i].Name, Provider: c.Providers[0].Name}
+				default:
 					dropped[c.Models[i].Name] = true
 					c.Models = slices.Delete(c.Models, i, i+1)
+					lists[list][live].gone = true
 				}
-				lists[list][live].gone = true
 			}
 			progressed = true
 			break // indices may have moved: validate again
