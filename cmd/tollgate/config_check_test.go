@@ -550,3 +550,27 @@ models:
 		}
 	}
 }
+
+// TestConfigCheckEveryProblemOfASecondModelOfAName: a model named as an
+// earlier one was meant to go on under a stand-in name, but was left out of
+// the check, so its own problems (a deployment's weight) went unsaid until
+// it was renamed.
+func TestConfigCheckEveryProblemOfASecondModelOfAName(t *testing.T) {
+	code, _, got := checkConfigText(t, `providers:
+  - {name: p, type: openai, base_url: "http://127.0.0.1:9090/v1", api_key: x}
+models:
+  - name: a
+    provider: p
+  - name: a
+    deployments: [{provider: p, weight: -3}]
+`)
+	for _, want := range []string{
+		`is not valid: 2 problems.`,
+		`models[1] ("a"): a model with this name is already defined (line 6).`,
+		`models[1] ("a").deployments[0]: weight must be a positive integer, got -3 (line 7).`,
+	} {
+		if code != exitInvalid || !strings.Contains(got, want) {
+			t.Errorf("exit %d, said:\n%s\nwant it to contain %q", code, got, want)
+		}
+	}
+}
