@@ -201,8 +201,10 @@ func gatewayProblems(c gateway.Config, types []string) []checkProblem {
 			}
 			key := raw + ": " + rest
 			drop := said[key] // repaired once and still wrong: leave it out
-			nested := strings.TrimSuffix(strings.TrimPrefix(p.raw, raw+"."), "."+field)
-			if nested == p.raw || field == "" {
+			// The list inside the entry the problem is about, "deployments[1]",
+			// or "" when it is about the entry's own setting (models[1].name).
+			nested := strings.TrimPrefix(strings.TrimSuffix(strings.TrimPrefix(p.raw, raw), "."+field), ".")
+			if field == "" {
 				nested = ""
 			}
 			said[key] = true
