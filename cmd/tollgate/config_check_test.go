@@ -574,3 +574,28 @@ models:
 		}
 	}
 }
+
+// TestConfigCheckEveryProblemOfAModelWithProviderAndDeployments: a model
+// giving both provider and deployments was left out of the check at that
+// problem, so its deployments' and fallbacks' problems went unsaid until
+// it was fixed; the check goes on with its deployments.
+func TestConfigCheckEveryProblemOfAModelWithProviderAndDeployments(t *testing.T) {
+	code, _, got := checkConfigText(t, `providers:
+  - {name: p, type: openai, base_url: "http://127.0.0.1:9090/v1", api_key: x}
+models:
+  - name: a
+    provider: p
+    deployments: [{provider: q}, {provider: p, upstream_model: b}]
+    fallbacks: [zz]
+`)
+	for _, want := range []string{
+		`is not valid: 3 problems.`,
+		`models[0] ("a"): give provider or deployments, not both (line 4).`,
+		`models[0] ("a").deployments[0]: provider "q" is not defined under providers (line 6).`,
+		`models[0] ("a").fallbacks[0]: "zz" is not another model defined under models (line 7).`,
+	} {
+		if code != exitInvalid || !strings.Contains(got, want) {
+			t.Errorf("exit %d, said:\n%s\nwant it to contain %q", code, got, want)
+		}
+	}
+}
