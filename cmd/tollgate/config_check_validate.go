@@ -253,6 +253,8 @@ func gatewayProblems(c gateway.Config, types []string) []checkProblem {
 					// fallback is checked in turn (one that is dropped
 					// later is said of its own, not of this fallback).
 					mc.Fallbacks[f] = otherModel(c.Models, mc.Name)
+				case nested == "" && strings.HasPrefix(body, "give provider or deployments"):
+					mc.Provider = "" // its deployments are checked on
 				case field != "provider" || len(c.Providers) == 0:
 					drop = true
 				case nested == "" || (deployment == nil && yamlField(mc, "deployments").Len() == 0):
