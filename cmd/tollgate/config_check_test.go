@@ -521,9 +521,10 @@ models:
 }
 
 // TestConfigCheckSaysADuplicateOfAModelItCannotRepair: a model config
-// check cannot repair (provider and deployments both given) was left out
-// of the rest of the check, name and all, so a second model of its name
-// went unsaid until the first was fixed; it now stands in under its name.
+// check could not repair (provider and deployments both given, then) was
+// left out of the rest of the check, name and all, so a second model of its
+// name went unsaid until the first was fixed; such a model now stands in
+// under its name (and this one is repaired since).
 func TestConfigCheckSaysADuplicateOfAModelItCannotRepair(t *testing.T) {
 	code, _, got := checkConfigText(t, `providers:
   - {name: east, type: openai, base_url: "http://127.0.0.1:9090/v1", api_key: x}
