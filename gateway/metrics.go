@@ -40,7 +40,7 @@ func newMetrics(cfg Config, reg prometheus.Registerer) *metrics {
 			return c
 		}
 		m.requests = f("requests_total", "Upstream requests by outcome (the usage event's status).", "endpoint", "provider", "model", "status")
-		m.responses = f("responses_total", "HTTP responses of the LLM API by status code, rejections included.", "endpoint", "code")
+		m.responses = f("responses_total", "HTTP responses of the LLM API by status code, rejections included, and endpoint: the route served (/gemini for every Gemini route), other when none matched.", "endpoint", "code")
 		m.tokens = f("tokens_total", "Tokens metered, by class (prompt includes cached and cache_write; completion includes reasoning).", "provider", "model", "class")
 		m.upstreamErr = f("upstream_errors_total", "Upstream failures by kind: refused (the provider's own 4xx/5xx: its key, a model it does not serve, 429, 5xx), invalid_request (the provider refused the client's request: 400, 413, 422), unreachable (no connection or TLS), timeout (connect_timeout, stall_timeout, request_timeout), stream_error (a stream that broke or sent an error frame).", "provider", "kind")
 		m.retries = f("retries_total", "Attempts that failed before the client's first byte and went on to another deployment, by the failed deployment.", "provider", "deployment")
