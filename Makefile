@@ -4,8 +4,10 @@ export CI_TEST_TIMEOUT ?= 15m
 
 .PHONY: build run test race vet cross fuzz fuzz-build race-build fuzz-e2e faults soak loadgen-test bench bench-ledger bench-meter bench-shards screenshots clean
 
+# -buildvcs=auto stamps the git revision into the binary (tollgate version),
+# whatever GOFLAGS says; outside a checkout it stamps nothing.
 build:
-	$(GO) build -o bin/tollgate ./cmd/tollgate
+	$(GO) build -buildvcs=auto -o bin/tollgate ./cmd/tollgate
 	$(GO) build -o bin/upstream-sim ./cmd/upstream-sim
 
 run: build

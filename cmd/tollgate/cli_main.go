@@ -95,6 +95,10 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, env fu
 		fmt.Fprint(stdout, fullUsage())
 		return exitOK
 	}
+	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
+		fmt.Fprintln(stdout, version())
+		return exitOK
+	}
 	cmd, rest := findCommand(args)
 	if cmd == nil {
 		if group := commandsOf(args[0]); len(group) > 0 {

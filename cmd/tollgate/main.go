@@ -6,6 +6,7 @@
 //	tollgate admin   [--config tollgate.yaml] the admin API only
 //	tollgate migrate                          apply database migrations
 //	tollgate demo                             seed a demo customer and key, print curl commands
+//	tollgate version                          print the build's version, revision and Go version
 //	tollgate NOUN VERB [flags]                admin commands: a client of the admin API
 //	                                          (customers, keys, prices, overrides, credits,
 //	                                          balance, usage, events, statements, export,
@@ -45,6 +46,7 @@ Usage:
                                    and print curl commands to try it
   tollgate config check --config FILE
                                    check a configuration file and explain what is wrong
+  tollgate version                 print the build's version, revision and Go version
   tollgate NOUN VERB [flags]       administer a running server through its admin API
                                    (customers, keys, prices, credits, usage...: see below)
 Each command's --help (or 'tollgate help COMMAND') shows its flags and exits 0; a bad flag

@@ -72,7 +72,7 @@ func runRoles(ctx context.Context, log *slog.Logger, name string, args []string,
 	if err != nil {
 		return err
 	}
-	log.Info("tollgate running", "listen", a.Addr, "admin_listen", a.AdminAddr)
+	log.Info("tollgate running", "listen", a.Addr, "admin_listen", a.AdminAddr, "version", version())
 	<-ctx.Done()
 	log.Info("shutting down: finishing in-flight requests", "grace", a.grace.String())
 	began := time.Now()

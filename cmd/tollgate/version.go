@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"runtime/debug"
+	"strings"
+)
+
+// version is the line `tollgate version` prints and the "tollgate
+// running" log line carries: the build's module version ("(devel)" for a
+// binary built from a checkout with go build), its VCS revision, whether
+// the tree had uncommitted changes, and the commit's time when the Go
+// toolchain stamped them (debug.BuildInfo's vcs.* settings, set by
+// go build in a git checkout unless -buildvcs=false), and the Go version.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "tollgate (unknown build)"
+	}
+	settings := make(map[string]string, len(bi.Settings))
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	return versionOf(bi.Main.Version, settings, bi.GoVersion)
+}
+
+// versionOf is version's line for a module version, build settings and
+// Go version.
+func versionOf(module string, settings map[string]string, goVersion string) string {
+	if module == "" {
+		module = "(devel)"
+	}
+	var vcs []string
+	if rev := settings["vcs.revision"]; rev != "" {
+		vcs = append(vcs, "revision "+rev[:min(len(rev), 12)])
+		if settings["vcs.modified"] == "true" {
+			vcs = append(vcs, "modified")
+		}
+		if t := settings["vcs.time"]; t != "" {
+			vcs = append(vcs, t)
+		}
+	}
+	if len(vcs) == 0 {
+		return fmt.Sprintf("tollgate %s %s", module, goVersion)
+	}
+	return fmt.Sprintf("tollgate %s (%s) %s", module, strings.Join(vcs, ", "), goVersion)
+}
