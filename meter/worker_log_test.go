@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -73,5 +74,52 @@ func TestWriteFailuresLoggedOncePerRun(t *testing.T) {
 	}
 	if !strings.Contains(out, "writing to the ledger again") {
 		t.Fatalf("the end of the failures is not logged:\n%s", out)
+	}
+}
+
+// TestWorkerSetAsideLogNamesItsCustomer: the worker's line for an event it
+// sets aside in the dead-letter stream names the event's customer when its
+// data says one, as the gateway's own set-aside line does, so that an
+// operator knows whose usage waits there; data that names none (not JSON)
+// is logged without one.
+func TestWorkerSetAsideLogNamesItsCustomer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	customer := uuid.NewString()
+	bad := fmt.Appendf(nil, `{"v":1,"id":%q,"time":%q,"customer_id":%q,"key_id":%q,"provider":"p","model":"m",`+
+		`"endpoint":"/v1/chat/completions","status":"not a status","usage":{"prompt_tokens":1},"usage_source":"upstream"}`,
+		uuid.NewString(), time.Now().UTC().Format(time.RFC3339Nano), customer, uuid.NewString())
+	for _, data := range [][]byte{bad, []byte("not json at all")} {
+		if _, err := js.Publish(ctx, "tollgate.usage.v1", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs syncBuffer
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	var lines []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		lines = lines[:0]
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "set aside in the dead-letter stream") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) == 2 {
+			break
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("set-aside lines %q, want 2", lines)
+	}
+	named := 0
+	for _, l := range lines {
+		if strings.Contains(l, `"customer_id":"`+customer+`"`) {
+			named++
+		}
+	}
+	if named != 1 {
+		t.Fatalf("the line of the event with a customer does not name it (or both do):\n%s", strings.Join(lines, "\n"))
 	}
 }
