@@ -1,7 +1,9 @@
 package meter
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -581,8 +583,9 @@ func (w *Worker) storedAlready(ctx context.Context, msgs []jetstream.Msg) []bool
 // setAside moves m to the dead-letter stream, retrying until it is there
 // (or ctx ends, leaving m to be redelivered), then acknowledges it.
 func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
+	id, customer := namedIn(m.Data())
 	w.cfg.Logger.Error("meter: usage event set aside in the dead-letter stream", "reason", reason,
-		"event_id", eventID(m))
+		"event_id", cmp.Or(eventID(m), id), "customer_id", customer)
 	var msgID string // the usage stream message's: a redelivery of it is set aside once
 	if meta, err := m.Metadata(); err == nil {
 		// The stream's sequence and the message's time: a stream deleted
@@ -612,6 +615,30 @@ func (w *Worker) setAside(ctx context.Context, m jetstream.Msg, reason string) {
 // eventID is the event id m's headers give: HeaderEventID on a replayed
 // dead letter, else its Nats-Msg-Id, which a publisher sets to the event id;
 // for one event of a group, the id its JSON gives.
+// namedIn returns the id and customer_id that data, an event set aside,
+// names, each cut to maxLoggedName bytes, or "" for one it does not name
+// (data that is not a JSON object, or a member that is not a string): for
+// the log line of an event whose message carries no id header, and so that
+// an operator knows whose usage waits in the dead-letter stream.
+func namedIn(data []byte) (id, customer string) {
+	var named struct {
+		ID         any `json:"id"`
+		CustomerID any `json:"customer_id"`
+	}
+	if json.Unmarshal(data, &named) != nil {
+		return "", ""
+	}
+	cut := func(v any) string {
+		s, _ := v.(string)
+		return s[:min(len(s), maxLoggedName)]
+	}
+	return cut(named.ID), cut(named.CustomerID)
+}
+
+// maxLoggedName bounds, in bytes, an id or customer id namedIn takes from
+// an event's data (a valid one is a 36-byte UUID).
+const maxLoggedName = 64
+
 func eventID(m jetstream.Msg) string {
 	if em, ok := m.(*eventMsg); ok {
 		return em.id()
