@@ -531,7 +531,13 @@ func (x *exchange) settle() {
 	}
 	e.DurationMillis = time.Since(x.began()).Milliseconds()
 	e.Normalize() // whatever the upstream sent, the event can be stored
-	x.s.limits.tokens(x.key, e.Usage.Total())
+	if !x.retry {
+		// tpm_limit counts the request's tokens: those of the attempt the
+		// client got. One retried elsewhere is the operator's cost (not
+		// charged), as its usage is: counted, it throttled the customer
+		// for the operator's failing deployment.
+		x.s.limits.tokens(x.key, e.Usage.Total())
+	}
 	x.s.hidden.observe(e, r)
 	x.s.metrics.observe(e, x.unreached, x.refusedWith)
 	level := slog.LevelInfo // a failed request stays in the log at TOLLGATE_LOG_LEVEL=warn
