@@ -158,14 +158,60 @@ func TestNoTimeLeftNoAttempt(t *testing.T) {
 	if code != http.StatusGatewayTimeout || !strings.Contains(body, "request_timeout") {
 		t.Fatalf("status %d %.300s; want 504 naming request_timeout", code, body)
 	}
-	if e := st.sink.event(t, id); e.Status != usage.StatusTimeout || !strings.Contains(e.Error, "request_timeout") || e.NotCharged {
-		t.Errorf("the request's event %+v; want a timeout at request_timeout", e)
+	if evs := st.sink.eventsOf(id); len(evs) != 1 || evs[0].Deployment != "hung" || evs[0].Status != usage.StatusTimeout ||
+		!strings.Contains(evs[0].Error, "request_timeout") || evs[0].NotCharged {
+		t.Errorf("the request's events %+v; want one, hung's, a timeout at request_timeout", evs)
 	}
 	if n := st.simStats(t).ByDeployment["west"].Requests.OK; n != 0 {
 		t.Errorf("west was sent %d requests after request_timeout had passed", n)
 	}
 	// hung, which had the whole request_timeout, rests; west, never asked,
 	// does not: the next request is its, first try.
+	code, body, id = rc.send(t, st, "two", testKey, false)
+	if evs := st.sink.eventsOf(id); code != http.StatusOK || len(evs) != 1 || evs[0].Deployment != "west" {
+		t.Fatalf("next request: status %d %.300s, attempts %+v; want west, first try", code, body, evs)
+	}
+}
+
+// TestNoTimeLeftForTheNextDeployment: each deployment's request_timeout
+// counts from the request's arrival. The first (request_timeout 5 s)
+// answers 503 after 0.7 s; the second's request_timeout (0.5 s) has passed
+// by then: it is not sent, the client gets 504 naming request_timeout,
+// and the second deployment, never asked, does not rest.
+func TestNoTimeLeftForTheNextDeployment(t *testing.T) {
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(700 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error"}}`)
+	}))
+	t.Cleanup(slow.Close)
+	st := failoverStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "slow", Type: "openai", BaseURL: slow.URL + "/v1",
+			APIKey: "sk-slow-123456789", RequestTimeout: 5 * time.Second})
+		for i := range c.Providers {
+			if c.Providers[i].Name == "west" {
+				c.Providers[i].RequestTimeout = 500 * time.Millisecond
+			}
+		}
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "two", Deployments: []gateway.DeploymentConfig{
+			{Name: "slow", Provider: "slow", UpstreamModel: "sim-small", Weight: 1 << 30},
+			{Name: "west", Provider: "west", UpstreamModel: "sim-small", Weight: 1}}})
+	})
+	rc := routeCases[0]
+	code, body, id := rc.send(t, st, "two", testKey, false)
+	if code != http.StatusGatewayTimeout || !strings.Contains(body, "request_timeout") {
+		t.Fatalf("status %d %.300s; want 504 naming request_timeout", code, body)
+	}
+	evs := st.sink.eventsOf(id)
+	if len(evs) != 2 || !evs[0].NotCharged || evs[1].Deployment != "west" || evs[1].Status != usage.StatusTimeout ||
+		!strings.Contains(evs[1].Error, "request_timeout") || evs[1].Usage.Total() != 0 {
+		t.Errorf("attempts %+v; want slow's 503 (not charged), then a timeout at request_timeout billing nothing", evs)
+	}
+	if n := st.simStats(t).ByDeployment["west"].Requests.OK; n != 0 {
+		t.Errorf("west was sent %d requests after its request_timeout had passed", n)
+	}
 	code, body, id = rc.send(t, st, "two", testKey, false)
 	if evs := st.sink.eventsOf(id); code != http.StatusOK || len(evs) != 1 || evs[0].Deployment != "west" {
 		t.Fatalf("next request: status %d %.300s, attempts %+v; want west, first try", code, body, evs)
