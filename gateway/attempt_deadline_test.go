@@ -123,6 +123,16 @@ func TestRequestTimeoutCountsFromArrival(t *testing.T) {
 				e.NotCharged || e.HTTPStatus != http.StatusGatewayTimeout {
 				t.Errorf("the request's event %+v; want hung's, a timeout at request_timeout, 504", e)
 			}
+			if rc.name != "chat" {
+				return
+			}
+			// slow rests; hung, cut off at what slow left of request_timeout,
+			// does not (its time was spent elsewhere): the next request is
+			// hung's first.
+			code, body, id = rc.send(t, st, "two", testKey, false)
+			if evs := st.sink.eventsOf(id); code != http.StatusGatewayTimeout || len(evs) != 1 || evs[0].Deployment != "hung" {
+				t.Errorf("next request: status %d %.300s, attempts %+v; want hung's alone", code, body, evs)
+			}
 		})
 	}
 }

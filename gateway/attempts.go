@@ -162,7 +162,9 @@ func (s *Server) serveAttempts(w http.ResponseWriter, r *http.Request, attempts 
 		x := s.newExchange(w, r, p.route(), endpoint, stream, env)
 		x.event.Attempt = i + 1
 		x.upBody, x.upPath = p.body, p.path
-		x.canRetry, x.retryUntil = i+1 < len(attempts), until
+		// An attempt begun with nothing left of request_timeout (its
+		// context ended already: newExchange) is the last.
+		x.canRetry, x.retryUntil = i+1 < len(attempts) && x.cause() == nil, until
 		s.runAttempt(x, p, run)
 		x.wmu.Lock()
 		cut := x.cut // a shutdown answered the client meanwhile
@@ -307,9 +309,14 @@ func (s *Server) logHealth(d *deployment, model string, x *exchange, c change) {
 }
 
 // outcome is how the attempt went for its deployment's health: failed
-// when the upstream failed it, ok when it served it, else neutral.
+// when the upstream failed it, ok when it served it, else neutral. A
+// later attempt cut off at request_timeout, which had only what the
+// earlier ones left of it (or nothing, and was never sent), is neutral:
+// the time was spent elsewhere.
 func (x *exchange) outcome() outcome {
 	switch {
+	case x.upstreamFailed && x.event.Attempt > 1 && errors.Is(x.cause(), errRequestTimeout):
+		return outcomeNeutral
 	case x.upstreamFailed:
 		return outcomeFailed
 	case x.responded && x.event.Status == "ok":

@@ -120,7 +120,7 @@ type exchange struct {
 	stopWatch  func() bool
 	stall      *time.Timer
 	stallAfter time.Duration
-	endBy      time.Duration // request_timeout: the most time since start
+	endBy      time.Duration // what is left of request_timeout (from the request's arrival): the most time since start
 	// lastEvent is when the upstream last sent something, in nanoseconds
 	// since start (see touch); stallOff says the stall timer is stopped.
 	lastEvent  atomic.Int64
@@ -165,6 +165,7 @@ type exchange struct {
 func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, endpoint string, stream bool, env provider.Envelope) *exchange {
 	start := time.Now()
 	who := keyOf(r)
+	none := false // nothing left of request_timeout
 	x := &exchange{s: s, key: who, start: start, stallAfter: rt.provider.StallTimeout, endBy: rt.provider.RequestTimeout, promptText: func() tap.Prompt { return tap.Prompt{} },
 		env: env, w: w, flushTo: flusherOf(w), left: make(chan struct{}),
 		event: &usage.Event{
@@ -186,9 +187,23 @@ func (s *Server) newExchange(w http.ResponseWriter, r *http.Request, rt route, e
 			st.arrived = start
 		}
 		x.event.Time = st.arrived.UTC()
+		// request_timeout bounds the whole request, from its arrival (its
+		// first attempt's start): a later attempt gets what is left of it.
+		// Timed from each attempt's own start, a request whose first
+		// deployment failed slowly ran up to retry.budget past it.
+		if spent := start.Sub(st.arrived); x.endBy > 0 && spent > 0 {
+			none = spent >= x.endBy
+			x.endBy = max(x.endBy-spent, time.Nanosecond)
+		}
 	}
 	x.ck.at = 0
 	x.ctx, x.cancel = context.WithCancelCause(context.WithoutCancel(r.Context()))
+	if none {
+		// Nothing is left: the upstream is not asked (its round trip ends
+		// at once), and the client gets 504 naming request_timeout, the
+		// event a timeout; no other attempt follows (serveAttempts).
+		x.cancel(errRequestTimeout)
+	}
 	x.stopWatch = context.AfterFunc(r.Context(), x.clientLeft)
 	s.inflight.Add(1)
 	s.mu.Lock()
@@ -304,7 +319,7 @@ func (x *exchange) stallCheck(t *time.Timer) {
 	}
 	elapsed := time.Since(x.start)
 	if x.endBy > 0 && elapsed >= x.endBy {
-		x.cancel(errRequestTimeout)
+		x.timeUp()
 		return
 	}
 	quiet := elapsed - time.Duration(x.lastEvent.Load())
@@ -671,5 +686,23 @@ func (x *exchange) stopRest() {
 // timerCancel cancels x's upstream context with cause after d, unless
 // stopped first.
 func timerCancel(x *exchange, d time.Duration, cause error) *time.Timer {
+	if cause == errRequestTimeout {
+		return time.AfterFunc(d, x.timeUp)
+	}
 	return time.AfterFunc(d, func() { x.cancel(cause) })
+}
+
+// timeUp cuts the upstream off at request_timeout: nothing is left of it
+// for another attempt, so the client gets this one's 504 (or its stream's
+// error event), naming request_timeout, and its event is the request's.
+// The wish is made only when wmu is free (a write to the client holds it
+// up to write_timeout, and a client that has bytes gets no other attempt
+// anyway); an attempt that follows nonetheless begins with nothing left,
+// and is not sent (newExchange).
+func (x *exchange) timeUp() {
+	if x.wmu.TryLock() {
+		x.canRetry = false
+		x.wmu.Unlock()
+	}
+	x.cancel(errRequestTimeout)
 }
