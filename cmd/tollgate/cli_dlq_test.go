@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -52,4 +55,70 @@ func TestCLIDeadLetters(t *testing.T) {
 		t.Errorf("replay of sequence 0: %+v", apiErr)
 	}
 	s.tgFail(exitInvalid, "limit", "dlq", "list", "--limit", "0")
+}
+
+// TestCLIDeadLetterPages: `tollgate dlq list` pages as the other lists
+// do: 25 dead letters, 10 a page, followed with --cursor from the "More
+// dead letters follow" hint, are all 25 once, in order, and the last page
+// has no hint; --all lists the 25; a cursor that is not a sequence is
+// refused. It listed the oldest --limit letters and nothing past them.
+func TestCLIDeadLetterPages(t *testing.T) {
+	s := newStack(t, nil)
+	js, err := jetstream.New(s.app.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []string
+	for i := range 25 {
+		msg := nats.NewMsg("tollgate.usage.dlq")
+		msg.Data = []byte(fmt.Sprintf(`{"v":7,"n":%d}`, i))
+		msg.Header.Set("Tollgate-Reason", "schema version 7")
+		ack, err := js.PublishMsg(context.Background(), msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, strconv.FormatUint(ack.Sequence, 10))
+	}
+	var got []string
+	args := []string{"dlq", "list", "--limit", "10"}
+	hints := 0
+	for range 5 {
+		r := s.tg(args...)
+		if r.code != exitOK {
+			t.Fatalf("tollgate %s: exit %d, stderr %q", strings.Join(args, " "), r.code, r.errOut)
+		}
+		for line := range strings.Lines(r.out) {
+			if f := strings.Fields(line); len(f) > 0 && f[0] != "SEQ" {
+				got = append(got, f[0])
+			}
+		}
+		_, cursor, more := strings.Cut(strings.TrimSpace(r.errOut), "add --cursor ")
+		if !more {
+			if r.errOut != "" {
+				t.Fatalf("the last page's stderr: %q", r.errOut)
+			}
+			break
+		}
+		hints++
+		if !strings.HasPrefix(r.errOut, "More dead letters follow:") {
+			t.Fatalf("the hint: %q", r.errOut)
+		}
+		cursor, _, _ = strings.Cut(cursor, ",")
+		args = []string{"dlq", "list", "--limit", "10", "--cursor", cursor}
+	}
+	if strings.Join(got, " ") != strings.Join(seqs, " ") || hints != 2 {
+		t.Fatalf("pages listed %v with %d hints; want %v with 2", got, hints, seqs)
+	}
+	var all struct {
+		Data []struct {
+			Seq uint64 `json:"seq"`
+		} `json:"data"`
+		NextCursor string `json:"next_cursor"`
+	}
+	s.tgJSON(&all, "dlq", "list", "--all", "--limit", "7")
+	if len(all.Data) != 25 || all.NextCursor != "" {
+		t.Fatalf("dlq list --all: %d letters, next_cursor %q; want 25 and none", len(all.Data), all.NextCursor)
+	}
+	s.tgFail(exitUsage, "not both", "dlq", "list", "--all", "--cursor", seqs[3])
+	s.tgFail(exitInvalid, "cursor", "dlq", "list", "--cursor", "abc")
 }
