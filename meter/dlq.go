@@ -162,8 +162,12 @@ func (d *DLQ) keep(values int) int {
 	return max(keep, 0)
 }
 
-// List returns up to limit dead letters, oldest first.
-func (d *DLQ) List(ctx context.Context, limit int) ([]usage.DeadLetter, error) {
+// List returns up to limit dead letters, oldest first, from the first one
+// after sequence after (0: from the oldest). A page goes on from the last
+// sequence of the page before it, held or not: a letter replayed or
+// removed since costs nothing, and none is listed twice. After the last
+// letter it returns none, without an error.
+func (d *DLQ) List(ctx context.Context, after uint64, limit int) ([]usage.DeadLetter, error) {
 	s, err := d.js.Stream(ctx, DLQStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		// Deleted by hand, and not yet made again by a dead letter (put):
@@ -173,7 +177,7 @@ func (d *DLQ) List(ctx context.Context, limit int) ([]usage.DeadLetter, error) {
 	if err != nil {
 		return nil, err
 	}
-	ms, err := letters(ctx, s, limit)
+	ms, err := letters(ctx, s, after, limit)
 	out := make([]usage.DeadLetter, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, usage.DeadLetter{Seq: m.Sequence, Time: m.Time, Reason: m.Header.Get(HeaderReason),
@@ -182,17 +186,17 @@ func (d *DLQ) List(ctx context.Context, limit int) ([]usage.DeadLetter, error) {
 	return out, err
 }
 
-// letters returns up to limit messages of the dead-letter stream s, oldest
-// first: those read before an error too.
-func letters(ctx context.Context, s jetstream.Stream, limit int) ([]*jetstream.RawStreamMsg, error) {
+// letters returns up to limit messages of the dead-letter stream s after
+// sequence after, oldest first: those read before an error too.
+func letters(ctx context.Context, s jetstream.Stream, after uint64, limit int) ([]*jetstream.RawStreamMsg, error) {
 	info, err := s.Info(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if info.State.Msgs == 0 {
+	if info.State.Msgs == 0 || after >= info.State.LastSeq {
 		return nil, nil
 	}
-	return lettersFrom(ctx, s, info.State.FirstSeq, info.State.LastSeq, limit)
+	return lettersFrom(ctx, s, max(info.State.FirstSeq, after+1), info.State.LastSeq, limit)
 }
 
 // namedLetters returns the dead letters of s with the sequences seqs, in

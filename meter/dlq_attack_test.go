@@ -27,7 +27,7 @@ func waitLetters(t *testing.T, ctx context.Context, dlq *meter.DLQ, want int) []
 	var letters []usage.DeadLetter
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var err error
-		if letters, err = dlq.List(ctx, 100); err == nil && len(letters) >= want {
+		if letters, err = dlq.List(ctx, 0, 100); err == nil && len(letters) >= want {
 			break
 		}
 	}
@@ -227,7 +227,7 @@ func TestReplayKeepsTheEventID(t *testing.T) {
 			t.Fatalf("replay %d = %d, %v", round, n, err)
 		}
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if letters, err = dlq.List(ctx, 10); err == nil && len(letters) == 1 {
+			if letters, err = dlq.List(ctx, 0, 10); err == nil && len(letters) == 1 {
 				break
 			}
 		}
@@ -330,7 +330,7 @@ func TestListingDeadLettersSkipsTheReplayed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	letters, err := dlq.List(ctx, 100)
+	letters, err := dlq.List(ctx, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestDeadLettersOfADeletedStream(t *testing.T) {
 	if err := js.DeleteStream(ctx, meter.DLQStream); err != nil {
 		t.Fatal(err)
 	}
-	if letters, err := dlq.List(ctx, 100); err != nil || len(letters) != 0 {
+	if letters, err := dlq.List(ctx, 0, 100); err != nil || len(letters) != 0 {
 		t.Errorf("List = %+v, %v; want none, no error", letters, err)
 	}
 	if n, err := dlq.Replay(ctx, nil); err != nil || n != 0 {

@@ -62,7 +62,7 @@ func TestDeadSpoolRedrainSetsAsideOnce(t *testing.T) {
 	dead2.Close()
 
 	dlq, _ := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	letters, err := dlq.List(ctx, 100)
+	letters, err := dlq.List(ctx, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func setAsideGroup(t *testing.T, ctx context.Context, js jetstream.JetStream, dl
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		letters, err := dlq.List(ctx, 100)
+		letters, err := dlq.List(ctx, 0, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +155,7 @@ func TestReplayOfABlankGroupPublishesNothing(t *testing.T) {
 	if after := usageLastSeq(t, ctx, js); after != before {
 		t.Fatalf("the replay of blank lines stored %d messages; want none", after-before)
 	}
-	if left, err := dlq.List(ctx, 10); err != nil || len(left) != 0 {
+	if left, err := dlq.List(ctx, 0, 10); err != nil || len(left) != 0 {
 		t.Fatalf("dead letters after the replay: %+v, %v; want none", left, err)
 	}
 }
@@ -194,7 +194,7 @@ func TestReplayRefusesACutGroup(t *testing.T) {
 	if after := usageLastSeq(t, ctx, js); after != before {
 		t.Fatalf("refused replays stored %d messages; want none", after-before)
 	}
-	if left, err := dlq.List(ctx, 10); err != nil || len(left) != 2 {
+	if left, err := dlq.List(ctx, 0, 10); err != nil || len(left) != 2 {
 		t.Fatalf("dead letters after refused replays: %d, %v; want both", len(left), err)
 	}
 	if n, err := dlq.Replay(ctx, []uint64{poison}); err != nil || n != 1 {

@@ -50,7 +50,7 @@ func TestDLQRemove(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Remove = %d, %v; want 1", n, err)
 	}
-	left, err := dlq.List(ctx, 10)
+	left, err := dlq.List(ctx, 0, 10)
 	if err != nil || len(left) != 1 || left[0].Seq != seqs[1] {
 		t.Fatalf("after Remove: %+v, %v; want only letter %d", left, err, seqs[1])
 	}
@@ -70,7 +70,7 @@ func TestDLQRemove(t *testing.T) {
 	if !errors.As(err, &nf) || nf.Seq != 999 || n != 0 {
 		t.Fatalf("Remove with an unknown sequence = %d, %v; want 0 and dead letter 999 not found", n, err)
 	}
-	if left, _ := dlq.List(ctx, 10); len(left) != 1 {
+	if left, _ := dlq.List(ctx, 0, 10); len(left) != 1 {
 		t.Fatalf("after a refused Remove %d letters are left, want 1", len(left))
 	}
 	if _, err := dlq.Remove(ctx, []uint64{seqs[0]}); !errors.As(err, &nf) {
@@ -96,7 +96,7 @@ func TestDLQRemoveLogKeepsItsOwnTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	letters, err := dlq.List(ctx, 10)
+	letters, err := dlq.List(ctx, 0, 10)
 	if err != nil || len(letters) != 1 {
 		t.Fatalf("List = %+v, %v; want the letter", letters, err)
 	}

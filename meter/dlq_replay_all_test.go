@@ -61,7 +61,7 @@ func TestReplayOfEveryLetterGoesPageByPage(t *testing.T) {
 	if after := usageLastSeq(t, ctx, js); after != before {
 		t.Fatalf("a refused replay of every letter sent %d messages; want none", after-before)
 	}
-	if left, err := dlq.List(ctx, 100); err != nil || len(left) != good+1 {
+	if left, err := dlq.List(ctx, 0, 100); err != nil || len(left) != good+1 {
 		t.Fatalf("dead letters after the refused replay: %d, %v; want %d", len(left), err, good+1)
 	}
 
@@ -74,7 +74,7 @@ func TestReplayOfEveryLetterGoesPageByPage(t *testing.T) {
 	if after := usageLastSeq(t, ctx, js); after != before+good {
 		t.Fatalf("replay of every letter stored %d messages; want %d", after-before, good)
 	}
-	if left, err := dlq.List(ctx, 100); err != nil || len(left) != 0 {
+	if left, err := dlq.List(ctx, 0, 100); err != nil || len(left) != 0 {
 		t.Fatalf("dead letters after replaying every one: %d, %v; want none", len(left), err)
 	}
 	s, err := js.Stream(ctx, meter.DefaultStreamName)

@@ -47,7 +47,7 @@ func TestSetAsideCutShortByAStopLeavesThePoisonUnacknowledged(t *testing.T) {
 	}
 	// The hand-back delays its redelivery by twice the drain wait (10 s).
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		letters, err := dlq.List(ctx, 10)
+		letters, err := dlq.List(ctx, 0, 10)
 		if err == nil && len(letters) == 1 {
 			break
 		}

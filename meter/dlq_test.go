@@ -52,7 +52,7 @@ func TestPoisonGoesToDeadLetterAndReplays(t *testing.T) {
 	}
 	var letters []usage.DeadLetter
 	for deadline := time.Now().Add(10 * time.Second); len(letters) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		letters, _ = dlq.List(ctx, 10)
+		letters, _ = dlq.List(ctx, 0, 10)
 	}
 	if len(letters) != 2 || !strings.Contains(letters[0].Reason+letters[1].Reason, "schema version 99") ||
 		!strings.Contains(letters[0].Reason+letters[1].Reason, "overflows") {
@@ -81,7 +81,7 @@ func TestPoisonGoesToDeadLetterAndReplays(t *testing.T) {
 			t.Fatalf("replayed event not stored: %v", err)
 		}
 	}
-	left, _ := dlq.List(ctx, 10)
+	left, _ := dlq.List(ctx, 0, 10)
 	if len(left) != 1 {
 		t.Fatalf("after replay %d dead letters remain, want the undecodable one", len(left))
 	}
@@ -92,7 +92,7 @@ func TestPoisonGoesToDeadLetterAndReplays(t *testing.T) {
 		t.Fatalf("Replay of the undecodable one = %d, %v", n, err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if left, _ = dlq.List(ctx, 10); len(left) == 1 && left[0].Seq != letters[0].Seq && left[0].Seq != letters[1].Seq {
+		if left, _ = dlq.List(ctx, 0, 10); len(left) == 1 && left[0].Seq != letters[0].Seq && left[0].Seq != letters[1].Seq {
 			return
 		}
 	}

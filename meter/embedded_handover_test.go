@@ -175,7 +175,7 @@ func TestHandOverMovesTheEmbeddedStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := dlq.List(ctx, 10)
+	got, err := dlq.List(ctx, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

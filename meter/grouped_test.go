@@ -93,7 +93,7 @@ func TestWorkerSetsAsideAGroupsPoisonAlone(t *testing.T) {
 	}
 	var letters []usage.DeadLetter
 	for deadline := time.Now().Add(10 * time.Second); len(letters) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if letters, err = dlq.List(ctx, 10); err != nil {
+		if letters, err = dlq.List(ctx, 0, 10); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -240,7 +240,7 @@ func TestWorkerSetsAsideAMalformedGroupWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	letters, err := dlq.List(ctx, 10000)
+	letters, err := dlq.List(ctx, 0, 10000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,7 @@ func TestMetersKilledMidBatchWriteEachEventOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if letters, err := dlq.List(ctx, 10); err != nil || len(letters) != 0 {
+	if letters, err := dlq.List(ctx, 0, 10); err != nil || len(letters) != 0 {
 		t.Fatalf("dead letters = %+v, %v", letters, err)
 	}
 	t.Logf("%d events published through 8 meters killed mid-batch", published)

@@ -54,7 +54,7 @@ func deadLettersOnceDrained(t *testing.T, ctx context.Context, js jetstream.JetS
 	var letters []usage.DeadLetter
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		info, err := cons.Info(ctx)
-		if letters, _ = dlq.List(ctx, 10); err == nil && info.NumAckPending == 0 && info.NumPending == 0 && len(letters) > 0 {
+		if letters, _ = dlq.List(ctx, 0, 10); err == nil && info.NumAckPending == 0 && info.NumPending == 0 && len(letters) > 0 {
 			break
 		}
 	}
@@ -208,7 +208,7 @@ func TestMaxDeliverCheckDoesNotStallTheBatch(t *testing.T) {
 	}
 	got := map[string]bool{}
 	for deadline := start.Add(cfg.AckWait); time.Now().Before(deadline) && len(got) < len(ids); time.Sleep(50 * time.Millisecond) {
-		letters, _ := dlq.List(ctx, 100)
+		letters, _ := dlq.List(ctx, 0, 100)
 		for _, l := range letters {
 			got[l.EventID] = true
 		}
@@ -265,7 +265,7 @@ func TestOverDeliveredCopyOfAnEventInFlightIsNotSetAside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	letters, _ := dlq.List(ctx, 100)
+	letters, _ := dlq.List(ctx, 0, 100)
 	stored, err := store.StoredIDs(ctx, ids)
 	if err != nil || len(stored) != len(ids) || len(letters) != 0 {
 		t.Fatalf("%d of %d events in the ledger (%v), %d dead letters %+v; want every event in the ledger and no dead letter",

@@ -68,7 +68,7 @@ func TestAnEventOverASmallMaxPayloadReachesTheDeadLetterStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	letters, err := dlq.List(ctx, 10)
+	letters, err := dlq.List(ctx, 0, 10)
 	if err != nil || len(letters) != 1 {
 		t.Fatalf("dead letters = %+v, %v; want 1", letters, err)
 	}

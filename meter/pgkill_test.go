@@ -130,7 +130,7 @@ func TestWorkerSurvivesKilledBackends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if letters, err := dlq.List(ctx, 10); err != nil || len(letters) != 0 {
+	if letters, err := dlq.List(ctx, 0, 10); err != nil || len(letters) != 0 {
 		t.Fatalf("dead letters %+v, %v; want none: a killed connection is transient", letters, err)
 	}
 }

@@ -70,7 +70,7 @@ func TestWorkerIsolatesPoison(t *testing.T) {
 	}
 	var letters []usage.DeadLetter
 	for deadline := time.Now().Add(10 * time.Second); len(letters) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if letters, err = dlq.List(ctx, 10); err != nil {
+		if letters, err = dlq.List(ctx, 0, 10); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -56,7 +56,7 @@ func TestRepublisherDeadLettersWhatNATSRefuses(t *testing.T) {
 		t.Errorf("the huge event was published with a model of %d bytes, corrections %q", len(got[1].Model), got[1].Corrections)
 	}
 	dlq, _ := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	letters, err := dlq.List(ctx, 10)
+	letters, err := dlq.List(ctx, 0, 10)
 	if err != nil || len(letters) != 2 {
 		t.Fatalf("dead letters = %+v, %v; want 2", letters, err)
 	}
@@ -100,7 +100,7 @@ func TestRepublisherDeadLettersACorruptSpoolRecord(t *testing.T) {
 	}
 	dlq, _ := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
 	var letters []usage.DeadLetter
-	waitFor(t, func() bool { letters, _ = dlq.List(ctx, 10); return len(letters) > 0 })
+	waitFor(t, func() bool { letters, _ = dlq.List(ctx, 0, 10); return len(letters) > 0 })
 	if len(letters) != 1 || !strings.Contains(letters[0].Reason, "corrupt record of the gateway's usage spool") ||
 		!strings.Contains(letters[0].Data, events[1].ID) {
 		t.Errorf("dead letters = %+v; want one: the damaged record's bytes, holding its event's id, and where they were", letters)
@@ -147,7 +147,7 @@ func TestDurablePublisherNeverOnlyLogs(t *testing.T) {
 		t.Fatalf("published %+v, want the event corrected", got[0])
 	}
 	dlq, _ := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	letters, _ := dlq.List(ctx, 10)
+	letters, _ := dlq.List(ctx, 0, 10)
 	if len(letters) != 1 || letters[0].EventID != bad.ID || !strings.Contains(letters[0].Reason, "key_id") {
 		t.Fatalf("dead letters = %+v", letters)
 	}

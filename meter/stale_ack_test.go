@@ -181,7 +181,7 @@ func testStaleAcks(t *testing.T, js jetstream.JetStream, lose func()) {
 			break
 		}
 	}
-	letters, err := mustDLQ(t, js).List(ctx, 1000)
+	letters, err := mustDLQ(t, js).List(ctx, 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

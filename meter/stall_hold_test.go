@@ -82,7 +82,7 @@ func noDeadLetters(t *testing.T, js jetstream.JetStream, why string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if letters, err := dlq.List(context.Background(), 1000); err != nil || len(letters) != 0 {
+	if letters, err := dlq.List(context.Background(), 0, 1000); err != nil || len(letters) != 0 {
 		t.Errorf("%d dead letters (%v) %s; want none: no event was refused", len(letters), err, why)
 	}
 }

@@ -113,7 +113,7 @@ func TestEventsHeldThroughAStallAreKeptAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if letters, err := dlq.List(ctx, 10); err != nil || len(letters) != 0 {
+	if letters, err := dlq.List(ctx, 0, 10); err != nil || len(letters) != 0 {
 		t.Errorf("dead letters %+v, %v; want none: every event was written", letters, err)
 	}
 	// Per worker: the handler's channel and nats.go's buffer (a batch

@@ -6,25 +6,48 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // dlqCommands are `tollgate dlq ...`: usage events the meter worker set
 // aside, their replay, and their removal.
 func dlqCommands() []*command {
 	return []*command{{
-		name: "dlq list", args: "[--limit N]",
-		summary: "list usage events set aside in the dead-letter stream, with why (GET /admin/v1/dlq)",
-		example: "tollgate dlq list --limit 20",
+		name: "dlq list", args: "[--limit N] [--cursor C | --all]",
+		summary: "list usage events set aside in the dead-letter stream, oldest first, a page at a time, with why (GET /admin/v1/dlq)",
+		example: "tollgate dlq list --limit 20\n  tollgate dlq list --limit 20 --cursor 20\n  tollgate dlq list --all --json",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
-			limit := fs.Int("limit", 100, "at most this many, oldest first")
+			limit := fs.Int("limit", api.DefaultDeadLetterLimit, "dead letters per page (1 to 10000)")
+			cursor := fs.String("cursor", "", "the page of dead letters after a previous page: its next_cursor (the sequence it ended with)")
+			all := fs.Bool("all", false, "every dead letter, read --limit at a time")
 			return func(c *cli, _ []string) error {
-				ls, err := c.api.DeadLetters(c.ctx, *limit)
-				return c.show(data(ls), err, func() {
-					rows := make([][]string, len(ls))
-					for i, l := range ls {
+				if *all && *cursor != "" {
+					return usagef("give --cursor or --all, not both")
+				}
+				if *limit < 1 || *limit > api.MaxDeadLetterLimit {
+					return usagef("--limit: %d is not from 1 to %d (dead letters per page)", *limit, api.MaxDeadLetterLimit)
+				}
+				var page api.DeadLetterPage
+				var err error
+				if *all {
+					page.Data, err = c.api.AllDeadLetters(c.ctx, *limit, "")
+				} else {
+					page, err = c.api.DeadLettersPage(c.ctx, *limit, *cursor)
+				}
+				if page.Data == nil {
+					page.Data = []usage.DeadLetter{}
+				}
+				return c.show(page, err, func() {
+					rows := make([][]string, len(page.Data))
+					for i, l := range page.Data {
 						rows[i] = []string{strconv.FormatUint(l.Seq, 10), ts(&l.Time), dash(l.EventID), l.Reason}
 					}
 					c.table([]string{"SEQ", "TIME", "EVENT", "REASON"}, rows)
+					if page.NextCursor != "" {
+						c.warn("More dead letters follow: add --cursor " + page.NextCursor + ", or --all for every dead letter.")
+					}
 				})
 			}
 		},

@@ -54,7 +54,7 @@ func TestCLIDeadLetters(t *testing.T) {
 	if !strings.Contains(apiErr.Error.Message, "sequences start at 1") {
 		t.Errorf("replay of sequence 0: %+v", apiErr)
 	}
-	s.tgFail(exitInvalid, "limit", "dlq", "list", "--limit", "0")
+	s.tgFail(exitUsage, "--limit: 0 is not from 1 to 10000", "dlq", "list", "--limit", "0")
 }
 
 // TestCLIDeadLetterPages: `tollgate dlq list` pages as the other lists

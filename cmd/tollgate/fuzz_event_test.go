@@ -55,7 +55,7 @@ func FuzzEventPath(f *testing.F) {
 			stored := err == nil
 			dead := false
 			if !stored {
-				letters, _ := s.app.dlq.List(ctx, 1000)
+				letters, _ := s.app.dlq.List(ctx, 0, 1000)
 				for _, l := range letters {
 					dead = dead || l.EventID == id && l.Reason != ""
 				}

@@ -99,7 +99,7 @@ func TestHandOverFailingMidwayTriesAgainInProcess(t *testing.T) {
 	for _, id := range ids {
 		s.event(id)
 	}
-	letters, err := dlq.List(ctx, 10)
+	letters, err := dlq.List(ctx, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

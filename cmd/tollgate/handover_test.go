@@ -53,7 +53,7 @@ func (s *stack) strandedStore(n int, poisonID string) []string {
 		s.t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if l, _ := s.app.dlq.List(ctx, 10); len(l) == 1 {
+		if l, _ := s.app.dlq.List(ctx, 0, 10); len(l) == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -113,7 +113,7 @@ func TestSwitchToExternalNATSHandsOverTheEmbeddedStore(t *testing.T) {
 		s.event(id)
 	}
 	waitHandedOver(t, s.env.DataDir, 10*time.Second)
-	letters, err := s.app.dlq.List(context.Background(), 10)
+	letters, err := s.app.dlq.List(context.Background(), 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,10 +115,38 @@ func (c *Client) Export(ctx context.Context, from, to time.Time, w io.Writer) (i
 }
 
 // DeadLetters returns up to limit (1 to 10000) usage events the meter
-// worker set aside, oldest first, with why. Returns EInvalid for a limit
-// out of range, EUnavailable when the server has no NATS connection.
+// worker set aside, oldest first, with why: the first page only
+// (DeadLettersPage for the next ones, AllDeadLetters for all). Returns
+// EInvalid for a limit out of range, EUnavailable when the server has no
+// NATS connection.
 func (c *Client) DeadLetters(ctx context.Context, limit int) ([]usage.DeadLetter, error) {
-	return getList[usage.DeadLetter](ctx, c, "/admin/v1/dlq"+query("limit", strconv.Itoa(limit)))
+	page, err := call[DeadLetterPage](ctx, c, "GET", "/admin/v1/dlq"+query("limit", strconv.Itoa(limit)), nil)
+	return page.Data, err
+}
+
+// DeadLettersPage returns one page of the dead letters, oldest first: the
+// first limit (1 to MaxDeadLetterLimit; 0: the server's default,
+// DefaultDeadLetterLimit) after cursor ("": the first page). Its
+// NextCursor, "" on the last page, asks for the next. Returns EInvalid for
+// a limit out of range or a cursor that is not a sequence, EUnavailable
+// when the server has no NATS connection.
+func (c *Client) DeadLettersPage(ctx context.Context, limit int, cursor string) (DeadLetterPage, error) {
+	l := ""
+	if limit != 0 {
+		l = strconv.Itoa(limit)
+	}
+	return call[DeadLetterPage](ctx, c, "GET", "/admin/v1/dlq"+query("limit", l, "cursor", cursor), nil)
+}
+
+// AllDeadLetters returns every dead letter after cursor ("": from the
+// oldest), oldest first, asking for them limit (0: the server's default)
+// a page at a time (DeadLettersPage) and following the cursors. It
+// returns DeadLettersPage's errors.
+func (c *Client) AllDeadLetters(ctx context.Context, limit int, cursor string) ([]usage.DeadLetter, error) {
+	return allPages(cursor, func(cursor string) ([]usage.DeadLetter, string, error) {
+		page, err := c.DeadLettersPage(ctx, limit, cursor)
+		return page.Data, page.NextCursor, err
+	})
 }
 
 // ReplayDeadLetters sends the dead letters with the given sequences (every

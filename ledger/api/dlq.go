@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -13,8 +15,9 @@ import (
 // DeadLetters is the usage pipeline's dead-letter stream, as the admin API
 // needs it (meter.DLQ implements it).
 type DeadLetters interface {
-	// List returns up to limit dead letters, oldest first.
-	List(ctx context.Context, limit int) ([]usage.DeadLetter, error)
+	// List returns up to limit dead letters, oldest first, from the
+	// first one after sequence after (0: from the oldest).
+	List(ctx context.Context, after uint64, limit int) ([]usage.DeadLetter, error)
 	// Replay sends the dead letters with the given sequences (all when
 	// empty) back to the usage stream and returns how many dead letters
 	// (a group set aside whole counts one; it goes back as its events). A
@@ -68,23 +71,73 @@ func (a *Admin) deadLetters(w http.ResponseWriter, r *http.Request) (DeadLetters
 	return st.d, true
 }
 
-// listDLQ serves GET /admin/v1/dlq?limit=N (default 100, at most 10000).
+// DeadLetterPage is one page of dead letters, oldest first (GET
+// /admin/v1/dlq). NextCursor, "" on the last page, is the cursor of the
+// next: the sequence of this page's last letter, in decimal.
+type DeadLetterPage struct {
+	Data       []usage.DeadLetter `json:"data"`
+	NextCursor string             `json:"next_cursor,omitempty"`
+}
+
+// DefaultDeadLetterLimit and MaxDeadLetterLimit are the dead letters a
+// page of GET /admin/v1/dlq holds when limit is not given, and at most.
+const (
+	DefaultDeadLetterLimit = 100
+	MaxDeadLetterLimit     = 10000
+)
+
+// listDLQ serves GET /admin/v1/dlq?limit=N&cursor=C: one page of the dead
+// letters, oldest first, the first limit (1 to MaxDeadLetterLimit;
+// DefaultDeadLetterLimit when not given) after cursor (a page's
+// next_cursor: the sequence it ended with), with the next_cursor of
+// those after them. It gave the oldest limit letters and nothing past
+// them: with more than 10,000 set aside, the rest could not be seen.
 func (a *Admin) listDLQ(w http.ResponseWriter, r *http.Request) {
 	d, ok := a.deadLetters(w, r)
 	if !ok {
 		return
 	}
-	limit := 100
-	if q := r.URL.Query(); q.Get("limit") != "" {
-		n, err := intParam("limit", q.Get("limit"), 1, 10000)
+	q := r.URL.Query()
+	limit := DefaultDeadLetterLimit
+	if q.Get("limit") != "" {
+		n, err := intParam("limit", q.Get("limit"), 1, MaxDeadLetterLimit)
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
 		limit = n
 	}
-	ls, err := d.List(r.Context(), limit)
-	a.respond(w, r, http.StatusOK, map[string]any{"data": ls}, err)
+	after, err := dlqCursor(q.Get("cursor"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	// One more than the page tells whether another follows.
+	ls, err := d.List(r.Context(), after, limit+1)
+	page := DeadLetterPage{Data: ls}
+	if page.Data == nil {
+		page.Data = []usage.DeadLetter{}
+	}
+	if len(ls) > limit {
+		page.Data = ls[:limit]
+		page.NextCursor = strconv.FormatUint(ls[limit-1].Seq, 10)
+	}
+	a.respond(w, r, http.StatusOK, page, err)
+}
+
+// dlqCursor is the sequence a cursor of GET /admin/v1/dlq (a page's
+// next_cursor) names, 0 for none (the first page), or EInvalid for one
+// that is not a sequence (a decimal integer from 1).
+func dlqCursor(c string) (uint64, error) {
+	if c == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(c, 10, 64)
+	if err != nil || n == 0 || c[0] == '+' {
+		return 0, &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf(
+			"cursor: %q is not a dead letter's sequence (a page's next_cursor, a decimal integer from 1); leave it out for the first page", c)}
+	}
+	return n, nil
 }
 
 // replayDLQ serves POST /admin/v1/dlq/replay {"seqs": [..]} (empty: all).

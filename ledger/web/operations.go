@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -205,19 +206,48 @@ func parseFormTime(field, s string) (time.Time, error) {
 type dlqData struct {
 	Letters []usage.DeadLetter
 	Limit   int
+	// Cursor is the page's ?cursor= (the API's next_cursor; "": the first
+	// page), which its forms send back to return to it. First and Next are
+	// the links to the first page (on a later page) and to the next page,
+	// "" when there is none.
+	Cursor, First, Next string
 }
 
-// dlqLimit is how many dead letters the page lists.
+// dlqLimit is how many dead letters a page lists.
 const dlqLimit = 200
 
+// dlqPage lists one page of dlqLimit dead letters, oldest first, after
+// ?cursor= (the API's next_cursor), with links to the first and the next
+// page: it listed the oldest dlqLimit and nothing past them.
 func (c *Console) dlqPage(w http.ResponseWriter, r *http.Request) {
-	ls, err := c.client(r).DeadLetters(r.Context(), dlqLimit)
-	v := c.view(r, "dlq", "Dead letters", dlqData{Letters: ls, Limit: dlqLimit})
+	d := dlqData{Limit: dlqLimit, Cursor: r.URL.Query().Get("cursor")}
+	if d.Cursor != "" {
+		d.First = dlqLink("")
+	}
+	page, err := c.client(r).DeadLettersPage(r.Context(), dlqLimit, d.Cursor)
+	d.Letters = page.Data
+	if page.NextCursor != "" {
+		d.Next = dlqLink(page.NextCursor)
+	}
+	v := c.view(r, "dlq", "Dead letters", d)
 	if err != nil {
 		v.Error = errorText(err)
 	}
-	c.pages.render(w, c.log, http.StatusOK, "dlq", v)
+	c.pages.render(w, c.log, queryStatus(err, http.StatusOK), "dlq", v)
 }
+
+// dlqLink is the dead-letter page after cursor (the API's next_cursor;
+// "": the first page).
+func dlqLink(cursor string) string {
+	if cursor == "" {
+		return "/console/dlq"
+	}
+	return "/console/dlq?" + url.Values{"cursor": {cursor}}.Encode()
+}
+
+// dlqBack is the dead-letter page a form (replay, remove) returns to:
+// the page it was sent from (its cursor field).
+func dlqBack(r *http.Request) string { return dlqLink(r.PostFormValue("cursor")) }
 
 // replay sends one dead letter (seq) or all of them back to the usage
 // stream through the API.
@@ -226,13 +256,13 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	if s := r.PostFormValue("seq"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			c.done(w, r, "/console/dlq", "", &ledger.Error{Code: ledger.EInvalid, Message: "seq: " + strconv.Quote(s) + " is not a sequence number"})
+			c.done(w, r, dlqBack(r), "", &ledger.Error{Code: ledger.EInvalid, Message: "seq: " + strconv.Quote(s) + " is not a sequence number"})
 			return
 		}
 		seqs = []uint64{n}
 	}
 	n, err := c.client(r).ReplayDeadLetters(r.Context(), seqs)
-	c.done(w, r, "/console/dlq", strconv.Itoa(n)+" dead letters replayed.", err)
+	c.done(w, r, dlqBack(r), strconv.Itoa(n)+" dead letters replayed.", err)
 }
 
 // dlqRemoveData is the page that asks before a dead letter is removed:
@@ -240,6 +270,9 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 type dlqRemoveData struct {
 	Seq    uint64
 	Letter *usage.DeadLetter
+	// Cursor is the dead-letter page the Remove button was on, and Back
+	// its link, where the confirmation and Cancel return.
+	Cursor, Back string
 }
 
 // removeDeadLetter removes one dead letter (seq) for good once confirmed:
@@ -250,28 +283,33 @@ func (c *Console) removeDeadLetter(w http.ResponseWriter, r *http.Request) {
 	s := r.PostFormValue("seq")
 	seq, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || seq == 0 {
-		c.done(w, r, "/console/dlq", "", &ledger.Error{Code: ledger.EInvalid, Message: "seq: " + strconv.Quote(s) + " is not a sequence number"})
+		c.done(w, r, dlqBack(r), "", &ledger.Error{Code: ledger.EInvalid, Message: "seq: " + strconv.Quote(s) + " is not a sequence number"})
 		return
 	}
 	if r.PostFormValue("confirm") != "yes" {
-		ls, err := c.client(r).DeadLetters(r.Context(), dlqLimit) // the page the button was on
+		// The letter itself, on whichever page it is (the one after seq-1;
+		// for 1, the first): it was looked for on the first page only,
+		// and one past it was "not found".
+		after := ""
+		if seq > 1 {
+			after = strconv.FormatUint(seq-1, 10)
+		}
+		page, err := c.client(r).DeadLettersPage(r.Context(), 1, after)
 		if err != nil {
-			c.done(w, r, "/console/dlq", "", err)
+			c.done(w, r, dlqBack(r), "", err)
 			return
 		}
-		d := dlqRemoveData{Seq: seq}
-		for i := range ls {
-			if ls[i].Seq == seq {
-				d.Letter = &ls[i]
-			}
+		d := dlqRemoveData{Seq: seq, Cursor: r.PostFormValue("cursor"), Back: dlqBack(r)}
+		if len(page.Data) == 1 && page.Data[0].Seq == seq {
+			d.Letter = &page.Data[0]
 		}
 		if d.Letter == nil {
-			c.done(w, r, "/console/dlq", "", &ledger.Error{Code: ledger.ENotFound, Message: "dead letter " + s + " not found: replayed or removed already"})
+			c.done(w, r, dlqBack(r), "", &ledger.Error{Code: ledger.ENotFound, Message: "dead letter " + s + " not found: replayed or removed already"})
 			return
 		}
 		c.pages.render(w, c.log, http.StatusOK, "dlqremove", c.view(r, "dlq", "Remove dead letter "+s+"?", d))
 		return
 	}
 	n, err := c.client(r).RemoveDeadLetters(r.Context(), []uint64{seq})
-	c.done(w, r, "/console/dlq", strconv.Itoa(n)+" dead letter removed (sequence "+s+").", err)
+	c.done(w, r, dlqBack(r), strconv.Itoa(n)+" dead letter removed (sequence "+s+").", err)
 }
