@@ -133,12 +133,15 @@ func (x *exchange) failWith(status int, msg string) {
 
 // mayRetry reports, and records in x.retry, that this attempt's failure
 // goes to the next attempt instead of the client: another attempt may
-// follow, within the retry budget, and the client has got nothing yet
-// (nor left, nor been cut off).
+// follow, within the retry budget, the client has got nothing yet (nor
+// left, nor been cut off), and request_timeout has not run out (nothing
+// would be left of it for the next: see timeUp, whose turning retry off
+// can miss while wmu is held).
 func (x *exchange) mayRetry() bool {
 	x.wmu.Lock()
 	defer x.wmu.Unlock()
-	if x.canRetry && !x.started && !x.cut && !x.clientGone.Load() && time.Now().Before(x.retryUntil) {
+	if x.canRetry && !x.started && !x.cut && !x.clientGone.Load() && time.Now().Before(x.retryUntil) &&
+		!errors.Is(x.cause(), errRequestTimeout) {
 		x.retry = true
 	}
 	return x.retry
