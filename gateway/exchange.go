@@ -266,7 +266,7 @@ func (x *exchange) clientLeft() {
 // a 503; the upstream is read on for drain, for its usage, and the event
 // records cut_off.
 func (x *exchange) cutOff(drain time.Duration) {
-	x.wmu.Lock()
+	x.lockToCutOff()
 	defer x.wmu.Unlock()
 	if x.cut {
 		return
@@ -287,6 +287,57 @@ func (x *exchange) cutOff(drain time.Duration) {
 	x.cutoff.Store(true)
 	x.clientGone.Store(true) // the relay reads on for the usage, writing nothing
 	x.cutTimer = time.AfterFunc(drain, func() { x.cancel(errShutdown) })
+}
+
+// cutOffWriteWait is how long a cut-off waits for a write to the client
+// already under way (wmu held): a write still blocked after it is a client
+// that stopped reading, which would otherwise hold the cut-off, and the
+// shutdown, until write_timeout.
+const cutOffWriteWait = time.Second
+
+// lockToCutOff takes wmu for cutOff. When a write to the client holds it
+// past cutOffWriteWait, the client connection's write deadline is set to
+// now, and again every 10 ms (a write moves it on once a second:
+// armWriteDeadline) until wmu is taken, so that the write fails
+// (writeFailed: the client is taken as gone, as at write_timeout) and lets
+// go of it.
+func (x *exchange) lockToCutOff() {
+	locked := make(chan struct{})
+	go func() { x.wmu.Lock(); close(locked) }() // wmu is then cutOff's, which unlocks it
+	wait := time.NewTimer(cutOffWriteWait)
+	defer wait.Stop()
+	select {
+	case <-locked:
+		return
+	case <-wait.C:
+	}
+	again := time.NewTicker(10 * time.Millisecond)
+	defer again.Stop()
+	for {
+		_ = http.NewResponseController(x.netHTTPWriter()).SetWriteDeadline(time.Now())
+		select {
+		case <-locked:
+			return
+		case <-again.C:
+		}
+	}
+}
+
+// netHTTPWriter is net/http's response writer under x.w (a taken stream's
+// too: takeover.raw): its SetWriteDeadline sets the connection's, which is
+// safe beside a write under way.
+func (x *exchange) netHTTPWriter() http.ResponseWriter {
+	w := x.w
+	for {
+		if t, ok := w.(*takeover); ok {
+			return t.raw
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
+	}
 }
 
 // armStall starts the stall timer: the upstream is cut off when nothing

@@ -471,9 +471,13 @@ func waitUntil(ctx context.Context, wg *sync.WaitGroup) error {
 func (s *Server) CutOff() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Each at once: a stream whose client stopped reading waits up to
+	// cutOffWriteWait for its write, and must not hold the others' cut-off.
+	var wg sync.WaitGroup
 	for x := range s.active {
-		x.cutOff(s.cfg.ShutdownDrain)
+		wg.Go(func() { x.cutOff(s.cfg.ShutdownDrain) })
 	}
+	wg.Wait()
 	return len(s.active)
 }
 

@@ -52,7 +52,7 @@ func (s *Server) takeovers(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		t := &takeover{s: s, w: w, hj: hj, flushTo: flusherOf(w), keepAlive: !r.Close, released: make(chan struct{})}
+		t := &takeover{s: s, w: w, raw: w, hj: hj, flushTo: flusherOf(w), keepAlive: !r.Close, released: make(chan struct{})}
 		ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 		t.cancel, t.reqCtx = cancel, r.Context()
 		t.stopRelay = context.AfterFunc(t.reqCtx, t.relayCancel)
@@ -70,8 +70,12 @@ func (s *Server) takeovers(h http.Handler) http.Handler {
 // takeover is the response writer of a request served by takeovers: net/http's
 // writer until the connection is taken, then the connection.
 type takeover struct {
-	s       *Server
-	w       http.ResponseWriter // net/http's; nil once taken
+	s *Server
+	w http.ResponseWriter // net/http's; nil once taken
+	// raw is net/http's too, never cleared: its SetWriteDeadline is the
+	// connection's, taken or not, and safe beside a write under way (see
+	// exchange.lockToCutOff).
+	raw     http.ResponseWriter
 	hj      http.Hijacker
 	flushTo func() error // w's flush
 	status  int          // the status written
