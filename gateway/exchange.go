@@ -314,7 +314,7 @@ func (x *exchange) lockToCutOff() {
 	again := time.NewTicker(10 * time.Millisecond)
 	defer again.Stop()
 	for {
-		_ = http.NewResponseController(x.netHTTPWriter()).SetWriteDeadline(time.Now())
+		x.writeDeadlineNow()
 		select {
 		case <-locked:
 			return
@@ -323,18 +323,20 @@ func (x *exchange) lockToCutOff() {
 	}
 }
 
-// netHTTPWriter is net/http's response writer under x.w (a taken stream's
-// too: takeover.raw): its SetWriteDeadline sets the connection's, which is
-// safe beside a write under way.
-func (x *exchange) netHTTPWriter() http.ResponseWriter {
+// writeDeadlineNow sets the client connection's write deadline to now,
+// from any goroutine, beside a write under way: through the takeover under
+// x.w (a stream taken from net/http or not), else net/http's writer.
+func (x *exchange) writeDeadlineNow() {
 	w := x.w
 	for {
 		if t, ok := w.(*takeover); ok {
-			return t.raw
+			_ = t.setWriteDeadlineNow()
+			return
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
-			return w
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now())
+			return
 		}
 		w = u.Unwrap()
 	}

@@ -52,7 +52,8 @@ func (s *Server) takeovers(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		t := &takeover{s: s, w: w, raw: w, hj: hj, flushTo: flusherOf(w), keepAlive: !r.Close, released: make(chan struct{})}
+		d, _ := w.(writeDeadliner) // net/http's *response has SetWriteDeadline
+		t := &takeover{s: s, w: w, deadliner: d, hj: hj, flushTo: flusherOf(w), keepAlive: !r.Close, released: make(chan struct{})}
 		ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 		t.cancel, t.reqCtx = cancel, r.Context()
 		t.stopRelay = context.AfterFunc(t.reqCtx, t.relayCancel)
@@ -72,13 +73,16 @@ func (s *Server) takeovers(h http.Handler) http.Handler {
 type takeover struct {
 	s *Server
 	w http.ResponseWriter // net/http's; nil once taken
-	// raw is net/http's too, never cleared: its SetWriteDeadline is the
-	// connection's, taken or not, and safe beside a write under way (see
-	// exchange.lockToCutOff).
-	raw     http.ResponseWriter
-	hj      http.Hijacker
-	flushTo func() error // w's flush
-	status  int          // the status written
+	// deadliner sets the client connection's write deadline, from any
+	// goroutine and beside a write under way (see exchange.lockToCutOff):
+	// net/http's writer until the connection is taken, then the connection
+	// (so that net/http's response is not kept for a taken stream's life).
+	// Read and replaced under dmu.
+	dmu       sync.Mutex
+	deadliner writeDeadliner
+	hj        http.Hijacker
+	flushTo   func() error // w's flush
+	status    int          // the status written
 	// keepAlive: the client did not ask for the connection to close.
 	keepAlive bool
 	body      *takenBody
@@ -216,6 +220,9 @@ func (t *takeover) take() {
 		t.pending = append([]byte(nil), b...)
 	}
 	t.taken, t.conn = true, conn
+	t.dmu.Lock()
+	t.deadliner = conn
+	t.dmu.Unlock()
 	t.w, t.hj, t.flushTo, t.reqCtx = nil, nil, nil, nil
 	t.body.drop()
 	t.s.taken.Add(1)
@@ -557,4 +564,20 @@ func (c *prefixConn) SetReadDeadline(d time.Time) error {
 	}
 	c.asked, c.askedAt = d, time.Now()
 	return c.Conn.SetReadDeadline(c.idleUntil)
+}
+
+// writeDeadliner is what sets a connection's write deadline: net/http's
+// response writer (HTTP/1.1) or a net.Conn.
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
+// setWriteDeadlineNow sets the client connection's write deadline to now,
+// from any goroutine: a write blocked on it fails.
+func (t *takeover) setWriteDeadlineNow() error {
+	t.dmu.Lock()
+	d := t.deadliner
+	t.dmu.Unlock()
+	if d == nil {
+		return http.ErrNotSupported
+	}
+	return d.SetWriteDeadline(time.Now())
 }
