@@ -44,6 +44,10 @@ type env struct {
 	// the dead-letter stream for the admin API after its start failed to
 	// (zero: 1 s and 30 s); tests change it. No variable sets it.
 	dlqRetry [2]time.Duration
+	// keyLoadWait bounds how long a gateway's start waits for the key
+	// buckets' first load while NATS is connected (zero: 10 s); tests
+	// change it. No variable sets it.
+	keyLoadWait time.Duration
 }
 
 // envError is a variable of the environment with a value the process

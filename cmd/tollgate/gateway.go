@@ -20,7 +20,8 @@ import (
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
-// keyLoadWait bounds how long a gateway's start waits for the key buckets.
+// keyLoadWait bounds how long a gateway's start waits for the key buckets
+// (env.keyLoadWait, when set, instead).
 const keyLoadWait = 10 * time.Second
 
 // openBuckets opens (or creates) the key buckets on js.
@@ -36,7 +37,11 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 	js jetstream.JetStream, reg *prometheus.Registry, mm *metrics.Meter) error {
 	log := a.log
 	a.keys = keys.NewCache(a.openBuckets(js, mc), a.store, log)
-	lctx, cancel := context.WithTimeout(ctx, keyLoadWait)
+	wait := keyLoadWait
+	if e.keyLoadWait > 0 {
+		wait = e.keyLoadWait
+	}
+	lctx, cancel := context.WithTimeout(ctx, wait)
 	if err := a.keys.Start(lctx); err != nil {
 		log.Warn("key cache: not loaded yet (NATS unreachable?); the gateway is not ready until it is, and checks keys in the ledger meanwhile", "err", err)
 	}
