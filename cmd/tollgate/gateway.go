@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -41,11 +42,9 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 	if e.keyLoadWait > 0 {
 		wait = e.keyLoadWait
 	}
-	lctx, cancel := context.WithTimeout(ctx, wait)
-	if err := a.keys.Start(lctx); err != nil {
+	if err := a.waitForKeys(ctx, wait); err != nil {
 		log.Warn("key cache: not loaded yet (NATS unreachable?); the gateway is not ready until it is, and checks keys in the ledger meanwhile", "err", err)
 	}
-	cancel()
 	a.started("key cache", 5*time.Second, a.keys.Stop)
 	var err error
 	if a.share, err = keys.NewShare(a.nc, log); err != nil {
@@ -99,6 +98,41 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 	}
 	a.Addr = a.gw.Addr()
 	a.startedEarly("gateway", 0, a.stopGateway)
+	return nil
+}
+
+// waitForKeys starts the key cache and waits for its first load of the
+// buckets for at most wait, and only while NATS is connected: with NATS
+// unreachable the wait could not end early, and would only keep the
+// listener closed, though the gateway serves without NATS (keys are
+// checked in the ledger, events spooled). The cache goes on loading in the
+// background either way (Cache.Start). It returns the cache's error, or
+// one saying NATS is not connected.
+func (a *app) waitForKeys(ctx context.Context, wait time.Duration) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, wait, fmt.Errorf("key buckets not loaded within %s", wait))
+	defer cancel()
+	down := errors.New("NATS is not connected")
+	ctx, drop := context.WithCancelCause(ctx)
+	watched := make(chan struct{})
+	go func() { // ends with the wait
+		defer close(watched)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for a.nc.IsConnected() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+		drop(down)
+	}()
+	err := a.keys.Start(ctx)
+	drop(nil)
+	<-watched
+	if err != nil {
+		return fmt.Errorf("%w (%w)", err, context.Cause(ctx))
+	}
 	return nil
 }
 

@@ -60,7 +60,9 @@ func NewShare(nc *nats.Conn, log *slog.Logger) (*Share, error) {
 		return nil, fmt.Errorf("limit share: subscribe: %w", err)
 	}
 	s.sub = sub
-	_ = nc.FlushTimeout(time.Second) // the subscription in place, when NATS is there
+	if nc.IsConnected() { // else the flush waits its whole second for nothing
+		_ = nc.FlushTimeout(time.Second) // the subscription in place
+	}
 	return s, nil
 }
 
