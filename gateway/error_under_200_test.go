@@ -31,12 +31,24 @@ type errorAnswer struct{ contentType, body string }
 // their type. A failed deployment rests an hour.
 func flakyStack(t *testing.T, a errorAnswer, edit func(*gateway.Config)) (*stack, *atomic.Int64) {
 	t.Helper()
+	return refusingStack(t, http.StatusOK, a, edit)
+}
+
+// refusingStack is flakyStack with the bad upstream answering status: an
+// answer with no content type is sent with no Content-Type header at all
+// (not one net/http sniffed).
+func refusingStack(t *testing.T, status int, a errorAnswer, edit func(*gateway.Config)) (*stack, *atomic.Int64) {
+	t.Helper()
 	hits := new(atomic.Int64)
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		_, _ = io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", a.contentType)
-		w.WriteHeader(http.StatusOK)
+		if a.contentType == "" {
+			w.Header()["Content-Type"] = nil
+		} else {
+			w.Header().Set("Content-Type", a.contentType)
+		}
+		w.WriteHeader(status)
 		_, _ = io.WriteString(w, a.body)
 	}))
 	t.Cleanup(bad.Close)

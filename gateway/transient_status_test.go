@@ -1,0 +1,82 @@
+package gateway_test
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestA408Or409FailsOver: a deployment that answers 408 Request Timeout
+// or 409 Conflict failed as on a 429 or a 5xx, which the OpenAI and
+// Anthropic SDKs retry alike; the gateway relayed them to the client,
+// with no other deployment tried and none resting, so every request drawn
+// to a deployment timing out behind its load balancer got its 408.
+func TestA408Or409FailsOver(t *testing.T) {
+	for _, status := range []int{http.StatusRequestTimeout, http.StatusConflict} {
+		answer := jsonOf(`{"error":{"message":"Request timed out, or conflicted.","type":"server_error","param":null,"code":null}}`)
+		for _, c := range []struct {
+			name string
+			req  errorUnder200Request
+			bad  string
+		}{
+			{"chat body", chatBodyOf("flaky"), "bad-openai"},
+			{"chat stream", chatStreamOf("flaky"), "bad-openai"},
+			{"anthropic body", anthropicBody, "bad-anthropic"},
+		} {
+			t.Run(strconv.Itoa(status)+" "+c.name, func(t *testing.T) {
+				st, hits := refusingStack(t, status, answer, nil)
+				code, body, id := st.send(t, c.req)
+				if code != http.StatusOK || strings.Contains(body, "timed out") {
+					t.Fatalf("client got %d %s, want the next deployment's answer", code, body)
+				}
+				served := st.sink.event(t, id)
+				if served.Status != usage.StatusOK || served.NotCharged || served.Attempt != 2 || served.Deployment == c.bad {
+					t.Fatalf("served %+v, want the fallback's ok second attempt", served)
+				}
+				evs := st.sink.eventsOf(id)
+				if len(evs) != 2 {
+					t.Fatalf("%d events, want 2: %+v", len(evs), evs)
+				}
+				for _, e := range evs {
+					if e.ID != id && (!e.NotCharged || e.Status != usage.StatusUpstreamError || e.Deployment != c.bad ||
+						e.Usage.Total() != 0 || e.Error != "upstream status "+strconv.Itoa(status)) {
+						t.Errorf("failed attempt %+v, want the operator's upstream_error, nothing billed", e)
+					}
+				}
+				// The deployment rests: the next request starts on the fallback.
+				if code, body, id := st.send(t, c.req); code != http.StatusOK {
+					t.Fatalf("second request: %d %s", code, body)
+				} else if e := st.sink.event(t, id); e.Attempt != 1 || e.Deployment == c.bad {
+					t.Errorf("second request served by %s, attempt %d, want the fallback first", e.Deployment, e.Attempt)
+				}
+				if n := hits.Load(); n != 1 {
+					t.Errorf("the failing upstream got %d requests, want 1 (then resting)", n)
+				}
+			})
+		}
+		// On the last attempt the client gets the status as it came, and
+		// the deployment still rests.
+		t.Run(strconv.Itoa(status)+" last attempt", func(t *testing.T) {
+			st, hits := refusingStack(t, status, answer, func(c *gateway.Config) { c.Retry.MaxAttempts = 1 })
+			code, body, id := st.send(t, chatBodyOf("flaky"))
+			if code != status || !strings.Contains(body, "timed out") {
+				t.Fatalf("client got %d %s, want the upstream's %d as it came", code, body, status)
+			}
+			if e := st.sink.event(t, id); e.Status != usage.StatusUpstreamError || e.NotCharged || e.Usage.Total() != 0 {
+				t.Fatalf("event %+v", e)
+			}
+			if code, body, id := st.send(t, chatBodyOf("flaky")); code != http.StatusOK {
+				t.Fatalf("second request: %d %s", code, body)
+			} else if e := st.sink.event(t, id); e.Deployment == "bad-openai" {
+				t.Errorf("second request %+v, want the fallback while the failed deployment rests", e)
+			}
+			if n := hits.Load(); n != 1 {
+				t.Errorf("the failing upstream got %d requests, want 1", n)
+			}
+		})
+	}
+}
