@@ -257,7 +257,8 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 	// A 401 is the deployment's key refused (the gateway sends its own),
 	// a 402 its account unable to pay (Anthropic's billing_error: the
 	// operator's account, never the client's): the deployment's failure,
-	// as a 429 or a 5xx is, which another deployment may not share; so is
+	// as a 408, 409, 429 or 5xx is (transientStatus), which another
+	// deployment may not share; so is
 	// Gemini's 400 that names the key (keyRefusal). A 403 or 404 can be
 	// the client's request (a beta it may not use, a previous_response_id
 	// unknown) and goes to the client as it came, resting nothing.
@@ -269,7 +270,7 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		x.event.Error += ": the deployment's API key refused"
 		x.refusedWith = http.StatusUnauthorized
 	}
-	if keyRefused || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+	if keyRefused || transientStatus(resp.StatusCode) {
 		x.upstreamFailed, x.retryAfter = true, retryAfter(resp.Header, time.Now())
 		if x.mayRetry() {
 			return
@@ -311,6 +312,21 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 	x.wmu.Unlock()
 	x.writeError(provider.Err(resp.StatusCode, "upstream_error", "upstream_error",
 		fmt.Sprintf("the upstream provider answered %d: %s", resp.StatusCode, bytes.TrimSpace(body))))
+}
+
+// transientStatus reports whether status, an upstream's refusal, says
+// the deployment failed for now, whatever the request: 408 Request
+// Timeout, 409 Conflict, 429 Too Many Requests or a 5xx. These are the
+// statuses the providers' own SDKs retry (openai-go's and
+// anthropic-sdk-go's shouldRetry, internal/requestconfig: 408, 409, 429,
+// >= 500; their Python and Node SDKs alike): another deployment is tried
+// and this one rests. Relayed, a 408 from a deployment timing out behind
+// its load balancer reached every client drawn to it, none tried
+// elsewhere and the deployment never resting; on the last attempt the
+// client still gets it as it came, which its SDK retries.
+func transientStatus(status int) bool {
+	return status == http.StatusRequestTimeout || status == http.StatusConflict ||
+		status == http.StatusTooManyRequests || status >= 500
 }
 
 // maxAnswer bounds what the gateway reads of one upstream answer at a
