@@ -169,3 +169,47 @@ func keyRefusal(b []byte) bool {
 	}
 	return false
 }
+
+// saysModelNotFound reports whether b, the body of an upstream's 404, says
+// that the model it was sent is not found: OpenAI's code model_not_found
+// ("The model `x` does not exist or you do not have access to it."),
+// Anthropic's not_found_error whose message is "model: x", Gemini's
+// NOT_FOUND "models/x is not found for API version v1beta, …", and
+// OpenAI-compatible servers' like messages (vLLM's "The model `x` does not
+// exist.", Ollama's {"error":"model 'x' not found"}): its code, or a
+// message that names a model and then says it is not found or does not
+// exist. Any other 404 (an id the client sent that the provider does not
+// know: a previous_response_id, a file, a cached content) is not.
+func saysModelNotFound(b []byte) bool {
+	var body struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Code    json.RawMessage `json:"code"`
+	}
+	if json.Unmarshal(b, &body) != nil {
+		return false
+	}
+	msg, _ := jsonText(body.Message)
+	code, _ := jsonText(body.Code)
+	if e := bytes.TrimSpace(body.Error); len(e) > 0 && e[0] == '{' {
+		var inner struct {
+			Message json.RawMessage `json:"message"`
+			Code    json.RawMessage `json:"code"`
+		}
+		if json.Unmarshal(e, &inner) == nil {
+			msg, _ = jsonText(inner.Message)
+			code, _ = jsonText(inner.Code)
+		}
+	} else if s, ok := jsonText(body.Error); ok {
+		msg = s
+	}
+	if strings.EqualFold(code, "model_not_found") {
+		return true
+	}
+	msg = strings.ToLower(msg)
+	if strings.HasPrefix(msg, "model:") || strings.HasPrefix(msg, "models/") && strings.Contains(msg, "not found") {
+		return true
+	}
+	i := strings.Index(msg, "model")
+	return i >= 0 && (strings.Contains(msg[i:], "not found") || strings.Contains(msg[i:], "does not exist"))
+}

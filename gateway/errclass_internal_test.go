@@ -53,3 +53,28 @@ func TestServerSide(t *testing.T) {
 		}
 	}
 }
+
+// TestSaysModelNotFound: which 404 bodies say the model sent is not found
+// (the deployment's failure on a model of the table), in each provider's
+// shape, and which are the client's own.
+func TestSaysModelNotFound(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want bool
+	}{
+		{"{\"error\":{\"message\":\"The model `gpt-9` does not exist or you do not have access to it.\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"model_not_found\"}}", true},
+		{`{"type":"error","error":{"type":"not_found_error","message":"model: claude-3-opus-20240229"}}`, true},
+		{`{"error":{"code":404,"message":"models/gemini-1.0-pro is not found for API version v1beta, or is not supported for generateContent.","status":"NOT_FOUND"}}`, true},
+		{"{\"object\":\"error\",\"message\":\"The model `llama` does not exist.\",\"type\":\"NotFoundError\",\"param\":null,\"code\":404}", true}, // vLLM
+		{`{"error":"model 'llama3' not found, try pulling it first"}`, true},                                                                      // Ollama
+		{`{"error":{"message":"Previous response with id 'resp_1' not found.","type":"invalid_request_error","code":"previous_response_not_found"}}`, false},
+		{`{"type":"error","error":{"type":"not_found_error","message":"File not found: file_1"}}`, false},
+		{`{"error":{"code":404,"message":"CachedContent not found (or permission denied)","status":"NOT_FOUND"}}`, false},
+		{`<html>404 Not Found</html>`, false},
+		{``, false},
+	} {
+		if got := saysModelNotFound([]byte(c.body)); got != c.want {
+			t.Errorf("saysModelNotFound(%s) = %v, want %v", c.body, got, c.want)
+		}
+	}
+}

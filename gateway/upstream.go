@@ -214,7 +214,8 @@ func passHeaders(dst, src http.Header) {
 // provider's credential and address. A status below 400 (a redirect, or a
 // 2xx but 200) is the deployment's failure, answered 502, and so is a 401
 // or 402 (the deployment's own key or account refused, which the client
-// cannot fix).
+// cannot fix), or a 404 that says the deployment's model is not found
+// (deploymentModelGone).
 func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) {
 	var body []byte
 	if resp.StatusCode >= 200 { // a 101's body may be the connection itself, which no timer ends
@@ -258,9 +259,10 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 	// a 402 its account unable to pay (Anthropic's billing_error: the
 	// operator's account, never the client's): the deployment's failure,
 	// as a 408, 409, 429 or 5xx is (transientStatus), which another
-	// deployment may not share; so is
-	// Gemini's 400 that names the key (keyRefusal). A 403 or 404 can be
-	// the client's request (a beta it may not use, a previous_response_id
+	// deployment may not share; so is Gemini's 400 that names the key
+	// (keyRefusal), and a 404 that says the deployment's model is not
+	// found (deploymentModelGone). Any other 403 or 404 can be the
+	// client's request (a beta it may not use, a previous_response_id
 	// unknown) and goes to the client as it came, resting nothing.
 	keyRefused := resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusPaymentRequired ||
 		resp.StatusCode == http.StatusBadRequest && keyRefusal(body)
@@ -270,11 +272,25 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		x.event.Error += ": the deployment's API key refused"
 		x.refusedWith = http.StatusUnauthorized
 	}
-	if keyRefused || transientStatus(resp.StatusCode) {
+	modelGone := resp.StatusCode == http.StatusNotFound && s.deploymentModelGone(rt, body)
+	if modelGone {
+		x.event.Error += ": the deployment's model was not found"
+	}
+	if keyRefused || modelGone || transientStatus(resp.StatusCode) {
 		x.upstreamFailed, x.retryAfter = true, retryAfter(resp.Header, time.Now())
 		if x.mayRetry() {
 			return
 		}
+	}
+	if modelGone {
+		// Relayed, the 404 told the client that the model it asked for,
+		// which the gateway lists and serves, does not exist: nothing it
+		// can fix. The client gets 502; the event and the log say
+		// "upstream status 404".
+		x.refusedWith = http.StatusBadGateway
+		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
+			fmt.Sprintf("the upstream provider answered 404 for the model of this deployment of %q: the deployment's model was not found; the gateway's operator must fix the deployment", rt.model)))
+		return
 	}
 	if keyRefused {
 		// The deployment's key or account, not the client's, was refused:
@@ -312,6 +328,18 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 	x.wmu.Unlock()
 	x.writeError(provider.Err(resp.StatusCode, "upstream_error", "upstream_error",
 		fmt.Sprintf("the upstream provider answered %d: %s", resp.StatusCode, bytes.TrimSpace(body))))
+}
+
+// deploymentModelGone reports whether body, an upstream's 404 to an
+// attempt routed as rt, is the deployment's own failure: rt's model is
+// one of the table's, for which the gateway chose the upstream model
+// (the deployment's upstream_model), and the 404 says that model is not
+// found (saysModelNotFound: retired, mistyped, not enabled for the
+// deployment's account). A "provider/model" name outside the table is
+// the client's choice of upstream model: its 404 is the client's answer.
+func (s *Server) deploymentModelGone(rt route, body []byte) bool {
+	_, table := s.routes.models[rt.model]
+	return table && saysModelNotFound(body)
 }
 
 // transientStatus reports whether status, an upstream's refusal, says
