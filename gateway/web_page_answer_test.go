@@ -87,17 +87,18 @@ func TestAWebPageUnderA200OnTheLastAttempt(t *testing.T) {
 		req  errorUnder200Request
 		bad  string
 		says string
+		code string // the route's envelope's: OpenAI's upstream_error, Anthropic's api_error, Gemini's UNAVAILABLE
 	}{
-		{"chat body", portalPage, chatBodyOf("flaky"), "bad-openai", "text/html"},
-		{"chat stream", portalPage, chatStreamOf("flaky"), "bad-openai", "text/html"},
-		{"chat stream, no Content-Type", bareWebPage, chatStreamOf("flaky"), "bad-openai", "<"},
-		{"anthropic stream", portalPage, anthropicStream, "bad-anthropic", "text/html"},
-		{"gemini body", bareWebPage, geminiBody, "bad-gemini", "<"},
+		{"chat body", portalPage, chatBodyOf("flaky"), "bad-openai", "text/html", "upstream_error"},
+		{"chat stream", portalPage, chatStreamOf("flaky"), "bad-openai", "text/html", "upstream_error"},
+		{"chat stream, no Content-Type", bareWebPage, chatStreamOf("flaky"), "bad-openai", "<", "upstream_error"},
+		{"anthropic stream", portalPage, anthropicStream, "bad-anthropic", "text/html", "api_error"},
+		{"gemini body", bareWebPage, geminiBody, "bad-gemini", "<", "UNAVAILABLE"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, hits := flakyStack(t, c.a, func(c *gateway.Config) { c.Retry.MaxAttempts = 1 })
 			code, body, id := st.send(t, c.req)
-			if code != http.StatusBadGateway || strings.Contains(body, "Wi-Fi") || !strings.Contains(body, "upstream_error") ||
+			if code != http.StatusBadGateway || strings.Contains(body, "Wi-Fi") || !strings.Contains(body, c.code) ||
 				!strings.Contains(body, "not an API answer") || !strings.Contains(body, c.says) {
 				t.Fatalf("client got %d %s, want 502 upstream_error naming what came", code, body)
 			}
