@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -68,4 +69,41 @@ func TestServesH1AndH2C(t *testing.T) {
 	if st.HTTP2Requests != 2 || st.Requests.OK != 3 {
 		t.Fatalf("stats: %d requests over HTTP/2 of %d ok, want 2 of 3", st.HTTP2Requests, st.Requests.OK)
 	}
+}
+
+// TestHelpExitsCleanly: -h (and -help) prints the usage on stderr and
+// returns nil, so the command exits 0 without serving, as tollgate's
+// --help does, rather than exit 1 after "upstream-sim: flag: help
+// requested". The usage names where the simulator's rules and fault knobs
+// are described.
+func TestHelpExitsCleanly(t *testing.T) {
+	for _, arg := range []string{"-h", "-help", "--help"} {
+		out, err := captureStderr(t, func() error { return run(context.Background(), []string{arg}) })
+		if err != nil {
+			t.Errorf("run(%s) = %v, want nil", arg, err)
+		}
+		if !strings.Contains(out, "-listen") || !strings.Contains(out, "cmd/upstream-sim/sim") {
+			t.Errorf("run(%s) printed %q, want the flags and where the fault knobs are described", arg, out)
+		}
+	}
+}
+
+// captureStderr runs f with os.Stderr sent to a file and returns what f
+// wrote there.
+func captureStderr(t *testing.T, f func() error) (string, error) {
+	t.Helper()
+	tmp, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tmp.Close()
+	saved := os.Stderr
+	os.Stderr = tmp
+	ferr := f()
+	os.Stderr = saved
+	b, err := os.ReadFile(tmp.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), ferr
 }
