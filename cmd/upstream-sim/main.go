@@ -4,6 +4,9 @@
 //
 //	upstream-sim [-listen 127.0.0.1:9090] [-debug]
 //
+// -h prints the usage, with a summary of the per-request controls and
+// fault knobs (package sim's doc has them all), and exits 0.
+//
 // The listen address defaults to $SIM_LISTEN, then 127.0.0.1:9090. It serves
 // HTTP/1.1 and, on the same port, cleartext HTTP/2 to clients that open
 // with its preface (prior knowledge, h2c); GET /stats counts the model
@@ -28,6 +31,22 @@ import (
 	"github.com/tollgate-dev/tollgate/cmd/upstream-sim/sim"
 )
 
+// usageText heads -h's flag list: what the simulator serves and where
+// its rules and per-request controls are described.
+const usageText = `Usage: upstream-sim [-listen ADDR] [-debug]
+
+A deterministic provider (OpenAI, Anthropic, Gemini) for demos, tests and
+benchmarks: GET /v1/models, POST /v1/chat/completions, /v1/messages,
+/v1beta/models/{model}:generateContent, ...; GET /stats is what it billed.
+Per request, metadata (or X-Sim-* headers) sets sim_delay_ms, sim_chunks,
+sim_status, sim_fault (error_after:N, disconnect_after:N, stall, no_usage,
+...); under /d/{name}/ a deployment of its own, failed at will with
+POST /d/{name}/faults {"fail_all":true,"status":503}. Every rule and knob:
+go doc ./cmd/upstream-sim/sim (cmd/upstream-sim/sim/doc.go).
+
+Flags:
+`
+
 // shutdownTimeout bounds the graceful shutdown.
 const shutdownTimeout = 10 * time.Second
 
@@ -45,7 +64,14 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("upstream-sim", flag.ContinueOnError)
 	listen := fs.String("listen", envOr("SIM_LISTEN", "127.0.0.1:9090"), "address to listen on (env SIM_LISTEN)")
 	debug := fs.Bool("debug", false, "log every model request")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // the usage is printed; -h asks for nothing else
+		}
 		return err
 	}
 	level := slog.LevelInfo
