@@ -58,6 +58,13 @@ func TestPoisonGoesToDeadLetterAndReplays(t *testing.T) {
 		!strings.Contains(letters[0].Reason+letters[1].Reason, "overflows") {
 		t.Fatalf("dead letters = %+v", letters)
 	}
+	// The reason says once what is wrong: "undecodable or invalid usage
+	// event: schema version 99, want 1", as tollgate dlq list shows it.
+	for _, l := range letters {
+		if strings.Count(l.Reason, "invalid usage event") > 1 {
+			t.Errorf("dead letter %d's reason repeats itself: %q", l.Seq, l.Reason)
+		}
+	}
 	waitUsage(t, store, c.ID, 2) // the good events of the batch
 	// Fix the price (a new version), then replay the overflowing event.
 	var seq uint64
