@@ -9,6 +9,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -377,7 +378,7 @@ func (w *Worker) decode(ctx context.Context, msgs []jetstream.Msg) (out pending,
 		}
 		if err != nil {
 			w.obs.DeadLetter("undecodable")
-			w.setAside(ctx, m, "undecodable or invalid usage event: "+err.Error())
+			w.setAside(ctx, m, invalidReason(err))
 			continue
 		}
 		out.events = append(out.events, e)
@@ -647,4 +648,12 @@ func eventID(m jetstream.Msg) string {
 		return id
 	}
 	return m.Headers().Get(nats.MsgIdHdr)
+}
+
+// invalidReason is the dead-letter reason of an event that does not
+// decode or validate: "undecodable or invalid usage event: " and the
+// error, less the "invalid usage event: " Validate's errors begin with
+// (usage.ErrInvalidEvent), which the reason would otherwise say twice.
+func invalidReason(err error) string {
+	return "undecodable or invalid usage event: " + strings.TrimPrefix(err.Error(), usage.ErrInvalidEvent.Error()+": ")
 }
