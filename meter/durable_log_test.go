@@ -41,6 +41,10 @@ func TestSetAsideLoggedWithItsCustomer(t *testing.T) {
 		if l["request_id"] != e.ID || l["customer_id"] != e.CustomerID {
 			t.Errorf("the line has request_id %v and customer_id %v; want %s and %s:\n%s", l["request_id"], l["customer_id"], e.ID, e.CustomerID, line)
 		}
+		// Its reason (the dead letter's too) says once what is wrong.
+		if r, _ := l["reason"].(string); strings.Count(r, "invalid usage event") != 1 {
+			t.Errorf("the reason %q does not name the invalid usage event once", r)
+		}
 	}
 	if !found {
 		t.Fatalf("no line about the event set aside:\n%s", logged.String())
