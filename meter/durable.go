@@ -62,7 +62,7 @@ func (d *DurablePublisher) PublishBehindSpool(ctx context.Context, e *usage.Even
 func (d *DurablePublisher) publish(ctx context.Context, e *usage.Event, behindSpool bool) error {
 	e.Normalize()
 	if err := e.Validate(); err != nil {
-		return d.setAside(e, "the gateway made an invalid usage event: "+err.Error())
+		return d.setAside(e, "the gateway made an invalid usage event: "+invalidDetail(err))
 	}
 	spooled := false
 	if behindSpool {

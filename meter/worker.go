@@ -651,9 +651,15 @@ func eventID(m jetstream.Msg) string {
 }
 
 // invalidReason is the dead-letter reason of an event that does not
-// decode or validate: "undecodable or invalid usage event: " and the
-// error, less the "invalid usage event: " Validate's errors begin with
-// (usage.ErrInvalidEvent), which the reason would otherwise say twice.
+// decode or validate: "undecodable or invalid usage event: " and what is
+// wrong (invalidDetail).
 func invalidReason(err error) string {
-	return "undecodable or invalid usage event: " + strings.TrimPrefix(err.Error(), usage.ErrInvalidEvent.Error()+": ")
+	return "undecodable or invalid usage event: " + invalidDetail(err)
+}
+
+// invalidDetail is err's text less the "invalid usage event: " that
+// Validate's errors begin with (usage.ErrInvalidEvent): the reasons that
+// quote it say so already, and would say it twice.
+func invalidDetail(err error) string {
+	return strings.TrimPrefix(err.Error(), usage.ErrInvalidEvent.Error()+": ")
 }
