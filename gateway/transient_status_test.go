@@ -10,13 +10,13 @@ import (
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
-// TestA408Or409FailsOver: a deployment that answers 408 Request Timeout
-// or 409 Conflict failed as on a 429 or a 5xx, which the OpenAI and
-// Anthropic SDKs retry alike; the gateway relayed them to the client,
-// with no other deployment tried and none resting, so every request drawn
-// to a deployment timing out behind its load balancer got its 408.
-func TestA408Or409FailsOver(t *testing.T) {
-	for _, status := range []int{http.StatusRequestTimeout, http.StatusConflict} {
+// TestA408FailsOver: a deployment that answers 408 Request Timeout
+// fails as on a 429 or a 5xx, which the OpenAI and Anthropic SDKs retry
+// alike; the gateway relayed it to the client, with no other deployment
+// tried and none resting, so every request drawn to a deployment timing
+// out behind its load balancer got its 408.
+func TestA408FailsOver(t *testing.T) {
+	for _, status := range []int{http.StatusRequestTimeout} {
 		answer := jsonOf(`{"error":{"message":"Request timed out, or conflicted.","type":"server_error","param":null,"code":null}}`)
 		for _, c := range []struct {
 			name string
@@ -78,5 +78,29 @@ func TestA408Or409FailsOver(t *testing.T) {
 				t.Errorf("the failing upstream got %d requests, want 1", n)
 			}
 		})
+	}
+}
+
+// TestA409IsTheClients: a 409 Conflict is relayed as it came, with no
+// other deployment tried and the deployment not resting. The SDKs retry a
+// 409, but what conflicts is the client's own (a conversation or response
+// it named, busy with another of its requests): taken as the deployment's
+// failure, as it was for a while, any client able to draw 409s (two
+// requests at once on one conversation) could rest every deployment of a
+// model, for every other customer (found by review).
+func TestA409IsTheClients(t *testing.T) {
+	answer := jsonOf(`{"error":{"message":"Another request is in progress for this conversation.","type":"invalid_request_error","param":null,"code":"conflict"}}`)
+	st, hits := refusingStack(t, http.StatusConflict, answer, nil)
+	for i := range 2 {
+		code, body, id := st.send(t, chatBodyOf("flaky"))
+		if code != http.StatusConflict || !strings.Contains(body, "in progress") {
+			t.Fatalf("request %d: client got %d %s, want the upstream's 409 as it came", i, code, body)
+		}
+		if e := st.sink.event(t, id); e.Attempt != 1 || e.Deployment != "bad-openai" {
+			t.Fatalf("request %d: %+v, want the first deployment's one attempt, no failover", i, e)
+		}
+	}
+	if n := hits.Load(); n != 2 {
+		t.Errorf("the deployment got %d requests, want 2: a 409 does not rest it", n)
 	}
 }
