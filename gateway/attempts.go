@@ -142,7 +142,7 @@ func attemptsError(err error) provider.Error {
 // serveAttempts serves a request by its attempts, in order, each one an
 // exchange of its own (its own usage event): run makes the attempt's
 // upstream call and relays its answer. An attempt that fails before the
-// client got its first byte (a connect error or timeout, a 408, 409, 429 or 5xx, a
+// client got its first byte (a connect error or timeout, a 408, 429 or 5xx, a
 // stream that broke or stalled before its first event, a 200 whose body
 // or first event is the provider's error: see errorUnder200) writes nothing to
 // the client while another attempt may follow within RetryConfig.Budget:

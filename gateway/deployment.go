@@ -69,7 +69,7 @@ func (d *deployment) availableAt() time.Time {
 
 // acquire counts an attempt starting on d; release(outcome, retryAfter)
 // ends it, and returns what it changed (change): a failure (a connect
-// error, a 401, 402, 408, 409, 429 or 5xx, a stream broken before its first byte,
+// error, a 401, 402, 408, 429 or 5xx, a stream broken before its first byte,
 // the provider's error under a 200, or a stream that broke, stalled or
 // sent the provider's error after its first byte:
 // exchange.brokeAfterStart) starts a cool-down of at least retryAfter, a

@@ -146,7 +146,7 @@ type exchange struct {
 	// the client got a byte and the request goes on to the next: nothing
 	// of it was written to the client, and its event is the operator's
 	// cost. upstreamFailed says the deployment failed (a connect error, a
-	// 408, 409, 429 or 5xx, a broken stream, the provider's error under a 200:
+	// 408, 429 or 5xx, a broken stream, the provider's error under a 200:
 	// errorUnder200, or after the first byte: brokeAfterStart), retryAfter
 	// the backoff it asked for.
 	canRetry       bool

@@ -266,7 +266,7 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 	// A 401 is the deployment's key refused (the gateway sends its own),
 	// a 402 its account unable to pay (Anthropic's billing_error: the
 	// operator's account, never the client's): the deployment's failure,
-	// as a 408, 409, 429 or 5xx is (transientStatus), which another
+	// as a 408, 429 or 5xx is (transientStatus), which another
 	// deployment may not share; so is Gemini's 400 that names the key
 	// (keyRefusal), and a 404 that says the deployment's model is not
 	// found (deploymentModelGone). Any other 403 or 404 can be the
@@ -352,17 +352,19 @@ func (s *Server) deploymentModelGone(rt route, body []byte) bool {
 
 // transientStatus reports whether status, an upstream's refusal, says
 // the deployment failed for now, whatever the request: 408 Request
-// Timeout, 409 Conflict, 429 Too Many Requests or a 5xx. These are the
-// statuses the providers' own SDKs retry (openai-go's and
-// anthropic-sdk-go's shouldRetry, internal/requestconfig: 408, 409, 429,
-// >= 500; their Python and Node SDKs alike): another deployment is tried
-// and this one rests. Relayed, a 408 from a deployment timing out behind
-// its load balancer reached every client drawn to it, none tried
-// elsewhere and the deployment never resting; on the last attempt the
-// client still gets it as it came, which its SDK retries.
+// Timeout, 429 Too Many Requests or a 5xx. The providers' own SDKs retry
+// these (openai-go's and anthropic-sdk-go's shouldRetry,
+// internal/requestconfig: 408, 409, 429, >= 500; their Python and Node
+// SDKs alike): another deployment is tried and this one rests. Relayed, a
+// 408 from a deployment timing out behind its load balancer reached every
+// client drawn to it, none tried elsewhere and the deployment never
+// resting; on the last attempt the client still gets it as it came, which
+// its SDK retries. A 409 Conflict, which the SDKs retry too, is left out:
+// what conflicts is the client's own (a conversation or response it
+// named, busy with another of its requests), and as the deployment's
+// failure it would let a client rest a model's deployments for everyone.
 func transientStatus(status int) bool {
-	return status == http.StatusRequestTimeout || status == http.StatusConflict ||
-		status == http.StatusTooManyRequests || status >= 500
+	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
 }
 
 // maxAnswer bounds what the gateway reads of one upstream answer at a
