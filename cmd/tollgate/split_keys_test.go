@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -216,6 +217,30 @@ func TestSplitGatewaysShareKeysAndLimits(t *testing.T) {
 	}
 	if admitted != 12 || refused != 10 {
 		t.Fatalf("rpm_limit 12 across two gateways: %d admitted, %d refused; want 12 and 10", admitted, refused)
+	}
+
+	// Retry-After on the gateway that holds none of the minute's counts:
+	// the seconds until the request admitted on the other leaves the
+	// minute (rounded up), not a whole minute.
+	var one struct {
+		Key string `json:"key"`
+	}
+	s.adminDo("POST", "/admin/v1/customers/"+s.customerID+"/keys", `{"name":"one","rpm_limit":1}`, http.StatusCreated, &one)
+	aStart := time.Now()
+	if code, errCode, _ := chatOn(t, a, one.Key); code != http.StatusOK {
+		t.Fatalf("rpm_limit 1, first request: %d %s", code, errCode)
+	}
+	aEnd := time.Now()
+	time.Sleep(2500 * time.Millisecond)
+	bStart := time.Now()
+	code, _, retry := chatOn(t, b, one.Key)
+	bEnd := time.Now()
+	// The request counts in its second (s, within a second before it was
+	// admitted) until s+60: B, asked at tb, waits s+60−tb rounded up.
+	low, high := 60*time.Second-bEnd.Sub(aStart)-time.Second, 60*time.Second-bStart.Sub(aEnd)+time.Second
+	if secs, err := strconv.Atoi(retry); code != http.StatusTooManyRequests || err != nil ||
+		time.Duration(secs)*time.Second <= low || time.Duration(secs)*time.Second >= high {
+		t.Errorf("rpm_limit 1, its request made on A 2.5 s before, on B: %d, Retry-After %q; want 429, between %s and %s", code, retry, low.Round(time.Millisecond), high.Round(time.Millisecond))
 	}
 
 	// max_concurrent across the gateways: slow streams hold their slots.
