@@ -20,7 +20,7 @@ type recShare struct {
 	last map[string]gateway.LimitCounts
 }
 
-func (s *recShare) Others(string) (int64, int64, int64) { return 0, 0, 0 }
+func (s *recShare) Others(string) ([]gateway.LimitSecond, int64) { return nil, 0 }
 
 func (s *recShare) Publish(counts []gateway.LimitCounts) {
 	s.mu.Lock()

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,19 +13,25 @@ import (
 // so that a key's limits hold across gateways (meter/keys implements it
 // over NATS). Without one, each gateway enforces the limits alone.
 type LimitShare interface {
-	// Others returns the other gateways' counts of a key: its requests and
-	// tokens over the last minute, and its requests open now, as they last
-	// reported them (within about a second).
-	Others(keyID string) (requests, tokens, open int64)
+	// Others returns the other gateways' counts of a key, as they last
+	// reported them (within about a second): its requests and tokens by
+	// the second they were counted in (LimitCounts.Seconds, every
+	// gateway's, in no order; the limiter keeps those of its minute), and
+	// its requests open now.
+	Others(keyID string) (seconds []LimitSecond, open int64)
 	// Publish is given this gateway's counts of a limited key each time
 	// they move (a request admitted or ended, tokens counted), and of every
-	// key with counts every shareInterval, so that the others' view of it
-	// stays current as the minute slides. It must not block.
+	// key with counts every shareInterval, so that the others know it is
+	// still counted (they forget it after a few seconds without news; they
+	// slide its minute themselves, by its seconds). It must not block.
 	Publish(counts []LimitCounts)
 }
 
 // LimitCounts is one key's counts on one gateway (usage.LimitCounts).
 type LimitCounts = usage.LimitCounts
+
+// LimitSecond is one second of a key's counts (usage.LimitSecond).
+type LimitSecond = usage.LimitSecond
 
 // shareInterval is how often a gateway publishes the counts of every key
 // it counts, besides each change as it happens: the others forget a
@@ -134,11 +142,13 @@ func (l *limiter) admitCounted(k *usage.KeyState, estimate int64) (release, unco
 	if !limited(k) {
 		return func() {}, func() {}, nil
 	}
-	var oreq, otok, oopen int64
+	var others []LimitSecond
+	var oopen int64
 	if l.share != nil {
-		oreq, otok, oopen = l.share.Others(k.KeyID)
+		others, oopen = l.share.Others(k.KeyID)
 	}
 	now := l.now().Unix()
+	oreq, otok := othersSums(others, now)
 	l.mu.Lock()
 	c := l.counts(k.KeyID)
 	req, tok := c.sums(now)
@@ -147,11 +157,13 @@ func (l *limiter) admitCounted(k *usage.KeyState, estimate int64) (release, unco
 		l.mu.Unlock()
 		return nil, nil, overConcurrency
 	case k.RPMLimit > 0 && req+oreq >= k.RPMLimit:
+		wait := c.retryAfter(now, k.RPMLimit, others, false) // reads c: under l.mu
 		l.mu.Unlock()
-		return nil, nil, &refusal{"requests", "this API key has reached its limit of requests per minute", c.retryAfter(now, c.req[:])}
+		return nil, nil, &refusal{"requests", "this API key has reached its limit of requests per minute", wait}
 	case k.TPMLimit > 0 && tok+otok >= k.TPMLimit:
+		wait := c.retryAfter(now, k.TPMLimit, others, true)
 		l.mu.Unlock()
-		return nil, nil, &refusal{"tokens", "this API key has reached its limit of tokens per minute", c.retryAfter(now, c.tok[:])}
+		return nil, nil, &refusal{"tokens", "this API key has reached its limit of tokens per minute", wait}
 	}
 	c.bucket(now)
 	c.req[now%window]++
@@ -214,7 +226,7 @@ func (l *limiter) publish(keyID string, c *keyCounts, now int64) {
 	}
 	req, tok := c.sums(now)
 	l.seq++
-	counts := []LimitCounts{{KeyID: keyID, Requests: req, Tokens: tok, Open: c.open, Seq: l.seq}}
+	counts := []LimitCounts{{KeyID: keyID, Requests: req, Tokens: tok, Open: c.open, Seq: l.seq, Seconds: c.seconds(now)}}
 	l.mu.Unlock()
 	l.share.Publish(counts)
 }
@@ -253,16 +265,75 @@ func (c *keyCounts) sums(now int64) (req, tok int64) {
 	return req, tok
 }
 
-// retryAfter is when the oldest second of the minute that holds counts
-// leaves it: then the limit may admit again (at least one second).
-func (c *keyCounts) retryAfter(now int64, counts []int64) time.Duration {
-	oldest := now
-	for i := range window {
-		if counts[i] > 0 && now-c.sec[i] < window && c.sec[i] < oldest {
-			oldest = c.sec[i]
+// seconds are the seconds of the minute up to second now that hold
+// requests or tokens, oldest first (LimitCounts.Seconds).
+func (c *keyCounts) seconds(now int64) []LimitSecond {
+	held := func(i int64) bool { return now-c.sec[i] < window && (c.req[i] != 0 || c.tok[i] != 0) }
+	n := 0
+	for i := range int64(window) {
+		if held(i) {
+			n++
 		}
 	}
-	return time.Duration(max(window-(now-oldest), 1)) * time.Second
+	if n == 0 {
+		return nil
+	}
+	out := make([]LimitSecond, 0, n)
+	for j := range int64(window) { // the bucket of second now-window+1+j
+		if i := (now + 1 + j) % window; held(i) {
+			out = append(out, LimitSecond{Unix: c.sec[i], Requests: c.req[i], Tokens: c.tok[i]})
+		}
+	}
+	return out
+}
+
+// othersSums are the requests and tokens of the other gateways' seconds
+// in the minute up to second now.
+func othersSums(others []LimitSecond, now int64) (req, tok int64) {
+	for _, s := range others {
+		if now-s.Unix < window {
+			req += s.Requests
+			tok += s.Tokens
+		}
+	}
+	return req, tok
+}
+
+// retryAfter is how long until the minute up to second now, this
+// gateway's buckets and the others' seconds together, holds fewer than
+// limit requests (or, with tokens, tokens) again, none being added: its
+// seconds leave it oldest first, second s at s+window, until what stays is
+// under the limit (more than the oldest one, when the minute holds more
+// than the limit: a limit lowered, or requests admitted on several
+// gateways within a count's delivery). now is the current second
+// truncated, so the seconds are rounded up; at least one.
+func (c *keyCounts) retryAfter(now, limit int64, others []LimitSecond, tokens bool) time.Duration {
+	secs := c.seconds(now)
+	for _, s := range others {
+		if now-s.Unix < window {
+			secs = append(secs, s)
+		}
+	}
+	slices.SortStableFunc(secs, func(a, b LimitSecond) int { return cmp.Compare(a.Unix, b.Unix) })
+	count := func(s LimitSecond) int64 {
+		if tokens {
+			return s.Tokens
+		}
+		return s.Requests
+	}
+	stay := int64(0)
+	for _, s := range secs {
+		stay += count(s)
+	}
+	wait := int64(1) // under it already: now
+	for _, s := range secs {
+		if stay < limit {
+			break
+		}
+		stay -= count(s)
+		wait = s.Unix + window - now
+	}
+	return time.Duration(max(wait, 1)) * time.Second
 }
 
 // snapshot returns the counts of every key with counts in the last minute
@@ -281,7 +352,7 @@ func (l *limiter) snapshot() []LimitCounts {
 		}
 		req, tok := c.sums(now)
 		l.seq++
-		out = append(out, LimitCounts{KeyID: id, Requests: req, Tokens: tok, Open: c.open, Seq: l.seq})
+		out = append(out, LimitCounts{KeyID: id, Requests: req, Tokens: tok, Open: c.open, Seq: l.seq, Seconds: c.seconds(now)})
 	}
 	return out
 }

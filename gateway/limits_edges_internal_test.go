@@ -63,7 +63,7 @@ func TestLimitShareKeepsTheLatestReading(t *testing.T) {
 	a.mu.Lock()
 	open := a.keys["k"].open
 	a.mu.Unlock()
-	_, _, heard := b.share.Others("k")
+	_, heard := b.share.Others("k")
 	if _, over := b.admit(k, 0); over == nil {
 		t.Fatalf("A holds %d open requests, B heard %d, and B admitted a third at max_concurrent 2", open, heard)
 	}

@@ -22,16 +22,16 @@ type memberShare struct {
 	me  int
 }
 
-func (m *memberShare) Others(key string) (req, tok, open int64) {
+func (m *memberShare) Others(key string) (seconds []LimitSecond, open int64) {
 	m.net.mu.Lock()
 	defer m.net.mu.Unlock()
 	for i, counts := range m.net.seen {
 		if i != m.me {
 			c := counts[key]
-			req, tok, open = req+c.Requests, tok+c.Tokens, open+c.Open
+			seconds, open = append(seconds, c.Seconds...), open+c.Open
 		}
 	}
-	return req, tok, open
+	return seconds, open
 }
 
 func (m *memberShare) Publish(counts []LimitCounts) {

@@ -3,7 +3,9 @@ package keys_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -380,17 +382,17 @@ func TestShareAddsTheOtherGateways(t *testing.T) {
 	shares[0].Publish([]usage.LimitCounts{{KeyID: "k", Requests: 3, Tokens: 100, Open: 1}})
 	shares[1].Publish([]usage.LimitCounts{{KeyID: "k", Requests: 2, Tokens: 50, Open: 2}})
 	eventually(t, time.Second, "the counts shared", func() bool {
-		r, tk, o := shares[2].Others("k")
+		r, tk, o := othersSums(shares[2], "k")
 		return r == 5 && tk == 150 && o == 3
 	})
 	eventually(t, time.Second, "the first gateway sees the second only", func() bool {
-		r, tk, o := shares[0].Others("k")
+		r, tk, o := othersSums(shares[0], "k")
 		return r == 2 && tk == 50 && o == 2
 	})
 	// A newer report replaces the gateway's last one.
 	shares[1].Publish([]usage.LimitCounts{{KeyID: "k", Requests: 7}})
 	eventually(t, time.Second, "the newer report", func() bool {
-		r, _, o := shares[2].Others("k")
+		r, _, o := othersSums(shares[2], "k")
 		return r == 10 && o == 1
 	})
 	// Counts read in one order and published in the other: the later
@@ -399,12 +401,76 @@ func TestShareAddsTheOtherGateways(t *testing.T) {
 	shares[0].Publish([]usage.LimitCounts{{KeyID: "k", Open: 1, Seq: 10}})
 	shares[0].Publish([]usage.LimitCounts{{KeyID: "marker", Open: 1, Seq: 12}})
 	eventually(t, time.Second, "the marker", func() bool {
-		_, _, o := shares[2].Others("marker")
+		_, _, o := othersSums(shares[2], "marker")
 		return o == 1
 	})
-	if _, _, o := shares[2].Others("k"); o != 2 {
+	if _, _, o := othersSums(shares[2], "k"); o != 2 {
 		t.Fatalf("open %d after readings 11 (open 2) then 10 (open 1) arrived: want 2, the later reading", o)
 	}
+}
+
+// othersSums adds up what s holds of the other gateways' counts of key.
+func othersSums(s *keys.Share, key string) (req, tok, open int64) {
+	seconds, open := s.Others(key)
+	for _, sec := range seconds {
+		req, tok = req+sec.Requests, tok+sec.Tokens
+	}
+	return req, tok, open
+}
+
+// TestShareCarriesTheSeconds: a gateway's counts reach the others by the
+// second they were counted in, so that each slides the minute itself and
+// tells when they leave it (a 429's Retry-After); an earlier release's
+// sums alone are held as counted when they arrive.
+func TestShareCarriesTheSeconds(t *testing.T) {
+	t.Parallel()
+	srv := metertest.NewServer(t)
+	var shares []*keys.Share
+	for range 2 {
+		s, err := keys.NewShare(metertest.Connect(t, srv).Conn(), slog.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		shares = append(shares, s)
+	}
+	secs := []usage.LimitSecond{{Unix: 1_800_000_000, Requests: 2, Tokens: 40}, {Unix: 1_800_000_030, Requests: 1, Tokens: 9_000_000_000}}
+	shares[0].Publish([]usage.LimitCounts{{KeyID: "k", Requests: 3, Tokens: 9_000_000_040, Open: 1, Seq: 1, Seconds: secs}})
+	var got []usage.LimitSecond
+	eventually(t, time.Second, "the seconds shared", func() bool {
+		got, _ = shares[1].Others("k")
+		return len(got) > 0
+	})
+	if !slices.Equal(got, secs) {
+		t.Fatalf("seconds heard %v; want %v", got, secs)
+	}
+	before := time.Now().Unix()
+	shares[0].Publish([]usage.LimitCounts{{KeyID: "old", Requests: 4, Tokens: 7}})
+	eventually(t, time.Second, "an earlier release's sums", func() bool {
+		got, _ = shares[1].Others("old")
+		return len(got) > 0
+	})
+	if len(got) != 1 || got[0].Requests != 4 || got[0].Tokens != 7 || got[0].Unix < before || got[0].Unix > time.Now().Unix() {
+		t.Fatalf("sums without seconds heard as %v; want 4 requests and 7 tokens in the second they came", got)
+	}
+	// A message holds about 256 KiB: 4,000 keys busy in every second of
+	// their minute (about 2.5 MB) arrive whole, in several.
+	many := make([]usage.LimitCounts, 4000)
+	for i := range many {
+		many[i] = usage.LimitCounts{KeyID: fmt.Sprintf("busy-%d", i), Requests: 60, Tokens: 60 * 1_000_000_000, Seq: 2}
+		for s := range int64(60) {
+			many[i].Seconds = append(many[i].Seconds, usage.LimitSecond{Unix: 1_800_000_000 + s, Requests: 1, Tokens: 1_000_000_000})
+		}
+	}
+	shares[0].Publish(many)
+	eventually(t, 2*time.Second, "4,000 busy keys", func() bool {
+		for _, c := range many {
+			if r, _, _ := othersSums(shares[1], c.KeyID); r != 60 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestCacheRatesAsTheLedgerCharges: with the price book and a customer's

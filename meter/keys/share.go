@@ -24,8 +24,9 @@ const ShareSubject = "tollgate.limits"
 const shareTTL = 3 * time.Second
 
 // Share is the gateways' LimitShare over NATS: each gateway publishes its
-// limited keys' counts (gateway.LimitShare.Publish, every 100 ms when they
-// move) and adds up the last counts of the others. A limit then holds
+// limited keys' counts (gateway.LimitShare.Publish: as they move, and
+// every second), by the second they were counted in, and holds the last
+// counts of each of the others. A limit then holds
 // across gateways to within what the others admit between two
 // publications (docs/pricing-and-budgets.md, "Rate limits").
 type Share struct {
@@ -88,6 +89,12 @@ func (s *Share) receive(m *nats.Msg) {
 		if old, ok := g[msg.Gateway]; ok && c.Seq != 0 && c.Seq < old.Seq {
 			continue // read before the counts already heard, published after them
 		}
+		if len(c.Seconds) == 0 && (c.Requests != 0 || c.Tokens != 0) {
+			// An earlier release sends the minute's sums only: they are
+			// taken as counted now, which holds them for the whole minute
+			// (the Retry-After they give is too long, never too short).
+			c.Seconds = []usage.LimitSecond{{Unix: now.Unix(), Requests: c.Requests, Tokens: c.Tokens}}
+		}
 		g[msg.Gateway] = remote{c, now}
 	}
 	if now.Sub(s.swept) > shareTTL {
@@ -110,39 +117,61 @@ func (s *Share) sweep(now time.Time) {
 	}
 }
 
-// Others returns the sum of the other gateways' last counts of a key.
-func (s *Share) Others(keyID string) (requests, tokens, open int64) {
+// Others returns the other gateways' last counts of a key: their seconds
+// (usage.LimitCounts.Seconds, one gateway's after another's), and the sum
+// of their open requests.
+func (s *Share) Others(keyID string) (seconds []usage.LimitSecond, open int64) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.others[keyID] {
 		if now.Sub(r.at) <= shareTTL {
-			requests += r.Requests
-			tokens += r.Tokens
+			seconds = append(seconds, r.Seconds...)
 			open += r.Open
 		}
 	}
-	return requests, tokens, open
+	return seconds, open
 }
 
 // Publish sends this gateway's counts to the others. A failure is logged
 // (the others then hold this gateway's last counts until shareTTL).
-// Messages carry shareChunk counts at most (about 60 bytes each), well
-// within NATS's default 1 MiB payload.
+// A message carries counts up to shareBytes (about 80 bytes a key, and
+// under 10 a second of its minute holding counts: a key busy in every
+// second under 700 bytes), well within NATS's default 1 MiB payload; a
+// key's counts are never split.
 func (s *Share) Publish(counts []usage.LimitCounts) {
-	for len(counts) > 0 {
-		n := min(len(counts), shareChunk)
-		data, err := json.Marshal(shareMsg{Gateway: s.id, Counts: counts[:n]})
-		if err == nil {
-			err = s.nc.Publish(ShareSubject, data)
+	id, _ := json.Marshal(s.id)
+	head := append(append([]byte(`{"g":`), id...), `,"c":[`...)
+	msg := head
+	flush := func() bool {
+		if len(msg) == len(head) {
+			return true
 		}
+		err := s.nc.Publish(ShareSubject, append(msg, ']', '}'))
+		msg = append(msg[:0], head...)
 		if err != nil && s.nc.IsConnected() {
+			s.log.Warn("limit share: publish", "err", err)
+			return false
+		}
+		return true
+	}
+	for _, c := range counts {
+		data, err := json.Marshal(c)
+		if err != nil {
 			s.log.Warn("limit share: publish", "err", err)
 			return
 		}
-		counts = counts[n:]
+		if len(msg)+len(data) > shareBytes && !flush() {
+			return
+		}
+		if len(msg) > len(head) {
+			msg = append(msg, ',')
+		}
+		msg = append(msg, data...)
 	}
+	flush()
 }
 
-// shareChunk is how many keys' counts one message carries at most.
-const shareChunk = 4096
+// shareBytes is about how large one message of counts grows (one key's
+// counts more, when they are larger alone).
+const shareBytes = 256 << 10

@@ -169,4 +169,11 @@ type LimitCounts struct {
 	// heard from that gateway, as publications read in one order may
 	// reach NATS in another. 0 (an earlier release) is not ordered.
 	Seq uint64 `json:"s,omitempty"`
+	// Seconds are Requests and Tokens by the second they were counted in,
+	// oldest first, the seconds of the minute holding none left out, so
+	// that a receiver slides the minute itself (second s counts until
+	// s+60) and tells when the counts leave it (a 429's Retry-After).
+	// Empty from an earlier release: only the sums are known.
+	// On the wire, "b": one array of numbers (LimitCounts.MarshalJSON).
+	Seconds []LimitSecond `json:"-"`
 }
