@@ -94,6 +94,14 @@ type KeyPatch struct {
 	MaxConcurrent Optional[int64]     `json:"max_concurrent,omitzero"`
 	ExpiresAt     Optional[time.Time] `json:"expires_at,omitzero"`
 	AllowedModels Optional[[]string]  `json:"allowed_models,omitzero"`
+	// If, when given, makes the patch conditional on the key's stored
+	// limits: it is applied only if each limit If sets holds that value
+	// then, checked in the statement that writes (so two patches sent at
+	// once with the same If cannot both apply); otherwise nothing changes
+	// and UpdateKey returns EConflict. A caller that read the key, decided
+	// from its values, and must not overwrite a change made since (the
+	// console's limits form) gives the values it read.
+	If *KeyCondition `json:"if,omitempty"`
 }
 
 // IsZero reports an Optional left unset (for omitzero).
@@ -245,10 +253,13 @@ func scanKey(row pgx.Row) (Key, error) {
 
 // UpdateKey applies a patch to an active key, with its change in the key
 // outbox in the same transaction. It returns ENotFound for an unknown key,
-// EConflict for a revoked one, EInvalid for a bad limit or a patch that
-// changes nothing.
+// EConflict for a revoked one or one whose limits do not hold what the
+// patch's If requires (nothing changed), EInvalid for a bad limit or a
+// patch that changes nothing.
 func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, error) {
-	if p == (KeyPatch{}) {
+	changes := p
+	changes.If = nil // an "if" alone changes nothing
+	if changes == (KeyPatch{}) {
 		return Key{}, errorf(EInvalid, "nothing to change: give name, daily_limit, monthly_limit, rpm_limit, tpm_limit, "+
 			"max_concurrent, expires_at or allowed_models")
 	}
@@ -280,6 +291,10 @@ func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, e
 			return Key{}, err
 		}
 	}
+	cond, err := p.If.args()
+	if err != nil {
+		return Key{}, err
+	}
 	var name *string
 	if p.Name.Value != nil {
 		n := strings.TrimSpace(*p.Name.Value)
@@ -305,10 +320,10 @@ func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, e
 			  expires_at = CASE WHEN $13 THEN $14 ELSE expires_at END,
 			  allowed_models = CASE WHEN $15 THEN $16 ELSE allowed_models END,
 			  updated_at = now()
-			WHERE id = $1 AND revoked_at IS NULL RETURNING `+keyColumns,
-			keyID, name, p.DailyLimit.Set, daily, p.MonthlyLimit.Set, monthly, p.RPMLimit.Set, p.RPMLimit.Value,
-			p.TPMLimit.Set, p.TPMLimit.Value, p.MaxConcurrent.Set, p.MaxConcurrent.Value,
-			p.ExpiresAt.Set, p.ExpiresAt.Value, p.AllowedModels.Set, models))
+			WHERE id = $1 AND revoked_at IS NULL`+keyConditionSQL+` RETURNING `+keyColumns,
+			append([]any{keyID, name, p.DailyLimit.Set, daily, p.MonthlyLimit.Set, monthly, p.RPMLimit.Set, p.RPMLimit.Value,
+				p.TPMLimit.Set, p.TPMLimit.Value, p.MaxConcurrent.Set, p.MaxConcurrent.Value,
+				p.ExpiresAt.Set, p.ExpiresAt.Value, p.AllowedModels.Set, models}, cond...)...))
 		if err != nil {
 			return err
 		}
@@ -331,7 +346,15 @@ func (s *Store) UpdateKey(ctx context.Context, keyID string, p KeyPatch) (Key, e
 	if ErrorCode(err) == ENotFound && s.keyRevoked(ctx, keyID) {
 		return Key{}, errorf(EConflict, "key %s is revoked", keyID)
 	}
+	if ErrorCode(err) == ENotFound && p.If != nil && s.keyExists(ctx, keyID) {
+		return Key{}, p.If.failed(keyID)
+	}
 	return Key{}, err
+}
+
+func (s *Store) keyExists(ctx context.Context, keyID string) bool {
+	var n int
+	return s.pool.QueryRow(ctx, `SELECT 1 FROM api_keys WHERE id = $1`, keyID).Scan(&n) == nil
 }
 
 func (s *Store) keyRevoked(ctx context.Context, keyID string) bool {

@@ -143,28 +143,81 @@ type limitChange struct {
 // shown (a lost update). A field changed both here and elsewhere since
 // is refused, the page saying both values and showing the form again
 // with what was typed and the other fields as now stored: sent again, it
-// is saved. The key is read before it is written, so two saves in the
-// same instant can still both be applied, the later winning.
+// is saved. The key is read, and the fields the operator changed are
+// checked against it, then written on the condition that they still hold
+// what was read (ledger.KeyPatch.If, checked in the statement that
+// writes): a save made between the read and the write (another operator's
+// at the same instant) fails it, and the form is checked again against
+// the key as it is then, so that of two saves of one field at once one is
+// saved and the other refused as for a value changed since shown.
 func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
 	back, id := keysBack(r), chi.URLParam(r, "id")
 	cl := c.client(r)
 	_ = r.ParseForm()
-	k, err := cl.Key(r.Context(), id)
-	if err != nil {
-		c.refuse(w, r, back, "limits-"+id, limitsForm(id), err)
+	var lastErr error
+	for range setLimitsTries {
+		k, err := cl.Key(r.Context(), id)
+		if err == nil && lastErr != nil && k.RevokedAt != nil {
+			err = lastErr // revoked meanwhile: the patch's refusal says so
+		}
+		if err != nil {
+			c.refuse(w, r, back, "limits-"+id, limitsForm(id), err)
+			return
+		}
+		p, changes, conflicts, err := limitsPatch(r, k)
+		if err != nil {
+			c.refuse(w, r, back, "limits-"+id, limitsForm(id), err)
+			return
+		}
+		if len(conflicts) > 0 {
+			c.refuseStaleLimits(w, r, back, k, conflicts)
+			return
+		}
+		if len(changes) == 0 {
+			c.done(w, r, back, "Nothing to save: the limits of key "+k.Prefix+"… are as shown.", nil)
+			return
+		}
+		k2, err := cl.UpdateKey(r.Context(), id, p)
+		if ledger.ErrorCode(err) == ledger.EConflict {
+			lastErr = err // changed since read (or revoked): read it again
+			continue
+		}
+		if err != nil {
+			// Refused or failed (a spend limit behind the meter's batches:
+			// try again), the form comes back as it was sent.
+			c.refuse(w, r, back, "limits-"+id, limitsForm(id), err)
+			return
+		}
+		c.limitsSaved(w, r, back, changes, k2, p)
 		return
 	}
-	var p ledger.KeyPatch
-	var changes, conflicts []limitChange
+	// Changed again between each read and its write: the form comes back
+	// as it was sent, to send again.
+	c.refuse(w, r, back, "limits-"+id, limitsForm(id), lastErr)
+}
+
+// setLimitsTries is how many times setLimits reads a key and writes it
+// when it was changed in between.
+const setLimitsTries = 3
+
+// limitsPatch checks the limits form of r against key k as stored: the
+// patch of the fields the operator changed, conditional on each of them
+// (and each typed as already stored) still holding k's value; those
+// changes; and the fields changed elsewhere since the page was shown
+// (conflicts), or why a value cannot be read (EInvalid).
+func limitsPatch(r *http.Request, k ledger.Key) (p ledger.KeyPatch, changes, conflicts []limitChange, err error) {
+	cond := &ledger.KeyCondition{}
 	for _, f := range keyLimits {
 		ch := limitChange{f: f, stored: f.canon(f.shown(k)), sent: f.canon(r.PostFormValue(f.name))}
 		shown, ok := r.PostForm[f.name+"_shown"]
 		if ch.shown = ch.stored; ok {
 			ch.shown = f.canon(shown[0])
 		}
-		switch {
-		case ch.sent == ch.shown: // left as the page showed it
+		if ch.sent == ch.shown { // left as the page showed it
 			continue
+		}
+		f.requireIn(cond, k) // decided from its stored value: it must hold it when written
+		switch {
 		case ch.sent == ch.stored: // already so
 			continue
 		case ch.shown != ch.stored: // changed elsewhere since the page was shown
@@ -172,26 +225,17 @@ func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if err := f.setIn(&p, r); err != nil {
-			c.refuse(w, r, back, "limits-"+id, limitsForm(id), err)
-			return
+			return p, nil, nil, err
 		}
 		changes = append(changes, ch)
 	}
-	if len(conflicts) > 0 {
-		c.refuseStaleLimits(w, r, back, k, conflicts)
-		return
-	}
-	if len(changes) == 0 {
-		c.done(w, r, back, "Nothing to save: the limits of key "+k.Prefix+"… are as shown.", nil)
-		return
-	}
-	k2, err := cl.UpdateKey(r.Context(), id, p)
-	if err != nil {
-		// Refused or failed (a spend limit behind the meter's batches:
-		// try again), the form comes back as it was sent.
-		c.refuse(w, r, back, "limits-"+id, limitsForm(id), err)
-		return
-	}
+	p.If = cond
+	return p, changes, conflicts, nil
+}
+
+// limitsSaved says what a save of the limits form changed (k2: the key
+// as saved, p: the patch).
+func (c *Console) limitsSaved(w http.ResponseWriter, r *http.Request, back string, changes []limitChange, k2 ledger.Key, p ledger.KeyPatch) {
 	said := make([]string, len(changes))
 	for i, ch := range changes {
 		said[i] = ch.f.label + " " + ch.f.sayValue(ch.stored) + " → " + ch.f.sayValue(ch.f.canon(ch.f.shown(k2)))
@@ -205,6 +249,27 @@ func (c *Console) setLimits(w http.ResponseWriter, r *http.Request) {
 			" UTC, has passed: the key is refused from now on, until a later expiry is set."
 	}
 	c.done(w, r, back, notice, nil)
+}
+
+// requireIn sets, in cond, the field's value in k as the one it must hold.
+func (f keyLimit) requireIn(cond *ledger.KeyCondition, k ledger.Key) {
+	switch f.name {
+	case "rpm_limit":
+		cond.RPMLimit = ledger.Optional[int64]{Set: true, Value: k.RPMLimit}
+	case "tpm_limit":
+		cond.TPMLimit = ledger.Optional[int64]{Set: true, Value: k.TPMLimit}
+	case "max_concurrent":
+		cond.MaxConcurrent = ledger.Optional[int64]{Set: true, Value: k.MaxConcurrent}
+	case "daily_limit":
+		cond.DailyLimit = ledger.Optional[string]{Set: true, Value: k.DailyLimit}
+	case "monthly_limit":
+		cond.MonthlyLimit = ledger.Optional[string]{Set: true, Value: k.MonthlyLimit}
+	case "expires_at":
+		cond.ExpiresAt = ledger.Optional[time.Time]{Set: true, Value: k.ExpiresAt}
+	case "allowed_models":
+		models := k.AllowedModels
+		cond.AllowedModels = ledger.Optional[[]string]{Set: true, Value: &models}
+	}
 }
 
 // setIn sets the field in p to its value in r's form, or returns why it
