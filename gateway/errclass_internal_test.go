@@ -78,3 +78,45 @@ func TestSaysModelNotFound(t *testing.T) {
 		}
 	}
 }
+
+// TestSaysPathNotFound: which 404 bodies say the path the gateway sent
+// is not there (a base_url that is wrong), in each upstream's shape, and
+// which name something else that was not found.
+func TestSaysPathNotFound(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want bool
+	}{
+		{`{"error":{"message":"Invalid URL (POST /chat/completions)","type":"invalid_request_error","param":null,"code":null}}`, true},
+		{`{"error":{"message":"Unknown request URL: POST /v1/chat/completion. Please check the URL for typos.","type":"invalid_request_error","code":"unknown_url"}}`, true},
+		{`{"type":"error","error":{"type":"not_found_error","message":"Not found"}}`, true},
+		{`{"type":"error","error":{"type":"not_found_error","message":"Not Found"}}`, true},
+		{`{"error":{"code":404,"message":"Method not found.","status":"NOT_FOUND"}}`, true}, // Google, a method it lacks
+		{`{"detail":"Not Found"}`, true},  // FastAPI
+		{`{"error":"Not Found"}`, true},   // an error that is only the status's words
+		{`{"message":"Not Found"}`, true}, //
+		{"404 page not found\n", true},    // Go's net/http
+		{"Not Found", true},
+		{"<html><head><title>404 Not Found</title></head></html>", true},
+		{"<!DOCTYPE html><html><title>Error 404 (Not Found)!!1</title></html>", true},
+		{"", true},
+		{"  \n", true},
+		{`{}`, true}, // JSON, but no error in it
+		{`{"status":404}`, true},
+		{`[]`, true},
+		{`{"error":{"message":"Previous response with id 'resp_1' not found.","type":"invalid_request_error","code":"previous_response_not_found"}}`, false},
+		{`{"type":"error","error":{"type":"not_found_error","message":"File not found: file_1"}}`, false},
+		{`{"type":"error","error":{"type":"not_found_error","message":"model: claude-x"}}`, false},
+		{`{"error":{"code":404,"message":"CachedContent not found (or permission denied)","status":"NOT_FOUND"}}`, false},
+		{`{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND"}}`, false},
+		{`{"detail":"Response resp_1 not found"}`, false},
+		{`{"error":"model 'llama3' not found, try pulling it first"}`, false},
+		{`{"object":"error","message":"The model ` + "`x`" + ` does not exist.","type":"NotFoundError","code":404}`, false},
+		{`[{"error":{"code":404,"message":"CachedContent not found","status":"NOT_FOUND"}}]`, false},
+		{`{"error":{"message":"","code":404}}`, false}, // an error with no words: not the path's, by what it says
+	} {
+		if got := saysPathNotFound([]byte(c.body)); got != c.want {
+			t.Errorf("saysPathNotFound(%s) = %v, want %v", c.body, got, c.want)
+		}
+	}
+}
