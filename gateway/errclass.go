@@ -213,3 +213,56 @@ func saysModelNotFound(b []byte) bool {
 	i := strings.Index(msg, "model")
 	return i >= 0 && (strings.Contains(msg[i:], "not found") || strings.Contains(msg[i:], "does not exist"))
 }
+
+// saysPathNotFound reports whether b, the body of an upstream's 404, says
+// that the path it was sent is not there (a base_url without its /v1, a
+// typo, a proxy's root): b is no error object an API answers with (a web
+// page, text such as Go's "404 page not found", nothing, JSON with no
+// error in it), or its error's message says so: OpenAI's "Invalid URL
+// (POST /chat/completions)" (and its older "Unknown request URL: …"),
+// Google's "Method not found.", a "page not found", or no more than the
+// status's words ("Not Found": Anthropic's not_found_error for a path it
+// does not serve, FastAPI's {"detail":"Not Found"}). An error that names
+// what was not found (an id the client sent, a model) is not; nor is one
+// with no message.
+func saysPathNotFound(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' { // Gemini's streams put their error in an array
+		var arr []json.RawMessage
+		if json.Unmarshal(b, &arr) == nil && len(arr) == 1 {
+			b = bytes.TrimSpace(arr[0])
+		}
+	}
+	var body struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Detail  json.RawMessage `json:"detail"` // FastAPI's
+	}
+	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &body) != nil {
+		return true
+	}
+	var msg string
+	switch e := bytes.TrimSpace(body.Error); {
+	case len(e) > 0 && e[0] == '{':
+		var inner struct {
+			Message json.RawMessage `json:"message"`
+		}
+		_ = json.Unmarshal(e, &inner)
+		msg, _ = jsonText(inner.Message)
+	case len(e) > 0 && e[0] == '"':
+		msg, _ = jsonText(e)
+	case len(body.Message) > 0:
+		msg, _ = jsonText(body.Message)
+	case len(body.Detail) > 0:
+		msg, _ = jsonText(body.Detail)
+	default:
+		return true // JSON, but no error in it: not an API's error object
+	}
+	msg = strings.TrimRight(strings.ToLower(strings.TrimSpace(msg)), ".")
+	switch msg {
+	case "not found", "404 not found", "404: not found", "404 page not found":
+		return true
+	}
+	return strings.HasPrefix(msg, "invalid url") || strings.HasPrefix(msg, "unknown request url") ||
+		strings.HasPrefix(msg, "method not found") || strings.Contains(msg, "page not found")
+}

@@ -223,7 +223,7 @@ func passHeaders(dst, src http.Header) {
 // 2xx but 200) is the deployment's failure, answered 502, and so is a 401
 // or 402 (the deployment's own key or account refused, which the client
 // cannot fix), or a 404 that says the deployment's model is not found
-// (deploymentModelGone).
+// (deploymentModelGone) or its URL is wrong (deploymentURLGone).
 func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) {
 	var body []byte
 	if resp.StatusCode >= 200 { // a 101's body may be the connection itself, which no timer ends
@@ -269,7 +269,8 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 	// as a 408, 429 or 5xx is (transientStatus), which another
 	// deployment may not share; so is Gemini's 400 that names the key
 	// (keyRefusal), and a 404 that says the deployment's model is not
-	// found (deploymentModelGone). Any other 403 or 404 can be the
+	// found (deploymentModelGone) or its path is not there
+	// (deploymentURLGone). Any other 403 or 404 can be the
 	// client's request (a beta it may not use, a previous_response_id
 	// unknown) and goes to the client as it came, resting nothing.
 	keyRefused := resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusPaymentRequired ||
@@ -281,10 +282,14 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		x.refusedWith = http.StatusUnauthorized
 	}
 	modelGone := resp.StatusCode == http.StatusNotFound && s.deploymentModelGone(rt, body)
-	if modelGone {
+	urlGone := resp.StatusCode == http.StatusNotFound && !modelGone && s.deploymentURLGone(rt, body)
+	switch {
+	case modelGone:
 		x.event.Error += ": the deployment's model was not found"
+	case urlGone:
+		x.event.Error += ": the deployment's URL was not found"
 	}
-	if keyRefused || modelGone || transientStatus(resp.StatusCode) {
+	if keyRefused || modelGone || urlGone || transientStatus(resp.StatusCode) {
 		x.upstreamFailed, x.retryAfter = true, retryAfter(resp.Header, time.Now())
 		if x.mayRetry() {
 			return
@@ -298,6 +303,16 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		x.refusedWith = http.StatusBadGateway
 		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
 			fmt.Sprintf("the upstream provider answered 404 for the model of this deployment of %q: the deployment's model was not found; the gateway's operator must fix the deployment", rt.model)))
+		return
+	}
+	if urlGone {
+		// Relayed, the 404 told the client that a path it never chose
+		// (the gateway's, below the deployment's base_url) was not there,
+		// or, as Anthropic's "Not found" reads, that what it asked for
+		// was not: every request drawn to the deployment got it.
+		x.refusedWith = http.StatusBadGateway
+		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
+			fmt.Sprintf("the upstream provider answered 404 for the URL of this deployment of %q: the deployment's URL was not found; the gateway's operator must check its base_url", rt.model)))
 		return
 	}
 	if keyRefused {
@@ -348,6 +363,19 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 func (s *Server) deploymentModelGone(rt route, body []byte) bool {
 	_, table := s.routes.models[rt.model]
 	return table && saysModelNotFound(body)
+}
+
+// deploymentURLGone reports whether body, an upstream's 404 to an attempt
+// routed as rt, says the deployment's URL is wrong: rt's model is one of
+// the table's, for which the gateway chose the path and the upstream
+// model, and the 404 says the path is not there (saysPathNotFound: its
+// base_url lacks its version, or names another server). On a
+// "provider/model" name outside the table the 404 is relayed, as
+// deploymentModelGone's is: the client chose that name, and on Gemini
+// the path holds it.
+func (s *Server) deploymentURLGone(rt route, body []byte) bool {
+	_, table := s.routes.models[rt.model]
+	return table && saysPathNotFound(body)
 }
 
 // transientStatus reports whether status, an upstream's refusal, says
