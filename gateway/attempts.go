@@ -290,18 +290,25 @@ func (s *Server) endAttempt(x *exchange, d *deployment, model string) {
 // for it) with nothing to say why but the request line of the attempt
 // that began the rest.
 func (s *Server) logHealth(d *deployment, model string, x *exchange, c change) {
+	rid := x.event.RequestID // a retried attempt's event has an id of its own (retire)
+	if rid == "" {
+		rid = x.event.ID
+	}
+	s.logChange(d, model, rid, x.event.Error, x.retryAfter, c)
+}
+
+// logChange is logHealth's line for a change c of d's health made by the
+// request requestID for model, whose attempt failed with why (an error's
+// words), the upstream asking for retryAfter.
+func (s *Server) logChange(d *deployment, model, requestID, why string, retryAfter time.Duration, c change) {
 	if _, table := s.routes.models[model]; !table {
 		return // a "provider/model" name outside the table: a deployment of its own per request, no health kept
 	}
 	switch {
 	case c.rested:
-		rid := x.event.RequestID // a retried attempt's event has an id of its own (retire)
-		if rid == "" {
-			rid = x.event.ID
-		}
 		s.log.Warn("gateway: deployment resting", "deployment", d.name, "provider", d.provider.Name, "model", model,
-			"rest", c.rest.String(), "failures", c.failures, "retry_after", x.retryAfter.String(),
-			"request_id", rid, "error", x.event.Error)
+			"rest", c.rest.String(), "failures", c.failures, "retry_after", retryAfter.String(),
+			"request_id", requestID, "error", why)
 	case c.recovered:
 		s.log.Info("gateway: deployment recovered", "deployment", d.name, "provider", d.provider.Name, "model", model,
 			"failures", c.failures)

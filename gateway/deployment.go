@@ -116,6 +116,21 @@ func (d *deployment) release(o outcome, retryAfter time.Duration, rc RetryConfig
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.open--
+	return d.record(o, retryAfter, rc)
+}
+
+// failed records a failure of d outside an attempt, as release of a
+// failed one does: a token count, which takes no place under
+// max_concurrent or rpm_limit (it never acquired one).
+func (d *deployment) failed(retryAfter time.Duration, rc RetryConfig) change {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.record(outcomeFailed, retryAfter, rc)
+}
+
+// record moves d's health by an attempt's outcome o (see release); d.mu
+// is held.
+func (d *deployment) record(o outcome, retryAfter time.Duration, rc RetryConfig) change {
 	switch o {
 	case outcomeOK:
 		c := change{recovered: d.failures > 0, failures: d.failures}

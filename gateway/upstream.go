@@ -76,8 +76,7 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	if what := x.webPage(resp); what != "" {
 		resp.Body.Close()
 		x.refusedWith = http.StatusBadGateway // metrics: the provider's refusal
-		x.fail(http.StatusBadGateway, usage.StatusUpstreamError,
-			fmt.Errorf("the upstream answered 200 with %s, not an API answer: is its base_url right, or a proxy or captive portal in the way?", what))
+		x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errors.New(pageMessage(what)))
 		return nil
 	}
 	x.responded = true
@@ -301,8 +300,7 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		// can fix. The client gets 502; the event and the log say
 		// "upstream status 404".
 		x.refusedWith = http.StatusBadGateway
-		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
-			fmt.Sprintf("the upstream provider answered 404 for the model of this deployment of %q: the deployment's model was not found; the gateway's operator must fix the deployment", rt.model)))
+		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", modelGoneMessage(rt.model)))
 		return
 	}
 	if urlGone {
@@ -311,8 +309,7 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		// or, as Anthropic's "Not found" reads, that what it asked for
 		// was not: every request drawn to the deployment got it.
 		x.refusedWith = http.StatusBadGateway
-		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
-			fmt.Sprintf("the upstream provider answered 404 for the URL of this deployment of %q: the deployment's URL was not found; the gateway's operator must check its base_url", rt.model)))
+		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", urlGoneMessage(rt.model)))
 		return
 	}
 	if keyRefused {
@@ -376,6 +373,17 @@ func (s *Server) deploymentModelGone(rt route, body []byte) bool {
 func (s *Server) deploymentURLGone(rt route, body []byte) bool {
 	_, table := s.routes.models[rt.model]
 	return table && saysPathNotFound(body)
+}
+
+// modelGoneMessage and urlGoneMessage are what a client is told of a 404
+// saying the deployment's model (deploymentModelGone), or its URL
+// (deploymentURLGone), of model was not found.
+func modelGoneMessage(model string) string {
+	return fmt.Sprintf("the upstream provider answered 404 for the model of this deployment of %q: the deployment's model was not found; the gateway's operator must fix the deployment", model)
+}
+
+func urlGoneMessage(model string) string {
+	return fmt.Sprintf("the upstream provider answered 404 for the URL of this deployment of %q: the deployment's URL was not found; the gateway's operator must check its base_url", model)
 }
 
 // transientStatus reports whether status, an upstream's refusal, says

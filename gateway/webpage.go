@@ -30,7 +30,6 @@ func (x *exchange) webPage(resp *http.Response) string {
 	if apiType(ct) {
 		return ""
 	}
-	mt, _, _ := mime.ParseMediaType(ct)
 	wait, cause := x.stallAfter, errStalled
 	if left := x.endBy - time.Since(x.start); x.endBy > 0 && left < wait {
 		wait, cause = max(left, 0), errRequestTimeout
@@ -45,17 +44,38 @@ func (x *exchange) webPage(resp *http.Response) string {
 		}
 	}
 	t.Stop()
-	if b := bytes.TrimLeft(buf, " \t\r\n\ufeff"); len(b) > 0 && b[0] == '<' {
-		switch {
-		case mt == "text/html":
-			return mt
-		case ct != "":
-			return fmt.Sprintf("Content-Type %q and a body beginning with '<'", ct)
-		}
-		return "no Content-Type and a body beginning with '<'"
+	if what := pageKind(ct, buf); what != "" {
+		return what
 	}
 	resp.Body = readCloser{io.MultiReader(bytes.NewReader(buf), resp.Body), resp.Body}
 	return ""
+}
+
+// pageKind says what a 200 of Content-Type ct whose body begins with head
+// is when it is a web page (see webPage): ct is none an API answers with
+// and head's first bytes past blanks are '<'; else "".
+func pageKind(ct string, head []byte) string {
+	if apiType(ct) {
+		return ""
+	}
+	b := bytes.TrimLeft(head, " \t\r\n\ufeff")
+	if len(b) == 0 || b[0] != '<' {
+		return ""
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
+	switch {
+	case mt == "text/html":
+		return mt
+	case ct != "":
+		return fmt.Sprintf("Content-Type %q and a body beginning with '<'", ct)
+	}
+	return "no Content-Type and a body beginning with '<'"
+}
+
+// pageMessage is what a client is told of a 200 that was a web page,
+// what came being pageKind's.
+func pageMessage(what string) string {
+	return fmt.Sprintf("the upstream answered 200 with %s, not an API answer: is its base_url right, or a proxy or captive portal in the way?", what)
 }
 
 // apiType reports whether ct, a Content-Type, is one an API answers
