@@ -55,9 +55,13 @@ func TestAHugeAllowlistDoesNotStopKeySync(t *testing.T) {
 	if err := sync.Wait(wctx, k.Change); err != nil {
 		t.Fatalf("the changes after a big allowlist are not published: %v", err)
 	}
-	if st, ok := gw.LookupKey(bigSecret); !ok || st.KeyID != big.ID || len(st.AllowedModels) != len(big.AllowedModels) {
-		t.Errorf("the key with the largest allowlist on the gateway: %v, %d models; want its %d", ok, len(st.AllowedModels), len(big.AllowedModels))
-	}
+	// Wait returns once the syncer has published the changes, not once
+	// the gateway's watch has applied them: under load (CI) the lookup
+	// right after it found the big key not there yet.
+	eventually(t, 10*time.Second, "the key with the largest allowlist on the gateway, with its 40 models", func() bool {
+		st, ok := gw.LookupKey(bigSecret)
+		return ok && st.KeyID == big.ID && len(st.AllowedModels) == len(big.AllowedModels)
+	})
 	if _, err := r.store.RevokeKey(ctx, k.ID); err != nil {
 		t.Fatal(err)
 	}
