@@ -174,7 +174,7 @@ func (l *limiter) admitCounted(k *usage.KeyState, estimate int64) (release, unco
 	}
 	c.open++
 	c.lastTouch = now
-	l.publish(k.KeyID, c, now) // unlocks
+	l.publish(k.KeyID, c, now, now) // unlocks
 	id := k.KeyID
 	var once, uncounted sync.Once
 	release = func() {
@@ -189,7 +189,7 @@ func (l *limiter) admitCounted(k *usage.KeyState, estimate int64) (release, unco
 			if i := now % window; held > 0 && c.sec[i] == now { // still in the minute
 				c.tok[i] -= held
 			}
-			l.publish(id, c, l.now().Unix())
+			l.publish(id, c, l.now().Unix(), now)
 		})
 	}
 	uncount = func() {
@@ -201,7 +201,7 @@ func (l *limiter) admitCounted(k *usage.KeyState, estimate int64) (release, unco
 				return
 			}
 			c.req[now%window]--
-			l.publish(id, c, l.now().Unix())
+			l.publish(id, c, l.now().Unix(), now)
 		})
 	}
 	return release, uncount, nil
@@ -217,18 +217,26 @@ func (l *limiter) counts(keyID string) *keyCounts {
 	return c
 }
 
-// publish sends a key's counts to the other gateways; it is called with
-// l.mu held, and unlocks it.
-func (l *limiter) publish(keyID string, c *keyCounts, now int64) {
+// publish sends a key's counts to the other gateways after a change to
+// second changed of its minute (its sums and open requests, and that
+// second alone: LimitCounts.Partial); it is called with l.mu held, and
+// unlocks it. The whole minute goes every shareInterval (snapshot): sent
+// at each change, it made a limited request's three publications cost
+// 9.7 µs and 1.1 KB, against 0.9 µs and 130 bytes (BenchmarkLimitAdmit),
+// and each other gateway decode the minute three times a request.
+func (l *limiter) publish(keyID string, c *keyCounts, now, changed int64) {
 	if l.share == nil {
 		l.mu.Unlock()
 		return
 	}
 	req, tok := c.sums(now)
 	l.seq++
-	counts := []LimitCounts{{KeyID: keyID, Requests: req, Tokens: tok, Open: c.open, Seq: l.seq, Seconds: c.seconds(now)}}
+	lc := LimitCounts{KeyID: keyID, Requests: req, Tokens: tok, Open: c.open, Seq: l.seq, Partial: true}
+	if i := changed % window; c.sec[i] == changed && now-changed < window {
+		lc.Seconds = []LimitSecond{{Unix: changed, Requests: c.req[i], Tokens: c.tok[i]}}
+	}
 	l.mu.Unlock()
-	l.share.Publish(counts)
+	l.share.Publish([]LimitCounts{lc})
 }
 
 // tokens counts the tokens a request of k used (its provider's figures),
@@ -243,7 +251,7 @@ func (l *limiter) tokens(k *usage.KeyState, n int64) {
 	c.bucket(now)
 	c.tok[now%window] += n
 	c.lastTouch = now
-	l.publish(k.KeyID, c, now)
+	l.publish(k.KeyID, c, now, now)
 }
 
 // bucket readies the bucket of second now, emptying it if it holds an
@@ -333,7 +341,9 @@ func (c *keyCounts) retryAfter(now, limit int64, others []LimitSecond, tokens bo
 		stay -= count(s)
 		wait = s.Unix + window - now
 	}
-	return time.Duration(max(wait, 1)) * time.Second
+	// At most the minute: a second from a gateway whose clock runs ahead
+	// would give more.
+	return time.Duration(min(max(wait, 1), window)) * time.Second
 }
 
 // snapshot returns the counts of every key with counts in the last minute

@@ -9,15 +9,16 @@ import (
 )
 
 // marshalShare is a LimitShare that encodes each publication as
-// meter/keys.Share does (json.Marshal of each count), and holds no other
-// gateway's counts: the cost a limited request pays on its own gateway.
+// meter/keys.Share does (json.Marshal of each count's wire form), and
+// holds no other gateway's counts: the cost a limited request pays on its
+// own gateway.
 type marshalShare struct{ bytes int }
 
 func (s *marshalShare) Others(string) ([]LimitSecond, int64) { return nil, 0 }
 
 func (s *marshalShare) Publish(counts []LimitCounts) {
 	for _, c := range counts {
-		b, _ := json.Marshal(c)
+		b, _ := json.Marshal(c.Wire())
 		s.bytes += len(b)
 	}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -41,8 +42,22 @@ func (m *memberShare) Publish(counts []LimitCounts) {
 		m.net.seen[m.me] = map[string]LimitCounts{}
 	}
 	for _, c := range counts {
-		if old, ok := m.net.seen[m.me][c.KeyID]; ok && c.Seq < old.Seq {
-			continue // as meter/keys.Share keeps the latest reading
+		old, ok := m.net.seen[m.me][c.KeyID]
+		if ok && c.Seq < old.Seq {
+			continue // as meter/keys.Share keeps the latest reading (delivered in order here)
+		}
+		if c.Partial {
+			// A change's one second, merged into the minute heard, as
+			// meter/keys.Share does.
+			merged := slices.Clone(old.Seconds)
+			for _, sec := range c.Seconds {
+				if i := slices.IndexFunc(merged, func(h LimitSecond) bool { return h.Unix == sec.Unix }); i >= 0 {
+					merged[i] = sec
+				} else {
+					merged = append(merged, sec)
+				}
+			}
+			c.Seconds = merged
 		}
 		m.net.seen[m.me][c.KeyID] = c
 	}

@@ -1,6 +1,7 @@
 package keys_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -589,4 +590,64 @@ func TestFullSyncTakesOverAnExpiredLease(t *testing.T) {
 		_, err := b.Keys.Get(ctx, "_sync_lease")
 		return err != nil
 	})
+}
+
+// TestShareMergesChanges: a gateway sends its whole minute every second
+// and, at each change, only the second it moved (Partial); the others
+// merge that second into the minute they heard, a second being replaced
+// only by a later publication's, and a whole minute replacing what came
+// before it but the seconds of later changes.
+func TestShareMergesChanges(t *testing.T) {
+	t.Parallel()
+	srv := metertest.NewServer(t)
+	var shares []*keys.Share
+	for range 2 {
+		s, err := keys.NewShare(metertest.Connect(t, srv).Conn(), slog.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		shares = append(shares, s)
+	}
+	now := time.Now().Unix()
+	sec := func(ago int64, req int64) usage.LimitSecond {
+		return usage.LimitSecond{Unix: now - ago, Requests: req, Tokens: 10 * req}
+	}
+	heard := func(want []usage.LimitSecond, what string) {
+		t.Helper()
+		slices.SortFunc(want, func(a, b usage.LimitSecond) int { return cmp.Compare(a.Unix, b.Unix) })
+		var got []usage.LimitSecond
+		ok := false
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			got, _ = shares[1].Others("k")
+			slices.SortFunc(got, func(a, b usage.LimitSecond) int { return cmp.Compare(a.Unix, b.Unix) })
+			if ok = slices.Equal(got, want); ok {
+				break
+			}
+		}
+		if !ok {
+			t.Fatalf("%s: heard %v; want %v", what, got, want)
+		}
+	}
+	pub := func(c usage.LimitCounts) { shares[0].Publish([]usage.LimitCounts{c}) }
+
+	pub(usage.LimitCounts{KeyID: "k", Requests: 3, Tokens: 30, Seq: 10, Seconds: []usage.LimitSecond{sec(30, 1), sec(20, 2)}})
+	heard([]usage.LimitSecond{sec(30, 1), sec(20, 2)}, "the whole minute")
+	pub(usage.LimitCounts{KeyID: "k", Requests: 4, Tokens: 40, Seq: 11, Partial: true, Seconds: []usage.LimitSecond{sec(0, 1)}})
+	heard([]usage.LimitSecond{sec(30, 1), sec(20, 2), sec(0, 1)}, "a change's new second, merged")
+	pub(usage.LimitCounts{KeyID: "k", Requests: 3, Tokens: 30, Seq: 12, Partial: true, Seconds: []usage.LimitSecond{sec(20, 1)}})
+	heard([]usage.LimitSecond{sec(30, 1), sec(20, 1), sec(0, 1)}, "a change to an older second")
+	// Read before the last change, published after it: its second 20 is
+	// older than what was heard of it, its second 5 new.
+	pub(usage.LimitCounts{KeyID: "k", Requests: 5, Tokens: 50, Seq: 9, Partial: true, Seconds: []usage.LimitSecond{sec(20, 3), sec(5, 1)}})
+	heard([]usage.LimitSecond{sec(30, 1), sec(20, 1), sec(5, 1), sec(0, 1)}, "a change read earlier, published later")
+	// A whole minute read before change 12, published after it, is
+	// older than what was heard: dropped. The next one replaces the
+	// minute heard.
+	pub(usage.LimitCounts{KeyID: "k", Requests: 9, Tokens: 90, Seq: 11, Seconds: []usage.LimitSecond{sec(40, 9)}})
+	pub(usage.LimitCounts{KeyID: "k", Requests: 2, Tokens: 20, Seq: 13, Seconds: []usage.LimitSecond{sec(20, 1), sec(0, 1)}})
+	heard([]usage.LimitSecond{sec(20, 1), sec(0, 1)}, "the next whole minute, the older one dropped")
+	// Seconds that have left the minute are forgotten.
+	pub(usage.LimitCounts{KeyID: "k", Requests: 2, Tokens: 20, Seq: 14, Partial: true, Seconds: []usage.LimitSecond{sec(61, 1)}})
+	heard([]usage.LimitSecond{sec(20, 1), sec(0, 1)}, "a second past the minute")
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,14 +43,30 @@ type Share struct {
 
 // remote is one other gateway's counts of a key, and when they came.
 type remote struct {
+	// usage.LimitCounts is the last heard of Requests, Tokens, Open and Seq
+	// (its Seconds are in seconds).
 	usage.LimitCounts
-	at time.Time
+	seconds []heardSecond // its minute, as last heard of each second
+	at      time.Time
 }
+
+// heardSecond is one second of another gateway's minute, and the Seq of
+// the publication that gave it: a second is replaced only by a later
+// publication's (publications read in one order may reach NATS in
+// another).
+type heardSecond struct {
+	usage.LimitSecond
+	seq uint64
+}
+
+// minute is the span of a per-minute limit, in seconds (gateway's window):
+// a second heard is dropped once it has left it.
+const minute = 60
 
 // shareMsg is one publication.
 type shareMsg struct {
-	Gateway string              `json:"g"`
-	Counts  []usage.LimitCounts `json:"c"`
+	Gateway string                  `json:"g"`
+	Counts  []usage.LimitCountsWire `json:"c"`
 }
 
 // NewShare subscribes to the other gateways' counts on nc. Close
@@ -80,26 +97,71 @@ func (s *Share) receive(m *nats.Msg) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, c := range msg.Counts {
+	for _, w := range msg.Counts {
+		c, err := w.Counts()
+		if err != nil {
+			continue // not a gateway's: its seconds do not decode
+		}
 		g := s.others[c.KeyID]
 		if g == nil {
 			g = map[string]remote{}
 			s.others[c.KeyID] = g
 		}
-		if old, ok := g[msg.Gateway]; ok && c.Seq != 0 && c.Seq < old.Seq {
-			continue // read before the counts already heard, published after them
-		}
-		if len(c.Seconds) == 0 && (c.Requests != 0 || c.Tokens != 0) {
+		r, had := g[msg.Gateway]
+		newer := !had || c.Seq == 0 || c.Seq > r.Seq
+		switch {
+		case c.Partial:
+			// A change: its second, if a later publication has not given
+			// it already.
+			for _, sec := range c.Seconds {
+				r.seconds = hear(r.seconds, sec, c.Seq)
+			}
+		case !newer:
+			continue // a whole minute read before the counts already heard, published after them
+		case len(c.Seconds) == 0 && (c.Requests != 0 || c.Tokens != 0):
 			// An earlier release sends the minute's sums only: they are
 			// taken as counted now, which holds them for the whole minute
 			// (the Retry-After they give is too long, never too short).
-			c.Seconds = []usage.LimitSecond{{Unix: now.Unix(), Requests: c.Requests, Tokens: c.Tokens}}
+			r.seconds = []heardSecond{{usage.LimitSecond{Unix: now.Unix(), Requests: c.Requests, Tokens: c.Tokens}, c.Seq}}
+		default:
+			// The whole minute: it replaces every second heard before it;
+			// a second a later change gave stays.
+			next := make([]heardSecond, 0, len(c.Seconds)+1)
+			for _, h := range r.seconds {
+				if h.seq > c.Seq {
+					next = append(next, h)
+				}
+			}
+			for _, sec := range c.Seconds {
+				next = hear(next, sec, c.Seq)
+			}
+			r.seconds = next
 		}
-		g[msg.Gateway] = remote{c, now}
+		if newer {
+			r.LimitCounts = c
+			r.LimitCounts.Seconds = nil
+		}
+		r.seconds = slices.DeleteFunc(r.seconds, func(h heardSecond) bool { return now.Unix()-h.Unix >= minute })
+		r.at = now
+		g[msg.Gateway] = r
 	}
 	if now.Sub(s.swept) > shareTTL {
 		s.sweep(now)
 	}
+}
+
+// hear sets second sec, given by the publication numbered seq, in heard,
+// unless a later publication gave it already, and returns heard.
+func hear(heard []heardSecond, sec usage.LimitSecond, seq uint64) []heardSecond {
+	for i := range heard {
+		if heard[i].Unix == sec.Unix {
+			if seq == 0 || seq >= heard[i].seq {
+				heard[i] = heardSecond{sec, seq}
+			}
+			return heard
+		}
+	}
+	return append(heard, heardSecond{sec, seq})
 }
 
 // sweep forgets counts older than shareTTL (s.mu held).
@@ -118,15 +180,17 @@ func (s *Share) sweep(now time.Time) {
 }
 
 // Others returns the other gateways' last counts of a key: their seconds
-// (usage.LimitCounts.Seconds, one gateway's after another's), and the sum
-// of their open requests.
+// (usage.LimitCounts.Seconds, one gateway's after another's, in no
+// order), and the sum of their open requests.
 func (s *Share) Others(keyID string) (seconds []usage.LimitSecond, open int64) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.others[keyID] {
 		if now.Sub(r.at) <= shareTTL {
-			seconds = append(seconds, r.Seconds...)
+			for _, h := range r.seconds {
+				seconds = append(seconds, h.LimitSecond)
+			}
 			open += r.Open
 		}
 	}
@@ -156,7 +220,7 @@ func (s *Share) Publish(counts []usage.LimitCounts) {
 		return true
 	}
 	for _, c := range counts {
-		data, err := json.Marshal(c)
+		data, err := json.Marshal(c.Wire())
 		if err != nil {
 			s.log.Warn("limit share: publish", "err", err)
 			return

@@ -174,6 +174,12 @@ type LimitCounts struct {
 	// that a receiver slides the minute itself (second s counts until
 	// s+60) and tells when the counts leave it (a 429's Retry-After).
 	// Empty from an earlier release: only the sums are known.
-	// On the wire, "b": one array of numbers (LimitCounts.MarshalJSON).
+	// On the wire, "b", packed (LimitCountsWire).
 	Seconds []LimitSecond `json:"-"`
+	// Partial says Seconds holds only the second a change moved (none when
+	// that second has left the minute), the others being as last heard:
+	// a gateway sends its whole minute every second, and at each change
+	// its sums, its open requests and the one second. On the wire, "p"
+	// (LimitCountsWire).
+	Partial bool `json:"-"`
 }
