@@ -15,13 +15,14 @@ import (
 // model's deployments that the provider serves, in the order requests
 // would go (within retry.max_attempts and retry.budget), relayed as the
 // first one answers (status, body scrubbed of the provider's credentials,
-// backoff headers), and not metered: providers do not bill counting. An
-// answer that is the deployment's failure by the checks every request's
-// answer goes through before its relay (countFailure: a web page, the
-// 404 of its model or URL not found) goes to the next deployment, and
-// rests the failed one; on the last, the client gets 502. Other failures
-// (unreachable, 401, 429, 5xx) are answered as they come, no other
-// deployment tried.
+// backoff headers), and not metered: providers do not bill counting. What
+// a request's attempt takes as the deployment's failure (countCall: an
+// upstream unreachable or silent past connect_timeout, a 3xx, a 2xx but
+// 200, a web page or a provider's error under a 200, the deployment's key
+// or account refused, its model or URL not found, a 408, 429 or 5xx) goes
+// to the next deployment, and rests the failed one; on the last, the
+// client gets what a request would (502 or 504, or the 408, 429 or 5xx
+// as it came), and no event.
 func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provider.Envelope) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, ok := s.readRequest(w, r, env)
@@ -75,10 +76,11 @@ func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provi
 }
 
 // countAt sends the count call to the deployment of a and answers the
-// client in env with what came, unless the deployment failed in a way
-// countFailure reads and another attempt may follow (last is false):
-// then it answers nothing and reports false. Either way such a failure
-// rests the deployment, as a failed attempt of a request does.
+// client in env with what came, as a request's attempt is answered
+// (countCall), unless the deployment failed and another attempt may
+// follow (last is false): then it answers nothing and reports false.
+// Either way such a failure rests the deployment, as a failed attempt of
+// a request does. A client gone before the answer fails no deployment.
 func (s *Server) countAt(w http.ResponseWriter, r *http.Request, call provider.Call, a attempt, env provider.Envelope, rid string, last bool) bool {
 	d := a.dep
 	path, upBody, err := call.Upstream(d.upstream)
@@ -86,64 +88,114 @@ func (s *Server) countAt(w http.ResponseWriter, r *http.Request, call provider.C
 		env.WriteError(w, badRequest(err.Error()))
 		return true
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), d.provider.ConnectTimeout)
+	ctx, cancel := context.WithTimeoutCause(r.Context(), d.provider.ConnectTimeout, errConnectTimeout)
 	defer cancel()
-	up, err := s.upstreamRequest(ctx, d.provider, path, upBody, call.Header)
-	if err != nil {
-		env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", err.Error()))
-		return true
+	c := s.countCall(ctx, a, path, upBody, call.Header, rid, customerOf(keyOf(r)))
+	if r.Context().Err() != nil {
+		return true // no one to answer, and nothing the deployment did
 	}
-	resp, err := s.clientFor(d.provider).RoundTrip(up) // no redirect followed: see redirected
-	if err != nil {
-		env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
-			"the upstream could not be reached: "+s.scrubFor(d.provider.Name, unwrapURL(err))))
-		return true
-	}
-	defer resp.Body.Close()
-	if s.redirected(d.provider.Name, rid, customerOf(keyOf(r)), resp) {
-		env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", redirectMessage(resp.StatusCode)))
-		return true
-	}
-	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
-			"reading the upstream's answer: "+s.scrubFor(d.provider.Name, err.Error())))
-		return true
-	}
-	out = []byte(s.scrubFor(d.provider.Name, string(out)))
-	if why, msg := s.countFailure(a.route(), resp, out); why != "" {
-		wait := retryAfter(resp.Header, time.Now())
-		s.logChange(d, a.model, rid, why, wait, d.failed(wait, s.cfg.Retry))
+	if c.why != "" {
+		s.logChange(d, a.model, rid, c.why, c.wait, d.failed(c.wait, s.cfg.Retry))
 		if !last {
 			return false
 		}
-		env.WriteError(w, provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", msg))
+	}
+	if c.err != nil {
+		env.WriteError(w, *c.err)
 		return true
 	}
 	h := w.Header()
-	h.Set("Content-Type", answerType(resp.Header.Get("Content-Type"), "application/json"))
-	passHeaders(h, resp.Header)
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(out)
+	h.Set("Content-Type", answerType(c.header.Get("Content-Type"), "application/json"))
+	passHeaders(h, c.header)
+	w.WriteHeader(c.status)
+	_, _ = w.Write(c.body)
 	return true
 }
 
-// countFailure reads a count's answer resp, its body out, routed as rt,
-// with the checks a request's answer goes through before its relay: a
-// 200 that is a web page (pageKind), a 404 saying the deployment's model
-// (deploymentModelGone) or URL (deploymentURLGone) was not found. Each is
-// the deployment's failure: why says it (as a request's event would),
-// msg what the client is told of it. Anything else ("", "") is relayed.
-func (s *Server) countFailure(rt route, resp *http.Response, out []byte) (why, msg string) {
-	switch {
-	case resp.StatusCode == http.StatusOK:
-		if what := pageKind(resp.Header.Get("Content-Type"), out); what != "" {
-			return pageMessage(what), pageMessage(what)
+// countAnswer is what one deployment answered a token count (countCall):
+// the answer to relay (status, header, body scrubbed of the provider's
+// credentials), or err, what the client is told instead. why, when not
+// "", is how the deployment failed, in a request's event's words, and
+// wait the backoff it asked for.
+type countAnswer struct {
+	status int
+	header http.Header
+	body   []byte
+	err    *provider.Error
+	why    string
+	wait   time.Duration
+}
+
+// countCall sends a count's upstream body, with header, to path below
+// a's deployment under ctx (bounded by connect_timeout, its cause
+// errConnectTimeout), and reads what came as a request's attempt is read:
+// unreachable, the deployment's failure, 502; no answer (or no whole one)
+// within connect_timeout, 504; an answer countFailure reads as the
+// deployment's failure. rid and customer name the count in the log line
+// of a redirect.
+func (s *Server) countCall(ctx context.Context, a attempt, path string, body []byte, header http.Header, rid, customer string) countAnswer {
+	pc := a.dep.provider
+	lost := func(err error, what string) countAnswer { // no answer: what says why, err what failed
+		status, msg := http.StatusBadGateway, what+unwrapURL(err)
+		if cause := context.Cause(ctx); errors.Is(cause, errConnectTimeout) {
+			status, msg = http.StatusGatewayTimeout, cause.Error()
 		}
-	case resp.StatusCode == http.StatusNotFound && s.deploymentModelGone(rt, out):
-		return "upstream status 404: the deployment's model was not found", modelGoneMessage(rt.model)
-	case resp.StatusCode == http.StatusNotFound && s.deploymentURLGone(rt, out):
-		return "upstream status 404: the deployment's URL was not found", urlGoneMessage(rt.model)
+		msg = s.scrubFor(pc.Name, msg)
+		e := upstreamFailure(status, msg)
+		return countAnswer{err: &e, why: msg}
 	}
-	return "", ""
+	up, err := s.upstreamRequest(ctx, pc, path, body, header)
+	if err != nil {
+		return lost(err, "")
+	}
+	resp, err := s.clientFor(pc).RoundTrip(up) // no redirect followed: see redirected
+	if err != nil {
+		return lost(err, "the upstream could not be reached: ")
+	}
+	defer resp.Body.Close()
+	var out []byte
+	if resp.StatusCode >= 200 { // a 101's body may be the connection itself
+		if out, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20)); err != nil {
+			return lost(err, "reading the upstream's answer: ")
+		}
+	}
+	out = []byte(s.scrubFor(pc.Name, string(out)))
+	s.redirected(pc.Name, rid, customer, resp) // logs a redirect's Location
+	c := countAnswer{status: resp.StatusCode, header: resp.Header, body: out}
+	if c.why, c.err = s.countFailure(a.route(), resp, out); c.why != "" {
+		c.wait = retryAfter(resp.Header, time.Now())
+	}
+	return c
+}
+
+// countFailure reads a count's answer resp, its body out, routed as rt,
+// as a request's answer is read: a 200 that is a web page (pageKind) or a
+// provider's error object (serverSide), or another status that refusalOf
+// reads as the deployment's failure (a 3xx, a 2xx but 200, the
+// deployment's key or account refused, its model or URL not found, a 408,
+// 429 or 5xx). Each is the deployment's failure: why says it (as a
+// request's event would), e what the client is told on the last attempt
+// (nil: the answer as it came, as a request relays a 429, a 5xx or an
+// error under a 200). Anything else ("", nil) is relayed.
+func (s *Server) countFailure(rt route, resp *http.Response, out []byte) (why string, e *provider.Error) {
+	if resp.StatusCode == http.StatusOK {
+		if what := pageKind(resp.Header.Get("Content-Type"), out); what != "" {
+			page := upstreamFailure(http.StatusBadGateway, pageMessage(what))
+			return pageMessage(what), &page
+		}
+		if serverSide(out) {
+			return "upstream answered 200 with an error of the provider's side", nil
+		}
+		return "", nil
+	}
+	f := s.refusalOf(rt, resp.StatusCode, out)
+	if !f.failed {
+		return "", nil
+	}
+	why = fmt.Sprintf("upstream status %d", resp.StatusCode) + f.why
+	if f.answer != "" {
+		refused := provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", f.answer)
+		e = &refused
+	}
+	return why, e
 }

@@ -124,11 +124,18 @@ func (x *exchange) failHere(status int, eventStatus usage.Status, err error) {
 
 // failWith answers the client with an upstream failure, status and msg.
 func (x *exchange) failWith(status int, msg string) {
+	x.writeError(upstreamFailure(status, msg))
+}
+
+// upstreamFailure is the error a client gets for an upstream that failed
+// (status 502, or 504 when it did not answer in time), msg saying how:
+// for a request (failWith) and a token count alike.
+func upstreamFailure(status int, msg string) provider.Error {
 	code := "upstream_error"
 	if status == http.StatusGatewayTimeout {
 		code = "upstream_timeout"
 	}
-	x.writeError(provider.Err(status, "upstream_error", code, "the upstream provider failed: "+msg))
+	return provider.Err(status, "upstream_error", code, "the upstream provider failed: "+msg)
 }
 
 // mayRetry reports, and records in x.retry, that this attempt's failure

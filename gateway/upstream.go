@@ -218,11 +218,11 @@ func passHeaders(dst, src http.Header) {
 // relayUpstreamError passes an upstream's refusal to the client with its
 // status and its backoff headers: its own body when it is a JSON error
 // object, else wrapped in the route's envelope; either way scrubbed of the
-// provider's credential and address. A status below 400 (a redirect, or a
-// 2xx but 200) is the deployment's failure, answered 502, and so is a 401
-// or 402 (the deployment's own key or account refused, which the client
-// cannot fix), or a 404 that says the deployment's model is not found
-// (deploymentModelGone) or its URL is wrong (deploymentURLGone).
+// provider's credential and address. What refusalOf reads as the
+// deployment's failure goes to the next attempt when one may follow, and
+// is answered 502 on the last when refusalOf says what to answer (a 3xx,
+// a 2xx but 200, the deployment's key or account refused, its model or
+// URL not found).
 func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) {
 	var body []byte
 	if resp.StatusCode >= 200 { // a 101's body may be the connection itself, which no timer ends
@@ -233,95 +233,27 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		body, _ = s.readBody(x, io.LimitReader(resp.Body, 64<<10))
 	}
 	body = []byte(s.scrubFor(rt.provider.Name, string(body)))
-	x.event.Status, x.refusedWith = usage.StatusUpstreamError, resp.StatusCode
-	x.event.Error = fmt.Sprintf("upstream status %d", resp.StatusCode)
-	if s.redirected(rt.provider.Name, x.event.ID, x.event.CustomerID, resp) {
-		// A deployment that redirects is misconfigured: the next one, if
-		// any, is tried, as for a 5xx.
-		x.event.Error += ": a redirect, not followed"
-		x.upstreamFailed, x.refusedWith = true, http.StatusBadGateway
-		if x.mayRetry() {
-			return
-		}
-		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", redirectMessage(resp.StatusCode)))
-		return
-	}
-	if resp.StatusCode < 400 {
-		// Any other status below 400 but 200 (202 Accepted from a queue,
-		// 204 from a proxy): nothing was served, and no API the gateway
-		// speaks answers so. Relayed, the client read a success status
-		// with an error object, or no body, for its answer. It is the
-		// deployment's failure, as a redirect is: the next one serves,
-		// else the client gets 502.
-		x.event.Error += ": not an answer"
-		x.upstreamFailed, x.refusedWith = true, http.StatusBadGateway
-		if x.mayRetry() {
-			return
-		}
-		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
-			fmt.Sprintf("the upstream provider answered %d, which is not an answer: %s", resp.StatusCode, bytes.TrimSpace(body))))
-		return
-	}
-	// A 401 is the deployment's key refused (the gateway sends its own),
-	// a 402 its account unable to pay (Anthropic's billing_error: the
-	// operator's account, never the client's): the deployment's failure,
-	// as a 408, 429 or 5xx is (transientStatus), which another
-	// deployment may not share; so is Gemini's 400 that names the key
-	// (keyRefusal), and a 404 that says the deployment's model is not
-	// found (deploymentModelGone) or its path is not there
-	// (deploymentURLGone). Any other 403 or 404 can be the
-	// client's request (a beta it may not use, a previous_response_id
-	// unknown) and goes to the client as it came, resting nothing.
-	keyRefused := resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusPaymentRequired ||
-		resp.StatusCode == http.StatusBadRequest && keyRefusal(body)
-	if resp.StatusCode == http.StatusBadRequest && keyRefused {
-		// Counted as the provider's refusal (metrics kind "refused"), not
-		// as the client's invalid request.
-		x.event.Error += ": the deployment's API key refused"
+	s.redirected(rt.provider.Name, x.event.ID, x.event.CustomerID, resp) // logs a redirect's Location
+	f := s.refusalOf(rt, resp.StatusCode, body)
+	x.event.Status = usage.StatusUpstreamError
+	x.event.Error = fmt.Sprintf("upstream status %d", resp.StatusCode) + f.why
+	switch x.refusedWith = resp.StatusCode; {
+	case resp.StatusCode < 400: // no refusal: a misconfigured deployment (metrics)
+		x.refusedWith = http.StatusBadGateway
+	case resp.StatusCode == http.StatusBadRequest && f.failed:
+		// Gemini's refusal of the key, counted as the provider's refusal
+		// (metrics kind "refused"), not as the client's invalid request.
 		x.refusedWith = http.StatusUnauthorized
 	}
-	modelGone := resp.StatusCode == http.StatusNotFound && s.deploymentModelGone(rt, body)
-	urlGone := resp.StatusCode == http.StatusNotFound && !modelGone && s.deploymentURLGone(rt, body)
-	switch {
-	case modelGone:
-		x.event.Error += ": the deployment's model was not found"
-	case urlGone:
-		x.event.Error += ": the deployment's URL was not found"
-	}
-	if keyRefused || modelGone || urlGone || transientStatus(resp.StatusCode) {
+	if f.failed {
 		x.upstreamFailed, x.retryAfter = true, retryAfter(resp.Header, time.Now())
 		if x.mayRetry() {
 			return
 		}
 	}
-	if modelGone {
-		// Relayed, the 404 told the client that the model it asked for,
-		// which the gateway lists and serves, does not exist: nothing it
-		// can fix. The client gets 502; the event and the log say
-		// "upstream status 404".
+	if f.answer != "" {
 		x.refusedWith = http.StatusBadGateway
-		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", modelGoneMessage(rt.model)))
-		return
-	}
-	if urlGone {
-		// Relayed, the 404 told the client that a path it never chose
-		// (the gateway's, below the deployment's base_url) was not there,
-		// or, as Anthropic's "Not found" reads, that what it asked for
-		// was not: every request drawn to the deployment got it.
-		x.refusedWith = http.StatusBadGateway
-		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", urlGoneMessage(rt.model)))
-		return
-	}
-	if keyRefused {
-		// The deployment's key or account, not the client's, was refused:
-		// relayed, the 401 (OpenAI's invalid_api_key, Anthropic's
-		// authentication_error) read as the gateway refusing the client's
-		// own key, which it had just accepted, and a 402 as the gateway
-		// refusing its customer's balance. The client gets 502; the event
-		// and the log say "upstream status 401" (or 402, 400).
-		x.refusedWith = http.StatusBadGateway
-		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error",
-			fmt.Sprintf("the upstream provider refused the gateway's credentials or account for this model's deployment (%d); the gateway's operator must fix them", resp.StatusCode)))
+		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", f.answer))
 		return
 	}
 	var env struct {
@@ -348,6 +280,77 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 	x.wmu.Unlock()
 	x.writeError(provider.Err(resp.StatusCode, "upstream_error", "upstream_error",
 		fmt.Sprintf("the upstream provider answered %d: %s", resp.StatusCode, bytes.TrimSpace(body))))
+}
+
+// upstreamRefusal is what an upstream's answer other than 200 says of the
+// deployment that sent it (refusalOf).
+type upstreamRefusal struct {
+	// failed: the deployment's failure, not the client's; the next
+	// deployment is tried and this one rests.
+	failed bool
+	// why is what the answer's error adds to "upstream status N" in the
+	// event and the log (": the deployment's model was not found").
+	why string
+	// answer is what the client is told, with 502, when no deployment is
+	// left; "": the upstream's answer reaches it as it came.
+	answer string
+}
+
+// refusalOf reads an upstream's answer of status (not 200), its body
+// scrubbed, to an attempt routed as rt: for a request (relayUpstreamError)
+// and a token count (countFailure) alike.
+//
+// A status below 400 is the deployment's failure, answered 502: a
+// redirect, which the gateway does not follow (see redirected), or a 2xx
+// but 200 (202 Accepted from a queue, 204 from a proxy): nothing was
+// served, and no API the gateway speaks answers so. Relayed, the client
+// read a success status with an error object, or no body, for its answer.
+//
+// A 401 is the deployment's key refused (the gateway sends its own), a
+// 402 its account unable to pay (Anthropic's billing_error: the
+// operator's account, never the client's): the deployment's failure, as a
+// 408, 429 or 5xx is (transientStatus), which another deployment may not
+// share; so is Gemini's 400 that names the key (keyRefusal), and a 404
+// that says the deployment's model is not found (deploymentModelGone) or
+// its path is not there (deploymentURLGone). Any other 403 or 404 can be
+// the client's request (a beta it may not use, a previous_response_id
+// unknown) and goes to the client as it came, resting nothing.
+//
+// On the last attempt a 408, 429 or 5xx is relayed, which the client's
+// SDK retries; the others are answered 502 saying what failed. Relayed,
+// the 401 (OpenAI's invalid_api_key, Anthropic's authentication_error)
+// read as the gateway refusing the client's own key, which it had just
+// accepted, and a 402 as the gateway refusing its customer's balance; the
+// 404 of the deployment's model told the client that the model it asked
+// for, which the gateway lists and serves, does not exist, and the 404 of
+// its URL that a path it never chose (the gateway's, below the
+// deployment's base_url) was not there, or, as Anthropic's "Not found"
+// reads, that what it asked for was not: every request drawn to the
+// deployment got it.
+func (s *Server) refusalOf(rt route, status int, body []byte) upstreamRefusal {
+	switch {
+	case status >= 300 && status <= 399:
+		return upstreamRefusal{true, ": a redirect, not followed", redirectMessage(status)}
+	case status < 400:
+		return upstreamRefusal{true, ": not an answer",
+			fmt.Sprintf("the upstream provider answered %d, which is not an answer: %s", status, bytes.TrimSpace(body))}
+	case status == http.StatusUnauthorized, status == http.StatusPaymentRequired:
+		return upstreamRefusal{true, "", credentialsMessage(status)}
+	case status == http.StatusBadRequest && keyRefusal(body):
+		return upstreamRefusal{true, ": the deployment's API key refused", credentialsMessage(status)}
+	case status == http.StatusNotFound && s.deploymentModelGone(rt, body):
+		return upstreamRefusal{true, ": the deployment's model was not found", modelGoneMessage(rt.model)}
+	case status == http.StatusNotFound && s.deploymentURLGone(rt, body):
+		return upstreamRefusal{true, ": the deployment's URL was not found", urlGoneMessage(rt.model)}
+	}
+	return upstreamRefusal{failed: transientStatus(status)}
+}
+
+// credentialsMessage is what a client is told of an upstream's refusal,
+// with status (401, 402, or Gemini's 400), of the deployment's key or
+// account: the event and the log say "upstream status 401" (or 402, 400).
+func credentialsMessage(status int) string {
+	return fmt.Sprintf("the upstream provider refused the gateway's credentials or account for this model's deployment (%d); the gateway's operator must fix them", status)
 }
 
 // deploymentModelGone reports whether body, an upstream's 404 to an
