@@ -70,6 +70,12 @@ func TestSaysModelNotFound(t *testing.T) {
 		{`{"error":{"message":"Previous response with id 'resp_1' not found.","type":"invalid_request_error","code":"previous_response_not_found"}}`, false},
 		{`{"type":"error","error":{"type":"not_found_error","message":"File not found: file_1"}}`, false},
 		{`{"error":{"code":404,"message":"CachedContent not found (or permission denied)","status":"NOT_FOUND"}}`, false},
+		// An id the client chose, echoed in the provider's words: its 404
+		// is the client's, whatever the id says.
+		{`{"error":{"message":"Previous response with id 'model-1' not found.","type":"invalid_request_error","code":"previous_response_not_found"}}`, false},
+		{`{"error":{"message":"Previous response with id 'the model x does not exist' not found.","code":"previous_response_not_found"}}`, false},
+		{`{"detail":"Response model_1 not found"}`, false},
+		{`{"type":"error","error":{"type":"not_found_error","message":"File not found: model: x not found"}}`, false},
 		{`<html>404 Not Found</html>`, false},
 		{``, false},
 	} {
@@ -110,6 +116,8 @@ func TestSaysPathNotFound(t *testing.T) {
 		{`{"error":{"code":404,"message":"CachedContent not found (or permission denied)","status":"NOT_FOUND"}}`, false},
 		{`{"error":{"code":404,"message":"Requested entity was not found.","status":"NOT_FOUND"}}`, false},
 		{`{"detail":"Response resp_1 not found"}`, false},
+		{`{"error":{"message":"Previous response with id 'page not found' not found.","code":"previous_response_not_found"}}`, false},
+		{`{"error":{"message":"Previous response with id 'x page not found' not found.","code":"previous_response_not_found"}}`, false},
 		{`{"error":"model 'llama3' not found, try pulling it first"}`, false},
 		{`{"object":"error","message":"The model ` + "`x`" + ` does not exist.","type":"NotFoundError","code":404}`, false},
 		{`[{"error":{"code":404,"message":"CachedContent not found","status":"NOT_FOUND"}}]`, false},

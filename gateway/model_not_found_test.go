@@ -127,6 +127,13 @@ func TestAClientsNotFoundIsRelayed(t *testing.T) {
 		{"a file unknown to Anthropic", `{"type":"error","error":{"type":"not_found_error","message":"File not found: file_1"}}`,
 			anthropicBody, "file_1"},
 		{"a model the client named", openaiModelGone, chatBodyOf("bad-openai/gpt-gone"), "does not exist"},
+		// The provider echoes the id the client chose: an id that spells
+		// "model … not found" or "page not found" must not let a client
+		// rest every deployment of a model for everyone.
+		{"an id naming a model", `{"error":{"message":"Previous response with id 'model-1' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`,
+			errorUnder200Request{"/v1/responses", `{"model":"flaky","input":"hi there","previous_response_id":"model-1"}`, nil}, "model-1"},
+		{"an id saying page not found", `{"error":{"message":"Previous response with id 'page not found' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`,
+			errorUnder200Request{"/v1/responses", `{"model":"flaky","input":"hi there","previous_response_id":"page not found"}`, nil}, "page not found"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, hits := refusingStack(t, http.StatusNotFound, jsonOf(c.answer), func(c *gateway.Config) {
