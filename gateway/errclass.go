@@ -177,8 +177,8 @@ func keyRefusal(b []byte) bool {
 // NOT_FOUND "models/x is not found for API version v1beta, …", and
 // OpenAI-compatible servers' like messages (vLLM's "The model `x` does not
 // exist.", Ollama's {"error":"model 'x' not found"}): its code, or a
-// message that names a model and then says it is not found or does not
-// exist. Any other 404 (an id the client sent that the provider does not
+// message that begins by naming a model and then says it is not found or
+// does not exist. Any other 404 (an id the client sent that the provider does not
 // know: a previous_response_id, a file, a cached content) is not.
 func saysModelNotFound(b []byte) bool {
 	var body struct {
@@ -206,12 +206,16 @@ func saysModelNotFound(b []byte) bool {
 	if strings.EqualFold(code, "model_not_found") {
 		return true
 	}
-	msg = strings.ToLower(msg)
+	// Every rule is anchored at the message's start: providers echo ids
+	// the client chose inside their messages ("Previous response with id
+	// 'model-1' not found."), and a match anywhere in it would let a
+	// client rest every deployment of a model for every customer.
+	msg = strings.TrimSpace(strings.ToLower(msg))
 	if strings.HasPrefix(msg, "model:") || strings.HasPrefix(msg, "models/") && strings.Contains(msg, "not found") {
 		return true
 	}
-	i := strings.Index(msg, "model")
-	return i >= 0 && (strings.Contains(msg[i:], "not found") || strings.Contains(msg[i:], "does not exist"))
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(msg, "the "), "model ")
+	return ok && (strings.Contains(rest, "not found") || strings.Contains(rest, "does not exist"))
 }
 
 // saysPathNotFound reports whether b, the body of an upstream's 404, says
@@ -263,6 +267,10 @@ func saysPathNotFound(b []byte) bool {
 	case "not found", "404 not found", "404: not found", "404 page not found":
 		return true
 	}
+	// Anchored at the start, as saysModelNotFound's rules are: a message
+	// that echoes a client's id ("… id 'page not found' not found") is
+	// the client's.
+	page := strings.TrimLeft(strings.TrimPrefix(msg, "404"), " :-")
 	return strings.HasPrefix(msg, "invalid url") || strings.HasPrefix(msg, "unknown request url") ||
-		strings.HasPrefix(msg, "method not found") || strings.Contains(msg, "page not found")
+		strings.HasPrefix(msg, "method not found") || strings.HasPrefix(page, "page not found")
 }
