@@ -132,6 +132,10 @@ func TestAClientsNotFoundIsRelayed(t *testing.T) {
 		// rest every deployment of a model for everyone.
 		{"an id naming a model", `{"error":{"message":"Previous response with id 'model-1' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`,
 			errorUnder200Request{"/v1/responses", `{"model":"flaky","input":"hi there","previous_response_id":"model-1"}`, nil}, "model-1"},
+		// A model the client named elsewhere in its request (a tool's):
+		// the 404 names that model, not the deployment's (sim-small).
+		{"a tool's model", "{\"error\":{\"message\":\"The model `gpt-image-gone` does not exist or you do not have access to it.\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"model_not_found\"}}",
+			errorUnder200Request{"/v1/responses", `{"model":"flaky","input":"draw","tools":[{"type":"image_generation","model":"gpt-image-gone"}]}`, nil}, "gpt-image-gone"},
 		{"an id saying page not found", `{"error":{"message":"Previous response with id 'page not found' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`,
 			errorUnder200Request{"/v1/responses", `{"model":"flaky","input":"hi there","previous_response_id":"page not found"}`, nil}, "page not found"},
 	} {
