@@ -178,9 +178,12 @@ func keyRefusal(b []byte) bool {
 // OpenAI-compatible servers' like messages (vLLM's "The model `x` does not
 // exist.", Ollama's {"error":"model 'x' not found"}): its code, or a
 // message that begins by naming a model and then says it is not found or
-// does not exist. Any other 404 (an id the client sent that the provider does not
-// know: a previous_response_id, a file, a cached content) is not.
-func saysModelNotFound(b []byte) bool {
+// does not exist; and either way its message names model, the upstream
+// model the gateway sent (namesModel). Any other 404 (an id the client
+// sent that the provider does not know: a previous_response_id, a file, a
+// cached content; a model the client named elsewhere in its request, a
+// tool's) is not.
+func saysModelNotFound(b []byte, model string) bool {
 	var body struct {
 		Error   json.RawMessage `json:"error"`
 		Message json.RawMessage `json:"message"`
@@ -203,6 +206,9 @@ func saysModelNotFound(b []byte) bool {
 	} else if s, ok := jsonText(body.Error); ok {
 		msg = s
 	}
+	if !namesModel(msg, model) {
+		return false
+	}
 	if strings.EqualFold(code, "model_not_found") {
 		return true
 	}
@@ -216,6 +222,31 @@ func saysModelNotFound(b []byte) bool {
 	}
 	rest, ok := strings.CutPrefix(strings.TrimPrefix(msg, "the "), "model ")
 	return ok && (strings.Contains(rest, "not found") || strings.Contains(rest, "does not exist"))
+}
+
+// namesModel reports whether msg names model (in any case) as a name of
+// its own: not inside a longer one ("gpt-4o" is not named by
+// "gpt-4o-mini" nor by "ft:gpt-4o:org"), "models/" before it allowed.
+func namesModel(msg, model string) bool {
+	if model == "" {
+		return false
+	}
+	msg, model = strings.ToLower(msg), strings.ToLower(strings.TrimPrefix(model, "models/"))
+	inName := func(c byte) bool {
+		return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.IndexByte("-_.:@", c) >= 0
+	}
+	for from := 0; ; {
+		i := strings.Index(msg[from:], model)
+		if i < 0 {
+			return false
+		}
+		i += from
+		end := i + len(model)
+		if (i == 0 || !inName(msg[i-1])) && (end == len(msg) || !inName(msg[end]) || msg[end] == '.' && (end+1 == len(msg) || msg[end+1] == ' ')) {
+			return true
+		}
+		from = i + 1
+	}
 }
 
 // saysPathNotFound reports whether b, the body of an upstream's 404, says

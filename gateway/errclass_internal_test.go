@@ -59,28 +59,36 @@ func TestServerSide(t *testing.T) {
 // shape, and which are the client's own.
 func TestSaysModelNotFound(t *testing.T) {
 	for _, c := range []struct {
-		body string
-		want bool
+		body  string
+		want  bool
+		model string // the upstream model the gateway sent
 	}{
-		{"{\"error\":{\"message\":\"The model `gpt-9` does not exist or you do not have access to it.\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"model_not_found\"}}", true},
-		{`{"type":"error","error":{"type":"not_found_error","message":"model: claude-3-opus-20240229"}}`, true},
-		{`{"error":{"code":404,"message":"models/gemini-1.0-pro is not found for API version v1beta, or is not supported for generateContent.","status":"NOT_FOUND"}}`, true},
-		{"{\"object\":\"error\",\"message\":\"The model `llama` does not exist.\",\"type\":\"NotFoundError\",\"param\":null,\"code\":404}", true}, // vLLM
-		{`{"error":"model 'llama3' not found, try pulling it first"}`, true},                                                                      // Ollama
-		{`{"error":{"message":"Previous response with id 'resp_1' not found.","type":"invalid_request_error","code":"previous_response_not_found"}}`, false},
-		{`{"type":"error","error":{"type":"not_found_error","message":"File not found: file_1"}}`, false},
-		{`{"error":{"code":404,"message":"CachedContent not found (or permission denied)","status":"NOT_FOUND"}}`, false},
+		{"{\"error\":{\"message\":\"The model `gpt-9` does not exist or you do not have access to it.\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"model_not_found\"}}", true, "gpt-9"},
+		{`{"type":"error","error":{"type":"not_found_error","message":"model: claude-3-opus-20240229"}}`, true, "claude-3-opus-20240229"},
+		{`{"error":{"code":404,"message":"models/gemini-1.0-pro is not found for API version v1beta, or is not supported for generateContent.","status":"NOT_FOUND"}}`, true, "gemini-1.0-pro"},
+		{"{\"object\":\"error\",\"message\":\"The model `llama` does not exist.\",\"type\":\"NotFoundError\",\"param\":null,\"code\":404}", true, "llama"}, // vLLM
+		{`{"error":"model 'llama3' not found, try pulling it first"}`, true, "llama3"},                                                                     // Ollama
+		{`{"error":{"message":"Previous response with id 'resp_1' not found.","type":"invalid_request_error","code":"previous_response_not_found"}}`, false, "x"},
+		{`{"type":"error","error":{"type":"not_found_error","message":"File not found: file_1"}}`, false, "x"},
+		{`{"error":{"code":404,"message":"CachedContent not found (or permission denied)","status":"NOT_FOUND"}}`, false, "x"},
 		// An id the client chose, echoed in the provider's words: its 404
 		// is the client's, whatever the id says.
-		{`{"error":{"message":"Previous response with id 'model-1' not found.","type":"invalid_request_error","code":"previous_response_not_found"}}`, false},
-		{`{"error":{"message":"Previous response with id 'the model x does not exist' not found.","code":"previous_response_not_found"}}`, false},
-		{`{"detail":"Response model_1 not found"}`, false},
-		{`{"type":"error","error":{"type":"not_found_error","message":"File not found: model: x not found"}}`, false},
-		{`<html>404 Not Found</html>`, false},
-		{``, false},
+		{`{"error":{"message":"Previous response with id 'model-1' not found.","type":"invalid_request_error","code":"previous_response_not_found"}}`, false, "x"},
+		{`{"error":{"message":"Previous response with id 'the model x does not exist' not found.","code":"previous_response_not_found"}}`, false, "x"},
+		{`{"detail":"Response model_1 not found"}`, false, "x"},
+		{`{"type":"error","error":{"type":"not_found_error","message":"File not found: model: x not found"}}`, false, "x"},
+		// A model the client named elsewhere (a tool's), or one that
+		// only begins with the deployment's name.
+		{"{\"error\":{\"message\":\"The model `gpt-image-gone` does not exist or you do not have access to it.\",\"code\":\"model_not_found\"}}", false, "gpt-4o"},
+		{"{\"error\":{\"message\":\"The model `gpt-4o-gone` does not exist or you do not have access to it.\",\"code\":\"model_not_found\"}}", false, "gpt-4o"},
+		{`{"error":"model 'llama3:70b' not found, try pulling it first"}`, false, "llama3"},
+		{`{"error":"model 'llama3' not found."}`, true, "LLAMA3"},
+		{`{"error":{"code":404,"message":"models/gemini-x is not found for API version v1beta","status":"NOT_FOUND"}}`, true, "models/gemini-x"},
+		{`<html>404 Not Found</html>`, false, "x"},
+		{``, false, "x"},
 	} {
-		if got := saysModelNotFound([]byte(c.body)); got != c.want {
-			t.Errorf("saysModelNotFound(%s) = %v, want %v", c.body, got, c.want)
+		if got := saysModelNotFound([]byte(c.body), c.model); got != c.want {
+			t.Errorf("saysModelNotFound(%s, %q) = %v, want %v", c.body, c.model, got, c.want)
 		}
 	}
 }

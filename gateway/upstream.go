@@ -358,11 +358,12 @@ func credentialsMessage(status int) string {
 // one of the table's, for which the gateway chose the upstream model
 // (the deployment's upstream_model), and the 404 says that model is not
 // found (saysModelNotFound: retired, mistyped, not enabled for the
-// deployment's account). A "provider/model" name outside the table is
+// deployment's account), naming it: a model the client named elsewhere
+// in its request (a tool's) is the client's. A "provider/model" name outside the table is
 // the client's choice of upstream model: its 404 is the client's answer.
 func (s *Server) deploymentModelGone(rt route, body []byte) bool {
 	_, table := s.routes.models[rt.model]
-	return table && saysModelNotFound(body)
+	return table && saysModelNotFound(body, rt.upstream)
 }
 
 // deploymentURLGone reports whether body, an upstream's 404 to an attempt
