@@ -74,3 +74,52 @@ func TestRetryAfterIsWhenTheMinuteAdmitsAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryAfterIsAtMostAMinute: whatever second another gateway's counts
+// say (its clock ahead, or a hostile publisher), a 429's Retry-After
+// is at most the minute a count stays in; a second a year ahead said a
+// year, which a client's SDK obeys.
+func TestRetryAfterIsAtMostAMinute(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	share := fixedShare{{Unix: now.Unix() + 365*24*3600, Requests: 5}}
+	l := newLimiter(share)
+	l.now = func() time.Time { return now }
+	k := &usage.KeyState{KeyID: "k", RPMLimit: 1}
+	if _, over := l.admit(k, 0); over == nil || over.retryAfter > time.Minute || over.retryAfter < time.Second {
+		t.Fatalf("another gateway's 5 requests a year ahead, rpm_limit 1: %+v; want refused, retry after 1 s to 60 s", over)
+	}
+}
+
+// fixedShare is a LimitShare whose other gateways hold these seconds.
+type fixedShare []LimitSecond
+
+func (f fixedShare) Others(string) ([]LimitSecond, int64) { return f, 0 }
+func (fixedShare) Publish([]LimitCounts)                  {}
+
+// TestOthersCountsDoNotWrap: other gateways' counts so large that their
+// sum passes int64's range (a hostile publisher's) refuse the key, as
+// counts over its limit do; the sum wrapped negative and admitted it.
+func TestOthersCountsDoNotWrap(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	huge := int64(1<<63 - 1)
+	share := fixedShare{{Unix: now.Unix() - 2, Requests: huge, Tokens: huge}, {Unix: now.Unix() - 1, Requests: huge, Tokens: huge}}
+	l := newLimiter(share)
+	l.now = func() time.Time { return now }
+	for _, k := range []*usage.KeyState{{KeyID: "r", RPMLimit: 10}, {KeyID: "t", TPMLimit: 10}} {
+		if _, over := l.admit(k, 0); over == nil || over.retryAfter < time.Second || over.retryAfter > time.Minute {
+			t.Errorf("rpm_limit %d, tpm_limit %d, others' counts past int64: %+v; want refused within a minute", k.RPMLimit, k.TPMLimit, over)
+		}
+	}
+}
+
+// TestAncientSecondsLeaveTheMinute: another gateway's second as far back
+// as int64 goes has left the minute; now minus it overflowed to a
+// negative age, and its requests counted in every minute.
+func TestAncientSecondsLeaveTheMinute(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	l := newLimiter(fixedShare{{Unix: -1 << 63, Requests: 5, Tokens: 5}})
+	l.now = func() time.Time { return now }
+	if _, over := l.admit(&usage.KeyState{KeyID: "k", RPMLimit: 1}, 0); over != nil {
+		t.Fatalf("rpm_limit 1, the others' 5 requests at the first second int64 holds: %+v; want admitted", over)
+	}
+}
