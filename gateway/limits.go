@@ -299,12 +299,28 @@ func (c *keyCounts) seconds(now int64) []LimitSecond {
 // in the minute up to second now.
 func othersSums(others []LimitSecond, now int64) (req, tok int64) {
 	for _, s := range others {
-		if now-s.Unix < window {
-			req += s.Requests
-			tok += s.Tokens
+		if s.Unix > now-window { // not now-s.Unix < window: that overflows on a far second
+			req = satAdd(req, s.Requests)
+			tok = satAdd(tok, s.Tokens)
 		}
 	}
 	return req, tok
+}
+
+// countCap bounds the sums of the other gateways' counts, so that adding
+// this gateway's to them cannot pass int64's range: counts that large
+// (anything with NATS access can publish them) wrapped negative, and
+// admitted the key.
+const countCap = 1 << 62
+
+// satAdd is a+b for counts a (0 to countCap) and b, b taken as 0 when
+// negative, the sum no more than countCap.
+func satAdd(a, b int64) int64 {
+	b = min(max(b, 0), countCap)
+	if a > countCap-b {
+		return countCap
+	}
+	return a + b
 }
 
 // retryAfter is how long until the minute up to second now, this
@@ -318,20 +334,20 @@ func othersSums(others []LimitSecond, now int64) (req, tok int64) {
 func (c *keyCounts) retryAfter(now, limit int64, others []LimitSecond, tokens bool) time.Duration {
 	secs := c.seconds(now)
 	for _, s := range others {
-		if now-s.Unix < window {
+		if s.Unix > now-window {
 			secs = append(secs, s)
 		}
 	}
 	slices.SortStableFunc(secs, func(a, b LimitSecond) int { return cmp.Compare(a.Unix, b.Unix) })
-	count := func(s LimitSecond) int64 {
+	count := func(s LimitSecond) int64 { // as othersSums adds them: see satAdd
 		if tokens {
-			return s.Tokens
+			return satAdd(0, s.Tokens)
 		}
-		return s.Requests
+		return satAdd(0, s.Requests)
 	}
 	stay := int64(0)
 	for _, s := range secs {
-		stay += count(s)
+		stay = satAdd(stay, count(s))
 	}
 	wait := int64(1) // under it already: now
 	for _, s := range secs {

@@ -141,7 +141,7 @@ func (s *Share) receive(m *nats.Msg) {
 			r.LimitCounts = c
 			r.LimitCounts.Seconds = nil
 		}
-		r.seconds = slices.DeleteFunc(r.seconds, func(h heardSecond) bool { return now.Unix()-h.Unix >= minute })
+		r.seconds = slices.DeleteFunc(r.seconds, func(h heardSecond) bool { return h.Unix <= now.Unix()-minute })
 		r.at = now
 		g[msg.Gateway] = r
 	}
@@ -191,7 +191,11 @@ func (s *Share) Others(keyID string) (seconds []usage.LimitSecond, open int64) {
 			for _, h := range r.seconds {
 				seconds = append(seconds, h.LimitSecond)
 			}
-			open += r.Open
+			if r.Open > 1<<62-open { // no wrap past int64: anyone on NATS may publish
+				open = 1 << 62
+			} else {
+				open += r.Open
+			}
 		}
 	}
 	return seconds, open

@@ -52,27 +52,45 @@ func (c LimitCounts) Wire() LimitCountsWire {
 	return w
 }
 
-// Counts returns the LimitCounts w carries; seconds that do not decode
-// are an error.
+// MaxLimitSeconds is the most seconds one LimitCounts holds: a minute's.
+const MaxLimitSeconds = 60
+
+// Counts returns the LimitCounts w carries. It refuses what no gateway
+// sends, since anything with NATS access can publish counts and every
+// gateway adds them to a key's minute at each of its requests: seconds
+// that do not decode, more than MaxLimitSeconds of them, seconds not in
+// increasing order, and negative counts (which took a key past its limit).
 func (w LimitCountsWire) Counts() (LimitCounts, error) {
 	c := LimitCounts{KeyID: w.KeyID, Requests: w.Requests, Tokens: w.Tokens, Open: w.Open, Seq: w.Seq, Partial: w.Partial}
+	if w.Requests < 0 || w.Tokens < 0 || w.Open < 0 {
+		return c, fmt.Errorf("limit counts of %q: a negative count", w.KeyID)
+	}
 	if w.Seconds == "" {
 		return c, nil
+	}
+	if base64.RawURLEncoding.DecodedLen(len(w.Seconds)) > 3*binary.MaxVarintLen64*MaxLimitSeconds {
+		return c, fmt.Errorf("limit counts of %q: seconds: more than %d", w.KeyID, MaxLimitSeconds)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(w.Seconds)
 	if err != nil {
 		return c, fmt.Errorf("limit counts of %q: seconds: %w", w.KeyID, err)
 	}
-	c.Seconds = make([]LimitSecond, 0, len(raw)/3) // at least a byte a varint
+	c.Seconds = make([]LimitSecond, 0, min(len(raw)/3, MaxLimitSeconds)) // at least a byte a varint
 	var v [3]int64
 	prev := int64(0)
 	for len(raw) > 0 {
+		if len(c.Seconds) == MaxLimitSeconds {
+			return c, fmt.Errorf("limit counts of %q: seconds: more than %d", w.KeyID, MaxLimitSeconds)
+		}
 		for i := range v {
 			n := 0
 			if v[i], n = binary.Varint(raw); n <= 0 {
 				return c, fmt.Errorf("limit counts of %q: seconds: not [unix, requests, tokens] varints", w.KeyID)
 			}
 			raw = raw[n:]
+		}
+		if len(c.Seconds) > 0 && v[0] <= 0 || v[1] < 0 || v[2] < 0 {
+			return c, fmt.Errorf("limit counts of %q: seconds: out of order, or a negative count", w.KeyID)
 		}
 		prev += v[0]
 		c.Seconds = append(c.Seconds, LimitSecond{Unix: prev, Requests: v[1], Tokens: v[2]})
