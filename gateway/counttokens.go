@@ -25,20 +25,8 @@ import (
 // as it came), and no event.
 func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provider.Envelope) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, ok := s.readRequest(w, r, env)
+		call, _, ok := s.readCall(w, r, env, c.Read)
 		if !ok {
-			return
-		}
-		call, err := c.Read(r, body)
-		if err == nil {
-			err = checkModel(call.Model)
-		}
-		if err != nil {
-			var pe provider.Error
-			if !errors.As(err, &pe) {
-				pe = badRequest(err.Error())
-			}
-			env.WriteError(w, pe)
 			return
 		}
 		rt, err := s.routes.resolve(call.Model)

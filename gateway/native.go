@@ -31,20 +31,8 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 				return
 			}
 		}
-		body, ok := s.readRequest(w, r, env)
+		call, body, ok := s.readCall(w, r, env, rt.Read)
 		if !ok {
-			return
-		}
-		call, err := rt.Read(r, body)
-		if err == nil {
-			err = checkModel(call.Model)
-		}
-		if err != nil {
-			var pe provider.Error
-			if !errors.As(err, &pe) {
-				pe = badRequest(err.Error())
-			}
-			env.WriteError(w, pe)
 			return
 		}
 		route, err := s.routes.resolve(call.Model)
@@ -617,4 +605,28 @@ func copyHeader(h http.Header, resp *http.Response, fallback string) {
 // than the tap did (tap.Report.AmbiguousUsage).
 func (x *exchange) showsBilled() bool {
 	return !reportedAsBilled(x.event) || x.report.AmbiguousUsage
+}
+
+// readCall reads r's body and the call read makes of it (a native route's
+// or a token counter's Read), its model checked (checkModel); a request it
+// cannot read is answered in env (its provider.Error, else 400) and ok is
+// false.
+func (s *Server) readCall(w http.ResponseWriter, r *http.Request, env provider.Envelope,
+	read func(*http.Request, []byte) (provider.Call, error)) (call provider.Call, body []byte, ok bool) {
+	if body, ok = s.readRequest(w, r, env); !ok {
+		return call, nil, false
+	}
+	call, err := read(r, body)
+	if err == nil {
+		err = checkModel(call.Model)
+	}
+	if err != nil {
+		var pe provider.Error
+		if !errors.As(err, &pe) {
+			pe = badRequest(err.Error())
+		}
+		env.WriteError(w, pe)
+		return call, nil, false
+	}
+	return call, body, true
 }
