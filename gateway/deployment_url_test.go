@@ -64,28 +64,7 @@ func TestAWrongURLFailsOver(t *testing.T) {
 			if code != http.StatusOK || saysNotFound(body) {
 				t.Fatalf("client got %d %s, want the next deployment's answer", code, body)
 			}
-			served := st.sink.event(t, id)
-			if served.Status != usage.StatusOK || served.NotCharged || served.Attempt != 2 || served.Deployment == c.bad {
-				t.Fatalf("served %+v, want the fallback's ok second attempt", served)
-			}
-			evs := st.sink.eventsOf(id)
-			if len(evs) != 2 {
-				t.Fatalf("%d events, want 2: %+v", len(evs), evs)
-			}
-			for _, e := range evs {
-				if e.ID != id && (!e.NotCharged || e.Status != usage.StatusUpstreamError || e.Deployment != c.bad ||
-					e.Usage.Total() != 0 || e.Error != "upstream status 404: the deployment's URL was not found") {
-					t.Errorf("failed attempt %+v, want the operator's upstream_error naming the URL, nothing billed", e)
-				}
-			}
-			if code, body, id := st.send(t, c.req); code != http.StatusOK {
-				t.Fatalf("second request: %d %s", code, body)
-			} else if e := st.sink.event(t, id); e.Attempt != 1 || e.Deployment == c.bad {
-				t.Errorf("second request served by %s, attempt %d, want the fallback first", e.Deployment, e.Attempt)
-			}
-			if n := hits.Load(); n != 1 {
-				t.Errorf("the failing upstream got %d requests, want 1 (then resting)", n)
-			}
+			wantFailedOver(t, st, c.req, id, c.bad, hits, func(e string) bool { return e == "upstream status 404: the deployment's URL was not found" })
 		})
 	}
 }

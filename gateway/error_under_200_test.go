@@ -268,3 +268,34 @@ func TestAServerErrorUnderA200OnTheLastAttempt(t *testing.T) {
 		})
 	}
 }
+
+// wantFailedOver checks request id, sent as req, after deployment bad
+// failed it: the client was answered by the fallback's ok second attempt;
+// the failed attempt's event is the operator's upstream_error, billing
+// nothing, with an error errOK accepts; and bad rests: the next request
+// starts on the fallback, bad's upstream asked once in all (hits).
+func wantFailedOver(t *testing.T, st *stack, req errorUnder200Request, id, bad string, hits *atomic.Int64, errOK func(string) bool) {
+	t.Helper()
+	served := st.sink.event(t, id)
+	if served.Status != usage.StatusOK || served.NotCharged || served.Attempt != 2 || served.Deployment == bad {
+		t.Fatalf("served %+v, want the fallback's ok second attempt", served)
+	}
+	evs := st.sink.eventsOf(id)
+	if len(evs) != 2 {
+		t.Fatalf("%d events, want 2: %+v", len(evs), evs)
+	}
+	for _, e := range evs {
+		if e.ID != id && (!e.NotCharged || e.Status != usage.StatusUpstreamError || e.Deployment != bad ||
+			e.Usage.Total() != 0 || !errOK(e.Error)) {
+			t.Errorf("failed attempt %+v, want the operator's upstream_error, nothing billed", e)
+		}
+	}
+	if code, body, id := st.send(t, req); code != http.StatusOK {
+		t.Fatalf("second request: %d %s", code, body)
+	} else if e := st.sink.event(t, id); e.Attempt != 1 || e.Deployment == bad {
+		t.Errorf("second request served by %s, attempt %d, want the fallback first", e.Deployment, e.Attempt)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the failing upstream got %d requests, want 1 (then resting)", n)
+	}
+}

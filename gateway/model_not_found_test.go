@@ -47,28 +47,7 @@ func TestAModelNotFoundFailsOver(t *testing.T) {
 			if code != http.StatusOK || strings.Contains(body, "not_found") || strings.Contains(body, "NOT_FOUND") {
 				t.Fatalf("client got %d %s, want the next deployment's answer", code, body)
 			}
-			served := st.sink.event(t, id)
-			if served.Status != usage.StatusOK || served.NotCharged || served.Attempt != 2 || served.Deployment == c.bad {
-				t.Fatalf("served %+v, want the fallback's ok second attempt", served)
-			}
-			evs := st.sink.eventsOf(id)
-			if len(evs) != 2 {
-				t.Fatalf("%d events, want 2: %+v", len(evs), evs)
-			}
-			for _, e := range evs {
-				if e.ID != id && (!e.NotCharged || e.Status != usage.StatusUpstreamError || e.Deployment != c.bad ||
-					e.Usage.Total() != 0 || !strings.HasPrefix(e.Error, "upstream status 404")) {
-					t.Errorf("failed attempt %+v, want the operator's upstream_error, nothing billed", e)
-				}
-			}
-			if code, body, id := st.send(t, c.req); code != http.StatusOK {
-				t.Fatalf("second request: %d %s", code, body)
-			} else if e := st.sink.event(t, id); e.Attempt != 1 || e.Deployment == c.bad {
-				t.Errorf("second request served by %s, attempt %d, want the fallback first", e.Deployment, e.Attempt)
-			}
-			if n := hits.Load(); n != 1 {
-				t.Errorf("the failing upstream got %d requests, want 1 (then resting)", n)
-			}
+			wantFailedOver(t, st, c.req, id, c.bad, hits, func(e string) bool { return strings.HasPrefix(e, "upstream status 404") })
 		})
 	}
 }
