@@ -299,3 +299,18 @@ func wantFailedOver(t *testing.T, st *stack, req errorUnder200Request, id, bad s
 		t.Errorf("the failing upstream got %d requests, want 1 (then resting)", n)
 	}
 }
+
+// wantRested checks that deployment bad rests after failing a request:
+// the next request, sent as req, is served by the fallback, and bad's
+// upstream was asked once in all (hits).
+func wantRested(t *testing.T, st *stack, req errorUnder200Request, bad string, hits *atomic.Int64) {
+	t.Helper()
+	if code, body, id := st.send(t, req); code != http.StatusOK {
+		t.Fatalf("second request: %d %s", code, body)
+	} else if e := st.sink.event(t, id); e.Deployment == bad {
+		t.Errorf("second request %+v, want the fallback while the failed deployment rests", e)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the failing upstream got %d requests, want 1 (then resting)", n)
+	}
+}

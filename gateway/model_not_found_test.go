@@ -78,14 +78,7 @@ func TestAModelNotFoundOnTheLastAttempt(t *testing.T) {
 				!strings.HasPrefix(e.Error, "upstream status 404") || e.HTTPStatus != http.StatusBadGateway {
 				t.Fatalf("event %+v", e)
 			}
-			if code, body, id := st.send(t, c.req); code != http.StatusOK {
-				t.Fatalf("second request: %d %s", code, body)
-			} else if e := st.sink.event(t, id); e.Deployment == c.bad {
-				t.Errorf("second request %+v, want the fallback while the failed deployment rests", e)
-			}
-			if n := hits.Load(); n != 1 {
-				t.Errorf("the failing upstream got %d requests, want 1", n)
-			}
+			wantRested(t, st, c.req, c.bad, hits)
 		})
 	}
 }

@@ -47,14 +47,7 @@ func TestA408FailsOver(t *testing.T) {
 			if e := st.sink.event(t, id); e.Status != usage.StatusUpstreamError || e.NotCharged || e.Usage.Total() != 0 {
 				t.Fatalf("event %+v", e)
 			}
-			if code, body, id := st.send(t, chatBodyOf("flaky")); code != http.StatusOK {
-				t.Fatalf("second request: %d %s", code, body)
-			} else if e := st.sink.event(t, id); e.Deployment == "bad-openai" {
-				t.Errorf("second request %+v, want the fallback while the failed deployment rests", e)
-			}
-			if n := hits.Load(); n != 1 {
-				t.Errorf("the failing upstream got %d requests, want 1", n)
-			}
+			wantRested(t, st, chatBodyOf("flaky"), "bad-openai", hits)
 		})
 	}
 }

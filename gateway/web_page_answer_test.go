@@ -85,14 +85,7 @@ func TestAWebPageUnderA200OnTheLastAttempt(t *testing.T) {
 			if e.Status != usage.StatusUpstreamError || e.NotCharged || e.Usage.Total() != 0 || e.HTTPStatus != http.StatusBadGateway {
 				t.Fatalf("event %+v, want an upstream_error billing nothing", e)
 			}
-			if code, body, id := st.send(t, c.req); code != http.StatusOK {
-				t.Fatalf("second request: %d %s", code, body)
-			} else if e := st.sink.event(t, id); e.Deployment == c.bad {
-				t.Errorf("second request %+v, want the fallback while the failed deployment rests", e)
-			}
-			if n := hits.Load(); n != 1 {
-				t.Errorf("the upstream answering web pages got %d requests, want 1", n)
-			}
+			wantRested(t, st, c.req, c.bad, hits)
 		})
 	}
 }
