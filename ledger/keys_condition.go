@@ -69,6 +69,10 @@ func (c *KeyCondition) failed(keyID string) error {
 			names = append(names, f.name)
 		}
 	}
-	return errorf(EConflict, "key %s was not changed: its %s no longer hold the values the patch's \"if\" gives "+
-		"(changed since they were read); read the key again", keyID, strings.Join(names, ", "))
+	what := "its " + strings.Join(names, ", ") + " no longer hold the values"
+	if len(names) == 1 {
+		what = "its " + names[0] + " no longer holds the value"
+	}
+	return errorf(EConflict, "key %s was not changed: %s the patch's \"if\" gives "+
+		"(changed since it was read); read the key again", keyID, what)
 }
