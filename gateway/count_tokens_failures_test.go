@@ -42,10 +42,7 @@ const (
 // does (a count of their requests in *hits), with connect_timeout 300ms.
 func countStack(t *testing.T, u countUpstream, edit func(*gateway.Config)) (*stack, *atomic.Int64) {
 	t.Helper()
-	hits := new(atomic.Int64)
-	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		_, _ = io.ReadAll(r.Body)
+	return countStackOn(t, u.down, func(w http.ResponseWriter, r *http.Request, _ int64) {
 		if u.hang {
 			<-r.Context().Done()
 			return
@@ -56,9 +53,23 @@ func countStack(t *testing.T, u countUpstream, edit func(*gateway.Config)) (*sta
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(u.status)
 		_, _ = io.WriteString(w, u.body)
+	}, edit)
+}
+
+// countStackOn is countStack with its bad deployments answering as answer
+// does (n: the count of their requests so far, this one's included), or,
+// when down, with nothing listening.
+func countStackOn(t *testing.T, down bool, answer func(w http.ResponseWriter, r *http.Request, n int64),
+	edit func(*gateway.Config)) (*stack, *atomic.Int64) {
+	t.Helper()
+	hits := new(atomic.Int64)
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := hits.Add(1)
+		_, _ = io.ReadAll(r.Body)
+		answer(w, r, n)
 	}))
 	t.Cleanup(bad.Close)
-	if u.down {
+	if down {
 		bad.Close()
 	}
 	st, _ := refusingStack(t, http.StatusOK, portalPage, func(c *gateway.Config) {
