@@ -89,6 +89,9 @@ func (s *Server) countAt(w http.ResponseWriter, r *http.Request, call provider.C
 		}
 	}
 	if c.err != nil {
+		if c.err.Status == c.status { // the upstream's refusal, wrapped: with its backoff headers
+			passHeaders(w.Header(), c.header)
+		}
 		env.WriteError(w, *c.err)
 		return true
 	}
@@ -164,7 +167,10 @@ func (s *Server) countCall(ctx context.Context, a attempt, path string, body []b
 // 429 or 5xx). Each is the deployment's failure: why says it (as a
 // request's event would), e what the client is told on the last attempt
 // (nil: the answer as it came, as a request relays a 429, a 5xx or an
-// error under a 200). Anything else ("", nil) is relayed.
+// error under a 200). Anything else ("", nil) is relayed. A refusal
+// relayed, the deployment's or the client's, whose body is no JSON error
+// object (an nginx HTML 503, a text/plain 400) is e, wrappedRefusal: in
+// the route's envelope, as a request's is.
 func (s *Server) countFailure(rt route, resp *http.Response, out []byte) (why string, e *provider.Error) {
 	if resp.StatusCode == http.StatusOK {
 		if what := pageKind(resp.Header.Get("Content-Type"), out); what != "" {
@@ -177,13 +183,16 @@ func (s *Server) countFailure(rt route, resp *http.Response, out []byte) (why st
 		return "", nil
 	}
 	f := s.refusalOf(rt, resp.StatusCode, out)
-	if !f.failed {
-		return "", nil
+	if f.failed {
+		why = fmt.Sprintf("upstream status %d", resp.StatusCode) + f.why
 	}
-	why = fmt.Sprintf("upstream status %d", resp.StatusCode) + f.why
 	if f.answer != "" {
 		refused := provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", f.answer)
-		e = &refused
+		return why, &refused
 	}
-	return why, e
+	if _, ok := errorObject(out); !ok {
+		wrapped := wrappedRefusal(resp.StatusCode, out)
+		return why, &wrapped
+	}
+	return why, nil
 }

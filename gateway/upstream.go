@@ -256,11 +256,8 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		x.writeError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", f.answer))
 		return
 	}
-	var env struct {
-		Error json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(body, &env) == nil && len(env.Error) > 0 && env.Error[0] == '{' {
-		if e, ok := inOpenAIEnvelope(x, rt, resp.StatusCode, env.Error); ok {
+	if obj, ok := errorObject(body); ok {
+		if e, ok := inOpenAIEnvelope(x, rt, resp.StatusCode, obj); ok {
 			x.wmu.Lock()
 			passHeaders(x.w.Header(), resp.Header)
 			x.wmu.Unlock()
@@ -278,8 +275,33 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 	x.wmu.Lock()
 	passHeaders(x.w.Header(), resp.Header)
 	x.wmu.Unlock()
-	x.writeError(provider.Err(resp.StatusCode, "upstream_error", "upstream_error",
-		fmt.Sprintf("the upstream provider answered %d: %s", resp.StatusCode, bytes.TrimSpace(body))))
+	x.writeError(wrappedRefusal(resp.StatusCode, body))
+}
+
+// errorObject is the error object of body, an upstream's refusal, when
+// body is a JSON error ({"error":{…}}, as every provider's API answers
+// one), which is relayed as it came; ok is false for any other body (a
+// proxy's web page, a text/plain 400, nothing), which the client gets
+// wrapped (wrappedRefusal): for a request (relayUpstreamError) and a
+// token count (countFailure) alike.
+func errorObject(body []byte) (obj json.RawMessage, ok bool) {
+	var env struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &env) != nil || len(env.Error) == 0 || env.Error[0] != '{' {
+		return nil, false
+	}
+	return env.Error, true
+}
+
+// wrappedRefusal is the error a client is told, in its route's envelope,
+// of an upstream's refusal with status whose body, scrubbed by the
+// caller, is no JSON error object (errorObject): the upstream's status,
+// and its body's words in the message. Relayed as it came (an nginx HTML
+// 503, a text/plain 400), it was no error the client's SDK could read.
+func wrappedRefusal(status int, body []byte) provider.Error {
+	return provider.Err(status, "upstream_error", "upstream_error",
+		fmt.Sprintf("the upstream provider answered %d: %s", status, bytes.TrimSpace(body)))
 }
 
 // upstreamRefusal is what an upstream's answer other than 200 says of the
