@@ -68,7 +68,9 @@ func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provi
 // (countCall), unless the deployment failed and another attempt may
 // follow (last is false): then it answers nothing and reports false.
 // Either way such a failure rests the deployment, as a failed attempt of
-// a request does. A client gone before the answer fails no deployment.
+// a request does, and a count served ends its run of failures, as a
+// request's success does (countAnswer.outcome). A client gone before the
+// answer moves no deployment's health.
 func (s *Server) countAt(w http.ResponseWriter, r *http.Request, call provider.Call, a attempt, env provider.Envelope, rid string, last bool) bool {
 	d := a.dep
 	path, upBody, err := call.Upstream(d.upstream)
@@ -82,11 +84,9 @@ func (s *Server) countAt(w http.ResponseWriter, r *http.Request, call provider.C
 	if r.Context().Err() != nil {
 		return true // no one to answer, and nothing the deployment did
 	}
-	if c.why != "" {
-		s.logChange(d, a.model, rid, c.why, c.wait, d.failed(c.wait, s.cfg.Retry))
-		if !last {
-			return false
-		}
+	s.logChange(d, a.model, rid, c.why, c.wait, d.counted(c.outcome(), c.wait, s.cfg.Retry))
+	if c.why != "" && !last {
+		return false
 	}
 	if c.err != nil {
 		if c.err.Status == c.status { // the upstream's refusal, wrapped: with its backoff headers
@@ -115,6 +115,22 @@ type countAnswer struct {
 	err    *provider.Error
 	why    string
 	wait   time.Duration
+}
+
+// outcome is how the count went for its deployment's health, as a
+// request's attempt (exchange.outcome): failed when why says so, ok when
+// the deployment served it (a 200 that is the count, no error object),
+// else neutral (the client's own refusal, a client gone).
+func (c countAnswer) outcome() outcome {
+	switch {
+	case c.why != "":
+		return outcomeFailed
+	case c.status == http.StatusOK && c.err == nil:
+		if _, refused := errorObject(c.body); !refused {
+			return outcomeOK
+		}
+	}
+	return outcomeNeutral
 }
 
 // countCall sends a count's upstream body, with header, to path below

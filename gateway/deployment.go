@@ -119,13 +119,14 @@ func (d *deployment) release(o outcome, retryAfter time.Duration, rc RetryConfig
 	return d.record(o, retryAfter, rc)
 }
 
-// failed records a failure of d outside an attempt, as release of a
-// failed one does: a token count, which takes no place under
-// max_concurrent or rpm_limit (it never acquired one).
-func (d *deployment) failed(retryAfter time.Duration, rc RetryConfig) change {
+// counted records the outcome o of a token count on d, as release
+// records an attempt's: a failure rests d, a count served ends its run of
+// failures. A count takes no place under max_concurrent or rpm_limit (it
+// never acquired one), and leaves their counts as they were.
+func (d *deployment) counted(o outcome, retryAfter time.Duration, rc RetryConfig) change {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.record(outcomeFailed, retryAfter, rc)
+	return d.record(o, retryAfter, rc)
 }
 
 // record moves d's health by an attempt's outcome o (see release); d.mu
