@@ -39,7 +39,8 @@ const (
 )
 
 // countStack is refusingStack with its bad deployments answering as u
-// does (a count of their requests in *hits), with connect_timeout 300ms.
+// does (a count of their requests in *hits), with connect_timeout 300ms
+// and stall_timeout 600ms.
 func countStack(t *testing.T, u countUpstream, edit func(*gateway.Config)) (*stack, *atomic.Int64) {
 	t.Helper()
 	return countStackOn(t, u.down, func(w http.ResponseWriter, r *http.Request, _ int64) {
@@ -77,9 +78,9 @@ func countStackOn(t *testing.T, down bool, answer func(w http.ResponseWriter, r 
 			p := &c.Providers[i]
 			switch p.Name {
 			case "bad-anthropic":
-				p.BaseURL, p.ConnectTimeout = bad.URL+"/v1", 300*time.Millisecond
+				p.BaseURL, p.ConnectTimeout, p.StallTimeout = bad.URL+"/v1", 300*time.Millisecond, 600*time.Millisecond
 			case "bad-gemini":
-				p.BaseURL, p.ConnectTimeout = bad.URL+"/v1beta", 300*time.Millisecond
+				p.BaseURL, p.ConnectTimeout, p.StallTimeout = bad.URL+"/v1beta", 300*time.Millisecond, 600*time.Millisecond
 			}
 		}
 		if edit != nil {
@@ -119,8 +120,8 @@ var countFailures = []struct {
 		http.StatusOK, "overloaded_error", ""},
 	{"anthropic, unreachable", countUpstream{down: true}, anthropicCount,
 		http.StatusBadGateway, "could not be reached", ""},
-	{"gemini, no answer within connect_timeout", countUpstream{hang: true}, geminiCount,
-		http.StatusGatewayTimeout, "connect_timeout", ""},
+	{"gemini, no answer within stall_timeout", countUpstream{hang: true}, geminiCount,
+		http.StatusGatewayTimeout, "stall_timeout", ""},
 }
 
 // TestTokenCountingFailsOverAsARequest: each failure a request takes as
