@@ -17,9 +17,10 @@ import (
 // first one answers (status, body scrubbed of the provider's credentials,
 // backoff headers), and not metered: providers do not bill counting. What
 // a request's attempt takes as the deployment's failure (countCall: an
-// upstream unreachable or silent past connect_timeout, a 3xx, a 2xx but
-// 200, a web page or a provider's error under a 200, the deployment's key
-// or account refused, its model or URL not found, a 408, 429 or 5xx) goes
+// upstream unreachable, or silent past its bounds, a non-streamed
+// request's (countBounds), a 3xx, a 2xx but 200, a web page or a
+// provider's error under a 200, the deployment's key or account refused,
+// its model or URL not found, a 408, 429 or 5xx) goes
 // to the next deployment, and rests the failed one; on the last, the
 // client gets what a request would (502 or 504, or the 408, 429 or 5xx
 // as it came), and no event.
@@ -50,10 +51,11 @@ func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provi
 		if len(plan) > s.cfg.Retry.MaxAttempts {
 			plan = plan[:s.cfg.Retry.MaxAttempts]
 		}
-		until, rid := time.Now().Add(s.cfg.Retry.Budget), requestIDOf(r)
+		run := countRun{call: call, env: env, rid: requestIDOf(r), arrived: time.Now()}
+		until := run.arrived.Add(s.cfg.Retry.Budget)
 		for i, a := range plan {
 			last := i+1 == len(plan) || !time.Now().Before(until) || r.Context().Err() != nil
-			if s.countAt(w, r, call, a, env, rid, last) {
+			if s.countAt(w, r, &run, a, i == 0, last) {
 				return
 			}
 			if s.metrics != nil {
@@ -63,36 +65,50 @@ func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provi
 	}
 }
 
-// countAt sends the count call to the deployment of a and answers the
-// client in env with what came, as a request's attempt is answered
-// (countCall), unless the deployment failed and another attempt may
-// follow (last is false): then it answers nothing and reports false.
-// Either way such a failure rests the deployment, as a failed attempt of
-// a request does, and a count served ends its run of failures, as a
-// request's success does (countAnswer.outcome). A client gone before the
-// answer moves no deployment's health.
-func (s *Server) countAt(w http.ResponseWriter, r *http.Request, call provider.Call, a attempt, env provider.Envelope, rid string, last bool) bool {
+// countRun is a token count's request: its call, the envelope its errors
+// are answered in, its id (X-Request-Id), and when it arrived, from which
+// request_timeout counts for each attempt, as for a request's.
+type countRun struct {
+	call    provider.Call
+	env     provider.Envelope
+	rid     string
+	arrived time.Time
+}
+
+// countAt sends run's count call to the deployment of a and answers the
+// client with what came, as a request's attempt is answered (countCall),
+// unless the deployment failed and another attempt may follow (last is
+// false): then it answers nothing and reports false. Either way such a
+// failure rests the deployment, as a failed attempt of a request does,
+// and a count served ends its run of failures, as a request's success
+// does (countAnswer.outcome). A client gone before the answer moves no
+// deployment's health. A count cut off at request_timeout is answered
+// 504, with no attempt after it, and, unless it was the first (a later
+// one had only what the others left of it), rests nothing.
+func (s *Server) countAt(w http.ResponseWriter, r *http.Request, run *countRun, a attempt, first, last bool) bool {
 	d := a.dep
-	path, upBody, err := call.Upstream(d.upstream)
+	path, upBody, err := run.call.Upstream(d.upstream)
 	if err != nil {
-		env.WriteError(w, badRequest(err.Error()))
+		run.env.WriteError(w, badRequest(err.Error()))
 		return true
 	}
-	ctx, cancel := context.WithTimeoutCause(r.Context(), d.provider.ConnectTimeout, errConnectTimeout)
-	defer cancel()
-	c := s.countCall(ctx, a, path, upBody, call.Header, rid, customerOf(keyOf(r)))
+	c := s.countCall(r.Context(), a, run.arrived, path, upBody, run.call.Header, run.rid, customerOf(keyOf(r)))
 	if r.Context().Err() != nil {
 		return true // no one to answer, and nothing the deployment did
 	}
-	s.logChange(d, a.model, rid, c.why, c.wait, d.counted(c.outcome(), c.wait, s.cfg.Retry))
-	if c.why != "" && !last {
+	o := c.outcome()
+	if c.timeUp && !first {
+		o = outcomeNeutral
+	}
+	s.logChange(d, a.model, run.rid, c.why, c.wait, d.counted(o, c.wait, s.cfg.Retry))
+	if c.why != "" && !last && !c.timeUp {
 		return false
 	}
 	if c.err != nil {
 		if c.err.Status == c.status { // the upstream's refusal, wrapped: with its backoff headers
 			passHeaders(w.Header(), c.header)
 		}
-		env.WriteError(w, *c.err)
+		run.env.WriteError(w, *c.err)
 		return true
 	}
 	h := w.Header()
@@ -107,7 +123,8 @@ func (s *Server) countAt(w http.ResponseWriter, r *http.Request, call provider.C
 // the answer to relay (status, header, body scrubbed of the provider's
 // credentials), or err, what the client is told instead. why, when not
 // "", is how the deployment failed, in a request's event's words, and
-// wait the backoff it asked for.
+// wait the backoff it asked for; timeUp, that it was cut off at
+// request_timeout.
 type countAnswer struct {
 	status int
 	header http.Header
@@ -115,6 +132,7 @@ type countAnswer struct {
 	err    *provider.Error
 	why    string
 	wait   time.Duration
+	timeUp bool
 }
 
 // outcome is how the count went for its deployment's health, as a
@@ -134,22 +152,32 @@ func (c countAnswer) outcome() outcome {
 }
 
 // countCall sends a count's upstream body, with header, to path below
-// a's deployment under ctx (bounded by connect_timeout, its cause
-// errConnectTimeout), and reads what came as a request's attempt is read:
-// unreachable, the deployment's failure, 502; no answer (or no whole one)
-// within connect_timeout, 504; an answer countFailure reads as the
+// a's deployment under parent, and reads what came as a request's attempt
+// is read, bounded as a non-streamed request's (countBounds): unreachable,
+// the deployment's failure, 502; no headers within connect_timeout (or
+// stall_timeout, if longer: a count's headers come with its whole
+// answer), a body silent for stall_timeout, or either past
+// request_timeout from arrived, 504; an answer countFailure reads as the
 // deployment's failure. rid and customer name the count in the log line
 // of a redirect.
-func (s *Server) countCall(ctx context.Context, a attempt, path string, body []byte, header http.Header, rid, customer string) countAnswer {
+func (s *Server) countCall(parent context.Context, a attempt, arrived time.Time, path string, body []byte, header http.Header, rid, customer string) countAnswer {
 	pc := a.dep.provider
+	ctx, cancel := context.WithDeadlineCause(parent, arrived.Add(pc.RequestTimeout), errRequestTimeout)
+	defer cancel()
+	ctx, b := countBounds(ctx, pc)
+	defer b.stop()
 	lost := func(err error, what string) countAnswer { // no answer: what says why, err what failed
 		status, msg := http.StatusBadGateway, what+unwrapURL(err)
-		if cause := context.Cause(ctx); errors.Is(cause, errConnectTimeout) {
+		cause := context.Cause(ctx)
+		if timedOut(cause) {
 			status, msg = http.StatusGatewayTimeout, cause.Error()
 		}
 		msg = s.scrubFor(pc.Name, msg)
 		e := upstreamFailure(status, msg)
-		return countAnswer{err: &e, why: msg}
+		return countAnswer{err: &e, why: msg, timeUp: errors.Is(cause, errRequestTimeout)}
+	}
+	if err := ctx.Err(); err != nil {
+		return lost(err, "") // nothing left of request_timeout: not sent
 	}
 	up, err := s.upstreamRequest(ctx, pc, path, body, header)
 	if err != nil {
@@ -160,9 +188,10 @@ func (s *Server) countCall(ctx context.Context, a attempt, path string, body []b
 		return lost(err, "the upstream could not be reached: ")
 	}
 	defer resp.Body.Close()
+	b.answered()
 	var out []byte
 	if resp.StatusCode >= 200 { // a 101's body may be the connection itself
-		if out, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20)); err != nil {
+		if out, err = io.ReadAll(io.LimitReader(b.reader(resp.Body), 1<<20)); err != nil {
 			return lost(err, "reading the upstream's answer: ")
 		}
 	}

@@ -31,23 +31,7 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 		x.fail(http.StatusBadGateway, usage.StatusUpstreamError, err)
 		return nil
 	}
-	// A streamed answer's headers come before its first token; a whole
-	// answer's come with its body, once the provider has generated all of
-	// it: bounded by connect_timeout (30s), every non-streamed answer
-	// longer than that was cut off, 504, and billed nothing, though the
-	// provider went on to generate (and bill) it. A whole answer gets
-	// stall_timeout, the bound on an upstream's silence, if that is longer.
-	wait, waitCause := rt.provider.ConnectTimeout, errConnectTimeout
-	if !x.event.Stream && rt.provider.StallTimeout > wait {
-		wait, waitCause = rt.provider.StallTimeout, errAnswerTimeout
-	}
-	// request_timeout bounds the whole request, this wait too: the stall
-	// timer that enforces it is armed only once the headers are in, and
-	// an upstream that never answered held a request to connect_timeout
-	// (or stall_timeout, 5m by default) whatever request_timeout said.
-	if left := x.endBy - time.Since(x.start); x.endBy > 0 && left < wait {
-		wait, waitCause = max(left, 0), errRequestTimeout
-	}
+	wait, waitCause := headerWait(rt.provider, x.event.Stream, x.endBy, time.Since(x.start))
 	connect := timerCancel(x, wait, waitCause)
 	// The round trip runs aside (see headerFlusher): net/http's client
 	// path is about 3 KiB deep, and made from here it would take a
@@ -84,6 +68,33 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	x.body = boundedBody{x: x, body: resp.Body}
 	resp.Body = &x.body
 	return resp
+}
+
+// headerWait is how long an upstream of pc may take to send the headers
+// of its answer (streamed or not), and the error it is cut off with: for
+// a request (callUpstream) and a token count (countBounds) alike. A
+// streamed answer's headers come before its first token; a whole
+// answer's come with its body, once the provider has generated all of
+// it: bounded by connect_timeout (30s), every non-streamed answer longer
+// than that was cut off, 504, and billed nothing, though the provider
+// went on to generate (and bill) it. A whole answer gets stall_timeout,
+// the bound on an upstream's silence, if that is longer.
+//
+// request_timeout bounds the whole request, this wait too: endBy, when
+// above 0, is what the request may take in all, spent what it has taken
+// so far. The stall timer that enforces it is armed only once the headers
+// are in, and an upstream that never answered held a request to
+// connect_timeout (or stall_timeout, 5m by default) whatever
+// request_timeout said.
+func headerWait(pc *ProviderConfig, stream bool, endBy, spent time.Duration) (time.Duration, error) {
+	wait, cause := pc.ConnectTimeout, errConnectTimeout
+	if !stream && pc.StallTimeout > wait {
+		wait, cause = pc.StallTimeout, errAnswerTimeout
+	}
+	if left := endBy - spent; endBy > 0 && left < wait {
+		wait, cause = max(left, 0), errRequestTimeout
+	}
+	return wait, cause
 }
 
 // upstreamRequest is a JSON POST of body to path below pc's base URL, with
@@ -462,16 +473,17 @@ func (x *exchange) failure() (int, usage.Status) {
 }
 
 // touchReader is an upstream body whose every read that brings bytes
-// tells the stall timer the upstream is not silent.
+// tells the stall timer the upstream is not silent: a request's whole
+// body (an exchange's timer), or a token count's (countBound).
 type touchReader struct {
-	x *exchange
+	t interface{ touch() }
 	r io.Reader
 }
 
 func (t touchReader) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
 	if n > 0 {
-		t.x.touch()
+		t.t.touch()
 	}
 	return n, err
 }
