@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/base64"
 	"net/url"
 	"strings"
 )
@@ -21,7 +22,10 @@ type scrubber struct {
 }
 
 // newScrubber scrubs p's API key (when it is long enough to be one, 8
-// bytes or more) and its base URL and host.
+// bytes or more) and its base URL and host, and the credential its base
+// URL's user info holds (https://user:pass@host/v1, sent as basic auth:
+// see upstreamRequest): the basic auth value, and the password when it is
+// 8 bytes or more.
 func newScrubber(p *ProviderConfig) *scrubber {
 	var pairs []string
 	if len(p.APIKey) >= 8 {
@@ -30,6 +34,15 @@ func newScrubber(p *ProviderConfig) *scrubber {
 	if p.BaseURL != "" {
 		pairs = append(pairs, p.BaseURL, upstreamMark)
 		if u, err := url.Parse(p.BaseURL); err == nil && u.Host != "" {
+			if pass, ok := u.User.Password(); ok {
+				// The longer first: strings.Replacer takes the first
+				// match at a place, in the order given.
+				basic := base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + pass))
+				pairs = append(pairs, basic, redacted)
+				if len(pass) >= 8 {
+					pairs = append(pairs, pass, redacted)
+				}
+			}
 			pairs = append(pairs, u.Host, upstreamMark)
 			if h := u.Hostname(); h != u.Host && len(h) >= 8 {
 				pairs = append(pairs, h, upstreamMark)
