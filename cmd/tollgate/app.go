@@ -23,6 +23,22 @@ type roles struct{ gateway, meter, admin bool }
 
 func (r roles) all() bool { return r.gateway && r.meter && r.admin }
 
+// String is the command that runs r ("tollgate serve", "tollgate
+// gateway", "tollgate meter", "tollgate admin").
+func (r roles) String() string {
+	switch {
+	case r.all():
+		return "tollgate serve"
+	case r.gatewayOnly():
+		return "tollgate gateway"
+	case r.meter && !r.gateway && !r.admin:
+		return "tollgate meter"
+	case r.admin && !r.gateway && !r.meter:
+		return "tollgate admin"
+	}
+	return fmt.Sprintf("tollgate (gateway %t, meter %t, admin %t)", r.gateway, r.meter, r.admin)
+}
+
 // gatewayOnly is the gateway role alone (tollgate gateway).
 func (r roles) gatewayOnly() bool { return r.gateway && !r.meter && !r.admin }
 

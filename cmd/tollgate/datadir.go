@@ -15,8 +15,10 @@ import (
 // journal for a crashed process's (recovering its requests in flight as
 // crashed, and deleting the segment it writes) and drain each other's
 // spool segments away: a second process is refused at start instead. It
-// returns an error naming the holder's pid when dir is in use.
-func lockDataDir(dir string) (release func() error, err error) {
+// returns an error naming the holder's pid when dir is in use. purpose
+// says what this process holds it for ("tollgate gateway", or
+// handOverPurpose's words).
+func lockDataDir(dir, purpose string) (release func() error, err error) {
 	l, err := dirlock.Acquire(dir)
 	var busy *dirlock.BusyError
 	switch {
@@ -48,4 +50,10 @@ func logDataDir(log *slog.Logger, dir string) {
 	log.Warn("TOLLGATE_DATA_DIR is relative: a start from another working directory uses another data directory, "+
 		"and does not send what a crash or an outage left in this one; set an absolute path",
 		"data_dir", dir, "path", abs)
+}
+
+// handOverPurpose is what a process running role ("meter", "admin") holds
+// a data directory for while it hands the embedded JetStream store over.
+func handOverPurpose(role string) string {
+	return "tollgate " + role + ": moving the embedded JetStream store to TOLLGATE_NATS_URL"
 }

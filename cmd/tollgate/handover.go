@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,7 +51,11 @@ func (a *app) startHandOver(e env, r roles) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		a.handOver(ctx, dir, e.DataDir, !r.gateway, e.handOverRetry)
+		lockAs := "" // a gateway holds its data directory already
+		if !r.gateway {
+			lockAs = handOverPurpose(strings.TrimPrefix(r.String(), "tollgate "))
+		}
+		a.handOver(ctx, dir, e.DataDir, lockAs, e.handOverRetry)
 	}()
 	a.started("embedded store hand-over", 10*time.Second, func(sctx context.Context) error {
 		cancel()
@@ -81,12 +86,12 @@ const (
 )
 
 // handOver waits for NATS and its streams, then hands the store in dir
-// over, taking dataDir's lock for each attempt when lock is set; a failed
-// attempt is tried again, after waits from retry[0] doubling up to
+// over, taking dataDir's lock for each attempt, as lockAs says (see
+// handOverPurpose), when it is set; a failed attempt is tried again, after waits from retry[0] doubling up to
 // retry[1] (zero: handOverFirstWait and handOverLongestWait), until one
 // succeeds or ctx ends. It logs the outcome: the first failure at ERROR,
 // the later ones at WARN, each with its attempt number and the wait.
-func (a *app) handOver(ctx context.Context, dir, dataDir string, lock bool, retry [2]time.Duration) {
+func (a *app) handOver(ctx context.Context, dir, dataDir, lockAs string, retry [2]time.Duration) {
 	wait, longest := retry[0], retry[1]
 	if wait <= 0 || longest <= 0 {
 		wait, longest = handOverFirstWait, handOverLongestWait
@@ -119,7 +124,7 @@ func (a *app) handOver(ctx context.Context, dir, dataDir string, lock bool, retr
 			case <-time.After(time.Second):
 			}
 		}
-		done, rep, err := a.handOverOnce(ctx, dir, dataDir, lock)
+		done, rep, err := a.handOverOnce(ctx, dir, dataDir, lockAs)
 		switch {
 		case done:
 			return
@@ -149,11 +154,11 @@ func (a *app) handOver(ctx context.Context, dir, dataDir string, lock bool, retr
 
 // handOverOnce is one attempt of handOver, once NATS holds both streams:
 // done when the store was handed over, or is left to the process holding
-// dataDir's lock (taken for the attempt, and released after it, when lock
+// dataDir's lock (taken for the attempt, and released after it, when lockAs
 // is set); else the error, and what was sent before it.
-func (a *app) handOverOnce(ctx context.Context, dir, dataDir string, lock bool) (done bool, rep meter.HandOverReport, err error) {
-	if lock {
-		release, err := lockDataDir(dataDir)
+func (a *app) handOverOnce(ctx context.Context, dir, dataDir, lockAs string) (done bool, rep meter.HandOverReport, err error) {
+	if lockAs != "" {
+		release, err := lockDataDir(dataDir, lockAs)
 		if err != nil {
 			a.log.Warn("embedded store hand-over: not by this process, which leaves the store to the one using the data directory", "dir", dir, "err", err)
 			a.setHandOver("")

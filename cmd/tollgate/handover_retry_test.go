@@ -139,7 +139,7 @@ func TestStopDuringHandOverBackoffIsPrompt(t *testing.T) {
 	}
 	t.Cleanup(func() { a.close() })
 	waitHandOverState(t, a, r, "failed", "trying again")
-	release, err := lockDataDir(e.DataDir)
+	release, err := lockDataDir(e.DataDir, "a test")
 	if err != nil {
 		t.Fatalf("the data directory is locked while the hand-over waits to try again: %v", err)
 	}

@@ -139,7 +139,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	// The data directory first: a second process on it is refused before
 	// it touches the database (migrations included).
 	if r.gateway || (r.meter && e.NATSURL == "") { // the crash journal and spools, or the embedded JetStream's store
-		release, err := lockDataDir(e.DataDir)
+		release, err := lockDataDir(e.DataDir, r.String())
 		if err != nil {
 			return nil, err
 		}
