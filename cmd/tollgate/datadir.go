@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/tollgate-dev/tollgate/meter/dirlock"
 )
@@ -19,12 +20,18 @@ import (
 // says what this process holds it for ("tollgate gateway", or
 // handOverPurpose's words).
 func lockDataDir(dir, purpose string) (release func() error, err error) {
-	l, err := dirlock.Acquire(dir)
+	l, err := dirlock.AcquireFor(dir, purpose)
 	var busy *dirlock.BusyError
 	switch {
+	case errors.As(err, &busy) && strings.Contains(busy.Purpose, handOverWords):
+		// Held for the moment of a hand-over (seconds; retried while it
+		// fails): the directory is not another gateway's.
+		return nil, fmt.Errorf("data directory %s is held by another tollgate process (pid %s%s) while it moves the "+
+			"store there; start this process again once it is done (that process logs when), or give each process a "+
+			"data directory of its own (TOLLGATE_DATA_DIR)", dir, busy.Holder, busy.For())
 	case errors.As(err, &busy):
-		return nil, fmt.Errorf("data directory %s is in use by another tollgate process (pid %s): each gateway needs a "+
-			"data directory of its own (TOLLGATE_DATA_DIR)", dir, busy.Holder)
+		return nil, fmt.Errorf("data directory %s is in use by another tollgate process (pid %s%s): each gateway needs a "+
+			"data directory of its own (TOLLGATE_DATA_DIR)", dir, busy.Holder, busy.For())
 	case err != nil:
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -55,5 +62,8 @@ func logDataDir(log *slog.Logger, dir string) {
 // handOverPurpose is what a process running role ("meter", "admin") holds
 // a data directory for while it hands the embedded JetStream store over.
 func handOverPurpose(role string) string {
-	return "tollgate " + role + ": moving the embedded JetStream store to TOLLGATE_NATS_URL"
+	return "tollgate " + role + ": " + handOverWords + " to TOLLGATE_NATS_URL"
 }
+
+// handOverWords mark a data directory's lock held for a hand-over.
+const handOverWords = "moving the embedded JetStream store"

@@ -87,8 +87,9 @@ const (
 
 // handOver waits for NATS and its streams, then hands the store in dir
 // over, taking dataDir's lock for each attempt, as lockAs says (see
-// handOverPurpose), when it is set; a failed attempt is tried again, after waits from retry[0] doubling up to
-// retry[1] (zero: handOverFirstWait and handOverLongestWait), until one
+// handOverPurpose), when it is set; a failed attempt is tried again,
+// after waits from retry[0] doubling up to retry[1] (zero:
+// handOverFirstWait and handOverLongestWait), until one
 // succeeds or ctx ends. It logs the outcome: the first failure at ERROR,
 // the later ones at WARN, each with its attempt number and the wait.
 func (a *app) handOver(ctx context.Context, dir, dataDir, lockAs string, retry [2]time.Duration) {

@@ -22,11 +22,22 @@ type Lock struct{ f *os.File }
 type BusyError struct {
 	Dir    string
 	Holder string // the holder's pid, as it wrote it ("" when unknown)
+	// Purpose is what the holder said it holds the directory for
+	// (AcquireFor; "" when it did not say).
+	Purpose string
 }
 
 func (e *BusyError) Error() string {
-	return fmt.Sprintf("%s is in use by another process (pid %s): each process needs a directory of its own "+
-		"(for tollgate, its own TOLLGATE_DATA_DIR, not linked or mounted to another's)", e.Dir, orUnknown(e.Holder))
+	return fmt.Sprintf("%s is in use by another process (pid %s%s): each process needs a directory of its own "+
+		"(for tollgate, its own TOLLGATE_DATA_DIR, not linked or mounted to another's)", e.Dir, orUnknown(e.Holder), e.For())
+}
+
+// For is ", " and Purpose, or "" when the holder did not say.
+func (e *BusyError) For() string {
+	if e.Purpose == "" {
+		return ""
+	}
+	return ", " + e.Purpose
 }
 
 func orUnknown(s string) string {
@@ -43,7 +54,11 @@ func orUnknown(s string) string {
 // this one, fails with *BusyError while it is held, however dir is
 // reached (a symbolic link, a bind mount: the lock is the file's). Other
 // errors are the file system's.
-func Acquire(dir string) (*Lock, error) {
+func Acquire(dir string) (*Lock, error) { return AcquireFor(dir, "") }
+
+// AcquireFor is Acquire, writing purpose (one line: what the directory is
+// held for) after the pid, for a BusyError to name.
+func AcquireFor(dir, purpose string) (*Lock, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -58,10 +73,15 @@ func Acquire(dir string) (*Lock, error) {
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		holder, _ := os.ReadFile(path)
-		return nil, &BusyError{Dir: dir, Holder: strings.TrimSpace(string(holder))}
+		pid, what, _ := strings.Cut(strings.TrimSpace(string(holder)), "\n")
+		return nil, &BusyError{Dir: dir, Holder: strings.TrimSpace(pid), Purpose: strings.TrimSpace(what)}
 	}
 	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	what := strconv.Itoa(os.Getpid()) + "\n"
+	if purpose = strings.Join(strings.Fields(purpose), " "); purpose != "" {
+		what += purpose + "\n"
+	}
+	_, _ = f.WriteAt([]byte(what), 0)
 	return &Lock{f: f}, nil
 }
 
