@@ -144,9 +144,19 @@ func TestBrowserSigninErrorDescribesField(t *testing.T) {
 	} {
 		signInBrowser(t, tab, app.base, app.name, app.field, app.wrong)
 		type focus struct{ ID, Invalid, Described string }
-		f := run(t, tab, chromedp.Evaluate[focus](`(() => { const e = document.activeElement;
-			const d = document.getElementById(e.getAttribute('aria-describedby') || '-');
-			return {id: e.id, invalid: e.getAttribute('aria-invalid') || '', described: d ? d.textContent : ''}; })()`))
+		var f focus
+		// autofocus is applied when the page is next rendered, which can
+		// be after its load event (seen once under CI's load: the focus
+		// still on the body): the focus is read until it moves, for a few
+		// seconds.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			f = run(t, tab, chromedp.Evaluate[focus](`(() => { const e = document.activeElement;
+				const d = document.getElementById(e.getAttribute('aria-describedby') || '-');
+				return {id: e.id, invalid: e.getAttribute('aria-invalid') || '', described: d ? d.textContent : ''}; })()`))
+			if f.ID != "" || time.Now().After(deadline) {
+				break
+			}
+		}
 		if f.ID != "secret" || f.Invalid != "true" || !strings.Contains(f.Described, app.says) {
 			t.Errorf("%s: after a wrong secret the focus is on #%s, aria-invalid %q, described by %q; want #secret, invalid, described by the error (%q)",
 				app.name, f.ID, f.Invalid, f.Described, app.says)
