@@ -184,28 +184,7 @@ func keyRefusal(b []byte) bool {
 // cached content; a model the client named elsewhere in its request, a
 // tool's) is not.
 func saysModelNotFound(b []byte, model string) bool {
-	var body struct {
-		Error   json.RawMessage `json:"error"`
-		Message json.RawMessage `json:"message"`
-		Code    json.RawMessage `json:"code"`
-	}
-	if json.Unmarshal(b, &body) != nil {
-		return false
-	}
-	msg, _ := jsonText(body.Message)
-	code, _ := jsonText(body.Code)
-	if e := bytes.TrimSpace(body.Error); len(e) > 0 && e[0] == '{' {
-		var inner struct {
-			Message json.RawMessage `json:"message"`
-			Code    json.RawMessage `json:"code"`
-		}
-		if json.Unmarshal(e, &inner) == nil {
-			msg, _ = jsonText(inner.Message)
-			code, _ = jsonText(inner.Code)
-		}
-	} else if s, ok := jsonText(body.Error); ok {
-		msg = s
-	}
+	msg, code, _ := errorWords(b)
 	if !namesModel(msg, model) {
 		return false
 	}
@@ -261,37 +240,9 @@ func namesModel(msg, model string) bool {
 // what was not found (an id the client sent, a model) is not; nor is one
 // with no message.
 func saysPathNotFound(b []byte) bool {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '[' { // Gemini's streams put their error in an array
-		var arr []json.RawMessage
-		if json.Unmarshal(b, &arr) == nil && len(arr) == 1 {
-			b = bytes.TrimSpace(arr[0])
-		}
-	}
-	var body struct {
-		Error   json.RawMessage `json:"error"`
-		Message json.RawMessage `json:"message"`
-		Detail  json.RawMessage `json:"detail"` // FastAPI's
-	}
-	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &body) != nil {
-		return true
-	}
-	var msg string
-	switch e := bytes.TrimSpace(body.Error); {
-	case len(e) > 0 && e[0] == '{':
-		var inner struct {
-			Message json.RawMessage `json:"message"`
-		}
-		_ = json.Unmarshal(e, &inner)
-		msg, _ = jsonText(inner.Message)
-	case len(e) > 0 && e[0] == '"':
-		msg, _ = jsonText(e)
-	case len(body.Message) > 0:
-		msg, _ = jsonText(body.Message)
-	case len(body.Detail) > 0:
-		msg, _ = jsonText(body.Detail)
-	default:
-		return true // JSON, but no error in it: not an API's error object
+	msg, _, found := errorWords(b)
+	if !found {
+		return true // no JSON, or JSON with no error in it: not an API's error object
 	}
 	msg = strings.TrimRight(strings.ToLower(strings.TrimSpace(msg)), ".")
 	switch msg {
@@ -304,4 +255,48 @@ func saysPathNotFound(b []byte) bool {
 	page := strings.TrimLeft(strings.TrimPrefix(msg, "404"), " :-")
 	return strings.HasPrefix(msg, "invalid url") || strings.HasPrefix(msg, "unknown request url") ||
 		strings.HasPrefix(msg, "method not found") || strings.HasPrefix(page, "page not found")
+}
+
+// errorWords reads the message and code of b, an upstream's error body:
+// its "error" object's (OpenAI, Anthropic, Gemini), or its "error" string
+// (Ollama's) with its own "code", else its own "message" and "code", else
+// FastAPI's "detail"; a Gemini stream's one-element array is read inside.
+// found is false when b is no JSON object, or one with none of these.
+func errorWords(b []byte) (msg, code string, found bool) {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' { // Gemini's streams put their error in an array
+		var arr []json.RawMessage
+		if json.Unmarshal(b, &arr) == nil && len(arr) == 1 {
+			b = bytes.TrimSpace(arr[0])
+		}
+	}
+	var body struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Code    json.RawMessage `json:"code"`
+		Detail  json.RawMessage `json:"detail"` // FastAPI's
+	}
+	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &body) != nil {
+		return "", "", false
+	}
+	code, _ = jsonText(body.Code)
+	switch e := bytes.TrimSpace(body.Error); {
+	case len(e) > 0 && e[0] == '{':
+		var inner struct {
+			Message json.RawMessage `json:"message"`
+			Code    json.RawMessage `json:"code"`
+		}
+		_ = json.Unmarshal(e, &inner)
+		msg, _ = jsonText(inner.Message)
+		code, _ = jsonText(inner.Code)
+	case len(e) > 0 && e[0] == '"':
+		msg, _ = jsonText(e)
+	case len(body.Message) > 0:
+		msg, _ = jsonText(body.Message)
+	case len(body.Detail) > 0:
+		msg, _ = jsonText(body.Detail)
+	default:
+		return "", code, false
+	}
+	return msg, code, true
 }

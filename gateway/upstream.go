@@ -91,8 +91,15 @@ func headerWait(pc *ProviderConfig, stream bool, endBy, spent time.Duration) (ti
 	if !stream && pc.StallTimeout > wait {
 		wait, cause = pc.StallTimeout, errAnswerTimeout
 	}
+	return withinRequest(wait, cause, endBy, spent)
+}
+
+// withinRequest is wait, and the error it ends with, cut to what is left
+// of request_timeout (endBy, when above 0: what the request may take in
+// all; spent, what it has taken), errRequestTimeout then.
+func withinRequest(wait time.Duration, cause error, endBy, spent time.Duration) (time.Duration, error) {
 	if left := endBy - spent; endBy > 0 && left < wait {
-		wait, cause = max(left, 0), errRequestTimeout
+		return max(left, 0), errRequestTimeout
 	}
 	return wait, cause
 }

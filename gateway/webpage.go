@@ -30,10 +30,7 @@ func (x *exchange) webPage(resp *http.Response) string {
 	if apiType(ct) {
 		return ""
 	}
-	wait, cause := x.stallAfter, errStalled
-	if left := x.endBy - time.Since(x.start); x.endBy > 0 && left < wait {
-		wait, cause = max(left, 0), errRequestTimeout
-	}
+	wait, cause := withinRequest(x.stallAfter, errStalled, x.endBy, time.Since(x.start))
 	t := timerCancel(x, wait, cause)
 	buf := make([]byte, 0, pageSniff)
 	for len(buf) < cap(buf) && len(bytes.TrimLeft(buf, " \t\r\n\ufeff")) == 0 {
