@@ -213,7 +213,7 @@ func TestCurrencyCheckOnAGatewayStartedDuringANATSOutage(t *testing.T) {
 	ns.WaitForShutdown()
 	g := s.gatewayOnly() // its key cache cannot load: keys are checked in the ledger
 	before := s.simStats().Requests.Total
-	if code, errCode, _ := chatOn(t, g, limited); code != http.StatusServiceUnavailable || errCode != "prices_unavailable" {
+	if code, errCode, _, _ := chatOn(t, g, limited); code != http.StatusServiceUnavailable || errCode != "prices_unavailable" {
 		t.Errorf("limited key on a gateway without its price book: %d %q, want 503 prices_unavailable", code, errCode)
 	}
 	if n := s.simStats().Requests.Total - before; n != 0 {

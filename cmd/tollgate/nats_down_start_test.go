@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 )
@@ -56,17 +54,9 @@ func TestGatewayStartsPromptlyWhileNATSIsDown(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = g.close() })
 
-	req, _ := http.NewRequest("POST", "http://"+g.Addr+"/v1/chat/completions",
-		strings.NewReader(`{"model":"sim-pro","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Authorization", "Bearer "+k.Key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("a request to the gateway started while NATS is down: %d, want 200 (its key from the ledger)", resp.StatusCode)
+	status, _, _, id := chatOn(t, "http://"+g.Addr, k.Key)
+	if status != http.StatusOK {
+		t.Fatalf("a request to the gateway started while NATS is down: %d, want 200 (its key from the ledger)", status)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if n, _, _ := g.spool.Stats(); n == 1 {
@@ -76,7 +66,7 @@ func TestGatewayStartsPromptlyWhileNATSIsDown(t *testing.T) {
 		}
 	}
 	natsOn(t, natsDir, addr) // NATS is back, with its stored stream
-	if ev := s.event(resp.Header.Get("X-Request-Id")); ev.Usage.CompletionTokens != 4 {
+	if ev := s.event(id); ev.Usage.CompletionTokens != 4 {
 		t.Errorf("the event of the request served while NATS was down: %+v", ev.Usage)
 	}
 }

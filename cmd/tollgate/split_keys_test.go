@@ -81,19 +81,11 @@ func TestGatewayStartsWhileTheDatabaseIsDown(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest("POST", "http://"+g.Addr+"/v1/chat/completions",
-		strings.NewReader(`{"model":"sim-pro","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Authorization", "Bearer "+k.Key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	status, _, _, id := chatOn(t, "http://"+g.Addr, k.Key)
+	if status != http.StatusOK {
+		t.Fatalf("a request to the gateway without its database: %d", status)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("a request to the gateway without its database: %d", resp.StatusCode)
-	}
-	if ev := s.event(resp.Header.Get("X-Request-Id")); ev.Usage.CompletionTokens != 4 {
+	if ev := s.event(id); ev.Usage.CompletionTokens != 4 {
 		t.Errorf("the event of the request served without the database: %+v", ev.Usage)
 	}
 
@@ -144,9 +136,9 @@ func TestGatewayStartsWhileTheDatabaseIsDown(t *testing.T) {
 }
 
 // chatOn sends one chat completion with key to the gateway at base (a
-// short one, or body), and returns the status, the error code and the
-// Retry-After header.
-func chatOn(t *testing.T, base, key string, body ...string) (int, string, string) {
+// short one, or body), and returns the status, the error code, the
+// Retry-After header and the X-Request-Id.
+func chatOn(t *testing.T, base, key string, body ...string) (status int, code, retryAfter, requestID string) {
 	t.Helper()
 	b := `{"model":"sim-pro","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
 	if len(body) > 0 {
@@ -157,7 +149,7 @@ func chatOn(t *testing.T, base, key string, body ...string) (int, string, string
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Error(err)
-		return 0, "", ""
+		return 0, "", "", ""
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
@@ -167,7 +159,7 @@ func chatOn(t *testing.T, base, key string, body ...string) (int, string, string
 		} `json:"error"`
 	}
 	_ = json.Unmarshal(raw, &env)
-	return resp.StatusCode, env.Error.Code, resp.Header.Get("Retry-After")
+	return resp.StatusCode, env.Error.Code, resp.Header.Get("Retry-After"), resp.Header.Get("X-Request-Id")
 }
 
 // TestSplitGatewaysShareKeysAndLimits: two gateway processes in split
@@ -188,7 +180,7 @@ func TestSplitGatewaysShareKeysAndLimits(t *testing.T) {
 	s.adminDo("POST", "/admin/v1/customers/"+s.customerID+"/keys", `{"name":"shared","rpm_limit":12}`, http.StatusCreated, &k)
 	// At once, on both: no refresh, no wait.
 	for _, g := range []string{a, b} {
-		if code, errCode, _ := chatOn(t, g, k.Key); code != http.StatusOK {
+		if code, errCode, _, _ := chatOn(t, g, k.Key); code != http.StatusOK {
 			t.Fatalf("a new key on %s: %d %s", g, code, errCode)
 		}
 	}
@@ -205,7 +197,7 @@ func TestSplitGatewaysShareKeysAndLimits(t *testing.T) {
 		if i%2 == 1 {
 			g = b
 		}
-		code, errCode, retry := chatOn(t, g, k.Key)
+		code, errCode, retry, _ := chatOn(t, g, k.Key)
 		switch {
 		case code == http.StatusOK:
 			admitted++
@@ -227,13 +219,13 @@ func TestSplitGatewaysShareKeysAndLimits(t *testing.T) {
 	}
 	s.adminDo("POST", "/admin/v1/customers/"+s.customerID+"/keys", `{"name":"one","rpm_limit":1}`, http.StatusCreated, &one)
 	aStart := time.Now()
-	if code, errCode, _ := chatOn(t, a, one.Key); code != http.StatusOK {
+	if code, errCode, _, _ := chatOn(t, a, one.Key); code != http.StatusOK {
 		t.Fatalf("rpm_limit 1, first request: %d %s", code, errCode)
 	}
 	aEnd := time.Now()
 	time.Sleep(2500 * time.Millisecond)
 	bStart := time.Now()
-	code, _, retry := chatOn(t, b, one.Key)
+	code, _, retry, _ := chatOn(t, b, one.Key)
 	bEnd := time.Now()
 	// The request counts in its second (s, within a second before it was
 	// admitted) until s+60: B, asked at tb, waits s+60−tb rounded up.
@@ -253,11 +245,11 @@ func TestSplitGatewaysShareKeysAndLimits(t *testing.T) {
 	var wg sync.WaitGroup
 	codes := make([]int, 2)
 	for i, g := range []string{a, b} {
-		wg.Go(func() { codes[i], _, _ = chatOn(t, g, c.Key, slow) })
+		wg.Go(func() { codes[i], _, _, _ = chatOn(t, g, c.Key, slow) })
 	}
 	time.Sleep(150 * time.Millisecond) // both open, and shared
 	for _, g := range []string{a, b} {
-		if code, errCode, _ := chatOn(t, g, c.Key); code != http.StatusTooManyRequests || errCode != "rate_limit_exceeded" {
+		if code, errCode, _, _ := chatOn(t, g, c.Key); code != http.StatusTooManyRequests || errCode != "rate_limit_exceeded" {
 			t.Fatalf("a third open request on %s: %d %s; want 429", g, code, errCode)
 		}
 	}
@@ -284,7 +276,7 @@ func eventuallyStatus(t *testing.T, base, key string, status int) {
 	t.Helper()
 	deadline := time.Now().Add(time.Second)
 	for {
-		code, _, _ := chatOn(t, base, key)
+		code, _, _, _ := chatOn(t, base, key)
 		if code == status {
 			return
 		}
