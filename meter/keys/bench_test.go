@@ -2,14 +2,12 @@ package keys_test
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/meter/keys"
-	"github.com/tollgate-dev/tollgate/meter/metertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -86,16 +84,7 @@ func report(b *testing.B, name string, ds []time.Duration) {
 // NATS, in process): how far a limit can be overshot across gateways is
 // what they admit within δ. It reports the p50, p99 and max.
 func BenchmarkShareDelivery(b *testing.B) {
-	srv := metertest.NewServer(b)
-	var shares [2]*keys.Share
-	for i := range shares {
-		s, err := keys.NewShare(metertest.Connect(b, srv).Conn(), slog.Default())
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = s.Close() })
-		shares[i] = s
-	}
+	shares := newShares(b, 2)
 	ds := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {

@@ -425,16 +425,7 @@ func othersSums(s *keys.Share, key string) (req, tok, open int64) {
 // sums alone are held as counted when they arrive.
 func TestShareCarriesTheSeconds(t *testing.T) {
 	t.Parallel()
-	srv := metertest.NewServer(t)
-	var shares []*keys.Share
-	for range 2 {
-		s, err := keys.NewShare(metertest.Connect(t, srv).Conn(), slog.Default())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		shares = append(shares, s)
-	}
+	shares := newShares(t, 2)
 	secs := []usage.LimitSecond{{Unix: 1_800_000_000, Requests: 2, Tokens: 40}, {Unix: 1_800_000_030, Requests: 1, Tokens: 9_000_000_000}}
 	shares[0].Publish([]usage.LimitCounts{{KeyID: "k", Requests: 3, Tokens: 9_000_000_040, Open: 1, Seq: 1, Seconds: secs}})
 	var got []usage.LimitSecond
@@ -599,16 +590,7 @@ func TestFullSyncTakesOverAnExpiredLease(t *testing.T) {
 // before it but the seconds of later changes.
 func TestShareMergesChanges(t *testing.T) {
 	t.Parallel()
-	srv := metertest.NewServer(t)
-	var shares []*keys.Share
-	for range 2 {
-		s, err := keys.NewShare(metertest.Connect(t, srv).Conn(), slog.Default())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		shares = append(shares, s)
-	}
+	shares := newShares(t, 2)
 	now := time.Now().Unix()
 	sec := func(ago int64, req int64) usage.LimitSecond {
 		return usage.LimitSecond{Unix: now - ago, Requests: req, Tokens: 10 * req}
@@ -650,4 +632,21 @@ func TestShareMergesChanges(t *testing.T) {
 	// Seconds that have left the minute are forgotten.
 	pub(usage.LimitCounts{KeyID: "k", Requests: 2, Tokens: 20, Seq: 14, Partial: true, Seconds: []usage.LimitSecond{sec(61, 1)}})
 	heard([]usage.LimitSecond{sec(20, 1), sec(0, 1)}, "a second past the minute")
+}
+
+// newShares starts n limit shares, each on a connection of its own to
+// one fresh JetStream server: n gateways' shares.
+func newShares(tb testing.TB, n int) []*keys.Share {
+	tb.Helper()
+	srv := metertest.NewServer(tb)
+	shares := make([]*keys.Share, n)
+	for i := range shares {
+		s, err := keys.NewShare(metertest.Connect(tb, srv).Conn(), slog.Default())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = s.Close() })
+		shares[i] = s
+	}
+	return shares
 }
