@@ -142,25 +142,7 @@ func TestAClientsPathLike404IsRelayed(t *testing.T) {
 			anthropicBody, "cntr_1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			st, hits := refusingStack(t, http.StatusNotFound, c.answer, func(c *gateway.Config) {
-				for i := range c.Providers {
-					if c.Providers[i].Name == "bad-openai" {
-						c.Providers[i].PrefixRoutes = gateway.PrefixAll
-					}
-				}
-			})
-			for i := range 2 {
-				code, body, id := st.send(t, c.req)
-				if code != http.StatusNotFound || !strings.Contains(body, c.want) {
-					t.Fatalf("request %d: client got %d %s, want the upstream's 404", i, code, body)
-				}
-				if evs := st.sink.eventsOf(id); len(evs) != 1 || evs[0].Attempt != 1 || evs[0].Status != usage.StatusUpstreamError {
-					t.Fatalf("request %d: events %+v, want the one attempt", i, evs)
-				}
-			}
-			if n := hits.Load(); n != 2 {
-				t.Errorf("the upstream got %d requests, want 2: a client's 404 rests nothing", n)
-			}
+			wantRelayed404(t, c.answer, c.req, c.want)
 		})
 	}
 }

@@ -314,3 +314,30 @@ func wantRested(t *testing.T, st *stack, req errorUnder200Request, bad string, h
 		t.Errorf("the failing upstream got %d requests, want 1 (then resting)", n)
 	}
 }
+
+// wantRelayed404 checks that a 404 answer, a client's own (an id it sent,
+// a provider/model name it chose: "bad-openai" routes every name), sent
+// as req twice, reaches the client as it came (saying want), one attempt
+// each, and rests nothing: the upstream is asked both times.
+func wantRelayed404(t *testing.T, answer errorAnswer, req errorUnder200Request, want string) {
+	t.Helper()
+	st, hits := refusingStack(t, http.StatusNotFound, answer, func(c *gateway.Config) {
+		for i := range c.Providers {
+			if c.Providers[i].Name == "bad-openai" {
+				c.Providers[i].PrefixRoutes = gateway.PrefixAll
+			}
+		}
+	})
+	for i := range 2 {
+		code, body, id := st.send(t, req)
+		if code != http.StatusNotFound || !strings.Contains(body, want) {
+			t.Fatalf("request %d: client got %d %s, want the upstream's 404", i, code, body)
+		}
+		if evs := st.sink.eventsOf(id); len(evs) != 1 || evs[0].Attempt != 1 || evs[0].Status != usage.StatusUpstreamError {
+			t.Fatalf("request %d: events %+v, want the one attempt", i, evs)
+		}
+	}
+	if n := hits.Load(); n != 2 {
+		t.Errorf("the upstream got %d requests, want 2: a client's 404 rests nothing", n)
+	}
+}
