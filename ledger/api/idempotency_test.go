@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -170,5 +171,71 @@ func TestRefundAndReversalAreIdempotentByTheirTarget(t *testing.T) {
 	s.adm("GET", "/admin/v1/customers/"+cust+"/balance", "", http.StatusOK, &b)
 	if b.Balance != "0" { // −10 charged + 3 credited + 10 refunded − 3 reversed
 		t.Errorf("balance = %s, want 0 (one refund, one reversal)", b.Balance)
+	}
+}
+
+// TestIdempotencyKeyHeader: a credit or an adjustment whose key comes in
+// the Idempotency-Key header (the IETF httpapi draft's, Stripe's and
+// most payment APIs' spelling) is as idempotent as one with the body's
+// idempotency_key: a retry with the same body is the first entry and the
+// balance moves once, another body is 409, and a header that disagrees
+// with the body's key is 400. The header was ignored: a client retrying a
+// top-up with it was credited twice, and a reuse with another amount
+// credited again instead of being refused.
+func TestIdempotencyKeyHeader(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	post := func(path, key, body string) (int, []byte) {
+		t.Helper()
+		req, err := http.NewRequest("POST", s.admin+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, b
+	}
+	for _, kind := range []string{"credits", "adjustments"} {
+		cust, _, _ := s.customer(`{"name":"header-` + kind + `"}`)
+		path := "/admin/v1/customers/" + cust + "/" + kind
+		key := "topup-" + cust
+		var first, again ledger.Entry
+		status, b := post(path, key, `{"amount":"5","memo":"jan"}`)
+		if status != http.StatusCreated || json.Unmarshal(b, &first) != nil {
+			t.Fatalf("POST %s with Idempotency-Key = %d %s, want 201", path, status, b)
+		}
+		status, b = post(path, key, `{"amount":"5","memo":"jan"}`)
+		if status != http.StatusCreated || json.Unmarshal(b, &again) != nil || again != first {
+			t.Errorf("POST %s again with the same Idempotency-Key = %d %s, want 201 with the first entry %+v", path, status, b, first)
+		}
+		if first.IdempotencyKey != key {
+			t.Errorf("entry's idempotency_key = %q, want the header's %q", first.IdempotencyKey, key)
+		}
+		var e apiError
+		status, b = post(path, key, `{"amount":"6","memo":"jan"}`)
+		if status != http.StatusConflict || json.Unmarshal(b, &e) != nil || !strings.Contains(e.Error.Message, "the amount differs") {
+			t.Errorf("POST %s with the same Idempotency-Key and another amount = %d %s, want 409 saying the amount differs", path, status, b)
+		}
+		status, b = post(path, key, `{"amount":"5","memo":"jan","idempotency_key":"`+key+`"}`)
+		if status != http.StatusCreated || json.Unmarshal(b, &again) != nil || again != first {
+			t.Errorf("POST %s with the key in the header and the body = %d %s, want 201 with the first entry", path, status, b)
+		}
+		status, b = post(path, key, `{"amount":"5","memo":"jan","idempotency_key":"other"}`)
+		invalid(t, "an Idempotency-Key header unlike the body's idempotency_key", status, b, "Idempotency-Key")
+		var bal ledger.Balance
+		s.adm("GET", "/admin/v1/customers/"+cust+"/balance", "", http.StatusOK, &bal)
+		if bal.Balance != "5" {
+			t.Errorf("%s: balance = %s, want 5 (one entry)", kind, bal.Balance)
+		}
 	}
 }
