@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -69,6 +70,12 @@ func (a *Admin) listOverrides(w http.ResponseWriter, r *http.Request) {
 	a.respond(w, r, http.StatusOK, map[string]any{"data": out}, err)
 }
 
+// idempotencyKeyHeader is the request header that may carry a credit's or
+// an adjustment's idempotency key instead of the body's idempotency_key:
+// the IETF httpapi draft's name, which Stripe and most payment APIs use.
+// Given with the body's key, the two must be equal.
+const idempotencyKeyHeader = "Idempotency-Key"
+
 // addEntry serves POST /customers/{id}/credits and /adjustments.
 func (a *Admin) addEntry(kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -76,6 +83,16 @@ func (a *Admin) addEntry(kind string) http.HandlerFunc {
 		if err := decode(r, &in); err != nil {
 			a.fail(w, r, err)
 			return
+		}
+		// Ignored, the header let a client that retried a top-up with it
+		// be credited twice.
+		if h := r.Header.Get(idempotencyKeyHeader); h != "" {
+			if in.IdempotencyKey != "" && in.IdempotencyKey != h {
+				a.fail(w, r, &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf(
+					"%s: header %q and body idempotency_key %q differ; give one key", idempotencyKeyHeader, h, in.IdempotencyKey)})
+				return
+			}
+			in.IdempotencyKey = h
 		}
 		e, err := a.store.AddEntry(r.Context(), chi.URLParam(r, "id"), kind, in)
 		a.respond(w, r, http.StatusCreated, e, err)
