@@ -33,6 +33,13 @@ var macroRE = regexp.MustCompile(`\$__(\w+)\(`)
 // before sending it, over a fixed time range: it expands the $__ macros and
 // replaces template variables ($name, ${name}, [[name]]) with vars' values.
 func expandMacros(sql string, vars map[string]string) (string, error) {
+	return expandMacrosIn(sql, vars, testFrom, testTo)
+}
+
+// expandMacrosIn is expandMacros over the range from, to: SQL expressions of
+// a timestamptz, as Grafana sends a dashboard's range (its $__timeFilter is
+// BETWEEN the two, both included).
+func expandMacrosIn(sql string, vars map[string]string, testFrom, testTo string) (string, error) {
 	for {
 		loc := macroRE.FindStringSubmatchIndex(sql)
 		if loc == nil {
