@@ -97,7 +97,8 @@ func batchError(err error) error {
 }
 
 // loadPricing reads the price versions of the batch's models and the
-// overrides of its customers.
+// overrides of its customers, holding the price book lock shared until tx
+// ends.
 func loadPricing(ctx context.Context, tx pgx.Tx, events []usage.Event) (*pricing, error) {
 	// Sets, not slices.Contains: a batch of thousands of events has
 	// hundreds of customers.
@@ -115,6 +116,10 @@ func loadPricing(ctx context.Context, tx pgx.Tx, events []usage.Event) (*pricing
 			seen[events[i].CustomerID] = struct{}{}
 			customers = append(customers, events[i].CustomerID)
 		}
+	}
+	// Shared, before the book is read: see the price book lock.
+	if _, err := tx.Exec(ctx, priceBookLockShared); err != nil {
+		return nil, fmt.Errorf("price book lock: %w", err)
 	}
 	p := &pricing{book: map[string][]Price{}, overrides: map[string][]usage.Override{}}
 	prices, err := queryPrices(ctx, tx, `WHERE model = ANY($1)`, models)

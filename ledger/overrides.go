@@ -120,6 +120,9 @@ func (s *Store) CreateOverride(ctx context.Context, customerID string, in Overri
 		return Override{}, err
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockPriceBook(ctx, tx); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('overrides:' || $1::text || $2))`, customerID, o.Model); err != nil {
 			return dbError(err, "customer "+customerID)
 		}
@@ -172,6 +175,9 @@ func (s *Store) CreateOverride(ctx context.Context, customerID string, in Overri
 		_, err = outbox(ctx, tx, "customer", customerID) // the gateways show costs on these terms
 		return err
 	})
+	if busy := priceBookBusy(err, "override of customer "+customerID); busy != nil {
+		return Override{}, busy
+	}
 	if ErrorCode(err) != "" {
 		return Override{}, err
 	}

@@ -166,6 +166,9 @@ func (s *Store) CreatePrice(ctx context.Context, in PriceInput) (Price, error) {
 		return Price{}, err
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockPriceBook(ctx, tx); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('prices:' || $1))`, p.Model); err != nil {
 			return err
 		}
@@ -195,6 +198,9 @@ func (s *Store) CreatePrice(ctx context.Context, in PriceInput) (Price, error) {
 		_, err = outbox(ctx, tx, "price", p.Model) // the gateways show costs at this price
 		return err
 	})
+	if busy := priceBookBusy(err, "price for "+p.Model); busy != nil {
+		return Price{}, busy
+	}
 	if ErrorCode(err) != "" {
 		return Price{}, err
 	}
