@@ -61,3 +61,74 @@ func TestABatchRacingABackdatedPriceIsReRated(t *testing.T) {
 		})
 	}
 }
+
+// TestAPriceChangeHoldsTheMeterBackBoundedly: a price version waits for the
+// meter's batches in flight, and while it waits Postgres queues the
+// meter's new batches behind it. Behind a batch held open (paused before
+// its commit here; in life, one waiting for a row, or a re-rating's), the
+// version gives up after its lock timeout (EUnavailable: try again), and
+// the meter's other batches go on.
+func TestAPriceChangeHoldsTheMeterBackBoundedly(t *testing.T) {
+	s, c, k := setup(t)
+	ctx := context.Background()
+	c2, k2 := newCustomer(t, s)
+	now := time.Now().UTC()
+	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1",
+		EffectiveFrom: now.AddDate(0, -1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	usd := usage.Tokens{PromptTokens: 1_000_000}
+	paused, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		_, err := s.WriteEventsPausedForTest(ctx, []usage.Event{newEvent(c.ID, k.ID, "m", now, usd)}, func() {
+			close(paused)
+			<-release
+		})
+		held <- err
+	}()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	<-paused
+	version := ledger.PriceInput{Model: "m", Currency: "USD", Input: "2", Output: "2", EffectiveFrom: now.Add(-time.Hour)}
+	changed := make(chan error, 1)
+	go func() {
+		_, err := s.CreatePrice(ctx, version)
+		changed <- err
+	}()
+	waitForALockWait(t, s)
+	other := make(chan error, 1)
+	go func() {
+		_, err := s.WriteEvents(ctx, []usage.Event{newEvent(c2.ID, k2.ID, "m", now, usd)})
+		other <- err
+	}()
+	select {
+	case err := <-changed:
+		if ledger.ErrorCode(err) != ledger.EUnavailable {
+			t.Fatalf("a price version behind a batch held open: %v; want EUnavailable", err)
+		}
+		t.Logf("the price version gave up: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the price version still waits for a batch held open 30 s")
+	}
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Fatalf("another customer's batch: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("another customer's batch still waits behind the price version after 30 s")
+	}
+	close(release)
+	released = true
+	if err := <-held; err != nil {
+		t.Fatalf("the held batch: %v", err)
+	}
+	if _, err := s.CreatePrice(ctx, version); err != nil {
+		t.Fatalf("the price version tried again: %v", err)
+	}
+}
