@@ -43,7 +43,8 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 }
 
 // parseOpenAIRequest checks the fields of an OpenAI request body the
-// gateway acts on, whatever the endpoint: model, stream, stream_options.
+// gateway acts on, whatever the endpoint: model, stream, stream_options,
+// service_tier, and no fallback models (provider.CheckOneModel).
 // The fields' values are slices of body, which must not change after.
 func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 	r := &chatRequest{}
@@ -76,6 +77,11 @@ func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 	if err := openai.StandardTier(r.fields["service_tier"]); err != nil {
 		return nil, err
 	}
+	for _, name := range provider.FallbackMembers {
+		if err := provider.CheckOneModel(name, r.fields[name]); err != nil {
+			return nil, err
+		}
+	}
 	if raw, ok := r.fields["stream_options"]; ok && !isNull(raw) {
 		if r.includeUsage, ok = scanIncludeUsage(raw); !ok {
 			var so struct {
@@ -101,9 +107,10 @@ func (r *chatRequest) oneChoice() bool {
 
 // checkPassedKeys refuses body, parsed into r, when one of the members the
 // gateway acts on (model, stream, stream_options, and stream_options'
-// include_usage, service_tier, modalities, audio, n, and what a prompt's
-// estimate counts: messages, tools, functions, response_format,
-// prediction) is not sent once and spelled exactly
+// include_usage, service_tier, modalities, audio, n, the fallback models
+// of provider.FallbackMembers, and what a prompt's estimate counts:
+// messages, tools, functions, response_format, prediction) is not sent
+// once and spelled exactly
 // (provider.CheckPassedBody): the gateway reads them by their exact keys,
 // while the other members go upstream as they are, to upstreams that may
 // match keys as encoding/json does (any case, ſ for s). "Stream":true would
@@ -115,7 +122,7 @@ func (r *chatRequest) oneChoice() bool {
 // estimate counted "tools").
 func (r *chatRequest) checkPassedKeys(body []byte) error {
 	if err := provider.CheckPassedBody(body, "model", "stream", "stream_options", "service_tier", "modalities", "audio", "n",
-		"messages", "tools", "functions", "response_format", "prediction"); err != nil {
+		"messages", "tools", "functions", "response_format", "prediction", "models", "fallbacks"); err != nil {
 		return err
 	}
 	if raw := r.fields["messages"]; len(raw) > 0 {

@@ -84,14 +84,15 @@ func readMessages(r *http.Request, body []byte) (provider.Call, error) {
 }
 
 // readRequest is readMessages, which refuses options Anthropic bills at
-// other rates (standardPricing) when priced. What an estimate reads of the
+// other rates (standardPricing), and server-side fallback models
+// (provider.CheckOneModel), when priced. What an estimate reads of the
 // prompt (messages, system, tools: PromptText, by encoding/json, without
 // regard to case) must be sent once and spelled exactly, as Anthropic reads
 // it: "messages":[a long prompt],"Messages":[hi] sent the long prompt and
 // had a cut stream billed the estimate of "hi".
 func readRequest(r *http.Request, body []byte, priced bool) (provider.Call, error) {
 	if err := provider.CheckPassedBody(body, "model", "stream", "speed", "inference_geo",
-		"messages", "system", "tools"); err != nil {
+		"messages", "system", "tools", "fallbacks"); err != nil {
 		return provider.Call{}, err
 	}
 	if priced {
@@ -104,14 +105,22 @@ func readRequest(r *http.Request, body []byte, priced bool) (provider.Call, erro
 		Stream bool   `json:"stream"`
 	}
 	var raw struct {
-		Model    json.RawMessage `json:"model"`
-		Metadata json.RawMessage `json:"metadata"`
-		Messages json.RawMessage `json:"messages"`
-		System   json.RawMessage `json:"system"`
+		Model     json.RawMessage `json:"model"`
+		Metadata  json.RawMessage `json:"metadata"`
+		Messages  json.RawMessage `json:"messages"`
+		System    json.RawMessage `json:"system"`
+		Fallbacks json.RawMessage `json:"fallbacks"`
 	}
 	if err := json.Unmarshal(body, &raw); err == nil && !utf8.Valid(raw.Model) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
 			"model: is not valid UTF-8")
+	}
+	if priced {
+		// Server-side fallback would serve (and have Anthropic bill)
+		// another model than the one routed, allowed and priced.
+		if err := provider.CheckOneModel("fallbacks", raw.Fallbacks); err != nil {
+			return provider.Call{}, err
+		}
 	}
 	// The estimate reads each message and block by encoding/json too
 	// (PromptText); a tool_use block's input is the tool's own JSON,

@@ -128,14 +128,15 @@ func TextOnly(fields map[string]json.RawMessage) error {
 // ("background": true) is refused: the upstream answers at once with a
 // queued response without usage and generates afterwards, out of the
 // gateway's sight, so the generation would be neither billed nor held by
-// the key's spend, token or concurrency limits. What an estimate reads of
+// the key's spend, token or concurrency limits. So are fallback models
+// (provider.CheckOneModel). What an estimate reads of
 // the prompt (input, instructions, tools, text: ResponsesPrompt, by
 // encoding/json, without regard to case) must be sent once and spelled
 // exactly, as the upstream reads it: "input":[a long prompt],"Input":"hi"
 // sent the long prompt and had a cut stream billed the estimate of "hi".
 func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 	if err := provider.CheckPassedBody(body, "model", "stream", "background", "service_tier",
-		"input", "instructions", "tools", "text"); err != nil {
+		"input", "instructions", "tools", "text", "models", "fallbacks"); err != nil {
 		return provider.Call{}, err
 	}
 	var req struct {
@@ -150,6 +151,8 @@ func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 		User             any             `json:"user"`
 		Metadata         json.RawMessage `json:"metadata"`
 		Input            json.RawMessage `json:"input"`
+		Models           json.RawMessage `json:"models"`
+		Fallbacks        json.RawMessage `json:"fallbacks"`
 	}
 	if err := json.Unmarshal(body, &raw); err == nil && !utf8.Valid(raw.Model) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
@@ -171,6 +174,12 @@ func readResponses(_ *http.Request, body []byte) (provider.Call, error) {
 	}
 	if err := StandardTier(raw.ServiceTier); err != nil {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request", err.Error())
+	}
+	if err := provider.CheckOneModel("models", raw.Models); err != nil {
+		return provider.Call{}, err
+	}
+	if err := provider.CheckOneModel("fallbacks", raw.Fallbacks); err != nil {
+		return provider.Call{}, err
 	}
 	if req.Background {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",

@@ -267,6 +267,32 @@ func CheckPassedBody(body []byte, names ...string) error {
 	return nil
 }
 
+// FallbackMembers are the request members with which an upstream serves
+// other models than the one it was sent, within one round trip, and bills
+// the one that served: Anthropic's server-side fallback ("fallbacks":
+// "default" or [{"model": …}], beta server-side-fallback-2026-06-01),
+// OpenRouter's "models" list (and its Messages endpoint's "fallbacks"),
+// LiteLLM's and other gateways' "fallbacks". Every route that passes a
+// body on checks them (CheckPassedBody, then CheckOneModel).
+var FallbackMembers = []string{"models", "fallbacks"}
+
+// CheckOneModel refuses (400, naming the member) a request member name of
+// FallbackMembers whose value raw (nil when absent) names models for the
+// upstream to serve in place of the one the gateway routed, checked
+// against the key's allowed_models and priced: anything but null and
+// "off" (Anthropic's fallback turned off). A request served so was billed
+// at the price of the model asked for, whatever model served it, and a key
+// reached models outside its allowed_models.
+func CheckOneModel(name string, raw []byte) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" || string(raw) == `"off"` {
+		return nil
+	}
+	return Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+		name+": fallback models are not served here: the upstream would serve, and bill, a model the gateway did not route, "+
+			"check against the key's allowed_models or price; ask for each model by its own request")
+}
+
 // ambiguousKeyDecoded is jsonscan.AmbiguousKey by encoding/json's tokenizer, which
 // follows any nesting encoding/json accepts: a top-level member of obj
 // that encoding/json would match to one of names (without regard to case,
