@@ -90,3 +90,58 @@ func TestUpstreamModelFallbacksRefused(t *testing.T) {
 		t.Errorf("%d events, want %d", n, served)
 	}
 }
+
+// TestAnthropicAdvisorToolRefused: Anthropic's advisor tool
+// ({"type":"advisor_20260301","name":"advisor","model":…}, beta
+// advisor-tool-2026-03-01) has the executor model consult another, stronger
+// model server-side within the request, billed at that model's rates and
+// reported among usage.iterations[], which the gateway sums and prices as
+// the model routed: a key allowed only a cheap model had an expensive one
+// generate, billed at the cheap one's price (found by a hostile client's
+// review). A tool that runs a model of its own (an advisor type, or a tool
+// naming a model) is refused (400) before any upstream request; so is one
+// spelled so that parsers may read it differently. Ordinary tools pass.
+func TestAnthropicAdvisorToolRefused(t *testing.T) {
+	up, upstreamBodies := recordingUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"haiku-upstream","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn",`+
+			`"usage":{"input_tokens":3,"output_tokens":1,"iterations":[{"type":"message","input_tokens":3,"output_tokens":1},{"type":"advisor_message","model":"opus-upstream","input_tokens":900,"output_tokens":1700}]}}`)
+	})
+	st := newStack(t, nil)
+	gw := startGateway(t, gateway.Config{
+		Providers: []gateway.ProviderConfig{{Name: "ant", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "sk-ant-123456789"}},
+		Models:    []gateway.ModelConfig{{Name: "claude-cheap", Provider: "ant", UpstreamModel: "haiku-upstream"}},
+	}, gateway.Deps{Providers: providers(), Keys: keys{extra: map[string]usage.KeyState{
+		"tg-cheap": {CustomerID: testCustomer, KeyID: "0197a3c2-0000-7000-8000-0000000000f2", AllowedModels: []string{"claude-cheap"}},
+	}}, Sink: st.sink, Journal: st.journal})
+	st.url = "http://" + gw.Addr()
+	const head = `{"model":"claude-cheap","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"tools":[`
+	const fn = `{"name":"f","description":"a tool","input_schema":{"type":"object","properties":{"model":{"type":"string"},"Model":{"type":"string"}}}}`
+	served := 0
+	for _, c := range []struct {
+		tools string
+		ok    bool
+	}{
+		{`{"type":"advisor_20260301","name":"advisor","model":"opus-upstream"}`, false},
+		{fn + `,{"type":"advisor_20260301","name":"advisor"}`, false},
+		{`{"type":"advisor_20260301","name":"advisor","type":"custom","input_schema":{"type":"object"}}`, false},
+		{`{"name":"advisor","model":"opus-upstream","input_schema":{"type":"object"}}`, false},
+		{`{"name":"f","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral","ttl":"1h","ttl":"5m"}}`, false},
+		{fn, true},
+		{fn + `,{"type":"web_search_20250305","name":"web_search","max_uses":1}`, true},
+	} {
+		body := head + c.tools + `]}`
+		code, got := answer(t, st.post(t, "/anthropic/v1/messages", body, "Authorization", "Bearer tg-cheap"))
+		switch {
+		case c.ok && code != http.StatusOK:
+			t.Errorf("%s: %d %.300s; want 200", body, code, got)
+		case !c.ok && code != http.StatusBadRequest:
+			t.Errorf("%s: %d %.300s; want 400", body, code, got)
+		}
+		if c.ok {
+			served++
+		}
+	}
+	if got := upstreamBodies(); len(got) != served {
+		t.Errorf("the upstream got %d requests, want the %d without a tool running another model: %q", len(got), served, got)
+	}
+}
