@@ -84,8 +84,9 @@ func readMessages(r *http.Request, body []byte) (provider.Call, error) {
 }
 
 // readRequest is readMessages, which refuses options Anthropic bills at
-// other rates (standardPricing), and server-side fallback models
-// (provider.CheckOneModel), when priced. What an estimate reads of the
+// other rates (standardPricing), server-side fallback models
+// (provider.CheckOneModel) and tools that run a model of their own
+// (modelTool), when priced. What an estimate reads of the
 // prompt (messages, system, tools: PromptText, by encoding/json, without
 // regard to case) must be sent once and spelled exactly, as Anthropic reads
 // it: "messages":[a long prompt],"Messages":[hi] sent the long prompt and
@@ -109,6 +110,7 @@ func readRequest(r *http.Request, body []byte, priced bool) (provider.Call, erro
 		Metadata  json.RawMessage `json:"metadata"`
 		Messages  json.RawMessage `json:"messages"`
 		System    json.RawMessage `json:"system"`
+		Tools     json.RawMessage `json:"tools"`
 		Fallbacks json.RawMessage `json:"fallbacks"`
 	}
 	if err := json.Unmarshal(body, &raw); err == nil && !utf8.Valid(raw.Model) {
@@ -124,15 +126,27 @@ func readRequest(r *http.Request, body []byte, priced bool) (provider.Call, erro
 	}
 	// The estimate reads each message and block by encoding/json too
 	// (PromptText); a tool_use block's input is the tool's own JSON,
-	// counted as written.
+	// counted as written. So are the tools, whose type, model and
+	// cache_control the checks here read by encoding/json (a tool's
+	// input_schema and input_examples are the client's own JSON, an MCP
+	// toolset's configs are keyed by its tools' names).
 	for _, m := range []struct {
-		name string
-		v    json.RawMessage
-	}{{"messages", raw.Messages}, {"system", raw.System}} {
+		name   string
+		v      json.RawMessage
+		opaque []string
+	}{{"messages", raw.Messages, []string{"input"}}, {"system", raw.System, []string{"input"}},
+		{"tools", raw.Tools, []string{"input_schema", "input_examples", "configs"}}} {
 		if len(m.v) > 0 {
-			if err := provider.CheckFoldedKeys(m.name, m.v, "input"); err != nil {
+			if err := provider.CheckFoldedKeys(m.name, m.v, m.opaque...); err != nil {
 				return provider.Call{}, err
 			}
+		}
+	}
+	if priced {
+		if what, ok := modelTool(raw.Tools); ok {
+			return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
+				what+": a tool that runs a model of its own is not served here: Anthropic bills that model's tokens at its rates, "+
+					"within this request's usage, and the gateway neither routed it, checked it against the key's allowed_models, nor prices it")
 		}
 	}
 	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
@@ -156,6 +170,31 @@ func readRequest(r *http.Request, body []byte, priced bool) (provider.Call, erro
 			b, err := provider.SetMember(body, "model", openai.AppendString(nil, model))
 			return "/messages", b, err
 		}}, nil
+}
+
+// modelTool finds a tool in tools (a Messages request's tools array) that
+// runs a model of its own within the request: the advisor tool
+// ({"type":"advisor_20260301","model":…}, beta advisor-tool-2026-03-01),
+// whose consultations Anthropic bills at the advisor model's rates and
+// reports among usage.iterations[] (which the tap sums, as the model
+// routed), or any tool naming a model. It returns which, and true.
+// Keys are read exactly, once each (the caller refused folded spellings).
+func modelTool(tools json.RawMessage) (string, bool) {
+	var ts []map[string]json.RawMessage
+	if json.Unmarshal(tools, &ts) != nil {
+		return "", false // not an array of objects: the upstream's to refuse
+	}
+	for i, t := range ts {
+		var typ string
+		_ = json.Unmarshal(t["type"], &typ)
+		if strings.HasPrefix(strings.ToLower(typ), "advisor") {
+			return fmt.Sprintf("tools[%d] (%s)", i, typ), true
+		}
+		if m := bytes.TrimSpace(t["model"]); len(m) > 0 && string(m) != "null" {
+			return fmt.Sprintf("tools[%d].model", i), true
+		}
+	}
+	return "", false
 }
 
 // standardPricing refuses (400) a Messages request that Anthropic bills at
