@@ -349,6 +349,40 @@ func TestPremiumPricedOptionsRefused(t *testing.T) {
 	}
 }
 
+// TestCacheTTLSpelledTwiceRefused: the 1-hour cache check read a
+// cache_control as encoding/json does, its last ttl and its last
+// cache_control winning, and passed the body on unchanged: a top-level
+// cache_control (automatic caching) with "ttl":"1h","ttl":"5m", or a
+// "1h" one followed by another without a ttl, passed as the 5-minute
+// cache, for an upstream that reads the first to write the 1-hour cache
+// at twice the input price, billed at the price book's 5-minute
+// cache_write (found by a hostile client's review). Such spellings are
+// refused (400); one cache_control of "5m" passes.
+func TestCacheTTLSpelledTwiceRefused(t *testing.T) {
+	st := newStack(t, nil)
+	const head = `{"model":"claude-sim","max_tokens":5,"messages":[{"role":"user","content":"hi"}],`
+	for _, c := range []struct {
+		body string
+		ok   bool
+	}{
+		{head + `"cache_control":{"type":"ephemeral","ttl":"1h","ttl":"5m"}}`, false},
+		{head + `"cache_control":{"type":"ephemeral","ttl":"1h"},"cache_control":{"type":"ephemeral"}}`, false},
+		{head + `"cache_control":{"type":"ephemeral","TTL":"1h","ttl":"5m"}}`, false},
+		{head + `"cache_control":{"type":"ephemeral","ttl":"5m"}}`, true},
+	} {
+		code, got := answer(t, st.post(t, "/anthropic/v1/messages", c.body))
+		switch {
+		case c.ok && code != http.StatusOK:
+			t.Errorf("%s: %d %.300s; want 200", c.body, code, got)
+		case !c.ok && code != http.StatusBadRequest:
+			t.Errorf("%s: %d %.300s; want 400", c.body, code, got)
+		}
+	}
+	if n := st.sink.count(); n != 1 {
+		t.Errorf("%d events, want the 1 request served", n)
+	}
+}
+
 // TestRequestsRefusedWhileTheJournalCannotWrite: with its data disk full,
 // the gateway went on serving requests whose crash journal records and
 // final events could not be written, lost to a kill or a shutdown (found
