@@ -93,7 +93,7 @@ func readMessages(r *http.Request, body []byte) (provider.Call, error) {
 // had a cut stream billed the estimate of "hi".
 func readRequest(r *http.Request, body []byte, priced bool) (provider.Call, error) {
 	if err := provider.CheckPassedBody(body, "model", "stream", "speed", "inference_geo",
-		"messages", "system", "tools", "fallbacks"); err != nil {
+		"messages", "system", "tools", "fallbacks", "cache_control"); err != nil {
 		return provider.Call{}, err
 	}
 	if priced {
@@ -112,6 +112,7 @@ func readRequest(r *http.Request, body []byte, priced bool) (provider.Call, erro
 		System    json.RawMessage `json:"system"`
 		Tools     json.RawMessage `json:"tools"`
 		Fallbacks json.RawMessage `json:"fallbacks"`
+		Cache     json.RawMessage `json:"cache_control"`
 	}
 	if err := json.Unmarshal(body, &raw); err == nil && !utf8.Valid(raw.Model) {
 		return provider.Call{}, provider.Err(http.StatusBadRequest, "invalid_request_error", "invalid_request",
@@ -129,13 +130,15 @@ func readRequest(r *http.Request, body []byte, priced bool) (provider.Call, erro
 	// counted as written. So are the tools, whose type, model and
 	// cache_control the checks here read by encoding/json (a tool's
 	// input_schema and input_examples are the client's own JSON, an MCP
-	// toolset's configs are keyed by its tools' names).
+	// toolset's configs are keyed by its tools' names), and the top-level
+	// cache_control (automatic caching), whose ttl cacheTTL reads: a
+	// "ttl":"1h","ttl":"5m" passed as the 5-minute cache.
 	for _, m := range []struct {
 		name   string
 		v      json.RawMessage
 		opaque []string
 	}{{"messages", raw.Messages, []string{"input"}}, {"system", raw.System, []string{"input"}},
-		{"tools", raw.Tools, []string{"input_schema", "input_examples", "configs"}}} {
+		{"tools", raw.Tools, []string{"input_schema", "input_examples", "configs"}}, {"cache_control", raw.Cache, nil}} {
 		if len(m.v) > 0 {
 			if err := provider.CheckFoldedKeys(m.name, m.v, m.opaque...); err != nil {
 				return provider.Call{}, err
