@@ -43,8 +43,7 @@ func parseChatRequest(body []byte) (*chatRequest, error) {
 }
 
 // parseOpenAIRequest checks the fields of an OpenAI request body the
-// gateway acts on, whatever the endpoint: model, stream, stream_options,
-// service_tier, and no fallback models (provider.CheckOneModel).
+// gateway acts on, whatever the endpoint: model, stream, stream_options.
 // The fields' values are slices of body, which must not change after.
 func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 	r := &chatRequest{}
@@ -76,11 +75,6 @@ func parseOpenAIRequest(body []byte) (*chatRequest, error) {
 	}
 	if err := openai.StandardTier(r.fields["service_tier"]); err != nil {
 		return nil, err
-	}
-	for _, name := range provider.FallbackMembers {
-		if err := provider.CheckOneModel(name, r.fields[name]); err != nil {
-			return nil, err
-		}
 	}
 	if raw, ok := r.fields["stream_options"]; ok && !isNull(raw) {
 		if r.includeUsage, ok = scanIncludeUsage(raw); !ok {
@@ -119,7 +113,8 @@ func (r *chatRequest) oneChoice() bool {
 // usage report the gateway asks for. A later "Messages" was the prompt a
 // translation (Anthropic's) sent upstream, while an estimate counted
 // "messages" (and a later "Tools" the tool definitions it sent, while the
-// estimate counted "tools").
+// estimate counted "tools"). It also refuses fallback models
+// (provider.CheckOneModel).
 func (r *chatRequest) checkPassedKeys(body []byte) error {
 	if err := provider.CheckPassedBody(body, "model", "stream", "stream_options", "service_tier", "modalities", "audio", "n",
 		"messages", "tools", "functions", "response_format", "prediction", "models", "fallbacks"); err != nil {
@@ -135,6 +130,15 @@ func (r *chatRequest) checkPassedKeys(body []byte) error {
 	if raw := r.fields["stream_options"]; len(raw) > 0 && raw[0] == '{' {
 		if err := provider.CheckPassedBody(raw, "include_usage"); err != nil {
 			return fmt.Errorf("stream_options: %w", err)
+		}
+	}
+	// No fallback models: the upstream would serve another model than the
+	// one routed, allowed and priced. (Checked here, on the request's way
+	// in, not in parseOpenAIRequest, which also reads journaled bodies for
+	// a crashed request's estimate.)
+	for _, name := range provider.FallbackMembers {
+		if err := provider.CheckOneModel(name, r.fields[name]); err != nil {
+			return err
 		}
 	}
 	return nil
