@@ -150,15 +150,38 @@ const usageRollups = `(SELECT *, 0 AS not_charged FROM usage_hourly) AS usage_ho
 // usageMixed is the rollups of the whole hours of the range, [$10, $11),
 // and the events of its parts within an hour, [$4, $10) and [$11, $5)
 // (empty when the bound is whole), for a rollup grouping whose from or to
-// is not a whole hour; $9 is chargedEvents' end user filter, given empty.
+// is not a whole hour, of one customer ($1, required; $9, the end user
+// filter of the other sources, is given empty). Each part names the
+// customer and its own times, as an index reads them, and an edge
+// event's rerate entries are found by its id, as Event finds them. The
+// events were chargedEvents over the whole range less the whole hours:
+// it read every rerate entry of the customer's range to join the few
+// events of the edges (720 ms of 722 for a customer with 400,000
+// re-rated events, a review), and, planned once for any parameters (a
+// generic plan: pgx prepares the query, and after five executions
+// Postgres may), every event of the range.
 const usageMixed = `(SELECT customer_id, hour, key_id, model, currency, requests, unpriced_requests, prompt_tokens,
     cached_tokens, cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, charge_e12,
     0 AS not_charged
-  FROM usage_hourly WHERE hour >= $10 AND hour < $11
+  FROM usage_hourly WHERE customer_id = NULLIF($1, '')::uuid AND hour >= $10 AND hour < $11
   UNION ALL
-  SELECT customer_id, hour, key_id, model, currency, requests, unpriced_requests, prompt_tokens, cached_tokens,
-    cache_write_tokens, completion_tokens, reasoning_tokens, web_search_requests, charge_e12, not_charged
-  FROM (` + chargedEvents + ` AND (e.occurred_at < $10 OR e.occurred_at >= $11)) AS edges) AS usage_hourly`
+  ` + edgeEvents + ` AND e.occurred_at >= $4 AND e.occurred_at < $10 AND e.occurred_at < $5
+  UNION ALL
+  ` + edgeEvents + ` AND e.occurred_at >= $11 AND e.occurred_at >= $4 AND e.occurred_at < $5) AS usage_hourly`
+
+// edgeEvents is usage_hourly's shape computed from the customer's events
+// ($1) of a part of an hour, whose times the caller adds (within [$4,
+// $5), and within the part: a range within one hour has no whole hour,
+// $10 = $11 the next), each with the rerate entries of its id dated in
+// [$4, $5) (chargedEvents' rule).
+const edgeEvents = `SELECT e.customer_id, date_trunc('hour', e.occurred_at) AS hour, e.key_id, e.model,
+    coalesce(r.currency, e.currency) AS currency, 1 AS requests,
+    (e.unpriced AND r.currency IS NULL)::int AS unpriced_requests, e.prompt_tokens, e.cached_tokens,
+    e.cache_write_tokens, e.completion_tokens, e.reasoning_tokens, e.web_search_requests,
+    e.cost_e12::numeric * (10000 - e.discount_bp) * 0.0001 - coalesce(r.amount, 0) AS charge_e12, 0 AS not_charged
+  FROM usage_events e LEFT JOIN LATERAL (SELECT max(currency) AS currency, sum(amount_e12) AS amount
+    FROM ledger_entries WHERE event_id = e.id AND kind = 'rerate' AND effective_at >= $4 AND effective_at < $5) r ON true
+  WHERE e.customer_id = NULLIF($1, '')::uuid AND $9 = ''`
 
 // usageFromAttempts is usageFromEvents with the attempts not charged
 // added, at no charge, for the groupings by deployment and provider.
