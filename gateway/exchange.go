@@ -452,6 +452,9 @@ func (x *exchange) settle() {
 		}
 	}
 	if x.responded {
+		if e.Stream && refusedAfterReport(r) {
+			r.Usage, r.Reported = usage.Tokens{}, false // as if it had reported nothing: Resolve bills nothing
+		}
 		e.Usage, e.UsageSource = r.Resolve(x.s.est, x.promptText)
 		if r.ReasoningOutside && e.UsageSource == usage.SourceUpstream && !usage.HasCorrection(e.Corrections, usage.CorrectionReasoningOutsideCompletion) {
 			e.Corrections = strings.TrimPrefix(e.Corrections+","+usage.CorrectionReasoningOutsideCompletion, ",")
@@ -476,6 +479,19 @@ func (x *exchange) settle() {
 		level = slog.LevelWarn
 	}
 	logRequest(x.ctx, x.s.log, level, e, x.retry)
+}
+
+// refusedAfterReport reports whether r is of a stream the provider refused
+// after a usage report that was not its last: its error frame came before
+// any output (which clears r.Began), and no final report followed. A report
+// so far, of the prompt alone (a Gemini chunk whose usageMetadata counts
+// only the prompt, a vLLM role chunk under continuous_usage_stats), is no
+// bill of a refusal, which bills nothing (docs/billing.md), as Anthropic's
+// tap drops message_start's figures at an error before any content: the
+// request was billed its prompt as partial only because the provider
+// reported progress before it refused.
+func refusedAfterReport(r *tap.Report) bool {
+	return r.Reported && !r.Final && r.Error != "" && !r.Began && r.Output.Len() == 0
 }
 
 // addHiddenReasoning adds to an event whose usage the provider never
