@@ -162,7 +162,8 @@ func (x *exchange) unreadableBody(body []byte, err error) {
 // whatever its Content-Type said) is billed from bodyUsage, as passBody
 // bills it, or estimated from its bytes: it is relayed, so never free.
 // endEvent is the route's provider.Route.EndEvent: with one, a stream that
-// ends without it is recorded as cut short. billedEnd, the route's
+// ends without it is recorded as cut short; without one, a stream that
+// ends before any finish reason is (see streamEnd). billedEnd, the route's
 // provider.Route.BilledEnd, when not nil, writes the usage billed into the
 // end event of a stream whose usage was not the provider's as it reported
 // it (estimated, partly, or corrected: reportedAsBilled).
@@ -238,7 +239,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				x.flush()
 				panic(http.ErrAbortHandler)
 			}
-			if endEvent != "" && sawData && !x.report.Ended && !x.report.Final && x.report.Error == "" {
+			if end := streamEnd(endEvent, &x.report); sawData && end != "" {
 				// The protocol ends every stream with its own event, and
 				// this one ended without it, and before the provider's
 				// final usage report (Anthropic's message_delta, with the
@@ -246,7 +247,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				// short upstream, as a stream that broke is (what was
 				// relayed is billed, its usage estimated when the provider
 				// reported none).
-				x.report.Error = "upstream stream ended without " + endEvent + ": cut short"
+				x.report.Error = "upstream stream ended without " + end + ": cut short"
 				x.brokeAfterStart(nil)
 			}
 			x.markComplete() // every upstream byte is forwarded below
@@ -629,4 +630,24 @@ func (s *Server) readCall(w http.ResponseWriter, r *http.Request, env provider.E
 		return call, nil, false
 	}
 	return call, body, true
+}
+
+// streamEnd names what a stream whose body ended with report r lacked to
+// be whole, or is "" when it was whole or failed already (r.Error): the
+// route's endEvent, unless r is Ended or Final; for a route without one
+// (Gemini's, whose chunks end with a candidate's finishReason, and whose
+// final usage report is the usageMetadata of that chunk or a later one),
+// a finish reason, unless r has one (Vertex AI puts one on every chunk,
+// so a cut there goes unseen). The chat route reads its translations'
+// ends the same way (relayChatStream).
+func streamEnd(endEvent string, r *tap.Report) string {
+	switch {
+	case r.Error != "" || r.Ended || r.Final:
+		return ""
+	case endEvent != "":
+		return endEvent
+	case r.FinishReason == "":
+		return "a finish reason"
+	}
+	return ""
 }
