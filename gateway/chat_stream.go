@@ -190,7 +190,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	if out.gaveWay {
 		return // nothing was written: the exchange's end retires its event
 	}
-	if c := x.cause(); errors.Is(c, errQuietAfterUsage) || errors.Is(c, errUsageKnown) || errors.Is(c, errUsageKnownNoSlot) {
+	if c := x.cause(); errors.Is(c, errQuietAfterUsage) || errors.Is(c, errQuietAfterError) || errors.Is(c, errUsageKnown) || errors.Is(c, errUsageKnownNoSlot) {
 		readErr = nil // the end, as a [DONE] would have said; or all that was to be read
 	}
 	out.bodyRead = done && rd.SourceEnded()

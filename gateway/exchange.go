@@ -30,6 +30,7 @@ var (
 	errDrainTimeoutReported = errors.New("client gone; the upstream had reported usage, but its stream did not end within drain_timeout")
 	errBodyNotEnded         = errors.New("upstream body did not end soon after [DONE]")
 	errQuietAfterUsage      = errors.New("upstream sent nothing within a second of its usage chunk: taken as the stream's end")
+	errQuietAfterError      = errors.New("upstream's stream went on a second after its error: taken as its end")
 	errUsageKnown           = errors.New("client gone after the upstream's last usage report; its stream had not ended a second after that report, and the rest was not read")
 	errUsageKnownNoSlot     = errors.New("client gone after the upstream's last usage report, with no drain slot free (max_drains): the rest of its stream was not read")
 	errDrainsFull           = errors.New("client gone; max_drains streams were already draining, or this customer's share of them")
@@ -79,6 +80,9 @@ type exchange struct {
 	cut        bool // a cut-off ended the response: nothing more is written
 	httpStatus int  // the status sent (under wmu)
 	cutTimer   *time.Timer
+	// errorEnd ends the upstream's stream afterUsageWait after its error
+	// frame (see errorFrame).
+	errorEnd *time.Timer
 	// writeDeadlineAt is when (since start) the client connection's write
 	// deadline was last moved on, if writeDeadlineSet (see
 	// armWriteDeadline; under wmu).
@@ -277,6 +281,9 @@ func (x *exchange) finish() {
 	if x.stall != nil {
 		x.stallOff.Store(true)
 		x.stall.Stop()
+	}
+	if x.errorEnd != nil {
+		x.errorEnd.Stop()
 	}
 	x.wmu.Lock()
 	if x.cutTimer != nil {

@@ -192,10 +192,19 @@ func (x *exchange) brokeAfterStart(cause error) {
 // message_start does, the deployment failed, though the client may have
 // had its first byte and no other attempt can follow (see
 // brokeAfterStart); an error of the client's side rests nothing.
+// The error ends the stream (Anthropic's error event is its last; an
+// OpenAI error chunk is followed by [DONE] or by nothing): an upstream
+// that holds its body open after it is cut off afterUsageWait later
+// (errQuietAfterError), the end taken as the provider's error, rather
+// than holding the client to stall_timeout and recording a timeout the
+// upstream never had.
 //
 //go:noinline
 func (x *exchange) errorFrame(ev *sse.Event) {
 	if serverSide(eventError(ev)) {
 		x.upstreamFailed = true
+	}
+	if x.errorEnd == nil {
+		x.errorEnd = timerCancel(x, afterUsageWait, errQuietAfterError)
 	}
 }
