@@ -60,9 +60,47 @@ func newScrubber(p *ProviderConfig) *scrubber {
 // scrubFor scrubs text of the secrets of the provider named name.
 func (s *Server) scrubFor(name, text string) string {
 	if p := s.routes.providers[name]; p != nil && p.scrub != nil {
-		return p.scrub.r.Replace(text)
+		text = p.scrub.r.Replace(text)
+		if i, j := cutAt(p.scrub, text); i >= 0 {
+			text = text[:i] + string(p.scrub.byNews[j])
+		}
 	}
 	return text
+}
+
+// minCut is the shortest first part of a secret that cutAt finds at the
+// end of a text: shorter ones (a key's "sk-proj-", a URL's "https://") are no
+// secret, and would be found in ordinary text.
+const minCut = 9
+
+// cutAt finds where text ends in the first part, minCut bytes or more, of
+// one of sc's secrets, the rest of it cut off (a body read to a bound,
+// then scrubbed: an echoed key across the bound): it returns where that
+// part begins and which secret's it is, or -1. A whole secret was
+// replaced before. It looks at the last bytes of text alone, fewer than
+// the secret's length, and allocates nothing.
+func cutAt[T string | []byte](sc *scrubber, text T) (int, int) {
+	for j, old := range sc.olds {
+		for i := max(0, len(text)-len(old)+1); len(text)-i >= minCut; i++ {
+			if isPrefix(old, text[i:]) {
+				return i, j
+			}
+		}
+	}
+	return -1, 0
+}
+
+// isPrefix reports whether part is the first len(part) bytes of secret.
+func isPrefix[T string | []byte](secret []byte, part T) bool {
+	if len(part) > len(secret) {
+		return false
+	}
+	for i := range len(part) {
+		if part[i] != secret[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // scrubBytes scrubs b of the secrets of the provider named name, returning
@@ -76,6 +114,9 @@ func (s *Server) scrubBytes(name string, b []byte) []byte {
 		if bytes.Contains(b, old) {
 			b = bytes.ReplaceAll(b, old, p.scrub.byNews[i])
 		}
+	}
+	if i, j := cutAt(p.scrub, b); i >= 0 {
+		b = append(b[:i:i], p.scrub.byNews[j]...)
 	}
 	return b
 }
