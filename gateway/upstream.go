@@ -459,7 +459,10 @@ const maxAnswer = 64 << 20
 // readBody reads a whole upstream body (at most maxAnswer) under the stall
 // timer, which bounds the silence between its bytes (Gemini's array-form
 // streamGenerateContent sends its elements as they are generated), not
-// the time the whole body takes.
+// the time the whole body takes. A UTF-8 byte order mark at its start
+// (which some proxies write, and JSON's RFC 8259 has ignored) is dropped:
+// left in, it made every decoder refuse the answer, whose usage was then
+// estimated, or the answer refused 502 where it is translated.
 func (s *Server) readBody(x *exchange, body io.Reader) ([]byte, error) {
 	x.stallOff.Store(false) // stopped between an embeddings request's batches
 	x.armStall()
@@ -467,8 +470,11 @@ func (s *Server) readBody(x *exchange, body io.Reader) ([]byte, error) {
 	if err != nil && x.cause() != nil {
 		err = x.cause()
 	}
-	return b, err
+	return bytes.TrimPrefix(b, utf8BOM), err
 }
+
+// utf8BOM is the UTF-8 byte order mark, U+FEFF.
+var utf8BOM = []byte("\ufeff")
 
 // failure is the status to answer and record for an upstream that failed
 // after its headers: 504 and timeout when it stalled, else 502.
