@@ -456,22 +456,31 @@ func transientStatus(status int) bool {
 // than the same answer not streamed.
 const maxAnswer = 64 << 20
 
-// readBody reads a whole upstream body (at most maxAnswer) under the stall
-// timer, which bounds the silence between its bytes (Gemini's array-form
-// streamGenerateContent sends its elements as they are generated), not
-// the time the whole body takes. A UTF-8 byte order mark at its start
+// readBody reads a whole upstream body (at most maxAnswer; a longer one is
+// errAnswerTooLarge) under the stall timer, which bounds the silence
+// between its bytes (Gemini's array-form streamGenerateContent sends its
+// elements as they are generated), not the time the whole body takes. A UTF-8 byte order mark at its start
 // (which some proxies write, and JSON's RFC 8259 has ignored) is dropped:
 // left in, it made every decoder refuse the answer, whose usage was then
 // estimated, or the answer refused 502 where it is translated.
 func (s *Server) readBody(x *exchange, body io.Reader) ([]byte, error) {
 	x.stallOff.Store(false) // stopped between an embeddings request's batches
 	x.armStall()
-	b, err := io.ReadAll(io.LimitReader(touchReader{x, body}, maxAnswer))
+	b, err := io.ReadAll(io.LimitReader(touchReader{x, body}, maxAnswer+1))
 	if err != nil && x.cause() != nil {
 		err = x.cause()
 	}
+	if err == nil && len(b) > maxAnswer {
+		return nil, errAnswerTooLarge
+	}
 	return bytes.TrimPrefix(b, utf8BOM), err
 }
+
+// errAnswerTooLarge is readBody's error for a body past maxAnswer: read
+// as if it ended there, it was relayed cut off (a 200 of broken JSON, or
+// an error event) and its 64 MiB billed as output, estimated. It fails the
+// attempt as a body cut off mid-way does, billing none of its output.
+var errAnswerTooLarge = errors.New("the upstream's answer passed 64 MiB, the gateway's bound on a whole body")
 
 // utf8BOM is the UTF-8 byte order mark, U+FEFF.
 var utf8BOM = []byte("\ufeff")
