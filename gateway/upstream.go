@@ -19,12 +19,13 @@ import (
 
 // callUpstream sends the upstream request of x (path below the provider's
 // base URL, body, and extra headers) and returns the response once its
-// headers arrive with status 200, unless its body is a web page
-// (webPage). Otherwise it answers the client itself (502 unreachable or
-// redirected, 504 no answer within connect_timeout, a non-streamed
-// request's stall_timeout or what is left of request_timeout, 502 for any
-// other status below 400 or a web page, or the upstream's own status and
-// error, scrubbed) and returns nil.
+// headers arrive with status 200, unless its body is a web page (webPage)
+// or in a Content-Encoding the gateway cannot read (unaskedCoding).
+// Otherwise it answers the client itself (502 unreachable or redirected,
+// 504 no answer within connect_timeout, a non-streamed request's
+// stall_timeout or what is left of request_timeout, 502 for any other
+// status below 400, a web page or an unasked coding, or the upstream's
+// own status and error, scrubbed) and returns nil.
 func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, header http.Header) *http.Response {
 	up, err := s.upstreamRequest(x.ctx, rt.provider, path, body, header)
 	if err != nil {
@@ -55,6 +56,12 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		s.relayUpstreamError(x, rt, resp)
+		return nil
+	}
+	if coding := unaskedCoding(resp.Header); coding != "" {
+		resp.Body.Close()
+		x.refusedWith = http.StatusBadGateway // metrics: the provider's refusal
+		x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errors.New(codingMessage(coding)))
 		return nil
 	}
 	if what := x.webPage(resp); what != "" {
