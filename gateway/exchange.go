@@ -132,6 +132,10 @@ type exchange struct {
 	draining   bool          // holds a drain slot; written before left closes
 	drainTimer *time.Timer
 	responded  bool // the upstream answered 200
+	// untilClose: the upstream's 200 body has no length to fall short of
+	// (HTTP/1's body ended by the connection's close: no Content-Length,
+	// not chunked), so readBody checks that its JSON is whole.
+	untilClose bool
 	unreached  bool // the upstream could not be reached (metrics: kind "unreachable")
 	// refusedWith is the HTTP status the upstream's refusal is answered
 	// with (its own, or 502 for a redirect), 0 if it did not refuse: the

@@ -71,6 +71,7 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 		return nil
 	}
 	x.responded = true
+	x.untilClose = resp.ProtoMajor == 1 && resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && !resp.Uncompressed
 	x.checkpoint() // the journal learns the upstream answered: it bills from here
 	x.body = boundedBody{x: x, body: resp.Body}
 	resp.Body = &x.body
@@ -480,8 +481,30 @@ func (s *Server) readBody(x *exchange, body io.Reader) ([]byte, error) {
 	if err == nil && len(b) > maxAnswer {
 		return nil, errAnswerTooLarge
 	}
-	return bytes.TrimPrefix(b, utf8BOM), err
+	b = bytes.TrimPrefix(b, utf8BOM)
+	if err == nil && x.untilClose && cutJSON(b) {
+		err = errCutAtClose
+	}
+	return b, err
 }
+
+// cutJSON reports whether b begins a JSON object or array that ends
+// before its value does (its first value incomplete; what follows a
+// whole value is not looked at).
+func cutJSON(b []byte) bool {
+	if !jsonStart(b) || json.Valid(b) {
+		return false
+	}
+	err := json.NewDecoder(bytes.NewReader(b)).Decode(new(json.RawMessage))
+	return errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// errCutAtClose is readBody's error for a body ended by the connection's
+// close (untilClose) whose JSON ends before its value does: the answer
+// was cut off, as a body short of its Content-Length is (and is failed
+// as that one is), though its framing cannot show it. Relayed, the client
+// got a 200 of JSON it cannot parse, and was billed its bytes as output.
+var errCutAtClose = fmt.Errorf("the upstream closed the connection before the end of its answer's JSON: %w", io.ErrUnexpectedEOF)
 
 // errAnswerTooLarge is readBody's error for a body past maxAnswer: read
 // as if it ended there, it was relayed cut off (a 200 of broken JSON, or
