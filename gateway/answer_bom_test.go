@@ -15,8 +15,20 @@ import (
 // "cl", "gem") answer every request with body, as application/json.
 func bodyStack(t *testing.T, body string) *stack {
 	t.Helper()
+	return typedStack(t, "application/json", body)
+}
+
+// sseStack is bodyStack answering with body as text/event-stream.
+func sseStack(t *testing.T, body string) *stack {
+	t.Helper()
+	return typedStack(t, "text/event-stream", body)
+}
+
+// typedStack is bodyStack answering with body under contentType.
+func typedStack(t *testing.T, contentType, body string) *stack {
+	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", contentType)
 		_, _ = io.WriteString(w, body)
 	}))
 	t.Cleanup(up.Close)
