@@ -54,10 +54,11 @@ func (u *responsesUsage) meter() (t usage.Tokens, ok bool) {
 // one, so that one of another type than the API's (a number where a string
 // is) loses only itself.
 type responseObject struct {
-	Model  json.RawMessage `json:"model"`
-	Status json.RawMessage `json:"status"`
-	Usage  json.RawMessage `json:"usage"`
-	Error  json.RawMessage `json:"error"`
+	Model             json.RawMessage `json:"model"`
+	Status            json.RawMessage `json:"status"`
+	Usage             json.RawMessage `json:"usage"`
+	Error             json.RawMessage `json:"error"`
+	IncompleteDetails json.RawMessage `json:"incomplete_details"`
 }
 
 // responsesEvent is one stream event's data, held raw as responseObject
@@ -258,7 +259,9 @@ func addOutputItems(output json.RawMessage, r *tap.Report) []json.RawMessage {
 }
 
 // observeResponse records what a response object says: the model served,
-// the finish reason its status means, and its usage, final once the status
+// the finish reason its status means (an incomplete one's by its
+// incomplete_details.reason: "length" for max_output_tokens,
+// "content_filter" for a content filter's), and its usage, final once the status
 // is a terminal one. It reports whether it took a usage report.
 func observeResponse(resp *responseObject, r *tap.Report) bool {
 	if model, _ := text(resp.Model); model != "" {
@@ -269,7 +272,13 @@ func observeResponse(resp *responseObject, r *tap.Report) bool {
 	case "completed":
 		r.FinishReason = "stop"
 	case "incomplete":
-		r.FinishReason = "length"
+		r.FinishReason = "length" // max_output_tokens, the reason but one
+		var d struct{ Reason json.RawMessage }
+		if json.Unmarshal(resp.IncompleteDetails, &d) == nil {
+			if reason, _ := text(d.Reason); reason == "content_filter" {
+				r.FinishReason = "content_filter"
+			}
+		}
 	case "failed":
 		r.FinishReason = "error"
 		if r.Error == "" {
