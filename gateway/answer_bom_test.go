@@ -43,6 +43,41 @@ func typedStack(t *testing.T, contentType, body string) *stack {
 	})
 }
 
+// wholeAnswers are a whole answer of every route, with the request it
+// answers and the usage it bills.
+var wholeAnswers = []struct {
+	name, path, req, body string
+	want                  usage.Tokens
+}{
+	{"chat", "/v1/chat/completions", `{"model":"om","messages":[{"role":"user","content":"hello there"}]}`,
+		`{"id":"chatcmpl-x","object":"chat.completion","created":1700000000,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":"the whole answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":21,"completion_tokens":340,"total_tokens":361}}`,
+		usage.Tokens{PromptTokens: 21, CompletionTokens: 340}},
+	{"chat stream answered with a body", "/v1/chat/completions", `{"model":"om","stream":true,"messages":[{"role":"user","content":"hello there"}]}`,
+		`{"id":"chatcmpl-x","object":"chat.completion","created":1700000000,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":"the whole answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":21,"completion_tokens":340,"total_tokens":361}}`,
+		usage.Tokens{PromptTokens: 21, CompletionTokens: 340}},
+	{"legacy completions", "/v1/completions", `{"model":"om","prompt":"hello"}`,
+		`{"id":"c","object":"text_completion","created":1,"model":"gpt-x","choices":[{"text":"hi","index":0,"finish_reason":"stop"}],"usage":{"prompt_tokens":77,"completion_tokens":88,"total_tokens":165}}`,
+		usage.Tokens{PromptTokens: 77, CompletionTokens: 88}},
+	{"embeddings", "/v1/embeddings", `{"model":"om","input":"hello"}`,
+		`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"gpt-x","usage":{"prompt_tokens":77,"total_tokens":77}}`,
+		usage.Tokens{PromptTokens: 77}},
+	{"responses", "/v1/responses", `{"model":"om","input":"hello"}`,
+		`{"id":"resp_1","object":"response","status":"completed","model":"gpt-x","output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]}],"usage":{"input_tokens":77,"input_tokens_details":{"cached_tokens":7},"output_tokens":88,"output_tokens_details":{"reasoning_tokens":8},"total_tokens":165}}`,
+		usage.Tokens{PromptTokens: 77, CachedTokens: 7, CompletionTokens: 88, ReasoningTokens: 8}},
+	{"anthropic native", "/anthropic/v1/messages", `{"model":"cl","max_tokens":10,"messages":[{"role":"user","content":"hello"}]}`,
+		`{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"cache_read_input_tokens":200,"output_tokens":50}}`,
+		usage.Tokens{PromptTokens: 210, CachedTokens: 200, CompletionTokens: 50}},
+	{"anthropic chat", "/v1/chat/completions", `{"model":"cl","messages":[{"role":"user","content":"hello"}]}`,
+		`{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"cache_read_input_tokens":200,"output_tokens":50}}`,
+		usage.Tokens{PromptTokens: 210, CachedTokens: 200, CompletionTokens: 50}},
+	{"gemini native", "/gemini/v1beta/models/gem:generateContent", `{"contents":[{"role":"user","parts":[{"text":"x"}]}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"hi there"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":30,"candidatesTokenCount":40,"thoughtsTokenCount":5,"totalTokenCount":75}}`,
+		usage.Tokens{PromptTokens: 30, CompletionTokens: 45, ReasoningTokens: 5}},
+	{"gemini chat", "/v1/chat/completions", `{"model":"gem","messages":[{"role":"user","content":"hello"}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"hi there"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":30,"candidatesTokenCount":40,"thoughtsTokenCount":5,"totalTokenCount":75}}`,
+		usage.Tokens{PromptTokens: 30, CompletionTokens: 45, ReasoningTokens: 5}},
+}
+
 // TestAnswerWithAByteOrderMarkIsBilledFromItsUsage: an upstream (a
 // proxy on .NET or Windows writes one) that began its whole JSON answer
 // with a UTF-8 byte order mark lost the provider's usage on every route:
@@ -56,38 +91,7 @@ func typedStack(t *testing.T, contentType, body string) *stack {
 // the provider reported it.
 func TestAnswerWithAByteOrderMarkIsBilledFromItsUsage(t *testing.T) {
 	const bom = "\xef\xbb\xbf"
-	for _, c := range []struct {
-		name, path, req, body string
-		want                  usage.Tokens
-	}{
-		{"chat", "/v1/chat/completions", `{"model":"om","messages":[{"role":"user","content":"hello there"}]}`,
-			`{"id":"chatcmpl-x","object":"chat.completion","created":1700000000,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":"the whole answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":21,"completion_tokens":340,"total_tokens":361}}`,
-			usage.Tokens{PromptTokens: 21, CompletionTokens: 340}},
-		{"chat stream answered with a body", "/v1/chat/completions", `{"model":"om","stream":true,"messages":[{"role":"user","content":"hello there"}]}`,
-			`{"id":"chatcmpl-x","object":"chat.completion","created":1700000000,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":"the whole answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":21,"completion_tokens":340,"total_tokens":361}}`,
-			usage.Tokens{PromptTokens: 21, CompletionTokens: 340}},
-		{"legacy completions", "/v1/completions", `{"model":"om","prompt":"hello"}`,
-			`{"id":"c","object":"text_completion","created":1,"model":"gpt-x","choices":[{"text":"hi","index":0,"finish_reason":"stop"}],"usage":{"prompt_tokens":77,"completion_tokens":88,"total_tokens":165}}`,
-			usage.Tokens{PromptTokens: 77, CompletionTokens: 88}},
-		{"embeddings", "/v1/embeddings", `{"model":"om","input":"hello"}`,
-			`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2]}],"model":"gpt-x","usage":{"prompt_tokens":77,"total_tokens":77}}`,
-			usage.Tokens{PromptTokens: 77}},
-		{"responses", "/v1/responses", `{"model":"om","input":"hello"}`,
-			`{"id":"resp_1","object":"response","status":"completed","model":"gpt-x","output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]}],"usage":{"input_tokens":77,"input_tokens_details":{"cached_tokens":7},"output_tokens":88,"output_tokens_details":{"reasoning_tokens":8},"total_tokens":165}}`,
-			usage.Tokens{PromptTokens: 77, CachedTokens: 7, CompletionTokens: 88, ReasoningTokens: 8}},
-		{"anthropic native", "/anthropic/v1/messages", `{"model":"cl","max_tokens":10,"messages":[{"role":"user","content":"hello"}]}`,
-			`{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"cache_read_input_tokens":200,"output_tokens":50}}`,
-			usage.Tokens{PromptTokens: 210, CachedTokens: 200, CompletionTokens: 50}},
-		{"anthropic chat", "/v1/chat/completions", `{"model":"cl","messages":[{"role":"user","content":"hello"}]}`,
-			`{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"cache_read_input_tokens":200,"output_tokens":50}}`,
-			usage.Tokens{PromptTokens: 210, CachedTokens: 200, CompletionTokens: 50}},
-		{"gemini native", "/gemini/v1beta/models/gem:generateContent", `{"contents":[{"role":"user","parts":[{"text":"x"}]}]}`,
-			`{"candidates":[{"content":{"parts":[{"text":"hi there"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":30,"candidatesTokenCount":40,"thoughtsTokenCount":5,"totalTokenCount":75}}`,
-			usage.Tokens{PromptTokens: 30, CompletionTokens: 45, ReasoningTokens: 5}},
-		{"gemini chat", "/v1/chat/completions", `{"model":"gem","messages":[{"role":"user","content":"hello"}]}`,
-			`{"candidates":[{"content":{"parts":[{"text":"hi there"}],"role":"model"},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":30,"candidatesTokenCount":40,"thoughtsTokenCount":5,"totalTokenCount":75}}`,
-			usage.Tokens{PromptTokens: 30, CompletionTokens: 45, ReasoningTokens: 5}},
-	} {
+	for _, c := range wholeAnswers {
 		t.Run(c.name, func(t *testing.T) {
 			st := bodyStack(t, bom+c.body)
 			resp := st.post(t, c.path, c.req)
