@@ -482,11 +482,46 @@ func (s *Server) readBody(x *exchange, body io.Reader) ([]byte, error) {
 		return nil, errAnswerTooLarge
 	}
 	b = bytes.TrimPrefix(b, utf8BOM)
-	if err == nil && x.untilClose && cutJSON(b) {
-		err = errCutAtClose
+	if err == nil {
+		b = dropTail(b)
+		if x.untilClose && cutJSON(b) {
+			err = errCutAtClose
+		}
 	}
 	return b, err
 }
+
+// dropTail returns b, a whole body, without the bytes that follow its
+// JSON object or array when they begin no JSON value (a proxy's NUL
+// padding, a stray word or comment after the closing brace): every
+// decoder, the gateway's and its clients', refused the answer for them,
+// so that its usage was estimated, or the answer refused 502, or a chat
+// stream's client given an error event in place of the answer the usage
+// was billed for. A second value after the first (two answers, or JSON
+// lines) is left for the routes to read as they do, and so is a body
+// that begins no JSON value or whose value does not end. Only a body
+// that does not end as an object or array does (past blanks) is decoded
+// to find its end.
+func dropTail(b []byte) []byte {
+	t := bytes.TrimRight(b, " \t\r\n")
+	if !jsonStart(b) || t[len(t)-1] == '}' || t[len(t)-1] == ']' {
+		return b
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if dec.Decode(&skipValue{}) != nil {
+		return b
+	}
+	end := dec.InputOffset()
+	if rest := bytes.TrimLeft(b[end:], " \t\r\n"); len(rest) > 0 && (rest[0] == '{' || rest[0] == '[') {
+		return b
+	}
+	return b[:end]
+}
+
+// skipValue decodes a JSON value into nothing (the decoder checks it).
+type skipValue struct{}
+
+func (*skipValue) UnmarshalJSON([]byte) error { return nil }
 
 // cutJSON reports whether b begins a JSON object or array that ends
 // before its value does (its first value incomplete; what follows a
