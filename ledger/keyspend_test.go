@@ -213,14 +213,34 @@ func TestALimitChangeHoldsTheMeterBackBoundedly(t *testing.T) {
 	c2, k2 := newCustomer(t, s) // another customer's key: its batch shares no row with the paused one
 	usd := usage.Tokens{PromptTokens: 1_000_000}
 	now := time.Now().UTC()
+	changeGivesUpBehindAHeldBatch(t, s, "the limit change", newEvent(c.ID, k.ID, "m", now, usd), newEvent(c2.ID, k2.ID, "m", now, usd), func() error {
+		_, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{DailyLimit: ledger.Of("50")})
+		return err
+	})
+	// Tried again, the change goes through, and counts the batch.
+	if _, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{DailyLimit: ledger.Of("50")}); err != nil {
+		t.Fatal(err)
+	}
+	wantSpend(t, s, k.ID, 1_000_000)
+}
+
+// changeGivesUpBehindAHeldBatch holds a meter batch of held open before its
+// commit, runs change (named what) beside it, and checks that change gives
+// up with EUnavailable after its lock timeout while the batch is still
+// open, and that a batch of other (another customer's event) is written
+// meanwhile, not queued behind change's wait; then it lets the held batch
+// commit.
+func changeGivesUpBehindAHeldBatch(t *testing.T, s *ledger.Store, what string, held, other usage.Event, change func() error) {
+	t.Helper()
+	ctx := context.Background()
 	paused, release := make(chan struct{}), make(chan struct{})
-	held := make(chan error, 1)
+	heldDone := make(chan error, 1)
 	go func() {
-		_, err := s.WriteEventsPausedForTest(ctx, []usage.Event{newEvent(c.ID, k.ID, "m", now, usd)}, func() {
+		_, err := s.WriteEventsPausedForTest(ctx, []usage.Event{held}, func() {
 			close(paused)
 			<-release
 		})
-		held <- err
+		heldDone <- err
 	}()
 	released := false
 	defer func() {
@@ -230,44 +250,36 @@ func TestALimitChangeHoldsTheMeterBackBoundedly(t *testing.T) {
 	}()
 	<-paused
 	changed := make(chan error, 1)
-	go func() {
-		_, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{DailyLimit: ledger.Of("50")})
-		changed <- err
-	}()
+	go func() { changed <- change() }()
 	waitForALockWait(t, s)
-	other := make(chan error, 1)
+	otherDone := make(chan error, 1)
 	go func() {
-		_, err := s.WriteEvents(ctx, []usage.Event{newEvent(c2.ID, k2.ID, "m", now, usd)})
-		other <- err
+		_, err := s.WriteEvents(ctx, []usage.Event{other})
+		otherDone <- err
 	}()
 	// Both end while the paused batch is still open.
 	select {
 	case err := <-changed:
 		if ledger.ErrorCode(err) != ledger.EUnavailable {
-			t.Fatalf("the limit change behind a batch held open: %v; want EUnavailable", err)
+			t.Fatalf("%s behind a batch held open: %v; want EUnavailable", what, err)
 		}
-		t.Logf("the limit change gave up: %v", err)
+		t.Logf("%s gave up: %v", what, err)
 	case <-time.After(30 * time.Second):
-		t.Fatal("the limit change still waits for a batch held open 30 s")
+		t.Fatalf("%s still waits for a batch held open 30 s", what)
 	}
 	select {
-	case err := <-other:
+	case err := <-otherDone:
 		if err != nil {
 			t.Fatalf("another customer's batch: %v", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("another customer's batch still waits behind the limit change after 30 s")
+		t.Fatalf("another customer's batch still waits behind %s after 30 s", what)
 	}
 	close(release)
 	released = true
-	if err := <-held; err != nil {
+	if err := <-heldDone; err != nil {
 		t.Fatalf("the held batch: %v", err)
 	}
-	// Tried again, the change goes through, and counts the batch.
-	if _, err := s.UpdateKey(ctx, k.ID, ledger.KeyPatch{DailyLimit: ledger.Of("50")}); err != nil {
-		t.Fatal(err)
-	}
-	wantSpend(t, s, k.ID, 1_000_000)
 }
 
 // waitForALockWait waits until a session of s's database waits for a lock.

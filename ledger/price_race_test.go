@@ -78,56 +78,11 @@ func TestAPriceChangeHoldsTheMeterBackBoundedly(t *testing.T) {
 		t.Fatal(err)
 	}
 	usd := usage.Tokens{PromptTokens: 1_000_000}
-	paused, release := make(chan struct{}), make(chan struct{})
-	held := make(chan error, 1)
-	go func() {
-		_, err := s.WriteEventsPausedForTest(ctx, []usage.Event{newEvent(c.ID, k.ID, "m", now, usd)}, func() {
-			close(paused)
-			<-release
-		})
-		held <- err
-	}()
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
-	<-paused
 	version := ledger.PriceInput{Model: "m", Currency: "USD", Input: "2", Output: "2", EffectiveFrom: now.Add(-time.Hour)}
-	changed := make(chan error, 1)
-	go func() {
+	changeGivesUpBehindAHeldBatch(t, s, "the price version", newEvent(c.ID, k.ID, "m", now, usd), newEvent(c2.ID, k2.ID, "m", now, usd), func() error {
 		_, err := s.CreatePrice(ctx, version)
-		changed <- err
-	}()
-	waitForALockWait(t, s)
-	other := make(chan error, 1)
-	go func() {
-		_, err := s.WriteEvents(ctx, []usage.Event{newEvent(c2.ID, k2.ID, "m", now, usd)})
-		other <- err
-	}()
-	select {
-	case err := <-changed:
-		if ledger.ErrorCode(err) != ledger.EUnavailable {
-			t.Fatalf("a price version behind a batch held open: %v; want EUnavailable", err)
-		}
-		t.Logf("the price version gave up: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the price version still waits for a batch held open 30 s")
-	}
-	select {
-	case err := <-other:
-		if err != nil {
-			t.Fatalf("another customer's batch: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("another customer's batch still waits behind the price version after 30 s")
-	}
-	close(release)
-	released = true
-	if err := <-held; err != nil {
-		t.Fatalf("the held batch: %v", err)
-	}
+		return err
+	})
 	if _, err := s.CreatePrice(ctx, version); err != nil {
 		t.Fatalf("the price version tried again: %v", err)
 	}
