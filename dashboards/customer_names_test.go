@@ -37,14 +37,7 @@ func TestBillingRevenueIsPerCustomerNotPerName(t *testing.T) {
 	var ids []string
 	var events []usage.Event
 	for i := range 2 {
-		c, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "Acme"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		k, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, k := newCustomerWithKey(ctx, t, s, "Acme")
 		ids = append(ids, "'"+c.ID+"'")
 		events = append(events, usage.Event{Version: usage.SchemaVersion, ID: uuid.NewString(), Time: now,
 			CustomerID: c.ID, KeyID: k.ID, Provider: "p", Model: "m", Endpoint: "/v1/chat/completions",

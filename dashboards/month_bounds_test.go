@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tollgate-dev/tollgate/ledger"
-	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -25,24 +23,11 @@ import (
 func TestBillingRevenueOfAMonthIsItsStatements(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, url := ledgertest.NewStoreURL(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	s, conn, c, k := newLedger(ctx, t, "Acme")
 	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	feb := jan.AddDate(0, 1, 0)
 	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "1",
 		EffectiveFrom: jan.AddDate(0, -1, 0)}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "Acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
-	if err != nil {
 		t.Fatal(err)
 	}
 	// January's last hour: 1,000,000 prompt tokens at 1 USD per 1M, 1 USD.

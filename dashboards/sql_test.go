@@ -303,3 +303,32 @@ func fillLedger(ctx context.Context, t *testing.T, s *ledger.Store) map[string]s
 	}
 	return ids
 }
+
+// newLedger is a fresh ledger for a dashboard's queries: its store, a
+// connection to its database (closed at the test's end), and a customer
+// named name with a key.
+func newLedger(ctx context.Context, t *testing.T, name string) (*ledger.Store, *pgx.Conn, ledger.Customer, ledger.Key) {
+	t.Helper()
+	s, url := ledgertest.NewStoreURL(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	c, k := newCustomerWithKey(ctx, t, s, name)
+	return s, conn, c, k
+}
+
+// newCustomerWithKey makes a customer named name with a key in s.
+func newCustomerWithKey(ctx context.Context, t *testing.T, s *ledger.Store, name string) (ledger.Customer, ledger.Key) {
+	t.Helper()
+	c, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, k
+}

@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate-dev/tollgate/ledger"
-	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -24,21 +22,8 @@ import (
 func TestUnpricedPanelsForgetEventsPricedByRerating(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, url := ledgertest.NewStoreURL(t)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	now := time.Now().UTC().Truncate(time.Second)
-	c, err := s.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _, err := s.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, conn, c, k := newLedger(ctx, t, "acme")
 	var events []usage.Event
 	for i := range 3 {
 		events = append(events, usage.Event{Version: usage.SchemaVersion, ID: uuid.NewString(),
