@@ -3,11 +3,9 @@ package gateway_test
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -27,20 +25,7 @@ func sseStack(t *testing.T, body string) *stack {
 // typedStack is bodyStack answering with body under contentType.
 func typedStack(t *testing.T, contentType, body string) *stack {
 	t.Helper()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", contentType)
-		_, _ = io.WriteString(w, body)
-	}))
-	t.Cleanup(up.Close)
-	return newStack(t, func(c *gateway.Config) {
-		c.Providers = append(c.Providers,
-			gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"},
-			gateway.ProviderConfig{Name: "gp", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "k"},
-			gateway.ProviderConfig{Name: "ap", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k"})
-		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"},
-			gateway.ModelConfig{Name: "gem", Provider: "gp", UpstreamModel: "gemini-x"},
-			gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"})
-	})
+	return encodedStack(t, contentType, "", body)
 }
 
 // wholeAnswers are a whole answer of every route, with the request it

@@ -9,31 +9,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // encodedStack is a gateway whose providers of each type (models "om",
 // "cl", "gem") answer every request 200 with body under contentType and
-// Content-Encoding coding, which the gateway never asked for.
+// Content-Encoding coding, which the gateway never asked for (none when
+// coding is "").
 func encodedStack(t *testing.T, contentType, coding, body string) *stack {
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", contentType)
-		w.Header().Set("Content-Encoding", coding)
+		if coding != "" {
+			w.Header().Set("Content-Encoding", coding)
+		}
 		_, _ = io.WriteString(w, body)
 	}))
 	t.Cleanup(up.Close)
-	return newStack(t, func(c *gateway.Config) {
-		c.Providers = append(c.Providers,
-			gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"},
-			gateway.ProviderConfig{Name: "gp", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "k"},
-			gateway.ProviderConfig{Name: "ap", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k"})
-		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"},
-			gateway.ModelConfig{Name: "gem", Provider: "gp", UpstreamModel: "gemini-x"},
-			gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"})
-	})
+	return newStack(t, threeProviders(up.URL))
 }
 
 // TestAnswerInACodingNotAskedForIsNotRelayed: the gateway asks upstreams

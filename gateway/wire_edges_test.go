@@ -375,16 +375,23 @@ func scriptedStack(t *testing.T) (st *stack, serve func(body string)) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	st = newStack(t, func(c *gateway.Config) {
+	st = newStack(t, threeProviders(up.URL))
+	return st, func(b string) { body.Store(b) }
+}
+
+// threeProviders configures a provider of each type at the upstream at
+// url: the openai provider's model "om", the gemini provider's "gem" and
+// the anthropic one's "cl".
+func threeProviders(url string) func(c *gateway.Config) {
+	return func(c *gateway.Config) {
 		c.Providers = append(c.Providers,
-			gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"},
-			gateway.ProviderConfig{Name: "gp", Type: "gemini", BaseURL: up.URL + "/v1beta", APIKey: "k"},
-			gateway.ProviderConfig{Name: "ap", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k"})
+			gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: url + "/v1", APIKey: "k"},
+			gateway.ProviderConfig{Name: "gp", Type: "gemini", BaseURL: url + "/v1beta", APIKey: "k"},
+			gateway.ProviderConfig{Name: "ap", Type: "anthropic", BaseURL: url + "/v1", APIKey: "k"})
 		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"},
 			gateway.ModelConfig{Name: "gem", Provider: "gp", UpstreamModel: "gemini-x"},
 			gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"})
-	})
-	return st, func(b string) { body.Store(b) }
+	}
 }
 
 // TestHeldLastChunkIsDeliveredWhenTheStreamBreaks: a native Gemini stream
