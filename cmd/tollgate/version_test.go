@@ -42,3 +42,24 @@ func TestVersionOfABuild(t *testing.T) {
 		t.Fatalf("versionOf without VCS = %q", got)
 	}
 }
+
+// TestVersionRefusesArguments: `tollgate version` takes no argument and
+// no flag but --help, as every other command: `version extra` and
+// `version --json` printed the version and exited 0, so a script never
+// learnt that what it asked for (JSON, say) was not there; `version
+// --help` printed the version, not its usage.
+func TestVersionRefusesArguments(t *testing.T) {
+	for _, args := range [][]string{{"version", "extra"}, {"version", "--json"}, {"--version", "-x"}} {
+		r := runTollgate(t, nil, args...)
+		checkFail(t, r, exitUsage, "tollgate version", args)
+		if r.out != "" {
+			t.Fatalf("tollgate %v: stdout %q, want nothing", args, r.out)
+		}
+	}
+	for _, args := range [][]string{{"version", "--help"}, {"version", "-h"}, {"help", "version"}} {
+		r := runTollgate(t, nil, args...)
+		if r.code != exitOK || !strings.HasPrefix(r.out, "Usage: tollgate version") || r.errOut != "" {
+			t.Fatalf("tollgate %v: exit %d, stdout %q, stderr %q; want its usage and exit 0", args, r.code, r.out, r.errOut)
+		}
+	}
+}
