@@ -96,8 +96,7 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, env fu
 		return exitOK
 	}
 	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
-		fmt.Fprintln(stdout, version())
-		return exitOK
+		return versionCommand(args[1:], stdout, stderr)
 	}
 	cmd, rest := findCommand(args)
 	if cmd == nil {

@@ -1,10 +1,42 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"runtime/debug"
 	"strings"
 )
+
+// versionUsage is `tollgate version --help`.
+const versionUsage = `Usage: tollgate version
+
+Print the build's version, VCS revision and Go version, in one line, and exit 0.
+`
+
+// versionCommand runs `tollgate version` with args (after the command's
+// name) and returns its exit code: it prints version's line; it takes no
+// argument and no flag but --help (its usage, exit 0). Anything else is a
+// usage error (exitUsage), one line on stderr.
+func versionCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, versionUsage)
+		return exitOK
+	case err == nil && fs.NArg() > 0:
+		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate version: %v; run 'tollgate version --help'.\n", err)
+		return exitUsage
+	}
+	fmt.Fprintln(stdout, version())
+	return exitOK
+}
 
 // version is the line `tollgate version` prints and the "tollgate
 // running" log line carries: the build's module version ("(devel)" for a
