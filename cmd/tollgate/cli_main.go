@@ -47,6 +47,10 @@ type command struct {
 	args    string // synopsis of its arguments and flags
 	summary string // one line, for the command list
 	example string // one or more example invocations
+	// interrupted, for a long command, says what an interruption
+	// (Ctrl-C) leaves done and how to finish: fail adds it to
+	// "interrupted".
+	interrupted string
 	// nargs is the number of positional arguments it takes.
 	nargs int
 	// idArgs: its positional arguments are ids (UUIDs), checked as an id
@@ -161,13 +165,23 @@ func checkAdminURL(adminURL string) error {
 	return nil
 }
 
-// fail prints err on stderr in one line and returns its exit code.
+// fail prints err on stderr in one line and returns its exit code. An
+// error of the command's context ended by a signal is "interrupted", with
+// the command's interrupted hint.
 func (c *cli) fail(cmd *command, err error) int {
 	if err == nil {
 		return exitOK
 	}
 	code := exitCode(err)
 	msg := err.Error()
+	if c.ctx != nil && c.ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Ctrl-C (SIGINT) or SIGTERM: Go's "context canceled" told the
+		// operator nothing.
+		msg = "interrupted"
+		if cmd.interrupted != "" {
+			msg += ": " + cmd.interrupted
+		}
+	}
 	if code == exitUsage {
 		msg += fmt.Sprintf("; run 'tollgate %s --help'", cmd.name)
 	}

@@ -55,8 +55,9 @@ func eventCommands() []*command {
 		},
 	}, {
 		name: "rerate", args: "--from TIME --to TIME [--progress]",
-		summary: "re-rate a period with the current price book, as entries (POST /admin/v1/rerate)",
-		example: "tollgate rerate --from 2026-01-01 --to 2026-02-01",
+		summary:     "re-rate a period with the current price book, as entries (POST /admin/v1/rerate)",
+		interrupted: "the batches re-rated before it are kept; run it again to finish the range",
+		example:     "tollgate rerate --from 2026-01-01 --to 2026-02-01",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			from := fs.String("from", "", "events at or after, RFC 3339 or YYYY-MM-DD (required)")
 			to := fs.String("to", "", "events before (required)")
