@@ -3,12 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/width"
 )
 
 // show prints what a command got: v as JSON with --json, else render's
@@ -77,20 +80,57 @@ func data[T any](rows []T) any {
 	}{rows}
 }
 
-// table prints rows under a header, in aligned columns, each cell shown
-// by printable.
+// table prints rows under a header, in aligned columns two spaces apart
+// (the last not padded), each cell shown by printable. A column is as
+// wide as its widest cell on a terminal (displayWidth), not in runes as
+// tabwriter counts: a name in CJK script takes two columns a character.
 func (c *cli) table(header []string, rows [][]string) {
-	w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, strings.Join(header, "\t"))
-	cells := []string{}
+	lines := make([][]string, 0, len(rows)+1)
+	lines = append(lines, header)
 	for _, r := range rows {
-		cells = cells[:0]
-		for _, v := range r {
-			cells = append(cells, printable(v))
+		cells := make([]string, len(r))
+		for i, v := range r {
+			cells[i] = printable(v)
 		}
-		fmt.Fprintln(w, strings.Join(cells, "\t"))
+		lines = append(lines, cells)
 	}
-	w.Flush()
+	var widths []int
+	for _, cells := range lines {
+		for i, v := range cells[:max(len(cells)-1, 0)] {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], displayWidth(v))
+		}
+	}
+	var b strings.Builder
+	for _, cells := range lines {
+		for i, v := range cells {
+			b.WriteString(v)
+			if i < len(cells)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-displayWidth(v)+2))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	io.WriteString(c.stdout, b.String())
+}
+
+// displayWidth is how many columns a terminal gives s: two for an East
+// Asian wide or fullwidth rune, none for a combining mark or a
+// zero-width space or joiner, one for any other.
+func displayWidth(s string) int {
+	n := 0
+	for _, r := range s {
+		switch k := width.LookupRune(r).Kind(); {
+		case unicode.In(r, unicode.Mn, unicode.Me) || r == '\u200b' || r == '\u200c' || r == '\u200d' || r == '\ufeff':
+		case k == width.EastAsianWide || k == width.EastAsianFullwidth:
+			n += 2
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 // fields prints name, value pairs as two aligned columns, each value
