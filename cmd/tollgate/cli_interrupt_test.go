@@ -67,6 +67,23 @@ func TestCLIInterruptedSaysSo(t *testing.T) {
 	}
 }
 
+// TestCLIDeadLetterReplayInterrupted: a replay stopped with Ctrl-C says
+// that the letters replayed before it are out of the dead-letter stream
+// and that running it again replays the rest.
+func TestCLIDeadLetterReplayInterrupted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer srv.Close()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupt signal received"))
+	var stdout, stderr bytes.Buffer
+	args := []string{"dlq", "replay", "--all", "--admin-url", srv.URL}
+	code := runCLI(ctx, args, &stdout, &stderr, func(string) string { return "" })
+	checkFail(t, cliResult{code: code, out: stdout.String(), errOut: stderr.String()}, exitError, "tollgate dlq replay: interrupted", args)
+	if !strings.Contains(stderr.String(), "run it again") {
+		t.Fatalf("stderr %q does not say that running it again replays the rest", stderr.String())
+	}
+}
+
 // writerFunc is an io.Writer from a func.
 type writerFunc func([]byte) (int, error)
 
