@@ -53,8 +53,9 @@ func dlqCommands() []*command {
 		},
 	}, {
 		name: "dlq replay", args: "(--seq N[,N...] | --all)",
-		summary: "send dead letters back to the usage stream once the cause is fixed, a group set aside whole as its events (POST /admin/v1/dlq/replay)",
-		example: "tollgate dlq replay --seq 3,4",
+		summary:     "send dead letters back to the usage stream once the cause is fixed, a group set aside whole as its events (POST /admin/v1/dlq/replay)",
+		interrupted: "the dead letters replayed before it are out of the dead-letter stream; run it again to replay the rest",
+		example:     "tollgate dlq replay --seq 3,4",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			seqs := fs.String("seq", "", "comma-separated sequences, as dlq list shows them")
 			all := fs.Bool("all", false, "replay every dead letter")
