@@ -80,3 +80,21 @@ func TestCLIReports(t *testing.T) {
 	}
 	s.tgFail(exitInvalid, "", "reconcile", "--from", to, "--to", from)
 }
+
+// TestCLIDownloadToAMissingDirectory: --output in a directory that does
+// not exist names that file and why, not the temporary file the download
+// would have been written to first (".jan.csv.3251767843.partial"), a
+// name the operator never gave; nothing is sent.
+func TestCLIDownloadToAMissingDirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "missing", "jan.csv")
+	for _, args := range [][]string{
+		{"export", "--from", "2026-01-01", "--to", "2026-02-01", "--output", file},
+		{"statements", "get", "--customer", "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff", "--period", "2026-01", "--format", "csv", "--output", file},
+	} {
+		args = append(args, "--admin-url", "http://127.0.0.1:1")
+		errOut := checkFail(t, runTollgate(t, nil, args...), exitError, "create "+file+": no such file or directory", args)
+		if strings.Contains(errOut, ".partial") {
+			t.Fatalf("tollgate %s: stderr %q names the temporary file", strings.Join(args, " "), errOut)
+		}
+	}
+}
