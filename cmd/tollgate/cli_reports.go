@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -84,6 +86,10 @@ func (c *cli) download(output string, show bool, fetch func(io.Writer) (int64, e
 	var tmp *os.File
 	if output != "" && output != "-" {
 		if tmp, err = os.CreateTemp(filepath.Dir(output), "."+filepath.Base(output)+".*.partial"); err != nil {
+			// Why, without the temporary file's name, which is not the operator's.
+			if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+				err = pe.Err
+			}
 			return fmt.Errorf("create %s: %w", output, err)
 		}
 		defer func() {
