@@ -55,3 +55,18 @@ func TestCLICustomersListPages(t *testing.T) {
 	s.tgFail(exitUsage, "--limit", "customers", "list", "--limit", "0")
 	s.tgFail(exitUsage, "--limit", "customers", "list", "--limit", "10001")
 }
+
+// TestCLICustomersUpdateEmptyName: --name given empty (a script's
+// --name "$NAME" with NAME unset) is a usage error, before anything is
+// sent: alone it was "nothing to change: give --name", which it had been
+// given, and beside --credit-limit it was dropped and the command exited
+// 0 without the rename.
+func TestCLICustomersUpdateEmptyName(t *testing.T) {
+	for _, args := range [][]string{
+		{"customers", "update", "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff", "--name", ""},
+		{"customers", "update", "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff", "--name", " ", "--credit-limit", "5"},
+	} {
+		args = append(args, "--admin-url", "http://127.0.0.1:1")
+		checkFail(t, runTollgate(t, nil, args...), exitUsage, "--name is empty", args)
+	}
+}

@@ -68,3 +68,16 @@ func TestCLIKeyLimits(t *testing.T) {
 	s.tgFail(exitUsage, `input: "1e3" is in exponent notation`, "prices", "create", "--model", "m", "--currency", "USD",
 		"--input", "1e3", "--output", "1", "--effective-from", "2026-01-01")
 }
+
+// TestCLIKeysUpdateEmptyName: keys update --name given empty is a usage
+// error, before anything is sent, as customers update's: beside a limit
+// it was dropped and the command exited 0 without the rename.
+func TestCLIKeysUpdateEmptyName(t *testing.T) {
+	for _, args := range [][]string{
+		{"keys", "update", "0197a3c4-aaaa-7bbb-8ccc-ddddeeeeffff", "--name", ""},
+		{"keys", "update", "0197a3c4-aaaa-7bbb-8ccc-ddddeeeeffff", "--name", "", "--daily-limit", "7"},
+	} {
+		args = append(args, "--admin-url", "http://127.0.0.1:1")
+		checkFail(t, runTollgate(t, nil, args...), exitUsage, "--name is empty", args)
+	}
+}
