@@ -78,6 +78,9 @@ func customerCommands() []*command {
 			limit := amountFlag(fs, "credit-limit", "new credit limit, as a decimal", false)
 			noLimit := fs.Bool("no-credit-limit", false, "remove the credit limit")
 			return func(c *cli, args []string) error {
+				if err := nonEmptyIfGiven(fs, "name", *name); err != nil {
+					return err
+				}
 				var patch ledger.CustomerPatch
 				if *name != "" {
 					patch.Name = name

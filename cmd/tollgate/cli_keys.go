@@ -114,6 +114,9 @@ func keyCommands() []*command {
 			}
 			allModels := fs.Bool("all-models", false, "allow every model again (clears --allowed-models)")
 			return func(c *cli, args []string) error {
+				if err := nonEmptyIfGiven(fs, "name", *name); err != nil {
+					return err
+				}
 				p, err := lf.patch(*name, remove, *allModels)
 				if err != nil {
 					return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -209,6 +210,16 @@ func requireFlags(pairs ...string) error {
 		if strings.TrimSpace(pairs[i+1]) == "" {
 			return usagef("--%s is required", pairs[i])
 		}
+	}
+	return nil
+}
+
+// nonEmptyIfGiven returns a usage error when the command line gave the
+// flag name a blank value: --name "$NAME" with NAME unset was taken as
+// --name left out, and the command went on without it.
+func nonEmptyIfGiven(fs *flag.FlagSet, name, value string) error {
+	if flagGiven(fs, name) && strings.TrimSpace(value) == "" {
+		return usagef("--%s is empty: give a value, or leave --%s out", name, name)
 	}
 	return nil
 }
