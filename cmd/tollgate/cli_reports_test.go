@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/csv"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,5 +99,27 @@ func TestCLIDownloadToAMissingDirectory(t *testing.T) {
 		if strings.Contains(errOut, ".partial") {
 			t.Fatalf("tollgate %s: stderr %q names the temporary file", strings.Join(args, " "), errOut)
 		}
+	}
+}
+
+// TestCLIStatementJSONToAFileSaysItsSize: statements get --output FILE
+// (JSON, the default format) says how much it wrote, not "0 rows": a
+// statement in JSON is one document, and finance read "Wrote 0 rows" as
+// an empty statement. The server stands in for the statement route.
+func TestCLIStatementJSONToAFileSaysItsSize(t *testing.T) {
+	body := `{"customer_id":"0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff","period":"2026-01","sections":[{"currency":"USD","lines":[{"kind":"usage","amount":"1.5"}]}]}` + "\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "jan.json")
+	r := runTollgate(t, nil, "statements", "get", "--customer", "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff", "--period", "2026-01",
+		"--output", file, "--admin-url", srv.URL)
+	if b, _ := os.ReadFile(file); r.code != exitOK || string(b) != body {
+		t.Fatalf("exit %d, stderr %q, file %q", r.code, r.errOut, b)
+	}
+	if want := fmt.Sprintf("Wrote %d B to %s.\n", len(body), file); r.errOut != want {
+		t.Fatalf("stderr %q, want %q", r.errOut, want)
 	}
 }
