@@ -40,7 +40,7 @@ func reportCommands() []*command {
 					return usagef("--json: with --format csv the statement is CSV; leave out one of them")
 				}
 				if *format == "csv" || *output != "" {
-					return c.download(*output, false, func(w io.Writer) (int64, error) {
+					return c.download(*output, false, *format == "csv", func(w io.Writer) (int64, error) {
 						return c.api.WriteStatement(c.ctx, *customer, *period, *format, w)
 					})
 				}
@@ -68,7 +68,7 @@ func reportCommands() []*command {
 				if err != nil {
 					return err
 				}
-				return c.download(*output, *progress || isTerminal(c.stderr), func(w io.Writer) (int64, error) {
+				return c.download(*output, *progress || isTerminal(c.stderr), true, func(w io.Writer) (int64, error) {
 					return c.api.Export(c.ctx, start, end, w)
 				})
 			}
@@ -77,11 +77,13 @@ func reportCommands() []*command {
 }
 
 // download writes what fetch streams to output ("" or "-": stdout),
-// showing progress on stderr when show is set. A file appears only
+// showing progress on stderr when show is set; a file written is
+// reported by its CSV rows when rows is set, else (a JSON document) by
+// its size alone. A file appears only
 // complete: it is written beside output under a temporary name (mode
 // 0600, as ledger data should be) and renamed when fetch has returned it
 // all.
-func (c *cli) download(output string, show bool, fetch func(io.Writer) (int64, error)) (err error) {
+func (c *cli) download(output string, show, rows bool, fetch func(io.Writer) (int64, error)) (err error) {
 	var dst io.Writer = c.stdout
 	var tmp *os.File
 	if output != "" && output != "-" {
@@ -119,7 +121,11 @@ func (c *cli) download(output string, show bool, fetch func(io.Writer) (int64, e
 		return fmt.Errorf("write %s: %w", output, err)
 	}
 	tmp = nil
-	c.warn(fmt.Sprintf("Wrote %s to %s.", p.Summary(), output))
+	written := p.Size()
+	if rows {
+		written = p.Summary()
+	}
+	c.warn(fmt.Sprintf("Wrote %s to %s.", written, output))
 	return nil
 }
 

@@ -71,6 +71,9 @@ func (p *Progress) Summary() string {
 	return plural(p.Rows(), "row") + " (" + byteSize(p.bytes) + ")"
 }
 
+// Size is the bytes counted so far, for people: "512 B", "1.5 kB".
+func (p *Progress) Size() string { return byteSize(p.bytes) }
+
 // Finish writes the final report, ending the line.
 func (p *Progress) Finish() {
 	if p.out != nil {
