@@ -93,3 +93,42 @@ func TestReplayOfEveryLetterGoesPageByPage(t *testing.T) {
 		delete(ids, id)
 	}
 }
+
+// TestReplayProgress: ReplayProgress reports how many dead letters it
+// replays in all, once every one is checked, and then the count after
+// each letter, for every letter and for named ones: a replay of an
+// outage's letters ran for minutes with nothing to show for it.
+func TestReplayProgress(t *testing.T) {
+	defer meter.SetReplayPage(2)()
+	ctx := context.Background()
+	js := metertest.NewStream(t)
+	dlq := mustDLQ(t, js)
+	var seqs []uint64
+	for i := range 5 {
+		id := uuid.NewString()
+		seqs = append(seqs, putLetter(t, ctx, js, "test: set aside "+strconv.Itoa(i), id, []byte(`{"id":"`+id+`"}`)))
+	}
+	check := func(what string, calls [][2]int, n, want int) {
+		t.Helper()
+		if n != want || len(calls) != want+1 {
+			t.Fatalf("%s: replayed %d, progress %v; want %d and a call before and after each letter", what, n, calls, want)
+		}
+		for i, c := range calls {
+			if c != [2]int{i, want} {
+				t.Fatalf("%s: progress %v; want (0, %d) to (%d, %d) by one", what, calls, want, want, want)
+			}
+		}
+	}
+	var calls [][2]int
+	n, err := dlq.ReplayProgress(ctx, seqs[3:], func(done, total int) { calls = append(calls, [2]int{done, total}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("named letters", calls, n, 2)
+	calls = nil
+	n, err = dlq.ReplayProgress(ctx, nil, func(done, total int) { calls = append(calls, [2]int{done, total}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("every letter", calls, n, 3)
+}
