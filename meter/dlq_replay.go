@@ -84,6 +84,18 @@ func (e *UnreplayableError) Conflict() bool { return true }
 // logged as it goes, so that a dead-letter stream of any size replays in
 // bounded memory.
 func (d *DLQ) Replay(ctx context.Context, seqs []uint64) (int, error) {
+	return d.ReplayProgress(ctx, seqs, nil)
+}
+
+// ReplayProgress is Replay, calling progress (when not nil) with the
+// dead letters replayed so far and how many it replays in all, once they
+// are all checked and then after each letter: a replay of an outage's
+// letters takes minutes (about 1,000 letters a second), and its caller
+// could show nothing of it.
+func (d *DLQ) ReplayProgress(ctx context.Context, seqs []uint64, progress func(done, total int)) (int, error) {
+	if progress == nil {
+		progress = func(int, int) {}
+	}
 	s, err := d.js.Stream(ctx, DLQStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) { // deleted by hand: no dead letters (List)
 		if len(seqs) > 0 {
@@ -95,7 +107,7 @@ func (d *DLQ) Replay(ctx context.Context, seqs []uint64) (int, error) {
 		return 0, err
 	}
 	if len(seqs) == 0 {
-		return d.replayAll(ctx, s)
+		return d.replayAll(ctx, s, progress)
 	}
 	ms, err := namedLetters(ctx, s, seqs)
 	if err != nil {
@@ -106,7 +118,8 @@ func (d *DLQ) Replay(ctx context.Context, seqs []uint64) (int, error) {
 			return 0, err
 		}
 	}
-	return d.replayLetters(ctx, s, ms)
+	progress(0, len(ms))
+	return d.replayLetters(ctx, s, ms, func(n int) { progress(n, len(ms)) })
 }
 
 // replayPage is how many dead letters Replay holds at once when it
@@ -126,7 +139,7 @@ const replayProgress = 10 * time.Second
 // so that one it cannot replay still stops the replay before any is sent;
 // a letter is never changed once stored, so the check holds for the
 // second reading.
-func (d *DLQ) replayAll(ctx context.Context, s jetstream.Stream) (int, error) {
+func (d *DLQ) replayAll(ctx context.Context, s jetstream.Stream, progress func(done, total int)) (int, error) {
 	info, err := s.Info(ctx)
 	if err != nil {
 		return 0, err
@@ -135,6 +148,7 @@ func (d *DLQ) replayAll(ctx context.Context, s jetstream.Stream) (int, error) {
 		return 0, nil
 	}
 	first, last := info.State.FirstSeq, info.State.LastSeq
+	total := 0
 	for seq := first; seq <= last; {
 		ms, err := lettersFrom(ctx, s, seq, last, 1)
 		if err != nil || len(ms) == 0 {
@@ -146,8 +160,10 @@ func (d *DLQ) replayAll(ctx context.Context, s jetstream.Stream) (int, error) {
 		if _, err := d.replayMsgs(ms[0]); err != nil {
 			return 0, err
 		}
+		total++
 		seq = ms[0].Sequence + 1
 	}
+	progress(0, total)
 	n, logged := 0, time.Now()
 	for seq := first; seq <= last; {
 		ms, err := lettersFrom(ctx, s, seq, last, replayPage)
@@ -157,7 +173,8 @@ func (d *DLQ) replayAll(ctx context.Context, s jetstream.Stream) (int, error) {
 		if len(ms) == 0 {
 			break
 		}
-		done, err := d.replayLetters(ctx, s, ms)
+		base := n
+		done, err := d.replayLetters(ctx, s, ms, func(k int) { progress(base+k, total) })
 		n += done
 		if err != nil {
 			return n, err
@@ -172,8 +189,9 @@ func (d *DLQ) replayAll(ctx context.Context, s jetstream.Stream) (int, error) {
 }
 
 // replayLetters sends each of ms back (checked already: replayMsgs) and
-// removes it, in order; it returns how many it replayed.
-func (d *DLQ) replayLetters(ctx context.Context, s jetstream.Stream, ms []*jetstream.RawStreamMsg) (int, error) {
+// removes it, in order, calling replayed with the count after each; it
+// returns how many it replayed.
+func (d *DLQ) replayLetters(ctx context.Context, s jetstream.Stream, ms []*jetstream.RawStreamMsg, replayed func(int)) (int, error) {
 	n := 0
 	for _, m := range ms {
 		sends, err := d.replayMsgs(m)
@@ -189,6 +207,7 @@ func (d *DLQ) replayLetters(ctx context.Context, s jetstream.Stream, ms []*jetst
 			return n, fmt.Errorf("remove replayed dead letter %d: %w", m.Sequence, err)
 		}
 		n++
+		replayed(n)
 	}
 	return n, nil
 }
