@@ -340,3 +340,35 @@ func TestClientRemoveDeadLetters(t *testing.T) {
 		t.Fatalf("removed %d, left %+v; want 1, and letter %d", n, left, ls[1].Seq)
 	}
 }
+
+// TestClientReplayDeadLettersProgress: a replay of many dead letters
+// takes minutes (about 1,000 a second), and was one request answered
+// only at its end. A client accepting application/x-ndjson now gets the
+// letters to replay and then how many are done, then the result; errors
+// found before any letter is sent (an unknown sequence) are still
+// answered with their status.
+func TestClientReplayDeadLettersProgress(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js := metertest.NewStream(t)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	noErr(t, "EnsureDLQ", err)
+	s := newServerWith(t, func(a *api.Admin) { a.SetDeadLetters(dlq) })
+	c := s.client()
+	for range 3 {
+		msg := nats.NewMsg(meter.DLQSubject)
+		msg.Data = []byte(`{"v":7}`)
+		msg.Header.Set(meter.HeaderReason, "schema version 7")
+		_, err := js.PublishMsg(ctx, msg)
+		noErr(t, "publish a dead letter", err)
+	}
+	var seen [][2]int
+	progress := func(done, total int) { seen = append(seen, [2]int{done, total}) }
+	_, err = c.ReplayDeadLettersProgress(ctx, []uint64{999}, progress)
+	wantCode(t, "ReplayDeadLettersProgress with an unknown sequence", err, ledger.ENotFound, "dead letter 999 not found")
+	n, err := c.ReplayDeadLettersProgress(ctx, nil, progress)
+	noErr(t, "ReplayDeadLettersProgress(all)", err)
+	if n != 3 || len(seen) == 0 || seen[0] != [2]int{0, 3} {
+		t.Fatalf("replayed %d, progress %v; want 3, and a first line of 0 of 3", n, seen)
+	}
+}
