@@ -166,6 +166,47 @@ func (c *Client) ReplayDeadLetters(ctx context.Context, seqs []uint64) (int, err
 	return out.Replayed, err
 }
 
+// ReplayDeadLettersProgress is ReplayDeadLetters, calling progress (when
+// not nil) with the dead letters replayed so far and how many in all, as
+// the admin API reports them (application/x-ndjson, DLQReplayLine): once
+// they are checked, then at most once a second. An admin API that answers
+// in one piece is read as ReplayDeadLetters reads it.
+func (c *Client) ReplayDeadLettersProgress(ctx context.Context, seqs []uint64, progress func(done, total int)) (int, error) {
+	in := struct {
+		Seqs []uint64 `json:"seqs"`
+	}{Seqs: append([]uint64{}, seqs...)}
+	resp, err := c.openAccepting(ctx, "POST", "/admin/v1/dlq/replay", in, ndjson)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != ndjson {
+		var res DLQReplayResult
+		if err := dec.Decode(&res); err != nil {
+			return 0, fmt.Errorf("POST /admin/v1/dlq/replay: decode the answer: %w", err)
+		}
+		return res.Replayed, nil
+	}
+	for {
+		var l DLQReplayLine
+		if err := dec.Decode(&l); err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			return 0, fmt.Errorf("POST /admin/v1/dlq/replay: the answer ended before its result (the server stopped?): %w", err)
+		}
+		switch {
+		case l.Result != nil && l.Error != nil:
+			return l.Result.Replayed, &ledger.Error{Code: l.Error.Code, Message: l.Error.Message}
+		case l.Result != nil:
+			return l.Result.Replayed, nil
+		case l.Progress != nil && progress != nil:
+			progress(l.Progress.Replayed, l.Progress.Total)
+		}
+	}
+}
+
 // RemoveDeadLetters removes the dead letters with the given sequences (at
 // least one) for good, without replaying them, and returns how many (POST
 // /admin/v1/dlq/remove). A sequence the stream does not hold is

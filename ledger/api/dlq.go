@@ -2,11 +2,13 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -157,8 +159,78 @@ func (a *Admin) replayDLQ(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	n, err := d.Replay(r.Context(), in.Seqs)
-	a.respond(w, r, http.StatusOK, map[string]int{"replayed": n}, dlqError(err))
+	pr, ok := d.(ReplayProgresser)
+	if !ok || !accepts(r, ndjson) {
+		n, err := d.Replay(r.Context(), in.Seqs)
+		a.respond(w, r, http.StatusOK, map[string]int{"replayed": n}, dlqError(err))
+		return
+	}
+	// The answer begins with the first progress, once every letter is
+	// checked: what is refused before any letter is sent (an unknown
+	// sequence, a letter that cannot be replayed) keeps its status.
+	rc := http.NewResponseController(w)
+	line := func(l DLQReplayLine) {
+		b, _ := json.Marshal(l) // counts and strings: never fails
+		_, _ = w.Write(append(b, '\n'))
+		_ = rc.Flush()
+	}
+	started, last := false, time.Time{}
+	n, err := pr.ReplayProgress(r.Context(), in.Seqs, func(done, total int) {
+		if !started {
+			started = true
+			w.Header().Set("Content-Type", ndjson)
+			w.WriteHeader(http.StatusOK)
+		}
+		if now := time.Now(); done == 0 || done == total || now.Sub(last) >= rerateProgressEvery {
+			last = now
+			line(DLQReplayLine{Progress: &DLQReplayProgress{Replayed: done, Total: total}})
+		}
+	})
+	if !started {
+		a.respond(w, r, http.StatusOK, map[string]int{"replayed": n}, dlqError(err))
+		return
+	}
+	if err != nil && r.Context().Err() != nil {
+		a.log.Info("dead-letter replay stopped: its client went away", "replayed", n)
+		return
+	}
+	end := DLQReplayLine{Result: &DLQReplayResult{Replayed: n}}
+	if err != nil {
+		code, msg := a.errorAnswer(r, dlqError(err))
+		end.Error = &ErrorBody{Code: code, Message: msg}
+	}
+	line(end)
+}
+
+// ReplayProgresser is a DeadLetters whose replay reports how far it is
+// (meter.DLQ): ReplayProgress is Replay, calling progress with the dead
+// letters replayed so far and how many it replays in all, once every one
+// is checked and then after each.
+type ReplayProgresser interface {
+	ReplayProgress(ctx context.Context, seqs []uint64, progress func(done, total int)) (int, error)
+}
+
+// DLQReplayLine is one line of POST /admin/v1/dlq/replay's answer when
+// the client accepts application/x-ndjson: a Progress line once the
+// letters are checked and then at most once a second, and a last line
+// with the Result and, when the replay stopped short, the Error.
+type DLQReplayLine struct {
+	Progress *DLQReplayProgress `json:"progress,omitempty"`
+	Result   *DLQReplayResult   `json:"result,omitempty"`
+	Error    *ErrorBody         `json:"error,omitempty"`
+}
+
+// DLQReplayProgress is how far a replay is: Replayed of Total dead
+// letters (a group counts one).
+type DLQReplayProgress struct {
+	Replayed int `json:"replayed"`
+	Total    int `json:"total"`
+}
+
+// DLQReplayResult is what a replay did: how many dead letters it sent
+// back (a group counts one).
+type DLQReplayResult struct {
+	Replayed int `json:"replayed"`
 }
 
 // removeDLQ serves POST /admin/v1/dlq/remove {"seqs": [..]}: seqs is
