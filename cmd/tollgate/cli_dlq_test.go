@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,4 +123,29 @@ func TestCLIDeadLetterPages(t *testing.T) {
 	}
 	s.tgFail(exitUsage, "not both", "dlq", "list", "--all", "--cursor", seqs[3])
 	s.tgFail(exitInvalid, "cursor", "dlq", "list", "--cursor", "abc")
+}
+
+// TestCLIDeadLetterReplayProgress: dlq replay --progress shows on stderr
+// how many of the letters are replayed, as the admin API streams it: a
+// replay of an outage's letters ran for minutes with nothing shown. The
+// server stands in for the replay route.
+func TestCLIDeadLetterReplayProgress(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") != "application/x-ndjson" {
+			t.Errorf("Accept %q, want application/x-ndjson", r.Header.Get("Accept"))
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.Write([]byte(`{"progress":{"replayed":0,"total":3}}` + "\n" + `{"progress":{"replayed":2,"total":3}}` + "\n" +
+			`{"progress":{"replayed":3,"total":3}}` + "\n" + `{"result":{"replayed":3}}` + "\n"))
+	}))
+	defer srv.Close()
+	r := runTollgate(t, nil, "dlq", "replay", "--all", "--progress", "--admin-url", srv.URL)
+	if r.code != exitOK || r.out != "replayed 3 dead letters\n" ||
+		!strings.Contains(r.errOut, "0 of 3 dead letters replayed") || !strings.Contains(r.errOut, "3 of 3 dead letters replayed") {
+		t.Fatalf("dlq replay --progress: exit %d, stdout %q, stderr %q; want the progress on stderr and the count on stdout", r.code, r.out, r.errOut)
+	}
+	r = runTollgate(t, nil, "dlq", "replay", "--all", "--admin-url", srv.URL)
+	if r.code != exitOK || r.errOut != "" {
+		t.Fatalf("dlq replay without --progress, stderr not a terminal: exit %d, stderr %q; want no progress", r.code, r.errOut)
+	}
 }
