@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger/api"
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -52,13 +53,14 @@ func dlqCommands() []*command {
 			}
 		},
 	}, {
-		name: "dlq replay", args: "(--seq N[,N...] | --all)",
+		name: "dlq replay", args: "(--seq N[,N...] | --all) [--progress]",
 		summary:     "send dead letters back to the usage stream once the cause is fixed, a group set aside whole as its events (POST /admin/v1/dlq/replay)",
 		interrupted: "the dead letters replayed before it are out of the dead-letter stream; run it again to replay the rest",
 		example:     "tollgate dlq replay --seq 3,4",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			seqs := fs.String("seq", "", "comma-separated sequences, as dlq list shows them")
 			all := fs.Bool("all", false, "replay every dead letter")
+			progress := fs.Bool("progress", false, "report how many are replayed, once a second, on stderr even when it is not a terminal")
 			return func(c *cli, _ []string) error {
 				if *seqs != "" && *all {
 					return usagef("give --seq or --all, not both")
@@ -83,7 +85,29 @@ func dlqCommands() []*command {
 				if !*all && len(replay) == 0 { // not every dead letter by mistake
 					return usagef("--seq: %q names no sequence", *seqs)
 				}
-				n, err := c.api.ReplayDeadLetters(c.ctx, replay)
+				tty := isTerminal(c.stderr)
+				var report func(done, total int)
+				drawn := false // a line redrawn in place, to end
+				if *progress || tty {
+					start := time.Now()
+					report = func(done, total int) {
+						rate := 0.0
+						if s := time.Since(start).Seconds(); s > 0 {
+							rate = float64(done) / s
+						}
+						line := fmt.Sprintf("%d of %d dead letters replayed, %.0f/s", done, total, rate)
+						if tty {
+							fmt.Fprintf(c.stderr, "\r\033[K%s", line)
+							drawn = true
+						} else {
+							fmt.Fprintln(c.stderr, line)
+						}
+					}
+				}
+				n, err := c.api.ReplayDeadLettersProgress(c.ctx, replay, report)
+				if drawn {
+					fmt.Fprintln(c.stderr)
+				}
 				return c.show(map[string]int{"replayed": n}, err, func() {
 					fmt.Fprintf(c.stdout, "replayed %d dead letters\n", n)
 				})
