@@ -1,0 +1,57 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
+)
+
+// TestConsoleReplayNoticeCount: the notice after a replay counts the
+// letters in good English, as the removal's does: a row's Replay (always
+// one letter) said "1 dead letters replayed."; Replay all of two says
+// "2 dead letters replayed.".
+func TestConsoleReplayNoticeCount(t *testing.T) {
+	ctx := context.Background()
+	js := metertest.NewStream(t)
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newRigAdmin(t, nil, nil, func(a *api.Admin) { a.SetDeadLetters(dlq) })
+	publish := func() string {
+		msg := nats.NewMsg(meter.DLQSubject)
+		msg.Data = []byte(`{"v":7}`)
+		msg.Header.Set(meter.HeaderReason, "schema version 7")
+		ack, err := js.PublishMsg(ctx, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strconv.FormatUint(ack.Sequence, 10)
+	}
+	c := g.browser()
+	csrf := g.signIn(c, "console", "token", adminToken)
+	replay := func(form url.Values, want string) {
+		t.Helper()
+		form.Set("csrf", csrf)
+		if status, _, _ := g.do(c, "POST", "/console/dlq/replay", form); status != http.StatusSeeOther {
+			t.Fatalf("replay %v = %d, want 303", form, status)
+		}
+		_, body, _ := g.do(c, "GET", "/console/dlq", nil)
+		if !strings.Contains(body, want) {
+			t.Fatalf("after replay %v the page does not say %q:\n%s", form, want, body)
+		}
+	}
+	replay(url.Values{"seq": {publish()}}, ">1 dead letter replayed.<")
+	publish()
+	publish()
+	replay(url.Values{}, ">2 dead letters replayed.<")
+}
