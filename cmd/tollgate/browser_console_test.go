@@ -179,7 +179,7 @@ func TestBrowserConsole(t *testing.T) {
 		t.Errorf("dlq page %q lacks seq %s: %s", row, seq, letters[0].Reason)
 	}
 	navigate(t, tab, chromedp.Click(chromedp.CSS(`button[aria-label="Replay dead letter `+seq+`"]`)))
-	if n := text(t, tab, "p.notice"); n != "1 dead letters replayed." {
+	if n := text(t, tab, "p.notice"); n != "1 dead letter replayed." {
 		t.Errorf("after replaying, the notice is %q", n)
 	}
 

@@ -262,7 +262,11 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 		seqs = []uint64{n}
 	}
 	n, err := c.client(r).ReplayDeadLetters(r.Context(), seqs)
-	c.done(w, r, dlqBack(r), strconv.Itoa(n)+" dead letters replayed.", err)
+	notice := strconv.Itoa(n) + " dead letters replayed."
+	if n == 1 {
+		notice = "1 dead letter replayed."
+	}
+	c.done(w, r, dlqBack(r), notice, err)
 }
 
 // dlqRemoveData is the page that asks before a dead letter is removed:
