@@ -71,12 +71,14 @@ func TestBrowserSignOutBackShowsNoPage(t *testing.T) {
 	eval(`history.back(); ""`)
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		state := eval(`document.readyState + " " + (window.tollgateTestMark || "") + " " + location.pathname + " " + document.querySelector("h1").innerText`)
-		if state == "complete  /console/signin Sign in" {
+		// Mid-way, the page may have no heading yet, or be gone.
+		state, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState + " " + (window.tollgateTestMark || "") + " " +
+			location.pathname + " " + (document.querySelector("h1") || {innerText: ""}).innerText`))
+		if err == nil && state == "complete  /console/signin Sign in" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Back after sign-out shows %q (ready state, mark, path, heading); want the sign-in page, the page signed out of loaded again", state)
+			t.Fatalf("Back after sign-out shows %q (ready state, mark, path, heading; %v); want the sign-in page, the page signed out of loaded again", state, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
