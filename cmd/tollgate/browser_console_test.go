@@ -246,7 +246,7 @@ func TestBrowserConsole(t *testing.T) {
 
 	// Signing out ends the session.
 	navigate(t, tab, chromedp.Click(chromedp.CSS(".signout button")))
-	if loc := run(t, tab, chromedp.Location()); !strings.HasSuffix(loc, "/console/signin") {
+	if loc := run(t, tab, chromedp.Location()); !strings.HasSuffix(loc, "/console/signin?signed_out=1") {
 		t.Errorf("after signing out the browser is at %s", loc)
 	}
 }

@@ -130,7 +130,7 @@ func TestBrowserPortal(t *testing.T) {
 		}
 	}
 	navigate(t, tab, chromedp.Click(chromedp.CSS(".signout button")))
-	if loc := run(t, tab, chromedp.Location()); !strings.HasSuffix(loc, "/portal/signin") {
+	if loc := run(t, tab, chromedp.Location()); !strings.HasSuffix(loc, "/portal/signin?signed_out=1") {
 		t.Errorf("after signing out the browser is at %s", loc)
 	}
 }

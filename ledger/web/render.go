@@ -38,7 +38,12 @@ type view struct {
 	// Refused is the form the last write was refused for, to show filled
 	// in as it was sent, its error beside its field.
 	Refused refusedForm
-	Data    any
+	// SignedOut is the sign-in page that "Sign out" leads to: it loads
+	// signed-out.css, whose answer changes the session cookie once the
+	// browser has put the page signed out of in its back/forward cache,
+	// which drops it from there (signinForm.signedOutStyle).
+	SignedOut bool
+	Data      any
 }
 
 // templates holds one parsed set per page: the layout plus the page.

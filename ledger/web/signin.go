@@ -68,6 +68,7 @@ func (f *signinForm) mount(r chi.Router, pages func(r chi.Router)) {
 		}))
 		r.Get("/static/style.css", style)
 		r.Get("/static/favicon.svg", favicon)
+		r.Get("/static/signed-out.css", f.signedOutStyle)
 		r.Get("/signin", f.page)
 		r.Post("/signin", f.signin)
 		r.Group(func(r chi.Router) {
@@ -109,6 +110,9 @@ func (f *signinForm) page(w http.ResponseWriter, r *http.Request) {
 		form := f.form
 		form.Next = next
 		v.Data, v.Notice = form, "Sign in to see that page; you will be taken to it."
+	}
+	if r.URL.Query().Get("signed_out") == "1" {
+		v.SignedOut, v.Notice = true, "You are signed out."
 	}
 	if r.URL.Query().Get("ended") == "refused" {
 		v.Notice = "Your session ended: what it signed in with no longer signs in (revoked or expired). Sign in again."
@@ -272,10 +276,30 @@ func (f *signinForm) signin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, f.next(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
-// signout is POST /<app>/signout: the session ends.
+// signout is POST /<app>/signout: the session ends, and the browser goes
+// to the sign-in page that says so (and loads signed-out.css).
 func (f *signinForm) signout(w http.ResponseWriter, r *http.Request) {
 	f.sess.end(w, r)
-	http.Redirect(w, r, "/"+f.app+"/signin", http.StatusSeeOther)
+	http.Redirect(w, r, "/"+f.app+"/signin?signed_out=1", http.StatusSeeOther)
+}
+
+// signedOutStyle is GET /<app>/static/signed-out.css, an empty style sheet
+// that the page after "Sign out" loads, never from a cache. Its answer
+// sets the session cookie, empty, for a second, when the browser has no
+// session (it never ends one): a change of an HttpOnly cookie made after
+// the browser put the page signed out of in its back/forward cache, which
+// then drops it, so that Back loads it again (and is asked to sign in)
+// rather than showing it as it was. Chromium keeps pages served with
+// Cache-Control: no-store there unless such a cookie changes while they
+// are in it, and the sign-out's own clearing of the cookie, made as the
+// page is put there, was seen in time in some runs only.
+func (f *signinForm) signedOutStyle(w http.ResponseWriter, r *http.Request) {
+	if f.sess.get(r) == nil {
+		http.SetCookie(w, &http.Cookie{Name: f.sess.cookie, Value: "", Path: f.sess.path, MaxAge: 1,
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)})
+	}
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
 }
 
 // wholeQuery refuses (400) a request whose query string does not parse
