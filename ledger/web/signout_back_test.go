@@ -69,7 +69,7 @@ func TestBrowserSignOutBackShowsNoPage(t *testing.T) {
 	// The browser's Back: a page from the cache loads nothing for
 	// chromedp to wait for, so wait for whichever page it is.
 	eval(`history.back(); ""`)
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(10 * time.Second) // a loaded page is there within this, on a busy CI machine too
 	for {
 		// Mid-way, the page may have no heading yet, or be gone.
 		state, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState + " " + (window.tollgateTestMark || "") + " " +
