@@ -43,7 +43,7 @@ func TestCLIDeadLetterRemove(t *testing.T) {
 	if out := s.tgOK("dlq", "list"); !strings.Contains(out, "schema version 7") || !strings.Contains(out, "schema version 8") {
 		t.Fatalf("after refused removals, dlq list:\n%s", out)
 	}
-	if got := s.tgOK("dlq", "remove", "--seq", seqs[0], "--yes"); !strings.Contains(got, "removed 1 dead letters: "+seqs[0]) {
+	if got := s.tgOK("dlq", "remove", "--seq", seqs[0], "--yes"); !strings.Contains(got, "removed 1 dead letter: "+seqs[0]) {
 		t.Fatalf("dlq remove: %s", got)
 	}
 	if out := s.tgOK("dlq", "list"); strings.Contains(out, "schema version 7") || !strings.Contains(out, "schema version 8") {

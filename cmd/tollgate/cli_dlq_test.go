@@ -36,7 +36,7 @@ func TestCLIDeadLetters(t *testing.T) {
 	if !strings.Contains(out, "SEQ") || !strings.Contains(out, "schema version 7") {
 		t.Fatalf("dlq list:\n%s", out)
 	}
-	if got := s.tgOK("dlq", "replay", "--all"); !strings.Contains(got, "replayed 1 dead letters") {
+	if got := s.tgOK("dlq", "replay", "--all"); !strings.Contains(got, "replayed 1 dead letter\n") {
 		t.Fatalf("dlq replay: %s", got)
 	}
 	s.tgFail(exitUsage, "give --seq or --all", "dlq", "replay")
