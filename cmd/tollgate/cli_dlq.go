@@ -109,7 +109,7 @@ func dlqCommands() []*command {
 					fmt.Fprintln(c.stderr)
 				}
 				return c.show(map[string]int{"replayed": n}, err, func() {
-					fmt.Fprintf(c.stdout, "replayed %d dead letters\n", n)
+					fmt.Fprintf(c.stdout, "replayed %s\n", deadLetters(n))
 				})
 			}
 		},
@@ -135,7 +135,7 @@ func dlqCommands() []*command {
 					for i, s := range done {
 						names[i] = strconv.FormatUint(s, 10)
 					}
-					fmt.Fprintf(c.stdout, "removed %d dead letters: %s\n", n, strings.Join(names, ", "))
+					fmt.Fprintf(c.stdout, "removed %s: %s\n", deadLetters(n), strings.Join(names, ", "))
 				})
 			}
 		},
@@ -163,4 +163,13 @@ func (l *seqList) Set(v string) error {
 		*l = append(*l, n)
 	}
 	return nil
+}
+
+// deadLetters is n dead letters, in words: "1 dead letter", "2 dead
+// letters".
+func deadLetters(n int) string {
+	if n == 1 {
+		return "1 dead letter"
+	}
+	return fmt.Sprintf("%d dead letters", n)
 }
