@@ -217,6 +217,24 @@ func namedLetters(ctx context.Context, s jetstream.Stream, seqs []uint64) ([]*je
 	return ms, nil
 }
 
+// deleteLetter removes dead letter seq from s. It returns a
+// *NoDeadLetterError when the letter was not there to remove: replayed or
+// removed meanwhile by another replay or removal (two operators, or a
+// retry beside the first run). JetStream answers the delete of a missing
+// message with a server error (err_code 10057, "no message found") that
+// does not wrap jetstream.ErrMsgNotFound, so the letter is looked up to
+// tell.
+func deleteLetter(ctx context.Context, s jetstream.Stream, seq uint64) error {
+	err := s.DeleteMsg(ctx, seq)
+	if err == nil {
+		return nil
+	}
+	if _, gerr := s.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
+		return &NoDeadLetterError{Seq: seq}
+	}
+	return err
+}
+
 // lettersFrom returns up to limit dead letters of s from sequence seq
 // through last, oldest first.
 func lettersFrom(ctx context.Context, s jetstream.Stream, seq, last uint64, limit int) ([]*jetstream.RawStreamMsg, error) {

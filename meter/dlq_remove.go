@@ -59,10 +59,7 @@ func (d *DLQ) Remove(ctx context.Context, seqs []uint64) (int, error) {
 	}
 	log := d.logger()
 	for i, m := range ms {
-		if err := s.DeleteMsg(ctx, m.Sequence); err != nil {
-			if errors.Is(err, jetstream.ErrMsgNotFound) { // replayed or removed meanwhile
-				err = &NoDeadLetterError{Seq: m.Sequence}
-			}
+		if err := deleteLetter(ctx, s, m.Sequence); err != nil { // not found: replayed or removed meanwhile
 			return i, fmt.Errorf("remove dead letter %d: %w", m.Sequence, err)
 		}
 		data := m.Data

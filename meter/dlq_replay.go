@@ -190,7 +190,8 @@ func (d *DLQ) replayAll(ctx context.Context, s jetstream.Stream, progress func(d
 
 // replayLetters sends each of ms back (checked already: replayMsgs) and
 // removes it, in order, calling replayed with the count after each; it
-// returns how many it replayed.
+// returns how many it replayed and removed. A letter another replay or
+// removal removed meanwhile is not counted, and not an error.
 func (d *DLQ) replayLetters(ctx context.Context, s jetstream.Stream, ms []*jetstream.RawStreamMsg, replayed func(int)) (int, error) {
 	n := 0
 	for _, m := range ms {
@@ -203,7 +204,14 @@ func (d *DLQ) replayLetters(ctx context.Context, s jetstream.Stream, ms []*jetst
 				return n, fmt.Errorf("replay dead letter %d: %w", m.Sequence, err)
 			}
 		}
-		if err := s.DeleteMsg(ctx, m.Sequence); err != nil {
+		var nf *NoDeadLetterError
+		switch err := deleteLetter(ctx, s, m.Sequence); {
+		case errors.As(err, &nf):
+			// Another replay (or a removal) took it meanwhile: a replay
+			// sent it under the same Nats-Msg-Ids, which JetStream
+			// dropped, and counts it; this one goes on with the rest.
+			continue
+		case err != nil:
 			return n, fmt.Errorf("remove replayed dead letter %d: %w", m.Sequence, err)
 		}
 		n++
