@@ -1,0 +1,80 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/api"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+)
+
+// TestClientNoAnswerAfterTheRequest: the admin process dies (kill -9, an
+// OOM) after it took a credit and committed it, before it answered. The
+// client got no answer, and said "cannot reach the admin API" (the CLI's
+// exit code 7, "no answer from the admin API"), as for a server that
+// never saw the request: the operator, told nothing was done, sends the
+// credit again and, without an idempotency key, credits it twice. A
+// request that was sent and got no answer is an error saying
+// that it may have been done, to look before sending it again; one that
+// could not be sent is still unreachable.
+func TestClientNoAnswerAfterTheRequest(t *testing.T) {
+	t.Parallel()
+	store := ledgertest.NewStore(t)
+	adm, err := api.NewAdmin(store, adminToken, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := adm.Handler()
+	// The process "dies" after its handler ran: the connection is closed
+	// with no answer written.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			h.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.Close()
+	}))
+	t.Cleanup(srv.Close)
+	c, ctx := api.NewClient(srv.URL, adminToken, nil), context.Background()
+	cust, err := c.CreateCustomer(ctx, ledger.CustomerInput{Name: "a"})
+	if err == nil {
+		t.Fatal("CreateCustomer answered, want no answer")
+	}
+	cs, err := c.Customers(ctx, "")
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("customers %+v, %v; want the one made", cs, err)
+	}
+	cust = cs[0]
+
+	_, err = c.AddEntry(ctx, cust.ID, ledger.KindCredit, ledger.EntryInput{Amount: "10", Memo: "top-up"})
+	var ue *api.UnreachableError
+	if err == nil || errors.As(err, &ue) {
+		t.Fatalf("a credit sent and not answered: %v (%T); want an error saying it may have been done, not unreachable", err, err)
+	}
+	for _, want := range []string{"POST /admin/v1/customers/" + cust.ID + "/credits", "no answer", "may have been done"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if bal, err := c.Balance(ctx, cust.ID); err != nil || bal.Credits != "10" {
+		t.Fatalf("balance %+v, %v; want the credit applied (which is why the error must not say unreachable)", bal, err)
+	}
+
+	// Nothing listening: unreachable, as before.
+	srv.Close()
+	if _, err := c.AddEntry(ctx, cust.ID, ledger.KindCredit, ledger.EntryInput{Amount: "10"}); !errors.As(err, &ue) {
+		t.Fatalf("a credit to a closed port: %v (%T); want an *api.UnreachableError", err, err)
+	}
+}
