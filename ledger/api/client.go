@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,7 +22,8 @@ import (
 // side. Besides the codes each method lists, any method can return
 // EUnauthorized (a missing or wrong token), EInternal (the server failed;
 // its log says why) and, when it gets no answer at all, an
-// *UnreachableError.
+// *UnreachableError, or a *NoAnswerError when it sent a change (a
+// method other than GET) whole and the connection ended before an answer.
 type Client struct {
 	base, token string
 	http        *http.Client
@@ -117,10 +120,19 @@ func (c *Client) openAccepting(ctx context.Context, method, path string, in any,
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	// Whether the request was sent whole: a change sent and not answered
+	// (the server died after taking it) may have been made.
+	var sent atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
+	}))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if sent.Load() && method != http.MethodGet && method != http.MethodHead {
+			return nil, &NoAnswerError{URL: c.base, Method: method, Path: path, Err: err}
 		}
 		return nil, &UnreachableError{URL: c.base, Err: err}
 	}

@@ -116,6 +116,29 @@ func (e *UnreachableError) Error() string {
 // Unwrap returns the transport error.
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
+// NoAnswerError is a change (a request of a method other than GET or
+// HEAD) that the client sent whole and got no answer to: the connection
+// ended first (the admin process killed, or its host lost). The change
+// may have been made, so it is not an *UnreachableError, which says
+// nothing was sent: the operator looks before sending it again.
+type NoAnswerError struct {
+	// URL is the admin API's base URL; Method and Path are the request's.
+	URL, Method, Path string
+	Err               error
+}
+
+// Error names the request, says that it may have been done, and which
+// requests are safe to send again.
+func (e *NoAnswerError) Error() string {
+	return fmt.Sprintf("%s %s: sent to the admin API at %s, which closed the connection with no answer (%v): "+
+		"it may have been done; look before sending it again (a credit or adjustment with the same idempotency key, "+
+		"a refund, a reversal, a re-rating or a dead-letter replay is safe to send again)",
+		e.Method, e.Path, e.URL, rootCause(e.Err))
+}
+
+// Unwrap returns the transport error.
+func (e *NoAnswerError) Unwrap() error { return e.Err }
+
 // rootCause is the innermost error of a chain, for short messages
 // ("connection refused" rather than the whole dial chain).
 func rootCause(err error) error {
