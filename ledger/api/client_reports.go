@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -42,7 +43,9 @@ func (c *Client) UsageAll(ctx context.Context, q ledger.UsageQuery) ([]ledger.Us
 // called with the server's progress lines as they come (about once a
 // second; RerateLine). Returns EInvalid for a zero bound or from not
 // before to; a re-rating stopped short (EConflict: an event the price book
-// cannot rate) returns what its committed batches did with the error.
+// cannot rate) returns what its committed batches did with the error. One
+// stopped by a failure (the database, the server, ctx) says what its
+// committed batches did, as far as the client knows, and to run it again.
 func (c *Client) Rerate(ctx context.Context, from, to time.Time, progress func(ledger.RerateProgress)) (ledger.RerateResult, error) {
 	in := map[string]string{"from": timeParam(from), "to": timeParam(to)}
 	resp, err := c.openAccepting(ctx, "POST", "/admin/v1/rerate", in, ndjson)
@@ -59,23 +62,46 @@ func (c *Client) Rerate(ctx context.Context, from, to time.Time, progress func(l
 		return res, err
 	}
 	dec := json.NewDecoder(resp.Body)
+	var last ledger.RerateProgress // the last progress line
 	for {
 		var l RerateLine
 		if err := dec.Decode(&l); err != nil {
 			if ctx.Err() != nil {
-				return ledger.RerateResult{}, ctx.Err()
+				err = ctx.Err()
+			} else {
+				err = fmt.Errorf("POST /admin/v1/rerate: the answer ended before its result (the server stopped?): %w", err)
 			}
-			return ledger.RerateResult{}, fmt.Errorf("POST /admin/v1/rerate: the answer ended before its result (the server stopped?): %w", err)
+			return last.RerateResult, fmt.Errorf("%w; %s", err, rerateKept(last.RerateResult, last.Through))
 		}
 		switch {
 		case l.Result != nil && l.Error != nil:
-			return *l.Result, &ledger.Error{Code: l.Error.Code, Message: l.Error.Message}
+			e := &ledger.Error{Code: l.Error.Code, Message: l.Error.Message}
+			if e.Code != ledger.EConflict && e.Code != ledger.EInvalid { // stopped by a failure, not by the range
+				e.Message = strings.TrimRight(e.Message, ".") + "; " + rerateKept(*l.Result, time.Time{})
+			}
+			return *l.Result, e
 		case l.Result != nil:
 			return *l.Result, nil
-		case l.Progress != nil && progress != nil:
-			progress(*l.Progress)
+		case l.Progress != nil:
+			last = *l.Progress
+			if progress != nil {
+				progress(*l.Progress)
+			}
 		}
 	}
+}
+
+// rerateKept tells the operator of a re-rating stopped short (its client
+// stopped, the server or its database session lost) what is kept: the
+// batches committed before it stopped, res (and, when known, every event
+// before through) as last reported, and that the same re-rating run
+// again finishes the range.
+func rerateKept(res ledger.RerateResult, through time.Time) string {
+	done := fmt.Sprintf("%d events examined, %d adjusted", res.Examined, res.Adjusted)
+	if !through.IsZero() {
+		done = "every event before " + through.UTC().Format(time.RFC3339Nano) + ", " + done + ", at the last progress line"
+	}
+	return "the batches re-rated before it stopped are kept (" + done + "): run the same re-rating again to finish the range"
 }
 
 // Reconcile checks that the ledger adds up over [from, to); a ledger that
