@@ -48,7 +48,22 @@ func TestRerateStoppedSaysToRunItAgain(t *testing.T) {
 		t.Errorf("a re-rating whose client stopped: %v; want it to say to %s", err, again)
 	}
 
-	// Its session cut, once it waits for the lock.
+	// Its session cut, once it waits for the lock (the stopped one's
+	// wait ended first: its query is cancelled after the client returns).
+	waiting := func() int {
+		var n int
+		if err := holder.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted AND pid <> pg_backend_pid()
+			  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for deadline := time.Now().Add(10 * time.Second); waiting() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stopped re-rating still waits for the lock")
+		}
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.client().Rerate(ctx, jan, feb, nil)
@@ -68,7 +83,11 @@ func TestRerateStoppedSaysToRunItAgain(t *testing.T) {
 			t.Fatal("the re-rating did not wait for the lock")
 		}
 	}
-	err = <-done
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the re-rating whose session was cut did not end")
+	}
 	if ledger.ErrorCode(err) != ledger.EUnavailable || !strings.Contains(err.Error(), again) {
 		t.Errorf("a re-rating whose session was cut: %v (%s); want unavailable, saying to %s", err, ledger.ErrorCode(err), again)
 	}
