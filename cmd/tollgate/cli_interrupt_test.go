@@ -44,7 +44,7 @@ func TestCLIRerateInterrupted(t *testing.T) {
 	code := runCLI(ctx, args, &stdout, w, func(string) string { return "" })
 	lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
 	last := lines[len(lines)-1]
-	if code != exitError || !strings.HasPrefix(last, "tollgate rerate: interrupted") || !strings.Contains(last, "run it again") ||
+	if code != exitError || !strings.HasPrefix(last, "tollgate rerate: interrupted") || !strings.Contains(last, "again to finish the range") || !strings.Contains(last, "events examined") ||
 		strings.Contains(last, "context canceled") || stdout.Len() != 0 {
 		t.Fatalf("interrupted rerate: exit %d, stdout %q, stderr %q; want exit 1 and a last line saying it was interrupted and to run it again",
 			code, stdout.String(), stderr.String())
