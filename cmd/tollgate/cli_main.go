@@ -176,9 +176,11 @@ func (c *cli) fail(cmd *command, err error) int {
 	msg := err.Error()
 	if c.ctx != nil && c.ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Ctrl-C (SIGINT) or SIGTERM: Go's "context canceled" told the
-		// operator nothing.
-		msg = "interrupted"
-		if cmd.interrupted != "" {
+		// operator nothing. What the error says after it (a re-rating's
+		// batches kept, through when) is kept; the command's hint is for
+		// an error that says nothing more.
+		rest := strings.TrimPrefix(msg, context.Canceled.Error())
+		if msg = "interrupted" + rest; rest == "" && cmd.interrupted != "" {
 			msg += ": " + cmd.interrupted
 		}
 	}
