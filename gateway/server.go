@@ -335,7 +335,7 @@ func (s *Server) Start(addr string, h http.Handler) error {
 		}
 	}
 	s.srv = &http.Server{Handler: s.takeovers(h), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: s.cfg.ReadTimeout,
-		IdleTimeout: s.cfg.IdleTimeout, ConnState: connState, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+		IdleTimeout: s.cfg.IdleTimeout, ConnState: connState, ConnContext: withClientConn, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	for _, l := range []net.Listener{ln, s.handback} {
 		s.serving.Go(func() {
 			if err := s.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -25,8 +25,17 @@ import (
 // 504 no answer within connect_timeout, a non-streamed request's
 // stall_timeout or what is left of request_timeout, 502 for any other
 // status below 400, a web page or an unasked coding, or the upstream's
-// own status and error, scrubbed) and returns nil.
+// own status and error, scrubbed) and returns nil. A client gone already
+// (clientHungUp) is not sent upstream: the event is client_cancelled and
+// bills nothing, and callUpstream returns nil.
 func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, header http.Header) *http.Response {
+	if x.clientGone.Load() || clientHungUp(x.ctx) {
+		// The client left before its request went upstream (see
+		// clientHungUp): nothing is asked, nothing produced or billed.
+		x.clientGone.Store(true)
+		x.event.Status, x.event.Error = usage.StatusClientCancelled, errGoneBeforeUpstream.Error()
+		return nil
+	}
 	up, err := s.upstreamRequest(x.ctx, rt.provider, path, body, header)
 	if err != nil {
 		x.fail(http.StatusBadGateway, usage.StatusUpstreamError, err)
@@ -77,6 +86,10 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	resp.Body = &x.body
 	return resp
 }
+
+// errGoneBeforeUpstream is the error of the event of a request whose
+// client hung up before it went upstream.
+var errGoneBeforeUpstream = errors.New("client gone before the request was sent upstream: not sent, nothing billed")
 
 // headerWait is how long an upstream of pc may take to send the headers
 // of its answer (streamed or not), and the error it is cut off with: for
