@@ -1,18 +1,11 @@
 package web_test
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/nats-io/nats.go"
-
-	"github.com/tollgate-dev/tollgate/ledger/api"
-	"github.com/tollgate-dev/tollgate/meter"
-	"github.com/tollgate-dev/tollgate/meter/metertest"
 )
 
 // TestConsoleDeadLetterPages: the dead-letter page lists 200 letters and
@@ -22,23 +15,10 @@ import (
 // page only, and said it was not found), and the removal returns to that
 // page. The page showed the oldest 200 and nothing past them.
 func TestConsoleDeadLetterPages(t *testing.T) {
-	ctx := context.Background()
-	js := metertest.NewStream(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := newRigAdmin(t, nil, nil, func(a *api.Admin) { a.SetDeadLetters(dlq) })
+	g, deadLetter := newDLQRig(t)
 	var seqs []string
 	for i := range 205 {
-		msg := nats.NewMsg(meter.DLQSubject)
-		msg.Data = []byte(`{"v":7}`)
-		msg.Header.Set(meter.HeaderReason, "schema version 7, letter "+strconv.Itoa(i))
-		ack, err := js.PublishMsg(ctx, msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs = append(seqs, strconv.FormatUint(ack.Sequence, 10))
+		seqs = append(seqs, deadLetter("schema version 7, letter "+strconv.Itoa(i)))
 	}
 	shown := func(body, seq string) bool { return strings.Contains(body, `"Remove dead letter `+seq+`"`) }
 	c := g.browser()

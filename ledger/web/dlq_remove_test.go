@@ -4,15 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/nats-io/nats.go"
-
-	"github.com/tollgate-dev/tollgate/ledger/api"
-	"github.com/tollgate-dev/tollgate/meter"
-	"github.com/tollgate-dev/tollgate/meter/metertest"
 )
 
 // TestConsoleRemoveDeadLetter: each dead letter's row has a Remove button
@@ -21,22 +14,10 @@ import (
 // other letters.
 func TestConsoleRemoveDeadLetter(t *testing.T) {
 	ctx := context.Background()
-	js := metertest.NewStream(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := newRigAdmin(t, nil, nil, func(a *api.Admin) { a.SetDeadLetters(dlq) })
+	g, deadLetter := newDLQRig(t)
 	var seqs []string
 	for _, reason := range []string{"schema version 7", "schema version 8"} {
-		msg := nats.NewMsg(meter.DLQSubject)
-		msg.Data = []byte(`{"v":7}`)
-		msg.Header.Set(meter.HeaderReason, reason)
-		ack, err := js.PublishMsg(ctx, msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs = append(seqs, strconv.FormatUint(ack.Sequence, 10))
+		seqs = append(seqs, deadLetter(reason))
 	}
 	c := g.browser()
 	csrf := g.signIn(c, "console", "token", adminToken)

@@ -1,18 +1,10 @@
 package web_test
 
 import (
-	"context"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/nats-io/nats.go"
-
-	"github.com/tollgate-dev/tollgate/ledger/api"
-	"github.com/tollgate-dev/tollgate/meter"
-	"github.com/tollgate-dev/tollgate/meter/metertest"
 )
 
 // TestConsoleReplayNoticeCount: the notice after a replay counts the
@@ -20,23 +12,8 @@ import (
 // one letter) said "1 dead letters replayed."; Replay all of two says
 // "2 dead letters replayed.".
 func TestConsoleReplayNoticeCount(t *testing.T) {
-	ctx := context.Background()
-	js := metertest.NewStream(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := newRigAdmin(t, nil, nil, func(a *api.Admin) { a.SetDeadLetters(dlq) })
-	publish := func() string {
-		msg := nats.NewMsg(meter.DLQSubject)
-		msg.Data = []byte(`{"v":7}`)
-		msg.Header.Set(meter.HeaderReason, "schema version 7")
-		ack, err := js.PublishMsg(ctx, msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strconv.FormatUint(ack.Sequence, 10)
-	}
+	g, deadLetter := newDLQRig(t)
+	publish := func() string { return deadLetter("schema version 7") }
 	c := g.browser()
 	csrf := g.signIn(c, "console", "token", adminToken)
 	replay := func(form url.Values, want string) {
