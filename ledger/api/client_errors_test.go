@@ -14,13 +14,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/ledger/api"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
-	"github.com/tollgate-dev/tollgate/meter"
-	"github.com/tollgate-dev/tollgate/meter/metertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -168,17 +165,10 @@ func TestClientExportCutShort(t *testing.T) {
 func TestClientDeadLetters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	js := metertest.NewStream(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	noErr(t, "EnsureDLQ", err)
-	s := newServerWith(t, func(a *api.Admin) { a.SetDeadLetters(dlq) })
+	s, deadLetter := newDLQServer(t)
 	c := s.client()
 	for _, reason := range []string{"schema version 7", "schema version 8"} {
-		msg := nats.NewMsg(meter.DLQSubject)
-		msg.Data = []byte(`{"v":7}`)
-		msg.Header.Set(meter.HeaderReason, reason)
-		_, err := js.PublishMsg(ctx, msg)
-		noErr(t, "publish a dead letter", err)
+		deadLetter(`{"v":7}`, reason)
 	}
 
 	ls, err := c.DeadLetters(ctx, 10)
@@ -215,18 +205,11 @@ func TestClientDeadLetters(t *testing.T) {
 func TestClientReplayOfACutGroupIsAConflict(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	js := metertest.NewStream(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	noErr(t, "EnsureDLQ", err)
-	s := newServerWith(t, func(a *api.Admin) { a.SetDeadLetters(dlq) })
-	msg := nats.NewMsg(meter.DLQSubject)
-	msg.Data = []byte("{\"v\":1}\n{\"v\":1,\"id\":\"cut her")
-	msg.Header.Set(meter.HeaderReason, "malformed group: its Tollgate-Events header counts 3 events, its data holds 2 lines; "+
+	s, deadLetter := newDLQServer(t)
+	seq := deadLetter("{\"v\":1}\n{\"v\":1,\"id\":\"cut her", "malformed group: its Tollgate-Events header counts 3 events, its data holds 2 lines; "+
 		"set aside whole (the message's 600000 bytes are cut to its first 524032 here)")
-	ack, err := js.PublishMsg(ctx, msg)
-	noErr(t, "publish a dead letter", err)
 	n, err := s.client().ReplayDeadLetters(ctx, nil)
-	wantCode(t, "ReplayDeadLetters of a cut group", err, ledger.EConflict, fmt.Sprintf("dead letter %d", ack.Sequence))
+	wantCode(t, "ReplayDeadLetters of a cut group", err, ledger.EConflict, fmt.Sprintf("dead letter %d", seq))
 	if left, _ := s.client().DeadLetters(ctx, 10); n != 0 || len(left) != 1 {
 		t.Fatalf("after a refused replay: %d replayed, %d left, want 0 and 1", n, len(left))
 	}
@@ -307,17 +290,10 @@ func TestWaitHealthyUnreachable(t *testing.T) {
 func TestClientRemoveDeadLetters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	js := metertest.NewStream(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	noErr(t, "EnsureDLQ", err)
-	s := newServerWith(t, func(a *api.Admin) { a.SetDeadLetters(dlq) })
+	s, deadLetter := newDLQServer(t)
 	c := s.client()
 	for _, reason := range []string{"schema version 7", "schema version 8"} {
-		msg := nats.NewMsg(meter.DLQSubject)
-		msg.Data = []byte(`{"v":7}`)
-		msg.Header.Set(meter.HeaderReason, reason)
-		_, err := js.PublishMsg(ctx, msg)
-		noErr(t, "publish a dead letter", err)
+		deadLetter(`{"v":7}`, reason)
 	}
 	ls, err := c.DeadLetters(ctx, 10)
 	noErr(t, "DeadLetters", err)
@@ -350,21 +326,14 @@ func TestClientRemoveDeadLetters(t *testing.T) {
 func TestClientReplayDeadLettersProgress(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	js := metertest.NewStream(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	noErr(t, "EnsureDLQ", err)
-	s := newServerWith(t, func(a *api.Admin) { a.SetDeadLetters(dlq) })
+	s, deadLetter := newDLQServer(t)
 	c := s.client()
 	for range 3 {
-		msg := nats.NewMsg(meter.DLQSubject)
-		msg.Data = []byte(`{"v":7}`)
-		msg.Header.Set(meter.HeaderReason, "schema version 7")
-		_, err := js.PublishMsg(ctx, msg)
-		noErr(t, "publish a dead letter", err)
+		deadLetter(`{"v":7}`, "schema version 7")
 	}
 	var seen [][2]int
 	progress := func(done, total int) { seen = append(seen, [2]int{done, total}) }
-	_, err = c.ReplayDeadLettersProgress(ctx, []uint64{999}, progress)
+	_, err := c.ReplayDeadLettersProgress(ctx, []uint64{999}, progress)
 	wantCode(t, "ReplayDeadLettersProgress with an unknown sequence", err, ledger.ENotFound, "dead letter 999 not found")
 	n, err := c.ReplayDeadLettersProgress(ctx, nil, progress)
 	noErr(t, "ReplayDeadLettersProgress(all)", err)

@@ -9,11 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/tollgate-dev/tollgate/ledger/api"
-	"github.com/tollgate-dev/tollgate/meter"
-	"github.com/tollgate-dev/tollgate/meter/metertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -27,19 +22,11 @@ import (
 func TestDLQPages(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	js := metertest.NewStream(t)
-	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
-	noErr(t, "EnsureDLQ", err)
-	s := newServerWith(t, func(a *api.Admin) { a.SetDeadLetters(dlq) })
+	s, deadLetter := newDLQServer(t)
 	c := newContract(t)
 	var seqs []uint64
 	for i := range 25 {
-		msg := nats.NewMsg(meter.DLQSubject)
-		msg.Data = []byte(`{"v":7,"n":` + strconv.Itoa(i) + `}`)
-		msg.Header.Set(meter.HeaderReason, "schema version 7")
-		ack, err := js.PublishMsg(ctx, msg)
-		noErr(t, "publish a dead letter", err)
-		seqs = append(seqs, ack.Sequence)
+		seqs = append(seqs, deadLetter(`{"v":7,"n":`+strconv.Itoa(i)+`}`, "schema version 7"))
 	}
 	type page struct {
 		Data       []usage.DeadLetter `json:"data"`
@@ -83,7 +70,7 @@ func TestDLQPages(t *testing.T) {
 	}
 
 	// What is left after replaying the first page is listed from the start.
-	_, err = s.client().RemoveDeadLetters(ctx, seqs[:10])
+	_, err := s.client().RemoveDeadLetters(ctx, seqs[:10])
 	noErr(t, "RemoveDeadLetters", err)
 	if p := list("limit=10"); len(p.Data) != 10 || p.Data[0].Seq != seqs[10] || p.NextCursor == nil {
 		t.Fatalf("after removing the first page: %+v", p)
