@@ -224,6 +224,12 @@ func bothWatchers(t *testing.T, f func(t *testing.T)) {
 // says.
 func checkWatcher(t *testing.T, gw *gateway.Server) {
 	t.Helper()
+	// A stream counts as taken before the poller is given its
+	// connection: wait for that, a moment later (a busy machine may
+	// run other goroutines between the two).
+	for deadline := time.Now().Add(5 * time.Second); polling && gateway.PolledStreams(gw) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	taken, polled := gateway.TakenStreams(gw), gateway.PolledStreams(gw)
 	if polling && polled == 0 || !polling && polled != 0 {
 		t.Fatalf("%d streams taken, %d watched by the poller; polling %v", taken, polled, polling)
