@@ -132,8 +132,18 @@ func drainBacklog(t *testing.T, customers, perCustomer int, cfg meter.WorkerConf
 		watch.second = make(chan struct{})
 	}
 	done := metertest.StartWorker(t, ctx, js, watch, cfg)
+	// Past the ack wait (30 s): these tests are of the lanes' order and of
+	// exactly once, not of latency (BenchmarkMeterLag is). On a loaded CI
+	// machine under -race, 8 of a customer's 10 events were in the ledger
+	// after waitUsage's 10 s (the same test takes about 1 s alone).
+	explain := func() string {
+		watch.mu.Lock()
+		calls := watch.calls
+		watch.mu.Unlock()
+		return fmt.Sprintf("%d write calls; consumer: %s", calls, consumerState(js))
+	}
 	for _, c := range ids {
-		waitUsage(t, store, c, int64(perCustomer))
+		waitUsageWithin(t, store, c, int64(perCustomer), 45*time.Second, explain)
 	}
 	cancel()
 	if err := <-done; err != nil {

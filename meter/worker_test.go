@@ -21,7 +21,14 @@ import (
 // waitUsage polls the ledger until the customer's usage has want requests.
 func waitUsage(t *testing.T, s *ledger.Store, customer string, want int64) ledger.UsageRow {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return waitUsageWithin(t, s, customer, want, 10*time.Second, nil)
+}
+
+// waitUsageWithin is waitUsage with its own deadline; on failure it adds
+// what explain returns (nil: nothing), to tell where the missing events are.
+func waitUsageWithin(t *testing.T, s *ledger.Store, customer string, want int64, within time.Duration, explain func() string) ledger.UsageRow {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		page, err := s.Usage(context.Background(), ledger.UsageQuery{CustomerID: customer})
 		if err != nil {
@@ -32,7 +39,11 @@ func waitUsage(t *testing.T, s *ledger.Store, customer string, want int64) ledge
 			return rows[0]
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("usage = %+v, want %d requests", rows, want)
+			why := ""
+			if explain != nil {
+				why = "; " + explain()
+			}
+			t.Fatalf("usage = %+v after %s, want %d requests%s", rows, within, want, why)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
