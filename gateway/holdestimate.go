@@ -32,7 +32,9 @@ const unratable = 1 << 50
 // prompt at a token a byte of its upstream body (no byte-level tokenizer
 // counts more; bytes / 4, the tpm_limit's estimate, held a fourth of a
 // prompt of one-letter words, each a token: 20 such requests at once
-// were charged about twice their key's limit) and its output limit
+// were charged about twice their key's limit), plus the input the
+// provider adds to it that can be bounded (hiddenPromptTokens: Anthropic's
+// tool prompts), and its output limit
 // (outputLimit; none for embeddings), rated as the ledger will with the
 // prompt all uncached or all written to the cache
 // and the output all reasoning or none, whichever costs more; the largest
@@ -44,7 +46,7 @@ func (s *Server) holdEstimate(k *usage.KeyState, attempts []prepared, endpoint s
 	}
 	most := int64(0)
 	for _, a := range attempts {
-		prompt, output := int64(len(a.body)), int64(0)
+		prompt, output := int64(len(a.body))+hiddenPromptTokens(a.body, a.path), int64(0)
 		if endpoint != "/v1/embeddings" {
 			output = outputLimit(a.body, a.path)
 		}
