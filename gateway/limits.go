@@ -151,6 +151,7 @@ func (l *limiter) admitCounted(k *usage.KeyState, estimate int64) (release, unco
 	oreq, otok := othersSums(others, now)
 	l.mu.Lock()
 	c := l.counts(k.KeyID)
+	c.rebase(now)
 	req, tok := c.sums(now)
 	switch {
 	case k.MaxConcurrent > 0 && c.open+oopen+l.buffering[k.KeyID] >= k.MaxConcurrent: // bodies being read count (enterBuffering)
@@ -187,7 +188,7 @@ func (l *limiter) admitCounted(k *usage.KeyState, estimate int64) (release, unco
 			}
 			c.open--
 			if i := now % window; held > 0 && c.sec[i] == now { // still in the minute
-				c.tok[i] -= held
+				c.tok[i] = max(c.tok[i]-held, 0) // its second counted anew after a clock set back (rebase) may not hold it
 			}
 			l.publish(id, c, l.now().Unix(), now)
 		})
@@ -248,6 +249,7 @@ func (l *limiter) tokens(k *usage.KeyState, n int64) {
 	now := l.now().Unix()
 	l.mu.Lock()
 	c := l.counts(k.KeyID)
+	c.rebase(now)
 	c.bucket(now)
 	c.tok[now%window] += n
 	c.lastTouch = now
@@ -259,6 +261,29 @@ func (l *limiter) tokens(k *usage.KeyState, n int64) {
 func (c *keyCounts) bucket(now int64) {
 	if i := now % window; c.sec[i] != now {
 		c.sec[i], c.req[i], c.tok[i] = now, 0, 0
+	}
+}
+
+// rebase moves the counts of seconds after now, counted before the
+// gateway's clock was set back, into second now, so that they leave the
+// minute a minute after the step at the latest. Left where they were, they
+// counted until the clock came back to them: a key at its rpm_limit when
+// the clock went back an hour was refused for the hour. A request's
+// estimate moved so stays counted until its second leaves the minute (its
+// release finds its second gone), which refuses early, never late.
+func (c *keyCounts) rebase(now int64) {
+	var req, tok int64
+	ahead := false
+	for i := range window {
+		if c.sec[i] > now {
+			req, tok, ahead = req+c.req[i], tok+c.tok[i], true
+			c.sec[i], c.req[i], c.tok[i] = 0, 0, 0
+		}
+	}
+	if ahead {
+		c.bucket(now)
+		c.req[now%window] += req
+		c.tok[now%window] += tok
 	}
 }
 
@@ -376,6 +401,7 @@ func (l *limiter) snapshot() []LimitCounts {
 			delete(l.keys, id)
 			continue
 		}
+		c.rebase(now)
 		req, tok := c.sums(now)
 		l.seq++
 		out = append(out, LimitCounts{KeyID: id, Requests: req, Tokens: tok, Open: c.open, Seq: l.seq, Seconds: c.seconds(now)})
