@@ -1,0 +1,80 @@
+package gateway_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+)
+
+// TestAnswerWithheldWhenItsEventIsNotDurable: with the event stream down
+// and the crash journal's disk full while a non-streamed request was
+// upstream, the client still got a 200 with the whole answer and its
+// usage, for an event held in memory alone and lost to a kill (a crash
+// review: a gateway on a full tmpfs, NATS killed under load; a chat
+// completion answered 200 with its usage 2 s after its event was logged
+// "held in memory", while the streams beside it had their end withheld).
+// "Durable before done" holds for a whole answer as for a stream's end:
+// the client gets 503 metering_unavailable in its place.
+func TestAnswerWithheldWhenItsEventIsNotDurable(t *testing.T) {
+	var release chan struct{}
+	arrived := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/embeddings") {
+			io.WriteString(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5,0.25]}],"model":"emb-x","usage":{"prompt_tokens":7,"total_tokens":7}}`)
+			return
+		}
+		io.WriteString(w, `{"id":"c","object":"chat.completion","created":1,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14}}`)
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"},
+			gateway.ModelConfig{Name: "emb", Provider: "op", UpstreamModel: "emb-x"})
+	})
+	for _, c := range []struct{ path, body, usage string }{
+		{"/v1/chat/completions", `{"model":"om","messages":[{"role":"user","content":"hi"}]}`, `"completion_tokens":5`},
+		{"/v1/embeddings", `{"model":"emb","input":"hi there"}`, `"prompt_tokens":7`},
+	} {
+		release = make(chan struct{})
+		st.journal.setFailing(nil)
+		st.sink.setFail(nil)
+		type result struct {
+			code int
+			body string
+		}
+		done := make(chan result, 1)
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, st.url+c.path, strings.NewReader(c.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- result{0, err.Error()}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			done <- result{resp.StatusCode, string(b)}
+		}()
+		<-arrived // the request is upstream, begun while the journal wrote
+		st.journal.setFailing(errors.New("journal: write: no space left on device"))
+		st.sink.setFail(errors.New("nats: no responders; spool: no space left on device"))
+		close(release)
+		got := <-done
+		if got.code == http.StatusOK || strings.Contains(got.body, c.usage) {
+			t.Errorf("%s: the client got %d with the answer of a request whose event is in memory alone:\n%s", c.path, got.code, got.body)
+		}
+		if got.code != http.StatusServiceUnavailable || !strings.Contains(got.body, "metering_unavailable") {
+			t.Errorf("%s: %d %s; want 503 metering_unavailable in place of the answer", c.path, got.code, got.body)
+		}
+	}
+}
