@@ -188,6 +188,9 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 	x.markComplete()
 	x.httpStatusOK()
 	x.commit()
+	if x.withholdAnswer() {
+		return
+	}
 	if ambiguous || usage.HasCorrection(x.event.Corrections, usage.CorrectionReasoningOutsideCompletion) ||
 		!reportedAsBilled(x.event) && x.report.Error == "" {
 		// Every client reads what was billed: an estimate too (the

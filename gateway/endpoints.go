@@ -156,6 +156,9 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		x.markComplete()
 		x.httpStatusOK()
 		x.commit()
+		if x.withholdAnswer() {
+			return
+		}
 		// The usage the event records, in the response, when the upstream's
 		// is not there to read: an estimate, or a report whose members
 		// Body removed (Embeddings.Body); or when it is not what was billed

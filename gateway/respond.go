@@ -31,6 +31,23 @@ func (x *exchange) respond(status int, stream bool, hdr func(http.Header)) bool 
 	return true
 }
 
+// withholdAnswer answers 503 metering_unavailable in place of a whole
+// (non-streamed) answer whose event could not be made durable
+// (exchange.undurable: neither published nor spooled, and the crash
+// journal cannot write): "durable before done" holds for a whole answer as
+// for a stream's usage and end (heldBack). It reports whether it did, and
+// the caller then sends nothing more. The event is still offered to the
+// sink every second (owed.go).
+func (x *exchange) withholdAnswer() bool {
+	if !x.undurable {
+		return false
+	}
+	x.writeError(provider.Err(http.StatusServiceUnavailable, "service_unavailable", "metering_unavailable",
+		"the gateway could not record this request's usage durably (its event stream and its crash journal both failed): "+
+			"the answer is withheld; retry once the gateway is ready again (GET /readyz on its admin listener)"))
+	return true
+}
+
 // write sends b; a failed write means the client is gone.
 func (x *exchange) write(b []byte) {
 	x.wmu.Lock()
