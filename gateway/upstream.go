@@ -36,6 +36,9 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 		x.event.Status, x.event.Error = usage.StatusClientCancelled, errGoneBeforeUpstream.Error()
 		return nil
 	}
+	if x.beginNotJournaled() {
+		return nil
+	}
 	up, err := s.upstreamRequest(x.ctx, rt.provider, path, body, header)
 	if err != nil {
 		x.fail(http.StatusBadGateway, usage.StatusUpstreamError, err)
@@ -85,6 +88,29 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 	x.body = boundedBody{x: x, body: resp.Body}
 	resp.Body = &x.body
 	return resp
+}
+
+// beginNotJournaled refuses x, 503 metering_unavailable, when the crash
+// journal could not write its begin record (its disk filled after the
+// request was admitted, or a gateway started on a full disk had not
+// written yet, so was not failing at admission): sent upstream, the
+// request would have no record that survives the process, and a kill would
+// lose what the upstream billed. As a request refused at admission, it
+// has no event: nothing went upstream.
+func (x *exchange) beginNotJournaled() bool {
+	jh, ok := x.s.journal.(JournalHealth)
+	if !ok {
+		return false
+	}
+	err := jh.Failing()
+	if err == nil {
+		return false
+	}
+	x.committed = true // no event: nothing was asked of the upstream
+	x.s.journal.End(x.event.ID)
+	x.writeError(provider.Err(http.StatusServiceUnavailable, "service_unavailable", "metering_unavailable",
+		"the gateway cannot meter more requests now: its crash journal cannot write ("+err.Error()+")"))
+	return true
 }
 
 // errGoneBeforeUpstream is the error of the event of a request whose
