@@ -1,0 +1,74 @@
+package gateway_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+)
+
+// TestNativeAnswerWithheldWhenItsEventIsNotDurable: with the event stream down
+// and the crash journal's disk full while a non-streamed request was
+// upstream, the client still got a 200 with the whole answer and its
+// usage, for an event held in memory alone and lost to a kill (a crash
+// review: a gateway on a full tmpfs, NATS killed under load; a chat
+// completion answered 200 with its usage 2 s after its event was logged
+// "held in memory", while the streams beside it had their end withheld).
+// "Durable before done" holds for a whole answer as for a stream's end:
+// the client gets 503 metering_unavailable in its place.
+func TestNativeAnswerWithheldWhenItsEventIsNotDurable(t *testing.T) {
+	var release chan struct{}
+	arrived := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"m","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"Hello"}],"stop_reason":"end_turn","usage":{"input_tokens":9,"output_tokens":5}}`)
+	}))
+	defer up.Close()
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "ap", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"})
+	})
+	for _, c := range []struct{ path, body, usage string }{
+		{"/anthropic/v1/messages", `{"model":"cl","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, `"output_tokens":5`},
+	} {
+		release = make(chan struct{})
+		st.journal.setFailing(nil)
+		st.sink.setFail(nil)
+		type result struct {
+			code int
+			body string
+		}
+		done := make(chan result, 1)
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, st.url+c.path, strings.NewReader(c.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- result{0, err.Error()}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			done <- result{resp.StatusCode, string(b)}
+		}()
+		<-arrived // the request is upstream, begun while the journal wrote
+		st.journal.setFailing(errors.New("journal: write: no space left on device"))
+		st.sink.setFail(errors.New("nats: no responders; spool: no space left on device"))
+		close(release)
+		got := <-done
+		if got.code == http.StatusOK || strings.Contains(got.body, c.usage) {
+			t.Errorf("%s: the client got %d with the answer of a request whose event is in memory alone:\n%s", c.path, got.code, got.body)
+		}
+		if got.code != http.StatusServiceUnavailable || !strings.Contains(got.body, "usage durably") {
+			t.Errorf("%s: %d %s; want 503 saying the usage could not be recorded, in place of the answer", c.path, got.code, got.body)
+		}
+	}
+}
