@@ -130,6 +130,9 @@ func (s *Server) relayBody(x *exchange, resp *http.Response, body []byte, err er
 	x.markComplete()
 	x.httpStatusOK()
 	x.commit()
+	if x.withholdAnswer() {
+		return
+	}
 	if rt.BilledUsage != nil && x.showsBilled() && x.report.Error == "" {
 		// What was billed (an estimate, or the upstream's count corrected),
 		// as a chat answer and a stream's usage chunk tell it.
