@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,6 +125,60 @@ func TestRunDemoCtrlCReachingAChildFirst(t *testing.T) {
 	d.stopped(t, "tollgate's SIGINT")
 }
 
+// TestRunDemoPrintsURLsCurlTakes: with TOLLGATE_LISTEN and
+// TOLLGATE_ADMIN_LISTEN in their ":port" form (docs/configuration.md's
+// syntax, and their defaults), `make run` printed its curl commands for
+// http://:PORT, which curl refuses ("URL using bad/illegal format"): the
+// script passed "http://$TOLLGATE_LISTEN" as it was. Each printed command
+// must name a host and be answered.
+func TestRunDemoPrintsURLsCurlTakes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the demo stack")
+	}
+	portOnly := func(addr string) string { return addr[strings.LastIndexByte(addr, ':'):] }
+	root, dbURL := runDemoRoot(t)
+	var d *runDemo
+	for attempt := 1; d == nil; attempt++ {
+		try := &runDemo{root: root, dbURL: dbURL, dataDir: filepath.Join(root, "data"+strconv.Itoa(attempt)),
+			simAddr: freeAddr(t), listen: portOnly(freeAddr(t)), adminListen: portOnly(freeAddr(t))}
+		var inUse string
+		if d, inUse = try.launch(t); d == nil && attempt == 3 {
+			t.Fatalf("run-demo.sh found a listener in use on three sets of free ports:\n%s", inUse)
+		}
+	}
+	out := d.out.String()
+	chat := regexp.MustCompile(`curl -N (\S+)/v1/chat/completions`).FindStringSubmatch(out)
+	usage := regexp.MustCompile(`curl -s '([^']+)'`).FindStringSubmatch(out)
+	key := regexp.MustCompile(`Bearer (tg-[A-Za-z0-9_-]+)`).FindStringSubmatch(out)
+	if chat == nil || usage == nil || key == nil {
+		t.Fatalf("the demo's output has no chat command, usage command or key:\n%s", out)
+	}
+	for _, u := range []string{chat[1], usage[1]} {
+		if parsed, err := neturl.Parse(u); err != nil || parsed.Hostname() == "" {
+			t.Errorf("the demo printed %q (url.Parse: %v): no host, curl refuses it", u, err)
+		}
+	}
+	req, _ := http.NewRequest("POST", chat[1]+"/v1/chat/completions",
+		strings.NewReader(`{"model":"sim-pro","max_tokens":4,"messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key[1])
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Errorf("the printed chat command's URL: %v", err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
+		t.Errorf("the printed chat command's URL: %d", resp.StatusCode)
+	}
+	req, _ = http.NewRequest("GET", usage[1], nil)
+	req.Header.Set("Authorization", "Bearer run-demo-test")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Errorf("the printed usage command's URL: %v", err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
+		t.Errorf("the printed usage command's URL: %d", resp.StatusCode)
+	}
+	if err := syscall.Kill(-d.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	d.stopped(t, "Ctrl-C")
+}
+
 // tollgatePID returns the pid of the demo's tollgate process.
 func (d *runDemo) tollgatePID(t *testing.T) int {
 	t.Helper()
@@ -157,7 +212,27 @@ type runDemo struct {
 // ports and a fresh database, and returns once the demo is up.
 func startRunDemo(t *testing.T) *runDemo {
 	t.Helper()
-	root := t.TempDir()
+	root, dbURL := runDemoRoot(t)
+	// A free port found by listening and closing can be taken by another
+	// test process before the demo binds it; the script then refuses it
+	// as in use, and the demo is started again on other ports.
+	for attempt := 1; ; attempt++ {
+		d, inUse := tryRunDemo(t, root, dbURL, attempt)
+		if d != nil {
+			return d
+		}
+		if attempt == 3 {
+			t.Fatalf("run-demo.sh found a listener in use on three sets of free ports:\n%s", inUse)
+		}
+	}
+}
+
+// runDemoRoot builds tollgate and upstream-sim into a directory laid out
+// as a checkout (bin/, scripts/run-demo.sh, examples/demo.yaml) and makes
+// a fresh database; it returns the directory and the database's URL.
+func runDemoRoot(t *testing.T) (root, dbURL string) {
+	t.Helper()
+	root = t.TempDir()
 	for _, dir := range []string{"bin", "scripts", "examples"} {
 		if err := os.Mkdir(filepath.Join(root, dir), 0o755); err != nil {
 			t.Fatal(err)
@@ -189,19 +264,7 @@ func startRunDemo(t *testing.T) *runDemo {
 	if err := os.WriteFile(filepath.Join(root, "examples", "demo.yaml"), demo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dbURL := ledgertest.NewDatabase(t)
-	// A free port found by listening and closing can be taken by another
-	// test process before the demo binds it; the script then refuses it
-	// as in use, and the demo is started again on other ports.
-	for attempt := 1; ; attempt++ {
-		d, inUse := tryRunDemo(t, root, dbURL, attempt)
-		if d != nil {
-			return d
-		}
-		if attempt == 3 {
-			t.Fatalf("run-demo.sh found a listener in use on three sets of free ports:\n%s", inUse)
-		}
-	}
+	return root, ledgertest.NewDatabase(t)
 }
 
 // tryRunDemo starts root's run-demo.sh on free ports and waits for the
