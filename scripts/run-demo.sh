@@ -89,7 +89,16 @@ set +m
 tollgate_pid=$!
 pids+=($tollgate_pid)
 
-if ! ./bin/tollgate demo --admin-url "http://$TOLLGATE_ADMIN_LISTEN" --gateway-url "http://$TOLLGATE_LISTEN"; then
+# The URLs the demo prints must be ones curl takes: a listen address may
+# leave its host out (":8081", the documented form) or name every
+# interface, which a client reaches at the loopback address. tollgate demo
+# derives the LLM API's URL from TOLLGATE_LISTEN so itself.
+admin_host="${TOLLGATE_ADMIN_LISTEN%:*}"
+case "$admin_host" in
+  "" | 0.0.0.0) admin_host=127.0.0.1 ;;
+  "[::]") admin_host="[::1]" ;;
+esac
+if ! ./bin/tollgate demo --admin-url "http://$admin_host:${TOLLGATE_ADMIN_LISTEN##*:}"; then
   echo "tollgate did not start; the last lines of $TOLLGATE_DATA_DIR/tollgate.log:" >&2
   tail -n 20 "$TOLLGATE_DATA_DIR/tollgate.log" >&2
   exit 1
