@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	neturl "net/url"
@@ -550,5 +551,27 @@ func TestFlagsUsageShowsNumbersAsNumbers(t *testing.T) {
 				t.Errorf("tollgate keys %s --help shows --%s not as N:\n%s", verb, f, r.out)
 			}
 		}
+	}
+}
+
+// TestUnreachableSaysHowToPointTheCLI: an admin command that found no
+// admin API said only "cannot reach the admin API at
+// http://127.0.0.1:8081: connection refused". A new user who moved the
+// admin listener (`TOLLGATE_ADMIN_LISTEN=… make run`, as the README offers)
+// and then ran the README's CLI commands took the server for down: the
+// message must say how to name the address it listens on.
+func TestUnreachableSaysHowToPointTheCLI(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	r := runTollgate(t, map[string]string{"TOLLGATE_ADMIN_TOKEN": "t", "TOLLGATE_ADMIN_URL": closed}, "customers", "list")
+	if r.code != exitUnreachable || !strings.Contains(r.errOut, "cannot reach the admin API at "+closed) ||
+		!strings.Contains(r.errOut, "TOLLGATE_ADMIN_URL") || !strings.Contains(r.errOut, "--admin-url") ||
+		!strings.Contains(r.errOut, "TOLLGATE_ADMIN_LISTEN") || strings.Count(r.errOut, "\n") != 1 {
+		t.Errorf("customers list with no admin API at %s: exit %d, stderr %q; want exit %d, one line naming --admin-url, TOLLGATE_ADMIN_URL and TOLLGATE_ADMIN_LISTEN",
+			closed, r.code, r.errOut, exitUnreachable)
 	}
 }
