@@ -187,6 +187,12 @@ func (c *cli) fail(cmd *command, err error) int {
 	if code == exitUsage {
 		msg += fmt.Sprintf("; run 'tollgate %s --help'", cmd.name)
 	}
+	if code == exitUnreachable {
+		// The admin listener may be elsewhere than the CLI looks
+		// (TOLLGATE_ADMIN_LISTEN moved, as `make run` offers): say how
+		// to point it there, not only that nothing answered.
+		msg = strings.TrimRight(msg, ".") + "; start tollgate serve (or admin), or point --admin-url or TOLLGATE_ADMIN_URL at its TOLLGATE_ADMIN_LISTEN"
+	}
 	msg = strings.TrimRight(msg, ".")
 	fmt.Fprintf(c.stderr, "tollgate %s: %s.\n", cmd.name, msg)
 	return code
