@@ -334,3 +334,34 @@ func TestAdminPathOnTheLLMListenerSaysWhereTheAdminAPIIs(t *testing.T) {
 		t.Errorf("GET /v1/nope: %d %s; want a plain 404", resp.StatusCode, b)
 	}
 }
+
+// TestSDKBaseURLSlipSaysWhereTheRouteIs: an SDK given the gateway's root
+// as its base URL (Anthropic's then posts /v1/messages, Gemini's
+// /v1beta/models/…), OpenAI's given it without /v1 (/chat/completions)
+// or with /v1 twice, got "no route for POST /v1/messages" and nothing
+// more: a new user's first request, stuck on a 404. The answer names the
+// route meant and the base URL each SDK takes.
+func TestSDKBaseURLSlipSaysWhereTheRouteIs(t *testing.T) {
+	st := newStack(t, nil)
+	for path, want := range map[string]string{
+		"/chat/completions":                         "/v1/chat/completions",
+		"/embeddings":                               "/v1/embeddings",
+		"/v1/v1/chat/completions":                   "/v1/chat/completions",
+		"/v1/messages":                              "/anthropic/v1/messages",
+		"/v1/messages/count_tokens":                 "/anthropic/v1/messages/count_tokens",
+		"/v1beta/models/gemini-sim:generateContent": "/gemini/v1beta/models/gemini-sim:generateContent",
+	} {
+		resp := st.post(t, path, `{"model":"sim-pro","messages":[{"role":"user","content":"hi"}]}`)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "did you mean POST "+want) || !strings.Contains(string(b), "base URL") {
+			t.Errorf("POST %s: %d %s; want 404 naming POST %s and the SDKs' base URLs", path, resp.StatusCode, b, want)
+		}
+	}
+	resp := st.post(t, "/v1/nope", `{}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || strings.Contains(string(b), "did you mean") {
+		t.Errorf("POST /v1/nope: %d %s; want a plain 404", resp.StatusCode, b)
+	}
+}
