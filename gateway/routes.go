@@ -34,6 +34,10 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
+	// served lists the routes, for the hint of a path an SDK with a
+	// wrong base URL sends (routeHint).
+	served := []servedRoute{{http.MethodPost, "/v1/chat/completions"}, {http.MethodPost, "/v1/completions"},
+		{http.MethodPost, "/v1/embeddings"}, {http.MethodGet, "/v1/models"}, {http.MethodGet, "/v1/models/*"}}
 	r.With(s.steps(chatErrors)...).Post("/v1/chat/completions", s.chatCompletions)
 	r.With(s.steps(chatErrors)...).Post("/v1/completions", s.completions)
 	r.With(s.steps(chatErrors)...).Post("/v1/embeddings", s.embeddings)
@@ -43,6 +47,7 @@ func (s *Server) Handler() http.Handler {
 		for _, c := range p.Counters {
 			if c.Pattern != "" {
 				r.With(s.steps(p.Errors)...).Post(c.Pattern, s.countTokens(p, c, p.Errors))
+				served = append(served, servedRoute{http.MethodPost, c.Pattern})
 			}
 		}
 		for i := range p.Routes {
@@ -52,6 +57,7 @@ func (s *Server) Handler() http.Handler {
 				env = p.Errors
 			}
 			r.With(s.steps(env)...).Post(rt.Pattern, s.native(p, rt, env))
+			served = append(served, servedRoute{http.MethodPost, rt.Pattern})
 		}
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -60,6 +66,8 @@ func (s *Server) Handler() http.Handler {
 			// An admin client (TOLLGATE_ADMIN_URL, --admin-url) or a
 			// browser pointed at the LLM listener: say where it is.
 			msg += " on the LLM API's listener: the admin API, the console, /readyz and /metrics are on the admin listener (TOLLGATE_ADMIN_LISTEN, :8081 by default)"
+		} else if meant := routeHint(served, r.Method, r.URL.Path); meant != "" {
+			msg += "; did you mean " + r.Method + " " + meant + "? Check the client's base URL: OpenAI's API is under /v1, each native API under its provider's prefix"
 		}
 		s.envelopeFor(r.URL.Path).WriteError(w, provider.Err(http.StatusNotFound, "invalid_request_error", "not_found", msg))
 	})
@@ -68,6 +76,42 @@ func (s *Server) Handler() http.Handler {
 			r.Method+" is not allowed on "+r.URL.Path))
 	})
 	return r
+}
+
+// servedRoute is a route the gateway serves: its method and its chi
+// pattern (a trailing "*" matches any rest).
+type servedRoute struct{ method, pattern string }
+
+// matches reports whether path falls under the route's pattern.
+func (sr servedRoute) matches(path string) bool {
+	if prefix, ok := strings.CutSuffix(sr.pattern, "*"); ok {
+		return len(path) > len(prefix) && strings.HasPrefix(path, prefix)
+	}
+	return path == sr.pattern
+}
+
+// routeHint is the served path a client most likely meant by a path no
+// route takes, or "": the one an SDK sends when its base URL lacks /v1
+// ("/chat/completions") or repeats it ("/v1/v1/…"), or lacks a native
+// API's prefix (the gateway's root given to Anthropic's SDK posts
+// "/v1/messages"). A native pattern's rest under the gateway's own /v1/
+// is not offered: it would take any /v1 path.
+func routeHint(served []servedRoute, method, path string) string {
+	for _, sr := range served {
+		if sr.method != method {
+			continue
+		}
+		seg, rest, _ := strings.Cut(strings.TrimPrefix(sr.pattern, "/"), "/")
+		switch {
+		case seg == "v1" && sr.matches("/v1"+path):
+			return "/v1" + path
+		case seg == "v1" && strings.HasPrefix(path, "/v1/v1/") && sr.matches(path[len("/v1"):]):
+			return path[len("/v1"):]
+		case seg != "v1" && rest != "v1/*" && (servedRoute{sr.method, "/" + rest}).matches(path):
+			return "/" + seg + path
+		}
+	}
+	return ""
 }
 
 // envelopeFor is the envelope of the provider whose routes path falls
