@@ -341,3 +341,24 @@ func TestClientReplayDeadLettersProgress(t *testing.T) {
 		t.Fatalf("replayed %d, progress %v; want 3, and a first line of 0 of 3", n, seen)
 	}
 }
+
+// TestClientWithoutTokenSpendsNoGuesses: the CLI run where
+// TOLLGATE_ADMIN_TOKEN is not set (a new shell, a cron job's environment)
+// sent "Authorization: Bearer " with nothing after it, which the admin API
+// counted as a wrong token: past GuessBurst such runs, its address (the
+// operators' bastion, say) was answered 429 for every token, the right one
+// included. A client without a token sends no Authorization header, which
+// is refused (401) and not counted as a guess.
+func TestClientWithoutTokenSpendsNoGuesses(t *testing.T) {
+	s := newServer(t)
+	ctx := context.Background()
+	none := api.NewClient(s.admin, "", nil)
+	for i := range api.GuessBurst + 2 {
+		if _, err := none.Customers(ctx, ""); ledger.ErrorCode(err) != ledger.EUnauthorized {
+			t.Fatalf("request %d without a token: %v, want unauthorized", i+1, err)
+		}
+	}
+	if _, err := s.client().Customers(ctx, ""); err != nil {
+		t.Fatalf("the admin token after %d requests without one: %v, want it served", api.GuessBurst+2, err)
+	}
+}
