@@ -575,3 +575,24 @@ func TestUnreachableSaysHowToPointTheCLI(t *testing.T) {
 			closed, r.code, r.errOut, exitUnreachable)
 	}
 }
+
+// TestNoTokenSaysTheTokenIsNotSet: an admin command run in a shell where
+// TOLLGATE_ADMIN_TOKEN is not exported (the README's walkthrough in a new
+// terminal) said "missing or wrong admin token", which sends the user
+// checking a token they never set. With no token at all, it says so.
+func TestNoTokenSaysTheTokenIsNotSet(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":{"code":"unauthorized","type":"unauthorized","message":"missing or wrong admin token (Authorization: Bearer $TOLLGATE_ADMIN_TOKEN)"}}`))
+	}))
+	defer srv.Close()
+	r := runTollgate(t, map[string]string{"TOLLGATE_ADMIN_URL": srv.URL}, "customers", "list")
+	if r.code != exitUnauthorized || !strings.Contains(r.errOut, "TOLLGATE_ADMIN_TOKEN is not set") || strings.Count(r.errOut, "\n") != 1 {
+		t.Errorf("customers list without a token: exit %d, stderr %q; want exit %d, one line saying TOLLGATE_ADMIN_TOKEN is not set", r.code, r.errOut, exitUnauthorized)
+	}
+	r = runTollgate(t, map[string]string{"TOLLGATE_ADMIN_URL": srv.URL, "TOLLGATE_ADMIN_TOKEN": "wrong"}, "customers", "list")
+	if r.code != exitUnauthorized || strings.Contains(r.errOut, "is not set") {
+		t.Errorf("customers list with a wrong token: exit %d, stderr %q; want exit %d, not saying the token is not set", r.code, r.errOut, exitUnauthorized)
+	}
+}
