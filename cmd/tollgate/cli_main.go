@@ -39,6 +39,9 @@ type cli struct {
 	api            *api.Client
 	// json prints the API's JSON instead of tables.
 	json bool
+	// noToken is set when neither --token nor TOLLGATE_ADMIN_TOKEN
+	// gave a token: a refusal then says so.
+	noToken bool
 }
 
 // command is one `tollgate NOUN VERB` (or single-word) admin command.
@@ -150,7 +153,9 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, env fu
 		err = checkAdminURL(*adminURL)
 	}
 	if err == nil {
-		c.api = api.NewClient(*adminURL, orDefault(*token, env("TOLLGATE_ADMIN_TOKEN")), nil)
+		tok := orDefault(*token, env("TOLLGATE_ADMIN_TOKEN"))
+		c.noToken = tok == ""
+		c.api = api.NewClient(*adminURL, tok, nil)
 		err = action(c, pos)
 	}
 	return c.fail(cmd, err)
@@ -186,6 +191,9 @@ func (c *cli) fail(cmd *command, err error) int {
 	}
 	if code == exitUsage {
 		msg += fmt.Sprintf("; run 'tollgate %s --help'", cmd.name)
+	}
+	if code == exitUnauthorized && c.noToken {
+		msg = strings.TrimRight(msg, ".") + "; TOLLGATE_ADMIN_TOKEN is not set and no --token was given: export it (the server's admin token)"
 	}
 	if code == exitUnreachable {
 		// The admin listener may be elsewhere than the CLI looks
