@@ -292,3 +292,32 @@ func TestMigration12DoesNotHoldLedgerEntriesBehindAReader(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestURLWithAnAtInItsPasswordIsRefusedUnshown: a password holding an "@"
+// not percent-encoded (postgres://u:p@ssword@host/db, a new user's first
+// URL) was parsed as the password "p" on the host "ssword@host", so `serve`
+// and `migrate` logged "connect to database "db" on ssword@host:5432 …
+// lookup ssword@host: no such host": the rest of the password in the log,
+// and no word of the cause; `config check` passed it. It is refused before
+// any connection, saying to write the "@" as %40, without the host.
+func TestURLWithAnAtInItsPasswordIsRefusedUnshown(t *testing.T) {
+	for _, u := range []string{
+		"postgres://tollgate:p@ssw0rd-secret@127.0.0.1:5432/rv_never?sslmode=disable",
+		"host=ssw0rd-secret@127.0.0.1 user=tollgate dbname=rv_never",
+	} {
+		check := ledger.CheckURL(u)
+		s, open := ledger.Open(context.Background(), u)
+		if s != nil {
+			s.Close()
+		}
+		ls, lazy := ledger.OpenLazy(u)
+		if ls != nil {
+			ls.Close()
+		}
+		for name, err := range map[string]error{"CheckURL": check, "Open": open, "OpenLazy": lazy} {
+			if err == nil || strings.Contains(err.Error(), "ssw0rd-secret") || !strings.Contains(err.Error(), "%40") {
+				t.Errorf("%s(%q) = %v; want an error saying to write @ as %%40, without the password's rest", name, u, err)
+			}
+		}
+	}
+}
