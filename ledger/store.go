@@ -64,8 +64,30 @@ func OpenExisting(ctx context.Context, url string) (*Store, error) { return open
 // string or a postgres:// URL, pool_* settings included) before it
 // connects, or nil; it connects to nothing. pgx's error hides a password.
 func CheckURL(url string) error {
-	_, err := pgxpool.ParseConfig(url)
+	_, err := parseURL(url)
 	return err
+}
+
+// parseURL is pgxpool.ParseConfig, refusing a host that holds an "@":
+// no host does, but a password with an "@" not percent-encoded
+// ("postgres://u:p@ss@host/db") parses as the password "p" on the host
+// "ss@host", which connection errors then show, the password's rest
+// with it. The error names neither.
+func parseURL(url string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	hosts := []string{cfg.ConnConfig.Host}
+	for _, f := range cfg.ConnConfig.Fallbacks {
+		hosts = append(hosts, f.Host)
+	}
+	for _, h := range hosts {
+		if strings.Contains(h, "@") {
+			return nil, errors.New(`its host holds an "@": a user or password with an "@" must write it percent-encoded, as %40 (and ":" as %3A, "/" as %2F)`)
+		}
+	}
+	return cfg, nil
 }
 
 // OpenLazy is Open without creating the database or connecting to it:
@@ -73,7 +95,7 @@ func CheckURL(url string) error {
 // serve without the ledger while Postgres is unreachable (a gateway), and
 // returns an error only for an invalid url.
 func OpenLazy(url string) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := parseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
@@ -189,7 +211,7 @@ func sessionParams(cfg *pgxpool.Config) {
 }
 
 func open(ctx context.Context, url string, create bool) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := parseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
