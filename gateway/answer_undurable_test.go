@@ -28,6 +28,10 @@ func TestAnswerWithheldWhenItsEventIsNotDurable(t *testing.T) {
 		arrived <- struct{}{}
 		<-release
 		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/messages") {
+			io.WriteString(w, `{"id":"m","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"Hello"}],"stop_reason":"end_turn","usage":{"input_tokens":9,"output_tokens":5}}`)
+			return
+		}
 		if strings.HasSuffix(r.URL.Path, "/embeddings") {
 			io.WriteString(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5,0.25]}],"model":"emb-x","usage":{"prompt_tokens":7,"total_tokens":7}}`)
 			return
@@ -39,10 +43,14 @@ func TestAnswerWithheldWhenItsEventIsNotDurable(t *testing.T) {
 		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"})
 		c.Models = append(c.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"},
 			gateway.ModelConfig{Name: "emb", Provider: "op", UpstreamModel: "emb-x"})
+		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "ap", Type: "anthropic", BaseURL: up.URL + "/v1", APIKey: "k"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: "cl", Provider: "ap", UpstreamModel: "claude-x"})
 	})
 	for _, c := range []struct{ path, body, usage string }{
 		{"/v1/chat/completions", `{"model":"om","messages":[{"role":"user","content":"hi"}]}`, `"completion_tokens":5`},
 		{"/v1/embeddings", `{"model":"emb","input":"hi there"}`, `"prompt_tokens":7`},
+		// A native route's whole answer (relayBody).
+		{"/anthropic/v1/messages", `{"model":"cl","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, `"output_tokens":5`},
 	} {
 		release = make(chan struct{})
 		st.journal.setFailing(nil)
@@ -73,8 +81,8 @@ func TestAnswerWithheldWhenItsEventIsNotDurable(t *testing.T) {
 		if got.code == http.StatusOK || strings.Contains(got.body, c.usage) {
 			t.Errorf("%s: the client got %d with the answer of a request whose event is in memory alone:\n%s", c.path, got.code, got.body)
 		}
-		if got.code != http.StatusServiceUnavailable || !strings.Contains(got.body, "metering_unavailable") {
-			t.Errorf("%s: %d %s; want 503 metering_unavailable in place of the answer", c.path, got.code, got.body)
+		if got.code != http.StatusServiceUnavailable || !strings.Contains(got.body, "usage durably") {
+			t.Errorf("%s: %d %s; want 503 saying the usage could not be recorded, in place of the answer", c.path, got.code, got.body)
 		}
 	}
 }
