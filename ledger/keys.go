@@ -37,6 +37,16 @@ type Key struct {
 	UpdatedAt     time.Time  `json:"updated_at"`
 	LastUsedAt    *time.Time `json:"last_used_at,omitempty"`
 	RevokedAt     *time.Time `json:"revoked_at,omitempty"`
+	// DailySpend and MonthlySpend are what the key has been charged in
+	// the current UTC day and month (as the database's clock has them),
+	// as decimal strings in the customer's currency, exact (to 1e-12):
+	// the events the meter has written into the ledger, so requests still
+	// in flight (held by a gateway until their usage is metered) are not
+	// in them. "0" when nothing. The ledger keeps this spend for keys with
+	// a daily or monthly limit only: nil on a key without either, and on
+	// the answers of CreateKey, UpdateKey and RevokeKey (read the key).
+	DailySpend   *string `json:"daily_spend,omitempty"`
+	MonthlySpend *string `json:"monthly_spend,omitempty"`
 	// Change is the sequence of the change this call made in the key
 	// outbox, for waiting until the gateways have it (0: none).
 	Change int64 `json:"-"`
@@ -234,12 +244,13 @@ func (s *Store) CreateKey(ctx context.Context, customerID string, in KeyInput) (
 const keyColumns = `id, customer_id, name, prefix, daily_limit_micros, monthly_limit_micros, rpm_limit, tpm_limit,
 	max_concurrent, expires_at, allowed_models, created_at, updated_at, last_used_at, revoked_at`
 
-func scanKey(row pgx.Row) (Key, error) {
+// scanKey scans keyColumns, then extra.
+func scanKey(row pgx.Row, extra ...any) (Key, error) {
 	var k Key
 	var daily, monthly *int64
 	var conc *int32
-	err := row.Scan(&k.ID, &k.CustomerID, &k.Name, &k.Prefix, &daily, &monthly, &k.RPMLimit, &k.TPMLimit,
-		&conc, &k.ExpiresAt, &k.AllowedModels, &k.CreatedAt, &k.UpdatedAt, &k.LastUsedAt, &k.RevokedAt)
+	err := row.Scan(append([]any{&k.ID, &k.CustomerID, &k.Name, &k.Prefix, &daily, &monthly, &k.RPMLimit, &k.TPMLimit,
+		&conc, &k.ExpiresAt, &k.AllowedModels, &k.CreatedAt, &k.UpdatedAt, &k.LastUsedAt, &k.RevokedAt}, extra...)...)
 	k.DailyLimit, k.MonthlyLimit = microsString(daily), microsString(monthly)
 	if conc != nil {
 		c := int64(*conc)
@@ -434,7 +445,7 @@ func (s *Store) KeysPage(ctx context.Context, customerID string, q KeyQuery) (Ke
 	if err != nil {
 		return KeyPage{}, dbError(err, "keys")
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) { return scanKey(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Key, error) { return scanKeySpend(r) })
 	if err != nil {
 		return KeyPage{}, dbError(err, "keys")
 	}
@@ -452,7 +463,7 @@ func (s *Store) KeysPage(ctx context.Context, customerID string, q KeyQuery) (Ke
 // $3 the creation time and id the page starts after, $4 the most rows. Its
 // order is migration 11's index (api_keys_customer_created_idx), so that a
 // page reads its rows alone.
-const keysPageQuery = `SELECT ` + keyColumns + ` FROM api_keys
+const keysPageQuery = `SELECT ` + keyColumns + keySpendColumns + ` FROM api_keys` + keySpendJoin + `
 		WHERE customer_id = $1 AND (created_at, id) > ($2, $3::uuid)
 		ORDER BY created_at, id LIMIT $4`
 
@@ -469,6 +480,6 @@ func outbox(ctx context.Context, tx pgx.Tx, kind, ref string) (int64, error) {
 
 // Key returns one key (never its secret), or ENotFound.
 func (s *Store) Key(ctx context.Context, keyID string) (Key, error) {
-	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = $1`, keyID))
+	k, err := scanKeySpend(s.pool.QueryRow(ctx, `SELECT `+keyColumns+keySpendColumns+` FROM api_keys`+keySpendJoin+` WHERE id = $1`, keyID))
 	return k, dbError(err, "key "+keyID)
 }

@@ -280,8 +280,9 @@ func (c *Self) balance(w http.ResponseWriter, r *http.Request) {
 // listKeys serves GET /v1/keys: the caller's customer's keys, oldest first,
 // a page at a time (limit 1 to ledger.MaxKeyLimit, 1000 by default;
 // cursor is the previous page's next_cursor), as the admin API's
-// GET /admin/v1/customers/{id}/keys answers them: names, prefixes and
-// limits, never a secret (the ledger keeps only their hashes).
+// GET /admin/v1/customers/{id}/keys answers them: names, prefixes,
+// limits and a limited key's spend of them (ledger.Key), never a secret
+// (the ledger keeps only their hashes).
 func (c *Self) listKeys(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	kq := ledger.KeyQuery{Cursor: q.Get("cursor")}

@@ -226,6 +226,8 @@ func TestOpenAPIEdgeAnswers(t *testing.T) {
 	adm("GET", "/admin/v1/customers/"+jpy+"/keys?limit=1", "", http.StatusOK)
 	adm("GET", "/admin/v1/customers/"+jpy+"/keys?cursor=zz", "", http.StatusBadRequest)
 	adm("GET", "/admin/v1/customers/"+unknown+"/keys", "", http.StatusNotFound)
+	adm("GET", "/admin/v1/keys/"+k.ID, "", http.StatusOK)             // a limited key: with its spend
+	adm("GET", "/admin/v1/customers/"+jpy+"/keys", "", http.StatusOK) // both keys, one with its spend
 	adm("PATCH", "/admin/v1/keys/"+k.ID, `{"allowed_models":["m","openai/*"],"tpm_limit":1000,"max_concurrent":2}`, http.StatusOK)
 	adm("PATCH", "/admin/v1/keys/"+k.ID, `{"allowed_models":null,"daily_limit":null,"tpm_limit":null,"max_concurrent":null}`, http.StatusOK)
 	adm("PATCH", "/admin/v1/keys/"+k.ID, `{"daily_limit":"-1"}`, http.StatusBadRequest)

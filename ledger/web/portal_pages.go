@@ -21,10 +21,13 @@ type usageData struct {
 	ByModel []ledger.UsageRow
 	ByDay   []ledger.UsageRow
 	Usage   chart
+	// Key is the signed-in key when it has a spend limit (limitedKey).
+	Key *ledger.Key
 }
 
-// usagePage shows the customer's balance and this month's usage by model
-// and by day, with the cost per day stacked by model.
+// usagePage shows the customer's balance, the signed-in key's spend
+// against its daily and monthly limits when it has them, and this month's
+// usage by model and by day, with the cost per day stacked by model.
 func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
 	ss, ctx := sessionOf(r), r.Context()
 	ms := monthStart(p.now())
@@ -34,6 +37,7 @@ func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
 	month := "&from=" + url.QueryEscape(ms.Format(time.RFC3339)) + "&to=" + url.QueryEscape(ms.AddDate(0, 1, 0).Format(time.RFC3339))
 	err := parallel(
 		func() error { return p.getJSON(ctx, ss.secret, "/v1/balance", &d.Balance) },
+		func() (e error) { d.Key, e = p.limitedKey(ctx, ss.secret); return },
 		func() (e error) { d.ByModel, e = p.usageAll(ctx, ss.secret, "group_by=model"+month); return },
 		func() (e error) { d.ByDay, e = p.usageAll(ctx, ss.secret, "group_by=day"+month); return })
 	if err != nil {
