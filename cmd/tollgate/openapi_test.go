@@ -439,6 +439,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/usage" + q, auth: s.secret, want: http.StatusOK})
 	}
 	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/balance", auth: s.secret, want: http.StatusOK})
+	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/key", auth: s.secret, want: http.StatusOK})
 	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/keys", auth: s.secret, want: http.StatusOK})
 	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/keys?limit=1", auth: s.secret, want: http.StatusOK})
 	h.do(openAPICall{base: s.gateway, method: "GET", path: "/v1/keys?limit=0", auth: s.secret, want: http.StatusBadRequest, invalid: true})

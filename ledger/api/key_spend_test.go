@@ -23,7 +23,8 @@ type spendKey struct {
 // TestKeysShowTheirSpend: a key with a daily or monthly limit was refused
 // (402) once it had spent it, and neither API said how much of it was
 // spent: GET /admin/v1/keys/{id}, GET /admin/v1/customers/{id}/keys and
-// GET /v1/keys carried the limits only. They carry daily_spend and
+// GET /v1/keys carried the limits only. They, and GET /v1/key (the key
+// sent), carry daily_spend and
 // monthly_spend, exact, an event of yesterday (UTC) in the month's and
 // not the day's; "0" before any; absent on a key without a spend limit
 // (the ledger keeps the spend of limited keys only).
@@ -51,8 +52,13 @@ func TestKeysShowTheirSpend(t *testing.T) {
 		if err != nil || status != http.StatusOK || json.Unmarshal(body, &self) != nil {
 			t.Fatalf("GET /v1/keys = %d %s %v", status, body, err)
 		}
+		var mine spendKey
+		status, body, err = send("GET", s.llm+"/v1/key", k.Secret, "")
+		if err != nil || status != http.StatusOK || json.Unmarshal(body, &mine) != nil || mine.ID != k.ID {
+			t.Fatalf("GET /v1/key = %d %s %v; want the key sent", status, body, err)
+		}
 		for what, keys := range map[string][]spendKey{"GET /admin/v1/keys/{id}": {one},
-			"GET /admin/v1/customers/{id}/keys": admin.Data, "GET /v1/keys": self.Data} {
+			"GET /admin/v1/customers/{id}/keys": admin.Data, "GET /v1/keys": self.Data, "GET /v1/key": {mine}} {
 			for _, got := range keys {
 				switch got.ID {
 				case k.ID:
@@ -67,7 +73,7 @@ func TestKeysShowTheirSpend(t *testing.T) {
 					}
 				}
 			}
-			if what != "GET /admin/v1/keys/{id}" && len(keys) != 2 {
+			if len(keys) != 2 && (what == "GET /admin/v1/customers/{id}/keys" || what == "GET /v1/keys") {
 				t.Errorf("%s = %d keys, want 2", what, len(keys))
 			}
 		}
