@@ -87,7 +87,7 @@ func NewSelf(store *ledger.Store, keys KeyLookup, log *slog.Logger) *Self {
 		all: make(chan struct{}, selfQueriesAll(conns))}
 }
 
-// Routes adds GET /v1/usage, GET /v1/balance, GET /v1/keys, GET
+// Routes adds GET /v1/usage, GET /v1/balance, GET /v1/key, GET /v1/keys, GET
 // /v1/requests, GET /v1/requests/{id} and GET /v1/statements/{period} to r,
 // and HEAD of each, answered as GET without the body.
 // A query parameter a route does not take (openapi.json's, and key, which
@@ -105,13 +105,19 @@ func (c *Self) Routes(r chi.Router) {
 	}
 	get("/v1/usage", c.usage)
 	get("/v1/balance", c.balance)
+	get("/v1/key", c.key)
 	get("/v1/keys", c.listKeys)
 	get("/v1/statements/{period}", c.statement)
 	get("/v1/requests", c.requests)
 	get("/v1/requests/{id}", c.request, c.reads.validID("request"))
 }
 
-type selfKey struct{}
+// selfKey is the context key of the caller's customer id; selfKeyID of
+// the id of the key it sent.
+type (
+	selfKey   struct{}
+	selfKeyID struct{}
+)
 
 // refuseCustomerID refuses (400, ledger.EInvalid) a customer API request
 // naming a customer_id: the admin API's parameter, which a customer
@@ -169,7 +175,7 @@ func (c *Self) authenticate(next http.Handler) http.Handler {
 		if limit <= 0 {
 			limit = SelfQueryTimeout
 		}
-		ctx, cancel := context.WithTimeoutCause(contextWith(r, selfKey{}, customer), limit, &ledger.Error{Code: ledger.EUnavailable,
+		ctx, cancel := context.WithTimeoutCause(context.WithValue(contextWith(r, selfKey{}, customer), selfKeyID{}, k.KeyID), limit, &ledger.Error{Code: ledger.EUnavailable,
 			Message: fmt.Sprintf("the query did not finish within %s: ask for a narrower range (from, to) or a coarser group_by", limit)})
 		defer cancel()
 		next.ServeHTTP(w, r.WithContext(ctx))
@@ -275,6 +281,15 @@ func (c *Self) usage(w http.ResponseWriter, r *http.Request) {
 func (c *Self) balance(w http.ResponseWriter, r *http.Request) {
 	b, err := c.reads.store.Balance(r.Context(), r.Context().Value(selfKey{}).(string))
 	c.reads.respond(w, r, http.StatusOK, b, err)
+}
+
+// key serves GET /v1/key: the key the request was sent with (ledger.Key,
+// as GET /v1/keys lists it): its limits and, when it has a daily or
+// monthly limit, what it has spent of them today and this month (UTC).
+// The portal reads it for the signed-in key's cards.
+func (c *Self) key(w http.ResponseWriter, r *http.Request) {
+	k, err := c.reads.store.Key(r.Context(), r.Context().Value(selfKeyID{}).(string))
+	c.reads.respond(w, r, http.StatusOK, k, err)
 }
 
 // listKeys serves GET /v1/keys: the caller's customer's keys, oldest first,
