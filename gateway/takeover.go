@@ -306,8 +306,22 @@ func (t *takeover) Write(p []byte) (int, error) {
 		t.buf = takenBufs.Get().(*[]byte)
 	}
 	*t.buf = append(*t.buf, p...)
+	if len(*t.buf)-chunkHead >= takenSendAt {
+		// The relay flushes only when its upstream has nothing more on the
+		// way: an upstream faster than the client would otherwise have
+		// its whole stream held here, and a client that reads nothing
+		// would never meet its write deadline.
+		if err := t.send(false); err != nil {
+			return 0, err
+		}
+	}
 	return len(p), nil
 }
+
+// takenSendAt is how much a taken stream holds, in bytes, before it writes
+// it to the connection as a chunk without waiting for a flush (as
+// net/http's own buffer does).
+const takenSendAt = 32 << 10
 
 // FlushError sends what was written: once taken, as one chunk. A failed
 // write ends the chain's context: the client is gone.
