@@ -128,6 +128,7 @@ type exchange struct {
 	// since start (see touch); stallOff says the stall timer is stopped.
 	lastEvent  atomic.Int64
 	stallOff   atomic.Bool
+	inWrite    atomic.Bool   // a write to the client is under way: the upstream is not being read (see clientWrite)
 	left       chan struct{} // closed when clientLeft has run
 	draining   bool          // holds a drain slot; written before left closes
 	drainTimer *time.Timer

@@ -117,6 +117,20 @@ func (x *exchange) armStall() {
 // rest of that time.
 func (x *exchange) touch() { x.lastEvent.Store(int64(time.Since(x.start))) }
 
+// clientWrite marks a write to the client begun (true) or over (false).
+// While the relay is held in a write (a client that reads slowly or not
+// at all, for up to write_timeout) it reads nothing from the upstream, so
+// the upstream's silence is not measured: the stall is counted from the
+// write's end. A client that stopped reading is the client's doing
+// (client_cancelled, its usage read on for), not a stalled upstream's,
+// which would rest the deployment and bill only what reached the client.
+func (x *exchange) clientWrite(begun bool) {
+	if !begun {
+		x.touch()
+	}
+	x.inWrite.Store(begun)
+}
+
 // stallCheck runs when the stall timer t fires.
 func (x *exchange) stallCheck(t *time.Timer) {
 	if x.stallOff.Load() {
@@ -128,6 +142,9 @@ func (x *exchange) stallCheck(t *time.Timer) {
 		return
 	}
 	quiet := elapsed - time.Duration(x.lastEvent.Load())
+	if x.inWrite.Load() {
+		quiet = 0 // the relay waits on the client (at most write_timeout), not on the upstream
+	}
 	if quiet >= x.stallAfter {
 		x.cancel(errStalled)
 		return

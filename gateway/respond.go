@@ -56,7 +56,10 @@ func (x *exchange) write(b []byte) {
 		return
 	}
 	x.armWriteDeadline()
-	if _, err := x.w.Write(b); err != nil {
+	x.clientWrite(true)
+	_, err := x.w.Write(b)
+	x.clientWrite(false)
+	if err != nil {
 		x.writeFailed(err)
 	}
 }
@@ -70,7 +73,10 @@ func (x *exchange) flush() {
 		return
 	}
 	x.armWriteDeadline()
-	if err := x.flushTo(); err != nil {
+	x.clientWrite(true)
+	err := x.flushTo()
+	x.clientWrite(false)
+	if err != nil {
 		x.writeFailed(err)
 		return
 	}
