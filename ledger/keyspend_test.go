@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -63,7 +64,7 @@ func limitedKey(t *testing.T, dailyLimit string) (*ledger.Store, ledger.Customer
 	if err != nil {
 		t.Fatal(err)
 	}
-	awayFromMidnight(t)
+	ledgertest.AwayFromMidnight(t)
 	return s, c, k
 }
 
@@ -296,16 +297,4 @@ func waitForALockWait(t *testing.T, s *ledger.Store) {
 		}
 	}
 	t.Fatal("no session waits for a lock after 30 s")
-}
-
-// awayFromMidnight waits past the next UTC midnight when it is less than
-// 30 s away: the tests here write events at the test's clock and read the
-// spend of the day by Postgres's, which must be the same UTC day.
-func awayFromMidnight(t *testing.T) {
-	t.Helper()
-	now := time.Now().UTC()
-	if left := now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now); left < 30*time.Second {
-		t.Logf("waiting %s for the UTC day to turn", left+time.Second)
-		time.Sleep(left + time.Second)
-	}
 }

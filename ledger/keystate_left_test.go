@@ -22,7 +22,7 @@ import (
 func TestStatesCarryWhatIsLeft(t *testing.T) {
 	s := ledgertest.NewStore(t)
 	ctx := context.Background()
-	awayFromMidnight(t)
+	ledgertest.AwayFromMidnight(t)
 	now := time.Now().UTC()
 	if _, err := s.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "1", Output: "0",
 		EffectiveFrom: now.AddDate(0, -2, 0)}); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -78,7 +79,7 @@ func TestKeysShowTheirSpend(t *testing.T) {
 			}
 		}
 	}
-	awayFromMidnight(t)
+	ledgertest.AwayFromMidnight(t)
 	check("before any request", "0", "0")
 	now := time.Now().UTC()
 	today := now.Truncate(24 * time.Hour)
@@ -99,16 +100,4 @@ func str(s *string) string {
 		return "<absent>"
 	}
 	return *s
-}
-
-// awayFromMidnight waits past the next UTC midnight when it is less than
-// 30 seconds away, so that a test's events and its reads are of one UTC
-// day.
-func awayFromMidnight(t *testing.T) {
-	t.Helper()
-	now := time.Now().UTC()
-	if left := now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now); left < 30*time.Second {
-		t.Logf("waiting %s for the UTC day to turn", left+time.Second)
-		time.Sleep(left + time.Second)
-	}
 }

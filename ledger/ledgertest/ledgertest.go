@@ -235,3 +235,15 @@ func HoldMigrationLock(t testing.TB, dbURL, app string) uint32 {
 	}
 	return conn.PgConn().PID()
 }
+
+// AwayFromMidnight waits past the next UTC midnight when it is less than
+// 30 s away, so that a test that writes events at its own clock and reads
+// a day's spend by Postgres's reads one UTC day.
+func AwayFromMidnight(t testing.TB) {
+	t.Helper()
+	now := time.Now().UTC()
+	if left := now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now); left < 30*time.Second {
+		t.Logf("waiting %s for the UTC day to turn", left+time.Second)
+		time.Sleep(left + time.Second)
+	}
+}
