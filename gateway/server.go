@@ -229,9 +229,17 @@ func newH2CTransport() *http.Transport {
 	tr.Protocols = &p
 	tr.HTTP2 = &http.HTTP2Config{SendPingTimeout: h2ReadIdle, PingTimeout: h2PingTimeout, MaxReceiveBufferPerStream: h2StreamWindow}
 	tr.MaxIdleConnsPerHost = 1024
+	tr.MaxResponseHeaderBytes = maxUpstreamHeader
 	tr.DialContext = dialReadAhead(tr.DialContext)
 	return tr
 }
+
+// maxUpstreamHeader bounds an upstream response's header, in bytes: the
+// providers' are a few KiB. net/http's default, 10 MiB, let 30 requests at
+// once to an upstream sending endless headers take the gateway from 104
+// to 315 MB (a resource review); past the bound the request fails 502 as
+// the upstream's ("server response headers exceeded …").
+const maxUpstreamHeader = 1 << 20
 
 // clientFor returns the transport that reaches provider p.
 func (s *Server) clientFor(p *ProviderConfig) *http.Transport {
@@ -266,6 +274,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 1024
+	tr.MaxResponseHeaderBytes = maxUpstreamHeader
 	tr.ForceAttemptHTTP2 = true
 	tr.ReadBufferSize, tr.WriteBufferSize = upstreamReadBuffer, upstreamWriteBuffer
 	tr.DialContext = dialReadAhead(tr.DialContext)
