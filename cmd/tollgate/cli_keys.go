@@ -271,8 +271,18 @@ func (c *cli) showKey(k ledger.Key) {
 		allowed = strings.Join(k.AllowedModels, ", ")
 	}
 	c.fields("ID", k.ID, "Customer", k.CustomerID, "Name", dash(k.Name), "Prefix", k.Prefix+"…",
-		"Daily limit", opt(k.DailyLimit), "Monthly limit", opt(k.MonthlyLimit), "Rate limits", rateLimits(k),
+		"Daily limit", spentOf(k.DailyLimit, k.DailySpend, "today"), "Monthly limit", spentOf(k.MonthlyLimit, k.MonthlySpend, "this month"), "Rate limits", rateLimits(k),
 		"Allowed models", allowed, "Expires", ts(k.ExpiresAt), "Revoked", ts(k.RevokedAt))
+}
+
+// spentOf shows a spend limit and, when the API gave it (a read of the
+// key, not a change), what the key has spent of it in the period named
+// by when: "5 (0.0125 spent today)"; "-" for no limit.
+func spentOf(limit, spent *string, when string) string {
+	if limit == nil || spent == nil {
+		return opt(limit)
+	}
+	return *limit + " (" + *spent + " spent " + when + ")"
 }
 
 // rateLimits shows a key's rpm, tpm and concurrency limits, "-" for none.
