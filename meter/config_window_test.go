@@ -18,18 +18,17 @@ import (
 // at start exactly the windows the server refuses.
 func TestConfigRefusesADuplicateWindowJetStreamRefuses(t *testing.T) {
 	ctx := context.Background()
-	js := metertest.Connect(t, metertest.NewServer(t))
 	for _, w := range []time.Duration{-time.Second, time.Nanosecond, 50 * time.Millisecond, 99 * time.Millisecond,
 		100 * time.Millisecond, time.Second, 10 * time.Minute} {
+		// A server each: a stream made again at once under the name of one
+		// just deleted was refused now and then ("error creating store for
+		// stream", code 500: the old store's removal not yet done), which
+		// is not the window's refusal.
+		js := metertest.Connect(t, metertest.NewServer(t))
 		c := meter.Config{DuplicateWindow: w}
 		valid := c.Validate() == nil
 		_, err := meter.EnsureStream(ctx, js, meter.StreamConfig{DuplicateWindow: w})
 		taken := err == nil
-		if taken {
-			if err := js.DeleteStream(ctx, meter.DefaultStreamName); err != nil {
-				t.Fatal(err)
-			}
-		}
 		if valid != taken {
 			t.Errorf("meter.duplicate_window %s: the configuration is valid: %v; JetStream takes the usage stream: %v (%v); want both the same",
 				w, valid, taken, err)
