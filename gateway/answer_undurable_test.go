@@ -36,7 +36,7 @@ func TestAnswerWithheldWhenItsEventIsNotDurable(t *testing.T) {
 			io.WriteString(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5,0.25]}],"model":"emb-x","usage":{"prompt_tokens":7,"total_tokens":7}}`)
 			return
 		}
-		io.WriteString(w, `{"id":"c","object":"chat.completion","created":1,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14}}`)
+		io.WriteString(w, wholeChatAnswer)
 	}))
 	defer up.Close()
 	st := newStack(t, func(c *gateway.Config) {

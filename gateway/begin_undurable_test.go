@@ -40,12 +40,11 @@ func TestRequestNotSentUpstreamWhenItsBeginIsNotJournaled(t *testing.T) {
 		calls.Add(1)
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"c","object":"chat.completion","created":1,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14}}`)
+		io.WriteString(w, wholeChatAnswer)
 	}))
 	defer up.Close()
 	cfg, _ := simConfig(t)
-	cfg.Providers = append(cfg.Providers, gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"})
-	cfg.Models = append(cfg.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"})
+	cfg = withModelOm(cfg, up.URL)
 	j := beginFailsJournal{&memJournal{}, errors.New("journal: write journal/00000000000000000004.journal: no space left on device")}
 	gw := startGateway(t, cfg, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: &memSink{}, Journal: j})
 	for _, body := range []string{
@@ -53,14 +52,7 @@ func TestRequestNotSentUpstreamWhenItsBeginIsNotJournaled(t *testing.T) {
 		`{"model":"om","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
 	} {
 		j.setFailing(nil) // writing at admission
-		req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+testKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		code, got := answer(t, resp)
+		code, got := postChat(t, gw, body)
 		if n := calls.Load(); n != 0 {
 			t.Fatalf("%s: sent upstream %d times, though its begin was not journaled (answered %d %s)", body, n, code, got)
 		}
@@ -68,4 +60,30 @@ func TestRequestNotSentUpstreamWhenItsBeginIsNotJournaled(t *testing.T) {
 			t.Errorf("%s: %d %s; want 503 metering_unavailable", body, code, got)
 		}
 	}
+}
+
+// wholeChatAnswer is an OpenAI chat completion, whole, with its usage
+// (prompt 9, completion 5), as the upstreams of these tests answer.
+const wholeChatAnswer = `{"id":"c","object":"chat.completion","created":1,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14}}`
+
+// withModelOm adds to cfg an OpenAI provider at url (its /v1) and the
+// model "om" on it, "gpt-x" upstream.
+func withModelOm(cfg gateway.Config, url string) gateway.Config {
+	cfg.Providers = append(cfg.Providers, gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: url + "/v1", APIKey: "k"})
+	cfg.Models = append(cfg.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"})
+	return cfg
+}
+
+// postChat sends body to gw's chat completions with the test key, and
+// returns the answer's status and body.
+func postChat(t *testing.T, gw *gateway.Server, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer(t, resp)
 }

@@ -23,22 +23,13 @@ func TestUpstreamHeadersAreBounded(t *testing.T) {
 			w.Header().Set("X-Pad-"+strings.Repeat("a", i+1), strings.Repeat("p", 64<<10))
 		}
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"c","object":"chat.completion","created":1,"model":"gpt-x","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14}}`)
+		io.WriteString(w, wholeChatAnswer)
 	}))
 	defer up.Close()
 	cfg, _ := simConfig(t)
-	cfg.Providers = append(cfg.Providers, gateway.ProviderConfig{Name: "op", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "k"})
-	cfg.Models = append(cfg.Models, gateway.ModelConfig{Name: "om", Provider: "op", UpstreamModel: "gpt-x"})
+	cfg = withModelOm(cfg, up.URL)
 	gw := startGateway(t, cfg, gateway.Deps{Providers: providers(), Keys: keys{}, Sink: &memSink{}})
-	req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions",
-		strings.NewReader(`{"model":"om","messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+testKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, body := answer(t, resp)
+	code, body := postChat(t, gw, `{"model":"om","messages":[{"role":"user","content":"hi"}]}`)
 	if code != http.StatusBadGateway || !strings.Contains(body, "headers exceeded") {
 		t.Fatalf("an upstream answer with 2.5 MiB of headers: %d %.300s; want 502 saying its headers exceeded the bound", code, body)
 	}
