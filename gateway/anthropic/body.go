@@ -86,65 +86,6 @@ func (Chat) Body(body []byte, id, model string, created int64, r *tap.Report) ([
 }
 
 // PromptText returns the text of a Messages request that a tokenizer counts
-// to estimate its prompt: the system prompt, the text of every message
-// (string content, text blocks, tool_result content), tool_use names and
-// inputs, and the tool definitions (as JSON), joined by newlines. Images
-// and documents are not counted. It returns "" for a body it cannot read.
-func PromptText(body []byte) string {
-	var req struct {
-		System   json.RawMessage `json:"system"`
-		Messages []struct {
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-		Tools []json.RawMessage `json:"tools"`
-	}
-	if json.Unmarshal(body, &req) != nil {
-		return ""
-	}
-	var sb strings.Builder
-	appendText(&sb, req.System, 0)
-	for _, m := range req.Messages {
-		appendText(&sb, m.Content, 0)
-	}
-	for _, t := range req.Tools {
-		sb.WriteString("\n")
-		sb.Write(bytes.TrimSpace(t))
-	}
-	return strings.TrimPrefix(sb.String(), "\n")
-}
-
-// appendText writes the text of content (a string or an array of blocks)
-// to sb, each piece after a newline. depth bounds the recursion into
-// tool_result content.
-func appendText(sb *strings.Builder, raw json.RawMessage, depth int) {
-	switch kindOf(raw) {
-	case '"':
-		var s string
-		if json.Unmarshal(raw, &s) == nil && s != "" {
-			sb.WriteString("\n")
-			sb.WriteString(s)
-		}
-	case '[':
-		var blocks []struct {
-			Type    string          `json:"type"`
-			Text    string          `json:"text"`
-			Name    string          `json:"name"`
-			Input   json.RawMessage `json:"input"`
-			Content json.RawMessage `json:"content"`
-		}
-		if json.Unmarshal(raw, &blocks) != nil {
-			return
-		}
-		for _, b := range blocks {
-			for _, s := range []string{b.Text, b.Name, string(bytes.TrimSpace(b.Input))} {
-				if s != "" {
-					sb.WriteString("\n")
-					sb.WriteString(s)
-				}
-			}
-			if b.Type == "tool_result" && depth < 2 {
-				appendText(sb, b.Content, depth+1)
-			}
-		}
-	}
-}
+// to estimate its prompt (Prompt's Text). It returns "" for a body it
+// cannot read.
+func PromptText(body []byte) string { return Prompt(body).Text }

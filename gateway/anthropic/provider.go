@@ -10,7 +10,6 @@ import (
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/provider"
-	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // Provider is Anthropic's Messages API, as the gateway registers it:
@@ -34,7 +33,7 @@ func Provider() provider.Provider {
 			NewTap:      func() provider.StreamTap { return &Tap{} },
 			BodyUsage:   BodyUsage,
 			BilledUsage: BilledUsage,
-			PromptText:  func(b []byte) tap.Prompt { return tap.Prompt{Text: PromptText(b)} },
+			PromptText:  Prompt,
 			// Anthropic ends every stream with message_stop ("Streaming
 			// Messages", docs.anthropic.com: message_start, content
 			// blocks, one or more message_delta, then message_stop).

@@ -89,10 +89,12 @@ func PromptText(body []byte) string { return Prompt(body).Text }
 // guide), so 258 is the least any such part costs.
 const MediaPartTokens = 258
 
-// Prompt returns PromptText's text, and in Media MediaPartTokens for each
-// media part (inlineData, fileData) of the systemInstruction and contents:
-// counted as zero, a request cut before its first usage report was billed
-// its text alone, however many images or pages it sent.
+// Prompt returns PromptText's text, in Messages the contents and the
+// systemInstruction (for the chat format's tokens around each, as the chat
+// route counts them: tap.Estimator.Prompt), and in Media MediaPartTokens
+// for each media part (inlineData, fileData) of the systemInstruction and
+// contents: counted as zero, a request cut before its first usage report
+// was billed its text alone, however many images or pages it sent.
 func Prompt(body []byte) tap.Prompt {
 	var req promptRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -141,5 +143,5 @@ func Prompt(body []byte) tap.Prompt {
 	if !isNull(req.Tools) {
 		add(string(req.Tools))
 	}
-	return tap.Prompt{Text: b.String(), Media: media}
+	return tap.Prompt{Text: b.String(), Messages: len(contents), Media: media}
 }
