@@ -21,9 +21,9 @@ const compactingSuffix = ".compacting"
 // a crash after the rename leaves a segment recovery knows replaces the
 // old one (see replaced). When it fails, the journal carries on in the
 // current segment, and compaction is tried again once that has grown by
-// another quarter of maxSegment. The writer compacts a segment once it
-// holds maxSegment, and twice what the last compaction kept of the
-// open requests.
+// another quarter of its limit (segLimit), or at once when a write finds
+// the disk full. The writer compacts a segment once it holds segLimit,
+// and twice what the last compaction kept of the open requests.
 //
 // Call it from the writer goroutine, without fmu. A begin whose request is
 // open when compaction notes where the segment ends has its record either
@@ -64,7 +64,7 @@ func (j *Journal) compact() (kept int64, err error) {
 		_ = os.Remove(next + compactingSuffix)
 		return err
 	}
-	reserve(f, int64(len(keep))+segmentReserve) // the new segment's room, as openSegment's
+	reserve(f, int64(len(keep))+j.segmentReserve()) // the new segment's room, as openSegment's
 	if _, err := f.Write(keep); err != nil {
 		return 0, abandon(err)
 	}
@@ -102,7 +102,7 @@ func (j *Journal) compact() (kept int64, err error) {
 		return 0, abandon(err)
 	}
 	j.seg.Close()
-	j.seg, j.segNum, j.segSize = f, old+1, size
+	j.seg, j.segNum, j.segSize, j.segStart = f, old+1, size, size
 	j.torn = false // a failed write's bytes, if any, are in the old segment, after what was copied
 	j.dirty = true // the copied records are not fsync'd
 	j.fmu.Unlock()

@@ -28,6 +28,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -52,8 +53,61 @@ const (
 	MaxOutput = 1 << 20
 )
 
-// maxSegment is the size at which the journal compacts into a new segment.
+// maxSegment is the size at which the journal compacts into a new segment,
+// on a disk of 8 times that or more (see segmentLimit).
 var maxSegment int64 = 8 << 20
+
+// minSegment is the least size in bytes at which a journal compacts,
+// however small its disk (see segmentLimit).
+const minSegment = 512 << 10
+
+// segmentLimit is the size in bytes at which the journal in dir compacts
+// into a new segment: maxSegment, or an eighth of its disk's size where
+// that is less (down to minSegment). On a disk smaller than a segment
+// (a 4 MiB tmpfs), compacting at maxSegment never happened: the records
+// of requests long ended filled the disk, every write then failed, and
+// the gateway refused every request until it restarted (a crash review).
+// An eighth leaves room for the segment's reserve, a compaction's new
+// segment beside the old, and the spool.
+func segmentLimit(dir string) int64 {
+	limit := maxSegment
+	if size := diskSize(dir); size > 0 {
+		limit = min(limit, max(minSegment, size/8))
+	}
+	return limit
+}
+
+// segmentBound is the size in bytes past which the journal's segment in
+// dir does not grow until it is compacted: half its disk, and at least
+// twice limit (0, no bound, when the disk's size is unknown). Begins
+// written faster than the writer compacted (16 KiB bodies in a loop) grew
+// a segment to fill a 4 MiB disk whole, leaving no room for the
+// compaction that would have emptied it: its writes failed for good.
+// Past the bound, a write fails (the gateway refuses the request, 503)
+// and the writer compacts at once.
+func segmentBound(dir string, limit int64) int64 {
+	size := diskSize(dir)
+	if size <= 0 {
+		return 0
+	}
+	return max(2*limit, size/2)
+}
+
+// errSegmentBound is the error of a write that would take the segment
+// past its bound (segmentBound).
+var errSegmentBound = errors.New("the segment is at its bound on a small disk, until it is compacted")
+
+// writeBounded is writeSegment, refusing a write that takes a segment
+// written to since it was opened or compacted into past segBound
+// (errSegmentBound): the first write after a compaction goes through
+// whatever its size, as a compaction cannot make room for it. Call it
+// under fmu.
+func (j *Journal) writeBounded(b []byte) error {
+	if j.segBound > 0 && j.segSize > j.segStart && j.segSize+int64(len(b)) > j.segBound {
+		return errSegmentBound
+	}
+	return j.writeSegment(b)
+}
 
 // syncInterval is how often the journal's segment is fsync'd while it is
 // written to.
@@ -115,6 +169,11 @@ type Journal struct {
 	seg       *os.File
 	segNum    uint64
 	segSize   int64
+	// segLimit is the size at which the segment is compacted, in bytes
+	// (segmentLimit), and segBound the size past which it does not grow
+	// until compacted (segmentBound), both set by Open; segStart is its
+	// size when it was opened or compacted into.
+	segLimit, segBound, segStart int64
 	// older holds the segments of earlier processes, kept until Release.
 	older []segFile
 	// damaged are the paths of older segments with damaged bytes, which
@@ -178,6 +237,8 @@ func Open(dir string) (j *Journal, reqs []Request, err error) {
 	}
 	j = &Journal{dir: dir, lock: lock, seed: seed, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		older: segs, damaged: damaged, recovered: hidden, lazy: time.NewTimer(time.Hour)}
+	j.segLimit = segmentLimit(dir)
+	j.segBound = segmentBound(dir, j.segLimit)
 	j.lazy.Stop()
 	if hidden != nil {
 		j.hidden, _ = json.Marshal(hidden)
@@ -287,7 +348,7 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 	j.out, j.buf = j.buf, j.out[:0]
 	j.mu.Unlock()
 	j.out = append(j.out, rec...)
-	err := j.writeSegment(j.out)
+	err := j.writeBounded(j.out)
 	if err != nil {
 		j.fail(err)
 		j.mu.Lock()
@@ -301,7 +362,7 @@ func (j *Journal) Begin(e *usage.Event, body []byte) {
 	} else {
 		j.wrote()
 	}
-	full := j.segSize >= maxSegment
+	full := j.segSize >= j.segLimit
 	j.fmu.Unlock()
 	if full || err != nil {
 		j.signal() // the writer compacts, or retries
@@ -551,18 +612,18 @@ func (j *Journal) openSegment(n uint64) error {
 		f.Close()
 		return fmt.Errorf("journal: %w", err)
 	}
-	reserve(f, st.Size()+segmentReserve)
-	j.seg, j.segNum, j.segSize = f, n, st.Size()
+	reserve(f, st.Size()+j.segmentReserve())
+	j.seg, j.segNum, j.segSize, j.segStart = f, n, st.Size(), st.Size()
 	return syncDir(j.dir)
 }
 
-// segmentReserve is the room a segment's disk blocks are reserved for
-// past its records (reserve), up to the size at which it is compacted: a
-// disk the spool (or anything else) fills does not stop the journal's
-// begins and checkpoints, which a crash's recovery bills from (a crash
-// review: with its disk full, a killed gateway billed 9 tokens of a
-// stream the client had 364 of).
-var segmentReserve = maxSegment + maxSegment/4
+// segmentReserve is the room in bytes a segment's disk blocks are
+// reserved for past its records (reserve), up to the size at which it is
+// compacted and a quarter more: a disk the spool (or anything else) fills
+// does not stop the journal's begins and checkpoints, which a crash's
+// recovery bills from (a crash review: with its disk full, a killed
+// gateway billed 9 tokens of a stream the client had 364 of).
+func (j *Journal) segmentReserve() int64 { return j.segLimit + j.segLimit/4 }
 
 // segKey names a segment: its number and its seed.
 type segKey struct {

@@ -1,8 +1,10 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"syscall"
 	"time"
 )
 
@@ -23,12 +25,17 @@ func (j *Journal) writer() {
 	tick := time.NewTicker(syncInterval)
 	defer tick.Stop()
 	// compactAt is the size at which the segment is compacted next, past
-	// maxSegment: twice what the last compaction kept of the open requests
+	// segLimit: twice what the last compaction kept of the open requests
 	// (when they alone fill a segment, each compaction would otherwise
 	// start the next at once), or, after a failure, another quarter of
-	// maxSegment.
+	// segLimit.
 	var compactAt int64
 	retrying := false // a write failed: its records wait in buf, retried every tick
+	// triedFull is when a write that found the disk full (or the segment
+	// at its bound) last had it compacted: at most once a syncInterval,
+	// as the retries (each reads the segment whole, and fails again while
+	// something else fills the disk).
+	var triedFull time.Time
 	for {
 		select {
 		case <-j.wake:
@@ -75,8 +82,10 @@ func (j *Journal) writer() {
 		}
 		closed := j.closed
 		j.mu.Unlock()
+		noSpace := false
 		if len(out) > 0 {
-			if err := j.writeSegment(out); err != nil {
+			if err := j.writeBounded(out); err != nil {
+				noSpace = errors.Is(err, syscall.ENOSPC) || errors.Is(err, errSegmentBound)
 				j.fail(err)
 				j.mu.Lock()
 				if len(out)+len(j.buf) <= maxRetained { // kept whole and in order, for the next try
@@ -91,7 +100,15 @@ func (j *Journal) writer() {
 				j.wrote()
 			}
 		}
-		full := j.segSize >= max(maxSegment, compactAt)
+		full := j.segSize >= max(j.segLimit, compactAt)
+		if noSpace && time.Since(triedFull) >= syncInterval {
+			// The disk is full, or the segment at its bound: compaction
+			// leaves the records of ended requests behind, which may be
+			// what fills it (when another file, or the spool, fills it,
+			// its room comes back once they are removed, and the retried
+			// write succeeds).
+			full, triedFull = true, time.Now()
+		}
 		j.fmu.Unlock()
 		if full {
 			// A compaction that fails leaves the current segment whole and
@@ -102,10 +119,13 @@ func (j *Journal) writer() {
 				j.compactErr = err
 				j.mu.Unlock()
 				j.fmu.Lock()
-				compactAt = j.segSize + maxSegment/4
+				compactAt = j.segSize + j.segLimit/4
 				j.fmu.Unlock()
 			} else {
 				compactAt = 2 * kept
+				if noSpace {
+					j.signal() // what failed is retried now, in the new segment
+				}
 			}
 		}
 		if closed {
