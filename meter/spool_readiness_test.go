@@ -1,0 +1,60 @@
+package meter_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestSpoolWriteErrorClearsOnceTheDiskIsFreed (a crash review): the
+// spool's write error ("no space left on device"), which /readyz shows as
+// the spool's write_error, cleared only when the spool next wrote, and it
+// writes only while NATS is unreachable: with NATS back and the disk
+// freed, /readyz went on saying the spool could not write, for good. It
+// must say what is true now: still failing while the disk stays full,
+// nothing within a few seconds of the disk being freed, with no append
+// in between.
+func TestSpoolWriteErrorClearsOnceTheDiskIsFreed(t *testing.T) {
+	disk := metertest.SmallDisk(t, 64<<10)
+	s, err := meter.OpenSpool(filepath.Join(disk, "spool"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	filler := metertest.FillDisk(t, disk)
+	big := testEvent(1)
+	big.Metadata = map[string]string{}
+	for i := range usage.MaxMetadataPairs {
+		big.Metadata[fmt.Sprintf("tag%02d", i)] = strings.Repeat("x", usage.MaxMetadataValueLen)
+	}
+	if err := s.Append(big); err == nil {
+		t.Fatal("an 8 KiB event was spooled on a full disk")
+	}
+	// Still full, a while later: still failing.
+	for deadline := time.Now().Add(2500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err := s.WriteError(); err == nil || !strings.Contains(err.Error(), "no space left") {
+			t.Fatalf("the disk still full, the write error = %v, want the disk's", err)
+		}
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.WriteError() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after the disk was freed, with no append since, the write error = %v, want none", s.WriteError())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// And the spool does write.
+	if err := s.Append(big); err != nil {
+		t.Fatalf("append once the write error cleared: %v", err)
+	}
+}
