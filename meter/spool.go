@@ -57,9 +57,11 @@ type Spool struct {
 	// behind for a new segment; the writer's next commit tries again
 	// first, and fails until it can (see torn).
 	tornTail bool
-	// writeErr is the last commit's error, nil once one succeeds (see
-	// WriteError).
+	// writeErr is the last commit's error, nil once one succeeds or the
+	// disk takes a probe's write (see WriteError); probedAt is when
+	// WriteError last tried the disk.
 	writeErr error
+	probedAt time.Time
 	// size and count are the bytes and events not yet published; ages
 	// time them (see noteAppend).
 	size, count int64
@@ -429,10 +431,62 @@ func (s *Spool) commit(batch []spoolWrite) error {
 // writes fail (a full disk, say), and nil once one succeeds: the events
 // that could not be spooled stay in the gateway's crash journal. A crash
 // review saw /readyz say nothing of it while every append failed.
+//
+// While it is set, WriteError itself tries the disk, at most once every
+// probeEvery: a probe file of probeBytes in the spool's directory,
+// written, fsync'd and removed. Once that succeeds the error is cleared:
+// the spool writes only while NATS is unreachable, and /readyz went on
+// showing the error of a disk freed long since (a crash review).
 func (s *Spool) WriteError() error {
 	s.mu.Lock()
+	err := s.writeErr
+	if err == nil || time.Since(s.probedAt) < probeEvery {
+		s.mu.Unlock()
+		return err
+	}
+	s.probedAt = time.Now()
+	s.mu.Unlock()
+	if probeDir(s.dir) != nil {
+		return err
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.writeErr == err { // not a newer commit's
+		s.writeErr = nil
+	}
 	return s.writeErr
+}
+
+// probeEvery is how often WriteError tries the disk while the spool's
+// writes fail, and probeBytes how much it writes: a few events' worth.
+const (
+	probeEvery = time.Second
+	probeBytes = 16 << 10
+)
+
+// probeName is the probe file WriteError writes in the spool's directory
+// (never a segment's name: a crash leaves it unread, and the next probe
+// replaces it).
+const probeName = "write-probe.tmp"
+
+// probeDir writes probeBytes to a probe file in dir, fsyncs it and
+// removes it; it returns the first error.
+func probeDir(dir string) error {
+	path := filepath.Join(dir, probeName)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	if _, err := f.Write(make([]byte, probeBytes)); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // Stats returns the events and bytes not yet published, and the age of

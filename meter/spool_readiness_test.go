@@ -1,16 +1,10 @@
 package meter_test
 
 import (
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tollgate-dev/tollgate/meter"
-	"github.com/tollgate-dev/tollgate/meter/metertest"
-	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // TestSpoolWriteErrorClearsOnceTheDiskIsFreed (a crash review): the
@@ -22,21 +16,7 @@ import (
 // nothing within a few seconds of the disk being freed, with no append
 // in between.
 func TestSpoolWriteErrorClearsOnceTheDiskIsFreed(t *testing.T) {
-	disk := metertest.SmallDisk(t, 64<<10)
-	s, err := meter.OpenSpool(filepath.Join(disk, "spool"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	filler := metertest.FillDisk(t, disk)
-	big := testEvent(1)
-	big.Metadata = map[string]string{}
-	for i := range usage.MaxMetadataPairs {
-		big.Metadata[fmt.Sprintf("tag%02d", i)] = strings.Repeat("x", usage.MaxMetadataValueLen)
-	}
-	if err := s.Append(big); err == nil {
-		t.Fatal("an 8 KiB event was spooled on a full disk")
-	}
+	s, filler, big := appendOnAFullDisk(t)
 	// Still full, a while later: still failing.
 	for deadline := time.Now().Add(2500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if err := s.WriteError(); err == nil || !strings.Contains(err.Error(), "no space left") {

@@ -67,24 +67,7 @@ func TestSpoolTornTailIsLogged(t *testing.T) {
 // nothing once a write succeeds again. A crash review saw /readyz report
 // the spool "accepting" while every append failed.
 func TestSpoolWriteErrorIsReported(t *testing.T) {
-	disk := metertest.SmallDisk(t, 64<<10)
-	s, err := meter.OpenSpool(filepath.Join(disk, "spool"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.WriteError(); err != nil {
-		t.Fatalf("a new spool's write error = %v", err)
-	}
-	filler := metertest.FillDisk(t, disk)
-	big := testEvent(1)
-	big.Metadata = map[string]string{}
-	for i := range usage.MaxMetadataPairs {
-		big.Metadata[fmt.Sprintf("tag%02d", i)] = strings.Repeat("x", usage.MaxMetadataValueLen)
-	}
-	if err := s.Append(big); err == nil {
-		t.Fatal("an 8 KiB event was spooled on a full disk")
-	}
+	s, filler, big := appendOnAFullDisk(t)
 	if err := s.WriteError(); err == nil || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("after a failed append the write error = %v, want the disk's", err)
 	}
@@ -97,4 +80,31 @@ func TestSpoolWriteErrorIsReported(t *testing.T) {
 	if err := s.WriteError(); err != nil {
 		t.Fatalf("after an append succeeded the write error = %v, want none", err)
 	}
+}
+
+// appendOnAFullDisk opens a spool on a small disk, fills the disk and
+// appends an 8 KiB event, which fails; it returns the spool (closed when
+// the test ends), the filler file (removing it frees the disk) and the
+// event.
+func appendOnAFullDisk(t *testing.T) (s *meter.Spool, filler string, big *usage.Event) {
+	t.Helper()
+	disk := metertest.SmallDisk(t, 64<<10)
+	s, err := meter.OpenSpool(filepath.Join(disk, "spool"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.WriteError(); err != nil {
+		t.Fatalf("a new spool's write error = %v", err)
+	}
+	filler = metertest.FillDisk(t, disk)
+	big = testEvent(1)
+	big.Metadata = map[string]string{}
+	for i := range usage.MaxMetadataPairs {
+		big.Metadata[fmt.Sprintf("tag%02d", i)] = strings.Repeat("x", usage.MaxMetadataValueLen)
+	}
+	if err := s.Append(big); err == nil {
+		t.Fatal("an 8 KiB event was spooled on a full disk")
+	}
+	return s, filler, big
 }
