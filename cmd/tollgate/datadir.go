@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/tollgate-dev/tollgate/meter/dirlock"
 )
@@ -32,10 +35,34 @@ func lockDataDir(dir, purpose string) (release func() error, err error) {
 	case errors.As(err, &busy):
 		return nil, fmt.Errorf("data directory %s is in use by another tollgate process (pid %s%s): each gateway needs a "+
 			"data directory of its own (TOLLGATE_DATA_DIR)", dir, busy.Holder, busy.For())
+	case errors.Is(err, syscall.ENOTDIR):
+		// "mkdir …: not a directory" alone named neither the setting nor
+		// the file in the way (a crash review).
+		return nil, fmt.Errorf("TOLLGATE_DATA_DIR=%s: %s is a file, not a directory: set TOLLGATE_DATA_DIR to a directory, "+
+			"or to a path where one can be made (default ./tollgate-data), for the crash journal and the usage spools (%w)",
+			dir, fileInTheWay(dir), err)
 	case err != nil:
-		return nil, fmt.Errorf("data directory: %w", err)
+		return nil, fmt.Errorf("data directory %s (TOLLGATE_DATA_DIR): %w", dir, err)
 	}
 	return l.Release, nil
+}
+
+// fileInTheWay is the first of dir and its parents, from the root down,
+// that exists and is not a directory (dir itself when none is found).
+func fileInTheWay(dir string) string {
+	var paths []string
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		paths = append(paths, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	for _, p := range slices.Backward(paths) {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	return dir
 }
 
 // logDataDir logs where the data directory is, as an absolute path: the

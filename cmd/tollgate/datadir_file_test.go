@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestADataDirectoryThatIsAFileNamesTheSetting: TOLLGATE_DATA_DIR naming a
@@ -22,13 +19,8 @@ func TestADataDirectoryThatIsAFileNamesTheSetting(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{file, filepath.Join(file, "gateway")} {
-		e := env{Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", DataDir: dir, NATSURL: "nats://" + freeAddr(t),
-			DatabaseURL: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", ShutdownGrace: time.Second}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		a, err := start(ctx, slog.New(slog.DiscardHandler), e, &fileConfig{}, roles{gateway: true})
-		cancel()
+		err := startGatewayOn(t, dir)
 		if err == nil {
-			_ = a.close()
 			t.Fatalf("a gateway started with TOLLGATE_DATA_DIR=%s, under a file", dir)
 		}
 		for _, want := range []string{"TOLLGATE_DATA_DIR", dir, file + " is a file", "directory"} {

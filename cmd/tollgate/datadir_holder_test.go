@@ -33,13 +33,8 @@ func TestADataDirectoryInUseNamesItsHolder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := env{Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", DataDir: dir, NATSURL: "nats://" + freeAddr(t),
-			DatabaseURL: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", ShutdownGrace: time.Second}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		a, err := start(ctx, slog.New(slog.DiscardHandler), e, &fileConfig{}, roles{gateway: true})
-		cancel()
+		err = startGatewayOn(t, dir)
 		if err == nil {
-			_ = a.close()
 			t.Fatalf("a gateway started on a data directory held by %q", c.purpose)
 		}
 		for _, w := range c.want {
@@ -52,4 +47,20 @@ func TestADataDirectoryInUseNamesItsHolder(t *testing.T) {
 		}
 		_ = release()
 	}
+}
+
+// startGatewayOn starts a gateway with the data directory dir (and a NATS
+// URL nothing listens on) and returns start's error; one that starts is
+// closed at once, and nil returned.
+func startGatewayOn(t *testing.T, dir string) error {
+	t.Helper()
+	e := env{Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", DataDir: dir, NATSURL: "nats://" + freeAddr(t),
+		DatabaseURL: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", ShutdownGrace: time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := start(ctx, slog.New(slog.DiscardHandler), e, &fileConfig{}, roles{gateway: true})
+	if err == nil {
+		_ = a.close()
+	}
+	return err
 }
