@@ -53,6 +53,9 @@ type Spool struct {
 	seg     *os.File
 	segNum  uint64
 	segSize int64
+	// segLimit is the size in bytes at which a new segment starts
+	// (spoolSegmentLimit), set by OpenSpool.
+	segLimit int64
 	// tornTail: a failed write's record could be neither cut nor left
 	// behind for a new segment; the writer's next commit tries again
 	// first, and fails until it can (see torn).
@@ -83,8 +86,26 @@ var ErrSpoolFull = errors.New("usage spool is full")
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// maxSegment is the size at which a new segment starts.
-const maxSegment = 64 << 20
+// maxSegment is the size at which a new segment starts, on a disk of 8
+// times that or more, and minSegment the least (see spoolSegmentLimit).
+const (
+	maxSegment = 64 << 20
+	minSegment = 512 << 10
+)
+
+// spoolSegmentLimit is the size in bytes at which the spool in dir starts
+// a new segment: maxSegment, or an eighth of its disk where that is less
+// (down to minSegment). Drain deletes a segment once it has sent it and
+// it is no longer written to: on a disk smaller than a segment (a 4 MiB
+// tmpfs), the one segment kept every outage's records after they were
+// sent, until they filled the disk and the spool refused every event (a
+// crash review).
+func spoolSegmentLimit(dir string) int64 {
+	if size := dirlock.DiskSize(dir); size > 0 {
+		return min(maxSegment, max(minSegment, size/8))
+	}
+	return maxSegment
+}
 
 // OpenSpool opens (creating it if needed) the spool in dir. maxBytes caps
 // what it may hold (0: no cap). It counts what earlier processes left
@@ -102,7 +123,8 @@ func OpenSpool(dir string, maxBytes int64) (_ *Spool, err error) {
 			_ = lock.Release()
 		}
 	}()
-	s := &Spool{dir: dir, lock: lock, maxSize: maxBytes, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &Spool{dir: dir, lock: lock, maxSize: maxBytes, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		segLimit: spoolSegmentLimit(dir)}
 	segs, err := s.segments(true)
 	if err != nil {
 		return nil, s.unreadable(err)
@@ -403,7 +425,7 @@ func (s *Spool) commit(batch []spoolWrite) error {
 		}
 		s.tornTail = false
 	}
-	if s.segSize >= maxSegment {
+	if s.segSize >= s.segLimit {
 		if err := s.openSegment(s.segNum + 1); err != nil {
 			return err
 		}

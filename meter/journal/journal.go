@@ -71,7 +71,7 @@ const minSegment = 512 << 10
 // segment beside the old, and the spool.
 func segmentLimit(dir string) int64 {
 	limit := maxSegment
-	if size := diskSize(dir); size > 0 {
+	if size := dirlock.DiskSize(dir); size > 0 {
 		limit = min(limit, max(minSegment, size/8))
 	}
 	return limit
@@ -86,7 +86,7 @@ func segmentLimit(dir string) int64 {
 // Past the bound, a write fails (the gateway refuses the request, 503)
 // and the writer compacts at once.
 func segmentBound(dir string, limit int64) int64 {
-	size := diskSize(dir)
+	size := dirlock.DiskSize(dir)
 	if size <= 0 {
 		return 0
 	}

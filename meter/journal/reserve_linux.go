@@ -18,13 +18,3 @@ func reserve(f *os.File, n int64) {
 	}
 	_ = rc.Control(func(fd uintptr) { _ = unix.Fallocate(int(fd), unix.FALLOC_FL_KEEP_SIZE, 0, n) })
 }
-
-// diskSize is the size in bytes of the file system holding dir, 0 when it
-// cannot be known.
-func diskSize(dir string) int64 {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return 0
-	}
-	return int64(st.Blocks) * st.Bsize
-}
