@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +124,45 @@ func TestJournalOnADiskSmallerThanASegment(t *testing.T) {
 	}
 	t.Logf("%d requests, %d KiB of bodies through a %d KiB disk (%d refused once, then served); %d open at the kill, %d recovered",
 		i, traffic>>10, size>>10, refused, len(open), len(reqs))
+}
+
+// TestJournalErrorsNameTheSegment: once compacted, the journal's writes
+// went to a file opened as <segment>.compacting and renamed, and their
+// errors named that file, which no longer exists ("write
+// …/00000000000000000002-….journal.compacting: no space left on device",
+// on /readyz and in the log): an operator looking for it found nothing.
+// They name the segment.
+func TestJournalErrorsNameTheSegment(t *testing.T) {
+	disk := metertest.SmallDisk(t, 512<<10)
+	dir := filepath.Join(disk, "journal")
+	old := maxSegment
+	t.Cleanup(func() { maxSegment = old })
+	maxSegment = 16 << 10
+	j, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for i := range 8 { // 32 KiB, ended: compacted once at least
+		e := testEvent(i + 1)
+		j.Begin(e, bytes.Repeat([]byte("b"), 4<<10))
+		j.End(e.ID)
+	}
+	j.written(t)
+	j.fmu.Lock()
+	n := j.segNum
+	j.fmu.Unlock()
+	if n == 1 {
+		t.Fatal("the journal did not compact")
+	}
+	filler := metertest.FillDisk(t, disk)
+	defer os.Remove(filler) // before Close, which writes what waits
+	j.Begin(testEvent(9), bytes.Repeat([]byte("f"), 64<<10))
+	ferr := j.Failing()
+	if ferr == nil {
+		t.Fatal("a 64 KiB begin on a full disk was written")
+	}
+	if seg := segPath(dir, n, j.seed); strings.Contains(ferr.Error(), compactingSuffix) || !strings.Contains(ferr.Error(), seg) {
+		t.Fatalf("the write error on a full disk: %v; want it to name the segment %s", ferr, seg)
+	}
 }
