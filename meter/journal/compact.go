@@ -101,6 +101,13 @@ func (j *Journal) compact() (kept int64, err error) {
 		j.fmu.Unlock()
 		return 0, abandon(err)
 	}
+	// f's errors would name the file it was opened as, <next>.compacting,
+	// gone now: they are an operator's only pointer to the segment (the
+	// log, /readyz). Opened again under its name (f, on failure).
+	if g, err := os.OpenFile(next, os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+		f.Close()
+		f = g
+	}
 	j.seg.Close()
 	j.seg, j.segNum, j.segSize, j.segStart = f, old+1, size, size
 	j.torn = false // a failed write's bytes, if any, are in the old segment, after what was copied
