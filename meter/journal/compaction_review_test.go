@@ -24,9 +24,7 @@ import (
 func TestCompactionOnAFullDiskHidesNoLaterRecords(t *testing.T) {
 	disk := metertest.SmallDisk(t, 512<<10)
 	dir := filepath.Join(disk, "journal")
-	old := maxSegment
-	t.Cleanup(func() { maxSegment = old })
-	maxSegment = 200 << 10
+	withSegments(t, 200<<10)
 	j, _, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -100,9 +98,7 @@ func TestCompactionOnAFullDiskHidesNoLaterRecords(t *testing.T) {
 func TestAFailedCompactionDropsNoFinalEvent(t *testing.T) {
 	disk := metertest.SmallDisk(t, 512<<10)
 	dir := filepath.Join(disk, "journal")
-	old := maxSegment
-	t.Cleanup(func() { maxSegment = old })
-	maxSegment = 6 << 10
+	withSegments(t, 6<<10)
 	j, _, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -302,9 +302,7 @@ func BenchmarkCompactionRead(b *testing.B) {
 // compacted at size bytes (maxSegment, put back when the test ends).
 func openWithSegments(tb testing.TB, size int64) (*Journal, string) {
 	tb.Helper()
-	old := maxSegment
-	tb.Cleanup(func() { maxSegment = old })
-	maxSegment = size
+	withSegments(tb, size)
 	dir := tb.TempDir()
 	j, _, err := Open(dir)
 	if err != nil {
@@ -332,4 +330,12 @@ func compactLeavingTheOld(t *testing.T, j *Journal) {
 	if err := os.WriteFile(oldPath, old, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// withSegments has journals compact their segments at size bytes
+// (maxSegment, put back when the test ends).
+func withSegments(tb testing.TB, size int64) {
+	old := maxSegment
+	tb.Cleanup(func() { maxSegment = old })
+	maxSegment = size
 }

@@ -135,9 +135,7 @@ func TestJournalOnADiskSmallerThanASegment(t *testing.T) {
 func TestJournalErrorsNameTheSegment(t *testing.T) {
 	disk := metertest.SmallDisk(t, 512<<10)
 	dir := filepath.Join(disk, "journal")
-	old := maxSegment
-	t.Cleanup(func() { maxSegment = old })
-	maxSegment = 16 << 10
+	withSegments(t, 16<<10)
 	j, _, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
