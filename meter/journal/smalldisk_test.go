@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,8 +25,13 @@ import (
 // kill -9 after must still recover every request left open, with its
 // checkpoints.
 func TestJournalOnADiskSmallerThanASegment(t *testing.T) {
-	const size = 4 << 20
-	disk := metertest.SmallDisk(t, size)
+	for _, size := range []int64{4 << 20, 6 << 20} { // 512 and 768 KiB segments
+		t.Run(fmt.Sprintf("%dMiB", size>>20), func(t *testing.T) { journalOnASmallDisk(t, size) })
+	}
+}
+
+func journalOnASmallDisk(t *testing.T, size int64) {
+	disk := metertest.SmallDisk(t, int(size))
 	dir := filepath.Join(disk, "journal")
 	j, _, err := Open(dir)
 	if err != nil {
