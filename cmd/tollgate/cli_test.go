@@ -243,3 +243,21 @@ func TestCLICredits(t *testing.T) {
 	}
 	s.tgFail(exitUsage, "--effective-at", "credits", "grant", "--customer", s.customerID, "--amount", "1", "--effective-at", "last week")
 }
+
+// TestCLICreditFinerThanTheCurrency: `tollgate credits grant --amount
+// 0.001` recorded a tenth of a cent for a USD customer. An amount with more
+// decimals than the customer's currency has is refused (exit 5, naming the
+// minor unit and --allow-sub-minor), and recorded as typed with
+// --allow-sub-minor.
+func TestCLICreditFinerThanTheCurrency(t *testing.T) {
+	s := newStack(t, nil)
+	s.tgFail(exitInvalid, "USD's minor unit is 0.01 (2 decimal places)", "credits", "grant", "--customer", s.customerID, "--amount", "0.001")
+	s.tgFail(exitInvalid, "--allow-sub-minor", "credits", "adjust", "--customer", s.customerID, "--amount", "-0.005")
+	if got := field(t, s.tgOK("balance", "--customer", s.customerID), "Balance"); got != "0 USD" {
+		t.Fatalf("balance after refused entries: %s", got)
+	}
+	out := s.tgOK("credits", "grant", "--customer", s.customerID, "--amount", "0.001", "--allow-sub-minor")
+	if field(t, out, "Amount") != "0.001 USD" {
+		t.Fatalf("grant --amount 0.001 --allow-sub-minor:\n%s", out)
+	}
+}
