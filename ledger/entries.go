@@ -47,7 +47,9 @@ const MaxIdempotencyKeyLen = 255
 
 // EntryInput is a credit or adjustment as an operator states it: Amount is
 // a decimal string in the customer's currency with at most six decimal
-// places (positive for a credit; either sign for an adjustment).
+// places (positive for a credit; either sign for an adjustment), and no
+// more than the currency's minor unit has (MinorUnit: 2 for USD, 0 for
+// JPY) unless AllowSubMinor says the finer amount is meant.
 // EffectiveAt defaults to now. IdempotencyKey, when set, makes a retried
 // request return the entry it created the first time.
 type EntryInput struct {
@@ -55,6 +57,7 @@ type EntryInput struct {
 	Memo           string    `json:"memo"`
 	EffectiveAt    time.Time `json:"effective_at,omitzero"`
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	AllowSubMinor  bool      `json:"allow_sub_minor,omitempty"`
 }
 
 // maxEntryAhead is how far past the ledger's clock an entry's effective_at
@@ -65,7 +68,8 @@ const maxEntryAhead = 5 * time.Minute
 // (KindAdjustment) for a customer, in the customer's currency, and moves
 // the balance in the same transaction. It returns ENotFound for an unknown
 // customer, EInvalid for a bad amount (a credit must be positive, an
-// adjustment non-zero), an effective_at more than 5 minutes ahead of the
+// adjustment non-zero; finer than the currency's minor unit without
+// in.AllowSubMinor), an effective_at more than 5 minutes ahead of the
 // ledger's clock, or an idempotency key with a prefix the ledger
 // keeps for itself (refund:, reverse:). A request reusing an idempotency
 // key gets the entry first made with it when it asks for the same entry
@@ -102,10 +106,37 @@ func (s *Store) AddEntry(ctx context.Context, customerID, kind string, in EntryI
 	n := newEntry{customerID: customerID, kind: kind, amountE12: decimal.New(micros, 6), // e12 units
 		effectiveAt: in.EffectiveAt, explicitAt: !in.EffectiveAt.IsZero(),
 		key: in.IdempotencyKey, memo: strings.TrimSpace(in.Memo), strict: true}
+	if !in.AllowSubMinor {
+		n.before = func(ctx context.Context, tx pgx.Tx, _ *newEntry) error {
+			return checkMinorUnit(ctx, tx, customerID, in.Amount, micros)
+		}
+	}
 	if !n.explicitAt {
 		n.effectiveAt = s.now()
 	}
 	return s.insertEntry(ctx, n)
+}
+
+// checkMinorUnit refuses, EInvalid, an amount of micros (typed as amount)
+// finer than the minor unit of the customer's currency (ISO 4217's, as
+// MinorUnit has it): 0.001 USD, a tenth of a cent no payment can carry, or
+// 10.005 JPY, likely 10,005 yen written with a thousands separator. An
+// unknown customer passes (the insert says it is not found).
+func checkMinorUnit(ctx context.Context, tx pgx.Tx, customerID, amount string, micros int64) error {
+	var code string
+	err := tx.QueryRow(ctx, `SELECT currency FROM customers WHERE id = $1`, customerID).Scan(&code)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	scale, _ := MinorUnit(code)
+	if scale >= 6 || micros%decimal.New(1, int32(6-scale)).IntPart() == 0 {
+		return nil
+	}
+	return errorf(EInvalid, "amount: %s is finer than the currency's minor unit (ISO 4217): %s's minor unit is %s (%d decimal places); "+
+		"check it (write no thousands separator), or send allow_sub_minor: true (tollgate credits --allow-sub-minor) to record it as typed",
+		strings.TrimSpace(amount), code, decimal.New(1, -int32(scale)).String(), scale)
 }
 
 // insertEntry writes one entry and moves the balance, idempotently on
@@ -170,6 +201,9 @@ func (s *Store) insertEntry(ctx context.Context, n newEntry) (Entry, error) {
 			return Entry{}, err
 		}
 		return n.replay(first)
+	}
+	if le := (*Error)(nil); errors.As(err, &le) {
+		return e, err // n.before's refusal, which names its field
 	}
 	return e, dbError(err, "customer "+n.customerID)
 }

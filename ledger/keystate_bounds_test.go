@@ -29,7 +29,7 @@ func TestStatesReadAtTheLargestAmounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AddEntry(ctx, c.ID, ledger.KindCredit, ledger.EntryInput{Amount: most}); err != nil {
+	if _, err := s.AddEntry(ctx, c.ID, ledger.KindCredit, ledger.EntryInput{Amount: most, AllowSubMinor: true}); err != nil {
 		t.Fatalf("a credit of the largest amount: %v", err)
 	}
 	_, cu, ok, err := s.KeyState(ctx, usage.KeyHash(secret))
@@ -39,7 +39,7 @@ func TestStatesReadAtTheLargestAmounts(t *testing.T) {
 	if cu.CreditLeftMicros == nil || *cu.CreditLeftMicros != 1<<62 {
 		t.Errorf("credit left = %v; want 2^62 micro-units (clamped)", ptr(cu.CreditLeftMicros))
 	}
-	_, err = s.AddEntry(ctx, c.ID, ledger.KindCredit, ledger.EntryInput{Amount: "0.000001"})
+	_, err = s.AddEntry(ctx, c.ID, ledger.KindCredit, ledger.EntryInput{Amount: "0.000001", AllowSubMinor: true})
 	if ledger.ErrorCode(err) != ledger.EInvalid {
 		t.Fatalf("a credit past the largest balance: %v; want %s", err, ledger.EInvalid)
 	}

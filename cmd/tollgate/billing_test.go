@@ -97,7 +97,7 @@ func TestPrepaidBudget(t *testing.T) {
 		t.Fatalf("no credit yet: status %d, want 402", code)
 	}
 	// Each request costs 0.0002625 USD (see README): 0.0005 buys two.
-	s.adminDo("POST", "/admin/v1/customers/"+id+"/credits", `{"amount":"0.0005","memo":"trial"}`, http.StatusCreated, nil)
+	s.adminDo("POST", "/admin/v1/customers/"+id+"/credits", `{"amount":"0.0005","memo":"trial","allow_sub_minor":true}`, http.StatusCreated, nil)
 	s.refreshKeys()
 	served := 0
 	for range 5 {

@@ -12,12 +12,12 @@ import (
 // customer's balance.
 func creditCommands() []*command {
 	return []*command{{
-		name: "credits grant", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY] [--effective-at TIME]",
+		name: "credits grant", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY] [--effective-at TIME] [--allow-sub-minor]",
 		summary: "credit a customer's balance (POST /admin/v1/customers/{id}/credits)",
 		example: "tollgate credits grant --customer 0197a3c2-… --amount 100 --memo 'January top-up' --idempotency-key topup-0197a3c2-2026-01",
 		flags:   entryFlags(ledger.KindCredit, "amount to credit, a positive decimal in the customer's currency (required)"),
 	}, {
-		name: "credits adjust", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY] [--effective-at TIME]",
+		name: "credits adjust", args: "--customer ID --amount AMOUNT [--memo TEXT] [--idempotency-key KEY] [--effective-at TIME] [--allow-sub-minor]",
 		summary: "correct a customer's balance either way (POST /admin/v1/customers/{id}/adjustments)",
 		example: "tollgate credits adjust --customer 0197a3c2-… --amount -5 --memo 'duplicate credit'",
 		flags:   entryFlags(ledger.KindAdjustment, "amount, a non-zero decimal: positive in the customer's favour (required)"),
@@ -97,6 +97,7 @@ func entryFlags(kind, amountHelp string) func(fs *flag.FlagSet) func(*cli, []str
 		memo := fs.String("memo", "", "why, for the ledger and the statement")
 		key := fs.String("idempotency-key", "", "a retry with the same key returns the first entry instead of adding another")
 		at := fs.String("effective-at", "", "when it takes effect, RFC 3339 or a date (UTC midnight): a payment received last week (default: now)")
+		subMinor := fs.Bool("allow-sub-minor", false, "record an amount finer than the currency's minor unit (0.001 USD, 10.5 JPY) as typed; refused without it")
 		return func(c *cli, _ []string) error {
 			if err := requireFlags("customer", *customer, "amount", *amount); err != nil {
 				return err
@@ -105,7 +106,7 @@ func entryFlags(kind, amountHelp string) func(fs *flag.FlagSet) func(*cli, []str
 			if err != nil {
 				return err
 			}
-			in := ledger.EntryInput{Amount: *amount, Memo: *memo, IdempotencyKey: *key, EffectiveAt: when}
+			in := ledger.EntryInput{Amount: *amount, Memo: *memo, IdempotencyKey: *key, EffectiveAt: when, AllowSubMinor: *subMinor}
 			return c.showEntry(c.api.AddEntry(c.ctx, *customer, kind, in))
 		}
 	}

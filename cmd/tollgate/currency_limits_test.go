@@ -30,7 +30,7 @@ func TestSpendLimitsHoldOnlyInTheCustomersCurrency(t *testing.T) {
 	}
 	s.adminDo("POST", "/admin/v1/customers/"+euro+"/keys", `{"name":"free"}`, http.StatusCreated, &free)
 	prepaid, _, prepaidKey := s.customer(`{"name":"euro-prepaid","currency":"EUR","credit_limit":"0"}`, `{"name":"k"}`)
-	s.adminDo("POST", "/admin/v1/customers/"+prepaid+"/credits", `{"amount":"0.0005"}`, http.StatusCreated, nil)
+	s.adminDo("POST", "/admin/v1/customers/"+prepaid+"/credits", `{"amount":"0.0005","allow_sub_minor":true}`, http.StatusCreated, nil)
 	s.refreshKeys()
 
 	for range 3 {
@@ -230,7 +230,7 @@ func TestKeyStatesOfAnOlderReleaseAreReadAgain(t *testing.T) {
 	s := newStack(t, nil)
 	_, _, limited := s.customer(`{"name":"euro","currency":"EUR"}`, `{"name":"small","daily_limit":"0.0004"}`)
 	prepaid, _, prepaidKey := s.customer(`{"name":"euro-prepaid","currency":"EUR","credit_limit":"0"}`, `{"name":"k"}`)
-	s.adminDo("POST", "/admin/v1/customers/"+prepaid+"/credits", `{"amount":"0.0005"}`, http.StatusCreated, nil)
+	s.adminDo("POST", "/admin/v1/customers/"+prepaid+"/credits", `{"amount":"0.0005","allow_sub_minor":true}`, http.StatusCreated, nil)
 	s.refreshKeys()
 	ctx := t.Context()
 	js, err := jetstream.New(s.app.nc)

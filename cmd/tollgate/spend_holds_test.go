@@ -101,7 +101,7 @@ func TestSpendLimitsHoldRequestsInFlight(t *testing.T) {
 	s := newStack(t, nil)
 	limitedID, _, limited := s.customer(`{"name":"limited"}`, `{"name":"k","daily_limit":"0.001"}`)
 	prepaidID, _, prepaid := s.customer(`{"name":"prepaid","credit_limit":"0"}`, `{"name":"k"}`)
-	s.adminDo("POST", "/admin/v1/customers/"+prepaidID+"/credits", `{"amount":"0.001"}`, http.StatusCreated, nil)
+	s.adminDo("POST", "/admin/v1/customers/"+prepaidID+"/credits", `{"amount":"0.001","allow_sub_minor":true}`, http.StatusCreated, nil)
 	s.refreshKeys()
 	for _, c := range []struct {
 		name, id, key string

@@ -247,7 +247,7 @@ func TestOpenAPIEdgeAnswers(t *testing.T) {
 	adm("POST", "/admin/v1/customers/"+jpy+"/credits", `{"amount":"5","idempotency_key":"k1","effective_at":"2026-01-01T00:00:00Z"}`, http.StatusCreated)
 	adm("POST", "/admin/v1/customers/"+jpy+"/credits", `{"amount":"6","idempotency_key":"k1"}`, http.StatusConflict)
 	adm("POST", "/admin/v1/customers/"+jpy+"/adjustments", `{"amount":"0"}`, http.StatusBadRequest)
-	adm("POST", "/admin/v1/customers/"+jpy+"/adjustments", `{"amount":"-0.000001","memo":"=tiny"}`, http.StatusCreated)
+	adm("POST", "/admin/v1/customers/"+jpy+"/adjustments", `{"amount":"-0.000001","memo":"=tiny","allow_sub_minor":true}`, http.StatusCreated)
 	adm("POST", "/admin/v1/customers/"+unknown+"/adjustments", `{"amount":"1"}`, http.StatusNotFound)
 	adm("POST", "/admin/v1/entries/1/reverse", ``, http.StatusCreated)
 	adm("POST", "/admin/v1/entries/1/reverse", `{"memo":"again"}`, http.StatusCreated)

@@ -231,7 +231,8 @@ func (c *Console) addCredit(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := cl.AddEntry(r.Context(), id, ledger.KindCredit, ledger.EntryInput{
 		Amount: amount, Memo: r.PostFormValue("memo"),
-		IdempotencyKey: r.PostFormValue("idempotency_key")})
+		IdempotencyKey: r.PostFormValue("idempotency_key"),
+		AllowSubMinor:  amount == r.PostFormValue("amount_checked")})
 	if err != nil {
 		c.refuse(w, r, "/console/customers/"+id, "credit-"+id, creditForm, err)
 		return
