@@ -47,7 +47,7 @@ func TestCLICustomersAndKeys(t *testing.T) {
 		t.Fatalf("customers balance:\n%s", out)
 	}
 
-	r := s.tg("keys", "create", "--customer", id, "--name", "ci", "--daily-limit", "5")
+	r := s.tg("keys", "create", "--customer", id, "--name", "ci", "--daily-limit", "5", "--monthly-limit", "50")
 	if r.code != exitOK || !strings.Contains(r.errOut, "not shown again") {
 		t.Fatalf("keys create: exit %d, stderr %q", r.code, r.errOut)
 	}
@@ -79,6 +79,15 @@ func TestCLICustomersAndKeys(t *testing.T) {
 			t.Fatalf("keys get: daily limit %q 10 s after a request with the key; want what it has spent of it", daily)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// keys list's table shows the spend beside each limit, as keys get
+	// does (it showed the limits alone; --json had the spend).
+	got := s.tgOK("keys", "get", keyID)
+	table := s.tgOK("keys", "list", "--customer", id)
+	for _, f := range []string{"Daily limit", "Monthly limit"} {
+		if want := field(t, got, f); !strings.Contains(want, " spent ") || !strings.Contains(table, want) {
+			t.Fatalf("keys list shows no %s %q, as keys get does:\n%s", f, want, table)
+		}
 	}
 	if field(t, s.tgOK("keys", "revoke", keyID), "Revoked") == "-" {
 		t.Fatal("keys revoke: no revocation time")
