@@ -137,7 +137,7 @@ func keyCommands() []*command {
 		},
 	}, {
 		name: "keys list", args: "--customer CUSTOMER_ID [--limit N | --cursor C]",
-		summary: "list a customer's API keys, oldest first (GET /admin/v1/customers/{id}/keys)",
+		summary: "list a customer's API keys, oldest first, each limit with what the key has spent of it (GET /admin/v1/customers/{id}/keys)",
 		example: "tollgate keys list --customer 0197a3c2-…\n  tollgate keys list --customer 0197a3c2-… --limit 20",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			customer := idFlag(fs, "customer", "customer id (required)")
@@ -168,7 +168,8 @@ func keyCommands() []*command {
 						case k.ExpiresAt != nil:
 							status = "expires " + ts(k.ExpiresAt)
 						}
-						rows[i] = []string{k.ID, dash(k.Name), k.Prefix + "…", opt(k.DailyLimit), opt(k.MonthlyLimit),
+						rows[i] = []string{k.ID, dash(k.Name), k.Prefix + "…", spentOf(k.DailyLimit, k.DailySpend, "today"),
+							spentOf(k.MonthlyLimit, k.MonthlySpend, "this month"),
 							rateLimits(k), ts(&k.CreatedAt), ts(k.LastUsedAt), status}
 					}
 					c.table([]string{"ID", "NAME", "PREFIX", "DAILY LIMIT", "MONTHLY LIMIT", "RATE LIMITS", "CREATED", "LAST USED", "STATUS"}, rows)
