@@ -53,12 +53,33 @@ func newStore(pool *pgxpool.Pool) *Store {
 // whatever the server's or the url's TimeZone: the ledger's hours, days and
 // statement months are UTC ones, and Postgres truncates a timestamptz to
 // the hour or month in the session's zone.
-func Open(ctx context.Context, url string) (*Store, error) { return open(ctx, url, true) }
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	return open(ctx, url, true, opts)
+}
 
 // OpenExisting is Open without creating the database: a missing one is an
 // error (Postgres's 3D000, "database … does not exist"), for commands that
 // only make sense on a ledger that is there, such as a rollback.
-func OpenExisting(ctx context.Context, url string) (*Store, error) { return open(ctx, url, false) }
+func OpenExisting(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	return open(ctx, url, false, opts)
+}
+
+// Option changes how Open, OpenExisting and OpenLazy set up the store's
+// sessions.
+type Option func(*pgxpool.Config)
+
+// ApplicationName names the store's Postgres sessions name (their
+// application_name, as pg_stat_activity and the server's log show them:
+// "tollgate-meter"), so that an operator can tell the processes' sessions
+// apart, unless the url (or PGAPPNAME) names them already: the operator's
+// name wins.
+func ApplicationName(name string) Option {
+	return func(cfg *pgxpool.Config) {
+		if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set {
+			cfg.ConnConfig.RuntimeParams["application_name"] = name
+		}
+	}
+}
 
 // CheckURL returns the error Open would return for url (a key=value
 // string or a postgres:// URL, pool_* settings included) before it
@@ -94,12 +115,12 @@ func parseURL(url string) (*pgxpool.Config, error) {
 // the pool connects when it is first used. It is for a process that can
 // serve without the ledger while Postgres is unreachable (a gateway), and
 // returns an error only for an invalid url.
-func OpenLazy(url string) (*Store, error) {
+func OpenLazy(url string, opts ...Option) (*Store, error) {
 	cfg, err := parseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	sessionParams(cfg)
+	sessionParams(cfg, opts)
 	poolSize(cfg, url)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
@@ -194,11 +215,14 @@ func poolSize(cfg *pgxpool.Config, url string) {
 	}
 }
 
-// sessionParams sets what every ledger session runs with: the UTC time
-// zone as a startup parameter, and IdleInTransactionTimeout with a SET
-// once connected (a startup parameter of that name is refused by
+// sessionParams sets what every ledger session runs with: opts, the UTC
+// time zone as a startup parameter, and IdleInTransactionTimeout with a
+// SET once connected (a startup parameter of that name is refused by
 // PgBouncer, which passes on only a few), unless the url sets its own.
-func sessionParams(cfg *pgxpool.Config) {
+func sessionParams(cfg *pgxpool.Config, opts []Option) {
+	for _, o := range opts {
+		o(cfg)
+	}
 	p := cfg.ConnConfig.RuntimeParams
 	p["timezone"] = "UTC"
 	if _, set := p["idle_in_transaction_session_timeout"]; set {
@@ -210,12 +234,12 @@ func sessionParams(cfg *pgxpool.Config) {
 	}
 }
 
-func open(ctx context.Context, url string, create bool) (*Store, error) {
+func open(ctx context.Context, url string, create bool, opts []Option) (*Store, error) {
 	cfg, err := parseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	sessionParams(cfg)
+	sessionParams(cfg, opts)
 	poolSize(cfg, url)
 	if create {
 		if err := createDatabase(ctx, cfg.ConnConfig); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,14 @@ func (r roles) String() string {
 		return "tollgate admin"
 	}
 	return fmt.Sprintf("tollgate (gateway %t, meter %t, admin %t)", r.gateway, r.meter, r.admin)
+}
+
+// applicationName is the application_name of r's Postgres sessions: its
+// command, hyphenated ("tollgate-meter"); "tollgate" for a set of roles
+// no command runs.
+func (r roles) applicationName() string {
+	name, _, _ := strings.Cut(r.String(), " (")
+	return strings.ReplaceAll(name, " ", "-")
 }
 
 // gatewayOnly is the gateway role alone (tollgate gateway).

@@ -156,7 +156,8 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 	if !r.all() {
 		open = ledger.OpenExisting
 	}
-	openLedger := func() (err error) { a.store, err = open(ctx, e.DatabaseURL); return err }
+	appName := ledger.ApplicationName(r.applicationName())
+	openLedger := func() (err error) { a.store, err = open(ctx, e.DatabaseURL, appName); return err }
 	if r.gatewayOnly() {
 		err = openLedger()
 	} else {
@@ -177,7 +178,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		}
 		log.Warn("database unreachable: the gateway serves without it; its customer API (/v1/usage, /v1/balance, /v1/keys, /v1/requests, /v1/statements) "+
 			"and look-ups of keys not yet in the key buckets fail until it is back", "err", err)
-		if a.store, err = ledger.OpenLazy(e.DatabaseURL); err != nil {
+		if a.store, err = ledger.OpenLazy(e.DatabaseURL, appName); err != nil {
 			return nil, err
 		}
 		dbDown = true
@@ -347,7 +348,7 @@ func migrate(ctx context.Context, log *slog.Logger, args []string, stdout io.Wri
 	if downTo >= 0 {
 		open = ledger.OpenExisting // a rollback of a database that is not there is a mistake, not a new database
 	}
-	s, err := open(ctx, e.DatabaseURL)
+	s, err := open(ctx, e.DatabaseURL, ledger.ApplicationName("tollgate-migrate"))
 	if err != nil {
 		return err
 	}
