@@ -321,3 +321,41 @@ func TestURLWithAnAtInItsPasswordIsRefusedUnshown(t *testing.T) {
 		}
 	}
 }
+
+// TestURLWithASlashInItsPasswordIsRefusedUnshown: a password holding a "/"
+// not percent-encoded ("postgres://u:pa/ss@host/db") ends the URL's host
+// part at the "/": pgx answered "invalid port", naming neither the cause
+// nor the cure, and "u:12/ss@host/db" parsed without error as host "u",
+// port 12 and a database named after the password's rest. Either is now
+// refused saying to write "/" as %2F, the password unshown; a "/" that is
+// percent-encoded, a "#" or a "?" in a password (which pgx, as libpq,
+// reads as the password's), and an "@" in a query parameter still parse.
+func TestURLWithASlashInItsPasswordIsRefusedUnshown(t *testing.T) {
+	for _, u := range []string{
+		"postgres://tollgate:pa/ssw0rd-secret@127.0.0.1:5432/rv_never?sslmode=disable",
+		"postgres://tollgate:12/ssw0rd-secret@127.0.0.1/rv_never",
+		"postgres://tollgate:pa/ssw0rd-secret?x@127.0.0.1/rv_never",
+		"postgresql://to/ssw0rd-secret:pw@127.0.0.1/rv_never",
+	} {
+		check := ledger.CheckURL(u)
+		ls, lazy := ledger.OpenLazy(u)
+		if ls != nil {
+			ls.Close()
+		}
+		for name, err := range map[string]error{"CheckURL": check, "OpenLazy": lazy} {
+			if err == nil || strings.Contains(err.Error(), "ssw0rd-secret") || !strings.Contains(err.Error(), "%2F") {
+				t.Errorf("%s(%q) = %v; want an error saying to write / as %%2F, without the password", name, u, err)
+			}
+		}
+	}
+	for _, u := range []string{
+		"postgres://tollgate:pa%2Fss@127.0.0.1:5432/rv_never",
+		"postgres://tollgate:pa#ss?x@127.0.0.1:5432/rv_never",
+		"postgres://127.0.0.1:5432/rv_never?user=me@corp&sslmode=disable",
+		"host=127.0.0.1 user=tollgate password=pa/ss dbname=rv_never",
+	} {
+		if err := ledger.CheckURL(u); err != nil {
+			t.Errorf("CheckURL(%q) = %v; want it taken", u, err)
+		}
+	}
+}
