@@ -95,6 +95,9 @@ func CheckURL(url string) error {
 // "ss@host", which connection errors then show, the password's rest
 // with it. The error names neither.
 func parseURL(url string) (*pgxpool.Config, error) {
+	if slashInUserinfo(url) {
+		return nil, errors.New(`a "/" ends its host part before its "@": a user or password with a "/" must write it percent-encoded, as %2F (and "@" as %40, ":" as %3A)`)
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
@@ -109,6 +112,28 @@ func parseURL(url string) (*pgxpool.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// slashInUserinfo reports whether url, a postgres:// or postgresql:// URL,
+// has a "/" in its user or password: an "@" after the first "/" with no
+// "=" between them (an "@" in a query parameter, "?user=me@corp", comes
+// after its "="). pgx, as libpq, ends the userinfo's search at the first
+// "/", so "u:pa/ss@host/db" reads as the host "u" on the port "pa" ("invalid
+// port"), and "u:12/ss@host/db" as port 12 and a database named after the
+// password's rest, which connection errors then show.
+func slashInUserinfo(url string) bool {
+	rest, ok := strings.CutPrefix(url, "postgresql://")
+	if !ok {
+		if rest, ok = strings.CutPrefix(url, "postgres://"); !ok {
+			return false
+		}
+	}
+	i := strings.IndexAny(rest, "@/")
+	if i < 0 || rest[i] == '@' {
+		return false
+	}
+	before, _, found := strings.Cut(rest[i:], "@")
+	return found && !strings.Contains(before, "=")
 }
 
 // OpenLazy is Open without creating the database or connecting to it:
