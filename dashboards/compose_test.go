@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -491,6 +492,50 @@ func TestComposeWaitsForTheShutdownGrace(t *testing.T) {
 		}
 		if s.StopGracePeriod == nil || time.Duration(*s.StopGracePeriod) <= needs {
 			t.Errorf("%s: stop_grace_period %v; want more than the shutdown grace and drain, %s", name, s.StopGracePeriod, needs)
+		}
+	}
+}
+
+// TestComposePortsCanBeMoved: the stack published fixed host ports (8080,
+// 8081, 9090, 3000), so `docker compose up` failed on a host where any was
+// taken. Each is now a variable whose default is the port it was:
+// TOLLGATE_GATEWAY_PORT, TOLLGATE_ADMIN_PORT, PROMETHEUS_PORT, GRAFANA_PORT.
+func TestComposePortsCanBeMoved(t *testing.T) {
+	published := func(p *types.Project, name string, target uint32) string {
+		t.Helper()
+		for _, pc := range p.Services[name].Ports {
+			if pc.Target == target {
+				return pc.Published
+			}
+		}
+		t.Fatalf("%s: port %d is not published", name, target)
+		return ""
+	}
+	ports := []struct {
+		service, variable string
+		target            uint32
+		moved             string
+	}{
+		{"tollgate-gateway", "TOLLGATE_GATEWAY_PORT", 8080, "18080"},
+		{"tollgate-admin", "TOLLGATE_ADMIN_PORT", 8081, "18081"},
+		{"prometheus", "PROMETHEUS_PORT", 9090, "19090"},
+		{"grafana", "GRAFANA_PORT", 3000, "13000"},
+	}
+	defaults := loadCompose(t)
+	env := []string{"TOLLGATE_ADMIN_TOKEN=a-secret-of-the-operator"}
+	for _, pt := range ports {
+		if got, want := published(defaults, pt.service, pt.target), strconv.Itoa(int(pt.target)); got != want {
+			t.Errorf("%s: port %d published on %q by default, want %s", pt.service, pt.target, got, want)
+		}
+		env = append(env, pt.variable+"="+pt.moved)
+	}
+	moved, err := loadComposeEnv(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pt := range ports {
+		if got := published(moved, pt.service, pt.target); got != pt.moved {
+			t.Errorf("%s: port %d published on %q with %s=%s", pt.service, pt.target, got, pt.variable, pt.moved)
 		}
 	}
 }
