@@ -236,10 +236,14 @@ func (x *exchange) translateBody(body []byte, err error, tr provider.Chat, model
 }
 
 // httpStatusOK records, before the event is committed, that the response
-// about to be sent is a 200.
+// about to be sent is a 200: only for an answer marked complete
+// (markComplete) while its client was there. A client that left before
+// it (client_cancelled, its answer drained for the usage) is sent nothing,
+// and its event's http_status stays 0, as a stream's whose client left
+// before the status line (usage.Event.HTTPStatus: 0 if none was sent).
 func (x *exchange) httpStatusOK() {
 	x.wmu.Lock()
-	if x.httpStatus == 0 && !x.cut {
+	if x.httpStatus == 0 && !x.cut && x.complete.Load() {
 		x.httpStatus = http.StatusOK
 	}
 	x.wmu.Unlock()
