@@ -41,3 +41,50 @@ func TestSpendHoldsOfYesterdayDoNotHoldToday(t *testing.T) {
 		r(0)
 	}
 }
+
+// TestSpendHoldsOutliveAClockSetBackAcrossMidnight: a key's holds and
+// charges are counted in its gateway's UTC day and month. A clock set back
+// across midnight (an NTP step, a clock corrected) rolled them back to the
+// day before, emptied, and then forward again, emptied once more: a key
+// whose daily limit was held whole at 00:00:30 by two requests in flight
+// was admitted again as the clock showed 23:59:50 (yesterday's limit,
+// nothing of it held, the state's spend taken for another day's), and
+// again once the clock was back past midnight (today's holds and charges
+// forgotten). Counts of a later day or month than the clock's stay
+// where they are, as the limiter's minute keeps the seconds counted
+// before a step back (keyCounts.rebase).
+func TestSpendHoldsOutliveAClockSetBackAcrossMidnight(t *testing.T) {
+	now := time.Date(2027, 1, 1, 0, 0, 30, 0, time.UTC)
+	h := holdsAt(&now)
+	k := &usage.KeyState{KeyID: "k", CustomerID: "c", DailyLimitMicros: new(int64(1000)),
+		MonthlyLimitMicros: new(int64(1500)), DaySpentMicros: 100, MonthSpentMicros: 100,
+		Version: now.Add(-10 * time.Second).UnixNano()}
+	inFlight := admitted(t, h, k, 2, 450) // with the state's 100, the day's 1,000 held whole
+	if _, no := h.hold(k, 1000); no == nil || !no.held {
+		t.Fatalf("the day's limit held whole: %+v; want held", no)
+	}
+	for _, back := range []time.Duration{20 * time.Second, 40 * time.Second} { // 00:00:10, then 23:59:50 on Dec 31
+		now = time.Date(2027, 1, 1, 0, 0, 30, 0, time.UTC).Add(-back)
+		if _, no := h.hold(k, 1000); no == nil || !no.held {
+			t.Fatalf("clock set back to %s, the day's limit held whole since 00:00:30: %+v; want held",
+				now.Format(time.TimeOnly), no)
+		}
+	}
+	inFlight[0](450) // charged today (begun at 00:00:30), the clock still back
+	if _, no := h.hold(k, 1000); no == nil || !no.held {
+		t.Fatalf("clock set back, 550 of the day's 1,000 spent and 450 held: %+v; want held", no)
+	}
+	now = time.Date(2027, 1, 1, 0, 0, 45, 0, time.UTC) // the clock past the step again
+	if _, no := h.hold(k, 1000); no == nil || !no.held {
+		t.Fatalf("clock back past 00:00:30, 550 of the day's 1,000 spent and 450 held: %+v; want held", no)
+	}
+	inFlight[1](450)
+	for _, at := range []time.Time{now, time.Date(2026, 12, 31, 23, 59, 55, 0, time.UTC)} { // and set back again
+		now = at
+		_, no := h.hold(k, 1000)
+		if no == nil || no.held || !strings.Contains(no.message, "daily spend limit") ||
+			!no.until.Equal(time.Date(2027, 1, 2, 0, 0, 0, 0, time.UTC)) {
+			t.Fatalf("at %s, the day's 1,000 spent: %+v; want the daily limit reached until 2027-01-02", at.Format(time.DateTime), no)
+		}
+	}
+}
