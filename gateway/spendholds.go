@@ -109,13 +109,21 @@ func (h *spendHolds) arrived(m countMap) func(id string, version int64) {
 	}
 }
 
-// roll moves c's day and month to those of now, their charges to 0 when
-// they change.
+// roll moves c's day and month on to those of now, their holds and
+// charges to 0 when they change. It never moves them back: a day or month
+// after now's was counted before the gateway's clock was set back, and
+// now is taken as in it until the clock passes it again, as the limiter
+// keeps the seconds counted before a step back (keyCounts.rebase). Rolled
+// back, a key whose daily limit was held whole at 00:00:30 got an empty
+// day when the clock stepped back to 23:59:50 (the state's spend, of
+// another day, not counted), and another once it passed midnight again
+// (its holds and charges of the day forgotten). A step back refuses
+// early, never late.
 func (c *spendCount) roll(now time.Time) {
-	if d := utcDay(now); c.day != d {
+	if d := utcDay(now); d > c.day {
 		c.day, c.dayCharged, c.dayHeld, c.dayOpen = d, 0, 0, 0
 	}
-	if mo := utcMonth(now); c.month != mo {
+	if mo := utcMonth(now); mo > c.month {
 		c.month, c.monthCharged, c.monthHeld, c.monthOpen = mo, 0, 0, 0
 	}
 }
@@ -167,17 +175,26 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 	var refused *spendRefusal // the one that lasts (lasts), of those below
 	if kc != nil {
 		vt := time.Unix(0, k.Version)
+		// The limits reset after the count's day and month, which a clock
+		// set back is still in (roll). The state's spend counts when it is
+		// of either's period: a clock that ran ahead past midnight and was
+		// set back has the count in a day to come, and the state, of
+		// today, still holds today's spend.
+		at := now
+		if d := time.Unix(kc.day*86400, 0); d.After(now) {
+			at = d
+		}
 		for _, l := range [...]struct {
 			limit      *int64
 			spent      int64 // in the state, of its day or month
 			charged    int64 // since, today or this month
 			held, open int64 // by the requests in flight begun today or this month
-			samePeriod bool  // the state's day or month is now's
+			samePeriod bool  // the state's day or month is the count's, or the clock's
 			what       string
 			until      time.Time
 		}{
-			{k.DailyLimitMicros, nanos(k.DaySpentMicros), kc.dayCharged, kc.dayHeld, kc.dayOpen, utcDay(vt) == kc.day, "daily spend limit", nextDay(now)},
-			{k.MonthlyLimitMicros, nanos(k.MonthSpentMicros), kc.monthCharged, kc.monthHeld, kc.monthOpen, utcMonth(vt) == kc.month, "monthly spend limit", nextMonth(now)},
+			{k.DailyLimitMicros, nanos(k.DaySpentMicros), kc.dayCharged, kc.dayHeld, kc.dayOpen, utcDay(vt) == kc.day || utcDay(vt) == utcDay(now), "daily spend limit", nextDay(at)},
+			{k.MonthlyLimitMicros, nanos(k.MonthSpentMicros), kc.monthCharged, kc.monthHeld, kc.monthOpen, utcMonth(vt) == kc.month || utcMonth(vt) == utcMonth(now), "monthly spend limit", nextMonth(at)},
 		} {
 			if l.limit == nil {
 				continue
@@ -195,9 +212,13 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 	if refused != nil {
 		return nil, refused
 	}
-	day, month := utcDay(now), utcMonth(now) // the request's, its charge's
-	for _, c := range []*spendCount{kc, cc} {
+	// The day and month each count holds the request in: the count's
+	// own, rolled to now's (roll), not moved back by a clock set back.
+	counts := [2]*spendCount{kc, cc}
+	var days, months [2]int64
+	for i, c := range counts {
 		if c != nil {
+			days[i], months[i] = c.day, c.month
 			c.held += est
 			c.open++
 			c.dayHeld, c.dayOpen = c.dayHeld+est, c.dayOpen+1
@@ -210,17 +231,17 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			now := h.now()
-			for _, c := range []*spendCount{kc, cc} {
+			for i, c := range counts {
 				if c == nil {
 					continue
 				}
 				c.held -= est
 				c.open--
 				c.roll(now)
-				if day == c.day {
+				if days[i] == c.day {
 					c.dayHeld, c.dayOpen = c.dayHeld-est, c.dayOpen-1
 				}
-				if month == c.month {
+				if months[i] == c.month {
 					c.monthHeld, c.monthOpen = c.monthHeld-est, c.monthOpen-1
 				}
 				c.charged += charge

@@ -88,3 +88,21 @@ func TestSpendHoldsOutliveAClockSetBackAcrossMidnight(t *testing.T) {
 		}
 	}
 }
+
+// TestSpendHoldsOfAClockThatRanAheadCountTheState: a clock that ran ahead
+// past midnight and was set back leaves a key's count in the day to come
+// (roll does not move it back): the state of today, read as the clock
+// comes back, still counts its spend against the daily limit.
+func TestSpendHoldsOfAClockThatRanAheadCountTheState(t *testing.T) {
+	now := time.Date(2026, 12, 5, 0, 0, 5, 0, time.UTC) // 10 minutes ahead
+	h := holdsAt(&now)
+	k := &usage.KeyState{KeyID: "k", CustomerID: "c", DailyLimitMicros: new(int64(1000)),
+		Version: time.Date(2026, 12, 4, 23, 40, 0, 0, time.UTC).UnixNano()}
+	admitted(t, h, k, 1, 100)[0](0)
+	now = time.Date(2026, 12, 4, 23, 50, 10, 0, time.UTC) // set right
+	k = &usage.KeyState{KeyID: "k", CustomerID: "c", DailyLimitMicros: new(int64(1000)), DaySpentMicros: 1000,
+		Version: now.UnixNano()}
+	if _, no := h.hold(k, 1000); no == nil || no.held || !strings.Contains(no.message, "daily spend limit") {
+		t.Fatalf("the day's 1,000 spent: %+v; want the daily limit reached", no)
+	}
+}
