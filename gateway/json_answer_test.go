@@ -173,6 +173,34 @@ func TestStreamAnsweredWithAnErrorBody(t *testing.T) {
 	}
 }
 
+// TestStreamAnsweredWithANonAnswerBillsNothing: an upstream that answers
+// a chat stream request 200 with a JSON object that is no answer (no
+// choices, no usage, no error member: "{}", a proxy's {"detail":...})
+// was billed its bytes as output, and its prompt estimated, though none of
+// it reaches the client, who gets the gateway's error event in its place:
+// `{"detail":"Not Found"}` billed 12 + 6 tokens here. As an error object under
+// a 200 (README: upstream_error, nothing billed), it bills nothing.
+func TestStreamAnsweredWithANonAnswerBillsNothing(t *testing.T) {
+	for _, body := range []string{`{}`, `{"detail":"Not Found"}`, `{"object":"chat.completion","model":"m"}`,
+		`{"error":{"message":"bad role","type":"invalid_request_error"}}`} {
+		t.Run(body, func(t *testing.T) {
+			up := jsonUpstream(t, "application/json", body)
+			st := newStack(t, oneUpstream(up.URL))
+			resp := st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"Say hello to the ledger"}]}`)
+			id := resp.Header.Get("X-Request-Id")
+			chunks := streamChunks(t, resp)
+			if resp.StatusCode != http.StatusOK || len(chunks) != 2 || !strings.Contains(chunks[0], `"error"`) || chunks[1] != "[DONE]" {
+				t.Fatalf("client got %d %q: want an error event, then [DONE]", resp.StatusCode, chunks)
+			}
+			e := st.sink.event(t, id)
+			if e.Status != usage.StatusUpstreamError || e.NotCharged || e.Usage.Total() != 0 || e.Error == "" {
+				t.Fatalf("event %s (%q), usage %+v (%s), not charged %v: want an upstream_error billing nothing",
+					e.Status, e.Error, e.Usage, e.UsageSource, e.NotCharged)
+			}
+		})
+	}
+}
+
 // TestSSEUnderAJSONType: a stream mislabelled application/json is still
 // read as the stream it is, and billed from its usage chunk.
 func TestSSEUnderAJSONType(t *testing.T) {
