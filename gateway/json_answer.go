@@ -66,7 +66,9 @@ type readCloser struct {
 // usage chunk when asked for, and [DONE], the event durable before that
 // end. A body that is SSE after all (mislabelled) is relayed as a stream.
 // A body that cannot be read as an answer is still billed, estimated
-// from its bytes, and the client gets an error event in its place.
+// from its bytes, and the client gets an error event in its place; a JSON
+// object read that is no answer (no choices, usage or error) bills
+// nothing.
 func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provider.Chat, includeUsage bool, model string) {
 	body, err := s.readBody(x, resp.Body)
 	if err == nil && len(bytes.TrimLeft(body, " \t\r\n")) > 0 && !jsonStart(body) {
@@ -83,6 +85,7 @@ func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provid
 	}
 	var chunk []byte
 	c, err := parseAnswer(body)
+	object := err == nil // a JSON object, whatever it holds
 	if err == nil && tr == nil {
 		var tp openai.ChatTap
 		tp.Chunk(c, &x.report)
@@ -97,8 +100,18 @@ func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provid
 	} else if err == nil {
 		chunk, err = openai.AnswerAsChunk(body)
 	}
-	if err != nil {
+	switch {
+	case err != nil && object && !x.report.Reported && !c.UnreadableUsage && x.report.Output.Len() == 0:
+		// A JSON object that is no answer ("{}", a proxy's
+		// {"detail":...}): no choices, no usage, no error member. None of
+		// it reaches the client, who gets the error event below, and the
+		// provider reported producing nothing: as an error object under a
+		// 200, it bills nothing (its bytes were billed as output).
+		x.report.Error = "upstream body not an answer: " + err.Error()
+	case err != nil:
 		x.unreadableBody(body, err)
+	}
+	if err != nil {
 		chunk = openai.ErrorPayload("upstream_error", "upstream_error",
 			"the upstream answered the stream request with a body that is not an answer: "+err.Error())
 	}
