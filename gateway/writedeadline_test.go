@@ -200,38 +200,72 @@ func socketStates(conn net.Conn) string {
 
 // TestClientThatStopsReadingDrainBounded: a client that stops reading
 // before its stream leaves net/http, while the upstream goes on sending
-// slowly without end, is taken as gone as after a disconnect: the
-// upstream is read on for at most DrainTimeout, then cut off, and the
-// event is recorded.
+// without end, is taken as gone as after a disconnect: the upstream is
+// read on for DrainTimeout, then cut off, and the event is recorded.
+//
+// The test watches the drain from the upstream's side, not by how much the
+// gateway reads in it: it asserted all of a 20 MB burst read within the
+// 1 s drain, which the race detector's slower relay does not do (it failed
+// under -race). While the gateway waits on its write to the client, it
+// reads nothing from the upstream, whose writes stall once the sockets
+// between are full; the drain begins when that stall ends, the gateway
+// reading again, and ends when the upstream's request is cut. That span is
+// DrainTimeout, within the scheduling's slack: a drain that cut the
+// upstream at once, lasted longer, or had no end fails it. The event bills
+// no more than the upstream sent, and at least what it sent once the drain
+// began (the sockets were full when the stall ended: each byte it sent
+// after was one the gateway read). Each chunk carries one token of content
+// and padding the estimate does not count, so that estimating what the
+// drain read (the upstream reports no usage) stays quick under -race.
 func TestClientThatStopsReadingDrainBounded(t *testing.T) {
-	chunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok tok tok tok tok tok tok tok tok tok tok tok tok tok tok tok "},"finish_reason":null}]}` + "\n\n"
-	upDone := make(chan struct{})
+	const writeTimeout, drainTimeout = time.Second, time.Second
+	chunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok "},"finish_reason":null}],"pad":"` +
+		strings.Repeat("x", 600) + `"}` + "\n\n"
+	burst := []byte(strings.Repeat(chunk, 30000)) // 20 MB at once: the client's connection fills
+	var (
+		stall, stallEnd, end time.Time // the upstream's longest write: its length (from the zero time) and its end; its request's end
+		sent, sentAtStallEnd int64     // bytes the upstream sent, in all and when its longest write ended
+	)
+	upDone, stop := make(chan struct{}), make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		write := func(b []byte) bool {
+			began := time.Now()
+			n, err := w.Write(b)
+			if err == nil {
+				w.(http.Flusher).Flush()
+			}
+			sent += int64(n)
+			if took := time.Since(began); took > stall.Sub(time.Time{}) { // a write the cut ended too
+				stall, stallEnd, sentAtStallEnd = time.Time{}.Add(took), time.Now(), sent
+			}
+			return err == nil
+		}
 		defer close(upDone)
+		defer func() { end = time.Now() }()
 		w.Header().Set("Content-Type", "text/event-stream")
-		bw := bufio.NewWriterSize(w, 64<<10)
-		for range 120000 { // 20 MB at once: the client's connection fills
-			if _, err := bw.WriteString(chunk); err != nil {
+		for b := burst; len(b) > 0; b = b[min(len(b), 64<<10):] {
+			if !write(b[:min(len(b), 64<<10)]) {
 				return
 			}
 		}
-		_ = bw.Flush()
-		for { // then a chunk every 50 ms, without end
+		for { // then a chunk every 50 ms, without end (until the test's)
 			select {
 			case <-r.Context().Done():
 				return
+			case <-stop:
+				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			if _, err := fmt.Fprint(w, chunk); err != nil {
+			if !write([]byte(chunk)) {
 				return
 			}
-			w.(http.Flusher).Flush()
 		}
 	}))
 	defer up.Close()
+	defer close(stop) // before up.Close, which waits for the handler: a drain without end would hold it
 	st := newStack(t, func(c *gateway.Config) {
-		c.WriteTimeout = 300 * time.Millisecond
-		c.DrainTimeout = time.Second
+		c.WriteTimeout = writeTimeout
+		c.DrainTimeout = drainTimeout
 		c.Providers = append(c.Providers, gateway.ProviderConfig{Name: "endless", Type: "openai", BaseURL: up.URL})
 	})
 	conn := postUnread(t, st, `{"model":"endless/m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
@@ -239,13 +273,29 @@ func TestClientThatStopsReadingDrainBounded(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("response %v: %v", resp, err)
 	}
-	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
-	if e.Status != usage.StatusClientCancelled || !strings.Contains(e.Error, "write_timeout") || e.Usage.CompletionTokens < 16*120000 {
-		t.Fatalf("event %+v", e)
-	}
 	select {
 	case <-upDone:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the upstream is still being read after the drain timeout")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream is still being read 20 s on: the drain was not bounded")
+	}
+	e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+	if e.Status != usage.StatusClientCancelled || !strings.Contains(e.Error, "write_timeout") {
+		t.Fatalf("event %+v", e)
+	}
+	per := int64(len(chunk))
+	maxTokens := (sent + per - 1) / per // a chunk begun counts whole
+	minTokens := (sent - sentAtStallEnd) / per
+	drained := end.Sub(stallEnd)
+	t.Logf("upstream stalled %s; drained %s after; sent %d chunks, %d of them after the stall; billed %d completion tokens",
+		stall.Sub(time.Time{}), drained, sent/per, (sent-sentAtStallEnd)/per, e.Usage.CompletionTokens)
+	if stall.Sub(time.Time{}) < writeTimeout/2 {
+		t.Fatalf("the upstream's longest write took %s: the gateway never stopped reading it for its client's write_timeout (%s)",
+			stall.Sub(time.Time{}), writeTimeout)
+	}
+	if drained < drainTimeout-150*time.Millisecond || drained > drainTimeout+1500*time.Millisecond {
+		t.Errorf("the upstream was read on for %s once the client was taken as gone; want drain_timeout (%s)", drained, drainTimeout)
+	}
+	if c := e.Usage.CompletionTokens; c > maxTokens+1 || c < minTokens { // +1: the estimate of the text may round up
+		t.Errorf("billed %d completion tokens; the upstream sent %d chunks of one token in all, %d of them in the drain", c, maxTokens, minTokens)
 	}
 }
