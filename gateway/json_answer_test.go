@@ -201,6 +201,32 @@ func TestStreamAnsweredWithANonAnswerBillsNothing(t *testing.T) {
 	}
 }
 
+// TestBodyThatIsNoAnswerBillsNothing: the same JSON object that is no
+// answer, under a 200 to a non-streamed chat request, was recorded ok and
+// billed its prompt, estimated (12 tokens here), and the client got it
+// with a usage the gateway wrote in, as if it were an answer. As a stream
+// request's (TestStreamAnsweredWithANonAnswerBillsNothing) and an error
+// object under a 200, it is an upstream_error that bills nothing, and the
+// client gets the body as the upstream sent it.
+func TestBodyThatIsNoAnswerBillsNothing(t *testing.T) {
+	for _, body := range []string{`{}`, `{"detail":"Not Found"}`} {
+		t.Run(body, func(t *testing.T) {
+			up := jsonUpstream(t, "application/json", body)
+			st := newStack(t, oneUpstream(up.URL))
+			resp := st.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"Say hello to the ledger"}]}`)
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(got) != body {
+				t.Fatalf("client got %d %s: want the body as the upstream sent it", resp.StatusCode, got)
+			}
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			if e.Status != usage.StatusUpstreamError || e.NotCharged || e.Usage.Total() != 0 || e.Error == "" {
+				t.Fatalf("event %s (%q), usage %+v (%s): want an upstream_error billing nothing", e.Status, e.Error, e.Usage, e.UsageSource)
+			}
+		})
+	}
+}
+
 // TestSSEUnderAJSONType: a stream mislabelled application/json is still
 // read as the stream it is, and billed from its usage chunk.
 func TestSSEUnderAJSONType(t *testing.T) {
