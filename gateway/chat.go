@@ -171,6 +171,9 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 			tp.Chunk(c, &x.report)
 			x.report.Final = x.report.Reported
 			ambiguous = c.AmbiguousUsage
+			if x.noAnswer(body, c) {
+				x.report.Error = errNoAnswer // relayed as it came, as an error object is
+			}
 		} else if streamAnswer(resp.Header, body) {
 			tapStreamAnswer(body, &x.report)
 		} else {

@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // jsonAnswer reports whether an upstream response is a whole JSON body
@@ -101,13 +102,10 @@ func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provid
 		chunk, err = openai.AnswerAsChunk(body)
 	}
 	switch {
-	case err != nil && object && !x.report.Reported && !c.UnreadableUsage && x.report.Output.Len() == 0:
-		// A JSON object that is no answer ("{}", a proxy's
-		// {"detail":...}): no choices, no usage, no error member. None of
-		// it reaches the client, who gets the error event below, and the
-		// provider reported producing nothing: as an error object under a
-		// 200, it bills nothing (its bytes were billed as output).
-		x.report.Error = "upstream body not an answer: " + err.Error()
+	case err != nil && object && x.noAnswer(body, c):
+		// None of it reaches the client, who gets the error event below:
+		// it bills nothing (its bytes were billed as output).
+		x.report.Error = errNoAnswer
 	case err != nil:
 		x.unreadableBody(body, err)
 	}
@@ -122,6 +120,25 @@ func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provid
 	}
 	out.data(chunk)
 	out.end(nil)
+}
+
+// errNoAnswer is the error of an answer that is a JSON object and no
+// answer (exchange.noAnswer).
+const errNoAnswer = "upstream body not an answer: a JSON object with no choices array, usage or error"
+
+// noAnswer reports whether body, a JSON object that parseAnswer read as c,
+// its usage, error and output tapped into x.report, is no answer at all:
+// no choices array, and no usage, error or output read from it (an
+// upstream's "{}", a proxy's {"detail":...} under a 200). The provider
+// reported producing nothing: as an error object under a 200, it is an
+// upstream_error that bills nothing, on a stream request and a
+// non-streamed one alike.
+func (x *exchange) noAnswer(body []byte, c *openai.Chunk) bool {
+	if r := &x.report; r.Reported || r.Error != "" || c.UnreadableUsage || r.Output.Len() > 0 {
+		return false
+	}
+	v, ok, err := jsonscan.Member(body, "choices")
+	return err == nil && (!ok || !bytes.HasPrefix(v, []byte("[")))
 }
 
 // streamAnswer reports whether body, a non-streamed request's answer that
