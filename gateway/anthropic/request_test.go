@@ -86,6 +86,26 @@ func TestRequest(t *testing.T) {
 			  {"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"w","input":{}}]},
 			  {"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"sunny"}]},
 			  {"role":"assistant","content":[{"type":"text","text":"Sunny."}]},{"role":"user","content":"Thanks"}],"thinking":{"type":"enabled","budget_tokens":1024}}`},
+		// Anthropic refuses thinking with a tool_choice that forces tool
+		// use (400 "Thinking may not be enabled when tool_choice forces
+		// tool use"), where OpenAI takes reasoning_effort with tool_choice
+		// required or a named function: the forced call is what the
+		// client asked for, so the request goes without thinking.
+		{"thinking left out when tool_choice is required",
+			`{"messages":[{"role":"user","content":"Hi"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required",
+			  "reasoning_effort":"low","max_completion_tokens":4096}`,
+			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}],
+			  "tools":[{"name":"f","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"any"}}`},
+		{"thinking object left out when tool_choice names a function",
+			`{"messages":[{"role":"user","content":"Hi"}],"tools":[{"type":"function","function":{"name":"f"}}],
+			  "tool_choice":{"type":"function","function":{"name":"f"}},"thinking":{"type":"enabled","budget_tokens":2000},"max_tokens":4096}`,
+			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}],
+			  "tools":[{"name":"f","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"tool","name":"f"}}`},
+		{"thinking kept with tool_choice auto",
+			`{"messages":[{"role":"user","content":"Hi"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"auto",
+			  "reasoning_effort":"low","max_completion_tokens":4096}`,
+			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}],
+			  "tools":[{"name":"f","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"auto"},"thinking":{"type":"enabled","budget_tokens":1024}}`},
 		{"reasoning_effort none",
 			`{"messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"none","max_tokens":50}`,
 			`{"model":"claude-up","max_tokens":50,"messages":[{"role":"user","content":"Hi"}]}`},
