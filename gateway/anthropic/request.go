@@ -95,6 +95,8 @@ type toolChoice struct {
 //     last message holds tool results): the assistant turn before it is
 //     sent without its thinking block, which chat completions have no
 //     field to carry back, and Anthropic refuses such a turn with
+//     thinking on; and of a request whose tool_choice forces a
+//     call (required, or a named function), which Anthropic refuses with
 //     thinking on
 //   - response_format json_schema → output_config.format {type
 //     json_schema, schema} (structured outputs, for the models that have
@@ -142,12 +144,16 @@ func (Chat) Request(body []byte, upstreamModel string, stream bool) (string, []b
 	if out.OutputConfig, err = convertResponseFormat(in.ResponseFormat); err != nil {
 		return "", nil, err
 	}
-	if out.Thinking != nil && inToolTurn(out.Messages) {
+	if out.Thinking != nil && (inToolTurn(out.Messages) || forcesTool(out.ToolChoice)) {
 		// The assistant's tool_use turn goes back without its thinking
 		// block (chat completions carry no signature for it), which
 		// Anthropic refuses with thinking on ("Extended thinking": the
 		// last assistant turn of a tool loop must keep its signed
-		// thinking): the turn goes on without thinking.
+		// thinking): the turn goes on without thinking. So does a
+		// request whose tool_choice forces a call (any, or a named
+		// tool), which Anthropic refuses with thinking on ("Thinking may
+		// not be enabled when tool_choice forces tool use") where OpenAI
+		// takes it with reasoning_effort: the call is what was asked for.
 		out.Thinking = nil
 	}
 	if in.User != "" {
@@ -274,6 +280,12 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// forcesTool reports whether tc makes the model call a tool: {type:any}
+// (OpenAI's "required") or {type:tool} (a named function).
+func forcesTool(tc *toolChoice) bool {
+	return tc != nil && (tc.Type == "any" || tc.Type == "tool")
 }
 
 // inToolTurn reports whether msgs end in tool results: the request goes
