@@ -106,6 +106,17 @@ func TestRequest(t *testing.T) {
 			  "reasoning_effort":"low","max_completion_tokens":4096}`,
 			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}],
 			  "tools":[{"name":"f","input_schema":{"type":"object","properties":{}}}],"tool_choice":{"type":"auto"},"thinking":{"type":"enabled","budget_tokens":1024}}`},
+		// openai-go's ReasoningEffort has xhigh and max, which OpenAI's
+		// newest models take: refused here, the SDK's own values had a
+		// 400 through the gateway. Anthropic's budget for them is the
+		// most that, with DefaultMaxTokens, fits every thinking model's
+		// output limit (32,000 for Opus 4).
+		{"reasoning_effort xhigh",
+			`{"messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"xhigh"}`,
+			`{"model":"claude-up","max_tokens":28672,"messages":[{"role":"user","content":"Hi"}],"thinking":{"type":"enabled","budget_tokens":24576}}`},
+		{"reasoning_effort max",
+			`{"messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"max"}`,
+			`{"model":"claude-up","max_tokens":28672,"messages":[{"role":"user","content":"Hi"}],"thinking":{"type":"enabled","budget_tokens":24576}}`},
 		{"reasoning_effort none",
 			`{"messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"none","max_tokens":50}`,
 			`{"model":"claude-up","max_tokens":50,"messages":[{"role":"user","content":"Hi"}]}`},
@@ -180,7 +191,7 @@ func TestRequestErrors(t *testing.T) {
 		{`{"messages":[` + user + `],"max_tokens":0}`, "max_tokens: must be positive, got 0"},
 		{`{"messages":[` + user + `],"max_completion_tokens":1.5}`, "max_completion_tokens: want a number, got number 1.5"},
 		{`{"messages":[` + user + `],"reasoning_effort":"low","max_completion_tokens":1000}`, "reasoning_effort: thinking needs max_completion_tokens above 1024, got 1000"},
-		{`{"messages":[` + user + `],"reasoning_effort":"max"}`, `reasoning_effort: unknown value "max"`},
+		{`{"messages":[` + user + `],"reasoning_effort":"extreme"}`, `reasoning_effort: unknown value "extreme"`},
 		{`{"messages":[` + user + `],"thinking":"on"}`, "thinking: not a JSON object"},
 		{`{"messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":{"name":"x"}}}`, "response_format.json_schema.schema: not a JSON object"},
 	} {

@@ -29,6 +29,12 @@ func TestRequest(t *testing.T) {
 			`{"messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"none","response_format":{"type":"json_object"},"stop":["a","b"],"temperature":null}`,
 			"/models/gemini-2.5-flash:generateContent",
 			`{"contents":[{"role":"user","parts":[{"text":"Hi"}]}],"generationConfig":{"stopSequences":["a","b"],"responseMimeType":"application/json","thinkingConfig":{"thinkingBudget":0}}}`},
+		// openai-go's ReasoningEffort has max beside xhigh: refused, the
+		// SDK's own value had a 400 through the gateway.
+		{"effort max", "gemini-2.5-flash", false,
+			`{"messages":[{"role":"user","content":"Hi"}],"reasoning_effort":"max"}`,
+			"/models/gemini-2.5-flash:generateContent",
+			`{"contents":[{"role":"user","parts":[{"text":"Hi"}]}],"generationConfig":{"thinkingConfig":{"thinkingBudget":24576,"includeThoughts":true}}}`},
 		{"media parts", "gemini-2.5-flash", false,
 			`{"messages":[{"role":"user","content":[{"type":"text","text":"What?"},
 			  {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo=","detail":"high"}},
@@ -143,7 +149,7 @@ func TestRequestErrors(t *testing.T) {
 		{`{` + user + `,"temperature":"hot"}`, "temperature: must be a number"},
 		{`{` + user + `,"n":0}`, "n:"},
 		{`{` + user + `,"stop":5}`, "stop:"},
-		{`{` + user + `,"reasoning_effort":"max"}`, "reasoning_effort:"},
+		{`{` + user + `,"reasoning_effort":"extreme"}`, "reasoning_effort:"},
 		{`{` + user + `,"response_format":{"type":"yaml"}}`, "response_format.type"},
 		{`{` + user + `,"response_format":{"type":"json_schema","json_schema":{"name":"x"}}}`, "response_format.json_schema.schema"},
 		{`{` + user + `,"tools":{}}`, "tools:"},
