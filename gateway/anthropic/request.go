@@ -88,9 +88,10 @@ type toolChoice struct {
 //     false → disable_parallel_tool_use
 //   - max_completion_tokens or max_tokens → max_tokens (DefaultMaxTokens
 //     when absent, plus any thinking budget); reasoning_effort minimal,
-//     low, medium, high → thinking {type:enabled, budget_tokens 1024, 1024,
-//     4096, 16384}, trimmed below max_tokens (1024 is Anthropic's minimum;
-//     a smaller limit is an error); a thinking object passes as it is
+//     low, medium, high, xhigh, max → thinking {type:enabled,
+//     budget_tokens 1024, 1024, 4096, 16384, 24576, 24576}, trimmed
+//     below max_tokens (1024 is Anthropic's minimum; a smaller limit is an
+//     error); a thinking object passes as it is
 //   - thinking is left out of a request that continues a tool loop (its
 //     last message holds tool results): the assistant turn before it is
 //     sent without its thinking block, which chat completions have no
@@ -168,13 +169,19 @@ func (Chat) Request(body []byte, upstreamModel string, stream bool) (string, []b
 	return "/messages", b, nil
 }
 
+// maxEffortBudget is the thinking budget, in tokens, of reasoning_effort
+// xhigh and max: with DefaultMaxTokens, 28,672 tokens of output, within
+// every thinking model's output limit (Claude Opus 4's 32,000 the least).
+const maxEffortBudget = 24576
+
 // limits sets max_tokens and thinking. max_completion_tokens wins over
 // max_tokens; both are output limits that include reasoning, as Messages'
 // max_tokens includes the thinking budget. A thinking object the client
 // sent passes as it is (without a client limit, max_tokens is then
 // DefaultMaxTokens + its budget_tokens). Otherwise reasoning_effort turns
 // on extended thinking with budget_tokens minimal/low 1024 (the minimum),
-// medium 4096, high 16384 ("none" or absent: no thinking). The budget must
+// medium 4096, high 16384, xhigh and max maxEffortBudget ("none" or
+// absent: no thinking). The budget must
 // stay below max_tokens: without a client limit max_tokens becomes
 // DefaultMaxTokens + budget; with one, the budget shrinks to fit, and a
 // limit of 1024 or less cannot hold the minimum budget, an error.
@@ -210,8 +217,10 @@ func limits(in *chatRequest, out *messagesRequest) error {
 			budget = 4096
 		case "high":
 			budget = 16384
+		case "xhigh", "max":
+			budget = maxEffortBudget
 		default:
-			return fmt.Errorf("reasoning_effort: unknown value %q (want none, minimal, low, medium or high)", in.ReasoningEffort)
+			return fmt.Errorf("reasoning_effort: unknown value %q (want none, minimal, low, medium, high, xhigh or max)", in.ReasoningEffort)
 		}
 	}
 	out.MaxTokens = DefaultMaxTokens + budget

@@ -51,7 +51,7 @@ type thinkingConfig struct {
 // package's choices. 24576 is the largest budget Gemini 2.5 Flash accepts;
 // 0 turns thinking off where the model allows it.
 var thinkingBudgets = map[string]int64{
-	"none": 0, "minimal": 1024, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 24576,
+	"none": 0, "minimal": 1024, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 24576, "max": 24576,
 }
 
 // options translates the request's other fields:
@@ -71,8 +71,8 @@ var thinkingBudgets = map[string]int64{
 //     frequency_penalty; response_format json_object → responseMimeType
 //     "application/json", json_schema → the same and responseJsonSchema;
 //   - reasoning_effort → thinkingConfig{thinkingBudget, includeThoughts}:
-//     none 0 (no thoughts), minimal and low 1024, medium 8192, high and
-//     xhigh 24576, includeThoughts true but for none.
+//     none 0 (no thoughts), minimal and low 1024, medium 8192, high,
+//     xhigh and max 24576, includeThoughts true but for none.
 func (req *genRequest) options(f map[string]json.RawMessage) error {
 	if err := req.tools(f["tools"], f["tool_choice"]); err != nil {
 		return err
@@ -102,7 +102,7 @@ func (req *genRequest) options(f map[string]json.RawMessage) error {
 		_ = json.Unmarshal(raw, &effort)
 		budget, ok := thinkingBudgets[effort]
 		if !ok {
-			return fmt.Errorf("reasoning_effort: must be one of none, minimal, low, medium, high")
+			return fmt.Errorf("reasoning_effort: must be one of none, minimal, low, medium, high, xhigh, max")
 		}
 		gc.ThinkingConfig = &thinkingConfig{ThinkingBudget: budget, IncludeThoughts: budget > 0}
 	}
