@@ -17,7 +17,7 @@ func TestRequest(t *testing.T) {
 			`{"messages":[{"role":"developer","content":[{"type":"text","text":"A"},{"type":"text","text":""}]},{"role":"user","content":"Hi"},{"role":"system","content":"B"}],
 			  "temperature":0.2,"top_p":0.9,"user":"u-1","max_tokens":100,"n":1}`,
 			`{"model":"claude-up","max_tokens":100,"system":[{"type":"text","text":"A"},{"type":"text","text":"B"}],
-			  "messages":[{"role":"user","content":"Hi"}],"temperature":0.2,"top_p":0.9,"metadata":{"user_id":"u-1"}}`},
+			  "messages":[{"role":"user","content":"Hi"}],"temperature":0.2,"metadata":{"user_id":"u-1"}}`},
 		{"images: data URL to base64, https to url",
 			`{"messages":[{"role":"user","content":[{"type":"text","text":"What?"},
 			  {"type":"image_url","image_url":{"url":"data:image/PNG;base64,iVBORw0K","detail":"low"}},
@@ -126,6 +126,24 @@ func TestRequest(t *testing.T) {
 		{"temperature above Anthropic's range",
 			`{"messages":[{"role":"user","content":"Hi"}],"temperature":1.5}`,
 			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}],"temperature":1}`},
+		// Claude Opus 4.1 and later refuse temperature and top_p together
+		// (400 "temperature and top_p cannot both be specified for this
+		// model"), where OpenAI takes both, and SDK-built requests often
+		// carry both: one goes, the one at its no-op value (top_p 1,
+		// temperature 1, Anthropic's default) when there is one, else
+		// top_p.
+		{"temperature and top_p: top_p at 1 left out",
+			`{"messages":[{"role":"user","content":"Hi"}],"temperature":0.2,"top_p":1}`,
+			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}],"temperature":0.2}`},
+		{"temperature and top_p: temperature at Anthropic's default left out",
+			`{"messages":[{"role":"user","content":"Hi"}],"temperature":1.5,"top_p":0.3}`,
+			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}],"top_p":0.3}`},
+		{"temperature and top_p: temperature kept",
+			`{"messages":[{"role":"user","content":"Hi"}],"temperature":0,"top_p":0.9}`,
+			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}],"temperature":0}`},
+		{"top_p alone kept",
+			`{"messages":[{"role":"user","content":"Hi"}],"top_p":0.9}`,
+			`{"model":"claude-up","max_tokens":4096,"messages":[{"role":"user","content":"Hi"}],"top_p":0.9}`},
 		// response_format json_schema was dropped: the client asked for
 		// JSON of a schema and got prose, which Anthropic's structured
 		// outputs (output_config.format) would have constrained.
