@@ -104,8 +104,9 @@ type toolChoice struct {
 //     them); text and json_object, which has no Messages equivalent, are
 //     dropped
 //   - stop → stop_sequences; temperature as it is up to 1 (Anthropic's
-//     most; OpenAI's is 2), 1 above; top_p as it is; user →
-//     metadata.user_id; stream from the argument
+//     most; OpenAI's is 2), 1 above; top_p as it is, but only one of the
+//     two when both are set (see oneSampler); user → metadata.user_id;
+//     stream from the argument
 //
 // Fields without an equivalent (seed, logprobs, penalties, ...) are
 // dropped; n other than 1 is refused. Its errors are the client's
@@ -123,6 +124,7 @@ func (Chat) Request(body []byte, upstreamModel string, stream bool) (string, []b
 		one := 1.0
 		out.Temperature = &one
 	}
+	oneSampler(&out)
 	if in.N != nil && *in.N != 1 {
 		return "", nil, errors.New("n: Anthropic returns one choice; only 1 is supported")
 	}
@@ -289,6 +291,23 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// oneSampler leaves out one of temperature and top_p when both are set:
+// Claude Opus 4.1 and later refuse the pair (400 "temperature and top_p
+// cannot both be specified for this model"), which OpenAI takes. The one
+// that goes is top_p at 1 or temperature at 1 (Anthropic's default, what
+// a temperature above 1 has become), which change nothing; otherwise
+// top_p, temperature being the one clients tune.
+func oneSampler(out *messagesRequest) {
+	if out.Temperature == nil || out.TopP == nil {
+		return
+	}
+	if *out.TopP < 1 && *out.Temperature == 1 {
+		out.Temperature = nil
+		return
+	}
+	out.TopP = nil
 }
 
 // forcesTool reports whether tc makes the model call a tool: {type:any}
