@@ -104,7 +104,10 @@ func TestAnUpstreamThatHoldsItsBodyOpenAfterDone(t *testing.T) {
 func TestWhatFollowsDoneIsNotRelayed(t *testing.T) {
 	extra := `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"AFTER"}}],"usage":{"prompt_tokens":300,"completion_tokens":100,"total_tokens":400}}` + "\n\n"
 	up, conns := connCountingUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
-		time.Sleep(2 * time.Millisecond) // in a packet of its own, with the body's end
+		// A write of its own after [DONE]'s flush, the body's end at once
+		// after it: a 2 ms sleep before it, under a load average of 20
+		// (.ci/run beside helpers), outlasted afterDoneWait (10 ms) in 3
+		// streams of 6, which then dialed again.
 		_, _ = io.WriteString(w, extra)
 	})
 	st := newStack(t, oneUpstream(up.URL))

@@ -55,10 +55,10 @@ func TestStatesReadAtTheLargestAmounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AddEntry(ctx, d.ID, ledger.KindAdjustment, ledger.EntryInput{Amount: "-" + most}); err != nil {
+	if _, err := s.AddEntry(ctx, d.ID, ledger.KindAdjustment, ledger.EntryInput{Amount: "-" + most, AllowSubMinor: true}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.AddEntry(ctx, d.ID, ledger.KindAdjustment, ledger.EntryInput{Amount: "-" + most})
+	_, err = s.AddEntry(ctx, d.ID, ledger.KindAdjustment, ledger.EntryInput{Amount: "-" + most, AllowSubMinor: true})
 	if ledger.ErrorCode(err) != ledger.EInvalid {
 		t.Fatalf("an adjustment past the largest debt: %v; want %s", err, ledger.EInvalid)
 	}
