@@ -123,8 +123,8 @@ func (s *Server) relayAnswerAsStream(x *exchange, resp *http.Response, tr provid
 }
 
 // errNoAnswer is the error of an answer that is a JSON object and no
-// answer (exchange.noAnswer).
-const errNoAnswer = "upstream body not an answer: a JSON object with no choices array, usage or error"
+// answer (exchange.noAnswer, and noAnswerOf on the native routes).
+const errNoAnswer = "upstream body not an answer: a JSON object with no output, usage or error"
 
 // noAnswer reports whether body, a JSON object that parseAnswer read as c,
 // its usage, error and output tapped into x.report, is no answer at all:

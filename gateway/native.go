@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-dev/tollgate/gateway/sse"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // native serves one of a provider's own routes: the client speaks the
@@ -74,14 +75,14 @@ func (s *Server) native(p *provider.Provider, rt *provider.Route, env provider.E
 				body, err := s.readBody(x, resp.Body)
 				if err == nil && len(bytes.TrimLeft(body, " \t\r\n")) > 0 && !jsonStart(body) {
 					resp.Body = io.NopCloser(bytes.NewReader(body))
-					s.passThrough(x, at.route(), resp, rt.NewTap(), rt.BodyUsage, rt.EndEvent, rt.BilledEnd)
+					s.passThrough(x, at.route(), resp, rt)
 					return
 				}
 				s.relayBody(x, resp, body, err, rt)
 				return
 			}
 			if call.SSE {
-				s.passThrough(x, at.route(), resp, rt.NewTap(), rt.BodyUsage, rt.EndEvent, rt.BilledEnd)
+				s.passThrough(x, at.route(), resp, rt)
 				return
 			}
 			s.passBody(x, resp, rt)
@@ -123,6 +124,9 @@ func (s *Server) relayBody(x *exchange, resp *http.Response, body []byte, err er
 			x.unreadableBody(body, err)
 		}
 	}
+	if x.noAnswerOf(body, rt.Answer) {
+		x.report.Error = errNoAnswer // relayed as it came, billing nothing, as an error object is
+	}
 	if x.errorUnder200(body) {
 		return // an error object, the provider's failure: the next attempt serves
 	}
@@ -146,6 +150,28 @@ func (s *Server) relayBody(x *exchange, resp *http.Response, body []byte, err er
 	}
 }
 
+// noAnswerOf reports whether body, a whole native response body whose
+// usage was tapped into x.report, is no answer at all: a JSON object with
+// none of its route's answer members (provider.Route.Answer; never, for a
+// route without them), and no usage, error or output read from it (an
+// upstream's "{}", a proxy's {"detail":...} under a 200). The provider
+// reported producing nothing: as an error object under a 200, it bills
+// nothing, as on the chat route (exchange.noAnswer).
+func (x *exchange) noAnswerOf(body []byte, members []string) bool {
+	if r := &x.report; len(members) == 0 || r.Reported || r.Error != "" || r.Output.Len() > 0 {
+		return false
+	}
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		return false
+	}
+	for _, m := range members {
+		if _, ok, err := jsonscan.Member(body, m); err != nil || ok {
+			return false
+		}
+	}
+	return true
+}
+
 // unreadableBody records that the upstream body x relays whole could not
 // be read for its usage (err): the body is relayed, so it is billed, its
 // prompt and its bytes as output estimated, never nothing.
@@ -158,20 +184,20 @@ func (x *exchange) unreadableBody(body []byte, err error) {
 
 // passThrough relays an upstream SSE stream to the client byte for byte,
 // event by event (each event's bytes once the reader has read it whole),
-// while the tap reads the usage from the same events. The event is made
+// while the tap of pr (the native route) reads the usage from the same events. The event is made
 // durable before the bytes of the event that completes the usage (the
 // provider's final report) are sent, so that a client that saw the usage
 // was metered. A body with no SSE event in it at all (a whole answer,
 // whatever its Content-Type said) is billed from bodyUsage, as passBody
 // bills it, or estimated from its bytes: it is relayed, so never free.
-// endEvent is the route's provider.Route.EndEvent: with one, a stream that
+// endEvent is pr.EndEvent: with one, a stream that
 // ends without it is recorded as cut short; without one, a stream that
-// ends before any finish reason is (see streamEnd). billedEnd, the route's
-// provider.Route.BilledEnd, when not nil, writes the usage billed into the
+// ends before any finish reason is (see streamEnd). billedEnd,
+// pr.BilledEnd, when not nil, writes the usage billed into the
 // end event of a stream whose usage was not the provider's as it reported
 // it (estimated, partly, or corrected: reportedAsBilled).
-func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp provider.StreamTap, bodyUsage func([]byte, *tap.Report) error, endEvent string,
-	billedEnd func([]byte, usage.Tokens) []byte) {
+func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *provider.Route) {
+	tp, bodyUsage, endEvent, billedEnd := pr.NewTap(), pr.BodyUsage, pr.EndEvent, pr.BilledEnd
 	x.armStall()
 	src := &recorder{r: resp.Body}
 	rd := readers.Get().(*sse.Reader)
@@ -263,6 +289,8 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, tp prov
 				if !x.report.Reported && x.report.Output.Len() == 0 && len(bytes.TrimSpace(noData)) > 0 {
 					if err := bodyUsage(noData, &x.report); err != nil {
 						x.unreadableBody(noData, err)
+					} else if x.noAnswerOf(noData, pr.Answer) {
+						x.report.Error = errNoAnswer
 					}
 				}
 			}

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"cmp"
 	"io"
 	"net/http"
 	"testing"
@@ -18,26 +19,29 @@ import (
 // and the client gets the body as the upstream sent it. An answer of the
 // route's shape with no usage is still estimated.
 func TestNativeBodyThatIsNoAnswerBillsNothing(t *testing.T) {
-	for _, c := range []struct{ name, typ, path, req, answer string }{
+	for _, c := range []struct{ name, typ, path, req, answer, ctype string }{
 		{"anthropic", "anthropic", "/anthropic/v1/messages",
 			`{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"Say hello to the ledger"}]}`,
-			`{"type":"message","role":"assistant","content":[{"type":"text","text":"Hello, ledger"}]}`},
+			`{"type":"message","role":"assistant","content":[{"type":"text","text":"Hello, ledger"}]}`, ""},
 		{"anthropic stream", "anthropic", "/anthropic/v1/messages",
 			`{"model":"m","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"Say hello to the ledger"}]}`,
-			`{"type":"message","role":"assistant","content":[{"type":"text","text":"Hello, ledger"}]}`},
+			`{"type":"message","role":"assistant","content":[{"type":"text","text":"Hello, ledger"}]}`, ""},
+		{"anthropic stream under an SSE type", "anthropic", "/anthropic/v1/messages",
+			`{"model":"m","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"Say hello to the ledger"}]}`,
+			`{"type":"message","role":"assistant","content":[{"type":"text","text":"Hello, ledger"}]}`, "text/event-stream"},
 		{"gemini", "gemini", "/gemini/v1beta/models/m:generateContent",
 			`{"contents":[{"role":"user","parts":[{"text":"Say hello to the ledger"}]}]}`,
-			`{"candidates":[{"content":{"role":"model","parts":[{"text":"Hello, ledger"}]}}]}`},
+			`{"candidates":[{"content":{"role":"model","parts":[{"text":"Hello, ledger"}]}}]}`, ""},
 		{"gemini stream", "gemini", "/gemini/v1beta/models/m:streamGenerateContent?alt=sse",
 			`{"contents":[{"role":"user","parts":[{"text":"Say hello to the ledger"}]}]}`,
-			`{"candidates":[{"content":{"role":"model","parts":[{"text":"Hello, ledger"}]}}]}`},
+			`{"candidates":[{"content":{"role":"model","parts":[{"text":"Hello, ledger"}]}}]}`, ""},
 		{"responses", "openai", "/v1/responses",
 			`{"model":"m","input":"Say hello to the ledger"}`,
-			`{"object":"response","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Hello, ledger"}]}]}`},
+			`{"object":"response","status":"completed","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Hello, ledger"}]}]}`, ""},
 	} {
 		for _, body := range []string{`{}`, `{"detail":"Not Found"}`} {
 			t.Run(c.name+" "+body, func(t *testing.T) {
-				st := oneProviderStack(t, c.typ, jsonUpstream(t, "application/json", body).URL)
+				st := oneProviderStack(t, c.typ, jsonUpstream(t, cmp.Or(c.ctype, "application/json"), body).URL)
 				resp := st.post(t, c.path, c.req)
 				got, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
@@ -51,7 +55,7 @@ func TestNativeBodyThatIsNoAnswerBillsNothing(t *testing.T) {
 			})
 		}
 		t.Run(c.name+" an answer without usage", func(t *testing.T) {
-			st := oneProviderStack(t, c.typ, jsonUpstream(t, "application/json", c.answer).URL)
+			st := oneProviderStack(t, c.typ, jsonUpstream(t, cmp.Or(c.ctype, "application/json"), c.answer).URL)
 			resp := st.post(t, c.path, c.req)
 			_, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()

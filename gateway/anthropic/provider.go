@@ -33,7 +33,10 @@ func Provider() provider.Provider {
 			NewTap:      func() provider.StreamTap { return &Tap{} },
 			BodyUsage:   BodyUsage,
 			BilledUsage: BilledUsage,
-			PromptText:  Prompt,
+			// A Message always holds its content blocks ("Messages",
+			// docs.anthropic.com: content, possibly empty).
+			Answer:     []string{"content"},
+			PromptText: Prompt,
 			// Anthropic ends every stream with message_stop ("Streaming
 			// Messages", docs.anthropic.com: message_start, content
 			// blocks, one or more message_delta, then message_stop).

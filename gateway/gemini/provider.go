@@ -49,7 +49,11 @@ func generateRoute(pattern string) provider.Route {
 		NewTap:      func() provider.StreamTap { return &Tap{} },
 		BodyUsage:   BodyUsage,
 		BilledUsage: BilledUsage,
-		PromptText:  Prompt,
+		// A GenerateContentResponse holds its candidates, or its
+		// promptFeedback when the prompt was blocked (Gemini API
+		// reference, "Generating content").
+		Answer:     []string{"candidates", "promptFeedback", "prompt_feedback"},
+		PromptText: Prompt,
 	}
 }
 

@@ -30,9 +30,12 @@ func Provider() provider.Provider {
 			BodyUsage:   ResponsesBody,
 			BilledUsage: ResponsesBilledUsage,
 			BilledEnd:   ResponsesBilledEnd,
-			PromptText:  ResponsesPrompt,
-			Errors:      ResponsesEnvelope{},
-			EndEvent:    "response.completed, response.failed or response.incomplete",
+			// A Response always holds its output items (an array, possibly
+			// empty: "Responses", platform.openai.com API reference).
+			Answer:     []string{"output"},
+			PromptText: ResponsesPrompt,
+			Errors:     ResponsesEnvelope{},
+			EndEvent:   "response.completed, response.failed or response.incomplete",
 		}},
 	}
 }

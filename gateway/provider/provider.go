@@ -190,6 +190,13 @@ type Route struct {
 	NewTap func() StreamTap
 	// BodyUsage taps the usage of a whole response body into r.
 	BodyUsage func(body []byte, r *tap.Report) error
+	// Answer names the members of which every whole answer body of the
+	// route holds one (Anthropic's content, Gemini's candidates or
+	// promptFeedback, the Responses API's output). A JSON object under a
+	// 200 with none of them, and no usage or error its tap read, is no
+	// answer: the provider reported producing nothing, and it bills
+	// nothing. Empty: any body is an answer.
+	Answer []string
 	// PromptText is the request's prompt, for estimates.
 	PromptText func(body []byte) tap.Prompt
 	// BilledUsage, when set, writes into a whole response body the usage
