@@ -40,7 +40,7 @@ func newMetrics(cfg Config, reg prometheus.Registerer) *metrics {
 			return c
 		}
 		m.requests = f("requests_total", "Upstream requests by outcome (the usage event's status).", "endpoint", "provider", "model", "status")
-		m.responses = f("responses_total", "HTTP responses of the LLM API by status code, rejections included, and endpoint: the route served (/gemini for every Gemini route), other when none matched.", "endpoint", "code")
+		m.responses = f("responses_total", "HTTP responses of the LLM API by status code (a code net/http has no name for, which an upstream may send, as its class: 4xx, 5xx), rejections included, and endpoint: the route served (/gemini for every Gemini route), other when none matched.", "endpoint", "code")
 		m.tokens = f("tokens_total", "Tokens metered, by class (prompt includes cached and cache_write; completion includes reasoning).", "provider", "model", "class")
 		m.upstreamErr = f("upstream_errors_total", "Upstream failures by kind: refused (the provider's own 4xx/5xx: its key, a model it does not serve, 429, 5xx), invalid_request (the provider refused the client's request: 400, 413, 422), unreachable (no connection or TLS), timeout (connect_timeout, stall_timeout, request_timeout), stream_error (a stream that broke or sent an error frame).", "provider", "kind")
 		m.retries = f("retries_total", "Attempts that failed before the client's first byte and went on to another deployment, by the failed deployment.", "provider", "deployment")
@@ -133,8 +133,21 @@ func (m *metrics) countResponses(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(rec, r)
-		m.responses.WithLabelValues(endpointOf(r), strconv.Itoa(rec.code)).Inc()
+		m.responses.WithLabelValues(endpointOf(r), codeLabel(rec.code)).Inc()
 	})
+}
+
+// codeLabel is the code label of a response of HTTP status code: the code
+// when net/http names it (http.StatusText), else its class ("4xx", "5xx",
+// ...). The gateway passes on the status an upstream answered, any code from
+// 100 to 999: each one a label value of its own was a series in the gateway
+// and in Prometheus for good, about 900 per endpoint for an upstream (or a
+// client steering one) that answers every code.
+func codeLabel(code int) string {
+	if http.StatusText(code) != "" {
+		return strconv.Itoa(code)
+	}
+	return strconv.Itoa(code/100) + "xx"
 }
 
 // endpointOf is the endpoint label of a request the router has served:
