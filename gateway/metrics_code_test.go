@@ -1,21 +1,15 @@
 package gateway_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/gateway/openai"
-	"github.com/tollgate-dev/tollgate/gateway/provider"
 )
 
 // TestResponsesCodeLabelBounded: an upstream chooses the status codes the
@@ -41,35 +35,12 @@ func TestResponsesCodeLabelBounded(t *testing.T) {
 		Providers: []gateway.ProviderConfig{{Name: "sim", Type: "openai", BaseURL: up.URL + "/v1", APIKey: "sk-sim"}},
 		Models:    []gateway.ModelConfig{{Name: "sim-pro", Provider: "sim"}},
 	}
-	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cfg, gateway.Deps{Providers: []provider.Provider{openai.Provider()},
-		Keys: modelLabelKeys{}, Sink: &modelLabelSink{}, Metrics: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Start("127.0.0.1:0", nil); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = gw.Stop(ctx)
-	}()
+	gw, reg := startMetricsGateway(t, cfg, &modelLabelSink{}, openai.Provider())
 	// The upstream answers 400, 401, ... 599 in turn.
 	next.Store(399)
 	passed := map[int]bool{}
 	for i := 0; i < 200; i++ {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions",
-			strings.NewReader(`{"model":"sim-pro","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("Authorization", "Bearer tg-model-label")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		passed[resp.StatusCode] = true
+		passed[chatAs(t, gw, "sim-pro")] = true
 	}
 	if len(passed) < 100 {
 		t.Fatalf("the gateway answered only %d distinct codes for 200 upstream ones: the test no longer shows the upstream's codes passed on", len(passed))

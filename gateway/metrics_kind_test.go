@@ -51,30 +51,9 @@ func TestUpstreamErrorKinds(t *testing.T) {
 		Models: []gateway.ModelConfig{{Name: "m-dead", Provider: "dead"}, {Name: "m-refusing", Provider: "refusing"},
 			{Name: "m-invalid", Provider: "invalid"}},
 	}
-	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cfg, gateway.Deps{Providers: []provider.Provider{openai.Provider()},
-		Keys: modelLabelKeys{}, Sink: &modelLabelSink{}, Metrics: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Start("127.0.0.1:0", nil); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = gw.Stop(ctx)
-	}()
+	gw, reg := startMetricsGateway(t, cfg, &modelLabelSink{}, openai.Provider())
 	for _, model := range []string{"m-dead", "m-refusing", "m-invalid"} {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions",
-			strings.NewReader(`{"model":"`+model+`","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("Authorization", "Bearer tg-model-label")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		chatAs(t, gw, model)
 	}
 	want := map[string]string{"dead": "unreachable", "refusing": "refused", "invalid": "invalid_request"}
 	got := map[string]string{}
@@ -132,20 +111,7 @@ func TestUpstreamErrorKindFailedOver(t *testing.T) {
 				{Provider: "redirecting", UpstreamModel: "sim-pro"}, {Provider: "sim", UpstreamModel: "sim-pro"}}},
 		},
 	}
-	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cfg, gateway.Deps{Providers: []provider.Provider{openai.Provider()},
-		Keys: modelLabelKeys{}, Sink: &modelLabelSink{}, Metrics: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Start("127.0.0.1:0", nil); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = gw.Stop(ctx)
-	}()
+	gw, reg := startMetricsGateway(t, cfg, &modelLabelSink{}, openai.Provider())
 	// The deployment is picked at random: send until a request of each
 	// model has tried the failing one first and gone on.
 	failedOver := func(p string) bool {
@@ -158,17 +124,8 @@ func TestUpstreamErrorKindFailedOver(t *testing.T) {
 	}
 	for i := 0; i < 128 && !(failedOver("failing") && failedOver("redirecting")); i++ {
 		model := []string{"m", "r"}[i%2]
-		req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions",
-			strings.NewReader(`{"model":"`+model+`","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("Authorization", "Bearer tg-model-label")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("status %d, want 200 from the second deployment", resp.StatusCode)
+		if code := chatAs(t, gw, model); code != http.StatusOK {
+			t.Fatalf("status %d, want 200 from the second deployment", code)
 		}
 	}
 	if !failedOver("failing") || !failedOver("redirecting") {

@@ -54,35 +54,12 @@ func TestMetricsModelLabel(t *testing.T) {
 		Models: []gateway.ModelConfig{{Name: "sim-pro", Provider: "sim"},
 			{Name: "claude-sim", Provider: "sim-anthropic", UpstreamModel: "sim-pro"}},
 	}
-	reg := prometheus.NewRegistry()
 	sink := &modelLabelSink{}
-	gw, err := gateway.New(cfg, gateway.Deps{Providers: []provider.Provider{openai.Provider(), anthropic.Provider()},
-		Keys: modelLabelKeys{}, Sink: sink, Metrics: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Start("127.0.0.1:0", nil); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = gw.Stop(ctx)
-	}()
+	gw, reg := startMetricsGateway(t, cfg, sink, openai.Provider(), anthropic.Provider())
 	asked := []string{"sim/sim-pro", "sim-pro", "sim-anthropic/sim-pro", "sim/sim-small"}
 	for _, model := range asked {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions",
-			strings.NewReader(`{"model":"`+model+`","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
-		req.Header.Set("Authorization", "Bearer tg-model-label")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: status %d", model, resp.StatusCode)
+		if code := chatAs(t, gw, model); code != http.StatusOK {
+			t.Fatalf("%s: status %d", model, code)
 		}
 	}
 	want := map[string]float64{"sim-pro": 2, "claude-sim": 1, "other": 1}
@@ -99,6 +76,32 @@ func TestMetricsModelLabel(t *testing.T) {
 			break
 		}
 	}
+}
+
+// startMetricsGateway starts a gateway of cfg and providers (startGateway),
+// its keys modelLabelKeys and its events published to sink, and returns it
+// with the registry its metrics are in.
+func startMetricsGateway(t *testing.T, cfg gateway.Config, sink *modelLabelSink, providers ...provider.Provider) (*gateway.Server, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	return startGateway(t, cfg, gateway.Deps{Providers: providers, Keys: modelLabelKeys{}, Sink: sink, Metrics: reg}), reg
+}
+
+// chatAs sends a chat completion of model to gw with modelLabelKeys' key,
+// reads its answer and returns its status code.
+func chatAs(t *testing.T, gw *gateway.Server, model string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+gw.Addr()+"/v1/chat/completions",
+		strings.NewReader(`{"model":"`+model+`","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer tg-model-label")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func requestsByModel(t *testing.T, reg *prometheus.Registry) map[string]float64 {
