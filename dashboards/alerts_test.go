@@ -59,8 +59,12 @@ func TestAlertRules(t *testing.T) {
 }
 
 // TestPromtool validates alerts.yml with promtool (Debian's prometheus
-// package; .ci/run installs it) and runs the rules' unit tests in
-// testdata/alerts_test.yml. Under CI it fails when promtool is missing.
+// package; .ci/run installs it), runs the rules' unit tests in
+// testdata/alerts_test.yml, and checks deploy/prometheus.yml as an operator
+// would before deploying it (`promtool check config`, which loads its
+// rule_files: a path that resolves only inside the container, such as
+// /etc/prometheus/alerts.yml, fails there). Under CI it fails when promtool
+// is missing.
 func TestPromtool(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
@@ -72,6 +76,7 @@ func TestPromtool(t *testing.T) {
 	for _, args := range [][]string{
 		{"check", "rules", "alerts.yml"},
 		{"test", "rules", filepath.Join("testdata", "alerts_test.yml")},
+		{"check", "config", filepath.Join(repo, "deploy", "prometheus.yml")},
 	} {
 		out, err := exec.CommandContext(t.Context(), promtool, args...).CombinedOutput()
 		if err != nil {
