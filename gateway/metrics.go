@@ -44,7 +44,7 @@ func newMetrics(cfg Config, reg prometheus.Registerer) *metrics {
 		m.tokens = f("tokens_total", "Tokens metered, by class (prompt includes cached and cache_write; completion includes reasoning).", "provider", "model", "class")
 		m.upstreamErr = f("upstream_errors_total", "Upstream failures by kind: refused (the provider's own 4xx/5xx: its key, a model it does not serve, 429, 5xx), invalid_request (the provider refused the client's request: 400, 413, 422), unreachable (no connection or TLS), timeout (connect_timeout, stall_timeout, request_timeout), stream_error (a stream that broke or sent an error frame).", "provider", "kind")
 		m.retries = f("retries_total", "Attempts that failed before the client's first byte and went on to another deployment, by the failed deployment.", "provider", "deployment")
-		m.source = f("usage_source_total", "Usage events by usage_source.", "source")
+		m.source = f("usage_source_total", "Usage events by provider and usage_source: upstream (the provider's report), partial (a report the gateway completed), estimated (the provider reported nothing: the tokenizer's count is billed); an event with no tokens (the upstream refused or was unreachable) is not counted.", "provider", "source")
 		buckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 		m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "tollgate", Subsystem: "gateway", Name: "ttft_seconds",
 			Help: "Time from request to the first byte of content sent to the client.", Buckets: buckets}, []string{"provider", "model"})
@@ -82,7 +82,12 @@ func (m *metrics) observe(e *usage.Event, unreached bool, refusedWith int) {
 	}
 	model := m.model(e.Model)
 	m.requests.WithLabelValues(e.Endpoint, e.Provider, model, string(e.Status)).Inc()
-	m.source.WithLabelValues(string(e.UsageSource)).Inc()
+	// An event with no tokens had nothing estimated (the upstream refused
+	// or was not reached, and nothing is billed): counted "estimated", it
+	// made a provider's 429s look like usage the gateway guessed.
+	if e.Usage != (usage.Tokens{}) {
+		m.source.WithLabelValues(e.Provider, string(e.UsageSource)).Inc()
+	}
 	u := e.Usage
 	for _, c := range [...]struct {
 		class string

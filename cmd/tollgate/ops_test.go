@@ -49,7 +49,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 		`tollgate_gateway_responses_total{code="404",endpoint="/v1/chat/completions"} 1`,
 		`tollgate_gateway_tokens_total{class="prompt",model="sim-pro",provider="sim"} 12`,
 		`tollgate_gateway_tokens_total{class="reasoning",model="sim-pro",provider="sim"} 12`,
-		`tollgate_gateway_usage_source_total{source="upstream"} 1`,
+		`tollgate_gateway_usage_source_total{provider="sim",source="upstream"} 1`,
 		`tollgate_gateway_ttft_seconds_count{model="sim-pro",provider="sim"} 1`,
 		`tollgate_meter_events_written_total 1`,
 		`tollgate_meter_publish_seconds_count 1`,
