@@ -51,7 +51,8 @@ func TestAlertRules(t *testing.T) {
 	for _, want := range []string{"TollgateSpoolGrowing", "TollgateSpoolNotDraining", "TollgateMeterLagging",
 		"TollgateMeterStalled", "TollgateDeadLetters", "TollgateUnpricedEvents", "TollgateUpstreamErrors",
 		"TollgateEmbeddedNATSRestarted", "TollgateUsageStreamNotTrimmed", "TollgateJournalFailing", "TollgateUsageEventsOwed",
-		"TollgateMeterDown", "TollgateDeadLettersNotDelivered", "TollgateProviderFailing"} {
+		"TollgateMeterDown", "TollgateDeadLettersNotDelivered", "TollgateProviderFailing", "TollgateLateEvents",
+		"TollgateUsageEstimated"} {
 		if !alerts[want] {
 			t.Errorf("alerts.yml has no %s", want)
 		}
