@@ -74,7 +74,7 @@ func (l *Listener) Start(addr string) error {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
 	l.addr = ln.Addr().String()
-	ln = netutil.LimitListener(lowWaterListener{ln}, maxConnections)
+	ln = netutil.LimitListener(newPerAddressListener(lowWaterListener{ln}, l.log), maxConnections)
 	base, cut := context.WithCancel(context.Background())
 	l.cut = cut
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
