@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
 )
 
 // alertRules is dashboards/alerts.yml as far as these tests read it.
@@ -127,5 +130,55 @@ func TestAlertRunbook(t *testing.T) {
 				t.Errorf("%s: its row in docs/operations.md names none of the metrics it reads, %v", r.Alert, used)
 			}
 		}
+	}
+}
+
+// TestAlertTestSeries checks the series testdata/alerts_test.yml feeds the
+// rules against the registry: each names a metric a Tollgate process
+// serves, with exactly its labels and the scrape's (targetLabels), and
+// values of closed labels it takes. A hand-written series that lacked a
+// label (requests_total without status), or named a metric that is not
+// served, would let a rule's unit test pass that fires on no real data.
+func TestAlertTestSeries(t *testing.T) {
+	var cases struct {
+		Tests []struct {
+			InputSeries []struct{ Series string } `yaml:"input_series"`
+		}
+	}
+	readYAML(t, "dashboards/testdata/alerts_test.yml", &cases, false)
+	c := newChecker(t)
+	n := 0
+	for _, tc := range cases.Tests {
+		for _, in := range tc.InputSeries {
+			n++
+			if _, err := c.check(in.Series, nil); err != nil {
+				t.Errorf("%s: %v", in.Series, err)
+				continue
+			}
+			expr, _ := parser.NewParser(parser.Options{}).ParseExpr(in.Series) // c.check parsed it
+			vs, ok := expr.(*parser.VectorSelector)
+			if !ok {
+				t.Errorf("%s: not a series", in.Series)
+				continue
+			}
+			var name string
+			var have []string
+			for _, m := range vs.LabelMatchers {
+				if m.Name == labels.MetricName {
+					name = m.Value
+				} else {
+					have = append(have, m.Name)
+				}
+			}
+			want := append(slices.Clone(c.known[name]), targetLabels...)
+			slices.Sort(want)
+			slices.Sort(have)
+			if !slices.Equal(have, want) {
+				t.Errorf("%s: labels %v, want %v (the metric's and the scrape's)", in.Series, have, want)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no input series read from testdata/alerts_test.yml")
 	}
 }
