@@ -113,13 +113,13 @@ func requestsByModel(t *testing.T, reg *prometheus.Registry) map[string]float64 
 	return out
 }
 
-// counter is one series of a counter: its labels and value.
+// counter is one series of a counter (or a gauge): its labels and value.
 type counter struct {
 	labels map[string]string
 	value  float64
 }
 
-// counters returns the series of the counter name gathered from reg.
+// counters returns the series of the counter (or gauge) name gathered from reg.
 func counters(t *testing.T, reg *prometheus.Registry, name string) []counter {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -132,7 +132,8 @@ func counters(t *testing.T, reg *prometheus.Registry, name string) []counter {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			c := counter{labels: map[string]string{}, value: m.GetCounter().GetValue()}
+			// A counter's value, or a gauge's (the other is nil, read as 0).
+			c := counter{labels: map[string]string{}, value: m.GetCounter().GetValue() + m.GetGauge().GetValue()}
 			for _, l := range m.GetLabel() {
 				c.labels[l.GetName()] = l.GetValue()
 			}
