@@ -293,6 +293,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.Metrics != nil {
 		s.metrics = newMetrics(cfg, d.Metrics)
 		s.registerOwed(d.Metrics)
+		s.registerResting(d.Metrics)
 	}
 	s.hidden.seed(d.HiddenReasoning)
 	if w, ok := d.Keys.(StateWatcher); ok {
