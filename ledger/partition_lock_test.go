@@ -159,3 +159,47 @@ func TestADetachedMonthStaysDetached(t *testing.T) {
 		t.Fatalf("the detached partition is attached again (%v)", err)
 	}
 }
+
+// TestAnArchivedMonthIsNotMadeAgain: docs/operations.md ("Backups") has the
+// operator detach a closed month, archive it with pg_dump -t and drop it.
+// A late event of that month must still find no partition and be refused
+// as data (the worker sets it aside, to be replayed once the archive is
+// attached again), not make the month anew: a new table of the archive's
+// name would hold the late events alone, the archive could no longer be
+// restored under its name, and the doc's ATTACH would fail.
+func TestAnArchivedMonthIsNotMadeAgain(t *testing.T) {
+	ctx := context.Background()
+	s, url := ledgertest.NewStoreURL(t)
+	at := time.Date(2031, 5, 10, 0, 0, 0, 0, time.UTC)
+	event := usage.Event{Version: 1, ID: uuid.NewString(), Time: at, CustomerID: uuid.NewString(), KeyID: uuid.NewString(),
+		Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
+	if _, err := s.WriteEvents(ctx, []usage.Event{event}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `ALTER TABLE usage_events DETACH PARTITION usage_events_2031_05`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `DROP TABLE usage_events_2031_05`); err != nil {
+		t.Fatal(err)
+	}
+	other, err := ledger.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	late := event
+	late.ID = uuid.NewString()
+	late.Time = at.Add(time.Hour)
+	if _, err := other.WriteEvents(ctx, []usage.Event{late}); !errors.Is(err, usage.ErrBatchRefused) {
+		t.Errorf("WriteEvents of an archived month's event = %v; want it refused as data", err)
+	}
+	var made bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('usage_events_2031_05') IS NOT NULL`).Scan(&made); err != nil || made {
+		t.Errorf("the archived month's partition was made again (%v)", err)
+	}
+}
