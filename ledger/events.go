@@ -169,7 +169,8 @@ func (s *Store) ensurePartitions(ctx context.Context, events []usage.Event) erro
 }
 
 // makePartition makes name the partition of usage_events for [from, to),
-// unless a table of that name exists. It is made as a table of its own
+// unless a table of that name exists or event_ids holds ids of that range
+// (a month archived and dropped). It is made as a table of its own
 // and then attached, in one transaction: CREATE TABLE … PARTITION OF
 // would take an ACCESS EXCLUSIVE lock on usage_events, and so wait for
 // every open read of it (an export, pg_dump's whole backup), every other
@@ -195,6 +196,15 @@ func (s *Store) makePartition(ctx context.Context, name string, from, to time.Ti
 		}
 		if exists {
 			return truncateRefused(ctx, tx, name)
+		}
+		// No table, but ids of the month in event_ids (which is not
+		// partitioned and keeps them): the month was archived, detached
+		// and dropped. Not made anew, so that its late event is refused
+		// as the detached month's is, rather than start a second table
+		// of the archive's name holding the late events alone.
+		var archived bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM event_ids WHERE occurred_at >= $1 AND occurred_at < $2)`, from, to).Scan(&archived); err != nil || archived {
+			return err
 		}
 		table := pgx.Identifier{name}.Sanitize()
 		if _, err := tx.Exec(ctx, `CREATE TABLE `+table+` (LIKE usage_events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`); err != nil {

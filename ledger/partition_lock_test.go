@@ -128,29 +128,7 @@ func TestANewMonthDoesNotWaitForReaders(t *testing.T) {
 // made apart and attached.
 func TestADetachedMonthStaysDetached(t *testing.T) {
 	ctx := context.Background()
-	s, url := ledgertest.NewStoreURL(t)
-	at := time.Date(2031, 3, 10, 0, 0, 0, 0, time.UTC)
-	event := usage.Event{Version: 1, ID: uuid.NewString(), Time: at, CustomerID: uuid.NewString(), KeyID: uuid.NewString(),
-		Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
-	if _, err := s.WriteEvents(ctx, []usage.Event{event}); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `ALTER TABLE usage_events DETACH PARTITION usage_events_2031_03`); err != nil {
-		t.Fatal(err)
-	}
-	// A Store that never made the partition (another process, a restart).
-	other, err := ledger.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	late := event
-	late.ID = uuid.NewString()
+	other, conn, late := lateEventOfDetachedMonth(t, time.Date(2031, 3, 10, 0, 0, 0, 0, time.UTC), false)
 	if _, err := other.WriteEvents(ctx, []usage.Event{late}); !errors.Is(err, usage.ErrBatchRefused) {
 		t.Fatalf("WriteEvents of a detached month's event = %v; want it refused as data", err)
 	}
@@ -169,8 +147,24 @@ func TestADetachedMonthStaysDetached(t *testing.T) {
 // restored under its name, and the doc's ATTACH would fail.
 func TestAnArchivedMonthIsNotMadeAgain(t *testing.T) {
 	ctx := context.Background()
+	other, conn, late := lateEventOfDetachedMonth(t, time.Date(2031, 5, 10, 0, 0, 0, 0, time.UTC), true)
+	if _, err := other.WriteEvents(ctx, []usage.Event{late}); !errors.Is(err, usage.ErrBatchRefused) {
+		t.Errorf("WriteEvents of an archived month's event = %v; want it refused as data", err)
+	}
+	var made bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('usage_events_2031_05') IS NOT NULL`).Scan(&made); err != nil || made {
+		t.Errorf("the archived month's partition was made again (%v)", err)
+	}
+}
+
+// lateEventOfDetachedMonth writes an event at at, detaches its month's
+// partition (and drops it when drop is set), and returns a Store that never
+// made that partition (another process, a restart), a connection to the
+// database, and a late event of the same month not yet written.
+func lateEventOfDetachedMonth(t *testing.T, at time.Time, drop bool) (*ledger.Store, *pgx.Conn, usage.Event) {
+	t.Helper()
+	ctx := context.Background()
 	s, url := ledgertest.NewStoreURL(t)
-	at := time.Date(2031, 5, 10, 0, 0, 0, 0, time.UTC)
 	event := usage.Event{Version: 1, ID: uuid.NewString(), Time: at, CustomerID: uuid.NewString(), KeyID: uuid.NewString(),
 		Provider: "p", Model: "m", Status: usage.StatusOK, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
 	if _, err := s.WriteEvents(ctx, []usage.Event{event}); err != nil {
@@ -180,26 +174,23 @@ func TestAnArchivedMonthIsNotMadeAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `ALTER TABLE usage_events DETACH PARTITION usage_events_2031_05`); err != nil {
+	t.Cleanup(func() { conn.Close(ctx) })
+	part := pgx.Identifier{"usage_events_" + at.Format("2006_01")}.Sanitize()
+	if _, err := conn.Exec(ctx, `ALTER TABLE usage_events DETACH PARTITION `+part); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `DROP TABLE usage_events_2031_05`); err != nil {
-		t.Fatal(err)
+	if drop {
+		if _, err := conn.Exec(ctx, `DROP TABLE `+part); err != nil {
+			t.Fatal(err)
+		}
 	}
 	other, err := ledger.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer other.Close()
+	t.Cleanup(other.Close)
 	late := event
 	late.ID = uuid.NewString()
 	late.Time = at.Add(time.Hour)
-	if _, err := other.WriteEvents(ctx, []usage.Event{late}); !errors.Is(err, usage.ErrBatchRefused) {
-		t.Errorf("WriteEvents of an archived month's event = %v; want it refused as data", err)
-	}
-	var made bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass('usage_events_2031_05') IS NOT NULL`).Scan(&made); err != nil || made {
-		t.Errorf("the archived month's partition was made again (%v)", err)
-	}
+	return other, conn, late
 }

@@ -75,9 +75,13 @@ func TestALostPartitionIsMadeAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The database is restored to a point before May 2030's partition
-	// existed (here: the partition is dropped; event_ids keeps its row, as
-	// it would not after a real restore, which does not matter here).
+	// existed (here: the partition is dropped, and its ids with it, as a
+	// real restore has it; a month dropped with its ids kept is an
+	// archived one, TestAnArchivedMonthIsNotMadeAgain).
 	if err := s.ExecForTest(ctx, `DROP TABLE usage_events_2030_05`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ExecForTest(ctx, `DELETE FROM event_ids WHERE occurred_at >= '2030-05-01Z' AND occurred_at < '2030-06-01Z'`); err != nil {
 		t.Fatal(err)
 	}
 	e := newEvent(c.ID, k.ID, "m", at.Add(time.Hour), usage.Tokens{PromptTokens: 2})
