@@ -149,8 +149,12 @@ func TestHandOverAfterALimitIsRaisedLosesAndDoublesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Events != 5 || rep.EventsKnown != 2 {
-		t.Fatalf("report %+v, want 5 events, the 2 stored by the failed attempt known", rep)
+	// The failed attempt had all 5 in flight (async publishes): 1 and 2
+	// stored, 3 refused and the attempt over, but 4 and 5 may reach the
+	// server after the test raised the limit, and be stored then (.ci/run:
+	// 3 known). Whatever the split, each is stored once (below).
+	if rep.Events != 5 || rep.EventsKnown < 2 || rep.EventsKnown > 4 {
+		t.Fatalf("report %+v, want 5 events, the 2 stored by the failed attempt known (and those of 4 and 5 it had in flight)", rep)
 	}
 	s, err := js.Stream(ctx, meter.DefaultStreamName)
 	if err != nil {
