@@ -91,6 +91,7 @@ type config struct {
 	simBin, tollgateBin, baseTollgateBin                      string
 	databaseURL                                               string
 	keepLogs                                                  bool
+	cpuProfileDir                                             string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
@@ -137,6 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	fs.StringVar(&c.databaseURL, "database-url", def, "Postgres server to create the run's database on")
 	fs.BoolVar(&c.keepLogs, "keep-logs", false, "keep the children's logs and data directory")
+	fs.StringVar(&c.cpuProfileDir, "cpu-profile-dir", "", "save a CPU profile of the target tollgate over each of its measured windows in this directory (tollgate-MODE-cCONCURRENCY-nCHUNKS-dDELAY-rROUND.pprof; make pgo merges them into cmd/tollgate/default.pgo); profiling costs the target CPU, so compare no figures from such a run")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -187,6 +189,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("-rounds must be at least 1")
 	case c.requests == 0 && c.duration <= 0:
 		return nil, errors.New("-duration must be positive")
+	case c.cpuProfileDir != "" && (c.mode == "idle" || c.mode == "keys"):
+		return nil, fmt.Errorf("-cpu-profile-dir: profiles the load of -mode standard or short, not %s", c.mode)
+	case c.cpuProfileDir != "" && c.requests > 0:
+		return nil, errors.New("-cpu-profile-dir: a profile lasts a window's whole seconds: use -duration, not -requests")
+	case c.cpuProfileDir != "" && !seen[targetTollgate]:
+		return nil, errors.New("-cpu-profile-dir: profiles the target tollgate: name it in -targets")
 	case c.streams < 1 || c.openParallel < 1:
 		return nil, errors.New("-streams and -open-parallel must be at least 1")
 	case c.memoryLimit != "" && !validMemoryLimit(c.memoryLimit):
@@ -303,6 +311,9 @@ func run(ctx context.Context, cfg *config, out, log io.Writer) error {
 			cfg.mode, strings.Join(cfg.targets, ","), cfg.concurrency, cfg.chunks, cfg.stream, cfg.promptWords, cfg.chunkDelayMs,
 			cfg.rounds, what, cfg.warmup)
 		r := newRunner(cfg, st, log)
+		if r.prof, err = newCPUProfiler(cfg.cpuProfileDir, cfg); err != nil {
+			return err
+		}
 		totals, all, err := r.runRounds(ctx)
 		if err != nil {
 			return err

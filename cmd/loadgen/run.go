@@ -99,6 +99,8 @@ type runner struct {
 	body     []byte
 	workers  []*worker
 	expected map[string]int64 // by tollgate target, requests answered 200 so far: its ledger must show them all
+	prof     *cpuProfiler     // -cpu-profile-dir: the tollgate target's CPU profile over each measured window; nil without
+	profErr  error            // why a profile was not saved
 }
 
 func newRunner(cfg *config, st *stack, log io.Writer) *runner {
@@ -158,6 +160,10 @@ func (r *runner) runWindow(ctx context.Context, target string, round int, d time
 	w := newWindow(target, round)
 	before := r.snap()
 	start := time.Now()
+	var profiled func() error
+	if g := r.st.gw(target); r.prof != nil && target == targetTollgate && round > 0 && n == 0 && g != nil && g.adminURL != "" {
+		profiled = r.prof.start(ctx, g.adminURL, round, d)
+	}
 	deadline := start.Add(d)
 	var claimed int64
 	var mu sync.Mutex
@@ -216,6 +222,11 @@ func (r *runner) runWindow(ctx context.Context, target string, round int, d time
 			w.ledgerOK = w.ledger == nil && w.ledgerN == r.expected[target]
 		}
 	}
+	if profiled != nil {
+		if err := profiled(); err != nil && r.profErr == nil {
+			r.profErr = err
+		}
+	}
 	after := r.snap()
 	w.cpuSpan = after.at.Sub(before.at)
 	for k, v := range after.cpu {
@@ -271,6 +282,9 @@ func (r *runner) runRounds(ctx context.Context) (map[string]*window, []*window, 
 			totals[t].add(w)
 			all = append(all, w)
 		}
+	}
+	if r.profErr != nil {
+		return nil, nil, r.profErr
 	}
 	return totals, all, nil
 }

@@ -315,7 +315,7 @@ func (s *stack) startTollgate(ctx context.Context, cfg *config, target string) e
 		"TOLLGATE_ADMIN_TOKEN="+s.adminToken,
 		"TOLLGATE_SHUTDOWN_GRACE=5s",
 	)
-	if os.Getenv("TOLLGATE_PPROF") == "1" {
+	if os.Getenv("TOLLGATE_PPROF") == "1" || cfg.cpuProfileDir != "" {
 		// To profile a gateway under load (/debug/pprof on its admin listener).
 		env = append(env, "TOLLGATE_PPROF=1")
 	}

@@ -221,7 +221,8 @@ func TestParseFlags(t *testing.T) {
 	}
 	for _, bad := range [][]string{{"-mode", "meter"}, {"-targets", "nginx"}, {"-concurrency", "0"}, {"-targets", "tollgate-base"},
 		{"-memory-limit", "450M"}, {"-memory-limit", "MiB"}, {"-memory-limit", "-1"}, {"-memory-limit", "0"},
-		{"-memory-cgroup", "477M"}, {"-memory-cgroup", "9000000TiB"}, {"-mode", "keys", "-memory-cgroup", "1GiB"}} {
+		{"-memory-cgroup", "477M"}, {"-memory-cgroup", "9000000TiB"}, {"-mode", "keys", "-memory-cgroup", "1GiB"},
+		{"-cpu-profile-dir", "p", "-mode", "idle"}, {"-cpu-profile-dir", "p", "-requests", "100"}, {"-cpu-profile-dir", "p", "-targets", "proxy,tollgate-base", "-base-tollgate-bin", "/x"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
