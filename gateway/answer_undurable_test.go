@@ -19,7 +19,11 @@ import (
 // completion answered 200 with its usage 2 s after its event was logged
 // "held in memory", while the streams beside it had their end withheld).
 // "Durable before done" holds for a whole answer as for a stream's end:
-// the client gets 503 metering_unavailable in its place.
+// the client gets 503 metering_unavailable in its place. Its event, once
+// the sink takes it again (owed.go), records what the client got: a 503,
+// and no charge (the customer had no answer; the upstream's tokens stay
+// the operator's cost, as a retried attempt's): it was recorded as a 200
+// and charged in full.
 func TestAnswerWithheldWhenItsEventIsNotDurable(t *testing.T) {
 	var release chan struct{}
 	arrived := make(chan struct{}, 1)
@@ -58,6 +62,7 @@ func TestAnswerWithheldWhenItsEventIsNotDurable(t *testing.T) {
 		type result struct {
 			code int
 			body string
+			rid  string
 		}
 		done := make(chan result, 1)
 		go func() {
@@ -66,12 +71,12 @@ func TestAnswerWithheldWhenItsEventIsNotDurable(t *testing.T) {
 			req.Header.Set("Authorization", "Bearer "+testKey)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
-				done <- result{0, err.Error()}
+				done <- result{0, err.Error(), ""}
 				return
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			done <- result{resp.StatusCode, string(b)}
+			done <- result{resp.StatusCode, string(b), resp.Header.Get("X-Request-Id")}
 		}()
 		<-arrived // the request is upstream, begun while the journal wrote
 		st.journal.setFailing(errors.New("journal: write: no space left on device"))
@@ -83,6 +88,15 @@ func TestAnswerWithheldWhenItsEventIsNotDurable(t *testing.T) {
 		}
 		if got.code != http.StatusServiceUnavailable || !strings.Contains(got.body, "usage durably") {
 			t.Errorf("%s: %d %s; want 503 saying the usage could not be recorded, in place of the answer", c.path, got.code, got.body)
+		}
+		st.sink.setFail(nil) // the sink recovers: the event held is offered again within a second
+		e := st.sink.event(t, got.rid)
+		if !e.NotCharged || e.HTTPStatus != http.StatusServiceUnavailable {
+			t.Errorf("%s: the withheld answer's event was recorded with http_status %d, not_charged %v; want 503, not charged (the client got no answer)",
+				c.path, e.HTTPStatus, e.NotCharged)
+		}
+		if e.Usage.CompletionTokens+e.Usage.PromptTokens == 0 {
+			t.Errorf("%s: the withheld answer's event lost the upstream's usage (the operator's cost): %+v", c.path, e.Usage)
 		}
 	}
 }
