@@ -190,8 +190,7 @@ func (s *Server) relayChatBody(x *exchange, resp *http.Response, tr provider.Cha
 	x.firstByte()
 	x.markComplete()
 	x.httpStatusOK()
-	x.commit()
-	if x.withholdAnswer() {
+	if !x.commitAnswer() {
 		return
 	}
 	if ambiguous || usage.HasCorrection(x.event.Corrections, usage.CorrectionReasoningOutsideCompletion) ||

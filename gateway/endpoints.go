@@ -155,8 +155,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 		x.firstByte()
 		x.markComplete()
 		x.httpStatusOK()
-		x.commit()
-		if x.withholdAnswer() {
+		if !x.commitAnswer() {
 			return
 		}
 		// The usage the event records, in the response, when the upstream's

@@ -148,7 +148,10 @@ type exchange struct {
 	// sink and the crash journal both failing): it is held in memory
 	// alone, and a stream withholds its usage and its end (see heldBack).
 	undurable bool
-	ck        checkpoint
+	// whole: the response is a whole answer, withheld when its event is
+	// not durable (commitAnswer).
+	whole bool
+	ck    checkpoint
 
 	// Failover (see attempts.go). canRetry says another attempt may follow
 	// this one until retryUntil; retry is set when this one failed before
@@ -334,12 +337,32 @@ func (x *exchange) commit() {
 	err := x.s.sink.Publish(context.WithoutCancel(x.ctx), e)
 	x.published(slow)
 	if err != nil {
+		failing := x.s.journalFailing()
+		if failing != nil && x.whole {
+			// The answer will be withheld (withholdAnswer): the event
+			// records what the client got, in every copy kept of it.
+			e.HTTPStatus, e.NotCharged = http.StatusServiceUnavailable, true
+		}
 		x.s.journal.Fail(e)
-		x.undurable = x.s.logUndurable("usage event not published", e, err)
+		x.undurable = x.s.logUndurable("usage event not published", e, err, failing)
 		x.s.owe(e)
 		return
 	}
 	x.s.journal.End(e.ID)
+}
+
+// commitAnswer commits the event of a whole (non-streamed) answer before
+// the answer is sent, and reports whether it may be sent: false when the
+// event could not be made durable (exchange.undurable), and the client
+// was then answered 503 metering_unavailable in its place
+// (withholdAnswer). Such an event records that 503 and is not charged
+// (usage.Event.NotCharged: the customer had no answer, and the upstream's
+// tokens stay the operator's cost, as a retried attempt's), in the crash
+// journal, the owed copy and the log line alike.
+func (x *exchange) commitAnswer() bool {
+	x.whole = true
+	x.commit()
+	return !x.withholdAnswer()
 }
 
 // slowPublish is how long commit waits for the sink's answer before it
@@ -379,25 +402,34 @@ func (x *exchange) published(slow *time.Timer) {
 	x.pubMu.Unlock()
 }
 
+// journalFailing is why the crash journal cannot write, nil while it can
+// (or when it does not tell: JournalHealth).
+func (s *Server) journalFailing() error {
+	if jh, ok := s.journal.(JournalHealth); ok {
+		return jh.Failing()
+	}
+	return nil
+}
+
 // logUndurable logs an event the sink refused (neither published nor
-// spooled) and journaled with Fail. While the journal cannot write either
+// spooled) and journaled with Fail; journalErr is why the journal cannot
+// write (journalFailing). While the journal cannot write either
 // (a full disk), the event is in memory alone until a write succeeds, and
 // lost if the process dies first: the line then carries the whole event,
 // as JSON, the one record of it left; and it reports true.
-func (s *Server) logUndurable(msg string, e *usage.Event, err error) (inMemory bool) {
+func (s *Server) logUndurable(msg string, e *usage.Event, err, journalErr error) (inMemory bool) {
 	rid := e.ID
 	if e.RequestID != "" { // a retried attempt's, under an id of its own
 		rid = e.RequestID
 	}
-	jh, ok := s.journal.(JournalHealth)
-	if !ok || jh.Failing() == nil {
+	if journalErr == nil {
 		s.log.Error(msg+"; kept in the crash journal for the next start, and offered again every second meanwhile",
 			"request_id", rid, "event_id", e.ID, "customer_id", e.CustomerID, "err", err)
 		return false
 	}
 	b, _ := json.Marshal(e)
 	s.log.Error(msg+"; the crash journal cannot write either: the event is held in memory until it can, and this line is its record",
-		"request_id", rid, "event_id", e.ID, "customer_id", e.CustomerID, "err", err, "journal_err", jh.Failing(),
+		"request_id", rid, "event_id", e.ID, "customer_id", e.CustomerID, "err", err, "journal_err", journalErr,
 		"event", json.RawMessage(b))
 	return true
 }
@@ -416,7 +448,7 @@ func (x *exchange) retire() {
 	x.s.journal.Fail(e)
 	x.s.journal.End(rid)
 	if err := x.s.sink.Publish(context.WithoutCancel(x.ctx), e); err != nil {
-		x.s.logUndurable("usage event of a retried attempt not published", e, err)
+		x.s.logUndurable("usage event of a retried attempt not published", e, err, x.s.journalFailing())
 		x.s.owe(e)
 		return
 	}

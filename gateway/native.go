@@ -133,8 +133,7 @@ func (s *Server) relayBody(x *exchange, resp *http.Response, body []byte, err er
 	x.firstByte()
 	x.markComplete()
 	x.httpStatusOK()
-	x.commit()
-	if x.withholdAnswer() {
+	if !x.commitAnswer() {
 		return
 	}
 	if rt.BilledUsage != nil && x.showsBilled() && x.report.Error == "" {

@@ -37,7 +37,7 @@ func (x *exchange) respond(status int, stream bool, hdr func(http.Header)) bool 
 // journal cannot write): "durable before done" holds for a whole answer as
 // for a stream's usage and end (heldBack). It reports whether it did, and
 // the caller then sends nothing more. The event is still offered to the
-// sink every second (owed.go).
+// sink every second (owed.go), as a 503 not charged (commitAnswer).
 func (x *exchange) withholdAnswer() bool {
 	if !x.undurable {
 		return false
