@@ -126,8 +126,16 @@ func TestCLIPricesOverridesRerate(t *testing.T) {
 	if field(t, out, "Model") != "sim-pro" || !strings.Contains(field(t, out, "Prices (per 1M tokens)"), "input 2.5") {
 		t.Fatalf("prices create:\n%s", out)
 	}
-	s.tgOK("prices", "create", "--model", "sim-small", "--currency", "USD", "--input", "0.15", "--output", "0.6",
+	if strings.Contains(r.errOut, "no --cached-input") {
+		t.Errorf("prices create with --cached-input: stderr %q notes its absence", r.errOut)
+	}
+	// Without --cached-input, cached prompt tokens are charged at the
+	// input rate, and the CLI says so.
+	r = s.tg("prices", "create", "--model", "sim-small", "--currency", "USD", "--input", "0.15", "--output", "0.6",
 		"--effective-from", "2026-01-01", "--effective-to", "2027-01-01")
+	if r.code != exitOK || !strings.Contains(r.errOut, "note: no --cached-input: this price charges cached prompt tokens (cached_tokens) at --input (0.15 per million)") {
+		t.Fatalf("prices create without --cached-input: exit %d, stderr %q", r.code, r.errOut)
+	}
 	// A version that ended in the past too: its rerate ends where it did,
 	// not now (over the later events it would find no price of its own).
 	pastFrom := time.Now().UTC().Add(-72 * time.Hour).Format("2006-01-02")
