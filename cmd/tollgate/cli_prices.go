@@ -85,6 +85,13 @@ func priceCommands() []*command {
 				out, err := c.api.CreatePrice(c.ctx, in)
 				if err == nil {
 					c.notePast(*from, *to, out.EffectiveFrom, out.EffectiveTo)
+					if in.CachedInput == "" {
+						// Providers bill cache reads at a tenth to a half
+						// of their input rate: a version without the flag
+						// charged them in full (a finance review).
+						c.warn("note: no --cached-input: this price charges cached prompt tokens (cached_tokens) at --input (" + in.Input +
+							" per million); if the model's provider bills cache reads for less, create the version with --cached-input")
+					}
 				}
 				return c.show(out, err, func() {
 					c.fields("ID", fmt.Sprint(out.ID), "Model", out.Model, "Prices (per 1M tokens)", priceTerms(out.PriceInput),
