@@ -250,7 +250,7 @@ func (s *Spool) tidy(segs []uint64, cur spoolCursor) (next uint64, err error) {
 		next = max(next, n+1)
 	}
 	if removed {
-		if err := syncDir(s.dir); err != nil {
+		if err := dirlock.SyncDir(s.dir); err != nil {
 			return 0, fmt.Errorf("spool: %w", err)
 		}
 	}
@@ -304,7 +304,7 @@ func (s *Spool) openSegment(n uint64) error {
 	s.mu.Lock() // Drain reads segNum and segSize under it
 	s.seg, s.segNum, s.segSize = f, n, st.Size()
 	s.mu.Unlock()
-	return syncDir(s.dir)
+	return dirlock.SyncDir(s.dir)
 }
 
 // Append writes e to the spool and returns once it is on disk (fsync'd).

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/tollgate-dev/tollgate/meter/dirlock"
 )
 
 // spoolCursor is how far the spool has been sent on: everything before
@@ -148,7 +150,7 @@ func (s *Spool) writeCursor(c spoolCursor) error {
 	if err := os.Rename(tmp, filepath.Join(s.dir, "cursor")); err != nil {
 		return err
 	}
-	return syncDir(s.dir)
+	return dirlock.SyncDir(s.dir)
 }
 
 // Drain hands the records not yet sent on to send, in the order they were

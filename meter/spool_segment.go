@@ -222,12 +222,3 @@ func resync(f *os.File, off, limit int64) (int64, error) {
 	}
 	return -1, nil
 }
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}

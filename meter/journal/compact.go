@@ -3,6 +3,8 @@ package journal
 import (
 	"io"
 	"os"
+
+	"github.com/tollgate-dev/tollgate/meter/dirlock"
 )
 
 // compactingSuffix names a segment compaction is writing, until it is
@@ -113,7 +115,7 @@ func (j *Journal) compact() (kept int64, err error) {
 	j.torn = false // a failed write's bytes, if any, are in the old segment, after what was copied
 	j.dirty = true // the copied records are not fsync'd
 	j.fmu.Unlock()
-	if err := syncDir(j.dir); err != nil {
+	if err := dirlock.SyncDir(j.dir); err != nil {
 		return 0, err // the old segment stays: the new one replaces it in recovery
 	}
 	return int64(len(keep)), os.Remove(segPath(j.dir, old, j.seed))

@@ -238,7 +238,7 @@ func (j *Journal) Release() error {
 	}
 	if len(kept) > 0 {
 		pruneDamaged(j.dir, kept)
-		if err := syncDir(j.dir); err != nil {
+		if err := dirlock.SyncDir(j.dir); err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
 	}
@@ -561,7 +561,7 @@ func (j *Journal) openSegment(n uint64) error {
 	}
 	reserve(f, st.Size()+j.segmentReserve())
 	j.seg, j.segNum, j.segSize, j.segStart = f, n, st.Size(), st.Size()
-	return syncDir(j.dir)
+	return dirlock.SyncDir(j.dir)
 }
 
 // segKey names a segment: its number and its seed.
@@ -630,13 +630,4 @@ func warnAlike(dir string, segs []segFile) {
 		}
 		i = k
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
