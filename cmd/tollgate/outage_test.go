@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,8 +95,15 @@ func TestReadyThroughPostgresOutage(t *testing.T) {
 		rd.Degraded["meter"] == "" || rd.Degraded["admin"] == "" || rd.Degraded["gateway"] != "" {
 		t.Fatalf("/readyz during the outage = %d %s; want 200, ready, the database down, meter and admin degraded", code, body)
 	}
+	// With no traffic, only this gauge tells Prometheus (TollgateDatabaseDown).
+	if _, m := get(t, s.admin+"/metrics"); !strings.Contains(m, "\ntollgate_database_up 0\n") {
+		t.Errorf("/metrics during the outage has no tollgate_database_up 0:\n%s", seriesLines(m, "tollgate_database_up"))
+	}
 	_, id := s.chatAs(s.secret)
 	proxy.restore()
+	if _, m := get(t, s.admin+"/metrics"); !strings.Contains(m, "\ntollgate_database_up 1\n") {
+		t.Errorf("/metrics once Postgres is back has no tollgate_database_up 1:\n%s", seriesLines(m, "tollgate_database_up"))
+	}
 	store, err := ledger.Open(context.Background(), direct)
 	if err != nil {
 		t.Fatal(err)
@@ -130,4 +138,15 @@ func TestEventAtStopLandsAtOnce(t *testing.T) {
 			t.Fatalf("round %d: the event landed %v after the restart (ack_wait is 30s)", i, took)
 		}
 	}
+}
+
+// seriesLines is the lines of a /metrics body that name the series name.
+func seriesLines(body, name string) string {
+	var out []string
+	for l := range strings.Lines(body) {
+		if strings.Contains(l, name) {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return strings.Join(out, "\n")
 }
