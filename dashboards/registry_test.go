@@ -113,6 +113,7 @@ func buildRegistry(dir string) (exposed, error) {
 	defer ns.Shutdown()
 	mm.CollectEmbedded(ns)
 	metrics.NewLedger(rec)
+	metrics.CollectDatabase(rec, func() bool { return true })
 
 	// Types: from the series gathered (the Go and process collectors', and
 	// every metric without labels), else from the vector's Go type.

@@ -58,6 +58,7 @@ type app struct {
 	log         *slog.Logger
 	grace       time.Duration
 	store       *ledger.Store
+	db          *dbCheck        // the database's check for /readyz and tollgate_database_up
 	ns          *meter.Embedded // embedded JetStream, when no NATS URL is set
 	nc          *nats.Conn
 	dlq         *meter.DLQ

@@ -57,7 +57,7 @@ func TestDBCheckOneAtATime(t *testing.T) {
 		}
 	}
 	before := calls.Load()
-	if err := c.run(context.Background()); !errors.Is(err, down) || calls.Load() != before+1 {
+	if err := c.run(context.Background()); !errors.Is(err, down) || calls.Load() == before {
 		t.Errorf("a caller after the check ended: %v, %d checks (was %d); want a check of its own", err, calls.Load(), before)
 	}
 	if c.up() {
@@ -101,5 +101,28 @@ func TestDBCheckCallerLeaves(t *testing.T) {
 	}
 	if !c.up() {
 		t.Error("up() after a check that passed; want true")
+	}
+}
+
+// TestDBCheckTriesTwice: a check whose first try fails (the pool's
+// connection closed by a Postgres that restarted) tries once more within
+// its second, so the first /readyz or scrape after an outage says "up"; a
+// database that stays down fails both.
+func TestDBCheckTriesTwice(t *testing.T) {
+	var calls atomic.Int32
+	stale := errors.New("unexpected EOF")
+	c := newDBCheck(func(context.Context) error {
+		if calls.Add(1) == 1 {
+			return stale
+		}
+		return nil
+	})
+	if err := c.run(context.Background()); err != nil || calls.Load() != 2 {
+		t.Errorf("a first try that fails, then one that passes: %v after %d tries; want nil after 2", err, calls.Load())
+	}
+	c = newDBCheck(func(context.Context) error { calls.Add(1); return stale })
+	calls.Store(0)
+	if err := c.run(context.Background()); !errors.Is(err, stale) || calls.Load() != 2 {
+		t.Errorf("a database that stays down: %v after %d tries; want its error after 2", err, calls.Load())
 	}
 }

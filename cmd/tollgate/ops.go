@@ -22,7 +22,10 @@ import (
 // NATS are then components whose outage it rides out, shown apart:
 //
 //   - database: "ok" or the error. The admin API and the meter worker need
-//     it; the gateway serves from its key snapshot without it.
+//     it; the gateway serves from its key snapshot without it. The check
+//     (a Ping, or for the meter and admin roles a look for the ledger's
+//     tables, within 1 s) is shared by the requests that come while it
+//     runs, and with /metrics' tollgate_database_up (dbCheck).
 //   - nats: "connected" or "disconnected". The meter worker needs it; the
 //     gateway spools meanwhile.
 //   - keys: "loaded" once the gateway holds a key snapshot (not ready
@@ -91,13 +94,7 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 			rd.Roles = append(rd.Roles, role.name)
 		}
 	}
-	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	check := a.store.Ping // a gateway serves without the ledger
-	if r.meter || r.admin {
-		check = a.store.CheckTables
-	}
-	if err := check(pctx); err != nil {
+	if err := a.db.run(ctx); err != nil {
 		rd.Database = err.Error()
 		if r.meter {
 			rd.Degraded["meter"] = "the database is unreachable or holds no ledger: events wait in JetStream"

@@ -233,6 +233,12 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		mm.CollectConsumer() // the backlog is a worker's to report (TollgateMeterDown)
 	}
 	a.store.SetObserver(metrics.NewLedger(reg))
+	check := a.store.Ping // a gateway serves without the ledger
+	if r.meter || r.admin {
+		check = a.store.CheckTables
+	}
+	a.db = newDBCheck(check)
+	metrics.CollectDatabase(reg, a.db.up)
 	for _, p := range cfg.Prices {
 		if dbDown {
 			log.Warn("seed prices not added: the database is unreachable (a meter or admin process adds them when it starts)")

@@ -31,3 +31,19 @@ func (m *Ledger) Unpriced(n int) { m.unpriced.Add(float64(n)) }
 
 // RatingError implements ledger.Observer.
 func (m *Ledger) RatingError() { m.ratingErrors.Inc() }
+
+// CollectDatabase registers tollgate_database_up with reg: a gauge, 1 when
+// up reports that this process reaches its ledger database (with, for the
+// meter and admin roles, the ledger's tables), else 0. up runs at each
+// scrape, so the series says what the database is doing now, with or
+// without traffic (the meter's series move only while events flow).
+func CollectDatabase(reg prometheus.Registerer, up func() bool) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "tollgate", Name: "database_up",
+		Help: "1 when this process reached its ledger database at this scrape (and, for the meter and admin roles, found the ledger's tables), else 0."},
+		func() float64 {
+			if up() {
+				return 1
+			}
+			return 0
+		}))
+}
