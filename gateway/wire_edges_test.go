@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -524,5 +525,36 @@ func TestErrorEventCarryingOnlyUsageReachesTheClient(t *testing.T) {
 				t.Fatalf("count %s: event %s %+v, want an upstream error billed the provider's 7 + 3", count, e.Status, e.Usage)
 			}
 		}
+	}
+}
+
+// TestUnreachableUpstreamsAddressIsScrubbed: an upstream whose host name
+// resolves to an address that refuses the connection is told to the
+// client without that address (net's "dial tcp 10.1.2.3:443: connect:
+// connection refused"): the base URL's host was scrubbed, the address it
+// resolved to, an internal one for a self-hosted model, was shown, and
+// stayed in the customer's request log.
+func TestUnreachableUpstreamsAddressIsScrubbed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // nothing listens there now: connection refused
+	st := newStack(t, func(c *gateway.Config) {
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: "far", Type: "openai", BaseURL: fmt.Sprintf("http://localhost:%d/v1", port), APIKey: "sk-far-0123456789"})
+	})
+	resp := st.post(t, "/v1/chat/completions", `{"model":"far/m","messages":[{"role":"user","content":"hi"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(b), "could not be reached") {
+		t.Fatalf("%d %s; want 502, the upstream not reached", resp.StatusCode, b)
+	}
+	if addr := fmt.Sprintf(":%d", port); strings.Contains(string(b), addr) || strings.Contains(string(b), "127.0.0.1") {
+		t.Errorf("the client sees the address the upstream's host resolved to:\n%s", b)
+	}
+	if !strings.Contains(string(b), "[upstream]") {
+		t.Errorf("the error does not say where it failed, scrubbed:\n%s", b)
 	}
 }
