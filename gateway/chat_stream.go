@@ -539,7 +539,7 @@ func (c *chatWriter) end(readErr error) {
 		c.data(openai.ErrorPayload("upstream_error", "upstream_timeout", "upstream timeout: "+cause.Error()))
 	case readErr != nil && cause == nil:
 		x.brokeAfterStart(nil)
-		x.report.Error = "upstream stream broke: " + x.s.scrubFor(x.event.Provider, readErr.Error())
+		x.report.Error = "upstream stream broke: " + x.s.scrubFor(x.event.Provider, upstreamErrorText(readErr))
 		c.data(openai.ErrorPayload("upstream_error", "upstream_error", x.report.Error))
 	}
 	if readErr == nil && (cause == nil || errors.Is(cause, errQuietAfterUsage)) {

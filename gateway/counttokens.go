@@ -167,7 +167,7 @@ func (s *Server) countCall(parent context.Context, a attempt, arrived time.Time,
 	ctx, b := countBounds(ctx, pc)
 	defer b.stop()
 	lost := func(err error, what string) countAnswer { // no answer: what says why, err what failed
-		status, msg := http.StatusBadGateway, what+unwrapURL(err)
+		status, msg := http.StatusBadGateway, what+upstreamErrorText(err)
 		cause := context.Cause(ctx)
 		if timedOut(cause) {
 			status, msg = http.StatusGatewayTimeout, cause.Error()

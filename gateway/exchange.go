@@ -604,7 +604,7 @@ func logRequest(ctx context.Context, log *slog.Logger, level slog.Level, e *usag
 // Anthropic's message_start does.
 func (x *exchange) failedBeforeOutput(err error) {
 	if x.report.Error == "" {
-		x.report.Error = "upstream failed before any output: " + x.s.scrubFor(x.event.Provider, err.Error())
+		x.report.Error = "upstream failed before any output: " + x.s.scrubFor(x.event.Provider, upstreamErrorText(err))
 	}
 }
 

@@ -321,7 +321,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 					frame = x.env.StreamError(provider.Err(http.StatusGatewayTimeout, "upstream_error", "upstream_timeout",
 						"upstream timeout: "+cause.Error()))
 				case cause == nil: // not our own cancellation (the client gone, a drain's end)
-					x.report.Error = "upstream stream broke: " + s.scrubFor(rt.provider.Name, err.Error())
+					x.report.Error = "upstream stream broke: " + s.scrubFor(rt.provider.Name, upstreamErrorText(err))
 					x.brokeAfterStart(nil)
 					frame = x.env.StreamError(provider.Err(http.StatusBadGateway, "upstream_error", "upstream_error", x.report.Error))
 				}

@@ -7,11 +7,13 @@ import (
 	"strings"
 )
 
-// Redacted replaces a provider's credential, and upstreamMark its address,
-// in what clients are shown.
+// Redacted replaces a provider's credential, upstreamMark its address, and
+// localMark the gateway's own end of a connection, in what clients are
+// shown.
 const (
 	redacted     = "[redacted]"
 	upstreamMark = "[upstream]"
+	localMark    = "[gateway]"
 )
 
 // scrubber removes one provider's secrets from text a client will see.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -61,7 +62,7 @@ func (s *Server) callUpstream(x *exchange, rt route, path string, body []byte, h
 			x.event.Error = "client gone before the upstream answered"
 		default:
 			x.unreached = true
-			x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errors.New("the upstream could not be reached: "+unwrapURL(err)))
+			x.fail(http.StatusBadGateway, usage.StatusUpstreamError, errors.New("the upstream could not be reached: "+upstreamErrorText(err)))
 		}
 		return nil
 	}
@@ -226,15 +227,29 @@ func redirectMessage(status int) string {
 		"its configured address may be out of date", status)
 }
 
-// unwrapURL is an upstream error's message without the URL an http.Client
-// would put in front of it (`Post "http://...": dial tcp ...`); the address
-// in the rest is scrubbed by the caller.
-func unwrapURL(err error) string {
+// upstreamErrorText is an upstream error's message (a round trip's, or a
+// read of its body's) without the URL an http.Client would put in front of
+// it (`Post "http://...": dial tcp ...`), and without the network addresses of the connection (net.OpError's "dial tcp
+// 10.1.2.3:443" or "read tcp 10.0.0.2:51234->10.1.2.3:443"): the address
+// the upstream's host resolved to, an internal one for a self-hosted
+// model, is upstreamMark, and the gateway's own localMark. The host and
+// the credentials in the rest are scrubbed by the caller.
+func upstreamErrorText(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) && ue.Err != nil {
-		return ue.Err.Error()
+		err = ue.Err
 	}
-	return err.Error()
+	msg := err.Error()
+	var op *net.OpError
+	if errors.As(err, &op) {
+		if op.Addr != nil {
+			msg = strings.ReplaceAll(msg, op.Addr.String(), upstreamMark)
+		}
+		if op.Source != nil {
+			msg = strings.ReplaceAll(msg, op.Source.String(), localMark)
+		}
+	}
+	return msg
 }
 
 // inOpenAIEnvelope is the error object obj of an upstream refusal with
