@@ -268,8 +268,19 @@ func TestCLICredits(t *testing.T) {
 // --allow-sub-minor.
 func TestCLICreditFinerThanTheCurrency(t *testing.T) {
 	s := newStack(t, nil)
-	s.tgFail(exitInvalid, "USD's minor unit is 0.01 (2 decimal places)", "credits", "grant", "--customer", s.customerID, "--amount", "0.001")
-	s.tgFail(exitInvalid, "--allow-sub-minor", "credits", "adjust", "--customer", s.customerID, "--amount", "-0.005")
+	grant := s.tgFail(exitInvalid, "USD's minor unit is 0.01 (2 decimal places)", "credits", "grant", "--customer", s.customerID, "--amount", "0.001")
+	adjust := s.tgFail(exitInvalid, "--allow-sub-minor", "credits", "adjust", "--customer", s.customerID, "--amount", "-0.005")
+	// The refusal names commands that run: it said "tollgate credits
+	// --allow-sub-minor", which exits 2 (unknown command "--allow-sub-minor").
+	for _, msg := range []string{grant, adjust} {
+		if strings.Contains(msg, "tollgate credits --allow-sub-minor") || !strings.Contains(msg, "tollgate credits grant") ||
+			!strings.Contains(msg, "adjust") {
+			t.Errorf("refusal %q: want it to name tollgate credits grant and adjust with --allow-sub-minor", msg)
+		}
+	}
+	if r := s.tg("credits", "--allow-sub-minor"); r.code != exitUsage {
+		t.Fatalf("tollgate credits --allow-sub-minor: exit %d, want %d (not a command)", r.code, exitUsage)
+	}
 	if got := field(t, s.tgOK("balance", "--customer", s.customerID), "Balance"); got != "0 USD" {
 		t.Fatalf("balance after refused entries: %s", got)
 	}
