@@ -135,7 +135,7 @@ func checkMinorUnit(ctx context.Context, tx pgx.Tx, customerID, amount string, m
 		return nil
 	}
 	return errorf(EInvalid, "amount: %s is finer than the currency's minor unit (ISO 4217): %s's minor unit is %s (%d decimal places); "+
-		"check it (write no thousands separator), or send allow_sub_minor: true (tollgate credits --allow-sub-minor) to record it as typed",
+		"check it (write no thousands separator), or send allow_sub_minor: true (tollgate credits grant or adjust with --allow-sub-minor) to record it as typed",
 		strings.TrimSpace(amount), code, decimal.New(1, -int32(scale)).String(), scale)
 }
 
