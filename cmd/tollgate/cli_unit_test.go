@@ -342,6 +342,58 @@ func TestDemoExitsAsTheAdminCommandsDo(t *testing.T) {
 	}
 }
 
+// TestDemoErrorsSayWhatToDo: tollgate demo without TOLLGATE_ADMIN_TOKEN
+// said only "missing or wrong admin token", and with the admin listener
+// moved (TOLLGATE_ADMIN_LISTEN, as the README offers) "cannot reach the
+// admin API at http://127.0.0.1:8081": the admin commands add, for the
+// same errors, that the variable is not set, and where to point them.
+// demo says so too.
+func TestDemoErrorsSayWhatToDo(t *testing.T) {
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":{"code":"unauthorized","type":"unauthorized","message":"missing or wrong admin token"}}`))
+	}))
+	defer refusing.Close()
+	// Healthy, then gone: the customers request finds nothing listening.
+	gone := httptest.NewUnstartedServer(nil)
+	gone.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		gone.Listener.Close()
+	})
+	gone.Start()
+	defer gone.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		url, token string
+		code       int
+		want       string
+	}{
+		{refusing.URL, "", exitUnauthorized, "TOLLGATE_ADMIN_TOKEN is not set"},
+		{gone.URL, "t", exitUnreachable, "point --admin-url or TOLLGATE_ADMIN_URL at its TOLLGATE_ADMIN_LISTEN"},
+	} {
+		err := demo(ctx, nil, io.Discard, func(k string) string {
+			return map[string]string{"TOLLGATE_ADMIN_URL": tc.url, "TOLLGATE_ADMIN_TOKEN": tc.token}[k]
+		})
+		var stderr bytes.Buffer
+		if code := serverExit("demo", err, &stderr); code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("demo against %s, token %q: exit %d, %q; want %d saying %q", tc.url, tc.token, code, stderr.String(), tc.code, tc.want)
+		}
+	}
+	// A wrong token that is set is not said to be unset.
+	err := demo(ctx, nil, io.Discard, func(k string) string {
+		return map[string]string{"TOLLGATE_ADMIN_URL": refusing.URL, "TOLLGATE_ADMIN_TOKEN": "wrong"}[k]
+	})
+	var stderr bytes.Buffer
+	if code := serverExit("demo", err, &stderr); code != exitUnauthorized || strings.Contains(stderr.String(), "not set") {
+		t.Errorf("demo with a wrong token: exit %d, %q", code, stderr.String())
+	}
+}
+
 func TestDemoHonoursAdminURLEnv(t *testing.T) {
 	var paths []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
