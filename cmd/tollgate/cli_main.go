@@ -199,12 +199,16 @@ func (c *cli) fail(cmd *command, err error) int {
 		// The admin listener may be elsewhere than the CLI looks
 		// (TOLLGATE_ADMIN_LISTEN moved, as `make run` offers): say how
 		// to point it there, not only that nothing answered.
-		msg = strings.TrimRight(msg, ".") + "; start tollgate serve (or admin), or point --admin-url or TOLLGATE_ADMIN_URL at its TOLLGATE_ADMIN_LISTEN"
+		msg = strings.TrimRight(msg, ".") + "; " + unreachableHint
 	}
 	msg = strings.TrimRight(msg, ".")
 	fmt.Fprintf(c.stderr, "tollgate %s: %s.\n", cmd.name, msg)
 	return code
 }
+
+// unreachableHint follows an admin API client's "cannot reach the admin
+// API" (exit 7): the admin commands' and tollgate demo's.
+const unreachableHint = "start tollgate serve (or admin), or point --admin-url or TOLLGATE_ADMIN_URL at its TOLLGATE_ADMIN_LISTEN"
 
 // exitCode maps an error to the documented exit codes: the API's by its
 // ledger error code.

@@ -20,7 +20,7 @@ import (
 // the admin commands do: --admin-url wins over TOLLGATE_ADMIN_URL. The
 // LLM API it prints is --gateway-url, else the address TOLLGATE_LISTEN
 // gives `tollgate serve` (listenURL).
-func demo(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
+func demo(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) (err error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	adminURL := fs.String("admin-url", orDefault(getenv("TOLLGATE_ADMIN_URL"), defaultAdminURL), "admin API base URL (env TOLLGATE_ADMIN_URL)")
 	gatewayURL := fs.String("gateway-url", listenURL(orDefault(getenv("TOLLGATE_LISTEN"), ":8080")), "LLM API base URL (env TOLLGATE_LISTEN, as serve listens on it)")
@@ -33,6 +33,18 @@ func demo(ctx context.Context, args []string, stdout io.Writer, getenv func(stri
 		return err
 	}
 	token := getenv("TOLLGATE_ADMIN_TOKEN")
+	// The admin commands' hints for the same errors (cli.fail): demo has
+	// no --token, and its admin URL is not TOLLGATE_ADMIN_LISTEN's.
+	defer func() {
+		switch exitCode(err) {
+		case exitUnauthorized:
+			if token == "" {
+				err = fmt.Errorf("%w; TOLLGATE_ADMIN_TOKEN is not set: export it (the server's admin token)", err)
+			}
+		case exitUnreachable:
+			err = fmt.Errorf("%w; %s", err, unreachableHint)
+		}
+	}()
 	c := api.NewClient(*adminURL, token, nil)
 	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
 		return err
