@@ -63,7 +63,7 @@ func TestCLIUsageAndEvents(t *testing.T) {
 
 	out = s.tgOK("events", "get", reqID)
 	if field(t, out, "ID") != reqID || field(t, out, "Prompt tokens") != "12" || field(t, out, "Cost") != "0.0002625 USD" ||
-		field(t, out, "List cost") != "0.0002625 USD" {
+		field(t, out, "List cost") != "0.0002625 USD" || field(t, out, "Charged when rated") != "0.0002625 USD" {
 		t.Fatalf("events get:\n%s", out)
 	}
 	var e ledger.RatedEvent
