@@ -187,11 +187,12 @@ func (c *cli) showEvent(e ledger.RatedEvent) {
 		model += " (served as " + e.ServedModel + ")"
 	}
 	// Cost is what the customer is charged (after discounts and any
-	// re-rating), as in usage; the charge as first rated shows when a
-	// re-rating changed it.
-	rated := "-"
+	// re-rating), as in usage; the charge as first rated is shown beside
+	// it, marked when a re-rating changed it. ("-" there read as nothing
+	// charged, next to a discount.)
+	rated := e.Charge + " " + e.Currency
 	if e.Charge != e.Cost {
-		rated = e.Charge + " (re-rated since)"
+		rated += " (re-rated since)"
 	}
 	u := e.Usage
 	c.fields("ID", e.ID, "Time", ts(&e.Time), "Customer", e.CustomerID, "Key", e.KeyID,
