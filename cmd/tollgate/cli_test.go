@@ -38,6 +38,15 @@ func TestCLICustomersAndKeys(t *testing.T) {
 	if c.Name != "globex corp" || c.CreditLimit != nil {
 		t.Fatalf("update: %+v", c)
 	}
+	// Names need not be unique, but a second customer of the same name
+	// (the README's block run twice) is told, naming the first.
+	if r := s.tg("customers", "create", "--name", "globex corp"); r.code != exitOK ||
+		!strings.Contains(r.errOut, "already named") || !strings.Contains(r.errOut, id) {
+		t.Fatalf("a second customer named globex corp: exit %d, stderr %q; want it made, with a note naming %s", r.code, r.errOut, id)
+	}
+	if r := s.tg("customers", "create", "--name", "initech"); r.code != exitOK || r.errOut != "" {
+		t.Fatalf("a customer of a new name: exit %d, stderr %q; want no note", r.code, r.errOut)
+	}
 	out = s.tgOK("customers", "update", id, "--credit-limit", "25.5")
 	if field(t, out, "Credit limit") != "25.5" {
 		t.Fatalf("update --credit-limit:\n%s", out)
