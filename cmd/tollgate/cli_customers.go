@@ -2,6 +2,8 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"strings"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 )
@@ -23,6 +25,9 @@ func customerCommands() []*command {
 				}
 				in := ledger.CustomerInput{Name: *name, Currency: *currency, CreditLimit: optional(*limit)}
 				cu, err := c.api.CreateCustomer(c.ctx, in)
+				if err == nil {
+					c.noteSameName(cu)
+				}
 				return c.show(cu, err, func() { c.showCustomer(cu) })
 			}
 		},
@@ -137,6 +142,32 @@ func (c *cli) balance(customerID string) error {
 }
 
 // warn prints a notice for people on stderr, so stdout stays the answer.
+// noteSameName warns, on stderr, when customers other than cu already
+// bear its name: names need not be unique, and creating a customer is not
+// idempotent, so a create run twice (a script's retry, the README's block
+// run again) makes a second customer. It names the oldest few; a failed
+// look-up says nothing.
+func (c *cli) noteSameName(cu ledger.Customer) {
+	page, err := c.api.CustomersPage(c.ctx, ledger.CustomerQuery{Name: cu.Name, Limit: 4})
+	if err != nil {
+		return
+	}
+	var others []string
+	for _, o := range page.Data {
+		if o.ID != cu.ID {
+			others = append(others, o.ID)
+		}
+	}
+	if len(others) == 0 {
+		return
+	}
+	if len(others) > 3 || page.NextCursor != "" {
+		others = append(others[:min(len(others), 3)], "…")
+	}
+	c.warn(fmt.Sprintf("note: a customer was already named %q (%s); this one is another (names need not be unique): "+
+		"if it was made by mistake, leave it unused, or rename it with tollgate customers update", cu.Name, strings.Join(others, ", ")))
+}
+
 func (c *cli) warn(msg string) {
 	c.stderr.Write([]byte(msg + "\n"))
 }
