@@ -313,24 +313,11 @@ func TestServerCommandsHelp(t *testing.T) {
 	}
 }
 
-// TestDemoHonoursAdminURLEnv: `tollgate demo` sends its requests to
-// TOLLGATE_ADMIN_URL, as the admin commands do, and --admin-url wins over
-// it; it used to go to 127.0.0.1:8081 whatever the environment said. A
-// TOLLGATE_ADMIN_URL that is not an http(s) URL is a usage error, as for
-// the admin commands. The server stands in for the admin API.
 // TestDemoExitsAsTheAdminCommandsDo: tollgate demo is an admin API client,
 // but a wrong admin token (or a refused request) ended it with exit 1,
 // where every admin command exits 6 (unauthorized).
 func TestDemoExitsAsTheAdminCommandsDo(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		w.Write([]byte(`{"error":{"code":"unauthorized","type":"unauthorized","message":"wrong admin token"}}`))
-	}))
-	defer srv.Close()
+	srv := refusingAdmin(t, "wrong admin token")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	err := demo(ctx, nil, io.Discard, func(k string) string {
@@ -342,6 +329,21 @@ func TestDemoExitsAsTheAdminCommandsDo(t *testing.T) {
 	}
 }
 
+// refusingAdmin stands in for an admin API that is healthy and refuses
+// every request as unauthorized, with msg; it is closed with the test.
+func refusingAdmin(t *testing.T, msg string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":{"code":"unauthorized","type":"unauthorized","message":"` + msg + `"}}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // TestDemoErrorsSayWhatToDo: tollgate demo without TOLLGATE_ADMIN_TOKEN
 // said only "missing or wrong admin token", and with the admin listener
 // moved (TOLLGATE_ADMIN_LISTEN, as the README offers) "cannot reach the
@@ -349,15 +351,7 @@ func TestDemoExitsAsTheAdminCommandsDo(t *testing.T) {
 // same errors, that the variable is not set, and where to point them.
 // demo says so too.
 func TestDemoErrorsSayWhatToDo(t *testing.T) {
-	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		w.Write([]byte(`{"error":{"code":"unauthorized","type":"unauthorized","message":"missing or wrong admin token"}}`))
-	}))
-	defer refusing.Close()
+	refusing := refusingAdmin(t, "missing or wrong admin token")
 	// Healthy, then gone: the customers request finds nothing listening.
 	gone := httptest.NewUnstartedServer(nil)
 	gone.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -394,6 +388,11 @@ func TestDemoErrorsSayWhatToDo(t *testing.T) {
 	}
 }
 
+// TestDemoHonoursAdminURLEnv: `tollgate demo` sends its requests to
+// TOLLGATE_ADMIN_URL, as the admin commands do, and --admin-url wins over
+// it; it used to go to 127.0.0.1:8081 whatever the environment said. A
+// TOLLGATE_ADMIN_URL that is not an http(s) URL is a usage error, as for
+// the admin commands. The server stands in for the admin API.
 func TestDemoHonoursAdminURLEnv(t *testing.T) {
 	var paths []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
