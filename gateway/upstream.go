@@ -229,11 +229,12 @@ func redirectMessage(status int) string {
 
 // upstreamErrorText is an upstream error's message (a round trip's, or a
 // read of its body's) without the URL an http.Client would put in front of
-// it (`Post "http://...": dial tcp ...`), and without the network addresses of the connection (net.OpError's "dial tcp
-// 10.1.2.3:443" or "read tcp 10.0.0.2:51234->10.1.2.3:443"): the address
-// the upstream's host resolved to, an internal one for a self-hosted
-// model, is upstreamMark, and the gateway's own localMark. The host and
-// the credentials in the rest are scrubbed by the caller.
+// it (`Post "http://...": dial tcp ...`), and without the network
+// addresses of the connection (net.OpError's "dial tcp 10.1.2.3:443" or
+// "read tcp 10.0.0.2:51234->10.1.2.3:443"): the address the upstream's
+// host resolved to, an internal one for a self-hosted model, becomes
+// upstreamMark, and the gateway's own localMark. The host and the
+// credentials in the rest are scrubbed by the caller.
 func upstreamErrorText(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) && ue.Err != nil {

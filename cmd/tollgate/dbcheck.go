@@ -16,9 +16,9 @@ const dbCheckTimeout = time.Second
 // endpoints are called (a flood of them, on a listener anyone can reach),
 // they hold at most one of the pool's connections. A caller that comes
 // after a check ended runs one of its own: no answer comes from a check
-// that ended before its request. The check runs under its own deadline (dbCheckTimeout), not its
-// first caller's context: a caller that leaves does not cancel it for the
-// others.
+// that ended before its request. The check runs under its own deadline
+// (dbCheckTimeout), not its first caller's context: a caller that leaves
+// does not cancel it for the others.
 type dbCheck struct {
 	check func(context.Context) error
 
@@ -60,9 +60,8 @@ func (c *dbCheck) run(ctx context.Context) error {
 }
 
 // do runs the check r, twice if the first try fails, and publishes its
-// result. It runs on its own
-// goroutine, which ends within dbCheckTimeout: the pool's Ping and queries
-// return once their context ends.
+// result. It runs on its own goroutine, which ends within dbCheckTimeout:
+// the pool's Ping and queries return once their context ends.
 func (c *dbCheck) do(r *dbCheckRun) {
 	ctx, cancel := context.WithTimeout(context.Background(), dbCheckTimeout)
 	r.err = c.check(ctx)
