@@ -1,6 +1,7 @@
 // Package metrics exports the metering pipeline's and the ledger's
-// measurements as Prometheus series: tollgate_meter_* (a meter.Observer) and
-// tollgate_ledger_* (a ledger.Observer). The gateway registers its own
+// measurements as Prometheus series: tollgate_meter_* (a meter.Observer),
+// tollgate_ledger_* (a ledger.Observer) and tollgate_database_up (a check
+// cmd/tollgate runs at each scrape). The gateway registers its own
 // tollgate_gateway_* series (gateway.Deps.Metrics).
 //
 // meter and ledger report only through their small Observer interfaces and
