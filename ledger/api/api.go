@@ -146,14 +146,14 @@ func bearer(r *http.Request) (token string, ok bool) {
 // the others past the guess limit.
 func (a *Admin) Authorized(r *http.Request) bool {
 	got, ok := bearer(r)
-	return ok && a.guesses.wait(r, a.authFails.now()) == 0 && a.isToken(got)
+	return ok && a.guesses.mustWait(r, a.authFails.now()) == 0 && a.isToken(got)
 }
 
 func (a *Admin) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := a.authFails.now()
 		v := r.Header.Get("Authorization")
-		if d := a.guesses.wait(r, now); v != "" && d > 0 {
+		if d := a.guesses.mustWait(r, now); v != "" && d > 0 {
 			a.authFails.failed(r, "too many wrong tokens from this address")
 			w.Header().Set("Retry-After", strconv.Itoa(retryAfter(d)))
 			writeError(w, ledger.ERateLimited, fmt.Sprintf("too many wrong admin tokens from this address: try again in %d s (%d may be sent at once, then one every %s)",

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/netip"
@@ -16,7 +17,8 @@ import (
 // Authorization header guesses nothing: it is neither counted nor slowed
 // down (401), so that probing the routes unauthenticated reads their
 // 401s. A right token spends nothing. The console's sign-in asks the admin
-// API with the browser's address, so it is slowed down alike. An IPv6
+// API with the browser's address, so it is slowed down alike (the calls
+// of a session it signed in are not: CheckedToken). An IPv6
 // address counts with its /64 (one host's usual share). Customer API keys
 // are not slowed down: they carry 256 random bits (ledger.KeyPrefix). The
 // allowance is generous for a person or a script with a stale token and
@@ -25,6 +27,32 @@ const (
 	GuessBurst = 50
 	GuessEvery = time.Second
 )
+
+// checkedKey is the context key of CheckedToken.
+type checkedKey struct{}
+
+// CheckedToken returns ctx for the in-process requests to the admin API of
+// a caller that checked the token it sends with the API before (the web
+// console, for a signed-in session: its token was checked at the
+// sign-in). Such a request guesses nothing, so the wrong tokens of its
+// address do not make it wait (it would answer 429): behind a proxy, every
+// browser has the proxy's address, and anyone sending wrong tokens to the
+// console's sign-in locked every signed-in operator out. Its token is
+// still checked, and a wrong one counts as a guess. Only code in the
+// process can set it: no request from the network carries it.
+func CheckedToken(ctx context.Context) context.Context {
+	return context.WithValue(ctx, checkedKey{}, true)
+}
+
+// mustWait is how long r must wait before its token is looked at (0: it
+// may be): guesses.wait, and 0 for a request whose token its caller
+// checked before (CheckedToken).
+func (g *guesses) mustWait(r *http.Request, now time.Time) time.Duration {
+	if checked, _ := r.Context().Value(checkedKey{}).(bool); checked {
+		return 0
+	}
+	return g.wait(r, now)
+}
 
 // guessAddrs bounds the addresses whose wrong guesses are remembered at
 // once. An address whose allowance has refilled is forgotten first; when

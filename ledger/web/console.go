@@ -96,10 +96,12 @@ func consoleForm(path string) string {
 }
 
 // client is the admin API client for the request's session: in-process,
-// with the token its operator signed in with.
+// with the token its operator signed in with, checked then (so that other
+// browsers' wrong tokens from its address do not refuse its calls:
+// inProcessChecked).
 func (c *Console) client(r *http.Request) *api.Client {
 	ss := sessionOf(r)
-	return api.NewClient("http://admin.in-process", ss.secret, inProcess(c.admin))
+	return api.NewClient("http://admin.in-process", ss.secret, inProcessChecked(c.admin))
 }
 
 // view is the layout's fields for a signed-in page. A HEAD's view leaves

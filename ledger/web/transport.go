@@ -9,12 +9,19 @@ import (
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/tollgate-dev/tollgate/ledger/api"
 )
 
 // handlerTransport is an http.RoundTripper that serves each request with
 // an http.Handler in-process: the console's and the portal's API calls
 // run the API's own handlers, authentication included, without a socket.
-type handlerTransport struct{ h http.Handler }
+// checked marks each request's token as checked before
+// (api.CheckedToken): a signed-in session's.
+type handlerTransport struct {
+	h       http.Handler
+	checked bool
+}
 
 func (t handlerTransport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
 	rec := &recorder{header: http.Header{}}
@@ -28,7 +35,11 @@ func (t handlerTransport) RoundTrip(req *http.Request) (resp *http.Response, err
 	}
 	// The caller's chi routing state must not leak in: a chi router that
 	// finds one routes by its path, not by this request's.
-	req = req.WithContext(context.WithValue(req.Context(), chi.RouteCtxKey, nil))
+	ctx := context.WithValue(req.Context(), chi.RouteCtxKey, nil)
+	if t.checked {
+		ctx = api.CheckedToken(ctx)
+	}
+	req = req.WithContext(ctx)
 	if addr, ok := req.Context().Value(browserAddrKey{}).(string); ok {
 		req.RemoteAddr = addr // the API's logs (a failed sign-in) name the browser, not ""
 	}
@@ -64,7 +75,15 @@ func (r *recorder) Write(p []byte) (int, error) {
 
 // inProcess returns an http.Client whose requests h serves.
 func inProcess(h http.Handler) *http.Client {
-	return &http.Client{Transport: handlerTransport{h}}
+	return &http.Client{Transport: handlerTransport{h: h}}
+}
+
+// inProcessChecked is inProcess for the calls of a signed-in session,
+// whose token was checked at its sign-in (api.CheckedToken): the wrong
+// tokens other browsers send from its address (behind a proxy, every
+// browser's) do not refuse them.
+func inProcessChecked(h http.Handler) *http.Client {
+	return &http.Client{Transport: handlerTransport{h: h, checked: true}}
 }
 
 // browserAddrKey is the context key of the browser's address (browserAddr).
