@@ -120,11 +120,14 @@ type customerData struct {
 	EntriesFrom time.Time
 	MoreEntries bool
 	ByModel     []ledger.UsageRow
-	ByDay       []ledger.UsageRow
-	Usage       chart
-	Periods     []string
-	Month       string
-	Now         time.Time // what a key's expiry is compared with (expired or active)
+	// Models is the number of models of the month's usage when ByModel
+	// lists only the costliest (modelRows), else 0.
+	Models  int64
+	ByDay   []ledger.UsageRow
+	Usage   chart
+	Periods []string
+	Month   string
+	Now     time.Time // what a key's expiry is compared with (expired or active)
 }
 
 // entriesShown is how many entries the customer page lists, the latest:
@@ -182,6 +185,7 @@ func (c *Console) customerPage(w http.ResponseWriter, r *http.Request) {
 		d.Entries, d.MoreEntries = d.Entries[len(d.Entries)-entriesShown:], true
 	}
 	slices.Reverse(d.Entries) // newest first
+	d.ByModel, d.Models = modelRows(d.ByModel)
 	c.pages.render(w, c.log, http.StatusOK, "customer", c.view(r, "customers", "Customer "+d.Customer.Name, d))
 }
 

@@ -134,6 +134,29 @@ func addTokens(t *ledger.UsageRow, r ledger.UsageRow) {
 	t.WebSearches += r.WebSearches
 }
 
+// modelsShown is how many models a by-model usage table lists (the
+// console's customer page, the portal's usage page), the costliest. The
+// client chooses a request's model name (a provider with prefix_routes:
+// all serves any "provider/<name>", and a refused request is one of that
+// name too), so a customer's month may hold any number of them: 20,000
+// made each page 7.7 MB.
+const modelsShown = 100
+
+// modelRows is what a by-model usage table lists of rows (a month's usage
+// grouped by model): all of them when they are of at most modelsShown
+// models, else the costliest modelsShown rows (top), with the number of
+// models of rows (0 when all are listed).
+func modelRows(rows []ledger.UsageRow) ([]ledger.UsageRow, int64) {
+	models := map[string]bool{}
+	for _, r := range rows {
+		models[r.Group] = true
+	}
+	if len(models) <= modelsShown {
+		return rows, 0
+	}
+	return top(rows, modelsShown), int64(len(models))
+}
+
 // top returns the n rows of the highest cost (then most requests), ranked
 // within their currency: costs in two currencies do not compare without
 // an exchange rate (0.0093 JPY ranked above 0.0019 USD), so the rows of

@@ -19,8 +19,11 @@ type usageData struct {
 	Tokens  ledger.UsageRow
 	Spend   amounts
 	ByModel []ledger.UsageRow
-	ByDay   []ledger.UsageRow
-	Usage   chart
+	// Models is the number of models of the month's usage when ByModel
+	// lists only the costliest (modelRows), else 0.
+	Models int64
+	ByDay  []ledger.UsageRow
+	Usage  chart
 	// Key is the signed-in key when it has a spend limit (limitedKey).
 	Key *ledger.Key
 }
@@ -55,6 +58,7 @@ func (p *Portal) usagePage(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, "usage", "usage", "Usage", err)
 		return
 	}
+	d.ByModel, d.Models = modelRows(d.ByModel)
 	p.pages.render(w, p.log, http.StatusOK, "usage", p.view(r, "usage", "Usage", d))
 }
 
