@@ -65,3 +65,64 @@ func TestModelTablesAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestUnpricedModelListsAreBounded: the portal's statements page (its
+// "Not priced yet" table) and the console's reconciliation (its unpriced
+// models) listed every model of their unpriced usage, one row each: the
+// names a client chooses (TestModelTablesAreBounded) are unpriced, so a
+// customer could grow both pages without bound, the reconciliation
+// (which every operator's visit computes) with every customer's. Each now
+// lists the 100 with the most requests and says how many there are.
+func TestUnpricedModelListsAreBounded(t *testing.T) {
+	g := newRig(t)
+	cu, secret, _ := g.customer("acme", "sim/priced", 0)
+	st, _, _, err := g.store.KeyState(context.Background(), usage.KeyHash(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const models = 150
+	now := time.Now().UTC()
+	var evs []usage.Event
+	for i := range models {
+		for range 1 + i%3 { // the 50 of 3 requests each are listed first
+			evs = append(evs, usage.Event{Version: usage.SchemaVersion, ID: uuid.Must(uuid.NewV7()).String(), Time: now.Add(-time.Duration(len(evs)) * time.Millisecond),
+				CustomerID: cu.ID, KeyID: st.KeyID, Provider: "sim", Model: fmt.Sprintf("sim/client-chosen-%03d", i), Endpoint: "/v1/chat/completions",
+				Status: usage.StatusUpstreamError, HTTPStatus: 404, UsageSource: usage.SourceUpstream})
+		}
+	}
+	if _, err := g.store.WriteEvents(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	console, portal := g.browser(), g.browser()
+	g.signIn(console, "console", "token", adminToken)
+	g.signIn(portal, "portal", "key", secret)
+	for _, page := range []struct {
+		name, table string
+		do          func() (int, string)
+	}{
+		{"portal statements page", `id="unpriced"`, func() (int, string) { s, b, _ := g.do(portal, "GET", "/portal/statements", nil); return s, b }},
+		{"console reconciliation", `aria-label="Unpriced models"`, func() (int, string) {
+			s, b, _ := g.do(console, "GET", "/console/reconciliation", nil)
+			return s, b
+		}},
+	} {
+		status, body := page.do()
+		if status != 200 {
+			t.Fatalf("%s: %d\n%s", page.name, status, body)
+		}
+		_, table, ok := strings.Cut(body, page.table)
+		if !ok {
+			t.Fatalf("%s: no table of unpriced models:\n%s", page.name, body)
+		}
+		table, _, _ = strings.Cut(table, "</table>")
+		if rows := strings.Count(table, "client-chosen-"); rows > 100 {
+			t.Errorf("%s: %d rows of models in the table of unpriced models, want at most 100", page.name, rows)
+		}
+		if !strings.Contains(table, "client-chosen-002") || !strings.Contains(table, "client-chosen-149") {
+			t.Errorf("%s: the models of the most requests are not listed", page.name)
+		}
+		if !strings.Contains(body, "150 models") {
+			t.Errorf("%s: does not say that there are 150 models", page.name)
+		}
+	}
+}
