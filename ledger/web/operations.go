@@ -144,6 +144,15 @@ type reconciliationData struct {
 	Computing bool // the last day's check is running
 }
 
+// UnpricedShown is what the page lists of the unpriced models of the
+// range checked (mostFirst: those of the most events).
+func (d reconciliationData) UnpricedShown() listed[ledger.UnpricedModel] {
+	if d.Result == nil {
+		return listed[ledger.UnpricedModel]{}
+	}
+	return mostFirst(d.Result.Unpriced, func(u ledger.UnpricedModel) int64 { return u.Events })
+}
+
 // reconciliationPage shows the reconciliation of the last 24 hours
 // (recomputed in the background like the overview), or, when the form
 // names a range, checks that range now.

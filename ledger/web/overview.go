@@ -157,6 +157,25 @@ func modelRows(rows []ledger.UsageRow) ([]ledger.UsageRow, int64) {
 	return top(rows, modelsShown), int64(len(models))
 }
 
+// listed is what a page lists of a list: Rows, and Of, the number in the
+// list when Rows is not all of it (else 0).
+type listed[T any] struct {
+	Rows []T
+	Of   int64
+}
+
+// mostFirst is what a list of unpriced models shows of rows (one a model):
+// all of them when there are at most modelsShown, else the modelsShown of
+// the highest count (then in rows' order). rows is not changed.
+func mostFirst[T any](rows []T, count func(T) int64) listed[T] {
+	if len(rows) <= modelsShown {
+		return listed[T]{Rows: rows}
+	}
+	out := slices.Clone(rows)
+	slices.SortStableFunc(out, func(a, b T) int { return cmp.Compare(count(b), count(a)) })
+	return listed[T]{Rows: out[:modelsShown], Of: int64(len(rows))}
+}
+
 // top returns the n rows of the highest cost (then most requests), ranked
 // within their currency: costs in two currencies do not compare without
 // an exchange rate (0.0093 JPY ranked above 0.0019 USD), so the rows of

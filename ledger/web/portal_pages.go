@@ -115,6 +115,17 @@ type statementsData struct {
 	Periods []string
 }
 
+// UnpricedShown is what the page lists of the month's unpriced usage, one
+// line a model (mostFirst: those of the most requests).
+func (d statementsData) UnpricedShown() listed[ledger.StatementLine] {
+	return mostFirst(d.Current.Unpriced, func(l ledger.StatementLine) int64 {
+		if l.Usage == nil {
+			return 0
+		}
+		return l.Usage.Requests
+	})
+}
+
 // statementsPage shows this month's statement so far and the months to
 // download.
 func (p *Portal) statementsPage(w http.ResponseWriter, r *http.Request) {
