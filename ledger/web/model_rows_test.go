@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -22,22 +23,7 @@ import (
 // above them (spend, requests) still count every one.
 func TestModelTablesAreBounded(t *testing.T) {
 	g := newRig(t)
-	cu, secret, _ := g.customer("acme", "sim/priced", 0)
-	st, _, _, err := g.store.KeyState(context.Background(), usage.KeyHash(secret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const models = 150
-	now := time.Now().UTC()
-	var evs []usage.Event
-	for i := range models {
-		evs = append(evs, usage.Event{Version: usage.SchemaVersion, ID: uuid.Must(uuid.NewV7()).String(), Time: now.Add(-time.Duration(i) * time.Millisecond),
-			CustomerID: cu.ID, KeyID: st.KeyID, Provider: "sim", Model: fmt.Sprintf("sim/client-chosen-%03d", i), Endpoint: "/v1/chat/completions",
-			Status: usage.StatusUpstreamError, HTTPStatus: 404, UsageSource: usage.SourceUpstream})
-	}
-	if _, err := g.store.WriteEvents(context.Background(), evs); err != nil {
-		t.Fatal(err)
-	}
+	cu, secret := clientChosenModels(t, g, 150, func(int) int { return 1 })
 	console, portal := g.browser(), g.browser()
 	g.signIn(console, "console", "token", adminToken)
 	g.signIn(portal, "portal", "key", secret)
@@ -75,24 +61,7 @@ func TestModelTablesAreBounded(t *testing.T) {
 // lists the 100 with the most requests and says how many there are.
 func TestUnpricedModelListsAreBounded(t *testing.T) {
 	g := newRig(t)
-	cu, secret, _ := g.customer("acme", "sim/priced", 0)
-	st, _, _, err := g.store.KeyState(context.Background(), usage.KeyHash(secret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const models = 150
-	now := time.Now().UTC()
-	var evs []usage.Event
-	for i := range models {
-		for range 1 + i%3 { // the 50 of 3 requests each are listed first
-			evs = append(evs, usage.Event{Version: usage.SchemaVersion, ID: uuid.Must(uuid.NewV7()).String(), Time: now.Add(-time.Duration(len(evs)) * time.Millisecond),
-				CustomerID: cu.ID, KeyID: st.KeyID, Provider: "sim", Model: fmt.Sprintf("sim/client-chosen-%03d", i), Endpoint: "/v1/chat/completions",
-				Status: usage.StatusUpstreamError, HTTPStatus: 404, UsageSource: usage.SourceUpstream})
-		}
-	}
-	if _, err := g.store.WriteEvents(context.Background(), evs); err != nil {
-		t.Fatal(err)
-	}
+	_, secret := clientChosenModels(t, g, 150, func(i int) int { return 1 + i%3 }) // the 50 of 3 requests each are listed first
 	console, portal := g.browser(), g.browser()
 	g.signIn(console, "console", "token", adminToken)
 	g.signIn(portal, "portal", "key", secret)
@@ -125,4 +94,29 @@ func TestUnpricedModelListsAreBounded(t *testing.T) {
 			t.Errorf("%s: does not say that there are 150 models", page.name)
 		}
 	}
+}
+
+// clientChosenModels writes, for a new customer acme, requests to n models
+// named sim/client-chosen-000 and on as a client may choose them (refused:
+// 404), requests(i) of the i-th; it returns the customer and its key.
+func clientChosenModels(t *testing.T, g *rig, n int, requests func(i int) int) (ledger.Customer, string) {
+	t.Helper()
+	cu, secret, _ := g.customer("acme", "sim/priced", 0)
+	st, _, _, err := g.store.KeyState(context.Background(), usage.KeyHash(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	var evs []usage.Event
+	for i := range n {
+		for range requests(i) {
+			evs = append(evs, usage.Event{Version: usage.SchemaVersion, ID: uuid.Must(uuid.NewV7()).String(), Time: now.Add(-time.Duration(len(evs)) * time.Millisecond),
+				CustomerID: cu.ID, KeyID: st.KeyID, Provider: "sim", Model: fmt.Sprintf("sim/client-chosen-%03d", i), Endpoint: "/v1/chat/completions",
+				Status: usage.StatusUpstreamError, HTTPStatus: 404, UsageSource: usage.SourceUpstream})
+		}
+	}
+	if _, err := g.store.WriteEvents(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	return cu, secret
 }
