@@ -173,6 +173,43 @@ func TestMigrateDownToNegativeIsRefused(t *testing.T) {
 	}
 }
 
+// TestMigrateDownToSaysWhoHoldsTheLock: `tollgate migrate --down-to N`, an
+// upgrade's undo (docs/operations.md, "Upgrades" step 4), takes the same
+// migration lock as `tollgate migrate` and `serve`, and waits up to 10
+// minutes for it. The docs promise that a migrator waiting for it logs every
+// 15 s which session holds it; `tollgate migrate` did, but the rollback
+// waited in silence, so an operator behind a killed migrator's session saw
+// nothing for minutes. It must name the holder as the upgrade does.
+func TestMigrateDownToSaysWhoHoldsTheLock(t *testing.T) {
+	url := ledgertest.NewDatabase(t)
+	t.Setenv("TOLLGATE_DATABASE_URL", url)
+	if err := migrate(t.Context(), slog.New(slog.DiscardHandler), nil, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	ledgertest.HoldMigrationLock(t, url, "stuck-migrator")
+	defer func(d time.Duration) { migrateReportEvery = d }(migrateReportEvery)
+	migrateReportEvery = 50 * time.Millisecond
+	logs := &syncBuffer{}
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		done <- migrate(ctx, slog.New(slog.NewJSONHandler(logs, nil)), []string{"--down-to", "0"}, io.Discard)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "the migration lock is held") || !strings.Contains(logs.String(), "stuck-migrator") {
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("30 s into the rollback's wait for the migration lock, the log says nothing of its holder:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err == nil {
+		t.Fatal("migrate --down-to 0 stopped while waiting for the lock and reported success")
+	}
+}
+
 // TestMigrateDownToNotBelowRollsNothingBack: `tollgate migrate --down-to N`
 // with N not below the database's version does nothing (as goose's DownTo:
 // no error, so that an undo run twice is not a failure), and says so in a
