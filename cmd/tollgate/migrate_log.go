@@ -19,6 +19,28 @@ var migrateReportEvery = 15 * time.Second
 // another process's, or a killed migrator's session that has not ended
 // yet. A wait of up to 10 minutes was silent.
 func migrateLogged(ctx context.Context, log *slog.Logger, s *ledger.Store) (int, error) {
+	var n int
+	err := lockWaitLogged(ctx, log, s, func() (err error) {
+		n, err = s.Migrate(ctx)
+		return err
+	})
+	return n, err
+}
+
+// migrateDownLogged rolls back to version to (ledger.Store.MigrateDown),
+// logging who holds the migration lock meanwhile as migrateLogged does: a
+// rollback takes the same lock and waits as long for it.
+func migrateDownLogged(ctx context.Context, log *slog.Logger, s *ledger.Store, to int64) (from int64, n int, err error) {
+	err = lockWaitLogged(ctx, log, s, func() (err error) {
+		from, n, err = s.MigrateDown(ctx, to)
+		return err
+	})
+	return from, n, err
+}
+
+// lockWaitLogged runs migrate (which takes the migration lock), logging
+// every migrateReportEvery until it returns which session holds the lock.
+func lockWaitLogged(ctx context.Context, log *slog.Logger, s *ledger.Store, migrate func() error) error {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -40,8 +62,8 @@ func migrateLogged(ctx context.Context, log *slog.Logger, s *ledger.Store) (int,
 			}
 		}
 	})
-	n, err := s.Migrate(ctx)
+	err := migrate()
 	close(done)
 	wg.Wait()
-	return n, err
+	return err
 }

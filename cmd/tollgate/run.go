@@ -360,7 +360,7 @@ func migrate(ctx context.Context, log *slog.Logger, args []string, stdout io.Wri
 	}
 	defer s.Close()
 	if downTo >= 0 {
-		from, n, err := s.MigrateDown(ctx, downTo)
+		from, n, err := migrateDownLogged(ctx, log, s, downTo)
 		if err != nil {
 			return err
 		}
