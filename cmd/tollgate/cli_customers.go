@@ -161,11 +161,15 @@ func (c *cli) noteSameName(cu ledger.Customer) {
 	if len(others) == 0 {
 		return
 	}
+	who := "another customer is"
+	if len(others) > 1 || page.NextCursor != "" {
+		who = "other customers are"
+	}
 	if len(others) > 3 || page.NextCursor != "" {
 		others = append(others[:min(len(others), 3)], "…")
 	}
-	c.warn(fmt.Sprintf("note: a customer was already named %q (%s); this one is another (names need not be unique): "+
-		"if it was made by mistake, leave it unused, or rename it with tollgate customers update", cu.Name, strings.Join(others, ", ")))
+	c.warn(fmt.Sprintf("note: %s already named %q (%s); this one is new (names need not be unique): "+
+		"if it was made by mistake, leave it unused, or rename it with tollgate customers update", who, cu.Name, strings.Join(others, ", ")))
 }
 
 func (c *cli) warn(msg string) {
