@@ -222,8 +222,13 @@ func (c *Cache) watch(ctx context.Context) {
 }
 
 // follow watches one bucket until ctx ends, calling apply for each entry
-// and caughtUp once the initial values are in.
+// and caughtUp once the initial values are in. A watch that cannot be set
+// up (the bucket's stream gone, NATS away) is tried again every second,
+// and logged once per run of failures, at WARN, then once more when it
+// is set up again: one line a second for each bucket, for as long as the
+// stream was gone, told an operator nothing more.
 func (c *Cache) follow(ctx context.Context, kv jetstream.KeyValue, rev *atomic.Uint64, apply func(jetstream.KeyValueEntry), caughtUp func()) {
+	failures := 0 // since the watch was last set up
 	for ctx.Err() == nil {
 		// Every message of the stream, in order, rather than the last
 		// per subject: the same values in a bucket of one value per
@@ -233,12 +238,19 @@ func (c *Cache) follow(ctx context.Context, kv jetstream.KeyValue, rev *atomic.U
 		// timeout on a loaded machine, attempt after attempt.
 		w, err := kv.WatchAll(ctx, jetstream.IncludeHistory())
 		if err != nil {
-			c.log.Warn("key cache: watch", "bucket", kv.Bucket(), "err", err)
+			if failures++; failures == 1 && ctx.Err() == nil {
+				c.log.Warn("key cache: watch", "bucket", kv.Bucket(), "err", err,
+					"then", "tried again every second; the cache keeps the values it holds, and unknown keys are looked up in the ledger")
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
 			}
 			continue
+		}
+		if failures > 0 {
+			c.log.Info("key cache: watching again", "bucket", kv.Bucket(), "failed_tries", failures)
+			failures = 0
 		}
 		for e := range w.Updates() {
 			if e == nil {
