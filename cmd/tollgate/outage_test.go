@@ -100,6 +100,18 @@ func TestReadyThroughPostgresOutage(t *testing.T) {
 		t.Errorf("/metrics during the outage has no tollgate_database_up 0:\n%s", seriesLines(m, "tollgate_database_up"))
 	}
 	_, id := s.chatAs(s.secret)
+	// The meter worker, given the request's event, says why it cannot
+	// write it (an operations review: a worker whose writes failed looked
+	// healthy).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, body := get(t, s.admin+"/readyz")
+		if json.Unmarshal([]byte(body), &rd) == nil && strings.Contains(rd.Degraded["meter"], "writes to the ledger fail") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz while the meter cannot write the request's event: %s; want degraded.meter naming the failing writes", body)
+		}
+	}
 	proxy.restore()
 	if _, m := get(t, s.admin+"/metrics"); !strings.Contains(m, "\ntollgate_database_up 1\n") {
 		t.Errorf("/metrics once Postgres is back has no tollgate_database_up 1:\n%s", seriesLines(m, "tollgate_database_up"))
