@@ -33,6 +33,10 @@ type Service struct {
 	mu        sync.Mutex
 	status    ServiceStatus
 	loggedErr time.Time // when the last ERROR line about a refusal was written
+	// writeErr and writeSince are ServiceStatus' WriteErr and WriteSince:
+	// the worker's writes, apart from its set-up and its run.
+	writeErr   error
+	writeSince time.Time
 
 	startOnce, stopOnce sync.Once
 	cancel              context.CancelFunc
@@ -65,6 +69,14 @@ type ServiceStatus struct {
 	// that lost its quorum has no leader for it). Nothing is delivered
 	// until it answers, which clears Err.
 	Stalled bool
+	// WriteErr is the error of the worker's last write to the ledger, while
+	// its writes fail and are retried (Postgres out of reach, or refusing
+	// every batch as no data fault does: a table gone after a rollback),
+	// and WriteSince when they began to; nil and zero once a write
+	// succeeds. The worker runs meanwhile (Err stays nil): the events wait
+	// in JetStream.
+	WriteErr   error
+	WriteSince time.Time
 }
 
 // refusalLogEvery bounds how often a refusal lasting on is logged again.
@@ -95,7 +107,25 @@ func (s *Service) Start() {
 func (s *Service) Status() ServiceStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.status
+	st := s.status
+	st.WriteErr, st.WriteSince = s.writeErr, s.writeSince
+	return st
+}
+
+// wrote records the outcome of one of the worker's writes to the ledger
+// (Worker.write): err nil clears a failure, err keeps the time the run of
+// failures began.
+func (s *Service) wrote(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.writeErr, s.writeSince = nil, time.Time{}
+		return
+	}
+	if s.writeErr == nil {
+		s.writeSince = time.Now()
+	}
+	s.writeErr = err
 }
 
 // run sets the worker up and runs it until ctx ends, again after each
@@ -140,7 +170,7 @@ func (s *Service) attempt(ctx context.Context) (progressed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	w.onProgress, w.onStall = s.running, s.stalled
+	w.onProgress, w.onStall, w.onWrite = s.running, s.stalled, s.wrote
 	err = w.Run(ctx)
 	return w.progressed.Load(), err
 }

@@ -164,6 +164,10 @@ type Worker struct {
 	// answers. stalled says whether it does not answer now.
 	onStall func(error)
 	stalled atomic.Bool
+	// onWrite, when set (by Service), is called with the outcome of each
+	// attempt to write a part of a batch that is not refused as data: nil
+	// once written, the error while the attempts fail and are retried.
+	onWrite func(error)
 }
 
 // stallRecheck is how often a worker whose consumer does not answer (see
@@ -473,6 +477,9 @@ func (w *Worker) write(ctx context.Context, first pending) {
 				w.cfg.Logger.Info("meter: writing to the ledger again", "events", len(p.events))
 				failing = false
 			}
+			if w.onWrite != nil {
+				w.onWrite(nil)
+			}
 			w.obs.BatchWritten(len(p.events), n, time.Since(start))
 			// Acknowledged unless their stream is gone (ackGate): the
 			// commit stands either way, the events are real.
@@ -509,6 +516,9 @@ func (w *Worker) write(ctx context.Context, first pending) {
 				handBack(w.gate, p.msgs)
 			}
 			return
+		}
+		if w.onWrite != nil {
+			w.onWrite(err)
 		}
 		wait, _ := backoff.Next()
 		level := slog.LevelWarn

@@ -158,13 +158,18 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 // meterDown says why the meter worker does not run, or "" when it does
 // (or NATS is disconnected, which readiness says as such): JetStream
 // refuses the usage stream or its consumer as configured, with the
-// server's words, or the worker's set-up fails otherwise.
+// server's words, or the worker's set-up fails otherwise; or, while it
+// runs, why its writes to the ledger fail (Postgres out of reach, a table
+// gone after a rollback).
 func (a *app) meterDown() string {
 	if a.worker == nil || a.nc != nil && !a.nc.IsConnected() {
 		return ""
 	}
 	st := a.worker.Status()
 	switch since := st.Since.UTC().Format(time.RFC3339); {
+	case st.Err == nil && st.WriteErr != nil:
+		return "the meter worker's writes to the ledger fail (since " + st.WriteSince.UTC().Format(time.RFC3339) + "): " +
+			st.WriteErr.Error() + "; it retries them, and the events wait in JetStream"
 	case st.Err == nil:
 		return ""
 	case st.Stalled:
