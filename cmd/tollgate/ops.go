@@ -51,7 +51,8 @@ import (
 //     "meter" also when its worker cannot set up the usage stream or its
 //     consumer, with NATS' words (meter.replicas 3 on a NATS that is not
 //     a cluster, say), or when its consumer stops answering (a cluster
-//     that lost its quorum).
+//     that lost its quorum), or while its writes to the ledger fail
+//     (with Postgres' error and since when).
 //
 // Without the gateway, a process is ready when none of its roles is
 // degraded.
