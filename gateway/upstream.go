@@ -516,7 +516,10 @@ func transientStatus(status int) bool {
 // providers send in one piece, generated images in base64 (a 4K PNG is
 // some 20 MiB, and the Responses API's response.completed repeats every
 // image beside the usage), so that a streamed answer is no more bounded
-// than the same answer not streamed.
+// than the same answer not streamed. Not every answer: OpenAI's largest
+// embeddings request (2,048 inputs of text-embedding-3-large's 3,072
+// values) answers about 80 MiB as float text, 32 MiB as base64 (the
+// SDKs' default); docs/operations.md, "Limits", says so.
 const maxAnswer = 64 << 20
 
 // readBody reads a whole upstream body (at most maxAnswer; a longer one is
