@@ -55,7 +55,7 @@ func TestAlertRules(t *testing.T) {
 		"TollgateMeterStalled", "TollgateDeadLetters", "TollgateUnpricedEvents", "TollgateUpstreamErrors",
 		"TollgateEmbeddedNATSRestarted", "TollgateUsageStreamNotTrimmed", "TollgateJournalFailing", "TollgateUsageEventsOwed",
 		"TollgateMeterDown", "TollgateDeadLettersNotDelivered", "TollgateProviderFailing", "TollgateLateEvents",
-		"TollgateUsageEstimated", "TollgateDeploymentResting", "TollgateDatabaseDown"} {
+		"TollgateUsageEstimated", "TollgateDeploymentResting", "TollgateDatabaseDown", "TollgateDown"} {
 		if !alerts[want] {
 			t.Errorf("alerts.yml has no %s", want)
 		}
