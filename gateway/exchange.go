@@ -148,10 +148,7 @@ type exchange struct {
 	// sink and the crash journal both failing): it is held in memory
 	// alone, and a stream withholds its usage and its end (see heldBack).
 	undurable bool
-	// whole: the response is a whole answer, withheld when its event is
-	// not durable (commitAnswer).
-	whole bool
-	ck    checkpoint
+	ck        checkpoint
 
 	// Failover (see attempts.go). canRetry says another attempt may follow
 	// this one until retryUntil; retry is set when this one failed before
@@ -322,7 +319,11 @@ func (x *exchange) finish() {
 // them was metered, or when the exchange finishes. An event the sink
 // cannot take stays in the crash journal, for the next start, and is
 // offered to the sink again every second meanwhile (owed.go).
-func (x *exchange) commit() {
+func (x *exchange) commit() { x.commitEvent(false) }
+
+// commitEvent is commit; whole says the response is a whole answer, which
+// is withheld when its event is not durable (commitAnswer).
+func (x *exchange) commitEvent(whole bool) {
 	if x.committed {
 		return
 	}
@@ -338,7 +339,7 @@ func (x *exchange) commit() {
 	x.published(slow)
 	if err != nil {
 		failing := x.s.journalFailing()
-		if failing != nil && x.whole {
+		if failing != nil && whole {
 			// The answer will be withheld (withholdAnswer): the event
 			// records what the client got, in every copy kept of it.
 			e.HTTPStatus, e.NotCharged = http.StatusServiceUnavailable, true
@@ -360,8 +361,7 @@ func (x *exchange) commit() {
 // tokens stay the operator's cost, as a retried attempt's), in the crash
 // journal, the owed copy and the log line alike.
 func (x *exchange) commitAnswer() bool {
-	x.whole = true
-	x.commit()
+	x.commitEvent(true)
 	return !x.withholdAnswer()
 }
 
