@@ -23,7 +23,7 @@ func TestAppStartsAndStopsInOrder(t *testing.T) {
 	for _, st := range s.app.stops {
 		names = append(names, st.name)
 	}
-	want := []string{"data directory lock", "database", "embedded NATS", "NATS connection", "meter worker", "key sync", "key cache", "limit share", "spool",
+	want := []string{"data directory lock", "database", "database check", "embedded NATS", "NATS connection", "meter worker", "key sync", "key cache", "limit share", "spool",
 		"dead-letter spool", "spool republisher", "crash journal", "gateway", "console", "admin listener"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("started %v, want %v", names, want)

@@ -126,3 +126,35 @@ func TestDBCheckTriesTwice(t *testing.T) {
 		t.Errorf("a database that stays down: %v after %d tries; want its error after 2", err, calls.Load())
 	}
 }
+
+// TestDBCheckStopWaits: the check's goroutine is the process's to wait
+// for: stop waits for the one running, before the store it checks is
+// closed, and no check starts after it.
+func TestDBCheckStopWaits(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var ended atomic.Bool
+	c := newDBCheck(func(context.Context) error {
+		close(started)
+		<-release
+		ended.Store(true)
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = c.run(ctx) }()
+	<-started
+	cancel() // its caller left; the check runs on
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.stop(context.Background()) }()
+	select {
+	case err := <-stopped:
+		t.Fatalf("stop returned (%v) while the check ran", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-stopped; err != nil || !ended.Load() {
+		t.Fatalf("stop: %v, the check ended %t; want nil once it ended", err, ended.Load())
+	}
+	if err := c.run(context.Background()); !errors.Is(err, errDBCheckStopped) {
+		t.Errorf("a check after stop: %v; want errDBCheckStopped", err)
+	}
+}
