@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -24,7 +25,12 @@ type dbCheck struct {
 
 	mu      sync.Mutex
 	running *dbCheckRun // nil when no check runs
+	stopped bool        // no check starts after stop
+	wg      sync.WaitGroup
 }
+
+// errDBCheckStopped is run's error once the process is stopping.
+var errDBCheckStopped = errors.New("the process is stopping")
 
 // dbCheckRun is one check: done is closed once err is set.
 type dbCheckRun struct {
@@ -44,10 +50,14 @@ func (c *dbCheck) run(ctx context.Context) error {
 	c.mu.Lock()
 	r := c.running
 	if r == nil {
+		if c.stopped {
+			c.mu.Unlock()
+			return errDBCheckStopped
+		}
 		r = &dbCheckRun{done: make(chan struct{})}
 		c.running = r
+		c.wg.Go(func() { c.do(r) })
 		c.mu.Unlock()
-		go c.do(r)
 	} else {
 		c.mu.Unlock()
 	}
@@ -60,8 +70,9 @@ func (c *dbCheck) run(ctx context.Context) error {
 }
 
 // do runs the check r, twice if the first try fails, and publishes its
-// result. It runs on its own goroutine, which ends within dbCheckTimeout:
-// the pool's Ping and queries return once their context ends.
+// result. It runs on its own goroutine, which ends within dbCheckTimeout
+// (the pool's Ping and queries return once their context ends), and which
+// stop waits for.
 func (c *dbCheck) do(r *dbCheckRun) {
 	ctx, cancel := context.WithTimeout(context.Background(), dbCheckTimeout)
 	r.err = c.check(ctx)
@@ -81,3 +92,20 @@ func (c *dbCheck) do(r *dbCheckRun) {
 
 // up reports whether a check run now passes (tollgate_database_up).
 func (c *dbCheck) up() bool { return c.run(context.Background()) == nil }
+
+// stop starts no check from now on (run answers errDBCheckStopped) and
+// waits for the one running, if any, until ctx ends: before the store it
+// checks is closed.
+func (c *dbCheck) stop(ctx context.Context) error {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

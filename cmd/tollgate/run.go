@@ -238,6 +238,7 @@ func start(ctx context.Context, log *slog.Logger, e env, cfg *fileConfig, r role
 		check = a.store.CheckTables
 	}
 	a.db = newDBCheck(check)
+	a.started("database check", 2*dbCheckTimeout, a.db.stop) // stopped before the database
 	metrics.CollectDatabase(reg, a.db.up)
 	for _, p := range cfg.Prices {
 		if dbDown {
