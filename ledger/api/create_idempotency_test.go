@@ -1,0 +1,212 @@
+package api_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+)
+
+// postIdempotent POSTs body to the admin API's path with the admin token
+// and, when key is not empty, an Idempotency-Key header.
+func (s *server) postIdempotent(path, key, body string) (int, []byte) {
+	s.t.Helper()
+	req, err := http.NewRequest("POST", s.admin+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// TestCreateCustomerIsIdempotent: a customer created with an idempotency
+// key (the Idempotency-Key header or the body's idempotency_key) is made
+// once: a retry with the same request answers 201 with the first customer,
+// even after it was renamed, also when the retries race; the same key with
+// another request is 409 naming the customer; a header unlike the body's
+// key is 400. The header changed nothing: an operator's retry after a lost
+// answer made a second customer.
+func TestCreateCustomerIsIdempotent(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	const body = `{"name":"idem-acme","currency":"eur","credit_limit":"10"}`
+	var first ledger.Customer
+	status, b := s.postIdempotent("/admin/v1/customers", "cust-1", body)
+	if status != http.StatusCreated || json.Unmarshal(b, &first) != nil || first.ID == "" {
+		t.Fatalf("POST /customers with Idempotency-Key = %d %s, want 201", status, b)
+	}
+	// The same request, its key in the header, in the body or in both,
+	// and spelled differently where the API normalizes it.
+	for _, again := range []struct{ header, body string }{
+		{"cust-1", body},
+		{"", `{"name":"idem-acme","currency":"EUR","credit_limit":"10.00","idempotency_key":"cust-1"}`},
+		{"cust-1", `{"name":" idem-acme ","currency":"eur","credit_limit":"10","idempotency_key":"cust-1"}`},
+	} {
+		var c ledger.Customer
+		status, b := s.postIdempotent("/admin/v1/customers", again.header, again.body)
+		if status != http.StatusCreated || json.Unmarshal(b, &c) != nil || c.ID != first.ID {
+			t.Errorf("POST /customers %s again (header %q) = %d %s, want 201 with customer %s", again.body, again.header, status, b, first.ID)
+		}
+	}
+	s.adm("PATCH", "/admin/v1/customers/"+first.ID, `{"name":"renamed"}`, http.StatusOK, nil)
+	var c ledger.Customer
+	status, b = s.postIdempotent("/admin/v1/customers", "cust-1", body)
+	if status != http.StatusCreated || json.Unmarshal(b, &c) != nil || c.ID != first.ID || c.Name != "renamed" {
+		t.Errorf("POST /customers again after a rename = %d %s, want 201 with customer %s as it is now", status, b, first.ID)
+	}
+	var e apiError
+	status, b = s.postIdempotent("/admin/v1/customers", "cust-1", `{"name":"idem-acme","currency":"eur","credit_limit":"20"}`)
+	if status != http.StatusConflict || json.Unmarshal(b, &e) != nil || !strings.Contains(e.Error.Message, first.ID) {
+		t.Errorf("POST /customers with the same Idempotency-Key and another credit limit = %d %s, want 409 naming %s", status, b, first.ID)
+	}
+	status, b = s.postIdempotent("/admin/v1/customers", "cust-1", `{"name":"idem-acme","idempotency_key":"other"}`)
+	invalid(t, "an Idempotency-Key header unlike the body's idempotency_key", status, b, "Idempotency-Key")
+	status, b = s.postIdempotent("/admin/v1/customers", strings.Repeat("k", ledger.MaxIdempotencyKeyLen+1), body)
+	invalid(t, "an idempotency key too long", status, b, "idempotency_key")
+
+	// Racing retries make one customer.
+	const n = 20
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			status, b := s.postIdempotent("/admin/v1/customers", "cust-race", `{"name":"idem-race"}`)
+			var c ledger.Customer
+			if status != http.StatusCreated || json.Unmarshal(b, &c) != nil {
+				t.Errorf("racing POST /customers = %d %s, want 201", status, b)
+			}
+			ids[i] = c.ID
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("racing creates answered customers %v, want one", ids)
+		}
+	}
+	var page ledger.CustomerPage
+	s.adm("GET", "/admin/v1/customers?name=idem-race", "", http.StatusOK, &page)
+	if len(page.Data) != 1 {
+		t.Errorf("%d customers named idem-race after %d racing creates with one key, want 1", len(page.Data), n)
+	}
+	// Without a key, each create is a customer, as before.
+	s.adm("POST", "/admin/v1/customers", `{"name":"idem-race"}`, http.StatusCreated, nil)
+	s.adm("GET", "/admin/v1/customers?name=idem-race", "", http.StatusOK, &page)
+	if len(page.Data) != 2 {
+		t.Errorf("%d customers named idem-race after a create without a key, want 2", len(page.Data))
+	}
+}
+
+// TestCreateKeyIsIdempotent: a key created with an idempotency key is
+// made once. Its secret is shown only in the first answer (the ledger
+// keeps its hash), so a retry answers 409 naming the key made, and saying
+// to revoke it if the secret was not received, also when the retries race,
+// after the key was revoked, and after its expires_at has passed; the same
+// idempotency key with another request, or for another customer, is 409
+// too. The header changed nothing: a retry after a lost answer made a
+// second live key.
+func TestCreateKeyIsIdempotent(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	var cust, other ledger.Customer
+	s.adm("POST", "/admin/v1/customers", `{"name":"idem-keys"}`, http.StatusCreated, &cust)
+	s.adm("POST", "/admin/v1/customers", `{"name":"idem-keys-other"}`, http.StatusCreated, &other)
+	path := "/admin/v1/customers/" + cust.ID + "/keys"
+	expiry := time.Now().Add(2 * time.Second)
+	expires := expiry.UTC().Format(time.RFC3339Nano)
+	body := `{"name":"ci","rpm_limit":60,"expires_at":"` + expires + `"}`
+	var first struct {
+		ID     string `json:"id"`
+		Secret string `json:"key"`
+	}
+	status, b := s.postIdempotent(path, "key-1", body)
+	if status != http.StatusCreated || json.Unmarshal(b, &first) != nil || first.Secret == "" {
+		t.Fatalf("POST %s with Idempotency-Key = %d %s, want 201 with the secret", path, status, b)
+	}
+	replayed := func(what string, status int, b []byte) {
+		t.Helper()
+		var e apiError
+		if status != http.StatusConflict || json.Unmarshal(b, &e) != nil || !strings.Contains(e.Error.Message, first.ID) ||
+			!strings.Contains(e.Error.Message, "revoke") || strings.Contains(string(b), first.Secret) {
+			t.Errorf("%s = %d %s, want 409 naming key %s and saying to revoke it, without its secret", what, status, b, first.ID)
+		}
+	}
+	status, b = s.postIdempotent(path, "key-1", body)
+	replayed("POST the same key again", status, b)
+	status, b = s.postIdempotent(path, "", `{"name":"ci","rpm_limit":60,"expires_at":"`+expires+`","idempotency_key":"key-1"}`)
+	replayed("POST the same key again, the idempotency key in the body", status, b)
+	var e apiError
+	status, b = s.postIdempotent(path, "key-1", `{"name":"ci","rpm_limit":61,"expires_at":"`+expires+`"}`)
+	if status != http.StatusConflict || json.Unmarshal(b, &e) != nil || !strings.Contains(e.Error.Message, "different") {
+		t.Errorf("POST a key with the same Idempotency-Key and another rpm_limit = %d %s, want 409 saying the request differs", status, b)
+	}
+	status, b = s.postIdempotent("/admin/v1/customers/"+other.ID+"/keys", "key-1", body)
+	if status != http.StatusConflict {
+		t.Errorf("POST another customer's key with the same Idempotency-Key = %d %s, want 409", status, b)
+	}
+
+	// Racing retries make one key; each of the others is told its id.
+	const n = 20
+	var created sync.Map
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			status, b := s.postIdempotent(path, "key-race", `{"name":"race"}`)
+			switch status {
+			case http.StatusCreated:
+				var k struct {
+					ID string `json:"id"`
+				}
+				if json.Unmarshal(b, &k) == nil {
+					created.Store(k.ID, true)
+				}
+			case http.StatusConflict:
+			default:
+				t.Errorf("racing POST %s = %d %s, want 201 or 409", path, status, b)
+			}
+		})
+	}
+	wg.Wait()
+	var keys ledger.KeyPage
+	s.adm("GET", path, "", http.StatusOK, &keys)
+	race := 0
+	for _, k := range keys.Data {
+		if k.Name == "race" {
+			race++
+		}
+	}
+	made := 0
+	created.Range(func(any, any) bool { made++; return true })
+	if race != 1 || made != 1 {
+		t.Errorf("%d racing creates with one Idempotency-Key made %d keys, %d answered 201; want 1 and 1", n, race, made)
+	}
+
+	// A revoked key, or one whose expires_at has passed, is still the one
+	// the idempotency key made.
+	s.adm("POST", "/admin/v1/keys/"+first.ID+"/revoke", "", http.StatusOK, nil)
+	time.Sleep(time.Until(expiry) + 100*time.Millisecond)
+	status, b = s.postIdempotent(path, "key-1", body)
+	replayed("POST the same key again after it was revoked and expired", status, b)
+	s.adm("GET", path, "", http.StatusOK, &keys)
+	if len(keys.Data) != 2 {
+		t.Errorf("%d keys after the retries, want 2 (ci and race)", len(keys.Data))
+	}
+}
