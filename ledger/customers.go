@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"time"
 
@@ -25,11 +26,15 @@ type Customer struct {
 }
 
 // CustomerInput is a new customer: Currency defaults to USD; CreditLimit
-// (a decimal string) to none.
+// (a decimal string) to none. IdempotencyKey, when set (at most
+// MaxIdempotencyKeyLen bytes), makes the create safe to retry: a request
+// repeating it gets the customer it made, as it is now; one that differs
+// otherwise (name, currency, credit limit, as normalized) is EConflict.
 type CustomerInput struct {
-	Name        string  `json:"name"`
-	Currency    string  `json:"currency,omitempty"`
-	CreditLimit *string `json:"credit_limit,omitempty"`
+	Name           string  `json:"name"`
+	Currency       string  `json:"currency,omitempty"`
+	CreditLimit    *string `json:"credit_limit,omitempty"`
+	IdempotencyKey string  `json:"idempotency_key,omitempty"`
 }
 
 // KeyPrefix starts every API key secret, so that leaked keys are easy to
@@ -44,10 +49,11 @@ func HashKey(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
 
 const customerColumns = `id, name, currency, credit_limit_micros, created_at, updated_at`
 
-func scanCustomer(row pgx.Row) (Customer, error) {
+// scanCustomer scans customerColumns, then extra.
+func scanCustomer(row pgx.Row, extra ...any) (Customer, error) {
 	var c Customer
 	var limit *int64
-	err := row.Scan(&c.ID, &c.Name, &c.Currency, &limit, &c.CreatedAt, &c.UpdatedAt)
+	err := row.Scan(append([]any{&c.ID, &c.Name, &c.Currency, &limit, &c.CreatedAt, &c.UpdatedAt}, extra...)...)
 	c.CreditLimit = microsString(limit)
 	return c, err
 }
@@ -69,8 +75,11 @@ func optionalMicros(field string, s *string) (*int64, error) {
 	return &m, err
 }
 
-// CreateCustomer creates a customer. It returns EInvalid for an empty name,
-// a bad currency or a bad credit limit.
+// CreateCustomer creates a customer, or returns the one in.IdempotencyKey
+// made (also when the two race). It returns EInvalid for an empty name, a
+// bad currency, a bad credit limit or an idempotency key too long, and
+// EConflict for an idempotency key that made a customer with another
+// request.
 func (s *Store) CreateCustomer(ctx context.Context, in CustomerInput) (Customer, error) {
 	name := strings.TrimSpace(in.Name)
 	currency := strings.ToUpper(strings.TrimSpace(in.Currency))
@@ -90,18 +99,34 @@ func (s *Store) CreateCustomer(ctx context.Context, in CustomerInput) (Customer,
 	if err != nil {
 		return Customer{}, err
 	}
+	if err := checkText("idempotency_key", in.IdempotencyKey, MaxIdempotencyKeyLen); err != nil {
+		return Customer{}, err
+	}
+	digest, err := requestDigest(in.IdempotencyKey, customerRequest{name, currency, limit})
+	if err != nil {
+		return Customer{}, err
+	}
 	var c Customer
+	made := false // by an earlier request with this idempotency key
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		c, err = scanCustomer(tx.QueryRow(ctx,
-			`INSERT INTO customers (name, currency, credit_limit_micros) VALUES ($1, $2, $3) RETURNING `+customerColumns,
-			name, currency, limit))
+			`INSERT INTO customers (name, currency, credit_limit_micros, idempotency_key, request_digest)
+			 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (idempotency_key) DO NOTHING RETURNING `+customerColumns,
+			name, currency, limit, nullable(in.IdempotencyKey), digest))
+		if errors.Is(err, pgx.ErrNoRows) { // only an idempotency key conflicts
+			made = true
+			return nil
+		}
 		if err != nil || limit == nil {
 			return err
 		}
 		_, err = outbox(ctx, tx, "customer", c.ID) // a budget from the start: the gateways hold its state
 		return err
 	})
+	if made {
+		return s.customerMadeWith(ctx, in.IdempotencyKey, digest)
+	}
 	return c, dbError(err, "customer")
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -63,6 +64,10 @@ type KeyInput struct {
 	MaxConcurrent *int64     `json:"max_concurrent,omitempty"`
 	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
 	AllowedModels []string   `json:"allowed_models,omitempty"`
+	// IdempotencyKey, when set (at most MaxIdempotencyKeyLen bytes), makes
+	// a key at most once: a create repeating it is EConflict naming the
+	// key it made (whose secret was shown only then).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // Optional is a field of a patch: left as it is when absent (Set false),
@@ -186,11 +191,6 @@ func newLimits(in KeyInput) (limits, error) {
 	if err := checkTime("expires_at", in.ExpiresAt); err != nil {
 		return l, err
 	}
-	if in.ExpiresAt != nil && !in.ExpiresAt.After(time.Now()) {
-		// A new key that has expired could never be used: a mistyped year, say.
-		return l, errorf(EInvalid, "expires_at: %s is not in the future; a new key must be usable",
-			in.ExpiresAt.UTC().Format(time.RFC3339))
-	}
 	l.rpm, l.tpm, l.conc, l.expires = in.RPMLimit, in.TPMLimit, in.MaxConcurrent, in.ExpiresAt
 	l.models, err = checkModels(in.AllowedModels)
 	return l, err
@@ -201,17 +201,38 @@ func newLimits(in KeyInput) (limits, error) {
 // is returned only here; the ledger keeps its SHA-256 hash. The change goes
 // to the key outbox in the same transaction (Key.Change). It returns
 // ENotFound when the customer does not exist, EInvalid for an empty name
-// (as UpdateKey does), a bad limit or an expires_at not in the future.
+// (as UpdateKey does), a bad limit, an expires_at not in the future or an
+// idempotency key too long, and EConflict when in.IdempotencyKey already
+// made a key (keyMadeWith: also a retry of the same request, which cannot
+// be given the secret again, and when the two race).
 func (s *Store) CreateKey(ctx context.Context, customerID string, in KeyInput) (Key, string, error) {
-	if strings.TrimSpace(in.Name) == "" {
+	name := strings.TrimSpace(in.Name)
+	if name == "" {
 		return Key{}, "", errorf(EInvalid, "name must not be empty")
 	}
-	if err := checkText("name", strings.TrimSpace(in.Name), MaxNameLen); err != nil {
+	if err := checkText("name", name, MaxNameLen); err != nil {
 		return Key{}, "", err
 	}
 	l, err := newLimits(in)
 	if err != nil {
 		return Key{}, "", err
+	}
+	if err := checkText("idempotency_key", in.IdempotencyKey, MaxIdempotencyKeyLen); err != nil {
+		return Key{}, "", err
+	}
+	digest, err := requestDigest(in.IdempotencyKey, newKeyRequest(name, l))
+	if err != nil {
+		return Key{}, "", err
+	}
+	if digest != nil { // a retry is told so even once its expires_at has passed
+		if err := s.keyMadeWith(ctx, in.IdempotencyKey, customerID, digest); !errors.Is(err, errNotMade) {
+			return Key{}, "", err
+		}
+	}
+	if l.expires != nil && !l.expires.After(time.Now()) {
+		// A new key that has expired could never be used: a mistyped year, say.
+		return Key{}, "", errorf(EInvalid, "expires_at: %s is not in the future; a new key must be usable",
+			l.expires.UTC().Format(time.RFC3339))
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -220,21 +241,33 @@ func (s *Store) CreateKey(ctx context.Context, customerID string, in KeyInput) (
 	secret := KeyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	hash := HashKey(secret)
 	var k Key
+	made := false // by a request with this idempotency key that raced this one
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		k, err = scanKey(tx.QueryRow(ctx,
 			`INSERT INTO api_keys (customer_id, name, prefix, secret_hash, daily_limit_micros, monthly_limit_micros,
-			   rpm_limit, tpm_limit, max_concurrent, expires_at, allowed_models)
-			 SELECT id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM customers WHERE id = $1
+			   rpm_limit, tpm_limit, max_concurrent, expires_at, allowed_models, idempotency_key, request_digest)
+			 SELECT id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM customers WHERE id = $1
+			 ON CONFLICT (idempotency_key) DO NOTHING
 			 RETURNING `+keyColumns,
-			customerID, strings.TrimSpace(in.Name), secret[:keyPrefixLen], hash[:], l.daily, l.monthly,
-			l.rpm, l.tpm, l.conc, l.expires, l.models))
+			customerID, name, secret[:keyPrefixLen], hash[:], l.daily, l.monthly,
+			l.rpm, l.tpm, l.conc, l.expires, l.models, nullable(in.IdempotencyKey), digest))
+		if errors.Is(err, pgx.ErrNoRows) && digest != nil { // no customer, or the idempotency key conflicts
+			made = true
+			return nil
+		}
 		if err != nil {
 			return err
 		}
 		k.Change, err = outbox(ctx, tx, "key", k.ID)
 		return err
 	})
+	if made {
+		if err := s.keyMadeWith(ctx, in.IdempotencyKey, customerID, digest); !errors.Is(err, errNotMade) {
+			return Key{}, "", err
+		}
+		err = pgx.ErrNoRows // the customer does not exist
+	}
 	if err != nil {
 		return Key{}, "", dbError(err, "customer "+customerID)
 	}

@@ -12,18 +12,19 @@ import (
 // /admin/v1/customers[/{id}], and the balance.
 func customerCommands() []*command {
 	return []*command{{
-		name: "customers create", args: "--name NAME [--currency USD] [--credit-limit AMOUNT]",
+		name: "customers create", args: "--name NAME [--currency USD] [--credit-limit AMOUNT] [--idempotency-key KEY]",
 		summary: "create a customer (POST /admin/v1/customers)",
-		example: "tollgate customers create --name acme --currency USD --credit-limit 10.00",
+		example: "tollgate customers create --name acme --currency USD --credit-limit 10.00 --idempotency-key onboard-acme",
 		flags: func(fs *flag.FlagSet) func(*cli, []string) error {
 			name := fs.String("name", "", "customer name (required)")
 			currency := fs.String("currency", "", "ISO 4217 currency of its prices and balance (default USD)")
 			limit := amountFlag(fs, "credit-limit", "how far below zero its balance may go, as a decimal (default: no limit)", false)
+			key := fs.String("idempotency-key", "", "a retry with the same key shows the customer it made instead of making another")
 			return func(c *cli, _ []string) error {
 				if err := requireFlags("name", *name); err != nil {
 					return err
 				}
-				in := ledger.CustomerInput{Name: *name, Currency: *currency, CreditLimit: optional(*limit)}
+				in := ledger.CustomerInput{Name: *name, Currency: *currency, CreditLimit: optional(*limit), IdempotencyKey: *key}
 				cu, err := c.api.CreateCustomer(c.ctx, in)
 				if err == nil {
 					c.noteSameName(cu)

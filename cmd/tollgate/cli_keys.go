@@ -73,7 +73,7 @@ func keyCommands() []*command {
 	limitArgs := "[--daily-limit AMOUNT] [--monthly-limit AMOUNT] [--rpm-limit N] [--tpm-limit N] [--max-concurrent N] " +
 		"[--expires-at TIME] [--allowed-models LIST]"
 	return []*command{{
-		name: "keys create", args: "--customer CUSTOMER_ID --name NAME " + limitArgs,
+		name: "keys create", args: "--customer CUSTOMER_ID --name NAME " + limitArgs + " [--idempotency-key KEY]",
 		summary: "create an API key, working on every gateway when this returns; its secret is shown this once (POST /admin/v1/customers/{id}/keys)",
 		example: "tollgate keys create --customer 0197a3c2-… --name production --daily-limit 5 --rpm-limit 600 " +
 			"--allowed-models 'gpt-4o-mini,anthropic/*'",
@@ -81,6 +81,8 @@ func keyCommands() []*command {
 			customer := idFlag(fs, "customer", "customer id (required)")
 			name := fs.String("name", "", "key name, for people (required)")
 			lf := newKeyLimitFlags(fs)
+			key := fs.String("idempotency-key", "", "makes at most one key: a retry with the same key exits 4 naming the key it made "+
+				"(its secret is not shown again: revoke it if it was lost)")
 			return func(c *cli, _ []string) error {
 				if err := requireFlags("customer", *customer, "name", *name); err != nil {
 					return err
@@ -89,6 +91,7 @@ func keyCommands() []*command {
 				if err != nil {
 					return err
 				}
+				in.IdempotencyKey = *key
 				out, err := c.api.CreateKey(c.ctx, *customer, in)
 				err = c.show(out, err, func() {
 					c.showKey(out.Key)

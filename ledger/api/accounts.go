@@ -70,11 +70,28 @@ func (a *Admin) listOverrides(w http.ResponseWriter, r *http.Request) {
 	a.respond(w, r, http.StatusOK, map[string]any{"data": out}, err)
 }
 
-// idempotencyKeyHeader is the request header that may carry a credit's or
-// an adjustment's idempotency key instead of the body's idempotency_key:
-// the IETF httpapi draft's name, which Stripe and most payment APIs use.
-// Given with the body's key, the two must be equal.
+// idempotencyKeyHeader is the request header that may carry the
+// idempotency key of a create (a credit, an adjustment, a customer, a
+// key) instead of the body's idempotency_key: the IETF httpapi draft's
+// name, which Stripe and most payment APIs use. Given with the body's
+// key, the two must be equal.
 const idempotencyKeyHeader = "Idempotency-Key"
+
+// idempotencyKey sets *body, the decoded body's idempotency_key, to r's
+// Idempotency-Key header when it has one, and returns EInvalid when both
+// are given and differ.
+func idempotencyKey(r *http.Request, body *string) error {
+	h := r.Header.Get(idempotencyKeyHeader)
+	if h == "" {
+		return nil
+	}
+	if *body != "" && *body != h {
+		return &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf(
+			"%s: header %q and body idempotency_key %q differ; give one key", idempotencyKeyHeader, h, *body)}
+	}
+	*body = h
+	return nil
+}
 
 // addEntry serves POST /customers/{id}/credits and /adjustments.
 func (a *Admin) addEntry(kind string) http.HandlerFunc {
@@ -86,13 +103,9 @@ func (a *Admin) addEntry(kind string) http.HandlerFunc {
 		}
 		// Ignored, the header let a client that retried a top-up with it
 		// be credited twice.
-		if h := r.Header.Get(idempotencyKeyHeader); h != "" {
-			if in.IdempotencyKey != "" && in.IdempotencyKey != h {
-				a.fail(w, r, &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf(
-					"%s: header %q and body idempotency_key %q differ; give one key", idempotencyKeyHeader, h, in.IdempotencyKey)})
-				return
-			}
-			in.IdempotencyKey = h
+		if err := idempotencyKey(r, &in.IdempotencyKey); err != nil {
+			a.fail(w, r, err)
+			return
 		}
 		e, err := a.store.AddEntry(r.Context(), chi.URLParam(r, "id"), kind, in)
 		a.respond(w, r, http.StatusCreated, e, err)

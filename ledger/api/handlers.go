@@ -14,6 +14,10 @@ func (a *Admin) createCustomer(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	if err := idempotencyKey(r, &in.IdempotencyKey); err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	c, err := a.store.CreateCustomer(r.Context(), in)
 	if err != nil {
 		a.fail(w, r, err)
@@ -74,6 +78,10 @@ func (a *Admin) patchCustomer(w http.ResponseWriter, r *http.Request) {
 func (a *Admin) createKey(w http.ResponseWriter, r *http.Request) {
 	var in ledger.KeyInput
 	if err := decode(r, &in); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if err := idempotencyKey(r, &in.IdempotencyKey); err != nil {
 		a.fail(w, r, err)
 		return
 	}
