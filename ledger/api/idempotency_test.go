@@ -3,7 +3,6 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -185,26 +184,7 @@ func TestRefundAndReversalAreIdempotentByTheirTarget(t *testing.T) {
 func TestIdempotencyKeyHeader(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	post := func(path, key, body string) (int, []byte) {
-		t.Helper()
-		req, err := http.NewRequest("POST", s.admin+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+adminToken)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, b
-	}
+	post := s.postIdempotent
 	for _, kind := range []string{"credits", "adjustments"} {
 		cust, _, _ := s.customer(`{"name":"header-` + kind + `"}`)
 		path := "/admin/v1/customers/" + cust + "/" + kind
