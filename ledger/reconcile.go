@@ -50,8 +50,13 @@ type Reconciliation struct {
 	// entries and events, over all time (balances are running totals).
 	BalanceMismatches []BalanceMismatch `json:"balance_mismatches"`
 	// Unpriced counts the events in range still without a price (not
-	// priced since by a rerate entry), by model; UnpricedEvents sums them.
+	// priced since by a rerate entry), by model: at most MaxListed models,
+	// those of the most events first (then by name). UnpricedModels
+	// counts every such model, UnpricedEvents sums the events of them all.
+	// (A client chooses model names, under a prefix route: the list was
+	// as long as it made it.)
 	Unpriced       []UnpricedModel `json:"unpriced"`
+	UnpricedModels int64           `json:"unpriced_models"`
 	UnpricedEvents int64           `json:"unpriced_events"`
 	// DuplicatesRejected is how many deliveries the ledger has refused as
 	// duplicates, over all time (ingest_counters).
@@ -79,7 +84,8 @@ type Reconciliation struct {
 	LastRecordedAt *time.Time `json:"last_recorded_at"`
 }
 
-// MaxListed caps the rollup mismatches a Reconciliation lists.
+// MaxListed caps the rollup mismatches, and the unpriced models, a
+// Reconciliation lists.
 const MaxListed = 1000
 
 // RollupMismatch is one usage_hourly row (customer, hour, key, model,
@@ -408,17 +414,18 @@ func (rec *Reconciliation) checkBalances(ctx context.Context, tx pgx.Tx) error {
 
 func (rec *Reconciliation) countUnpriced(ctx context.Context, tx pgx.Tx) error {
 	rows, err := tx.Query(ctx, `
-		SELECT e.model, count(*) FROM usage_events e
-		WHERE e.occurred_at >= $1 AND e.occurred_at < $2 AND e.unpriced
-		  AND NOT EXISTS (SELECT 1 FROM ledger_entries r WHERE r.event_id = e.id AND r.kind = 'rerate')
-		GROUP BY e.model ORDER BY e.model`, rec.From, rec.To)
+		SELECT model, events, count(*) OVER (), sum(events) OVER ()::bigint FROM (
+		  SELECT e.model, count(*) AS events FROM usage_events e
+		  WHERE e.occurred_at >= $1 AND e.occurred_at < $2 AND e.unpriced
+		    AND NOT EXISTS (SELECT 1 FROM ledger_entries r WHERE r.event_id = e.id AND r.kind = 'rerate')
+		  GROUP BY e.model) m
+		ORDER BY events DESC, model LIMIT $3`, rec.From, rec.To, MaxListed)
 	if err != nil {
 		return err
 	}
 	var u UnpricedModel
-	_, err = pgx.ForEachRow(rows, []any{&u.Model, &u.Events}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&u.Model, &u.Events, &rec.UnpricedModels, &rec.UnpricedEvents}, func() error {
 		rec.Unpriced = append(rec.Unpriced, u)
-		rec.UnpricedEvents += u.Events
 		return nil
 	})
 	return err

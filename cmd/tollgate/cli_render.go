@@ -120,6 +120,10 @@ func (c *cli) showReconciliation(r ledger.Reconciliation) {
 	}
 	if len(r.Unpriced) > 0 {
 		fmt.Fprintln(c.stdout, "\nUnpriced events by model (add a price, then tollgate rerate):")
+		if r.UnpricedModels > int64(len(r.Unpriced)) {
+			fmt.Fprintf(c.stdout, "(the %d models of the most events, of %d models; %d events in all)\n",
+				len(r.Unpriced), r.UnpricedModels, r.UnpricedEvents)
+		}
 		rows := make([][]string, len(r.Unpriced))
 		for i, u := range r.Unpriced {
 			rows[i] = []string{u.Model, n(u.Events)}

@@ -144,13 +144,22 @@ type reconciliationData struct {
 	Computing bool // the last day's check is running
 }
 
+// APIListed is how many unpriced models the admin API's reconciliation
+// lists (ledger.MaxListed), for the page to say.
+func (reconciliationData) APIListed() int64 { return ledger.MaxListed }
+
 // UnpricedShown is what the page lists of the unpriced models of the
-// range checked (mostFirst: those of the most events).
+// range checked (mostFirst: those of the most events), counting every
+// model the reconciliation counted (it lists at most ledger.MaxListed).
 func (d reconciliationData) UnpricedShown() listed[ledger.UnpricedModel] {
 	if d.Result == nil {
 		return listed[ledger.UnpricedModel]{}
 	}
-	return mostFirst(d.Result.Unpriced, func(u ledger.UnpricedModel) int64 { return u.Events })
+	l := mostFirst(d.Result.Unpriced, func(u ledger.UnpricedModel) int64 { return u.Events })
+	if d.Result.UnpricedModels > int64(len(l.Rows)) {
+		l.Of = d.Result.UnpricedModels
+	}
+	return l
 }
 
 // reconciliationPage shows the reconciliation of the last 24 hours
