@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/ledger"
 )
 
 // TestCLITableAlignsWideText: a table's columns line up on a terminal
@@ -23,5 +26,25 @@ func TestCLITableAlignsWideText(t *testing.T) {
 		"3   cafe\u0301      EUR\n"
 	if out.String() != want {
 		t.Fatalf("table:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// TestCLIReconcileSaysWhenUnpricedModelsAreLeftOut: `tollgate reconcile`
+// says that its unpriced-model table is the models of the most events and
+// how many there are, when the reconciliation listed only some of them
+// (ledger.MaxListed), and says nothing of the kind when it listed all.
+func TestCLIReconcileSaysWhenUnpricedModelsAreLeftOut(t *testing.T) {
+	for _, tc := range []struct {
+		models int64
+		want   bool
+	}{{2, false}, {1500, true}} {
+		var out, errOut bytes.Buffer
+		c := &cli{stdout: &out, stderr: &errOut}
+		c.showReconciliation(ledger.Reconciliation{Clean: true, UnpricedModels: tc.models, UnpricedEvents: 3000,
+			Unpriced: []ledger.UnpricedModel{{Model: "a", Events: 1000}, {Model: "b", Events: 2}}})
+		said := strings.Contains(out.String(), "the 2 models of the most events, of 1500 models; 3000 events in all")
+		if said != tc.want || !strings.Contains(out.String(), "Unpriced events by model") {
+			t.Errorf("%d unpriced models, 2 listed: said they were left out %v, want %v:\n%s", tc.models, said, tc.want, out.String())
+		}
 	}
 }
