@@ -31,3 +31,25 @@ func TestCLICreatesOnceWithAnIdempotencyKey(t *testing.T) {
 		t.Fatalf("%d keys after a retried create, want 1", len(rows))
 	}
 }
+
+// TestCLIRetriedCreateIsNotCalledNew: `customers create` notes another
+// customer of the same name saying "this one is new ... if it was made by
+// mistake, leave it unused". A retry with the idempotency key answers the
+// customer the first run made, which is neither new nor a mistake: told
+// so, an operator would leave the very customer the script onboarded
+// unused (the README's block run again, after an older customer of the
+// name).
+func TestCLIRetriedCreateIsNotCalledNew(t *testing.T) {
+	s := newStack(t, nil)
+	older := field(t, s.tgOK("customers", "create", "--name", "initech"), "ID") // made without a key, before
+	create := []string{"customers", "create", "--name", "initech", "--idempotency-key", "onboard-initech"}
+	id := field(t, s.tgOK(create...), "ID")
+	r := s.tg(create...)
+	if r.code != exitOK || field(t, r.out, "ID") != id {
+		t.Fatalf("customers create retried with its idempotency key: exit %d, stdout %q; want customer %s again", r.code, r.out, id)
+	}
+	if strings.Contains(r.errOut, "new") || strings.Contains(r.errOut, "mistake") || !strings.Contains(r.errOut, older) {
+		t.Fatalf("customers create retried with its idempotency key: stderr %q; want a note naming %s, "+
+			"not calling the customer the first run made new or a mistake", r.errOut, older)
+	}
+}
