@@ -27,7 +27,7 @@ func customerCommands() []*command {
 				in := ledger.CustomerInput{Name: *name, Currency: *currency, CreditLimit: optional(*limit), IdempotencyKey: *key}
 				cu, err := c.api.CreateCustomer(c.ctx, in)
 				if err == nil {
-					c.noteSameName(cu)
+					c.noteSameName(cu, *key)
 				}
 				return c.show(cu, err, func() { c.showCustomer(cu) })
 			}
@@ -144,11 +144,12 @@ func (c *cli) balance(customerID string) error {
 
 // warn prints a notice for people on stderr, so stdout stays the answer.
 // noteSameName warns, on stderr, when customers other than cu already
-// bear its name: names need not be unique, and creating a customer is not
-// idempotent, so a create run twice (a script's retry, the README's block
-// run again) makes a second customer. It names the oldest few; a failed
-// look-up says nothing.
-func (c *cli) noteSameName(cu ledger.Customer) {
+// bear its name: names need not be unique, and a create without an
+// idempotency key run twice (a script's retry, the README's block run
+// again) makes a second customer. With one (key), cu may be what an
+// earlier run made, and the note says only that others share the name.
+// It names the oldest few; a failed look-up says nothing.
+func (c *cli) noteSameName(cu ledger.Customer, key string) {
 	page, err := c.api.CustomersPage(c.ctx, ledger.CustomerQuery{Name: cu.Name, Limit: 4})
 	if err != nil {
 		return
@@ -168,6 +169,13 @@ func (c *cli) noteSameName(cu ledger.Customer) {
 	}
 	if len(others) > 3 || page.NextCursor != "" {
 		others = append(others[:min(len(others), 3)], "…")
+	}
+	if key != "" {
+		// The answer may be a retry's: the customer an earlier run made
+		// with this key, which it must not call new, or a mistake.
+		c.warn(fmt.Sprintf("note: %s also named %q (%s); names need not be unique: this one is idempotency key %q's, "+
+			"the same customer on every run with it", who, cu.Name, strings.Join(others, ", "), key))
+		return
 	}
 	c.warn(fmt.Sprintf("note: %s already named %q (%s); this one is new (names need not be unique): "+
 		"if it was made by mistake, leave it unused, or rename it with tollgate customers update", who, cu.Name, strings.Join(others, ", ")))
