@@ -78,3 +78,17 @@ func TestClientNoAnswerAfterTheRequest(t *testing.T) {
 		t.Fatalf("a credit to a closed port: %v (%T); want an *api.UnreachableError", err, err)
 	}
 }
+
+// TestNoAnswerNamesTheCreatesSafeToRetry: a customer's or a key's create
+// that got no answer is the case their idempotency key is for (migration
+// 15), but the error listed only credits and adjustments as safe to send
+// again with one, and told the operator to look first.
+func TestNoAnswerNamesTheCreatesSafeToRetry(t *testing.T) {
+	t.Parallel()
+	msg := (&api.NoAnswerError{URL: "http://127.0.0.1:8081", Method: "POST", Path: "/admin/v1/customers", Err: errors.New("EOF")}).Error()
+	for _, want := range []string{"a customer", "a key", "same idempotency key"} {
+		if !strings.Contains(strings.TrimPrefix(msg, "POST /admin/v1/customers"), want) {
+			t.Errorf("error %q does not name %q among the requests safe to send again", msg, want)
+		}
+	}
+}
