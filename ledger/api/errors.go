@@ -131,8 +131,9 @@ type NoAnswerError struct {
 // requests are safe to send again.
 func (e *NoAnswerError) Error() string {
 	return fmt.Sprintf("%s %s: sent to the admin API at %s, which closed the connection with no answer (%v): "+
-		"it may have been done; look before sending it again (a credit or adjustment with the same idempotency key, "+
-		"a refund, a reversal, a re-rating or a dead-letter replay is safe to send again)",
+		"it may have been done; look before sending it again (a credit, an adjustment, a customer or a key with the same "+
+		"idempotency key (a key's answers 409 naming the key made), a refund, a reversal, a re-rating or a dead-letter replay "+
+		"is safe to send again)",
 		e.Method, e.Path, e.URL, rootCause(e.Err))
 }
 
