@@ -210,3 +210,27 @@ func TestCreateKeyIsIdempotent(t *testing.T) {
 		t.Errorf("%d keys after the retries, want 2 (ci and race)", len(keys.Data))
 	}
 }
+
+// TestRetriedKeyCreateOfARevokedKey: a key's create retried with its
+// idempotency key after that key was revoked still answers 409 naming
+// it, but said "if it was not received, revoke that key": it is revoked
+// already, and the answer must say so rather than send the operator to
+// revoke it.
+func TestRetriedKeyCreateOfARevokedKey(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	cust, _, _ := s.customer(`{"name":"idem-revoked"}`)
+	path, body := "/admin/v1/customers/"+cust+"/keys", `{"name":"ci"}`
+	var k ledger.Key
+	status, b := s.postIdempotent(path, "revoked-1", body)
+	if status != http.StatusCreated || json.Unmarshal(b, &k) != nil || k.ID == "" {
+		t.Fatalf("POST %s = %d %s, want 201", path, status, b)
+	}
+	s.adm("POST", "/admin/v1/keys/"+k.ID+"/revoke", "", http.StatusOK, nil)
+	status, b = s.postIdempotent(path, "revoked-1", body)
+	if status != http.StatusConflict || !strings.Contains(string(b), k.ID) || !strings.Contains(string(b), "was revoked") ||
+		strings.Contains(string(b), "revoke that key") {
+		t.Fatalf("POST %s retried after key %s was revoked = %d %s; want 409 naming it and saying it was revoked, "+
+			"not to revoke it", path, k.ID, status, b)
+	}
+}
