@@ -108,6 +108,11 @@ func (s *Store) keyMadeWith(ctx context.Context, key, customerID string, digest 
 		return errorf(EConflict, "idempotency_key %q was used to create key %s (%q) of customer %s with a different request; "+
 			"give another key another idempotency key", key, k.ID, k.Name, k.CustomerID)
 	}
+	if k.RevokedAt != nil { // nothing left to revoke
+		return errorf(EConflict, "idempotency_key %q already created key %s (%q, %s…) at %s, which was revoked at %s; "+
+			"its secret was shown only in that answer: to issue a key, create another with a new idempotency key",
+			key, k.ID, k.Name, k.Prefix, k.CreatedAt.UTC().Format(time.RFC3339), k.RevokedAt.UTC().Format(time.RFC3339))
+	}
 	return errorf(EConflict, "idempotency_key %q already created key %s (%q, %s…) at %s; its secret was shown only in that "+
 		"answer and is not kept: if it was not received, revoke that key and create another with a new idempotency key",
 		key, k.ID, k.Name, k.Prefix, k.CreatedAt.UTC().Format(time.RFC3339))
