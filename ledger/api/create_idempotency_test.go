@@ -234,3 +234,18 @@ func TestRetriedKeyCreateOfARevokedKey(t *testing.T) {
 			"not to revoke it", path, k.ID, status, b)
 	}
 }
+
+// TestIdempotencyKeyNotUTF8InTheBody: a body's idempotency_key that is
+// not UTF-8 was read with each bad byte as U+FFFD (encoding/json's way),
+// so that two different keys, "x\xfey" and "x\xffy", were one: the
+// second create answered the first one's customer. The header's key is
+// refused (400) for the same bytes; so must the body be.
+func TestIdempotencyKeyNotUTF8InTheBody(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	for _, body := range []string{"{\"name\":\"bytes\",\"idempotency_key\":\"x\xfey\"}", "{\"name\":\"bytes\",\"idempotency_key\":\"x\xffy\"}"} {
+		if status, b := s.postIdempotent("/admin/v1/customers", "", body); status != http.StatusBadRequest || !strings.Contains(string(b), "UTF-8") {
+			t.Errorf("POST /customers %q = %d %s; want 400 saying the body is not UTF-8", body, status, b)
+		}
+	}
+}
