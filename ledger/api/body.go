@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tollgate-dev/tollgate/ledger"
 )
@@ -49,6 +50,12 @@ func decode(r *http.Request, v any) error {
 	var le *ledger.Error
 	if errors.As(err, &le) {
 		return err
+	}
+	if err == nil && !utf8.Valid(b) {
+		// encoding/json reads each bad byte as U+FFFD: two idempotency
+		// keys, "x\xfey" and "x\xffy", were one, where the header's is
+		// refused.
+		return &ledger.Error{Code: ledger.EInvalid, Message: "request body: is not valid UTF-8, as JSON must be"}
 	}
 	if err == nil {
 		dec := json.NewDecoder(bytes.NewReader(b))
