@@ -53,3 +53,28 @@ func TestCLIRetriedCreateIsNotCalledNew(t *testing.T) {
 			"not calling the customer the first run made new or a mistake", r.errOut, older)
 	}
 }
+
+// TestCLIRefusesAnEmptyIdempotencyKey: --idempotency-key "" (a script's
+// unset variable) is a usage error that sends nothing, on every command
+// that takes one: given empty it was sent as no key, so each retry made
+// another customer, key or credit.
+func TestCLIRefusesAnEmptyIdempotencyKey(t *testing.T) {
+	s := newStack(t, nil)
+	id := field(t, s.tgOK("customers", "create", "--name", "keyless"), "ID")
+	for _, args := range [][]string{
+		{"customers", "create", "--name", "keyless", "--idempotency-key", ""},
+		{"keys", "create", "--customer", id, "--name", "ci", "--idempotency-key", " "},
+		{"credits", "grant", "--customer", id, "--amount", "5", "--idempotency-key", ""},
+		{"credits", "adjust", "--customer", id, "--amount", "-5", "--idempotency-key", ""},
+	} {
+		if r := s.tg(args...); r.code != exitUsage || !strings.Contains(r.errOut, "idempotency-key") {
+			t.Errorf("tollgate %q: exit %d, stderr %q; want %d naming --idempotency-key", args, r.code, r.errOut, exitUsage)
+		}
+	}
+	if rows := tableRows(t, s.tgOK("customers", "list", "--name", "keyless"), "ID"); len(rows) != 1 {
+		t.Errorf("%d customers named keyless, want 1: an empty key's create was sent", len(rows))
+	}
+	if got := field(t, s.tgOK("customers", "balance", id), "Balance"); got != "0 USD" {
+		t.Errorf("balance %q after credits with an empty key, want 0 USD: they were sent", got)
+	}
+}
