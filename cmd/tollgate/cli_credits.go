@@ -95,7 +95,7 @@ func entryFlags(kind, amountHelp string) func(fs *flag.FlagSet) func(*cli, []str
 		customer := idFlag(fs, "customer", "customer id (required)")
 		amount := amountFlag(fs, "amount", amountHelp, kind == ledger.KindAdjustment)
 		memo := fs.String("memo", "", "why, for the ledger and the statement")
-		key := fs.String("idempotency-key", "", "a retry with the same key returns the first entry instead of adding another")
+		key := idempotencyKeyFlag(fs, "a retry with the same key returns the first entry instead of adding another")
 		at := fs.String("effective-at", "", "when it takes effect, RFC 3339 or a date (UTC midnight): a payment received last week (default: now)")
 		subMinor := fs.Bool("allow-sub-minor", false, "record an amount finer than the currency's minor unit (0.001 USD, 10.5 JPY) as typed; refused without it")
 		return func(c *cli, _ []string) error {

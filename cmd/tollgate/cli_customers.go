@@ -19,7 +19,7 @@ func customerCommands() []*command {
 			name := fs.String("name", "", "customer name (required)")
 			currency := fs.String("currency", "", "ISO 4217 currency of its prices and balance (default USD)")
 			limit := amountFlag(fs, "credit-limit", "how far below zero its balance may go, as a decimal (default: no limit)", false)
-			key := fs.String("idempotency-key", "", "a retry with the same key shows the customer it made instead of making another")
+			key := idempotencyKeyFlag(fs, "a retry with the same key shows the customer it made instead of making another")
 			return func(c *cli, _ []string) error {
 				if err := requireFlags("name", *name); err != nil {
 					return err

@@ -81,7 +81,7 @@ func keyCommands() []*command {
 			customer := idFlag(fs, "customer", "customer id (required)")
 			name := fs.String("name", "", "key name, for people (required)")
 			lf := newKeyLimitFlags(fs)
-			key := fs.String("idempotency-key", "", "makes at most one key: a retry with the same key exits 4 naming the key it made "+
+			key := idempotencyKeyFlag(fs, "makes at most one key: a retry with the same key exits 4 naming the key it made "+
 				"(its secret is not shown again: revoke it if it was lost)")
 			return func(c *cli, _ []string) error {
 				if err := requireFlags("customer", *customer, "name", *name); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -79,5 +80,32 @@ func checkID(s string) error {
 func idFlag(fs *flag.FlagSet, name, usage string) *string {
 	p := new(string)
 	fs.Var(idValue{dst: p}, name, usage+", a `UUID`")
+	return p
+}
+
+// idempotencyKeyValue is an --idempotency-key: any text but a blank one,
+// which a script's unset variable gives and which would be sent as no key
+// at all (each retry making another customer, key or entry).
+type idempotencyKeyValue struct{ dst *string }
+
+func (v idempotencyKeyValue) String() string {
+	if v.dst == nil {
+		return ""
+	}
+	return *v.dst
+}
+
+func (v idempotencyKeyValue) Set(s string) error {
+	if strings.TrimSpace(s) == "" {
+		return usagef("%q is blank; give a key (an unset variable?), or leave the flag out for none", s)
+	}
+	*v.dst = s
+	return nil
+}
+
+// idempotencyKeyFlag registers --idempotency-key (see idempotencyKeyValue).
+func idempotencyKeyFlag(fs *flag.FlagSet, usage string) *string {
+	p := new(string)
+	fs.Var(idempotencyKeyValue{dst: p}, "idempotency-key", "`KEY` (any text, not blank): "+usage)
 	return p
 }
