@@ -55,7 +55,17 @@ type estimates struct {
 	times []time.Time
 	every time.Duration // how often a held estimate's condition is checked
 	timer *time.Timer   // set while events are held
+	// since is when events began to be held without a break (zero while
+	// none is), and warned whether that was logged (heldWarning).
+	since  time.Time
+	warned bool
 }
+
+// heldWarnWindows is how many duplicate windows estimates are held
+// without a break before the worker logs it, once (heldWarning): longer
+// than a backlog older than the window usually takes to clear, and the
+// sign of an ack floor that does not move.
+const heldWarnWindows = 5
 
 // hold moves the crashed events of p into e, and returns the others (p
 // itself, not copied, when it has none: the common case).
@@ -146,12 +156,39 @@ func (w *Worker) release(ctx context.Context, e *estimates) pending {
 		}
 		out = pending{events: e.events[:n:n], msgs: e.msgs[:n:n]}
 		e.events, e.msgs, e.seqs, e.times = e.events[n:], e.msgs[n:], e.seqs[n:], e.times[n:]
+		if err == nil {
+			w.heldWarning(e, info, first)
+		}
+	}
+	if len(e.events) == 0 {
+		e.since, e.warned = time.Time{}, false
+	} else if e.since.IsZero() {
+		e.since = time.Now()
 	}
 	inProgress(w.gate, e.msgs)
 	if len(e.events) > 0 {
 		e.timer = time.NewTimer(e.every)
 	}
 	return out
+}
+
+// heldWarning logs at WARN, once for each time estimates are held
+// without a break, that e's have been held heldWarnWindows duplicate
+// windows: nothing else tells of them (they are in neither the ledger nor
+// the dead-letter stream), and a crash review saw them held for good
+// behind an ack floor nats-server 2.9.10 left at 0 after repeated kills.
+// first is the first event not acknowledged, as release read it.
+func (w *Worker) heldWarning(e *estimates, info *jetstream.ConsumerInfo, first *jetstream.RawStreamMsg) {
+	if len(e.events) == 0 || e.warned || e.since.IsZero() || time.Since(e.since) < heldWarnWindows*w.dupWindow {
+		return
+	}
+	e.warned = true
+	w.cfg.Logger.Warn("meter: crash estimates held, waiting for the events stored before them to be acknowledged "+
+		"(normal while a backlog older than the duplicate window waits for the ledger; with none, the consumer's ack "+
+		"floor is not moving: see docs/configuration.md on NATS versions)",
+		"estimates", len(e.events), "held_for", time.Since(e.since).Round(time.Second), "first_held_seq", e.seqs[0],
+		"first_unacknowledged_seq", first.Sequence, "first_unacknowledged_stored", first.Time.UTC(),
+		"ack_floor", info.AckFloor.Stream, "ack_pending", info.NumAckPending, "delivered", info.Delivered.Stream)
 }
 
 // bySeq sorts held events by their stream sequence.
