@@ -1,39 +1,18 @@
 package meter_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
-
-// lockedBuffer is a bytes.Buffer a logger and a test may share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestWorkerWarnsOfAnEstimateHeldLong: a crash estimate held because an
 // event stored more than the duplicate window before it is not
@@ -58,18 +37,7 @@ func TestWorkerWarnsOfAnEstimateHeldLong(t *testing.T) {
 	if err := pub.Publish(ctx, &older); err != nil {
 		t.Fatal(err)
 	}
-	// Another worker takes the older event and keeps it, unwritten.
-	b, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kept jetstream.Msg
-	for m := range b.Messages() {
-		kept = m
-	}
-	if kept == nil {
-		t.Fatalf("the older event was not delivered: %v", b.Error())
-	}
+	kept := fetchOne(t, cons)           // another worker takes the older event and keeps it, unwritten
 	time.Sleep(1500 * time.Millisecond) // past the 1 s window: the estimate is held
 	estimate := older
 	estimate.ID, estimate.Status, estimate.UsageSource = uuid.NewString(), usage.StatusCrashed, usage.SourceEstimated
@@ -77,7 +45,7 @@ func TestWorkerWarnsOfAnEstimateHeldLong(t *testing.T) {
 	if err := pub.Publish(ctx, &estimate); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs syncBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	metertest.StartWorker(t, ctx, js, store, cfg)
 	deadline := time.Now().Add(15 * time.Second)

@@ -40,18 +40,7 @@ func TestWorkerCommitsTheExactEventBeforeACrashedEstimate(t *testing.T) {
 	if err := pub.Publish(ctx, &exact); err != nil {
 		t.Fatal(err)
 	}
-	// The first worker takes the exact event and does not write it.
-	b, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held jetstream.Msg
-	for m := range b.Messages() {
-		held = m
-	}
-	if held == nil {
-		t.Fatalf("the exact event was not delivered: %v", b.Error())
-	}
+	held := fetchOne(t, cons) // the first worker takes the exact event and does not write it
 
 	time.Sleep(1500 * time.Millisecond) // past the duplicate window: JetStream keeps the estimate
 	estimate := exact
@@ -196,6 +185,24 @@ func TestWorkerReleasesAnEstimateWhenTheEventsBeforeItAreGone(t *testing.T) {
 	if row := waitUsage(t, store, customer, 1); row.PromptTokens != 10 {
 		t.Fatalf("usage = %+v, want the estimate's 10 prompt tokens", row)
 	}
+}
+
+// fetchOne takes the next message from cons, as a worker that keeps it
+// unacknowledged would.
+func fetchOne(t *testing.T, cons jetstream.Consumer) jetstream.Msg {
+	t.Helper()
+	b, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg jetstream.Msg
+	for m := range b.Messages() {
+		msg = m
+	}
+	if msg == nil {
+		t.Fatalf("no message delivered: %v", b.Error())
+	}
+	return msg
 }
 
 // estimateRig is a ledger, and a usage stream with a duplicate window of
