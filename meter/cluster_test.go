@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,38 +29,30 @@ func startCluster(t *testing.T, n int) []*server.Server {
 	return servers
 }
 
-// freePort returns a loopback TCP port free when asked.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // startClusterOpts is startCluster, returning each server's options too:
 // startServer(t, opts[i]) starts a stopped one again, at the same client
-// and route ports, on the same store.
+// and route ports, on the same store, routed to the others.
+//
+// No port is chosen before its server listens on it: each server binds
+// random client and route ports (the server writes the ports it got back
+// into its options), and routes to the servers started before it; the
+// cluster gossips the rest of the mesh. Ports picked free beforehand were
+// taken by another test's connection in the meantime (CI: "server n2 not
+// ready" after 10 s, its route port in use).
 func startClusterOpts(t *testing.T, n int) ([]*server.Server, []*server.Options) {
 	t.Helper()
-	ports := make([]int, n)
-	var routes []string
-	for i := range ports {
-		ports[i] = freePort(t)
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
-	}
 	servers := make([]*server.Server, n)
 	opts := make([]*server.Options, n)
+	var routes []string
 	for i := range servers {
 		opts[i] = &server.Options{
-			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: freePort(t),
+			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: server.RANDOM_PORT,
 			JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-			Cluster: server.ClusterOpts{Name: "tollgate-test", Host: "127.0.0.1", Port: ports[i]},
+			Cluster: server.ClusterOpts{Name: "tollgate-test", Host: "127.0.0.1", Port: server.RANDOM_PORT},
 			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
 		}
 		servers[i] = startServer(t, opts[i])
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", opts[i].Cluster.Port))
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -73,13 +64,27 @@ func startClusterOpts(t *testing.T, n int) ([]*server.Server, []*server.Options)
 			routed = routed && s.NumRoutes() >= n-1
 		}
 		if leaders == 1 && routed {
-			return servers, opts
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("cluster did not form: %d meta leaders, routed %v", leaders, routed)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// A server started again lists every other one as a route: the first
+	// one started knew of none.
+	restart := make([]*server.Options, n)
+	for i, o := range opts {
+		restart[i] = o.Clone()
+		var others []string
+		for j, r := range routes {
+			if j != i {
+				others = append(others, r)
+			}
+		}
+		restart[i].Routes = server.RoutesFromStr(strings.Join(others, ","))
+	}
+	return servers, restart
 }
 
 // startServer starts a JetStream server with opts, stopped at the test's
