@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate-dev/tollgate/dashboards/metrics"
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -18,7 +20,9 @@ import (
 // event stored more than the duplicate window before it is not
 // acknowledged is logged at WARN once it has been held five windows,
 // once, naming the first event not acknowledged and the consumer's ack
-// floor, and written when that event is. A crash review saw estimates held
+// floor, and written when that event is. Meanwhile it counts in
+// tollgate_meter_estimates_held (TollgateCrashEstimatesHeld reads it),
+// back to 0 once written. A crash review saw estimates held
 // for good behind an ack floor that nats-server 2.9.10 left at 0 after
 // repeated kills: in no ledger, no dead-letter stream and no log line.
 func TestWorkerWarnsOfAnEstimateHeldLong(t *testing.T) {
@@ -47,6 +51,18 @@ func TestWorkerWarnsOfAnEstimateHeldLong(t *testing.T) {
 	}
 	var logs syncBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	reg := prometheus.NewRegistry()
+	cfg.Observer = metrics.NewMeter(reg)
+	held := func() float64 {
+		mfs, err := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == "tollgate_meter_estimates_held" && len(mf.GetMetric()) == 1 {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no tollgate_meter_estimates_held series (%v)", err)
+		return 0
+	}
 	metertest.StartWorker(t, ctx, js, store, cfg)
 	deadline := time.Now().Add(15 * time.Second)
 	for !strings.Contains(logs.String(), "crash estimates held") && time.Now().Before(deadline) {
@@ -58,10 +74,16 @@ func TestWorkerWarnsOfAnEstimateHeldLong(t *testing.T) {
 		!strings.Contains(line, "ack_floor=0") || strings.Count(line, "crash estimates held") != 1 {
 		t.Fatalf("logged %q; want one WARN that crash estimates are held, naming sequence 1 and the ack floor 0", line)
 	}
+	if n := held(); n != 1 {
+		t.Fatalf("tollgate_meter_estimates_held = %v while one estimate is held, want 1", n)
+	}
 	if err := kept.Ack(); err != nil {
 		t.Fatal(err)
 	}
 	if row := waitUsage(t, store, customer, 1); row.PromptTokens != 10 {
 		t.Fatalf("usage = %+v, want the estimate's 10 prompt tokens once the older event is acknowledged", row)
+	}
+	if n := held(); n != 0 {
+		t.Fatalf("tollgate_meter_estimates_held = %v once the estimate is written, want 0", n)
 	}
 }
