@@ -55,7 +55,8 @@ func TestAlertRules(t *testing.T) {
 		"TollgateMeterStalled", "TollgateDeadLetters", "TollgateUnpricedEvents", "TollgateUpstreamErrors",
 		"TollgateEmbeddedNATSRestarted", "TollgateUsageStreamNotTrimmed", "TollgateJournalFailing", "TollgateUsageEventsOwed",
 		"TollgateMeterDown", "TollgateDeadLettersNotDelivered", "TollgateProviderFailing", "TollgateLateEvents",
-		"TollgateUsageEstimated", "TollgateDeploymentResting", "TollgateDatabaseDown", "TollgateDown"} {
+		"TollgateUsageEstimated", "TollgateDeploymentResting", "TollgateDatabaseDown", "TollgateDown",
+		"TollgateCrashEstimatesHeld"} {
 		if !alerts[want] {
 			t.Errorf("alerts.yml has no %s", want)
 		}

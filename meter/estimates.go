@@ -59,6 +59,17 @@ type estimates struct {
 	// none is), and warned whether that was logged (heldWarning).
 	since  time.Time
 	warned bool
+	// reported is how many held events the observer was told of.
+	reported int
+}
+
+// report tells o of the change in the events e holds since the last
+// report.
+func (e *estimates) report(o Observer) {
+	if n := len(e.events); n != e.reported {
+		o.EstimatesHeld(n - e.reported)
+		e.reported = n
+	}
 }
 
 // heldWarnWindows is how many duplicate windows estimates are held
@@ -165,6 +176,7 @@ func (w *Worker) release(ctx context.Context, e *estimates) pending {
 	} else if e.since.IsZero() {
 		e.since = time.Now()
 	}
+	e.report(w.obs)
 	inProgress(w.gate, e.msgs)
 	if len(e.events) > 0 {
 		e.timer = time.NewTimer(e.every)

@@ -34,6 +34,7 @@ func (o *lateObserver) DeadLetter(string)                    {}
 func (o *lateObserver) Redelivered()                         {}
 func (o *lateObserver) ConsumerPending(uint64, uint64)       {}
 func (o *lateObserver) TrimFailed()                          {}
+func (o *lateObserver) EstimatesHeld(int)                    {}
 
 // billingRig is a ledger served by the admin API (a real HTTP server over
 // a fresh database) and a meter worker taking events from a real

@@ -28,6 +28,11 @@ type Observer interface {
 	// LateEvent is an event received more than usage.LateAfter after the end of
 	// the UTC month it is dated in: it moves that month's statement.
 	LateEvent()
+	// EstimatesHeld is a change, in events, of the crash estimates the
+	// worker holds back until the events stored before them are
+	// acknowledged (see estimates): +n when it holds n more, −n when it
+	// writes or hands back n of them.
+	EstimatesHeld(change int)
 }
 
 // nopObserver observes nothing.
@@ -40,6 +45,7 @@ func (nopObserver) Redelivered()                         {}
 func (nopObserver) ConsumerPending(uint64, uint64)       {}
 func (nopObserver) TrimFailed()                          {}
 func (nopObserver) LateEvent()                           {}
+func (nopObserver) EstimatesHeld(int)                    {}
 
 func observer(o Observer) Observer {
 	if o == nil {

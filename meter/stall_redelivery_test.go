@@ -25,6 +25,7 @@ func (r *redeliveries) BatchWritten(int, int, time.Duration) {}
 func (r *redeliveries) DeadLetter(string)                    {}
 func (r *redeliveries) ConsumerPending(uint64, uint64)       {}
 func (r *redeliveries) TrimFailed()                          {}
+func (r *redeliveries) EstimatesHeld(int)                    {}
 func (r *redeliveries) LateEvent()                           {}
 
 // TestEventsHeldThroughAStallAreKeptAlive (an outage review): while the

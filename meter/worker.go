@@ -310,7 +310,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	wasWhole := false
 	var inFlight []chan struct{}                               // the parts handed to the lanes and not yet written
 	est := estimates{every: min(time.Second, w.cfg.AckWait/3)} // crashed events waiting for those before them
-	defer func() { handBack(w.gate, est.msgs) }()
+	defer func() {
+		handBack(w.gate, est.msgs)
+		est.events, est.msgs = nil, nil
+		est.report(w.obs)
+	}()
 	for {
 		var ds pending
 		var over []jetstream.Msg // delivered more than MaxDeliver times

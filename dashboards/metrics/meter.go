@@ -50,6 +50,7 @@ type Meter struct {
 	sampled                            prometheus.Gauge
 	trimFailures                       prometheus.Counter
 	late                               prometheus.Counter
+	estimatesHeld                      prometheus.Gauge
 	reg                                prometheus.Registerer
 	spoolCollected, deadSpoolCollected bool
 }
@@ -83,13 +84,15 @@ func NewMeter(reg prometheus.Registerer) *Meter {
 			"Failed or refused trims of the usage stream below the meter's ack floor (the stream keeps its events meanwhile)."))),
 		late: prometheus.NewCounter(prometheus.CounterOpts(o("late_events_total",
 			"Usage events received more than an hour after the end of the UTC month they are dated in: each moved that month's statement."))),
+		estimatesHeld: prometheus.NewGauge(prometheus.GaugeOpts(o("estimates_held",
+			"Crash estimates the workers hold until the events stored before them are acknowledged (events)."))),
 		reg: reg,
 	}
 	for _, r := range DeadLetterReasons {
 		m.deadLetters.WithLabelValues(r)
 	}
 	reg.MustRegister(m.publish, m.publishFailed, m.batchSize, m.write, m.written, m.duplicates, m.redeliveries,
-		m.deadLetters, m.trimFailures, m.late)
+		m.deadLetters, m.trimFailures, m.late, m.estimatesHeld)
 	return m
 }
 
@@ -200,3 +203,6 @@ func (m *Meter) TrimFailed() { m.trimFailures.Inc() }
 
 // LateEvent implements meter.Observer.
 func (m *Meter) LateEvent() { m.late.Inc() }
+
+// EstimatesHeld implements meter.Observer.
+func (m *Meter) EstimatesHeld(change int) { m.estimatesHeld.Add(float64(change)) }
