@@ -17,6 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tollgate-dev/tollgate/ledger/api"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
@@ -473,5 +474,50 @@ func TestAdminMethodNotAllowedEnvelope(t *testing.T) {
 		if got := strings.Join(allow, ", "); got != tc.allow {
 			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
 		}
+	}
+}
+
+// TestOpenAPIReconciliationFindings: a reconciliation that finds things
+// (a rollup row and a balance changed by hand, an unpriced model) answers
+// with every field in openapi.json's Reconciliation schema, which is
+// closed. It documented `clean` alone, its other fields open: a client
+// generated from it read none of the findings.
+func TestOpenAPIReconciliationFindings(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newServer(t)
+	c := newContract(t)
+	cust, keyID, _ := s.customer(`{"name":"tampered"}`)
+	c.check("POST", s.admin+"/admin/v1/prices", adminToken,
+		`{"model":"m","currency":"USD","input":"1","output":"3","effective_from":"2026-01-01T00:00:00Z"}`, http.StatusCreated)
+	at := time.Now().UTC().Add(-2 * time.Hour)
+	s.write(event(cust, keyID, "m", at, usage.Tokens{PromptTokens: 1000, CompletionTokens: 10}),
+		event(cust, keyID, "no-price", at, usage.Tokens{PromptTokens: 7}))
+	db, err := pgx.Connect(ctx, s.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	for _, q := range []string{
+		`UPDATE usage_hourly SET requests = requests + 1, cost_e12 = cost_e12 + 1e6 WHERE model = 'm'`,
+		`UPDATE customer_balances SET charges_e12 = charges_e12 + 1e10`,
+	} {
+		if tag, err := db.Exec(ctx, q); err != nil || tag.RowsAffected() != 1 {
+			t.Fatalf("%s: %v, %d rows", q, err, tag.RowsAffected())
+		}
+	}
+	body := c.check("GET", s.admin+"/admin/v1/reconciliation?from=2026-01-01&to=2099-01-01", adminToken, "", http.StatusOK)
+	var rec struct {
+		Clean               bool              `json:"clean"`
+		RollupMismatches    []json.RawMessage `json:"rollup_mismatches"`
+		BalanceMismatches   []json.RawMessage `json:"balance_mismatches"`
+		Unpriced            []json.RawMessage `json:"unpriced"`
+		RollupMismatchCount int64             `json:"rollup_mismatch_count"`
+	}
+	if err := json.Unmarshal(body, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Clean || len(rec.RollupMismatches) != 1 || rec.RollupMismatchCount != 1 || len(rec.BalanceMismatches) != 1 || len(rec.Unpriced) != 1 {
+		t.Fatalf("reconciliation = %s; want it unclean with one rollup mismatch, one balance mismatch and one unpriced model", body)
 	}
 }
