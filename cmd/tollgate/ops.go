@@ -184,6 +184,12 @@ func (a *app) meterDown() string {
 	}
 }
 
+// metricsInFlight is how many /metrics scrapes are answered at once; more
+// are refused with 503 (promhttp's MaxRequestsInFlight). Prometheus
+// scrapes one at a time per server, so a few HA pairs and an operator's
+// curl fit.
+const metricsInFlight = 4
+
 // opsHandler serves, on the admin listener of every role: GET /metrics
 // (Prometheus), GET /healthz (alive) and GET /readyz (see readiness), and
 // the admin API and the console (/console/) when this process runs the admin role; with pprof, the
