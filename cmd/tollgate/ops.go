@@ -197,7 +197,7 @@ const metricsInFlight = 4
 // requests with the operators' credentials (for api.Listener.SetTrusted); nil without it.
 func (a *app) opsHandler(r roles, reg *prometheus.Registry, adm *api.Admin, pprof bool) (_ http.Handler, trusted func(*http.Request) bool) {
 	mux := chi.NewRouter()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, MaxRequestsInFlight: metricsInFlight}))
 	if pprof {
 		mux.Mount("/debug/pprof", pprofHandler())
 	}
