@@ -16,14 +16,24 @@ import (
 // and, when key is not empty, an Idempotency-Key header.
 func (s *server) postIdempotent(path, key, body string) (int, []byte) {
 	s.t.Helper()
+	if key == "" {
+		return s.postWith(path, body)
+	}
+	return s.postWith(path, body, "Idempotency-Key", key)
+}
+
+// postWith POSTs body to the admin API's path with the admin token and
+// hdr's name, value pairs as headers (an empty value sent as such).
+func (s *server) postWith(path, body string, hdr ...string) (int, []byte) {
+	s.t.Helper()
 	req, err := http.NewRequest("POST", s.admin+path, strings.NewReader(body))
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header[http.CanonicalHeaderKey(hdr[i])] = []string{hdr[i+1]}
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -35,6 +45,42 @@ func (s *server) postIdempotent(path, key, body string) (int, []byte) {
 		s.t.Fatal(err)
 	}
 	return resp.StatusCode, b
+}
+
+// TestEmptyIdempotencyKeyHeaderRefused: an Idempotency-Key header sent
+// with no value (a script's unset variable) is refused with 400 on every
+// operation that takes one, and nothing is made. It was taken for no key:
+// each retry made another customer, key, credit or adjustment, as the
+// CLI's blank --idempotency-key did before it was refused.
+func TestEmptyIdempotencyKeyHeaderRefused(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	cust, _, _ := s.customer(`{"name":"empty-key"}`)
+	for _, c := range []struct{ path, body string }{
+		{"/admin/v1/customers", `{"name":"made-twice?"}`},
+		{"/admin/v1/customers/" + cust + "/keys", `{"name":"made-twice?"}`},
+		{"/admin/v1/customers/" + cust + "/credits", `{"amount":"5"}`},
+		{"/admin/v1/customers/" + cust + "/adjustments", `{"amount":"5"}`},
+	} {
+		for _, v := range []string{"", "  "} {
+			status, b := s.postWith(c.path, c.body, "Idempotency-Key", v)
+			invalid(t, "POST "+c.path+" with an empty Idempotency-Key", status, b, "Idempotency-Key")
+		}
+	}
+	var page struct {
+		Customers []ledger.Customer `json:"data"`
+	}
+	s.adm("GET", "/admin/v1/customers", "", http.StatusOK, &page)
+	var keys struct {
+		Keys []json.RawMessage `json:"data"`
+	}
+	s.adm("GET", "/admin/v1/customers/"+cust+"/keys", "", http.StatusOK, &keys)
+	var bal ledger.Balance
+	s.adm("GET", "/admin/v1/customers/"+cust+"/balance", "", http.StatusOK, &bal)
+	if len(page.Customers) != 1 || len(keys.Keys) != 1 || bal.Balance != "0" {
+		t.Errorf("after refused posts: %d customers, %d keys, balance %s; want 1, 1 and 0 (nothing made)",
+			len(page.Customers), len(keys.Keys), bal.Balance)
+	}
 }
 
 // TestCreateCustomerIsIdempotent: a customer created with an idempotency
