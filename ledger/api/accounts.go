@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -79,11 +80,16 @@ const idempotencyKeyHeader = "Idempotency-Key"
 
 // idempotencyKey sets *body, the decoded body's idempotency_key, to r's
 // Idempotency-Key header when it has one, and returns EInvalid when both
-// are given and differ.
+// are given and differ, or when the header is given empty.
 func idempotencyKey(r *http.Request, body *string) error {
-	h := r.Header.Get(idempotencyKeyHeader)
-	if h == "" {
+	vs := r.Header.Values(idempotencyKeyHeader)
+	if len(vs) == 0 {
 		return nil
+	}
+	h := strings.TrimSpace(vs[0])
+	if h == "" { // a script's unset variable: taken for no key, each retry made another
+		return &ledger.Error{Code: ledger.EInvalid, Message: idempotencyKeyHeader +
+			": the header is empty; give a key, or leave the header out"}
 	}
 	if *body != "" && *body != h {
 		return &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf(
