@@ -192,3 +192,25 @@ func TestHiddenEstimateFollowsTheRequest(t *testing.T) {
 		t.Errorf("a model not seen: %d, want 0", got)
 	}
 }
+
+// TestHiddenReasoningLearnsNoMoreThanTheCompletion (an upstream review): a
+// provider's report whose reasoning_tokens exceed its completion_tokens
+// (OpenRouter's error frames send such figures; the ledger stores them
+// with the correction reasoning_over_completion and rates the reasoning
+// as at most the completion) was learnt whole. One report of 5 completion
+// and 1,000,000 reasoning tokens made the next stream cut short, of that
+// customer and, through the median, of every customer of the model
+// without an average of its own, bill 1,000,002 completion tokens for
+// 2 tokens of output (no max_tokens bounded it). What is learnt is the
+// reasoning the ledger bills: at most the completion.
+func TestHiddenReasoningLearnsNoMoreThanTheCompletion(t *testing.T) {
+	h := newHiddenReasoning()
+	h.observe(&usage.Event{CustomerID: "c", Model: "m", UsageSource: usage.SourceUpstream,
+		Usage: usage.Tokens{PromptTokens: 10, CompletionTokens: 5, ReasoningTokens: 1_000_000}}, &tap.Report{})
+	if got := h.expected("c", "m"); got > 5 {
+		t.Fatalf("the customer's estimate after a report of 5 completion tokens = %d, want at most 5", got)
+	}
+	if got := h.expected("another", "m"); got > 5 {
+		t.Fatalf("another customer's estimate (the median) = %d, want at most 5", got)
+	}
+}
