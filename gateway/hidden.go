@@ -115,7 +115,12 @@ func (h *hiddenReasoning) observe(e *usage.Event, r *tap.Report) {
 	if m == nil {
 		return
 	}
-	x := e.Usage.ReasoningTokens << hiddenFrac
+	// The reasoning the ledger bills: a report's reasoning above its
+	// completion (reasoning_over_completion: OpenRouter's error frames)
+	// is rated as at most the completion, and learnt so. Learnt whole, one
+	// such report set the estimate of every stream of the model cut short
+	// (through the median, of other customers' too).
+	x := min(e.Usage.ReasoningTokens, e.Usage.CompletionTokens) << hiddenFrac
 	a, ok := m.byCustomer[e.CustomerID]
 	switch {
 	case ok:

@@ -17,7 +17,7 @@ func TestHiddenReasoningAverageReachesASteadyValue(t *testing.T) {
 	h := newHiddenReasoning()
 	e := &usage.Event{CustomerID: "c", Model: "m", UsageSource: usage.SourceUpstream}
 	h.observe(e, &tap.Report{}) // 0 reasoning tokens first
-	e.Usage.ReasoningTokens = 15
+	e.Usage.CompletionTokens, e.Usage.ReasoningTokens = 20, 15
 	for range 200 {
 		h.observe(e, &tap.Report{})
 	}
