@@ -66,12 +66,13 @@ func configCheck(args []string, stdout, stderr io.Writer) int {
 		var ce *configError
 		if !errors.As(err, &ce) {
 			fmt.Fprintf(stderr, "tollgate config check: %v.\n", err)
-			return exitInvalid
+		} else {
+			fmt.Fprintf(stderr, "%s is not valid: %d %s.\n", path, len(ce.Problems), plural(len(ce.Problems), "problem", "problems"))
+			for _, p := range ce.Problems {
+				fmt.Fprintf(stderr, "  - %s\n", p)
+			}
 		}
-		fmt.Fprintf(stderr, "%s is not valid: %d %s.\n", path, len(ce.Problems), plural(len(ce.Problems), "problem", "problems"))
-		for _, p := range ce.Problems {
-			fmt.Fprintf(stderr, "  - %s\n", p)
-		}
+		printEnvProblems(stderr) // beside the file's, not a round trip later
 		return exitInvalid
 	}
 	fmt.Fprintf(stdout, "%s is valid: %d providers, %d models, %d seed prices; usage stream replicas %d, batches of %d, spool cap %d bytes.\n",
@@ -84,14 +85,24 @@ func configCheck(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "Note: TOLLGATE_NATS_URL is not set here, and `tollgate serve` without it refuses this file: %v.\n", err)
 		}
 	}
-	if problems := envProblems(); len(problems) > 0 {
-		fmt.Fprintf(stderr, "The environment is not valid: %d %s.\n", len(problems), plural(len(problems), "problem", "problems"))
-		for _, p := range problems {
-			fmt.Fprintf(stderr, "  - %s\n", p)
-		}
+	if printEnvProblems(stderr) {
 		return exitInvalid
 	}
 	return exitOK
+}
+
+// printEnvProblems lists the environment's problems (envProblems) on
+// stderr and reports whether there were any.
+func printEnvProblems(stderr io.Writer) bool {
+	problems := envProblems()
+	if len(problems) == 0 {
+		return false
+	}
+	fmt.Fprintf(stderr, "The environment is not valid: %d %s.\n", len(problems), plural(len(problems), "problem", "problems"))
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "  - %s\n", p)
+	}
+	return true
 }
 
 // configCheckArgs parses --config FILE (flags may follow the file) and
