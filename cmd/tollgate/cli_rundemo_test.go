@@ -344,3 +344,49 @@ func (d *runDemo) stopped(t *testing.T, what string) {
 		}
 	}
 }
+
+// TestRunDemoEndsAtOnceWhenTollgateCannotStart: a new operator's
+// walkthrough ran a second `make run` with its listeners moved, as the
+// README's "Ports taken?" says, on the same data directory: tollgate serve
+// refused it at once (the directory is another process's), yet the script
+// said nothing for 30 s, while `tollgate demo` waited for an admin API no
+// one would open, and only then showed the log that named the cause. A
+// serve that exits ends the wait: the script stops within seconds, with
+// the reason.
+func TestRunDemoEndsAtOnceWhenTollgateCannotStart(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the demo stack")
+	}
+	root, dbURL := runDemoRoot(t)
+	bad := filepath.Join(root, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("providers: []\nmodels: []\nno_such_setting: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", filepath.Join(root, "scripts", "run-demo.sh"))
+	cmd.Env = append(os.Environ(), "TOLLGATE_DATABASE_URL="+dbURL, "TOLLGATE_NATS_URL=",
+		"TOLLGATE_DATA_DIR="+filepath.Join(root, "data"), "TOLLGATE_LISTEN="+freeAddr(t),
+		"TOLLGATE_ADMIN_LISTEN="+freeAddr(t), "SIM_LISTEN="+freeAddr(t),
+		"TOLLGATE_ADMIN_TOKEN=run-demo-test", "TOLLGATE_DEMO_CONFIG="+bad)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out := &metertest.LockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(out.String(), "no_such_setting") {
+			t.Errorf("run-demo.sh with a config serve refuses: %v, want exit 1 showing the log's reason:\n%s", err, out.String())
+		}
+		if took := time.Since(start); took > 15*time.Second {
+			t.Errorf("run-demo.sh took %v to report that tollgate serve exited at once; want seconds:\n%s", took.Round(time.Second), out.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("run-demo.sh still running 90 s after tollgate serve refused its config:\n%s", out.String())
+	}
+}
