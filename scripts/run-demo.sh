@@ -98,7 +98,28 @@ case "$admin_host" in
   "" | 0.0.0.0) admin_host=127.0.0.1 ;;
   "[::]") admin_host="[::1]" ;;
 esac
-if ! ./bin/tollgate demo --admin-url "http://$admin_host:${TOLLGATE_ADMIN_LISTEN##*:}"; then
+# tollgate demo waits up to 30 s for the admin API; a tollgate serve that
+# exits meanwhile (a config it refuses, a data directory another process
+# holds) ends the wait at once, so that its reason is shown without delay.
+./bin/tollgate demo --admin-url "http://$admin_host:${TOLLGATE_ADMIN_LISTEN##*:}" &
+demo_pid=$!
+pids+=($demo_pid)
+demo_status=
+while kill -0 "$demo_pid" 2>/dev/null; do
+  if ! kill -0 "$tollgate_pid" 2>/dev/null; then
+    # An HTTP client, with nothing to finish; its "Killed" notice hidden.
+    { kill -KILL "$demo_pid" || true; wait "$demo_pid" || true; } 2>/dev/null
+    demo_status=1
+    break
+  fi
+  sleep 0.2
+done
+if [ -z "$demo_status" ]; then
+  demo_status=0
+  wait "$demo_pid" || demo_status=$?
+fi
+unset 'pids[${#pids[@]}-1]'
+if [ "$demo_status" != 0 ]; then
   echo "tollgate did not start; the last lines of $TOLLGATE_DATA_DIR/tollgate.log:" >&2
   tail -n 20 "$TOLLGATE_DATA_DIR/tollgate.log" >&2
   exit 1
