@@ -16,15 +16,17 @@ type keyLimitFlags struct {
 }
 
 func newKeyLimitFlags(fs *flag.FlagSet) *keyLimitFlags {
-	return &keyLimitFlags{
+	f := &keyLimitFlags{
 		daily:   amountFlag(fs, "daily-limit", "spend limit per UTC day, in the customer's currency", false),
 		monthly: amountFlag(fs, "monthly-limit", "spend limit per UTC month, in the customer's currency", false),
 		rpm:     fs.String("rpm-limit", "", "at most `N` requests per minute, across every gateway"),
 		tpm:     fs.String("tpm-limit", "", "at most `N` tokens per minute (prompt + completion, as reported by the provider)"),
 		conc:    fs.String("max-concurrent", "", "at most `N` requests open at once"),
 		expires: fs.String("expires-at", "", "when the key stops working: RFC 3339 or a date (UTC midnight)"),
-		models:  fs.String("allowed-models", "", "comma-separated model names or provider/* the key may use (default: every model)"),
+		models:  new(string),
 	}
+	fs.Var(modelsValue{dst: f.models}, "allowed-models", "comma-separated `LIST` of model names or provider/* the key may use (default: every model)")
+	return f
 }
 
 // count parses a positive count flag.

@@ -109,3 +109,25 @@ func idempotencyKeyFlag(fs *flag.FlagSet, usage string) *string {
 	fs.Var(idempotencyKeyValue{dst: p}, "idempotency-key", "`KEY` (any text, not blank): "+usage)
 	return p
 }
+
+// modelsValue is an --allowed-models: a comma-separated list that names at
+// least one model. One that names none ("", " , ": a script's unset
+// variable) is refused: sent, it allowed every model, the opposite of
+// what a restriction meant.
+type modelsValue struct{ dst *string }
+
+func (v modelsValue) String() string {
+	if v.dst == nil {
+		return ""
+	}
+	return *v.dst
+}
+
+func (v modelsValue) Set(s string) error {
+	if len(models(s)) == 0 {
+		return usagef("%q names no model; give model names or provider/* (an unset variable?), or leave the flag out "+
+			"(keys update --all-models allows every model)", s)
+	}
+	*v.dst = s
+	return nil
+}
