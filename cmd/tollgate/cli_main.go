@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/tollgate-dev/tollgate/ledger"
@@ -238,6 +239,16 @@ func exitCode(err error) int {
 	return exitError
 }
 
+// flagNameRE matches a flag's name in the flag package's errors, which
+// write it with one dash ("for flag -amount", "not defined: -bogus").
+var flagNameRE = regexp.MustCompile(`(for flag|not defined:|needs an argument:) -([^-\s])`)
+
+// flagError is the flag package's parse error err as a usage error, the
+// flag named with the two dashes every help text and doc uses.
+func flagError(err error) *usageError {
+	return &usageError{msg: flagNameRE.ReplaceAllString(err.Error(), "$1 --$2")}
+}
+
 // parseInterspersed parses flags that may come before, between or after
 // positional arguments ("customers get ID --json"), and returns the
 // positional ones. Everything after "--" is positional.
@@ -248,7 +259,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, &usageError{msg: err.Error()}
+			return nil, flagError(err)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

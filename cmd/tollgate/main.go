@@ -246,7 +246,7 @@ func parseServerFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 		fmt.Fprint(stdout, serverUsageOf(fs))
 		return err
 	case err != nil:
-		return &usageError{msg: err.Error()}
+		return flagError(err)
 	case fs.NArg() > 0:
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}

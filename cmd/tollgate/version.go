@@ -27,7 +27,9 @@ func versionCommand(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, versionUsage)
 		return exitOK
-	case err == nil && fs.NArg() > 0:
+	case err != nil:
+		err = flagError(err)
+	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err != nil {
