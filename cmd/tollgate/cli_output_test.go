@@ -48,3 +48,19 @@ func TestCLIReconcileSaysWhenUnpricedModelsAreLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIReconcileCountsLateRowsInWords: the late rows' line says "1
+// entry" and "1 event", not "1 entries" (a walk-through of the docs).
+func TestCLIReconcileCountsLateRowsInWords(t *testing.T) {
+	for _, tc := range []struct {
+		events, entries int64
+		want            string
+	}{{0, 1, "0 events, 1 entry"}, {1, 2, "1 event, 2 entries"}} {
+		var out bytes.Buffer
+		c := &cli{stdout: &out, stderr: &out}
+		c.showReconciliation(ledger.Reconciliation{Clean: true, LateEvents: tc.events, LateEntries: tc.entries})
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%d late events, %d late entries: want %q in:\n%s", tc.events, tc.entries, tc.want, out.String())
+		}
+	}
+}
