@@ -10,7 +10,8 @@ import (
 // exitCodesHelp documents the admin commands' exit codes.
 const exitCodesHelp = `Exit codes (admin commands):
   0  ok
-  1  server or internal error (HTTP 5xx, a stream cut short, a file not written, a change sent and not answered: it may have been done)
+  1  server or internal error (HTTP 5xx, a stream cut short, a file not written, a change sent and not answered: it may have been done);
+     also HTTP 429 (too many wrong admin tokens from this address: retry in a few seconds, with the right token)
   2  usage error: unknown command, bad flags or arguments (nothing was sent)
   3  not found (HTTP 404): no such customer, key, entry, event or route
   4  conflict (HTTP 409): e.g. an overlapping override, an idempotency key used for another entry

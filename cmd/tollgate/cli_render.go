@@ -69,7 +69,8 @@ func (c *cli) showReconciliation(r ledger.Reconciliation) {
 		"Rerate entries without event", n(r.RerateEntriesWithoutEvent), "Rollup mismatches", n(r.RollupMismatchCount), "Balance mismatches", strconv.Itoa(len(r.BalanceMismatches)),
 		"Unpriced events", n(r.UnpricedEvents), "Duplicates rejected", n(r.DuplicatesRejected),
 		"Events of unknown customers", n(r.UnknownCustomerEvents), "Events of another customer's key", n(r.ForeignKeyEvents),
-		"Recorded after their month", n(r.LateEvents)+" events, "+n(r.LateEntries)+" entries", "Last recorded", ts(r.LastRecordedAt))
+		"Recorded after their month", n(r.LateEvents)+" "+plural(int(r.LateEvents), "event", "events")+", "+
+			n(r.LateEntries)+" "+plural(int(r.LateEntries), "entry", "entries"), "Last recorded", ts(r.LastRecordedAt))
 	if r.UnknownCustomerEvents+r.ForeignKeyEvents > 0 {
 		c.warn("Events whose customer the ledger does not hold, or whose key is not their customer's: no gateway " +
 			"publishes them; another publisher is on the usage subject (see docs/billing.md, Reconciliation).")
