@@ -25,7 +25,7 @@ func newKeyLimitFlags(fs *flag.FlagSet) *keyLimitFlags {
 		expires: fs.String("expires-at", "", "when the key stops working: RFC 3339 or a date (UTC midnight)"),
 		models:  new(string),
 	}
-	fs.Var(modelsValue{dst: f.models}, "allowed-models", "comma-separated `LIST` of model names or provider/* the key may use (default: every model)")
+	fs.Var(checkedValue{dst: f.models, check: checkModels}, "allowed-models", "comma-separated `LIST` of model names or provider/* the key may use (default: every model)")
 	return f
 }
 

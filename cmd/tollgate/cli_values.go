@@ -49,18 +49,22 @@ func amountFlag(fs *flag.FlagSet, name, usage string, signed bool) *string {
 	return p
 }
 
-// idValue is a flag holding a UUID (a customer's or a key's id).
-type idValue struct{ dst *string }
+// checkedValue is a string flag whose value check refuses, as a usage
+// error, before the command sends anything.
+type checkedValue struct {
+	dst   *string
+	check func(string) error
+}
 
-func (v idValue) String() string {
+func (v checkedValue) String() string {
 	if v.dst == nil {
 		return ""
 	}
 	return *v.dst
 }
 
-func (v idValue) Set(s string) error {
-	if err := checkID(s); err != nil {
+func (v checkedValue) Set(s string) error {
+	if err := v.check(s); err != nil {
 		return err
 	}
 	*v.dst = s
@@ -76,58 +80,37 @@ func checkID(s string) error {
 	return nil
 }
 
-// idFlag registers a UUID flag (see idValue).
+// idFlag registers a UUID flag (see checkID).
 func idFlag(fs *flag.FlagSet, name, usage string) *string {
 	p := new(string)
-	fs.Var(idValue{dst: p}, name, usage+", a `UUID`")
+	fs.Var(checkedValue{dst: p, check: checkID}, name, usage+", a `UUID`")
 	return p
 }
 
-// idempotencyKeyValue is an --idempotency-key: any text but a blank one,
-// which a script's unset variable gives and which would be sent as no key
-// at all (each retry making another customer, key or entry).
-type idempotencyKeyValue struct{ dst *string }
-
-func (v idempotencyKeyValue) String() string {
-	if v.dst == nil {
-		return ""
-	}
-	return *v.dst
-}
-
-func (v idempotencyKeyValue) Set(s string) error {
+// checkIdempotencyKey refuses a blank --idempotency-key, which a
+// script's unset variable gives and which would be sent as no key at all
+// (each retry making another customer, key or entry).
+func checkIdempotencyKey(s string) error {
 	if strings.TrimSpace(s) == "" {
 		return usagef("%q is blank; give a key (an unset variable?), or leave the flag out for none", s)
 	}
-	*v.dst = s
 	return nil
 }
 
-// idempotencyKeyFlag registers --idempotency-key (see idempotencyKeyValue).
+// idempotencyKeyFlag registers --idempotency-key (see checkIdempotencyKey).
 func idempotencyKeyFlag(fs *flag.FlagSet, usage string) *string {
 	p := new(string)
-	fs.Var(idempotencyKeyValue{dst: p}, "idempotency-key", "`KEY` (any text, not blank): "+usage)
+	fs.Var(checkedValue{dst: p, check: checkIdempotencyKey}, "idempotency-key", "`KEY` (any text, not blank): "+usage)
 	return p
 }
 
-// modelsValue is an --allowed-models: a comma-separated list that names at
-// least one model. One that names none ("", " , ": a script's unset
-// variable) is refused: sent, it allowed every model, the opposite of
-// what a restriction meant.
-type modelsValue struct{ dst *string }
-
-func (v modelsValue) String() string {
-	if v.dst == nil {
-		return ""
-	}
-	return *v.dst
-}
-
-func (v modelsValue) Set(s string) error {
+// checkModels refuses an --allowed-models that names no model ("", " , ":
+// a script's unset variable): sent, it allowed every model, the opposite
+// of what a restriction meant.
+func checkModels(s string) error {
 	if len(models(s)) == 0 {
 		return usagef("%q names no model; give model names or provider/* (an unset variable?), or leave the flag out "+
 			"(keys update --all-models allows every model)", s)
 	}
-	*v.dst = s
 	return nil
 }
