@@ -37,6 +37,13 @@ func (a *app) openBuckets(js jetstream.JetStream, mc meter.Config) func(context.
 func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter.Config,
 	js jetstream.JetStream, reg *prometheus.Registry, mm *metrics.Meter) error {
 	log := a.log
+	// The limit share first: the other gateways' counts are heard while
+	// the keys load (Share.Joined, below).
+	var err error
+	if a.share, err = keys.NewShare(a.nc, log); err != nil {
+		return err
+	}
+	a.started("limit share", 5*time.Second, func(context.Context) error { return a.share.Close() })
 	a.keys = keys.NewCache(a.openBuckets(js, mc), a.store, log)
 	wait := keyLoadWait
 	if e.keyLoadWait > 0 {
@@ -46,11 +53,6 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 		log.Warn("key cache: not loaded yet (NATS unreachable?); the gateway is not ready until it is, and checks keys in the ledger meanwhile", "err", err)
 	}
 	a.started("key cache", 5*time.Second, a.keys.Stop)
-	var err error
-	if a.share, err = keys.NewShare(a.nc, log); err != nil {
-		return err
-	}
-	a.started("limit share", 5*time.Second, func(context.Context) error { return a.share.Close() })
 	if a.spool, err = meter.OpenSpool(filepath.Join(e.DataDir, "spool"), mc.SpoolMaxBytes); err != nil {
 		return err
 	}
@@ -93,6 +95,11 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 	// route: the gateway answers it (405, its JSON error), not chi (a bare
 	// 405 with no body).
 	llm.MethodNotAllowed(gw.ServeHTTP)
+	if a.ns == nil {
+		// On a NATS other gateways may share: serve once their counts of
+		// the keys' minutes and open requests are heard, not from none.
+		a.share.Joined(ctx)
+	}
 	if err := a.gw.Start(e.Listen, llm); err != nil {
 		return fmt.Errorf("TOLLGATE_LISTEN: %w", err)
 	}

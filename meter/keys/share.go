@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -31,10 +32,11 @@ const shareTTL = 3 * time.Second
 // across gateways to within what the others admit between two
 // publications (docs/pricing-and-budgets.md, "Rate limits").
 type Share struct {
-	nc  *nats.Conn
-	id  string
-	log *slog.Logger
-	sub *nats.Subscription
+	nc    *nats.Conn
+	id    string
+	log   *slog.Logger
+	sub   *nats.Subscription
+	since time.Time // when sub was in place
 
 	mu     sync.Mutex
 	others map[string]map[string]remote // key id → gateway id → counts
@@ -81,7 +83,33 @@ func NewShare(nc *nats.Conn, log *slog.Logger) (*Share, error) {
 	if nc.IsConnected() { // else the flush waits its whole second for nothing
 		_ = nc.FlushTimeout(time.Second) // the subscription in place
 	}
+	s.since = time.Now()
 	return s, nil
+}
+
+// JoinWait is how long a gateway's share must have been subscribed before
+// the gateway serves (Share.Joined): the other gateways send every key's
+// counts once a second, so by then each has been heard once, with a
+// margin for a loaded host's late ticks.
+const JoinWait = 1250 * time.Millisecond
+
+// Joined waits until the share has been subscribed for JoinWait, or ctx
+// ends; at once while NATS is not connected (nothing can be heard then).
+// A gateway that served before it had heard the others counted only its
+// own requests, none after a restart: beside a gateway that held a key's
+// whole rpm_limit (or max_concurrent), it admitted the whole limit again
+// in its first second (a review: 10 + 10 requests on an rpm_limit of 10,
+// 3 + 3 streams open on a max_concurrent of 3).
+func (s *Share) Joined(ctx context.Context) {
+	if !s.nc.IsConnected() {
+		return
+	}
+	t := time.NewTimer(time.Until(s.since.Add(JoinWait)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // Close unsubscribes; the counts held are forgotten.
