@@ -88,7 +88,8 @@ race:
 	# a client leaving races the relay's end (clientLeft against settle);
 	# a stall timer's first check due at once raced its own assignment
 	# an owed event was republished (normalized in place) while its request read it
-	$(GO) test -race -count=1 -timeout $(CI_TEST_TIMEOUT) -run 'TestClientGone|TestDrainTimeout|TestNativeClientGone|TestEveryMessageDelta|TestStreamHeldOpen|TestEachRepeated|TestNoDrainSlot|TestAnEventBetween|TestLateOutputAfterTheFinal|TestWholeBodyTrickledIsNotAStall|TestAnOwedEventIsNotSharedWithItsRequest' ./gateway/
+	# the wait after an Anthropic final report fires while the relay reads, or the client leaves
+	$(GO) test -race -count=1 -timeout $(CI_TEST_TIMEOUT) -run 'TestClientGone|TestDrainTimeout|TestNativeClientGone|TestEveryMessageDelta|TestStreamHeldOpen|TestEachRepeated|TestNoDrainSlot|TestAnEventBetween|TestLateOutputAfterTheFinal|TestWholeBodyTrickledIsNotAStall|TestAnOwedEventIsNotSharedWithItsRequest|TestAnthropicStreamHeldOpen' ./gateway/
 
 # Each fuzz target briefly, on top of its seed corpus (which `go test` runs too);
 # scripts/fuzz.sh retries once a run that hit Go 1.26's deadline race.

@@ -165,6 +165,9 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 			done = true
 			break // the provider's own end (Anthropic's message_stop)
 		}
+		if tr != nil && (quiet != nil || x.report.Final) {
+			quiet = x.quietAfterReport(quiet)
+		}
 		if !rd.Buffered() && !rd.Cut() {
 			out.flush() // the next event is not here yet, nor on its way: send what we have
 			x.waiting()
@@ -215,6 +218,42 @@ func (x *exchange) quietAfterUsage(t *time.Timer, settled bool) *time.Timer {
 	case !settled && t != nil:
 		t.Stop()
 		return nil
+	}
+	return t
+}
+
+// quietAfterReport arms, at each final report that is not cumulative
+// (Anthropic's message_delta, on the native route or translated), a wait
+// of afterUsageWait for the stream's end, which only the protocol's end
+// event may be, pings aside: an upstream that holds its body open after
+// the report ends cleanly then, as an OpenAI stream does after its usage
+// chunk (quietAfterUsage), rather than holding the client for
+// stall_timeout, or for request_timeout with pings, and ending in an
+// error the upstream never sent. A repeat of the report renews the wait
+// (x.quietFor is the report it was armed for); the client gone or the
+// end read stops it (x.rest waits for a client gone). It returns the
+// timer armed, t, or nil. Not inlined, and its state in x: the relay's
+// frame, which an idle stream keeps, stays small (TestStreamStack).
+//
+//go:noinline
+func (x *exchange) quietAfterReport(t *time.Timer) *time.Timer {
+	r := &x.report
+	switch {
+	case x.clientGone.Load() || r.Ended:
+		if t != nil {
+			t.Stop()
+		}
+		return nil
+	case r.Final && !r.Cumulative && r.Reports != x.quietFor:
+		if t != nil {
+			t.Stop()
+		}
+		x.quietFor = r.Reports
+		return time.AfterFunc(afterUsageWait, func() {
+			if !x.clientGone.Load() { // a client that left while the relay waited: x.rest decides
+				x.cancel(errQuietAfterUsage)
+			}
+		})
 	}
 	return t
 }

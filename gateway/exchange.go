@@ -113,6 +113,10 @@ type exchange struct {
 	// (whichever comes first), renewed by the relay at each report after,
 	// stopped by the relay's end and by finish.
 	rest atomic.Pointer[time.Timer]
+	// quietFor is the final report (tap.Report.Reports, 0: none) a relay's
+	// wait for the stream's end was armed for (quietAfterReport); the
+	// relay's goroutine alone reads and writes it.
+	quietFor int
 	// complete is set before the response's last write: a client that
 	// hangs up after it (an SDK closing at [DONE]) did not cancel.
 	complete atomic.Bool

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tollgate-dev/tollgate/gateway/provider"
 	"github.com/tollgate-dev/tollgate/gateway/sse"
@@ -244,9 +245,22 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 			panic(http.ErrAbortHandler)
 		}
 	}
+	// quiet ends the read afterUsageWait after a final report that is not
+	// cumulative (Anthropic's message_delta), whatever comes meanwhile
+	// (pings): only the protocol's end may follow it (see quietAfterFinal
+	// and x.quietAfterReport).
+	var quiet *time.Timer
+	defer func() {
+		if quiet != nil {
+			quiet.Stop()
+		}
+	}()
 	for {
 		var err error
 		ev, err = rd.Next()
+		if err != nil && errors.Is(x.cause(), errQuietAfterUsage) {
+			err = io.EOF // the upstream held its body open after its final report: that was its end
+		}
 		if errors.Is(err, io.EOF) {
 			rest := src.take(src.n)
 			if !sawData && len(bytes.TrimSpace(noData)) == 0 && len(bytes.TrimSpace(rest)) == 0 {
@@ -456,6 +470,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 				start() // the headers (and the time to first byte) before the event is made durable
 			}
 			held, chunk = append(held, chunk...), nil // sent once the event is durable
+		}
+		if quiet != nil || x.report.Final { // no call per event before the final report
+			quiet = x.quietAfterReport(quiet)
 		}
 		if x.clientGone.Load() {
 			if x.report.Ended {
