@@ -16,14 +16,16 @@ import (
 // lets each use the ones before it, and close stops them in the reverse
 // order (the gateway before the worker that writes its last events, the
 // database, then the data directory's lock, taken first so that a second
-// process on it is refused before it migrates); a second close does nothing.
+// process on it is refused before it migrates; the limit share before the
+// key cache, so that a gateway hears the others' counts while its keys
+// load); a second close does nothing.
 func TestAppStartsAndStopsInOrder(t *testing.T) {
 	s := newStack(t, nil)
 	var names []string
 	for _, st := range s.app.stops {
 		names = append(names, st.name)
 	}
-	want := []string{"data directory lock", "database", "database check", "embedded NATS", "NATS connection", "meter worker", "key sync", "key cache", "limit share", "spool",
+	want := []string{"data directory lock", "database", "database check", "embedded NATS", "NATS connection", "meter worker", "key sync", "limit share", "key cache", "spool",
 		"dead-letter spool", "spool republisher", "crash journal", "gateway", "console", "admin listener"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("started %v, want %v", names, want)
