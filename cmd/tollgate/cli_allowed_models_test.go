@@ -1,10 +1,7 @@
 package main
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 )
 
@@ -16,13 +13,7 @@ import (
 // it opened it. The admin API here is a server that counts what reaches
 // it.
 func TestCLIRefusesAnEmptyAllowedModels(t *testing.T) {
-	var sent atomic.Int64
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sent.Add(1)
-		http.Error(w, "not expected", http.StatusTeapot)
-	}))
-	defer api.Close()
-	env := map[string]string{"TOLLGATE_ADMIN_URL": api.URL, "TOLLGATE_ADMIN_TOKEN": "t"}
+	env, sent := countingAdminAPI(t)
 	const id = "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff"
 	for _, args := range [][]string{
 		{"keys", "create", "--customer", id, "--name", "ci", "--allowed-models", ""},

@@ -63,13 +63,7 @@ func TestCLIRetriedCreateIsNotCalledNew(t *testing.T) {
 // another customer, key or credit. The admin API here is a server that
 // counts what reaches it.
 func TestCLIRefusesAnEmptyIdempotencyKey(t *testing.T) {
-	var sent atomic.Int64
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sent.Add(1)
-		http.Error(w, "not expected", http.StatusTeapot)
-	}))
-	defer api.Close()
-	env := map[string]string{"TOLLGATE_ADMIN_URL": api.URL, "TOLLGATE_ADMIN_TOKEN": "t"}
+	env, sent := countingAdminAPI(t)
 	const id = "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff"
 	for _, args := range [][]string{
 		{"customers", "create", "--name", "keyless", "--idempotency-key", ""},
@@ -89,4 +83,18 @@ func TestCLIRefusesAnEmptyIdempotencyKey(t *testing.T) {
 	if sent.Load() == 0 {
 		t.Error("a create with a key did not reach the admin API: the test's server is not the one the CLI uses")
 	}
+}
+
+// countingAdminAPI is an admin API that answers every request 418 and
+// counts them, and the environment that points the CLI at it: a command
+// refused before it sends leaves the count at 0.
+func countingAdminAPI(t *testing.T) (map[string]string, *atomic.Int64) {
+	t.Helper()
+	sent := new(atomic.Int64)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		http.Error(w, "not expected", http.StatusTeapot)
+	}))
+	t.Cleanup(api.Close)
+	return map[string]string{"TOLLGATE_ADMIN_URL": api.URL, "TOLLGATE_ADMIN_TOKEN": "t"}, sent
 }
