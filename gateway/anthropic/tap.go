@@ -119,6 +119,14 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 	t.ev = wireEvent{}
 	e := &t.ev
 	if !decodeEvent(ev.Data, e) {
+		if shallow, ok := jsonscan.Shallow(ev.Data); ok {
+			// Valid JSON nested past encoding/json's 10,000 levels (a
+			// hostile upstream's member beside the event's own): read as
+			// its members within jsonscan.MaxDepth levels.
+			sev := *ev
+			sev.Data = shallow
+			return t.observe(&sev, r)
+		}
 		// Malformed or of an unexpected shape: skipped, unless it says it is
 		// an error.
 		var head struct{ Type string }

@@ -38,6 +38,7 @@ import (
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/tap"
 	"github.com/tollgate-dev/tollgate/meter/usage"
+	"github.com/tollgate-dev/tollgate/meter/usage/jsonscan"
 )
 
 // response is the part of a GenerateContentResponse (one stream chunk, or a
@@ -148,21 +149,29 @@ func decode(b []byte, dst []response) []response {
 	switch b[0] {
 	case '{':
 		dst = append(dst, response{})
-		if !decodeObject(b, &dst[len(dst)-1]) {
-			dst = dst[:len(dst)-1]
-		} else if shadowed(b) {
-			dst[len(dst)-1].shadow = b
-		}
-	case '[':
-		var elems []json.RawMessage
-		if json.Unmarshal(b, &elems) != nil {
+		if decodeObject(b, &dst[len(dst)-1]) {
+			if shadowed(b) {
+				dst[len(dst)-1].shadow = b
+			}
 			return dst
 		}
-		for _, e := range elems {
-			if len(e) > 0 && e[0] == '{' {
-				dst = decode(e, dst)
+		dst = dst[:len(dst)-1]
+	case '[':
+		var elems []json.RawMessage
+		if json.Unmarshal(b, &elems) == nil {
+			for _, e := range elems {
+				if len(e) > 0 && e[0] == '{' {
+					dst = decode(e, dst)
+				}
 			}
+			return dst
 		}
+	}
+	if shallow, ok := jsonscan.Shallow(b); ok {
+		// Valid JSON nested past encoding/json's 10,000 levels (a hostile
+		// upstream's member beside the response's own): read as its
+		// members within jsonscan.MaxDepth levels.
+		return decode(shallow, dst)
 	}
 	return dst
 }

@@ -110,6 +110,15 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	// still counted below, as a client that reads the data may show it.
 	named := string(sev.Type) == "error"
 	if !sev.HasData || json.Unmarshal(data, &ev) != nil {
+		if shallow, ok := jsonscan.Shallow(data); sev.HasData && ok {
+			// Valid JSON nested past encoding/json's 10,000 levels (a
+			// hostile upstream's member beside the event's own): read as
+			// its members within jsonscan.MaxDepth levels.
+			e := *sev
+			e.Data = shallow
+			ResponsesTap{}.Event(&e, r)
+			return
+		}
 		if named {
 			r.Error, r.FinishReason = "upstream error event: "+string(data), "error"
 		}
