@@ -89,3 +89,47 @@ func TestDeeplyNestedEventsAreBilled(t *testing.T) {
 		}
 	})
 }
+
+// TestDeeplyNestedAnswersAreBilled: a whole (not streamed) answer with a
+// member nested past encoding/json's 10,000 levels beside its own is read
+// as its shallow members: its usage is the provider's, on every route.
+func TestDeeplyNestedAnswersAreBilled(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/messages"):
+			_, _ = io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-m","content":[{"type":"text","text":"hi"}],`+
+				`"stop_reason":"end_turn","usage":{"input_tokens":12,"output_tokens":345},`+deepMember+`}`)
+		case strings.Contains(r.URL.Path, ":generateContent"):
+			_, _ = io.WriteString(w, `{"candidates":[{"content":{"role":"model","parts":[{"text":"hi"}]},"finishReason":"STOP","index":0}],`+
+				`"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":345,"totalTokenCount":357},`+deepMember+`}`)
+		case strings.HasSuffix(r.URL.Path, "/responses"):
+			_, _ = io.WriteString(w, `{"id":"resp_1","object":"response","status":"completed","model":"m","output":[{"type":"message","role":"assistant",`+
+				`"content":[{"type":"output_text","text":"hi"}]}],"usage":{"input_tokens":12,"output_tokens":345,"total_tokens":357},`+deepMember+`}`)
+		default:
+			_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},`+
+				`"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":345,"total_tokens":357},`+deepMember+`}`)
+		}
+	}))
+	defer up.Close()
+	st := newStack(t, everyType(up.URL))
+	for _, tc := range []struct{ name, path, body string }{
+		{"chat", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`},
+		{"anthropic native", "/anthropic/v1/messages", `{"model":"claude-m","max_tokens":900,"messages":[{"role":"user","content":"hi"}]}`},
+		{"anthropic as chat", "/v1/chat/completions", `{"model":"claude-m","messages":[{"role":"user","content":"hi"}]}`},
+		{"gemini native", "/gemini/v1beta/models/gemini-m:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`},
+		{"gemini as chat", "/v1/chat/completions", `{"model":"gemini-m","messages":[{"role":"user","content":"hi"}]}`},
+		{"responses", "/v1/responses", `{"model":"m","input":"hi"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := st.post(t, tc.path, tc.body)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			e := st.sink.event(t, resp.Header.Get("X-Request-Id"))
+			if e.Usage.CompletionTokens != 345 || e.UsageSource != usage.SourceUpstream || resp.StatusCode != http.StatusOK {
+				t.Errorf("client got %d (%d bytes); event %s %s %+v: want the answer's usage, 345 completion tokens",
+					resp.StatusCode, len(b), e.Status, e.UsageSource, e.Usage)
+			}
+		})
+	}
+}
