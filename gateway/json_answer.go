@@ -44,10 +44,17 @@ func jsonStart(b []byte) bool {
 // usage as its stream would be, not refused and estimated. A usage whose
 // counts still cannot be read leaves Usage nil (UnreadableUsage set): the
 // answer is relayed and its usage estimated. The error is the lenient
-// reader's (not a JSON object), or openai.ErrTooComplex.
+// reader's (not a JSON object), or openai.ErrTooComplex. A member nested
+// past encoding/json's depth is read as null (jsonscan.Shallow).
 func parseAnswer(body []byte) (*openai.Chunk, error) {
 	c, err := openai.ParseChunk(body)
 	if err != nil && !errors.Is(err, openai.ErrTooComplex) {
+		if shallow, ok := jsonscan.Shallow(body); ok {
+			// Valid JSON nested past encoding/json's 10,000 levels (a
+			// hostile upstream's member beside the answer's own): read as
+			// its members within jsonscan.MaxDepth levels.
+			return parseAnswer(shallow)
+		}
 		c, err = openai.ParseChunkLenient(body)
 	}
 	return c, err

@@ -402,6 +402,12 @@ func bodyUsage(body []byte, r *tap.Report) (*wireMessage, error) {
 		// A field of the wrong type in a response object is skipped, the
 		// rest kept (see decodeEvent); anything else is no response.
 		var te *json.UnmarshalTypeError
+		if shallow, ok := jsonscan.Shallow(body); !errors.As(err, &te) && ok {
+			// Valid JSON nested past encoding/json's 10,000 levels (a
+			// hostile upstream's member beside the response's own): read
+			// as its members within jsonscan.MaxDepth levels.
+			return bodyUsage(shallow, r)
+		}
 		if !errors.As(err, &te) || kindOf(body) != '{' {
 			return nil, fmt.Errorf("anthropic response: %w", err)
 		}

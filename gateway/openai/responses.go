@@ -204,6 +204,12 @@ func ResponsesBody(body []byte, r *tap.Report) error {
 		Output json.RawMessage `json:"output"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
+		if shallow, ok := jsonscan.Shallow(body); ok {
+			// Valid JSON nested past encoding/json's 10,000 levels (a
+			// hostile upstream's member beside the response's own): read
+			// as its members within jsonscan.MaxDepth levels.
+			return ResponsesBody(shallow, r)
+		}
 		return err
 	}
 	if _, folded, _ := jsonscan.FoldedKey(body); folded {
