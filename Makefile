@@ -106,6 +106,7 @@ fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzScanFields ./gateway/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzOutputLimit ./gateway/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzLexer ./meter/usage/jsonscan/
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzShallow ./meter/usage/jsonscan/
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzTap ./gateway/anthropic/ -fuzzminimizetime 200x
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzTap ./gateway/gemini/ -fuzzminimizetime 200x
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh FuzzScan ./gateway/gemini/

@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 )
@@ -34,4 +35,49 @@ func TestShallow(t *testing.T) {
 			t.Errorf("%.40q…: changed, but nothing in it is nested past MaxDepth", in)
 		}
 	}
+}
+
+// FuzzShallow: Shallow's result has nothing left to replace (so a caller
+// that reads it again on failure stops there), and it reads, with
+// encoding/json, as the input's members within MaxDepth levels whenever
+// the input is valid JSON of any depth.
+func FuzzShallow(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, strings.Repeat("[", 70) + strings.Repeat("]", 70), strings.Repeat(`{"a":"]\"`, 80),
+		`]]]` + strings.Repeat("[", 80), `{"x":` + strings.Repeat(`[`, 66) + strings.Repeat(`]`, 66) + `,"y":"}"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := Shallow(b)
+		if again, more := Shallow(got); more {
+			t.Fatalf("Shallow(%q) = %q, which Shallow changes again, to %q", b, got, again)
+		}
+		if !ok && string(got) != string(b) {
+			t.Fatalf("Shallow(%q) changed it (%q) but reported no change", b, got)
+		}
+		// One JSON value of any depth: encoding/json's tokenizer has no
+		// depth limit, but reads a stream of values, closed or not.
+		d := json.NewDecoder(strings.NewReader(string(b)))
+		depth, values, valid := 0, 0, false
+		for {
+			tok, err := d.Token()
+			if err != nil {
+				valid = err == io.EOF && depth == 0 && values == 1
+				break
+			}
+			switch tok {
+			case json.Delim('['), json.Delim('{'):
+				depth++
+			case json.Delim(']'), json.Delim('}'):
+				depth--
+			}
+			if depth == 0 {
+				values++
+			}
+		}
+		if valid && ok {
+			if l := New(got); !l.Skip() {
+				t.Fatalf("Shallow(%q) = %q: the Lexer cannot read it", b, got)
+			}
+		}
+	})
 }
