@@ -243,10 +243,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // midnight) of the years 0001 to 9998: Postgres has no year 0, and a range
 // or period rounded up from late 9999 would end in a year JSON cannot hold.
 // Any other is EInvalid naming field, saying how to write a space where a
-// "T" or an offset's "+" belongs.
+// "T" or an offset's "+" belongs, or a "," before a second's fraction
+// (commaFraction).
 func parseTime(field, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
+	}
+	if err := commaFraction(field, s); err != nil {
+		return time.Time{}, err
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {

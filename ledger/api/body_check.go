@@ -19,7 +19,8 @@ import (
 //     front read 1;
 //   - the time 0001-01-01T00:00:00Z (in any offset), which decodes to Go's
 //     zero time, the value of a time not given: an effective_at of it was
-//     taken as now.
+//     taken as now;
+//   - a time with a "," before its second's fraction (commaFraction).
 //
 // It returns nil for a body it cannot read as JSON (decode says why).
 func checkBodyValues(b []byte) *ledger.Error {
@@ -68,11 +69,14 @@ func checkBodyValues(b []byte) *ledger.Error {
 				path = append(path, t)
 				continue
 			}
+			field := "request body"
+			if len(path) > 0 {
+				field = path[len(path)-1]
+			}
+			if err := commaFraction(field, t); err != nil {
+				return err
+			}
 			if at, err := time.Parse(time.RFC3339, t); err == nil && at.IsZero() {
-				field := "request body"
-				if len(path) > 0 {
-					field = path[len(path)-1]
-				}
 				return &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf("%s: %s is the zero time, which reads as not given; give a later time (or, where the field is optional, leave it out)", field, t)}
 			}
 		}
@@ -95,4 +99,21 @@ func foldKey(k string) string {
 		}
 		return least
 	}, k)
+}
+
+// commaFraction refuses (EInvalid naming field) s when it is an RFC 3339
+// time but for a "," before its second's fraction, which Go's parser
+// takes (ISO 8601 allows it) and RFC 3339, OpenAPI's date-time and every
+// generated client do not: a time the API takes is one its clients can
+// send back. It returns nil for any other string.
+func commaFraction(field, s string) *ledger.Error {
+	i := strings.IndexByte(s, ',')
+	if i < 0 || !strings.Contains(s[:i], "T") {
+		return nil
+	}
+	if _, err := time.Parse(time.RFC3339, s); err != nil {
+		return nil
+	}
+	return &ledger.Error{Code: ledger.EInvalid, Message: fmt.Sprintf(`%s: %q writes a comma before the second's fraction; RFC 3339 writes a "." (%s)`,
+		field, s, s[:i]+"."+s[i+1:])}
 }
