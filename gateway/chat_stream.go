@@ -458,14 +458,7 @@ func (c *chatWriter) passOpenAI(ev *sse.Event, tp *openai.ChatTap) (done bool) {
 	if isDone(ev.Data) {
 		return true
 	}
-	c.passChunk(ev, tp)
-	return false
-}
-
-// passChunk taps one chunk (an event with data, not [DONE]) and forwards
-// it as the client should get it.
-func (c *chatWriter) passChunk(ev *sse.Event, tp *openai.ChatTap) {
-	r := &c.x.report
+chunk:
 	if s := c.scan; openai.ScanChunk(ev.Data, s) { // every chunk without an error, usage included
 		tp.Scanned(s, r)
 		if len(s.ID) > 0 {
@@ -475,7 +468,7 @@ func (c *chatWriter) passChunk(ev *sse.Event, tp *openai.ChatTap) {
 			if c.includeUsage {
 				c.usage = append(c.usage[:0], ev.Data...) // sent by end, once durable
 			}
-			return
+			return false
 		}
 		// As below: usage rides only in the usage chunk.
 		if s.HasUsage() {
@@ -485,26 +478,19 @@ func (c *chatWriter) passChunk(ev *sse.Event, tp *openai.ChatTap) {
 			ev.Data = s.StripUsage(ev.Data)
 		}
 		c.send(*ev)
-		return
+		return false
 	}
 	ch, err := openai.ParseChunk(ev.Data)
-	if err != nil && !errors.Is(err, openai.ErrTooComplex) {
-		if shallow, ok := jsonscan.Shallow(ev.Data); ok {
-			// Valid JSON nested past encoding/json's 10,000 levels (a
-			// hostile upstream's member beside the chunk's own): read, and
-			// relayed, with its members past jsonscan.MaxDepth as null.
-			ev.Data = shallow
-			c.passChunk(ev, tp)
-			return
-		}
-	}
 	lenient := err != nil
 	if lenient {
+		if shallow(ev) {
+			goto chunk // not a call: the relay's frame stays small (TestStreamStack)
+		}
 		ch, err = openai.ParseChunkLenient(ev.Data) // a field of another type: what reaches the client is counted
 	}
 	if errors.Is(err, openai.ErrTooComplex) {
 		c.broken = err // not decoded, so not counted: the stream ends as broken
-		return
+		return false
 	}
 	if err == nil && ch.AmbiguousUsage {
 		// Decoders differ on its usage: as for a chunk read leniently, the
@@ -519,14 +505,14 @@ func (c *chatWriter) passChunk(ev *sse.Event, tp *openai.ChatTap) {
 		if !ev.Unended {
 			c.send(*ev)
 		}
-		return
+		return false
 	}
 	tp.Chunk(ch, r)
 	if ch.UnreadableUsage {
 		// No report (the usage is estimated), and not the client's: a usage
 		// chunk is dropped, a usage member stripped.
 		if len(ch.Choices) == 0 && ch.Error == nil {
-			return
+			return false
 		}
 		if stripped, err := jsonscan.DeleteMember(ev.Data, "usage"); err == nil {
 			ev.Data = stripped
@@ -544,7 +530,7 @@ func (c *chatWriter) passChunk(ev *sse.Event, tp *openai.ChatTap) {
 		} else {
 			c.usage = c.usage[:0] // end makes it from the event: the client's SDK would not read this one either
 		}
-		return
+		return false
 	}
 	// Usage rides only in the usage chunk, as OpenAI sends it: a usage
 	// report on another chunk is removed (the usage chunk will carry it),
@@ -563,7 +549,20 @@ func (c *chatWriter) passChunk(ev *sse.Event, tp *openai.ChatTap) {
 		}
 	}
 	c.send(*ev)
-	return
+	return false
+}
+
+// shallow replaces ev's data, when it holds JSON nested past
+// encoding/json's 10,000 levels (a hostile upstream's member beside the
+// chunk's own), by its members within jsonscan.MaxDepth levels
+// (jsonscan.Shallow), as it is read and relayed, and reports whether it
+// did. Not inlined: the relay's frame stays small (TestStreamStack).
+//
+//go:noinline
+func shallow(ev *sse.Event) bool {
+	data, ok := jsonscan.Shallow(ev.Data)
+	ev.Data = data
+	return ok
 }
 
 // end finishes the stream: an error when the upstream stalled or broke;
