@@ -119,13 +119,8 @@ func (t *Tap) observe(ev *sse.Event, r *tap.Report) (*wireEvent, bool) {
 	t.ev = wireEvent{}
 	e := &t.ev
 	if !decodeEvent(ev.Data, e) {
-		if shallow, ok := jsonscan.Shallow(ev.Data); ok {
-			// Valid JSON nested past encoding/json's 10,000 levels (a
-			// hostile upstream's member beside the event's own): read as
-			// its members within jsonscan.MaxDepth levels.
-			sev := *ev
-			sev.Data = shallow
-			return t.observe(&sev, r)
+		if e, isErr, ok := t.observeShallow(ev, r); ok {
+			return e, isErr
 		}
 		// Malformed or of an unexpected shape: skipped, unless it says it is
 		// an error.
@@ -459,6 +454,25 @@ var usageKeys = tap.UsageKeys{
 	"input_tokens": nil, "cache_creation_input_tokens": nil, "cache_read_input_tokens": nil, "output_tokens": nil,
 	"output_tokens_details": {"thinking_tokens": nil}, "server_tool_use": {"web_search_requests": nil},
 	"iterations": {"input_tokens": nil, "cache_creation_input_tokens": nil, "cache_read_input_tokens": nil, "output_tokens": nil},
+}
+
+// observeShallow is observe of ev's data when it is valid JSON nested past
+// encoding/json's 10,000 levels (a hostile upstream's member beside the
+// event's own), read as its members within jsonscan.MaxDepth levels
+// (jsonscan.Shallow); ok is false, and nothing is read, for any other
+// data. Not inlined: observe's frame, which the relay's stack holds, stays
+// as small.
+//
+//go:noinline
+func (t *Tap) observeShallow(ev *sse.Event, r *tap.Report) (e *wireEvent, isErr, ok bool) {
+	data, ok := jsonscan.Shallow(ev.Data)
+	if !ok {
+		return nil, false, false
+	}
+	shallow := *ev
+	shallow.Data = data
+	e, isErr = t.observe(&shallow, r)
+	return e, isErr, true
 }
 
 // decodeEvent decodes one event's data into e, which must be zero, and

@@ -110,13 +110,7 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	// still counted below, as a client that reads the data may show it.
 	named := string(sev.Type) == "error"
 	if !sev.HasData || json.Unmarshal(data, &ev) != nil {
-		if shallow, ok := jsonscan.Shallow(data); sev.HasData && ok {
-			// Valid JSON nested past encoding/json's 10,000 levels (a
-			// hostile upstream's member beside the event's own): read as
-			// its members within jsonscan.MaxDepth levels.
-			e := *sev
-			e.Data = shallow
-			ResponsesTap{}.Event(&e, r)
+		if sev.HasData && shallowEvent(sev, r) {
 			return
 		}
 		if named {
@@ -188,6 +182,23 @@ func failure(resp *responseObject) string {
 		return "the upstream gave no error"
 	}
 	return string(resp.Error)
+}
+
+// shallowEvent taps sev when its data is valid JSON nested past
+// encoding/json's 10,000 levels (a hostile upstream's member beside the
+// event's own), read as its members within jsonscan.MaxDepth levels
+// (jsonscan.Shallow), and reports whether it did. Not inlined: Event's
+// frame, which the relay's stack holds, stays as small.
+//
+//go:noinline
+func shallowEvent(sev *sse.Event, r *tap.Report) bool {
+	data, ok := jsonscan.Shallow(sev.Data)
+	if ok {
+		shallow := *sev
+		shallow.Data = data
+		ResponsesTap{}.Event(&shallow, r)
+	}
+	return ok
 }
 
 // ResponsesBody reads the usage of a non-streamed Responses API response,
