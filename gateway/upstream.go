@@ -326,8 +326,10 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		// (metrics kind "refused"), not as the client's invalid request.
 		x.refusedWith = http.StatusUnauthorized
 	}
-	if f.failed {
-		x.upstreamFailed, x.retryAfter = true, retryAfter(resp.Header, time.Now())
+	if f.failed || f.next {
+		if f.failed {
+			x.upstreamFailed, x.retryAfter = true, retryAfter(resp.Header, time.Now())
+		}
 		if x.mayRetry() {
 			return
 		}
@@ -397,6 +399,10 @@ type upstreamRefusal struct {
 	// answer is what the client is told, with 502, when no deployment is
 	// left; "": the upstream's answer reaches it as it came.
 	answer string
+	// next: the client's request, which another deployment may still
+	// take (a larger limit): the next deployment is tried, and this one
+	// does not rest.
+	next bool
 }
 
 // refusalOf reads an upstream's answer of status (not 200), its body
@@ -417,7 +423,10 @@ type upstreamRefusal struct {
 // that says the deployment's model is not found (deploymentModelGone) or
 // its path is not there (deploymentURLGone). Any other 403 or 404 can be
 // the client's request (a beta it may not use, a previous_response_id
-// unknown) and goes to the client as it came, resting nothing.
+// unknown) and goes to the client as it came, resting nothing. A 429
+// that says the request is too large for the deployment's per-minute limit
+// (tooLargeForLimit) is the client's too, but another deployment may take
+// it: the next one is tried, and this one does not rest.
 //
 // On the last attempt a 408, 429 or 5xx is relayed, which the client's
 // SDK retries; the others are answered 502 saying what failed. Relayed,
@@ -433,20 +442,37 @@ type upstreamRefusal struct {
 func (s *Server) refusalOf(rt route, status int, body []byte) upstreamRefusal {
 	switch {
 	case status >= 300 && status <= 399:
-		return upstreamRefusal{true, ": a redirect, not followed", redirectMessage(status)}
+		return upstreamRefusal{failed: true, why: ": a redirect, not followed", answer: redirectMessage(status)}
 	case status < 400:
-		return upstreamRefusal{true, ": not an answer",
-			fmt.Sprintf("the upstream provider answered %d, which is not an answer: %s", status, bytes.TrimSpace(body))}
+		return upstreamRefusal{failed: true, why: ": not an answer",
+			answer: fmt.Sprintf("the upstream provider answered %d, which is not an answer: %s", status, bytes.TrimSpace(body))}
 	case status == http.StatusUnauthorized, status == http.StatusPaymentRequired:
-		return upstreamRefusal{true, "", credentialsMessage(status)}
+		return upstreamRefusal{failed: true, answer: credentialsMessage(status)}
 	case status == http.StatusBadRequest && keyRefusal(body):
-		return upstreamRefusal{true, ": the deployment's API key refused", credentialsMessage(status)}
+		return upstreamRefusal{failed: true, why: ": the deployment's API key refused", answer: credentialsMessage(status)}
 	case status == http.StatusNotFound && s.deploymentModelGone(rt, body):
-		return upstreamRefusal{true, ": the deployment's model was not found", modelGoneMessage(rt.model)}
+		return upstreamRefusal{failed: true, why: ": the deployment's model was not found", answer: modelGoneMessage(rt.model)}
 	case status == http.StatusNotFound && s.deploymentURLGone(rt, body):
-		return upstreamRefusal{true, ": the deployment's URL was not found", urlGoneMessage(rt.model)}
+		return upstreamRefusal{failed: true, why: ": the deployment's URL was not found", answer: urlGoneMessage(rt.model)}
+	case status == http.StatusTooManyRequests && tooLargeForLimit(body):
+		return upstreamRefusal{next: true, why: ": the request is too large for the deployment's per-minute limit"}
 	}
 	return upstreamRefusal{failed: transientStatus(status)}
+}
+
+// tooLargeForLimit reports whether body, an upstream's 429, is OpenAI's
+// refusal of a request whose own tokens pass the organization's
+// per-minute limit ("Request too large for gpt-4o in organization … on
+// tokens per min (TPM): Limit 30000, Requested 36278. The input or output
+// tokens must be reduced …"): no wait cures it, and the client's prompt,
+// not the deployment's load, drew it. Taken as the deployment's failure,
+// a client sending such a prompt once a cool-down rested every deployment
+// of a model for every customer. Anchored at the message's start, as
+// saysModelNotFound's rules are, so that no echo of a client's words
+// matches; its "Rate limit reached for …" (the deployment's load) does not.
+func tooLargeForLimit(body []byte) bool {
+	msg, _, _ := errorWords(body)
+	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(msg)), "request too large for ")
 }
 
 // credentialsMessage is what a client is told of an upstream's refusal,
