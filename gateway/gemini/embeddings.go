@@ -33,6 +33,13 @@ var (
 // call (its API answers 400 INVALID_ARGUMENT past it).
 const MaxBatch = 100
 
+// MaxInputs is the most inputs OpenAI's embeddings API takes in one
+// request, and so the gateway's on a Gemini deployment: past it the
+// request is refused (400), as OpenAI refuses it. Unbounded, one request
+// of 200,000 one-letter inputs (1 MB) went upstream as 2,000 calls, one
+// after another, per attempt, their answers joined in memory.
+const MaxInputs = 2048
+
 // Split cuts a batchEmbedContents body of more than MaxBatch requests into
 // bodies of at most MaxBatch each, in order, with the number of inputs of
 // each; nil for an embedContent body or a batch that fits one call.
@@ -102,6 +109,9 @@ func (Embeddings) Request(body []byte, upstreamModel string) (string, []byte, er
 	var many []string
 	if err := json.Unmarshal(req.Input, &many); err != nil || len(many) == 0 {
 		return "", nil, errors.New("input: must be a string or a non-empty array of strings for this model (token arrays are not supported by its provider)")
+	}
+	if len(many) > MaxInputs {
+		return "", nil, fmt.Errorf("input: an array of at most %d strings, not %d", MaxInputs, len(many))
 	}
 	batch := struct {
 		Requests []embedContent `json:"requests"`
