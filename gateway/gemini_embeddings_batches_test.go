@@ -103,20 +103,45 @@ func embedInputs(n int) []string {
 }
 
 // promptEstimate is what the gateway bills, estimated, for the inputs:
-// the usage of one embedContent call of them joined (the estimate counts
-// an array's strings joined by newlines).
+// the sum of each one's usage embedded alone (each input is embedded on
+// its own, so the estimate counts each on its own).
 func promptEstimate(t *testing.T, st *stack, c openai.Client, inputs []string) int64 {
 	t.Helper()
+	var sum int64
+	for _, in := range inputs {
+		var resp *http.Response
+		r, err := c.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "gemini-emb",
+			Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String(in)}}, option.WithResponseInto(&resp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Usage.PromptTokens != r.Usage.PromptTokens || e.Usage.PromptTokens == 0 {
+			t.Fatalf("control: event %+v, answer's usage %+v", e.Usage, r.Usage)
+		}
+		sum += r.Usage.PromptTokens
+	}
+	return sum
+}
+
+// TestGeminiEmbeddingsEstimateEachInput: Gemini reports no usage for
+// embeddings, so the estimate is the bill; it counted an array's inputs
+// joined by newlines, a token more an input: 1,000 inputs of one token
+// each were billed 1,999 (a failover review: 200,000 one-letter inputs,
+// 399,999). Each input is embedded alone, and counted so: 1,000.
+func TestGeminiEmbeddingsEstimateEachInput(t *testing.T) {
+	st, c := batchStack(t, &batchGemini{})
+	inputs := make([]string, 1000)
+	for i := range inputs {
+		inputs[i] = "a"
+	}
 	var resp *http.Response
-	r, err := c.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "gemini-emb",
-		Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String(strings.Join(inputs, "\n"))}}, option.WithResponseInto(&resp))
-	if err != nil {
+	if _, err := c.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "gemini-emb",
+		Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs}}, option.WithResponseInto(&resp)); err != nil {
 		t.Fatal(err)
 	}
-	if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Usage.PromptTokens != r.Usage.PromptTokens || e.Usage.PromptTokens == 0 {
-		t.Fatalf("control: event %+v, answer's usage %+v", e.Usage, r.Usage)
+	if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Usage.PromptTokens != 1000 || e.UsageSource != usage.SourceEstimated {
+		t.Fatalf("1,000 one-token inputs: event %s %+v; want 1,000 prompt tokens, estimated", e.UsageSource, e.Usage)
 	}
-	return r.Usage.PromptTokens
 }
 
 // OpenAI's embeddings API takes up to 2048 inputs in one request; Gemini's
