@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/tollgate-dev/tollgate/gateway/openai"
 	"github.com/tollgate-dev/tollgate/gateway/provider"
@@ -316,7 +315,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 }
 
 // inputPrompt is what an estimate counts of an embeddings input or a
-// completions prompt: its text (a string, or an array of strings), or the
+// completions prompt: its text (a string, or an array of strings, each
+// counted on its own, as the provider reads each), or the
 // number of token ids it holds (an array of tokens, or of token arrays,
 // which OpenAI's API takes as already tokenized input).
 func inputPrompt(raw json.RawMessage) tap.Prompt {
@@ -326,7 +326,7 @@ func inputPrompt(raw json.RawMessage) tap.Prompt {
 	}
 	var many []string
 	if json.Unmarshal(raw, &many) == nil {
-		return tap.Prompt{Text: strings.Join(many, "\n")}
+		return tap.Prompt{Texts: many}
 	}
 	var ids []int64
 	if json.Unmarshal(raw, &ids) == nil {

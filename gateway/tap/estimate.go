@@ -86,7 +86,7 @@ func cutNear(s string, limit int) int {
 	return i
 }
 
-// Prompt estimates a prompt's tokens: its text, plus, for a list of chat
+// Prompt estimates a prompt's tokens: its text (and each of its Texts), plus, for a list of chat
 // messages, the tokens of the chat format around them as OpenAI documents
 // its counting ("How to count tokens with tiktoken", OpenAI Cookbook: 3
 // per message plus 1 for its role, and 3 that prime the reply).
@@ -95,6 +95,9 @@ func (e *Estimator) Prompt(p Prompt) int64 {
 		return p.Tokens
 	}
 	n := e.Count(p.Text) + max(p.Media, 0)
+	for _, t := range p.Texts {
+		n += e.Count(t)
+	}
 	if p.Messages > 0 {
 		n += 4*int64(p.Messages) + 3
 	}

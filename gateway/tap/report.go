@@ -201,7 +201,11 @@ func (r *Report) late() string {
 // Media, the tokens of its parts that are not text (images), counted by
 // the caller; or, when Tokens is set, that estimate itself.
 type Prompt struct {
-	Text     string
+	Text string
+	// Texts are counted each on its own and added to Text's count: an
+	// embeddings input array, each of whose strings the provider reads
+	// alone (joined, each newline between them counted a token more).
+	Texts    []string
 	Messages int
 	Media    int64
 	Tokens   int64
