@@ -40,7 +40,7 @@ func (j *Journal) compact() (kept int64, err error) {
 	for id := range j.open {
 		open[id] = true
 	}
-	hidden := j.hidden
+	hidden, spend := j.hidden, j.spend
 	j.mu.Unlock()
 	j.fmu.Unlock()
 	reqs, _, err := recoverSegmentsUpTo(j.dir, []uint64{old}, open, upTo, seals{old: j.seed})
@@ -49,7 +49,10 @@ func (j *Journal) compact() (kept int64, err error) {
 	}
 	keep := appendCompacted(nil, old, j.seed)
 	if hidden != nil {
-		keep = appendHidden(keep, hidden, j.seed)
+		keep = appendState(keep, kindHidden, hidden, j.seed)
+	}
+	if spend != nil {
+		keep = appendState(keep, kindSpend, spend, j.seed)
 	}
 	for i := range reqs {
 		if id, ok := parseID(reqs[i].Event.ID); ok && open[id] {

@@ -25,6 +25,7 @@
 package journal
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
@@ -131,6 +132,9 @@ type Journal struct {
 	hidden []byte
 	// recovered are the averages an earlier process left.
 	recovered map[string]int64
+	// spend is the last spend charges journaled (or recovered), kept
+	// through compaction; recoveredSpend those an earlier process left.
+	spend, recoveredSpend []byte
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -178,17 +182,17 @@ func Open(dir string) (j *Journal, reqs []Request, err error) {
 	}
 	live := slices.DeleteFunc(slices.Clone(segs), func(f segFile) bool { return gone[f.segKey] })
 	damaged := map[string]bool{}
-	reqs, hidden, err := recoverNoting(dir, live, nil, -1, damaged)
+	reqs, last, err := recoverNoting(dir, live, nil, -1, damaged)
 	if err != nil {
 		return nil, nil, unreadable(dir, err)
 	}
 	j = &Journal{dir: dir, lock: lock, seed: seed, open: map[[16]byte]uint8{}, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		older: segs, damaged: damaged, recovered: hidden, lazy: time.NewTimer(time.Hour)}
+		older: segs, damaged: damaged, recovered: last.hidden, spend: last.spend, recoveredSpend: last.spend, lazy: time.NewTimer(time.Hour)}
 	j.segLimit = segmentLimit(dir)
 	j.segBound = segmentBound(dir, j.segLimit)
 	j.lazy.Stop()
-	if hidden != nil {
-		j.hidden, _ = json.Marshal(hidden)
+	if last.hidden != nil {
+		j.hidden, _ = json.Marshal(last.hidden)
 	}
 	if err := j.openSegment(next); err != nil {
 		return nil, nil, unreadable(dir, err)
@@ -459,6 +463,31 @@ func (j *Journal) HiddenReasoning(avg map[string]int64) {
 // RecoveredHiddenReasoning is the last hidden reasoning averages an
 // earlier process journaled (nil when none).
 func (j *Journal) RecoveredHiddenReasoning() map[string]int64 { return j.recovered }
+
+// SpendCharges journals the gateway's spend charges since its keys' and
+// customers' last states (snapshot, JSON the journal keeps as it is), so
+// that a gateway that restarts while the meter cannot write (and so no
+// newer state comes) still counts what it admitted since. It replaces the
+// snapshot journaled before; data that is not JSON is not journaled.
+func (j *Journal) SpendCharges(snapshot []byte) {
+	if !json.Valid(snapshot) {
+		return
+	}
+	b := bytes.Clone(snapshot)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return
+	}
+	j.spend = b
+	start := j.startRecord(kindSpend, [16]byte{}, time.Now())
+	j.buf = append(j.buf, b...)
+	j.endRecord(start)
+}
+
+// RecoveredSpendCharges is the last spend charges an earlier process
+// journaled (nil when none): JSON, as SpendCharges was given it.
+func (j *Journal) RecoveredSpendCharges() []byte { return j.recoveredSpend }
 
 // Open reports the requests in flight.
 func (j *Journal) Open() int {

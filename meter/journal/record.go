@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -67,6 +68,10 @@ const (
 	// A record of its own, not a part of the checkpoint's: a release
 	// before it ignores the kind, and so reads the output once.
 	kindReasoning uint8 = 7
+	// kindSpend holds the gateway's spend charges since its keys' and
+	// customers' last states (JSON the journal does not read: see
+	// Journal.SpendCharges). A release before it ignores the kind.
+	kindSpend uint8 = 8
 )
 
 // A record is [length uint32][crc32c uint32][data]: data is [kind uint8]
@@ -80,6 +85,7 @@ const (
 //   - end: nothing
 //   - fail: [event JSON]
 //   - hidden: [the averages JSON], request id all zeros
+//   - spend: [the gateway's spend charges JSON], request id all zeros
 const headerLen = 8 + 1 + 16 + 8
 
 // Checkpoint flags. flagSkipped is followed, after the counts, by the
@@ -218,10 +224,11 @@ func appendRequest(b []byte, r *Request, seed uint32) []byte {
 	return b
 }
 
-// appendHidden appends a hidden reasoning record of payload, sealed with seed.
-func appendHidden(b, payload []byte, seed uint32) []byte {
+// appendState appends a record of kind (kindHidden or kindSpend), with
+// no request id, of payload, sealed with seed.
+func appendState(b []byte, kind uint8, payload []byte, seed uint32) []byte {
 	start := len(b)
-	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, kindHidden)
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, kind)
 	b = append(b, make([]byte, 16)...)
 	b = binary.BigEndian.AppendUint64(b, uint64(time.Now().UnixNano()))
 	b = append(b, payload...)
@@ -332,14 +339,14 @@ func readRecord(r io.Reader, data []byte, seed uint32) (recordState, uint32, []b
 // them: compaction knows which requests are open, and in a full segment
 // nearly all of them have ended. Each segment's crcs are checked under
 // its seed in s.
-func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool, s seals) ([]Request, map[string]int64, error) {
+func recoverSegments(dir string, segs []uint64, only map[[16]byte]bool, s seals) ([]Request, states, error) {
 	return recoverSegmentsUpTo(dir, segs, only, -1, s)
 }
 
 // recoverSegmentsUpTo is recoverSegments reading the last segment only up
 // to its first upTo bytes (all of it when upTo < 0): compaction reads the
 // records written before it began, while others are appended.
-func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo int64, s seals) ([]Request, map[string]int64, error) {
+func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo int64, s seals) ([]Request, states, error) {
 	files := make([]segFile, len(segs))
 	for i, n := range segs {
 		files[i] = segFile{segKey{n, s.seedOf(n)}, filepath.Base(segPath(dir, n, s.seedOf(n)))}
@@ -350,8 +357,8 @@ func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo
 // recoverNoting is recoverSegmentsUpTo of the segment files segs, noting
 // in damaged, when not nil, the paths of segments whose bytes it could not
 // all read (see noteDamage).
-func recoverNoting(dir string, segs []segFile, only map[[16]byte]bool, upTo int64, damaged map[string]bool) ([]Request, map[string]int64, error) {
-	var hidden map[string]int64
+func recoverNoting(dir string, segs []segFile, only map[[16]byte]bool, upTo int64, damaged map[string]bool) ([]Request, states, error) {
+	var last states
 	byID := map[[16]byte]*Request{}
 	var order [][16]byte
 	for i, sf := range segs {
@@ -446,12 +453,16 @@ func recoverNoting(dir string, segs []segFile, only map[[16]byte]bool, upTo int6
 				delete(byID, id)
 			case kindHidden:
 				if m, ok := decodeHidden(payload); ok {
-					hidden = m
+					last.hidden = m
+				}
+			case kindSpend:
+				if json.Valid(payload) {
+					last.spend = bytes.Clone(payload)
 				}
 			}
 		})
 		if err != nil {
-			return nil, nil, err
+			return nil, states{}, err
 		}
 	}
 	var out []Request
@@ -461,7 +472,7 @@ func recoverNoting(dir string, segs []segFile, only map[[16]byte]bool, upTo int6
 			delete(byID, id) // an id begun twice is returned once
 		}
 	}
-	return out, hidden, nil
+	return out, last, nil
 }
 
 // scan calls fn for each intact record of the file at path. A torn or
@@ -626,6 +637,14 @@ func parseID(s string) ([16]byte, bool) {
 	}
 	id, err := uuid.Parse(s)
 	return id, err == nil
+}
+
+// states are the last of the records that hold a gateway's state rather
+// than a request's: the hidden reasoning averages (nil: none) and the
+// spend charges (nil: none).
+type states struct {
+	hidden map[string]int64
+	spend  []byte
 }
 
 // decodeHidden reads a hidden reasoning record: tokens by model, as JSON

@@ -1,0 +1,48 @@
+package journal
+
+import "testing"
+
+// TestJournalKeepsSpendCharges: the spend charges a gateway journals
+// survive compaction and a restart, the last one standing, as given; and
+// one that is not JSON is not journaled.
+func TestJournalKeepsSpendCharges(t *testing.T) {
+	j, dir := openWithSegments(t, 32<<10)
+	if j.RecoveredSpendCharges() != nil {
+		t.Fatal("charges from nowhere")
+	}
+	j.SpendCharges([]byte(`{"keys":{"k1":{"v":1,"c":5}}}`))
+	last := `{"keys":{"k1":{"v":1,"c":9}},"customers":{"c1":{"v":2,"c":9}}}`
+	j.SpendCharges([]byte(last))
+	j.SpendCharges([]byte(`{"keys":`)) // torn: not journaled
+	for i := range 2000 {              // several compactions
+		e := testEvent(i)
+		j.Begin(e, []byte("{}"))
+		j.End(e.ID)
+	}
+	j.written(t)
+	j.Close()
+	j2, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(j2.RecoveredSpendCharges()); got != last {
+		t.Fatalf("recovered %q, want %q", got, last)
+	}
+	// The next process's journal keeps them too, until it journals its own.
+	j2.Release()
+	for i := range 2000 {
+		e := testEvent(10_000 + i)
+		j2.Begin(e, []byte("{}"))
+		j2.End(e.ID)
+	}
+	j2.written(t)
+	j2.Close()
+	j3, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j3.Close()
+	if got := string(j3.RecoveredSpendCharges()); got != last {
+		t.Fatalf("after a restart, compactions and the older segments' release: recovered %q, want %q", got, last)
+	}
+}
