@@ -124,6 +124,7 @@ type memJournal struct {
 	mu        sync.Mutex
 	calls     []string // "begin id", "checkpoint id output", "end id", "fail id"
 	hidden    map[string]int64
+	spend     []byte // the last spend charges journaled
 	reasoning map[string]int64  // by request id, at Begin
 	begunWith map[string]string // corrections by request id, at Begin
 	failing   error             // what Failing returns (gateway.JournalHealth)
@@ -174,6 +175,11 @@ func (j *memJournal) Fail(e *usage.Event) { j.add("fail " + e.ID) }
 func (j *memJournal) HiddenReasoning(avg map[string]int64) {
 	j.mu.Lock()
 	j.hidden = avg
+	j.mu.Unlock()
+}
+func (j *memJournal) SpendCharges(snapshot []byte) {
+	j.mu.Lock()
+	j.spend = snapshot
 	j.mu.Unlock()
 }
 

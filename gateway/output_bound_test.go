@@ -23,6 +23,7 @@ func (nopJournal) Checkpoint(string, string, string, *usage.Tokens, bool) {}
 func (nopJournal) End(string)                                             {}
 func (nopJournal) Fail(*usage.Event)                                      {}
 func (nopJournal) HiddenReasoning(map[string]int64)                       {}
+func (nopJournal) SpendCharges([]byte)                                    {}
 
 // TestStreamedOutputDoesNotGrowTheHeapWithoutBound: a stream's relay kept
 // every byte of output text it tapped (tap.Report.Output) until the

@@ -96,6 +96,10 @@ type Journal interface {
 	// HiddenReasoning records the averages of the reasoning each model
 	// spends without showing it, in tokens by model (see Recover).
 	HiddenReasoning(avg map[string]int64)
+	// SpendCharges records what the gateway charged its spend-limited
+	// keys and customers since their last states (JSON, for
+	// Deps.SpendCharges at the next start), replacing the last record.
+	SpendCharges(snapshot []byte)
 }
 
 // Deps are what a Server is built from.
@@ -118,6 +122,11 @@ type Deps struct {
 	// HiddenReasoning seeds the averages of the reasoning each model hides
 	// (tokens, by model) with what an earlier process journaled.
 	HiddenReasoning map[string]int64
+	// SpendCharges seeds the charges of spend-limited keys and customers
+	// since their last states with what an earlier process journaled
+	// (Journal.SpendCharges; nil: none): a restart while the meter cannot
+	// write, and so no newer state comes, forgets none of them.
+	SpendCharges []byte
 	// Log receives the per-request lines and failures.
 	Log *slog.Logger
 	// Metrics, when set, registers the gateway's Prometheus series.
@@ -499,3 +508,4 @@ func (noJournal) Checkpoint(string, string, string, *usage.Tokens, bool) {}
 func (noJournal) End(string)                                             {}
 func (noJournal) Fail(*usage.Event)                                      {}
 func (noJournal) HiddenReasoning(map[string]int64)                       {}
+func (noJournal) SpendCharges([]byte)                                    {}
