@@ -124,7 +124,7 @@ type memJournal struct {
 	mu        sync.Mutex
 	calls     []string // "begin id", "checkpoint id output", "end id", "fail id"
 	hidden    map[string]int64
-	spend     []byte // the last spend charges journaled
+	spend     []byte            // the last spend charges journaled
 	reasoning map[string]int64  // by request id, at Begin
 	begunWith map[string]string // corrections by request id, at Begin
 	failing   error             // what Failing returns (gateway.JournalHealth)

@@ -305,6 +305,7 @@ func New(cfg Config, d Deps) (*Server, error) {
 		s.registerResting(d.Metrics)
 	}
 	s.hidden.seed(d.HiddenReasoning)
+	s.spend.seed(d.SpendCharges)
 	if w, ok := d.Keys.(StateWatcher); ok {
 		w.WatchStates(s.spend.arrived(s.spend.keys), s.spend.arrived(s.spend.customers))
 	}
@@ -373,8 +374,9 @@ func (s *Server) Start(addr string, h http.Handler) error {
 
 // background publishes every key's limit counts to the other gateways
 // every shareInterval, offers the events the sink refused to it again
-// (republishOwed), and journals the hidden reasoning averages every few
-// seconds while they change, until ctx ends.
+// (republishOwed), and journals the hidden reasoning averages and the
+// spend charges every few seconds while they change, and at ctx's end,
+// until ctx ends.
 func (s *Server) background(ctx context.Context) {
 	t := time.NewTicker(shareInterval)
 	defer t.Stop()
@@ -383,6 +385,9 @@ func (s *Server) background(ctx context.Context) {
 		case <-ctx.Done():
 			if avg := s.hidden.snapshot(); avg != nil {
 				s.journal.HiddenReasoning(avg)
+			}
+			if b := s.spend.snapshot(); b != nil {
+				s.journal.SpendCharges(b)
 			}
 			if s.owed.len() > 0 { // a last try; what is left stays in the crash journal
 				last, cancel := context.WithTimeout(context.Background(), owedStopBudget)
@@ -405,6 +410,9 @@ func (s *Server) background(ctx context.Context) {
 		if tick%5 == 0 {
 			if avg := s.hidden.snapshot(); avg != nil {
 				s.journal.HiddenReasoning(avg)
+			}
+			if b := s.spend.snapshot(); b != nil {
+				s.journal.SpendCharges(b)
 			}
 		}
 	}

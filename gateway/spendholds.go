@@ -34,6 +34,9 @@ type spendHolds struct {
 	mu        sync.Mutex
 	keys      countMap // by key id
 	customers countMap // by customer id
+	// changed counts the changes of charges; journaled is its value at
+	// the last snapshot (spendholds_journal.go).
+	changed, journaled uint64
 }
 
 // countMap holds spendCounts by key or customer id.
@@ -58,6 +61,9 @@ type spendCount struct {
 	charged                  int64
 	day, month               int64
 	dayCharged, monthCharged int64
+	// seeded says the charges are an earlier process's (spendHolds.seed),
+	// counted from its version until this process has seen a state.
+	seeded bool
 }
 
 func newSpendHolds() *spendHolds {
@@ -86,9 +92,16 @@ func (m countMap) count(id string, version int64, now time.Time) *spendCount {
 		c = &spendCount{}
 		m[id] = c
 	}
-	if version > c.version { // a newer state counts what came before it
+	switch {
+	case version > c.version: // a newer state counts what came before it
 		c.version, c.charged, c.dayCharged, c.monthCharged = version, 0, 0, 0
+	case c.seeded && version < c.version:
+		// An earlier process's charges, counted from a state newer than
+		// this one (a key bucket rebuilt): the state does not hold them
+		// either, and they are not a reason to refuse it as stale.
+		c.version = version
 	}
+	c.seeded = false
 	c.roll(now)
 	return c
 }
@@ -105,6 +118,7 @@ func (h *spendHolds) arrived(m countMap) func(id string, version int64) {
 		defer h.mu.Unlock()
 		if c := m[id]; c != nil && version > c.version {
 			c.version, c.charged, c.dayCharged, c.monthCharged = version, 0, 0, 0
+			h.changed++
 		}
 	}
 }
@@ -245,6 +259,9 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 					c.monthHeld, c.monthOpen = c.monthHeld-est, c.monthOpen-1
 				}
 				c.charged += charge
+				if charge != 0 {
+					h.changed++
+				}
 				if utcDay(at) == c.day {
 					c.dayCharged += charge
 				}

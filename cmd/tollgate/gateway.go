@@ -78,7 +78,8 @@ func (a *app) startGateway(ctx context.Context, e env, cfg *fileConfig, mc meter
 	a.started("crash journal", 5*time.Second, func(context.Context) error { return a.journal.Close() })
 	mm.CollectJournal(a.journal)
 	if a.gw, err = gateway.New(cfg.Config, gateway.Deps{Providers: providers(), Keys: a.keys, Limits: a.share, Rates: a.keys, Sink: a.sink,
-		Journal: a.journal, HiddenReasoning: a.journal.RecoveredHiddenReasoning(), Log: log, Metrics: reg}); err != nil {
+		Journal: a.journal, HiddenReasoning: a.journal.RecoveredHiddenReasoning(), SpendCharges: a.journal.RecoveredSpendCharges(),
+		Log: log, Metrics: reg}); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := a.recover(ctx, crashed); err != nil {

@@ -1,0 +1,81 @@
+package gateway
+
+import "encoding/json"
+
+// spendJournal is what a gateway journals of its spend counts
+// (spendHolds.snapshot): for each key and customer with charges since its
+// last state, those charges and the state's Version they count from, so
+// that a restarted gateway counts them until a newer state holds them.
+// Holds of requests in flight are not kept: a request cut by the restart
+// ends in the crash journal's recovery, as its own event.
+type spendJournal struct {
+	Keys      map[string]spendCharged `json:"keys,omitempty"`
+	Customers map[string]spendCharged `json:"customers,omitempty"`
+}
+
+// spendCharged is one spendCount's charges (nano-units of its currency),
+// with the UTC day and month its day's and month's charges are of
+// (utcDay, utcMonth).
+type spendCharged struct {
+	Version      int64 `json:"version"`
+	Charged      int64 `json:"charged"`
+	Day          int64 `json:"day"`
+	DayCharged   int64 `json:"day_charged"`
+	Month        int64 `json:"month"`
+	MonthCharged int64 `json:"month_charged"`
+}
+
+// snapshot returns the JSON of the counts with charges, and whether any
+// charge changed since the last snapshot (else nil).
+func (h *spendHolds) snapshot() []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.changed == h.journaled {
+		return nil
+	}
+	h.journaled = h.changed
+	now := h.now()
+	// A key's limits count its day's and month's charges, a customer's
+	// credit all its charges: a count with none of those it is limited by
+	// is left out, so that a key no state comes for again (revoked) is not
+	// carried from restart to restart.
+	charged := func(m countMap, keys bool) map[string]spendCharged {
+		out := map[string]spendCharged{}
+		for id, c := range m {
+			c.roll(now)
+			if keys && (c.dayCharged != 0 || c.monthCharged != 0) || !keys && c.charged != 0 {
+				out[id] = spendCharged{c.version, c.charged, c.day, c.dayCharged, c.month, c.monthCharged}
+			}
+		}
+		return out
+	}
+	b, err := json.Marshal(spendJournal{Keys: charged(h.keys, true), Customers: charged(h.customers, false)})
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// seed counts the charges an earlier process journaled (b, from
+// snapshot; nothing when it does not decode), to be journaled again at
+// the next snapshot. A state newer than a charge's Version, once applied,
+// drops it, as it drops this process's own (spendHolds.arrived, count);
+// an older one (a key bucket rebuilt) counts it too (count).
+func (h *spendHolds) seed(b []byte) {
+	var j spendJournal
+	if len(b) == 0 || json.Unmarshal(b, &j) != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range [...]struct {
+		to   countMap
+		from map[string]spendCharged
+	}{{h.keys, j.Keys}, {h.customers, j.Customers}} {
+		for id, c := range m.from {
+			m.to[id] = &spendCount{version: c.Version, charged: c.Charged, day: c.Day, dayCharged: c.DayCharged,
+				month: c.Month, monthCharged: c.MonthCharged, seeded: true}
+		}
+	}
+	h.changed++
+}
