@@ -25,12 +25,15 @@ type spendCharged struct {
 	MonthCharged int64 `json:"month_charged"`
 }
 
-// snapshot returns the JSON of the counts with charges, and whether any
-// charge changed since the last snapshot (else nil).
+// snapshot returns the JSON of the counts with charges, or nil when no
+// charge changed since the last snapshot. The counts are copied under the
+// lock and encoded after it, so that requests' holds do not wait on the
+// encoding.
 func (h *spendHolds) snapshot() []byte {
+	var j spendJournal
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.changed == h.journaled {
+		h.mu.Unlock()
 		return nil
 	}
 	h.journaled = h.changed
@@ -49,7 +52,9 @@ func (h *spendHolds) snapshot() []byte {
 		}
 		return out
 	}
-	b, err := json.Marshal(spendJournal{Keys: charged(h.keys, true), Customers: charged(h.customers, false)})
+	j.Keys, j.Customers = charged(h.keys, true), charged(h.customers, false)
+	h.mu.Unlock()
+	b, err := json.Marshal(j)
 	if err != nil {
 		return nil
 	}
