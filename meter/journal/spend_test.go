@@ -28,14 +28,10 @@ func TestJournalKeepsSpendCharges(t *testing.T) {
 	if got := string(j2.RecoveredSpendCharges()); got != last {
 		t.Fatalf("recovered %q, want %q", got, last)
 	}
-	// The next process's journal keeps them too, until it journals its own.
+	// The next process's journal keeps them too, until it journals its
+	// own: also when it stops (or dies) right after the older segments'
+	// release, before any compaction or snapshot of its own.
 	j2.Release()
-	for i := range 2000 {
-		e := testEvent(10_000 + i)
-		j2.Begin(e, []byte("{}"))
-		j2.End(e.ID)
-	}
-	j2.written(t)
 	j2.Close()
 	j3, _, err := Open(dir)
 	if err != nil {
@@ -43,6 +39,6 @@ func TestJournalKeepsSpendCharges(t *testing.T) {
 	}
 	defer j3.Close()
 	if got := string(j3.RecoveredSpendCharges()); got != last {
-		t.Fatalf("after a restart, compactions and the older segments' release: recovered %q, want %q", got, last)
+		t.Fatalf("after a restart and the older segments' release: recovered %q, want %q", got, last)
 	}
 }
