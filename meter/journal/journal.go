@@ -454,14 +454,21 @@ func (j *Journal) HiddenReasoning(avg map[string]int64) {
 	if err != nil {
 		return
 	}
+	j.state(kindHidden, &j.hidden, b)
+}
+
+// state journals a record of kind (kindHidden or kindSpend), a state of
+// the gateway's with no request id, of payload, and keeps payload in
+// *last (j.hidden or j.spend), which compaction copies forward.
+func (j *Journal) state(kind uint8, last *[]byte, payload []byte) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
 		return
 	}
-	j.hidden = b
-	start := j.startRecord(kindHidden, [16]byte{}, time.Now())
-	j.buf = append(j.buf, b...)
+	*last = payload
+	start := j.startRecord(kind, [16]byte{}, time.Now())
+	j.buf = append(j.buf, payload...)
 	j.endRecord(start)
 }
 
@@ -478,16 +485,7 @@ func (j *Journal) SpendCharges(snapshot []byte) {
 	if !json.Valid(snapshot) {
 		return
 	}
-	b := bytes.Clone(snapshot)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.closed {
-		return
-	}
-	j.spend = b
-	start := j.startRecord(kindSpend, [16]byte{}, time.Now())
-	j.buf = append(j.buf, b...)
-	j.endRecord(start)
+	j.state(kindSpend, &j.spend, bytes.Clone(snapshot))
 }
 
 // RecoveredSpendCharges is the last spend charges an earlier process
