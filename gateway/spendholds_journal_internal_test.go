@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -66,5 +67,20 @@ func TestSpendSnapshotSeedsTheNextProcess(t *testing.T) {
 	later.seed(b)
 	if s := string(later.snapshot()); strings.Contains(s, `"keys"`) || !strings.Contains(s, `"customers":{"c":`) {
 		t.Fatalf("the next month's snapshot %s; want the customer's charges alone", s)
+	}
+}
+
+// TestSpendSeedTakesNoNegativeCharge: a journaled charge below zero (no
+// charge is: a refund reaches a key through its state) is read as 0, so
+// that it lends a spent key nothing.
+func TestSpendSeedTakesNoNegativeCharge(t *testing.T) {
+	now := time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)
+	version := now.Add(-time.Hour).UnixNano()
+	k := &usage.KeyState{KeyID: "k", CustomerID: "c", DailyLimitMicros: new(int64(1000)), DaySpentMicros: 1000, Version: version}
+	h := holdsAt(&now)
+	h.seed([]byte(fmt.Sprintf(`{"keys":{"k":{"version":%d,"charged":-5000000,"day":%d,"day_charged":-5000000,"month":%d,"month_charged":-5000000}}}`,
+		version, utcDay(now), utcMonth(now))))
+	if _, no := h.hold(k, 1); no == nil || no.held {
+		t.Fatalf("a key whose state has spent its day, seeded with negative charges: %+v; want refused as spent", no)
 	}
 }
