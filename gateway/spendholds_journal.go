@@ -78,8 +78,10 @@ func (h *spendHolds) seed(b []byte) {
 		from map[string]spendCharged
 	}{{h.keys, j.Keys}, {h.customers, j.Customers}} {
 		for id, c := range m.from {
-			m.to[id] = &spendCount{version: c.Version, charged: c.Charged, day: c.Day, dayCharged: c.DayCharged,
-				month: c.Month, monthCharged: c.MonthCharged, seeded: true}
+			// A charge is never negative (a refund is the ledger's, in a
+			// state): one read so would lend the key what it never had.
+			m.to[id] = &spendCount{version: c.Version, charged: max(c.Charged, 0), day: c.Day, dayCharged: max(c.DayCharged, 0),
+				month: c.Month, monthCharged: max(c.MonthCharged, 0), seeded: true}
 		}
 	}
 	h.changed++
