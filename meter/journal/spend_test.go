@@ -42,3 +42,37 @@ func TestJournalKeepsSpendCharges(t *testing.T) {
 		t.Fatalf("after a restart and the older segments' release: recovered %q, want %q", got, last)
 	}
 }
+
+// TestJournalKeepsSpendChargesThroughAnEarlyRelease: the spend charges an
+// earlier process left are still recovered after a process that opened
+// the journal and released the older segments (its recovery done) stops
+// before journaling its own: a gateway killed in its first 5 seconds, or
+// a crash loop, forgot them (a review: a key spent before a restart served
+// again after a kill -9 right after the next start), and so did the hidden
+// reasoning averages.
+func TestJournalKeepsSpendChargesThroughAnEarlyRelease(t *testing.T) {
+	dir := t.TempDir()
+	j, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	charges := `{"keys":{"k1":{"version":1,"charged":9}}}`
+	j.SpendCharges([]byte(charges))
+	j.HiddenReasoning(map[string]int64{"o3": 250})
+	j.written(t)
+	j.Close()
+	for restart := range 3 {
+		j, _, err = Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, hidden := string(j.RecoveredSpendCharges()), j.RecoveredHiddenReasoning()
+		if err := j.Release(); err != nil {
+			t.Fatal(err)
+		}
+		j.Close() // nothing journaled since the start
+		if got != charges || hidden["o3"] != 250 {
+			t.Fatalf("start %d after the charges: recovered %q and hidden reasoning %v; want %q and o3 250", restart+1, got, hidden, charges)
+		}
+	}
+}
