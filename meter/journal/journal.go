@@ -197,6 +197,9 @@ func Open(dir string) (j *Journal, reqs []Request, err error) {
 	if err := j.openSegment(next); err != nil {
 		return nil, nil, unreadable(dir, err)
 	}
+	if err := j.carryStates(); err != nil {
+		return nil, nil, unreadable(dir, err)
+	}
 	go j.writer()
 	if last.spend != nil {
 		// In this process's segment too: Release deletes the older ones,
@@ -204,6 +207,28 @@ func Open(dir string) (j *Journal, reqs []Request, err error) {
 		j.SpendCharges(last.spend)
 	}
 	return j, reqs, nil
+}
+
+// carryStates writes the states an earlier process left (the hidden
+// reasoning averages, the spend charges) at the start of the new segment,
+// as compaction keeps them: Release deletes the older segments that hold
+// them, and a process that stopped before it journaled its own (a
+// gateway killed within seconds of its start, a crash loop) left the next
+// none of them. Call it from Open, before the writer starts.
+func (j *Journal) carryStates() error {
+	var b []byte
+	if j.hidden != nil {
+		b = appendState(b, kindHidden, j.hidden, j.seed)
+	}
+	if j.spend != nil {
+		b = appendState(b, kindSpend, j.spend, j.seed)
+	}
+	if b == nil {
+		return nil
+	}
+	j.fmu.Lock()
+	defer j.fmu.Unlock()
+	return j.writeSegment(b)
 }
 
 // unreadable is Open's error err when the journal in dir cannot be read
