@@ -201,11 +201,6 @@ func Open(dir string) (j *Journal, reqs []Request, err error) {
 		return nil, nil, unreadable(dir, err)
 	}
 	go j.writer()
-	if last.spend != nil {
-		// In this process's segment too: Release deletes the older ones,
-		// and the gateway journals its own only every few seconds.
-		j.SpendCharges(last.spend)
-	}
 	return j, reqs, nil
 }
 
