@@ -1,6 +1,11 @@
 package journal
 
-import "testing"
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 // TestJournalKeepsSpendCharges: the spend charges a gateway journals
 // survive compaction and a restart, the last one standing, as given; and
@@ -73,6 +78,53 @@ func TestJournalKeepsSpendChargesThroughAnEarlyRelease(t *testing.T) {
 		j.Close() // nothing journaled since the start
 		if got != charges || hidden["o3"] != 250 {
 			t.Fatalf("start %d after the charges: recovered %q and hidden reasoning %v; want %q and o3 250", restart+1, got, hidden, charges)
+		}
+	}
+}
+
+// TestJournalKeepsALargeSpendSnapshot: a snapshot of the charges of
+// 30,000 keys (4.8 MB) is recovered whole, at the next start and the one
+// after, through a compaction. Written as one record, longer than a
+// record may be (maxRecord, 2.3 MiB: about 15,000 keys), it was read back
+// as corrupt: no charges recovered, a warning of a corrupt record at each
+// start, and the segment kept aside as damaged.
+func TestJournalKeepsALargeSpendSnapshot(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"keys":{`)
+	for i := range 30_000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"key_%024d":{"version":1796392800000000001,"charged":123456789,"day":20791,"day_charged":123456789,"month":24324,"month_charged":123456789}`, i)
+	}
+	b.WriteString(`}}`)
+	big := b.String()
+	j, dir := openWithSegments(t, 1<<20)
+	j.SpendCharges([]byte(`{"keys":{"k1":{"version":1,"charged":9}}}`))
+	j.SpendCharges([]byte(big))
+	for i := range 3000 { // compactions
+		e := testEvent(i)
+		j.Begin(e, []byte("{}"))
+		j.End(e.ID)
+	}
+	j.written(t)
+	j.Close()
+	for start := range 2 {
+		j, _, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := j.RecoveredSpendCharges()
+		if err := j.Release(); err != nil {
+			t.Fatal(err)
+		}
+		j.Close()
+		if string(got) != big {
+			t.Fatalf("start %d: recovered %d bytes of charges (%.40q); want the %d of the last snapshot", start+1, len(got), got, len(big))
+		}
+		aside, _ := filepath.Glob(filepath.Join(dir, "*"+damagedSuffix+"*"))
+		if len(aside) > 0 {
+			t.Fatalf("start %d: segments kept aside as damaged: %v", start+1, aside)
 		}
 	}
 }
