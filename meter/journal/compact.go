@@ -49,10 +49,10 @@ func (j *Journal) compact() (kept int64, err error) {
 	}
 	keep := appendCompacted(nil, old, j.seed)
 	if hidden != nil {
-		keep = appendState(keep, kindHidden, hidden, j.seed)
+		keep = appendHidden(keep, hidden, j.seed)
 	}
 	if spend != nil {
-		keep = appendState(keep, kindSpend, spend, j.seed)
+		keep = appendSpend(keep, spend, j.seed)
 	}
 	for i := range reqs {
 		if id, ok := parseID(reqs[i].Event.ID); ok && open[id] {

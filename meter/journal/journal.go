@@ -213,10 +213,10 @@ func Open(dir string) (j *Journal, reqs []Request, err error) {
 func (j *Journal) carryStates() error {
 	var b []byte
 	if j.hidden != nil {
-		b = appendState(b, kindHidden, j.hidden, j.seed)
+		b = appendHidden(b, j.hidden, j.seed)
 	}
 	if j.spend != nil {
-		b = appendState(b, kindSpend, j.spend, j.seed)
+		b = appendSpend(b, j.spend, j.seed)
 	}
 	if b == nil {
 		return nil
@@ -474,22 +474,21 @@ func (j *Journal) HiddenReasoning(avg map[string]int64) {
 	if err != nil {
 		return
 	}
-	j.state(kindHidden, &j.hidden, b)
+	j.state(&j.hidden, b, appendHidden)
 }
 
-// state journals a record of kind (kindHidden or kindSpend), a state of
-// the gateway's with no request id, of payload, and keeps payload in
-// *last (j.hidden or j.spend), which compaction copies forward.
-func (j *Journal) state(kind uint8, last *[]byte, payload []byte) {
+// state journals a state of the gateway's, payload, in the records add
+// makes of it (appendHidden, appendSpend), and keeps payload in *last
+// (j.hidden or j.spend), which compaction and the next Open copy forward.
+func (j *Journal) state(last *[]byte, payload []byte, add func(b, payload []byte, seed uint32) []byte) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
 		return
 	}
 	*last = payload
-	start := j.startRecord(kind, [16]byte{}, time.Now())
-	j.buf = append(j.buf, payload...)
-	j.endRecord(start)
+	j.buf = add(j.buf, payload, j.seed)
+	j.signal()
 }
 
 // RecoveredHiddenReasoning is the last hidden reasoning averages an
@@ -505,7 +504,7 @@ func (j *Journal) SpendCharges(snapshot []byte) {
 	if !json.Valid(snapshot) {
 		return
 	}
-	j.state(kindSpend, &j.spend, bytes.Clone(snapshot))
+	j.state(&j.spend, bytes.Clone(snapshot), appendSpend)
 }
 
 // RecoveredSpendCharges is the last spend charges an earlier process

@@ -70,9 +70,16 @@ const (
 	kindReasoning uint8 = 7
 	// kindSpend holds the gateway's spend charges since its keys' and
 	// customers' last states (JSON the journal does not read: see
-	// Journal.SpendCharges). A release before it ignores the kind.
+	// Journal.SpendCharges), or a part of them (appendSpend). A release
+	// before it ignores the kind.
 	kindSpend uint8 = 8
 )
+
+// spendPart bounds the charges one spend record holds: longer ones (a
+// gateway with thousands of keys charged since their states) are
+// journaled in parts, as one record past maxRecord is read back as
+// corrupt.
+const spendPart = 1 << 20
 
 // A record is [length uint32][crc32c uint32][data]: data is [kind uint8]
 // [request id, 16 bytes][time, Unix nanoseconds int64][payload]; length
@@ -85,7 +92,8 @@ const (
 //   - end: nothing
 //   - fail: [event JSON]
 //   - hidden: [the averages JSON], request id all zeros
-//   - spend: [the gateway's spend charges JSON], request id all zeros
+//   - spend: [the gateway's spend charges JSON], request id all zeros; or
+//     [a part of it], request id [index u32][parts u32] and zeros (appendSpend)
 const headerLen = 8 + 1 + 16 + 8
 
 // Checkpoint flags. flagSkipped is followed, after the counts, by the
@@ -236,6 +244,74 @@ func appendState(b []byte, kind uint8, payload []byte, seed uint32) []byte {
 	return b
 }
 
+// appendHidden appends a hidden reasoning averages record of payload,
+// sealed with seed.
+func appendHidden(b, payload []byte, seed uint32) []byte {
+	return appendState(b, kindHidden, payload, seed)
+}
+
+// appendSpend appends the records of the spend charges payload, sealed
+// with seed: one record with no request id when it fits in spendPart,
+// else parts of spendPart bytes, each with its index and the number of
+// parts in its request id's first 8 bytes (big-endian), which recovery
+// joins again (spendParts).
+func appendSpend(b, payload []byte, seed uint32) []byte {
+	if len(payload) <= spendPart {
+		return appendState(b, kindSpend, payload, seed)
+	}
+	n := (len(payload) + spendPart - 1) / spendPart
+	for i := range n {
+		var id [16]byte
+		binary.BigEndian.PutUint32(id[:], uint32(i))
+		binary.BigEndian.PutUint32(id[4:], uint32(n))
+		start := len(b)
+		b = appendHeader(b, kindSpend, id, time.Now())
+		b = append(b, payload[i*spendPart:min((i+1)*spendPart, len(payload))]...)
+		finishRecord(b[start:], seed)
+	}
+	return b
+}
+
+// spendParts joins the parts of the spend charges recovery reads, in
+// order (appendSpend).
+type spendParts struct {
+	joined   []byte
+	next, of uint32
+}
+
+// add reads the spend record of id and payload, and returns the charges
+// it completes: the payload of a whole record, the parts joined at the
+// last of them, nil otherwise (or when they are not JSON: a part lost).
+func (p *spendParts) add(id [16]byte, payload []byte) []byte {
+	i, n := binary.BigEndian.Uint32(id[:]), binary.BigEndian.Uint32(id[4:])
+	switch {
+	case n == 0:
+		p.joined, p.of = nil, 0
+		return validJSON(payload)
+	case i == 0:
+		p.joined, p.next, p.of = append(p.joined[:0], payload...), 1, n
+	case n == p.of && i == p.next:
+		p.joined, p.next = append(p.joined, payload...), i+1
+	default:
+		p.joined, p.of = nil, 0
+		return nil
+	}
+	if p.next < p.of {
+		return nil
+	}
+	all := p.joined
+	p.joined, p.of = nil, 0
+	return validJSON(all)
+}
+
+// validJSON is a copy of b when it is JSON, else nil.
+func validJSON(b []byte) []byte {
+	if !json.Valid(b) {
+		return nil
+	}
+	return bytes.Clone(b)
+}
+
 // appendCompacted appends the record that opens a segment compaction made
 // from segment old, sealed with seed.
 func appendCompacted(b []byte, old uint64, seed uint32) []byte {
@@ -359,6 +435,7 @@ func recoverSegmentsUpTo(dir string, segs []uint64, only map[[16]byte]bool, upTo
 // all read (see noteDamage).
 func recoverNoting(dir string, segs []segFile, only map[[16]byte]bool, upTo int64, damaged map[string]bool) ([]Request, states, error) {
 	var last states
+	var spend spendParts
 	byID := map[[16]byte]*Request{}
 	var order [][16]byte
 	for i, sf := range segs {
@@ -456,8 +533,8 @@ func recoverNoting(dir string, segs []segFile, only map[[16]byte]bool, upTo int6
 					last.hidden = m
 				}
 			case kindSpend:
-				if json.Valid(payload) {
-					last.spend = bytes.Clone(payload)
+				if b := spend.add(id, payload); b != nil {
+					last.spend = b
 				}
 			}
 		})

@@ -160,7 +160,7 @@ func (j *Journal) probe() {
 	if payload == nil {
 		payload = []byte("{}")
 	}
-	rec := appendState(nil, kindHidden, payload, j.seed)
+	rec := appendHidden(nil, payload, j.seed)
 	j.fmu.Lock()
 	err := j.writeSegment(rec)
 	j.fmu.Unlock()
