@@ -27,10 +27,14 @@ type spendCharged struct {
 
 // snapshot returns the JSON of the counts with charges, or nil when no
 // charge changed since the last snapshot. The counts are copied under the
-// lock and encoded after it, so that requests' holds do not wait on the
-// encoding.
+// lock, into a slice, and made into maps and encoded after it, so that
+// requests' holds wait on the copy alone.
 func (h *spendHolds) snapshot() []byte {
-	var j spendJournal
+	type counted struct {
+		id  string
+		key bool
+		c   spendCharged
+	}
 	h.mu.Lock()
 	if h.changed == h.journaled {
 		h.mu.Unlock()
@@ -38,22 +42,31 @@ func (h *spendHolds) snapshot() []byte {
 	}
 	h.journaled = h.changed
 	now := h.now()
+	all := make([]counted, 0, len(h.keys)+len(h.customers))
 	// A key's limits count its day's and month's charges, a customer's
 	// credit all its charges: a count with none of those it is limited by
 	// is left out, so that a key no state comes for again (revoked) is not
 	// carried from restart to restart.
-	charged := func(m countMap, keys bool) map[string]spendCharged {
-		out := map[string]spendCharged{}
-		for id, c := range m {
+	for _, m := range [...]struct {
+		counts countMap
+		key    bool
+	}{{h.keys, true}, {h.customers, false}} {
+		for id, c := range m.counts {
 			c.roll(now)
-			if keys && (c.dayCharged != 0 || c.monthCharged != 0) || !keys && c.charged != 0 {
-				out[id] = spendCharged{c.version, c.charged, c.day, c.dayCharged, c.month, c.monthCharged}
+			if m.key && (c.dayCharged != 0 || c.monthCharged != 0) || !m.key && c.charged != 0 {
+				all = append(all, counted{id, m.key, spendCharged{c.version, c.charged, c.day, c.dayCharged, c.month, c.monthCharged}})
 			}
 		}
-		return out
 	}
-	j.Keys, j.Customers = charged(h.keys, true), charged(h.customers, false)
 	h.mu.Unlock()
+	j := spendJournal{Keys: map[string]spendCharged{}, Customers: map[string]spendCharged{}}
+	for _, a := range all {
+		if a.key {
+			j.Keys[a.id] = a.c
+		} else {
+			j.Customers[a.id] = a.c
+		}
+	}
 	b, err := json.Marshal(j)
 	if err != nil {
 		return nil
