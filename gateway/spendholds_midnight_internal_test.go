@@ -106,3 +106,35 @@ func TestSpendHoldsOfAClockThatRanAheadCountTheState(t *testing.T) {
 		t.Fatalf("the day's 1,000 spent: %+v; want the daily limit reached", no)
 	}
 }
+
+// TestChargesWhileTheClockIsBackCount: after the clock is set back across
+// midnight, the counts stay in the later day (above), but a request begun
+// while the clock showed the day before was charged to no day: its start
+// was not the count's day. A review: a 10 s step back at 00:00:05
+// admitted 50 requests of 300 on a limit of 1,000, and 3 more once the
+// clock passed midnight again, those 50 forgotten. Begun before the
+// count's day while the clock is still behind it, a request is charged in
+// the count's day: refused early, never late.
+func TestChargesWhileTheClockIsBackCount(t *testing.T) {
+	step := time.Date(2027, 1, 1, 0, 0, 5, 0, time.UTC)
+	now := step
+	h := holdsAt(&now)
+	k := &usage.KeyState{KeyID: "k", CustomerID: "c", DailyLimitMicros: new(int64(1000)), Version: step.Add(-time.Hour).UnixNano()}
+	admitted(t, h, k, 1, 1)[0](0) // the count is in Jan 1
+	now = step.Add(-10 * time.Second)
+	served := 0
+	for ; served < 50; served++ {
+		release, no := h.hold(k, 300_000)
+		if no != nil {
+			break
+		}
+		release(300_000, now)
+	}
+	if served > 4 {
+		t.Fatalf("clock set back to %s: %d requests of 300 served on a daily limit of 1,000; want at most 4", now.Format(time.TimeOnly), served)
+	}
+	now = step.Add(time.Second) // past the step again
+	if _, no := h.hold(k, 300_000); no == nil {
+		t.Fatalf("after %d of 300 charged while the clock was back, the clock past midnight again: admitted; want refused", served)
+	}
+}
