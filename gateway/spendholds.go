@@ -262,10 +262,14 @@ func (h *spendHolds) hold(k *usage.KeyState, est int64) (release func(charge int
 				if charge != 0 {
 					h.changed++
 				}
-				if utcDay(at) == c.day {
+				// Charged in the day and month it began in, as the ledger
+				// counts it; begun before the count's while the clock is
+				// still behind it (set back: roll), in the count's, so
+				// that a step back refuses early, never late.
+				if d := utcDay(at); d == c.day || d < c.day && utcDay(now) < c.day {
 					c.dayCharged += charge
 				}
-				if utcMonth(at) == c.month {
+				if mo := utcMonth(at); mo == c.month || mo < c.month && utcMonth(now) < c.month {
 					c.monthCharged += charge
 				}
 			}
