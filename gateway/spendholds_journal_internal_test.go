@@ -84,3 +84,29 @@ func TestSpendSeedTakesNoNegativeCharge(t *testing.T) {
 		t.Fatalf("a key whose state has spent its day, seeded with negative charges: %+v; want refused as spent", no)
 	}
 }
+
+// TestSpendSeedDropsAFarDay: charges journaled in a day a year ahead of
+// the clock (the last process's clock far ahead, or a damaged record) are
+// dropped: kept, the key's count stayed in that day until the clock got
+// there, and what it was charged today still counted against it the next
+// day, and the day after (refused for a year).
+func TestSpendSeedDropsAFarDay(t *testing.T) {
+	now := time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)
+	version := now.Add(-time.Hour).UnixNano()
+	k := &usage.KeyState{KeyID: "k", CustomerID: "c", DailyLimitMicros: new(int64(1000)), Version: version}
+	ahead := now.AddDate(1, 0, 0)
+	h := holdsAt(&now)
+	h.seed([]byte(fmt.Sprintf(`{"keys":{"k":{"version":%d,"charged":1,"day":%d,"day_charged":1,"month":%d,"month_charged":1}}}`,
+		version, utcDay(ahead), utcMonth(ahead))))
+	for range 10 { // today's limit spent
+		release, no := h.hold(k, 300_000)
+		if no != nil {
+			break
+		}
+		release(300_000, now)
+	}
+	now = now.Add(24 * time.Hour)
+	if _, no := h.hold(k, 300_000); no != nil {
+		t.Fatalf("the next day, nothing of its limit spent: %+v; want admitted", no)
+	}
+}
