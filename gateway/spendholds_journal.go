@@ -86,11 +86,21 @@ func (h *spendHolds) seed(b []byte) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := h.now()
 	for _, m := range [...]struct {
 		to   countMap
 		from map[string]spendCharged
 	}{{h.keys, j.Keys}, {h.customers, j.Customers}} {
 		for id, c := range m.from {
+			// A day or month past tomorrow's (the last process's clock far
+			// ahead, or a damaged record) would hold the key's limits in
+			// it until this clock got there: its charges are dropped.
+			if c.Day > utcDay(now)+1 {
+				c.Day, c.DayCharged = 0, 0
+			}
+			if c.Month > utcMonth(now)+1 {
+				c.Month, c.MonthCharged = 0, 0
+			}
 			// A charge is never negative (a refund is the ledger's, in a
 			// state): one read so would lend the key what it never had.
 			m.to[id] = &spendCount{version: c.Version, charged: max(c.Charged, 0), day: c.Day, dayCharged: max(c.DayCharged, 0),
