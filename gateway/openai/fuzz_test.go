@@ -36,6 +36,7 @@ func FuzzTaps(f *testing.F) {
 		var r, rr tap.Report
 		var tp ChatTap
 		rd := sse.NewReader(bytes.NewReader(b))
+		var rt ResponsesTap
 		for {
 			ev, err := rd.Next()
 			if err != nil {
@@ -44,7 +45,7 @@ func FuzzTaps(f *testing.F) {
 			if c, err := ParseChunk(ev.Data); err == nil {
 				tp.Chunk(c, &r)
 			}
-			ResponsesTap{}.Event(&ev, &rr)
+			rt.Event(&ev, &rr)
 		}
 		_ = ResponsesBody(b, &rr)
 	})

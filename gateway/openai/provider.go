@@ -26,7 +26,7 @@ func Provider() provider.Provider {
 		Routes: []provider.Route{{
 			Pattern:     "/v1/responses",
 			Read:        readResponses,
-			NewTap:      func() provider.StreamTap { return ResponsesTap{} },
+			NewTap:      func() provider.StreamTap { return &ResponsesTap{} },
 			BodyUsage:   ResponsesBody,
 			BilledUsage: ResponsesBilledUsage,
 			BilledEnd:   ResponsesBilledEnd,

@@ -68,6 +68,7 @@ type responsesEvent struct {
 	Type     json.RawMessage `json:"type"`
 	Delta    json.RawMessage `json:"delta"`
 	Response json.RawMessage `json:"response"`
+	Item     json.RawMessage `json:"item"` // response.output_item.done's
 }
 
 // text reads a JSON string; false for anything else.
@@ -98,11 +99,16 @@ var responsesUsageKeys = tap.UsageKeys{
 }
 
 // ResponsesTap reads usage from a Responses API stream. It satisfies the
-// gateway's stream tap.
-type ResponsesTap struct{}
+// gateway's stream tap; one serves one stream.
+type ResponsesTap struct {
+	// deltas says a .delta event carried output; whole that an output
+	// item sent whole (response.output_item.done) was counted before
+	// any: a stream's output is counted from one or the other, once.
+	deltas, whole bool
+}
 
 // Event observes one stream event.
-func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
+func (t *ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	data := sev.Data
 	var ev responsesEvent
 	// An error frame may be named by its event alone (DESIGN: "a named
@@ -110,7 +116,7 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	// still counted below, as a client that reads the data may show it.
 	named := string(sev.Type) == "error"
 	if !sev.HasData || json.Unmarshal(data, &ev) != nil {
-		if sev.HasData && shallowEvent(sev, r) {
+		if sev.HasData && t.shallowEvent(sev, r) {
 			return
 		}
 		if named {
@@ -131,8 +137,17 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 		// (tap.Report.ReasoningShown), as it is. response.reasoning_text.delta
 		// is the reasoning itself.
 		addText(ev.Delta, r, !strings.Contains(typ, "reasoning_summary"))
+		t.deltas = true
 	case strings.HasSuffix(typ, ".delta") && !strings.Contains(typ, "audio"):
 		addText(ev.Delta, r, false)
+		t.deltas = true
+	case typ == "response.output_item.done" && !t.deltas:
+		// An item sent whole, no .delta before it (a compatible server,
+		// or a function call's short arguments): what the client has of
+		// it, counted now, so that a stream cut off before its end bills
+		// it (it billed 0 output tokens).
+		addOutputItem(ev.Item, r)
+		t.whole = true
 	}
 	if _, folded, _ := jsonscan.FoldedKey(data); folded && typ != "error" && !named {
 		// Two keys one in case: encoding/json read the last, a client's
@@ -161,7 +176,7 @@ func (ResponsesTap) Event(sev *sse.Event, r *tap.Report) {
 	case "response.completed", "response.incomplete":
 		r.Ended = true // the stream's last event: nothing follows it
 	}
-	if r.Ended && r.Output.Len() == 0 && resp != nil {
+	if r.Ended && !t.deltas && !t.whole && r.Output.Len() == 0 && resp != nil {
 		// No .delta event carried the answer (a compatible server that
 		// sends only the .done events and the final response): its output
 		// items are what the client read. Estimated from nothing, a review
@@ -191,12 +206,12 @@ func failure(resp *responseObject) string {
 // frame, which the relay's stack holds, stays as small.
 //
 //go:noinline
-func shallowEvent(sev *sse.Event, r *tap.Report) bool {
+func (t *ResponsesTap) shallowEvent(sev *sse.Event, r *tap.Report) bool {
 	data, ok := jsonscan.Shallow(sev.Data)
 	if ok {
 		shallow := *sev
 		shallow.Data = data
-		ResponsesTap{}.Event(&shallow, r)
+		t.Event(&shallow, r)
 	}
 	return ok
 }
@@ -264,24 +279,31 @@ func addOutputItems(output json.RawMessage, r *tap.Report) []json.RawMessage {
 	var items []json.RawMessage
 	_ = json.Unmarshal(output, &items) // not an array: no output items
 	for _, raw := range items {
-		var o struct {
-			Type, Name, Arguments json.RawMessage
-			Content, Summary      json.RawMessage
-		}
-		if json.Unmarshal(raw, &o) != nil {
-			continue
-		}
-		typ, _ := text(o.Type)
-		for _, c := range texts(o.Content) {
-			addText(c, r, typ == "reasoning") // a reasoning item's content: the reasoning's own text (open models)
-		}
-		for _, c := range texts(o.Summary) {
-			addText(c, r, false) // a summary: the reasoning stays hidden (see Event)
-		}
-		addText(o.Name, r, false)
-		addText(o.Arguments, r, false)
+		addOutputItem(raw, r)
 	}
 	return items
+}
+
+// addOutputItem adds one output item's output to r: its text, a reasoning
+// item's own text as reasoning, a summary, a function call's name and
+// arguments. An item that is not an object adds nothing.
+func addOutputItem(raw json.RawMessage, r *tap.Report) {
+	var o struct {
+		Type, Name, Arguments json.RawMessage
+		Content, Summary      json.RawMessage
+	}
+	if json.Unmarshal(raw, &o) != nil {
+		return
+	}
+	typ, _ := text(o.Type)
+	for _, c := range texts(o.Content) {
+		addText(c, r, typ == "reasoning") // a reasoning item's content: the reasoning's own text (open models)
+	}
+	for _, c := range texts(o.Summary) {
+		addText(c, r, false) // a summary: the reasoning stays hidden (see Event)
+	}
+	addText(o.Name, r, false)
+	addText(o.Arguments, r, false)
 }
 
 // observeResponse records what a response object says: the model served,
