@@ -26,7 +26,8 @@ import (
 // refused sent the operator to check the key and the quota); a provider's
 // 400 for the client's own request is kind "invalid_request", which the
 // TollgateUpstreamErrors alert leaves out (an operator review: three bad
-// requests among 14 read as a provider failing 21% of them).
+// requests among 14 read as a provider failing 21% of them), and so is
+// OpenAI's 429 "Request too large".
 func TestUpstreamErrorKinds(t *testing.T) {
 	invalid := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"messages: bad role","type":"invalid_request_error"}}`, http.StatusBadRequest)
@@ -36,6 +37,12 @@ func TestUpstreamErrorKinds(t *testing.T) {
 		http.Error(w, `{"error":{"message":"quota","type":"insufficient_quota"}}`, http.StatusTooManyRequests)
 	}))
 	defer refusing.Close()
+	tooLarge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, requestTooLarge.body)
+	}))
+	defer tooLarge.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -47,15 +54,18 @@ func TestUpstreamErrorKinds(t *testing.T) {
 			{Name: "dead", Type: "openai", BaseURL: dead + "/v1", APIKey: "sk-dead"},
 			{Name: "refusing", Type: "openai", BaseURL: refusing.URL + "/v1", APIKey: "sk-ref"},
 			{Name: "invalid", Type: "openai", BaseURL: invalid.URL + "/v1", APIKey: "sk-inv"},
+			{Name: "toolarge", Type: "openai", BaseURL: tooLarge.URL + "/v1", APIKey: "sk-big"},
 		},
 		Models: []gateway.ModelConfig{{Name: "m-dead", Provider: "dead"}, {Name: "m-refusing", Provider: "refusing"},
-			{Name: "m-invalid", Provider: "invalid"}},
+			{Name: "m-invalid", Provider: "invalid"}, {Name: "m-toolarge", Provider: "toolarge"}},
 	}
 	gw, reg := startMetricsGateway(t, cfg, &modelLabelSink{}, openai.Provider())
-	for _, model := range []string{"m-dead", "m-refusing", "m-invalid"} {
+	for _, model := range []string{"m-dead", "m-refusing", "m-invalid", "m-toolarge"} {
 		chatAs(t, gw, model)
 	}
-	want := map[string]string{"dead": "unreachable", "refusing": "refused", "invalid": "invalid_request"}
+	// OpenAI's 429 "Request too large" is the client's prompt past the
+	// per-minute limit on its own: the client's request, as a 400 is.
+	want := map[string]string{"dead": "unreachable", "refusing": "refused", "invalid": "invalid_request", "toolarge": "invalid_request"}
 	got := map[string]string{}
 	for deadline := time.Now().Add(5 * time.Second); len(got) < len(want) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		got = upstreamErrorKinds(t, reg)
