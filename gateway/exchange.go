@@ -142,6 +142,10 @@ type exchange struct {
 	// not chunked), so readBody checks that its JSON is whole.
 	untilClose bool
 	unreached  bool // the upstream could not be reached (metrics: kind "unreachable")
+	// clientRefused: the upstream refused the client's request itself
+	// with a status that is not a 400, 413 or 422 (OpenAI's 429 "Request
+	// too large": tooLargeForLimit): metrics kind "invalid_request".
+	clientRefused bool
 	// refusedWith is the HTTP status the upstream's refusal is answered
 	// with (its own, or 502 for a redirect), 0 if it did not refuse: the
 	// metrics' kind of a failed attempt that went on to another
@@ -521,7 +525,7 @@ func (x *exchange) settle() {
 		x.s.limits.tokens(x.key, e.Usage.Total())
 	}
 	x.s.hidden.observe(e, r)
-	x.s.metrics.observe(e, x.unreached, x.refusedWith)
+	x.s.metrics.observe(e, x.unreached, x.refusedWith, x.clientRefused)
 	level := slog.LevelInfo // a failed request stays in the log at TOLLGATE_LOG_LEVEL=warn
 	if e.Status == usage.StatusUpstreamError || e.Status == usage.StatusTimeout || e.Status == usage.StatusCutOff {
 		level = slog.LevelWarn

@@ -71,8 +71,10 @@ func (m *metrics) model(name string) string {
 // none. An attempt that failed over to another deployment sent the client
 // nothing (its event's HTTPStatus is 0): its kind is read from
 // refusedWith, so that a provider's 503 is counted "refused" whether or not
-// another deployment served the request.
-func (m *metrics) observe(e *usage.Event, unreached bool, refusedWith int) {
+// another deployment served the request. clientRefused counts an
+// upstream's refusal of the client's own request "invalid_request",
+// whatever its status (exchange.clientRefused).
+func (m *metrics) observe(e *usage.Event, unreached bool, refusedWith int, clientRefused bool) {
 	if m == nil {
 		return
 	}
@@ -107,7 +109,7 @@ func (m *metrics) observe(e *usage.Event, unreached bool, refusedWith int) {
 		m.upstreamErr.WithLabelValues(e.Provider, "timeout").Inc()
 	case e.Status == usage.StatusUpstreamError && unreached:
 		m.upstreamErr.WithLabelValues(e.Provider, "unreachable").Inc()
-	case e.Status == usage.StatusUpstreamError && invalidRequest(status):
+	case e.Status == usage.StatusUpstreamError && (clientRefused || invalidRequest(status)):
 		m.upstreamErr.WithLabelValues(e.Provider, "invalid_request").Inc()
 	case e.Status == usage.StatusUpstreamError && status >= 400:
 		m.upstreamErr.WithLabelValues(e.Provider, "refused").Inc()

@@ -326,6 +326,7 @@ func (s *Server) relayUpstreamError(x *exchange, rt route, resp *http.Response) 
 		// (metrics kind "refused"), not as the client's invalid request.
 		x.refusedWith = http.StatusUnauthorized
 	}
+	x.clientRefused = f.next
 	if f.failed || f.next {
 		if f.failed {
 			x.upstreamFailed, x.retryAfter = true, retryAfter(resp.Header, time.Now())
