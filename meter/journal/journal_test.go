@@ -23,6 +23,16 @@ func testEvent(i int) *usage.Event {
 		Status: usage.StatusOK, UsageSource: usage.SourceEstimated, Usage: usage.Tokens{PromptTokens: int64(i)}}
 }
 
+// churn begins and ends n requests (several compactions, on a journal
+// of small segments).
+func (j *Journal) churn(n int) {
+	for i := range n {
+		e := testEvent(i)
+		j.Begin(e, []byte("{}"))
+		j.End(e.ID)
+	}
+}
+
 // written waits until the writer has written everything buffered.
 func (j *Journal) written(t *testing.T) {
 	t.Helper()
@@ -193,11 +203,7 @@ func TestJournalKeepsHiddenReasoning(t *testing.T) {
 	}
 	j.HiddenReasoning(map[string]int64{"sim-pro": 3})
 	j.HiddenReasoning(map[string]int64{"sim-pro": 11, "o3": 250})
-	for i := range 2000 { // several compactions
-		e := testEvent(i)
-		j.Begin(e, []byte("{}"))
-		j.End(e.ID)
-	}
+	j.churn(2000) // several compactions
 	j.written(t)
 	j.Close()
 	j2, _, err := Open(dir)

@@ -19,11 +19,7 @@ func TestJournalKeepsSpendCharges(t *testing.T) {
 	last := `{"keys":{"k1":{"v":1,"c":9}},"customers":{"c1":{"v":2,"c":9}}}`
 	j.SpendCharges([]byte(last))
 	j.SpendCharges([]byte(`{"keys":`)) // torn: not journaled
-	for i := range 2000 {              // several compactions
-		e := testEvent(i)
-		j.Begin(e, []byte("{}"))
-		j.End(e.ID)
-	}
+	j.churn(2000)                      // several compactions
 	j.written(t)
 	j.Close()
 	j2, _, err := Open(dir)
@@ -102,11 +98,7 @@ func TestJournalKeepsALargeSpendSnapshot(t *testing.T) {
 	j, dir := openWithSegments(t, 1<<20)
 	j.SpendCharges([]byte(`{"keys":{"k1":{"version":1,"charged":9}}}`))
 	j.SpendCharges([]byte(big))
-	for i := range 3000 { // compactions
-		e := testEvent(i)
-		j.Begin(e, []byte("{}"))
-		j.End(e.ID)
-	}
+	j.churn(3000) // several compactions
 	j.written(t)
 	j.Close()
 	for start := range 2 {
