@@ -28,12 +28,18 @@ type prepared struct {
 // route can take). An attempt whose model key could not be held to its
 // spend limits (checkCurrency) is dropped too; when every attempt is, the
 // error is checkCurrency's provider.Error. It returns at most
-// RetryConfig.MaxAttempts attempts.
+// RetryConfig.MaxAttempts attempts, of which at most one to a resting
+// deployment (the first the plan names that is not dropped; see bounded).
 func (s *Server) prepareAttempts(key *usage.KeyState, rt route, ok func(string, *deployment) bool,
 	prep func(a attempt) (path string, body []byte, err error)) ([]prepared, error) {
 	var out []prepared
 	var first error
-	for _, a := range s.routes.plan(rt, ok) {
+	plan, ready := s.routes.plan(rt, ok)
+	probed := false // an attempt to a resting deployment is prepared
+	for i, a := range plan {
+		if probed {
+			break // one is all (the plan names the resting ones last)
+		}
 		refusal := s.checkPrefix(key, a)
 		if refusal == nil {
 			refusal = s.checkCurrency(key, a.model)
@@ -52,6 +58,7 @@ func (s *Server) prepareAttempts(key *usage.KeyState, rt route, ok func(string, 
 			continue
 		}
 		out = append(out, prepared{attempt: a, path: path, body: body})
+		probed = i >= ready
 		if len(out) == s.cfg.Retry.MaxAttempts {
 			break
 		}

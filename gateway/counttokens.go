@@ -33,9 +33,10 @@ func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provi
 		rt, err := s.routes.resolve(call.Model)
 		key := keyOf(r)
 		var plan, served []attempt
+		var ready int
 		if err == nil {
-			served = s.routes.plan(rt, func(_ string, d *deployment) bool { return d.provider.Type == p.Type })
-			plan = s.routes.plan(rt, func(model string, d *deployment) bool {
+			served, _ = s.routes.plan(rt, func(_ string, d *deployment) bool { return d.provider.Type == p.Type })
+			plan, ready = s.routes.plan(rt, func(model string, d *deployment) bool {
 				return d.provider.Type == p.Type && allowedModel(key, model, deploymentRoute(model, d))
 			})
 		}
@@ -48,9 +49,7 @@ func (s *Server) countTokens(p *provider.Provider, c provider.Counter, env provi
 			env.WriteError(w, modelNotAllowed(call.Model))
 			return
 		}
-		if len(plan) > s.cfg.Retry.MaxAttempts {
-			plan = plan[:s.cfg.Retry.MaxAttempts]
-		}
+		plan = bounded(plan, ready, s.cfg.Retry.MaxAttempts)
 		run := countRun{call: call, env: env, rid: requestIDOf(r), arrived: time.Now()}
 		until := run.arrived.Add(s.cfg.Retry.Budget)
 		for i, a := range plan {

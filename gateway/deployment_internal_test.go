@@ -89,14 +89,15 @@ func TestPlanOrder(t *testing.T) {
 	rt.deployments[0].acquire()
 	rt.deployments[0].release(outcomeFailed, 0, rc) // a/m rests
 	var names []string
-	for _, a := range r.plan(rt, nil) {
+	all, _ := r.plan(rt, nil)
+	for _, a := range all {
 		names = append(names, a.model+":"+a.dep.name)
 	}
 	want := "m:b/m f:c/f m2:a/other m:a/m" // the resting one last; f's fallback to m not again
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("plan %s, want %s", got, want)
 	}
-	only := r.plan(rt, func(_ string, d *deployment) bool { return d.provider.Type == "anthropic" })
+	only, _ := r.plan(rt, func(_ string, d *deployment) bool { return d.provider.Type == "anthropic" })
 	if len(only) != 1 || only[0].dep.name != "c/f" {
 		t.Fatalf("filtered plan %v", only)
 	}
@@ -189,5 +190,51 @@ func TestNegativeSettingsAllReported(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate said:\n%v\nwant a problem with %q", err, want)
 		}
+	}
+}
+
+// TestBoundedTakesOneResting: a request's attempts (a token count's, as
+// prepareAttempts does a request's) are at most max_attempts, and of the
+// resting deployments the plan names last only the first, whose rest ends
+// soonest.
+func TestBoundedTakesOneResting(t *testing.T) {
+	cfg := Config{Providers: []ProviderConfig{{Name: "a", Type: "openai", BaseURL: "http://a/v1"}, {Name: "b", Type: "openai", BaseURL: "http://b/v1"},
+		{Name: "c", Type: "openai", BaseURL: "http://c/v1"}},
+		Models: []ModelConfig{
+			{Name: "m", Deployments: []DeploymentConfig{{Provider: "a"}, {Provider: "b"}}, Fallbacks: []string{"f"}},
+			{Name: "f", Provider: "c"}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := newRouter(cfg)
+	rt, _ := r.resolve("m")
+	for i, d := range rt.deployments { // b's rest ends first
+		d.acquire()
+		d.release(outcomeFailed, time.Duration(2-i)*time.Hour, RetryConfig{Cooldown: time.Minute, MaxCooldown: 3 * time.Hour})
+	}
+	names := func(as []attempt) string {
+		var s []string
+		for _, a := range as {
+			s = append(s, a.dep.name)
+		}
+		return strings.Join(s, " ")
+	}
+	plan, ready := r.plan(rt, nil)
+	if got, want := names(plan), "c/f b/m a/m"; got != want || ready != 1 {
+		t.Fatalf("plan %s (%d ready), want %s (1 ready)", got, ready, want)
+	}
+	for max, want := range map[int]string{1: "c/f", 2: "c/f b/m", 3: "c/f b/m", 5: "c/f b/m"} {
+		if got := names(bounded(plan, ready, max)); got != want {
+			t.Errorf("bounded to %d: %s, want %s", max, got, want)
+		}
+	}
+	frt, _ := r.resolve("f")
+	frt.deployments[0].acquire()
+	frt.deployments[0].release(outcomeFailed, 0, RetryConfig{Cooldown: 3 * time.Hour, MaxCooldown: 3 * time.Hour})
+	if plan, ready = r.plan(rt, nil); ready != 0 {
+		t.Fatalf("all resting: %d ready", ready)
+	}
+	if got, want := names(bounded(plan, ready, 3)), "b/m"; got != want {
+		t.Errorf("all resting: %s, want %s", got, want)
 	}
 }

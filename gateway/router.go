@@ -93,17 +93,18 @@ func (a attempt) route() route { return deploymentRoute(a.model, a.dep) }
 // drawn by weight, then each fallback model's the same way (in the order
 // of fallbacks, each model once), then the unavailable ones of all of
 // them, soonest available first, so that a request is refused by an
-// upstream rather than by the gateway's guess. ok, when not nil, keeps
-// only the deployments it accepts (a native route serves its provider
-// type only).
-func (r *router) plan(rt route, ok func(model string, d *deployment) bool) []attempt {
+// upstream rather than by the gateway's guess. It returns the attempts
+// and how many of them, first, are available: the others rest (bounded
+// takes one of them). ok, when not nil, keeps only the deployments it
+// accepts (a native route serves its provider type only).
+func (r *router) plan(rt route, ok func(model string, d *deployment) bool) (plan []attempt, ready int) {
 	if len(rt.deployments) == 1 && len(rt.fallbacks) == 0 { // the common case, without the bookkeeping
 		if d := rt.deployments[0]; ok == nil || ok(rt.model, d) {
-			return []attempt{{model: rt.model, dep: d}}
+			return []attempt{{model: rt.model, dep: d}}, 1 // alone, it is tried whether it rests or not
 		}
-		return nil
+		return nil, 0
 	}
-	var ready, resting []attempt
+	var available, resting []attempt
 	seen := map[string]bool{}
 	var add func(rt route)
 	add = func(rt route) {
@@ -119,7 +120,7 @@ func (r *router) plan(rt route, ok func(model string, d *deployment) bool) []att
 		}
 		for _, d := range weightedOrder(cands) {
 			if d.available() {
-				ready = append(ready, attempt{model: rt.model, dep: d})
+				available = append(available, attempt{model: rt.model, dep: d})
 			} else {
 				resting = append(resting, attempt{model: rt.model, dep: d})
 			}
@@ -132,7 +133,16 @@ func (r *router) plan(rt route, ok func(model string, d *deployment) bool) []att
 	}
 	add(rt)
 	sortByRest(resting)
-	return append(ready, resting...)
+	return append(available, resting...), len(available)
+}
+
+// bounded returns the attempts a request makes of plan, whose first ready
+// are available (router.plan): at most max, of which at most one to a
+// resting deployment, the one whose rest ends soonest. A provider that
+// asked for a pause gets one call a request, not max_attempts, when every
+// deployment rests.
+func bounded(plan []attempt, ready, max int) []attempt {
+	return plan[:min(len(plan), ready+1, max)]
 }
 
 // serves reports whether a deployment of rt is of provider type typ.
