@@ -1,0 +1,95 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestAnthropicOverloadedAfterMessageStartFailsOver: Anthropic's usual
+// overload is a 200 whose stream is a message_start (no content), perhaps
+// a ping, then an error event (overloaded_error). Nothing of the answer
+// has come: the gateway holds message_start and pings back until the
+// first event that carries output, so that such a refusal goes to the
+// next deployment as a 529 before the stream would. The client got the
+// error (the chat route had sent the role chunk, the native route the
+// message_start), and no other deployment was tried.
+func TestAnthropicOverloadedAfterMessageStartFailsOver(t *testing.T) {
+	const (
+		messageStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\n"
+		ping         = "event: ping\ndata: {\"type\": \"ping\"}\n\n"
+		overloaded   = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+	)
+	for _, c := range []struct {
+		name   string
+		body   string
+		native bool
+	}{
+		{"chat route", messageStart + overloaded, false},
+		{"chat route, after a ping", messageStart + ping + overloaded, false},
+		{"native route", messageStart + overloaded, true},
+		{"native route, after a ping", messageStart + ping + overloaded, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var hits atomic.Int64
+			bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				_, _ = io.ReadAll(r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, c.body)
+			}))
+			t.Cleanup(bad.Close)
+			st := newStack(t, func(cfg *gateway.Config) {
+				good := cfg.Providers[0].Name
+				if c.native {
+					good = "sim-anthropic"
+				}
+				cfg.Providers = append(cfg.Providers, gateway.ProviderConfig{Name: "bad", Type: "anthropic", BaseURL: bad.URL + "/v1"})
+				cfg.Models = append(cfg.Models,
+					gateway.ModelConfig{Name: "mid", Deployments: []gateway.DeploymentConfig{{Name: "bad", Provider: "bad", UpstreamModel: "m"}},
+						Fallbacks: []string{"spare"}},
+					gateway.ModelConfig{Name: "spare", Deployments: []gateway.DeploymentConfig{{Name: "good", Provider: good, UpstreamModel: "sim-small"}}})
+				cfg.Retry.Cooldown = time.Hour
+			})
+			var resp *http.Response
+			if c.native {
+				resp = st.post(t, "/anthropic/v1/messages", `{"model":"mid","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi there"}]}`,
+					"x-api-key", testKey)
+			} else {
+				resp = st.post(t, "/v1/chat/completions", `{"model":"mid","stream":true,"messages":[{"role":"user","content":"hi there"}]}`)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if hits.Load() != 1 {
+				t.Fatalf("the overloaded deployment got %d calls, want 1", hits.Load())
+			}
+			if resp.StatusCode != 200 || strings.Contains(string(b), "overloaded") || strings.Contains(string(b), "msg_1") {
+				t.Fatalf("status %d, the client got the refused attempt's bytes: %s", resp.StatusCode, b)
+			}
+			id := resp.Header.Get("X-Request-Id")
+			e := st.sink.event(t, id)
+			if e.Deployment != "good" || e.Status != usage.StatusOK || e.NotCharged || e.Attempt != 2 {
+				t.Fatalf("served by %s (attempt %d), %s, not charged %v; want the good deployment's second attempt, ok", e.Deployment, e.Attempt, e.Status, e.NotCharged)
+			}
+			var failed int
+			for _, a := range st.sink.eventsOf(id) {
+				if a.ID != id {
+					failed++
+					if !a.NotCharged || a.Status != usage.StatusUpstreamError || a.Usage.Total() != 0 {
+						t.Errorf("the refused attempt: %+v; want upstream_error, not charged, nothing billed", a)
+					}
+				}
+			}
+			if failed != 1 {
+				t.Fatalf("%d failed attempts recorded, want 1", failed)
+			}
+		})
+	}
+}
