@@ -138,6 +138,13 @@ func TestAServerErrorUnderA200FailsOver(t *testing.T) {
 		{"gemini stream", sseOf("data: " + overloadedGemini), geminiStream, "bad-gemini"},
 		{"gemini body", jsonOf(overloadedGemini), geminiBody, "bad-gemini"},
 		{"responses stream", sseOf("event: error\ndata: " + overloadedResponses), responsesStream, "bad-openai"},
+		// The events before output are held, so that an error after them
+		// fails over too (Anthropic's usual overload comes after
+		// message_start).
+		{"anthropic stream, after message_start and a ping", sseOf(strings.TrimSpace(anthStart(1)), "event: ping\ndata: {\"type\":\"ping\"}", "event: error\ndata: "+overloadedAnthropic), anthropicStream, "bad-anthropic"},
+		{"chat stream from Anthropic, after message_start", sseOf(strings.TrimSpace(anthStart(1)), "event: error\ndata: "+overloadedAnthropic), chatStreamOf("claude-flaky"), "bad-anthropic"},
+		{"responses stream, after response.created", sseOf(`event: response.created`+"\n"+`data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","output":[]}}`,
+			"event: error\ndata: "+overloadedResponses), responsesStream, "bad-openai"},
 		{"responses body", jsonOf(overloadedChat), responsesBody, "bad-openai"},
 		{"embeddings", jsonOf(overloadedChat), embeddingsBody, "bad-openai"},
 	} {
