@@ -64,9 +64,10 @@ func (s *recShare) settled(t *testing.T, key string) gateway.LimitCounts {
 // tokens billed to the operator, and counted against the customer. Now
 // only the attempt that served counts.
 //
-// On the native routes a stream's first event is relayed as it comes, so
-// a retried attempt there never has usage (it failed before its first
-// event: Report.Resolve bills nothing), and settle counts nothing for it.
+// On the native routes a stream's first events are held while they carry
+// no output (see passThrough's head), as the chat route holds them: the
+// same stream on a model with this deployment alone is the client's 502,
+// its reported prompt billed, as on the chat route.
 func TestFailedAttemptNotCountedAgainstTPM(t *testing.T) {
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -109,13 +110,14 @@ func TestFailedAttemptNotCountedAgainstTPM(t *testing.T) {
 			c.Tokens, served, evs[0].Usage.Total())
 	}
 
-	// On the native Gemini route the same stream's first chunk reaches the
-	// client: no other attempt could follow, and its 50 prompt tokens are
-	// the request's own, charged and counted.
+	// On the native Gemini route, with no other deployment, the same
+	// stream is the client's 502 (its first chunk had no output, and was
+	// held): the 50 prompt tokens the provider reported are the request's
+	// own, charged and counted, as on the chat route.
 	code, body, id = routeCases[2].send(t, st, "bad-only", secret, true)
 	evs = st.sink.eventsOf(id)
-	if code != http.StatusOK || len(evs) != 1 || evs[0].NotCharged || evs[0].Usage.PromptTokens != 50 {
-		t.Fatalf("native: status %d %.300s, attempts %+v; want bad's stream, charged", code, body, evs)
+	if code != http.StatusBadGateway || len(evs) != 1 || evs[0].NotCharged || evs[0].Usage.PromptTokens != 50 {
+		t.Fatalf("native: status %d %.300s, attempts %+v; want a 502, its reported prompt charged", code, body, evs)
 	}
 	if c := share.settled(t, keyID); c.Tokens != served+50 {
 		t.Errorf("native: tokens counted against tpm_limit: %d, want %d", c.Tokens, served+50)

@@ -156,10 +156,10 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		} else if settled := tp.Settled(); settled != (quiet != nil) {
 			quiet = x.quietAfterUsage(quiet, settled)
 		}
+		x.report.StreamEvent(ev.HasData) // a refusal clears Began: the attempt given way bills nothing
 		if out.gaveWay {
 			break // the first event was the provider's failure: the next attempt serves
 		}
-		x.report.StreamEvent(ev.HasData)
 		x.progress()
 		if x.report.Ended {
 			done = true

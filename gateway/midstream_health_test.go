@@ -14,7 +14,7 @@ import (
 
 // A deployment whose streams fail after the client's first byte (its
 // connection broken mid-answer, Anthropic's overloaded_error after
-// message_start, a stall after a keep-alive comment) cannot be failed
+// output began, a stall after a keep-alive comment) cannot be failed
 // over for that request, but it failed: it must rest as a deployment
 // that failed before its first byte does. It used to be left as it was
 // (neither succeeded nor failed), so such a deployment kept its full
@@ -26,7 +26,8 @@ func TestAStreamThatFailsAfterItsFirstByteRestsItsDeployment(t *testing.T) {
 	const (
 		roleChunk    = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`
 		contentChunk = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hello there"},"finish_reason":null}]}`
-		messageStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}"
+		messageStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}" +
+			"\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}" // output began: sent
 	)
 	for _, c := range []struct {
 		name, typ string
@@ -43,15 +44,15 @@ func TestAStreamThatFailsAfterItsFirstByteRestsItsDeployment(t *testing.T) {
 			_, _ = io.WriteString(w, roleChunk+"\n\n"+contentChunk+"\n\n"+
 				`data: {"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}`+"\n\n")
 		}, true, false},
-		{"anthropic overloaded after message_start", "anthropic", func(w http.ResponseWriter) {
+		{"anthropic overloaded after output", "anthropic", func(w http.ResponseWriter) {
 			_, _ = io.WriteString(w, messageStart+"\n\n"+
 				"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
 		}, true, false},
-		{"anthropic overloaded after message_start, native route", "anthropic", func(w http.ResponseWriter) {
+		{"anthropic overloaded after output, native route", "anthropic", func(w http.ResponseWriter) {
 			_, _ = io.WriteString(w, messageStart+"\n\n"+
 				"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
 		}, true, true},
-		{"native stream broken after message_start", "anthropic", func(w http.ResponseWriter) {
+		{"native stream broken after output", "anthropic", func(w http.ResponseWriter) {
 			_, _ = io.WriteString(w, messageStart+"\n\n")
 			w.(http.Flusher).Flush()
 			panic(http.ErrAbortHandler)

@@ -204,11 +204,23 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 	rd.Reset(src)
 	defer func() { rd.Reset(nil); readers.Put(rd) }()
 	started := false
+	// head is the stream's first data events while none carried output or
+	// an error (Anthropic's message_start and pings, the Responses API's
+	// response.created), up to maxHeld: held until something else comes,
+	// so that a stream refused before any output (an overloaded_error
+	// after message_start, Anthropic's usual overload) or broken before
+	// it has sent the client nothing, and fails over. They go out first,
+	// with the response's headers (start).
+	var head []byte
 	start := func() { // the response's headers, before its first bytes or a commit
 		if !started {
 			started = true
 			x.respond(http.StatusOK, true, func(h http.Header) { copyHeader(h, resp, "text/event-stream") })
 			x.firstByte()
+			if len(head) > 0 {
+				x.write(head)
+				head = nil
+			}
 		}
 	}
 	forward := func(b []byte) {
@@ -293,7 +305,7 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 				x.brokeAfterStart(nil)
 			}
 			x.markComplete() // every upstream byte is forwarded below
-			if len(held) > 0 && !x.clientGone.Load() {
+			if (len(held) > 0 || len(head) > 0) && !x.clientGone.Load() {
 				start() // the headers (and the time to first byte) before the event is made durable
 			}
 			x.flush()
@@ -366,8 +378,11 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 		hadUsage, hadFinish := x.report.Usage, x.report.FinishReason
 		tp.Event(&ev, &x.report)
 		if !started && len(held) == 0 && hadError == "" && !x.clientGone.Load() && x.errorUnder200(eventError(&ev)) {
-			// The stream's first event is the provider's failure, and
-			// nothing of it reached the client: the next attempt serves.
+			// The stream's first event with output or an error is the
+			// provider's failure, and nothing of it reached the client
+			// (head is dropped): the next attempt serves, this one billing
+			// nothing (a refusal clears Began).
+			x.report.StreamEvent(ev.HasData)
 			return
 		}
 		if hadError == "" && x.report.Error != "" {
@@ -511,6 +526,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 			x.commit()
 			x.readToEnd(resp.Body)
 			return
+		}
+		if !started && ev.HasData && x.report.Output.Len() == 0 && x.report.Error == "" && len(head)+len(chunk) <= maxHeld {
+			head, chunk = append(head, chunk...), nil
 		}
 		forward(chunk)
 		if !rd.Buffered() && !rd.Cut() { // the next event is not here yet, nor on its way

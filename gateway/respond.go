@@ -212,7 +212,7 @@ func (x *exchange) brokeAfterStart(cause error) {
 // errorFrame is called when ev, an upstream stream's event, brought the
 // stream's first error (x.report.Error): when the error names the
 // provider's side (serverSide), as Anthropic's overloaded_error after
-// message_start does, the deployment failed, though the client may have
+// output began does, the deployment failed, though the client may have
 // had its first byte and no other attempt can follow (see
 // brokeAfterStart); an error of the client's side rests nothing.
 // The error ends the stream (Anthropic's error event is its last; an

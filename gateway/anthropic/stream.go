@@ -43,8 +43,9 @@ func (Chat) NewStream(id, model string, created int64) provider.ChunkStream {
 // Event taps ev's usage into r exactly as Tap.Event does, and appends to
 // dst the chunk payloads (JSON, unframed) it becomes, each choice at index 0:
 //
-//   - message_start → {"role":"assistant","content":""} (once; sent before
-//     the first other chunk if message_start never came)
+//   - {"role":"assistant","content":""} once, before the first other
+//     chunk: not at message_start, so that an error before any output
+//     (overloaded_error) is the stream's first chunk, and fails over
 //   - text_delta → delta.content; thinking_delta → delta.reasoning_content
 //   - content_block_start of a tool_use → delta.tool_calls[{index, id,
 //     type:"function", function:{name, arguments:""}}], the index counting
@@ -78,7 +79,11 @@ func (s *Stream) Event(ev *sse.Event, r *tap.Report, dst [][]byte) [][]byte {
 	}
 	switch e.Type {
 	case "message_start":
-		return s.start(dst)
+		// No chunk yet: the role chunk goes out with the first chunk of
+		// output (start), so that a stream refused before any (an
+		// overloaded_error after message_start, Anthropic's usual
+		// overload) has sent the client nothing, and fails over.
+		return dst
 	case "content_block_start":
 		switch b := &e.ContentBlock; b.Type {
 		case "text":
