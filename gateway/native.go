@@ -507,6 +507,9 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 		if x.report.Ended { // the provider's own end: what follows is not read
 			x.markComplete()
 			if !x.committed { // the end is what the commit holds back, with any final report
+				if len(head) > 0 {
+					start() // the held events before output, with the headers, before the event is made durable (its status, its time to first byte)
+				}
 				durable()
 			}
 			if billedEnd != nil && ev.HasData && x.showsBilled() && x.report.Error == "" {
