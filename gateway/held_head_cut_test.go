@@ -1,0 +1,101 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/gateway"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestHeldHeadThenCutShortFailsOver: on the native routes the events
+// before a stream's first output (Anthropic's message_start, the
+// Responses API's response.created) are held, so that a stream that
+// fails before any output has sent the client nothing and fails over. A
+// stream that broke (a read error) or stalled there did; one that ended
+// cleanly there, without its protocol's end (cut short, as the chat
+// route calls it, which fails over), did not: the held events were sent
+// after all, the client got a 200 whose stream was message_start (or
+// response.created) and nothing else, with no error event, and no other
+// deployment was tried. Without a fallback the client gets the chat
+// route's answer to the same stream, a 502.
+func TestHeldHeadThenCutShortFailsOver(t *testing.T) {
+	const anthStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\n" +
+		"event: ping\ndata: {\"type\": \"ping\"}\n\n"
+	const created = "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"in_progress\",\"output\":[]}}\n\n"
+	for _, c := range []struct {
+		name, typ, good, body, path, req, mark string
+		header                                 []string
+	}{
+		{"anthropic", "anthropic", "sim-anthropic", anthStart, "/anthropic/v1/messages",
+			`{"model":"mid","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi there"}]}`, "msg_1", []string{"x-api-key", testKey}},
+		{"responses", "openai", "sim", created, "/v1/responses", `{"model":"mid","stream":true,"input":"hi there"}`, "resp_1", nil},
+	} {
+		for _, fallback := range []bool{true, false} {
+			name := c.name
+			if !fallback {
+				name += ", no fallback"
+			}
+			t.Run(name, func(t *testing.T) {
+				var hits atomic.Int64
+				bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					hits.Add(1)
+					_, _ = io.ReadAll(r.Body)
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, c.body) // and the body ends, cleanly
+				}))
+				t.Cleanup(bad.Close)
+				st := newStack(t, func(cfg *gateway.Config) {
+					cfg.Providers = append(cfg.Providers, gateway.ProviderConfig{Name: "bad", Type: c.typ, BaseURL: bad.URL + "/v1"})
+					mid := gateway.ModelConfig{Name: "mid", Deployments: []gateway.DeploymentConfig{{Name: "bad", Provider: "bad", UpstreamModel: "m"}}}
+					if fallback {
+						mid.Fallbacks = []string{"spare"}
+					}
+					cfg.Models = append(cfg.Models, mid,
+						gateway.ModelConfig{Name: "spare", Deployments: []gateway.DeploymentConfig{{Name: "good", Provider: c.good, UpstreamModel: "sim-small"}}})
+					cfg.Retry.Cooldown = time.Hour
+				})
+				resp := st.post(t, c.path, c.req, c.header...)
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if hits.Load() != 1 {
+					t.Fatalf("the bad deployment got %d calls, want 1", hits.Load())
+				}
+				id := resp.Header.Get("X-Request-Id")
+				if !fallback {
+					if resp.StatusCode != http.StatusBadGateway || strings.Contains(string(b), c.mark) {
+						t.Fatalf("status %d, body %q: want a 502, none of the cut stream", resp.StatusCode, b)
+					}
+					if e := st.sink.event(t, id); e.Status != usage.StatusUpstreamError || e.HTTPStatus != http.StatusBadGateway {
+						t.Fatalf("event %s, http_status %d, want upstream_error, 502", e.Status, e.HTTPStatus)
+					}
+					return
+				}
+				if resp.StatusCode != 200 || strings.Contains(string(b), c.mark) {
+					t.Fatalf("status %d, the client got the cut attempt's bytes: %q", resp.StatusCode, b)
+				}
+				e := st.sink.event(t, id)
+				if e.Deployment != "good" || e.Status != usage.StatusOK || e.NotCharged || e.Attempt != 2 {
+					t.Fatalf("served by %s (attempt %d), %s, not charged %v; want the good deployment's second attempt, ok", e.Deployment, e.Attempt, e.Status, e.NotCharged)
+				}
+				var failed int
+				for _, a := range st.sink.eventsOf(id) {
+					if a.ID != id {
+						failed++
+						if !a.NotCharged || a.Status != usage.StatusUpstreamError {
+							t.Errorf("the cut attempt: %+v; want upstream_error, not charged", a)
+						}
+					}
+				}
+				if failed != 1 {
+					t.Fatalf("%d failed attempts recorded, want 1", failed)
+				}
+			})
+		}
+	}
+}
