@@ -301,7 +301,18 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 				// short upstream, as a stream that broke is (what was
 				// relayed is billed, its usage estimated when the provider
 				// reported none).
-				x.report.Error = "upstream stream ended without " + end + ": cut short"
+				cut := "upstream stream ended without " + end + ": cut short"
+				if !started && len(held) == 0 && !x.clientGone.Load() {
+					// Only the events before output came (head, held), and
+					// none reached the client: a failure before output, as
+					// a stream that broke there (and the chat route's cut
+					// stream): 502, or the next attempt.
+					err := errors.New(cut)
+					x.failedBeforeOutput(err)
+					x.fail(http.StatusBadGateway, usage.StatusUpstreamError, err)
+					return
+				}
+				x.report.Error = cut
 				x.brokeAfterStart(nil)
 			}
 			x.markComplete() // every upstream byte is forwarded below
