@@ -33,3 +33,6 @@ func ClientConnections(s *Server) int {
 	defer s.clients.mu.Unlock()
 	return len(s.clients.conns)
 }
+
+// MaxHeadWait is how long a native stream's events before output are held.
+const MaxHeadWait = maxHeadWait

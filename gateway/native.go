@@ -557,6 +557,10 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 // durable and they go out.
 const maxHeld = 64 << 10
 
+// maxHeadWait bounds how long passThrough holds a stream's events before
+// output (head): see passThrough.
+const maxHeadWait = 2 * time.Second
+
 // quietTypes are the events Anthropic's protocol may send after its final
 // usage report (message_delta) that carry no output: its documented
 // stream (docs.anthropic.com, "Streaming Messages") ends content blocks
