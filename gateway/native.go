@@ -210,8 +210,13 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 	// so that a stream refused before any output (an overloaded_error
 	// after message_start, Anthropic's usual overload) or broken before
 	// it has sent the client nothing, and fails over. They go out first,
-	// with the response's headers (start).
+	// with the response's headers (start); or with the first event that
+	// comes maxHeadWait after the first of them: a model slow to begin
+	// (Anthropic pings meanwhile) still gives the client its headers and
+	// the keep-alives, for the timeouts of proxies and clients on the way.
 	var head []byte
+	// headSince is when head's first event came.
+	var headSince time.Time
 	start := func() { // the response's headers, before its first bytes or a commit
 		if !started {
 			started = true
@@ -542,7 +547,12 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 			return
 		}
 		if !started && ev.HasData && x.report.Output.Len() == 0 && x.report.Error == "" && len(head)+len(chunk) <= maxHeld {
-			head, chunk = append(head, chunk...), nil
+			if len(head) == 0 {
+				headSince = time.Now()
+			}
+			if time.Since(headSince) < maxHeadWait { // past it, the held events go out with this one
+				head, chunk = append(head, chunk...), nil
+			}
 		}
 		forward(chunk)
 		if !rd.Buffered() && !rd.Cut() { // the next event is not here yet, nor on its way
@@ -558,7 +568,10 @@ func (s *Server) passThrough(x *exchange, rt route, resp *http.Response, pr *pro
 const maxHeld = 64 << 10
 
 // maxHeadWait bounds how long passThrough holds a stream's events before
-// output (head): see passThrough.
+// output (head): the first event that comes after it goes out with them.
+// Anthropic's overload comes at once after message_start; a model slow to
+// begin keeps the client waiting for its headers no longer than this (an
+// event-driven bound: pings come while it thinks).
 const maxHeadWait = 2 * time.Second
 
 // quietTypes are the events Anthropic's protocol may send after its final
