@@ -59,3 +59,49 @@ func TestHeldHeadIsNotHeldForEver(t *testing.T) {
 		t.Fatalf("the client had the response's headers after %v, with the upstream pinging all along; want them by %v", headers.Round(time.Millisecond), gateway.MaxHeadWait+time.Second)
 	}
 }
+
+// TestChatRoleChunkIsNotHeldForEver: on the chat route translated from
+// Anthropic the role chunk is no longer sent at message_start but with
+// the first output, so that an overload right after message_start fails
+// over. A model slow to begin then left the client without the response's
+// headers until its first output, however long (the pings are not
+// translated): the chat client's timeouts and its proxies' (Cloudflare's
+// 100 s for the headers) cut a request that was proceeding. The role
+// chunk now goes out with the first event past gateway.MaxHeadWait.
+func TestChatRoleChunkIsNotHeldForEver(t *testing.T) {
+	const (
+		start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\n"
+		ping  = "event: ping\ndata: {\"type\": \"ping\"}\n\n"
+		text  = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi there\"}}\n\n" +
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":3}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	)
+	thinking := gateway.MaxHeadWait + 1500*time.Millisecond // before the first output, pinging
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, start)
+		w.(http.Flusher).Flush()
+		for end := time.Now().Add(thinking); time.Now().Before(end); {
+			time.Sleep(100 * time.Millisecond)
+			_, _ = io.WriteString(w, ping)
+			w.(http.Flusher).Flush()
+		}
+		_, _ = io.WriteString(w, text)
+	}))
+	t.Cleanup(up.Close)
+	st := oneProviderStack(t, "anthropic", up.URL)
+	began := time.Now()
+	resp := st.post(t, "/v1/chat/completions", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	headers := time.Since(began)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"role":"assistant"`) || strings.Count(string(b), `"role":"assistant"`) != 1 || !strings.Contains(string(b), "Hi there") || !strings.Contains(string(b), "[DONE]") {
+		t.Fatalf("status %d, body %.300q", resp.StatusCode, b)
+	}
+	if headers > gateway.MaxHeadWait+time.Second {
+		t.Fatalf("the client had the response's headers after %v, with the upstream pinging all along; want them by %v", headers.Round(time.Millisecond), gateway.MaxHeadWait+time.Second)
+	}
+}
