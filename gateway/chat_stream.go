@@ -141,6 +141,9 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		first = false
 		if tr != nil {
 			payloads = tr.Event(&ev, &x.report, payloads[:0])
+			if len(payloads) == 0 && !out.started && ev.HasData && x.report.Error == "" {
+				payloads = x.beginAfterWait(tr, payloads)
+			}
 			for _, p := range payloads {
 				if bytes.HasPrefix(p, errorChunk) { // an upstream error, which may echo its key or address
 					p = s.scrubBytes(x.event.Provider, p)
@@ -201,6 +204,22 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	if done {
 		x.readToEnd(resp.Body)
 	}
+}
+
+// beginAfterWait appends to dst, once the attempt has run maxHeadWait
+// with nothing sent, the first chunk a translation holds back until the
+// first output (provider.ChunkStreamBegin: the role chunk), so that a
+// model slow to begin (Anthropic pings meanwhile) gives the client the
+// response's headers and a first chunk, as the native route sends its
+// held events then. Not inlined: the relay's frame stays small
+// (TestStreamStack).
+//
+//go:noinline
+func (x *exchange) beginAfterWait(tr provider.ChunkStream, dst [][]byte) [][]byte {
+	if b, ok := tr.(provider.ChunkStreamBegin); ok && time.Since(x.start) >= maxHeadWait {
+		return b.Begin(dst)
+	}
+	return dst
 }
 
 // quietAfterUsage arms, once an OpenAI stream is settled (its usage chunk

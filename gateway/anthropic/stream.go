@@ -158,6 +158,10 @@ func (s *Stream) arguments(dst [][]byte, i int, fragment string) [][]byte {
 }
 
 // start appends the role chunk if it has not gone out yet.
+// Begin appends the role chunk to dst, unless it was sent
+// (provider.ChunkStreamBegin).
+func (s *Stream) Begin(dst [][]byte) [][]byte { return s.start(dst) }
+
 func (s *Stream) start(dst [][]byte) [][]byte {
 	if s.role {
 		return dst

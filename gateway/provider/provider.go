@@ -129,6 +129,15 @@ type ChunkStreamEnd interface {
 	End(r *tap.Report, dst [][]byte) [][]byte
 }
 
+// ChunkStreamBegin is a ChunkStream that holds its first chunk (the role
+// chunk) back until the first output, so that a refusal before any (an
+// overload right after Anthropic's message_start) has sent the client
+// nothing: Begin appends it to dst now, once, when the relay will wait no
+// longer for the output (a model slow to begin).
+type ChunkStreamBegin interface {
+	Begin(dst [][]byte) [][]byte
+}
+
 // StreamTap reads usage from an upstream stream in one wire format, for a
 // native route, whose bytes go to the client unchanged.
 type StreamTap interface {
