@@ -238,3 +238,41 @@ func TestBoundedTakesOneResting(t *testing.T) {
 		t.Errorf("all resting: %s, want %s", got, want)
 	}
 }
+
+// TestBoundedTriesDeploymentsAtTheirLimits: the bound of one attempt to a
+// resting deployment a request (bounded) spares a provider that asked for
+// a pause. A deployment only at its max_concurrent or rpm_limit, which
+// failed nothing and asked for nothing, counted as resting too: with both
+// deployments of a model at their rpm_limit, a request whose first attempt
+// failed (a 503 of the one, which rests from then on) got that failure,
+// the other, healthy, never tried, where before the bound it served the
+// request (review r75: 1 request of 6 answered 503). They are tried as
+// the available ones are, within max_attempts, after them.
+func TestBoundedTriesDeploymentsAtTheirLimits(t *testing.T) {
+	cfg := Config{Providers: []ProviderConfig{{Name: "a", Type: "openai", BaseURL: "http://a/v1"}, {Name: "b", Type: "openai", BaseURL: "http://b/v1"},
+		{Name: "c", Type: "openai", BaseURL: "http://c/v1"}},
+		Models: []ModelConfig{
+			{Name: "m", Deployments: []DeploymentConfig{{Provider: "a", RPMLimit: 1}, {Provider: "b", MaxConcurrent: 1}}, Fallbacks: []string{"f"}},
+			{Name: "f", Provider: "c"}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := newRouter(cfg)
+	rt, _ := r.resolve("m")
+	a, b := rt.deployments[0], rt.deployments[1]
+	a.acquire() // its one request of the minute
+	a.release(outcomeOK, 0, RetryConfig{Cooldown: time.Minute, MaxCooldown: time.Hour})
+	b.acquire() // its one request open
+	frt, _ := r.resolve("f")
+	frt.deployments[0].acquire()
+	frt.deployments[0].release(outcomeFailed, time.Hour, RetryConfig{Cooldown: time.Minute, MaxCooldown: 3 * time.Hour}) // c rests
+	plan, ready := r.plan(rt, nil)
+	var names []string
+	for _, at := range bounded(plan, ready, 3) {
+		names = append(names, at.dep.name)
+	}
+	got := strings.Join(names, " ")
+	if len(names) != 3 || !strings.Contains(got, "a/m") || !strings.Contains(got, "b/m") || names[2] != "c/f" {
+		t.Fatalf("attempts %s (plan of %d, %d ready): want a/m and b/m, at their limits, then c/f, resting", got, len(plan), ready)
+	}
+}
