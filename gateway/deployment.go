@@ -59,6 +59,14 @@ func (d *deployment) available() bool {
 	return true
 }
 
+// resting reports whether d is cooling down after failures (not only at
+// its max_concurrent or rpm_limit).
+func (d *deployment) resting() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.now().Before(d.restUntil)
+}
+
 // availableAt is when d's cool-down ends (the zero time when it is not
 // cooling down).
 func (d *deployment) availableAt() time.Time {

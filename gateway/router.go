@@ -94,8 +94,9 @@ func (a attempt) route() route { return deploymentRoute(a.model, a.dep) }
 // of fallbacks, each model once), then the unavailable ones of all of
 // them, soonest available first, so that a request is refused by an
 // upstream rather than by the gateway's guess. It returns the attempts
-// and how many of them, first, are available: the others rest (bounded
-// takes one of them). ok, when not nil, keeps only the deployments it
+// and how many of them, first, do not rest (available, or only at their
+// max_concurrent or rpm_limit, those after the available): the others
+// rest after failures (bounded takes one of them). ok, when not nil, keeps only the deployments it
 // accepts (a native route serves its provider type only).
 func (r *router) plan(rt route, ok func(model string, d *deployment) bool) (plan []attempt, ready int) {
 	if len(rt.deployments) == 1 && len(rt.fallbacks) == 0 { // the common case, without the bookkeeping
@@ -104,7 +105,7 @@ func (r *router) plan(rt route, ok func(model string, d *deployment) bool) (plan
 		}
 		return nil, 0
 	}
-	var available, resting []attempt
+	var available, busy, resting []attempt
 	seen := map[string]bool{}
 	var add func(rt route)
 	add = func(rt route) {
@@ -119,9 +120,14 @@ func (r *router) plan(rt route, ok func(model string, d *deployment) bool) (plan
 			}
 		}
 		for _, d := range weightedOrder(cands) {
-			if d.available() {
+			switch {
+			case d.available():
 				available = append(available, attempt{model: rt.model, dep: d})
-			} else {
+			case !d.resting():
+				// At its max_concurrent or rpm_limit only: it asked for
+				// no pause, and is tried as the available are, after them.
+				busy = append(busy, attempt{model: rt.model, dep: d})
+			default:
 				resting = append(resting, attempt{model: rt.model, dep: d})
 			}
 		}
@@ -133,7 +139,8 @@ func (r *router) plan(rt route, ok func(model string, d *deployment) bool) (plan
 	}
 	add(rt)
 	sortByRest(resting)
-	return append(available, resting...), len(available)
+	ready = len(available) + len(busy)
+	return append(append(available, busy...), resting...), ready
 }
 
 // bounded returns the attempts a request makes of plan, whose first ready
