@@ -157,11 +157,11 @@ func (s *Stream) arguments(dst [][]byte, i int, fragment string) [][]byte {
 	return append(dst, s.end(append(c, `}}]}`...), ""))
 }
 
-// start appends the role chunk if it has not gone out yet.
 // Begin appends the role chunk to dst, unless it was sent
 // (provider.ChunkStreamBegin).
 func (s *Stream) Begin(dst [][]byte) [][]byte { return s.start(dst) }
 
+// start appends the role chunk if it has not gone out yet.
 func (s *Stream) start(dst [][]byte) [][]byte {
 	if s.role {
 		return dst
