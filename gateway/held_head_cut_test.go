@@ -15,7 +15,7 @@ import (
 
 // TestHeldHeadThenCutShortFailsOver: on the native routes the events
 // before a stream's first output (Anthropic's message_start, the
-// Responses API's response.created) are held, so that a stream that
+// Responses API's response.created, a Gemini chunk with no text) are held, so that a stream that
 // fails before any output has sent the client nothing and fails over. A
 // stream that broke (a read error) or stalled there did; one that ended
 // cleanly there, without its protocol's end (cut short, as the chat
@@ -27,6 +27,7 @@ import (
 func TestHeldHeadThenCutShortFailsOver(t *testing.T) {
 	const anthStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\n" +
 		"event: ping\ndata: {\"type\": \"ping\"}\n\n"
+	const promptOnly = "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"\"}]},\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":54321,\"totalTokenCount\":54321}}\r\n\r\n"
 	const created = "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"in_progress\",\"output\":[]}}\n\n"
 	for _, c := range []struct {
 		name, typ, good, body, path, req, mark string
@@ -35,6 +36,9 @@ func TestHeldHeadThenCutShortFailsOver(t *testing.T) {
 		{"anthropic", "anthropic", "sim-anthropic", anthStart, "/anthropic/v1/messages",
 			`{"model":"mid","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi there"}]}`, "msg_1", []string{"x-api-key", testKey}},
 		{"responses", "openai", "sim", created, "/v1/responses", `{"model":"mid","stream":true,"input":"hi there"}`, "resp_1", nil},
+		// Gemini: a first chunk with the prompt's count and no text, then the end.
+		{"gemini", "gemini", "sim-gemini", promptOnly, "/gemini/v1beta/models/mid:streamGenerateContent?alt=sse",
+			`{"contents":[{"role":"user","parts":[{"text":"hi there"}]}]}`, "54321", []string{"x-goog-api-key", testKey}},
 	} {
 		for _, fallback := range []bool{true, false} {
 			name := c.name
