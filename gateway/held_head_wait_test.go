@@ -23,40 +23,17 @@ import (
 // every ping at once. The hold now ends at the first event past
 // gateway.MaxHeadWait: the headers and the held events go out then.
 func TestHeldHeadIsNotHeldForEver(t *testing.T) {
-	const (
-		start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\n"
-		ping  = "event: ping\ndata: {\"type\": \"ping\"}\n\n"
-		text  = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
-			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi there\"}}\n\n" +
-			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
-			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":3}}\n\n" +
-			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
-	)
-	thinking := gateway.MaxHeadWait + 1500*time.Millisecond // before the first output, pinging
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, start)
-		w.(http.Flusher).Flush()
-		for end := time.Now().Add(thinking); time.Now().Before(end); {
-			time.Sleep(100 * time.Millisecond)
-			_, _ = io.WriteString(w, ping)
-			w.(http.Flusher).Flush()
-		}
-		_, _ = io.WriteString(w, text)
-	}))
-	t.Cleanup(up.Close)
-	st := oneProviderStack(t, "anthropic", up.URL)
+	st := oneProviderStack(t, "anthropic", slowToBegin(t))
 	began := time.Now()
 	resp := st.post(t, "/anthropic/v1/messages", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", testKey)
 	headers := time.Since(began)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.HasPrefix(string(b), start+ping) || !strings.Contains(string(b), "message_stop") {
+	if resp.StatusCode != 200 || !strings.HasPrefix(string(b), slowStart+slowPing) || !strings.Contains(string(b), "message_stop") {
 		t.Fatalf("status %d, body %.300q", resp.StatusCode, b)
 	}
-	if headers > gateway.MaxHeadWait+time.Second {
-		t.Fatalf("the client had the response's headers after %v, with the upstream pinging all along; want them by %v", headers.Round(time.Millisecond), gateway.MaxHeadWait+time.Second)
+	if headers > gateway.MaxHeadWait+headersSlack {
+		t.Fatalf("the client had the response's headers after %v, with the upstream pinging all along; want them by %v", headers.Round(time.Millisecond), gateway.MaxHeadWait+headersSlack)
 	}
 }
 
@@ -69,30 +46,7 @@ func TestHeldHeadIsNotHeldForEver(t *testing.T) {
 // 100 s for the headers) cut a request that was proceeding. The role
 // chunk now goes out with the first event past gateway.MaxHeadWait.
 func TestChatRoleChunkIsNotHeldForEver(t *testing.T) {
-	const (
-		start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\n"
-		ping  = "event: ping\ndata: {\"type\": \"ping\"}\n\n"
-		text  = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
-			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi there\"}}\n\n" +
-			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
-			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":3}}\n\n" +
-			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
-	)
-	thinking := gateway.MaxHeadWait + 1500*time.Millisecond // before the first output, pinging
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, start)
-		w.(http.Flusher).Flush()
-		for end := time.Now().Add(thinking); time.Now().Before(end); {
-			time.Sleep(100 * time.Millisecond)
-			_, _ = io.WriteString(w, ping)
-			w.(http.Flusher).Flush()
-		}
-		_, _ = io.WriteString(w, text)
-	}))
-	t.Cleanup(up.Close)
-	st := oneProviderStack(t, "anthropic", up.URL)
+	st := oneProviderStack(t, "anthropic", slowToBegin(t))
 	began := time.Now()
 	resp := st.post(t, "/v1/chat/completions", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	headers := time.Since(began)
@@ -101,7 +55,44 @@ func TestChatRoleChunkIsNotHeldForEver(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"role":"assistant"`) || strings.Count(string(b), `"role":"assistant"`) != 1 || !strings.Contains(string(b), "Hi there") || !strings.Contains(string(b), "[DONE]") {
 		t.Fatalf("status %d, body %.300q", resp.StatusCode, b)
 	}
-	if headers > gateway.MaxHeadWait+time.Second {
-		t.Fatalf("the client had the response's headers after %v, with the upstream pinging all along; want them by %v", headers.Round(time.Millisecond), gateway.MaxHeadWait+time.Second)
+	if headers > gateway.MaxHeadWait+headersSlack {
+		t.Fatalf("the client had the response's headers after %v, with the upstream pinging all along; want them by %v", headers.Round(time.Millisecond), gateway.MaxHeadWait+headersSlack)
 	}
+}
+
+// slowStart, slowPing and slowText are an Anthropic stream whose model is
+// slow to begin: message_start, then a ping every 100 ms for
+// slowThinking, then its output.
+const (
+	slowStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\n"
+	slowPing  = "event: ping\ndata: {\"type\": \"ping\"}\n\n"
+	slowText  = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi there\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":3}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	// headersSlack is how long past MaxHeadWait the headers may take (the
+	// next ping, a loaded machine); slowThinking is past both, so that a
+	// hold until the output cannot pass.
+	headersSlack = 2 * time.Second
+	slowThinking = gateway.MaxHeadWait + headersSlack + 2*time.Second
+)
+
+// slowToBegin starts an Anthropic upstream that sends the stream above,
+// and returns its URL.
+func slowToBegin(t *testing.T) string {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, slowStart)
+		w.(http.Flusher).Flush()
+		for end := time.Now().Add(slowThinking); time.Now().Before(end); {
+			time.Sleep(100 * time.Millisecond)
+			_, _ = io.WriteString(w, slowPing)
+			w.(http.Flusher).Flush()
+		}
+		_, _ = io.WriteString(w, slowText)
+	}))
+	t.Cleanup(up.Close)
+	return up.URL
 }
