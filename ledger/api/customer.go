@@ -161,8 +161,8 @@ func (c *Self) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		slots, held := c.begin(r.Context(), customer)
-		defer c.end(customer, slots, held)
 		if held != heldBoth {
+			c.end(customer, slots, held)
 			w.Header().Set("Retry-After", "1")
 			msg := fmt.Sprintf("%d requests of this customer to the customer API are being answered; retry when one has ended", SelfQueriesPerCustomer)
 			if held == heldOwn {
@@ -177,9 +177,64 @@ func (c *Self) authenticate(next http.Handler) http.Handler {
 		}
 		ctx, cancel := context.WithTimeoutCause(context.WithValue(contextWith(r, selfKey{}, customer), selfKeyID{}, k.KeyID), limit, &ledger.Error{Code: ledger.EUnavailable,
 			Message: fmt.Sprintf("the query did not finish within %s: ask for a narrower range (from, to) or a coarser group_by", limit)})
-		defer cancel()
-		next.ServeHTTP(w, r.WithContext(ctx))
+		// The answer is made in memory under the slots, which bound reads
+		// of the ledger, and written to the client after they are given
+		// back, within SelfWriteTimeout: written under them, a client that
+		// read nothing held them for as long as it kept its connection, and
+		// two customers doing so kept every other one out (429).
+		ans := &heldAnswer{header: w.Header()}
+		func() {
+			defer c.end(customer, slots, held)
+			defer cancel()
+			next.ServeHTTP(ans, r.WithContext(ctx))
+		}()
+		ans.writeTo(w)
 	})
+}
+
+// SelfWriteTimeout bounds the write of a customer API answer to its
+// client: one that takes nothing for this long is taken as gone.
+const SelfWriteTimeout = 60 * time.Second
+
+// heldAnswer is a customer API answer made in memory (the answers are
+// bounded: a page of at most 1000 requests, a month's statement), written
+// to the client by writeTo once the handler has returned.
+type heldAnswer struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (a *heldAnswer) Header() http.Header { return a.header }
+
+func (a *heldAnswer) WriteHeader(status int) {
+	if a.status == 0 {
+		a.status = status
+	}
+}
+
+func (a *heldAnswer) Write(p []byte) (int, error) {
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	a.body = append(a.body, p...)
+	return len(p), nil
+}
+
+// writeTo writes the answer to w, the connection's write deadline
+// SelfWriteTimeout from now (then cleared, for the connection's next
+// request).
+func (a *heldAnswer) writeTo(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(SelfWriteTimeout))
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	w.WriteHeader(a.status)
+	if len(a.body) > 0 {
+		_, _ = w.Write(a.body)
+	}
 }
 
 // held is what begin obtained: nothing (the customer's slots were all
