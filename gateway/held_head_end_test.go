@@ -56,3 +56,29 @@ func TestHeldHeadThenEndRecordsTheResponse(t *testing.T) {
 		})
 	}
 }
+
+// TestChatFromAnthropicEndingAfterMessageStartRecordsTheResponse: on the
+// chat route the role chunk of a stream translated from Anthropic waits
+// for the first output. A stream that ended with no output and no
+// message_delta (message_start, then message_stop: a compatible server's
+// empty answer) sent the client nothing before its event was made
+// durable, then [DONE] alone: the event recorded http_status 0 for a 200
+// the client got. The role chunk now goes out before the commit.
+func TestChatFromAnthropicEndingAfterMessageStartRecordsTheResponse(t *testing.T) {
+	body := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(up.Close)
+	st := oneProviderStack(t, "anthropic", up.URL)
+	e, got := doRequest(t, st, "/v1/chat/completions", `{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if !strings.Contains(got, `"role":"assistant"`) || !strings.HasSuffix(got, "data: [DONE]\n\n") {
+		t.Fatalf("the client got %q, want the role chunk and [DONE]", got)
+	}
+	if e.HTTPStatus != http.StatusOK {
+		t.Errorf("the event records http_status %d; the client got a 200", e.HTTPStatus)
+	}
+}
