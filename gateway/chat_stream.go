@@ -664,11 +664,20 @@ func (c *chatWriter) leave() {
 }
 
 // heldForEnd sends what the stream's translation held back for its end
-// (provider.ChunkStreamEnd), before the usage chunk and [DONE]. A function
+// (provider.ChunkStreamEnd), before the usage chunk and [DONE], after its
+// first chunk when nothing was sent (provider.ChunkStreamBegin). A function
 // of its own, kept out of end's frame.
 //
 //go:noinline
 func (c *chatWriter) heldForEnd() {
+	if b, ok := c.tr.(provider.ChunkStreamBegin); ok && !c.started {
+		// A stream that ends with nothing sent (no output): its first
+		// chunk still opens it, before the commit, so that the event
+		// records the response the client gets.
+		for _, p := range b.Begin(nil) {
+			c.data(p)
+		}
+	}
 	if e, ok := c.tr.(provider.ChunkStreamEnd); ok {
 		for _, p := range e.End(&c.x.report, nil) {
 			c.data(p)
