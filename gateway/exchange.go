@@ -496,7 +496,7 @@ func (x *exchange) settle() {
 		switch {
 		case e.Error != "":
 		case stoppedReading:
-			e.Error = fmt.Sprintf("the client took none of the response for write_timeout (%s): taken as gone", x.s.cfg.WriteTimeout)
+			e.Error = fmt.Sprintf("a write of the response waited write_timeout (%s) for the client to take it (it read nothing, or too slowly): taken as gone", x.s.cfg.WriteTimeout)
 		case errors.Is(cause, errDrainTimeout) && (r.Final || r.Cumulative && r.Reported):
 			e.Error = errDrainTimeoutReported.Error()
 		case cause != nil:
