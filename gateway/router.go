@@ -96,8 +96,9 @@ func (a attempt) route() route { return deploymentRoute(a.model, a.dep) }
 // upstream rather than by the gateway's guess. It returns the attempts
 // and how many of them, first, do not rest (available, or only at their
 // max_concurrent or rpm_limit, those after the available): the others
-// rest after failures (bounded takes one of them). ok, when not nil, keeps only the deployments it
-// accepts (a native route serves its provider type only).
+// rest after failures (bounded takes one of them). ok, when not nil,
+// keeps only the deployments it accepts (a native route serves its
+// provider type only).
 func (r *router) plan(rt route, ok func(model string, d *deployment) bool) (plan []attempt, ready int) {
 	if len(rt.deployments) == 1 && len(rt.fallbacks) == 0 { // the common case, without the bookkeeping
 		if d := rt.deployments[0]; ok == nil || ok(rt.model, d) {
@@ -144,7 +145,7 @@ func (r *router) plan(rt route, ok func(model string, d *deployment) bool) (plan
 }
 
 // bounded returns the attempts a request makes of plan, whose first ready
-// are available (router.plan): at most max, of which at most one to a
+// do not rest (router.plan): at most max, of which at most one to a
 // resting deployment, the one whose rest ends soonest. A provider that
 // asked for a pause gets one call a request, not max_attempts, when every
 // deployment rests.
