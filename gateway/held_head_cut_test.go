@@ -3,13 +3,9 @@ package gateway_test
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/tollgate-dev/tollgate/gateway"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -46,24 +42,7 @@ func TestHeldHeadThenCutShortFailsOver(t *testing.T) {
 				name += ", no fallback"
 			}
 			t.Run(name, func(t *testing.T) {
-				var hits atomic.Int64
-				bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					hits.Add(1)
-					_, _ = io.ReadAll(r.Body)
-					w.Header().Set("Content-Type", "text/event-stream")
-					_, _ = io.WriteString(w, c.body) // and the body ends, cleanly
-				}))
-				t.Cleanup(bad.Close)
-				st := newStack(t, func(cfg *gateway.Config) {
-					cfg.Providers = append(cfg.Providers, gateway.ProviderConfig{Name: "bad", Type: c.typ, BaseURL: bad.URL + "/v1"})
-					mid := gateway.ModelConfig{Name: "mid", Deployments: []gateway.DeploymentConfig{{Name: "bad", Provider: "bad", UpstreamModel: "m"}}}
-					if fallback {
-						mid.Fallbacks = []string{"spare"}
-					}
-					cfg.Models = append(cfg.Models, mid,
-						gateway.ModelConfig{Name: "spare", Deployments: []gateway.DeploymentConfig{{Name: "good", Provider: c.good, UpstreamModel: "sim-small"}}})
-					cfg.Retry.Cooldown = time.Hour
-				})
+				st, hits := badThenSpare(t, c.typ, c.good, c.body, fallback)
 				resp := st.post(t, c.path, c.req, c.header...)
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()

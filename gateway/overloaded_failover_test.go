@@ -38,26 +38,11 @@ func TestAnthropicOverloadedAfterMessageStartFailsOver(t *testing.T) {
 		{"native route, after a ping", messageStart + ping + overloaded, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var hits atomic.Int64
-			bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				hits.Add(1)
-				_, _ = io.ReadAll(r.Body)
-				w.Header().Set("Content-Type", "text/event-stream")
-				_, _ = io.WriteString(w, c.body)
-			}))
-			t.Cleanup(bad.Close)
-			st := newStack(t, func(cfg *gateway.Config) {
-				good := cfg.Providers[0].Name
-				if c.native {
-					good = "sim-anthropic"
-				}
-				cfg.Providers = append(cfg.Providers, gateway.ProviderConfig{Name: "bad", Type: "anthropic", BaseURL: bad.URL + "/v1"})
-				cfg.Models = append(cfg.Models,
-					gateway.ModelConfig{Name: "mid", Deployments: []gateway.DeploymentConfig{{Name: "bad", Provider: "bad", UpstreamModel: "m"}},
-						Fallbacks: []string{"spare"}},
-					gateway.ModelConfig{Name: "spare", Deployments: []gateway.DeploymentConfig{{Name: "good", Provider: good, UpstreamModel: "sim-small"}}})
-				cfg.Retry.Cooldown = time.Hour
-			})
+			good := "sim"
+			if c.native {
+				good = "sim-anthropic"
+			}
+			st, hits := badThenSpare(t, "anthropic", good, c.body, true)
 			var resp *http.Response
 			if c.native {
 				resp = st.post(t, "/anthropic/v1/messages", `{"model":"mid","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi there"}]}`,
@@ -92,4 +77,31 @@ func TestAnthropicOverloadedAfterMessageStartFailsOver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// badThenSpare is a stack whose model "mid" is one deployment of type typ
+// ("bad") answering every request with body as an SSE stream, which then
+// ends, falling back (when fallback) to "spare", served by the stack's
+// provider good. It returns the stack and the bad upstream's calls.
+func badThenSpare(t *testing.T, typ, good, body string, fallback bool) (*stack, *atomic.Int64) {
+	t.Helper()
+	hits := new(atomic.Int64)
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(bad.Close)
+	st := newStack(t, func(cfg *gateway.Config) {
+		cfg.Providers = append(cfg.Providers, gateway.ProviderConfig{Name: "bad", Type: typ, BaseURL: bad.URL + "/v1"})
+		mid := gateway.ModelConfig{Name: "mid", Deployments: []gateway.DeploymentConfig{{Name: "bad", Provider: "bad", UpstreamModel: "m"}}}
+		if fallback {
+			mid.Fallbacks = []string{"spare"}
+		}
+		cfg.Models = append(cfg.Models, mid,
+			gateway.ModelConfig{Name: "spare", Deployments: []gateway.DeploymentConfig{{Name: "good", Provider: good, UpstreamModel: "sim-small"}}})
+		cfg.Retry.Cooldown = time.Hour
+	})
+	return st, hits
 }
