@@ -42,7 +42,7 @@ func TestHeldHeadThenCutShortFailsOver(t *testing.T) {
 				name += ", no fallback"
 			}
 			t.Run(name, func(t *testing.T) {
-				st, hits := badThenSpare(t, c.typ, c.good, c.body, fallback)
+				st, hits := badThenSpare(t, c.typ, c.good, c.body, 0, fallback)
 				resp := st.post(t, c.path, c.req, c.header...)
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()

@@ -27,22 +27,28 @@ func TestAnthropicOverloadedAfterMessageStartFailsOver(t *testing.T) {
 		ping         = "event: ping\ndata: {\"type\": \"ping\"}\n\n"
 		overloaded   = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
 	)
+	// A long prompt's message_start comes seconds after the request: the
+	// hold's bound (MaxHeadWait) counts from it, not from the request.
+	slow := gateway.MaxHeadWait + 500*time.Millisecond
 	for _, c := range []struct {
 		name   string
 		body   string
 		native bool
+		delay  time.Duration // before the upstream's first byte
 	}{
-		{"chat route", messageStart + overloaded, false},
-		{"chat route, after a ping", messageStart + ping + overloaded, false},
-		{"native route", messageStart + overloaded, true},
-		{"native route, after a ping", messageStart + ping + overloaded, true},
+		{"chat route", messageStart + overloaded, false, 0},
+		{"chat route, after a ping", messageStart + ping + overloaded, false, 0},
+		{"chat route, after a slow start", messageStart + overloaded, false, slow},
+		{"native route", messageStart + overloaded, true, 0},
+		{"native route, after a ping", messageStart + ping + overloaded, true, 0},
+		{"native route, after a slow start", messageStart + overloaded, true, slow},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			good := "sim"
 			if c.native {
 				good = "sim-anthropic"
 			}
-			st, hits := badThenSpare(t, "anthropic", good, c.body, true)
+			st, hits := badThenSpare(t, "anthropic", good, c.body, c.delay, true)
 			var resp *http.Response
 			if c.native {
 				resp = st.post(t, "/anthropic/v1/messages", `{"model":"mid","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"hi there"}]}`,
@@ -81,14 +87,16 @@ func TestAnthropicOverloadedAfterMessageStartFailsOver(t *testing.T) {
 
 // badThenSpare is a stack whose model "mid" is one deployment of type typ
 // ("bad") answering every request with body as an SSE stream, which then
-// ends, falling back (when fallback) to "spare", served by the stack's
-// provider good. It returns the stack and the bad upstream's calls.
-func badThenSpare(t *testing.T, typ, good, body string, fallback bool) (*stack, *atomic.Int64) {
+// ends, delay after the request, falling back (when fallback) to "spare",
+// served by the stack's provider good. It returns the stack and the bad
+// upstream's calls.
+func badThenSpare(t *testing.T, typ, good, body string, delay time.Duration, fallback bool) (*stack, *atomic.Int64) {
 	t.Helper()
 	hits := new(atomic.Int64)
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		_, _ = io.ReadAll(r.Body)
+		time.Sleep(delay)
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, body)
 	}))
