@@ -142,7 +142,7 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 		if tr != nil {
 			payloads = tr.Event(&ev, &x.report, payloads[:0])
 			if len(payloads) == 0 && !out.started && ev.HasData && x.report.Error == "" {
-				payloads = x.beginAfterWait(tr, payloads)
+				payloads = out.beginAfterWait(payloads)
 			}
 			for _, p := range payloads {
 				if bytes.HasPrefix(p, errorChunk) { // an upstream error, which may echo its key or address
@@ -206,17 +206,23 @@ func (s *Server) relayChatStream(x *exchange, resp *http.Response, includeUsage 
 	}
 }
 
-// beginAfterWait appends to dst, once the attempt has run maxHeadWait
-// with nothing sent, the first chunk a translation holds back until the
+// beginAfterWait is called for an upstream event that became no chunk
+// while nothing was sent. It appends to dst, once maxHeadWait has passed
+// since the first such event (as the native route counts its held
+// events' wait), the first chunk the translation holds back until the
 // first output (provider.ChunkStreamBegin: the role chunk), so that a
 // model slow to begin (Anthropic pings meanwhile) gives the client the
-// response's headers and a first chunk, as the native route sends its
-// held events then. Not inlined: the relay's frame stays small
-// (TestStreamStack).
+// response's headers and a first chunk. Not inlined: the relay's frame
+// stays small (TestStreamStack).
 //
 //go:noinline
-func (x *exchange) beginAfterWait(tr provider.ChunkStream, dst [][]byte) [][]byte {
-	if b, ok := tr.(provider.ChunkStreamBegin); ok && time.Since(x.start) >= maxHeadWait {
+func (c *chatWriter) beginAfterWait(dst [][]byte) [][]byte {
+	b, ok := c.tr.(provider.ChunkStreamBegin)
+	switch {
+	case !ok:
+	case c.heldSince.IsZero():
+		c.heldSince = time.Now()
+	case time.Since(c.heldSince) >= maxHeadWait:
 		return b.Begin(dst)
 	}
 	return dst
@@ -322,6 +328,9 @@ type chatWriter struct {
 	// then, and nothing is sent.
 	up      *sse.Event
 	gaveWay bool
+	// heldSince is when the first upstream event that became no chunk
+	// came, while nothing was sent (see beginAfterWait).
+	heldSince time.Time
 	// erred says the stream's first error (x.report.Error) was seen, and
 	// its deployment's failure judged (exchange.errorFrame).
 	erred bool
