@@ -182,13 +182,13 @@ func (c *Self) authenticate(next http.Handler) http.Handler {
 		// back, within SelfWriteTimeout: written under them, a client that
 		// read nothing held them for as long as it kept its connection, and
 		// two customers doing so kept every other one out (429).
-		ans := &heldAnswer{header: w.Header()}
+		ans := NewRecorder(w.Header())
 		func() {
 			defer c.end(customer, slots, held)
 			defer cancel()
 			next.ServeHTTP(ans, r.WithContext(ctx))
 		}()
-		ans.writeTo(w)
+		sendAnswer(w, ans)
 	})
 }
 
@@ -196,44 +196,19 @@ func (c *Self) authenticate(next http.Handler) http.Handler {
 // client: one that takes nothing for this long is taken as gone.
 const SelfWriteTimeout = 60 * time.Second
 
-// heldAnswer is a customer API answer made in memory (the answers are
-// bounded: a page of at most 1000 requests, a month's statement), written
-// to the client by writeTo once the handler has returned.
-type heldAnswer struct {
-	header http.Header
-	status int
-	body   []byte
-}
-
-func (a *heldAnswer) Header() http.Header { return a.header }
-
-func (a *heldAnswer) WriteHeader(status int) {
-	if a.status == 0 {
-		a.status = status
-	}
-}
-
-func (a *heldAnswer) Write(p []byte) (int, error) {
-	if a.status == 0 {
-		a.status = http.StatusOK
-	}
-	a.body = append(a.body, p...)
-	return len(p), nil
-}
-
-// writeTo writes the answer to w, the connection's write deadline
-// SelfWriteTimeout from now (then cleared, for the connection's next
-// request).
-func (a *heldAnswer) writeTo(w http.ResponseWriter) {
+// sendAnswer writes ans, a customer API answer made in memory (the
+// answers are bounded: a page of at most 1000 requests, a month's
+// statement), to w, the connection's write deadline SelfWriteTimeout from
+// now (then cleared, for the connection's next request).
+func sendAnswer(w http.ResponseWriter, ans *Recorder) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Now().Add(SelfWriteTimeout))
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-	if a.status == 0 {
-		a.status = http.StatusOK
+	if ans.Status != 0 { // else net/http's 200, with the body or none
+		w.WriteHeader(ans.Status)
 	}
-	w.WriteHeader(a.status)
-	if len(a.body) > 0 {
-		_, _ = w.Write(a.body)
+	if ans.Body.Len() > 0 {
+		_, _ = w.Write(ans.Body.Bytes())
 	}
 }
 

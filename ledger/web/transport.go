@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -24,7 +23,7 @@ type handlerTransport struct {
 }
 
 func (t handlerTransport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
-	rec := &recorder{header: http.Header{}}
+	rec := api.NewRecorder(http.Header{})
 	defer func() {
 		if p := recover(); p != nil { // an aborted answer (http.ErrAbortHandler)
 			resp, err = nil, fmt.Errorf("%s %s: the API aborted its answer: %v", req.Method, req.URL.Path, p)
@@ -44,33 +43,14 @@ func (t handlerTransport) RoundTrip(req *http.Request) (resp *http.Response, err
 		req.RemoteAddr = addr // the API's logs (a failed sign-in) name the browser, not ""
 	}
 	t.h.ServeHTTP(rec, req)
-	if rec.status == 0 {
-		rec.status = http.StatusOK
+	status := rec.Status
+	if status == 0 { // a handler that wrote nothing answered 200
+		status = http.StatusOK
 	}
-	rec.header.Set("Content-Length", strconv.Itoa(rec.body.Len()))
-	return &http.Response{StatusCode: rec.status, Status: http.StatusText(rec.status), Header: rec.header,
-		Body: io.NopCloser(&rec.body), ContentLength: int64(rec.body.Len()), Request: req,
+	rec.Header().Set("Content-Length", strconv.Itoa(rec.Body.Len()))
+	return &http.Response{StatusCode: status, Status: http.StatusText(status), Header: rec.Header(),
+		Body: io.NopCloser(&rec.Body), ContentLength: int64(rec.Body.Len()), Request: req,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}, nil
-}
-
-// recorder is the http.ResponseWriter handlerTransport hands the handler.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-
-func (r *recorder) WriteHeader(status int) {
-	if r.status == 0 {
-		r.status = status
-	}
-}
-
-func (r *recorder) Write(p []byte) (int, error) {
-	r.WriteHeader(http.StatusOK)
-	return r.body.Write(p)
 }
 
 // inProcess returns an http.Client whose requests h serves.
