@@ -64,23 +64,7 @@ func TestAnthropicOverloadedAfterMessageStartFailsOver(t *testing.T) {
 			if resp.StatusCode != 200 || strings.Contains(string(b), "overloaded") || strings.Contains(string(b), "msg_1") {
 				t.Fatalf("status %d, the client got the refused attempt's bytes: %s", resp.StatusCode, b)
 			}
-			id := resp.Header.Get("X-Request-Id")
-			e := st.sink.event(t, id)
-			if e.Deployment != "good" || e.Status != usage.StatusOK || e.NotCharged || e.Attempt != 2 {
-				t.Fatalf("served by %s (attempt %d), %s, not charged %v; want the good deployment's second attempt, ok", e.Deployment, e.Attempt, e.Status, e.NotCharged)
-			}
-			var failed int
-			for _, a := range st.sink.eventsOf(id) {
-				if a.ID != id {
-					failed++
-					if !a.NotCharged || a.Status != usage.StatusUpstreamError || a.Usage.Total() != 0 {
-						t.Errorf("the refused attempt: %+v; want upstream_error, not charged, nothing billed", a)
-					}
-				}
-			}
-			if failed != 1 {
-				t.Fatalf("%d failed attempts recorded, want 1", failed)
-			}
+			st.servedBySpare(t, resp.Header.Get("X-Request-Id"), true)
 		})
 	}
 }
@@ -112,4 +96,28 @@ func badThenSpare(t *testing.T, typ, good, body string, delay time.Duration, fal
 		cfg.Retry.Cooldown = time.Hour
 	})
 	return st, hits
+}
+
+// servedBySpare checks that request id was served by "spare" on its
+// second attempt (badThenSpare), after one failed attempt of "bad":
+// upstream_error, not charged, and, when billsNothing (a refusal), no
+// usage.
+func (st *stack) servedBySpare(t *testing.T, id string, billsNothing bool) {
+	t.Helper()
+	e := st.sink.event(t, id)
+	if e.Deployment != "good" || e.Status != usage.StatusOK || e.NotCharged || e.Attempt != 2 {
+		t.Fatalf("served by %s (attempt %d), %s, not charged %v; want the good deployment's second attempt, ok", e.Deployment, e.Attempt, e.Status, e.NotCharged)
+	}
+	var failed int
+	for _, a := range st.sink.eventsOf(id) {
+		if a.ID != id {
+			failed++
+			if !a.NotCharged || a.Status != usage.StatusUpstreamError || billsNothing && a.Usage.Total() != 0 {
+				t.Errorf("the failed attempt: %+v; want upstream_error, not charged (nothing billed: %v)", a, billsNothing)
+			}
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d failed attempts recorded, want 1", failed)
+	}
 }
