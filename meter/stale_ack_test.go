@@ -53,26 +53,15 @@ func (s heldStore) WriteEvents(ctx context.Context, events []usage.Event) (int, 
 func TestAWorkerDoesNotAcknowledgeANewStreamsEvents(t *testing.T) {
 	t.Run("the stream deleted", func(t *testing.T) {
 		js := metertest.NewStream(t)
-		testStaleAcks(t, js, func() {
+		testStaleAcks(t, js, func() (jetstream.JetStream, func()) {
 			if err := js.DeleteStream(context.Background(), meter.DefaultStreamName); err != nil {
 				t.Fatal(err)
 			}
+			return js, func() {}
 		})
 	})
 	t.Run("NATS back empty", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		start := func() *meter.Embedded {
-			e, err := meter.StartEmbedded(t.TempDir(), addr, meter.SyncPolicy{}, nil) // a new, empty store each time
-			if err != nil {
-				t.Fatal(err)
-			}
-			return e
-		}
+		addr, start := emptyNATS(t)
 		srv := start()
 		defer func() { srv.Shutdown() }()
 		nc, err := nats.Connect("nats://"+addr, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
@@ -87,24 +76,100 @@ func TestAWorkerDoesNotAcknowledgeANewStreamsEvents(t *testing.T) {
 		if _, err := meter.EnsureStream(context.Background(), js, meter.StreamConfig{}); err != nil {
 			t.Fatal(err)
 		}
-		testStaleAcks(t, js, func() {
+		testStaleAcks(t, js, func() (jetstream.JetStream, func()) {
 			reconnects := nc.Stats().Reconnects
 			srv.Shutdown()
 			srv.WaitForShutdown()
 			srv = start() // the same address, its store lost
-			for deadline := time.Now().Add(10 * time.Second); nc.Stats().Reconnects == reconnects || !nc.IsConnected(); time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the connection did not reconnect to the new server")
+			waitReconnect(t, nc, reconnects, 10*time.Second)
+			return js, func() {}
+		})
+	})
+	// Only the reconnect tells: another worker made the stream and its
+	// consumer again on the empty server before this worker's connection
+	// came back, so its pulls find a consumer and nothing it hears raises
+	// a doubt. The stream it acknowledges to must still be asked for after
+	// the reconnect.
+	t.Run("NATS back empty, the stream made again before the worker reconnects", func(t *testing.T) {
+		addr, start := emptyNATS(t)
+		srv := start()
+		defer func() { srv.Shutdown() }()
+		const wait = 5 * time.Second // the worker's reconnect wait: time to make the stream again first
+		nc, err := nats.Connect("nats://"+addr, nats.MaxReconnects(-1), nats.ReconnectWait(wait), nats.ReconnectJitter(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := meter.EnsureStream(context.Background(), js, meter.StreamConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		// The other workers and the gateway, on a connection that comes
+		// back at once.
+		other, err := nats.Connect("nats://"+addr, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		ojs, err := jetstream.New(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testStaleAcks(t, js, func() (jetstream.JetStream, func()) {
+			reconnects, otherReconnects := nc.Stats().Reconnects, other.Stats().Reconnects
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			srv = start()
+			waitReconnect(t, other, otherReconnects, 10*time.Second)
+			return ojs, func() {
+				if nc.Stats().Reconnects != reconnects {
+					t.Fatalf("the held worker's connection came back before the others were done (reconnect wait %v)", wait)
 				}
+				waitReconnect(t, nc, reconnects, 10*wait)
 			}
 		})
 	})
 }
 
+// emptyNATS returns a free address and start, which starts an embedded
+// JetStream server there with a new, empty store each time.
+func emptyNATS(t *testing.T) (addr string, start func() *meter.Embedded) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = l.Addr().String()
+	l.Close()
+	return addr, func() *meter.Embedded {
+		e, err := meter.StartEmbedded(t.TempDir(), addr, meter.SyncPolicy{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+}
+
+// waitReconnect waits until nc has reconnected since it had reconnected
+// reconnects times, and is up.
+func waitReconnect(t *testing.T, nc *nats.Conn, reconnects uint64, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); nc.Stats().Reconnects == reconnects || !nc.IsConnected(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection did not reconnect to the new server")
+		}
+	}
+}
+
 // testStaleAcks runs TestAWorkerDoesNotAcknowledgeANewStreamsEvents on js,
 // whose usage stream lose loses (with its consumer) while a worker's
-// write is held.
-func testStaleAcks(t *testing.T, js jetstream.JetStream, lose func()) {
+// write is held. lose returns the JetStream the other workers and the
+// gateway reach (js itself, or another connection when the held worker's
+// is still away), and back, which returns once the held worker's
+// connection is up again.
+func testStaleAcks(t *testing.T, js jetstream.JetStream, lose func() (others jetstream.JetStream, back func())) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	store, dbURL := ledgertest.NewStoreURL(t)
@@ -123,19 +188,19 @@ func testStaleAcks(t *testing.T, js jetstream.JetStream, lose func()) {
 	// The stream and its consumer are made again (the consumer as a
 	// worker makes it), and the new events take the old batch's
 	// sequences.
-	lose()
-	if _, err := meter.EnsureStream(ctx, js, meter.StreamConfig{}); err != nil {
+	others, back := lose()
+	if _, err := meter.EnsureStream(ctx, others, meter.StreamConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := meter.WorkerConfig{BatchSize: n, BatchWait: 20 * time.Millisecond, AckWait: 3 * time.Second}
-	if _, err := meter.NewWorker(ctx, js, store, cfg); err != nil {
+	if _, err := meter.NewWorker(ctx, others, store, cfg); err != nil {
 		t.Fatal(err)
 	}
-	newIDs := publishEvents(t, ctx, pub, n)
+	newIDs := publishEvents(t, ctx, meter.NewPublisher(others, meter.StreamConfig{}, 0), n)
 	// A worker is delivered them and killed before writing them: their
 	// ack wait runs out, and JetStream delivers them again. (The held
 	// worker's subscription may have taken some of them first.)
-	cons, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
+	cons, err := others.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,13 +219,16 @@ func testStaleAcks(t *testing.T, js jetstream.JetStream, lose func()) {
 		t.Fatal("no new event delivered to the killed worker")
 	}
 
+	back()
 	close(held.release) // the held write commits, and the worker acknowledges what it may
 	select {
 	case <-old: // its consumer was lost: its Run ends once its write is done
 	case <-time.After(30 * time.Second):
-		t.Fatal("the worker whose consumer was lost did not stop")
+		// Still running, it takes the new stream for its own: what it
+		// acknowledged is told by the ledger below.
+		t.Error("the worker whose stream was made again did not stop")
 	}
-	metertest.StartWorker(t, ctx, js, store, cfg) // the service's next worker
+	metertest.StartWorker(t, ctx, others, store, cfg) // the service's next worker
 
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -181,7 +249,7 @@ func testStaleAcks(t *testing.T, js jetstream.JetStream, lose func()) {
 			break
 		}
 	}
-	letters, err := mustDLQ(t, js).List(ctx, 0, 1000)
+	letters, err := mustDLQ(t, others).List(ctx, 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
