@@ -83,15 +83,16 @@ func TestAWorkerPickedAsADeadlocksVictimRetries(t *testing.T) {
 	if err := meter.NewPublisher(js, meter.StreamConfig{}, 0).Publish(ctx, &e); err != nil {
 		t.Fatal(err)
 	}
-	// The worker's batch has claimed e's id and waits for the balance row.
-	pool, err := pgx.Connect(ctx, url)
+	// A connection to watch Postgres with. The worker's batch has
+	// claimed e's id and waits for the balance row.
+	watch, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close(context.Background())
+	defer watch.Close(context.Background())
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var waiting int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		if err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> $1 AND wait_event_type = 'Lock'`, mine).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +115,7 @@ func TestAWorkerPickedAsADeadlocksVictimRetries(t *testing.T) {
 	// it next flushes them (within seconds).
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var deadlocks int64
-		if err := pool.QueryRow(ctx, `SELECT pg_stat_clear_snapshot(), deadlocks FROM pg_stat_database
+		if err := watch.QueryRow(ctx, `SELECT pg_stat_clear_snapshot(), deadlocks FROM pg_stat_database
 			WHERE datname = current_database()`).Scan(nil, &deadlocks); err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +140,7 @@ func TestAWorkerPickedAsADeadlocksVictimRetries(t *testing.T) {
 		t.Fatalf("dead letters = %+v, want none: a deadlock is a failure of the moment, retried", letters)
 	}
 	var stored int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM usage_events WHERE id = $1`, e.ID).Scan(&stored); err != nil || stored != 1 {
+	if err := watch.QueryRow(ctx, `SELECT count(*) FROM usage_events WHERE id = $1`, e.ID).Scan(&stored); err != nil || stored != 1 {
 		t.Fatalf("the event is stored %d times (%v), want once", stored, err)
 	}
 	cancel()
