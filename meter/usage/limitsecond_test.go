@@ -31,13 +31,14 @@ func TestLimitCountsRefusesHostileSeconds(t *testing.T) {
 		many = append(many, min(int64(i), 1), 1, 1) // 61 seconds in a row
 	}
 	for name, w := range map[string]usage.LimitCountsWire{
-		"61 seconds":        {KeyID: "key", Requests: 1, Tokens: 1, Seconds: packed(many...)},
-		"negative requests": {KeyID: "key", Requests: 1, Tokens: 1, Seconds: packed(1_800_000_000, -1000, 0)},
-		"negative tokens":   {KeyID: "key", Requests: 1, Tokens: 1, Seconds: packed(1_800_000_000, 1, -1_000_000)},
-		"a second repeated": {KeyID: "key", Requests: 1, Tokens: 1, Seconds: packed(1_800_000_000, 1, 1, 0, 1, 1)},
-		"a second earlier":  {KeyID: "key", Requests: 1, Tokens: 1, Seconds: packed(1_800_000_000, 1, 1, -5, 1, 1)},
-		"negative open":     {KeyID: "key", Open: -100},
-		"negative sum":      {KeyID: "key", Requests: -100},
+		"61 seconds":          {KeyID: "key", Requests: 1, Tokens: 1, Seconds: packed(many...)},
+		"negative requests":   {KeyID: "key", Requests: 1, Tokens: 1, Seconds: packed(1_800_000_000, -1000, 0)},
+		"negative tokens":     {KeyID: "key", Requests: 1, Tokens: 1, Seconds: packed(1_800_000_000, 1, -1_000_000)},
+		"a second repeated":   {KeyID: "key", Requests: 1, Tokens: 1, Seconds: packed(1_800_000_000, 1, 1, 0, 1, 1)},
+		"a second earlier":    {KeyID: "key", Requests: 1, Tokens: 1, Seconds: packed(1_800_000_000, 1, 1, -5, 1, 1)},
+		"negative open":       {KeyID: "key", Open: -100},
+		"negative sum":        {KeyID: "key", Requests: -100},
+		"negative tokens sum": {KeyID: "key", Tokens: -100},
 	} {
 		if c, err := w.Counts(); err == nil {
 			t.Errorf("%s: read as %+v, no error", name, c)

@@ -96,6 +96,18 @@ func TestNormalize(t *testing.T) {
 					t.Errorf("ttft %d duration %d status %d", e.TTFTMillis, e.DurationMillis, e.HTTPStatus)
 				}
 			}, "negative_duration,http_status_out_of_range"},
+		{"an attempt past MaxAttempt is clamped to it", func(e *usage.Event) { e.Attempt = usage.MaxAttempt + 1 },
+			func(t *testing.T, e *usage.Event) {
+				if e.Attempt != usage.MaxAttempt {
+					t.Errorf("attempt %d, want %d", e.Attempt, usage.MaxAttempt)
+				}
+			}, "attempt_out_of_range"},
+		{"a negative attempt is raised to 0", func(e *usage.Event) { e.Attempt = -1 },
+			func(t *testing.T, e *usage.Event) {
+				if e.Attempt != 0 {
+					t.Errorf("attempt %d, want 0", e.Attempt)
+				}
+			}, "attempt_out_of_range"},
 		{"end user and tags within their limits", func(e *usage.Event) {
 			e.EndUser, e.Metadata = "user-42", map[string]string{"team": "search", "": ""}
 		}, func(t *testing.T, e *usage.Event) {
@@ -166,6 +178,9 @@ func TestValidateRefusesWhatNormalizeDoesNotFix(t *testing.T) {
 		"source":        func(e *usage.Event) { e.UsageSource = "" },
 		"NUL in model":  func(e *usage.Event) { e.Model = "a\x00" },
 		"cached>prompt": func(e *usage.Event) { e.Usage.CachedTokens = 1 },
+		"cached+write>prompt": func(e *usage.Event) {
+			e.Usage = usage.Tokens{PromptTokens: 10, CachedTokens: 6, CacheWriteTokens: 6}
+		},
 		"negative":      func(e *usage.Event) { e.Usage.CompletionTokens = -1 },
 		"NUL in a tag":  func(e *usage.Event) { e.Metadata = map[string]string{"a": "\x00"} },
 		"long end user": func(e *usage.Event) { e.EndUser = strings.Repeat("u", usage.MaxEndUserLen+1) },
@@ -219,5 +234,29 @@ func TestNormalizeClampsAtMaxCount(t *testing.T) {
 	if !e.Normalize() || e.Usage.PromptTokens != usage.MaxCount || e.Usage.CompletionTokens != usage.MaxCount ||
 		e.Corrections != usage.CorrectionOverMax {
 		t.Fatalf("usage %+v, corrections %q; want both at %d, %q", e.Usage, e.Corrections, usage.MaxCount, usage.CorrectionOverMax)
+	}
+}
+
+// TestValidateTakesEverySource: every usage_source the gateway writes
+// validates (a partial one too: a stream cut short after a usage report),
+// and is not dead-lettered as unknown.
+func TestValidateTakesEverySource(t *testing.T) {
+	for _, src := range []usage.Source{usage.SourceUpstream, usage.SourcePartial, usage.SourceEstimated} {
+		e := validEvent()
+		e.UsageSource = src
+		if err := e.Validate(); err != nil {
+			t.Errorf("usage_source %q: %v", src, err)
+		}
+	}
+}
+
+// TestTotalCountsReasoningOnce: reasoning_tokens are a subset of
+// completion_tokens (OpenAI's convention, the ledger's), so the total a
+// tpm_limit counts and total_tokens shows is prompt + completion, the
+// reasoning not added again.
+func TestTotalCountsReasoningOnce(t *testing.T) {
+	u := usage.Tokens{PromptTokens: 10, CachedTokens: 4, CompletionTokens: 7, ReasoningTokens: 5}
+	if got := u.Total(); got != 17 {
+		t.Fatalf("Total() = %d, want 17 (prompt 10 + completion 7, reasoning inside it)", got)
 	}
 }
