@@ -56,6 +56,9 @@ var decodeSeeds = []string{
 	``,
 	`{"usage":{"web_search_requests":3,"reasoning_tokens":1,"cache_write_tokens":2,"cached_tokens":4}}`,
 	`{"error":"upstream said \"no\"","status":"upstream_error"}`,
+	// Status and usage_source other than the bench event's "ok" and
+	// "upstream": a decoder that wrote those whatever was sent passed.
+	`{"status":"timeout","usage_source":"estimated"}`,
 }
 
 // FuzzDecode checks Decode against json.Unmarshal: the same
