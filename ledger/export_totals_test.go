@@ -19,7 +19,8 @@ import (
 // names its event, and a period's charges (the events' charges less the
 // rerate entries' amounts) and list cost (the events' and the rerate
 // entries' list_cost) are exactly what the period was billed, re-rating
-// and discount included, as its statement says.
+// and discount included, as its statement says, whose usage line counts
+// the same tokens by class.
 func TestExportAddsUpToTheStatement(t *testing.T) {
 	b := newBilling(t, nil)
 	price := func(input string, from int) {
@@ -76,5 +77,10 @@ func TestExportAddsUpToTheStatement(t *testing.T) {
 	st := b.statement("2026-01")
 	if len(st.Sections) != 1 || !charges.Equal(dec(t, st.Sections[0].ExactTotal)) || charges.String() != "0.004085" || list.String() != "0.0043" {
 		t.Errorf("export: charges %s, list cost %s; statement %+v; want 0.004085 and 0.0043", charges, list, st.Sections)
+	}
+	// The statement's usage line counts the same tokens by class.
+	want := ledger.LineUsage{Requests: 2, PromptTokens: 2000, CachedTokens: 600, CacheWriteTokens: 200, CompletionTokens: 400, ReasoningTokens: 100}
+	if len(st.Sections) != 1 || st.Sections[0].Lines[0].Usage == nil || *st.Sections[0].Lines[0].Usage != want {
+		t.Errorf("statement lines %+v, want a usage line of %+v", st.Sections, want)
 	}
 }
