@@ -10,9 +10,10 @@ import (
 // TestAPeriodOpensWhereTheLastClosed: a statement's opening balance is
 // the previous period's closing one, with the usage and the entries at
 // exactly the period's first instant in the period, not also in its
-// opening. Both ways of reading the opening are pinned: from the start of
-// the customer's history (a period nearer its start) and back from the
-// balance the ledger keeps (a period nearer its end).
+// opening (nor in the previous period's entry list). Both ways of reading
+// the opening are pinned: from the start of the customer's history (a
+// period nearer its start) and back from the balance the ledger keeps (a
+// period nearer its end).
 func TestAPeriodOpensWhereTheLastClosed(t *testing.T) {
 	b := newBilling(t, nil)
 	b.price("m", "USD", "1", "0", "")
@@ -34,6 +35,13 @@ func TestAPeriodOpensWhereTheLastClosed(t *testing.T) {
 			t.Errorf("%s: January %s to %s, February %s to %s; want 0 to 9.999, 9.999 to 29.996", when,
 				j.OpeningBalance, j.ClosingBalance, f.OpeningBalance, f.ClosingBalance)
 		}
+	}
+	// The entry at exactly February's first instant is February's in the
+	// entry lists too.
+	es, err := b.s.Entries(b.ctx, b.c.ID, jan, feb)
+	page, perr := b.s.EntriesPage(b.ctx, b.c.ID, jan, feb, 0, "")
+	if err != nil || perr != nil || len(es) != 1 || len(page.Data) != 1 || es[0].Amount != "10" || page.Data[0].Amount != "10" {
+		t.Errorf("January's entries = %+v, %v; page %+v, %v; want the credit of 10 alone", es, err, page.Data, perr)
 	}
 	check("February the customer's last month") // February's opening read back from the balance
 	b.write(b.event("m", feb.AddDate(0, 6, 0), usage.Tokens{PromptTokens: 1}))
