@@ -264,6 +264,10 @@ func testStatementCSV(t *testing.T, st ledger.Statement) {
 			if l.Usage != nil && recs[i][10] != strconv.FormatInt(l.Usage.Requests, 10) {
 				t.Errorf("CSV row %d requests = %s, want %d", i, recs[i][10], l.Usage.Requests)
 			}
+			// An entry's line names its entry and, for a refund of an event, the event.
+			if r := recs[i]; r[5] != l.Model || r[7] != l.EventID || l.EntryID != 0 && r[6] != strconv.FormatInt(l.EntryID, 10) {
+				t.Errorf("CSV row %d = %v, want model %q, entry %d, event %q", i, r, l.Model, l.EntryID, l.EventID)
+			}
 			expect(sec.Currency, "line", l.Kind, l.Amount)
 		}
 		expect(sec.Currency, "total", "exact", sec.ExactTotal)
