@@ -107,7 +107,9 @@ func TestEntriesArePaged(t *testing.T) {
 	if p.NextCursor != "" || len(p.Data) != n-900 || !p.Data[0].EffectiveAt.Equal(from) {
 		t.Errorf("from %s: %d entries, cursor %q; want the %d from it and no cursor", from, len(p.Data), p.NextCursor, n-900)
 	}
-	for _, c := range []string{"x", "MjAyNi0wMS0wMVQwMDowMDowMFogeA"} {
+	// Not cursors: not base64, no entry id, and entry id 0 (no entry has
+	// it: a forged cursor, which was taken).
+	for _, c := range []string{"x", "MjAyNi0wMS0wMVQwMDowMDowMFogeA", "MjAyNi0wMS0wMVQwMDowMDowMFogMA"} {
 		status, body, _ := send("GET", s.admin+path+"?cursor="+c, adminToken, "")
 		invalid(t, "cursor="+c, status, body, "cursor")
 	}
