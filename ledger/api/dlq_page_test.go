@@ -82,4 +82,11 @@ func TestDLQPages(t *testing.T) {
 			t.Errorf("cursor=%s: %s; want an error naming cursor", bad, b)
 		}
 	}
+	// A limit out of 1 to MaxDeadLetterLimit (10,000) is refused, not read.
+	for _, bad := range []string{"0", "10001", "x"} {
+		b := c.check("GET", s.admin+"/admin/v1/dlq?limit="+bad, adminToken, "", http.StatusBadRequest)
+		if !strings.Contains(string(b), "limit") {
+			t.Errorf("limit=%s: %s; want an error naming limit", bad, b)
+		}
+	}
 }
