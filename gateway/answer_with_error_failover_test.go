@@ -3,11 +3,8 @@ package gateway_test
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/tollgate-dev/tollgate/gateway"
 )
 
 // TestAnswerWithOutputAndErrorIsNotFailedOver: a 200 whose answer holds
@@ -18,23 +15,12 @@ import (
 // passed every failover test: the client's answer was thrown away, another
 // deployment asked, and the output billed upstream became the operator's.
 func TestAnswerWithOutputAndErrorIsNotFailedOver(t *testing.T) {
-	half := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+	st := stubFirstStack(t, "halting", "half", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",`+
 			`"choices":[{"index":0,"message":{"role":"assistant","content":"partial answer"},"finish_reason":"error"}],`+
 			`"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8},`+
 			`"error":{"type":"server_error","message":"the model stopped mid-generation"}}`)
-	}))
-	t.Cleanup(half.Close)
-	st := failoverStack(t, func(c *gateway.Config) {
-		base := strings.TrimSuffix(c.Providers[0].BaseURL, "/v1")
-		c.Providers = append(c.Providers,
-			gateway.ProviderConfig{Name: "half", Type: "openai", BaseURL: half.URL + "/v1"},
-			gateway.ProviderConfig{Name: "other", Type: "openai", BaseURL: base + "/d/other/v1"})
-		c.Models = append(c.Models, gateway.ModelConfig{Name: "halting", Deployments: []gateway.DeploymentConfig{
-			{Name: "half", Provider: "half", UpstreamModel: "sim-small", Weight: 1 << 30},
-			{Name: "other", Provider: "other", UpstreamModel: "sim-small", Weight: 1}}})
 	})
 	resp := st.post(t, "/v1/chat/completions", `{"model":"halting","messages":[{"role":"user","content":"hi"}]}`)
 	body, _ := io.ReadAll(resp.Body)

@@ -23,21 +23,10 @@ import (
 func TestClientErrorIsNotFailedOver(t *testing.T) {
 	for _, status := range []int{http.StatusBadRequest, http.StatusUnprocessableEntity} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
-			picky := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.Copy(io.Discard, r.Body)
+			st := stubFirstStack(t, "strict", "picky", func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(status)
 				_, _ = io.WriteString(w, `{"error":{"message":"Invalid value for 'temperature'.","type":"invalid_request_error","param":"temperature","code":null}}`)
-			}))
-			t.Cleanup(picky.Close)
-			st := failoverStack(t, func(c *gateway.Config) {
-				base := strings.TrimSuffix(c.Providers[0].BaseURL, "/v1")
-				c.Providers = append(c.Providers,
-					gateway.ProviderConfig{Name: "picky", Type: "openai", BaseURL: picky.URL + "/v1"},
-					gateway.ProviderConfig{Name: "other", Type: "openai", BaseURL: base + "/d/other/v1"})
-				c.Models = append(c.Models, gateway.ModelConfig{Name: "strict", Deployments: []gateway.DeploymentConfig{
-					{Name: "picky", Provider: "picky", UpstreamModel: "sim-small", Weight: 1 << 30},
-					{Name: "other", Provider: "other", UpstreamModel: "sim-small", Weight: 1}}})
 			})
 			for i := range 2 { // the second: picky did not rest, and is asked first again
 				resp := st.post(t, "/v1/chat/completions", `{"model":"strict","messages":[{"role":"user","content":"hi"}]}`)
@@ -58,4 +47,26 @@ func TestClientErrorIsNotFailedOver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stubFirstStack is failoverStack with one more model, named model, of two
+// deployments: stub, answered by h on a test server of its own (the
+// request's body read first) and weighted to be asked first, and
+// "other", the simulator's.
+func stubFirstStack(t *testing.T, model, stub string, h http.HandlerFunc) *stack {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return failoverStack(t, func(c *gateway.Config) {
+		base := strings.TrimSuffix(c.Providers[0].BaseURL, "/v1")
+		c.Providers = append(c.Providers,
+			gateway.ProviderConfig{Name: stub, Type: "openai", BaseURL: srv.URL + "/v1"},
+			gateway.ProviderConfig{Name: "other", Type: "openai", BaseURL: base + "/d/other/v1"})
+		c.Models = append(c.Models, gateway.ModelConfig{Name: model, Deployments: []gateway.DeploymentConfig{
+			{Name: stub, Provider: stub, UpstreamModel: "sim-small", Weight: 1 << 30},
+			{Name: "other", Provider: "other", UpstreamModel: "sim-small", Weight: 1}}})
+	})
 }
