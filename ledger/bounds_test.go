@@ -1,8 +1,6 @@
 package ledger_test
 
 import (
-	"bytes"
-	"encoding/csv"
 	"slices"
 	"strings"
 	"testing"
@@ -33,14 +31,7 @@ func TestFinanceBoundsAreExactToTheNanosecond(t *testing.T) {
 	}
 	from, to := a.Add(time.Nanosecond), bt.Add(time.Nanosecond)
 
-	var buf bytes.Buffer
-	if _, err := b.s.ExportLines(b.ctx, from, to, &buf); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(&buf).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := b.export(from, to)
 	var times []string
 	for _, r := range recs[1:] {
 		times = append(times, r[0]+" "+r[1])

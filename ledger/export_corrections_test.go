@@ -1,8 +1,6 @@
 package ledger_test
 
 import (
-	"bytes"
-	"encoding/csv"
 	"slices"
 	"testing"
 	"time"
@@ -26,14 +24,7 @@ func TestExportShowsAnEventsCorrections(t *testing.T) {
 	e.Corrections = usage.CorrectionCacheOverPrompt + "," + usage.CorrectionTimeAhead
 	plain := b.event("m", jan.Add(2*time.Hour), usage.Tokens{PromptTokens: 10, CompletionTokens: 5})
 	b.write(e, plain)
-	var buf bytes.Buffer
-	if _, err := b.s.ExportLines(b.ctx, jan, feb, &buf); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(&buf).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := b.export(jan, feb)
 	col := slices.Index(ledger.ExportColumns, "corrections")
 	if col < 0 {
 		t.Fatalf("the export has no corrections column: %v", ledger.ExportColumns)

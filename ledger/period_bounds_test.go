@@ -1,8 +1,6 @@
 package ledger_test
 
 import (
-	"bytes"
-	"encoding/csv"
 	"slices"
 	"testing"
 	"time"
@@ -37,14 +35,7 @@ func TestAPeriodsEndBelongsToTheNextPeriod(t *testing.T) {
 		if len(st.Sections) != 1 || st.Sections[0].ExactTotal != p.total {
 			t.Errorf("statement %s: %+v; want the exact total %s", p.period, st.Sections, p.total)
 		}
-		var buf bytes.Buffer
-		if _, err := b.s.ExportLines(b.ctx, p.from, p.to, &buf); err != nil {
-			t.Fatal(err)
-		}
-		recs, err := csv.NewReader(&buf).ReadAll()
-		if err != nil {
-			t.Fatal(err)
-		}
+		recs := b.export(p.from, p.to)
 		var times []string
 		for _, r := range recs[1:] {
 			times = append(times, r[0]+" "+r[1])

@@ -1,8 +1,6 @@
 package ledger_test
 
 import (
-	"bytes"
-	"encoding/csv"
 	"slices"
 	"strconv"
 	"testing"
@@ -41,14 +39,7 @@ func TestRerateEntryRecordsTheOverrideItAppliedInTheExport(t *testing.T) {
 			if res, err := b.s.Rerate(b.ctx, jan, feb, nil); err != nil || res.Adjusted != 1 {
 				t.Fatalf("rerate: %+v %v", res, err)
 			}
-			var buf bytes.Buffer
-			if _, err := b.s.ExportLines(b.ctx, jan, feb, &buf); err != nil {
-				t.Fatal(err)
-			}
-			recs, err := csv.NewReader(&buf).ReadAll()
-			if err != nil {
-				t.Fatal(err)
-			}
+			recs := b.export(jan, feb)
 			col := func(name string) int { return slices.Index(ledger.ExportColumns, name) }
 			var found bool
 			for _, r := range recs[1:] {

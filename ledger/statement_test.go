@@ -71,6 +71,21 @@ func (b *billing) write(events ...usage.Event) {
 	}
 }
 
+// export returns the ledger's export of [from, to) (ExportLines) as CSV
+// records, its header first.
+func (b *billing) export(from, to time.Time) [][]string {
+	b.t.Helper()
+	var buf bytes.Buffer
+	if _, err := b.s.ExportLines(b.ctx, from, to, &buf); err != nil {
+		b.t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&buf).ReadAll()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return recs
+}
+
 // statement returns the statement after checking its invariants.
 func (b *billing) statement(period string) ledger.Statement {
 	b.t.Helper()
