@@ -35,15 +35,8 @@ func TestJournalCompactedCopyReplacesWhatCameBeforeItWhenItsMarkIsDamaged(t *tes
 	if err := os.WriteFile(next, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	j2, reqs, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j2.Close()
-	if len(reqs) != 1 {
-		t.Fatalf("recovered %d requests, want 1", len(reqs))
-	}
-	if r := reqs[0]; string(r.Output) != "tok tok tok " || r.OutputLen != 12 || r.Checkpoints != 1 {
+	r := recoverOne(t, dir)
+	if string(r.Output) != "tok tok tok " || r.OutputLen != 12 || r.Checkpoints != 1 {
 		t.Errorf("output %q (%d bytes, %d checkpoints), want its 12 bytes once, from the merged copy",
 			r.Output, r.OutputLen, r.Checkpoints)
 	}

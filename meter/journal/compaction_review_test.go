@@ -212,18 +212,11 @@ func TestATornCompactionCopyLosesNoOutput(t *testing.T) {
 	if err := os.Truncate(newPath+compactingSuffix, st.Size()-40000); err != nil {
 		t.Fatal(err)
 	}
-	j2, reqs, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j2.Close()
-	if len(reqs) != 1 {
-		t.Fatalf("recovered %d requests, want 1", len(reqs))
-	}
+	r := recoverOne(t, dir)
 	if _, err := os.Stat(newPath + compactingSuffix); !os.IsNotExist(err) {
 		t.Errorf("Open left the torn copy: %v", err)
 	}
-	if r := reqs[0]; r.Checkpoints == 0 || r.OutputLen != 80000 || r.Reported == nil {
+	if r.Checkpoints == 0 || r.OutputLen != 80000 || r.Reported == nil {
 		t.Errorf("recovered with %d checkpoints, %d bytes of output, report %v; want its 80,000 bytes and the provider's report",
 			r.Checkpoints, r.OutputLen, r.Reported)
 	}

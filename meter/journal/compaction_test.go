@@ -332,6 +332,21 @@ func compactLeavingTheOld(t *testing.T, j *Journal) {
 	}
 }
 
+// recoverOne opens the journal in dir (closed when the test ends) and
+// returns the one request it recovers, failing the test on any other count.
+func recoverOne(t *testing.T, dir string) Request {
+	t.Helper()
+	j, reqs, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	if len(reqs) != 1 {
+		t.Fatalf("recovered %d requests, want 1", len(reqs))
+	}
+	return reqs[0]
+}
+
 // withSegments has journals compact their segments at size bytes
 // (maxSegment, put back when the test ends).
 func withSegments(tb testing.TB, size int64) {
