@@ -68,3 +68,19 @@ func TestPricesFromRateAsAll(t *testing.T) {
 		}
 	}
 }
+
+// TestATooBigKeyStaysRefusedPastItsReset: the state published in place of
+// a key's too big for one message refuses the key with no end, even when
+// the key was blocked by a spend limit until a reset: past the reset it
+// would otherwise be served without its allowlist (fail open). (Mutant:
+// smallerKey keeping BlockedUntil.)
+func TestATooBigKeyStaysRefusedPastItsReset(t *testing.T) {
+	reset := time.Now().Add(time.Hour)
+	s := usage.KeyState{Blocked: "daily limit", BlockedUntil: &reset, AllowedModels: []string{"a"}}
+	for _, sm := range smallerKey(s, 1<<20) {
+		k := sm.state.(usage.KeyState)
+		if k.BlockedAt(reset.Add(time.Minute)) == "" || len(k.AllowedModels) != 0 {
+			t.Fatalf("published in its place: %+v; want it refused after the reset too", k)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package keys_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/meter/keys"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// TestAnOlderStateNeverReplacesANewerInTheBucket: a publisher that races
+// another with an older read of a key (its state before the revocation)
+// leaves the newer, revoked state in the bucket, and a gateway keeps
+// refusing the key. (Mutant: Publisher's put without its version check.)
+func TestAnOlderStateNeverReplacesANewerInTheBucket(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	b, err := r.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := keys.NewPublisher(b, slog.Default())
+	secret := "tg-older-state"
+	hash := usage.KeyHash(secret)
+	active := usage.KeyState{KeyID: "00000000-0000-0000-0000-000000000001", CustomerID: "00000000-0000-0000-0000-000000000002",
+		Currency: "USD", Version: 5}
+	if err := p.PutKey(ctx, hash, usage.KeyState{Revoked: true, Version: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PutKey(ctx, hash, active); err != nil {
+		t.Fatal(err)
+	}
+	e, err := b.Keys.Get(ctx, hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got usage.KeyState
+	if err := json.Unmarshal(e.Value(), &got); err != nil || !got.Revoked || got.Version != 10 {
+		t.Fatalf("bucket holds %s (%v); want the revoked state of version 10", e.Value(), err)
+	}
+	if _, ok := r.cache(nil).LookupKey(secret); ok {
+		t.Fatal("a revoked key works again after an older state was published")
+	}
+}
+
+// TestAGatewayForgetsAKeyTheFullSyncDeletes: a key the ledger does not
+// have (another database's), held by a running gateway, stops working
+// there once the full sync deletes its entry. (Mutant: the cache applying
+// a purge but not a delete.)
+func TestAGatewayForgetsAKeyTheFullSyncDeletes(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	b, err := r.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := "tg-from-another-database"
+	data, _ := json.Marshal(usage.KeyState{KeyID: "00000000-0000-0000-0000-000000000001",
+		CustomerID: "00000000-0000-0000-0000-000000000002", Currency: "USD", Version: 1})
+	if _, err := b.Keys.Put(ctx, usage.KeyHash(secret), data); err != nil {
+		t.Fatal(err)
+	}
+	g := r.cache(nil)
+	if _, ok := g.LookupKey(secret); !ok {
+		t.Fatal("the key in the bucket does not work before the full sync")
+	}
+	r.customerWithKeys(1)
+	s := r.syncer()
+	eventually(t, 10*time.Second, "a full sync", func() bool { return s.FullSyncs() == 1 })
+	eventually(t, 5*time.Second, "the deleted key refused on the gateway", func() bool {
+		_, ok := g.LookupKey(secret)
+		return !ok
+	})
+}
