@@ -75,3 +75,32 @@ func TestAGatewayForgetsAKeyTheFullSyncDeletes(t *testing.T) {
 		return !ok
 	})
 }
+
+// TestAnotherDatabasesMarkIsSyncedOver: a bucket marked by another
+// database's full sync (a gateway fleet pointed at a new database, say),
+// in the current format, is synced in full again: the other database's
+// keys stop working. (Mutant: the mark taken as this ledger's whatever
+// epoch it names.)
+func TestAnotherDatabasesMarkIsSyncedOver(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	b, err := r.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark, _ := json.Marshal(map[string]any{"epoch": "another-database", "synced_at": time.Now().UTC(), "format": 1 << 20})
+	if _, err := b.Keys.Put(ctx, "_sync", mark); err != nil {
+		t.Fatal(err)
+	}
+	foreign := usage.KeyHash("tg-from-another-database")
+	data, _ := json.Marshal(usage.KeyState{KeyID: "00000000-0000-0000-0000-000000000001", CustomerID: "00000000-0000-0000-0000-000000000002", Version: 1})
+	if _, err := b.Keys.Put(ctx, foreign, data); err != nil {
+		t.Fatal(err)
+	}
+	r.customerWithKeys(1)
+	s := r.syncer()
+	eventually(t, 10*time.Second, "a full sync", func() bool { return s.FullSyncs() == 1 })
+	if _, err := b.Keys.Get(ctx, foreign); err == nil {
+		t.Fatal("another database's key survived the full sync")
+	}
+}
