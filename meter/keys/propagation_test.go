@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/meter/keys"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
@@ -102,5 +103,62 @@ func TestAnotherDatabasesMarkIsSyncedOver(t *testing.T) {
 	eventually(t, 10*time.Second, "a full sync", func() bool { return s.FullSyncs() == 1 })
 	if _, err := b.Keys.Get(ctx, foreign); err == nil {
 		t.Fatal("another database's key survived the full sync")
+	}
+}
+
+// TestFullSyncKeepsTheNewerState: a full sync into a bucket that holds
+// states already replaces each older one (a bucket restored from a backup
+// holding a revoked key's active state: the key must not work again) and
+// leaves each newer one (a revocation published from the outbox while the
+// sync ran: its earlier read must not undo it). (Mutants: create's
+// create-only publication, and its fallback to the version-checked put.)
+func TestFullSyncKeepsTheNewerState(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	b, err := r.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked, revokedSecret, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "revoked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store.RevokeKey(ctx, revoked.ID); err != nil {
+		t.Fatal(err)
+	}
+	active, activeSecret, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "active"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, _ := json.Marshal(usage.KeyState{KeyID: revoked.ID, CustomerID: c.ID, Currency: "USD", Version: 1})
+	if _, err := b.Keys.Put(ctx, usage.KeyHash(revokedSecret), stale); err != nil {
+		t.Fatal(err)
+	}
+	newer := usage.KeyState{Revoked: true, Version: 1 << 62}
+	data, _ := json.Marshal(newer)
+	if _, err := b.Keys.Put(ctx, usage.KeyHash(activeSecret), data); err != nil {
+		t.Fatal(err)
+	}
+	// The outbox's changes taken unpublished: only the full sync writes.
+	if _, err := r.store.PublishKeyChanges(ctx, 100, func(context.Context, usage.Changes) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	s := r.syncer()
+	eventually(t, 10*time.Second, "a full sync", func() bool { return s.FullSyncs() == 1 })
+	g := r.cache(nil)
+	if _, ok := g.LookupKey(revokedSecret); ok {
+		t.Fatal("a revoked key works after a full sync over its older, active state")
+	}
+	e, err := b.Keys.Get(ctx, usage.KeyHash(activeSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got usage.KeyState
+	if err := json.Unmarshal(e.Value(), &got); err != nil || !got.Revoked || got.Version != newer.Version {
+		t.Fatalf("key %s: bucket holds %s after the full sync; want the newer state %+v", active.ID, e.Value(), newer)
 	}
 }
