@@ -83,3 +83,23 @@ func TestTopRanksWithinACurrency(t *testing.T) {
 		t.Errorf("top 3 = %v, want %v: USD (90 requests) ranked by cost, then EUR (5), then JPY (2)", got, want)
 	}
 }
+
+// TestChartEscapesNames: a chart is HTML built by hand, outside the
+// templates' escaping, and its series are model names a customer's
+// requests chose: a model named <script>… is shown as text in the SVG
+// (title, tooltips, labels), never as markup on the operator's or the
+// customer's page. A mutation audit: dropping any of the chart's escapes
+// passed every test.
+func TestChartEscapesNames(t *testing.T) {
+	const evil = `<script>alert("x")</script>`
+	c := chart{Title: "t" + evil, Labels: []string{"day" + evil}, Unit: "USD" + evil, Series: []series{
+		{Name: "m" + evil, Values: []decimal.Decimal{amount("1")}},
+	}}
+	svg := string(c.SVG())
+	if strings.Contains(svg, "<script") {
+		t.Errorf("the chart has unescaped markup:\n%s", svg)
+	}
+	if n := strings.Count(svg, "&lt;script&gt;"); n < 5 {
+		t.Errorf("the chart shows the names escaped %d times, want 5 (title twice, label, series, unit):\n%s", n, svg)
+	}
+}
