@@ -119,6 +119,26 @@ func TestPortalSameNameCustomerEvictsSessions(t *testing.T) {
 	}
 }
 
+// TestPortalSessionsPerCustomerBound: a customer holds at most 100
+// portal sessions: its 100 are all live, and a 101st sign-in ends its
+// oldest (and no other). A mutation audit: a bound of 101 passed every
+// test.
+func TestPortalSessionsPerCustomerBound(t *testing.T) {
+	h := portalOver(stubSelf(map[string]string{"tg-busy": "busy"}))
+	var cookies []*http.Cookie
+	for range 100 {
+		cookies = append(cookies, signInTo(t, h, "tg-busy"))
+	}
+	if !signedIn(h, cookies[0]) || !signedIn(h, cookies[99]) {
+		t.Fatal("a customer's first or 100th session is not live")
+	}
+	signInTo(t, h, "tg-busy")
+	if signedIn(h, cookies[0]) || !signedIn(h, cookies[1]) {
+		t.Errorf("after a 101st sign-in: the oldest session live = %v, the second = %v; want the oldest ended, the second live",
+			signedIn(h, cookies[0]), signedIn(h, cookies[1]))
+	}
+}
+
 // countingReader is an endless body of 'a's that counts what is read.
 type countingReader struct{ n int64 }
 
