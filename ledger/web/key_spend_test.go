@@ -98,3 +98,31 @@ func TestKeySpendIsShown(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyWithOneSpendLimitShowsIt: a key with a daily spend limit alone,
+// or a monthly one alone, shows the portal that limit's card (and not the
+// other's). A mutation audit: cards shown only for a key with both limits
+// passed every test.
+func TestKeyWithOneSpendLimitShowsIt(t *testing.T) {
+	g := newRig(t)
+	cu, _, _ := g.customer("one-limit", "none", 0)
+	limit := "7"
+	for _, in := range []struct {
+		key        ledger.KeyInput
+		shown, not string
+	}{
+		{ledger.KeyInput{Name: "daily", DailyLimit: &limit}, `id="key-day"`, `id="key-month"`},
+		{ledger.KeyInput{Name: "monthly", MonthlyLimit: &limit}, `id="key-month"`, `id="key-day"`},
+	} {
+		k, err := g.api.CreateKey(context.Background(), cu.ID, in.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := g.browser()
+		g.signIn(c, "portal", "key", k.Secret)
+		_, body, _ := g.do(c, "GET", "/portal/", nil)
+		if !strings.Contains(body, in.shown) || strings.Contains(body, in.not) || !strings.Contains(body, "of 7 ") {
+			t.Errorf("the portal of a key with only a %s limit: want %s (of 7) and no %s", in.key.Name, in.shown, in.not)
+		}
+	}
+}
