@@ -102,3 +102,20 @@ func TestCacheShowsAFailedComputation(t *testing.T) {
 		t.Fatalf("after it = %v %v, want its value", v, err)
 	}
 }
+
+// TestCacheFailureIsItsKeysOnly: a failed background computation is
+// shown for its own key only: a view for another key (the overview of a
+// new month) starts that key's computation rather than getting the other
+// key's error. A mutation audit: a backoff that ignored the key passed
+// every test.
+func TestCacheFailureIsItsKeysOnly(t *testing.T) {
+	c := newCache[int](time.Hour)
+	ctx := context.Background()
+	failing := func(context.Context) (*int, error) { return nil, errors.New("down") }
+	_, _ = c.get(ctx, "2026-01", false, true, failing)
+	c.wg.Wait()
+	if v, err := c.get(ctx, "2026-02", false, true, func(context.Context) (*int, error) { v := 1; return &v, nil }); v != nil || err != nil {
+		t.Fatalf("a view of another key after a failure = %v %v, want its computation begun, no error", v, err)
+	}
+	c.wg.Wait()
+}
