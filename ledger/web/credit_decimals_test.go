@@ -49,6 +49,11 @@ func TestConsoleCreditMoreDecimalsThanTheCurrency(t *testing.T) {
 	if n, f, _ := credit(us.ID, "10.50", nil); f != "" || !strings.Contains(n, "Credit of 10.5 USD recorded") {
 		t.Errorf("10.50 USD: notice %q, error %q", n, f)
 	}
+	// As many decimals as the currency has (a mutation audit: a check of
+	// places >= scale, refusing 10.25 USD once, passed).
+	if n, f, _ := credit(us.ID, "10.25", nil); f != "" || !strings.Contains(n, "Credit of 10.25 USD recorded") {
+		t.Errorf("10.25 USD: notice %q, error %q", n, f)
+	}
 	if n, f, _ := credit(jp.ID, "1000.000", nil); f != "" || !strings.Contains(n, "Credit of 1000 JPY recorded") {
 		t.Errorf("1000.000 JPY: notice %q, error %q", n, f)
 	}
