@@ -84,3 +84,74 @@ func TestOverviewSpendChartPerCurrency(t *testing.T) {
 		}
 	}
 }
+
+// TestOverviewFiguresKeepToTheirPeriods: the overview's "today" cards
+// count today's usage (UTC) only, its "this month" cards the month's,
+// and its spend chart has the days of last month too, each figure exact;
+// unpriced usage is counted apart and charted in no currency; the top
+// customers list more than one. A mutation audit: today's figures read
+// over the whole month, a chart of this month alone, a chart of unpriced
+// usage (no unit), uncounted unpriced requests and one top customer each
+// passed every test.
+func TestOverviewFiguresKeepToTheirPeriods(t *testing.T) {
+	g := newRig(t)
+	ctx := context.Background()
+	g.priced("m", "USD")
+	cu, _, _ := g.customer("periods", "none", 0)
+	ks, err := g.api.Keys(ctx, cu.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if left := now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now); left < 30*time.Second {
+		time.Sleep(left + time.Second) // the events and the page of one UTC day
+		now = time.Now().UTC()
+	}
+	today := now.Truncate(24 * time.Hour)
+	monthStart := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	ev := func(at time.Time, prompt int64) usage.Event {
+		return usage.Event{Version: usage.SchemaVersion, ID: uuid.Must(uuid.NewV7()).String(), Time: at, CustomerID: cu.ID,
+			KeyID: ks[0].ID, Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
+			HTTPStatus: 200, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: prompt}}
+	}
+	lastMonth := monthStart.Add(-time.Hour)
+	events := []usage.Event{ev(now, 1_000_000), ev(lastMonth, 4_000_000)} // 1 USD today, 4 USD last month
+	wantMonth, wantRequests := "1 USD", "2"
+	if today.After(monthStart) { // an earlier day of this month: 2 USD
+		events = append(events, ev(today.Add(-time.Hour), 2_000_000))
+		wantMonth, wantRequests = "3 USD", "3"
+	}
+	if _, err := g.store.WriteEvents(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	g.customer("unpriced", "no-price", 1) // one request now, of no price
+	c := g.browser()
+	g.signIn(c, "console", "token", adminToken)
+	_, body, _ := g.do(c, "GET", "/console/?fresh=1", nil)
+	card := func(id string) string {
+		m := regexp.MustCompile(`id="` + id + `">([^<]*)<`).FindStringSubmatch(body)
+		if m == nil {
+			return "<no card>"
+		}
+		return m[1]
+	}
+	for id, want := range map[string]string{"spend-today": "1 USD", "requests-today": "2", "spend-month": wantMonth,
+		"requests-month": wantRequests} {
+		if got := card(id); got != want {
+			t.Errorf("the overview's %s reads %q, want %q", id, got, want)
+		}
+	}
+	if bar := lastMonth.Format("2006-01-02") + " USD: 4 USD"; !strings.Contains(body, bar) {
+		t.Errorf("the spend chart lacks last month's bar %q", bar)
+	}
+	if !strings.Contains(body, `id="unpriced"><a href="/console/prices">1</a>`) {
+		t.Errorf("the overview's unpriced card does not read 1")
+	}
+	if n := strings.Count(body, `<svg class="chart"`); n != 1 {
+		t.Errorf("the overview has %d spend charts, want 1 (USD; unpriced usage has no currency)", n)
+	}
+	top := body[strings.Index(body, `id="top-customers"`):]
+	if top = top[:strings.Index(top, "</table>")]; !strings.Contains(top, ">periods<") || !strings.Contains(top, ">unpriced<") {
+		t.Errorf("the top customers do not list both customers:\n%s", top)
+	}
+}
