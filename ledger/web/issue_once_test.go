@@ -71,3 +71,29 @@ func TestIssueFormSentTwiceIssuesOneKey(t *testing.T) {
 		t.Errorf("after the form sent twice at once, the issued page shows no secret:\n%s", body)
 	}
 }
+
+// TestIssueFormIDSentToAnotherCustomer: an issue form's form_id sent again
+// to another customer's address issues nothing there and does not show
+// the first customer's key as that customer's: the page says the form
+// already issued a key for another customer. A mutation audit: dropping
+// that check (the first customer's secret shown under the second's
+// address) passed every test.
+func TestIssueFormIDSentToAnotherCustomer(t *testing.T) {
+	g := newRig(t)
+	a, _, _ := g.customer("first-co", "m1", 0)
+	b, _, _ := g.customer("second-co", "m1", 0)
+	c := g.browser()
+	csrf := g.signIn(c, "console", "token", adminToken)
+	_, body, _ := g.do(c, "GET", "/console/keys?customer="+a.ID, nil)
+	id := between(body, `name="form_id" value="`, `"`)
+	for _, cu := range []string{a.ID, b.ID} {
+		g.do(c, "POST", "/console/customers/"+cu+"/keys", url.Values{"csrf": {csrf}, "name": {"web"}, "form_id": {id}})
+	}
+	_, body, _ = g.do(c, "GET", "/console/keys?customer="+b.ID, nil)
+	if !strings.Contains(body, "that form already issued a key for another customer") {
+		t.Errorf("the form_id sent to another customer: the keys page does not say it already issued a key for another customer")
+	}
+	if ks, err := g.api.Keys(context.Background(), b.ID); err != nil || len(ks) != 1 {
+		t.Errorf("the second customer has %d keys (%v), want its own 1", len(ks), err)
+	}
+}
