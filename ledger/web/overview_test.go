@@ -91,8 +91,8 @@ func TestOverviewSpendChartPerCurrency(t *testing.T) {
 // unpriced usage is counted apart and charted in no currency; the top
 // customers list more than one. A mutation audit: today's figures read
 // over the whole month, a chart of this month alone, a chart of unpriced
-// usage (no unit), uncounted unpriced requests and one top customer each
-// passed every test.
+// usage (no unit), uncounted unpriced requests, one top customer, and a
+// "today" of the current hour each passed every test.
 func TestOverviewFiguresKeepToTheirPeriods(t *testing.T) {
 	g := newRig(t)
 	ctx := context.Background()
@@ -121,6 +121,12 @@ func TestOverviewFiguresKeepToTheirPeriods(t *testing.T) {
 		events = append(events, ev(today.Add(-time.Hour), 2_000_000))
 		wantMonth, wantRequests = "3 USD", "3"
 	}
+	wantToday, wantRequestsToday := "1 USD", "2"
+	if now.Sub(today) > time.Hour+time.Minute { // an earlier hour of today: 8 USD
+		events = append(events, ev(today.Add(time.Minute), 8_000_000))
+		wantToday, wantRequestsToday = "9 USD", "3"
+		wantMonth, wantRequests = map[string]string{"1 USD": "9 USD", "3 USD": "11 USD"}[wantMonth], map[string]string{"2": "3", "3": "4"}[wantRequests]
+	}
 	if _, err := g.store.WriteEvents(ctx, events); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +141,7 @@ func TestOverviewFiguresKeepToTheirPeriods(t *testing.T) {
 		}
 		return m[1]
 	}
-	for id, want := range map[string]string{"spend-today": "1 USD", "requests-today": "2", "spend-month": wantMonth,
+	for id, want := range map[string]string{"spend-today": wantToday, "requests-today": wantRequestsToday, "spend-month": wantMonth,
 		"requests-month": wantRequests} {
 		if got := card(id); got != want {
 			t.Errorf("the overview's %s reads %q, want %q", id, got, want)
