@@ -44,3 +44,34 @@ func TestCLIIdArgumentsCheckedBeforeSending(t *testing.T) {
 	args := []string{"keys", "list", "--customer", "0197a3c2aaaa7bbb8cccddddeeeeffff"}
 	checkFail(t, runTollgate(t, env, args...), exitUsage, `is not an id`, args)
 }
+
+// TestCLIConflictingAndOutOfRangeValuesRefusedBeforeSending: a limit given
+// both ways (--daily-limit and --no-daily-limit, --expires-at and
+// --no-expires-at) and an ENTRY_ID below 1 are usage errors (exit 2), with
+// nothing sent: one of the two was silently dropped, or entry 0 was asked
+// for and answered "not found" (exit 3) (a mutation audit: only
+// --rpm-limit's pair and "abc" were tried).
+func TestCLIConflictingAndOutOfRangeValuesRefusedBeforeSending(t *testing.T) {
+	var sent atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		http.Error(w, `{"error":{"code":"not_found","message":"not found"}}`, http.StatusNotFound)
+	}))
+	defer srv.Close()
+	env := map[string]string{"TOLLGATE_ADMIN_URL": srv.URL, "TOLLGATE_ADMIN_TOKEN": "t"}
+	const key = "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff"
+	for _, c := range []struct {
+		want string
+		args []string
+	}{
+		{"give --daily-limit or --no-daily-limit, not both", []string{"keys", "update", key, "--daily-limit", "5", "--no-daily-limit"}},
+		{"give --expires-at or --no-expires-at, not both", []string{"keys", "update", key, "--expires-at", "2030-01-01", "--no-expires-at"}},
+		{`ENTRY_ID: "0" is not an entry id`, []string{"credits", "reverse", "0"}},
+		{`ENTRY_ID: "-1" is not an entry id`, []string{"credits", "reverse", "--", "-1"}},
+	} {
+		checkFail(t, runTollgate(t, env, c.args...), exitUsage, c.want, c.args)
+	}
+	if n := sent.Load(); n > 0 {
+		t.Errorf("%d requests sent for values refused", n)
+	}
+}
