@@ -335,3 +335,13 @@ func TestConfigCheckEnvListedBesideFileProblems(t *testing.T) {
 		}
 	}
 }
+
+// TestMisspeltEnvTwoEditsAway: a name two edits from one tollgate reads
+// (TOLLGATE_ADMN_LISTN) is still said, as misspeltEnv's doc and the guide
+// promise (a mutation audit: a bound of one edit passed every test).
+func TestMisspeltEnvTwoEditsAway(t *testing.T) {
+	got := misspeltEnv([]string{"TOLLGATE_ADMN_LISTN=127.0.0.1:8081"})
+	if len(got) != 1 || !strings.Contains(got[0], "did you mean TOLLGATE_ADMIN_LISTEN?") {
+		t.Fatalf("misspeltEnv: %q, want one sentence naming TOLLGATE_ADMIN_LISTEN", got)
+	}
+}
