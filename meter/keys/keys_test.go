@@ -68,6 +68,22 @@ func (r *rig) customerWithKeys(n int) []string {
 	return secrets
 }
 
+// oneKey creates a customer and one key of it in the ledger, and returns
+// the key and its secret.
+func (r *rig) oneKey() (ledger.Key, string) {
+	r.t.Helper()
+	ctx := context.Background()
+	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	k, secret, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return k, secret
+}
+
 // cache starts a gateway's key cache; loader may be nil.
 func (r *rig) cache(loader keys.Loader) *keys.Cache {
 	c := keys.NewCache(r.open, loader, slog.Default())
@@ -196,17 +212,9 @@ func (l *countingLoader) KeyState(ctx context.Context, hash string) (usage.KeySt
 // distinct bad keys at most at the miss rate.
 func TestUnknownKeysAreLookedUpOnceAndBounded(t *testing.T) {
 	r := newRig(t)
-	ctx := context.Background()
 	l := &countingLoader{Loader: r.store}
 	g := r.cache(l)
-	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, secret, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, secret := r.oneKey()
 	for range 100 {
 		if st, ok := g.LookupKey(secret); !ok || st.KeyID != k.ID {
 			t.Fatalf("LookupKey = %+v, %v", st, ok)
@@ -239,14 +247,7 @@ func TestUnknownKeysAreLookedUpOnceAndBounded(t *testing.T) {
 func TestRevocationWinsOverARacingLookup(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, secret, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, secret := r.oneKey()
 	old, oldCustomer, ok, err := r.store.KeyState(ctx, usage.KeyHash(secret)) // read before the revocation
 	if err != nil || !ok {
 		t.Fatal(ok, err)
@@ -474,23 +475,16 @@ func TestCacheRatesAsTheLedgerCharges(t *testing.T) {
 	ctx := context.Background()
 	sync := r.syncer()
 	g := r.cache(nil)
-	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, _ := r.oneKey()
 	month := time.Now().UTC().AddDate(0, -1, 0)
 	if _, err := r.store.CreatePrice(ctx, ledger.PriceInput{Model: "m", Currency: "USD", Input: "2.5", CachedInput: "1.25",
 		Output: "10", Reasoning: "12", EffectiveFrom: month}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.store.CreateOverride(ctx, c.ID, ledger.OverrideInput{Model: "", DiscountPercent: "12.5", EffectiveFrom: month}); err != nil {
+	if _, err := r.store.CreateOverride(ctx, k.CustomerID, ledger.OverrideInput{Model: "", DiscountPercent: "12.5", EffectiveFrom: month}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.store.CreateOverride(ctx, c.ID, ledger.OverrideInput{Model: "custom", EffectiveFrom: month,
+	if _, err := r.store.CreateOverride(ctx, k.CustomerID, ledger.OverrideInput{Model: "custom", EffectiveFrom: month,
 		Price: &ledger.PriceInput{Currency: "USD", Input: "0.3", Output: "0.7"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +497,7 @@ func TestCacheRatesAsTheLedgerCharges(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, model := range []string{"m", "custom", "unpriced"} {
-		e := usage.Event{Version: usage.SchemaVersion, ID: uuid.NewString(), Time: time.Now(), CustomerID: c.ID, KeyID: k.ID,
+		e := usage.Event{Version: usage.SchemaVersion, ID: uuid.NewString(), Time: time.Now(), CustomerID: k.CustomerID, KeyID: k.ID,
 			Provider: "sim", Model: model, Endpoint: "/v1/chat/completions", Status: usage.StatusOK, HTTPStatus: 200,
 			Usage:       usage.Tokens{PromptTokens: 1234, CachedTokens: 200, CompletionTokens: 567, ReasoningTokens: 89},
 			UsageSource: usage.SourceUpstream}

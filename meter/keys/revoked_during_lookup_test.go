@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-dev/tollgate/ledger"
 	"github.com/tollgate-dev/tollgate/meter/keys"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
@@ -50,15 +49,7 @@ func (l *revokingLoader) KeyState(ctx context.Context, hash string) (usage.KeySt
 // lookup starts).
 func TestRevocationDuringALookupWins(t *testing.T) {
 	r := newRig(t)
-	ctx := context.Background()
-	c, err := r.store.CreateCustomer(ctx, ledger.CustomerInput{Name: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, secret, err := r.store.CreateKey(ctx, c.ID, ledger.KeyInput{Name: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, secret := r.oneKey()
 	l := &revokingLoader{r: r}
 	l.cache = r.cache(l)
 	if st, ok := l.cache.LookupKey(secret); ok {
