@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/tollgate-dev/tollgate/ledger/api"
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 )
 
@@ -24,10 +22,7 @@ import (
 func TestEveryAdminRouteNeedsTheToken(t *testing.T) {
 	t.Parallel()
 	store := ledgertest.NewStore(t)
-	adm, err := api.NewAdmin(store, adminToken, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	adm := newAdmin(t, store)
 	h := adm.Handler()
 	routes, ok := h.(chi.Routes)
 	if !ok {
@@ -37,7 +32,7 @@ func TestEveryAdminRouteNeedsTheToken(t *testing.T) {
 	t.Cleanup(srv.Close)
 	const id = "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff"
 	n := 0
-	err = chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+	err := chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		if route == "/healthz" || route == "/admin/v1/openapi.json" || method == http.MethodHead {
 			return nil
 		}

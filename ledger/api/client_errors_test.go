@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -70,8 +69,7 @@ func TestClientErrors(t *testing.T) {
 
 	// A server whose database is gone answers internal, with no details.
 	store := ledgertest.NewStore(t)
-	adm, err := api.NewAdmin(store, adminToken, slog.New(slog.DiscardHandler))
-	noErr(t, "NewAdmin", err)
+	adm := newAdmin(t, store)
 	broken := httptest.NewServer(adm.Handler())
 	t.Cleanup(broken.Close)
 	store.Close()
@@ -145,8 +143,7 @@ func TestClientExportCutShort(t *testing.T) {
 	a, keyA, _ := s.customer(`{"name":"a"}`)
 	at := time.Date(2026, 3, 10, 10, 0, 0, 0, time.UTC)
 	s.write(event(a, keyA, "m", at, usage.Tokens{PromptTokens: 1}), event(a, keyA, "m", at, usage.Tokens{PromptTokens: 2}))
-	adm, err := api.NewAdmin(s.store, adminToken, slog.New(slog.DiscardHandler))
-	noErr(t, "NewAdmin", err)
+	adm := newAdmin(t, s.store)
 	h := adm.Handler()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(&cutWriter{ResponseWriter: w, after: 40}, r)

@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,10 +25,7 @@ import (
 func TestClientNoAnswerAfterTheRequest(t *testing.T) {
 	t.Parallel()
 	store := ledgertest.NewStore(t)
-	adm, err := api.NewAdmin(store, adminToken, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	adm := newAdmin(t, store)
 	h := adm.Handler()
 	// The process "dies" after its handler ran: the connection is closed
 	// with no answer written.

@@ -67,10 +67,7 @@ func TestASlowExportClientIsServedToTheEnd(t *testing.T) {
 	ctx := context.Background()
 	// The admin API behind the listener the processes serve it on (its
 	// connections are where the fix lies).
-	adm, err := api.NewAdmin(s.store, adminToken, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	adm := newAdmin(t, s.store)
 	api.SetExportWait(adm, time.Second)
 	l := api.NewListener(adm.Handler(), slog.New(slog.DiscardHandler))
 	if err := l.Start("127.0.0.1:0"); err != nil {

@@ -39,16 +39,23 @@ func newServer(t *testing.T) *server {
 	return newServerWith(t, nil)
 }
 
+// newAdmin is the admin API over store, with adminToken and no log.
+func newAdmin(t *testing.T, store *ledger.Store) *api.Admin {
+	t.Helper()
+	adm, err := api.NewAdmin(store, adminToken, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adm
+}
+
 // newServerWith is newServer with setup, when not nil, run on the admin
 // API before it serves (to give it a dead-letter stream).
 func newServerWith(t *testing.T, setup func(*api.Admin)) *server {
 	t.Helper()
 	store, dbURL := ledgertest.NewStoreURL(t)
 	log := slog.New(slog.DiscardHandler)
-	adm, err := api.NewAdmin(store, adminToken, log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	adm := newAdmin(t, store)
 	if setup != nil {
 		setup(adm)
 	}
