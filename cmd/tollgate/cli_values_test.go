@@ -8,6 +8,20 @@ import (
 	"testing"
 )
 
+// countingAdmin is an admin API that answers every request status and
+// body, and counts them: the environment that points the CLI at it, and
+// the count.
+func countingAdmin(t *testing.T, status int, body string) (map[string]string, *atomic.Int32) {
+	t.Helper()
+	sent := new(atomic.Int32)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		http.Error(w, body, status)
+	}))
+	t.Cleanup(srv.Close)
+	return map[string]string{"TOLLGATE_ADMIN_URL": srv.URL, "TOLLGATE_ADMIN_TOKEN": "t"}, sent
+}
+
 // TestCLIIdArgumentsCheckedBeforeSending: an id given as a positional
 // argument went to the server unchecked, `customers get not-a-uuid` exiting
 // 5 on its 400, where `--customer x` exits 2 locally (a user's walkthrough).
@@ -15,13 +29,7 @@ import (
 // now refuses one that is not a UUID, as the flag does, sending nothing;
 // one the admin API would refuse too (32 hex digits, no dashes) included.
 func TestCLIIdArgumentsCheckedBeforeSending(t *testing.T) {
-	var sent atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sent.Add(1)
-		http.Error(w, `{"error":{"code":"invalid","message":"not a UUID"}}`, http.StatusBadRequest)
-	}))
-	defer srv.Close()
-	env := map[string]string{"TOLLGATE_ADMIN_URL": srv.URL, "TOLLGATE_ADMIN_TOKEN": "t"}
+	env, sent := countingAdmin(t, http.StatusBadRequest, `{"error":{"code":"invalid","message":"not a UUID"}}`)
 	checked := 0
 	for _, cmd := range commands() {
 		arg := strings.Fields(cmd.args)[0]
@@ -52,13 +60,7 @@ func TestCLIIdArgumentsCheckedBeforeSending(t *testing.T) {
 // for and answered "not found" (exit 3) (a mutation audit: only
 // --rpm-limit's pair and "abc" were tried).
 func TestCLIConflictingAndOutOfRangeValuesRefusedBeforeSending(t *testing.T) {
-	var sent atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sent.Add(1)
-		http.Error(w, `{"error":{"code":"not_found","message":"not found"}}`, http.StatusNotFound)
-	}))
-	defer srv.Close()
-	env := map[string]string{"TOLLGATE_ADMIN_URL": srv.URL, "TOLLGATE_ADMIN_TOKEN": "t"}
+	env, sent := countingAdmin(t, http.StatusNotFound, `{"error":{"code":"not_found","message":"not found"}}`)
 	const key = "0197a3c2-aaaa-7bbb-8ccc-ddddeeeeffff"
 	for _, c := range []struct {
 		want string
