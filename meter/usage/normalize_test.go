@@ -237,6 +237,61 @@ func TestNormalizeClampsAtMaxCount(t *testing.T) {
 	}
 }
 
+// TestNormalizeBoundsAreExact: each of Normalize's other bounds is the
+// figure its doc states, not one beside it: reasoning_tokens one above
+// completion_tokens is flagged (one equal is not), an http_status of 1000
+// is set to 0 (999 is kept), and an attempt one above MaxAttempt is
+// clamped (MaxAttempt is kept).
+func TestNormalizeBoundsAreExact(t *testing.T) {
+	tests := []struct {
+		name        string
+		edit        func(e *usage.Event)
+		corrections string
+	}{
+		{"reasoning equal to completion", func(e *usage.Event) { e.Usage = usage.Tokens{CompletionTokens: 5, ReasoningTokens: 5} }, ""},
+		{"reasoning a token over completion", func(e *usage.Event) { e.Usage = usage.Tokens{CompletionTokens: 5, ReasoningTokens: 6} },
+			usage.CorrectionReasoningOverCompletion},
+		{"http_status 999", func(e *usage.Event) { e.HTTPStatus = 999 }, ""},
+		{"http_status 1000", func(e *usage.Event) { e.HTTPStatus = 1000 }, usage.CorrectionHTTPStatus},
+		{"attempt at MaxAttempt", func(e *usage.Event) { e.Attempt = usage.MaxAttempt }, ""},
+		{"attempt over MaxAttempt", func(e *usage.Event) { e.Attempt = usage.MaxAttempt + 1 }, usage.CorrectionAttempt},
+	}
+	for _, tt := range tests {
+		e := validEvent()
+		tt.edit(&e)
+		before := e
+		changed := e.Normalize()
+		if e.Corrections != tt.corrections || changed != (tt.corrections != "") {
+			t.Errorf("%s: corrections %q (changed %v), want %q", tt.name, e.Corrections, changed, tt.corrections)
+		}
+		if tt.corrections == "" && !reflect.DeepEqual(e, before) {
+			t.Errorf("%s: changed to %+v", tt.name, e)
+		}
+	}
+	e := validEvent()
+	e.HTTPStatus, e.Attempt = 1000, usage.MaxAttempt+1
+	e.Normalize()
+	if e.HTTPStatus != 0 || e.Attempt != usage.MaxAttempt {
+		t.Errorf("http_status %d, attempt %d; want 0 and %d", e.HTTPStatus, e.Attempt, usage.MaxAttempt)
+	}
+}
+
+// TestNotAheadOfBoundIsMaxTimeAhead: an event dated exactly MaxTimeAhead
+// past its receipt keeps its time; a millisecond more and it is dated at
+// its receipt, corrected.
+func TestNotAheadOfBoundIsMaxTimeAhead(t *testing.T) {
+	received := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	e := validEvent()
+	e.Time = received.Add(usage.MaxTimeAhead)
+	if e.NotAheadOf(received) || !e.Time.Equal(received.Add(usage.MaxTimeAhead)) || e.Corrections != "" {
+		t.Errorf("dated MaxTimeAhead ahead: time %s, corrections %q; want kept", e.Time, e.Corrections)
+	}
+	e.Time = received.Add(usage.MaxTimeAhead + time.Millisecond)
+	if !e.NotAheadOf(received) || !e.Time.Equal(received) || e.Corrections != usage.CorrectionTimeAhead {
+		t.Errorf("dated a millisecond more: time %s, corrections %q; want %s, %q", e.Time, e.Corrections, received, usage.CorrectionTimeAhead)
+	}
+}
+
 // TestValidateTakesEverySource: every usage_source the gateway writes
 // validates (a partial one too: a stream cut short after a usage report),
 // and is not dead-lettered as unknown.

@@ -57,6 +57,20 @@ func TestRateRefusesASumBeyondInt64(t *testing.T) {
 	}
 }
 
+// TestRateRefusesWebSearchesBeyondAnyRequest: a web search count so large
+// that it times a million wraps around int64 (2^61 × 10^6 wraps to 0) is
+// refused, not rated as if no search were made. Normalize clamps counts
+// first on the meter's path; Rate itself must not rely on it.
+func TestRateRefusesWebSearchesBeyondAnyRequest(t *testing.T) {
+	p := usage.Price{WebSearchMicros: 10_000}
+	if cost, err := usage.Rate(usage.Tokens{WebSearchRequests: 1 << 61}, p); err == nil {
+		t.Fatalf("Rate of 2^61 web searches = %d, want an error", cost)
+	}
+	if cost, err := usage.Rate(usage.Tokens{WebSearchRequests: 3}, p); err != nil || cost != 3*10_000*1_000_000 {
+		t.Fatalf("Rate of 3 web searches = %d, %v; want %d", cost, err, 3*10_000*1_000_000)
+	}
+}
+
 // TestOverrideAtTakesTheLaterMadeOfTwoAlike: of two overrides for a model
 // that start at the same time, the later made (the higher id) applies,
 // whatever their order.
