@@ -184,6 +184,16 @@ func TestValidateRefusesWhatNormalizeDoesNotFix(t *testing.T) {
 		"negative":      func(e *usage.Event) { e.Usage.CompletionTokens = -1 },
 		"NUL in a tag":  func(e *usage.Event) { e.Metadata = map[string]string{"a": "\x00"} },
 		"long end user": func(e *usage.Event) { e.EndUser = strings.Repeat("u", usage.MaxEndUserLen+1) },
+		"year 9999 in UTC": func(e *usage.Event) {
+			e.Time = time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("EST", -5*3600)).Add(-24 * time.Hour * 365)
+		},
+		"year 1999":        func(e *usage.Event) { e.Time = time.Date(1999, 12, 31, 23, 59, 59, 0, time.UTC) },
+		"request id":       func(e *usage.Event) { e.RequestID = "req-1" },
+		"negative ttft":    func(e *usage.Event) { e.TTFTMillis = -1 },
+		"negative run":     func(e *usage.Event) { e.DurationMillis = -1 },
+		"over MaxCount":    func(e *usage.Event) { e.Usage.CompletionTokens = usage.MaxCount + 1 },
+		"attempt over":     func(e *usage.Event) { e.Attempt = usage.MaxAttempt + 1 },
+		"http_status 1000": func(e *usage.Event) { e.HTTPStatus = 1000 },
 	} {
 		e := validEvent()
 		edit(&e)
@@ -191,9 +201,17 @@ func TestValidateRefusesWhatNormalizeDoesNotFix(t *testing.T) {
 			t.Errorf("%s: Validate() = %v, want ErrInvalidEvent", name, err)
 		}
 	}
-	e := validEvent()
-	if err := e.Validate(); err != nil {
-		t.Fatalf("valid event: %v", err)
+	for name, edit := range map[string]func(e *usage.Event){
+		"as is":          func(e *usage.Event) {},
+		"year 2000":      func(e *usage.Event) { e.Time = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) },
+		"year 9998":      func(e *usage.Event) { e.Time = time.Date(9998, 12, 31, 23, 59, 59, 0, time.UTC) },
+		"at every bound": func(e *usage.Event) { e.Attempt, e.HTTPStatus = usage.MaxAttempt, 999 },
+	} {
+		e := validEvent()
+		edit(&e)
+		if err := e.Validate(); err != nil {
+			t.Errorf("%s: Validate() = %v, want nil", name, err)
+		}
 	}
 }
 
