@@ -24,6 +24,9 @@ func TestFoldedKey(t *testing.T) {
 		{`{"ſtream":1,"stream":2}`, "stream", true, true},
 		{`{"a":1,"A":{}`, "", false, false}, // not JSON: the caller's decoder refuses it
 		{`"just a string"`, "", false, true},
+		{`{"a":{"x":1},"b":{"X":1}}`, "", false, true}, // keys of sibling objects are not compared
+		{`[{"x":1},{"X":1}]`, "", false, true},
+		{`{"a":1} {"b":1,"B":2}`, "", false, false}, // more after the value: not read to its end
 		{`{` + strings.Join(many, ",") + `}`, "", false, true},
 		{`{` + strings.Join(many, ",") + `,"K19999":2}`, "K19999", true, true},
 		{strings.Repeat("[", MaxDepth+2) + strings.Repeat("]", MaxDepth+2), "", false, false},

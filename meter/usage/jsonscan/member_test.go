@@ -205,6 +205,13 @@ func TestAmbiguousKey(t *testing.T) {
 			t.Errorf("AmbiguousKey(%s) = %q, %v; want %q, %v", tt.in, got, bad, tt.want, tt.bad)
 		}
 	}
+	// Read to the end or not: more after an object, empty or not, is not
+	// scanned, and may hold the member.
+	for in, want := range map[string]bool{`{}`: true, `{} {"Stream":1}`: false, `{"model":"m"}`: true, `{"model":"m"} {"Stream":1}`: false} {
+		if _, _, scanned := AmbiguousKey([]byte(in), "model", "stream"); scanned != want {
+			t.Errorf("AmbiguousKey(%s): scanned %v, want %v", in, scanned, want)
+		}
+	}
 }
 
 // FuzzAmbiguousKey checks AmbiguousKey against encoding/json: a valid
@@ -245,9 +252,24 @@ func TestMayHaveMember(t *testing.T) {
 		{`{"uſage":1}`, true},
 		{`{"id":"c","choices":[{"delta":{"content":"line\n\"quoted\""}}]}`, false},
 		{`{"id":"c","choices":[{"delta":{"content":"usag"}}]}`, false},
+		{`usage`, true}, // a run at the very end counts
 	} {
 		if got := MayHaveMember([]byte(tt.obj), "usage"); got != tt.want {
 			t.Errorf("MayHaveMember(%s) = %v, want %v", tt.obj, got, tt.want)
+		}
+	}
+	// The Kelvin sign (U+212A) folds to k, as encoding/json matches keys:
+	// "max_to\u212aens" decodes as max_tokens, escaped or not.
+	for _, tt := range []struct {
+		obj  string
+		want bool
+	}{
+		{`{"max_to\u212aens":1}`, true},
+		{"{\"max_to\u212aens\":1}", true},
+		{`{"max_tok":1}`, false},
+	} {
+		if got := MayHaveMember([]byte(tt.obj), "max_tokens"); got != tt.want {
+			t.Errorf("MayHaveMember(%s, max_tokens) = %v, want %v", tt.obj, got, tt.want)
 		}
 	}
 }
