@@ -48,6 +48,9 @@ var readerCases = []struct {
 	{"type only", "event: x\n\n", []tev{{Type: "x"}}},
 	{"empty type", "event:\n\n", []tev{{}}},
 	{"unknown field", "foo: bar\n\n", []tev{{Other: "foo: bar"}}},
+	// A line of spaces is no blank line: a hostile upstream's " " between
+	// two data lines must not cut one chunk into two events.
+	{"a line of spaces is a field", "data: a\n \ndata: b\n\n", []tev{{Data: "a\nb", HasData: true, Other: " "}}},
 	{"field names are case sensitive", "Data: x\n data: y\n\n", []tev{{Other: "Data: x\n data: y"}}},
 	{"raw json body", "data: 1\n\n{\n  \"error\": {\n    \"code\": 499\n  }\n}\n",
 		[]tev{data("1"), {Other: "{\n  \"error\": {\n    \"code\": 499\n  }\n}"}}},
