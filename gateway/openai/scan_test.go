@@ -57,6 +57,7 @@ var scanSeeds = []string{
 	`{"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":6,"completion_tokens_details":{"reasoning_tokens":3}},"choices":[]}`,
 	`{"choices":[{"message":{"content":"a","tool_calls":[{"function":{"arguments":"{}","name":"f"}}]},"delta":{"reasoning":"r","tool_calls":[null,{"function":null}]}}]}`,
 	`{"choices":[{"delta":{"content":"a\u00e9\ud83d\ude00\ud800\n"}},null,{"finish_reason":"stop"}],"created":-0}`,
+	`{"choices":[{"finish_reason":"stop"},{"finish_reason":"length"}]}`, // the first choice's finish reason, as ParseChunk's
 	`{"Choices":[]}`, `{"choices":[],"choices":[]}`, `{"\u0069d":"x"}`, `{"id":"a\"b"}`, `{"created":1.5}`, `{"created":"1"}`,
 	`{"error":null,"choices":null}`, `{"error":{"message":"x"}}`, `null`, `[]`, `{"choices":[{"delta":{"content":5}}]}`,
 	"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}", `{"a":[1,2,{"b":[]}]} x`, `{"model":"m"}{}`,
