@@ -1,6 +1,7 @@
 package tap
 
 import (
+	"math"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/meter/usage"
@@ -106,5 +107,24 @@ func TestResolveEstimatesWhatAReportCannotLack(t *testing.T) {
 		if got.PromptTokens != wantPrompt || got.CompletionTokens != wantOut {
 			t.Errorf("%s: %d prompt, %d completion; want %d, %d", c.name, got.PromptTokens, got.CompletionTokens, wantPrompt, wantOut)
 		}
+	}
+}
+
+// TestLateOutputAfterAHugeReportSaturates: output after a final report
+// whose completion is near int64's limit (a hostile upstream's) is added
+// saturating: the completion billed stays the largest count, not one
+// wrapped negative (which the meter clamps to nothing billed).
+func TestLateOutputAfterAHugeReportSaturates(t *testing.T) {
+	est, err := NewEstimator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Report
+	r.AddOutput("hi")
+	r.SetUsage(usage.Tokens{PromptTokens: 5, CompletionTokens: math.MaxInt64 - 1})
+	r.MarkFinal()
+	r.AddOutput(" and more words after the final report")
+	if u, src := r.Resolve(est, Text("")); u.CompletionTokens != math.MaxInt64 || src != usage.SourcePartial {
+		t.Fatalf("billed %+v (%s), want %d completion tokens, partial", u, src, int64(math.MaxInt64))
 	}
 }
