@@ -2,6 +2,8 @@ package openai
 
 import (
 	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway/tap"
 )
 
 // TestTemplateReadsOnlyChunksOfItsShape: the shortcut reads a chunk by
@@ -32,5 +34,56 @@ func TestTemplateReadsOnlyChunksOfItsShape(t *testing.T) {
 	ScanChunk([]byte(`{"model":"mmmmmmmmmmmmmmmmm","choices":[{"delta":{"content":"a"}}]}`), &s)
 	if !ScanChunk([]byte(`{"usage":{"prompt_tokens":7},"choices":[{"delta":{"content":"a"}}]}`), &s) || !s.HasUsage() || s.Usage.PromptTokens != 7 {
 		t.Fatalf("usage in a chunk as long as the template: %+v, want 7 prompt tokens", s.Usage)
+	}
+}
+
+// TestAnEmptyLaterReportKeepsReasoningOutside: a report that counts
+// nothing after one that counted its reasoning apart from its completion
+// (xAI's) is not taken (Report.SetUsage), and leaves that report's flag:
+// the usage billed is still the earlier report corrected, and says so.
+func TestAnEmptyLaterReportKeepsReasoningOutside(t *testing.T) {
+	chunks := []string{
+		`{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":663,"completion_tokens":50,"total_tokens":837,"completion_tokens_details":{"reasoning_tokens":124}}}`,
+		`{"choices":[],"usage":{}}`,
+	}
+	var scanned, parsed tap.Report
+	var scanTap, parseTap ChatTap
+	var s ChunkScan
+	for _, c := range chunks {
+		if !ScanChunk([]byte(c), &s) {
+			t.Fatalf("%s: not scanned", c)
+		}
+		scanTap.Scanned(&s, &scanned)
+		ch, err := ParseChunk([]byte(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		parseTap.Chunk(ch, &parsed)
+	}
+	for name, r := range map[string]*tap.Report{"scan": &scanned, "parse": &parsed} {
+		if r.Usage.CompletionTokens != 174 || !r.ReasoningOutside {
+			t.Errorf("%s: completion %d, reasoning outside %v; want 174 (50 + 124), true", name, r.Usage.CompletionTokens, r.ReasoningOutside)
+		}
+	}
+}
+
+// TestANegativeReasoningCountNeverLowersTheCompletion: a total that adds
+// up with a negative reasoning count (a hostile upstream's
+// {"completion_tokens":20,"reasoning_tokens":-5,"total_tokens":25} with 10
+// prompt tokens) is not reasoning counted apart: nothing is taken off the
+// completion billed.
+func TestANegativeReasoningCountNeverLowersTheCompletion(t *testing.T) {
+	data := []byte(`{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":25,"completion_tokens_details":{"reasoning_tokens":-5}}}`)
+	c, err := ParseChunk(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := c.Usage.Meter(); m.CompletionTokens != 20 || c.Usage.ReasoningOutside() {
+		t.Errorf("encoding/json: completion %d, reasoning outside %v; want 20, false", m.CompletionTokens, c.Usage.ReasoningOutside())
+	}
+	var s ChunkScan
+	if !ScanChunk(data, &s) || s.Usage.CompletionTokens != 20 || s.ReasoningOutside {
+		t.Errorf("scan: completion %d, reasoning outside %v; want 20, false", s.Usage.CompletionTokens, s.ReasoningOutside)
 	}
 }
