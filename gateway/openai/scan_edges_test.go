@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/gateway/tap"
@@ -85,5 +86,21 @@ func TestANegativeReasoningCountNeverLowersTheCompletion(t *testing.T) {
 	var s ChunkScan
 	if !ScanChunk(data, &s) || s.Usage.CompletionTokens != 20 || s.ReasoningOutside {
 		t.Errorf("scan: completion %d, reasoning outside %v; want 20, false", s.Usage.CompletionTokens, s.ReasoningOutside)
+	}
+}
+
+// TestLenientChunkWithManyCommasInItsTextIsRead: ParseChunkLenient's bound
+// counts JSON values, not the commas and braces inside strings: a chunk
+// read leniently (its "created" a float) whose text holds more commas
+// than the bound (a CSV answer) is read and its text counted, not refused
+// as too complex.
+func TestLenientChunkWithManyCommasInItsTextIsRead(t *testing.T) {
+	text := strings.Repeat("a,{[", maxLenientValues)
+	c, err := ParseChunkLenient([]byte(`{"created":1.5,"choices":[{"delta":{"content":"` + text + `"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Choices) != 1 || c.Choices[0].Delta.Content != text {
+		t.Fatalf("read %d choices, want the one with its text", len(c.Choices))
 	}
 }
