@@ -104,3 +104,37 @@ func TestLenientChunkWithManyCommasInItsTextIsRead(t *testing.T) {
 		t.Fatalf("read %d choices, want the one with its text", len(c.Choices))
 	}
 }
+
+// TestAChoiceAfterTheUsageChunkUnsettlesTheStream: a usage chunk after
+// the finish settles the stream (only [DONE] is to come), and a choice's
+// chunk after it, usage or not (n > 1, or output after the report),
+// unsettles it again: the relay must read on, not end the stream at a
+// quiet period.
+func TestAChoiceAfterTheUsageChunkUnsettlesTheStream(t *testing.T) {
+	chunks := []struct {
+		data    string
+		settled bool
+	}{
+		{`{"choices":[{"index":0,"delta":{"content":"hi"}}]}`, false},
+		{`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, false},
+		{`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`, true},
+		{`{"choices":[{"index":1,"delta":{"content":"more"}}]}`, false},
+	}
+	var scanTap, parseTap ChatTap
+	var scanned, parsed tap.Report
+	var s ChunkScan
+	for _, c := range chunks {
+		if !ScanChunk([]byte(c.data), &s) {
+			t.Fatalf("%s: not scanned", c.data)
+		}
+		scanTap.Scanned(&s, &scanned)
+		ch, err := ParseChunk([]byte(c.data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		parseTap.Chunk(ch, &parsed)
+		if scanTap.Settled() != c.settled || parseTap.Settled() != c.settled {
+			t.Fatalf("after %s: settled %v (scan), %v (parse); want %v", c.data, scanTap.Settled(), parseTap.Settled(), c.settled)
+		}
+	}
+}
