@@ -74,3 +74,25 @@ func TestShownReasoningIsCountedAsReasoningInAnEstimate(t *testing.T) {
 		t.Errorf("a report so far, then reasoning shown: %+v (%s); want partial, %d reasoning tokens within %d", u, src, wantReasoning, wantOutput)
 	}
 }
+
+// TestShownReasoningNeverExceedsTheCompletion: reasoning shown in pieces
+// between which content came counts, joined, more tokens than all the
+// output does ("i", "gredients" around "n": 3 tokens, where "ingredients"
+// is 1), and an estimate bills it at most the completion: reasoning is a
+// subset of the completion.
+func TestShownReasoningNeverExceedsTheCompletion(t *testing.T) {
+	est, err := tap.NewEstimator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r tap.Report
+	r.AddReasoning("i")
+	r.AddOutput("n")
+	r.AddReasoning("gredients")
+	if est.Count(r.Reasoning.String()) <= est.Count(r.Output.String()) {
+		t.Fatalf("the tokenizer counts %q no more than %q: the case shows nothing", r.Reasoning.String(), r.Output.String())
+	}
+	if u, src := r.Resolve(est, tap.Text("")); u.ReasoningTokens > u.CompletionTokens || u.ReasoningTokens == 0 || src != usage.SourceEstimated {
+		t.Fatalf("estimated %+v (%s): want reasoning within the completion, not zero", u, src)
+	}
+}
