@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-dev/tollgate/gateway/tap"
+	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
 // TestTemplateReadsOnlyChunksOfItsShape: the shortcut reads a chunk by
@@ -135,6 +136,35 @@ func TestAChoiceAfterTheUsageChunkUnsettlesTheStream(t *testing.T) {
 		parseTap.Chunk(ch, &parsed)
 		if scanTap.Settled() != c.settled || parseTap.Settled() != c.settled {
 			t.Fatalf("after %s: settled %v (scan), %v (parse); want %v", c.data, scanTap.Settled(), parseTap.Settled(), c.settled)
+		}
+	}
+}
+
+// TestAnErrorFrameWithUsageIsTheFinalReport: a mid-stream error frame
+// that carries the usage so far (OpenRouter's), with no finish reason and
+// whether output came before it or not, ends the stream: its usage is the
+// provider's final report, billed as "upstream".
+func TestAnErrorFrameWithUsageIsTheFinalReport(t *testing.T) {
+	est, err := tap.NewEstimator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errorFrame := `{"error":{"message":"provider overloaded"},"choices":[{"index":0,"delta":{}}],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}}`
+	for _, before := range []string{"", `{"choices":[{"index":0,"delta":{"content":"partial answer"}}]}`} {
+		var r tap.Report
+		var ct ChatTap
+		for _, data := range []string{before, errorFrame} {
+			if data == "" {
+				continue
+			}
+			c, err := ParseChunk([]byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ct.Chunk(c, &r)
+		}
+		if u, src := r.Resolve(est, tap.Text("prompt")); !r.Final || r.Error == "" || src != usage.SourceUpstream || u.CompletionTokens != 3 {
+			t.Errorf("output before %q: final %v, error %q, billed %+v (%s); want the frame's usage, final, upstream", before, r.Final, r.Error, u, src)
 		}
 	}
 }
