@@ -1,0 +1,41 @@
+package openai
+
+import (
+	"testing"
+
+	"github.com/tollgate-dev/tollgate/gateway/sse"
+	"github.com/tollgate-dev/tollgate/gateway/tap"
+)
+
+// responsesStream taps a Responses API stream of the given events' data
+// (each with its "type" as the event's name) and returns the report.
+func responsesStream(t *testing.T, events ...string) *tap.Report {
+	t.Helper()
+	var r tap.Report
+	var rt ResponsesTap
+	for _, data := range events {
+		rt.Event(&sse.Event{Data: []byte(data), HasData: true}, &r)
+	}
+	return &r
+}
+
+// TestResponsesUsageWithAnUnreadableCachedCountIsNoReport: a usage object
+// whose cached_tokens cannot be read as a count (a word, a fraction) is no
+// report, streamed or not: the usage is estimated, not billed with the
+// subset at -1.
+func TestResponsesUsageWithAnUnreadableCachedCountIsNoReport(t *testing.T) {
+	for _, cached := range []string{`"many"`, `1.5`, `-3`} {
+		response := `{"status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]}],` +
+			`"usage":{"input_tokens":10,"output_tokens":5,"input_tokens_details":{"cached_tokens":` + cached + `}}}`
+		var body tap.Report
+		if err := ResponsesBody([]byte(response), &body); err != nil {
+			t.Fatal(err)
+		}
+		streamed := responsesStream(t, `{"type":"response.completed","response":`+response+`}`)
+		for name, r := range map[string]*tap.Report{"body": &body, "stream": streamed} {
+			if r.Reported || r.Final {
+				t.Errorf("%s, cached_tokens %s: reported %+v (final %v), want no report", name, cached, r.Usage, r.Final)
+			}
+		}
+	}
+}
