@@ -39,3 +39,14 @@ func TestResponsesUsageWithAnUnreadableCachedCountIsNoReport(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesAudioDeltasAreNotText: response.audio.delta carries base64
+// audio, not text the model wrote: it is not counted as output (an
+// estimate of it billed the encoding's bytes as tokens).
+func TestResponsesAudioDeltasAreNotText(t *testing.T) {
+	r := responsesStream(t, `{"type":"response.audio.delta","delta":"UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA="}`,
+		`{"type":"response.output_text.delta","delta":"hi"}`)
+	if got := r.Output.String(); got != "hi" {
+		t.Fatalf("output %q, want only the text delta's %q", got, "hi")
+	}
+}
