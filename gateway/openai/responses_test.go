@@ -50,3 +50,18 @@ func TestResponsesAudioDeltasAreNotText(t *testing.T) {
 		t.Fatalf("output %q, want only the text delta's %q", got, "hi")
 	}
 }
+
+// TestResponsesErrorNamedByItsEventAlone: an event named "error" is an
+// upstream error whatever its data says: a data of another type, or none
+// that is JSON, ends the stream as failed ("error"), its text still
+// counted as output.
+func TestResponsesErrorNamedByItsEventAlone(t *testing.T) {
+	for _, data := range []string{`{"type":"response.output_text.delta","delta":"hi"}`, `overloaded`} {
+		var r tap.Report
+		var rt ResponsesTap
+		rt.Event(&sse.Event{Type: []byte("error"), Data: []byte(data), HasData: true}, &r)
+		if r.Error == "" || r.FinishReason != "error" {
+			t.Errorf("%s: error %q, finish %q; want an upstream error, finish error", data, r.Error, r.FinishReason)
+		}
+	}
+}
