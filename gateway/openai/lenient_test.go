@@ -30,6 +30,13 @@ func TestParseChunkLenient(t *testing.T) {
 		{name: "a count under another case", data: `{"choices":[],"usage":{"Prompt_Tokens":10.5,"completion_tokens":7}}`, unreadable: true},
 		{name: "details under another case", data: `{"choices":[],"usage":{"prompt_tokens":9.0,"Completion_Tokens_Details":{"reasoning_tokens":"x"}}}`, unreadable: true},
 		{name: "usage of another type", data: `{"choices":[],"usage":"lots"}`, unreadable: true},
+		// A count given as an object is left by the fixes and fails the
+		// decode: it would be read as 0 (here the cached subset, billing
+		// the whole prompt at the uncached price).
+		{name: "a count as an object", data: `{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":{"n":8}}}}`, unreadable: true},
+		// "usage" and "Usage": the exact one is the report, not a merge of both.
+		{name: "usage spelled twice", data: `{"created":1.5,"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2},"Usage":{"prompt_tokens_details":{"cached_tokens":4}}}`,
+			created: 1, usage: &usage.Tokens{PromptTokens: 5, CompletionTokens: 2}},
 		{name: "an unknown member", data: `{"choices":[],"usage":{"prompt_tokens":1.0,"cost":0.25}}`, usage: &usage.Tokens{PromptTokens: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
