@@ -39,6 +39,27 @@ func TestTemplateReadsOnlyChunksOfItsShape(t *testing.T) {
 	}
 }
 
+// bothTaps taps a stream as the relay does (ScanChunk, Scanned) and as
+// encoding/json reads it (ParseChunk, Chunk), side by side.
+type bothTaps struct {
+	s                 ChunkScan
+	scanTap, parseTap ChatTap
+	scanned, parsed   tap.Report
+}
+
+func (b *bothTaps) chunk(t *testing.T, data string) {
+	t.Helper()
+	if !ScanChunk([]byte(data), &b.s) {
+		t.Fatalf("%s: not scanned", data)
+	}
+	b.scanTap.Scanned(&b.s, &b.scanned)
+	c, err := ParseChunk([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.parseTap.Chunk(c, &b.parsed)
+}
+
 // TestAnEmptyLaterReportKeepsReasoningOutside: a report that counts
 // nothing after one that counted its reasoning apart from its completion
 // (xAI's) is not taken (Report.SetUsage), and leaves that report's flag:
@@ -49,21 +70,11 @@ func TestAnEmptyLaterReportKeepsReasoningOutside(t *testing.T) {
 		`{"choices":[],"usage":{"prompt_tokens":663,"completion_tokens":50,"total_tokens":837,"completion_tokens_details":{"reasoning_tokens":124}}}`,
 		`{"choices":[],"usage":{}}`,
 	}
-	var scanned, parsed tap.Report
-	var scanTap, parseTap ChatTap
-	var s ChunkScan
+	var b bothTaps
 	for _, c := range chunks {
-		if !ScanChunk([]byte(c), &s) {
-			t.Fatalf("%s: not scanned", c)
-		}
-		scanTap.Scanned(&s, &scanned)
-		ch, err := ParseChunk([]byte(c))
-		if err != nil {
-			t.Fatal(err)
-		}
-		parseTap.Chunk(ch, &parsed)
+		b.chunk(t, c)
 	}
-	for name, r := range map[string]*tap.Report{"scan": &scanned, "parse": &parsed} {
+	for name, r := range map[string]*tap.Report{"scan": &b.scanned, "parse": &b.parsed} {
 		if r.Usage.CompletionTokens != 174 || !r.ReasoningOutside {
 			t.Errorf("%s: completion %d, reasoning outside %v; want 174 (50 + 124), true", name, r.Usage.CompletionTokens, r.ReasoningOutside)
 		}
@@ -121,21 +132,11 @@ func TestAChoiceAfterTheUsageChunkUnsettlesTheStream(t *testing.T) {
 		{`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`, true},
 		{`{"choices":[{"index":1,"delta":{"content":"more"}}]}`, false},
 	}
-	var scanTap, parseTap ChatTap
-	var scanned, parsed tap.Report
-	var s ChunkScan
+	var b bothTaps
 	for _, c := range chunks {
-		if !ScanChunk([]byte(c.data), &s) {
-			t.Fatalf("%s: not scanned", c.data)
-		}
-		scanTap.Scanned(&s, &scanned)
-		ch, err := ParseChunk([]byte(c.data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		parseTap.Chunk(ch, &parsed)
-		if scanTap.Settled() != c.settled || parseTap.Settled() != c.settled {
-			t.Fatalf("after %s: settled %v (scan), %v (parse); want %v", c.data, scanTap.Settled(), parseTap.Settled(), c.settled)
+		b.chunk(t, c.data)
+		if b.scanTap.Settled() != c.settled || b.parseTap.Settled() != c.settled {
+			t.Fatalf("after %s: settled %v (scan), %v (parse); want %v", c.data, b.scanTap.Settled(), b.parseTap.Settled(), c.settled)
 		}
 	}
 }
