@@ -58,6 +58,8 @@ var scanSeeds = []string{
 	`{"choices":[{"message":{"content":"a","tool_calls":[{"function":{"arguments":"{}","name":"f"}}]},"delta":{"reasoning":"r","tool_calls":[null,{"function":null}]}}]}`,
 	`{"choices":[{"delta":{"content":"a\u00e9\ud83d\ude00\ud800\n"}},null,{"finish_reason":"stop"}],"created":-0}`,
 	`{"choices":[{"finish_reason":"stop"},{"finish_reason":"length"}]}`, // the first choice's finish reason, as ParseChunk's
+	// keys encoding/json folds to a field by Unicode (U+017F LONG S for 's'): left to ParseChunk
+	`{"choices":[],"uſage":{"prompt_tokens":7}}`, `{"choiceſ":[{"delta":{"content":"hi"}}]}`,
 	`{"Choices":[]}`, `{"choices":[],"choices":[]}`, `{"\u0069d":"x"}`, `{"id":"a\"b"}`, `{"created":1.5}`, `{"created":"1"}`,
 	`{"error":null,"choices":null}`, `{"error":{"message":"x"}}`, `null`, `[]`, `{"choices":[{"delta":{"content":5}}]}`,
 	"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}", `{"a":[1,2,{"b":[]}]} x`, `{"model":"m"}{}`,
