@@ -37,6 +37,16 @@ func TestParseChunkLenient(t *testing.T) {
 		// "usage" and "Usage": the exact one is the report, not a merge of both.
 		{name: "usage spelled twice", data: `{"created":1.5,"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2},"Usage":{"prompt_tokens_details":{"cached_tokens":4}}}`,
 			created: 1, usage: &usage.Tokens{PromptTokens: 5, CompletionTokens: 2}},
+		// A field outside the usage of a type the fixes leave (a numeric
+		// id, a model as a number) is left out; the usage is still the
+		// report, read on its own.
+		{name: "a numeric id", data: `{"id":123,"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4}}}`,
+			usage: &usage.Tokens{PromptTokens: 10, CachedTokens: 4, CompletionTokens: 5}},
+		{name: "a model as a number", data: `{"model":5,"choices":[{"delta":{"content":"hi"}}],"usage":{"prompt_tokens":1.0,"completion_tokens":2}}`,
+			text: "hi", usage: &usage.Tokens{PromptTokens: 1, CompletionTokens: 2}},
+		{name: "a numeric id and details of another type", data: `{"id":123,"choices":[],"usage":{"prompt_tokens":10,"prompt_tokens_details":"x"}}`, unreadable: true},
+		{name: "a numeric id and usage spelled twice", data: `{"id":1,"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2},"Usage":{"prompt_tokens_details":{"cached_tokens":4}}}`,
+			usage: &usage.Tokens{PromptTokens: 5, CompletionTokens: 2}},
 		{name: "an unknown member", data: `{"choices":[],"usage":{"prompt_tokens":1.0,"cost":0.25}}`, usage: &usage.Tokens{PromptTokens: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
