@@ -18,7 +18,8 @@ import (
 // "refusal", "text") as an array of parts ({"type":"text","text":…}, as
 // Mistral's reasoning models stream it), a tool call's "arguments" as an
 // object, and token counts written as integral floats (11.0, 1.5e2) or as
-// quoted integers. A field of another type is left out. A usage object
+// quoted integers. A field of another type is left out (a numeric "id"
+// too: the usage beside it is still read). A usage object
 // with a count that still cannot be read (a fraction, a negative, a
 // string that is no integer, beyond int64) is no report: Usage is nil and
 // UnreadableUsage is set, so that the writer withholds it from the client
@@ -99,12 +100,16 @@ func ParseChunkLenient(data []byte) (*Chunk, error) {
 	}
 	c := new(Chunk)
 	if err := json.Unmarshal(fixed, c); err != nil {
-		// A field of a type not made right above: read what can be, and
-		// take no usage from it (a count may have been left at 0).
+		// A field of a type not made right above (a numeric "id"): read
+		// what can be, that field left out. encoding/json names only the
+		// first such field, so the usage is trusted only as it reads on
+		// its own: the one member left under a usage key, decoded alone
+		// (a count of another type would have been left at 0).
 		c = new(Chunk)
 		_ = json.Unmarshal(fixed, c)
-		if c.Usage != nil || len(usageKeys) > 0 {
-			c.Usage, unreadable = nil, true
+		c.Usage = nil
+		if !unreadable && len(usageKeys) > 0 {
+			c.Usage, unreadable = usageAlone(m, usageKeys)
 		}
 	}
 	if len(c.Error) > 0 && bytes.Equal(c.Error, []byte("null")) {
@@ -113,6 +118,36 @@ func ParseChunkLenient(data []byte) (*Chunk, error) {
 	c.UnreadableUsage = unreadable
 	c.AmbiguousUsage = ambiguous
 	return c, nil
+}
+
+// usageAlone decodes the usage member that m, a chunk fixed by
+// ParseChunkLenient, holds under one of keys (keys folding to "usage"),
+// on its own: nil and unreadable false when there is none or it is null,
+// nil and unreadable true when more than one remains (encoding/json's
+// choice among them is not the report's) or it does not decode.
+func usageAlone(m map[string]any, keys []string) (u *Usage, unreadable bool) {
+	var v any
+	n := 0
+	for _, k := range keys {
+		if val, ok := m[k]; ok {
+			v, n = val, n+1
+		}
+	}
+	switch {
+	case n == 0 || n == 1 && v == nil:
+		return nil, false
+	case n > 1:
+		return nil, true
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, true
+	}
+	u = new(Usage)
+	if err := json.Unmarshal(b, u); err != nil {
+		return nil, true
+	}
+	return u, false
 }
 
 // leniencies makes each of obj's text fields a string: an array of parts
