@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -30,6 +31,17 @@ func TestAppStartsAndStopsInOrder(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Fatalf("started %v, want %v", names, want)
 	}
+	// The gateway's stop begins as close begins (it stops taking
+	// requests), not after the admin listener's wait for its exports.
+	var early []string
+	for _, st := range s.app.stops {
+		if st.early {
+			early = append(early, st.name)
+		}
+	}
+	if !slices.Equal(early, []string{"gateway"}) {
+		t.Fatalf("stops begun as close begins: %v, want [gateway]", early)
+	}
 	if err := s.app.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -51,5 +63,45 @@ func TestOneRoleNeedsAMigratedDatabase(t *testing.T) {
 	_, err := start(context.Background(), slog.New(slog.NewJSONHandler(io.Discard, nil)), e, cfg, roles{admin: true})
 	if err == nil || !strings.Contains(err.Error(), "run `tollgate migrate`") {
 		t.Fatalf("start of the admin role on an empty database = %v, want a pointer to tollgate migrate", err)
+	}
+}
+
+// TestCloseReportsEveryFailedStop: close goes on past a stop that fails,
+// the early one's included, and returns every failure, each naming its
+// component: a shutdown that lost something says so (exit code 1).
+func TestCloseReportsEveryFailedStop(t *testing.T) {
+	a := &app{grace: time.Second}
+	var first bool
+	a.started("database", 0, func(context.Context) error { first = true; return nil })
+	a.startedEarly("gateway", 0, func(context.Context) error { return errors.New("gateway broke") })
+	a.started("admin listener", 0, func(context.Context) error { return errors.New("listener broke") })
+	err := a.close()
+	if err == nil || !strings.Contains(err.Error(), "stop gateway: gateway broke") ||
+		!strings.Contains(err.Error(), "stop admin listener: listener broke") || !first {
+		t.Fatalf("close = %v (first-started stopped: %t); want both failures named, and every stop run", err, first)
+	}
+}
+
+// TestCloseGivesEachStopItsTimeout: a stop started with no timeout of its
+// own (the gateway's) has the shutdown grace (TOLLGATE_SHUTDOWN_GRACE),
+// the others their own.
+func TestCloseGivesEachStopItsTimeout(t *testing.T) {
+	a := &app{grace: time.Hour}
+	left := map[string]time.Duration{}
+	for _, c := range []struct {
+		name    string
+		timeout time.Duration
+	}{{"gateway", 0}, {"spool", 2 * time.Second}} {
+		a.started(c.name, c.timeout, func(ctx context.Context) error {
+			d, _ := ctx.Deadline()
+			left[c.name] = time.Until(d)
+			return nil
+		})
+	}
+	if err := a.close(); err != nil {
+		t.Fatal(err)
+	}
+	if left["gateway"] <= 2*time.Second || left["gateway"] > time.Hour || left["spool"] > 2*time.Second {
+		t.Fatalf("time left to the stops: %v; want the gateway's near the 1 h grace, the spool's within its 2 s", left)
 	}
 }
