@@ -2,7 +2,6 @@ package ledger_test
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -144,28 +143,7 @@ func TestMigrationGivesEarlierRerateEntriesAListCost(t *testing.T) {
 // was; Open, which serve and migrate use, still creates it.
 func TestOpenExistingDoesNotCreate(t *testing.T) {
 	ctx := context.Background()
-	dbURL := ledgertest.NewDatabase(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := strings.TrimPrefix(u.Path, "/")
-	u.Path = "/postgres"
-	admin, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	exists := func() bool {
-		var n int
-		if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", name).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n == 1
-	}
-	if _, err := admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	dbURL, exists := ledgertest.MissingDatabase(t)
 	if s, err := ledger.OpenExisting(ctx, dbURL); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		if s != nil {
 			s.Close()
@@ -173,7 +151,7 @@ func TestOpenExistingDoesNotCreate(t *testing.T) {
 		t.Fatalf("OpenExisting of a missing database = %v, want an error saying it does not exist", err)
 	}
 	if exists() {
-		t.Fatalf("OpenExisting created database %s", name)
+		t.Fatalf("OpenExisting created database %s", dbURL)
 	}
 	s, err := ledger.Open(ctx, dbURL)
 	if err != nil {
@@ -181,7 +159,7 @@ func TestOpenExistingDoesNotCreate(t *testing.T) {
 	}
 	s.Close()
 	if !exists() {
-		t.Fatalf("Open did not create database %s", name)
+		t.Fatalf("Open did not create database %s", dbURL)
 	}
 }
 

@@ -105,3 +105,29 @@ func TestCloseGivesEachStopItsTimeout(t *testing.T) {
 		t.Fatalf("time left to the stops: %v; want the gateway's near the 1 h grace, the spool's within its 2 s", left)
 	}
 }
+
+// TestOneRoleDoesNotCreateItsDatabase: a process of one role on a
+// database that does not exist says to run `tollgate migrate`, which
+// creates it, and does not create it itself (serve and migrate do): a
+// mistyped TOLLGATE_DATABASE_URL would have started on a new, empty
+// database.
+func TestOneRoleDoesNotCreateItsDatabase(t *testing.T) {
+	dbURL, exists := ledgertest.MissingDatabase(t)
+	ctx := context.Background()
+	e := env{DatabaseURL: dbURL, AdminToken: testAdminToken, Listen: "127.0.0.1:0",
+		AdminListen: "127.0.0.1:0", DataDir: t.TempDir(), ShutdownGrace: time.Second}
+	cfg := &fileConfig{}
+	if err := cfg.Meter.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := start(ctx, slog.New(slog.DiscardHandler), e, cfg, roles{admin: true})
+	if err == nil {
+		_ = a.close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "run `tollgate migrate` first (it creates the database)") {
+		t.Errorf("start of the admin role on a database that does not exist = %v, want a pointer to tollgate migrate", err)
+	}
+	if exists() {
+		t.Errorf("the admin role's start made its database: only serve and migrate do")
+	}
+}

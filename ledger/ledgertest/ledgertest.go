@@ -35,6 +35,32 @@ func NewDatabase(t testing.TB) string {
 	return databaseURL(t, name, nil)
 }
 
+// MissingDatabase returns the URL of a database named
+// tollgate_test_<random> that does not exist, for a test of code that must
+// not create it, and exists, which reports whether it does now. It is
+// dropped when the test ends, should the code under test have created it.
+func MissingDatabase(t testing.TB) (dbURL string, exists func() bool) {
+	t.Helper()
+	name := "tollgate_test_" + randomHex()
+	createThenDrop(t, "database "+name, "SELECT 1", "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	exists = func() bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, serverBase())
+		if err != nil {
+			t.Fatalf("ledgertest: %v", err)
+		}
+		defer conn.Close(ctx)
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", name).Scan(&n); err != nil {
+			t.Fatalf("ledgertest: %v", err)
+		}
+		return n == 1
+	}
+	return databaseURL(t, name, nil), exists
+}
+
 // NewOwnedDatabase creates an ordinary login role named
 // tollgate_test_role_<random> (not a superuser, without CREATEDB or
 // CREATEROLE) and an empty database owned by it, drops both (the database
