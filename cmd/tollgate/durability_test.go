@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -84,6 +85,13 @@ func TestNATSOutageIsSpooledThenRepublished(t *testing.T) {
 			t.Fatalf("spool holds %d events, want 20", n)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// serve stays ready (its gateway spools), and says what is down.
+	code, body := get(t, s.admin+"/readyz")
+	var rd readiness
+	if err := json.Unmarshal([]byte(body), &rd); err != nil || code != http.StatusOK || !rd.Ready || rd.NATS != "disconnected" ||
+		rd.Degraded["meter"] != "NATS is unreachable" || rd.Spool == nil || rd.Spool.Events != 20 || !rd.Spool.Accepting {
+		t.Errorf("/readyz with NATS down = %d %s; want ready, NATS disconnected, the meter degraded, 20 events spooled", code, body)
 	}
 	natsOn(t, natsDir, addr) // NATS is back, with its stored stream
 	s.waitEvents(25, 20*time.Second)
@@ -181,5 +189,33 @@ func TestCrashEstimateDoesNotOvertakeASpooledEvent(t *testing.T) {
 	got := s.event(real.ID)
 	if got.Status != usage.StatusOK || got.Usage != real.Usage {
 		t.Fatalf("the ledger holds %s %+v for the request, want the spooled real event (ok, %+v)", got.Status, got.Usage, real.Usage)
+	}
+}
+
+// TestReadinessTellsASpoolThatRefuses: while the gateway's spool refuses
+// new events (here older than meter.spool_max_age, NATS down), serve is
+// not ready (503), and /readyz says why: its gateway answers 503 to new
+// requests, which a load balancer should send elsewhere.
+func TestReadinessTellsASpoolThatRefuses(t *testing.T) {
+	addr := freeAddr(t)
+	ns := natsOn(t, t.TempDir(), addr)
+	s := newStackEnv(t, func(c *fileConfig) { c.Meter.SpoolMaxAge = time.Millisecond }, func(e *env) { e.NATSURL = "nats://" + addr })
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	if code, _ := s.chatAs(s.secret); code != http.StatusOK {
+		t.Fatalf("with NATS down and the spool empty: status %d, want 200 (the spool meters)", code)
+	}
+	var rd readiness
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		code, body := get(t, s.admin+"/readyz")
+		if err := json.Unmarshal([]byte(body), &rd); err == nil && rd.Spool != nil && rd.Spool.Events == 1 && code == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz with an event spooled past spool_max_age = %d %s; want 503", code, body)
+		}
+	}
+	if rd.Ready || rd.Spool.Accepting || !strings.Contains(rd.Spool.Refusal, "spool_max_age") || rd.Degraded["gateway"] == "" {
+		t.Fatalf("/readyz with the spool refusing: %+v; want not ready, the spool not accepting and why, the gateway degraded", rd)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -65,8 +66,22 @@ func TestGatewayStartsPromptlyWhileNATSIsDown(t *testing.T) {
 			t.Fatalf("the gateway's spool holds %d events, want the request's 1", n)
 		}
 	}
+	// It serves, but is not ready until its keys are loaded: /readyz says so.
+	code, body := get(t, "http://"+g.AdminAddr+"/readyz")
+	var rd readiness
+	if err := json.Unmarshal([]byte(body), &rd); err != nil || code != http.StatusServiceUnavailable || rd.Ready ||
+		rd.Keys != "not loaded" || rd.Degraded["gateway"] == "" {
+		t.Errorf("/readyz of the gateway started while NATS is down = %d %s; want 503, the keys not loaded", code, body)
+	}
 	natsOn(t, natsDir, addr) // NATS is back, with its stored stream
 	if ev := s.event(id); ev.Usage.CompletionTokens != 4 {
 		t.Errorf("the event of the request served while NATS was down: %+v", ev.Usage)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if code, body = get(t, "http://"+g.AdminAddr+"/readyz"); code == http.StatusOK {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("/readyz 30 s after NATS came back = %d %s; want ready, its keys loaded", code, body)
+		}
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/tollgate-dev/tollgate/meter"
 	"github.com/tollgate-dev/tollgate/meter/metertest"
 )
@@ -260,5 +262,45 @@ func TestServeRefusesReplicasOnTheEmbeddedNATS(t *testing.T) {
 	cancel()
 	if err := runServer(ctx, slog.New(slog.DiscardHandler), "serve", []string{"--config", path}, io.Discard); err != nil {
 		t.Errorf("serve with meter.replicas 3 and TOLLGATE_NATS_URL: %v; want it to start (and stop while waiting for the database)", err)
+	}
+}
+
+// TestReadinessTellsTheLedgerTablesGone: for the meter and admin roles the
+// database is up only while it holds the ledger (a look for its tables),
+// not while Postgres merely answers: a database dropped and created again
+// (or rolled back to 0) answers a Ping, and the worker's writes and the
+// admin API would all fail. serve stays ready (its gateway serves); an
+// admin process is not, and /readyz answers it with 503.
+func TestReadinessTellsTheLedgerTablesGone(t *testing.T) {
+	s := newStack(t, nil)
+	e := s.env
+	e.Listen, e.AdminListen, e.DataDir = "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
+	ctx := context.Background()
+	adm, err := start(ctx, s.log, e, s.cfg, roles{admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.close()
+	db, err := pgx.Connect(ctx, s.env.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	if _, err := db.Exec(ctx, `ALTER TABLE prices RENAME TO prices_gone`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, addr string
+		code       int
+	}{{"serve", s.admin, http.StatusOK}, {"admin", "http://" + adm.AdminAddr, http.StatusServiceUnavailable}} {
+		code, body := get(t, c.addr+"/readyz")
+		var rd readiness
+		if err := json.Unmarshal([]byte(body), &rd); err != nil || code != c.code || rd.Ready != (c.code == http.StatusOK) ||
+			!strings.Contains(rd.Database, "no ledger tables") || rd.Degraded["admin"] == "" {
+			t.Errorf("%s's /readyz with the ledger's prices table gone = %d %s; want %d, the database not ok, admin degraded", c.name, code, body, c.code)
+		}
+	}
+	if _, err := db.Exec(ctx, `ALTER TABLE prices_gone RENAME TO prices`); err != nil {
+		t.Fatal(err)
 	}
 }
