@@ -208,10 +208,10 @@ func TestBadListenAddressBeforeAnythingStarts(t *testing.T) {
 	t.Setenv("TOLLGATE_ADMIN_LISTEN", ":0")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
-	err := runServer(ctx, slog.New(slog.DiscardHandler), "meter", nil, io.Discard)
-	var ee *envError
-	if errors.As(err, &ee) {
-		t.Errorf("tollgate meter with TOLLGATE_LISTEN=nope: %v; want it to go on to the database: it has no LLM listener", err)
+	// A stop while it waits is a stop as asked: no error, exit code 0.
+	if err := runServer(ctx, slog.New(slog.DiscardHandler), "meter", nil, io.Discard); err != nil {
+		t.Errorf("tollgate meter with TOLLGATE_LISTEN=nope, stopped while it waits for the database: %v; "+
+			"want it to go on to the database (it has no LLM listener), and no error for the stop", err)
 	}
 }
 
