@@ -83,6 +83,12 @@ func TestHandOverFailingMidwayTriesAgainInProcess(t *testing.T) {
 			t.Fatalf("no third attempt logged:\n%s", logs)
 		}
 	}
+	// The wait between attempts doubles, up to the longest.
+	for _, want := range []string{`"attempt":1,"retry_in":"50ms"`, `"attempt":2,"retry_in":"100ms"`, `"attempt":3,"retry_in":"200ms"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the hand-over's log lacks %s: the waits between attempts do not double from 50 ms up to 200 ms:\n%s", want, logs)
+		}
+	}
 
 	// The operator's fix: SQUATTER goes, the dead-letter stream takes its
 	// subject.
