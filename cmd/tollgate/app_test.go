@@ -131,3 +131,29 @@ func TestOneRoleDoesNotCreateItsDatabase(t *testing.T) {
 		t.Errorf("the admin role's start made its database: only serve and migrate do")
 	}
 }
+
+// TestAListenAddressInUseNamesItsVariable: a listen address another
+// process holds stops the start with an error naming the variable to
+// change, not only Go's "address already in use".
+func TestAListenAddressInUseNamesItsVariable(t *testing.T) {
+	s := newStack(t, nil)
+	for _, c := range []struct {
+		variable string
+		r        roles
+		edit     func(*env)
+	}{
+		{"TOLLGATE_ADMIN_LISTEN", roles{admin: true}, func(e *env) { e.AdminListen = s.app.AdminAddr }},
+		{"TOLLGATE_LISTEN", roles{gateway: true, meter: true, admin: true}, func(e *env) { e.Listen = s.app.Addr }},
+	} {
+		e := s.env
+		e.Listen, e.AdminListen, e.DataDir = "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
+		c.edit(&e)
+		a, err := start(context.Background(), s.log, e, s.cfg, c.r)
+		if err == nil {
+			_ = a.close()
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), c.variable+": ") || !strings.Contains(err.Error(), "address already in use") {
+			t.Errorf("start with %s on an address in use: %v; want the variable named", c.variable, err)
+		}
+	}
+}
