@@ -203,8 +203,10 @@ func TestReadinessTellsARefusedUsageStream(t *testing.T) {
 			break
 		}
 	}
-	if code != http.StatusOK || !r.Ready || !strings.Contains(r.Degraded["meter"], "replicas > 1 not supported in non-clustered mode") {
-		t.Fatalf("/readyz with a usage stream JetStream refuses = %d %+v; want ready (the gateway serves), degraded.meter with NATS' words", code, r)
+	if code != http.StatusOK || !r.Ready || !strings.Contains(r.Degraded["meter"], "replicas > 1 not supported in non-clustered mode") ||
+		!strings.Contains(r.Degraded["meter"], "refuses the usage stream or its consumer as configured") {
+		t.Fatalf("/readyz with a usage stream JetStream refuses = %d %+v; want ready (the gateway serves), degraded.meter "+
+			"saying NATS refuses it as configured (no wait cures it), with NATS' words", code, r)
 	}
 	if m := s.app.readiness(t.Context(), roles{meter: true}); m.Ready || m.Degraded["meter"] == "" {
 		t.Errorf("a meter process whose usage stream is refused: %+v; want not ready", m)
