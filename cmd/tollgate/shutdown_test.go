@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,5 +71,31 @@ func TestShutdownPastTheGraceIsNoError(t *testing.T) {
 	s.restart()
 	if ev := s.event(id); ev.Status != usage.StatusCutOff {
 		t.Fatalf("the stream cut off at the shutdown: status %q, want %q", ev.Status, usage.StatusCutOff)
+	}
+}
+
+// TestRestartsLeaveNoJournalSegmentsBehind: a start with nothing to
+// recover from the crash journal removes what the last process left there
+// all the same: clean restarts do not pile segments up in the data
+// directory.
+func TestRestartsLeaveNoJournalSegmentsBehind(t *testing.T) {
+	s := newStack(t, nil)
+	dir := filepath.Join(s.env.DataDir, "journal")
+	files := func() []string {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	first := files()
+	s.restart()
+	s.restart()
+	if after := files(); len(after) != len(first) {
+		t.Fatalf("the crash journal held %v at the first start, %v after two clean restarts; want as many files", first, after)
 	}
 }
