@@ -338,8 +338,9 @@ func TestRolesWaitForTheDatabase(t *testing.T) {
 		err error
 	}
 	done := make(chan started, 1)
+	logs := &syncBuffer{}
 	go func() {
-		a, err := start(ctx, s.log, e, s.cfg, roles{meter: true})
+		a, err := start(ctx, slog.New(slog.NewJSONHandler(logs, nil)), e, s.cfg, roles{meter: true})
 		done <- started{a, err}
 	}()
 	select {
@@ -349,6 +350,9 @@ func TestRolesWaitForTheDatabase(t *testing.T) {
 		}
 		t.Fatalf("the meter's start returned while its database was unreachable: %v", r.err)
 	case <-time.After(3 * time.Second):
+	}
+	if !strings.Contains(logs.String(), "database unreachable: waiting for it") {
+		t.Errorf("a meter waiting for its database does not say so in its log:\n%s", logs)
 	}
 	// Told to stop while it waits (SIGTERM): a stop, not a failure.
 	stopCtx, stop := context.WithCancel(ctx)
