@@ -306,3 +306,23 @@ func TestReadinessTellsTheLedgerTablesGone(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPprofOnlyWhenAsked: the runtime's profiles, served without
+// authentication, are on the admin listener only with TOLLGATE_PPROF:
+// without it, /debug/pprof/ serves none of them.
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	s := newStack(t, nil)
+	if code, body := get(t, s.admin+"/debug/pprof/goroutine?debug=1"); code == http.StatusOK || strings.Contains(body, "goroutine profile") {
+		t.Errorf("/debug/pprof/goroutine without TOLLGATE_PPROF = %d %.200s; want no profile", code, body)
+	}
+	e := s.env
+	e.Listen, e.AdminListen, e.DataDir, e.Pprof = "127.0.0.1:0", "127.0.0.1:0", t.TempDir(), true
+	a, err := start(context.Background(), s.log, e, s.cfg, roles{admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	if code, body := get(t, "http://"+a.AdminAddr+"/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("/debug/pprof/goroutine with TOLLGATE_PPROF=1 = %d %.200s; want the profile", code, body)
+	}
+}
