@@ -326,3 +326,26 @@ func TestPprofOnlyWhenAsked(t *testing.T) {
 		t.Errorf("/debug/pprof/goroutine with TOLLGATE_PPROF=1 = %d %.200s; want the profile", code, body)
 	}
 }
+
+// TestAShortAdminTokenIsAWarning: an admin token shorter than 32 bytes,
+// the one thing that stands against guessing it, is named in a warning
+// at start; one of 32 bytes is not.
+func TestAShortAdminTokenIsAWarning(t *testing.T) {
+	s := newStack(t, nil)
+	for _, c := range []struct {
+		token string
+		warn  bool
+	}{{strings.Repeat("x", minAdminToken-1), true}, {strings.Repeat("x", minAdminToken), false}} {
+		logs := &syncBuffer{}
+		e := s.env
+		e.Listen, e.AdminListen, e.DataDir, e.AdminToken = "127.0.0.1:0", "127.0.0.1:0", t.TempDir(), c.token
+		a, err := start(context.Background(), slog.New(slog.NewJSONHandler(logs, nil)), e, s.cfg, roles{admin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = a.close()
+		if got := strings.Contains(logs.String(), "TOLLGATE_ADMIN_TOKEN is short enough to be guessed"); got != c.warn {
+			t.Errorf("an admin token of %d bytes: warned %t, want %t:\n%s", len(c.token), got, c.warn, logs)
+		}
+	}
+}
