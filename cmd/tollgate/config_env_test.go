@@ -117,6 +117,16 @@ func TestEnvValuesAreReadOrRefused(t *testing.T) {
 	}
 }
 
+// refusalContext is the context of a runServer expected to refuse its
+// start at once: ended after 20 s, so that a process that starts instead
+// (and waits for its unreachable database) fails the test with its
+// error, not the package's whole run at its timeout.
+func refusalContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // TestAdminTokenRequiredBeforeAnythingStarts: `tollgate serve` without
 // TOLLGATE_ADMIN_TOKEN opened the database, applied the migrations, started
 // the embedded JetStream and the gateway's listener, logged a WARN "NATS:
@@ -132,7 +142,7 @@ func TestAdminTokenRequiredBeforeAnythingStarts(t *testing.T) {
 		cmd  string
 		args []string
 	}{{"serve", []string{"--config", "../../examples/demo.yaml"}}, {"admin", nil}} {
-		err := runServer(t.Context(), slog.New(slog.DiscardHandler), tc.cmd, tc.args, io.Discard)
+		err := runServer(refusalContext(t), slog.New(slog.DiscardHandler), tc.cmd, tc.args, io.Discard)
 		var ee *envError
 		if !errors.As(err, &ee) || !strings.Contains(err.Error(), "TOLLGATE_ADMIN_TOKEN is not set") {
 			t.Errorf("tollgate %s without TOLLGATE_ADMIN_TOKEN: %v; want it refused before the database is opened", tc.cmd, err)
@@ -145,7 +155,7 @@ func TestAdminTokenRequiredBeforeAnythingStarts(t *testing.T) {
 	}
 	// meter has no admin API: what stops it is not the token (here the
 	// TOLLGATE_NATS_URL it lacks).
-	if err := runServer(t.Context(), slog.New(slog.DiscardHandler), "meter", nil, io.Discard); err == nil ||
+	if err := runServer(refusalContext(t), slog.New(slog.DiscardHandler), "meter", nil, io.Discard); err == nil ||
 		strings.Contains(err.Error(), "TOLLGATE_ADMIN_TOKEN") {
 		t.Errorf("tollgate meter without TOLLGATE_ADMIN_TOKEN: %v; want another error than the token", err)
 	}
@@ -162,7 +172,7 @@ func TestNATSURLRequiredBeforeAnythingStarts(t *testing.T) {
 		cmd  string
 		args []string
 	}{{"meter", nil}, {"gateway", []string{"--config", "../../examples/demo.yaml"}}} {
-		err := runServer(t.Context(), slog.New(slog.DiscardHandler), tc.cmd, tc.args, io.Discard)
+		err := runServer(refusalContext(t), slog.New(slog.DiscardHandler), tc.cmd, tc.args, io.Discard)
 		var stderr bytes.Buffer
 		if code := serverExit(tc.cmd, err, &stderr); code != exitUsage ||
 			stderr.String() != "tollgate "+tc.cmd+": TOLLGATE_NATS_URL is required: only `tollgate serve` embeds JetStream\n" {
