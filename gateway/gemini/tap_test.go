@@ -134,6 +134,9 @@ func TestTap(t *testing.T) {
 		{"error that is not an object",
 			`data: {"error":"quota"}` + "\n\n",
 			usage.Tokens{}, false, false, "error", `gemini error: "quota"`},
+		{"a finish after an error leaves the finish reason error",
+			`data: {"error":{"code":500,"message":"boom","status":"INTERNAL"}}` + "\n\n" + "data: {" + fin + `"STOP"}]}` + "\n\n",
+			usage.Tokens{}, false, false, "error", "gemini error 500 INTERNAL: boom"},
 		{"error after final usage keeps the usage",
 			"data: {" + fin + `"STOP"}],"usageMetadata":{"promptTokenCount":1}}` + "\n\n" + `data: {"error":{"message":"late"}}` + "\n\n",
 			usage.Tokens{PromptTokens: 1}, true, true, "error", "gemini error: late"},
@@ -150,6 +153,14 @@ func TestTap(t *testing.T) {
 		tt.stream = "data: {\"usageMetadata\":{\"promptTokenCount\":4,\"candidatesTokenCount\":1}}\n\n" +
 			"data: {" + fin + `"STOP"}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":` + bad + `}}` + "\n\n"
 		tt.want, tt.reported, tt.final, tt.finish, tt.err = usage.Tokens{PromptTokens: 4, CompletionTokens: 1}, true, false, "stop", ""
+		tests = append(tests, tt)
+	}
+	for _, field := range []string{"promptTokenCount", "cachedContentTokenCount", "toolUsePromptTokenCount", "thoughtsTokenCount"} {
+		tt := tests[0]
+		tt.name = "unreadable " + field + " is no report: the last one stands, not final"
+		tt.stream = "data: {\"usageMetadata\":{\"promptTokenCount\":4,\"candidatesTokenCount\":1,\"thoughtsTokenCount\":2}}\n\n" +
+			"data: {" + fin + `"STOP"}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":1,"thoughtsTokenCount":2,"` + field + `":"abc"}}` + "\n\n"
+		tt.want, tt.reported, tt.final, tt.finish, tt.err = usage.Tokens{PromptTokens: 4, CompletionTokens: 3, ReasoningTokens: 2}, true, false, "stop", ""
 		tests = append(tests, tt)
 	}
 	for _, tt := range tests {
@@ -182,5 +193,16 @@ func TestBodyUsage(t *testing.T) {
 		if err := BodyUsage([]byte(bad), &tap.Report{}); err != ErrNoResponse {
 			t.Errorf("BodyUsage(%q) = %v, want ErrNoResponse", bad, err)
 		}
+	}
+}
+
+// A stream cut before any usage report after the model streamed thought
+// summaries bills them as reasoning: the estimate of the output may not
+// report reasoning_tokens 0 when all the output was thoughts.
+func TestShownThoughtsWithoutUsageAreBilledAsReasoning(t *testing.T) {
+	r := tapStream(t, []byte(`data: {"candidates":[{"content":{"parts":[{"text":"The user wants the weather in Oslo, so I should call the weather tool first.","thought":true}]}}]}`+"\n\n"))
+	u, src := r.Resolve(estimator(t), tap.Text("weather in Oslo?"))
+	if src != usage.SourceEstimated || u.CompletionTokens == 0 || u.ReasoningTokens != u.CompletionTokens {
+		t.Errorf("usage %+v (%s), want the thoughts estimated as reasoning, all of the completion", u, src)
 	}
 }
