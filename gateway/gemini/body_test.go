@@ -27,6 +27,16 @@ func TestBody(t *testing.T) {
 		{"array of streamed responses, no usage", `[{"candidates":[{"content":{"parts":[{"text":"a"}]}}]},{"candidates":[{"content":{"parts":[{"text":"b"}]},"finishReason":"MAX_TOKENS"}]}]`,
 			`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gemini-test","choices":[
 			  {"index":0,"message":{"role":"assistant","content":"ab"},"finish_reason":"length"}]}`},
+		{"choices in index order, whatever the candidates' order", `{"candidates":[
+			  {"content":{"parts":[{"text":"second"}]},"finishReason":"STOP","index":1},
+			  {"content":{"parts":[{"text":"first"}]},"finishReason":"STOP","index":0}]}`,
+			`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gemini-test","choices":[
+			  {"index":0,"message":{"role":"assistant","content":"first"},"finish_reason":"stop"},
+			  {"index":1,"message":{"role":"assistant","content":"second"},"finish_reason":"stop"}]}`},
+		{"a call with null args has arguments {}", `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":null}}]},"finishReason":"STOP"}]}`,
+			`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gemini-test","choices":[
+			  {"index":0,"message":{"role":"assistant","content":null,"tool_calls":[
+			    {"id":"call_1_0_0","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`},
 		{"blocked prompt", `{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":3}}`,
 			`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gemini-test","choices":[
 			  {"index":0,"message":{"role":"assistant","content":null},"finish_reason":"content_filter"}],
