@@ -218,3 +218,18 @@ func TestStreamPayloads(t *testing.T) {
 		}
 	}
 }
+
+// Text and thinking that a content_block_start carries whole (Anthropic
+// streams them empty there; compatible servers may not) reach the client
+// as content and reasoning_content, as the tap bills them.
+func TestStreamBlockStartTextAndThinking(t *testing.T) {
+	events := stream(
+		`content_block_start: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"plan"}}`,
+		`content_block_start: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":"Hi"}}`,
+	)
+	var r tap.Report
+	got := translate(t, events, &r)
+	if got.reasoning != "plan" || got.content != "Hi" {
+		t.Errorf("reasoning %q, content %q; want plan, Hi", got.reasoning, got.content)
+	}
+}
