@@ -103,3 +103,19 @@ func TestPromptText(t *testing.T) {
 		t.Errorf("translated: %q, %v", PromptText(up), err)
 	}
 }
+
+// An answer of tool calls alone has content null, as OpenAI's, and a
+// tool_use whose input is null has the arguments {}, a JSON object.
+func TestBodyToolCallsAlone(t *testing.T) {
+	var r tap.Report
+	got, err := Chat{}.Body([]byte(`{"type":"message","content":[{"type":"tool_use","id":"t1","name":"now","input":null}],"stop_reason":"tool_use"}`), "c", "m", 1, &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,
+	  "message":{"role":"assistant","content":null,"tool_calls":[{"id":"t1","type":"function","function":{"name":"now","arguments":"{}"}}]},
+	  "logprobs":null,"finish_reason":"tool_calls"}]}`
+	if !jsonEqual(t, got, []byte(want)) {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
