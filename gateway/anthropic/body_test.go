@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 
@@ -117,5 +118,26 @@ func TestBodyToolCallsAlone(t *testing.T) {
 	  "logprobs":null,"finish_reason":"tool_calls"}]}`
 	if !jsonEqual(t, got, []byte(want)) {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// gifOf returns the base64 of a GIF header of width w and height h: all
+// that imageTokens reads of an image.
+func gifOf(w, h int) string {
+	b := []byte("GIF89a")
+	b = append(b, byte(w), byte(w>>8), byte(h), byte(h>>8), 0, 0, 0)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// Prompt counts the system prompt as a message, and each image at
+// ⌈w×h/750⌉ tokens, at most 1,600 (Anthropic resizes a larger one).
+func TestPromptCountsSystemAndImages(t *testing.T) {
+	body := `{"system":"S","messages":[{"role":"user","content":[
+	  {"type":"image","source":{"type":"base64","media_type":"image/gif","data":"` + gifOf(3000, 3000) + `"}},
+	  {"type":"image","source":{"type":"base64","media_type":"image/gif","data":"` + gifOf(30, 50) + `"}}]},
+	 {"role":"assistant","content":"ok"}]}`
+	p := Prompt([]byte(body))
+	if p.Messages != 3 || p.Media != maxImageTokens+2 {
+		t.Errorf("messages %d, media %d; want 3 and %d", p.Messages, p.Media, maxImageTokens+2)
 	}
 }
