@@ -206,3 +206,22 @@ func TestShownThoughtsWithoutUsageAreBilledAsReasoning(t *testing.T) {
 		t.Errorf("usage %+v (%s), want the thoughts estimated as reasoning, all of the completion", u, src)
 	}
 }
+
+// TestFinishReason maps every documented Gemini finishReason: blocked
+// output is content_filter, whichever filter blocked it.
+func TestFinishReason(t *testing.T) {
+	for reason, want := range map[string]string{
+		"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "RECITATION": "content_filter",
+		"BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
+		"IMAGE_SAFETY": "content_filter", "IMAGE_PROHIBITED_CONTENT": "content_filter", "IMAGE_RECITATION": "content_filter",
+		"FINISH_REASON_UNSPECIFIED": "stop", "OTHER": "stop", "LANGUAGE": "stop", "MALFORMED_FUNCTION_CALL": "stop",
+		"UNEXPECTED_TOOL_CALL": "stop", "SOMETHING_NEW": "stop",
+	} {
+		if got := finishReason(reason, false); got != want {
+			t.Errorf("finishReason(%q) = %q, want %q", reason, got, want)
+		}
+	}
+	if got := finishReason("STOP", true); got != "tool_calls" {
+		t.Errorf("STOP after a function call: %q, want tool_calls", got)
+	}
+}
