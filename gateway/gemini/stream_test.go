@@ -308,3 +308,19 @@ func BenchmarkStreamManyCandidates(b *testing.B) {
 		})
 	}
 }
+
+// A candidate's finish chunk carries its last finishReason: Vertex AI puts
+// STOP on every chunk, and the last one says how the answer ended.
+func TestStreamFinishIsTheLastReason(t *testing.T) {
+	payloads, _ := translateStream(t, []byte(`data: {"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"}]}`+"\n\n"+
+		`data: {"candidates":[{"content":{"parts":[{"text":"b"}]},"finishReason":"MAX_TOKENS"}]}`+"\n\n"))
+	var finishes []string
+	for _, c := range parseChunks(t, payloads) {
+		if f := c.Choices[0].FinishReason; f != nil {
+			finishes = append(finishes, *f)
+		}
+	}
+	if len(finishes) != 1 || finishes[0] != "length" {
+		t.Errorf("finish reasons %q, want one: length", finishes)
+	}
+}

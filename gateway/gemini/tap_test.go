@@ -225,3 +225,12 @@ func TestFinishReason(t *testing.T) {
 		t.Errorf("STOP after a function call: %q, want tool_calls", got)
 	}
 }
+
+// The code execution tool's code and results reach the client like text:
+// a stream cut before any usage report estimates them as output.
+func TestCodeExecutionPartsAreOutput(t *testing.T) {
+	r := tapStream(t, []byte(`data: {"candidates":[{"content":{"parts":[{"executableCode":{"language":"PYTHON","code":"print(6*7)"}},{"codeExecutionResult":{"outcome":"OUTCOME_OK","output":"42"}}]}}]}`+"\n\n"))
+	if got := r.Output.String(); got != "print(6*7)42" {
+		t.Errorf("output %q, want the code and its result", got)
+	}
+}
