@@ -83,3 +83,22 @@ func TestLaterMessageStartDoesNotResetTheCount(t *testing.T) {
 		t.Errorf("usage %+v (final %v), want %+v, final", r.Usage, r.Final, want)
 	}
 }
+
+// An error after message_start and before any output (Anthropic's usual
+// overloaded_error) is a refusal, which bills nothing: not message_start's
+// opening figures.
+func TestErrorBeforeAnyOutputBillsNothing(t *testing.T) {
+	events := stream(
+		`message_start: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":17,"cache_read_input_tokens":5,"output_tokens":1}}}`,
+		`error: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+	)
+	var tp Tap
+	var r tap.Report
+	for i := range events {
+		tp.Event(&events[i], &r)
+	}
+	u, src := r.Resolve(estimator(t), tap.Text("Hi"))
+	if r.Reported || u != (usage.Tokens{}) || r.Error != "overloaded_error: Overloaded" {
+		t.Errorf("usage %+v (%s, reported %v, error %q), want nothing billed for the refusal", u, src, r.Reported, r.Error)
+	}
+}
