@@ -93,3 +93,13 @@ func jsonEqual(t testing.TB, got, want []byte) bool {
 	}
 	return reflect.DeepEqual(g, w)
 }
+
+// tapped runs events through a new Tap and returns its report.
+func tapped(events []sse.Event) *tap.Report {
+	var tp Tap
+	r := new(tap.Report)
+	for i := range events {
+		tp.Event(&events[i], r)
+	}
+	return r
+}

@@ -17,11 +17,7 @@ func TestThinkingBeforeAnErrorIsBilledAsReasoning(t *testing.T) {
 		`content_block_delta: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"The user wants the weather in Oslo, so I should call the weather tool first."}}`,
 		`error: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
 	)
-	var tp Tap
-	var r tap.Report
-	for i := range events {
-		tp.Event(&events[i], &r)
-	}
+	r := tapped(events)
 	u, src := r.Resolve(estimator(t), tap.Text(""))
 	if src != usage.SourcePartial || u.PromptTokens != 10 || u.CompletionTokens <= 1 {
 		t.Fatalf("usage %+v (%s), want prompt 10 and the thinking estimated, partial", u, src)
@@ -57,11 +53,7 @@ func TestUsageNotAnObjectIsNoReport(t *testing.T) {
 	if r.Reported || r.Final {
 		t.Errorf("body: reported %v, final %v (usage %+v), want neither", r.Reported, r.Final, r.Usage)
 	}
-	events := stream(`message_start: {"type":"message_start","message":{"model":"claude-x","usage":"150"}}`)
-	var tp Tap
-	r = tap.Report{}
-	tp.Event(&events[0], &r)
-	if r.Reported {
+	if r := tapped(stream(`message_start: {"type":"message_start","message":{"model":"claude-x","usage":"150"}}`)); r.Reported {
 		t.Errorf("message_start: reported %+v", r.Usage)
 	}
 }
@@ -74,11 +66,7 @@ func TestLaterMessageStartDoesNotResetTheCount(t *testing.T) {
 		`message_delta: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":50}}`,
 		`message_start: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":3,"output_tokens":1}}}`,
 	)
-	var tp Tap
-	var r tap.Report
-	for i := range events {
-		tp.Event(&events[i], &r)
-	}
+	r := tapped(events)
 	if want := (usage.Tokens{PromptTokens: 10, CompletionTokens: 50}); r.Usage != want || !r.Final {
 		t.Errorf("usage %+v (final %v), want %+v, final", r.Usage, r.Final, want)
 	}
@@ -92,11 +80,7 @@ func TestErrorBeforeAnyOutputBillsNothing(t *testing.T) {
 		`message_start: {"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":17,"cache_read_input_tokens":5,"output_tokens":1}}}`,
 		`error: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
 	)
-	var tp Tap
-	var r tap.Report
-	for i := range events {
-		tp.Event(&events[i], &r)
-	}
+	r := tapped(events)
 	u, src := r.Resolve(estimator(t), tap.Text("Hi"))
 	if r.Reported || u != (usage.Tokens{}) || r.Error != "overloaded_error: Overloaded" {
 		t.Errorf("usage %+v (%s, reported %v, error %q), want nothing billed for the refusal", u, src, r.Reported, r.Error)
