@@ -1,0 +1,81 @@
+package meter_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate-dev/tollgate/ledger"
+	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
+	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// refusingStore is the real ledger refusing, as rating refuses an event
+// whose cost cannot be computed (*usage.RefusedError), the first event of
+// a batch whose id is in refuse: nothing of that batch is stored.
+type refusingStore struct {
+	*ledger.Store
+	refuse []string
+}
+
+func (s *refusingStore) WriteEvents(ctx context.Context, events []usage.Event) (int, error) {
+	for i := range events {
+		if slices.Contains(s.refuse, events[i].ID) {
+			return 0, &usage.RefusedError{ID: events[i].ID, Reason: "refused by the test"}
+		}
+	}
+	return s.Store.WriteEvents(ctx, events)
+}
+
+// TestWorkerSetsAsideTheEventsTheStoreRefusesByID: a batch the store
+// refuses naming one event (*usage.RefusedError) loses that event alone to
+// the dead-letter stream, with the store's reason, whether it is the
+// batch's first event or one in the middle; every other event of the
+// batch lands once, and every message is acknowledged.
+func TestWorkerSetsAsideTheEventsTheStoreRefusesByID(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	js := metertest.NewStream(t)
+	customer, key := uuid.NewString(), uuid.NewString()
+	events := make([]usage.Event, 8)
+	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
+	for i := range events {
+		events[i] = usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
+			Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
+			UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: int64(i + 1)}}
+		if err := pub.Publish(ctx, &events[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := &refusingStore{Store: ledgertest.NewStore(t), refuse: []string{events[0].ID, events[5].ID}}
+	// Published before the worker starts, and within one batch: the
+	// refusals come from one batch's attempts.
+	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchSize: 50, BatchWait: time.Second})
+	cons, err := js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := waitUsage(t, store.Store, customer, int64(len(events)-2))
+	if want := int64(2 + 3 + 4 + 5 + 7 + 8); row.PromptTokens != want {
+		t.Errorf("prompt tokens %d, want %d: the events not refused", row.PromptTokens, want)
+	}
+	letters := deadLettersOnceDrained(t, ctx, js, cons)
+	var set []string
+	for _, l := range letters {
+		if l.Reason != "refused by the test" {
+			t.Errorf("dead letter %s: reason %q, want the store's", l.EventID, l.Reason)
+		}
+		set = append(set, l.EventID)
+	}
+	if slices.Sort(set); !slices.Equal(set, slices.Sorted(slices.Values(store.refuse))) {
+		t.Errorf("set aside %v, want %v", set, store.refuse)
+	}
+	if info, err := cons.Info(ctx); err != nil || info.NumAckPending != 0 || info.NumPending != 0 {
+		t.Fatalf("consumer %+v (%v): every message acknowledged once written or set aside", info, err)
+	}
+}
