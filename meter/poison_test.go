@@ -23,7 +23,9 @@ import (
 // upstream or publisher could produce. Those Normalize can correct land,
 // corrected and flagged; one Postgres refuses as data (its rollup
 // overflows bigint) goes to the dead-letter stream with the reason; the
-// rest of the batch, and everything after it, lands.
+// rest of the batch, and everything after it, lands. The batch is split
+// in order to find the refused event: an id sent twice, once in each half,
+// keeps its first event's figures.
 func TestWorkerIsolatesPoison(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -43,20 +45,24 @@ func TestWorkerIsolatesPoison(t *testing.T) {
 		1, 1, 9223372036854775000, 0, 0, 0, 0, 0, 0, 0)`, c.ID, now, k.ID); err != nil {
 		t.Fatal(err)
 	}
-	raw := func(model string, u string, extra string) []byte {
+	rawID := func(id, model string, u string, extra string) []byte {
 		return fmt.Appendf(nil, `{"v":1,"id":%q,"time":%q,"customer_id":%q,"key_id":%q,"provider":"p","model":%s,`+
 			`"endpoint":"/v1/chat/completions","stream":true,"status":"ok","http_status":200,"usage":{%s},"usage_source":"upstream"%s}`,
-			uuid.NewString(), now.Format(time.RFC3339Nano), c.ID, k.ID, model, u, extra)
+			id, now.Format(time.RFC3339Nano), c.ID, k.ID, model, u, extra)
 	}
+	raw := func(model string, u string, extra string) []byte { return rawID(uuid.NewString(), model, u, extra) }
+	twice := uuid.NewString()
 	msgs := [][]byte{
+		rawID(twice, `"m"`, `"prompt_tokens":7`, ""), // in the first half
 		raw(`"m"`, `"prompt_tokens":1`, ""),
 		raw(`"sim/x\u0000y"`, `"prompt_tokens":2`, `,"served_model":"x\u0000","error":"\u0000"`),
 		raw(`"m"`, `"prompt_tokens":-4,"completion_tokens":-9`, ""),
 		raw(`"m"`, `"prompt_tokens":10,"cached_tokens":1000000`, ""),
 		raw(`"full"`, `"prompt_tokens":1000`, ""), // its rollup overflows
 		raw(`"m"`, `"prompt_tokens":3`, ""),
+		rawID(twice, `"m"`, `"prompt_tokens":500`, ""), // in the second, with the poison
 	}
-	poison := msgs[4]
+	poison := msgs[5]
 	for _, m := range msgs {
 		if _, err := js.Publish(ctx, "tollgate.usage.v1", m); err != nil {
 			t.Fatal(err)
@@ -79,7 +85,7 @@ func TestWorkerIsolatesPoison(t *testing.T) {
 	}
 	// Every other event is stored, corrected and flagged.
 	type stored struct{ model, corrections string }
-	want := map[stored]int{{"m", ""}: 2, {"sim/x\uFFFDy", "model_cleaned,served_model_cleaned,error_cleaned"}: 1,
+	want := map[stored]int{{"m", ""}: 3, {"sim/x\uFFFDy", "model_cleaned,served_model_cleaned,error_cleaned"}: 1,
 		{"m", "negative_count"}: 1, {"m", "cache_over_prompt"}: 1}
 	var got map[stored]int
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -105,6 +111,9 @@ func TestWorkerIsolatesPoison(t *testing.T) {
 	var cached, prompt int64
 	if err := conn.QueryRow(ctx, `SELECT cached_tokens, prompt_tokens FROM usage_events WHERE corrections = 'cache_over_prompt'`).Scan(&cached, &prompt); err != nil || cached != 10 || prompt != 10 {
 		t.Fatalf("cached %d of prompt %d (%v), want 10 of 10", cached, prompt, err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT prompt_tokens FROM usage_events WHERE id = $1`, twice).Scan(&prompt); err != nil || prompt != 7 {
+		t.Fatalf("the id sent twice has prompt %d (%v), want its first event's 7", prompt, err)
 	}
 	cancel()
 	if err := <-done; err != nil {
