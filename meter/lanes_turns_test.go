@@ -130,9 +130,8 @@ func publishBurst(t *testing.T, js jetstream.JetStream, customer string, at time
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
-		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: at, CustomerID: customer, KeyID: customer,
-			Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
-			UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: int64(i + 1), CompletionTokens: 1}}
+		e := groupEvent(customer, int64(i+1))
+		e.Time = at
 		data, err := e.AppendJSON(nil)
 		if err != nil {
 			t.Fatal(err)

@@ -53,13 +53,11 @@ func TestWorkerSetsAsideTheEventsTheStoreRefusesByID(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	js := metertest.NewStream(t)
-	customer, key := uuid.NewString(), uuid.NewString()
+	customer := uuid.NewString()
 	events := make([]usage.Event, 8)
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	for i := range events {
-		events[i] = usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: customer, KeyID: key,
-			Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK,
-			UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: int64(i + 1)}}
+		events[i] = groupEvent(customer, int64(i+1))
 		if err := pub.Publish(ctx, &events[i]); err != nil {
 			t.Fatal(err)
 		}
