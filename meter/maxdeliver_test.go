@@ -272,3 +272,33 @@ func TestOverDeliveredCopyOfAnEventInFlightIsNotSetAside(t *testing.T) {
 			len(stored), len(ids), err, len(letters), letters)
 	}
 }
+
+// TestAnEventsLastAllowedDeliveryIsWritten: MaxDeliver is how many
+// deliveries an event may have: delivered for the MaxDeliver-th time, it
+// is written as any other, not set aside.
+func TestAnEventsLastAllowedDeliveryIsWritten(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := ledgertest.NewStore(t)
+	js := metertest.NewStream(t)
+	customer := uuid.NewString()
+	e := groupEvent(customer, 5)
+	if err := meter.NewPublisher(js, meter.StreamConfig{}, 0).Publish(ctx, &e); err != nil {
+		t.Fatal(err)
+	}
+	cfg := meter.WorkerConfig{MaxDeliver: 2}
+	if _, err := meter.NewWorker(ctx, js, store, cfg); err != nil {
+		t.Fatal(err)
+	}
+	handBackOnce(t, ctx, js, 1) // the worker's delivery is its second, MaxDeliver's
+	metertest.StartWorker(t, ctx, js, store, cfg)
+	waitUsage(t, store, customer, 1)
+	waitAllAcked(t, js, "the event written")
+	dlq, err := meter.EnsureDLQ(ctx, js, meter.StreamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if letters, err := dlq.List(ctx, 0, 10); err != nil || len(letters) != 0 {
+		t.Fatalf("dead letters %+v (%v); want none", letters, err)
+	}
+}
