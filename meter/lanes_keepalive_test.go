@@ -15,8 +15,9 @@ import (
 
 // laneRig is a worker of one write lane (cfg, WriteLanes 1) whose lane
 // writes a full batch, held (heldStore), while the next batch, pulled
-// meanwhile, waits for the lane: ids are the two batches' events, done
-// receives what Run returned.
+// meanwhile, waits for the lane (handOver), and the one after it for Run
+// (the batcher's flush): ids are the three batches' events, done receives
+// what Run returned.
 type laneRig struct {
 	js    jetstream.JetStream
 	store *ledger.Store
@@ -39,11 +40,12 @@ func newLaneRig(t *testing.T, ctx context.Context, cfg meter.WorkerConfig) *lane
 		t.Fatal("the worker did not begin writing its batch")
 	}
 	r.ids = append(r.ids, publishEvents(t, ctx, pub, cfg.BatchSize)...) // the next: waits for the lane
+	r.ids = append(r.ids, publishEvents(t, ctx, pub, cfg.BatchSize)...) // and the next: waits for Run
 	cons, err := r.js.Consumer(ctx, meter.DefaultStreamName, "tollgate-meter")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitConsumer(t, cons, "both batches delivered", func(ci *jetstream.ConsumerInfo) bool {
+	waitConsumer(t, cons, "the three batches delivered", func(ci *jetstream.ConsumerInfo) bool {
 		return ci.NumAckPending == len(r.ids)
 	})
 	return r
@@ -60,7 +62,8 @@ func (r *laneRig) stored(t *testing.T, ctx context.Context) {
 // TestABatchWaitingForItsLaneIsKeptAlive: with one write lane, a batch
 // pulled while the lane is still writing the one before (the ledger
 // hanging) waits for the lane with its ack wait extended (handOver), as
-// the batch being written is (write's retries): through three ack waits
+// the batch being written is (write's retries) and the one behind them
+// waiting for Run (the batcher's flush): through three ack waits
 // no event is delivered twice, and each lands once the ledger answers.
 func TestABatchWaitingForItsLaneIsKeptAlive(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -78,8 +81,8 @@ func TestABatchWaitingForItsLaneIsKeptAlive(t *testing.T) {
 }
 
 // TestAStoppingWorkerWritesTheBatchesItHolds: a worker stopped while its
-// lane writes one batch and the next waits for the lane writes both
-// before Run returns (the ledger answers): the batch waiting is written
+// lane writes one batch and the next two wait writes all three before Run
+// returns (the ledger answers): a batch waiting is written
 // once more, not handed back untried. No other worker runs: what is not
 // in the ledger then was handed back.
 func TestAStoppingWorkerWritesTheBatchesItHolds(t *testing.T) {
