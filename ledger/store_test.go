@@ -193,17 +193,20 @@ func TestStagingCopyMatchesPgx(t *testing.T) {
 	}
 }
 
-// TestWriteEventsRefusesOutOfRangeStatus: an http_status no integer column
-// holds is refused with its event's id (the worker sets that one aside),
-// not sent truncated.
+// TestWriteEventsRefusesOutOfRangeStatus: an http_status (above or below
+// the range) or attempt no integer column holds is refused with its
+// event's id (the worker sets that one aside), not sent truncated.
 func TestWriteEventsRefusesOutOfRangeStatus(t *testing.T) {
-	e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: uuid.NewString(), KeyID: uuid.NewString(),
-		Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK, HTTPStatus: 1 << 40,
-		UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
-	_, err := ledgertest.NewStore(t).WriteEvents(context.Background(), []usage.Event{e})
-	var refused *usage.RefusedError
-	if !errors.As(err, &refused) || refused.ID != e.ID {
-		t.Fatalf("WriteEvents = %v, want the event %s refused", err, e.ID)
+	store := ledgertest.NewStore(t)
+	for _, bad := range []struct{ status, attempt int }{{1 << 40, 1}, {-1 << 40, 1}, {200, 1 << 40}} {
+		e := usage.Event{Version: 1, ID: uuid.NewString(), Time: time.Now(), CustomerID: uuid.NewString(), KeyID: uuid.NewString(),
+			Provider: "sim", Model: "m", Endpoint: "/v1/chat/completions", Status: usage.StatusOK, HTTPStatus: bad.status,
+			Attempt: bad.attempt, UsageSource: usage.SourceUpstream, Usage: usage.Tokens{PromptTokens: 1}}
+		_, err := store.WriteEvents(context.Background(), []usage.Event{e})
+		var refused *usage.RefusedError
+		if !errors.As(err, &refused) || refused.ID != e.ID {
+			t.Errorf("http_status %d, attempt %d: WriteEvents = %v, want the event %s refused", bad.status, bad.attempt, err, e.ID)
+		}
 	}
 }
 
