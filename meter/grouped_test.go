@@ -254,3 +254,48 @@ func TestWorkerSetsAsideAMalformedGroupWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerCountsAGroupAsItsEventsInABatch: BatchSize caps a batch's
+// events, a group counting as the events it carries, not as one message:
+// four full groups stored before the worker starts, with a BatchSize of
+// two groups, are written two groups a transaction at most, each event
+// once. (A BatchSize that is not a whole number of groups can be passed
+// by up to two groups' events, read ahead and added before the check.)
+func TestWorkerCountsAGroupAsItsEventsInABatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	js := metertest.NewStream(t)
+	customer := uuid.NewString()
+	const groups, size = 4, 16 // meter's maxGroupEvents
+	for range groups {
+		lines := make([][]byte, size)
+		first := ""
+		for i := range lines {
+			e := groupEvent(customer, 1)
+			if i == 0 {
+				first = e.ID
+			}
+			var err error
+			if lines[i], err = e.AppendJSON(nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		publishGroup(t, js, first, lines...)
+	}
+	ledgerStore := ledgertest.NewStore(t)
+	store := &batchSizes{Store: ledgerStore, sizes: make(chan int, groups*size), gate: make(chan struct{}), held: make(chan struct{})}
+	close(store.gate)
+	const batch = 2 * size
+	done := metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchSize: batch, WriteLanes: 1, BatchWait: time.Second})
+	waitUsage(t, ledgerStore, customer, groups*size)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	close(store.sizes)
+	for n := range store.sizes {
+		if n > batch {
+			t.Errorf("a batch of %d events; BatchSize is %d", n, batch)
+		}
+	}
+}
