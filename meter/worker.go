@@ -52,7 +52,10 @@ type WorkerConfig struct {
 	Durable string
 	// BatchSize caps the events in a batch, and the messages delivered to
 	// the worker and not yet batched (a group, HeaderEvents, is one message
-	// of up to 16 events). Default 6000 (DefaultBatchSize).
+	// of up to 16 events). A group is never split across batches, so a
+	// batch can pass BatchSize by the groups read at its cut: by at most 30
+	// events (two groups less one event each). Default 6000
+	// (DefaultBatchSize).
 	BatchSize int
 	// WriteLanes is how many ledger transactions the worker runs at once.
 	// A pulled batch of a backlog (splitAt events or more) is split by
