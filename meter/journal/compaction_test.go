@@ -141,7 +141,19 @@ func TestJournalOpenRequestsFillingASegmentDoNotCompactOverAndOver(t *testing.T)
 		defer j.fmu.Unlock()
 		return j.segNum
 	}
-	waitFor("a compaction", func() bool { return segNum() > 1 })
+	// Settled: compacted, everything buffered written (writes hold fmu),
+	// and no compaction due (one due or under way leaves segSize at or
+	// past the threshold until it is done). Only then is the count taken,
+	// so that a compaction of the opening burst, still under way, is not
+	// counted against the short requests.
+	waitFor("the compactions of the open requests", func() bool {
+		j.fmu.Lock()
+		defer j.fmu.Unlock()
+		j.mu.Lock()
+		buffered := len(j.buf)
+		j.mu.Unlock()
+		return j.segNum > 1 && buffered == 0 && j.segSize < max(j.segLimit, j.compactAt)
+	})
 	first := segNum()
 	for i := 1000; i < 1050; i++ { // 50 short requests, each waking the writer
 		e := testEvent(i)

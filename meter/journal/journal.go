@@ -79,7 +79,8 @@ type Journal struct {
 	// with it (see seals).
 	seed uint32
 
-	// fmu guards the segment (seg, segNum, segSize, dirty, torn) and out:
+	// fmu guards the segment (seg, segNum, segSize, compactAt, dirty,
+	// torn) and out:
 	// writes to it and its compaction (its periodic fsync runs outside,
 	// on the writer goroutine). It is never taken under mu.
 	// Records leave buf only under it, so that they reach the segment in
@@ -122,6 +123,12 @@ type Journal struct {
 	// until compacted (segmentBound), both set by Open; segStart is its
 	// size when it was opened or compacted into.
 	segLimit, segBound, segStart int64
+	// compactAt is the size at which the writer compacts the segment next,
+	// past segLimit: twice what the last compaction kept of the open
+	// requests (when they alone fill a segment, each compaction would
+	// otherwise start the next at once), or, after a failure, another
+	// quarter of segLimit. Only the writer sets it.
+	compactAt int64
 	// older holds the segments of earlier processes, kept until Release.
 	older []segFile
 	// damaged are the paths of older segments with damaged bytes, which

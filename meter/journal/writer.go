@@ -24,12 +24,6 @@ func (j *Journal) writer() {
 	defer j.lazy.Stop()
 	tick := time.NewTicker(syncInterval)
 	defer tick.Stop()
-	// compactAt is the size at which the segment is compacted next, past
-	// segLimit: twice what the last compaction kept of the open requests
-	// (when they alone fill a segment, each compaction would otherwise
-	// start the next at once), or, after a failure, another quarter of
-	// segLimit.
-	var compactAt int64
 	retrying := false // a write failed: its records wait in buf, retried every tick
 	// triedFull is when a write that found the disk full (or the segment
 	// at its bound) last had it compacted: at most once a syncInterval,
@@ -100,7 +94,7 @@ func (j *Journal) writer() {
 				j.wrote()
 			}
 		}
-		full := j.segSize >= max(j.segLimit, compactAt)
+		full := j.segSize >= max(j.segLimit, j.compactAt)
 		if noSpace && time.Since(triedFull) >= syncInterval {
 			// The disk is full, or the segment at its bound: compaction
 			// leaves the records of ended requests behind, which may be
@@ -119,10 +113,12 @@ func (j *Journal) writer() {
 				j.compactErr = err
 				j.mu.Unlock()
 				j.fmu.Lock()
-				compactAt = j.segSize + j.segLimit/4
+				j.compactAt = j.segSize + j.segLimit/4
 				j.fmu.Unlock()
 			} else {
-				compactAt = 2 * kept
+				j.fmu.Lock()
+				j.compactAt = 2 * kept
+				j.fmu.Unlock()
 				if noSpace {
 					j.signal() // what failed is retried now, in the new segment
 				}
