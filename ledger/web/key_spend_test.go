@@ -34,11 +34,7 @@ func TestKeySpendIsShown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UTC()
-	if left := now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now); left < 30*time.Second {
-		time.Sleep(left + time.Second) // the events and the pages of one UTC day
-		now = time.Now().UTC()
-	}
+	now := nowInOneUTCDay() // the events and the pages of one UTC day
 	today := now.Truncate(24 * time.Hour)
 	ev := func(at time.Time, u usage.Tokens) usage.Event {
 		return usage.Event{Version: usage.SchemaVersion, ID: uuid.Must(uuid.NewV7()).String(), Time: at, CustomerID: cu.ID,

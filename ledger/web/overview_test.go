@@ -102,11 +102,7 @@ func TestOverviewFiguresKeepToTheirPeriods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UTC()
-	if left := now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now); left < 30*time.Second {
-		time.Sleep(left + time.Second) // the events and the page of one UTC day
-		now = time.Now().UTC()
-	}
+	now := nowInOneUTCDay() // the events and the pages of one UTC day
 	today := now.Truncate(24 * time.Hour)
 	monthStart := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	ev := func(at time.Time, prompt int64) usage.Event {

@@ -174,3 +174,15 @@ func (g *rig) signIn(c *http.Client, app, field, secret string) string {
 	}
 	return m[1]
 }
+
+// nowInOneUTCDay returns the time now in UTC, first waiting for the next
+// UTC day when less than 30 s of this one are left: for a test whose
+// events and pages must fall in one UTC day.
+func nowInOneUTCDay() time.Time {
+	now := time.Now().UTC()
+	if left := now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now); left < 30*time.Second {
+		time.Sleep(left + time.Second)
+		now = time.Now().UTC()
+	}
+	return now
+}
