@@ -49,10 +49,11 @@ type Config struct {
 	MaxDeliver int `yaml:"max_deliver"`
 	// BatchSize caps the events pulled at once, split across WriteLanes
 	// transactions (a batch can pass it by at most 30 events: a group of
-	// events is never split, see WorkerConfig.BatchSize). Default 6000: a backlog drains in bigger transactions,
-	// which cost Postgres less per event (BenchmarkMeter, one worker, with
-	// MaxAckPending 24000: 46,000 events/s at 2000, 53,000 at 6000; Postgres
-	// 21.3 against 17.9 µs per event); BatchWait alone bounds the latency.
+	// events is never split, see WorkerConfig.BatchSize). Default 6000: a
+	// backlog drains in bigger transactions, which cost Postgres less per
+	// event (BenchmarkMeter, one worker, with MaxAckPending 24000: 46,000
+	// events/s at 2000, 53,000 at 6000; Postgres 21.3 against 17.9 µs per
+	// event); BatchWait alone bounds the latency.
 	BatchSize int `yaml:"batch_size"`
 	// BatchWait caps how long a batch waits to fill. Default 50ms.
 	BatchWait time.Duration `yaml:"batch_wait"`
