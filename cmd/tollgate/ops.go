@@ -52,7 +52,8 @@ import (
 //     consumer, with NATS' words (meter.replicas 3 on a NATS that is not
 //     a cluster, say), or when its consumer stops answering (a cluster
 //     that lost its quorum), or while its writes to the ledger fail
-//     (with Postgres' error and since when).
+//     (with Postgres' error and since when). A role degraded for more
+//     than one reason has them all, joined by "; ".
 //
 // Without the gateway, a process is ready when none of its roles is
 // degraded.
@@ -85,6 +86,15 @@ type spoolStatus struct {
 	WriteError string `json:"write_error,omitempty"`
 }
 
+// degrade records why role cannot work now, after the reasons found
+// before it.
+func (rd *readiness) degrade(role, why string) {
+	if prev := rd.Degraded[role]; prev != "" {
+		why = prev + "; " + why
+	}
+	rd.Degraded[role] = why
+}
+
 func (a *app) readiness(ctx context.Context, r roles) readiness {
 	rd := readiness{Database: "ok", Degraded: map[string]string{}}
 	for _, role := range []struct {
@@ -98,10 +108,10 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 	if err := a.db.run(ctx); err != nil {
 		rd.Database = err.Error()
 		if r.meter {
-			rd.Degraded["meter"] = "the database is unreachable or holds no ledger: events wait in JetStream"
+			rd.degrade("meter", "the database is unreachable or holds no ledger: events wait in JetStream")
 		}
 		if r.admin {
-			rd.Degraded["admin"] = "the database is unreachable or holds no ledger"
+			rd.degrade("admin", "the database is unreachable or holds no ledger")
 		}
 	}
 	if a.nc != nil {
@@ -109,19 +119,19 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 		if !a.nc.IsConnected() {
 			rd.NATS = "disconnected"
 			if r.meter {
-				rd.Degraded["meter"] = "NATS is unreachable"
+				rd.degrade("meter", "NATS is unreachable")
 			}
 		}
 	}
 	if why := a.meterDown(); r.meter && why != "" {
-		rd.Degraded["meter"] = why
+		rd.degrade("meter", why)
 	}
 	gatewayReady := true
 	if a.keys != nil {
 		rd.Keys = "loaded"
 		if !a.keys.Loaded() {
 			rd.Keys, gatewayReady = "not loaded", false
-			rd.Degraded["gateway"] = "the key buckets are not loaded yet"
+			rd.degrade("gateway", "the key buckets are not loaded yet")
 		}
 	}
 	if a.spool != nil {
@@ -132,14 +142,14 @@ func (a *app) readiness(ctx context.Context, r roles) readiness {
 		}
 		if err := a.sink.Accepting(); err != nil {
 			rd.Spool.Accepting, rd.Spool.Refusal, gatewayReady = false, err.Error(), false
-			rd.Degraded["gateway"] = "its usage spool refuses more events: " + err.Error()
+			rd.degrade("gateway", "its usage spool refuses more events: "+err.Error())
 		}
 	}
 	if a.journal != nil {
 		rd.Journal = "ok"
 		if err := a.journal.Failing(); err != nil {
 			rd.Journal, gatewayReady = err.Error(), false
-			rd.Degraded["gateway"] = "its crash journal cannot write (a full disk?): new requests are refused with 503 until it can"
+			rd.degrade("gateway", "its crash journal cannot write (a full disk?): new requests are refused with 503 until it can")
 		}
 	}
 	if h := a.handOverState.Load(); h != nil {
