@@ -29,12 +29,12 @@ func lockDataDir(dir, purpose string) (release func() error, err error) {
 	case errors.As(err, &busy) && strings.Contains(busy.Purpose, handOverWords):
 		// Held for the moment of a hand-over (seconds; retried while it
 		// fails): the directory is not another gateway's.
-		return nil, fmt.Errorf("data directory %s is held by another tollgate process (pid %s%s) while it moves the "+
+		return nil, &heldError{busy, fmt.Sprintf("data directory %s is held by another tollgate process (pid %s%s) while it moves the "+
 			"store there; start this process again once it is done (that process logs when), or give each process a "+
-			"data directory of its own (TOLLGATE_DATA_DIR)", dir, busy.Holder, busy.For())
+			"data directory of its own (TOLLGATE_DATA_DIR)", dir, busy.Holder, busy.For())}
 	case errors.As(err, &busy):
-		return nil, fmt.Errorf("data directory %s is in use by another tollgate process (pid %s%s): each gateway needs a "+
-			"data directory of its own (TOLLGATE_DATA_DIR)", dir, busy.Holder, busy.For())
+		return nil, &heldError{busy, fmt.Sprintf("data directory %s is in use by another tollgate process (pid %s%s): each gateway needs a "+
+			"data directory of its own (TOLLGATE_DATA_DIR)", dir, busy.Holder, busy.For())}
 	case errors.Is(err, syscall.ENOTDIR):
 		// "mkdir …: not a directory" alone named neither the setting nor
 		// the file in the way (a crash review).
@@ -46,6 +46,17 @@ func lockDataDir(dir, purpose string) (release func() error, err error) {
 	}
 	return l.Release, nil
 }
+
+// heldError is lockDataDir's error when another process holds the
+// directory: what to do about it, and the holder (errors.As finds the
+// *dirlock.BusyError).
+type heldError struct {
+	busy *dirlock.BusyError
+	msg  string
+}
+
+func (e *heldError) Error() string { return e.msg }
+func (e *heldError) Unwrap() error { return e.busy }
 
 // fileInTheWay is the first of dir and its parents, from the root down,
 // that exists and is not a directory (dir itself when none is found).

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/dirlock"
 )
 
 // startHandOver hands the store an embedded JetStream left in the data
@@ -156,14 +157,22 @@ func (a *app) handOver(ctx context.Context, dir, dataDir, lockAs string, retry [
 // handOverOnce is one attempt of handOver, once NATS holds both streams:
 // done when the store was handed over, or is left to the process holding
 // dataDir's lock (taken for the attempt, and released after it, when lockAs
-// is set); else the error, and what was sent before it.
+// is set); else the error (a lock that cannot be taken for another reason
+// than another process holding it, too), and what was sent before it.
 func (a *app) handOverOnce(ctx context.Context, dir, dataDir, lockAs string) (done bool, rep meter.HandOverReport, err error) {
 	if lockAs != "" {
 		release, err := lockDataDir(dataDir, lockAs)
-		if err != nil {
+		var busy *dirlock.BusyError
+		switch {
+		case errors.As(err, &busy):
 			a.log.Warn("embedded store hand-over: not by this process, which leaves the store to the one using the data directory", "dir", dir, "err", err)
 			a.setHandOver("")
 			return true, rep, nil
+		case err != nil:
+			// Not held, and not lockable (LOCK unreadable, say): no other
+			// process hands the store over, so the attempt fails and is
+			// tried again, /readyz saying why.
+			return false, rep, err
 		}
 		defer release()
 	}
