@@ -156,6 +156,26 @@ func TestRequestErrors(t *testing.T) {
 		{`{` + user + `,"tools":[{"type":"web_search"}]}`, "tools[0]"},
 		{`{` + user + `,"tool_choice":"sometimes"}`, "tool_choice:"},
 		{`{` + user + `,"tool_choice":{"type":"function"}}`, "tool_choice:"},
+		// Malformed parts and tools: a 400 naming the field, not a panic, a
+		// silently dropped part or an empty one Gemini refuses.
+		{`{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`, "messages[1].content[0].type"},
+		{`{"messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`, "messages[0].content[0].input_audio"},
+		{`{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"format":"wav"}}]}]}`, "messages[0].content[0].input_audio"},
+		{`{"messages":[{"role":"user","content":[{"type":"file"}]}]}`, "messages[0].content[0].file"},
+		{`{"messages":[{"role":"user","content":[{"type":"file","file":{}}]}]}`, "messages[0].content[0].file.file_data"},
+		{`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:text/plain,100%"}}]}]}`, "messages[0].content[0].image_url.url"},
+		{`{` + user + `,"tools":[{"type":"custom","function":{"name":"f"}}]}`, "tools[0]"},
+		{`{` + user + `,"tools":[{"type":"function"}]}`, "tools[0]"},
+		{`{` + user + `,"tools":[{"type":"function","function":{"description":"d"}}]}`, "tools[0]"},
+		{`{` + user + `,"tool_choice":{"function":{"name":"f"}}}`, "tool_choice:"},
+		// Out-of-range options: refused here, not sent for Gemini to refuse
+		// or (maxOutputTokens 0, proto3's "unset") to read as the model's
+		// default limit.
+		{`{` + user + `,"max_tokens":0}`, "max_tokens: must be at least 1"},
+		{`{` + user + `,"temperature":-0.5}`, "temperature: must be at least 0"},
+		{`{` + user + `,"top_p":-0.1}`, "top_p: must be at least 0"},
+		{`{` + user + `,"presence_penalty":-2.5}`, "presence_penalty: must be at least -2"},
+		{`{` + user + `,"frequency_penalty":-3}`, "frequency_penalty: must be at least -2"},
 	}
 	for _, tt := range tests {
 		_, _, err := Chat{}.Request([]byte(tt.in), "m", false)
