@@ -101,6 +101,45 @@ func TestRequest(t *testing.T) {
 			  {"role":"model","parts":[{"text":"c"},{"text":"d"},{"functionCall":{"name":"f","args":{}},"thoughtSignature":"skip_thought_signature_validator"}]},
 			  {"role":"user","parts":[{"functionResponse":{"name":"f","response":{"content":"r"}}}]},
 			  {"role":"user","parts":[{"text":"e"}]}]}`},
+		// Gemini refuses an empty part (no data) and a turn with no parts:
+		// empty text parts and messages that leave no parts are dropped.
+		{"empty parts and empty messages dropped", "gemini-2.5-flash", false,
+			`{"messages":[{"role":"user","content":[{"type":"text","text":""},{"type":"text","text":"a"}]},
+			  {"role":"assistant","content":""},{"role":"assistant","content":[{"type":"text","text":""}]},{"role":"user","content":"b"}]}`,
+			"/models/gemini-2.5-flash:generateContent",
+			`{"contents":[{"role":"user","parts":[{"text":"a"},{"text":"b"}]}]}`},
+		{"media URLs: http and gs, MIME types without parameters, data URL parameters and a literal +", "gemini-2.5-flash", false,
+			`{"messages":[{"role":"user","content":[
+			  {"type":"image_url","image_url":{"url":"http://example.com/a.png"}},
+			  {"type":"image_url","image_url":"gs://bucket/b.webp"},
+			  {"type":"image_url","image_url":{"url":"https://example.com/notes.txt"}},
+			  {"type":"image_url","image_url":{"url":"data:image/png;name=a.png;base64,iVBORw0KGgo="}},
+			  {"type":"image_url","image_url":{"url":"data:text/plain,1+1%3D2"}},
+			  {"type":"file","file":{"file_data":"aGk=","filename":"notes.txt"}}]}]}`,
+			"/models/gemini-2.5-flash:generateContent",
+			`{"contents":[{"role":"user","parts":[{"fileData":{"mimeType":"image/png","fileUri":"http://example.com/a.png"}},
+			  {"fileData":{"mimeType":"image/webp","fileUri":"gs://bucket/b.webp"}},
+			  {"fileData":{"mimeType":"text/plain","fileUri":"https://example.com/notes.txt"}},
+			  {"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}},
+			  {"inlineData":{"mimeType":"text/plain","data":"MSsxPTI="}},
+			  {"inlineData":{"mimeType":"text/plain","data":"aGk="}}]}]}`},
+		// Valid values at and inside the bounds pass; response_format text
+		// (which SDKs send by default) is no constraint; an empty tools
+		// array sends no tool (a Tool with no declarations is refused); a
+		// schema with no type or properties of its own is kept; arguments
+		// with surrounding whitespace are the object they hold.
+		{"option edges", "gemini-2.5-flash", false,
+			`{"messages":[{"role":"user","content":"x"},
+			  {"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":" {\"a\":\"1\"}\n"}}]}],
+			  "seed":-1,"presence_penalty":-1.5,"frequency_penalty":-2,"response_format":{"type":"text"},"tools":[]}`,
+			"/models/gemini-2.5-flash:generateContent",
+			`{"contents":[{"role":"user","parts":[{"text":"x"}]},{"role":"model","parts":[{"functionCall":{"name":"f","args":{"a":"1"}}}]}],
+			  "generationConfig":{"seed":-1,"presencePenalty":-1.5,"frequencyPenalty":-2}}`},
+		{"a tool schema without type", "gemini-2.5-flash", false,
+			`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"$ref":"#/$defs/A","$defs":{"A":{"type":"object","properties":{"a":{"type":"string"}}}}}}}]}`,
+			"/models/gemini-2.5-flash:generateContent",
+			`{"contents":[{"role":"user","parts":[{"text":"x"}]}],
+			  "tools":[{"functionDeclarations":[{"name":"f","parametersJsonSchema":{"$ref":"#/$defs/A","$defs":{"A":{"type":"object","properties":{"a":{"type":"string"}}}}}}]}]}`},
 		{"tool_choice none", "m", false,
 			`{"messages":[{"role":"user","content":"x"}],"tool_choice":"none"}`,
 			"/models/m:generateContent",
@@ -211,5 +250,29 @@ func TestRequestToolParametersAsJSONSchema(t *testing.T) {
 	want := `{"contents":[{"role":"user","parts":[{"text":"x"}]}],"tools":[{"functionDeclarations":[{"name":"weather","parametersJsonSchema":` + schema + `}]}]}`
 	if !jsonEqual(t, body, []byte(want)) {
 		t.Errorf("body\n%s\nwant\n%s", body, want)
+	}
+}
+
+// TestRequestReasoningEfforts pins each reasoning_effort's thinking budget
+// (Request's documented table): the budget bounds the thinking tokens
+// billed as output.
+func TestRequestReasoningEfforts(t *testing.T) {
+	for effort, want := range map[string]string{
+		"none":    `{"thinkingBudget":0}`,
+		"minimal": `{"thinkingBudget":1024,"includeThoughts":true}`,
+		"low":     `{"thinkingBudget":1024,"includeThoughts":true}`,
+		"medium":  `{"thinkingBudget":8192,"includeThoughts":true}`,
+		"high":    `{"thinkingBudget":24576,"includeThoughts":true}`,
+		"xhigh":   `{"thinkingBudget":24576,"includeThoughts":true}`,
+		"max":     `{"thinkingBudget":24576,"includeThoughts":true}`,
+	} {
+		_, body, err := Chat{}.Request([]byte(`{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"`+effort+`"}`), "gemini-2.5-flash", false)
+		if err != nil {
+			t.Fatalf("%s: %v", effort, err)
+		}
+		want = `{"contents":[{"role":"user","parts":[{"text":"x"}]}],"generationConfig":{"thinkingConfig":` + want + `}}`
+		if !jsonEqual(t, body, []byte(want)) {
+			t.Errorf("%s: body\n%s\nwant\n%s", effort, body, want)
+		}
 	}
 }
