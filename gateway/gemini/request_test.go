@@ -276,3 +276,30 @@ func TestRequestReasoningEfforts(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestLegacyFunctionCall: a legacy function result (role
+// "function", which Request translates) answers the assistant's
+// deprecated function_call, which was dropped: the model turn before the
+// functionResponse vanished, and Gemini refuses a function response turn
+// that does not follow a function call turn.
+func TestRequestLegacyFunctionCall(t *testing.T) {
+	in := `{"messages":[{"role":"user","content":"x"},
+	  {"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{\"a\":1}"}},
+	  {"role":"function","name":"f","content":"r"}]}`
+	_, body, err := Chat{}.Request([]byte(in), "gemini-3-pro-preview", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"contents":[{"role":"user","parts":[{"text":"x"}]},
+	  {"role":"model","parts":[{"functionCall":{"name":"f","args":{"a":1}},"thoughtSignature":"skip_thought_signature_validator"}]},
+	  {"role":"user","parts":[{"functionResponse":{"name":"f","response":{"content":"r"}}}]}]}`
+	if !jsonEqual(t, body, []byte(want)) {
+		t.Errorf("body\n%s\nwant\n%s", body, want)
+	}
+	for _, bad := range []string{`{"arguments":"{}"}`, `{"name":"f","arguments":"[]"}`} {
+		in := `{"messages":[{"role":"assistant","function_call":` + bad + `}]}`
+		if _, _, err := (Chat{}).Request([]byte(in), "m", false); err == nil || !strings.Contains(err.Error(), "messages[0].function_call.") {
+			t.Errorf("%s: error %v, want one naming messages[0].function_call", in, err)
+		}
+	}
+}
