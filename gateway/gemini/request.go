@@ -72,12 +72,15 @@ type message struct {
 	Name       string          `json:"name"`
 	ToolCallID string          `json:"tool_call_id"`
 	ToolCalls  []struct {
-		ID       string `json:"id"`
-		Function struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"function"`
+		ID       string   `json:"id"`
+		Function function `json:"function"`
 	} `json:"tool_calls"`
+	FunctionCall *function `json:"function_call"` // deprecated
+}
+
+type function struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // Request translates an OpenAI chat completion request into a Gemini
@@ -93,7 +96,8 @@ type message struct {
 //     extension or "image/*"), input_audio and file (file_data) parts;
 //   - assistant: a "model" turn; its text, and its tool_calls as
 //     functionCall parts (arguments parsed as the args object), each with
-//     Google's placeholder thought signature for models after Gemini 2;
+//     Google's placeholder thought signature for models after Gemini 2,
+//     and so its deprecated function_call;
 //   - tool (and legacy function): a functionResponse part
 //     {name, response:{content}} in a "user" turn, its name found from the
 //     tool_call_id among the earlier assistant tool calls; consecutive
@@ -174,18 +178,17 @@ func (req *genRequest) messages(raw json.RawMessage, sign bool) error {
 			if m.Role == "assistant" {
 				role = "model"
 				for j, tc := range m.ToolCalls {
-					f := fmt.Sprintf("%s.tool_calls[%d].function", field, j)
-					if tc.Function.Name == "" {
-						return fmt.Errorf("%s.name: must be a non-empty string", f)
-					}
-					args, err := parseArgs(tc.Function.Arguments)
+					p, err := callPart(tc.Function, fmt.Sprintf("%s.tool_calls[%d].function", field, j), sign)
 					if err != nil {
-						return fmt.Errorf("%s.arguments: must be a JSON object: %v", f, err)
+						return err
 					}
 					names[tc.ID] = tc.Function.Name
-					p := reqPart{FunctionCall: &callOut{Name: tc.Function.Name, Args: args}}
-					if sign {
-						p.ThoughtSignature = skipSignature
+					parts = append(parts, p)
+				}
+				if m.FunctionCall != nil {
+					p, err := callPart(*m.FunctionCall, field+".function_call", sign)
+					if err != nil {
+						return err
 					}
 					parts = append(parts, p)
 				}
@@ -233,6 +236,23 @@ func (req *genRequest) messages(raw json.RawMessage, sign bool) error {
 		return errors.New("messages: must hold at least one user or assistant message with content")
 	}
 	return nil
+}
+
+// callPart translates a tool call's function, or a function_call, at
+// field into a functionCall part.
+func callPart(fn function, field string, sign bool) (reqPart, error) {
+	if fn.Name == "" {
+		return reqPart{}, fmt.Errorf("%s.name: must be a non-empty string", field)
+	}
+	args, err := parseArgs(fn.Arguments)
+	if err != nil {
+		return reqPart{}, fmt.Errorf("%s.arguments: must be a JSON object: %v", field, err)
+	}
+	p := reqPart{FunctionCall: &callOut{Name: fn.Name, Args: args}}
+	if sign {
+		p.ThoughtSignature = skipSignature
+	}
+	return p, nil
 }
 
 // parseArgs parses a tool call's arguments string into a JSON object ("{}"
