@@ -303,3 +303,19 @@ func TestRequestLegacyFunctionCall(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestEmptySystemMessage: a system message with no text (clients
+// send an empty system prompt) made systemInstruction {"parts":null}, a
+// Content without parts, which Gemini refuses as it does an empty turn.
+func TestRequestEmptySystemMessage(t *testing.T) {
+	for _, sys := range []string{`""`, `null`, `[{"type":"text","text":""}]`} {
+		in := `{"messages":[{"role":"system","content":` + sys + `},{"role":"user","content":"x"}]}`
+		_, body, err := Chat{}.Request([]byte(in), "gemini-2.5-flash", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"contents":[{"role":"user","parts":[{"text":"x"}]}]}`; !jsonEqual(t, body, []byte(want)) {
+			t.Errorf("%s: body\n%s\nwant\n%s", sys, body, want)
+		}
+	}
+}
