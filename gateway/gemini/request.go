@@ -89,7 +89,8 @@ type function struct {
 // "/models/{model}:generateContent" otherwise, the model path-escaped (a
 // leading "models/" is dropped). Messages map as follows:
 //
-//   - system and developer: systemInstruction (text only);
+//   - system and developer: systemInstruction (text only; none when
+//     they hold no text);
 //   - user: a "user" turn (consecutive messages of one role share a
 //     turn); text, image_url (a data: URL becomes inlineData,
 //     an http(s) or gs:// URL fileData, its MIME type guessed from the
@@ -164,6 +165,9 @@ func (req *genRequest) messages(raw json.RawMessage, sign bool) error {
 			parts, err := contentParts(m.Content, field+".content", false)
 			if err != nil {
 				return err
+			}
+			if len(parts) == 0 {
+				break // no systemInstruction without parts
 			}
 			if req.SystemInstruction == nil {
 				req.SystemInstruction = &content{}
