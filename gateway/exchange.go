@@ -515,7 +515,8 @@ func (x *exchange) settle() {
 	} else { // refused or unreachable: nothing was produced, nothing is billed
 		e.Usage, e.UsageSource = usage.Tokens{}, usage.SourceEstimated
 	}
-	e.DurationMillis = time.Since(x.began()).Milliseconds()
+	// At least the time to first token, which is rounded up to 1 ms.
+	e.DurationMillis = max(time.Since(x.began()).Milliseconds(), e.TTFTMillis)
 	e.Normalize() // whatever the upstream sent, the event can be stored
 	if !x.retry {
 		// tpm_limit counts the request's tokens: those of the attempt the

@@ -50,7 +50,7 @@ func (s *Server) Recover(reqs []journal.Request) []usage.Event {
 		// recovered usage itself.
 		e.Corrections = usage.WithoutCorrection(e.Corrections, usage.CorrectionReasoningOverCompletion)
 		e.Status, e.HTTPStatus, e.FinishReason = usage.StatusCrashed, 0, ""
-		e.DurationMillis = max(r.Last.Sub(r.Began).Milliseconds(), 0)
+		e.DurationMillis = max(r.Last.Sub(r.Began).Milliseconds(), e.TTFTMillis, 0)
 		e.Error = fmt.Sprintf("the gateway process stopped mid-request (a crash or a kill); usage estimated from its last checkpoint, %d ms after the start",
 			e.DurationMillis)
 		if r.Checkpoints == 0 {

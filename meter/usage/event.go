@@ -147,10 +147,11 @@ type Event struct {
 	// UsageSource says where Usage came from.
 	UsageSource Source `json:"usage_source"`
 	// TTFTMillis is the time from receiving the request to the first content
-	// byte sent to the client, in milliseconds (0 if none was sent).
+	// byte sent to the client, in milliseconds, rounded up to at least 1 (0
+	// if none was sent).
 	TTFTMillis int64 `json:"ttft_ms"`
 	// DurationMillis is the time from receiving the request to the end of the
-	// response, in milliseconds.
+	// response, in milliseconds; the gateway records at least TTFTMillis.
 	DurationMillis int64 `json:"duration_ms"`
 	// Error is a short description of what went wrong, for failed requests.
 	Error string `json:"error,omitempty"`
