@@ -420,6 +420,13 @@ func TestDeadLettersOfADeletedStream(t *testing.T) {
 	if _, err := dlq.Replay(ctx, []uint64{3}); !errors.As(err, &nf) || nf.Seq != 3 {
 		t.Errorf("Replay(3) = %v; want dead letter 3 not found", err)
 	}
+	// A first `tollgate dlq replay --seq 3` (the README's example) on a
+	// stream without that letter must say why and what to run, not only
+	// "dead letter 3 not found".
+	if _, err := dlq.Replay(ctx, []uint64{3}); err == nil || !strings.Contains(err.Error(), "replayed or removed already") ||
+		!strings.Contains(err.Error(), "tollgate dlq list") {
+		t.Errorf("Replay(3) = %v; want it to say the letter may be gone already and how to list those held", err)
+	}
 }
 
 // meteredWorker is a usage stream of the test's own and a worker writing
