@@ -24,7 +24,7 @@ type NoDeadLetterError struct{ Seq uint64 }
 
 // Error names the sequence not found.
 func (e *NoDeadLetterError) Error() string {
-	return fmt.Sprintf("dead letter %d not found", e.Seq)
+	return fmt.Sprintf("dead letter %d not found: never set aside, or replayed or removed already; tollgate dlq list (GET /admin/v1/dlq) lists the ones held", e.Seq)
 }
 
 // NotFound reports true: the admin API answers the error as not found.
