@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,4 +240,111 @@ func TestDeadLettersComeUpOnceNATSDoes(t *testing.T) {
 	if status, rd := readyz(t, a); status != http.StatusOK || rd["dead_letters"] != "" {
 		t.Errorf("/readyz once NATS is up: %d %v; want 200, no dead_letters", status, rd)
 	}
+}
+
+// TestDeadLetterRetrySaysANewCause: while `tollgate admin` tries again to
+// make the dead-letter stream, its waits double from the first to the
+// longest and stay there (the log's next_in); a cause that changes (the
+// squatting stream gone, the dead-letter stream sealed by hand) is logged
+// at WARN once, where the same cause again is at DEBUG, and the 503 and
+// /readyz give the new cause, not the start's: an operator who fixed one
+// cause saw nothing of the next at the default level.
+func TestDeadLetterRetrySaysANewCause(t *testing.T) {
+	t.Parallel()
+	natsURL, js := squattedNATS(t)
+	logs := &syncBuffer{}
+	a := startAdminOn(t, natsURL, [2]time.Duration{50 * time.Millisecond, 200 * time.Millisecond}, logs)
+	type line struct {
+		Level, Msg, Err string
+		Attempt         int
+		NextIn          string `json:"next_in"`
+	}
+	retries := func() []line {
+		var out []line
+		for l := range strings.Lines(logs.String()) {
+			var r line
+			if json.Unmarshal([]byte(l), &r) == nil && strings.HasPrefix(r.Msg, "dead-letter stream still not made") {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(retries()) < 3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no third retry logged:\n%s", logs)
+		}
+	}
+	var got []string
+	for _, r := range retries()[:3] {
+		got = append(got, fmt.Sprintf("%d %s %s", r.Attempt, r.NextIn, r.Level))
+	}
+	if want := []string{"2 100ms DEBUG", "3 200ms DEBUG", "4 200ms DEBUG"}; !slices.Equal(got, want) {
+		t.Fatalf("retries (attempt, next_in, level) %q, want %q (waits from 50ms doubling up to 200ms; the start's cause again at DEBUG)", got, want)
+	}
+
+	// A new cause: the dead-letter stream sealed, the squatter gone.
+	ctx := context.Background()
+	st, err := js.Stream(ctx, meter.DLQStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.Sealed = true
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, "SQUATTER"); err != nil {
+		t.Fatal(err)
+	}
+	const cause = "can not unseal a sealed stream"
+	warned := func() int {
+		n := 0
+		for _, r := range retries() {
+			if strings.Contains(r.Err, cause) && r.Level == "WARN" {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(10 * time.Second); warned() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new cause was not logged at WARN:\n%s", logs)
+		}
+	}
+	wantDLQPending(t, a, cause)
+	if status, rd := readyz(t, a); status != http.StatusOK || !strings.Contains(rd["dead_letters"], cause) {
+		t.Errorf("/readyz after the cause changed: %d %v; want 200, dead_letters with the new cause", status, rd)
+	}
+	if n := warned(); n != 1 {
+		t.Errorf("the new cause logged at WARN %d times, want once:\n%s", n, logs)
+	}
+
+	// The operator's fix: the sealed stream goes.
+	if err := js.DeleteStream(ctx, meter.DLQStream); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if status, _ := getDLQ(t, a); status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /admin/v1/dlq after the fix is not 200:\n%s", logs)
+		}
+	}
+}
+
+// TestDeadLetterRetryWaitsASecondFirst: without waits set (as in
+// production: no variable sets them), the admin role tries the dead-letter
+// stream again after 1 s, then 2 s (dlqFirstWait): an operator's fix, or a
+// NATS that starts after Tollgate, is picked up within seconds.
+func TestDeadLetterRetryWaitsASecondFirst(t *testing.T) {
+	t.Parallel()
+	logs := &syncBuffer{}
+	a := startAdminOn(t, "nats://"+freeAddr(t), [2]time.Duration{}, logs) // nothing listens there
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(logs.String(), `"attempt":2,"next_in":"2s"`); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("15 s on, no second attempt logged with next_in 2s:\n%s", logs)
+		}
+	}
+	stopPrompt(t, a, "dead-letter stream")
 }
