@@ -684,3 +684,24 @@ func TestNoTokenSaysTheTokenIsNotSet(t *testing.T) {
 		t.Errorf("customers list with a wrong token: exit %d, stderr %q; want exit %d, not saying the token is not set", r.code, r.errOut, exitUnauthorized)
 	}
 }
+
+// TestMigrateSaysHowManyApplied: `tollgate migrate` logs how many
+// migrations it applied: every one on a new database, none on a database
+// already at the latest. An operator reads it to know whether an upgrade's
+// migrations ran; a count lost on the way (migrateLogged) said 0 for both.
+func TestMigrateSaysHowManyApplied(t *testing.T) {
+	t.Setenv("TOLLGATE_DATABASE_URL", ledgertest.NewDatabase(t))
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migrations: %v, %v", files, err)
+	}
+	for _, want := range []int{len(files), 0} {
+		var logs bytes.Buffer
+		if err := migrate(t.Context(), slog.New(slog.NewJSONHandler(&logs, nil)), nil, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(logs.String(), fmt.Sprintf(`"msg":"migrations applied","count":%d}`, want)) {
+			t.Fatalf("tollgate migrate logged:\n%s\nwant \"migrations applied\" with count %d", logs.String(), want)
+		}
+	}
+}
