@@ -149,3 +149,62 @@ func TestCLIDeadLetterReplayProgress(t *testing.T) {
 		t.Fatalf("dlq replay without --progress, stderr not a terminal: exit %d, stderr %q; want no progress", r.code, r.errOut)
 	}
 }
+
+// TestCLIDeadLetterListDefaults: `tollgate dlq list` without --limit
+// lists 100 dead letters a page, as docs/operations.md and its --help say,
+// with each letter's event id in the EVENT column; --limit takes 1 to
+// 10000, the edge included, and refuses 10001 as bad usage before anything
+// is sent; an empty list is "data": [] in --json, not null (jq's
+// `.data[]` fails on null); dlq replay and dlq remove print their counts
+// as "replayed" and "removed" in --json, and remove takes --seq given
+// several times and as N,M, removing every letter named.
+func TestCLIDeadLetterListDefaults(t *testing.T) {
+	s := newStack(t, nil)
+	js, err := jetstream.New(s.app.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := s.tgOK("dlq", "list", "--json"); !strings.Contains(out, `"data": []`) {
+		t.Fatalf("dlq list --json of no dead letters: %s; want \"data\": []", out)
+	}
+	var seqs []string
+	for i := range 101 {
+		msg := nats.NewMsg("tollgate.usage.dlq")
+		msg.Data = []byte(fmt.Sprintf(`{"v":7,"n":%d}`, i))
+		msg.Header.Set("Tollgate-Reason", "schema version 7")
+		msg.Header.Set("Tollgate-Event-Id", fmt.Sprintf("evt-%d", i))
+		ack, err := js.PublishMsg(context.Background(), msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, strconv.FormatUint(ack.Sequence, 10))
+	}
+	r := s.tg("dlq", "list")
+	rows := tableRows(t, r.out, "SEQ")
+	if r.code != exitOK || len(rows) != 100 || rows[0][0] != seqs[0] || rows[99][0] != seqs[99] ||
+		!strings.Contains(r.errOut, "add --cursor "+seqs[99]+",") {
+		t.Fatalf("dlq list of 101 dead letters: exit %d, %d rows, stderr %q; want the first 100 and a hint to --cursor %s", r.code, len(rows), r.errOut, seqs[99])
+	}
+	if rows[0][2] != "evt-0" || rows[99][2] != "evt-99" {
+		t.Fatalf("dlq list's EVENT column: %q, %q; want evt-0, evt-99", rows[0][2], rows[99][2])
+	}
+	r = s.tg("dlq", "list", "--limit", "10000")
+	if rows := tableRows(t, r.out, "SEQ"); r.code != exitOK || len(rows) != 101 || r.errOut != "" {
+		t.Fatalf("dlq list --limit 10000: exit %d, %d rows, stderr %q; want all 101, no hint", r.code, len(rows), r.errOut)
+	}
+	s.tgFail(exitUsage, "--limit: 10001 is not from 1 to 10000", "dlq", "list", "--limit", "10001")
+
+	var removed map[string]int
+	s.tgJSON(&removed, "dlq", "remove", "--seq", seqs[0], "--seq", seqs[1]+","+seqs[2], "--yes")
+	if len(removed) != 1 || removed["removed"] != 3 {
+		t.Fatalf("dlq remove of 3 --json: %v; want {\"removed\": 3}", removed)
+	}
+	if rows := tableRows(t, s.tgOK("dlq", "list", "--limit", "10000"), "SEQ"); len(rows) != 98 || rows[0][0] != seqs[3] {
+		t.Fatalf("after removing %s, %s and %s, dlq list shows %d letters from %v; want 98 from %s", seqs[0], seqs[1], seqs[2], len(rows), rows[0], seqs[3])
+	}
+	var replayed map[string]int
+	s.tgJSON(&replayed, "dlq", "replay", "--seq", seqs[3])
+	if len(replayed) != 1 || replayed["replayed"] != 1 {
+		t.Fatalf("dlq replay of one --json: %v; want {\"replayed\": 1}", replayed)
+	}
+}

@@ -705,3 +705,13 @@ func TestMigrateSaysHowManyApplied(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadLettersInWords: dlq replay and remove say "0 dead letters" for
+// none (a replay of an empty dead-letter stream), "1 dead letter" for one.
+func TestDeadLettersInWords(t *testing.T) {
+	for n, want := range map[int]string{0: "0 dead letters", 1: "1 dead letter", 2: "2 dead letters"} {
+		if got := deadLetters(n); got != want {
+			t.Errorf("deadLetters(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
