@@ -75,4 +75,9 @@ func TestDeadSpoolRedrainSetsAsideOnce(t *testing.T) {
 			t.Errorf("event %s is in the dead-letter stream %d times", id, n)
 		}
 	}
+	// And each is there: the message id names the spool record, not its
+	// reason alone, which the three records share.
+	if len(per) != 3 {
+		t.Errorf("%d of the 3 events set aside are in the dead-letter stream, want each once: %+v", len(per), letters)
+	}
 }
