@@ -91,3 +91,39 @@ func TestServiceStatusTellsFailingWrites(t *testing.T) {
 	}
 	t.Fatalf("status once the ledger takes writes again: %+v; want no write error", st)
 }
+
+// TestServiceWriteSinceHoldsThroughRetries: WriteSince is when the
+// worker's writes began to fail, not its last failed attempt: while the
+// ledger refuses a batch, retried again and again, the status (and
+// /readyz's "since") keeps the time the failures began; once the write
+// succeeds, it clears.
+func TestServiceWriteSinceHoldsThroughRetries(t *testing.T) {
+	ctx := context.Background()
+	js := metertest.NewStream(t)
+	store := &holdingStore{Store: ledgertest.NewStore(t), release: make(chan struct{}), written: map[string]bool{}}
+	e := groupEvent(uuid.NewString(), 1)
+	store.held = e.ID
+	svc := meter.NewService(js, store, meter.WorkerConfig{BatchWait: 20 * time.Millisecond})
+	svc.Start()
+	defer stopService(t, svc)
+	if err := meter.NewPublisher(js, meter.StreamConfig{}, 0).Publish(ctx, &e); err != nil {
+		t.Fatal(err)
+	}
+	var first meter.ServiceStatus
+	var tries int
+	eventually(t, "a failed write in the status", func() bool {
+		first = svc.Status()
+		_, tries = store.state()
+		return first.WriteErr != nil
+	})
+	// Two attempts more, the first of them begun after the status was read.
+	eventually(t, "the write tried twice more", func() bool { _, n := store.state(); return n >= tries+2 })
+	if st := svc.Status(); st.WriteErr == nil || !st.WriteSince.Equal(first.WriteSince) {
+		t.Errorf("status after more failed attempts: %+v; want the write error, since %s still", st, first.WriteSince.Format(time.StampMicro))
+	}
+	close(store.release)
+	eventually(t, "the write error cleared", func() bool { st := svc.Status(); return st.WriteErr == nil && st.WriteSince.IsZero() })
+	if w, _ := store.state(); w != 1 {
+		t.Errorf("%d events written, want the one held", w)
+	}
+}
