@@ -60,6 +60,7 @@ func TestTrimFailuresLogging(t *testing.T) {
 		{at: 4*time.Second + trimErrorAfter, level: slog.LevelError, logged: true, comment: "lasted trimErrorAfter"},
 		{at: 5*time.Second + trimErrorAfter, comment: "then quiet"},
 		{at: 4*time.Second + trimErrorAfter + trimLogEvery, level: slog.LevelError, logged: true, comment: "every trimLogEvery"},
+		{at: 5*time.Second + trimErrorAfter + trimLogEvery, comment: "then quiet again, not at every failure"},
 		{at: 5*time.Second + trimErrorAfter + trimLogEvery, ok: true, logged: true, comment: "its end"},
 	} {
 		if s.ok {
