@@ -1,0 +1,79 @@
+package gateway_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-dev/tollgate/meter/usage"
+)
+
+// chatChunk is an OpenAI chat stream's content chunk of text.
+func chatChunk(text string) string {
+	return `data: {"id":"chatcmpl-w","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":0,"delta":{"content":"` +
+		text + `"},"finish_reason":null}]}` + "\n\n"
+}
+
+// TestChatStreamFlushesBeforeTheUpstreamSendsMore: what the upstream sent
+// reaches the client while the upstream waits, before it sends more: the
+// upstream here sends its next events only once the client has read the
+// first. A relay that held its events until more came, or until the end,
+// would leave the client (and so the upstream) waiting for ever. The
+// stream's response headers are those of an SSE stream that no proxy
+// should buffer or cache, with the upstream's rate-limit headers passed
+// on; and every event reaches the client once.
+func TestChatStreamFlushesBeforeTheUpstreamSendsMore(t *testing.T) {
+	read := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("X-Ratelimit-Remaining-Tokens", "4321")
+		fmt.Fprint(w, chatChunk("first-part"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-read:
+		case <-r.Context().Done():
+			return
+		case <-time.After(20 * time.Second):
+			return
+		}
+		fmt.Fprint(w, chatChunk("second-part")+
+			`data: {"id":"chatcmpl-w","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"+
+			`data: {"id":"chatcmpl-w","object":"chat.completion.chunk","created":7,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`+"\n\n"+
+			"data: [DONE]\n\n")
+	}))
+	t.Cleanup(up.Close)
+	st := oneProviderStack(t, "openai", up.URL)
+	resp := st.post(t, "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	for k, want := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+		"X-Accel-Buffering": "no", "X-Ratelimit-Remaining-Tokens": "4321"} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("header %s: %q, want %q", k, got, want)
+		}
+	}
+	ls := lines(resp.Body)
+	got := until(t, ls, "first-part") // within 10 s: the upstream sends nothing more until then
+	close(read)
+	got = append(got, until(t, ls, "[DONE]")...)
+	for l := range ls {
+		got = append(got, l)
+	}
+	body := strings.Join(got, "\n")
+	for _, s := range []string{"first-part", "second-part", `"finish_reason":"stop"`, `"choices":[]`, "[DONE]"} {
+		if n := strings.Count(body, s); n != 1 {
+			t.Errorf("%q reached the client %d times, want once:\n%s", s, n, body)
+		}
+	}
+	if !strings.HasSuffix(strings.TrimSpace(body), "data: [DONE]") {
+		t.Errorf("the stream does not end with [DONE]:\n%s", body)
+	}
+	if e := st.sink.event(t, resp.Header.Get("X-Request-Id")); e.Status != usage.StatusOK || e.Usage.PromptTokens != 3 || e.Usage.CompletionTokens != 2 {
+		t.Errorf("event %s %+v (%s), want ok with the upstream's 3 + 2", e.Status, e.Usage, e.Error)
+	}
+}
