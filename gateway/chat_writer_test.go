@@ -77,3 +77,46 @@ func TestChatStreamFlushesBeforeTheUpstreamSendsMore(t *testing.T) {
 		t.Errorf("event %s %+v (%s), want ok with the upstream's 3 + 2", e.Status, e.Usage, e.Error)
 	}
 }
+
+// TestChatStreamOutputIsSentBeforeTheEventIsDurable: of an upstream stream
+// that came in one piece, its output (the header, content and finish)
+// reaches the client while the sink is still making the event durable;
+// only the usage chunk and [DONE] wait for it. Left in the writer's batch
+// until after the commit, the whole answer waited for the publish.
+func TestChatStreamOutputIsSentBeforeTheEventIsDurable(t *testing.T) {
+	up := jsonUpstream(t, "text/event-stream", chatChunk("all-at-once")+
+		`data: {"id":"chatcmpl-w","object":"chat.completion.chunk","created":7,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"+
+		`data: {"id":"chatcmpl-w","object":"chat.completion.chunk","created":7,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`+"\n\n"+
+		"data: [DONE]\n\n")
+	st := oneProviderStack(t, "openai", up.URL)
+	st.sink.holdEvents(t)
+	answered := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, st.url+"/v1/chat/completions",
+			strings.NewReader(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			close(answered)
+			return
+		}
+		answered <- resp
+	}()
+	var resp *http.Response
+	select {
+	case resp = <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no response header within 10 s while the event was being made durable")
+	}
+	if resp == nil {
+		t.Fatal("the request failed")
+	}
+	defer resp.Body.Close()
+	ls := lines(resp.Body)
+	got := until(t, ls, `"finish_reason":"stop"`) // the sink holds the event: this came before it was durable
+	if body := strings.Join(got, "\n"); !strings.Contains(body, "all-at-once") || strings.Contains(body, `"usage"`) || strings.Contains(body, "[DONE]") {
+		t.Fatalf("before the event was durable the client got:\n%s", body)
+	}
+	st.sink.release()
+	until(t, ls, "[DONE]")
+}
