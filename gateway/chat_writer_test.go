@@ -120,3 +120,37 @@ func TestChatStreamOutputIsSentBeforeTheEventIsDurable(t *testing.T) {
 	st.sink.release()
 	until(t, ls, "[DONE]")
 }
+
+// TestChatUsageChunkIsTheLaterReport: an upstream's usage chunk, held for
+// the stream's end, is not what the client gets when a later chunk
+// reports usage again: the client's usage chunk says what the event
+// bills, the later report, whether the gateway read that chunk by its
+// scanner or (a key with an escape) by encoding/json. Held, the earlier
+// chunk told the client 1 completion token of the 2 billed.
+func TestChatUsageChunkIsTheLaterReport(t *testing.T) {
+	const head = `{"id":"chatcmpl-w","object":"chat.completion.chunk","created":7,"model":"m",`
+	for name, key := range map[string]string{"scanned": `"system_fingerprint"`, "parsed": `"system_fing\u0065rprint"`} {
+		t.Run(name, func(t *testing.T) {
+			st := oneProviderStack(t, "openai", jsonUpstream(t, "text/event-stream", chatChunk("hello")+
+				"data: "+head+`"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`+"\n\n"+
+				"data: "+head+key+`:"fp","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`+"\n\n"+
+				"data: [DONE]\n\n").URL)
+			e, body := doRequest(t, st, "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+			if e.Usage.PromptTokens != 3 || e.Usage.CompletionTokens != 2 {
+				t.Fatalf("event %s %+v (%s), want the later report's 3 + 2", e.Status, e.Usage, e.Error)
+			}
+			data := dataLines(body)
+			if len(data) < 2 || data[len(data)-1] != "[DONE]" {
+				t.Fatalf("the stream does not end with [DONE]:\n%s", body)
+			}
+			last := decodeChunk(t, data[len(data)-2])
+			u, _ := last["usage"].(map[string]any)
+			if !isUsageChunk(last) || fmt.Sprint(u["completion_tokens"]) != "2" || fmt.Sprint(u["prompt_tokens"]) != "3" {
+				t.Fatalf("the client's usage chunk is %v, want the billed 3 + 2:\n%s", last, body)
+			}
+			if n := strings.Count(body, `"usage"`); n != 1 {
+				t.Fatalf("%d usage members reached the client, want 1 (in the usage chunk):\n%s", n, body)
+			}
+		})
+	}
+}
