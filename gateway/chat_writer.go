@@ -25,7 +25,6 @@ type chatWriter struct {
 	upstream     http.Header // the upstream response's headers
 	includeUsage bool
 	started      bool
-	doneSent     bool
 	// usage is the upstream's last usage chunk (its data), held back to
 	// be sent once the event is durable.
 	usage []byte
@@ -361,9 +360,7 @@ func (c *chatWriter) end(readErr error) {
 			c.data(x.withCost(openai.AppendUsageChunk(nil, object, c.id, c.model, c.created, x.event.Usage)))
 		}
 	}
-	if !c.doneSent {
-		c.data(doneData)
-	}
+	c.data(doneData)
 	if c.bodyRead {
 		c.leave()
 		return
