@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
 	"github.com/tollgate-dev/tollgate/meter/usage"
 )
 
@@ -108,15 +109,7 @@ func TestReplayOfAGroupTwiceCountsOnce(t *testing.T) {
 	customer := uuid.NewString()
 	e1, e2 := groupEvent(customer, 10), groupEvent(customer, 20)
 	letter := setAsideGroup(t, ctx, js, dlq, "3", bytes.Join([][]byte{encodeEvent(t, e1), encodeEvent(t, e2)}, []byte{'\n'}))
-	s, err := js.Stream(ctx, meter.DLQStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := s.CachedInfo().Config
-	cfg.DenyDelete = true
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	metertest.EditStream(t, js, meter.DLQStream, func(c *jetstream.StreamConfig) { c.DenyDelete = true })
 
 	before := usageLastSeq(t, ctx, js)
 	if n, err := dlq.Replay(ctx, []uint64{letter.Seq}); err == nil || n != 0 {

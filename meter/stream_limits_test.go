@@ -38,11 +38,8 @@ func TestAStreamLimitRefusesEventsRatherThanDiscardingThem(t *testing.T) {
 	if d := st.CachedInfo().Config.Discard; d != jetstream.DiscardNew {
 		t.Errorf("the usage stream discards %s at a limit; want new events refused", d)
 	}
-	cfg := st.CachedInfo().Config
-	cfg.MaxMsgs = 100 // the operator's limit, the rest of the stream's configuration kept
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	// The operator's limit, the rest of the stream's configuration kept.
+	metertest.EditStream(t, js, meter.DefaultStreamName, func(c *jetstream.StreamConfig) { c.MaxMsgs = 100 })
 	pub := meter.NewPublisher(js, meter.StreamConfig{}, 0)
 	acked, refused := 0, 0
 	for range 500 {
@@ -80,15 +77,7 @@ func TestAFullDeadLetterStreamDoesNotHoldTheMeter(t *testing.T) {
 		t.Fatal(err)
 	}
 	metertest.StartWorker(t, ctx, js, store, meter.WorkerConfig{BatchWait: 5 * time.Millisecond, BatchSize: 1})
-	st, err := js.Stream(ctx, meter.DLQStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := st.CachedInfo().Config
-	cfg.MaxMsgs = 1 // the operator's limit
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	metertest.EditStream(t, js, meter.DLQStream, func(c *jetstream.StreamConfig) { c.MaxMsgs = 1 }) // the operator's limit
 	for _, bad := range []string{`{"v":99,"n":1}`, `{"v":99,"n":2}`} {
 		if _, err := js.Publish(ctx, meter.DefaultSubject, []byte(bad)); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
@@ -40,11 +41,7 @@ func TestWorkerCountsAndLogsTrimsThatFail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scfg := stream.CachedInfo().Config
-	scfg.DenyPurge = true
-	if _, err := js.UpdateStream(ctx, scfg); err != nil {
-		t.Fatal(err)
-	}
+	metertest.EditStream(t, js, meter.DefaultStreamName, func(c *jetstream.StreamConfig) { c.DenyPurge = true })
 	obs := &trimObserver{}
 	logs := &metertest.LockedBuffer{}
 	store := ledgertest.NewStore(t)

@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tollgate-dev/tollgate/ledger/ledgertest"
 	"github.com/tollgate-dev/tollgate/meter"
+	"github.com/tollgate-dev/tollgate/meter/metertest"
 )
 
 // startAdminOn starts `tollgate admin` on a fresh migrated database, with
@@ -284,15 +286,7 @@ func TestDeadLetterRetrySaysANewCause(t *testing.T) {
 
 	// A new cause: the dead-letter stream sealed, the squatter gone.
 	ctx := context.Background()
-	st, err := js.Stream(ctx, meter.DLQStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := st.CachedInfo().Config
-	cfg.Sealed = true
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	metertest.EditStream(t, js, meter.DLQStream, func(c *jetstream.StreamConfig) { c.Sealed = true })
 	if err := js.DeleteStream(ctx, "SQUATTER"); err != nil {
 		t.Fatal(err)
 	}

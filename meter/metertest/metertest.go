@@ -88,6 +88,24 @@ func NewStream(t testing.TB) jetstream.JetStream {
 	return js
 }
 
+// EditStream changes the configuration of js's stream name as an operator
+// would (say, a limit, or sealed): edit is given its configuration as it is,
+// and the stream is updated with what edit leaves. It fails the test when
+// the stream cannot be read or JetStream refuses the update.
+func EditStream(t testing.TB, js jetstream.JetStream, name string, edit func(*jetstream.StreamConfig)) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatalf("metertest: stream %s: %v", name, err)
+	}
+	cfg := st.CachedInfo().Config
+	edit(&cfg)
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatalf("metertest: update stream %s: %v", name, err)
+	}
+}
+
 // StartWorker creates a meter worker of cfg on js, writing to store
 // (meter.NewWorker), and runs it until ctx ends. The channel receives what
 // Run returned, once. The test owns ctx: it cancels it, and waits on the
